@@ -1,0 +1,130 @@
+"""The Dynamo backend ``xla``: options, per-signature compilation, fallback, wiring."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from torch2xla._errors import UnsupportedOpsError
+from torch2xla._lower import LoweredGraph, lower
+from torch2xla._options import Options
+from torch2xla._partition import find_unsupported, split
+from torch2xla._program import XlaProgram
+from torch2xla.guards import ProgramCache, SignatureKey
+
+_graph_ids = itertools.count()
+
+# Without this Dynamo runs any frame holding an nn.LSTM/GRU eagerly, silently.
+torch._dynamo.config.allow_rnn = True
+
+
+class FallbackWarning(UserWarning):
+    """Some ops of a compiled graph run in eager PyTorch because XLA cannot run them."""
+
+
+def xla_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence,
+    *,
+    mode: str | None = None,
+    options: dict | None = None,
+):
+    """Dynamo backend: ``torch.compile(model, backend="xla", mode=..., options={...})``.
+
+    Returns a callable that runs ``gm`` through JAX/XLA, compiling one XLA program per input
+    signature on first use.
+    """
+    return CompiledGraph(gm, Options.parse(mode, options))
+
+
+class CompiledGraph:
+    """A Dynamo graph, compiled to XLA once per signature of its inputs."""
+
+    def __init__(self, gm: torch.fx.GraphModule, options: Options) -> None:
+        self.gm = gm
+        self.options = options
+        self.name = f"graph_{next(_graph_ids)}"
+        self.key = SignatureKey(gm)
+        self.cache = ProgramCache(options.cache_size)
+        out = gm.graph.find_nodes(op="output")[0].args[0]
+        self.output_requires_grad = tuple(
+            bool(getattr(o.meta.get("example_value"), "requires_grad", True))
+            if isinstance(o, torch.fx.Node)
+            else False
+            for o in (out if isinstance(out, list | tuple) else (out,))
+        )
+        self._warned = False
+
+    def __call__(self, *args):
+        entry = self.cache.get_or_build(self.key(args), lambda: self._build(args))
+        return entry(args)
+
+    @torch._disable_dynamo
+    def _build(self, args: Sequence) -> "_Entry":
+        lowered = lower(self.gm, args)
+        unsupported = find_unsupported(lowered.gm)
+        inputs = (*lowered.lifted, *args)
+        requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+        if not unsupported:
+            program = XlaProgram(lowered.gm, inputs, requires_grad, self.options.remat)
+            return _Entry(lowered, program, self.output_requires_grad)
+        if self.options.strict:
+            raise UnsupportedOpsError(self.name, unsupported)
+        if not self._warned:
+            self._warned = True
+            listing = "\n".join(str(u) for u in unsupported)
+            warnings.warn(
+                f"torch2xla: {len(unsupported)} op(s) of {self.name} run in eager PyTorch, "
+                f"the rest in XLA:\n{listing}",
+                FallbackWarning,
+                stacklevel=2,
+            )
+        split_gm, names = split(lowered.gm, unsupported)
+        for name in names:
+            sub = getattr(split_gm, name)
+            example = [n.meta.get("val") for n in sub.graph.find_nodes(op="placeholder")]
+            setattr(split_gm, name, _Submodule(XlaProgram(sub, example, None, self.options.remat)))
+        return _Entry(lowered, split_gm, self.output_requires_grad)
+
+
+class _Submodule(torch.nn.Module):
+    """An XLA program standing in for a fused partition of a split graph."""
+
+    def __init__(self, program: XlaProgram) -> None:
+        super().__init__()
+        self.program = program
+
+    def forward(self, *args):
+        outs = self.program(args)
+        return tuple(outs) if self.program.num_outputs != 1 else outs[0]
+
+
+class _Entry:
+    """One compiled signature: runs the program, writes mutations back, returns user outputs."""
+
+    def __init__(self, lowered: LoweredGraph, runner, output_requires_grad) -> None:
+        self.lifted = lowered.lifted
+        self.mutations = lowered.mutations
+        self.runner = runner
+        self.program = runner if isinstance(runner, XlaProgram) else None
+        self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
+
+    def __call__(self, args: Sequence):
+        inputs = (*self.lifted, *args) if self.lifted else args
+        if self.program is not None:
+            outs = self.program(inputs)
+        else:
+            outs = list(self.runner(*inputs))
+        n = len(self.mutations)
+        if n:
+            with torch.no_grad():
+                for idx, new in zip(self.mutations, outs[:n]):
+                    inputs[idx].copy_(new)
+            outs = outs[n:]
+        for i in self.detach:
+            if outs[i].requires_grad:
+                outs[i] = outs[i].detach()
+        return outs

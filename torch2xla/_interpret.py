@@ -1,0 +1,83 @@
+"""ATen graph -> JAX function: walks the nodes and calls the op registry."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import torch
+from torch.fx.node import map_aggregate
+
+from torch2xla import _interop
+from torch2xla._errors import LoweringError, describe
+from torch2xla.ops import LOWERINGS
+from torch2xla.ops._registry import LoweringContext, RngState, reset_ctx, set_ctx
+
+
+def uses_rng(gm: torch.fx.GraphModule) -> bool:
+    return any(
+        n.op == "call_function"
+        and isinstance(n.target, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded in n.target.tags
+        for n in gm.graph.nodes
+    )
+
+
+def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
+    """A pure function ``f(seed, *inputs) -> tuple(outputs)`` equivalent to ``gm``.
+
+    ``seed`` is a uint32 scalar (ignored when the graph draws no random numbers); ``inputs``
+    follow ``gm``'s placeholders. The function is meant to be traced under ``jax.jit``.
+    """
+    nodes = list(gm.graph.nodes)
+    constants = {
+        n.target: _interop.jnp_array(_get_attr(gm, n.target)) for n in nodes if n.op == "get_attr"
+    }
+
+    def run(seed: jax.Array, *inputs: Any) -> tuple:
+        rng = RngState(seed) if seed is not None else None
+        env: dict[torch.fx.Node, Any] = {}
+        args_iter = iter(inputs)
+        load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+        for node in nodes:
+            if node.op == "placeholder":
+                env[node] = next(args_iter)
+            elif node.op == "get_attr":
+                env[node] = constants[node.target]
+            elif node.op == "call_function":
+                args = map_aggregate(node.args, load)
+                kwargs = map_aggregate(node.kwargs, load)
+                env[node] = _call(node, args, kwargs, rng)
+            elif node.op == "output":
+                return tuple(map_aggregate(node.args[0], load))
+            else:
+                raise LoweringError(f"torch2xla: unexpected node kind {node.op} in {describe(node)}")
+        raise LoweringError("torch2xla: graph has no output node")
+
+    return run
+
+
+def _get_attr(gm: torch.nn.Module, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None) -> Any:
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    lowering = LOWERINGS.get(node.target)
+    if lowering is None:
+        raise LoweringError(f"torch2xla: no lowering for {describe(node)}")
+    token = set_ctx(LoweringContext(node, rng))
+    try:
+        return lowering(*args, **kwargs)
+    except LoweringError:
+        raise
+    except Exception as e:
+        raise LoweringError(f"torch2xla: lowering {describe(node)} failed: {e}") from e
+    finally:
+        reset_ctx(token)

@@ -1,0 +1,55 @@
+"""Find ATen nodes XLA cannot run, and split a graph so they run in eager PyTorch."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from torch2xla._errors import Unsupported
+from torch2xla.ops import DATA_DEPENDENT, LOWERINGS
+
+
+def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
+    """Every call node of ``gm`` that XLA cannot run, each with its reason."""
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if node.target in DATA_DEPENDENT:
+            found.append(Unsupported(node, DATA_DEPENDENT[node.target]))
+        elif node.target not in LOWERINGS:
+            found.append(Unsupported(node, "no lowering"))
+    return found
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, unsupported: set[torch.fx.Node]) -> None:
+        self.unsupported = unsupported
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        return node.op == "call_function" and node not in self.unsupported
+
+
+def split(gm: torch.fx.GraphModule, unsupported: list[Unsupported]) -> tuple[
+    torch.fx.GraphModule, list[str]
+]:
+    """Fuse the supported nodes of ``gm`` into submodules; returns the split graph and their names.
+
+    The unsupported nodes stay as ``call_function`` nodes of the returned graph, so running it
+    executes them in eager PyTorch (with autograd) between the XLA submodules.
+    """
+    support = _Support({u.node for u in unsupported})
+    partitioner = CapabilityBasedPartitioner(
+        gm, support, allows_single_node_partition=True
+    )
+    partitions = partitioner.propose_partitions()
+    # A partition made only of getitem nodes is pointless in XLA.
+    partitions = [
+        p for p in partitions if any(n.target is not operator.getitem for n in p.nodes)
+    ]
+    fused = partitioner.fuse_partitions(partitions)
+    names = [n.target for n in fused.graph.nodes if n.op == "call_module"]
+    return fused, names

@@ -1,0 +1,59 @@
+"""Shared policy for lowerings: torch type promotion and dtype conversion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
+from torch._prims_common import elementwise_dtypes
+
+from torch2xla._interop import jax_dtype, torch_dtype
+from torch2xla.ops._registry import ctx
+
+__all__ = ["Kind", "promote", "as_dtype", "out_dtype", "is_array", "jdt", "canonical_dim"]
+
+
+def is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, torch.Tensor)
+
+
+def _meta(x: Any) -> Any:
+    if is_array(x):
+        return torch.empty(x.shape, dtype=torch_dtype(x.dtype), device="meta")
+    return x
+
+
+def promote(kind: Kind, *args: Any) -> tuple[np.dtype, np.dtype]:
+    """(computation dtype, result dtype) of an elementwise op on ``args``, by torch's rules."""
+    metas = [_meta(a) for a in args if a is not None]
+    compute, result = elementwise_dtypes(*metas, type_promotion_kind=kind)
+    return jax_dtype(compute), jax_dtype(result)
+
+
+def as_dtype(x: Any, dtype: np.dtype) -> Any:
+    """``x`` (array or Python scalar) as an array of ``dtype``."""
+    if is_array(x):
+        return x if x.dtype == dtype else x.astype(dtype)
+    return jnp.asarray(x, dtype=dtype)
+
+
+def jdt(dtype: torch.dtype | None) -> np.dtype | None:
+    return None if dtype is None else jax_dtype(dtype)
+
+
+def out_dtype(index: int | None = None) -> np.dtype:
+    """The dtype torch gives this node's output (ground truth from the fake tensor)."""
+    val = ctx().out
+    if index is not None:
+        val = val[index]
+    return jax_dtype(val.dtype)
+
+
+def canonical_dim(dim: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"dim {dim} out of range for a tensor of {ndim} dims")
+    return dim % n

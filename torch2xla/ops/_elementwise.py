@@ -1,0 +1,282 @@
+"""Elementwise ops. Every op declares its torch type-promotion kind; ``_pointwise`` owns the
+policy (cast to the computation dtype, compute, cast to the result dtype)."""
+
+from __future__ import annotations
+
+
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from torch2xla.ops._common import Kind, as_dtype, jdt, promote
+from torch2xla.ops._registry import register
+from torch._ops import ops
+
+aten = ops.aten
+
+
+def _pointwise(jfn, kind: Kind = Kind.DEFAULT):
+    def lowering(*args):
+        compute, result = promote(kind, *args)
+        return as_dtype(jfn(*(as_dtype(a, compute) for a in args)), result)
+
+    return lowering
+
+
+def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
+    register(op)(_pointwise(jfn, kind))
+
+
+F, I, B = Kind.INT_TO_FLOAT, Kind.DEFAULT, Kind.ALWAYS_BOOL
+
+# -- unary float ops (ints promote to the default float dtype) ---------------------------------
+for _op, _fn in [
+    (aten.exp, jnp.exp), (aten.exp2, jnp.exp2), (aten.expm1, jnp.expm1), (aten.log, jnp.log),
+    (aten.log2, jnp.log2), (aten.log10, jnp.log10), (aten.log1p, jnp.log1p),
+    (aten.sqrt, jnp.sqrt), (aten.rsqrt, lax.rsqrt), (aten.sin, jnp.sin), (aten.cos, jnp.cos),
+    (aten.tan, jnp.tan), (aten.asin, jnp.arcsin), (aten.acos, jnp.arccos),
+    (aten.atan, jnp.arctan), (aten.sinh, jnp.sinh), (aten.cosh, jnp.cosh),
+    (aten.tanh, jnp.tanh), (aten.asinh, jnp.arcsinh), (aten.acosh, jnp.arccosh),
+    (aten.atanh, jnp.arctanh), (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
+    (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
+    (aten.lgamma, jax.scipy.special.gammaln), (aten.digamma, jax.scipy.special.digamma),
+    (aten.reciprocal, jnp.reciprocal),
+]:
+    _unary(_op.default, _fn, F)
+
+# -- unary ops that keep the input dtype -------------------------------------------------------
+for _op, _fn in [
+    (aten.neg, jnp.negative), (aten.abs, jnp.abs), (aten.ceil, jnp.ceil),
+    (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
+    (aten.sign, jnp.sign), (aten.relu, jax.nn.relu), (aten.bitwise_not, jnp.invert),
+]:
+    _unary(_op.default, _fn, I)
+
+_unary(aten.isnan.default, jnp.isnan, B)
+_unary(aten.isinf.default, jnp.isinf, B)
+_unary(aten.logical_not.default, jnp.logical_not, B)
+_unary(aten.signbit.default, jnp.signbit, B)
+_unary(aten.sgn.default, jnp.sign, I)
+_unary(aten.frac.default, lambda x: x - jnp.trunc(x), I)
+
+
+@register(aten.isfinite.default)
+def isfinite(self):
+    return jnp.isfinite(self) if jnp.issubdtype(self.dtype, jnp.inexact) else jnp.ones_like(self, bool)
+
+
+@register(aten.round.decimals)
+def round_decimals(self, *, decimals=0):
+    return _pointwise(lambda x: jnp.round(x, decimals), I)(self)
+
+
+# -- binary ops ---------------------------------------------------------------------------------
+def _with_alpha(jfn):
+    def lowering(self, other, alpha=1):
+        if alpha != 1:
+            compute, result = promote(I, self, other)
+            prod = as_dtype(other, compute) * as_dtype(alpha, compute)
+            return as_dtype(jfn(as_dtype(self, compute), prod), result)
+        return _pointwise(jfn, I)(self, other)
+
+    return lowering
+
+
+register(aten.add.Tensor, aten.add.Scalar)(_with_alpha(jnp.add))
+register(aten.sub.Tensor, aten.sub.Scalar)(_with_alpha(jnp.subtract))
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(self, other, alpha=1):
+    return _with_alpha(jnp.subtract)(other, self, alpha)
+
+
+for _ops, _fn, _kind in [
+    ((aten.mul.Tensor, aten.mul.Scalar), jnp.multiply, I),
+    ((aten.div.Tensor, aten.div.Scalar), jnp.true_divide, F),
+    ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), jnp.power, Kind.BOOL_TO_LONG),
+    ((aten.maximum.default,), jnp.maximum, I),
+    ((aten.minimum.default,), jnp.minimum, I),
+    ((aten.fmax.default,), jnp.fmax, I),
+    ((aten.fmin.default,), jnp.fmin, I),
+    ((aten.atan2.default,), jnp.arctan2, F),
+    ((aten.hypot.default,), jnp.hypot, I),
+    ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, F),
+    ((aten.nextafter.default,), jnp.nextafter, I),
+    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, I),
+    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, I),
+    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, I),
+    ((aten.bitwise_left_shift.Tensor,), jnp.left_shift, I),
+    ((aten.bitwise_right_shift.Tensor,), jnp.right_shift, I),
+    ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, B),
+    ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, B),
+    ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, B),
+    ((aten.le.Tensor, aten.le.Scalar), jnp.less_equal, B),
+    ((aten.gt.Tensor, aten.gt.Scalar), jnp.greater, B),
+    ((aten.ge.Tensor, aten.ge.Scalar), jnp.greater_equal, B),
+    ((aten.logical_and.default,), jnp.logical_and, B),
+    ((aten.logical_or.default,), jnp.logical_or, B),
+    ((aten.logical_xor.default,), jnp.logical_xor, B),
+]:
+    register(*_ops)(_pointwise(_fn, _kind))
+
+
+def _trunc_div(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        # NOTE: torch truncates integer division toward zero; jnp's // floors.
+        return lax.div(a, b)
+    return jnp.trunc(a / b)
+
+
+def _floor_div(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.floor_divide(a, b)
+    return jnp.floor(a / b)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return _pointwise(jnp.true_divide, F)(self, other)
+    fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
+    return _pointwise(fn, I)(self, other)
+
+
+@register(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(self, other):
+    return _pointwise(_floor_div, I)(self, other)
+
+
+# NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
+register(aten.fmod.Tensor, aten.fmod.Scalar)(_pointwise(jnp.fmod, I))
+register(aten.remainder.Tensor, aten.remainder.Scalar)(_pointwise(jnp.remainder, I))
+
+
+@register(aten.where.self)
+def where(condition, self, other):
+    compute, result = promote(I, self, other)
+    return jnp.where(condition, as_dtype(self, result), as_dtype(other, result))
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def clamp(self, min=None, max=None):
+    compute, result = promote(I, self, *(v for v in (min, max) if v is not None))
+    out = as_dtype(self, result)
+    # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
+    if min is not None:
+        out = jnp.maximum(out, as_dtype(min, result))
+    if max is not None:
+        out = jnp.minimum(out, as_dtype(max, result))
+    return out
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(self, min):
+    return clamp(self, min=min)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(self, max):
+    return clamp(self, max=max)
+
+
+@register(aten.gelu.default)
+def gelu(self, *, approximate="none"):
+    compute, result = promote(F, self)
+    x = as_dtype(self, compute)
+    return as_dtype(jax.nn.gelu(x, approximate=approximate == "tanh"), result)
+
+
+@register(aten.silu.default)
+def silu(self):
+    return _pointwise(jax.nn.silu, F)(self)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(self, min_val=-1.0, max_val=1.0):
+    return jnp.clip(self, as_dtype(min_val, self.dtype), as_dtype(max_val, self.dtype))
+
+
+@register(aten.leaky_relu.default)
+def leaky_relu(self, negative_slope=0.01):
+    return jnp.where(self > 0, self, self * as_dtype(negative_slope, self.dtype))
+
+
+@register(aten.elu.default)
+def elu(self, alpha=1, scale=1, input_scale=1):
+    x = self
+    neg = as_dtype(alpha, x.dtype) * jnp.expm1(x * as_dtype(input_scale, x.dtype))
+    return jnp.where(x > 0, x, neg) * as_dtype(scale, x.dtype)
+
+
+@register(aten.softplus.default)
+def softplus(self, beta=1, threshold=20):
+    bx = self * beta
+    return jnp.where(bx > threshold, self, jnp.log1p(jnp.exp(bx)) / beta)
+
+
+@register(aten.logit.default)
+def logit(self, eps=None):
+    x = self if eps is None else jnp.clip(self, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(self, end, weight):
+    compute, result = promote(I, self, end, weight)
+    s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
+    return as_dtype(s + w * (e - s), result)
+
+
+@register(aten.addcmul.default)
+def addcmul(self, tensor1, tensor2, *, value=1):
+    compute, result = promote(I, self, tensor1, tensor2)
+    s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    return as_dtype(s + as_dtype(value, compute) * a * b, result)
+
+
+@register(aten.addcdiv.default)
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    compute, result = promote(I, self, tensor1, tensor2)
+    s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    return as_dtype(s + as_dtype(value, compute) * a / b, result)
+
+
+@register(aten.nan_to_num.default)
+def nan_to_num(self, nan=None, posinf=None, neginf=None):
+    if not jnp.issubdtype(self.dtype, jnp.inexact):
+        return self
+    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+
+
+@register(aten.heaviside.default)
+def heaviside(self, values):
+    compute, result = promote(I, self, values)
+    return as_dtype(jnp.heaviside(as_dtype(self, compute), as_dtype(values, compute)), result)
+
+
+@register(aten._to_copy.default)
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
+             non_blocking=False, memory_format=None):
+    # NOTE: device moves are the bridge's job (outputs land on the input's device).
+    return self if dtype is None else self.astype(jdt(dtype))
+
+
+@register(aten.clone.default)
+def clone(self, *, memory_format=None):
+    return self
+
+
+@register(aten.alias.default, aten.lift_fresh_copy.default)
+def alias(self):
+    return self
+
+
+@register(aten.scalar_tensor.default)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    from torch2xla.ops._common import out_dtype
+
+    return jnp.asarray(s, dtype=out_dtype())
+
+

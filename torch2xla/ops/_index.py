@@ -1,0 +1,136 @@
+"""Indexing, gathers and scatters, sorting."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops._common import as_dtype, canonical_dim
+from torch2xla.ops._registry import register
+
+aten = ops.aten
+
+
+def _index_tuple(indices):
+    # NOTE: None entries mean "whole dim"; jnp reads None as newaxis, so use slices.
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+@register(aten.index.Tensor)
+def index(self, indices):
+    if any(i is not None and i.dtype == jnp.bool_ for i in indices):
+        raise NotImplementedError("boolean-mask indexing has a data-dependent shape")
+    return self[_index_tuple(indices)]
+
+
+@register(aten.index_put.default)
+def index_put(self, indices, values, accumulate=False):
+    values = as_dtype(values, self.dtype)
+    if len(indices) == 1 and indices[0] is not None and indices[0].dtype == jnp.bool_:
+        # NOTE: a boolean mask becomes a `where`, which keeps the shape static.
+        mask = indices[0]
+        mask = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim))
+        if accumulate:
+            return jnp.where(mask, self + values, self)
+        return jnp.where(mask, values, self)
+    idx = _index_tuple(indices)
+    return self.at[idx].add(values) if accumulate else self.at[idx].set(values)
+
+
+@register(aten.index_select.default)
+def index_select(self, dim, index):
+    if self.ndim == 0:
+        return self
+    return jnp.take(self, index, axis=canonical_dim(dim, self.ndim))
+
+
+def _along(dim, index, ndim):
+    """Full index tuple for a scatter/gather along ``dim`` (torch's index tensor semantics)."""
+    grids = jnp.meshgrid(*(jnp.arange(s) for s in index.shape), indexing="ij")
+    grids[dim] = index
+    return tuple(grids)
+
+
+@register(aten.gather.default)
+def gather(self, dim, index, *, sparse_grad=False):
+    if self.ndim == 0:
+        return self
+    dim = canonical_dim(dim, self.ndim)
+    return self[_along(dim, index, self.ndim)]
+
+
+@register(aten.scatter.src, aten.scatter.value)
+def scatter(self, dim, index, src):
+    if self.ndim == 0:
+        return jnp.asarray(src, self.dtype).reshape(())
+    dim = canonical_dim(dim, self.ndim)
+    if not hasattr(src, "shape"):
+        src = jnp.full(index.shape, src, self.dtype)
+    src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
+    return self.at[_along(dim, index, self.ndim)].set(src)
+
+
+@register(aten.scatter_add.default)
+def scatter_add(self, dim, index, src):
+    dim = canonical_dim(dim, self.ndim)
+    src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
+    return self.at[_along(dim, index, self.ndim)].add(src)
+
+
+@register(aten.scatter_reduce.two)
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    dim = canonical_dim(dim, self.ndim)
+    src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
+    idx = _along(dim, index, self.ndim)
+    if reduce == "mean":
+        base = self if include_self else jnp.zeros_like(self)
+        total = base.at[idx].add(src)
+        count = jnp.full(self.shape, 1 if include_self else 0, self.dtype).at[idx].add(1)
+        count = jnp.maximum(count, 1)
+        out = total / count if jnp.issubdtype(self.dtype, jnp.inexact) else total // count
+        touched = jnp.zeros(self.shape, bool).at[idx].set(True)
+        return jnp.where(touched, out, self)
+    init = {"sum": 0, "prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
+    if not jnp.issubdtype(self.dtype, jnp.inexact) and reduce in ("amax", "amin"):
+        info = np.iinfo(self.dtype)
+        init = info.min if reduce == "amax" else info.max
+    base = self if include_self else jnp.full(self.shape, init, self.dtype)
+    ref = base.at[idx]
+    out = {"sum": ref.add, "prod": ref.multiply, "amax": ref.max, "amin": ref.min}[reduce](src)
+    if include_self:
+        return out
+    touched = jnp.zeros(self.shape, bool).at[idx].set(True)
+    return jnp.where(touched, out, self)
+
+
+@register(aten.sort.default, aten.sort.stable)
+def sort(self, dim=-1, descending=False, *, stable=False):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    dim = canonical_dim(dim, self.ndim)
+    idx = jnp.argsort(self, axis=dim, stable=True, descending=descending)
+    return jnp.take_along_axis(self, idx, axis=dim), as_dtype(idx, np.dtype(np.int64))
+
+
+@register(aten.topk.default)
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    dim = canonical_dim(dim, self.ndim)
+    x = jnp.moveaxis(self, dim, -1)
+    if largest:
+        values, idx = lax.top_k(x, k)
+    else:
+        values, idx = lax.top_k(-x, k)
+        values = -values
+    return (jnp.moveaxis(values, -1, dim),
+            jnp.moveaxis(as_dtype(idx, np.dtype(np.int64)), -1, dim))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(self, mask, value):
+    return jnp.where(mask, as_dtype(value, self.dtype), self)
+
+

@@ -1,0 +1,366 @@
+"""Neural-network ops: convolution, pooling, normalization, softmax, embedding, attention."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops._common import as_dtype, out_dtype
+from torch2xla.ops._linalg import _acc, precision
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+
+
+def _tuple(v, n: int) -> tuple[int, ...]:
+    if isinstance(v, int):
+        return (v,) * n
+    v = tuple(v)
+    return v * n if len(v) == 1 else v
+
+
+def _opmath(x):
+    """float32 for half-precision inputs, the input dtype otherwise."""
+    return _acc(x.dtype) or x.dtype
+
+
+# -- convolution ----------------------------------------------------------------------------------
+@register(aten.convolution.default)
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    nd = weight.ndim - 2
+    stride, padding, dilation = _tuple(stride, nd), _tuple(padding, nd), _tuple(dilation, nd)
+    result = out_dtype()
+    unbatched = input.ndim == nd + 1
+    x = input[None] if unbatched else input
+    x, w = as_dtype(x, result), as_dtype(weight, result)
+    spatial = "DHW"[-nd:] if nd <= 3 else None
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
+    if not transposed:
+        out = lax.conv_general_dilated(
+            x, w, stride, [(p, p) for p in padding], rhs_dilation=dilation,
+            dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+            preferred_element_type=_acc(result),
+        )
+    else:
+        # Transposed conv = conv over the stride-dilated input with the flipped, in/out-swapped
+        # kernel. weight is (C_in, C_out/groups, k...); regroup to (C_out, C_in/groups, k...).
+        c_in, c_out_g = w.shape[:2]
+        k = w.shape[2:]
+        w = w.reshape((groups, c_in // groups, c_out_g) + k)
+        w = jnp.swapaxes(w, 1, 2).reshape((groups * c_out_g, c_in // groups) + k)
+        w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
+        output_padding = _tuple(output_padding, nd)
+        pads = [
+            (d * (kk - 1) - p, d * (kk - 1) - p + op)
+            for kk, p, d, op in zip(k, padding, dilation, output_padding)
+        ]
+        dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
+        out = lax.conv_general_dilated(
+            x, w, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
+            dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+            preferred_element_type=_acc(result),
+        )
+    out = as_dtype(out, result)
+    if bias is not None:
+        out = out + as_dtype(bias, result).reshape((1, -1) + (1,) * nd)
+    return out[0] if unbatched else out
+
+
+# -- pooling ----------------------------------------------------------------------------------------
+def _pool_padding(in_sizes, out_sizes, kernel, stride, padding, dilation):
+    """(lo, hi) padding per spatial dim that yields torch's output size (ceil_mode included)."""
+    return [
+        (p, max((o - 1) * s + d * (k - 1) + 1 - n - p, 0))
+        for n, o, k, s, p, d in zip(in_sizes, out_sizes, kernel, stride, padding, dilation)
+    ]
+
+
+def _max_pool(self, kernel_size, stride, padding, dilation, nd):
+    kernel = _tuple(kernel_size, nd)
+    stride = _tuple(stride, nd) if stride else kernel
+    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    out_shape = ctx().out[0].shape
+    lead = self.ndim - nd
+    pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, dilation)
+    cfg = dict(
+        window_dimensions=(1,) * lead + kernel,
+        window_strides=(1,) * lead + stride,
+        padding=[(0, 0)] * lead + pads,
+        window_dilation=(1,) * lead + dilation,
+    )
+    # NOTE: a numpy scalar init keeps max-pool differentiable in JAX.
+    if jnp.issubdtype(self.dtype, jnp.floating):
+        init = np.array(-np.inf, self.dtype)
+    else:
+        init = np.array(np.iinfo(self.dtype).min, self.dtype)
+    values = lax.reduce_window(self, init, lax.max, **cfg)
+    # Indices (flat over the spatial dims, as torch) via a variadic window reduction.
+    spatial = self.shape[lead:]
+    flat = jnp.arange(math.prod(spatial), dtype=jnp.int64).reshape(spatial)
+    flat = jnp.broadcast_to(flat, self.shape)
+
+    def pick(a, b):
+        (av, ai), (bv, bi) = a, b
+        take_b = (bv > av) | ((bv == av) & (bi < ai)) | jnp.isnan(bv) & ~jnp.isnan(av)
+        return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
+
+    _, indices = lax.reduce_window(
+        (lax.stop_gradient(self), flat), (init, np.array(-1, np.int64)), pick, **cfg
+    )
+    return values, indices
+
+
+@register(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(self, kernel_size, stride, padding, dilation, 2)
+
+
+@register(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(self, kernel_size, stride, padding, dilation, 3)
+
+
+def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+              nd):
+    kernel = _tuple(kernel_size, nd)
+    stride = _tuple(stride, nd) if stride else kernel
+    padding = _tuple(padding, nd)
+    lead = self.ndim - nd
+    out_shape = ctx().out.shape
+    pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, (1,) * nd)
+    acc = _opmath(self)
+    x = as_dtype(self, acc)
+    cfg = dict(window_dimensions=(1,) * lead + kernel, window_strides=(1,) * lead + stride,
+               padding=[(0, 0)] * lead + pads)
+    sums = lax.reduce_window(x, np.array(0, acc), lax.add, **cfg)
+    if divisor_override:
+        return as_dtype(sums / divisor_override, self.dtype)
+    # Divisor per window: the padded extent (user padding, not ceil-mode overhang) when
+    # count_include_pad, else the number of real elements.
+    ones = jnp.ones(self.shape[lead:], acc)
+    if count_include_pad:
+        ones = lax.pad(ones, np.array(1, acc), [(p, p, 0) for p in padding])
+        extra = [(0, hi - p) for (lo, hi), p in zip(pads, padding)]
+    else:
+        extra = pads
+    counts = lax.reduce_window(ones, np.array(0, acc), lax.add, kernel, stride, extra)
+    return as_dtype(sums / counts, self.dtype)
+
+
+@register(aten.avg_pool2d.default)
+def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2)
+
+
+@register(aten.avg_pool1d.default)
+def avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+@register(aten.avg_pool3d.default)
+def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 3)
+
+
+def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m.astype(dtype)
+
+
+@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default,
+          aten.adaptive_avg_pool1d.default)
+def adaptive_avg_pool(self, output_size):
+    nd = len(output_size)
+    acc = _opmath(self)
+    x = as_dtype(self, acc)
+    for i, n_out in enumerate(output_size):
+        axis = self.ndim - nd + i
+        m = _adaptive_matrix(self.shape[axis], n_out, acc)
+        x = jnp.moveaxis(jnp.tensordot(x, m, axes=([axis], [1]), precision=lax.Precision.HIGHEST), -1, axis)
+    return as_dtype(x, self.dtype)
+
+
+# -- normalization ----------------------------------------------------------------------------------
+def _bn_train(input, weight, bias, eps):
+    acc = _opmath(input)
+    x = as_dtype(input, acc)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = jnp.mean(x, axis=axes)
+    var = jnp.mean(jnp.square(x - jnp.expand_dims(mean, axes)), axis=axes)
+    invstd = lax.rsqrt(var + eps)
+    return x, axes, mean, var, invstd
+
+
+def _bn_apply(x, axes, mean, invstd, weight, bias, dtype):
+    shape = [1] * x.ndim
+    shape[1] = -1
+    out = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        out = out * as_dtype(weight, x.dtype).reshape(shape)
+    if bias is not None:
+        out = out + as_dtype(bias, x.dtype).reshape(shape)
+    return as_dtype(out, dtype)
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def batch_norm_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    if not training:
+        out, m, s = batch_norm_no_training(input, weight, bias, running_mean, running_var,
+                                           momentum, eps)
+        return out, m, s, running_mean, running_var
+    x, axes, mean, var, invstd = _bn_train(input, weight, bias, eps)
+    out = _bn_apply(x, axes, mean, invstd, weight, bias, input.dtype)
+    n = math.prod(x.shape[a] for a in axes)
+    # NOTE: running_var is updated with the unbiased variance, normalization uses the biased one.
+    unbiased = lax.stop_gradient(var) * (n / max(n - 1, 1))
+    m = as_dtype(momentum, running_mean.dtype)
+    new_mean = (1 - m) * running_mean + m * as_dtype(lax.stop_gradient(mean), running_mean.dtype)
+    new_var = (1 - m) * running_var + m * as_dtype(unbiased, running_var.dtype)
+    return out, mean, invstd, new_mean, new_var
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    acc = _opmath(input)
+    x = as_dtype(input, acc)
+    axes = (0,) + tuple(range(2, x.ndim))
+    invstd = lax.rsqrt(as_dtype(running_var, acc) + eps)
+    out = _bn_apply(x, axes, as_dtype(running_mean, acc), invstd, weight, bias, input.dtype)
+    empty = jnp.zeros((0,), acc)
+    return out, empty, empty
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
+    x, axes, mean, var, invstd = _bn_train(input, weight, bias, eps)
+    return _bn_apply(x, axes, mean, invstd, weight, bias, input.dtype), mean, invstd
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    acc = _opmath(input)
+    x = as_dtype(input, acc)
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * as_dtype(weight, acc)
+    if bias is not None:
+        out = out + as_dtype(bias, acc)
+    return as_dtype(out, input.dtype), mean, rstd
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    acc = _opmath(input)
+    x = as_dtype(input, acc).reshape((N, group, -1))
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    out = ((x - mean) * rstd).reshape(input.shape)
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * as_dtype(weight, acc).reshape(shape)
+    if bias is not None:
+        out = out + as_dtype(bias, acc).reshape(shape)
+    return as_dtype(out, input.dtype), mean.reshape(N, group), rstd.reshape(N, group)
+
+
+# -- softmax ---------------------------------------------------------------------------------------
+def _softmax_impl(fn, self, dim, half_to_float):
+    result = out_dtype()
+    x = as_dtype(self, _opmath(self))
+    if x.ndim == 0:
+        return as_dtype(fn(x[None], axis=0)[0], result)
+    return as_dtype(fn(x, axis=dim), result)
+
+
+@register(aten._softmax.default)
+def _softmax(self, dim, half_to_float):
+    return _softmax_impl(jax.nn.softmax, self, dim, half_to_float)
+
+
+@register(aten._log_softmax.default)
+def _log_softmax(self, dim, half_to_float):
+    return _softmax_impl(jax.nn.log_softmax, self, dim, half_to_float)
+
+
+# -- embedding -------------------------------------------------------------------------------------
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding(scale_grad_by_freq=True) is not supported")
+    if padding_idx is not None and padding_idx >= 0:
+        # NOTE: torch gives the padding row no gradient.
+        weight = weight.at[padding_idx].set(lax.stop_gradient(weight[padding_idx]))
+    return jnp.take(weight, indices, axis=0)
+
+
+# -- dropout ---------------------------------------------------------------------------------------
+@register(aten.native_dropout.default)
+def native_dropout(input, p, train):
+    if not train or p == 0:
+        return input, jnp.ones(input.shape, bool)
+    if p >= 1:
+        return jnp.zeros_like(input), jnp.zeros(input.shape, bool)
+    mask = jax.random.bernoulli(ctx().next_key(), 1.0 - p, input.shape)
+    scale = as_dtype(1.0 / (1.0 - p), input.dtype)
+    return jnp.where(mask, input * scale, jnp.zeros((), input.dtype)), mask
+
+
+# -- attention -------------------------------------------------------------------------------------
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+    """softmax(q k^T * scale + mask) v, with torch's mask conventions (bool: True attends)."""
+    result = query.dtype
+    acc = _opmath(query)
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), precision=precision(),
+                        preferred_element_type=acc) * as_dtype(scale, acc)
+    if is_causal:
+        causal = jnp.tril(jnp.ones((L, S), bool))
+        scores = jnp.where(causal, scores, -jnp.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == jnp.bool_:
+            scores = jnp.where(attn_mask, scores, -jnp.inf)
+        else:
+            scores = scores + as_dtype(attn_mask, acc)
+    weights = jax.nn.softmax(scores, axis=-1)
+    if dropout_p > 0:
+        keep = jax.random.bernoulli(ctx().next_key(), 1.0 - dropout_p, weights.shape)
+        weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
+    out = jnp.matmul(as_dtype(weights, result), value, precision=precision(),
+                     preferred_element_type=acc)
+    return as_dtype(out, result), scores, weights
+
+
+@register(aten.scaled_dot_product_attention.default)
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, *, scale=None, enable_gqa=False):
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[0]
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
+                   scale=None):
+    out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    lse = jax.nn.logsumexp(scores, axis=-1)
+    return out, as_dtype(lse, out_dtype(1))

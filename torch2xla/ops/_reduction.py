@@ -1,0 +1,171 @@
+"""Reductions. ``_reduce`` owns the policy for ``dim``, ``keepdim`` and ``dtype``."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from torch._ops import ops
+
+from torch2xla.ops._common import Kind, as_dtype, jdt, out_dtype, promote
+from torch2xla.ops._registry import register
+
+aten = ops.aten
+
+
+def _axes(dim, ndim: int) -> tuple[int, ...] | None:
+    # NOTE: in ATen reductions dim=None and dim=[] both mean every dim.
+    if dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
+        return None
+    dims = dim if isinstance(dim, list | tuple) else (dim,)
+    return tuple(sorted({d % max(ndim, 1) for d in dims})) if ndim else None
+
+
+def _reduce(jfn, x, dim, keepdim, compute=None, **kw):
+    """Reduce ``x`` over ``dim`` with ``jfn``, computing in ``compute`` and returning the node's
+    torch output dtype (integer sums give int64, half means accumulate in float32, ...)."""
+    result = out_dtype()
+    x = as_dtype(x, compute or result)
+    axes = _axes(dim, x.ndim)
+    return as_dtype(jfn(x, axis=axes, keepdims=keepdim, **kw), result)
+
+
+def _acc_dtype(x, dtype):
+    """Accumulation dtype: the requested one, else float32 for half floats, else the output's."""
+    if dtype is not None:
+        return jdt(dtype)
+    if x.dtype in (np.dtype(jnp.float16), np.dtype(jnp.bfloat16)):
+        return np.dtype(np.float32)
+    return out_dtype()
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def sum_(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(jnp.sum, self, dim, keepdim, _acc_dtype(self, dtype))
+
+
+@register(aten.mean.dim, aten.mean.default)
+def mean(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(jnp.mean, self, dim, keepdim, _acc_dtype(self, dtype))
+
+
+@register(aten.prod.dim_int, aten.prod.default)
+def prod(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(jnp.prod, self, dim, keepdim, _acc_dtype(self, dtype))
+
+
+@register(aten.amax.default)
+def amax(self, dim=(), keepdim=False):
+    return _reduce(jnp.max, self, dim, keepdim)
+
+
+@register(aten.amin.default)
+def amin(self, dim=(), keepdim=False):
+    return _reduce(jnp.min, self, dim, keepdim)
+
+
+@register(aten.any.default, aten.any.dim, aten.any.dims)
+def any_(self, dim=None, keepdim=False):
+    return _reduce(jnp.any, self, dim, keepdim, np.dtype(bool))
+
+
+@register(aten.all.default, aten.all.dim, aten.all.dims)
+def all_(self, dim=None, keepdim=False):
+    return _reduce(jnp.all, self, dim, keepdim, np.dtype(bool))
+
+
+def _correction(correction, unbiased=None):
+    if correction is None:
+        return 1 if unbiased is None or unbiased else 0
+    return correction
+
+
+@register(aten.var.correction)
+def var(self, dim=None, *, correction=None, keepdim=False):
+    return _reduce(jnp.var, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
+
+
+@register(aten.var_mean.correction)
+def var_mean(self, dim=None, *, correction=None, keepdim=False):
+    acc = _acc_dtype(self, None)
+    x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
+    v = jnp.var(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
+    m = jnp.mean(x, axis=axes, keepdims=keepdim)
+    return as_dtype(v, out_dtype(0)), as_dtype(m, out_dtype(1))
+
+
+@register(aten.std.correction)
+def std(self, dim=None, *, correction=None, keepdim=False):
+    return _reduce(jnp.std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
+
+
+def _arg(jfn, self, dim, keepdim):
+    if dim is None:
+        out = jfn(self.reshape(-1))
+        return out.reshape((1,) * self.ndim) if keepdim else out
+    if self.ndim == 0:
+        return jnp.zeros((), jnp.int64)
+    return jfn(self, axis=dim, keepdims=keepdim)
+
+
+@register(aten.argmax.default)
+def argmax(self, dim=None, keepdim=False):
+    return as_dtype(_arg(jnp.argmax, self, dim, keepdim), out_dtype())
+
+
+@register(aten.argmin.default)
+def argmin(self, dim=None, keepdim=False):
+    return as_dtype(_arg(jnp.argmin, self, dim, keepdim), out_dtype())
+
+
+def _max_min_dim(jfn, argfn, self, dim, keepdim):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    values = jfn(self, axis=dim, keepdims=keepdim)
+    return values, as_dtype(argfn(self, axis=dim, keepdims=keepdim), np.dtype(np.int64))
+
+
+@register(aten.max.dim)
+def max_dim(self, dim, keepdim=False):
+    return _max_min_dim(jnp.max, jnp.argmax, self, dim, keepdim)
+
+
+@register(aten.min.dim)
+def min_dim(self, dim, keepdim=False):
+    return _max_min_dim(jnp.min, jnp.argmin, self, dim, keepdim)
+
+
+@register(aten.max.default)
+def max_(self):
+    return jnp.max(self)
+
+
+@register(aten.min.default)
+def min_(self):
+    return jnp.min(self)
+
+
+@register(aten.logsumexp.default)
+def logsumexp(self, dim, keepdim=False):
+    import jax
+
+    compute, result = promote(Kind.INT_TO_FLOAT, self)
+    x = as_dtype(self, compute)
+    return as_dtype(jax.nn.logsumexp(x, axis=_axes(dim, x.ndim), keepdims=keepdim), result)
+
+
+def _cum(jfn, self, dim, dtype):
+    acc = _acc_dtype(self, dtype) if dtype is not None else out_dtype()
+    x = as_dtype(self, acc)
+    if x.ndim == 0:
+        return as_dtype(x, out_dtype())
+    return as_dtype(jfn(x, axis=dim % x.ndim), out_dtype())
+
+
+@register(aten.cumsum.default)
+def cumsum(self, dim, *, dtype=None):
+    return _cum(jnp.cumsum, self, dim, dtype)
+
+
+@register(aten.cumprod.default)
+def cumprod(self, dim, *, dtype=None):
+    return _cum(jnp.cumprod, self, dim, dtype)

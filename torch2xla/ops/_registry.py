@@ -1,0 +1,85 @@
+"""The one lowering registry: ``dict[OpOverload, Lowering]``, plus the per-node context."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import torch
+
+Lowering = Callable[..., Any]
+
+LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
+
+
+def register(*ops: Any) -> Callable[[Lowering], Lowering]:
+    """Register ``fn`` as the lowering of each op overload in ``ops``.
+
+    An ``OpOverloadPacket`` (``aten.add``) registers all of its overloads that are not
+    registered explicitly elsewhere; use explicit overloads whenever their schemas differ.
+    A second registration of the same overload raises at import.
+    """
+
+    def deco(fn: Lowering) -> Lowering:
+        for op in ops:
+            overloads = (
+                [getattr(op, name) for name in op.overloads()]
+                if isinstance(op, torch._ops.OpOverloadPacket)
+                else [op]
+            )
+            for ov in overloads:
+                if ov in LOWERINGS:
+                    raise RuntimeError(f"torch2xla: a second lowering registered for {ov}")
+                LOWERINGS[ov] = fn
+        return fn
+
+    return deco
+
+
+@dataclasses.dataclass
+class LoweringContext:
+    """What a lowering may ask about the node it is lowering."""
+
+    node: torch.fx.Node
+    rng: "RngState | None"
+
+    @property
+    def out(self) -> Any:
+        """The node's fake output value (tensor, tuple, ...): ground truth for dtypes/shapes."""
+        return self.node.meta.get("val")
+
+    def next_key(self) -> jax.Array:
+        if self.rng is None:
+            raise RuntimeError("torch2xla: random op lowered without an RNG key")
+        return self.rng.next_key()
+
+
+class RngState:
+    """Derives one independent PRNG key per random node from the per-call seed."""
+
+    def __init__(self, seed: jax.Array) -> None:
+        self._key = jax.random.key(seed)
+        self._count = 0
+
+    def next_key(self) -> jax.Array:
+        self._count += 1
+        return jax.random.fold_in(self._key, self._count)
+
+
+_CURRENT: contextvars.ContextVar[LoweringContext] = contextvars.ContextVar("torch2xla_lowering")
+
+
+def ctx() -> LoweringContext:
+    """The context of the node being lowered (valid only inside a lowering)."""
+    return _CURRENT.get()
+
+
+def set_ctx(c: LoweringContext) -> contextvars.Token:
+    return _CURRENT.set(c)
+
+
+def reset_ctx(token: contextvars.Token) -> None:
+    _CURRENT.reset(token)

@@ -1,0 +1,296 @@
+"""Views, shape changes, concatenation and tensor creation."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+_INT64_MAX = 2**63 - 1
+
+
+def _shape(size) -> tuple[int, ...]:
+    return tuple(int(s) for s in size)
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(self, size):
+    return jnp.reshape(self, _shape(size))
+
+
+@register(aten.view.dtype)
+def view_dtype(self, dtype):
+    # NOTE: bit reinterpretation; when widths differ, the last dim is resized (as torch does).
+    target = out_dtype()
+    if target.itemsize == self.dtype.itemsize:
+        return lax.bitcast_convert_type(self, target)
+    return jnp.reshape(self, self.shape).view(target)
+
+
+@register(aten.permute.default)
+def permute(self, dims):
+    return jnp.transpose(self, [d % max(self.ndim, 1) for d in dims]) if self.ndim else self
+
+
+@register(aten.t.default)
+def t(self):
+    return self.T
+
+
+@register(aten.transpose.int)
+def transpose(self, dim0, dim1):
+    if self.ndim == 0:
+        return self
+    return jnp.swapaxes(self, dim0, dim1)
+
+
+@register(aten.expand.default)
+def expand(self, size, *, implicit=False):
+    size = list(_shape(size))
+    lead = len(size) - self.ndim
+    # NOTE: -1 keeps the existing size.
+    shape = [self.shape[i - lead] if s == -1 else s for i, s in enumerate(size)]
+    return jnp.broadcast_to(self, tuple(shape))
+
+
+@register(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+def squeeze(self, dim=None):
+    if self.ndim == 0:
+        return self
+    if dim is None:
+        dims = [i for i, s in enumerate(self.shape) if s == 1]
+    else:
+        dims = dim if isinstance(dim, list | tuple) else [dim]
+        # NOTE: squeezing a dim whose size is not 1 is a no-op in torch, an error in jnp.
+        dims = [d % self.ndim for d in dims if self.shape[d % self.ndim] == 1]
+    return jnp.squeeze(self, tuple(dims)) if dims else self
+
+
+@register(aten.unsqueeze.default)
+def unsqueeze(self, dim):
+    return jnp.expand_dims(self, dim % (self.ndim + 1))
+
+
+@register(aten.slice.Tensor)
+def slice_(self, dim=0, start=None, end=None, step=1):
+    dim = canonical_dim(dim, self.ndim)
+    n = self.shape[dim]
+    # NOTE: ends may be INT64_MAX and starts/ends may be negative or out of range.
+    start, end, _ = slice(start, None if end is None or end >= _INT64_MAX else end).indices(n)
+    if end < start:
+        end = start
+    return lax.slice_in_dim(self, start, end, step, axis=dim) if step == 1 else self[
+        (slice(None),) * dim + (slice(start, end, step),)
+    ]
+
+
+@register(aten.select.int)
+def select(self, dim, index):
+    dim = canonical_dim(dim, self.ndim)
+    return lax.index_in_dim(self, index % self.shape[dim], axis=dim, keepdims=False)
+
+
+@register(aten.narrow.default)
+def narrow(self, dim, start, length):
+    return lax.slice_in_dim(self, start, start + length, axis=canonical_dim(dim, self.ndim))
+
+
+@register(aten.cat.default)
+def cat(tensors, dim=0):
+    result = out_dtype()
+    # NOTE: torch.cat skips legacy empty 1-d tensors of shape (0,) and promotes dtypes.
+    parts = [as_dtype(t, result) for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if not parts:
+        return jnp.zeros((0,), result)
+    return jnp.concatenate(parts, axis=canonical_dim(dim, parts[0].ndim))
+
+
+@register(aten.stack.default)
+def stack(tensors, dim=0):
+    result = out_dtype()
+    return jnp.stack([as_dtype(t, result) for t in tensors], axis=dim)
+
+
+@register(aten.split_with_sizes.default)
+def split_with_sizes(self, split_sizes, dim=0):
+    dim = canonical_dim(dim, self.ndim)
+    offsets = np.cumsum([0, *split_sizes])
+    return [lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in zip(offsets, offsets[1:])]
+
+
+@register(aten.split.Tensor)
+def split(self, split_size, dim=0):
+    dim = canonical_dim(dim, self.ndim)
+    n = self.shape[dim]
+    sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
+    return split_with_sizes(self, sizes, dim)
+
+
+@register(aten.unbind.int)
+def unbind(self, dim=0):
+    dim = canonical_dim(dim, self.ndim)
+    return [lax.index_in_dim(self, i, axis=dim, keepdims=False) for i in range(self.shape[dim])]
+
+
+@register(aten.flip.default)
+def flip(self, dims):
+    return jnp.flip(self, tuple(dims)) if self.ndim else self
+
+
+@register(aten.roll.default)
+def roll(self, shifts, dims=()):
+    if not dims:
+        return jnp.roll(self.reshape(-1), tuple(shifts)).reshape(self.shape)
+    return jnp.roll(self, tuple(shifts), tuple(dims))
+
+
+@register(aten.repeat.default)
+def repeat(self, repeats):
+    lead = len(repeats) - self.ndim
+    x = self.reshape((1,) * lead + self.shape)
+    return jnp.tile(x, tuple(repeats))
+
+
+@register(aten.constant_pad_nd.default)
+def constant_pad_nd(self, pad, value=0):
+    # pad lists (before, after) pairs from the last dim backwards; negative values crop.
+    cfg = [(0, 0, 0)] * self.ndim
+    for i in range(len(pad) // 2):
+        cfg[self.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1], 0)
+    return lax.pad(self, as_dtype(value, self.dtype), cfg)
+
+
+@register(aten.diagonal.default)
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    return jnp.diagonal(self, offset, dim1, dim2)
+
+
+@register(aten.tril.default)
+def tril(self, diagonal=0):
+    return jnp.tril(self, diagonal)
+
+
+@register(aten.triu.default)
+def triu(self, diagonal=0):
+    return jnp.triu(self, diagonal)
+
+
+# -- creation -----------------------------------------------------------------------------------
+@register(aten.full.default)
+def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.full(_shape(size), fill_value, out_dtype())
+
+
+@register(aten.zeros.default)
+def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.ones.default)
+def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.ones(_shape(size), out_dtype())
+
+
+@register(aten.empty.memory_format)
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.empty_strided.default)
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.full_like.default)
+def full_like(self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None,
+              memory_format=None):
+    return jnp.full(self.shape, fill_value, out_dtype())
+
+
+@register(aten.zeros_like.default, aten.empty_like.default)
+def zeros_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.zeros(self.shape, out_dtype())
+
+
+@register(aten.ones_like.default)
+def ones_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return jnp.ones(self.shape, out_dtype())
+
+
+@register(aten.new_zeros.default, aten.new_empty.default)
+def new_zeros(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.new_ones.default)
+def new_ones(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.ones(_shape(size), out_dtype())
+
+
+@register(aten.new_full.default)
+def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return jnp.full(_shape(size), fill_value, out_dtype())
+
+
+@register(aten.new_empty_strided.default)
+def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None,
+                      pin_memory=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
+    # The fake output tells the length and dtype; compute in float64/int64 then cast, as torch.
+    n = ctx().out.shape[0]
+    start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
+    result = out_dtype()
+    acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
+    return (jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)).astype(
+        result
+    )
+
+
+@register(aten.fill.Scalar, aten.fill.Tensor)
+def fill(self, value):
+    return jnp.full(self.shape, as_dtype(value, self.dtype), self.dtype)
+
+
+@register(aten.copy.default)
+def copy(self, src, non_blocking=False):
+    return jnp.broadcast_to(as_dtype(src, self.dtype), self.shape)
+
+
+@register(aten.slice_scatter.default)
+def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    dim = canonical_dim(dim, self.ndim)
+    start, end, _ = slice(start, None if end is None or end >= _INT64_MAX else end).indices(
+        self.shape[dim]
+    )
+    idx = (slice(None),) * dim + (slice(start, max(end, start), step),)
+    return self.at[idx].set(as_dtype(src, self.dtype))
+
+
+@register(aten.select_scatter.default)
+def select_scatter(self, src, dim, index):
+    dim = canonical_dim(dim, self.ndim)
+    idx = (slice(None),) * dim + (index % self.shape[dim],)
+    return self.at[idx].set(as_dtype(src, self.dtype))
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    moved = jnp.moveaxis(self, (dim1, dim2), (-2, -1))
+    n1, n2 = moved.shape[-2:]
+    rows, cols = jnp.arange(n1)[:, None], jnp.arange(n2)[None, :]
+    mask = (cols - rows) == offset
+    # Position (r, c) on the diagonal holds src[..., r] (offset >= 0) or src[..., c] (offset < 0).
+    k = jnp.broadcast_to(rows if offset >= 0 else cols, (n1, n2))
+    k = jnp.clip(k, 0, max(src.shape[-1] - 1, 0))
+    expanded = jnp.take(as_dtype(src, self.dtype), k, axis=-1)
+    out = jnp.where(mask, expanded, moved)
+    return jnp.moveaxis(out, (-2, -1), (dim1, dim2))
