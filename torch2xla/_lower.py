@@ -45,7 +45,8 @@ _ALWAYS_DECOMPOSE: frozenset = frozenset()
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
-    with _mkldnn_disabled(), torch.no_grad():
+    # preserve_node_meta keeps each node's user stack trace, for error messages.
+    with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )

@@ -364,3 +364,47 @@ def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_ma
     out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     lse = jax.nn.logsumexp(scores, axis=-1)
     return out, as_dtype(lse, out_dtype(1))
+
+
+@register(aten._transformer_encoder_layer_fwd.default)
+def transformer_encoder_layer_fwd(
+    src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+    norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+    ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None,
+):
+    """nn.TransformerEncoderLayer's eval fast path (batch-first, no dropout)."""
+    B, T, E = src.shape
+    head_dim = embed_dim // num_heads
+
+    def linear(x, w, b):
+        from torch2xla.ops._linalg import matmul
+
+        return matmul(x, jnp.swapaxes(w, 0, 1)) + b
+
+    def norm(x, w, b):
+        return native_layer_norm(x, (E,), w, b, eps)[0]
+
+    def self_attention(x):
+        qkv = linear(x, qkv_weight, qkv_bias).reshape(B, T, 3, num_heads, head_dim)
+        q, k, v = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))
+        attn_mask = None
+        if mask is not None:
+            # NOTE: mask_type 1 is a (B, T) key-padding mask; bool masks mark positions to drop.
+            m = mask.reshape(B, 1, 1, T) if mask_type == 1 else mask
+            attn_mask = ~m if m.dtype == jnp.bool_ else m
+        out = attention(q, k, v, attn_mask)[0]
+        return linear(jnp.moveaxis(out, 1, 2).reshape(B, T, E), proj_weight, proj_bias)
+
+    def feed_forward(x):
+        h = linear(x, ffn_weight_1, ffn_bias_1)
+        h = jax.nn.gelu(h, approximate=False) if use_gelu else jax.nn.relu(h)
+        return linear(h, ffn_weight_2, ffn_bias_2)
+
+    x = src
+    if norm_first:
+        x = x + self_attention(norm(x, norm_weight_1, norm_bias_1))
+        x = x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    else:
+        x = norm(x + self_attention(x), norm_weight_1, norm_bias_1)
+        x = norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+    return x
