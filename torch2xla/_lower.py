@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 
@@ -42,8 +43,42 @@ def decomposition_table() -> dict:
 _ALWAYS_DECOMPOSE: frozenset = frozenset()
 
 
+def scalar_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Positions of inputs that are Python scalars wrapped by Dynamo as 0-d tensors.
+
+    When a float argument changes between calls, Dynamo passes it as a 0-d tensor that the
+    graph reads back with ``.item()``. Fake tensors cannot trace ``.item()``, so ``lower``
+    specializes those values, and the cache key holds them.
+    """
+    return tuple(
+        i
+        for i, node in enumerate(gm.graph.find_nodes(op="placeholder"))
+        if any(u.op == "call_method" and u.target == "item" for u in node.users)
+    )
+
+
+def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphModule:
+    positions = scalar_placeholders(gm)
+    if not positions:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    for i in positions:
+        value = args[i].item()
+        for item in [u for u in placeholders[i].users if u.op == "call_method"]:
+            for user in list(item.users):
+                user.args = torch.fx.node.map_arg(user.args, lambda n: value if n is item else n)
+                user.kwargs = torch.fx.node.map_arg(
+                    user.kwargs, lambda n: value if n is item else n
+                )
+            gm.graph.erase_node(item)
+    gm.recompile()
+    return gm
+
+
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
+    gm = _specialize_scalars(gm, args)
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
     with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
@@ -56,12 +91,18 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
     input_index = {name: i for i, name in enumerate(placeholders)}
     buffer_placeholder = {b: p for p, b in sig.inputs_to_buffers.items()}
-    num_mutated = len(sig.buffers_to_mutate) + len(sig.user_inputs_to_mutate)
+    # Parameters held as graph attributes (an optimizer step's params) are mutated too.
+    param_placeholder = {b: p for p, b in sig.inputs_to_parameters.items()}
+    num_mutated = (
+        len(sig.parameters_to_mutate) + len(sig.buffers_to_mutate) + len(sig.user_inputs_to_mutate)
+    )
     outputs = aten_gm.graph.find_nodes(op="output")[0].args[0]
     mutations = []
     for out in outputs[:num_mutated]:
         if out.name in sig.user_inputs_to_mutate:
             target = sig.user_inputs_to_mutate[out.name]
+        elif out.name in sig.parameters_to_mutate:
+            target = param_placeholder[sig.parameters_to_mutate[out.name]]
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from torch2xla._lower import scalar_placeholders
+
 
 def _is_symbolic(value) -> bool:
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
@@ -38,6 +40,8 @@ class SignatureKey:
                 values.append(i)
         self.shape_pos = tuple(shapes)
         self.value_pos = tuple(values)
+        # 0-d tensors holding Python scalars are specialized by value when lowering.
+        self.scalar_pos = scalar_placeholders(gm)
 
     def __call__(self, args: Sequence) -> tuple:
         key: list = [torch.is_grad_enabled()]
@@ -51,4 +55,6 @@ class SignatureKey:
                 if isinstance(a, torch.Tensor)
                 else (type(a), a)
             )
+        for i in self.scalar_pos:
+            key.append(args[i].item())
         return tuple(key)

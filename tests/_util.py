@@ -1,0 +1,52 @@
+"""Shared helpers for tests: compile with backend="xla", compare against eager."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.utils._pytree as pytree
+
+import torch2xla._program
+
+
+def clone_args(args):
+    return pytree.tree_map(lambda a: a.clone() if isinstance(a, torch.Tensor) else a, args)
+
+
+def assert_same(out, ref, rtol=1.3e-6, atol=1e-5):
+    """Values within tolerance, same dtypes, shapes and NaN positions."""
+    outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        if isinstance(r, torch.Tensor):
+            assert isinstance(o, torch.Tensor)
+            assert o.dtype == r.dtype, (o.dtype, r.dtype)
+            assert o.device == r.device
+            torch.testing.assert_close(o, r, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            assert o == r
+
+
+def run_both(fn, *args, options=None, module=False, **compile_kw):
+    """(compiled output, eager output, compiled args after, eager args after)."""
+    eager_fn = copy.deepcopy(fn) if module else fn
+    a_xla, a_eager = clone_args(args), clone_args(args)
+    compiled = torch.compile(fn, backend="xla", options=options or {"strict": True}, **compile_kw)
+    out = compiled(*a_xla)
+    ref = eager_fn(*a_eager)
+    return out, ref, a_xla, a_eager
+
+
+class ProgramCounter:
+    """Counts XLA programs built (to prove a graph really ran through XLA)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        original = torch2xla._program.XlaProgram.__init__
+
+        def counting_init(prog, *a, **kw):
+            self.count += 1
+            original(prog, *a, **kw)
+
+        monkeypatch.setattr(torch2xla._program.XlaProgram, "__init__", counting_init)
