@@ -243,6 +243,13 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
     return as_dtype(s + as_dtype(value, compute) * a / b, result)
 
 
+# Dynamo rewrites `t.addcmul_(t1, t2, value=v)` (optimizer steps) to fma(t1 * t2, v, t).
+@register(ops.prims.fma.default)
+def fma(a, b, c):
+    compute, result = promote(I, a, b, c)
+    return as_dtype(as_dtype(a, compute) * as_dtype(b, compute) + as_dtype(c, compute), result)
+
+
 @register(aten.nan_to_num.default)
 def nan_to_num(self, nan=None, posinf=None, neginf=None):
     if not jnp.issubdtype(self.dtype, jnp.inexact):
