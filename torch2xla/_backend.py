@@ -99,7 +99,7 @@ class _Submodule(torch.nn.Module):
 
     def forward(self, *args):
         outs = self.program(args)
-        return tuple(outs) if self.program.num_outputs != 1 else outs[0]
+        return outs[0] if self.program.single_output else tuple(outs)
 
 
 class _Entry:

@@ -51,7 +51,8 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
                 kwargs = map_aggregate(node.kwargs, load)
                 env[node] = _call(node, args, kwargs, rng)
             elif node.op == "output":
-                return tuple(map_aggregate(node.args[0], load))
+                out = node.args[0]
+                return tuple(map_aggregate(out if isinstance(out, list | tuple) else (out,), load))
             else:
                 raise LoweringError(f"torch2xla: unexpected node kind {node.op} in {describe(node)}")
         raise LoweringError("torch2xla: graph has no output node")
