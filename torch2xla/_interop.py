@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
+import weakref
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +49,20 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
 # x64 is scoped to our own tracing and calls; the user's global JAX config is never touched.
 x64 = functools.partial(jax.enable_x64, True)
 
+# --- GPU memory split ----------------------------------------------------------------------
+# NOTE: by default JAX's GPU client grabs 75% of device memory when it starts, leaving PyTorch's
+# caching allocator starved. Our programs share the GPU with PyTorch, so unless the user chose
+# an allocator policy, JAX allocates on demand. This only works before JAX starts its GPU
+# client, which happens lazily on the first jax.devices()/jit call, never at import; torch2xla
+# itself makes no such call before this line runs.
+_JAX_MEMORY_VARS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+)
+if not any(v in os.environ for v in _JAX_MEMORY_VARS):
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
 
 @functools.cache
 def cpu_device() -> jax.Device:
@@ -54,11 +71,15 @@ def cpu_device() -> jax.Device:
 
 @functools.cache
 def jax_device(device: torch.device) -> jax.Device:
-    """The JAX device that holds the data of a torch tensor on ``device``."""
+    """The JAX device that holds the data of a torch tensor on ``device``.
+
+    CPU tensors map to JAX's CPU device even where JAX's default backend is a GPU.
+    """
     if device.type == "cpu":
         return cpu_device()
     if device.type == "cuda":
-        return jax.devices("gpu")[device.index or 0]
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return jax.devices("gpu")[index]
     raise ValueError(f"torch2xla: tensors on {device} are not supported (cpu and cuda are)")
 
 
@@ -69,8 +90,10 @@ def _bf16_numpy(t: torch.Tensor) -> np.ndarray:
 def to_jax(t: torch.Tensor):
     """A zero-copy view of ``t`` that JAX accepts as a jitted-function argument.
 
-    On CPU that is a numpy view (~2 us, against ~50 us for ``jax.dlpack``); on CUDA a DLPack
-    import ordered against torch's current stream.
+    On CPU that is a numpy view (~1 us, against ~20-50 us for ``jax.dlpack``); on CUDA a DLPack
+    import, which makes the consuming JAX computation wait for the work queued so far on torch's
+    current stream (no host sync). Call it inside ``x64()``: outside it, JAX truncates 64-bit
+    DLPack imports to 32 bits.
     """
     t = t.detach()
     if t.device.type == "cpu":
@@ -85,14 +108,124 @@ def to_jax(t: torch.Tensor):
 
 
 def to_torch(a: jax.Array) -> torch.Tensor:
-    """A zero-copy torch tensor over the buffer of the JAX array ``a``."""
+    """A zero-copy torch tensor over the buffer of the JAX array ``a``.
+
+    On CUDA, torch's current stream is made to wait for the computation that produces ``a``.
+    """
     return torch.from_dlpack(a)
+
+
+def to_torch_cpu(a: jax.Array) -> torch.Tensor:
+    """``to_torch`` for arrays on JAX's CPU device: skips the device and stream negotiation."""
+    return torch.from_dlpack(a.__dlpack__())
+
+
+class ViewCache:
+    """Zero-copy JAX views of the tensors that come back call after call at the same position
+    (parameters and buffers), so that each is imported once rather than on every call.
+
+    A position's view is reused while the same tensor object arrives there with the same data
+    pointer. The view aliases the tensor's memory, so in-place updates (optimizer steps,
+    BatchNorm statistics) are seen without a new import; a view is kept only where JAX really
+    aliased the memory (it copies misaligned data). A tensor is cached the second time it is
+    seen at a position, so inputs that change every call pin no memory; a cached view is
+    dropped when its tensor dies.
+
+    NOTE: on CUDA a cached view carries no ordering against torch's stream, while a DLPack
+    import makes the program wait for all work queued on torch's current stream so far. So a
+    call that imported nothing afresh, after torch wrote to a cached tensor (its version
+    counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
+    """
+
+    __slots__ = ("_refs", "_ptrs", "_versions", "_views", "__weakref__")
+
+    def __init__(self, n: int) -> None:
+        self._refs: list = [None] * n
+        self._ptrs: list[int] = [0] * n
+        self._versions: list[int] = [0] * n
+        self._views: list = [None] * n
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[list, bool]:
+        """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no
+        tensor was imported afresh, and torch wrote to a cached one since the last call."""
+        refs, ptrs, versions, views = self._refs, self._ptrs, self._versions, self._views
+        out = []
+        fresh = written = False
+        for i, t in enumerate(tensors):
+            ref = refs[i]
+            if ref is not None:
+                if ref() is t and t.data_ptr() == ptrs[i]:
+                    view = views[i]
+                    if view is None:
+                        view = views[i] = self._import(i, t)
+                        fresh = True
+                    elif t._version != versions[i]:
+                        versions[i] = t._version
+                        written = True
+                    out.append(view)
+                    continue
+                if ref is _NEVER:
+                    out.append(to_jax(t))
+                    fresh = True
+                    continue
+            fresh = True
+            refs[i], ptrs[i], versions[i], views[i] = weakref.ref(t), t.data_ptr(), t._version, None
+            out.append(to_jax(t))
+        return out, written and not fresh
+
+    def _import(self, i: int, t: torch.Tensor):
+        """The view of ``t`` to cache at position ``i``, where it was seen twice in a row."""
+        d = t.detach()
+        view = None
+        if (
+            d.dtype in _DLPACK_DTYPES
+            and d.numel()
+            and d.is_contiguous()
+            and not (d.is_conj() or d.is_neg())
+        ):
+            view = jax.dlpack.from_dlpack(d)
+            if view.unsafe_buffer_pointer() != d.data_ptr():
+                view = None  # JAX copied (misaligned data): a copy would go stale
+        if view is None:
+            self._refs[i] = _NEVER  # convert this position afresh on every call
+            return to_jax(t)
+        this = weakref.ref(self)
+        self._refs[i] = weakref.ref(t, lambda _, i=i: _drop(this, i))
+        return view
+
+
+# Dtypes both torch and JAX exchange through DLPack.
+_DLPACK_DTYPES = frozenset(
+    {
+        torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+        torch.complex128, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+        torch.bool,
+    }
+)
+
+
+def _drop(cache_ref: weakref.ref, i: int) -> None:
+    cache = cache_ref()
+    if cache is not None:
+        cache._refs[i] = cache._views[i] = None
+
+
+def _never() -> None:
+    return None
+
+
+# A position marked with this is never cached (its weakref "target" is always None).
+_NEVER = _never
 
 
 def jnp_array(value, dtype: torch.dtype | None = None) -> jax.Array:
     """A JAX constant from a torch tensor or Python value (used at trace time only)."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        arr = _bf16_numpy(value) if value.dtype is torch.bfloat16 else value.resolve_conj().numpy()
-        return jnp.asarray(arr)
-    return jnp.asarray(value, dtype=None if dtype is None else jax_dtype(dtype))
+    with x64():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu()
+            if value.dtype is torch.bfloat16:
+                arr = _bf16_numpy(value)
+            else:
+                arr = value.resolve_conj().resolve_neg().numpy()
+            return jnp.asarray(arr)
+        return jnp.asarray(value, dtype=None if dtype is None else jax_dtype(dtype))

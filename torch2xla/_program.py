@@ -11,11 +11,25 @@ import torch
 
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._autograd import XlaFunction
-from torch2xla._interop import to_jax, to_torch, x64
+from torch2xla._interop import ViewCache, jax_device, to_jax, to_torch, to_torch_cpu, x64
 
 
 def _is_float(meta) -> bool:
     return isinstance(meta, torch.Tensor) and (meta.dtype.is_floating_point or meta.dtype.is_complex)
+
+
+def _program_device(gm: torch.fx.GraphModule, example_args: Sequence) -> jax.Device:
+    """The JAX device a program runs on: that of its tensor inputs (CPU tensors run on JAX's CPU
+    device even where JAX's default backend is a GPU), else that of its outputs."""
+    for a in example_args:
+        if isinstance(a, torch.Tensor):
+            return jax_device(a.device)
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    for o in out if isinstance(out, list | tuple) else (out,):
+        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            return jax_device(val.device)
+    return jax_device(torch.device("cpu"))
 
 
 def _draw_seed() -> np.uint32:
@@ -41,7 +55,9 @@ class XlaProgram:
         remat: bool = False,
     ) -> None:
         self.gm = gm
-        fn = to_jax_function(gm)
+        self.device = _program_device(gm, example_args)
+        with x64(), jax.default_device(self.device):  # graph constants land where the program runs
+            fn = to_jax_function(gm)
         self.rng = uses_rng(gm)
         self.tensor_pos = tuple(i for i, a in enumerate(example_args) if isinstance(a, torch.Tensor))
         statics = {i: a for i, a in enumerate(example_args) if not isinstance(a, torch.Tensor)}
@@ -62,23 +78,39 @@ class XlaProgram:
         )
         self.num_outputs = len(metas)
         self.remat = remat
-        self._infer = jax.jit(flat_fn)
+        # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
+        # orders it even where the graph does not read that tensor.
+        self._infer = jax.jit(flat_fn, keep_unused=True)
+        self._all_tensors = self.tensor_pos == tuple(range(n_args))
+        self._views = ViewCache(len(self.tensor_pos))
+        self._cuda = self.device.platform != "cpu"
+        self._to_torch = to_torch if self._cuda else to_torch_cpu
         self._train_cache: dict[tuple[int, ...], tuple] = {}
 
     # -- inference -------------------------------------------------------------------------
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
-        seed = _draw_seed() if self.rng else None
-        tensors = [args[i] for i in self.tensor_pos]
-        if torch.is_grad_enabled():
+        tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
+        if self.diff_out and torch.is_grad_enabled():
+    # The hot path: everything that can be decided once is decided in __init__.
             diff_in = tuple(
                 k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
             )
-            if diff_in and self.diff_out:
+            if diff_in:
+                seed = _draw_seed() if self.rng else None
                 return list(XlaFunction.apply(self, diff_in, seed, *tensors))
-        jargs = [to_jax(t) for t in tensors]
-        with x64():
-            outs = self._infer(seed, *jargs)
-        return [to_torch(o) for o in outs]
+        seed = _draw_seed() if self.rng else None
+        with x64(), jax.default_device(self.device):
+            outs = self._infer(seed, *self.jax_inputs(tensors))
+        convert = self._to_torch
+        return [convert(o) for o in outs]
+
+    def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
+        """Zero-copy JAX views of the program's tensor inputs, parameters imported once
+        (``ViewCache``) and ordered against torch's current CUDA stream. Call inside ``x64()``."""
+        views, fence = self._views(tensors)
+        if fence and self._cuda:
+            views[0] = to_jax(tensors[0])
+        return views
 
     # -- training --------------------------------------------------------------------------
     def train_fns(self, diff_in: tuple[int, ...]):

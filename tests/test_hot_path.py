@@ -1,0 +1,168 @@
+"""The per-call path: cached JAX views of parameters must never serve stale or wrong data.
+
+``ViewCache`` imports a tensor that comes back at the same input position once and then reuses
+its zero-copy JAX view. Every way torch can change such a tensor between calls is checked
+against eager here.
+"""
+
+import copy
+import gc
+import weakref
+
+import torch
+import torch.nn as nn
+
+from tests._util import assert_same
+from torch2xla._interop import ViewCache, x64
+
+
+def _pair(model):
+    ref = copy.deepcopy(model)
+    return torch.compile(model, backend="xla", options={"strict": True}), model, ref
+
+
+@torch.no_grad()
+def test_in_place_parameter_updates_are_seen():
+    compiled, model, ref = _pair(nn.Linear(6, 3))
+    x = torch.randn(4, 6)
+    for step in range(4):
+        assert_same(compiled(x), ref(x))
+        for p, q in zip(model.parameters(), ref.parameters()):
+            p.mul_(0.5).add_(step)  # what an optimizer step does
+            q.mul_(0.5).add_(step)
+
+
+@torch.no_grad()
+def test_reassigned_data_is_seen():
+    compiled, model, ref = _pair(nn.Linear(6, 3))
+    x = torch.randn(4, 6)
+    compiled(x), compiled(x)
+    new = torch.randn(3, 6)
+    model.weight.data = new.clone()
+    ref.weight.data = new.clone()
+    assert_same(compiled(x), ref(x))
+    model.weight.data.add_(1.0)  # through .data: the version counter of weight does not move
+    ref.weight.data.add_(1.0)
+    assert_same(compiled(x), ref(x))
+
+
+@torch.no_grad()
+def test_inputs_changing_every_call():
+    compiled, model, ref = _pair(nn.Linear(6, 3))
+    for _ in range(4):
+        x = torch.randn(4, 6)
+        assert_same(compiled(x), ref(x))
+    x = torch.randn(4, 6)
+    compiled(x), compiled(x)
+    x.add_(3.0)  # the same input tensor, written in place between calls
+    assert_same(compiled(x), ref(x))
+
+
+@torch.no_grad()
+def test_misaligned_parameter_is_not_cached_stale():
+    # A parameter 4 bytes into its storage: JAX copies such data, so the copy must not be reused.
+    model = nn.Linear(6, 3)
+    base = torch.randn(3 * 6 + 1)
+    model.weight = nn.Parameter(base[1:].view(3, 6))
+    assert model.weight.data_ptr() % 64 != 0
+    compiled, model, ref = _pair(model)
+    x = torch.randn(2, 6)
+    for _ in range(3):
+        assert_same(compiled(x), ref(x))
+        model.weight.add_(1.0)
+        ref.weight.add_(1.0)
+
+
+def test_batchnorm_buffers_across_calls():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    compiled, model, ref = _pair(model)
+    for _ in range(3):
+        x = torch.randn(2, 3, 8, 8)
+        with torch.no_grad():
+            assert_same(compiled(x), ref(x))
+        assert_same(dict(model.named_buffers()), dict(ref.named_buffers()))
+
+
+@torch.no_grad()
+def test_bfloat16_and_int64_parameters():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(5).bfloat16())
+            self.register_buffer("big", torch.tensor([2**40 + 1, -(2**35)]))
+
+        def forward(self, x, i):
+            return x * self.w, i + self.big
+
+    compiled, model, ref = _pair(M())
+    x, i = torch.randn(5).bfloat16(), torch.tensor([3, 2**33])
+    for _ in range(3):
+        assert_same(compiled(x, i), ref(x, i))
+        model.big.add_(2**41)
+        ref.big.add_(2**41)
+
+
+@torch.no_grad()
+def test_int64_constant_inside_graph():
+    def f(x):
+        return x + torch.tensor([2**40 + 1, 7])
+
+    x = torch.tensor([1, 2])
+    out = torch.compile(f, backend="xla")(x)
+    assert out.dtype == torch.int64
+    assert out.tolist() == [2**40 + 2, 9]
+
+
+@torch.no_grad()
+def test_outputs_do_not_alias_parameters():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return self.w.clone(), x + 0
+
+    model = M()
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(4)
+    compiled(x), compiled(x)
+    w, y = compiled(x)
+    before = model.w.clone()
+    w.add_(1.0)
+    y.add_(1.0)
+    assert torch.equal(model.w, before)
+    assert not torch.equal(x, y)
+
+
+def test_view_cache_pins_neither_inputs_nor_dead_parameters():
+    cache = ViewCache(2)
+    param = torch.randn(64)
+    with x64():
+        for _ in range(3):
+            x = torch.randn(64)
+            views, _ = cache([param, x])
+            assert torch.equal(torch.from_dlpack(views[0]), param)
+        assert cache._views[0] is not None  # the parameter is cached
+        assert cache._views[1] is None  # the changing input is not
+        x_ref = weakref.ref(x)
+        del x, views
+        cache([param, torch.randn(64)])
+        gc.collect()
+        assert x_ref() is None
+        p_ref = weakref.ref(param)
+        del param
+        gc.collect()
+        assert p_ref() is None
+        assert cache._views[0] is None  # dropped with its tensor
+
+
+def test_view_cache_fence_after_write():
+    cache = ViewCache(1)
+    p = torch.randn(8)
+    with x64():
+        cache([p]), cache([p])  # the second call caches p
+        assert cache([p])[1] is False  # nothing written, nothing imported: no fence needed
+        p.add_(1.0)
+        assert cache([p])[1] is True  # written since: a CUDA call must fence
+        assert cache([p])[1] is False
