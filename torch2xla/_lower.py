@@ -10,6 +10,8 @@ import functools
 import torch
 from torch._functorch.aot_autograd import aot_export_module
 
+from torch2xla._stop_gradient import insert_stop_gradients
+
 
 @dataclasses.dataclass(frozen=True)
 class LoweredGraph:
@@ -79,6 +81,8 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     gm = _specialize_scalars(gm, args)
+    # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
+    gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
     with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():

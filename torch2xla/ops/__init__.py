@@ -8,7 +8,7 @@ tensor values; they always run in eager PyTorch.
 
 from torch._ops import ops as _ops
 
-from torch2xla.ops import _checks, _elementwise, _index, _linalg, _nn, _random, _reduction, _shape  # noqa: F401
+from torch2xla.ops import _autodiff, _checks, _elementwise, _index, _linalg, _nn, _random, _reduction, _shape  # noqa: F401
 from torch2xla.ops._registry import LOWERINGS, ctx, register
 
 _aten = _ops.aten

@@ -1,0 +1,88 @@
+"""Keep eager autograd's stop points (``.detach()``, ``.data``, ``torch.no_grad()`` regions) in
+the exported graph, so that ``jax.vjp`` differentiates exactly what eager autograd does.
+
+The ATen graph is exported with autograd off: there ``x.detach()`` is a plain alias and the
+grad-mode switches of a ``no_grad`` block are gone, so ``jax.vjp`` would send gradients through
+them. Dynamo records, for every node of its graph, whether eager would track the value
+(``meta["example_value"].requires_grad``). A float value that eager does not track although an
+input of its node is tracked is a stop point; this pass routes its uses through
+``torch2xla::stop_gradient`` (``lax.stop_gradient`` in JAX) and drops the grad-mode switches.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+
+import torch
+
+from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the op)
+
+_STOP = torch.ops.torch2xla.stop_gradient.default
+_GRAD_MODE_SWITCHES = frozenset({torch._C._set_grad_enabled})
+_IN_PLACE_FUNCTIONS = frozenset({operator.setitem})
+
+
+def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch.fx.GraphModule:
+    """``gm``, or a copy of it with eager's stop points marked by ``torch2xla::stop_gradient``
+    (when ``grad_enabled``, the grad mode ``gm`` was traced in) and grad-mode switches removed.
+
+    ``gm`` itself is left untouched: a Dynamo graph is lowered once per input signature.
+    """
+    stops = grad_enabled and any(_is_stop_point(n) for n in gm.graph.nodes)
+    if not stops and not any(_is_switch(n) for n in gm.graph.nodes):
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    for node in list(graph.nodes):
+        if _is_switch(node):
+            graph.erase_node(node)
+        elif grad_enabled and _is_stop_point(node):
+            for user in list(node.users):
+                if _mutates(user, node):
+                    continue  # an in-place write must still reach the value itself
+                with graph.inserting_before(user):
+                    stop = graph.call_function(_STOP, (node,))
+                stop.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+                stop.meta["example_value"] = node.meta["example_value"]
+                user.replace_input_with(node, stop)
+    new = torch.fx.GraphModule(gm, graph)
+    new.meta.update(gm.meta)
+    return new
+
+
+def _is_switch(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _GRAD_MODE_SWITCHES
+
+
+def _tracked(node: torch.fx.Node) -> bool:
+    """Whether eager tracks ``node``'s value; a tuple (``x.max(0)``) counts as tracked when
+    any element is or any input of its node is (its elements are read through getitem)."""
+    value = node.meta.get("example_value")
+    if isinstance(value, torch.Tensor):
+        return value.requires_grad
+    if isinstance(value, (tuple, list)):
+        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
+            return True
+        return any(_tracked(n) for n in node.all_input_nodes)
+    return False
+
+
+def _is_stop_point(node: torch.fx.Node) -> bool:
+    if node.op not in ("call_function", "call_method", "call_module"):
+        return False
+    value = node.meta.get("example_value")
+    if not isinstance(value, torch.Tensor) or value.requires_grad:
+        return False
+    if not (value.dtype.is_floating_point or value.dtype.is_complex):
+        return False  # integer values carry no gradient in JAX either
+    return any(_tracked(n) for n in node.all_input_nodes)
+
+
+def _mutates(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Whether ``user`` may write into ``node``'s value in place."""
+    if user.kwargs.get("inplace") is True:
+        return True
+    if user.op == "call_function" and user.target in _IN_PLACE_FUNCTIONS:
+        return bool(user.args) and user.args[0] is node
+    name = user.target if user.op == "call_method" else getattr(user.target, "__name__", "")
+    return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
