@@ -11,6 +11,7 @@ import torch
 
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._autograd import XlaFunction
+from torch2xla._profile import profiled
 from torch2xla._interop import ViewCache, jax_device, to_jax, to_torch, to_torch_cpu, x64
 
 
@@ -84,7 +85,7 @@ class XlaProgram:
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos))
         self._cuda = self.device.platform != "cpu"
-        self._to_torch = to_torch if self._cuda else to_torch_cpu
+        self.to_torch = to_torch if self._cuda else to_torch_cpu
         self._train_cache: dict[tuple[int, ...], tuple] = {}
 
     # -- inference -------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class XlaProgram:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.diff_out and torch.is_grad_enabled():
     # The hot path: everything that can be decided once is decided in __init__.
+    @profiled  # a torch.profiler range named after the graph; one check when not profiling
             diff_in = tuple(
                 k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
             )
@@ -101,7 +103,7 @@ class XlaProgram:
         seed = _draw_seed() if self.rng else None
         with x64(), jax.default_device(self.device):
             outs = self._infer(seed, *self.jax_inputs(tensors))
-        convert = self._to_torch
+        convert = self.to_torch
         return [convert(o) for o in outs]
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
