@@ -1,0 +1,317 @@
+"""``torch2xla.explain``: what Dynamo captured, what ran in XLA, what it cost to compile.
+
+The report combines Dynamo's view (graphs, graph breaks and their reasons, recompiles; the
+same data ``torch._dynamo.explain`` collects, through ``ExplainWithBackend``) with torch2xla's
+(per graph and input signature: the ATen ops and where each runs, with the user's source line
+for those that fall back to eager PyTorch; compile time per stage; XLA's cost analysis; the
+graph's cache). It prints as text and renders as HTML in Jupyter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import html
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch._dynamo.backends.debugging import ExplainWithBackend
+
+from torch2xla._backend import CompiledGraph, xla_backend
+from torch2xla._stages import (
+    STAGES,
+    CompileRecord,
+    detailed,
+    format_cost,
+    format_record,
+    group_ops,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphBreak:
+    """A graph break: why Dynamo cut the graph, and where in the user's code."""
+
+    reason: str
+    frames: tuple[str, ...]
+
+    @property
+    def summary(self) -> str:
+        """Dynamo's reason without its developer debug context."""
+        lines = [line.strip() for line in self.reason.splitlines()]
+        return "\n".join(
+            line for line in lines if line and not line.startswith("Developer debug context")
+        )
+
+    @classmethod
+    def from_dynamo(cls, reason: Any) -> GraphBreak:
+        frames = tuple(
+            f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+            for f in reason.user_stack
+        )
+        return cls(str(reason.reason).strip(), frames)
+
+
+@dataclasses.dataclass
+class GraphReport:
+    """One Dynamo graph: its FX graph, Dynamo capture time and its compiled signatures.
+
+    Attributes:
+        name: ``graph_N``, as in dumps, profiler ranges and errors.
+        gm: the FX graph Dynamo captured.
+        capture_time: seconds Dynamo spent tracing the frame that produced the graph.
+        compiled: the backend's ``CompiledGraph`` (its ``records`` are the signatures).
+    """
+
+    name: str
+    gm: torch.fx.GraphModule
+    capture_time: float | None
+    compiled: CompiledGraph
+
+    @property
+    def records(self) -> list[CompileRecord]:
+        return list(self.compiled.records)
+
+    @property
+    def dynamo_ops(self) -> int:
+        return sum(1 for n in self.gm.graph.nodes if n.op in ("call_function", "call_method"))
+
+    @property
+    def cache_entries(self) -> int:
+        return len(self.compiled.cache)
+
+    @property
+    def recompile_reasons(self) -> list[str]:
+        """Why this graph compiled more than one signature (from torch2xla's guards, if any)."""
+        reasons = getattr(self.compiled, "recompile_reasons", None)
+        return [str(r) for r in reasons] if reasons else []
+
+
+class Explanation:
+    """A report on compiling ``fn`` with ``backend="xla"`` and calling it.
+
+    ``torch2xla.explain(fn, *args, **kwargs)`` builds one and runs ``fn`` once. Construct it
+    directly to pass ``mode``, ``options`` or ``dynamic`` as ``torch.compile`` takes them, then
+    call ``run`` once per set of inputs: each run adds the graphs, signatures and recompiles
+    that the call caused.
+
+    Attributes:
+        graphs: one ``GraphReport`` per Dynamo graph, in capture order.
+        breaks: the graph breaks, with Dynamo's reason and the user's source line.
+        recompiles: Dynamo's reasons for recompiling a frame (guard failures).
+        output: what the last ``run`` returned.
+
+    Example::
+
+        report = torch2xla.explain(model, x)
+        print(report)                       # or display it in a notebook
+        report.run(x_longer)                # see what a new sequence length recompiles
+    """
+
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        mode: str | None = None,
+        options: dict | None = None,
+        dynamic: bool | None = None,
+    ) -> None:
+        self.fn = _unwrap(fn)
+        self.graphs: list[GraphReport] = []
+        self.breaks: list[GraphBreak] = []
+        self.recompiles: list[str] = []
+        self.output: Any = None
+        self._frame_times: list[float] = []
+
+        def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+            compiled = xla_backend(gm, example_inputs, mode=mode, options=options)
+            if not isinstance(compiled, CompiledGraph):
+                raise TypeError(
+                    f"torch2xla.explain expected the backend to return a CompiledGraph, got "
+                    f"{type(compiled).__name__}"
+                )
+            self.graphs.append(GraphReport(compiled.name, gm, None, compiled))
+            return compiled
+
+        self._explainer = ExplainWithBackend(backend)
+        kwargs: dict[str, Any] = {"guard_fail_fn": self._on_guard_fail, "dynamic": dynamic}
+        if "isolate_recompiles" in inspect.signature(torch._dynamo.optimize_assert).parameters:
+            # explain's own compiles must not use up the recompile limit of fn's frames.
+            kwargs["isolate_recompiles"] = True
+        self._compiled = torch._dynamo.optimize(self._explainer, **kwargs)(self.fn)
+
+    def _on_guard_fail(self, failure: Any) -> None:
+        self.recompiles.append(str(failure.reason))
+
+    def run(self, *args: Any, **kwargs: Any) -> Explanation:
+        """Call ``fn(*args, **kwargs)`` through the compiled function and record what happened."""
+        seen_breaks = len(self._explainer.break_reasons)
+        with _capture_timer(self), detailed():
+            self.output = self._compiled(*args, **kwargs)
+        self.breaks.extend(
+            GraphBreak.from_dynamo(r) for r in self._explainer.break_reasons[seen_breaks:]
+        )
+        return self
+
+    # -- rendering ---------------------------------------------------------------------------
+    def __str__(self) -> str:
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        n = len(self.graphs)
+        lines = [
+            f"torch2xla.explain: {name}",
+            (
+                f"Dynamo captured {n} graph{'s' * (n != 1)} with {len(self.breaks)} graph "
+                f"break{'s' * (len(self.breaks) != 1)}."
+            ),
+        ]
+        for i, br in enumerate(self.breaks, 1):
+            first, *rest = br.summary.splitlines() or [""]
+            lines.append(f"  break {i}: {first}")
+            lines.extend(f"      at {f}" for f in br.frames[-1:])
+            lines.extend(f"      {line}" for line in rest)
+        for g in self.graphs:
+            lines.append("")
+            capture = f", Dynamo capture {g.capture_time:.2f}s" if g.capture_time else ""
+            lines.append(
+                f"{g.name}: {g.dynamo_ops} Dynamo ops{capture}; "
+                f"cache: {g.cache_entries} entr{'y' if g.cache_entries == 1 else 'ies'}"
+            )
+            if not g.records:
+                lines.append("  (not compiled yet: the graph was never called)")
+            for rec in g.records:
+                lines.extend("  " + line for line in format_record(rec).splitlines())
+            for reason in g.recompile_reasons:
+                lines.append(f"  recompiled: {reason}")
+        lines.append("")
+        if self.recompiles:
+            lines.append("Dynamo recompiles:")
+            lines.extend(f"  {r}" for r in self.recompiles)
+        else:
+            lines.append("Dynamo recompiles: none")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<torch2xla Explanation: {len(self.graphs)} graphs, {len(self.breaks)} breaks>"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        parts = [
+            "<div class='torch2xla-explain'>",
+            f"<h3>torch2xla.explain: <code>{e(name)}</code></h3>",
+            (
+                f"<p>Dynamo captured <b>{len(self.graphs)}</b> graph(s) with "
+                f"<b>{len(self.breaks)}</b> graph break(s).</p>"
+            ),
+        ]
+        if self.breaks:
+            parts.append("<ol>")
+            for br in self.breaks:
+                where = f"<br><code>{e(br.frames[-1])}</code>" if br.frames else ""
+                first, *rest = br.summary.splitlines() or [""]
+                more = "".join(f"<br><small>{e(line)}</small>" for line in rest)
+                parts.append(f"<li><b>{e(first)}</b>{where}{more}</li>")
+            parts.append("</ol>")
+        for g in self.graphs:
+            parts.append(f"<h4>{e(g.name)}</h4><p>{g.dynamo_ops} Dynamo ops")
+            if g.capture_time:
+                parts.append(f", Dynamo capture {g.capture_time:.2f}s")
+            parts.append(f"; cache: {g.cache_entries} entries</p>")
+            for rec in g.records:
+                parts.append(_record_html(rec))
+            for reason in g.recompile_reasons:
+                parts.append(f"<p>recompiled: {e(reason)}</p>")
+        recompiles = "".join(f"<li>{e(r)}</li>" for r in self.recompiles)
+        parts.append(
+            f"<p>Dynamo recompiles:</p><ul>{recompiles}</ul>"
+            if recompiles
+            else "<p>Dynamo recompiles: none</p>"
+        )
+        parts.append("</div>")
+        return "".join(parts)
+
+
+def _record_html(rec: CompileRecord) -> str:
+    e = html.escape
+    times = "".join(
+        f"<td>{rec.times[s]:.3f}s</td>" if s in rec.times else "<td>-</td>" for s in STAGES
+    )
+    head = "".join(f"<th>{s}</th>" for s in STAGES)
+    rows = []
+    for target, count, where, reason, sources in group_ops(rec.ops):
+        detail = e(reason or "")
+        if where == "eager":
+            detail += "".join(f"<br><code>{e(s)}</code>" for s in sources)
+        style = " style='color:#b00'" if where == "eager" else ""
+        rows.append(
+            f"<tr><td><code>{e(target)}</code></td><td>{count}</td>"
+            f"<td{style}>{where}</td><td>{detail}</td></tr>"
+        )
+    cost = f"<p>XLA cost: {e(format_cost(rec.cost))}</p>" if rec.cost else ""
+    return (
+        f"<p><b>{e(rec.name)}</b> ({e(rec.mode)}): inputs <code>{e(rec.signature)}</code></p>"
+        f"<table><tr>{head}<th>total</th></tr><tr>{times}<td>{rec.total_time:.3f}s</td></tr>"
+        f"</table>{cost}"
+        "<table><tr><th>ATen op</th><th>count</th><th>runs in</th><th>why / where</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def explain(fn: Callable, *args: Any, **kwargs: Any) -> Explanation:
+    """Compile ``fn`` with ``backend="xla"``, call it once on ``args``/``kwargs``, and report.
+
+    The report lists the graphs Dynamo captured and the graph breaks with their reasons; per
+    graph, the ATen ops and which run in XLA or fall back to eager PyTorch (with the user's
+    source line), compile time per stage (capture, lowering, passes, tracing, StableHLO, XLA),
+    XLA's cost analysis (flops, bytes accessed) and the graph's cache entries and recompiles.
+    ``print(report)`` shows it as text; Jupyter renders it as HTML. ``report.output`` is what
+    ``fn`` returned. ``fn`` really runs once (its side effects happen once), compiled.
+
+    ``fn`` may be a function, an ``nn.Module`` or a ``torch.compile`` result (its original
+    function is compiled afresh with default options; use ``Explanation(fn, options=...)`` to
+    pass options).
+
+    Example::
+
+        >>> report = torch2xla.explain(model, torch.randn(8, 32))
+        >>> print(report)
+    """
+    return Explanation(fn).run(*args, **kwargs)
+
+
+def _unwrap(fn: Callable) -> Callable:
+    if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", fn)
+
+
+@contextlib.contextmanager
+def _capture_timer(report: Explanation) -> Iterator[None]:
+    """Attribute the time of each Dynamo frame compile to the graph it produced."""
+    handler = torch._dynamo.callback_handler
+    state: dict[str, Any] = {}
+
+    def start(_args: Any) -> None:
+        state["t0"] = time.perf_counter()
+        state["n"] = len(report.graphs)
+
+    def end(_args: Any) -> None:
+        t0, n = state.pop("t0", None), state.pop("n", 0)
+        if t0 is None or len(report.graphs) == n:
+            return
+        elapsed = time.perf_counter() - t0
+        new = report.graphs[n:]
+        for g in new:
+            g.capture_time = elapsed / len(new)
+
+    handler.register_start_callback(start)
+    handler.register_end_callback(end)
+    try:
+        yield
+    finally:
+        handler.remove_start_callback(start)
+        handler.remove_end_callback(end)
+

@@ -1,0 +1,537 @@
+"""The compile stages of one signature of a graph: timing, progress, and the ahead-of-time compile.
+
+One signature of a Dynamo graph compiles in stages: Dynamo's capture (before the backend is
+called, so only ``explain`` can time it), export to ATen (``lowering``), graph ``passes``, JAX
+``tracing``, ``stablehlo`` emission and XLA's compile (``xla``). ``CompiledGraph._build`` runs
+them inside a ``Compilation``, which times each stage, logs progress through the
+``torch2xla.compile`` logger when a compile runs long, and shows a progress bar in Jupyter.
+
+``precompile`` traces, lowers and compiles a program ahead of its first call, with exactly the
+arguments the first call will pass; JAX keeps the executable in the cache that the call then
+hits, so the split into stages costs nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+import dataclasses
+import logging
+import operator
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+import torch
+
+from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature
+from torch2xla._errors import (
+    CompileError,
+    LoweringError,
+    Unsupported,
+    full_traceback,
+    lowering_failed,
+    source_line,
+)
+from torch2xla._interop import x64
+from torch2xla._passes import run_passes
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11+; annotations only
+
+log = logging.getLogger("torch2xla.compile")
+
+STAGES = ("capture", "lowering", "passes", "tracing", "stablehlo", "xla")
+
+# A compile that runs longer than PROGRESS_AFTER_S seconds reports its progress through the
+# logger every PROGRESS_EVERY_S seconds, and in Jupyter as a progress bar refreshed every
+# PROGRESS_TICK_S seconds.
+PROGRESS_AFTER_S = 3.0
+PROGRESS_EVERY_S = 10.0
+PROGRESS_TICK_S = 0.5
+
+
+_DETAILED: contextvars.ContextVar[bool] = contextvars.ContextVar("torch2xla_detailed", default=False)
+
+
+@contextlib.contextmanager
+def detailed() -> Iterator[None]:
+    """Within this context, compiles also build the backward ahead of time (for ``explain``)."""
+    token = _DETAILED.set(True)
+    try:
+        yield
+    finally:
+        _DETAILED.reset(token)
+
+
+def is_detailed() -> bool:
+    return _DETAILED.get()
+
+
+@dataclasses.dataclass(frozen=True)
+class OpPlacement:
+    """Where one ATen node of a compiled graph runs.
+
+    Attributes:
+        node: the node's name in the ATen graph.
+        target: the ATen overload, e.g. ``aten.mm.default``.
+        where: ``"xla"`` or ``"eager"``.
+        reason: why the node runs in eager PyTorch (None when it runs in XLA).
+        source: ``file:line: code`` of the user code that produced the node.
+    """
+
+    node: str
+    target: str
+    where: str
+    reason: str | None
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Executable:
+    """One XLA executable of a signature (``inference``, ``forward`` or ``backward``)."""
+
+    name: str
+    traced: Any  # jax.stages.Traced
+    lowered: Any  # jax.stages.Lowered
+    compiled: Any  # jax.stages.Compiled
+
+
+@dataclasses.dataclass
+class CompileRecord:
+    """What compiling one signature of a graph produced, and how long each stage took.
+
+    Attributes:
+        graph: the graph's name (``graph_0``), shared by its dumps, profiler ranges and errors.
+        index: the signature's number within the graph (the ``s0`` of ``graph_0.s0``).
+        signature: the inputs' dtypes and shapes, e.g. ``f32[8, 32], i64[]``.
+        mode: ``inference``, ``training`` or ``split`` (some ops run in eager PyTorch).
+        times: seconds per stage (see ``STAGES``); stages that did not run are absent.
+        ops: where each ATen node runs.
+        cost: XLA's cost analysis summed over the signature's executables (``flops``,
+            ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
+    """
+
+    graph: str
+    index: int
+    signature: str
+    mode: str = "inference"
+    times: dict[str, float] = dataclasses.field(default_factory=dict)
+    ops: list[OpPlacement] = dataclasses.field(default_factory=list)
+    cost: dict[str, float] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.graph}.s{self.index}"
+
+    @property
+    def total_time(self) -> float:
+        return sum(self.times.values())
+
+
+def describe_signature(args: Sequence) -> str:
+    """``f32[8, 32], i64[], 3`` for a call's arguments."""
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dtype = _SHORT_DTYPES.get(a.dtype, str(a.dtype).removeprefix("torch."))
+            grad = "*" if a.requires_grad else ""
+            parts.append(f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}")
+        else:
+            parts.append(repr(a))
+    return ", ".join(parts)
+
+
+_SHORT_DTYPES = {
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "bool",
+    torch.complex64: "c64",
+    torch.complex128: "c128",
+}
+
+
+def placements(gm: torch.fx.GraphModule, eager: dict[torch.fx.Node, str]) -> list[OpPlacement]:
+    """Where each call node of the ATen graph ``gm`` runs; ``eager`` maps nodes to reasons."""
+    out = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        reason = eager.get(node)
+        out.append(
+            OpPlacement(
+                node=node.name,
+                target=str(node.target),
+                where="xla" if reason is None else "eager",
+                reason=reason,
+                source=source_line(node),
+            )
+        )
+    return out
+
+
+class Compilation:
+    """Times the stages of one compile and reports progress while it runs long.
+
+    Use as a context manager around the whole compile, and ``stage(name)`` around each stage.
+    """
+
+    def __init__(self, graph: str, index: int) -> None:
+        self.graph = graph
+        self.index = index
+        self.times: dict[str, float] = {}
+        self.current: str | None = None
+        self.failed: str | None = None
+        self._start = 0.0
+        self._done = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._bar: _NotebookBar | None = None
+
+    def __enter__(self) -> Self:
+        self._start = time.perf_counter()
+        self._watcher = threading.Thread(
+            target=self._watch, name=f"torch2xla-progress-{self.graph}", daemon=True
+        )
+        self._watcher.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._done.set()
+        if self._watcher is not None:
+            self._watcher.join()
+        elapsed = time.perf_counter() - self._start
+        if self._bar is not None:
+            self._bar.finish(self, elapsed, failed=exc_type is not None)
+        if exc_type is None:
+            level = logging.INFO if elapsed >= PROGRESS_AFTER_S else logging.DEBUG
+            log.log(level, "%s.s%d compiled in %.2fs (%s)", self.graph, self.index, elapsed,
+                    format_times(self.times))
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the stage ``name`` (one of ``STAGES``); time spent twice adds up."""
+        self.current = name
+        log.debug("%s.s%d: %s", self.graph, self.index, name)
+        t0 = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.failed = name
+            raise
+        finally:
+            self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - t0
+            self.current = None
+
+    def _watch(self) -> None:
+        if self._done.wait(PROGRESS_AFTER_S):
+            return
+        last_log = -PROGRESS_EVERY_S
+        while True:
+            elapsed = time.perf_counter() - self._start
+            if elapsed - last_log >= PROGRESS_EVERY_S:
+                last_log = elapsed
+                log.info("compiling %s.s%d: stage %s, %.1fs elapsed", self.graph, self.index,
+                         self.current or "-", elapsed)
+            if self._bar is None:
+                self._bar = _NotebookBar.create()
+            if self._bar is not None:
+                self._bar.update(self, elapsed)
+            if self._done.wait(PROGRESS_TICK_S):
+                return
+
+
+def format_times(times: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}s" for k, v in times.items()) or "no stages"
+
+
+class _NotebookBar:
+    """A progress bar in the output of the running Jupyter cell (IPython display)."""
+
+    def __init__(self, handle: Any, html: type) -> None:
+        self._handle = handle
+        self._html = html
+
+    @classmethod
+    def create(cls) -> _NotebookBar | None:
+        # Only inside a running IPython kernel; never import IPython ourselves.
+        ipython = sys.modules.get("IPython")
+        if ipython is None:
+            return None
+        shell = ipython.get_ipython()
+        if shell is None or not hasattr(shell, "kernel"):
+            return None
+        from IPython.display import HTML, display
+
+        return cls(display(HTML(""), display_id=True), HTML)
+
+    def update(self, comp: Compilation, elapsed: float) -> None:
+        self._handle.update(self._html(render_bar(comp, elapsed)))
+
+    def finish(self, comp: Compilation, elapsed: float, failed: bool) -> None:
+        status = "failed" if failed else "done"
+        self._handle.update(self._html(render_bar(comp, elapsed, status=status)))
+
+
+def render_bar(comp: Compilation, elapsed: float, status: str | None = None) -> str:
+    """HTML of the progress bar: one step per stage, the current stage and the time spent."""
+    steps = STAGES[1:]
+    done = len([s for s in steps if s in comp.times and s != comp.current])
+    label = status or f"stage {comp.current or '-'}"
+    if status == "done":
+        done = len(steps)
+    return (
+        f"<div><code>torch2xla</code> compiling <b>{comp.graph}.s{comp.index}</b>: "
+        f'<progress value="{done}" max="{len(steps)}"></progress> {label}, {elapsed:.1f}s</div>'
+    )
+
+
+def precompile(
+    program: Any, inputs: Sequence, comp: Compilation, *, backward: bool
+) -> tuple[str, list[Executable]]:
+    """Trace, lower and compile ``program`` for the call it is about to get, ahead of time.
+
+    Follows the path ``XlaProgram.__call__`` takes for ``inputs`` under the current grad mode:
+    the inference executable, or the training forward (and, if ``backward``, the backward).
+    Returns the mode (``inference`` or ``training``) and the executables.
+    """
+    tensors = [inputs[i] for i in program.tensor_pos]
+    seed = np.uint32(0) if program.rng else None
+    diff_in: tuple[int, ...] = ()
+    if torch.is_grad_enabled():
+        diff_in = tuple(
+            k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
+        )
+    with x64(), jax.default_device(program.device):
+        views = program.jax_inputs(tensors)
+        if not (diff_in and program.diff_out):
+            return "inference", [_stages(program._infer, (seed, *views), comp, "inference")]
+        fwd, bwd, _ = program.train_fns(diff_in)
+        diff_set = set(diff_in)
+        jdiff = [views[k] for k in diff_in]
+        jrest = [v for k, v in enumerate(views) if k not in diff_set]
+        forward = _stages(fwd, (seed, jdiff, jrest), comp, "forward")
+        if not backward:
+            return "training", [forward]
+        douts, _, vjp_fn = forward.traced.out_info
+        cts = [jax.ShapeDtypeStruct(d.shape, d.dtype) for d in douts]
+        return "training", [forward, _stages(bwd, (vjp_fn, cts), comp, "backward")]
+
+
+def _stages(jitted: Any, args: tuple, comp: Compilation, name: str) -> Executable:
+    with comp.stage("tracing"):
+        traced = jitted.trace(*args)
+    with comp.stage("stablehlo"):
+        lowered = traced.lower()
+    with comp.stage("xla"):
+        compiled = lowered.compile()
+    return Executable(name, traced, lowered, compiled)
+
+
+def cost_analysis(executables: Sequence[Executable]) -> dict[str, float] | None:
+    """XLA's estimate of flops, transcendentals and bytes accessed, summed over executables."""
+    total: dict[str, float] = {}
+    for ex in executables:
+        cost = ex.compiled.cost_analysis()
+        if isinstance(cost, list | tuple):  # older JAX: one dict per device
+            cost = cost[0] if cost else {}
+        for key in ("flops", "transcendentals", "bytes accessed"):
+            if key in (cost or {}):
+                total[key] = total.get(key, 0.0) + float(cost[key])
+    return total or None
+
+
+def format_record(record: CompileRecord) -> str:
+    """Plain-text summary of one compiled signature: mode, times, cost and op placement."""
+    n_eager = sum(1 for op in record.ops if op.where == "eager")
+    lines = [
+        f"{record.name}: {record.mode}, inputs ({record.signature})",
+        f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
+    ]
+    if record.cost:
+        lines.append(f"  XLA cost: {format_cost(record.cost)}")
+    lines.append(f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
+                 f"{n_eager} in eager PyTorch)")
+    for target, count, where, reason, sources in group_ops(record.ops):
+        line = f"    {count:>4} x {target}  [{where}]"
+        if reason:
+            line += f"  {reason}"
+        lines.append(line)
+        if where == "eager":
+            lines.extend(f"           at {s}" for s in sources)
+    return "\n".join(lines)
+
+
+def group_ops(ops: Sequence[OpPlacement]) -> list[tuple[str, int, str, str | None, list[str]]]:
+    """(target, count, where, reason, distinct sources) per op and placement, eager ones first."""
+    groups: dict[tuple[str, str, str | None], list[str]] = {}
+    for op in ops:
+        groups.setdefault((op.target, op.where, op.reason), []).append(op.source)
+    rows = [
+        (target, len(srcs), where, reason, list(dict.fromkeys(srcs)))
+        for (target, where, reason), srcs in groups.items()
+    ]
+    rows.sort(key=lambda r: (r[2] != "eager", -r[1], r[0]))
+    return rows
+
+
+def format_cost(cost: dict[str, float]) -> str:
+    parts = []
+    if "flops" in cost:
+        parts.append(f"{_si(cost['flops'])}FLOP")
+    if "transcendentals" in cost:
+        parts.append(f"{_si(cost['transcendentals'])}transcendentals")
+    if "bytes accessed" in cost:
+        parts.append(f"{_si(cost['bytes accessed'])}B accessed")
+    return ", ".join(parts)
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} "
+
+
+class RecordLog:
+    """The ``CompileRecord`` of each of a graph's most recently compiled signatures."""
+
+    def __init__(self, maxlen: int) -> None:
+        self._records: collections.deque[CompileRecord] = collections.deque(maxlen=maxlen)
+        self._count = 0
+
+    def new(self, graph: str, args: Sequence) -> CompileRecord:
+        record = CompileRecord(graph, self._count, describe_signature(args))
+        self._count += 1
+        return record
+
+    def add(self, record: CompileRecord) -> None:
+        self._records.append(record)
+
+    def __iter__(self) -> Iterator[CompileRecord]:
+        return iter(list(self._records))
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class Build:
+    """One signature's compile inside ``CompiledGraph._build``: stages, record, dumps, errors.
+
+    ``with Build(graph, args) as b:`` times the stages run through ``b.run``/``b.passes``/
+    ``b.program``, turns failures into errors that name the graph, the stage, the ATen node and
+    the user's source line, and on ``b.done(entry)`` records the signature and writes dumps.
+    """
+
+    def __init__(self, graph: Any, args: Sequence) -> None:
+        self.graph = graph
+        self.options = graph.options
+        self.record = graph.records.new(graph.name, args)
+        self.comp = Compilation(graph.name, self.record.index)
+        self.dump_dir = dump_dir(self.options.dump_dir)
+        self.executables: list[Executable] = []
+        self.aten: torch.fx.GraphModule | None = None
+
+    def __enter__(self) -> Self:
+        if self.dump_dir is not None and self.record.index == 0:
+            dump_dynamo_graph(self.dump_dir, self.graph.name, self.graph.gm)
+        self.comp.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.comp.__exit__(exc_type, exc, tb)
+        if exc is None or not isinstance(exc, Exception):
+            return
+        new = self._translate(exc)
+        if new is not None:
+            if full_traceback():
+                raise new from exc
+            raise new from None
+
+    def run(self, stage: str, fn: Callable, *args: Any) -> Any:
+        with self.comp.stage(stage):
+            return fn(*args)
+
+    def passes(self, lowered: Any) -> Any:
+        """Run the built-in and the user's graph passes on the lowered graph."""
+        with self.comp.stage("passes"):
+            gm = run_passes(lowered.gm, self.options.passes, self.graph.name)
+        self.aten = gm
+        return dataclasses.replace(lowered, gm=gm)
+
+    def eager_ops(self, gm: torch.fx.GraphModule, unsupported: Sequence) -> list:
+        """``Unsupported`` entries for nodes whose op the user listed in ``eager_ops``."""
+        if not self.options.eager_ops:
+            return []
+        seen = {u.node for u in unsupported}
+        return [
+            Unsupported(n, "listed in options['eager_ops']", by_design=True)
+            for n in gm.graph.nodes
+            if n.op == "call_function" and n.target in self.options.eager_ops and n not in seen
+        ]
+
+    def program(self, program: Any, inputs: Sequence) -> Any:
+        """Name the whole-graph ``program`` and compile it ahead of its first call."""
+        program.label = f"torch2xla:{self.graph.name}"
+        backward = is_detailed() or self.dump_dir is not None
+        self.record.mode, self.executables = precompile(
+            program, inputs, self.comp, backward=backward
+        )
+        self.record.cost = cost_analysis(self.executables)
+        return program
+
+    def split(self, split_gm: torch.fx.GraphModule, names: Sequence[str]) -> None:
+        """Name the XLA partitions of a graph some of whose ops run in eager PyTorch."""
+        self.record.mode = "split"
+        for name in names:
+            getattr(split_gm, name).program.label = f"torch2xla:{self.graph.name}:{name}"
+
+    def done(self, entry: Any, unsupported: Sequence = ()) -> Any:
+        """Record the signature (and dump it); returns ``entry``."""
+        gm = self.aten if self.aten is not None else getattr(entry, "runner", None)
+        self.record.times = dict(self.comp.times)
+        if isinstance(gm, torch.fx.GraphModule):
+            self.record.ops = placements(gm, {u.node: u.reason for u in unsupported})
+        if self.dump_dir is not None and isinstance(gm, torch.fx.GraphModule):
+            dump_signature(
+                self.dump_dir, self.record.name, gm, self.executables, format_record(self.record)
+            )
+        self.executables = []
+        self.graph.records.add(self.record)
+        return entry
+
+    def _translate(self, exc: Exception) -> Exception | None:
+        name, stage = self.graph.name, self.comp.failed
+        if isinstance(exc, LoweringError):
+            return lowering_failed(exc, name)
+        if isinstance(exc, CompileError):
+            return None
+        if stage == "lowering":
+            return CompileError(
+                f"torch2xla: {name} could not be exported to ATen (AOTAutograd failed): "
+                f"{type(exc).__name__}: {exc}\nWhat to do: the Dynamo graph uses something "
+                "AOTAutograd cannot functionalize; run that code eagerly with "
+                "torch.compiler.disable, and please report it.",
+                graph=name,
+                stage=stage,
+            )
+        if stage in ("tracing", "stablehlo", "xla"):
+            return CompileError(
+                f"torch2xla: {name} failed in stage {stage}: {type(exc).__name__}: {exc}\n"
+                "What to do: this is a bug in torch2xla; please report it. To see what was "
+                "being compiled, set options={'dump_dir': ...} or TORCH2XLA_DUMP_DIR.",
+                graph=name,
+                stage=stage,
+            )
+        return None
