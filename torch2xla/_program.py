@@ -71,6 +71,10 @@ class XlaProgram:
 
         self._flat_fn = flat_fn
         out_metas = gm.graph.find_nodes(op="output")[0].args[0]
+        # A fused partition with one output returns it bare; the program always returns a list.
+        self.single_output = not isinstance(out_metas, list | tuple)
+        if self.single_output:
+            out_metas = (out_metas,)
         metas = [o.meta.get("val") if isinstance(o, torch.fx.Node) else o for o in out_metas]
         if output_requires_grad is None:
             output_requires_grad = [True] * len(metas)
@@ -89,11 +93,11 @@ class XlaProgram:
         self._train_cache: dict[tuple[int, ...], tuple] = {}
 
     # -- inference -------------------------------------------------------------------------
+    # The hot path: everything that can be decided once is decided in __init__.
+    @profiled  # a torch.profiler range named after the graph; one check when not profiling
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.diff_out and torch.is_grad_enabled():
-    # The hot path: everything that can be decided once is decided in __init__.
-    @profiled  # a torch.profiler range named after the graph; one check when not profiling
             diff_in = tuple(
                 k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
             )
