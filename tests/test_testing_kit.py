@@ -1,0 +1,442 @@
+"""The parity kit itself: strategies draw what they promise, and assert_parity / parity_test
+fail on planted discrepancies (functions that behave differently under torch.compile)."""
+
+import math
+
+import hypothesis
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torch2xla.ops import LOWERINGS
+from torch2xla.testing import (
+    FLOAT_DTYPES,
+    LAYOUTS,
+    ParityError,
+    assert_parity,
+    broadcastable_tensors,
+    default_tolerance,
+    dtypes,
+    elements,
+    layouts,
+    module_inputs,
+    mutually_broadcastable_shapes,
+    parity_settings,
+    parity_test,
+    scalars,
+    shapes,
+    special_values,
+    tensors,
+)
+from torch2xla.testing import _settings
+from torch2xla.testing._parity import _clone_args
+
+pytest_plugins = ["pytester"]
+
+compiling = torch.compiler.is_compiling
+fast = hypothesis.settings(max_examples=60, deadline=None)
+
+
+# -- strategies ---------------------------------------------------------------------------------
+@fast
+@given(data=st.data(), dtype=dtypes(), shape=shapes(), layout=layouts())
+def test_tensors_have_the_drawn_dtype_shape_and_layout(data, dtype, shape, layout):
+    t = data.draw(tensors(dtype, shape, layout=layout))
+    assert t.dtype == dtype and tuple(t.shape) == shape
+    big = [i for i, s in enumerate(shape) if s > 1] if t.numel() else []
+    if layout == "transposed" and len(big) >= 2:
+        assert not t.is_contiguous()
+        assert t.stride()[big[0]] < t.stride()[big[-1]]
+    if layout == "sliced" and big:
+        assert not t.is_contiguous()
+        base = torch.empty(0, dtype=dtype).set_(t.untyped_storage())
+        assert base.numel() > t.numel()
+        if dtype.is_floating_point:  # the elements between the slices are poison
+            assert base.isnan().sum() == base.numel() - t.numel() + t.isnan().sum()
+    if layout == "offset" and t.ndim:
+        assert t.storage_offset() == 1
+    if layout == "expanded" and big:
+        assert t.stride()[big[0]] == 0
+    if layout == "contiguous":
+        assert t.is_contiguous() and t.storage_offset() == 0
+
+
+@fast
+@given(data=st.data(), dtype=st.sampled_from(FLOAT_DTYPES))
+def test_float_elements_respect_bounds_and_flags(data, dtype):
+    lo, hi = -3.5, 1e3
+    t = data.draw(tensors(dtype, (6,), min_value=lo, max_value=hi))
+    assert bool(((t >= lo) & (t <= hi)).all()), t
+    finite = data.draw(tensors(dtype, (6,), allow_nan=False, allow_infinity=False,
+                               allow_subnormal=False))
+    assert bool(torch.isfinite(finite).all())
+    tiny = torch.finfo(dtype).tiny
+    assert not bool(((finite != 0) & (finite.abs() < tiny)).any())
+
+
+@fast
+@given(data=st.data(), dtype=st.sampled_from([torch.int8, torch.uint8, torch.int64]))
+def test_int_elements_fit_the_dtype_and_bounds(data, dtype):
+    v = data.draw(elements(dtype, min_value=-5, max_value=300))
+    ii = torch.iinfo(dtype)
+    assert max(ii.min, -5) <= v <= min(ii.max, 300)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "predicate"),
+    [
+        (torch.float32, lambda t: bool(t.isnan().any())),
+        (torch.float32, lambda t: bool((t == math.inf).any())),
+        (torch.float32, lambda t: bool(((t == 0) & t.signbit()).any())),
+        (torch.float32, lambda t: bool(((t != 0) & (t.abs() < torch.finfo(t.dtype).tiny)).any())),
+        (torch.float16, lambda t: bool((t == torch.finfo(t.dtype).max).any())),
+        (torch.bfloat16, lambda t: bool(t.isnan().any())),
+        (torch.int8, lambda t: bool((t == -128).any())),
+        (torch.int64, lambda t: bool((t == 2**63 - 1).any())),
+    ],
+)
+def test_special_values_are_reachable(dtype, predicate):
+    search = hypothesis.settings(max_examples=2000, derandomize=True, database=None)
+    found = hypothesis.find(tensors(dtype, (4,)), predicate, settings=search)
+    assert predicate(found)
+    assert set(special_values(torch.bool)) == {False, True}
+
+
+def test_bfloat16_values_are_exact():
+    @fast
+    @given(t=tensors(torch.bfloat16, (8,), allow_nan=False))
+    def check(t):
+        assert torch.equal(t, t.float().to(torch.bfloat16))
+
+    check()
+
+
+@fast
+@given(shapes_=mutually_broadcastable_shapes(3))
+def test_mutually_broadcastable_shapes_broadcast(shapes_):
+    assert len(shapes_) == 3
+    torch.broadcast_shapes(*shapes_)
+
+
+@fast
+@given(ts=broadcastable_tensors(2, dtypes()))
+def test_broadcastable_tensors_broadcast(ts):
+    torch.broadcast_shapes(*(t.shape for t in ts))
+
+
+@fast
+@given(v=scalars(int, float))
+def test_scalars_are_python_numbers(v):
+    assert type(v) in (int, float)
+    if type(v) is int:
+        assert -(2**63) <= v < 2**63
+
+
+@fast
+@given(inputs=module_inputs(torch.randn(4, 6) * 3, torch.randint(2, 9, (4, 5)), 7,
+                            dims=(0,), sizes=(1, 5)))
+def test_module_inputs_keep_dtype_rank_and_range(inputs):
+    x, ids, k = inputs
+    assert k == 7
+    assert x.dtype == torch.float32 and x.shape[1:] == (6,) and x.shape[0] in (1, 5)
+    assert ids.dtype == torch.int64 and ids.shape == (x.shape[0], 5)
+    assert bool(((ids >= 2) & (ids <= 8)).all())
+    assert bool(torch.isfinite(x).all())
+
+
+def test_strategies_reject_bad_arguments():
+    with pytest.raises(ValueError, match="unknown layout"):
+        layouts("diagonal")
+    with pytest.raises(ValueError, match="every dtype family"):
+        dtypes(floats=False, ints=False, bools=False)
+    with pytest.raises(ValueError, match="cannot draw"):
+        hypothesis.find(tensors(torch.complex64, (2,)), lambda t: True)
+    assert set(LAYOUTS) >= {"contiguous", "transposed", "sliced", "offset"}
+
+
+def test_clone_args_keeps_layout_and_aliasing():
+    base = torch.arange(12.0).reshape(3, 4)
+    a, b = base.t(), base[1:, ::2]
+    ca, cb = _clone_args((a, b), {})
+    assert ca.stride() == a.stride() and cb.stride() == b.stride()
+    assert cb.storage_offset() == b.storage_offset()
+    assert torch.equal(ca, a) and torch.equal(cb, b)
+    assert ca.untyped_storage().data_ptr() == cb.untyped_storage().data_ptr()
+    assert ca.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+
+
+# -- assert_parity ------------------------------------------------------------------------------
+def test_parity_passes_on_agreeing_function():
+    x, y = torch.randn(3, 4), torch.randn(4)
+
+    def f(x, y):
+        return x * y + 1, (x > 0).sum(), x.to(torch.float64)
+
+    report = assert_parity(f, x, y)
+    assert report.xla_runs == 1
+    assert report.max_abs_diff < 1e-5
+    assert report.eager[1].dtype == torch.int64
+
+
+def test_planted_value_discrepancy_is_caught_with_worst_element_and_inputs():
+    def f(x):
+        return torch.where(x > 100, x + 1, x) if compiling() else x * 1
+
+    x = torch.tensor([1.0, 200.0, 3.0, 250.5])
+    with pytest.raises(ParityError) as info:
+        assert_parity(f, x)
+    msg = str(info.value)
+    assert info.value.what == "output"
+    assert "2 of 4 elements" in msg
+    # The worst element is the one furthest outside its tolerance atol + rtol * |eager|.
+    assert "worst at index (1,): eager=200.0 xla=201.0 abs err 1, rel err 0.005" in msg
+    assert "values=[1.0, 200.0, 3.0, 250.5]" in msg
+    assert torch.equal(x, torch.tensor([1.0, 200.0, 3.0, 250.5]))
+
+
+def test_planted_dtype_discrepancy_is_caught():
+    def f(x):
+        return x.double() if compiling() else x * 1
+
+    with pytest.raises(ParityError, match="dtype differs: eager torch.float32, XLA torch.float64"):
+        assert_parity(f, torch.randn(3))
+    assert_parity(f, torch.randn(3), check_dtype=False)
+
+
+def test_nan_positions_must_match():
+    def f(x):
+        return torch.where(x > 0, x.log(), x) if compiling() else torch.where(x > 0, x, x)
+
+    x = torch.tensor([-1.0, 0.5])
+    assert_parity(lambda x: x.log(), x)  # NaN in the same place on both sides passes
+    with pytest.raises(ParityError, match="NaN positions differ: 1 NaN only in XLA, 0 only in eager"):
+        assert_parity(lambda x: (x.log() if compiling() else x * 0 + 1) + 0, x)
+    with pytest.raises(ParityError, match="worst at index"):
+        assert_parity(f, x)
+
+
+def test_signed_zero_is_checked_only_on_request():
+    def f(x):
+        return x * 0 if compiling() else -(x * 0)
+
+    x = torch.tensor([1.0, 2.0])
+    assert_parity(f, x)
+    with pytest.raises(ParityError, match="signed zeros"):
+        assert_parity(f, x, check_signed_zero=True)
+
+
+def test_tolerance_defaults_follow_dtype_and_can_be_tightened():
+    def f(x):
+        return x * (1 + 1e-7) if compiling() else x * 1
+
+    assert default_tolerance(torch.float32) == (1.3e-6, 1e-5)
+    assert default_tolerance(torch.int32) == (0.0, 0.0)
+    x = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    assert_parity(f, x, rtol=1e-6)
+    with pytest.raises(ParityError, match="beyond rtol=0, atol=0"):
+        assert_parity(f, x, rtol=0, atol=0)
+
+
+def test_integer_results_must_be_exact():
+    def f(x):
+        return x + 1 if compiling() else x * 1
+
+    with pytest.raises(ParityError, match=r"1 of 1 elements differ \(torch.int32 must match"):
+        assert_parity(f, torch.tensor([7], dtype=torch.int32))
+
+
+def test_planted_input_mutation_is_caught():
+    def f(x):
+        if compiling():
+            x.add_(1)
+        return x.sum()
+
+    x = torch.ones(3)
+    with pytest.raises(ParityError, match=r"args after the call\[0\]"):
+        assert_parity(f, x)
+    assert torch.equal(x, torch.ones(3)), "assert_parity must work on copies of the inputs"
+
+
+def test_inputs_mutated_alike_pass():
+    def f(x, y):
+        x.mul_(2)
+        y[0] = 5
+        return x + y
+
+    assert_parity(f, torch.randn(3), torch.zeros(3, dtype=torch.int64))
+
+
+def test_planted_gradient_discrepancy_is_caught():
+    def f(x):
+        return x + (x - x.detach()) if compiling() else x * 1
+
+    x = torch.randn(4)
+    assert_parity(f, x)  # same values: only the gradient differs
+    with pytest.raises(ParityError, match=r"grad of args\[0\]"):
+        assert_parity(f, x, grad=True)
+
+
+def test_gradients_of_modules_compared():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    report = assert_parity(model, torch.randn(5, 4), grad=True)
+    assert report.xla_runs >= 1
+    assert all(p.grad is None for p in model.parameters()), "the caller's module is untouched"
+
+
+def test_planted_module_buffer_discrepancy_is_caught():
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            self.count += 2 if compiling() else 1
+            return x * 2
+
+    with pytest.raises(ParityError, match="module count after the call"):
+        assert_parity(Counter(), torch.randn(3))
+
+
+def test_batchnorm_running_stats_compared():
+    bn = torch.nn.BatchNorm1d(3).train()
+    assert_parity(bn, torch.randn(6, 3))
+
+
+def test_grad_without_differentiable_output_is_a_clear_error():
+    with pytest.raises(ValueError, match="no output .* requires grad"):
+        assert_parity(lambda x: (x > 0).sum(), torch.randn(3), grad=True)
+
+
+def test_no_xla_graph_is_an_error_unless_allowed():
+    def identity(x):
+        return x
+
+    with pytest.raises(ParityError, match="no XLA graph ran"):
+        assert_parity(identity, torch.randn(2))
+    assert assert_parity(identity, torch.randn(2), require_xla=False).xla_runs == 0
+
+
+def test_ops_without_lowering_raise_unless_fallback_allowed(monkeypatch):
+    monkeypatch.delitem(LOWERINGS, torch.ops.aten.cos.default)
+    x = torch.randn(3)
+    with pytest.raises(ParityError, match="aten.cos"):
+        assert_parity(lambda x: torch.cos(x) + 1, x)
+    assert_parity(lambda x: torch.cos(x) * 2, x, allow_fallback=True)
+
+
+def test_eager_errors_reraise_or_must_match():
+    def bad(x, y):
+        return x + y
+
+    x, y = torch.randn(3), torch.randn(4)
+    with pytest.raises(RuntimeError, match="size of tensor") as info:
+        assert_parity(bad, x, y)
+    assert any("eager PyTorch raised" in n for n in getattr(info.value, "__notes__", []))
+    report = assert_parity(bad, x, y, check_errors=True)
+    assert isinstance(report.error, RuntimeError)
+
+
+def test_compiled_only_error_is_a_parity_error(monkeypatch):
+    def planted(*args):
+        raise ValueError("planted")
+
+    monkeypatch.setitem(LOWERINGS, torch.ops.aten.sin.default, planted)
+    with pytest.raises(ParityError, match="raised through backend='xla': .*planted"):
+        assert_parity(lambda x: torch.sin(x) + 1, torch.randn(2))
+
+
+@parity_settings(max_examples=8)
+@given(x=tensors(torch.float32, (3, 4), layout=layouts(), allow_nan=False, allow_infinity=False))
+def test_layouts_reach_the_compiled_function(x):
+    assert_parity(lambda x: x * 2 + x.sum(0), x)
+
+
+# -- parity_test --------------------------------------------------------------------------------
+def test_parity_test_runs_examples_on_a_bounded_set_of_shapes():
+    seen = set()
+
+    @parity_test(tensors(torch.float32, st.sampled_from([(2,), (2, 3)])), max_examples=8)
+    def exp_plus(x):
+        seen.add(tuple(x.shape))
+        return torch.exp(x) + 1
+
+    exp_plus()
+    assert seen and seen <= {(2,), (2, 3)}
+    assert exp_plus.__name__ == "exp_plus"
+
+
+def test_parity_test_catches_and_shrinks_a_planted_discrepancy():
+    eager_inputs = []
+
+    @parity_test(
+        tensors(torch.float32, st.sampled_from([(1,), (3,), (2, 3)]), allow_nan=False),
+        max_examples=200,
+        settings={"derandomize": True},
+    )
+    def planted(x):
+        if compiling():
+            return torch.where(x > 100, x + 1, x)
+        eager_inputs.append(x.clone())
+        return x * 1
+
+    with pytest.raises(ParityError) as info:
+        planted()
+    minimal = eager_inputs[-1]  # hypothesis replays the shrunk example last
+    assert minimal.shape == (1,)
+    assert 100 < minimal.item() <= 101
+    assert "worst at index (0,)" in str(info.value)
+
+
+def test_parity_test_draws_kwargs_and_rejects_unknown_options():
+    @parity_test(tensors(torch.float32, (2, 3)), kwargs={"dim": st.sampled_from([0, 1])},
+                 max_examples=4)
+    def summed(x, dim):
+        return x.sum(dim)
+
+    summed()
+    with pytest.raises(TypeError, match="options of assert_parity"):
+        parity_test(tensors(), tolerance=1)
+
+
+def test_parity_settings_follow_the_command_line_override(monkeypatch):
+    assert parity_settings(7).max_examples == 7
+    assert parity_settings().max_examples == _settings.DEFAULT_MAX_EXAMPLES
+    assert parity_settings(7).deadline is None
+    monkeypatch.setattr(_settings, "max_examples_override", 3)
+    assert parity_settings(7).max_examples == 3
+
+
+# -- pytest plugin ------------------------------------------------------------------------------
+PLUGIN_TESTS = '''
+import pytest, torch
+from torch2xla.testing import parity_test, tensors
+
+CALLS = []
+
+@parity_test(tensors(torch.float32, (2,)), max_examples=50)
+def test_counted(x):
+    if not torch.compiler.is_compiling():
+        CALLS.append(1)
+    return x + 1
+
+def test_count_is_the_option():
+    assert len(CALLS) == 3
+
+def test_fixture_catches_planted(parity):
+    f = lambda x: x + 1e-3 if torch.compiler.is_compiling() else x * 1
+    with pytest.raises(AssertionError, match="torch2xla parity"):
+        parity(f, torch.ones(3))
+
+@pytest.mark.parity(atol=1e-2)
+def test_marker_sets_defaults(parity):
+    f = lambda x: x + 1e-3 if torch.compiler.is_compiling() else x * 1
+    parity(f, torch.ones(3))
+'''
+
+
+def test_pytest_plugin_fixture_marker_and_examples_option(pytester):
+    pytester.makepyfile(PLUGIN_TESTS)
+    result = pytester.runpytest_inprocess("--parity-examples=3", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    assert _settings.max_examples_override is None

@@ -1,0 +1,98 @@
+"""``@parity_test``: a function plus strategies becomes a hypothesis test of XLA/eager parity."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import hypothesis
+import torch
+from hypothesis import strategies as st
+
+from torch2xla.testing import _settings
+from torch2xla.testing._parity import assert_parity
+
+__all__ = ["parity_settings", "parity_test"]
+
+
+def parity_settings(max_examples: int | None = None, **kwargs: Any) -> hypothesis.settings:
+    """Hypothesis settings for parity tests.
+
+    No deadline (the first example of each shape and dtype compiles, which takes far longer
+    than later ones). The number of examples is ``pytest --parity-examples=N`` when given,
+    else ``max_examples``, else 20.
+
+    Args:
+        max_examples: examples to try; keep it modest, and the set of shapes small.
+        kwargs: other ``hypothesis.settings`` fields.
+
+    Example:
+        >>> @parity_settings(max_examples=30)
+        ... @given(x=tensors())
+        ... def test_exp(x):
+        ...     assert_parity(torch.exp, x)
+    """
+    n = _settings.max_examples_override or max_examples or _settings.DEFAULT_MAX_EXAMPLES
+    kwargs.setdefault("deadline", None)
+    return hypothesis.settings(max_examples=n, **kwargs)
+
+
+def parity_test(
+    *arg_strategies: st.SearchStrategy[Any],
+    args: st.SearchStrategy[tuple] | None = None,
+    kwargs: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    max_examples: int | None = None,
+    settings: Mapping[str, Any] | None = None,
+    **parity_options: Any,
+) -> Callable[[Callable | torch.nn.Module], Callable[[], None]]:
+    """Turn a function (or module) into a hypothesis test that it runs the same through
+    ``backend="xla"`` as in eager PyTorch.
+
+    Each example draws the arguments, then calls :func:`assert_parity`. On a failure,
+    hypothesis shrinks the input (smaller shapes, simpler values) and reports the minimal
+    example together with the :class:`ParityError` message (worst element, errors, inputs).
+
+    Args:
+        arg_strategies: one strategy per positional argument of the function.
+        args: instead of ``arg_strategies``, one strategy for the whole tuple of positional
+            arguments (e.g. :func:`module_inputs`).
+        kwargs: strategies for keyword arguments, by name.
+        max_examples: examples to try (see :func:`parity_settings`).
+        settings: other ``hypothesis.settings`` fields, e.g. ``{"derandomize": True}``.
+        parity_options: passed to :func:`assert_parity` (``grad``, ``rtol``, ``atol``, ...).
+
+    Returns:
+        A decorator; the test it returns takes no arguments, so pytest collects it when its
+        name starts with ``test``.
+
+    Example:
+        >>> @parity_test(tensors(torch.float32, (2, 3)), tensors(torch.float32, (3,)))
+        ... def test_add(x, y):
+        ...     return x + y
+        >>> test_mlp = parity_test(args=module_inputs(torch.randn(4, 8)))(MLP())  # doctest: +SKIP
+    """
+    if arg_strategies and args is not None:
+        raise TypeError("torch2xla.testing.parity_test: give strategies positionally or args=")
+    try:
+        inspect.signature(assert_parity).bind_partial(None, **parity_options)
+    except TypeError as e:
+        raise TypeError(f"torch2xla.testing.parity_test: {e} (options of assert_parity)") from None
+    args_strategy = args if args is not None else st.tuples(*arg_strategies)
+    kwargs_strategy = st.fixed_dictionaries(dict(kwargs or {}))
+
+    def decorate(fn: Callable | torch.nn.Module) -> Callable[[], None]:
+        def test(args: tuple, kwargs: dict) -> None:
+            assert_parity(fn, *args, kwargs=kwargs, **parity_options)
+
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+        test.__name__ = name
+        test.__qualname__ = getattr(fn, "__qualname__", name)
+        test.__module__ = getattr(fn, "__module__", test.__module__)
+        test.__doc__ = getattr(fn, "__doc__", None)
+        wrapped = hypothesis.given(args=args_strategy, kwargs=kwargs_strategy)(test)
+        wrapped = parity_settings(max_examples, **dict(settings or {}))(wrapped)
+        wrapped.parity_target = fn  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorate

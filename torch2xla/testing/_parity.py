@@ -1,0 +1,330 @@
+"""``assert_parity``: run a function or module eagerly and through ``backend="xla"``, compare."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from torch2xla._backend import FallbackWarning, xla_backend
+from torch2xla.testing._compare import Mismatch, ParityError, compare_trees, describe_value
+
+__all__ = ["ParityReport", "assert_parity", "xla_graph_runs"]
+
+# Dynamo silently runs a frame eagerly once it hits its recompile limit (8): a property test
+# that draws many dtypes and shapes would then compare eager with eager. During the compiled
+# call the limit is raised to this, and ``require_xla`` checks that XLA really ran.
+_RECOMPILE_LIMIT = 64
+
+
+class _Counter:
+    runs = 0
+
+
+def xla_graph_runs() -> int:
+    """How many compiled graphs ``assert_parity``'s backend has run in this process."""
+    return _Counter.runs
+
+
+class _CountingGraph:
+    """A compiled graph that counts its calls, so ``assert_parity`` knows XLA really ran."""
+
+    def __init__(self, compiled: Callable) -> None:
+        self.compiled = compiled
+
+    def __call__(self, *args: Any) -> Any:
+        _Counter.runs += 1
+        return self.compiled(*args)
+
+
+@functools.cache
+def _backend(options: tuple[tuple[str, Any], ...]) -> Callable:
+    # One backend object per option set: Dynamo's cache only reuses entries compiled by the same
+    # backend, so a fresh closure per call would recompile every time.
+    opts = dict(options)
+
+    def torch2xla_parity(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        return _CountingGraph(xla_backend(gm, example_inputs, options=opts))
+
+    return torch2xla_parity
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityReport:
+    """What ``assert_parity`` compared (returned when they agree).
+
+    Attributes:
+        eager: the eager outputs (None when both raised, see ``check_errors``).
+        xla: the outputs of the compiled call.
+        xla_runs: compiled graphs run during the compiled call (0: nothing ran in XLA).
+        max_abs_diff: largest ``|xla - eager|`` over finite floating output elements.
+        error: the exception both sides raised, when ``check_errors`` and eager raised.
+    """
+
+    eager: Any
+    xla: Any
+    xla_runs: int
+    max_abs_diff: float
+    error: BaseException | None = None
+
+
+def _clone_args(tree: Any, memo: dict) -> Any:
+    """Copies of every tensor in ``tree`` with the same sizes, strides, storage offsets and
+    aliasing (tensors sharing a storage share the copy), so layouts and views reach both runs."""
+
+    def clone(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.device) if storage.nbytes() else None
+        new_storage = memo.get(key) if key is not None else None
+        if new_storage is None:
+            new_storage = storage.clone()
+            if key is not None:
+                memo[key] = new_storage
+        with torch.no_grad():
+            new = torch.empty(0, dtype=t.dtype, device=t.device)
+            new.set_(new_storage, t.storage_offset(), t.size(), t.stride())
+        if t.requires_grad:
+            new.requires_grad_(True)
+        return new
+
+    return pytree.tree_map(clone, tree)
+
+
+def _grad_leaves(tree: Any, want: bool) -> dict[str, torch.Tensor]:
+    """Tensors of ``(args, kwargs)`` whose gradients are compared, by name (``args[0]``...).
+
+    Those that require grad; with ``want`` and none requiring grad, every floating tensor."""
+    named = {
+        ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:]): t
+        for path, t in pytree.tree_flatten_with_path(tree)[0]
+        if isinstance(t, torch.Tensor)
+    }
+    tracked = {n: t for n, t in named.items() if t.requires_grad}
+    if want and not tracked:
+        tracked = {n: t for n, t in named.items() if t.dtype.is_floating_point or t.is_complex()}
+        for t in tracked.values():
+            t.requires_grad_(True)
+    return tracked
+
+
+def _cotangents(outputs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(output, cotangent) for every output that requires grad; same draws for both runs."""
+    gen = torch.Generator().manual_seed(0)
+    pairs = []
+    for o in pytree.tree_leaves(outputs):
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            ct = torch.randn(o.shape, generator=gen, dtype=torch.float64)
+            pairs.append((o, ct.to(dtype=o.dtype, device=o.device)))
+    return pairs
+
+
+def _backward(outputs: Any) -> None:
+    pairs = _cotangents(outputs)
+    if pairs:
+        torch.autograd.backward([o for o, _ in pairs], [c for _, c in pairs])
+
+
+def _max_abs_diff(eager: Any, xla: Any) -> float:
+    best = 0.0
+    for e, x in zip(pytree.tree_leaves(eager), pytree.tree_leaves(xla)):
+        if (
+            isinstance(e, torch.Tensor)
+            and isinstance(x, torch.Tensor)
+            and e.dtype.is_floating_point
+            and e.shape == x.shape
+            and e.numel()
+        ):
+            d = (x.detach().to(torch.float64) - e.detach().to(torch.float64)).abs()
+            d = d[torch.isfinite(d)]
+            if d.numel():
+                best = max(best, float(d.max()))
+    return best
+
+
+def _name(fn: Any) -> str:
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).__name__
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _inputs_text(args: tuple, kwargs: Mapping) -> str:
+    lines = [f"  args[{i}] = {describe_value(a)}" for i, a in enumerate(args)]
+    lines += [f"  kwargs[{k!r}] = {describe_value(v)}" for k, v in kwargs.items()]
+    return "\n".join(lines) if lines else "  (none)"
+
+
+def _fail(fn: Any, mismatches: list[Mismatch], args: tuple, kwargs: Mapping) -> ParityError:
+    shown = mismatches[:6]
+    more = f"\n... and {len(mismatches) - len(shown)} more" if len(mismatches) > len(shown) else ""
+    body = "\n".join(str(m) for m in shown)
+    return ParityError(
+        f"torch2xla parity: {_name(fn)} gives different results through backend='xla' than in "
+        f"eager PyTorch\n{body}{more}\ninputs:\n{_inputs_text(args, kwargs)}",
+        shown[0].what,
+    )
+
+
+def assert_parity(
+    fn: Callable | torch.nn.Module,
+    *args: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    grad: bool = False,
+    rtol: float | None = None,
+    atol: float | None = None,
+    check_dtype: bool = True,
+    check_signed_zero: bool = False,
+    check_errors: bool = False,
+    allow_fallback: bool = False,
+    require_xla: bool = True,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> ParityReport:
+    """Check that ``torch.compile(fn, backend="xla")`` matches eager PyTorch on these inputs.
+
+    ``fn`` runs twice, eagerly and compiled, each on its own copy of the inputs (same strides,
+    storage offsets and aliasing; the caller's tensors and module are never touched). Then:
+
+    - outputs: same structure, dtypes, shapes, devices and ``requires_grad``; values within
+      tolerance; NaN in the same positions (see :data:`DEFAULT_TOLERANCES`);
+    - side effects: every input tensor after the call (in-place ops), and for a module its
+      parameters and buffers (e.g. BatchNorm running stats);
+    - with ``grad=True``: gradients of the inputs that require grad (all floating inputs if
+      none does) and of the module's parameters, after a backward pass from the same random
+      cotangents on both sides.
+
+    Args:
+        fn: a function or ``nn.Module``.
+        args: positional arguments for ``fn``.
+        kwargs: keyword arguments for ``fn``.
+        grad: also compare gradients.
+        rtol, atol: tolerances for every floating comparison; ``None`` uses the per-dtype
+            default (the defaults of ``torch.testing.assert_close``).
+        check_dtype: require equal dtypes.
+        check_signed_zero: also require -0.0 and 0.0 to match.
+        check_errors: when eager raises, require the compiled call to raise too (instead of
+            re-raising eager's error, which means the input was invalid for ``fn``).
+        allow_fallback: let ops XLA cannot run execute in eager PyTorch (by default the
+            backend runs in strict mode, so such ops raise instead of passing unchecked).
+        require_xla: fail when no XLA graph ran during the compiled call (Dynamo graph-broke
+            everything, or hit its recompile limit and ran the frame eagerly).
+        fullgraph, dynamic: passed to ``torch.compile``.
+        options: extra backend options (e.g. ``{"remat": True}``).
+
+    Returns:
+        A :class:`ParityReport` when the results agree.
+
+    Raises:
+        ParityError: (an ``AssertionError``) naming each differing value, its worst element
+            with absolute and relative error, and the inputs, printed exactly.
+
+    Example:
+        >>> assert_parity(torch.nn.Linear(4, 2), torch.randn(3, 4), grad=True)  # doctest: +SKIP
+    """
+    kwargs = dict(kwargs or {})
+    opts = {"strict": not allow_fallback, **dict(options or {})}
+    backend = _backend(tuple(sorted(opts.items())))
+    is_module = isinstance(fn, torch.nn.Module)
+    if is_module:
+        eager_fn: Any = copy.deepcopy(fn)
+        xla_module = copy.deepcopy(fn)
+        for m in (eager_fn, xla_module):
+            for p in m.parameters():
+                p.grad = None
+        xla_fn = torch.compile(xla_module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    else:
+        eager_fn = fn
+        xla_fn = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+
+    e_args, e_kwargs = _clone_args((args, kwargs), {})
+    x_args, x_kwargs = _clone_args((args, kwargs), {})
+    e_leaves = _grad_leaves((e_args, e_kwargs), grad)
+    x_leaves = _grad_leaves((x_args, x_kwargs), grad)
+
+    rng = torch.get_rng_state()
+    eager_error: BaseException | None = None
+    try:
+        eager_out = eager_fn(*e_args, **e_kwargs)
+    except Exception as e:
+        if not check_errors:
+            if hasattr(e, "add_note"):
+                e.add_note(
+                    "torch2xla parity: eager PyTorch raised this before XLA ran, so the input "
+                    "is invalid for the function (pass check_errors=True to require XLA to "
+                    "raise as well)"
+                )
+            raise
+        eager_error, eager_out = e, None
+
+    torch.set_rng_state(rng)
+    runs_before = _Counter.runs
+    try:
+        with warnings.catch_warnings(), torch._dynamo.config.patch(
+            recompile_limit=max(torch._dynamo.config.recompile_limit, _RECOMPILE_LIMIT)
+        ):
+            if allow_fallback:
+                warnings.simplefilter("ignore", FallbackWarning)
+            xla_out = xla_fn(*x_args, **x_kwargs)
+    except Exception as e:
+        if eager_error is not None:
+            return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
+        raise ParityError(
+            f"torch2xla parity: {_name(fn)} ran in eager PyTorch but raised through "
+            f"backend='xla': {type(e).__name__}: {e}\ninputs:\n{_inputs_text(args, kwargs)}",
+            "error",
+        ) from e
+    runs = _Counter.runs - runs_before
+    if eager_error is not None:
+        raise ParityError(
+            f"torch2xla parity: {_name(fn)} raised in eager PyTorch "
+            f"({type(eager_error).__name__}: {eager_error}) but returned through backend='xla'"
+            f"\ninputs:\n{_inputs_text(args, kwargs)}",
+            "error",
+        ) from eager_error
+    if require_xla and runs == 0:
+        raise ParityError(
+            f"torch2xla parity: no XLA graph ran while calling {_name(fn)} compiled, so nothing "
+            "was compared. Dynamo may have graph-broken every op (try fullgraph=True to see "
+            "why) or hit its recompile limit; pass require_xla=False if the function really "
+            "has no ops.",
+            "xla",
+        )
+
+    tol = {
+        "rtol": rtol,
+        "atol": atol,
+        "check_dtype": check_dtype,
+        "check_signed_zero": check_signed_zero,
+    }
+    mismatches = compare_trees("output", eager_out, xla_out, **tol)
+    mismatches += compare_trees("args after the call", e_args, x_args, **tol)
+    mismatches += compare_trees("kwargs after the call", e_kwargs, x_kwargs, **tol)
+    if is_module:
+        e_state, x_state = eager_fn.state_dict(), xla_module.state_dict()
+        for n in e_state:
+            mismatches += compare_trees(f"module {n} after the call", e_state[n], x_state[n], **tol)
+    if grad and not mismatches:
+        if not _cotangents(eager_out):
+            raise ValueError(
+                f"torch2xla parity: grad=True but no output of {_name(fn)} requires grad "
+                "(are the inputs floating, and is grad mode on?)"
+            )
+        _backward(eager_out)
+        _backward(xla_out)
+        for n, t in e_leaves.items():
+            mismatches += compare_trees(f"grad of {n}", t.grad, x_leaves[n].grad, **tol)
+        if is_module:
+            x_params = dict(xla_module.named_parameters())
+            for n, p in eager_fn.named_parameters():
+                mismatches += compare_trees(f"grad of {n}", p.grad, x_params[n].grad, **tol)
+    if mismatches:
+        raise _fail(fn, mismatches, args, kwargs)
+    return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
