@@ -13,7 +13,7 @@ from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla._program import XlaProgram
-from torch2xla.guards import ProgramCache, SignatureKey
+from torch2xla.guards import BucketSpec, GraphGuards
 
 _graph_ids = itertools.count()
 
@@ -47,8 +47,12 @@ class CompiledGraph:
         self.gm = gm
         self.options = options
         self.name = f"graph_{next(_graph_ids)}"
-        self.key = SignatureKey(gm)
-        self.cache = ProgramCache(options.cache_size)
+        # Key, cache, bucketing, compile records and logs: torch2xla/guards.
+        self.guards = GraphGuards(
+            gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)
+        )
+        self.key, self.cache = self.guards.key, self.guards.cache
+        self.recompile_reasons = self.guards.recompile_reasons
         out = gm.graph.find_nodes(op="output")[0].args[0]
         self.output_requires_grad = tuple(
             bool(getattr(o.meta.get("example_value"), "requires_grad", True))
@@ -59,8 +63,7 @@ class CompiledGraph:
         self._warned = False
 
     def __call__(self, *args):
-        entry = self.cache.get_or_build(self.key(args), lambda: self._build(args))
-        return entry(args)
+        return self.guards.run(args)
 
     @torch._disable_dynamo
     def _build(self, args: Sequence) -> "_Entry":

@@ -17,12 +17,15 @@ class Options:
         remat: rematerialize activations in the backward (``jax.checkpoint``) to save memory.
         cache_size: most compiled programs kept per graph (least recently used are dropped).
         mode: the ``torch.compile`` mode string.
+        buckets: pad dynamic dimensions to bucket sizes, ``"pow2"`` or a list of sizes, where
+            the graph proves padding cannot change real results (see ``torch2xla/guards``).
     """
 
     strict: bool = False
     remat: bool = False
     cache_size: int = 64
     mode: str | None = None
+    buckets: Any = None
 
     @classmethod
     def parse(cls, mode: str | None = None, options: dict[str, Any] | None = None) -> "Options":
@@ -36,6 +39,11 @@ class Options:
                 f"torch2xla: unknown option(s) {unknown}; known options: {known}"
             )
         opts = cls(mode=mode, **options)
+        if isinstance(opts.buckets, list):
+            opts = dataclasses.replace(opts, buckets=tuple(opts.buckets))
+        from torch2xla.guards import BucketSpec
+
+        BucketSpec.parse(opts.buckets)  # raises on a bad value
         if not isinstance(opts.cache_size, int) or opts.cache_size < 1:
             raise ValueError(f"torch2xla: cache_size must be a positive int, got {opts.cache_size!r}")
         return opts

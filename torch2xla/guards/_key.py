@@ -1,60 +1,202 @@
-"""The per-call cache key: only what Dynamo does not already guard."""
+"""The per-call cache key: only what Dynamo does not already guard, and what each part means."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
+import sympy
 import torch
 
 from torch2xla._lower import scalar_placeholders
 
 
-def _is_symbolic(value) -> bool:
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return True
-    if isinstance(value, torch.Tensor):
-        return any(isinstance(s, torch.SymInt) for s in value.shape)
-    return False
+def _expr(value) -> sympy.Expr | None:
+    """The sympy expression of a SymInt (None for anything else)."""
+    if isinstance(value, torch.SymInt):
+        return value.node.expr
+    return None
+
+
+def source_label(source, fallback: str) -> str:
+    """A short user-facing name for a Dynamo source: ``x``, ``x dim 1``, ``self.eps``."""
+    if source is None:
+        return fallback
+    prop, idx = getattr(source, "prop", None), getattr(source, "idx", None)
+    base = getattr(source, "base", None)
+    if prop is not None and idx is not None and base is not None and prop.name == "SIZE":
+        return f"{source_label(base, fallback)} dim {idx}"
+    local = getattr(source, "local_name", None)
+    if local is not None:
+        return local
+    member = getattr(source, "member", None)
+    if member is not None and base is not None:
+        return f"{source_label(base, fallback)}.{member}"
+    name = source.name
+    return name() if callable(name) else str(name)
+
+
+def placeholder_label(node: torch.fx.Node) -> str:
+    grapharg = node.meta.get("grapharg")
+    return source_label(getattr(grapharg, "source", None), node.name)
+
+
+def _is_typed_value(v) -> bool:
+    return isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], type)
+
+
+@dataclasses.dataclass(frozen=True)
+class SymbolSource:
+    """Where the value of one of Dynamo's size symbols is read from at every call.
+
+    ``dim`` is None when the placeholder at ``index`` is the SymInt itself.
+    """
+
+    symbol: sympy.Symbol
+    index: int
+    dim: int | None
+    label: str
+
+    def read(self, args: Sequence) -> int:
+        a = args[self.index]
+        return a if self.dim is None else a.shape[self.dim]
 
 
 class SignatureKey:
     """Computes the cache key of one call of a Dynamo graph.
 
     Dynamo guards every static property of the graph's inputs (dtype, device, requires_grad,
-    static sizes and strides) and the grad mode, so one Dynamo graph sees a single value of
-    each. What varies between calls of the same graph is the dynamic part only: the sizes of
-    tensors with symbolic dims and the values of SymInt inputs. The key holds just those, which
-    makes it nearly free for static graphs. Inputs without Dynamo metadata are keyed in full.
+    static sizes) and the grad mode, and it guards that the inputs' sizes agree with the
+    graph's size symbols. So what varies between calls of one Dynamo graph is the values of
+    its size symbols (``s0``, ``s1``...), which the key reads once each, plus inputs Dynamo
+    does not describe (keyed in full) and Python scalars Dynamo passes as 0-d tensors (keyed by
+    value, since lowering specializes them). A static graph's key is ``(grad_mode,)``.
+
+    The key is a flat tuple; ``labels[i]`` says in words what ``key[i]`` is, and
+    :meth:`describe` turns two keys into recompile reasons. With bucketing on, the values of
+    bucketed symbols are replaced by their bucket (see :meth:`set_bucketing`).
     """
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
-        shapes, values = [], []
-        for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        placeholders = list(gm.graph.find_nodes(op="placeholder"))
+        self.placeholders = placeholders
+        self.requires_grad = False
+        sources: dict[sympy.Symbol, SymbolSource] = {}
+        # SymInt placeholders first: reading an int is cheaper than a tensor's shape.
+        for i, node in enumerate(placeholders):
+            expr = _expr(node.meta.get("example_value"))
+            if isinstance(expr, sympy.Symbol) and expr not in sources:
+                sources[expr] = SymbolSource(expr, i, None, placeholder_label(node))
+        shape_pos, value_pos = [], []
+        for i, node in enumerate(placeholders):
             ex = node.meta.get("example_value", node.meta.get("val"))
-            if ex is None:
-                values.append(i)
-            elif isinstance(ex, torch.Tensor):
-                if _is_symbolic(ex):
-                    shapes.append(i)
+            if isinstance(ex, torch.Tensor):
+                self.requires_grad |= bool(ex.requires_grad)
+                exprs = [_expr(s) for s in ex.shape]
+                for d, e in enumerate(exprs):
+                    if isinstance(e, sympy.Symbol) and e not in sources:
+                        sources[e] = SymbolSource(e, i, d, f"{placeholder_label(node)} dim {d}")
+                if any(e is not None and not e.free_symbols <= set(sources) for e in exprs):
+                    shape_pos.append(i)
+            elif isinstance(_expr(ex), sympy.Symbol):
+                continue
             else:
-                values.append(i)
-        self.shape_pos = tuple(shapes)
-        self.value_pos = tuple(values)
+                value_pos.append(i)
+        self.sources = tuple(sources.values())
+        self.shape_pos = tuple(shape_pos)
+        self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.
         self.scalar_pos = scalar_placeholders(gm)
+        self.labels: tuple[str, ...] = (
+            "grad mode",
+            *(s.label for s in self.sources),
+            *(f"shape of {placeholder_label(placeholders[i])}" for i in self.shape_pos),
+            *(placeholder_label(placeholders[i]) for i in self.value_pos),
+            *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
+        )
+        self.num_symbols = len(self.sources)
+        self._bucket: Callable[[tuple, bool], tuple] | None = None
+        self._fn = self._make()
 
+    # -- the per-call key -------------------------------------------------------------------
     def __call__(self, args: Sequence) -> tuple:
-        key: list = [torch.is_grad_enabled()]
-        for i in self.shape_pos:
-            a = args[i]
-            key.append(tuple(a.shape) if isinstance(a, torch.Tensor) else None)
-        for i in self.value_pos:
-            a = args[i]
-            key.append(
-                (tuple(a.shape), a.dtype, a.device, a.requires_grad)
-                if isinstance(a, torch.Tensor)
-                else (type(a), a)
-            )
-        for i in self.scalar_pos:
-            key.append(args[i].item())
-        return tuple(key)
+        return self._fn(args)
+
+    def _make(self) -> Callable[[Sequence], tuple]:
+        grad_enabled = torch.is_grad_enabled
+        sources = tuple((s.index, s.dim) for s in self.sources)
+        shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
+        bucket, requires_grad = self._bucket, self.requires_grad
+
+        def symbol_values(args) -> tuple:
+            return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
+
+        def rest(args) -> tuple:
+            out: list = []
+            for i in shape_pos:
+                a = args[i]
+                out.append(tuple(a.shape) if isinstance(a, torch.Tensor) else None)
+            for i in value_pos:
+                a = args[i]
+                out.append(
+                    (tuple(a.shape), a.dtype, a.device, a.requires_grad)
+                    if isinstance(a, torch.Tensor)
+                    else (type(a), a)
+                )
+            for i in scalar_pos:
+                out.append(args[i].item())
+            return tuple(out)
+
+        if not sources and not shape_pos and not value_pos and not scalar_pos:
+            return lambda args: (grad_enabled(),)
+        if bucket is None:
+            if not shape_pos and not value_pos and not scalar_pos:
+                return lambda args: (grad_enabled(), *symbol_values(args))
+            return lambda args: (grad_enabled(), *symbol_values(args), *rest(args))
+
+        def bucketed(args) -> tuple:
+            grad = grad_enabled()
+            # Calls that record autograd compile per exact size (see guards/README.md).
+            values = bucket(symbol_values(args), grad and requires_grad)
+            return (grad, *values, *rest(args))
+
+        return bucketed
+
+    def set_bucketing(self, bucket: Callable[[tuple, bool], tuple] | None) -> None:
+        """Install ``bucket(symbol_values, exact) -> keyed values`` (None: exact sizes)."""
+        self._bucket = bucket
+        self._fn = self._make()
+
+    def symbol_values(self, args: Sequence) -> tuple[int, ...]:
+        """The exact value of every size symbol in this call, in ``self.sources`` order."""
+        return tuple(s.read(args) for s in self.sources)
+
+    # -- words ------------------------------------------------------------------------------
+    def _label(self, i: int, bucketed: frozenset[int]) -> str:
+        return f"{self.labels[i]} (bucket)" if i in bucketed else self.labels[i]
+
+    def describe(self, old: tuple, new: tuple, bucketed: frozenset[int] = frozenset()) -> list[str]:
+        """What changed between two keys, as ``"x dim 1: 128 -> 256"`` lines.
+
+        ``bucketed`` holds the key positions that are bucket sizes rather than exact sizes.
+        """
+        if len(old) != len(new):
+            return ["signature layout changed"]
+        changes = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            if a == b:
+                continue
+            if i == 0:
+                a, b = ("on" if a else "off"), ("on" if b else "off")
+            elif _is_typed_value(a) and _is_typed_value(b):
+                a, b = a[1], b[1]
+            changes.append(f"{self._label(i, bucketed)}: {a} -> {b}")
+        return changes
+
+    def format(self, key: tuple, bucketed: frozenset[int] = frozenset()) -> str:
+        """A signature in words: ``grad mode on, x dim 1=128``."""
+        parts = [f"grad mode {'on' if key[0] else 'off'}"]
+        for i in range(1, len(key)):
+            v = key[i][1] if _is_typed_value(key[i]) else key[i]
+            parts.append(f"{self._label(i, bucketed)}={v}")
+        return ", ".join(parts)

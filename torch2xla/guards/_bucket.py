@@ -1,0 +1,346 @@
+"""Bucketing: pad dynamic dimensions to bucket sizes so that many sizes share one program.
+
+``options={"buckets": "pow2"}`` (or a list of sizes) turns it on for a graph. On the graph's
+first call, ``Bucketing`` traces the graph with symbolic sizes and runs the padding analysis
+(``_padding.py``); the size symbols it proves safe are padded from then on, the others keep
+one program per size. Per call, ``bucket`` maps the exact symbol values to the keyed values
+(memoized), and ``PaddedEntry`` pads the inputs, runs the bucket's program and slices the
+outputs (and in-place updated inputs) back to the real sizes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from torch2xla.guards._key import SignatureKey, _expr
+from torch2xla.guards._padding import Analysis, analyze
+
+_MEMO_LIMIT = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketSpec:
+    """Bucket sizes: ``"pow2"`` (the next power of two) or a sorted tuple of sizes.
+
+    Sizes above the largest listed bucket are not padded.
+    """
+
+    sizes: tuple[int, ...] | None  # None: powers of two
+
+    @classmethod
+    def parse(cls, value: Any) -> BucketSpec | None:
+        if value is None or value is False:
+            return None
+        if value == "pow2":
+            return cls(None)
+        if isinstance(value, list | tuple) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+        ):
+            return cls(tuple(sorted(set(value))))
+        raise ValueError(
+            f"torch2xla: buckets must be None, 'pow2' or a non-empty list of positive ints, "
+            f"got {value!r}"
+        )
+
+    def __call__(self, n: int) -> int:
+        if self.sizes is None:
+            return 1 << (n - 1).bit_length() if n > 1 else n
+        i = bisect.bisect_left(self.sizes, n)
+        return self.sizes[i] if i < len(self.sizes) else n
+
+    def __str__(self) -> str:
+        return "pow2" if self.sizes is None else str(list(self.sizes))
+
+
+def _sym_eval(expr: sympy.Expr, symbols: dict) -> Any:
+    """Evaluate a size expression with SymInts (or ints) in place of its symbols."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return symbols[expr]
+    args = [_sym_eval(a, symbols) for a in expr.args]
+    name = type(expr).__name__
+    if name == "Add":
+        out = args[0]
+        for a in args[1:]:
+            out = out + a
+        return out
+    if name == "Mul":
+        out = args[0]
+        for a in args[1:]:
+            out = out * a
+        return out
+    if name == "FloorDiv":
+        return args[0] // args[1]
+    if name in ("Mod", "PythonMod"):
+        return args[0] % args[1]
+    if name == "Pow" and expr.args[1].is_Integer and int(expr.args[1]) >= 0:
+        return args[0] ** int(expr.args[1])
+    raise NotImplementedError(f"size expression {expr} ({name})")
+
+
+def _guards_hold(guards: Sequence[sympy.Expr], ranges: dict, binding: dict) -> bool:
+    changed = set(binding)
+    for sym, value in binding.items():
+        vr = ranges.get(sym)
+        if vr is not None and not (vr.lower <= value <= vr.upper):
+            return False
+    subs = {s: sympy.Integer(v) for s, v in binding.items()}
+    return all(
+        g.xreplace(subs) is sympy.true for g in guards if g.free_symbols & changed
+    )
+
+
+class Bucketing:
+    """The bucketing plan of one graph: which size symbols are padded, and how.
+
+    Attributes:
+        spec: the bucket sizes.
+        safe: indices into ``key.sources`` of the symbols that are padded.
+        refused: ``label -> reason`` for the symbols that are not.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, key: SignatureKey, spec: BucketSpec, args):
+        self.gm, self.key, self.spec = gm, key, spec
+        self.safe: tuple[int, ...] = ()
+        self.refused: dict[str, str] = {}
+        self.analysis: Analysis | None = None
+        self._memo: dict[tuple, tuple] = {}
+        self._dynamo_guards: list = []
+        self._dynamo_ranges: dict = {}
+        self._ours: list = []
+        self._our_guards: list = []
+        self._our_ranges: dict = {}
+        if not key.sources:
+            return
+        try:
+            aten_gm, env, ours, num_lifted, mutations, n_user = _trace_symbolic(gm, key, args)
+        except Exception as e:  # noqa: BLE001 -- any trace failure means "cannot prove it safe"
+            reason = f"could not trace the graph with symbolic sizes ({type(e).__name__}: {e})"
+            self.refused = {s.label: reason for s in key.sources}
+            return
+        self._ours = ours
+        candidates = {}
+        for j, sym in enumerate(ours):
+            replaced = env.replace(sym)
+            if replaced.is_Symbol:
+                candidates.setdefault(replaced, []).append(j)
+            else:
+                self.refused[key.sources[j].label] = "the lowering specialized this size"
+        analysis = analyze(aten_gm, set(candidates), num_lifted, mutations, n_user)
+        self.analysis = analysis
+        self.safe = tuple(sorted(j for s in analysis.safe for j in candidates[s]))
+        for s, reason in analysis.refused.items():
+            for j in candidates[s]:
+                self.refused[key.sources[j].label] = reason
+        self._our_syms = [env.replace(s) for s in ours]
+        self._our_guards = [g.expr for g in env.guards]
+        self._our_ranges = dict(env.var_to_range)
+        dynamo_env = _dynamo_shape_env(key)
+        if dynamo_env is not None:
+            self._dynamo_guards = [g.expr for g in dynamo_env.guards]
+            self._dynamo_ranges = dict(dynamo_env.var_to_range)
+
+    # -- per call ---------------------------------------------------------------------------
+    def bucket(self, values: tuple, exact: bool) -> tuple:
+        """The keyed symbol values of a call: bucket sizes for safe symbols, unless ``exact``."""
+        if exact or not self.safe:
+            return values
+        out = self._memo.get(values)
+        if out is None:
+            if len(self._memo) > _MEMO_LIMIT:
+                self._memo.clear()
+            out = self._memo[values] = self._choose(values)
+        return out
+
+    def _choose(self, values: tuple) -> tuple:
+        padded = list(values)
+        for j in self.safe:
+            padded[j] = self.spec(values[j])
+        padded = tuple(padded)
+        if padded == values:
+            return values
+        dynamo = {s.symbol: v for s, v in zip(self.key.sources, padded)}
+        ours = {s: v for s, v in zip(self._our_syms, padded) if s.is_Symbol}
+        if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo):
+            return values
+        if not _guards_hold(self._our_guards, self._our_ranges, ours):
+            return values
+        return padded
+
+    def make_entry(self, args: Sequence, padded: tuple, build) -> PaddedEntry:
+        """Build the program of the bucket ``padded`` (symbol values) from padded ``args``."""
+        entry = PaddedEntry(self, None, padded)
+        new_args, _ = entry.pad(args, self.key.symbol_values(args))
+        entry.inner = build(new_args)
+        entry.program = getattr(entry.inner, "program", None)
+        return entry
+
+
+def _dynamo_shape_env(key: SignatureKey):
+    for node in key.placeholders:
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.SymInt):
+            return ex.node.shape_env
+        if isinstance(ex, torch.Tensor):
+            for s in ex.shape:
+                if isinstance(s, torch.SymInt):
+                    return s.node.shape_env
+    return None
+
+
+def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence):
+    """The graph's ATen graph with one fresh size symbol per Dynamo size symbol."""
+    from torch._dynamo.source import LocalSource
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    from torch2xla._lower import _mkldnn_disabled, _specialize_scalars, decomposition_table
+
+    env = ShapeEnv(duck_shape=False)
+    fake_mode = FakeTensorMode(shape_env=env)
+    ours, symbols = [], {}
+    for src in key.sources:
+        value = src.read(args)
+        source = LocalSource(f"torch2xla_{src.symbol}")
+        sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        symbols[src.symbol] = env.create_symintnode(sym, hint=value, source=source)
+        ours.append(sym)
+
+    def size(s):
+        e = _expr(s)
+        return int(s) if e is None else _sym_eval(e, symbols)
+
+    fakes = []
+    for node, a in zip(key.placeholders, args):
+        ex = node.meta.get("example_value")
+        if isinstance(a, torch.Tensor):
+            shape = [size(s) for s in ex.shape] if isinstance(ex, torch.Tensor) else a.shape
+            with fake_mode:
+                fakes.append(torch.empty(shape, dtype=a.dtype, device=a.device))
+        elif isinstance(ex, torch.SymInt):
+            fakes.append(size(ex))
+        else:
+            fakes.append(a)
+    gm = _specialize_scalars(gm, list(args))
+    with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+        aten_gm, sig = aot_export_module(
+            gm, fakes, trace_joint=False, decompositions=decomposition_table()
+        )
+    placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
+    index = {name: i for i, name in enumerate(placeholders)}
+    buffer_placeholder = {b: p for p, b in sig.inputs_to_buffers.items()}
+    num_mutated = len(sig.buffers_to_mutate) + len(sig.user_inputs_to_mutate)
+    outputs = aten_gm.graph.find_nodes(op="output")[0].args[0]
+    mutations = []
+    for out in outputs[:num_mutated]:
+        if out.name in sig.user_inputs_to_mutate:
+            target = sig.user_inputs_to_mutate[out.name]
+        else:
+            target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
+        mutations.append(index[target])
+    num_lifted = len(sig.parameters) + len(sig.buffers)
+    return aten_gm, env, ours, num_lifted, mutations, len(sig.user_outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallPlan:
+    inputs: tuple[tuple[int, tuple[int, ...]], ...]  # (position, padded shape)
+    ints: tuple[tuple[int, int], ...]  # (position, padded value)
+    outputs: tuple  # per user output: None, or per dim (padded atom sizes, real atom sizes)
+    writeback: tuple[int, ...]  # padded inputs updated in place
+
+
+class PaddedEntry:
+    """Runs a bucket's program on padded copies of the inputs; returns real-size outputs."""
+
+    def __init__(self, bucketing: Bucketing, inner, padded: tuple) -> None:
+        self.bucketing, self.inner, self.padded = bucketing, inner, padded
+        self._plans: dict[tuple, _CallPlan] = {}
+        # Entries of the wrapped program that other code reads (explain, tests).
+        self.program = getattr(inner, "program", None)
+
+    def __call__(self, args: Sequence):
+        values = self.bucketing.key.symbol_values(args)
+        if values == self.padded:
+            return self.inner(args)
+        new_args, plan = self.pad(args, values)
+        outs = self.inner(new_args)
+        with torch.no_grad():
+            for i in plan.writeback:
+                args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
+        return [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
+
+    def pad(self, args: Sequence, values: tuple) -> tuple[list, _CallPlan]:
+        plan = self._plans.get(values)
+        if plan is None:
+            if len(self._plans) > _MEMO_LIMIT:
+                self._plans.clear()
+            plan = self._plans[values] = self._plan(args, values)
+        new_args = list(args)
+        with torch.no_grad():
+            for i, shape in plan.inputs:
+                t = args[i]
+                p = t.new_zeros(shape)
+                p[tuple(slice(0, n) for n in t.shape)] = t
+                new_args[i] = p
+        for i, v in plan.ints:
+            new_args[i] = v
+        return new_args, plan
+
+    def _plan(self, args: Sequence, values: tuple) -> _CallPlan:
+        b = self.bucketing
+        key = b.key
+        safe = {key.sources[j].symbol: self.padded[j] for j in b.safe}
+        inputs, ints = [], []
+        for i, node in enumerate(key.placeholders):
+            ex = node.meta.get("example_value")
+            if isinstance(ex, torch.Tensor) and isinstance(args[i], torch.Tensor):
+                shape = tuple(
+                    safe.get(_expr(s), n) if _expr(s) is not None else n
+                    for s, n in zip(ex.shape, args[i].shape)
+                )
+                if shape != tuple(args[i].shape):
+                    inputs.append((i, shape))
+            elif isinstance(ex, torch.SymInt) and _expr(ex) in safe:
+                ints.append((i, safe[_expr(ex)]))
+        real = {s: v for s, v in zip(b._our_syms, values) if s.is_Symbol}
+        pad = {s: v for s, v in zip(b._our_syms, self.padded) if s.is_Symbol}
+        outputs = []
+        analysis = b.analysis
+        for state in analysis.outputs if analysis is not None else ():
+            if state is None or isinstance(state, list) or not any(
+                s is not None for dim in state for _, s in dim
+            ):
+                outputs.append(None)
+                continue
+            dims = []
+            for dim in state:
+                padded_atoms = tuple(int(e.xreplace(pad)) for e, _ in dim)
+                real_atoms = tuple(int(e.xreplace(real)) for e, _ in dim)
+                dims.append((padded_atoms, real_atoms))
+            outputs.append(tuple(dims))
+        padded_inputs = {i for i, _ in inputs}
+        writeback = tuple(i for i in (analysis.mutated_inputs if analysis else ()) if i in padded_inputs)
+        return _CallPlan(tuple(inputs), tuple(ints), tuple(outputs), writeback)
+
+
+def _unpad(out, spec):
+    if spec is None or not isinstance(out, torch.Tensor):
+        return out
+    if all(len(p) == 1 for p, _ in spec):
+        if all(p == r for p, r in spec):
+            return out
+        return out[tuple(slice(0, r[0]) for _, r in spec)].contiguous()
+    atoms = [n for p, _ in spec for n in p]
+    index = tuple(slice(0, n) for _, r in spec for n in r)
+    real_shape = [math.prod(r) for _, r in spec]
+    return out.reshape(atoms)[index].reshape(real_shape)

@@ -1,0 +1,238 @@
+"""One graph's guards: key, cache, bucketing, compile accounting and logging."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from torch2xla.guards import _persistent
+from torch2xla.guards._bucket import Bucketing, BucketSpec
+from torch2xla.guards._cache import CompileRecord, ProgramCache
+from torch2xla.guards._key import SignatureKey
+from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
+
+# Builds of every graph are serialized: tracing (Dynamo's fake modes, aot_export) is not
+# thread-safe, and one lock makes "each signature compiles once" hold across threads.
+BUILD_LOCK = threading.RLock()
+
+_registry: weakref.WeakSet[GraphGuards] = weakref.WeakSet()
+_registry_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamoContext:
+    """Where a graph came from, read from Dynamo while it calls the backend.
+
+    Attributes:
+        frame: the compiled function, ``'forward' (/path/model.py:12)``.
+        reason: Dynamo's reason for compiling the frame again (None on its first compile).
+        owner: weak reference to the ``torch.compile`` context that traced the frame.
+    """
+
+    frame: str | None = None
+    reason: str | None = None
+    owner: weakref.ref | None = None
+
+
+def dynamo_context() -> DynamoContext:
+    """The context of the backend call in progress (empty outside a Dynamo compile)."""
+    from torch._dynamo import symbolic_convert, utils
+
+    tx = getattr(symbolic_convert.tls, "current_tx", None)
+    code = getattr(tx, "f_code", None)
+    frame = frame_name(code) if code is not None else None
+    metrics = getattr(utils.get_metrics_context(), "_metrics", None)
+    reason = metrics.get("recompile_reason") if isinstance(metrics, dict) else None
+    owner = None
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "compile_wrapper" and f.f_code.co_filename.endswith(
+            "eval_frame.py"
+        ):
+            ctx = f.f_locals.get("self")
+            if ctx is not None:
+                owner = weakref.ref(ctx)
+                break
+        f = f.f_back
+    return DynamoContext(frame, reason, owner)
+
+
+class GraphGuards:
+    """Everything between a Dynamo graph's call and its compiled program for that call.
+
+    ``run(args)`` computes the signature key, returns the cached program's result, or
+    compiles the signature once (under ``BUILD_LOCK``), timing it and recording why.
+
+    Args:
+        gm: the Dynamo graph.
+        name: the graph's name (``graph_3``) in logs and reports.
+        build: ``build(args) -> entry``; an entry is called as ``entry(args)``.
+        cache_size: most programs kept (least recently used dropped).
+        buckets: bucket sizes for dynamic dimensions (None: compile every size).
+    """
+
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        name: str,
+        build: Callable[[Sequence], Any],
+        cache_size: int,
+        buckets: BucketSpec | None = None,
+        context: DynamoContext | None = None,
+    ) -> None:
+        self.gm, self.name, self.build = gm, name, build
+        self.key = SignatureKey(gm)
+        self.cache = ProgramCache(cache_size)
+        self.spec = buckets
+        self.bucketing: Bucketing | None = None
+        self.analysis_seconds = 0.0
+        self.recompile_reasons: list[str] = []
+        self.context = context if context is not None else dynamo_context()
+        if self.context.frame:
+            note_frame(self.context.frame)
+        self._warned: set[str] = set()
+        self.run: Callable[[Sequence], Any] = self._first if buckets is not None else self._run
+        with _registry_lock:
+            _registry.add(self)
+
+    # -- the per-call path ----------------------------------------------------------------
+    def _run(self, args: Sequence):
+        key = self.key(args)
+        entry = self.cache.get(key)
+        if entry is None:
+            return self._miss(key, args)
+        return entry(args)
+
+    def _first(self, args: Sequence):
+        with BUILD_LOCK:
+            if self.bucketing is None:
+                t0 = time.perf_counter()
+                self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                self.analysis_seconds = time.perf_counter() - t0
+                self.key.set_bucketing(self.bucketing.bucket)
+                safe = [self.key.sources[j].label for j in self.bucketing.safe]
+                log.info(
+                    "%s: buckets %s for %s%s",
+                    self.name,
+                    self.spec,
+                    ", ".join(safe) or "no dimension",
+                    "".join(f"; not {k}: {v}" for k, v in self.bucketing.refused.items()),
+                )
+            self.run = self._run
+        return self._run(args)
+
+    def _miss(self, key: tuple, args: Sequence):
+        with BUILD_LOCK:
+            entry = self.cache.get(key)
+            if entry is None:
+                return self._compile(key, args)
+        return entry(args)
+
+    def _compile(self, key: tuple, args: Sequence):
+        _persistent.activate()
+        reason = self._reason(key)
+        first = not self.cache.records
+        hits = _persistent.hits()
+        t0 = time.perf_counter()
+        padded = self._padded_values(key)
+        if padded is not None:
+            entry = self.bucketing.make_entry(args, padded, self.build)
+        else:
+            entry = self.build(args)
+        out = entry(args)
+        seconds = time.perf_counter() - t0
+        record = CompileRecord(
+            index=len(self.cache.records) + 1,
+            signature=self.key.format(key, self._bucketed_labels(key)),
+            reason=reason,
+            seconds=seconds,
+            persistent_hits=_persistent.hits() - hits,
+        )
+        self.cache.insert(key, entry, record)
+        _persistent.record_new_entries()
+        if not first:
+            self.recompile_reasons.append(reason)
+        log.info(
+            "%s%s: %s signature %d (%s) in %.3f s%s: %s",
+            self.name,
+            f" {self.context.frame}" if self.context.frame else "",
+            "compiled" if first else "recompiled",
+            record.index,
+            record.signature,
+            seconds,
+            f", {record.persistent_hits} executable(s) from the persistent cache"
+            if record.persistent_hits
+            else "",
+            reason,
+        )
+        return out
+
+    # -- bucketing ---------------------------------------------------------------------------
+    def _padded_values(self, key: tuple) -> tuple | None:
+        b = self.bucketing
+        if b is None or not b.safe or (key[0] and self.key.requires_grad):
+            return None
+        return tuple(key[1 : 1 + self.key.num_symbols])
+
+    def _bucketed_labels(self, key: tuple) -> frozenset[int]:
+        if self._padded_values(key) is None:
+            return frozenset()
+        return frozenset(1 + j for j in self.bucketing.safe)
+
+    # -- reasons -----------------------------------------------------------------------------
+    def _reason(self, key: tuple) -> str:
+        if not self.cache.records:
+            if self.context.reason:
+                return f"first call of a graph Dynamo traced again ({self.context.reason})"
+            return "first call"
+        if self.cache.cleared:
+            return "caches were cleared (torch2xla.clear_caches())"
+        if self.cache.was_evicted(key):
+            return (
+                f"this signature was compiled before and evicted (cache_size="
+                f"{self.cache.max_entries}; raise it in options)"
+            )
+        previous = self.cache.most_recent_key()
+        if previous is None:
+            return "no signature of this graph is cached"
+        changes = self.key.describe(previous, key, self._bucketed_labels(key))
+        text = "; ".join(changes) or "new signature"
+        if self.bucketing is not None and self.bucketing.refused:
+            text += self._refusals(previous, key)
+        return text
+
+    def _refusals(self, previous: tuple, key: tuple) -> str:
+        notes = []
+        for j, src in enumerate(self.key.sources):
+            why = self.bucketing.refused.get(src.label)
+            if why is None or previous[1 + j] == key[1 + j]:
+                continue
+            notes.append(f" ({src.label} is not bucketed: {why})")
+            if src.label not in self._warned:
+                self._warned.add(src.label)
+                warnings.warn(
+                    f"torch2xla: {self.name} recompiles for {src.label} = {key[1 + j]} "
+                    f"(was {previous[1 + j]}) although buckets {self.spec} were asked for: "
+                    f"padding {src.label} could change real results because the graph {why}. "
+                    "Every size of it compiles its own program.",
+                    BucketingWarning,
+                    stacklevel=5,
+                )
+        return "".join(notes)
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+
+def all_graphs() -> list[GraphGuards]:
+    with _registry_lock:
+        graphs = list(_registry)
+    return sorted(graphs, key=lambda g: int(g.name.rpartition("_")[2] or 0))
