@@ -12,13 +12,21 @@ from torch2xla._errors import Unsupported
 from torch2xla.ops import DATA_DEPENDENT, LOWERINGS
 
 
+# Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
+# torch's own process group: XLA never drops or reorders them.
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"})
+
+
 def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
     """Every call node of ``gm`` that XLA cannot run, each with its reason."""
     found = []
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        if node.target in DATA_DEPENDENT:
+        namespace = getattr(node.target, "namespace", None)
+        if namespace in _COLLECTIVE_NAMESPACES:
+            found.append(Unsupported(node, "collective: runs through torch's process group", True))
+        elif node.target in DATA_DEPENDENT:
             found.append(Unsupported(node, DATA_DEPENDENT[node.target]))
         elif node.target not in LOWERINGS:
             found.append(Unsupported(node, "no lowering"))

@@ -1,0 +1,161 @@
+"""Worker for tests/test_distributed.py: runs in each of the spawned gloo processes."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as fc
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def _max_diff(a, b) -> float:
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+def _train(model, ref, steps, rank, compile_outer, optim=torch.optim.AdamW):
+    # AdamW turns float-rounding differences of near-zero gradients into +-lr steps; tests of
+    # wide layers use SGD so parameters can be compared tightly.
+    opt = optim(model.parameters(), lr=1e-2)
+    ref_opt = optim(ref.parameters(), lr=1e-2)
+    run = torch.compile(model, backend="xla") if compile_outer else model
+    gen = torch.Generator().manual_seed(100 + rank)
+    losses = []
+    for _ in range(steps):
+        x, y = torch.randn(8, 64, generator=gen), torch.randn(8, 8, generator=gen)
+        loss = nn.functional.mse_loss(run(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_loss = nn.functional.mse_loss(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        losses.append((loss.item(), ref_loss.item()))
+    return losses, _max_diff(model.parameters(), ref.parameters())
+
+
+class _Net(nn.Module):
+    # A user-defined module: Dynamo compiles its forward frame under DDP (a bare nn.Sequential
+    # frame lives in torch's own files, which Dynamo skips when DDP calls it).
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(64, width), nn.Linear(width, width), nn.Linear(width, 8)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def _net(width=64):
+    return _Net(width)
+
+
+def scenario_ddp(rank):
+    torch.manual_seed(0)
+    base = _net()
+    out = {}
+    # torch.compile(DDP(model))
+    ref = DDP(copy.deepcopy(base))
+    out["compile_ddp"] = _train(DDP(copy.deepcopy(base)), ref, 3, rank, compile_outer=True)
+    # DDP(torch.compile(model))
+    ref = DDP(copy.deepcopy(base))
+    inner = torch.compile(copy.deepcopy(base), backend="xla")
+    out["ddp_compile"] = _train(DDP(inner), ref, 3, rank, compile_outer=False)
+    return out
+
+
+def scenario_buckets(rank):
+    """Big enough for several DDP buckets: Dynamo splits the graph at bucket boundaries."""
+    from torch2xla import _program
+
+    built = []
+    original = _program.XlaProgram.__init__
+
+    def counting(self, *a, **k):
+        built.append(1)
+        original(self, *a, **k)
+
+    _program.XlaProgram.__init__ = counting
+    try:
+        torch.manual_seed(0)
+        base = _net(width=640)  # ~1.6 MB per hidden layer, buckets of 1 MB
+        ref = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        model = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        losses, diff = _train(model, ref, 2, rank, compile_outer=True, optim=torch.optim.SGD)
+    finally:
+        _program.XlaProgram.__init__ = original
+    return losses, diff, len(built)
+
+
+def scenario_collectives(rank):
+    def f(x):
+        y = fc.all_reduce(x * 2, "sum", dist.group.WORLD)
+        z = fc.all_gather_tensor(y + 1, 0, dist.group.WORLD)
+        return z.sin() + fc.all_reduce(z, "max", dist.group.WORLD)
+
+    x = torch.arange(4.0) + rank
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # collectives run in eager by design: no fallback warning
+        out = torch.compile(f, backend="xla", options={"strict": True})(x)
+    return _max_diff([out], [f(x)])
+
+
+def scenario_fsdp2(rank):
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 8))
+    ref = copy.deepcopy(model)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer)
+            layer.compile(backend="xla")
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    diffs = []
+    for step in range(2):
+        # Every rank sees the same batch here, so the eager single-process reference matches.
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+        out = model(x)
+        out.square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        r = ref(x)
+        r.square().mean().backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        diffs.append((out - r).abs().max().item())
+    full = [p.full_tensor() for p in model.parameters()]
+    diffs.append(_max_diff(full, list(ref.parameters())))
+    return diffs
+
+
+SCENARIOS = {
+    "ddp": scenario_ddp,
+    "buckets": scenario_buckets,
+    "collectives": scenario_collectives,
+    "fsdp2": scenario_fsdp2,
+}
+
+
+def worker(rank: int, world: int, port: int, names: list[str], queue) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        for name in names:
+            torch._dynamo.reset()
+            try:
+                queue.put((rank, name, "ok", SCENARIOS[name](rank)))
+            except Exception as e:  # reported to the test, which fails with the message
+                import traceback
+
+                queue.put((rank, name, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    finally:
+        dist.destroy_process_group()
