@@ -10,7 +10,7 @@ import gc
 import weakref
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from tests._util import assert_same
 from torch2xla._interop import ViewCache, x64
@@ -48,7 +48,7 @@ def test_reassigned_data_is_seen():
 
 @torch.no_grad()
 def test_inputs_changing_every_call():
-    compiled, model, ref = _pair(nn.Linear(6, 3))
+    compiled, _, ref = _pair(nn.Linear(6, 3))
     for _ in range(4):
         x = torch.randn(4, 6)
         assert_same(compiled(x), ref(x))

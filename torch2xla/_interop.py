@@ -137,7 +137,7 @@ class ViewCache:
     counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
     """
 
-    __slots__ = ("_refs", "_ptrs", "_versions", "_views", "__weakref__")
+    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views")
 
     def __init__(self, n: int) -> None:
         self._refs: list = [None] * n
@@ -197,8 +197,17 @@ class ViewCache:
 # Dtypes both torch and JAX exchange through DLPack.
 _DLPACK_DTYPES = frozenset(
     {
-        torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-        torch.complex128, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
         torch.bool,
     }
 )

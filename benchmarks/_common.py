@@ -1,0 +1,112 @@
+"""Shared by the benchmarks: the one-thread protocol, interleaved timing and statistics.
+
+Import this module before torch or jax: it configures both for a single thread.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+# XLA reads its flags when its CPU client starts; torch2xla starts none at import.
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+).strip()
+
+import torch
+
+# Dynamo runs frames holding an nn.LSTM/GRU eagerly unless this is set; torch2xla sets it when
+# its backend loads. Set here for every mode, so that inductor compiles the same frames.
+torch._dynamo.config.allow_rnn = True
+
+MODES = ("eager", "inductor", "xla")
+
+
+def one_thread(cpu: int | None = None) -> None:
+    """torch and XLA on one thread; with ``cpu``, the process is pinned to that core too."""
+    torch.set_num_threads(1)
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+
+
+def compile_fn(fn: Callable, mode: str, **kw) -> Callable:
+    """``fn`` as the benchmark runs it in ``mode`` (eager, inductor or xla)."""
+    if mode == "eager":
+        return fn
+    return torch.compile(fn, backend=mode, **kw)
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_calls(step: Callable[[], object], n: int, device: str = "cpu") -> float:
+    """Seconds per call of ``step`` over ``n`` back-to-back calls (device work included)."""
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    sync(device)
+    return (time.perf_counter() - t0) / n
+
+
+def interleaved(
+    steps: dict[str, Callable[[], object]], rounds: int, n: int, device: str = "cpu", seed: int = 0
+) -> dict[str, list[float]]:
+    """Per-call seconds of each step, ``rounds`` times, the order shuffled every round so that
+    load from other processes falls on all modes alike."""
+    rng = random.Random(seed)
+    names = list(steps)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(rounds):
+        rng.shuffle(names)
+        for name in names:
+            times[name].append(time_calls(steps[name], n, device))
+    return times
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    """Median and spread (interquartile range, min, max) of per-call times."""
+    s = sorted(samples)
+    q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
+    return {"median": statistics.median(s), "q1": q[0], "q3": q[2], "min": s[0], "max": s[-1]}
+
+
+def machine() -> dict[str, str]:
+    """What the numbers were measured on."""
+    import jax
+
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "jax": jax.__version__,
+        "cpu": _cpu_name(),
+        "cores": str(os.cpu_count()),
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    try:
+        info["torch2xla_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        info["torch2xla_commit"] = "unknown"
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # no /proc (not Linux): fall back to what platform knows
+        return platform.processor() or "unknown"
+    return platform.processor() or "unknown"

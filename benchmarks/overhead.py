@@ -1,0 +1,195 @@
+"""Per-call overhead of a tiny compiled function: eager, inductor and xla in one run.
+
+    python benchmarks/overhead.py [--rounds 15] [--calls 2000] [--json benchmarks/results/overhead.json]
+
+One thread for torch and XLA, modes interleaved in a shuffled order every round, medians over
+rounds. The function works on 8 floats, so its time is the framework's per-call overhead. Two
+floors are measured alongside: ``dynamo`` (a backend that runs the captured graph as it is: the
+cost of Dynamo's frame guards and graph call, which every backend pays) and ``jax.jit`` (the same
+arithmetic as a jitted JAX function on JAX arrays: the cost of JAX's dispatch alone). A tiny
+training step (Linear(8, 8), forward and backward) shows the overhead of the autograd path, and
+``--breakdown`` times the pieces of xla's call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _common
+import torch
+
+
+def _tiny(x, y):
+    return x * y + 1
+
+
+def _dynamo_only(gm, example_inputs):
+    return gm.forward
+
+
+def inference_steps(device: str) -> dict:
+    x, y = torch.randn(8, device=device), torch.randn(8, device=device)
+    fns = {
+        "eager": _tiny,
+        "inductor": torch.compile(_tiny, backend="inductor"),
+        "xla": torch.compile(_tiny, backend="xla"),
+        "dynamo": torch.compile(_tiny, backend=_dynamo_only),
+    }
+    steps = {name: (lambda f=f: f(x, y)) for name, f in fns.items()}
+
+    import jax
+    import jax.numpy as jnp
+
+    jx, jy = jnp.asarray(x.cpu().numpy()), jnp.asarray(y.cpu().numpy())
+    jitted = jax.jit(lambda a, b: a * b + 1)
+    steps["jax.jit"] = lambda: jitted(jx, jy).block_until_ready()
+    return steps
+
+
+def training_steps(device: str) -> dict:
+    torch.manual_seed(0)
+    base = torch.nn.Linear(8, 8).to(device)
+    x = torch.randn(4, 8, device=device)
+    steps = {}
+    for mode in _common.MODES:
+        model = torch.nn.Linear(8, 8).to(device)
+        model.load_state_dict(base.state_dict())
+        fn = _common.compile_fn(model, mode)
+
+        def step(fn=fn, model=model):
+            model.zero_grad(set_to_none=True)
+            fn(x).sum().backward()
+
+        steps[mode] = step
+    return steps
+
+
+def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
+    """Microseconds per call of each piece of xla's call path on the tiny function."""
+    import jax
+
+    from torch2xla import _program
+    from torch2xla._interop import x64
+
+    torch._dynamo.reset()  # compile afresh, so that the program is built (and captured) here
+    programs = []
+    original = _program.XlaProgram.__init__
+
+    def capture(self, *a, **kw):
+        original(self, *a, **kw)
+        programs.append(self)
+
+    _program.XlaProgram.__init__ = capture
+    try:
+        x, y = torch.randn(8, device=device), torch.randn(8, device=device)
+        compiled = torch.compile(_tiny, backend="xla")
+        with torch.no_grad():
+            compiled(x, y), compiled(x, y)
+    finally:
+        _program.XlaProgram.__init__ = original
+    (program,) = programs
+    args = (x, y)
+    views = program.jax_inputs(args)
+    with x64(), jax.default_device(program.device):
+        out = program._infer(None, *views)[0]
+
+    def jit_call():
+        with x64(), jax.default_device(program.device):
+            return program._infer(None, *views)
+
+    pieces = {
+        "torch.compile call (all)": lambda: compiled(x, y),
+        "XlaProgram.__call__": lambda: program(args),
+        "jax_inputs (cached views)": lambda: program.jax_inputs(args),
+        "x64 + device contexts": lambda: _enter_contexts(program.device),
+        "jit dispatch (+contexts)": jit_call,
+        "to_torch (1 output)": lambda: program.to_torch(out),
+    }
+    with torch.no_grad():
+        times = _common.interleaved(pieces, rounds, calls, device)
+    return {k: _common.summary(v)["median"] * 1e6 for k, v in times.items()}
+
+
+def _enter_contexts(device) -> None:
+    import jax
+
+    from torch2xla._interop import x64
+
+    with x64(), jax.default_device(device):
+        pass
+
+
+def measure(device: str, rounds: int, calls: int) -> dict:
+    result = {"machine": _common.machine(), "device": device, "rounds": rounds, "calls": calls}
+    with torch.no_grad():
+        steps = inference_steps(device)
+        for step in steps.values():  # compile and warm up
+            for _ in range(3):
+                step()
+        times = _common.interleaved(steps, rounds, calls, device)
+    result["inference_us"] = {k: _us(v) for k, v in times.items()}
+    steps = training_steps(device)
+    for step in steps.values():
+        for _ in range(3):
+            step()
+    times = _common.interleaved(steps, rounds, max(calls // 4, 50), device)
+    result["training_us"] = {k: _us(v) for k, v in times.items()}
+    return result
+
+
+def _us(samples: list[float]) -> dict[str, float]:
+    return {k: round(v * 1e6, 2) for k, v in _common.summary(samples).items()}
+
+
+def report(result: dict) -> str:
+    inf, tr = result["inference_us"], result["training_us"]
+    lines = [
+        (
+            f"per-call overhead on {result['device']} ({result['rounds']} interleaved rounds of "
+            f"{result['calls']} calls, 1 thread), microseconds, median [q1, q3]"
+        ),
+        f"{'':10s} {'inference':>22s} {'training step':>22s}",
+    ]
+    for mode in ("eager", "inductor", "xla", "dynamo", "jax.jit"):
+        cells = []
+        for table in (inf, tr):
+            s = table.get(mode)
+            cells.append(f"{s['median']:8.1f} [{s['q1']:.1f}, {s['q3']:.1f}]" if s else "-")
+        lines.append(f"{mode:10s} {cells[0]:>22s} {cells[1]:>22s}")
+    lines.append(
+        f"xla / inductor: inference {inf['xla']['median'] / inf['inductor']['median']:.2f}x, "
+        f"training {tr['xla']['median'] / tr['inductor']['median']:.2f}x; "
+        f"xla / eager training {tr['xla']['median'] / tr['eager']['median']:.2f}x"
+    )
+    if "breakdown_us" in result:
+        lines.append("xla call, piece by piece (median us):")
+        lines += [f"  {k:28s} {v:6.2f}" for k, v in result["breakdown_us"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--cpu", type=int, default=None, help="pin the process to this core")
+    parser.add_argument("--breakdown", action="store_true", help="time the pieces of xla's call")
+    parser.add_argument("--json", type=pathlib.Path, default=None, help="write results here")
+    args = parser.parse_args(argv)
+    _common.one_thread(args.cpu)
+    result = measure(args.device, args.rounds, args.calls)
+    if args.breakdown:
+        result["breakdown_us"] = breakdown(args.device, args.calls, args.rounds)
+    print(report(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Issue 2 part 7: CUDA tensors. Skipped on machines without CUDA; see docs/gpu.md for the
+command run on the GPU machine and its result.
+
+Checks the models that matter (MLP, CNN with BatchNorm, transformer, GPT-style decoder) and
+input/buffer mutation against eager on CUDA; zero-copy DLPack both ways; ordering against
+torch's current stream without host syncs; JAX not taking the GPU memory PyTorch needs; and
+CPU tensors running on JAX's CPU device on a GPU machine.
+"""
+
+import copy
+import functools
+import os
+import time
+
+import pytest
+import torch
+from torch import nn
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+DEV = "cuda"
+TOL = {"atol": 1e-4, "rtol": 1e-4}  # different kernels, different summation orders
+
+
+@pytest.fixture(autouse=True)
+def _exact_fp32():
+    # TF32 off for torch (cuDNN allows it by default), so that both sides compute in fp32.
+    prev = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def _assert_close(out, ref):
+    outs = out if isinstance(out, list | tuple) else [out]
+    refs = ref if isinstance(ref, list | tuple) else [ref]
+    for o, r in zip(outs, refs, strict=True):
+        assert o.device == r.device and o.dtype == r.dtype
+        torch.testing.assert_close(o, r, **TOL)
+
+
+def _compare(model, *inputs, train=False, steps=2):
+    """Compiled vs eager on CUDA: outputs, gradients and buffers, over ``steps`` SGD steps."""
+    torch.manual_seed(0)
+    ref = copy.deepcopy(model).train(train)
+    model.train(train)
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref)]
+    for _ in range(steps):
+        for opt in opts:
+            opt.zero_grad()
+        with torch.set_grad_enabled(train):
+            out, expected = compiled(*inputs), ref(*inputs)
+        _assert_close(out, expected)
+        if train:
+            out.float().square().mean().backward()
+            expected.float().square().mean().backward()
+            for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+                _assert_close(p.grad, q.grad)
+            for opt in opts:
+                opt.step()
+        for b, c in zip(model.buffers(), ref.buffers(), strict=True):
+            torch.testing.assert_close(b, c, **TOL)
+
+
+def _mlp():
+    return nn.Sequential(
+        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)
+    ).to(DEV)
+
+
+def _cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    ).to(DEV)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_mlp(train):
+    _compare(_mlp(), torch.randn(16, 32, device=DEV), train=train)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_cnn_batchnorm(train):
+    _compare(_cnn(), torch.randn(4, 3, 16, 16, device=DEV), train=train)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_transformer_encoder_layer(train):
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).to(DEV)
+    _compare(layer, torch.randn(2, 10, 32, device=DEV), train=train)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_gpt_style_decoder(train):
+    from tests.models import TinyGPT
+
+    model = TinyGPT().to(DEV)
+    _compare(model, torch.randint(0, 128, (2, 16), device=DEV), train=train)
+
+
+def test_bf16_autocast_matches_eager():
+    model = _mlp()
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    x = torch.randn(16, 32, device=DEV)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        out, ref = compiled(x), model(x)
+    assert out.dtype == ref.dtype == torch.bfloat16
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+
+
+def test_input_mutation_and_64bit():
+    def f(x, i):
+        x.add_(1.0)
+        i.mul_(3)
+        return x * 2, i + 2**40
+
+    x, i = torch.randn(8, device=DEV), torch.arange(8, device=DEV)
+    x2, i2 = x.clone(), i.clone()
+    out = torch.compile(f, backend="xla", options={"strict": True})(x, i)
+    ref = f(x2, i2)
+    _assert_close(list(out), list(ref))
+    torch.testing.assert_close(x, x2)
+    assert torch.equal(i, i2) and out[1].dtype == torch.int64
+
+
+def test_outputs_stay_on_the_input_device():
+    out = torch.compile(lambda x: (x.sum(), x.argmax()), backend="xla")(torch.randn(5, device=DEV))
+    assert all(o.device == torch.device(DEV, torch.cuda.current_device()) for o in out)
+
+
+def test_dlpack_is_zero_copy_both_ways():
+    import jax
+
+    from torch2xla._interop import to_jax, to_torch, x64
+
+    t = torch.randn(1024, device=DEV)
+    with x64():
+        a = to_jax(t)
+    assert a.unsafe_buffer_pointer() == t.data_ptr()
+    b = jax.numpy.asarray(a) * 2
+    back = to_torch(b)
+    assert back.data_ptr() == b.unsafe_buffer_pointer()
+    assert back.device.type == "cuda"
+
+
+def _sleep_ms(ms: float) -> None:
+    """Keep torch's current stream busy for about ``ms`` milliseconds."""
+    torch.cuda._sleep(int(ms * _cycles_per_ms()))
+
+
+@functools.cache
+def _cycles_per_ms() -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10**7)
+    end.record()
+    end.synchronize()
+    return 10**7 / start.elapsed_time(end)
+
+
+@torch.no_grad()
+def test_ordered_after_pending_torch_writes_on_a_side_stream():
+    model = _mlp()
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(16, 32, device=DEV)
+    compiled(x), compiled(x)  # compile; parameters now cached
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for step in range(3):
+            _sleep_ms(50)  # the writes below land long after the host moves on
+            x.mul_(-1.5)
+            for p in model.parameters():
+                p.add_(0.01 * (step + 1))  # cached views: ordering must come from a fence
+            out = compiled(x)  # no synchronize in between
+            expected = model(x)
+            _assert_close(out, expected)
+    torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def test_call_does_not_sync_the_host():
+    model = _mlp()
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(16, 32, device=DEV)
+    compiled(x), compiled(x)
+    torch.cuda.synchronize()
+    _sleep_ms(200)
+    t0 = time.perf_counter()
+    out = compiled(x)
+    host = time.perf_counter() - t0
+    pending = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert pending, "the stream finished early: the call waited for the GPU"
+    assert host < 0.1, f"the call blocked the host for {host:.3f} s"
+    _assert_close(out, model(x))
+
+
+def test_jax_leaves_gpu_memory_to_torch():
+    import jax
+
+    torch.compile(lambda x: x * 2, backend="xla")(torch.randn(4, device=DEV))
+    if "XLA_PYTHON_CLIENT_PREALLOCATE" in os.environ:
+        assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" or any(
+            v in os.environ
+            for v in ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+        )
+    stats = jax.devices("gpu")[0].memory_stats() or {}
+    free, total = torch.cuda.mem_get_info()
+    assert free > 0.7 * total, (free, total, stats)
+    big = torch.empty(int(0.5 * total), dtype=torch.uint8, device=DEV)  # torch can still grow
+    del big
+
+
+def test_cpu_tensors_run_on_jax_cpu_on_a_gpu_machine(monkeypatch):
+    import torch2xla._program as program_module
+
+    programs = []
+    original = program_module.XlaProgram.__init__
+
+    def capture(self, *a, **kw):
+        original(self, *a, **kw)
+        programs.append(self)
+
+    monkeypatch.setattr(program_module.XlaProgram, "__init__", capture)
+    model = _mlp().cpu()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        out = torch.compile(model, backend="xla")(x)
+        ref = model(x)
+    assert out.device.type == "cpu"
+    torch.testing.assert_close(out, ref, **TOL)
+    assert programs and all(p.device.platform == "cpu" for p in programs)
