@@ -9,10 +9,10 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla._interpret import to_jax_function, uses_rng
-from torch2xla._autograd import XlaFunction
-from torch2xla._profile import profiled
+from torch2xla._autograd import TrainFns, XlaFunction, build_train_fns
 from torch2xla._interop import ViewCache, jax_device, to_jax, to_torch, to_torch_cpu, x64
+from torch2xla._interpret import to_jax_function, uses_rng
+from torch2xla._profile import profiled
 
 
 def _is_float(meta) -> bool:
@@ -90,7 +90,7 @@ class XlaProgram:
         self._views = ViewCache(len(self.tensor_pos))
         self._cuda = self.device.platform != "cpu"
         self.to_torch = to_torch if self._cuda else to_torch_cpu
-        self._train_cache: dict[tuple[int, ...], tuple] = {}
+        self._train_cache: dict[tuple[int, ...], TrainFns] = {}
 
     # -- inference -------------------------------------------------------------------------
     # The hot path: everything that can be decided once is decided in __init__.
@@ -99,7 +99,7 @@ class XlaProgram:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.diff_out and torch.is_grad_enabled():
             diff_in = tuple(
-                k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
+                k for k, t in enumerate(tensors) if t.requires_grad  # float or complex, by torch's rule
             )
             if diff_in:
                 seed = _draw_seed() if self.rng else None
@@ -119,29 +119,12 @@ class XlaProgram:
         return views
 
     # -- training --------------------------------------------------------------------------
-    def train_fns(self, diff_in: tuple[int, ...]):
-        """Jitted (forward-with-vjp, backward) for inputs ``diff_in`` being differentiated."""
+    def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
+        """Jitted forward-with-vjp and backward for the inputs ``diff_in`` being differentiated."""
         fns = self._train_cache.get(diff_in)
         if fns is None:
-            fns = self._train_cache[diff_in] = self._build_train(diff_in)
+            fns = self._train_cache[diff_in] = build_train_fns(
+                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs,
+                self.remat,
+            )
         return fns
-
-    def _build_train(self, diff_in: tuple[int, ...]):
-        flat_fn, diff_out = self._flat_fn, self.diff_out
-        diff_set, out_set = set(diff_in), set(diff_out)
-        aux_out = tuple(i for i in range(self.num_outputs) if i not in out_set)
-
-        def fwd(seed, diff, rest):
-            def f(*d):
-                di, ri = iter(d), iter(rest)
-                full = [next(di) if k in diff_set else next(ri) for k in range(len(d) + len(rest))]
-                outs = flat_fn(seed, *full)
-                return [outs[i] for i in diff_out], [outs[i] for i in aux_out]
-
-            if self.remat:
-                f = jax.checkpoint(f)
-            douts, vjp_fn, aux = jax.vjp(f, *diff, has_aux=True)
-            return douts, aux, vjp_fn
-
-        bwd = jax.jit(lambda vjp_fn, cts: vjp_fn(cts))
-        return jax.jit(fwd), bwd, aux_out

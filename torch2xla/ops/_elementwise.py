@@ -47,12 +47,13 @@ for _op, _fn in [
 
 # -- unary ops that keep the input dtype -------------------------------------------------------
 for _op, _fn in [
-    (aten.neg, jnp.negative), (aten.abs, jnp.abs), (aten.ceil, jnp.ceil),
+    (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
     (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
     (aten.sign, jnp.sign), (aten.relu, jax.nn.relu), (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, I)
 
+_unary(aten.abs.default, jnp.abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch
 _unary(aten.isnan.default, jnp.isnan, B)
 _unary(aten.isinf.default, jnp.isinf, B)
 _unary(aten.logical_not.default, jnp.logical_not, B)
