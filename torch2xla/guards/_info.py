@@ -72,11 +72,12 @@ class GraphInfo:
         return [s.reason for s in self.signatures[1:]]
 
     def __str__(self) -> str:
-        lines = [
+        head = (
             f"{self.name}{' ' + self.frame if self.frame else ''}: {self.entries} cached, "
             f"{self.hits} hits, {self.misses} compiles ({self.compile_seconds:.2f} s), "
             f"{self.evictions} evicted"
-        ]
+        )
+        lines = [head]
         if self.dynamo_reason:
             lines.append(f"  traced again by Dynamo: {self.dynamo_reason}")
         if self.buckets:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 
 import sympy
@@ -19,21 +20,18 @@ def _expr(value) -> sympy.Expr | None:
 
 
 def source_label(source, fallback: str) -> str:
-    """A short user-facing name for a Dynamo source: ``x``, ``x dim 1``, ``self.eps``."""
+    """A short user-facing name for a Dynamo source: ``x``, ``x dim 1``, ``self.ln.eps``."""
     if source is None:
         return fallback
     prop, idx = getattr(source, "prop", None), getattr(source, "idx", None)
     base = getattr(source, "base", None)
     if prop is not None and idx is not None and base is not None and prop.name == "SIZE":
         return f"{source_label(base, fallback)} dim {idx}"
-    local = getattr(source, "local_name", None)
-    if local is not None:
-        return local
-    member = getattr(source, "member", None)
-    if member is not None and base is not None:
-        return f"{source_label(base, fallback)}.{member}"
     name = source.name
-    return name() if callable(name) else str(name)
+    name = name() if callable(name) else str(name)
+    name = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", name)
+    name = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", name)
+    return re.sub(r"\.size\(\)\[(\d+)\]", r" dim \1", name)
 
 
 def placeholder_label(node: torch.fx.Node) -> str:
@@ -194,9 +192,10 @@ class SignatureKey:
         return changes
 
     def format(self, key: tuple, bucketed: frozenset[int] = frozenset()) -> str:
-        """A signature in words: ``grad mode on, x dim 1=128``."""
+        """A signature in words: ``grad mode on, x dim 1=128`` (sizes only; scalars are in
+        ``describe`` when they change)."""
         parts = [f"grad mode {'on' if key[0] else 'off'}"]
-        for i in range(1, len(key)):
+        for i in range(1, 1 + self.num_symbols + len(self.shape_pos)):
             v = key[i][1] if _is_typed_value(key[i]) else key[i]
             parts.append(f"{self._label(i, bucketed)}={v}")
         return ", ".join(parts)
