@@ -10,6 +10,7 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
+from torch2xla._interop import jax_dtype
 from torch2xla.ops._common import as_dtype, out_dtype
 from torch2xla.ops._linalg import _acc, precision
 from torch2xla.ops._registry import ctx, register
@@ -364,6 +365,46 @@ def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_ma
     out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     lse = jax.nn.logsumexp(scores, axis=-1)
     return out, as_dtype(lse, out_dtype(1))
+
+
+# The CUDA kernels sdpa dispatches to when autograd records it (training). Only the output and
+# the logsumexp carry values; the rest (RNG state, sequence bookkeeping, debug masks) feed the
+# fused kernels' own backward, which jax.vjp replaces: they come back as zeros of the fake
+# output's shape and dtype.
+def _fused_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    metas = ctx().out
+    lse = jax.nn.logsumexp(scores, axis=-1)
+    # NOTE: the efficient kernel pads logsumexp's last dim (to a multiple of 32) or leaves it
+    # empty when not asked for it; follow the fake output's shape.
+    width = metas[1].shape[-1]
+    lse = lse[..., :width]
+    if lse.shape[-1] < width:
+        pad = [(0, 0)] * (lse.ndim - 1) + [(0, width - lse.shape[-1])]
+        lse = jnp.pad(lse, pad)
+    rest = [
+        m if not hasattr(m, "shape") else jnp.zeros(tuple(m.shape), jax_dtype(m.dtype))
+        for m in metas[2:]
+    ]
+    return (out, as_dtype(lse, jax_dtype(metas[1].dtype)), *rest)
+
+
+@register(aten._scaled_dot_product_efficient_attention.default)
+def sdpa_efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
+                   is_causal=False, *, scale=None):
+    return _fused_sdpa(query, key, value, attn_bias, dropout_p, is_causal, scale)
+
+
+@register(aten._scaled_dot_product_flash_attention.default)
+def sdpa_flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+               scale=None):
+    return _fused_sdpa(query, key, value, None, dropout_p, is_causal, scale)
+
+
+@register(aten._scaled_dot_product_cudnn_attention.default)
+def sdpa_cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
+               is_causal=False, return_debug_mask=False, *, scale=None):
+    return _fused_sdpa(query, key, value, attn_bias, dropout_p, is_causal, scale)
 
 
 @register(aten._transformer_encoder_layer_fwd.default)
