@@ -1,8 +1,11 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
 from torch2xla._backend import FallbackWarning, xla_backend
-from torch2xla._errors import LoweringError, UnsupportedOpsError
+from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
+from torch2xla._explain import Explanation, explain
 from torch2xla._options import Options
+from torch2xla._passes import fold_constants
+from torch2xla._profile import profile
 from torch2xla.guards import (
     BucketingWarning,
     CacheInfo,
@@ -19,17 +22,23 @@ from torch2xla.guards import (
 __all__ = [
     "BucketingWarning",
     "CacheInfo",
+    "CompileError",
+    "Explanation",
     "FallbackWarning",
     "GraphInfo",
     "LoweringError",
     "Options",
+    "PassError",
     "PersistentCacheWarning",
     "RecompileLimitWarning",
     "SignatureInfo",
     "UnsupportedOpsError",
     "cache_info",
     "clear_caches",
+    "explain",
+    "fold_constants",
     "persistent_cache_dir",
+    "profile",
     "set_persistent_cache",
     "xla_backend",
 ]

@@ -13,6 +13,7 @@ from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla._program import XlaProgram
+from torch2xla._stages import Build, RecordLog
 from torch2xla.guards import BucketSpec, GraphGuards
 
 _graph_ids = itertools.count()
@@ -61,36 +62,59 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self._warned = False
+        self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
 
     def __call__(self, *args):
         return self.guards.run(args)
 
+    def __deepcopy__(self, memo: dict) -> CompiledGraph:
+        # Like the function other backends return, a compiled graph is used as immutable: its
+        # copy is itself (Dynamo's minifier deep-copies what the backend returns).
+        return self
+
+    # Dynamo's accuracy minifier reads parameters and buffers from what the backend returns,
+    # as from a module: they are the Dynamo graph's own (usually none: Dynamo lifts them).
+    def named_parameters(self, *args, **kwargs):
+        return self.gm.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args, **kwargs):
+        return self.gm.named_buffers(*args, **kwargs)
+
     @torch._disable_dynamo
     def _build(self, args: Sequence) -> "_Entry":
-        lowered = lower(self.gm, args)
-        unsupported = find_unsupported(lowered.gm)
-        inputs = (*lowered.lifted, *args)
-        requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
-        if not unsupported:
-            program = XlaProgram(lowered.gm, inputs, requires_grad, self.options.remat)
-            return _Entry(lowered, program, self.output_requires_grad)
-        if self.options.strict:
-            raise UnsupportedOpsError(self.name, unsupported)
-        if not self._warned:
-            self._warned = True
-            listing = "\n".join(str(u) for u in unsupported)
-            warnings.warn(
-                f"torch2xla: {len(unsupported)} op(s) of {self.name} run in eager PyTorch, "
-                f"the rest in XLA:\n{listing}",
-                FallbackWarning,
-                stacklevel=2,
-            )
-        split_gm, names = split(lowered.gm, unsupported)
-        for name in names:
-            sub = getattr(split_gm, name)
-            example = [n.meta.get("val") for n in sub.graph.find_nodes(op="placeholder")]
-            setattr(split_gm, name, _Submodule(XlaProgram(sub, example, None, self.options.remat)))
-        return _Entry(lowered, split_gm, self.output_requires_grad)
+        # Build times each stage, reports long compiles, names this graph in errors, records
+        # the signature for explain and writes dumps (torch2xla/_stages.py).
+        with Build(self, args) as b:
+            lowered = b.run("lowering", lower, self.gm, args)
+            lowered = b.passes(lowered)
+            unsupported = find_unsupported(lowered.gm)
+            unsupported += b.eager_ops(lowered.gm, unsupported)
+            inputs = (*lowered.lifted, *args)
+            requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            if not unsupported:
+                program = XlaProgram(lowered.gm, inputs, requires_grad, self.options.remat)
+                program = b.program(program, inputs)
+                return b.done(_Entry(lowered, program, self.output_requires_grad))
+            missing = [u for u in unsupported if not u.by_design]
+            if missing and self.options.strict:
+                raise UnsupportedOpsError(self.name, missing)
+            if missing and not self._warned:
+                self._warned = True
+                listing = "\n".join(str(u) for u in missing)
+                warnings.warn(
+                    f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
+                    f"the rest in XLA:\n{listing}",
+                    FallbackWarning,
+                    stacklevel=2,
+                )
+            split_gm, names = split(lowered.gm, unsupported)
+            for name in names:
+                sub = getattr(split_gm, name)
+                example = [n.meta.get("val") for n in sub.graph.find_nodes(op="placeholder")]
+                program = XlaProgram(sub, example, None, self.options.remat)
+                setattr(split_gm, name, _Submodule(program))
+            b.split(split_gm, names)
+            return b.done(_Entry(lowered, split_gm, self.output_requires_grad), unsupported)
 
 
 class _Submodule(torch.nn.Module):

@@ -37,18 +37,19 @@ def dump_dir(option: str | None) -> Path | None:
 
 
 def dump_dynamo_graph(directory: Path, graph: str, gm: torch.fx.GraphModule) -> None:
-    _write(directory / f"{graph}.dynamo.txt", _readable(gm))
+    _write(directory / f"{graph}.dynamo.txt", readable(gm))
 
 
 def dump_signature(
     directory: Path,
     name: str,
-    aten: torch.fx.GraphModule,
+    aten: str,
     executables: Sequence[Executable],
     summary: str,
 ) -> None:
-    """Write one signature's (``name``: ``graph_3.s0``) ATen graph, programs' IRs and summary."""
-    _write(directory / f"{name}.aten.txt", _readable(aten))
+    """Write one signature's (``name``: ``graph_3.s0``) ATen graph (``aten``: its ``readable``
+    text), its programs' IRs and its summary."""
+    _write(directory / f"{name}.aten.txt", aten)
     for ex in executables:
         base = f"{name}.{ex.name}"
         _write(directory / f"{base}.jaxpr.txt", str(ex.traced.jaxpr))
@@ -57,7 +58,7 @@ def dump_signature(
     _write(directory / f"{name}.summary.txt", summary + "\n")
 
 
-def _readable(gm: torch.fx.GraphModule) -> str:
+def readable(gm: torch.fx.GraphModule) -> str:
     return gm.print_readable(print_output=False, include_stride=False, include_device=True)
 
 

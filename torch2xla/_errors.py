@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import os
 import re
+import traceback
 
 import torch
 
@@ -14,8 +17,13 @@ def source_line(node: torch.fx.Node) -> str:
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
     if not frames:
         return "<unknown source>"
-    file, line, code = frames[-1]
+    # The innermost frame outside torch itself (a functional collective's trace ends in torch).
+    user = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
+    file, line, code = (user or frames)[-1]
     return f"{file}:{line}: {code.strip()}"
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def describe(node: torch.fx.Node) -> str:
@@ -28,6 +36,8 @@ class Unsupported:
 
     node: torch.fx.Node
     reason: str
+    # True for ops that run in eager by design (collectives): no warning, allowed in strict mode.
+    by_design: bool = False
 
     def __str__(self) -> str:
         return f"  {self.node.target}: {self.reason}\n      at {source_line(self.node)}"
@@ -46,5 +56,99 @@ class UnsupportedOpsError(RuntimeError):
         self.unsupported = unsupported
 
 
-class LoweringError(RuntimeError):
-    """A lowering failed while tracing a graph to JAX."""
+class CompileError(RuntimeError):
+    """torch2xla could not compile a graph; the message names the graph and the stage.
+
+    Attributes:
+        graph: the graph's name (``graph_0``), as in dumps, profiler ranges and ``explain``.
+        stage: the compile stage that failed (``lowering``, ``passes``, ``tracing``, ``xla``).
+    """
+
+    def __init__(self, message: str, *, graph: str | None = None, stage: str | None = None):
+        super().__init__(message)
+        self.graph = graph
+        self.stage = stage
+
+
+class PassError(CompileError):
+    """A graph pass from ``options["passes"]`` failed or broke the graph's contract."""
+
+
+class LoweringError(CompileError):
+    """A lowering failed while tracing a graph to JAX.
+
+    Raised inside a lowering, it records the ATen node being lowered (``node``).
+    """
+
+    def __init__(self, message: str, *, node: torch.fx.Node | None = None, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.node = node if node is not None else _node_being_lowered()
+
+
+def _node_being_lowered() -> torch.fx.Node | None:
+    from torch2xla.ops._registry import _CURRENT
+
+    current = _CURRENT.get(None)
+    return None if current is None else current.node
+
+
+# TORCH2XLA_TRACEBACK=full keeps the whole chain of tracebacks (JAX's tracing frames included)
+# on errors that torch2xla otherwise reports concisely.
+FULL_TRACEBACK_ENV = "TORCH2XLA_TRACEBACK"
+
+
+def full_traceback() -> bool:
+    return os.environ.get(FULL_TRACEBACK_ENV, "").lower() == "full"
+
+
+def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
+    """The concise error for a failed lowering: graph, ATen node, user line, our line, what to do.
+
+    The original exception stays available as ``.original``.
+    """
+    original = err.__cause__ if err.__cause__ is not None else err
+    node = err.node
+    if node is None:
+        head = f"torch2xla: {graph} could not be compiled: {err}"
+        where = ""
+        todo = "This is a bug in torch2xla; please report it with this message."
+    else:
+        what = f"{type(original).__name__}: {original}" if original is not err else str(err)
+        head = (
+            f"torch2xla: {graph} could not be compiled: the lowering of {node.target} "
+            f"(node {node.name!r}) raised {what}"
+        )
+        where = f"\n  user code: {source_line(node)}"
+        ours = _lowering_frame(original, node)
+        if ours:
+            where += f"\n  lowering:  {ours}"
+        todo = (
+            "This is a bug in torch2xla's lowering; please report it with this message. "
+            "Meanwhile, run this op in eager PyTorch: torch.compile(..., backend=\"xla\", "
+            f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
+        )
+    message = (
+        f"{head}{where}\nWhat to do: {todo}\n"
+        f"(Set {FULL_TRACEBACK_ENV}=full to see the full traceback.)"
+    )
+    new = LoweringError(message, node=node, graph=graph, stage="tracing")
+    new.original = original
+    return new
+
+
+def _lowering_frame(exc: BaseException, node: torch.fx.Node) -> str:
+    """``file:line, in fn: code`` of the innermost frame of ``node``'s lowering in ``exc``'s
+    traceback (or, for a wrapped lowering, of the op modules), else ''."""
+    from torch2xla.ops import LOWERINGS
+
+    code = getattr(LOWERINGS.get(node.target), "__code__", None)
+    ops_dir = f"torch2xla{os.sep}ops{os.sep}"
+    found = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code is code or (code is None and ops_dir in frame.f_code.co_filename):
+            found = (frame.f_code, lineno)
+    if found is None:
+        return ""
+    fcode, lineno = found
+    line = linecache.getline(fcode.co_filename, lineno).strip()
+    return f"{fcode.co_filename}:{lineno}, in {fcode.co_name}: {line}"

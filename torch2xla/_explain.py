@@ -138,7 +138,7 @@ class Explanation:
 
         self._explainer = ExplainWithBackend(backend)
         kwargs: dict[str, Any] = {"guard_fail_fn": self._on_guard_fail, "dynamic": dynamic}
-        if "isolate_recompiles" in inspect.signature(torch._dynamo.optimize_assert).parameters:
+        if "isolate_recompiles" in inspect.signature(torch._dynamo.eval_frame._optimize).parameters:
             # explain's own compiles must not use up the recompile limit of fn's frames.
             kwargs["isolate_recompiles"] = True
         self._compiled = torch._dynamo.optimize(self._explainer, **kwargs)(self.fn)

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature
+from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature, readable
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -90,6 +90,11 @@ class OpPlacement:
     where: str
     reason: str | None
     source: str
+
+    def place(self, eager: dict[str, str]) -> OpPlacement:
+        """This node in eager PyTorch if ``eager`` (node name -> reason) lists it."""
+        reason = eager.get(self.node)
+        return self if reason is None else dataclasses.replace(self, where="eager", reason=reason)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,23 +168,13 @@ _SHORT_DTYPES = {
 }
 
 
-def placements(gm: torch.fx.GraphModule, eager: dict[torch.fx.Node, str]) -> list[OpPlacement]:
-    """Where each call node of the ATen graph ``gm`` runs; ``eager`` maps nodes to reasons."""
-    out = []
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
-            continue
-        reason = eager.get(node)
-        out.append(
-            OpPlacement(
-                node=node.name,
-                target=str(node.target),
-                where="xla" if reason is None else "eager",
-                reason=reason,
-                source=source_line(node),
-            )
-        )
-    return out
+def placements(gm: torch.fx.GraphModule) -> list[OpPlacement]:
+    """Each call node of the ATen graph ``gm``, placed in XLA (see ``OpPlacement.place``)."""
+    return [
+        OpPlacement(node.name, str(node.target), "xla", None, source_line(node))
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target is not operator.getitem
+    ]
 
 
 class Compilation:
@@ -311,7 +306,7 @@ def precompile(
     diff_in: tuple[int, ...] = ()
     if torch.is_grad_enabled():
         diff_in = tuple(
-            k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point
+            k for k, t in enumerate(tensors) if t.requires_grad  # float or complex, by torch's rule
         )
     with x64(), jax.default_device(program.device):
         views = program.jax_inputs(tensors)
@@ -441,7 +436,7 @@ class Build:
         self.comp = Compilation(graph.name, self.record.index)
         self.dump_dir = dump_dir(self.options.dump_dir)
         self.executables: list[Executable] = []
-        self.aten: torch.fx.GraphModule | None = None
+        self.aten_text: str | None = None
 
     def __enter__(self) -> Self:
         if self.dump_dir is not None and self.record.index == 0:
@@ -467,7 +462,10 @@ class Build:
         """Run the built-in and the user's graph passes on the lowered graph."""
         with self.comp.stage("passes"):
             gm = run_passes(lowered.gm, self.options.passes, self.graph.name)
-        self.aten = gm
+        # Taken now: splitting for eager fallback rewrites the graph in place.
+        self.record.ops = placements(gm)
+        if self.dump_dir is not None:
+            self.aten_text = readable(gm)
         return dataclasses.replace(lowered, gm=gm)
 
     def eager_ops(self, gm: torch.fx.GraphModule, unsupported: Sequence) -> list:
@@ -499,13 +497,17 @@ class Build:
 
     def done(self, entry: Any, unsupported: Sequence = ()) -> Any:
         """Record the signature (and dump it); returns ``entry``."""
-        gm = self.aten if self.aten is not None else getattr(entry, "runner", None)
         self.record.times = dict(self.comp.times)
-        if isinstance(gm, torch.fx.GraphModule):
-            self.record.ops = placements(gm, {u.node: u.reason for u in unsupported})
-        if self.dump_dir is not None and isinstance(gm, torch.fx.GraphModule):
+        eager = {u.node.name: u.reason for u in unsupported}
+        if eager:
+            self.record.ops = [op.place(eager) for op in self.record.ops]
+        if self.dump_dir is not None and self.aten_text is not None:
             dump_signature(
-                self.dump_dir, self.record.name, gm, self.executables, format_record(self.record)
+                self.dump_dir,
+                self.record.name,
+                self.aten_text,
+                self.executables,
+                format_record(self.record),
             )
         self.executables = []
         self.graph.records.add(self.record)

@@ -1,0 +1,273 @@
+"""torch2xla.explain reports, compile stages and progress, profiler ranges, XLA cost analysis."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import pathlib
+import sys
+import types
+
+import jax
+import pytest
+import torch
+from torch import nn
+
+import torch2xla
+from torch2xla import _stages
+
+aten = torch.ops.aten
+
+
+class BreakAndFallback(nn.Module):
+    """Two graphs (a graph break at print) and one op forced to eager PyTorch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.bn = nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        h = self.bn(self.fc(x)).relu()
+        print("graph break here")
+        return torch.sin(h).sum(-1)  # sin is listed in eager_ops below
+
+
+def _explained(x, **options):
+    model = BreakAndFallback().train()
+    ref_model = copy.deepcopy(model)
+    report = torch2xla.Explanation(model, options={"eager_ops": [aten.sin], **options}).run(x)
+    return model, ref_model, report
+
+
+def test_explain_reports_graphs_breaks_ops_and_times(capsys):
+    x = torch.randn(4, 8)
+    model, ref_model, report = _explained(x)
+    ref = ref_model(x)
+    # The function ran once, compiled, with eager's values and side effects (BatchNorm stats).
+    torch.testing.assert_close(report.output, ref)
+    assert model.bn.num_batches_tracked.item() == 1
+    torch.testing.assert_close(model.bn.running_mean, ref_model.bn.running_mean)
+    assert capsys.readouterr().out.count("graph break here") == 2  # ours once, eager once
+
+    assert len(report.graphs) == 2
+    assert len(report.breaks) == 1
+    brk = report.breaks[0]
+    assert "print" in brk.reason
+    assert any("test_explain.py" in f and 'print("graph break here")' in f for f in brk.frames)
+
+    first, second = report.graphs
+    (rec0,) = first.records
+    (rec1,) = second.records
+    assert rec0.mode == "training" and rec1.mode == "split"
+    assert {op.target for op in rec0.ops} >= {"aten.addmm.default", "aten.relu.default"}
+    assert all(op.where == "xla" for op in rec0.ops)
+    (sin,) = [op for op in rec1.ops if op.target == "aten.sin.default"]
+    assert sin.where == "eager"
+    assert sin.reason == "listed in options['eager_ops']"
+    assert "test_explain.py" in sin.source and "torch.sin(h)" in sin.source
+    # Every stage was timed; Dynamo's capture is attributed to each graph.
+    assert set(rec0.times) == set(_stages.STAGES) - {"capture"}
+    assert all(t > 0 for t in rec0.times.values())
+    assert first.capture_time > 0 and second.capture_time > 0
+    assert rec0.cost["flops"] > 0 and rec0.cost["bytes accessed"] > 0
+    assert first.cache_entries == 1
+
+    text = str(report)
+    for needle in (
+        "Dynamo captured 2 graphs with 1 graph break",
+        'print("graph break here")',
+        f"{first.name}.s0: training",
+        "aten.sin.default  [eager]  listed in options['eager_ops']",
+        "torch.sin(h)",
+        "compile time: lowering",
+        "XLA cost:",
+        "Dynamo recompiles: none",
+    ):
+        assert needle in text, needle
+    page = report._repr_html_()
+    assert page.startswith("<div") and "<table>" in page
+    assert "aten.sin.default" in page and "graph break here" in page
+    assert "<b>Failed" in page or "<b>" in page
+
+
+def test_explain_records_recompiles_and_new_signatures():
+    def f(x):
+        return (x * 2).tanh().sum(0)
+
+    x4, x6 = torch.randn(4, 3), torch.randn(6, 3)
+    report = torch2xla.explain(f, x4)
+    torch.testing.assert_close(report.output, f(x4))
+    report.run(x6)
+    torch.testing.assert_close(report.output, f(x6))
+    assert report.recompiles and "size mismatch" in report.recompiles[0]
+    signatures = [r.signature for g in report.graphs for r in g.records]
+    assert "f32[4, 3]" in signatures[0]
+    assert any("6" in s for s in signatures[1:])
+    assert "Dynamo recompiles:\n" in str(report)
+
+
+def test_explain_does_not_use_up_the_recompile_limit():
+    def f(x):
+        return x.cos() + 1
+
+    x = torch.randn(3)
+    for _ in range(torch._dynamo.config.recompile_limit + 1):
+        report = torch2xla.explain(f, x)
+    assert len(report.graphs) == 1 and report.graphs[0].records
+
+
+def test_explain_unwraps_compiled_modules():
+    model = nn.Linear(3, 2)
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(5, 3)
+    with torch.no_grad():
+        report = torch2xla.explain(compiled, x)
+        torch.testing.assert_close(report.output, model(x))
+    assert report.fn is model
+    assert report.graphs[0].records[0].mode == "inference"
+
+
+# -- the ahead-of-time compile is free ----------------------------------------------------------
+class _Compiles:
+    """Counts XLA backend compiles (JAX's monitoring events)."""
+
+    count = 0
+    registered = False
+
+    @classmethod
+    def listen(cls):
+        if not cls.registered:
+            jax.monitoring.register_event_duration_secs_listener(cls._on_event)
+            cls.registered = True
+
+    @classmethod
+    def _on_event(cls, event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            cls.count += 1
+
+
+def _compiles_over_three_steps(training: bool, detailed: bool = False) -> int:
+    model = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 2))
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(3, 5)
+    before = _Compiles.count
+    with torch.set_grad_enabled(training):
+        for step in range(3):
+            with _stages.detailed() if detailed and step == 0 else contextlib.nullcontext():
+                out = compiled(x)
+            torch.testing.assert_close(out, model(x))
+            if training:
+                out.sum().backward()
+    return _Compiles.count - before
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_compiling_in_stages_costs_no_extra_compile(training, monkeypatch):
+    """The executables compiled ahead (to time and dump the stages) are the ones calls use."""
+    _Compiles.listen()
+    with_stages = _compiles_over_three_steps(training)
+    with_backward_ahead = _compiles_over_three_steps(training, detailed=True)  # as explain does
+    mode = "training" if training else "inference"
+    monkeypatch.setattr(_stages, "precompile", lambda *args, **kwargs: (mode, []))
+    torch._dynamo.reset()
+    without = _compiles_over_three_steps(training)
+    # NOTE: calls may recompile once when parameter views change kind (numpy on first sight,
+    # DLPack later: _interop.ViewCache); compiling ahead must never add a compile.
+    assert with_stages <= without
+    assert with_backward_ahead <= without
+    assert with_stages >= (2 if training else 1)
+
+
+def test_explain_times_and_costs_the_backward():
+    model = nn.Sequential(nn.Linear(5, 7), nn.Tanh())
+    x = torch.randn(3, 5)
+    report = torch2xla.explain(model, x)
+    report.output.sum().backward()
+    (rec,) = report.graphs[0].records
+    plain = torch2xla.explain(lambda x: model(x).detach(), x).graphs[0].records[0]
+    assert rec.mode == "training" and plain.mode == "inference"
+    assert rec.cost["flops"] > plain.cost["flops"]  # forward + backward
+
+
+def test_cost_analysis_counts_matmul_flops():
+    m, k, n = 32, 64, 16
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    report = torch2xla.explain(lambda a, b: a @ b, a, b)
+    torch.testing.assert_close(report.output, a @ b)
+    flops = report.graphs[0].records[0].cost["flops"]
+    assert flops == pytest.approx(2 * m * k * n, rel=0.05)
+
+
+# -- long compiles report progress ---------------------------------------------------------------
+def test_long_compile_progress_is_logged(monkeypatch, caplog):
+    monkeypatch.setattr(_stages, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(_stages, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(_stages, "PROGRESS_TICK_S", 0.01)
+    caplog.set_level(logging.INFO, logger="torch2xla.compile")
+    f = torch.compile(lambda x: torch.cumsum(x, 0).exp(), backend="xla")
+    x = torch.randn(6)
+    torch.testing.assert_close(f(x), torch.cumsum(x, 0).exp())
+    messages = [r.getMessage() for r in caplog.records if r.name == "torch2xla.compile"]
+    assert any(m.startswith("compiling graph_") and "elapsed" in m for m in messages), messages
+    assert any(".s0 compiled in" in m and "xla" in m for m in messages), messages
+
+
+def test_progress_bar_in_a_notebook(monkeypatch):
+    """In a running IPython kernel, a long compile shows (and finishes) an HTML progress bar."""
+    shown = []
+
+    class Handle:
+        def update(self, obj):
+            shown.append(obj.data)
+
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    display_mod = types.ModuleType("IPython.display")
+    display_mod.HTML = lambda data: types.SimpleNamespace(data=data)
+    display_mod.display = lambda obj, display_id=False: Handle()
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    monkeypatch.setitem(sys.modules, "IPython.display", display_mod)
+    monkeypatch.setattr(_stages, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(_stages, "PROGRESS_TICK_S", 0.01)
+    f = torch.compile(lambda x: x.sin() * 3, backend="xla")
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), x.sin() * 3)
+    assert shown and "<progress" in shown[0]
+    assert "done" in shown[-1] and 'value="5" max="5"' in shown[-1]
+
+
+# -- profiling -----------------------------------------------------------------------------------
+def test_profiler_trace_has_a_range_per_graph_and_backward():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(2, 4)
+    compiled(x).sum().backward()  # compile outside the profiled region
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        compiled(x).sum().backward()
+    names = {e.name for e in prof.events()}
+    graph_ranges = {n for n in names if n.startswith("torch2xla:graph_")}
+    assert any(not n.endswith(":backward") for n in graph_ranges), names
+    assert any(n.endswith(":backward") for n in graph_ranges), names
+
+
+def test_jax_profiler_trace_of_a_region(tmp_path):
+    f = torch.compile(lambda x: (x @ x).relu(), backend="xla")
+    x = torch.randn(8, 8)
+    f(x)
+    with torch2xla.profile(tmp_path):
+        out = f(x)
+    torch.testing.assert_close(out, (x @ x).relu())
+    traces = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path) for n in ns]
+    xplanes = [p for p in traces if p.endswith(".xplane.pb")]
+    assert xplanes, traces
+    assert any(b"torch2xla:graph_" in pathlib.Path(p).read_bytes() for p in xplanes)
+    # The region ended cleanly (a new one can start); regions do not nest.
+    with (
+        torch2xla.profile(tmp_path / "again"),
+        pytest.raises(RuntimeError, match="already being captured"),
+        torch2xla.profile(tmp_path / "nested"),
+    ):
+        pass
