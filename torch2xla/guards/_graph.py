@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import threading
@@ -19,9 +20,28 @@ from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
 
-# Builds of every graph are serialized: tracing (Dynamo's fake modes, aot_export) is not
-# thread-safe, and one lock makes "each signature compiles once" hold across threads.
-BUILD_LOCK = threading.RLock()
+# Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
+# compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each
+# signature compiles once" hold across threads.
+BUILD_LOCK = torch._dynamo.convert_frame.compile_lock
+
+
+@contextlib.contextmanager
+def _tracing():
+    """Scope of a build that traces with FX.
+
+    FX marks tracing with a process-wide flag, and a torch.compile'd function entered while it
+    is set raises "Detected that you are using FX to symbolically trace a dynamo-optimized
+    function", in any thread. For the length of our build, other threads' calls of compiled
+    functions run their Python code eagerly instead (same results, without XLA).
+    """
+    config = torch._dynamo.config
+    previous = config.error_on_nested_fx_trace
+    config.error_on_nested_fx_trace = False
+    try:
+        yield
+    finally:
+        config.error_on_nested_fx_trace = previous
 
 _registry: weakref.WeakSet[GraphGuards] = weakref.WeakSet()
 _registry_lock = threading.Lock()
@@ -115,7 +135,8 @@ class GraphGuards:
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
-                self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                with _tracing():
+                    self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
                 self.analysis_seconds = time.perf_counter() - t0
                 self.key.set_bucketing(self.bucketing.bucket)
                 safe = [self.key.sources[j].label for j in self.bucketing.safe]
@@ -143,11 +164,12 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
-        if padded is not None:
-            entry = self.bucketing.make_entry(args, padded, self.build)
-        else:
-            entry = self.build(args)
-        out = entry(args)
+        with _tracing():
+            if padded is not None:
+                entry = self.bucketing.make_entry(args, padded, self.build)
+            else:
+                entry = self.build(args)
+            out = entry(args)
         seconds = time.perf_counter() - t0
         record = CompileRecord(
             index=len(self.cache.records) + 1,
