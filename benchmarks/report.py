@@ -90,8 +90,8 @@ def suite_section(result: dict, title: str) -> list[str]:
             "",
             (
                 "Steady time per step in ms, median (q1-q3); speedup = other mode's median / xla's; "
-                "first call in s (compilation included); rel diff = largest |xla - eager| over the "
-                "largest |eager| (outputs; for training the loss and every gradient)."
+                "first call in s (compilation included); rel diff = ||xla - eager|| / ||eager|| over "
+                "the first call's outputs (training: the loss and every gradient, as one vector)."
             ),
             "",
         ]
@@ -117,7 +117,7 @@ def suite_section(result: dict, title: str) -> list[str]:
             vi.append(si)
             cells += [_fmt(se) + "x" if se else "-", _fmt(si) + "x" if si else "-"]
             cells.append("/".join(_fmt(modes.get(m, {}).get("first_call_s"), ".1f") for m in MODES))
-            cells.append(_fmt(modes.get("xla", {}).get("max_rel_diff"), ".1e"))
+            cells.append(_fmt(modes.get("xla", {}).get("rel_l2_diff"), ".1e"))
             if cuda:
                 cells.append(
                     "/".join(_fmt(modes.get(m, {}).get("step_peak_mb"), ".0f") for m in MODES)

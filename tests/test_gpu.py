@@ -241,3 +241,24 @@ def test_cpu_tensors_run_on_jax_cpu_on_a_gpu_machine(monkeypatch):
     assert out.device.type == "cpu"
     torch.testing.assert_close(out, ref, **TOL)
     assert programs and all(p.device.platform == "cpu" for p in programs)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bf16_attention_forward_and_backward(causal):
+    # bf16 on CUDA takes cuDNN's fused attention; it must still match eager's attention.
+    import torch.nn.functional as F
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    q, k, v = (torch.randn(2, 4, 64, 64, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    refs = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = torch.compile(f, backend="xla", options={"strict": True})(*leaves)
+    ref = f(*refs)
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    ref.backward(grad)
+    for a, b in zip(leaves, refs, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, atol=5e-2, rtol=5e-2)

@@ -356,7 +356,38 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
 @register(aten.scaled_dot_product_attention.default)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, *, scale=None, enable_gqa=False):
+    fast = cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    if fast is not None:
+        return fast
     return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[0]
+
+
+def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """cuDNN's fused attention (``jax.nn.dot_product_attention``) where the node runs on CUDA
+    in half precision without dropout; None where that kernel does not apply."""
+    meta = ctx().out
+    meta = meta[0] if isinstance(meta, list | tuple) else meta
+    if (
+        meta.device.type != "cuda"
+        or query.dtype not in (jnp.bfloat16, jnp.float16)
+        or dropout_p > 0
+        or query.ndim != 4
+        or not (query.shape[1] == key.shape[1] == value.shape[1])
+    ):
+        return None
+    q, k, v = (jnp.swapaxes(t, 1, 2) for t in (query, key, value))  # (B, T, N, H) for JAX
+    mask = bias = None
+    if attn_mask is not None:
+        if attn_mask.dtype == jnp.bool_:
+            mask = attn_mask
+        else:
+            bias = attn_mask.astype(query.dtype)
+    try:
+        out = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
+                                           is_causal=is_causal, implementation="cudnn")
+    except (ValueError, NotImplementedError, TypeError):
+        return None  # a shape, mask or cuDNN version the kernel refuses: XLA's own attention
+    return jnp.swapaxes(out, 1, 2)
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
@@ -373,6 +404,8 @@ def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_ma
 # output's shape and dtype.
 def _fused_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
     out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    fast = cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    out = out if fast is None else fast  # XLA drops the unused math path
     metas = ctx().out
     lse = jax.nn.logsumexp(scores, axis=-1)
     # NOTE: the efficient kernel pads logsumexp's last dim (to a multiple of 32) or leaves it
