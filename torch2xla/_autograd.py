@@ -66,11 +66,9 @@ def build_train_fns(
     diff_in: tuple[int, ...],
     diff_out: tuple[int, ...],
     num_outputs: int,
-    remat: bool,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
-    inputs ``diff_in`` and the outputs ``diff_out``; ``remat`` wraps the forward in
-    ``jax.checkpoint`` (the residuals are then only the inputs; the backward recomputes)."""
+    inputs ``diff_in`` and the outputs ``diff_out``."""
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
 
@@ -81,8 +79,6 @@ def build_train_fns(
             outs = flat_fn(seed, *full)
             return [outs[i] for i in diff_out], [outs[i] for i in aux_out]
 
-        if remat:
-            f = jax.checkpoint(f)
         douts, vjp_fn, aux = jax.vjp(f, *diff, has_aux=True)
         return douts, aux, vjp_fn
 

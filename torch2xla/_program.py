@@ -13,6 +13,7 @@ from torch2xla._autograd import TrainFns, XlaFunction, build_train_fns
 from torch2xla._interop import ViewCache, jax_device, to_jax, to_torch, to_torch_cpu, x64
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._profile import profiled
+from torch2xla._remat import checkpointed_function
 
 
 def _is_float(meta) -> bool:
@@ -45,7 +46,7 @@ class XlaProgram:
         gm: functional ATen graph; its placeholders are the program's inputs.
         example_args: one call's arguments; non-tensor arguments are baked in as constants.
         output_requires_grad: per output, whether eager would track it (None: every float output).
-        remat: wrap the forward in ``jax.checkpoint`` when differentiating.
+        remat: checkpoint activations per module call when differentiating (``_remat``).
     """
 
     def __init__(
@@ -64,12 +65,16 @@ class XlaProgram:
         statics = {i: a for i, a in enumerate(example_args) if not isinstance(a, torch.Tensor)}
         n_args = len(example_args)
 
-        def flat_fn(seed, *tensors):
-            it = iter(tensors)
-            full = [statics[i] if i in statics else next(it) for i in range(n_args)]
-            return fn(seed, *full)
+        def bind(fn):  # fn(seed, *all args) -> flat_fn(seed, *tensor args)
+            def flat_fn(seed, *tensors):
+                it = iter(tensors)
+                full = [statics[i] if i in statics else next(it) for i in range(n_args)]
+                return fn(seed, *full)
 
-        self._flat_fn = flat_fn
+            return flat_fn
+
+        self._flat_fn = flat_fn = bind(fn)
+        self._bind = bind
         out_metas = gm.graph.find_nodes(op="output")[0].args[0]
         # A fused partition with one output returns it bare; the program always returns a list.
         self.single_output = not isinstance(out_metas, list | tuple)
@@ -123,8 +128,11 @@ class XlaProgram:
         """Jitted forward-with-vjp and backward for the inputs ``diff_in`` being differentiated."""
         fns = self._train_cache.get(diff_in)
         if fns is None:
+            flat_fn = self._flat_fn
+            if self.remat:  # activation checkpointing per module call
+                with x64(), jax.default_device(self.device):
+                    flat_fn = self._bind(checkpointed_function(self.gm))
             fns = self._train_cache[diff_in] = build_train_fns(
-                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs,
-                self.remat,
+                flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs
             )
         return fns
