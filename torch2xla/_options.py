@@ -14,7 +14,8 @@ class Options:
 
     Attributes:
         strict: raise one error listing every unsupported op instead of running them in eager.
-        remat: rematerialize activations in the backward (``jax.checkpoint``) to save memory.
+        remat: checkpoint activations per module call (``jax.checkpoint`` per top-level layer):
+            keep only layer inputs for the backward, which recomputes the rest.
         cache_size: most compiled programs kept per graph (least recently used are dropped).
         mode: the ``torch.compile`` mode string.
         passes: graph passes run on the ATen graph before translation to JAX (see ``_passes``).
