@@ -52,7 +52,7 @@ def dump_signature(
     _write(directory / f"{name}.aten.txt", aten)
     for ex in executables:
         base = f"{name}.{ex.name}"
-        _write(directory / f"{base}.jaxpr.txt", str(ex.traced.jaxpr))
+        _write(directory / f"{base}.jaxpr.txt", ex.traced.jaxpr.pretty_print(use_color=False))
         _write(directory / f"{base}.stablehlo.mlir", ex.lowered.as_text())
         _write(directory / f"{base}.hlo.txt", ex.compiled.as_text())
     _write(directory / f"{name}.summary.txt", summary + "\n")

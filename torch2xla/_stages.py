@@ -354,6 +354,8 @@ def format_record(record: CompileRecord) -> str:
         f"{record.name}: {record.mode}, inputs ({record.signature})",
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
+    if record.mode == "split":
+        lines[-1] += "; its XLA partitions compile on first call"
     if record.cost:
         lines.append(f"  XLA cost: {format_cost(record.cost)}")
     lines.append(f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
