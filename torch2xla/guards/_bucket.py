@@ -141,11 +141,12 @@ class Bucketing:
             for j in candidates[s]:
                 self.refused[key.sources[j].label] = reason
         self._our_syms = [env.replace(s) for s in ours]
-        self._our_guards = [g.expr for g in env.guards]
+        self._our_guards = [env.replace(g.expr) for g in env.guards]
         self._our_ranges = dict(env.var_to_range)
         dynamo_env = _dynamo_shape_env(key)
         if dynamo_env is not None:
-            self._dynamo_guards = [g.expr for g in dynamo_env.guards]
+            # In canonical symbols: a guard may name a symbol Dynamo later replaced (s1 -> s0).
+            self._dynamo_guards = [dynamo_env.replace(g.expr) for g in dynamo_env.guards]
             self._dynamo_ranges = dict(dynamo_env.var_to_range)
 
     # -- per call ---------------------------------------------------------------------------

@@ -89,12 +89,21 @@ def _item(interp, node, bound):
 
 
 # views and layout -----------------------------------------------------------------------
+def _exact_division(expr: sympy.Expr) -> sympy.Expr:
+    """``a // b`` as ``a / b``: in a view's sizes the division is exact (numels are equal)."""
+    return expr.replace(
+        lambda e: type(e).__name__ in ("FloorDiv", "CleanDiv"), lambda e: e.args[0] / e.args[1]
+    )
+
+
 @rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default, size_args=("size", "shape"))
 def _view(interp, node, bound):
     state = interp.state(bound["self"])
     out = interp.out_shape()
     if not _pads(state):
         return tuple(interp.classify(e) for e in out)
+    # Row-major factors of the input, consecutive clean factors merged; then each output
+    # dim takes whole factors, splitting only clean ones: a padded factor must stay whole.
     atoms: list[Atom] = []
     for dim in state:
         for e, s in dim:
@@ -106,32 +115,33 @@ def _view(interp, node, bound):
                 atoms.append((e, s))
     queue = deque(atoms)
     result = []
+    what = "reshapes a padded dimension into a different layout"
     for o in out:
         if o == _ONE:
             result.append(((_ONE, None),))
             continue
         group: list[Atom] = []
-        rest = o
+        rest = _exact_division(o)
         while rest != _ONE:
             if not queue:
-                interp.refuse(_pads(state), "reshapes a padded dimension into a different layout")
+                interp.refuse(_pads(state), what)
             e, s = queue.popleft()
             num, den = sympy.fraction(sympy.cancel(rest / e))
             if den == _ONE:
                 group.append((e, s))
                 rest = num
                 continue
-            num2, den2 = sympy.fraction(sympy.cancel(e / rest))
-            if s is not None or den2 != _ONE:
-                interp.refuse(
-                    _pads(state), "reshapes a padded dimension into a different layout"
-                )
+            if s is not None:
+                interp.refuse({s}, what)
+            if rest.free_symbols & interp.cands:
+                interp.refuse(rest.free_symbols & interp.cands, what)
+            # A clean factor may split anyhow: only padded factors' places matter.
             group.append((rest, None))
-            queue.appendleft((num2, None))
+            queue.appendleft((sympy.cancel(e / rest), None))
             rest = _ONE
         result.append(tuple(group))
     if any(e != _ONE for e, _ in queue):
-        interp.refuse(_pads(state), "reshapes a padded dimension into a different layout")
+        interp.refuse(_pads(state), what)
     return tuple(result)
 
 
