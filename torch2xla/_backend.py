@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
+from torch2xla._aliases import output_aliases
 from torch2xla._errors import UnsupportedOpsError
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
@@ -61,6 +62,7 @@ class CompiledGraph:
             else False
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
+        self.output_aliases = output_aliases(gm)
         self._warned = False
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
 
@@ -94,7 +96,7 @@ class CompiledGraph:
             if not unsupported:
                 program = XlaProgram(lowered.gm, inputs, requires_grad, self.options.remat)
                 program = b.program(program, inputs)
-                return b.done(_Entry(lowered, program, self.output_requires_grad))
+                return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             missing = [u for u in unsupported if not u.by_design]
             if missing and self.options.strict:
                 raise UnsupportedOpsError(self.name, missing)
@@ -114,7 +116,7 @@ class CompiledGraph:
                 program = XlaProgram(sub, example, None, self.options.remat)
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
-            return b.done(_Entry(lowered, split_gm, self.output_requires_grad), unsupported)
+            return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)
 
 
 class _Submodule(torch.nn.Module):
@@ -132,12 +134,13 @@ class _Submodule(torch.nn.Module):
 class _Entry:
     """One compiled signature: runs the program, writes mutations back, returns user outputs."""
 
-    def __init__(self, lowered: LoweredGraph, runner, output_requires_grad) -> None:
+    def __init__(self, lowered: LoweredGraph, runner, output_requires_grad, aliases=()) -> None:
         self.lifted = lowered.lifted
         self.mutations = lowered.mutations
         self.runner = runner
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
+        self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
 
     def __call__(self, args: Sequence):
         inputs = (*self.lifted, *args) if self.lifted else args
@@ -154,4 +157,6 @@ class _Entry:
         for i in self.detach:
             if outs[i].requires_grad:
                 outs[i] = outs[i].detach()
+        for alias in self.aliases:
+            outs[alias.output] = alias.regenerate(args)
         return outs

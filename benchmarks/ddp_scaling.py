@@ -1,0 +1,114 @@
+"""DDP step time and scaling efficiency (2 processes vs 1), eager vs inductor vs xla.
+
+    python benchmarks/ddp_scaling.py                  # CPU: gloo, SmallGPT, 1 thread per rank
+    python benchmarks/ddp_scaling.py --case gpt2      # GPU: NCCL, GPT-2 124M (needs 2 GPUs)
+
+Weak scaling: every rank keeps the same per-rank batch, so ideal 2-rank step time equals the
+1-rank step time; efficiency = t(1 rank) / t(2 ranks). Each (mode, world size) runs in fresh
+processes; the median of the steady steps is reported. Writes JSON to benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import _common  # noqa: E402,F401  (one-thread XLA flags, allow_rnn)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world, port, case, mode, steps, queue):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from benchmarks.models import build
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    device = f"cuda:{rank}" if cuda else "cpu"
+    model, inputs, loss_fn = build(case, device)
+    ddp = DDP(model, device_ids=[rank] if cuda else None)
+    run = ddp if mode == "eager" else torch.compile(ddp, backend=mode)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = loss_fn(run(*inputs))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    if rank == 0:
+        steady = times[max(3, steps // 3):]
+        queue.put({"first_s": times[0], "median_ms": statistics.median(steady) * 1e3,
+                   "spread_ms": (max(steady) - min(steady)) * 1e3, "loss": loss.item()})
+    dist.destroy_process_group()
+
+
+def run(case: str, mode: str, world: int, steps: int) -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _port()
+    procs = [ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    result = queue.get(timeout=1800)
+    for p in procs:
+        p.join(120)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--case", default=None, help="benchmarks.models case (default: gpt on "
+                        "CPU, gpt2 on GPU)")
+    parser.add_argument("--modes", default="eager,inductor,xla")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    case = args.case or ("gpt2" if cuda else "gpt")
+    worlds = [1, 2]
+    results = {"case": case, "device": torch.cuda.get_device_name() if cuda else "cpu",
+               "gpus": torch.cuda.device_count() if cuda else 0, "runs": {}}
+    for mode in args.modes.split(","):
+        for world in worlds:
+            r = run(case, mode, world, args.steps)
+            results["runs"][f"{mode}/{world}"] = r
+            print(f"{mode:9s} world={world}: {r['median_ms']:8.2f} ms/step "
+                  f"(first {r['first_s']:.1f} s, spread {r['spread_ms']:.2f} ms)", flush=True)
+        one, two = results["runs"][f"{mode}/1"], results["runs"][f"{mode}/2"]
+        one["efficiency_2v1"] = two["efficiency_2v1"] = one["median_ms"] / two["median_ms"]
+        print(f"{mode:9s} scaling efficiency 2 vs 1: {one['efficiency_2v1']:.2f}", flush=True)
+    out = Path(args.out or Path(__file__).parent / "results" / f"ddp_scaling_{'gpu' if cuda else 'cpu'}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
