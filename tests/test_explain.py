@@ -119,6 +119,18 @@ def test_explain_does_not_use_up_the_recompile_limit():
     assert len(report.graphs) == 1 and report.graphs[0].records
 
 
+def test_explain_lists_breaks_that_cut_no_graph():
+    def f(x):
+        idx = torch.nonzero(x)  # a graph break before any op: no graph carries its reason
+        return idx.float().sum() * x
+
+    x = torch.randn(6)
+    report = torch2xla.explain(f, x)
+    torch.testing.assert_close(report.output, f(x))
+    assert any("nonzero" in b.reason and not b.frames for b in report.breaks), report.breaks
+    assert "(Dynamo kept no source line)" in str(report)
+
+
 def test_explain_unwraps_compiled_modules():
     model = nn.Linear(3, 2)
     compiled = torch.compile(model, backend="xla")

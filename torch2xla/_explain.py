@@ -149,11 +149,17 @@ class Explanation:
     def run(self, *args: Any, **kwargs: Any) -> Explanation:
         """Call ``fn(*args, **kwargs)`` through the compiled function and record what happened."""
         seen_breaks = len(self._explainer.break_reasons)
+        counted = dict(_break_counter())
         with _capture_timer(self), detailed():
             self.output = self._compiled(*args, **kwargs)
-        self.breaks.extend(
-            GraphBreak.from_dynamo(r) for r in self._explainer.break_reasons[seen_breaks:]
-        )
+        new = [GraphBreak.from_dynamo(r) for r in self._explainer.break_reasons[seen_breaks:]]
+        # Breaks that cut no graph (nothing to compile before them) have no compiled graph to
+        # carry their reason: Dynamo only counts them, without the user's line.
+        known = {_first_lines(b.reason) for b in new}
+        for reason, count in _break_counter().items():
+            if count > counted.get(reason, 0) and _first_lines(reason) not in known:
+                new.append(GraphBreak(str(reason).strip(), ()))
+        self.breaks.extend(new)
         return self
 
     # -- rendering ---------------------------------------------------------------------------
@@ -170,7 +176,7 @@ class Explanation:
         for i, br in enumerate(self.breaks, 1):
             first, *rest = br.summary.splitlines() or [""]
             lines.append(f"  break {i}: {first}")
-            lines.extend(f"      at {f}" for f in br.frames[-1:])
+            lines.extend(f"      at {f}" for f in br.frames[-1:] or ["(Dynamo kept no source line)"])
             lines.extend(f"      {line}" for line in rest)
         for g in self.graphs:
             lines.append("")
@@ -280,6 +286,14 @@ def explain(fn: Callable, *args: Any, **kwargs: Any) -> Explanation:
         >>> print(report)
     """
     return Explanation(fn).run(*args, **kwargs)
+
+
+def _break_counter() -> dict:
+    return torch._dynamo.utils.counters["graph_break"]
+
+
+def _first_lines(reason: str) -> str:
+    return "\n".join(line.strip() for line in str(reason).strip().splitlines()[:2])
 
 
 def _unwrap(fn: Callable) -> Callable:

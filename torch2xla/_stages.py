@@ -351,7 +351,8 @@ def format_record(record: CompileRecord) -> str:
     """Plain-text summary of one compiled signature: mode, times, cost and op placement."""
     n_eager = sum(1 for op in record.ops if op.where == "eager")
     lines = [
-        f"{record.name}: {record.mode}, inputs ({record.signature})",
+        f"{record.name}: {record.mode}, inputs ({record.signature})"
+        + (" (* requires grad)" if "]*" in record.signature else ""),
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
     if record.mode == "split":
