@@ -109,6 +109,21 @@ def test_explain_records_recompiles_and_new_signatures():
     assert "Dynamo recompiles:\n" in str(report)
 
 
+def test_explain_shows_torch2xla_recompile_reasons_with_dynamic_shapes():
+    def f(x):
+        return torch.softmax(x, dim=-1) * x.shape[0]
+
+    x4, x6 = torch.randn(4, 3), torch.randn(6, 3)
+    report = torch2xla.Explanation(f, dynamic=True).run(x4).run(x6)
+    torch.testing.assert_close(report.output, f(x6))
+    (graph,) = report.graphs  # Dynamo traced once; torch2xla compiled one program per shape
+    assert [r.index for r in graph.records] == [0, 1]
+    assert graph.cache_entries == 2
+    assert graph.recompile_reasons and "4 -> 6" in graph.recompile_reasons[0]
+    assert f"recompiled: {graph.recompile_reasons[0]}" in str(report)
+    assert not report.recompiles
+
+
 def test_explain_does_not_use_up_the_recompile_limit():
     def f(x):
         return x.cos() + 1

@@ -25,14 +25,15 @@ _jax_tracing = False
 
 
 def profiled(call: Callable) -> Callable:
-    """Decorate ``XlaProgram.__call__``: run it inside a range named after the program's graph."""
+    """Decorate ``XlaProgram.__call__(self, args)``: run it inside a range named after the
+    program's graph while a profiler runs."""
 
     @functools.wraps(call)
-    def wrapper(self, *args):
+    def wrapper(self, args):
         if not (_jax_tracing or _profiler_enabled()):
-            return call(self, *args)
+            return call(self, args)
         with _ranges(getattr(self, "label", "torch2xla")):
-            return call(self, *args)
+            return call(self, args)
 
     return wrapper
 
