@@ -48,7 +48,8 @@ def index_select(self, dim, index):
 
 def _along(dim, index, ndim):
     """Full index tuple for a scatter/gather along ``dim`` (torch's index tensor semantics)."""
-    grids = jnp.meshgrid(*(jnp.arange(s) for s in index.shape), indexing="ij")
+    # list(): jnp.meshgrid returns a tuple in newer JAX (0.11).
+    grids = list(jnp.meshgrid(*(jnp.arange(s) for s in index.shape), indexing="ij"))
     grids[dim] = index
     return tuple(grids)
 

@@ -1,0 +1,64 @@
+"""Where a benchmark step's time goes: the GPU kernels (JAX's and torch's alike, through
+CUPTI) and how busy the GPU is over the step's wall time.
+
+    python benchmarks/profile_step.py --case resnet50 --task train --mode xla [--dtype bf16]
+
+Prints the step's wall time, the summed kernel time per step (if well below the wall time the
+step is bound by the host: dispatch, conversions, launches) and the top kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _common
+import suite
+import torch
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", required=True)
+    parser.add_argument("--task", default="train")
+    parser.add_argument("--mode", default="xla")
+    parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=18)
+    args = parser.parse_args(argv)
+    base, inputs, loss_fn, autocast = suite._setup(args.case, args.dtype, args.device)
+    step, first = suite._make_step(
+        copy.deepcopy(base), args.mode, args.task, inputs, loss_fn, autocast, args.device
+    )
+    first()
+    for _ in range(3):
+        step()
+    wall = _common.time_calls(step, args.steps, args.device)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if args.device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(args.steps):
+            step()
+        _common.sync(args.device)
+    events = prof.key_averages()
+    kernel_us = sum(e.device_time_total for e in events if e.device_time_total) / args.steps
+    host_t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    host = (time.perf_counter() - host_t0) / args.steps  # no sync: the host's own time
+    _common.sync(args.device)
+    print(
+        f"{args.case} {args.task} {args.dtype} {args.mode}: wall {wall * 1e3:.2f} ms/step, "
+        f"kernels {kernel_us / 1e3:.2f} ms/step, host issue {host * 1e3:.2f} ms/step"
+    )
+    print(events.table(sort_by="device_time_total", row_limit=args.rows, max_name_column_width=70))
+
+
+if __name__ == "__main__":
+    main()
