@@ -221,7 +221,9 @@ def main() -> None:
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"lengths": LENGTHS, "runs": runs, "medians": table}, indent=1))
+        args.json.write_text(
+            json.dumps({"lengths": LENGTHS, "runs": runs, "medians": table}, indent=1)
+        )
 
 
 if __name__ == "__main__":

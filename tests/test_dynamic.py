@@ -186,7 +186,9 @@ _lin, _ln = nn.Linear(8, 8), nn.LayerNorm(8)
 
 
 def _sdpa(causal):
-    return lambda x: F.scaled_dot_product_attention(x[:, None], x[:, None], x[:, None], is_causal=causal)
+    return lambda x: F.scaled_dot_product_attention(
+        x[:, None], x[:, None], x[:, None], is_causal=causal
+    )
 
 
 # (function of x: (batch, seq, hidden), symbols safe to pad, refused symbol -> words in reason)
@@ -195,7 +197,11 @@ ANALYSIS_CASES = {
     # The weights' static sizes make Dynamo specialize the hidden size: no symbol to pad.
     "linear_on_3d": (lambda x: _lin(x), "bs", {}),
     "layer_norm": (lambda x: _ln(x), "bs", {}),
-    "layer_norm_over_seq": (lambda x: F.layer_norm(x, x.shape[1:]), "b", {"s": "layer norm", "h": "layer norm"}),
+    "layer_norm_over_seq": (
+        lambda x: F.layer_norm(x, x.shape[1:]),
+        "b",
+        {"s": "layer norm", "h": "layer norm"},
+    ),
     "sum_over_seq": (lambda x: x.sum(1), "bh", {"s": "reduces over padded dimension 1"}),
     "mean_over_seq": (lambda x: x.mean(1), "bh", {"s": "reduces"}),
     "softmax_over_seq": (lambda x: x.softmax(1), "bh", {"s": "softmax"}),

@@ -40,8 +40,10 @@ class BucketSpec:
             return None
         if value == "pow2":
             return cls(None)
-        if isinstance(value, list | tuple) and value and all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+        if (
+            isinstance(value, list | tuple)
+            and value
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
         ):
             return cls(tuple(sorted(set(value))))
         raise ValueError(
@@ -93,9 +95,7 @@ def _guards_hold(guards: Sequence[sympy.Expr], ranges: dict, binding: dict) -> b
         if vr is not None and not (vr.lower <= value <= vr.upper):
             return False
     subs = {s: sympy.Integer(v) for s, v in binding.items()}
-    return all(
-        g.xreplace(subs) is sympy.true for g in guards if g.free_symbols & changed
-    )
+    return all(g.xreplace(subs) is sympy.true for g in guards if g.free_symbols & changed)
 
 
 class Bucketing:
@@ -134,7 +134,14 @@ class Bucketing:
                 candidates.setdefault(replaced, []).append(j)
             else:
                 self.refused[key.sources[j].label] = "the lowering specialized this size"
-        analysis = analyze(aten_gm, set(candidates), num_lifted, mutations, n_user)
+        try:
+            analysis = analyze(aten_gm, set(candidates), num_lifted, mutations, n_user)
+        except Exception as e:  # noqa: BLE001 -- an analysis bug must not break the call
+            reason = f"the padding analysis failed ({type(e).__name__}: {e}); please report it"
+            self.refused.update(
+                {key.sources[j].label: reason for js in candidates.values() for j in js}
+            )
+            return
         self.analysis = analysis
         self.safe = tuple(sorted(j for s in analysis.safe for j in candidates[s]))
         for s, reason in analysis.refused.items():
@@ -318,8 +325,10 @@ class PaddedEntry:
         outputs = []
         analysis = b.analysis
         for state in analysis.outputs if analysis is not None else ():
-            if state is None or isinstance(state, list) or not any(
-                s is not None for dim in state for _, s in dim
+            if (
+                state is None
+                or isinstance(state, list)
+                or not any(s is not None for dim in state for _, s in dim)
             ):
                 outputs.append(None)
                 continue
@@ -330,7 +339,9 @@ class PaddedEntry:
                 dims.append((padded_atoms, real_atoms))
             outputs.append(tuple(dims))
         padded_inputs = {i for i, _ in inputs}
-        writeback = tuple(i for i in (analysis.mutated_inputs if analysis else ()) if i in padded_inputs)
+        writeback = tuple(
+            i for i in (analysis.mutated_inputs if analysis else ()) if i in padded_inputs
+        )
         return _CallPlan(tuple(inputs), tuple(ints), tuple(outputs), writeback)
 
 

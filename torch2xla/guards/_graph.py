@@ -43,6 +43,7 @@ def _tracing():
     finally:
         config.error_on_nested_fx_trace = previous
 
+
 _registry: weakref.WeakSet[GraphGuards] = weakref.WeakSet()
 _registry_lock = threading.Lock()
 
@@ -74,9 +75,7 @@ def dynamo_context() -> DynamoContext:
     owner = None
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code.co_name == "compile_wrapper" and f.f_code.co_filename.endswith(
-            "eval_frame.py"
-        ):
+        if f.f_code.co_name == "compile_wrapper" and f.f_code.co_filename.endswith("eval_frame.py"):
             ctx = f.f_locals.get("self")
             if ctx is not None:
                 owner = weakref.ref(ctx)

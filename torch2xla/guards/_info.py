@@ -153,7 +153,12 @@ def _info(g: GraphGuards) -> GraphInfo:
         evictions=cache.evictions,
         signatures=tuple(
             SignatureInfo(
-                r.index, r.signature, r.reason, r.seconds, r.persistent_hits, r.hits,
+                r.index,
+                r.signature,
+                r.reason,
+                r.seconds,
+                r.persistent_hits,
+                r.hits,
                 id(r) in cached,
             )
             for r in list(cache.records)
@@ -197,9 +202,7 @@ def _graphs_of(compiled: Any) -> list[GraphGuards]:
             "returned (a compiled module or function); pass the result of "
             "torch.compile(..., backend='xla'), or nothing for every graph"
         )
-    return [
-        g for g in all_graphs() if g.context.owner is not None and g.context.owner() is ctx
-    ]
+    return [g for g in all_graphs() if g.context.owner is not None and g.context.owner() is ctx]
 
 
 def cache_info(compiled: Any = None) -> CacheInfo:

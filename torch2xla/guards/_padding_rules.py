@@ -96,7 +96,9 @@ def _exact_division(expr: sympy.Expr) -> sympy.Expr:
     )
 
 
-@rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default, size_args=("size", "shape"))
+@rule(
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, size_args=("size", "shape")
+)
 def _view(interp, node, bound):
     state = interp.state(bound["self"])
     out = interp.out_shape()
@@ -249,9 +251,7 @@ def _split(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
     interp.require_clean(state[d], f"splits padded dimension {d}")
-    return [
-        (*state[:d], interp.classify(_shape(v)[d]), *state[d + 1 :]) for v in node.meta["val"]
-    ]
+    return [(*state[:d], interp.classify(_shape(v)[d]), *state[d + 1 :]) for v in node.meta["val"]]
 
 
 @rule(aten.unbind.int)
@@ -266,9 +266,7 @@ def _unbind(interp, node, bound):
 def _cat(interp, node, bound):
     out = interp.out_shape()
     d = _norm(bound["dim"], len(out))
-    states = [
-        interp.state(t) for t in bound["tensors"] if len(_shape(t.meta["val"])) == len(out)
-    ]
+    states = [interp.state(t) for t in bound["tensors"] if len(_shape(t.meta["val"])) == len(out)]
     for st in states:
         interp.require_clean(st[d], f"concatenates along padded dimension {d}")
     others = [tuple(dim for i, dim in enumerate(st) if i != d) for st in states]
@@ -482,7 +480,10 @@ def _addmv(interp, node, bound):
 
 @rule(aten.dot.default, aten.vdot.default)
 def _dot(interp, node, bound):
-    a, b = interp.state(bound["self"]), interp.state(bound["other" if "other" in bound else "tensor"])
+    a, b = (
+        interp.state(bound["self"]),
+        interp.state(bound["other" if "other" in bound else "tensor"]),
+    )
     _contract(interp, a[0], b[0])
     return ()
 
@@ -500,7 +501,9 @@ def _matmul(interp, node, bound):
     rows = () if len(a) == 1 else (a[-2],)
     cols = () if len(b) == 1 else (b[-1],)
     nbatch = len(out) - len(rows) - len(cols)
-    batch = interp.broadcast([a[:-2] if len(a) > 1 else (), b[:-2] if len(b) > 1 else ()], out[:nbatch])
+    batch = interp.broadcast(
+        [a[:-2] if len(a) > 1 else (), b[:-2] if len(b) > 1 else ()], out[:nbatch]
+    )
     return (*batch, *rows, *cols)
 
 
@@ -629,7 +632,9 @@ def _index(interp, node, bound):
     out = interp.out_shape()
     contiguous = positions == list(range(positions[0], positions[-1] + 1)) if positions else True
     rest_before = [x[i] for i in range(positions[0])] if contiguous and positions else []
-    rest_after = [x[i] for i in range(len(x)) if i not in positions and (not contiguous or i > positions[-1])]
+    rest_after = [
+        x[i] for i in range(len(x)) if i not in positions and (not contiguous or i > positions[-1])
+    ]
     nb = len(out) - len(rest_before) - len(rest_after)
     start = len(rest_before) if contiguous else 0
     middle = interp.broadcast(idx_states, out[start : start + nb])
@@ -643,7 +648,9 @@ def _slice_scatter(interp, node, bound):
     interp.require_clean(x[d], f"writes a part of padded dimension {d}")
     interp.require_clean(src[d], f"writes a part of padded dimension {d}")
     out = interp.out_shape()
-    merged = list(interp.broadcast([x[:d] + x[d + 1 :], src[:d] + src[d + 1 :]], out[:d] + out[d + 1 :]))
+    merged = list(
+        interp.broadcast([x[:d] + x[d + 1 :], src[:d] + src[d + 1 :]], out[:d] + out[d + 1 :])
+    )
     merged.insert(d, x[d])
     return tuple(merged)
 

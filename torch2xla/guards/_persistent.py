@@ -16,6 +16,7 @@ is deleted (with a ``PersistentCacheWarning``) and is recompiled and rewritten o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -75,6 +76,7 @@ def version_tag() -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "-", tag)
 
 
+@functools.cache
 def torch2xla_version() -> str:
     try:
         return importlib.metadata.version("torch2xla")
