@@ -2,24 +2,34 @@
 
 ``LOWERINGS`` maps ``torch.ops.aten.<op>.<overload>`` objects to functions that take the
 overload's arguments (JAX arrays in place of tensors) and return JAX arrays.
-``DATA_DEPENDENT`` lists ops that are lowered nowhere because their output shape depends on
-tensor values; they always run in eager PyTorch.
+``NOT_LOWERED`` lists the ops deliberately left without a lowering, each with a typed reason;
+``DATA_DEPENDENT`` holds those of them that always run in eager PyTorch because their output
+shape depends on tensor values.
+
+Modules: ``_elementwise`` (pointwise math, type promotion), ``_reduction``, ``_shape`` (views,
+creation), ``_index`` (gather/scatter/sort), ``_linalg`` (products), ``_linalg_extra``
+(decompositions and solvers), ``_nn`` (conv, pool, norms, softmax, attention), ``_nn_extra``
+(losses, interpolation, grid sampling, embedding bags), ``_fft``, ``_random``, ``_special``
+(special functions), ``_backward`` (ATen backward ops via ``jax.vjp`` of the forward lowerings).
 """
 
-from torch._ops import ops as _ops
-
-from torch2xla.ops import _autodiff, _checks, _elementwise, _index, _linalg, _nn, _random, _reduction, _shape  # noqa: F401
+from torch2xla.ops import (  # noqa: F401
+    _autodiff,
+    _backward,
+    _checks,
+    _elementwise,
+    _fft,
+    _index,
+    _linalg,
+    _linalg_extra,
+    _nn,
+    _nn_extra,
+    _random,
+    _reduction,
+    _shape,
+    _special,
+)
+from torch2xla.ops._coverage import DATA_DEPENDENT, NOT_LOWERED, NotLowered, Why
 from torch2xla.ops._registry import LOWERINGS, ctx, register
 
-_aten = _ops.aten
-
-DATA_DEPENDENT: dict = {
-    _aten.nonzero.default: "output shape depends on tensor values",
-    _aten.masked_select.default: "output shape depends on tensor values",
-    _aten._local_scalar_dense.default: "reads a tensor value into Python (.item())",
-    _aten.unique_dim.default: "output shape depends on tensor values",
-    _aten._unique2.default: "output shape depends on tensor values",
-    _aten.unique_consecutive.default: "output shape depends on tensor values",
-}
-
-__all__ = ["DATA_DEPENDENT", "LOWERINGS", "ctx", "register"]
+__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx", "register"]

@@ -1,0 +1,519 @@
+"""Run an OpInfo's sample inputs through ``torch.compile(backend="xla")`` and through eager
+PyTorch, and report every difference as an ``Outcome``.
+
+Compile overhead dominates, so the samples of one check (every forward dtype of an op, or every
+gradient dtype) are traced together: one generated straight-line function calls the op on each
+sample, Dynamo traces it once (``fullgraph=True``, so a graph break is an error rather than a
+silent eager fallback) and XLA compiles one program. Only when that combined program fails to
+build is each dtype compiled on its own, so a failure is attributed to the right dtype.
+``options={"strict": True}`` makes an op without a lowering an error, and the harness counts
+XLA program calls, so a graph that never reached XLA is reported as not lowered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.testing._internal import common_methods_invocations
+from torch.testing._internal.common_device_type import onlyCUDA
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+from torch2xla import _program
+
+FORWARD_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool)
+GRAD_DTYPES = (torch.float32, torch.float64)
+# Samples per dtype: compile time grows with the program, so only the first few are used.
+FORWARD_SAMPLES = {torch.float32: 4}
+GRAD_SAMPLES = {torch.float32: 3}
+OTHER_SAMPLES = 2
+
+FORWARD, INPLACE, GRAD = "forward", "inplace", "grad"
+PASS, FAIL, NA = "pass", "fail", "n/a"
+
+# Gradients flow through different (but equivalent) formulas in JAX and in torch's autograd,
+# so they get a little more room than forward values (torch.testing's defaults).
+GRAD_TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+
+def _call(op: Callable, *args: Any, **kwargs: Any) -> Any:
+    return op(*args, **kwargs)
+
+
+# op_db wraps random ops (and a few others) in `wrapper_set_seed`, which reseeds torch's global
+# generator so that two eager runs agree. Dynamo cannot trace the reseeding, and random values
+# are compared by their statistics rather than one by one, so the harness calls them plainly.
+common_methods_invocations.wrapper_set_seed = _call
+
+
+def op_name(op: OpInfo) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def cpu_ops() -> dict[str, OpInfo]:
+    """Every op_db entry that eager PyTorch runs on CPU, by ``name.variant``."""
+    return {op_name(op): op for op in op_db if onlyCUDA not in op.decorators}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The result of one check of one op in one dtype."""
+
+    op: str
+    check: str  # FORWARD | INPLACE | GRAD
+    dtype: str
+    status: str  # PASS | FAIL | NA
+    reason: str = ""
+    samples: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """How the harness compares one op (from ``expectations``)."""
+
+    values: bool = True  # False: random/uninitialized values, compare shapes and dtypes only
+    tol: Callable[[str, torch.dtype], tuple[float, float] | None] = lambda check, dtype: None
+
+
+# -- generated functions ------------------------------------------------------------------------
+class _Source:
+    """Builds the source of a straight-line function calling ops on samples' arguments.
+
+    Tensors become parameters ``t0, t1, ...`` (one per distinct tensor object, so aliasing
+    between arguments is kept); everything else becomes a global constant ``c0, c1, ...``.
+    """
+
+    def __init__(self) -> None:
+        self.tensors: list[torch.Tensor] = []
+        self._index: dict[int, int] = {}
+        self.globals: dict[str, Any] = {}
+        self.lines: list[str] = []
+
+    def const(self, value: Any) -> str:
+        name = f"c{len(self.globals)}"
+        self.globals[name] = value
+        return name
+
+    def expr(self, x: Any) -> str:
+        if isinstance(x, torch.Tensor):
+            if id(x) not in self._index:
+                self._index[id(x)] = len(self.tensors)
+                self.tensors.append(x)
+            return f"t{self._index[id(x)]}"
+        if type(x) is list:
+            return "[" + ", ".join(self.expr(v) for v in x) + "]"
+        if type(x) is tuple:
+            return "(" + "".join(self.expr(v) + ", " for v in x) + ")"
+        if type(x) is dict:
+            return "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in x.items()) + "}"
+        return self.const(x)
+
+    def call(self, fn: Callable, sample: SampleInput, wrapper: Callable | None = None) -> None:
+        args = [self.expr(sample.input), *(self.expr(a) for a in sample.args)]
+        args += [f"{k}={self.expr(v)}" for k, v in sample.kwargs.items()]
+        f = self.const(fn)
+        if wrapper is not None:
+            args.insert(0, f)
+            f = self.const(wrapper)
+        self.lines.append(f"{f}({', '.join(args)})")
+
+    def build(self, name: str) -> Callable:
+        params = ", ".join(f"t{i}" for i in range(len(self.tensors)))
+        body = "".join(f"        {line},\n" for line in self.lines)
+        src = f"def fn({params}):\n    return [\n{body}    ]\n"
+        scope = dict(self.globals)
+        exec(compile(src, f"<opinfo {name}>", "exec"), scope)  # noqa: S102
+        return scope["fn"]
+
+
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone().requires_grad_(t.requires_grad)
+
+
+def _rebuild(x: Any, mapping: dict[int, torch.Tensor]) -> Any:
+    if isinstance(x, torch.Tensor):
+        return mapping[id(x)]
+    if type(x) is list:
+        return [_rebuild(v, mapping) for v in x]
+    if type(x) is tuple:
+        return tuple(_rebuild(v, mapping) for v in x)
+    if type(x) is dict:
+        return {k: _rebuild(v, mapping) for k, v in x.items()}
+    return x
+
+
+def _tensors(x: Any) -> Iterator[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, list | tuple):
+        for v in x:
+            yield from _tensors(v)
+    elif type(x) is dict:
+        for v in x.values():
+            yield from _tensors(v)
+
+
+def _sample_tensors(s: SampleInput) -> list[torch.Tensor]:
+    seen: dict[int, torch.Tensor] = {}
+    for t in _tensors((s.input, s.args, s.kwargs)):
+        seen.setdefault(id(t), t)
+    return list(seen.values())
+
+
+# -- comparison ---------------------------------------------------------------------------------
+def _short(e: BaseException) -> str:
+    msg = str(e).strip()
+    lines = [ln for ln in msg.splitlines() if ln.strip()]
+    if "cannot run in XLA" in msg:
+        ops = re.findall(r"^\s+(aten\.[\w.]+): ([^\n]+)$", msg, re.M)
+        msg = "not lowered: " + ", ".join(sorted({f"{o} ({r})" for o, r in ops}))
+    elif isinstance(e, torch._dynamo.exc.Unsupported):
+        head = next((ln for ln in lines if ln.strip().startswith("Explanation")), None)
+        msg = (lines[0] if lines else "") + (f" ({head.strip()})" if head else "")
+    else:
+        msg = " ".join(lines[:2])
+    msg = re.sub(r"0x[0-9a-f]+", "0x..", msg)
+    return f"{type(e).__name__}: {msg}"[:300]
+
+
+def _as_accurate(actual: torch.Tensor, expected: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Whether ``actual`` is, elementwise, about as close to the higher-precision ``ref`` as
+    eager's ``expected`` is: within twice eager's error, or two units in the last place."""
+    if ref.shape != actual.shape or not actual.dtype.is_floating_point:
+        return False
+    a, e, r = (t.detach().to(torch.float64) for t in (actual, expected, ref))
+    eps = torch.finfo(actual.dtype).eps
+    bound = 2 * torch.maximum((e - r).abs(), eps * r.abs()) + torch.finfo(actual.dtype).tiny
+    ok = ((a - r).abs() <= bound) | (a == e) | (a.isnan() & e.isnan())
+    return bool(ok.all())
+
+
+def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
+             ref: Any = None) -> str | None:
+    """None if ``actual`` matches ``expected``, else what differs.
+
+    Values match within ``tol`` (torch.testing's per-dtype default when None) or, where a
+    higher-precision eager result ``ref`` is given, when they are as accurate as eager's.
+    """
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"{path}: {type(actual).__name__} where eager gives a tensor"
+        if actual.dtype != expected.dtype:
+            return f"{path}: dtype {dtype_name(actual.dtype)}, eager {dtype_name(expected.dtype)}"
+        if actual.shape != expected.shape:
+            return f"{path}: shape {tuple(actual.shape)}, eager {tuple(expected.shape)}"
+        if not values:
+            return None
+        rtol, atol = tol if tol is not None else (None, None)
+        try:
+            torch.testing.assert_close(
+                actual.detach(), expected.detach(), rtol=rtol, atol=atol, equal_nan=True,
+                check_stride=False, check_layout=False,
+            )
+        except AssertionError as e:
+            if isinstance(ref, torch.Tensor) and _as_accurate(actual, expected, ref):
+                return None
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            detail = next((ln for ln in lines if ln.startswith("Greatest absolute")), lines[0])
+            return f"{path}: values differ ({detail})"
+        return None
+    if isinstance(expected, list | tuple):
+        if not isinstance(actual, list | tuple):
+            return f"{path}: {type(actual).__name__} where eager gives a sequence"
+        if len(actual) != len(expected):
+            return f"{path}: {len(actual)} items, eager {len(expected)}"
+        refs = ref if isinstance(ref, list | tuple) and len(ref) == len(expected) else [None] * len(
+            expected)
+        for i, (a, e, r) in enumerate(zip(actual, expected, refs)):
+            err = _compare(a, e, values, tol, f"{path}[{i}]", r)
+            if err:
+                return err
+        return None
+    if not values:
+        return None
+    if isinstance(expected, float) and isinstance(actual, float):
+        if actual == expected or (actual != actual and expected != expected):
+            return None
+        return None if abs(actual - expected) <= 1e-6 * (1 + abs(expected)) else (
+            f"{path}: {actual} != eager {expected}")
+    if actual != expected:
+        return f"{path}: {actual!r} != eager {expected!r}"
+    return None
+
+
+# -- counting XLA calls -------------------------------------------------------------------------
+_xla_calls = 0
+
+
+@contextlib.contextmanager
+def _count_xla_calls() -> Iterator[Callable[[], int]]:
+    """Counts calls of compiled XLA programs, to tell a graph that ran in XLA from none."""
+    global _xla_calls
+    original = _program.XlaProgram.__call__
+
+    def counted(self, args):
+        global _xla_calls
+        _xla_calls += 1
+        return original(self, args)
+
+    start = _xla_calls
+    _program.XlaProgram.__call__ = counted
+    try:
+        yield lambda: _xla_calls - start
+    finally:
+        _program.XlaProgram.__call__ = original
+
+
+def _compile(fn: Callable) -> Callable:
+    return torch.compile(fn, backend="xla", options={"strict": True}, dynamic=False,
+                         fullgraph=True)
+
+
+# -- groups -------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Group:
+    """The samples of one (check, dtype), each with eager's result."""
+
+    check: str
+    dtype: torch.dtype
+    fn: Callable
+    wrapper: Callable | None
+    samples: list[SampleInput]
+    expected: list[Any]  # eager outputs per sample
+    after: list[list[torch.Tensor]]  # eager's sample tensors after the call (mutation check)
+    grads: list[Any] = dataclasses.field(default_factory=list)  # eager input grads per sample
+    cotangents: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
+    refs: list[Any] = dataclasses.field(default_factory=list)  # higher-precision eager results
+    skipped: str = ""
+
+
+def _seed(name: str, dtype: torch.dtype, check: str) -> None:
+    torch.manual_seed(zlib.crc32(f"{name}/{dtype}/{check}".encode()))
+
+
+def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, requires_grad: bool) -> list:
+    out = []
+    for s in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
+        out.append(s)
+        if len(out) == n:
+            break
+    return out
+
+
+def _diff_outputs(out: Any) -> list[torch.Tensor]:
+    return [t for t in _tensors(out) if t.requires_grad and t.grad_fn is not None]
+
+
+def _run_eager(group: _Group, sample: SampleInput, upcast: torch.dtype | None = None,
+               cotangents: list[torch.Tensor] | None = None) -> tuple | None:
+    """Eager result of one sample: (outputs, inputs after, input grads, cotangents).
+
+    With ``upcast``, tensors of the group's dtype are first converted to ``upcast``: the
+    higher-precision reference that low-precision results are judged against.
+    """
+    originals = _sample_tensors(sample)
+    if upcast is None:
+        clones = [_clone(t) for t in originals]
+    else:
+        clones = [
+            t.detach().to(upcast).requires_grad_(t.requires_grad) if t.dtype == group.dtype
+            else _clone(t) for t in originals
+        ]
+    mapping = {id(o): c for o, c in zip(originals, clones)}
+    inp, args, kwargs = _rebuild((sample.input, sample.args, sample.kwargs), mapping)
+    if group.wrapper is not None:
+        out = group.wrapper(group.fn, inp, *args, **kwargs)
+    else:
+        out = group.fn(inp, *args, **kwargs)
+    if group.check != GRAD:
+        return out, clones, None, []
+    out = sample.output_process_fn_grad(out)
+    diff = _diff_outputs(out)
+    leaves = [c for c in clones if c.requires_grad]
+    if not diff or not leaves:
+        return None
+    if cotangents is None:
+        cts = [torch.randn_like(t) for t in diff]
+    else:
+        cts = [c.to(t.dtype) for c, t in zip(cotangents, diff)]
+    grads = torch.autograd.grad(diff, leaves, cts, allow_unused=True)
+    return out, clones, grads, cts
+
+
+# Low-precision results are also judged against eager run in this higher precision.
+_REFERENCE = {(FORWARD, torch.bfloat16): torch.float32, (GRAD, torch.float32): torch.float64}
+
+
+def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group:
+    _seed(name, dtype, check)
+    if check == GRAD:
+        fn, wrapper = op.op, op.gradcheck_wrapper
+        n = GRAD_SAMPLES.get(dtype, OTHER_SAMPLES)
+    elif check == INPLACE:
+        fn, wrapper = op.inplace_variant, None
+        n = FORWARD_SAMPLES.get(dtype, OTHER_SAMPLES)
+    else:
+        fn, wrapper = op.op, None
+        n = FORWARD_SAMPLES.get(dtype, OTHER_SAMPLES)
+    group = _Group(check, dtype, fn, wrapper, [], [], [])
+    upcast = _REFERENCE.get((check, dtype))
+    errors = []
+    for s in _take_samples(op, dtype, n, requires_grad=check == GRAD):
+        if check == INPLACE and s.broadcasts_input:
+            continue  # the in-place variant cannot write a broadcast result into its input
+        try:
+            with torch.enable_grad() if check == GRAD else torch.no_grad():
+                result = _run_eager(group, s)
+        except Exception as e:  # eager rejects this sample (e.g. in-place dtype rules)
+            errors.append(_short(e))
+            continue
+        if result is None:
+            continue
+        out, after, grads, cts = result
+        ref = None
+        if upcast is not None:
+            try:
+                with torch.enable_grad() if check == GRAD else torch.no_grad():
+                    r = _run_eager(group, s, upcast, cts)
+                ref = None if r is None else (r[2] if check == GRAD else r[0])
+            except Exception:  # no reference for this sample: direct comparison only
+                ref = None
+        group.samples.append(s)
+        group.expected.append(out)
+        group.after.append(after)
+        group.grads.append(grads)
+        group.cotangents.append(cts)
+        group.refs.append(ref)
+    if not group.samples:
+        group.skipped = f"eager: {errors[0]}" if errors else "no differentiable samples"
+    return group
+
+
+# -- running ------------------------------------------------------------------------------------
+def _build_fn(groups: Sequence[_Group], name: str) -> tuple[Callable, list[torch.Tensor]]:
+    src = _Source()
+    for g in groups:
+        for s in g.samples:
+            src.call(g.fn, s, g.wrapper)
+    return src.build(name), src.tensors
+
+
+def _run_compiled(groups: Sequence[_Group], name: str, grad: bool) -> tuple[list, list, int]:
+    """Compiled outputs per sample (flattened over groups) and the cloned inputs after."""
+    fn, tensors = _build_fn(groups, name)
+    clones = [_clone(t) for t in tensors]
+    with _count_xla_calls() as calls, torch.enable_grad() if grad else torch.no_grad():
+        outs = _compile(fn)(*clones)
+        n_calls = calls()
+    mapping = {id(t): c for t, c in zip(tensors, clones)}
+    return outs, mapping, n_calls
+
+
+def _check_group(group: _Group, outs: list, mapping: dict, n_calls: int, expect: Expect,
+                 name: str) -> Outcome:
+    dt = dtype_name(group.dtype)
+    n = len(group.samples)
+    if n_calls == 0:
+        return Outcome(name, group.check, dt, FAIL, "no XLA program ran (Dynamo produced no "
+                       "graph)", n)
+    tol = expect.tol(group.check, group.dtype)
+    if tol is None and group.check == GRAD:
+        tol = GRAD_TOL.get(group.dtype)
+    grad_jobs = []
+    for i, (s, out, exp, after) in enumerate(zip(group.samples, outs, group.expected,
+                                                   group.after)):
+        if group.check == GRAD:
+            out = s.output_process_fn_grad(out)
+        ref = group.refs[i] if group.check == FORWARD else None
+        err = _compare(out, exp, expect.values, tol, ref=ref)
+        if err:
+            return Outcome(name, group.check, dt, FAIL, f"sample {i}: {err}", n)
+        originals = _sample_tensors(s)
+        mine = [mapping[id(t)] for t in originals]
+        err = _compare(mine, after, expect.values, None, "input")
+        if err:
+            return Outcome(name, group.check, dt, FAIL, f"sample {i}: after the call, {err}", n)
+        if group.check == GRAD:
+            diff = _diff_outputs(out)
+            n_exp = len(group.cotangents[i])
+            if len(diff) != n_exp:
+                return Outcome(name, group.check, dt, FAIL, f"sample {i}: {len(diff)} "
+                               f"differentiable outputs, eager {n_exp}", n)
+            leaves = [c for c in mine if c.requires_grad]
+            grad_jobs.append((i, diff, leaves))
+    if group.check == GRAD:
+        for i, diff, leaves in grad_jobs:
+            try:
+                grads = torch.autograd.grad(diff, leaves, group.cotangents[i], allow_unused=True)
+            except Exception as e:
+                return Outcome(name, GRAD, dt, FAIL, f"sample {i}: backward: {_short(e)}", n)
+            refs = group.refs[i] or [None] * len(grads)
+            for j, (g, e, r) in enumerate(zip(grads, group.grads[i], refs)):
+                if e is None and g is not None and bool((g != 0).any()):
+                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: grad[{j}] nonzero where "
+                                   "eager has none", n)
+                if e is not None and g is None:
+                    g = torch.zeros_like(e)
+                err = _compare(g, e, True, tol, f"grad[{j}]", r) if e is not None else None
+                if err:
+                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: {err}", n)
+    return Outcome(name, group.check, dt, PASS, "", n)
+
+
+def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> list[Outcome]:
+    """Compile all groups as one program; on failure compile each group alone."""
+    runnable = [g for g in groups if g.samples]
+    results = [
+        Outcome(name, g.check, dtype_name(g.dtype), NA, g.skipped) for g in groups if not g.samples
+    ]
+    if not runnable:
+        return results
+    batches = [runnable]
+    try:
+        outs, mapping, n_calls = _run_compiled(runnable, name, grad)
+    except Exception:
+        batches = [[g] for g in runnable]
+        outs = None
+    for batch in batches:
+        if outs is None:
+            torch._dynamo.reset()
+            try:
+                outs, mapping, n_calls = _run_compiled(batch, name, grad)
+            except Exception as e:
+                g = batch[0]
+                results.append(Outcome(name, g.check, dtype_name(g.dtype), FAIL, _short(e),
+                                       len(g.samples)))
+                outs = None
+                continue
+        start = 0
+        for g in batch:
+            k = len(g.samples)
+            results.append(_check_group(g, outs[start:start + k], mapping, n_calls, expect, name))
+            start += k
+        outs = None
+    return results
+
+
+def run_op(op: OpInfo, expect: Expect = Expect()) -> list[Outcome]:
+    """Every check of ``op``: forward per dtype, in-place (float32), gradients (float32/64)."""
+    name = op_name(op)
+    supported = op.supported_dtypes("cpu")
+    fwd = [_make_group(op, name, FORWARD, d) for d in FORWARD_DTYPES if d in supported]
+    if op.inplace_variant is not None and torch.float32 in supported:
+        fwd.append(_make_group(op, name, INPLACE, torch.float32))
+    outcomes = _run_groups(fwd, name, expect, grad=False)
+    if op.supports_autograd:
+        bwd_supported = op.supported_backward_dtypes("cpu")
+        grads = [_make_group(op, name, GRAD, d) for d in GRAD_DTYPES if d in bwd_supported]
+        outcomes += _run_groups(grads, name, expect, grad=True)
+    return outcomes

@@ -1,0 +1,56 @@
+"""The ops that have no lowering, each with a typed reason.
+
+``tests/test_ops_coverage.py`` checks that every overload tagged ``torch.Tag.core`` is lowered,
+decomposed before it reaches us, or listed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import torch
+from torch._ops import ops
+
+aten = ops.aten
+
+
+class Why(enum.Enum):
+    """Why an op has no lowering."""
+
+    #: The output's shape (or a Python value) depends on tensor values; XLA needs static shapes.
+    DATA_DEPENDENT = "data-dependent output shape"
+    #: The op mutates or writes an ``out=`` argument; functionalization replaces it by a
+    #: functional op before the graph reaches the backend, so it never needs a lowering.
+    FUNCTIONALIZED = "replaced by functionalization"
+
+
+@dataclasses.dataclass(frozen=True)
+class NotLowered:
+    """An op without a lowering: which one, the kind of reason, and the details."""
+
+    op: torch._ops.OpOverload
+    why: Why
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.op}: {self.why.value} ({self.detail})"
+
+
+NOT_LOWERED: tuple[NotLowered, ...] = (
+    NotLowered(aten.nonzero.default, Why.DATA_DEPENDENT, "one row per nonzero element"),
+    NotLowered(aten.masked_select.default, Why.DATA_DEPENDENT, "one element per True"),
+    NotLowered(aten._local_scalar_dense.default, Why.DATA_DEPENDENT,
+               "reads a tensor value into Python (.item())"),
+    NotLowered(aten.unique_dim.default, Why.DATA_DEPENDENT, "one entry per distinct value"),
+    NotLowered(aten._unique2.default, Why.DATA_DEPENDENT, "one entry per distinct value"),
+    NotLowered(aten.unique_consecutive.default, Why.DATA_DEPENDENT, "one entry per run"),
+    NotLowered(aten._native_batch_norm_legit.default, Why.FUNCTIONALIZED,
+               "updates running stats in place; becomes _native_batch_norm_legit_functional"),
+    NotLowered(aten.atan2.out, Why.FUNCTIONALIZED, "out= variant; becomes atan2.default"),
+)
+
+#: op -> reason, for the ops that must run in eager PyTorch whatever we do.
+DATA_DEPENDENT: dict[torch._ops.OpOverload, str] = {
+    r.op: r.detail for r in NOT_LOWERED if r.why is Why.DATA_DEPENDENT
+}
