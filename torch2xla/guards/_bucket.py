@@ -265,6 +265,7 @@ class _CallPlan:
     ints: tuple[tuple[int, int], ...]  # (position, padded value)
     outputs: tuple  # per user output: None, or per dim (padded atom sizes, real atom sizes)
     writeback: tuple[int, ...]  # padded inputs updated in place
+    expected: tuple  # per user output: eager's shape (from Dynamo's metadata), or None
 
 
 class PaddedEntry:
@@ -285,7 +286,15 @@ class PaddedEntry:
         with torch.no_grad():
             for i in plan.writeback:
                 args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
-        return [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
+        result = [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
+        for k, (o, shape) in enumerate(zip(result, plan.expected)):
+            if shape is not None and isinstance(o, torch.Tensor) and tuple(o.shape) != shape:
+                raise RuntimeError(
+                    f"torch2xla: bucketing bug: output {k} has shape {tuple(o.shape)} after "
+                    f"unpadding, eager's is {shape}; please report it (options "
+                    "{'buckets': None} avoids it)"
+                )
+        return result
 
     def pad(self, args: Sequence, values: tuple) -> tuple[list, _CallPlan]:
         plan = self._plans.get(values)
@@ -342,7 +351,30 @@ class PaddedEntry:
         writeback = tuple(
             i for i in (analysis.mutated_inputs if analysis else ()) if i in padded_inputs
         )
-        return _CallPlan(tuple(inputs), tuple(ints), tuple(outputs), writeback)
+        binding = {src.symbol: sympy.Integer(v) for src, v in zip(key.sources, values)}
+        return _CallPlan(
+            tuple(inputs), tuple(ints), tuple(outputs), writeback, _eager_shapes(b.gm, binding)
+        )
+
+
+def _eager_shapes(gm: torch.fx.GraphModule, binding: dict) -> tuple:
+    """Each output's shape as eager computes it for the sizes ``binding`` (None: unknown)."""
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    shapes = []
+    for node in out if isinstance(out, list | tuple) else (out,):
+        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        shape = None
+        if isinstance(ex, torch.Tensor):
+            dims = [
+                sympy.sympify(s).xreplace(binding)
+                if _expr(s) is None
+                else _expr(s).xreplace(binding)
+                for s in ex.shape
+            ]
+            if all(d.is_Integer for d in dims):
+                shape = tuple(int(d) for d in dims)
+        shapes.append(shape)
+    return tuple(shapes)
 
 
 def _unpad(out, spec):
