@@ -76,10 +76,11 @@ def test_batchnorm_running_stats_follow_eager_over_steps():
         torch.testing.assert_close(p, r, rtol=1e-4, atol=1e-5)
 
 
-def test_dropout_backward_uses_the_forward_mask():
+@pytest.mark.parametrize("remat", [False, True], ids=["stored-mask", "recomputed-mask"])
+def test_dropout_backward_uses_the_forward_mask(remat):
     p = 0.3
     f = torch.compile(lambda x, w: F.dropout(x * w, p, training=True), backend="xla",
-                      options={"strict": True})
+                      options={"strict": True, "remat": remat})
     x = torch.randn(4000).abs().add(0.1).requires_grad_()
     w = torch.tensor(2.0, requires_grad=True)
     y = f(x, w)
