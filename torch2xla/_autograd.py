@@ -12,8 +12,9 @@ Eager autograd semantics kept here:
 - An input gets no gradient (None, not zeros) when none of the outputs that received a
   cotangent depends on it differentiably, as eager leaves ``.grad`` of such a parameter None.
 - Outputs eager would not track (integer, ``.detach()``, argmax) are non-differentiable.
-- Double backward (``create_graph=True`` then differentiating the gradients) raises a clear
-  error when the second backward reaches the compiled region.
+- Double backward works: with ``create_graph=True`` the backward runs the program's vjp as a
+  differentiable program of its own (``_VjpProgram``, recomputing from the inputs), so its
+  gradients can be differentiated again, to any order.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import jax.extend.core as jcore
 import numpy as np
 import torch
 
-from torch2xla._interop import to_jax, x64
+from torch2xla._interop import jax_dtype, to_jax, torch_dtype, x64
 from torch2xla._profile import profiled_backward
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
@@ -119,20 +120,32 @@ class XlaFunction(torch.autograd.Function):
         ctx.program, ctx.fns, ctx.diff_in, ctx.n_inputs = program, fns, diff_in, len(tensors)
         ctx.vjp_fn = vjp_fn
         ctx.diff_meta = [(o.shape, o.dtype) for o in douts]
+        # For a create_graph backward only (it recomputes from them); no copy is made.
+        ctx.inputs, ctx.seed = tensors, seed
         return tuple(outs)
 
     @staticmethod
     @profiled_backward
     def backward(ctx, *grads):
         ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
-        vjp_fn = ctx.vjp_fn
+        vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
         if not _keep_graph():
-            ctx.vjp_fn = None  # free the residuals now, as eager frees saved tensors
+            ctx.vjp_fn = ctx.inputs = None  # free the residuals now, as eager frees saved tensors
         program, fns = ctx.program, ctx.fns
         diff_grads = [grads[i] for i in program.diff_out]
         active = [j for j, g in enumerate(diff_grads) if g is not None]
         result: list = [None] * ctx.n_inputs
-        if active:
+        if active and torch.is_grad_enabled():  # create_graph=True: differentiable gradients
+            if fns.deps is None:
+                with torch.no_grad(), x64(), jax.default_device(program.device):
+                    cts = [jax.numpy.zeros(shape, dtype) for shape, dtype in ctx.diff_meta]
+                    fns.deps = _dependencies(vjp_fn, cts)
+            live = frozenset().union(*(fns.deps[j] for j in active))
+            in_grads = _differentiable_vjp(ctx, inputs, diff_grads)
+            for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):
+                if pos in live:
+                    result[k] = g
+        elif active:
             with torch.no_grad(), x64(), jax.default_device(program.device):
                 cts = [
                     jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
@@ -146,9 +159,91 @@ class XlaFunction(torch.autograd.Function):
             for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):
                 if pos in live:
                     result[k] = _from_cotangent(convert(g))
-        if torch.is_grad_enabled():  # create_graph=True: the gradients may be differentiated
-            result = list(_NoDoubleBackward.apply(_GRAD_ANCHOR, *result))[1:]
         return (None, None, None, *result)
+
+
+def _differentiable_vjp(ctx, inputs: Sequence[torch.Tensor], diff_grads: Sequence) -> tuple:
+    """The input gradients of a create_graph backward, tracked by autograd: the program's vjp
+    run as a program of its own, differentiable in the inputs and the cotangents."""
+    program, diff_in = ctx.program, ctx.diff_in
+    vjp_program = _VjpProgram.of(program, diff_in)
+    cts = [
+        torch.zeros(shape, dtype=torch_dtype(dtype), device=inputs[0].device) if g is None else g
+        for g, (shape, dtype) in zip(diff_grads, ctx.diff_meta)
+    ]
+    tensors = (*inputs, *cts)
+    diff = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
+    if not diff:
+        with torch.no_grad():
+            return tuple(vjp_program.call_untracked(ctx.seed, tensors))
+    return XlaFunction.apply(vjp_program, diff, ctx.seed, *tensors)
+
+
+class _VjpProgram:
+    """``(*inputs, *cotangents) -> input gradients`` of a program differentiated with respect
+    to ``diff_in``, in torch's gradient convention, with the interface ``XlaFunction`` runs (so
+    it can be differentiated again). The forward is recomputed from the inputs."""
+
+    def __init__(self, program, diff_in: tuple[int, ...]) -> None:
+        n = len(program.tensor_pos)
+        flat_fn, diff_out = program.train_flat_fn(), program.diff_out
+        diff_set = frozenset(diff_in)
+
+        def vjp_flat_fn(seed, *tensors):
+            inputs, cts = tensors[:n], tensors[n:]
+
+            def f(*d):
+                di = iter(d)
+                full = [next(di) if k in diff_set else inputs[k] for k in range(n)]
+                outs = flat_fn(seed, *full)
+                return [outs[i] for i in diff_out]
+
+            _, vjp = jax.vjp(f, *(inputs[k] for k in diff_in))
+            grads = vjp([_conj(ct) for ct in cts])  # NOTE: torch's convention, see _cotangent
+            return tuple(_conj(g) for g in grads)
+
+        self._flat_fn = vjp_flat_fn
+        self.tensor_pos = tuple(range(n + len(diff_out)))
+        self.diff_out = tuple(range(len(diff_in)))
+        self.num_outputs = len(diff_in)
+        self.device, self.to_torch = program.device, program.to_torch
+        self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
+        self._train_cache: dict[tuple[int, ...], TrainFns] = {}
+        self._vjp_programs: dict[tuple[int, ...], _VjpProgram] = {}
+        self._untracked = jax.jit(vjp_flat_fn)
+
+    @classmethod
+    def of(cls, program, diff_in: tuple[int, ...]) -> _VjpProgram:
+        cache = program.__dict__.setdefault("_vjp_programs", {})
+        if diff_in not in cache:
+            cache[diff_in] = cls(program, diff_in)
+        return cache[diff_in]
+
+    def train_flat_fn(self) -> Callable:
+        return self._flat_fn
+
+    def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
+        if diff_in not in self._train_cache:
+            self._train_cache[diff_in] = build_train_fns(
+                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs
+            )
+        return self._train_cache[diff_in]
+
+    def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
+        return [_cotangent_free(t) for t in tensors]
+
+    def call_untracked(self, seed, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        with x64(), jax.default_device(self.device):
+            outs = self._untracked(seed, *self.jax_inputs(tensors))
+        return [self.to_torch(o) for o in outs]
+
+
+def _conj(x):
+    return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
+
+
+def _cotangent_free(t: torch.Tensor):
+    return to_jax(t) if t.numel() else jax.numpy.zeros(t.shape, jax_dtype(t.dtype))
 
 
 def _cotangent(g: torch.Tensor, dtype: np.dtype):
@@ -216,25 +311,3 @@ def _inner_jaxpr(eqn) -> jcore.Jaxpr | None:
         ):
             return sub
     return None
-
-
-# The input that makes ``_NoDoubleBackward``'s outputs tracked, so differentiating them reaches
-# its backward (the gradients themselves are computed untracked).
-_GRAD_ANCHOR = torch.empty(0, requires_grad=True)
-
-
-class _NoDoubleBackward(torch.autograd.Function):
-    """Passes gradients through; differentiating them raises a clear error."""
-
-    @staticmethod
-    def forward(ctx, anchor, *grads):
-        return (anchor.detach(), *(None if g is None else g.view_as(g) for g in grads))
-
-    @staticmethod
-    def backward(ctx, *_):
-        raise RuntimeError(
-            "torch2xla: double backward through a torch.compile(backend='xla') region is not "
-            "supported: the gradients it computed with create_graph=True cannot be "
-            "differentiated again. Compute higher-order gradients in eager PyTorch (or run "
-            "the region eagerly with torch.compiler.disable)."
-        )

@@ -96,6 +96,7 @@ class XlaProgram:
         self._cuda = self.device.platform != "cpu"
         self.to_torch = to_torch if self._cuda else to_torch_cpu
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
+        self._remat_fn = None
 
     # -- inference -------------------------------------------------------------------------
     # The hot path: everything that can be decided once is decided in __init__.
@@ -128,11 +129,17 @@ class XlaProgram:
         """Jitted forward-with-vjp and backward for the inputs ``diff_in`` being differentiated."""
         fns = self._train_cache.get(diff_in)
         if fns is None:
-            flat_fn = self._flat_fn
-            if self.remat:  # activation checkpointing per module call
-                with x64(), jax.default_device(self.device):
-                    flat_fn = self._bind(checkpointed_function(self.gm))
             fns = self._train_cache[diff_in] = build_train_fns(
-                flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs
+                self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
+                self.num_outputs,
             )
         return fns
+
+    def train_flat_fn(self):
+        """``flat_fn(seed, *tensors)`` as training differentiates it (remat: checkpointed)."""
+        if not self.remat:
+            return self._flat_fn
+        if self._remat_fn is None:  # activation checkpointing per module call
+            with x64(), jax.default_device(self.device):
+                self._remat_fn = self._bind(checkpointed_function(self.gm))
+        return self._remat_fn
