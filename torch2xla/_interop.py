@@ -177,7 +177,12 @@ class ViewCache:
         """The view of ``t`` to cache at position ``i``, where it was seen twice in a row."""
         d = t.detach()
         view = None
-        if (
+        if d.device.type == "cpu":
+            # NOTE: JAX treats numpy and jax.Array arguments as different signatures and compiles
+            # the program again when a position switches kind; the first call passes numpy
+            # views, so CPU caches numpy views too (JAX aliases aligned numpy memory on CPU).
+            view = to_jax(d)
+        elif (
             d.dtype in _DLPACK_DTYPES
             and d.numel()
             and d.is_contiguous()
@@ -190,7 +195,8 @@ class ViewCache:
             self._refs[i] = _NEVER  # convert this position afresh on every call
             return to_jax(t)
         this = weakref.ref(self)
-        self._refs[i] = weakref.ref(t, lambda _, i=i: _drop(this, i))
+        # drop=_drop: at interpreter exit module globals may already be None.
+        self._refs[i] = weakref.ref(t, lambda _, i=i, drop=_drop: drop(this, i))
         return view
 
 
