@@ -11,6 +11,7 @@ import torch
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla._stop_gradient import insert_stop_gradients
+from torch2xla.ops._effects import strip_effect_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +90,8 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
+    # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
+    strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted_names = [*sig.parameters, *sig.buffers]
     lifted = tuple(named[n] for n in lifted_names)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -175,7 +176,7 @@ def _short(e: BaseException) -> str:
     msg = str(e).strip()
     lines = [ln for ln in msg.splitlines() if ln.strip()]
     if "cannot run in XLA" in msg:
-        ops = re.findall(r"^\s+(aten\.[\w.]+): ([^\n]+)$", msg, re.M)
+        ops = re.findall(r"^\s+(aten\.[\w.]+): ([^\n]+)$", msg, re.MULTILINE)
         msg = "not lowered: " + ", ".join(sorted({f"{o} ({r})" for o, r in ops}))
     elif isinstance(e, torch._dynamo.exc.Unsupported):
         head = next((ln for ln in lines if ln.strip().startswith("Explanation")), None)
@@ -186,20 +187,29 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}"[:300]
 
 
-def _as_accurate(actual: torch.Tensor, expected: torch.Tensor, ref: torch.Tensor) -> bool:
-    """Whether ``actual`` is, elementwise, about as close to the higher-precision ``ref`` as
-    eager's ``expected`` is: within twice eager's error, or two units in the last place."""
+# torch.testing.assert_close's defaults.
+_DEFAULT_TOL = {
+    torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float16: (1e-3, 1e-5), torch.complex128: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5),
+}
+
+
+def _as_accurate(actual: torch.Tensor, expected: torch.Tensor, ref: torch.Tensor, tol) -> bool:
+    """Whether every element of ``actual`` is within ``tol`` of eager's ``expected`` or about
+    as close to the higher-precision ``ref`` as eager is (within twice eager's error, or two
+    units in the last place)."""
     if ref.shape != actual.shape or not actual.dtype.is_floating_point:
         return False
+    rtol, atol = tol if tol is not None else _DEFAULT_TOL[actual.dtype]
     a, e, r = (t.detach().to(torch.float64) for t in (actual, expected, ref))
     eps = torch.finfo(actual.dtype).eps
     bound = 2 * torch.maximum((e - r).abs(), eps * r.abs()) + torch.finfo(actual.dtype).tiny
-    ok = ((a - r).abs() <= bound) | (a == e) | (a.isnan() & e.isnan())
-    return bool(ok.all())
+    ok = ((a - r).abs() <= bound) | ((a - e).abs() <= atol + rtol * e.abs()) | (a == e)
+    return bool((ok | (a.isnan() & e.isnan())).all())
 
 
 def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
-             ref: Any = None) -> str | None:
+             ref: Any = None, notes: list[str] | None = None) -> str | None:
     """None if ``actual`` matches ``expected``, else what differs.
 
     Values match within ``tol`` (torch.testing's per-dtype default when None) or, where a
@@ -221,7 +231,9 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
                 check_stride=False, check_layout=False,
             )
         except AssertionError as e:
-            if isinstance(ref, torch.Tensor) and _as_accurate(actual, expected, ref):
+            if isinstance(ref, torch.Tensor) and _as_accurate(actual, expected, ref, tol):
+                if notes is not None:
+                    notes.append(path)
                 return None
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             detail = next((ln for ln in lines if ln.startswith("Greatest absolute")), lines[0])
@@ -235,14 +247,14 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
         refs = ref if isinstance(ref, list | tuple) and len(ref) == len(expected) else [None] * len(
             expected)
         for i, (a, e, r) in enumerate(zip(actual, expected, refs)):
-            err = _compare(a, e, values, tol, f"{path}[{i}]", r)
+            err = _compare(a, e, values, tol, f"{path}[{i}]", r, notes)
             if err:
                 return err
         return None
     if not values:
         return None
     if isinstance(expected, float) and isinstance(actual, float):
-        if actual == expected or (actual != actual and expected != expected):
+        if actual == expected or (math.isnan(actual) and math.isnan(expected)):
             return None
         return None if abs(actual - expected) <= 1e-6 * (1 + abs(expected)) else (
             f"{path}: {actual} != eager {expected}")
@@ -258,7 +270,6 @@ _xla_calls = 0
 @contextlib.contextmanager
 def _count_xla_calls() -> Iterator[Callable[[], int]]:
     """Counts calls of compiled XLA programs, to tell a graph that ran in XLA from none."""
-    global _xla_calls
     original = _program.XlaProgram.__call__
 
     def counted(self, args):
@@ -294,6 +305,7 @@ class _Group:
     grads: list[Any] = dataclasses.field(default_factory=list)  # eager input grads per sample
     cotangents: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
     refs: list[Any] = dataclasses.field(default_factory=list)  # higher-precision eager results
+    ref_after: list[Any] = dataclasses.field(default_factory=list)  # ... and inputs after
     skipped: str = ""
 
 
@@ -351,7 +363,14 @@ def _run_eager(group: _Group, sample: SampleInput, upcast: torch.dtype | None = 
 
 
 # Low-precision results are also judged against eager run in this higher precision.
-_REFERENCE = {(FORWARD, torch.bfloat16): torch.float32, (GRAD, torch.float32): torch.float64}
+_REFERENCE = {
+    (FORWARD, torch.bfloat16): torch.float32,
+    (FORWARD, torch.float32): torch.float64,
+    (INPLACE, torch.float32): torch.float64,
+    (GRAD, torch.float32): torch.float64,
+}
+# Passing outcomes judged by that reference (not within tolerance of eager) say so.
+BY_REFERENCE = "as accurate as eager against a higher-precision eager result"
 
 
 def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group:
@@ -374,19 +393,20 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
         try:
             with torch.enable_grad() if check == GRAD else torch.no_grad():
                 result = _run_eager(group, s)
-        except Exception as e:  # eager rejects this sample (e.g. in-place dtype rules)
+        except Exception as e:  # noqa: BLE001 - eager rejects this sample (e.g. in-place rules)
             errors.append(_short(e))
             continue
         if result is None:
             continue
         out, after, grads, cts = result
-        ref = None
+        ref = ref_after = None
         if upcast is not None:
             try:
                 with torch.enable_grad() if check == GRAD else torch.no_grad():
                     r = _run_eager(group, s, upcast, cts)
-                ref = None if r is None else (r[2] if check == GRAD else r[0])
-            except Exception:  # no reference for this sample: direct comparison only
+                if r is not None:
+                    ref, ref_after = (r[2] if check == GRAD else r[0]), r[1]
+            except Exception:  # noqa: BLE001 - no reference for this sample: compare directly
                 ref = None
         group.samples.append(s)
         group.expected.append(out)
@@ -394,6 +414,7 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
         group.grads.append(grads)
         group.cotangents.append(cts)
         group.refs.append(ref)
+        group.ref_after.append(ref_after)
     if not group.samples:
         group.skipped = f"eager: {errors[0]}" if errors else "no differentiable samples"
     return group
@@ -419,28 +440,32 @@ def _run_compiled(groups: Sequence[_Group], name: str, grad: bool) -> tuple[list
     return outs, mapping, n_calls
 
 
-def _check_group(group: _Group, outs: list, mapping: dict, n_calls: int, expect: Expect,
-                 name: str) -> Outcome:
-    dt = dtype_name(group.dtype)
-    n = len(group.samples)
-    if n_calls == 0:
-        return Outcome(name, group.check, dt, FAIL, "no XLA program ran (Dynamo produced no "
-                       "graph)", n)
+def _tolerance(group: _Group, expect: Expect):
     tol = expect.tol(group.check, group.dtype)
     if tol is None and group.check == GRAD:
         tol = GRAD_TOL.get(group.dtype)
-    grad_jobs = []
+    return tol
+
+
+def _check_outputs(group: _Group, outs: list, mapping: dict, expect: Expect,
+                   name: str) -> Outcome | list:
+    """Compare outputs and inputs after the call: a FAIL outcome, or (for gradient checks)
+    the backward jobs ``(sample, differentiable outputs, leaves)``."""
+    dt = dtype_name(group.dtype)
+    n = len(group.samples)
+    tol = _tolerance(group, expect)
+    jobs: list = []
+    notes: list[str] = []
     for i, (s, out, exp, after) in enumerate(zip(group.samples, outs, group.expected,
                                                    group.after)):
         if group.check == GRAD:
             out = s.output_process_fn_grad(out)
-        ref = group.refs[i] if group.check == FORWARD else None
-        err = _compare(out, exp, expect.values, tol, ref=ref)
+        ref = group.refs[i] if group.check != GRAD else None
+        err = _compare(out, exp, expect.values, tol, ref=ref, notes=notes)
         if err:
             return Outcome(name, group.check, dt, FAIL, f"sample {i}: {err}", n)
-        originals = _sample_tensors(s)
-        mine = [mapping[id(t)] for t in originals]
-        err = _compare(mine, after, expect.values, None, "input")
+        mine = [mapping[id(t)] for t in _sample_tensors(s)]
+        err = _compare(mine, after, expect.values, None, "input", group.ref_after[i], notes)
         if err:
             return Outcome(name, group.check, dt, FAIL, f"sample {i}: after the call, {err}", n)
         if group.check == GRAD:
@@ -449,25 +474,70 @@ def _check_group(group: _Group, outs: list, mapping: dict, n_calls: int, expect:
             if len(diff) != n_exp:
                 return Outcome(name, group.check, dt, FAIL, f"sample {i}: {len(diff)} "
                                f"differentiable outputs, eager {n_exp}", n)
-            leaves = [c for c in mine if c.requires_grad]
-            grad_jobs.append((i, diff, leaves))
-    if group.check == GRAD:
-        for i, diff, leaves in grad_jobs:
-            try:
-                grads = torch.autograd.grad(diff, leaves, group.cotangents[i], allow_unused=True)
-            except Exception as e:
-                return Outcome(name, GRAD, dt, FAIL, f"sample {i}: backward: {_short(e)}", n)
-            refs = group.refs[i] or [None] * len(grads)
-            for j, (g, e, r) in enumerate(zip(grads, group.grads[i], refs)):
-                if e is None and g is not None and bool((g != 0).any()):
+            jobs.append((i, diff, [c for c in mine if c.requires_grad]))
+    if notes and group.check != GRAD:
+        return Outcome(name, group.check, dt, PASS, BY_REFERENCE, n)
+    return jobs
+
+
+def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect,
+                 name: str) -> Outcome:
+    dt, n, tol = dtype_name(group.dtype), len(group.samples), _tolerance(group, expect)
+    notes: list[str] = []
+    start = 0
+    for i, _, leaves in jobs:
+        mine = grads[start:start + len(leaves)]
+        start += len(leaves)
+        refs = group.refs[i] or [None] * len(mine)
+        for j, (g, e, r) in enumerate(zip(mine, group.grads[i], refs)):
+            if e is None:
+                if g is not None and bool((g != 0).any()):
                     return Outcome(name, GRAD, dt, FAIL, f"sample {i}: grad[{j}] nonzero where "
                                    "eager has none", n)
-                if e is not None and g is None:
-                    g = torch.zeros_like(e)
-                err = _compare(g, e, True, tol, f"grad[{j}]", r) if e is not None else None
-                if err:
-                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: {err}", n)
-    return Outcome(name, group.check, dt, PASS, "", n)
+                continue
+            err = _compare(torch.zeros_like(e) if g is None else g, e, True, tol, f"grad[{j}]", r,
+                           notes)
+            if err:
+                return Outcome(name, GRAD, dt, FAIL, f"sample {i}: {err}", n)
+    return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
+
+
+def _check_batch(batch: list[_Group], outs: list, mapping: dict, n_calls: int, expect: Expect,
+                 name: str) -> list[Outcome]:
+    if n_calls == 0:
+        return [Outcome(name, g.check, dtype_name(g.dtype), FAIL, "no XLA program ran (Dynamo "
+                        "produced no graph)", len(g.samples)) for g in batch]
+    results: dict[int, Outcome] = {}
+    pending = []
+    start = 0
+    for k, g in enumerate(batch):
+        checked = _check_outputs(g, outs[start:start + len(g.samples)], mapping, expect, name)
+        start += len(g.samples)
+        if isinstance(checked, Outcome) and (checked.status == FAIL or g.check != GRAD):
+            results[k] = checked
+        elif g.check == GRAD and checked:
+            pending.append((k, g, checked))
+        else:
+            results[k] = Outcome(name, g.check, dtype_name(g.dtype), PASS, "", len(g.samples))
+    if pending:
+        # One backward for the whole batch: its outputs share one autograd node, whose
+        # residuals (like eager's saved tensors) the first backward through it frees.
+        outputs = [t for _, _, jobs in pending for _, diff, _ in jobs for t in diff]
+        cts = [c for _, g, jobs in pending for i, _, _ in jobs for c in g.cotangents[i]]
+        leaves = [t for _, _, jobs in pending for _, _, ls in jobs for t in ls]
+        try:
+            flat = torch.autograd.grad(outputs, leaves, cts, allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - any backward error is these checks' outcome
+            for k, g, _ in pending:
+                results[k] = Outcome(name, GRAD, dtype_name(g.dtype), FAIL,
+                                     f"backward: {_short(e)}", len(g.samples))
+        else:
+            start = 0
+            for k, g, jobs in pending:
+                count = sum(len(ls) for _, _, ls in jobs)
+                results[k] = _check_grads(g, jobs, flat[start:start + count], expect, name)
+                start += count
+    return [results[k] for k in range(len(batch))]
 
 
 def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> list[Outcome]:
@@ -481,7 +551,7 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
     batches = [runnable]
     try:
         outs, mapping, n_calls = _run_compiled(runnable, name, grad)
-    except Exception:
+    except Exception:  # noqa: BLE001 - recompiled per group below, which reports the error
         batches = [[g] for g in runnable]
         outs = None
     for batch in batches:
@@ -489,17 +559,13 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
             torch._dynamo.reset()
             try:
                 outs, mapping, n_calls = _run_compiled(batch, name, grad)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any compile/run error is this check's outcome
                 g = batch[0]
                 results.append(Outcome(name, g.check, dtype_name(g.dtype), FAIL, _short(e),
                                        len(g.samples)))
                 outs = None
                 continue
-        start = 0
-        for g in batch:
-            k = len(g.samples)
-            results.append(_check_group(g, outs[start:start + k], mapping, n_calls, expect, name))
-            start += k
+        results += _check_batch(batch, outs, mapping, n_calls, expect, name)
         outs = None
     return results
 

@@ -17,6 +17,7 @@ from torch2xla.ops import (  # noqa: F401
     _autodiff,
     _backward,
     _checks,
+    _effects,
     _elementwise,
     _fft,
     _index,

@@ -1,1 +1,430 @@
-"""placeholder"""
+"""Norms, distances, matrix decompositions and solvers (``torch.linalg`` and friends).
+
+# NOTE: torch raises on singular or non-positive-definite inputs when ``check_errors=True`` or
+# through ``torch.linalg.*`` wrappers that read ``info``; XLA cannot raise from inside a
+# program, so factorizations here return ``info = 0`` and NaN/inf values instead.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.lax import linalg as lax_linalg
+from torch._ops import ops
+
+from torch2xla.ops._common import Kind, as_dtype, jdt, out_dtype, promote
+from torch2xla.ops._linalg import scale_add
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+
+
+def _mT(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _mH(x):
+    return jnp.conj(_mT(x)) if jnp.iscomplexobj(x) else _mT(x)
+
+
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=lax.Precision.HIGHEST)
+
+
+def _empty(index: int):
+    """Zeros shaped like the node's ``index``-th output (outputs torch leaves empty)."""
+    val = ctx().out[index]
+    return jnp.zeros(tuple(val.shape), out_dtype(index))
+
+
+def _first_bad(bad, index: int):
+    """LAPACK's info: 1 + the position of the first True along the last dim, else 0."""
+    n = bad.shape[-1]
+    pos = jnp.argmax(bad, axis=-1) + 1
+    return as_dtype(jnp.where(jnp.any(bad, axis=-1), pos, 0).reshape(ctx().out[index].shape) if n
+                    else _empty(index), out_dtype(index))
+
+
+def _lu_info(lu, index: int):
+    """info of an LU factorization: the first zero pivot of U (1-based), else 0."""
+    return _first_bad(jnp.diagonal(lu, axis1=-2, axis2=-1) == 0, index)
+
+
+def _chol_info(low, index: int):
+    """info of a Cholesky factorization: the order of the first non-positive-definite minor."""
+    return _first_bad(~jnp.isfinite(jnp.diagonal(low, axis1=-2, axis2=-1)), index)
+
+
+def _opmath(x):
+    return np.dtype(np.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x.dtype
+
+
+# -- norms and distances -------------------------------------------------------------------------
+def _safe_root(s, p):
+    """``s ** (1/p)`` whose gradient at ``s == 0`` is 0 (torch's subgradient), not inf/NaN."""
+    zero = s == 0
+    root = jnp.where(zero, 1, s) ** (1.0 / p)
+    return jnp.where(zero, 0, root)
+
+
+def _vector_norm(x, ord, axes, keepdim):
+    a = jnp.abs(x)
+    if ord == float("inf"):
+        return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)
+    if ord == float("-inf"):
+        return jnp.min(a, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+    if ord == 1:
+        return jnp.sum(a, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return _safe_root(jnp.sum(a * a, axis=axes, keepdims=keepdim), 2)
+    # NOTE: torch's p-norm gradient is 0 where the norm is 0; keep |x|**p finite there too.
+    safe = jnp.where(a == 0, 1, a)
+    powered = jnp.where(a == 0, 0, safe ** ord)
+    return _safe_root(jnp.sum(powered, axis=axes, keepdims=keepdim), ord)
+
+
+def _norm_axes(dim, ndim):
+    # NOTE: dim=None and dim=[] both mean every dim.
+    if ndim == 0 or dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
+        return None
+    dims = dim if isinstance(dim, list | tuple) else (dim,)
+    return tuple(d % max(ndim, 1) for d in dims) if ndim else None
+
+
+@register(aten.linalg_vector_norm.default)
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    result = out_dtype()
+    x = self if dtype is None else as_dtype(self, jdt(dtype))
+    if not jnp.iscomplexobj(x):
+        x = as_dtype(x, _opmath(jnp.zeros((), result)) if dtype is None else x.dtype)
+    return as_dtype(_vector_norm(x, float(ord), _norm_axes(dim, self.ndim), keepdim), result)
+
+
+@register(aten.dist.default)
+def dist(self, other, p=2):
+    result = out_dtype()
+    a, b = as_dtype(self, result), as_dtype(other, result)
+    return as_dtype(_vector_norm(a - b, float(p), None, False), result)
+
+
+def _pairwise(x1, x2, p):
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    return _vector_norm(diff, float(p), (-1,), False)
+
+
+@register(aten._cdist_forward.default)
+def _cdist_forward(x1, x2, p, compute_mode=None):
+    # NOTE: torch may use a matmul-based formula for p=2 (compute_mode); the direct difference
+    # formula here is at least as accurate.
+    batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a = jnp.broadcast_to(x1, batch + x1.shape[-2:])
+    b = jnp.broadcast_to(x2, batch + x2.shape[-2:])
+    return as_dtype(_pairwise(a, b, p), out_dtype())
+
+
+@register(aten._pdist_forward.default)
+def _pdist_forward(self, p=2.0):
+    n = self.shape[0]
+    rows, cols = np.triu_indices(n, k=1)
+    return as_dtype(_vector_norm(self[rows] - self[cols], float(p), (-1,), False), out_dtype())
+
+
+# -- products --------------------------------------------------------------------------------
+@register(aten.addbmm.default)
+def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    _, result = promote(Kind.DEFAULT, batch1, batch2)
+    b1, b2 = as_dtype(batch1, result), as_dtype(batch2, result)
+    if result in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
+        # Sum over the batch inside one float32 contraction, rounded once: at least as
+        # accurate as torch, which rounds after every batch.
+        prod = jnp.einsum("bnk,bkm->nm", b1, b2, precision=lax.Precision.HIGHEST,
+                          preferred_element_type=np.float32)
+        return scale_add(prod, self, beta, alpha, out_dtype())
+    # NOTE: torch accumulates batch by batch (one GEMM per batch into the result); summing in
+    # the same order keeps float32 results within tolerance when the sum cancels.
+    shape = ctx().out.shape
+    out = (jnp.zeros(shape, result) if beta == 0 else
+           jnp.broadcast_to(as_dtype(self, result) * as_dtype(beta, result), shape))
+    for b in range(b1.shape[0]):
+        prod = jnp.matmul(b1[b], b2[b], precision=lax.Precision.HIGHEST)
+        out = out + (prod if alpha == 1 else prod * as_dtype(alpha, result))
+    return out
+
+
+@register(aten._trilinear.default)
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    def expand(x, dims):
+        for d in sorted(dims):
+            x = jnp.expand_dims(x, d)
+        return x
+
+    prod = expand(i1, expand1) * expand(i2, expand2) * expand(i3, expand3)
+    out = jnp.sum(prod, axis=tuple(sumdim), keepdims=True) if sumdim else prod
+    return as_dtype(jnp.reshape(out, ctx().out.shape), out_dtype())
+
+
+# -- factorizations ----------------------------------------------------------------------------
+@register(aten._linalg_svd.default)
+def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    if driver is not None:
+        raise NotImplementedError("svd(driver=...) selects a cuSOLVER routine; CPU has none")
+    if not compute_uv:
+        s = jnp.linalg.svd(A, compute_uv=False)
+        return _empty(0), as_dtype(s, out_dtype(1)), _empty(2)
+    u, s, vh = jnp.linalg.svd(A, full_matrices=full_matrices)
+    return u, as_dtype(s, out_dtype(1)), vh
+
+
+@register(aten._linalg_eigh.default)
+def _linalg_eigh(A, UPLO="L", compute_v=True):
+    # torch reads only the UPLO triangle, as LAPACK does.
+    v, w = lax_linalg.eigh(A, lower=UPLO == "L", symmetrize_input=False)
+    w = as_dtype(w, out_dtype(0))
+    return (w, v) if compute_v else (w, _empty(1))
+
+
+@register(aten.linalg_eig.default)
+def linalg_eig(self):
+    w, v = jnp.linalg.eig(self)
+    return as_dtype(w, out_dtype(0)), as_dtype(v, out_dtype(1))
+
+
+@register(aten.linalg_qr.default)
+def linalg_qr(A, mode="reduced"):
+    if mode == "r":
+        return _empty(0), jnp.linalg.qr(A, mode="r")
+    return jnp.linalg.qr(A, mode=mode)
+
+
+@register(aten.geqrf.default)
+def geqrf(self):
+    return lax_linalg.geqrf(self)
+
+
+@register(aten.ormqr.default)
+def ormqr(self, input2, input3, left=True, transpose=False):
+    return lax_linalg.ormqr(self, input2, input3, left=left, transpose=transpose)
+
+
+@register(aten.linalg_householder_product.default)
+def linalg_householder_product(input, tau):
+    return lax_linalg.householder_product(input, tau)
+
+
+def _cholesky(x, upper):
+    low = lax_linalg.cholesky(x, symmetrize_input=False)
+    return _mH(low) if upper else low
+
+
+@register(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
+    low = lax_linalg.cholesky(self, symmetrize_input=False)
+    info = _chol_info(low, 1)
+    return (_mH(low) if upper else low), info
+
+
+@register(aten.cholesky.default)
+def cholesky(self, upper=False):
+    return _cholesky(self, upper)
+
+
+def _cho_solve(low, b):
+    y = lax_linalg.triangular_solve(low, b, left_side=True, lower=True)
+    return lax_linalg.triangular_solve(low, y, left_side=True, lower=True, conjugate_a=True,
+                                       transpose_a=True)
+
+
+@register(aten.cholesky_solve.default)
+def cholesky_solve(self, input2, upper=False):
+    batch = jnp.broadcast_shapes(self.shape[:-2], input2.shape[:-2])
+    b = jnp.broadcast_to(self, batch + self.shape[-2:])
+    f = jnp.broadcast_to(input2, batch + input2.shape[-2:])
+    return _cho_solve(_mH(f) if upper else f, b)
+
+
+@register(aten.cholesky_inverse.default)
+def cholesky_inverse(self, upper=False):
+    low = _mH(self) if upper else self
+    eye = jnp.broadcast_to(jnp.eye(self.shape[-1], dtype=self.dtype), self.shape)
+    return _cho_solve(low, eye)
+
+
+def _lu(A):
+    """(LU, 1-based int32 pivots as LAPACK/torch, permutation) of ``A``."""
+    lu, piv, perm = lax_linalg.lu(A)
+    return lu, (piv + 1).astype(jnp.int32), perm
+
+
+@register(aten.linalg_lu_factor_ex.default)
+def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
+    if not pivot:
+        raise NotImplementedError("LU without pivoting is not available on CPU (torch: same)")
+    lu, piv, _ = _lu(A)
+    return lu, as_dtype(piv, out_dtype(1)), _lu_info(lu, 2)
+
+
+def _unpack(lu, m, n):
+    k = min(m, n)
+    low = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=lu.dtype)
+    up = jnp.triu(lu[..., :k, :])
+    return low, up
+
+
+def _perm_matrix(perm, m, dtype):
+    # P with A = P @ L @ U: column j of P is e_{perm[j]}.
+    return jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=dtype), -1, -2)
+
+
+@register(aten.linalg_lu.default)
+def linalg_lu(A, *, pivot=True):
+    if not pivot:
+        raise NotImplementedError("LU without pivoting is not available on CPU (torch: same)")
+    m, n = A.shape[-2:]
+    lu, _, perm = _lu(A)
+    low, up = _unpack(lu, m, n)
+    return _perm_matrix(perm, m, A.dtype), low, up
+
+
+@register(aten.lu_unpack.default)
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    m, n = LU_data.shape[-2:]
+    if unpack_data:
+        low, up = _unpack(LU_data, m, n)
+    else:
+        low, up = _empty(1), _empty(2)
+    if unpack_pivots:
+        perm = lax_linalg.lu_pivots_to_permutation(LU_pivots.astype(jnp.int32) - 1, m)
+        p = _perm_matrix(perm, m, LU_data.dtype)
+    else:
+        p = _empty(0)
+    return p, low, up
+
+
+def _lu_solve(lu, perm, b, adjoint):
+    """Solve A X = B (or A^H X = B) from A's LU factors (P^T A = L U, P^T = rows ``perm``)."""
+    if not adjoint:
+        pb = jnp.take_along_axis(b, jnp.broadcast_to(perm[..., None], b.shape[:-1] + (1,)), -2)
+        y = lax_linalg.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+        return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
+    y = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True,
+                                    conjugate_a=True)
+    z = lax_linalg.triangular_solve(lu, y, left_side=True, lower=True, unit_diagonal=True,
+                                    transpose_a=True, conjugate_a=True)
+    inv = jnp.argsort(perm, axis=-1)
+    return jnp.take_along_axis(z, jnp.broadcast_to(inv[..., None], z.shape[:-1] + (1,)), -2)
+
+
+def _batch(*xs):
+    batch = jnp.broadcast_shapes(*(x.shape[:-2] for x in xs))
+    return [jnp.broadcast_to(x, batch + x.shape[-2:]) for x in xs]
+
+
+@register(aten.linalg_lu_solve.default)
+def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    m = LU.shape[-1]
+    perm = lax_linalg.lu_pivots_to_permutation(pivots.astype(jnp.int32) - 1, m)
+    if not left:
+        # X A = B  <=>  A^H X^H = B^H
+        return _mH(linalg_lu_solve(LU, pivots, _mH(B), left=True, adjoint=not adjoint))
+    lu, b = _batch(LU, B)
+    perm = jnp.broadcast_to(perm, lu.shape[:-1])
+    return _lu_solve(lu, perm, b, adjoint)
+
+
+@register(aten._linalg_solve_ex.default)
+def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
+    result = ctx().out[0]
+    # torch treats B as a (batch of) vector(s) when it has one dim less than A.
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    b = B[..., None] if vector else B
+    lu, piv, perm = _lu(A)
+    if left:
+        lub, bb = _batch(lu, b)
+        x = _lu_solve(lub, jnp.broadcast_to(perm, lub.shape[:-1]), bb, False)
+    else:
+        lub, bb = _batch(lu, _mH(b))
+        x = _mH(_lu_solve(lub, jnp.broadcast_to(perm, lub.shape[:-1]), bb, True))
+    x = x[..., 0] if vector else x
+    return (jnp.reshape(x, tuple(result.shape)), lu, as_dtype(piv, out_dtype(2)),
+            _lu_info(lu, 3))
+
+
+@register(aten.linalg_inv_ex.default)
+def linalg_inv_ex(A, *, check_errors=False):
+    lu, _, _ = _lu(A)
+    return jnp.linalg.inv(A), _lu_info(lu, 1)
+
+
+def _det_from_lu(lu, piv):
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = jnp.sum(piv != jnp.arange(1, piv.shape[-1] + 1, dtype=piv.dtype), axis=-1)
+    parity = jnp.where(swaps % 2 == 0, 1, -1).astype(lu.dtype)
+    return diag, parity
+
+
+@register(aten._linalg_det.default)
+def _linalg_det(A):
+    lu, piv, _ = _lu(A)
+    # jnp.linalg.det has a gradient that is correct for singular matrices too.
+    return jnp.linalg.det(A), lu, as_dtype(piv, out_dtype(2))
+
+
+@register(aten._linalg_slogdet.default)
+def _linalg_slogdet(A):
+    lu, piv, _ = _lu(A)
+    sign, logabsdet = jnp.linalg.slogdet(A)
+    return (as_dtype(sign, out_dtype(0)), as_dtype(logabsdet, out_dtype(1)), lu,
+            as_dtype(piv, out_dtype(3)))
+
+
+@register(aten.linalg_solve_triangular.default)
+def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+    a, b = _batch(self, B)
+    return lax_linalg.triangular_solve(a, b, left_side=left, lower=not upper,
+                                       unit_diagonal=unitriangular)
+
+
+@register(aten.triangular_solve.default)
+def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    b, a = _batch(self, A)
+    x = lax_linalg.triangular_solve(a, b, left_side=True, lower=not upper, transpose_a=transpose,
+                                    unit_diagonal=unitriangular)
+    return x, a
+
+
+@register(aten.linalg_matrix_exp.default)
+def linalg_matrix_exp(self):
+    return jax.scipy.linalg.expm(self)
+
+
+def _pinv(A, atol, rtol, hermitian):
+    m, n = A.shape[-2:]
+    if hermitian:
+        w, v = jnp.linalg.eigh(A)
+        s, u, vh = jnp.abs(w), v, _mH(v) * jnp.sign(w)[..., :, None]
+    else:
+        u, s, vh = jnp.linalg.svd(A, full_matrices=False)
+    smax = jnp.max(s, axis=-1, keepdims=True, initial=0)
+    if atol is None and rtol is None:
+        rtol = np.finfo(np.dtype(s.dtype)).eps * max(m, n)
+    atol = 0 if atol is None else (atol[..., None] if hasattr(atol, "ndim") else atol)
+    rtol = 0 if rtol is None else (rtol[..., None] if hasattr(rtol, "ndim") else rtol)
+    cutoff = jnp.maximum(atol, rtol * smax)
+    keep = s > cutoff
+    s_inv = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(A.dtype)
+    return _mm(_mH(vh) * s_inv[..., None, :], _mH(u))
+
+
+@register(aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float)
+def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
+    return as_dtype(_pinv(self, atol, rtol, hermitian), out_dtype())
+
+
+@register(aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor)
+def linalg_pinv_rcond(self, rcond, hermitian=False):
+    return as_dtype(_pinv(self, 0, rcond, hermitian), out_dtype())
+

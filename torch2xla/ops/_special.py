@@ -1,1 +1,323 @@
-"""placeholder"""
+"""Special functions (``torch.special``), integer number theory, float decomposition and
+complex-number views."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
+from torch2xla.ops._elementwise import _pointwise
+from torch2xla.ops._registry import register
+
+aten = ops.aten
+F, I = Kind.INT_TO_FLOAT, Kind.DEFAULT
+
+
+def _f64(fn):
+    """``fn`` evaluated in float64 (more accurate than torch's float32 kernels), then cast."""
+
+    def wrapped(*xs):
+        dtype = xs[0].dtype
+        return fn(*(x.astype(jnp.float64) for x in xs)).astype(dtype)
+
+    return wrapped
+
+
+def _polygamma(n, x):
+    if n == 0:
+        # NOTE: torch gives digamma(+-0) = -+inf; jax.scipy gives NaN.
+        return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jsp.digamma(x))
+    return jsp.polygamma(n, x)
+
+
+@register(aten.polygamma.default)
+def polygamma(n, self):
+    return _pointwise(lambda x: _polygamma(n, x), F)(self)
+
+
+for _op, _fn in [
+    (aten.special_erfcx.default, jsp.erfcx),
+    (aten.special_i0e.default, jsp.i0e),
+    (aten.special_i1.default, jsp.i1),
+    (aten.special_i1e.default, jsp.i1e),
+    (aten.i0.default, jsp.i0),
+    (aten.special_modified_bessel_i0.default, jsp.i0),
+    (aten.special_modified_bessel_i1.default, jsp.i1),
+    (aten.special_ndtri.default, jsp.ndtri),
+]:
+    register(_op)(_pointwise(_fn, F))
+
+
+@register(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
+def special_zeta(self, other):
+    return _pointwise(jsp.zeta, F)(self, other)
+
+
+@register(aten.igamma.default)
+def igamma(self, other):
+    return _pointwise(jsp.gammainc, F)(self, other)
+
+
+@register(aten.igammac.default)
+def igammac(self, other):
+    return _pointwise(jsp.gammaincc, F)(self, other)
+
+
+@register(aten.special_spherical_bessel_j0.default)
+def special_spherical_bessel_j0(x):
+    def j0(v):
+        safe = jnp.where(v == 0, 1, v)
+        return jnp.where(v == 0, 1, jnp.sin(safe) / safe)
+
+    return _pointwise(j0, F)(x)
+
+
+# -- Bessel functions by quadrature ----------------------------------------------------------
+def _trapezoid_nodes(t_max: float, n: int):
+    t = np.linspace(0.0, t_max, n + 1)
+    w = np.full(n + 1, t_max / n)
+    w[0] = w[-1] = t_max / (2 * n)
+    return t, w
+
+
+# NOTE: J_n(x) = (1/pi) int_0^pi cos(n t - x sin t) dt has a smooth periodic integrand, so the
+# trapezoid rule converges geometrically once the node count exceeds |x|; for larger |x| the
+# Hankel asymptotic expansion is used.
+_J_T, _J_W = _trapezoid_nodes(np.pi, 96)
+
+
+def _bessel_j(order: int, x):
+    t = jnp.asarray(_J_T)
+    small = jnp.sum(jnp.cos(order * t - x[..., None] * jnp.sin(t)) * _J_W, axis=-1) / np.pi
+    ax = jnp.maximum(jnp.abs(x), 1.0)
+    mu = 4.0 * order * order
+    # Hankel expansion to four terms: J = sqrt(2/(pi x)) (P cos(w) - Q sin(w)).
+    z8 = 8.0 * ax
+    p = 1 - (mu - 1) * (mu - 9) / (2 * z8**2) + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (
+        24 * z8**4)
+    q = (mu - 1) / z8 - (mu - 1) * (mu - 9) * (mu - 25) / (6 * z8**3)
+    w = ax - (0.5 * order + 0.25) * np.pi
+    large = jnp.sqrt(2 / (np.pi * ax)) * (p * jnp.cos(w) - q * jnp.sin(w))
+    large = large * (jnp.sign(x) ** order)
+    return jnp.where(jnp.abs(x) <= 60, small, large)
+
+
+register(aten.special_bessel_j0.default)(_pointwise(_f64(lambda x: _bessel_j(0, x)), F))
+register(aten.special_bessel_j1.default)(_pointwise(_f64(lambda x: _bessel_j(1, x)), F))
+
+# NOTE: K_v(x) = int_0^inf exp(-x cosh t) cosh(v t) dt decays double-exponentially, so the
+# trapezoid rule on [0, 20] is accurate to float64 rounding for every x > 0 we can represent.
+_K_T, _K_W = _trapezoid_nodes(20.0, 320)
+
+
+def _bessel_k_scaled(order: int, x):
+    """exp(x) K_order(x) for x > 0; inf at 0 and NaN below, as torch."""
+    t = jnp.asarray(_K_T)
+    safe = jnp.where(x > 0, x, 1.0)
+    integrand = jnp.exp(-safe[..., None] * (jnp.cosh(t) - 1)) * jnp.cosh(order * t)
+    val = jnp.sum(integrand * _K_W, axis=-1)
+    return jnp.where(x > 0, val, jnp.where(x == 0, jnp.inf, jnp.nan))
+
+
+register(aten.special_modified_bessel_k0.default)(
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x) * jnp.exp(-x)), F))
+register(aten.special_modified_bessel_k1.default)(
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x) * jnp.exp(-x)), F))
+register(aten.special_scaled_modified_bessel_k0.default)(
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x)), F))
+register(aten.special_scaled_modified_bessel_k1.default)(
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x)), F))
+
+
+# -- orthogonal polynomials ----------------------------------------------------------------
+def _recurrence(x, n, p0, p1, step):
+    """Evaluate the polynomial of degree ``n`` (elementwise) from P_0, P_1 and
+    P_{k} = step(k, P_{k-1}, P_{k-2}), iterating up to the largest degree present."""
+    top = jnp.max(jnp.where(n >= 2, n, 1)) if n.size else jnp.asarray(1, n.dtype)
+
+    def body(k, carry):
+        p, q = carry
+        r = step(k.astype(x.dtype), q, p)
+        live = k <= n
+        return jnp.where(live, q, p), jnp.where(live, r, q)
+
+    _, q = lax.fori_loop(jnp.asarray(2, n.dtype), top + 1, body, (p0, p1))
+    return jnp.where(n == 0, p0, jnp.where(n == 1, p1, q))
+
+
+def _degree(n, x):
+    # NOTE: torch truncates a floating degree toward zero (a C cast to int64).
+    n = jnp.broadcast_to(n, jnp.broadcast_shapes(jnp.shape(n), jnp.shape(x)))
+    return jnp.trunc(n).astype(jnp.int64) if jnp.issubdtype(n.dtype, jnp.inexact) else n.astype(
+        jnp.int64)
+
+
+def _poly(fn):
+    def lowering(x, n):
+        compute, result = promote(I, x, n)
+        if not jnp.issubdtype(compute, jnp.inexact):
+            compute = np.dtype(np.float32)
+        shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(n))
+        xv = jnp.broadcast_to(as_dtype(x, compute), shape)
+        return as_dtype(fn(xv, _degree(jnp.asarray(n), xv)), result)
+
+    return lowering
+
+
+def _cheb_t(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x, lambda k, q, p: (x + x) * q - p)
+    big = (n > 6) & (jnp.abs(x) < 1)
+    out = jnp.where(big, jnp.cos(n * jnp.arccos(x)), rec)
+    edge = jnp.where((x > 0) | (n % 2 == 0), 1, -1).astype(x.dtype)
+    out = jnp.where(jnp.abs(x) == 1, edge, out)
+    return jnp.where(n < 0, 0, out)
+
+
+def _cheb_u(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x + x, lambda k, q, p: (x + x) * q - p)
+    theta = jnp.arccos(x)
+    s = jnp.sin(theta)
+    trig = jnp.where(s != 0, jnp.sin((n + 1) * theta) / jnp.where(s != 0, s, 1),
+                     (n + 1) * jnp.cos((n + 1) * theta) / x)
+    out = jnp.where((n > 8) & (jnp.abs(x) < 1), trig, rec)
+    edge = jnp.where((x > 0) | (n % 2 == 0), n + 1, -(n + 1)).astype(x.dtype)
+    out = jnp.where(jnp.abs(x) == 1, edge, out)
+    return jnp.where(n < 0, 0, out)
+
+
+def _cheb_v(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x + x - 1, lambda k, q, p: (x + x) * q - p)
+    theta = jnp.arccos(x)
+    odd_edge = jnp.where(n % 2 == 0, n + n + 1, -(n + n + 1)).astype(x.dtype)
+    half = jnp.sin(theta / 2)
+    trig = jnp.where(half != 1, jnp.cos((n + 0.5) * theta) / jnp.cos(theta / 2), odd_edge)
+    out = jnp.where((n > 8) & (jnp.abs(x) < 1), trig, rec)
+    out = jnp.where(jnp.abs(x) == 1, jnp.where(x > 0, 1, odd_edge).astype(x.dtype), out)
+    return jnp.where(n < 0, 0, out)
+
+
+def _cheb_w(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x + x + 1, lambda k, q, p: (x + x) * q - p)
+    theta = jnp.arccos(x)
+    edge = jnp.where(x > 0, n + n + 1, jnp.where(n % 2 == 0, 1, -1)).astype(x.dtype)
+    half = jnp.cos(theta / 2)
+    trig = jnp.where(half != 1, jnp.sin((n + 0.5) * theta) / jnp.sin(theta / 2), edge)
+    out = jnp.where((n > 8) & (jnp.abs(x) < 1), trig, rec)
+    out = jnp.where(jnp.abs(x) == 1, edge, out)
+    return jnp.where(n < 0, 0, out)
+
+
+def _shifted(fn):
+    return lambda x, n: fn(x + x - 1, n)
+
+
+def _hermite_h(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x + x, lambda k, q, p: (x + x) * q - (k + k - 2) * p)
+    return jnp.where(n < 0, 0, rec)
+
+
+def _hermite_he(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x, lambda k, q, p: x * q - (k - 1) * p)
+    return jnp.where(n < 0, 0, rec)
+
+
+def _laguerre_l(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, one - x,
+                      lambda k, q, p: ((k + k - 1 - x) * q - (k - 1) * p) / k)
+    out = jnp.where(jnp.abs(x) == 0, 1, rec)
+    return jnp.where(n < 0, 0, out)
+
+
+def _legendre_p(x, n):
+    one = jnp.ones_like(x)
+    rec = _recurrence(x, n, one, x, lambda k, q, p: ((k + k - 1) * x * q - (k - 1) * p) / k)
+    edge = jnp.where((x > 0) | (n == 0) | (n % 2 == 0), 1, -1).astype(x.dtype)
+    out = jnp.where(jnp.abs(x) == 1, edge, rec)
+    return jnp.where(n < 0, 0, out)
+
+
+for _name, _fn in [
+    ("chebyshev_polynomial_t", _cheb_t), ("chebyshev_polynomial_u", _cheb_u),
+    ("chebyshev_polynomial_v", _cheb_v), ("chebyshev_polynomial_w", _cheb_w),
+    ("shifted_chebyshev_polynomial_t", _shifted(_cheb_t)),
+    ("shifted_chebyshev_polynomial_u", _shifted(_cheb_u)),
+    ("shifted_chebyshev_polynomial_v", _shifted(_cheb_v)),
+    ("shifted_chebyshev_polynomial_w", _shifted(_cheb_w)),
+    ("hermite_polynomial_h", _hermite_h), ("hermite_polynomial_he", _hermite_he),
+    ("laguerre_polynomial_l", _laguerre_l), ("legendre_polynomial_p", _legendre_p),
+]:
+    _packet = getattr(aten, f"special_{_name}")
+    register(_packet.default, _packet.x_scalar, _packet.n_scalar)(_poly(_fn))
+
+
+# -- integers and float decomposition ------------------------------------------------------
+@register(aten.gcd.default)
+def gcd(self, other):
+    return _pointwise(jnp.gcd, I)(self, other)
+
+
+@register(aten.lcm.default)
+def lcm(self, other):
+    return _pointwise(jnp.lcm, I)(self, other)
+
+
+@register(aten.frexp.Tensor)
+def frexp(self):
+    mantissa, exponent = jnp.frexp(self)
+    return mantissa, as_dtype(exponent, out_dtype(1))
+
+
+@register(aten.ldexp.Tensor)
+def ldexp(self, other):
+    result = out_dtype()
+    return as_dtype(self, result) * jnp.exp2(as_dtype(other, result))
+
+
+# -- complex numbers -------------------------------------------------------------------------
+@register(aten._conj.default, aten._conj_physical.default, aten.conj_physical.default)
+def conj(self):
+    return jnp.conj(self) if jnp.iscomplexobj(self) else self
+
+
+@register(aten.view_as_real.default)
+def view_as_real(self):
+    return jnp.stack([jnp.real(self), jnp.imag(self)], axis=-1)
+
+
+@register(aten.view_as_complex.default)
+def view_as_complex(self):
+    return lax.complex(self[..., 0], self[..., 1])
+
+
+@register(aten.complex.default)
+def complex_(real, imag):
+    dtype = np.dtype(out_dtype())
+    part = np.dtype(np.float64) if dtype == np.complex128 else np.dtype(np.float32)
+    return lax.complex(as_dtype(real, part), as_dtype(imag, part))
+
+
+@register(aten.polar.default)
+def polar(abs, angle):
+    return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+
+
+@register(aten.angle.default)
+def angle(self):
+    result = out_dtype()
+    if jnp.iscomplexobj(self):
+        return as_dtype(jnp.angle(self), result)
+    x = as_dtype(self, result)
+    # NOTE: torch.angle of a real number is pi for negatives, 0 otherwise, NaN for NaN.
+    return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, np.pi, 0).astype(result))
+
