@@ -30,7 +30,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rows", type=int, default=18)
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="experiment: differentiate through jax.checkpoint with this jax.checkpoint_policies "
+        "policy (e.g. dots_saveable) and report the residual bytes",
+    )
     args = parser.parse_args(argv)
+    residuals = _patch_training(args.policy)
     base, inputs, loss_fn, autocast = suite._setup(args.case, args.dtype, args.device)
     step, first = suite._make_step(
         copy.deepcopy(base), args.mode, args.task, inputs, loss_fn, autocast, args.device
@@ -57,7 +64,48 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.case} {args.task} {args.dtype} {args.mode}: wall {wall * 1e3:.2f} ms/step, "
         f"kernels {kernel_us / 1e3:.2f} ms/step, host issue {host * 1e3:.2f} ms/step"
     )
+    if residuals:
+        print(f"residuals kept for the backward: {residuals[-1] / 2**20:.1f} MiB")
     print(events.table(sort_by="device_time_total", row_limit=args.rows, max_name_column_width=70))
+
+
+def _patch_training(policy_name: str | None) -> list[int]:
+    """Records the residual bytes of each training forward; with ``policy_name``, wraps the
+    differentiated function in ``jax.checkpoint`` with that policy (an experiment)."""
+    import jax
+
+    from torch2xla import _autograd, _program
+
+    sizes: list[int] = []
+    original = _autograd.build_train_fns
+
+    def build(flat_fn, *args, **kwargs):
+        if policy_name:
+            policy = getattr(jax.checkpoint_policies, policy_name)
+            flat_fn = jax.checkpoint(flat_fn, policy=policy)
+        fns = original(flat_fn, *args, **kwargs)
+        fns.fwd = _Recording(fns.fwd, sizes)
+        return fns
+
+    _program.build_train_fns = build
+    return sizes
+
+
+class _Recording:
+    """A jitted forward that also records the bytes of the residuals it returns."""
+
+    def __init__(self, jitted, sizes: list[int]) -> None:
+        self.jitted, self.sizes = jitted, sizes
+
+    def __getattr__(self, name: str):  # trace, lower, ... of the jitted function
+        return getattr(self.jitted, name)
+
+    def __call__(self, *args):
+        import jax
+
+        out = self.jitted(*args)
+        self.sizes.append(sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(out[2])))
+        return out
 
 
 if __name__ == "__main__":
