@@ -3,6 +3,7 @@ tensors. Training calls go through ``_autograd.XlaFunction``."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import jax
@@ -18,6 +19,9 @@ from torch2xla._remat import checkpointed_function
 
 def _is_float(meta) -> bool:
     return isinstance(meta, torch.Tensor) and (meta.dtype.is_floating_point or meta.dtype.is_complex)
+
+
+_NO_PLACEMENT = contextlib.nullcontext()
 
 
 def _program_device(gm: torch.fx.GraphModule, example_args: Sequence) -> jax.Device:
@@ -95,6 +99,10 @@ class XlaProgram:
         self._views = ViewCache(len(self.tensor_pos))
         self._cuda = self.device.platform != "cpu"
         self.to_torch = to_torch if self._cuda else to_torch_cpu
+        # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
+        # name ours only where that default is another device (a GPU machine, CPU tensors).
+        default = jax.config.jax_default_device or jax.devices()[0]
+        self._place = default != self.device
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
         self._remat_fn = None
 
@@ -111,7 +119,8 @@ class XlaProgram:
                 seed = _draw_seed() if self.rng else None
                 return list(XlaFunction.apply(self, diff_in, seed, *tensors))
         seed = _draw_seed() if self.rng else None
-        with x64(), jax.default_device(self.device):
+        # (a context object of JAX's config holds its previous value: one per call, not shared)
+        with x64(), jax.default_device(self.device) if self._place else _NO_PLACEMENT:
             outs = self._infer(seed, *self.jax_inputs(tensors))
         convert = self.to_torch
         return [convert(o) for o in outs]
