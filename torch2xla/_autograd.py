@@ -230,7 +230,7 @@ class _VjpProgram:
         return self._train_cache[diff_in]
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
-        return [_cotangent_free(t) for t in tensors]
+        return [_jax_value(t) for t in tensors]
 
     def call_untracked(self, seed, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         with x64(), jax.default_device(self.device):
@@ -242,7 +242,7 @@ def _conj(x):
     return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
 
 
-def _cotangent_free(t: torch.Tensor):
+def _jax_value(t: torch.Tensor):
     return to_jax(t) if t.numel() else jax.numpy.zeros(t.shape, jax_dtype(t.dtype))
 
 
