@@ -122,6 +122,7 @@ def worker(mode: str) -> dict:
             dynamo_graphs=len(info),
             programs=info.compiles,
             compile_s=info.compile_seconds,
+            analysis_s=sum(g.analysis_seconds for g in info),
             persistent_hits=sum(s.persistent_hits for g in info for s in g.signatures),
         )
         result.update(_key_cost(fn, inputs[-1]))
@@ -213,6 +214,13 @@ def main() -> None:
             f"{mode:18} {row['dynamo_graphs']:>6.0f} {row['programs']:>8.0f} "
             f"{row['first_pass_s']:>10.2f} {row['first_pass_s'] / eager:>8.1f}x "
             f"{row['second_pass_s']:>10.3f} {row['max_diff']:>9.1e}"
+        )
+    for mode in ["xla", "xla+buckets", "xla warm", "xla+buckets warm"]:
+        row = table[mode]
+        print(
+            f"{mode}: torch2xla compile time {row['compile_s']:.2f} s "
+            f"(bucketing analysis {row['analysis_s']:.2f} s), "
+            f"{row['persistent_hits']:.0f} executables from the persistent cache"
         )
     xla = table["xla"]
     print(

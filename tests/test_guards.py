@@ -64,11 +64,6 @@ def test_known_signature_never_recompiles():
     assert info[0].signatures[0].reason == "first call"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="XlaProgram's ViewCache passes parameters as JAX arrays from their second call on "
-    "while fresh inputs stay numpy arrays, and jax.jit compiles again for that mix",
-)
 @torch.no_grad()
 def test_cache_hits_lower_nothing_in_jax(lowerings):
     f = _compiled()

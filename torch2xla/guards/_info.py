@@ -47,6 +47,7 @@ class GraphInfo:
         evictions: programs dropped by the LRU bound (``options={"cache_size": n}``).
         signatures: every compile, in order.
         buckets: bucket sizes asked for (None: off).
+        analysis_seconds: time spent deciding which dimensions can be padded (once per graph).
         bucketed: the dimensions that are padded to buckets.
         not_bucketed: the dimensions that are not, and why.
     """
@@ -60,6 +61,7 @@ class GraphInfo:
     evictions: int
     signatures: tuple[SignatureInfo, ...]
     buckets: str | None
+    analysis_seconds: float
     bucketed: tuple[str, ...]
     not_bucketed: dict[str, str]
 
@@ -81,7 +83,10 @@ class GraphInfo:
         if self.dynamo_reason:
             lines.append(f"  traced again by Dynamo: {self.dynamo_reason}")
         if self.buckets:
-            lines.append(f"  buckets {self.buckets}: {', '.join(self.bucketed) or 'none'}")
+            lines.append(
+                f"  buckets {self.buckets}: {', '.join(self.bucketed) or 'none'} "
+                f"(analysis {self.analysis_seconds:.2f} s)"
+            )
             lines.extend(f"    not {k}: {v}" for k, v in self.not_bucketed.items())
         for s in self.signatures:
             extra = f", {s.persistent_hits} from persistent cache" if s.persistent_hits else ""
@@ -164,6 +169,7 @@ def _info(g: GraphGuards) -> GraphInfo:
             for r in list(cache.records)
         ),
         buckets=None if g.spec is None else str(g.spec),
+        analysis_seconds=g.analysis_seconds,
         bucketed=tuple(g.key.sources[j].label for j in b.safe) if b else (),
         not_bucketed=dict(b.refused) if b else {},
     )
