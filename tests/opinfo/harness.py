@@ -90,8 +90,10 @@ class Expect:
 class _Source:
     """Builds the source of a straight-line function calling ops on samples' arguments.
 
-    Tensors become parameters ``t0, t1, ...`` (one per distinct tensor object, so aliasing
-    between arguments is kept); everything else becomes a global constant ``c0, c1, ...``.
+    Tensors become parameters ``t0, t1, ...``, one per distinct tensor object of a sample (so
+    aliasing between one call's arguments is kept, while samples that share a tensor get
+    their own copies, as in separate eager calls); everything else becomes a global constant
+    ``c0, c1, ...``. ``calls[k]`` maps the k-th call's tensors (by id) to parameter positions.
     """
 
     def __init__(self) -> None:
@@ -99,6 +101,8 @@ class _Source:
         self._index: dict[int, int] = {}
         self.globals: dict[str, Any] = {}
         self.lines: list[str] = []
+        self.calls: list[dict[int, int]] = []
+        self.fn: Callable | None = None
 
     def const(self, value: Any) -> str:
         name = f"c{len(self.globals)}"
@@ -120,6 +124,7 @@ class _Source:
         return self.const(x)
 
     def call(self, fn: Callable, sample: SampleInput, wrapper: Callable | None = None) -> None:
+        self._index = {}
         args = [self.expr(sample.input), *(self.expr(a) for a in sample.args)]
         args += [f"{k}={self.expr(v)}" for k, v in sample.kwargs.items()]
         f = self.const(fn)
@@ -127,6 +132,7 @@ class _Source:
             args.insert(0, f)
             f = self.const(wrapper)
         self.lines.append(f"{f}({', '.join(args)})")
+        self.calls.append(self._index)
 
     def build(self, name: str) -> Callable:
         params = ", ".join(f"t{i}" for i in range(len(self.tensors)))
@@ -306,6 +312,7 @@ class _Group:
     cotangents: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
     refs: list[Any] = dataclasses.field(default_factory=list)  # higher-precision eager results
     ref_after: list[Any] = dataclasses.field(default_factory=list)  # ... and inputs after
+    ref_grads: list[Any] = dataclasses.field(default_factory=list)  # ... and input grads
     skipped: str = ""
 
 
@@ -399,13 +406,13 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
         if result is None:
             continue
         out, after, grads, cts = result
-        ref = ref_after = None
+        ref = ref_after = ref_grads = None
         if upcast is not None:
             try:
                 with torch.enable_grad() if check == GRAD else torch.no_grad():
                     r = _run_eager(group, s, upcast, cts)
                 if r is not None:
-                    ref, ref_after = (r[2] if check == GRAD else r[0]), r[1]
+                    ref, ref_after, ref_grads = r[0], r[1], r[2]
             except Exception:  # noqa: BLE001 - no reference for this sample: compare directly
                 ref = None
         group.samples.append(s)
@@ -415,29 +422,33 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
         group.cotangents.append(cts)
         group.refs.append(ref)
         group.ref_after.append(ref_after)
+        group.ref_grads.append(ref_grads)
     if not group.samples:
         group.skipped = f"eager: {errors[0]}" if errors else "no differentiable samples"
     return group
 
 
 # -- running ------------------------------------------------------------------------------------
-def _build_fn(groups: Sequence[_Group], name: str) -> tuple[Callable, list[torch.Tensor]]:
+def _build_fn(groups: Sequence[_Group], name: str) -> _Source:
     src = _Source()
     for g in groups:
         for s in g.samples:
             src.call(g.fn, s, g.wrapper)
-    return src.build(name), src.tensors
+    src.fn = src.build(name)
+    return src
 
 
 def _run_compiled(groups: Sequence[_Group], name: str, grad: bool) -> tuple[list, list, int]:
-    """Compiled outputs per sample (flattened over groups) and the cloned inputs after."""
-    fn, tensors = _build_fn(groups, name)
-    clones = [_clone(t) for t in tensors]
+    """Compiled outputs per sample (flattened over groups), per sample the map from its
+    tensors (by id) to the compiled call's inputs (as they are after the call), and the
+    number of XLA program calls."""
+    src = _build_fn(groups, name)
+    clones = [_clone(t) for t in src.tensors]
     with _count_xla_calls() as calls, torch.enable_grad() if grad else torch.no_grad():
-        outs = _compile(fn)(*clones)
+        outs = _compile(src.fn)(*clones)
         n_calls = calls()
-    mapping = {id(t): c for t, c in zip(tensors, clones)}
-    return outs, mapping, n_calls
+    mappings = [{key: clones[pos] for key, pos in call.items()} for call in src.calls]
+    return outs, mappings, n_calls
 
 
 def _tolerance(group: _Group, expect: Expect):
@@ -447,10 +458,11 @@ def _tolerance(group: _Group, expect: Expect):
     return tol
 
 
-def _check_outputs(group: _Group, outs: list, mapping: dict, expect: Expect,
-                   name: str) -> Outcome | list:
-    """Compare outputs and inputs after the call: a FAIL outcome, or (for gradient checks)
-    the backward jobs ``(sample, differentiable outputs, leaves)``."""
+def _check_outputs(group: _Group, outs: list, mappings: list, expect: Expect,
+                   name: str) -> Outcome | tuple[list, bool]:
+    """Compare outputs and inputs after the call: the outcome, or for gradient checks that got
+    this far the backward jobs ``(sample, differentiable outputs, leaves)`` and whether a
+    comparison needed the higher-precision reference."""
     dt = dtype_name(group.dtype)
     n = len(group.samples)
     tol = _tolerance(group, expect)
@@ -460,11 +472,11 @@ def _check_outputs(group: _Group, outs: list, mapping: dict, expect: Expect,
                                                    group.after)):
         if group.check == GRAD:
             out = s.output_process_fn_grad(out)
-        ref = group.refs[i] if group.check != GRAD else None
+        ref = group.refs[i]
         err = _compare(out, exp, expect.values, tol, ref=ref, notes=notes)
         if err:
             return Outcome(name, group.check, dt, FAIL, f"sample {i}: {err}", n)
-        mine = [mapping[id(t)] for t in _sample_tensors(s)]
+        mine = [mappings[i][id(t)] for t in _sample_tensors(s)]
         err = _compare(mine, after, expect.values, None, "input", group.ref_after[i], notes)
         if err:
             return Outcome(name, group.check, dt, FAIL, f"sample {i}: after the call, {err}", n)
@@ -475,20 +487,20 @@ def _check_outputs(group: _Group, outs: list, mapping: dict, expect: Expect,
                 return Outcome(name, group.check, dt, FAIL, f"sample {i}: {len(diff)} "
                                f"differentiable outputs, eager {n_exp}", n)
             jobs.append((i, diff, [c for c in mine if c.requires_grad]))
-    if notes and group.check != GRAD:
-        return Outcome(name, group.check, dt, PASS, BY_REFERENCE, n)
-    return jobs
+    if group.check != GRAD:
+        return Outcome(name, group.check, dt, PASS, BY_REFERENCE if notes else "", n)
+    return jobs, bool(notes)
 
 
-def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect,
-                 name: str) -> Outcome:
+def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, name: str,
+                 by_reference: bool) -> Outcome:
     dt, n, tol = dtype_name(group.dtype), len(group.samples), _tolerance(group, expect)
-    notes: list[str] = []
+    notes: list[str] = ["forward"] if by_reference else []
     start = 0
     for i, _, leaves in jobs:
         mine = grads[start:start + len(leaves)]
         start += len(leaves)
-        refs = group.refs[i] or [None] * len(mine)
+        refs = group.ref_grads[i] or [None] * len(mine)
         for j, (g, e, r) in enumerate(zip(mine, group.grads[i], refs)):
             if e is None:
                 if g is not None and bool((g != 0).any()):
@@ -502,7 +514,7 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect,
     return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
 
 
-def _check_batch(batch: list[_Group], outs: list, mapping: dict, n_calls: int, expect: Expect,
+def _check_batch(batch: list[_Group], outs: list, mappings: list, n_calls: int, expect: Expect,
                  name: str) -> list[Outcome]:
     if n_calls == 0:
         return [Outcome(name, g.check, dtype_name(g.dtype), FAIL, "no XLA program ran (Dynamo "
@@ -511,31 +523,34 @@ def _check_batch(batch: list[_Group], outs: list, mapping: dict, n_calls: int, e
     pending = []
     start = 0
     for k, g in enumerate(batch):
-        checked = _check_outputs(g, outs[start:start + len(g.samples)], mapping, expect, name)
+        k_end = start + len(g.samples)
+        checked = _check_outputs(g, outs[start:k_end], mappings[start:k_end], expect, name)
         start += len(g.samples)
-        if isinstance(checked, Outcome) and (checked.status == FAIL or g.check != GRAD):
+        if isinstance(checked, Outcome):
             results[k] = checked
-        elif g.check == GRAD and checked:
-            pending.append((k, g, checked))
+        elif checked[0]:
+            pending.append((k, g, *checked))
         else:
-            results[k] = Outcome(name, g.check, dtype_name(g.dtype), PASS, "", len(g.samples))
+            results[k] = Outcome(name, g.check, dtype_name(g.dtype), PASS,
+                                 BY_REFERENCE if checked[1] else "", len(g.samples))
     if pending:
         # One backward for the whole batch: its outputs share one autograd node, whose
         # residuals (like eager's saved tensors) the first backward through it frees.
-        outputs = [t for _, _, jobs in pending for _, diff, _ in jobs for t in diff]
-        cts = [c for _, g, jobs in pending for i, _, _ in jobs for c in g.cotangents[i]]
-        leaves = [t for _, _, jobs in pending for _, _, ls in jobs for t in ls]
+        outputs = [t for _, _, jobs, _ in pending for _, diff, _ in jobs for t in diff]
+        cts = [c for _, g, jobs, _ in pending for i, _, _ in jobs for c in g.cotangents[i]]
+        leaves = [t for _, _, jobs, _ in pending for _, _, ls in jobs for t in ls]
         try:
             flat = torch.autograd.grad(outputs, leaves, cts, allow_unused=True)
         except Exception as e:  # noqa: BLE001 - any backward error is these checks' outcome
-            for k, g, _ in pending:
+            for k, g, _, _ in pending:
                 results[k] = Outcome(name, GRAD, dtype_name(g.dtype), FAIL,
                                      f"backward: {_short(e)}", len(g.samples))
         else:
             start = 0
-            for k, g, jobs in pending:
+            for k, g, jobs, by_ref in pending:
                 count = sum(len(ls) for _, _, ls in jobs)
-                results[k] = _check_grads(g, jobs, flat[start:start + count], expect, name)
+                results[k] = _check_grads(g, jobs, flat[start:start + count], expect, name,
+                                          by_ref)
                 start += count
     return [results[k] for k in range(len(batch))]
 

@@ -7,10 +7,13 @@ overload's arguments (JAX arrays in place of tensors) and return JAX arrays.
 shape depends on tensor values.
 
 Modules: ``_elementwise`` (pointwise math, type promotion), ``_reduction``, ``_shape`` (views,
-creation), ``_index`` (gather/scatter/sort), ``_linalg`` (products), ``_linalg_extra``
-(decompositions and solvers), ``_nn`` (conv, pool, norms, softmax, attention), ``_nn_extra``
-(losses, interpolation, grid sampling, embedding bags), ``_fft``, ``_random``, ``_special``
-(special functions), ``_backward`` (ATen backward ops via ``jax.vjp`` of the forward lowerings).
+creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
+extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
+distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
+``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
+``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_backward`` (ATen
+backward ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not
+lowered and why).
 """
 
 from torch2xla.ops import (  # noqa: F401
@@ -28,6 +31,7 @@ from torch2xla.ops import (  # noqa: F401
     _random,
     _reduction,
     _shape,
+    _sort,
     _special,
 )
 from torch2xla.ops._coverage import DATA_DEPENDENT, NOT_LOWERED, NotLowered, Why

@@ -13,6 +13,20 @@ from torch2xla.ops._registry import register
 aten = ops.aten
 
 
+def _bool_as_int(fn):
+    """Run a scatter-style lowering on bool tensors through int32: torch's add on bools is
+    logical or, multiply logical and, max/min or/and; XLA scatters reject bools."""
+
+    def lowering(self, *args, **kwargs):
+        if self.dtype != jnp.bool_:
+            return fn(self, *args, **kwargs)
+        args = [a.astype(jnp.int32) if hasattr(a, "dtype") and a.dtype == jnp.bool_ else a
+                for a in args]
+        return fn(self.astype(jnp.int32), *args, **kwargs) != 0
+
+    return lowering
+
+
 def _index_tuple(indices):
     # NOTE: None entries mean "whole dim"; jnp reads None as newaxis, so use slices.
     return tuple(slice(None) if i is None else i for i in indices)
@@ -26,6 +40,7 @@ def index(self, indices):
 
 
 @register(aten.index_put.default)
+@_bool_as_int
 def index_put(self, indices, values, accumulate=False):
     values = as_dtype(values, self.dtype)
     if len(indices) == 1 and indices[0] is not None and indices[0].dtype == jnp.bool_:
@@ -74,6 +89,7 @@ def scatter(self, dim, index, src):
 
 
 @register(aten.scatter_add.default)
+@_bool_as_int
 def scatter_add(self, dim, index, src):
     dim = canonical_dim(dim, self.ndim)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
@@ -81,6 +97,7 @@ def scatter_add(self, dim, index, src):
 
 
 @register(aten.scatter_reduce.two)
+@_bool_as_int
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     dim = canonical_dim(dim, self.ndim)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
@@ -135,3 +152,66 @@ def masked_fill(self, mask, value):
     return jnp.where(mask, as_dtype(value, self.dtype), self)
 
 
+@register(aten.scatter.reduce, aten.scatter.value_reduce)
+@_bool_as_int
+def scatter_legacy_reduce(self, dim, index, src, *, reduce):
+    if self.ndim == 0:
+        src = jnp.asarray(src, self.dtype).reshape(())
+        return self + src if reduce == "add" else self * src
+    dim = canonical_dim(dim, self.ndim)
+    if not hasattr(src, "shape"):
+        src = jnp.full(index.shape, src, self.dtype)
+    src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
+    ref = self.at[_along(dim, index, self.ndim)]
+    return {"add": ref.add, "multiply": ref.multiply}[reduce](src)
+
+
+@register(aten.index_reduce.default)
+@_bool_as_int
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    dim = canonical_dim(dim, self.ndim)
+    x = jnp.moveaxis(self, dim, 0)
+    src = jnp.moveaxis(as_dtype(source, self.dtype), dim, 0)
+    floating = jnp.issubdtype(self.dtype, jnp.inexact)
+    touched = jnp.zeros(x.shape[:1], bool).at[index].set(True)
+    touched = touched.reshape((-1,) + (1,) * (x.ndim - 1))
+    if reduce == "mean":
+        base = x if include_self else jnp.zeros_like(x)
+        total = base.at[index].add(src)
+        count = jnp.full(x.shape[:1], 1 if include_self else 0, self.dtype).at[index].add(1)
+        count = jnp.maximum(count, 1).reshape(touched.shape)
+        # NOTE: integer means round down (torch divides with rounding_mode="floor").
+        out = total / count if floating else jnp.floor_divide(total, count)
+    else:
+        if floating:
+            init = {"prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
+        else:
+            info = np.iinfo(self.dtype)
+            init = {"prod": 1, "amax": info.min, "amin": info.max}[reduce]
+        base = x if include_self else jnp.where(touched, jnp.asarray(init, self.dtype), x)
+        ref = base.at[index]
+        out = {"prod": ref.multiply, "amax": ref.max, "amin": ref.min}[reduce](src)
+    return jnp.moveaxis(jnp.where(touched, out, x), 0, dim)
+
+
+@register(aten.put.default)
+@_bool_as_int
+def put(self, index, source, accumulate=False):
+    flat = self.reshape(-1)
+    idx = index.reshape(-1)
+    idx = jnp.where(idx < 0, idx + flat.shape[0], idx)
+    values = as_dtype(source, self.dtype).reshape(-1)
+    flat = flat.at[idx].add(values) if accumulate else flat.at[idx].set(values)
+    return flat.reshape(self.shape)
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter(self, mask, source):
+    # The k-th True position (row-major) takes source's k-th element: a static-shape gather.
+    mask = jnp.broadcast_to(mask, self.shape)
+    flat_mask = mask.reshape(-1)
+    pos = jnp.cumsum(flat_mask.astype(jnp.int64)) - 1
+    src = as_dtype(source, self.dtype).reshape(-1)
+    taken = src[jnp.clip(pos, 0, max(src.shape[0] - 1, 0))] if src.shape[0] else jnp.zeros_like(
+        pos, self.dtype)
+    return jnp.where(flat_mask, taken, self.reshape(-1)).reshape(self.shape)

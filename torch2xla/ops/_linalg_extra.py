@@ -41,10 +41,11 @@ def _empty(index: int):
 
 def _first_bad(bad, index: int):
     """LAPACK's info: 1 + the position of the first True along the last dim, else 0."""
-    n = bad.shape[-1]
+    if bad.shape[-1] == 0:
+        return _empty(index)
     pos = jnp.argmax(bad, axis=-1) + 1
-    return as_dtype(jnp.where(jnp.any(bad, axis=-1), pos, 0).reshape(ctx().out[index].shape) if n
-                    else _empty(index), out_dtype(index))
+    info = jnp.where(jnp.any(bad, axis=-1), pos, 0)
+    return as_dtype(info.reshape(ctx().out[index].shape), out_dtype(index))
 
 
 def _lu_info(lu, index: int):

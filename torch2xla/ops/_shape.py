@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -82,8 +84,7 @@ def slice_(self, dim=0, start=None, end=None, step=1):
     n = self.shape[dim]
     # NOTE: ends may be INT64_MAX and starts/ends may be negative or out of range.
     start, end, _ = slice(start, None if end is None or end >= _INT64_MAX else end).indices(n)
-    if end < start:
-        end = start
+    end = max(end, start)
     return lax.slice_in_dim(self, start, end, step, axis=dim) if step == 1 else self[
         (slice(None),) * dim + (slice(start, end, step),)
     ]
@@ -120,7 +121,7 @@ def stack(tensors, dim=0):
 def split_with_sizes(self, split_sizes, dim=0):
     dim = canonical_dim(dim, self.ndim)
     offsets = np.cumsum([0, *split_sizes])
-    return [lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in zip(offsets, offsets[1:])]
+    return [lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in itertools.pairwise(offsets)]
 
 
 @register(aten.split.Tensor)
@@ -294,3 +295,105 @@ def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     expanded = jnp.take(as_dtype(src, self.dtype), k, axis=-1)
     out = jnp.where(mask, expanded, moved)
     return jnp.moveaxis(out, (-2, -1), (dim1, dim2))
+
+
+# -- copying variants of views (functionalization emits them) -----------------------------------
+register(aten.view_copy.default)(view)
+register(aten.view_copy.dtype)(view_dtype)
+register(aten.permute_copy.default)(permute)
+register(aten.unbind_copy.int)(unbind)
+register(aten.narrow_copy.default)(narrow)
+
+
+@register(aten.empty_permuted.default)
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   pin_memory=None):
+    return jnp.zeros(_shape(size), out_dtype())
+
+
+# -- strided views over the input's storage -----------------------------------------------------
+def _storage_order(node_arg) -> tuple[int, ...]:
+    """The dims of a dense input ordered outermost-first in memory (its fake tensor's strides),
+    so ``transpose(x, order).reshape(-1)`` lists elements in storage order."""
+    val = node_arg.meta.get("val") if hasattr(node_arg, "meta") else None
+    if val is None or val.ndim == 0:
+        return tuple(range(0 if val is None else val.ndim))
+    strides, sizes = val.stride(), val.shape
+    order = sorted(range(val.ndim), key=lambda d: (-strides[d], -sizes[d]))
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            raise NotImplementedError(
+                "as_strided on an input that is not dense in memory (overlapping or with gaps)"
+            )
+        expected *= sizes[d]
+    return tuple(order)
+
+
+def _strided_index(size, stride, offset) -> np.ndarray:
+    idx = np.full(tuple(size), offset or 0, dtype=np.int64)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (np.arange(n) * st).reshape(shape)
+    return idx
+
+
+@register(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(self, size, stride, storage_offset=None):
+    # NOTE: torch indexes the input's storage; the bridge sees logical values, so the storage
+    # is rebuilt from the input's strides (dense inputs only, storage offset 0).
+    order = _storage_order(ctx().node.args[0])
+    storage = jnp.transpose(self, order).reshape(-1) if self.ndim else self.reshape(-1)
+    return storage[_strided_index(_shape(size), _shape(stride), storage_offset)]
+
+
+@register(aten.as_strided_scatter.default)
+def as_strided_scatter(self, src, size, stride, storage_offset=None):
+    order = _storage_order(ctx().node.args[0])
+    moved = jnp.transpose(self, order) if self.ndim else self
+    storage = moved.reshape(-1)
+    idx = _strided_index(_shape(size), _shape(stride), storage_offset)
+    storage = storage.at[idx].set(as_dtype(src, self.dtype).reshape(idx.shape))
+    moved = storage.reshape(moved.shape)
+    return jnp.transpose(moved, np.argsort(order)) if self.ndim else moved
+
+
+@register(aten.unfold.default)
+def unfold(self, dimension, size, step):
+    if self.ndim == 0:
+        return self.reshape(1)
+    dim = canonical_dim(dimension, self.ndim)
+    n = (self.shape[dim] - size) // step + 1
+    windows = np.arange(n)[:, None] * step + np.arange(size)[None, :]
+    x = jnp.moveaxis(self, dim, -1)[..., windows]  # (..., n, size)
+    return jnp.moveaxis(x, -2, dim)
+
+
+@register(aten.triu_indices.default, aten.tril_indices.default)
+def tri_indices(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    upper = ctx().node.target is aten.triu_indices.default
+    rows, cols = (np.triu_indices if upper else np.tril_indices)(row, offset, col)
+    return jnp.asarray(np.stack([rows, cols]), out_dtype())
+
+
+# -- symbolic sizes (concrete per compiled signature) --------------------------------------------
+@register(aten.sym_size.int)
+def sym_size(self, dim):
+    return self.shape[dim]
+
+
+@register(aten.sym_numel.default)
+def sym_numel(self):
+    return int(np.prod(self.shape))
+
+
+@register(aten.sym_stride.int)
+def sym_stride(self, dim):
+    # The bridge's arrays are logically contiguous.
+    return int(np.prod(self.shape[dim % self.ndim + 1:])) if self.ndim else 1
+
+
+@register(aten.sym_storage_offset.default)
+def sym_storage_offset(self):
+    return 0

@@ -1,0 +1,251 @@
+"""Order statistics, cumulative extremes, sorted search and histograms."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+_I64 = np.dtype(np.int64)
+
+
+def _is_float(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def _pick(x, order, pos, dim, keepdim):
+    """Values and indices of the ``pos``-th element (along ``dim``) of ``x`` sorted by ``order``
+    (a stable argsort); values are gathered from ``x`` so gradients reach the chosen element."""
+    idx = jnp.take_along_axis(order, jnp.expand_dims(pos, dim), axis=dim)
+    values = jnp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        values, idx = jnp.squeeze(values, dim), jnp.squeeze(idx, dim)
+    return values, as_dtype(idx, _I64)
+
+
+def _scalar_pair(self):
+    return self, jnp.zeros((), _I64)
+
+
+# NOTE: NaN sorts last (it is the largest value for torch's selection ops); jnp's stable argsort
+# does the same.
+def _median(self, dim, keepdim, ignore_nan):
+    if self.ndim == 0:
+        return _scalar_pair(self)
+    dim = canonical_dim(dim, self.ndim)
+    n = self.shape[dim]
+    order = jnp.argsort(self, axis=dim, stable=True)
+    if _is_float(self):
+        nans = jnp.sum(jnp.isnan(self), axis=dim)
+        if ignore_nan:
+            pos = jnp.maximum((n - nans - 1) // 2, 0)
+        else:
+            # torch.median returns NaN (the first one) when a slice holds any.
+            pos = jnp.where(nans > 0, n - nans, (n - 1) // 2)
+    else:
+        pos = jnp.full(order.shape[:dim] + order.shape[dim + 1:], (n - 1) // 2)
+    return _pick(self, order, pos, dim, keepdim)
+
+
+@register(aten.median.dim)
+def median_dim(self, dim, keepdim=False):
+    return _median(self, dim, keepdim, ignore_nan=False)
+
+
+@register(aten.nanmedian.dim)
+def nanmedian_dim(self, dim, keepdim=False):
+    return _median(self, dim, keepdim, ignore_nan=True)
+
+
+@register(aten.median.default)
+def median(self):
+    if self.size == 0:
+        return jnp.full((), jnp.nan, self.dtype)
+    return _median(self.reshape(-1), 0, False, ignore_nan=False)[0]
+
+
+@register(aten.nanmedian.default)
+def nanmedian(self):
+    if self.size == 0:
+        return jnp.full((), jnp.nan, self.dtype)
+    return _median(self.reshape(-1), 0, False, ignore_nan=True)[0]
+
+
+@register(aten.kthvalue.default)
+def kthvalue(self, k, dim=-1, keepdim=False):
+    if self.ndim == 0:
+        return _scalar_pair(self)
+    dim = canonical_dim(dim, self.ndim)
+    order = jnp.argsort(self, axis=dim, stable=True)
+    pos = jnp.full(order.shape[:dim] + order.shape[dim + 1:], k - 1)
+    return _pick(self, order, pos, dim, keepdim)
+
+
+@register(aten.mode.default)
+def mode(self, dim=-1, keepdim=False):
+    if self.ndim == 0:
+        return _scalar_pair(self)
+    dim = canonical_dim(dim, self.ndim)
+    x = jnp.moveaxis(self, dim, -1)
+    n = x.shape[-1]
+    order = jnp.argsort(x, axis=-1, stable=True)
+    s = jnp.take_along_axis(x, order, axis=-1)
+    pos = jnp.arange(n)
+    # Runs of equal values in sorted order; the longest wins, the smallest value on ties,
+    # and its index is that of the run's last element (torch's CPU kernel).
+    start = jnp.concatenate([jnp.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], -1)
+    end = jnp.concatenate([s[..., 1:] != s[..., :-1], jnp.ones(s.shape[:-1] + (1,), bool)], -1)
+    run_start = lax.cummax(jnp.where(start, pos, 0), axis=x.ndim - 1)
+    count = jnp.where(end, pos - run_start + 1, 0)
+    best = jnp.argmax(count, axis=-1)
+    idx = jnp.take_along_axis(order, best[..., None], axis=-1)
+    values = jnp.take_along_axis(x, idx, axis=-1)
+    values, idx = jnp.moveaxis(values, -1, dim), jnp.moveaxis(idx, -1, dim)
+    if not keepdim:
+        values, idx = jnp.squeeze(values, dim), jnp.squeeze(idx, dim)
+    return values, as_dtype(idx, _I64)
+
+
+def _cum_extreme(self, dim, maximum: bool):
+    if self.ndim == 0:
+        return _scalar_pair(self)
+    dim = canonical_dim(dim, self.ndim)
+    idx = lax.broadcasted_iota(_I64, self.shape, dim)
+    nan = _is_float(self)
+
+    # NOTE: torch updates on ties (the latest index wins) and once a NaN appears it stays the
+    # extreme, later NaNs taking over the index.
+    def combine(a, b):
+        (av, ai), (bv, bi) = a, b
+        take = (bv >= av) if maximum else (bv <= av)
+        if nan:
+            take = (take & ~jnp.isnan(av)) | jnp.isnan(bv)
+        return jnp.where(take, bv, av), jnp.where(take, bi, ai)
+
+    _, indices = lax.associative_scan(combine, (lax.stop_gradient(self), idx), axis=dim)
+    return jnp.take_along_axis(self, indices, axis=dim), indices
+
+
+@register(aten.cummax.default)
+def cummax(self, dim):
+    return _cum_extreme(self, dim, maximum=True)
+
+
+@register(aten.cummin.default)
+def cummin(self, dim):
+    return _cum_extreme(self, dim, maximum=False)
+
+
+@register(aten.logcumsumexp.default)
+def logcumsumexp(self, dim):
+    result = out_dtype()
+    if self.ndim == 0:
+        return as_dtype(self, result)
+    acc = np.dtype(np.float32) if result in (jnp.bfloat16, jnp.float16) else result
+    return as_dtype(lax.cumlogsumexp(as_dtype(self, acc), axis=canonical_dim(dim, self.ndim)),
+                    result)
+
+
+# -- sorted search -------------------------------------------------------------------------------
+def _searchsorted(seq, values, right):
+    """Insertion points of ``values`` into the last dim of ``seq`` (1-D, or batched like
+    ``values``' leading dims)."""
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        return jnp.searchsorted(seq, values, side=side)
+    batch = seq.shape[:-1]
+    flat_seq = seq.reshape((-1, seq.shape[-1]))
+    flat_val = values.reshape((flat_seq.shape[0], -1))
+    out = jnp.stack([jnp.searchsorted(s, v, side=side) for s, v in zip(flat_seq, flat_val)])
+    return out.reshape(batch + values.shape[len(batch):])
+
+
+@register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    if side is not None:
+        right = side == "right"
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = jnp.take_along_axis(seq, sorter, axis=-1)
+    values = jnp.asarray(self, seq.dtype) if not hasattr(self, "shape") else self
+    out = _searchsorted(seq, values, right)
+    return as_dtype(out, out_dtype())
+
+
+@register(aten.bucketize.Tensor, aten.bucketize.Scalar)
+def bucketize(self, boundaries, *, out_int32=False, right=False):
+    values = jnp.asarray(self, boundaries.dtype) if not hasattr(self, "shape") else self
+    return as_dtype(jnp.searchsorted(boundaries, values, side="right" if right else "left"),
+                    out_dtype())
+
+
+# -- histograms ----------------------------------------------------------------------------------
+def _hist_counts(x, lo, hi, bins, weight, dtype):
+    """Counts of ``x`` in ``bins`` equal-width bins over [lo, hi] (hi included in the last)."""
+    # NOTE: torch computes the bin as (x - lo) * bins / (hi - lo), truncated; NaN and values
+    # outside [lo, hi] are not counted.
+    pos = jnp.floor((x - lo) * bins / (hi - lo)).astype(jnp.int64)
+    pos = jnp.where(x == hi, bins - 1, pos)
+    valid = (x >= lo) & (x <= hi) & ~jnp.isnan(x)
+    w = jnp.ones_like(x, dtype) if weight is None else as_dtype(weight.reshape(-1), dtype)
+    w = jnp.where(valid, w, 0)
+    return jnp.zeros((bins,), dtype).at[jnp.where(valid, pos, 0)].add(w)
+
+
+def _range(x, lo, hi):
+    if lo is None or (lo == 0 and hi == 0):
+        lo, hi = (jnp.min(x, initial=np.inf), jnp.max(x, initial=-np.inf)) if x.size else (0, 0)
+        lo = jnp.where(jnp.isfinite(lo), lo, 0)
+        hi = jnp.where(jnp.isfinite(hi), hi, 0)
+    lo, hi = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
+    same = lo == hi
+    return jnp.where(same, lo - 1, lo), jnp.where(same, hi + 1, hi)
+
+
+@register(aten.histc.default)
+def histc(self, bins=100, min=0, max=0):
+    x = self.reshape(-1)
+    lo, hi = _range(x, min, max)
+    return _hist_counts(x, lo, hi, bins, None, out_dtype())
+
+
+def _density(hist, edges):
+    widths = edges[1:] - edges[:-1]
+    return hist / (jnp.sum(hist) * widths)
+
+
+@register(aten.histogram.bin_ct)
+def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    x = self.reshape(-1)
+    lo, hi = _range(x, *(range if range is not None else (None, None)))
+    edges = jnp.linspace(lo, hi, bins + 1).astype(self.dtype)
+    hist = _hist_counts(x, lo, hi, bins, weight, out_dtype(0))
+    return (_density(hist, edges) if density else hist), edges
+
+
+@register(aten.histogram.bins_tensor)
+def histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    x = self.reshape(-1)
+    n = bins.shape[0] - 1
+    pos = jnp.searchsorted(bins, x, side="right") - 1
+    pos = jnp.where(x == bins[-1], n - 1, pos)
+    valid = (x >= bins[0]) & (x <= bins[-1]) & ~jnp.isnan(x)
+    dtype = out_dtype(0)
+    w = jnp.ones_like(x, dtype) if weight is None else as_dtype(weight.reshape(-1), dtype)
+    hist = jnp.zeros((n,), dtype).at[jnp.where(valid, pos, 0)].add(jnp.where(valid, w, 0))
+    return (_density(hist, bins) if density else hist), bins
+
+
+# -- static-size nonzero -------------------------------------------------------------------------
+@register(aten.nonzero_static.default)
+def nonzero_static(self, *, size, fill_value=-1):
+    if self.ndim == 0:
+        coords = jnp.zeros((size, 0), _I64)
+        return coords
+    idx = jnp.nonzero(self, size=size, fill_value=fill_value)
+    return jnp.stack([as_dtype(i, _I64) for i in idx], axis=-1).reshape(ctx().out.shape)
