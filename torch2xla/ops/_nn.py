@@ -88,18 +88,17 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     out_shape = ctx().out[0].shape
     lead = self.ndim - nd
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, dilation)
-    cfg = dict(
-        window_dimensions=(1,) * lead + kernel,
-        window_strides=(1,) * lead + stride,
-        padding=[(0, 0)] * lead + pads,
-        window_dilation=(1,) * lead + dilation,
-    )
+    cfg = {
+        "window_dimensions": (1,) * lead + kernel,
+        "window_strides": (1,) * lead + stride,
+        "padding": [(0, 0)] * lead + pads,
+        "window_dilation": (1,) * lead + dilation,
+    }
     # NOTE: a numpy scalar init keeps max-pool differentiable in JAX.
     if jnp.issubdtype(self.dtype, jnp.floating):
         init = np.array(-np.inf, self.dtype)
     else:
         init = np.array(np.iinfo(self.dtype).min, self.dtype)
-    values = lax.reduce_window(self, init, lax.max, **cfg)
     # Indices (flat over the spatial dims, as torch) via a variadic window reduction.
     spatial = self.shape[lead:]
     flat = jnp.arange(math.prod(spatial), dtype=jnp.int64).reshape(spatial)
@@ -113,6 +112,14 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     _, indices = lax.reduce_window(
         (lax.stop_gradient(self), flat), (init, np.array(-1, np.int64)), pick, **cfg
     )
+    if any(d != 1 for d in dilation):
+        # JAX has no gradient for dilated max windows: gather the chosen elements instead
+        # (the gradient then reaches each window's index, as torch's backward does).
+        flat_x = self.reshape(self.shape[:lead] + (-1,))
+        picked = indices.reshape(indices.shape[:lead] + (-1,))
+        values = jnp.take_along_axis(flat_x, picked, axis=-1).reshape(indices.shape)
+    else:
+        values = lax.reduce_window(self, init, lax.max, **cfg)
     return values, indices
 
 
@@ -136,8 +143,8 @@ def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, (1,) * nd)
     acc = _opmath(self)
     x = as_dtype(self, acc)
-    cfg = dict(window_dimensions=(1,) * lead + kernel, window_strides=(1,) * lead + stride,
-               padding=[(0, 0)] * lead + pads)
+    cfg = {"window_dimensions": (1,) * lead + kernel, "window_strides": (1,) * lead + stride,
+               "padding": [(0, 0)] * lead + pads}
     sums = lax.reduce_window(x, np.array(0, acc), lax.add, **cfg)
     if divisor_override:
         return as_dtype(sums / divisor_override, self.dtype)
@@ -245,7 +252,7 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
 
 @register(aten._native_batch_norm_legit.no_stats)
 def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
-    x, axes, mean, var, invstd = _bn_train(input, weight, bias, eps)
+    x, axes, mean, _var, invstd = _bn_train(input, weight, bias, eps)
     return _bn_apply(x, axes, mean, invstd, weight, bias, input.dtype), mean, invstd
 
 
@@ -262,7 +269,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         out = out * as_dtype(weight, acc)
     if bias is not None:
         out = out + as_dtype(bias, acc)
-    return as_dtype(out, input.dtype), mean, rstd
+    # torch returns mean and rstd in the input's dtype on CPU (float32 accumulation inside).
+    return as_dtype(out, input.dtype), as_dtype(mean, out_dtype(1)), as_dtype(rstd, out_dtype(2))
 
 
 @register(aten.native_group_norm.default)
@@ -278,7 +286,8 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         out = out * as_dtype(weight, acc).reshape(shape)
     if bias is not None:
         out = out + as_dtype(bias, acc).reshape(shape)
-    return as_dtype(out, input.dtype), mean.reshape(N, group), rstd.reshape(N, group)
+    return (as_dtype(out, input.dtype), as_dtype(mean.reshape(N, group), out_dtype(1)),
+            as_dtype(rstd.reshape(N, group), out_dtype(2)))
 
 
 # -- softmax ---------------------------------------------------------------------------------------
