@@ -1,1 +1,78 @@
-"""placeholder"""
+"""ATen backward ops, for graphs that call them explicitly (the bridge's own backward comes from
+``jax.vjp`` of the forward lowerings and never needs them).
+
+Each is the ``jax.vjp`` of the matching forward lowering, except max pooling, whose gradient
+goes to the recorded ``indices`` exactly as torch's kernel sends it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from torch._ops import ops
+
+from torch2xla.ops._common import as_dtype, out_dtype
+from torch2xla.ops._nn import _avg_pool, adaptive_avg_pool, conv
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+
+
+@register(aten.convolution_backward.default)
+def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask):
+    def forward(x, w):
+        return conv(x, w, None, stride, padding, dilation, transposed, output_padding, groups,
+                    grad_output.dtype)
+
+    _, vjp = jax.vjp(forward, input, weight)
+    grad_input, grad_weight = vjp(as_dtype(grad_output, grad_output.dtype))
+    nd = weight.ndim - 2
+    batched = grad_output.ndim == nd + 2
+    axes = (0, *range(2, grad_output.ndim)) if batched else tuple(range(1, grad_output.ndim))
+    grad_bias = jnp.sum(grad_output, axis=axes)
+    outs = (grad_input, grad_weight, grad_bias)
+    # Outputs not asked for (output_mask False) come back as empty tensors.
+    return tuple(
+        as_dtype(g, out_dtype(i)) if want else jnp.zeros(tuple(ctx().out[i].shape), out_dtype(i))
+        for i, (g, want) in enumerate(zip(outs, output_mask))
+    )
+
+
+@register(aten.max_pool2d_with_indices_backward.default,
+          aten.max_pool3d_with_indices_backward.default)
+def max_pool_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+                                   ceil_mode, indices):
+    nd = 3 if ctx().node.target is aten.max_pool3d_with_indices_backward.default else 2
+    lead = self.ndim - nd
+    flat_shape = self.shape[:lead] + (-1,)
+    grad = jnp.zeros(self.shape[:lead] + (math.prod(self.shape[lead:]),), grad_output.dtype)
+    idx = indices.reshape(flat_shape)
+    lead_idx = tuple(
+        jnp.arange(n).reshape((-1,) + (1,) * (lead - i)) for i, n in enumerate(self.shape[:lead])
+    )
+    grad = grad.at[(*lead_idx, idx)].add(grad_output.reshape(flat_shape))
+    return grad.reshape(self.shape)
+
+
+@register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
+def avg_pool_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                      count_include_pad, divisor_override):
+    nd = 3 if ctx().node.target is aten.avg_pool3d_backward.default else 2
+
+    def forward(x):
+        return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                         divisor_override, nd, grad_output.shape)
+
+    _, vjp = jax.vjp(forward, self)
+    return vjp(as_dtype(grad_output, self.dtype))[0]
+
+
+@register(aten._adaptive_avg_pool2d_backward.default,
+          aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool_backward(grad_output, self):
+    nd = 3 if ctx().node.target is aten._adaptive_avg_pool3d_backward.default else 2
+    _, vjp = jax.vjp(lambda x: adaptive_avg_pool(x, grad_output.shape[-nd:]), self)
+    return vjp(as_dtype(grad_output, self.dtype))[0]

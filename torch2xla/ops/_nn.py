@@ -33,9 +33,15 @@ def _opmath(x):
 # -- convolution ----------------------------------------------------------------------------------
 @register(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    return conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                out_dtype())
+
+
+def conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+         result):
+    """``aten.convolution`` with an explicit result dtype (also used by its backward)."""
     nd = weight.ndim - 2
     stride, padding, dilation = _tuple(stride, nd), _tuple(padding, nd), _tuple(dilation, nd)
-    result = out_dtype()
     unbatched = input.ndim == nd + 1
     x = input[None] if unbatched else input
     x, w = as_dtype(x, result), as_dtype(weight, result)
@@ -134,12 +140,12 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
 
 
 def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
-              nd):
+              nd, out_shape=None):
     kernel = _tuple(kernel_size, nd)
     stride = _tuple(stride, nd) if stride else kernel
     padding = _tuple(padding, nd)
     lead = self.ndim - nd
-    out_shape = ctx().out.shape
+    out_shape = ctx().out.shape if out_shape is None else out_shape
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, (1,) * nd)
     acc = _opmath(self)
     x = as_dtype(self, acc)
