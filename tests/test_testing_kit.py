@@ -14,6 +14,7 @@ from torch2xla.testing import (
     FLOAT_DTYPES,
     LAYOUTS,
     ParityError,
+    _settings,
     assert_parity,
     broadcastable_tensors,
     default_tolerance,
@@ -29,7 +30,6 @@ from torch2xla.testing import (
     special_values,
     tensors,
 )
-from torch2xla.testing import _settings
 from torch2xla.testing._parity import _clone_args
 
 pytest_plugins = ["pytester"]
@@ -98,7 +98,7 @@ def test_int_elements_fit_the_dtype_and_bounds(data, dtype):
 )
 def test_special_values_are_reachable(dtype, predicate):
     search = hypothesis.settings(max_examples=2000, derandomize=True, database=None)
-    found = hypothesis.find(tensors(dtype, (4,)), predicate, settings=search)
+    found = hypothesis.find(tensors(dtype, (4,), allow_subnormal=True), predicate, settings=search)
     assert predicate(found)
     assert set(special_values(torch.bool)) == {False, True}
 

@@ -37,6 +37,11 @@ def as_dtype(x: Any, dtype: np.dtype) -> Any:
     """``x`` (array or Python scalar) as an array of ``dtype``."""
     if is_array(x):
         return x if x.dtype == dtype else x.astype(dtype)
+    if isinstance(x, bool | int | float):
+        # NOTE: torch converts Python scalars with C casts: 300 into int8 wraps to 44, 1e6 into
+        # float16 is inf; jnp.asarray raises on out-of-range ints instead.
+        with np.errstate(all="ignore"):
+            return jnp.asarray(np.asarray(x).astype(dtype))
     return jnp.asarray(x, dtype=dtype)
 
 

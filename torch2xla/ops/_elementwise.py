@@ -9,17 +9,43 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from torch2xla.ops._common import Kind, as_dtype, jdt, promote
+from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
 from torch2xla.ops._registry import register
 from torch._ops import ops
 
 aten = ops.aten
 
 
-def _pointwise(jfn, kind: Kind = Kind.DEFAULT):
+_REDUCED_FLOATS = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def _operands(args, kind: Kind, scalar_in_opmath: bool = False):
+    """``args`` in the computation dtype, and the result dtype.
+
+    # NOTE: torch converts every operand to the common dtype before computing in the wider
+    # opmath dtype, so a 0-dim float32 tensor or Python float meeting a float16 tensor is
+    # rounded to float16 first (jnp would keep its full value). CPU mul and the divisions are
+    # the exception: for float16/bfloat16 they keep a scalar divisor's full value. (CUDA
+    # kernels keep it for either operand and for more ops; this follows the CPU kernels.)
+    """
+    compute, result = promote(kind, *args)
+    if kind in (Kind.DEFAULT, Kind.INT_TO_FLOAT, Kind.BOOL_TO_LONG):
+        common = result  # e.g. true division converts int operands straight to the float dtype
+    else:
+        common, _ = promote(Kind.NO_OPMATH, *args)
+    out = []
+    for i, a in enumerate(args):
+        scalar = not is_array(a) or a.ndim == 0
+        if not (scalar_in_opmath and i == 1 and scalar and common in _REDUCED_FLOATS):
+            a = as_dtype(a, common)
+        out.append(as_dtype(a, compute))
+    return out, result
+
+
+def _pointwise(jfn, kind: Kind = Kind.DEFAULT, scalar_in_opmath: bool = False):
     def lowering(*args):
-        compute, result = promote(kind, *args)
-        return as_dtype(jfn(*(as_dtype(a, compute) for a in args)), result)
+        operands, result = _operands(args, kind, scalar_in_opmath)
+        return as_dtype(jfn(*operands), result)
 
     return lowering
 
@@ -40,16 +66,32 @@ for _op, _fn in [
     (aten.tanh, jnp.tanh), (aten.asinh, jnp.arcsinh), (aten.acosh, jnp.arccosh),
     (aten.atanh, jnp.arctanh), (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
-    (aten.lgamma, jax.scipy.special.gammaln), (aten.digamma, jax.scipy.special.digamma),
-    (aten.reciprocal, jnp.reciprocal),
+    (aten.lgamma, jax.scipy.special.gammaln), (aten.reciprocal, jnp.reciprocal),
 ]:
     _unary(_op.default, _fn, F)
+
+
+def _digamma(x):
+    # NOTE: torch gives digamma(+-0) = -+inf; jax.scipy gives NaN.
+    return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jax.scipy.special.digamma(x))
+
+
+def _sign(x):
+    # NOTE: torch.sign(NaN) is 0 ((0 < x) - (x < 0)); jnp.sign(NaN) is NaN.
+    if x.dtype == jnp.bool_:
+        return x
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.sign(x)
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+_unary(aten.digamma.default, _digamma, F)
 
 # -- unary ops that keep the input dtype -------------------------------------------------------
 for _op, _fn in [
     (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
     (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
-    (aten.sign, jnp.sign), (aten.relu, jax.nn.relu), (aten.bitwise_not, jnp.invert),
+    (aten.sign, _sign), (aten.relu, jax.nn.relu), (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, I)
 
@@ -58,7 +100,7 @@ _unary(aten.isnan.default, jnp.isnan, B)
 _unary(aten.isinf.default, jnp.isinf, B)
 _unary(aten.logical_not.default, jnp.logical_not, B)
 _unary(aten.signbit.default, jnp.signbit, B)
-_unary(aten.sgn.default, jnp.sign, I)
+_unary(aten.sgn.default, _sign, I)
 _unary(aten.frac.default, lambda x: x - jnp.trunc(x), I)
 
 
@@ -76,9 +118,13 @@ def round_decimals(self, *, decimals=0):
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
         if alpha != 1:
-            compute, result = promote(I, self, other)
-            prod = as_dtype(other, compute) * as_dtype(alpha, compute)
-            return as_dtype(jfn(as_dtype(self, compute), prod), result)
+            (a, b), result = _operands((self, other), I)
+            prod = b * as_dtype(alpha, b.dtype)
+            common, _ = promote(Kind.NO_OPMATH, self, other)
+            if common in _REDUCED_FLOATS:
+                # NOTE: torch's float16/bfloat16 kernels round alpha * other to the tensor dtype.
+                prod = as_dtype(as_dtype(prod, common), prod.dtype)
+            return as_dtype(jfn(a, prod), result)
         return _pointwise(jfn, I)(self, other)
 
     return lowering
@@ -94,8 +140,7 @@ def rsub(self, other, alpha=1):
 
 
 for _ops, _fn, _kind in [
-    ((aten.mul.Tensor, aten.mul.Scalar), jnp.multiply, I),
-    ((aten.div.Tensor, aten.div.Scalar), jnp.true_divide, F),
+
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), jnp.power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), jnp.maximum, I),
     ((aten.minimum.default,), jnp.minimum, I),
@@ -108,8 +153,10 @@ for _ops, _fn, _kind in [
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, I),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, I),
     ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, I),
-    ((aten.bitwise_left_shift.Tensor,), jnp.left_shift, I),
-    ((aten.bitwise_right_shift.Tensor,), jnp.right_shift, I),
+    ((aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+      aten.__lshift__.Tensor, aten.__lshift__.Scalar), jnp.left_shift, I),
+    ((aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+      aten.__rshift__.Tensor, aten.__rshift__.Scalar), jnp.right_shift, I),
     ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, B),
     ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, B),
     ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, B),
@@ -123,6 +170,10 @@ for _ops, _fn, _kind in [
     register(*_ops)(_pointwise(_fn, _kind))
 
 
+register(aten.mul.Tensor, aten.mul.Scalar)(_pointwise(jnp.multiply, I, scalar_in_opmath=True))
+register(aten.div.Tensor, aten.div.Scalar)(_pointwise(jnp.true_divide, F, scalar_in_opmath=True))
+
+
 def _trunc_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         # NOTE: torch truncates integer division toward zero; jnp's // floors.
@@ -133,20 +184,28 @@ def _trunc_div(a, b):
 def _floor_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         return jnp.floor_divide(a, b)
-    return jnp.floor(a / b)
+    # NOTE: torch floors floats the way Python does, through fmod, not floor(a / b): inf // 1
+    # is NaN, 1 // -inf is -1, and a quotient within 0.5 of the next integer rounds up to it.
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    out = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), a / b))
+    return jnp.where(b == 0, a / b, out)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
-        return _pointwise(jnp.true_divide, F)(self, other)
+        return _pointwise(jnp.true_divide, F, scalar_in_opmath=True)(self, other)
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
-    return _pointwise(fn, I)(self, other)
+    return _pointwise(fn, I, scalar_in_opmath=True)(self, other)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
-    return _pointwise(_floor_div, I)(self, other)
+    return _pointwise(_floor_div, I, scalar_in_opmath=True)(self, other)
 
 
 # NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
@@ -285,6 +344,6 @@ def alias(self):
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     from torch2xla.ops._common import out_dtype
 
-    return jnp.asarray(s, dtype=out_dtype())
+    return as_dtype(s, out_dtype())
 
 
