@@ -9,8 +9,8 @@ themselves (``jax_compilation_cache_dir``) keeps their setting.
 
 JAX reads an entry it cannot decompress with a warning and recompiles, but never rewrites the
 broken file, so a corrupt entry would cost a compile in every process. torch2xla therefore
-keeps a checksum per entry (``<versions>/checksums``) and checks the entries when the cache is
-first used in a process: a file whose checksum no longer matches, or that does not decompress,
+keeps a checksum per entry (``<versions>/checksums.json``) and checks the entries when the
+cache is first used in a process: a file whose checksum no longer matches, or that does not decompress,
 is deleted (with a ``PersistentCacheWarning``) and is recompiled and rewritten on its next use.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import json
 import os
 import pathlib
 import re
@@ -146,7 +147,6 @@ def activate() -> None:
             _active = None
             return
         (wanted / "xla").mkdir(parents=True, exist_ok=True)
-        (wanted / "checksums").mkdir(parents=True, exist_ok=True)
         verify(wanted)
         jax.config.update("jax_compilation_cache_dir", str(wanted / "xla"))
         if _saved_min_time is None:
@@ -157,6 +157,12 @@ def activate() -> None:
 
 
 # -- integrity --------------------------------------------------------------------------------
+# One manifest per versioned directory, ``checksums.json``: entry name -> [size, mtime_ns,
+# blake2b]. Reading it and stat-ing the entries is all a process start costs; an entry is only
+# read (hashed, or decompressed when it has no record) when its size or mtime changed.
+_MANIFEST = "checksums.json"
+
+
 def _digest(path: pathlib.Path) -> str:
     h = hashlib.blake2b(digest_size=20)
     with open(path, "rb") as f:
@@ -187,36 +193,62 @@ def _zstd_decompresses(data: bytes) -> bool:
     return True
 
 
-def _stamp(path: pathlib.Path) -> str:
-    st = path.stat()
-    return f"{st.st_size} {st.st_mtime_ns}"
+def _load_manifest(directory: pathlib.Path) -> dict[str, list]:
+    path = directory / _MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}  # a torn or damaged manifest: entries are checked by decompressing instead
+    return data if isinstance(data, dict) else {}
+
+
+def _save_manifest(directory: pathlib.Path, changes: dict, removed: set[str]) -> None:
+    """Merge ``changes`` into the manifest on disk (other processes may have written since)."""
+    if not changes and not removed:
+        return
+    manifest = _load_manifest(directory)
+    manifest.update(changes)
+    for name in removed:
+        manifest.pop(name, None)
+    tmp = directory / f"{_MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(manifest))
+    os.replace(tmp, directory / _MANIFEST)
+
+
+def _entries(xla: pathlib.Path):
+    with os.scandir(xla) as it:
+        for entry in it:
+            if entry.name.endswith(_SUFFIX) and entry.is_file():
+                st = entry.stat()
+                yield entry.name, pathlib.Path(entry.path), st.st_size, st.st_mtime_ns
 
 
 def verify(directory: pathlib.Path) -> list[str]:
     """Delete corrupt entries of ``directory`` (warning once); return their names."""
-    xla, sums = directory / "xla", directory / "checksums"
-    corrupt = []
+    xla = directory / "xla"
     if not xla.is_dir():
-        return corrupt
-    for entry in sorted(xla.iterdir()):
-        if not entry.name.endswith(_SUFFIX) or not entry.is_file():
+        return []
+    manifest = _load_manifest(directory)
+    changes: dict[str, list] = {}
+    corrupt: list[str] = []
+    present = set()
+    for name, path, size, mtime in _entries(xla):
+        present.add(name)
+        record = manifest.get(name)
+        if record and record[0] == size and record[1] == mtime:
             continue
-        record = sums / (entry.name + ".sum")
-        stamp = _stamp(entry)
-        if record.exists():
-            saved_stamp, _, saved_digest = record.read_text().rpartition(" ")
-            if saved_stamp == stamp:
-                continue
-            ok = _digest(entry) == saved_digest
-        else:
-            ok = _decompresses(entry)
+        digest = _digest(path)
+        ok = digest == record[2] if record else _decompresses(path)
         if ok:
-            _write_record(record, stamp, _digest(entry))
+            changes[name] = [size, mtime, digest]
             continue
-        corrupt.append(entry.name)
-        entry.unlink()
-        (xla / (entry.name[: -len(_SUFFIX)] + "-atime")).unlink(missing_ok=True)
-        record.unlink(missing_ok=True)
+        corrupt.append(name)
+        path.unlink(missing_ok=True)
+        (xla / (name[: -len(_SUFFIX)] + "-atime")).unlink(missing_ok=True)
+    removed = (set(manifest) - present) | set(corrupt)
+    _save_manifest(directory, changes, removed)
     if corrupt:
         warnings.warn(
             f"torch2xla: {len(corrupt)} corrupt persistent cache entr"
@@ -224,26 +256,24 @@ def verify(directory: pathlib.Path) -> list[str]:
             PersistentCacheWarning,
             stacklevel=3,
         )
-    return corrupt
-
-
-def _write_record(record: pathlib.Path, stamp: str, digest: str) -> None:
-    tmp = record.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(f"{stamp} {digest}")
-    os.replace(tmp, record)
+    return sorted(corrupt)
 
 
 def record_new_entries() -> None:
-    """Checksum the entries JAX wrote since the last call (after each compile)."""
+    """Checksum the entries that have no record yet (after each compile: JAX just wrote them).
+
+    Entries whose size or mtime changed since their record are left for ``verify``.
+    """
     with _lock:
         if _active is None:
             return
-        xla, sums = _active / "xla", _active / "checksums"
-        for entry in xla.iterdir():
-            if entry.name.endswith(_SUFFIX) and entry.is_file():
-                record = sums / (entry.name + ".sum")
-                if not record.exists():
-                    _write_record(record, _stamp(entry), _digest(entry))
+        manifest = _load_manifest(_active)
+        changes = {
+            name: [size, mtime, _digest(path)]
+            for name, path, size, mtime in _entries(_active / "xla")
+            if name not in manifest
+        }
+        _save_manifest(_active, changes, set())
 
 
 # -- hits ---------------------------------------------------------------------------------------
