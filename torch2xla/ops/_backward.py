@@ -76,3 +76,79 @@ def adaptive_avg_pool_backward(grad_output, self):
     nd = 3 if ctx().node.target is aten._adaptive_avg_pool3d_backward.default else 2
     _, vjp = jax.vjp(lambda x: adaptive_avg_pool(x, grad_output.shape[-nd:]), self)
     return vjp(as_dtype(grad_output, self.dtype))[0]
+
+
+@register(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+                             scale_grad_by_freq):
+    d = grad_output.shape[-1]
+    idx = indices.reshape(-1)
+    grad = grad_output.reshape(-1, d)
+    keep = idx != padding_idx
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), grad.dtype).at[idx].add(1)
+        grad = grad / jnp.maximum(counts[idx], 1)[:, None]
+    grad = jnp.where(keep[:, None], grad, 0)
+    return jnp.zeros((num_weights, d), grad_output.dtype).at[idx].add(grad)
+
+
+def _norm_backward(forward, grad_out, input, weight, bias, output_mask):
+    args = [input] + [t for t in (weight, bias) if t is not None]
+    _, vjp = jax.vjp(forward, *args)
+    grads = list(vjp(grad_out))
+    full = [grads.pop(0), grads.pop(0) if weight is not None else None,
+            grads.pop(0) if bias is not None else None]
+    out = []
+    for i, (g, want) in enumerate(zip(full, output_mask)):
+        shape = tuple(ctx().out[i].shape)
+        out.append(as_dtype(g, out_dtype(i)) if want and g is not None else
+                   jnp.zeros(shape, out_dtype(i)))
+    return tuple(out)
+
+
+@register(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+
+    def forward(x, *affine):
+        m = jnp.mean(x, axis=axes, keepdims=True)
+        v = jnp.mean(jnp.square(x - m), axis=axes, keepdims=True)
+        y = (x - m) * jax.lax.rsqrt(v + _eps_from(v, rstd))
+        it = iter(affine)
+        if weight is not None:
+            y = y * next(it)
+        if bias is not None:
+            y = y + next(it)
+        return y
+
+    return _norm_backward(forward, grad_out, input, weight, bias, output_mask)
+
+
+def _eps_from(var, rstd):
+    """The eps the forward used, recovered from its saved rstd: 1/rstd**2 - var."""
+    return jax.lax.stop_gradient(jnp.mean(1 / jnp.square(rstd.reshape(var.shape)) - var))
+
+
+@register(aten.native_group_norm_backward.default)
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+                               output_mask):
+    shape = (1, C) + (1,) * (input.ndim - 2)
+
+    def forward(x, *affine):
+        g = x.reshape((N, group, -1))
+        m = jnp.mean(g, axis=-1, keepdims=True)
+        v = jnp.mean(jnp.square(g - m), axis=-1, keepdims=True)
+        y = ((g - m) * jax.lax.rsqrt(v + _eps_from(v, rstd))).reshape(x.shape)
+        it = iter(affine)
+        if weight is not None:
+            y = y * next(it).reshape(shape)
+        return y
+
+    grad_input, grad_weight, _ = _norm_backward(forward, grad_out, input, weight, None,
+                                                output_mask)
+    # There is no bias argument, but its gradient is an output: the per-channel sum.
+    axes = (0, *range(2, grad_out.ndim))
+    grad_bias = (as_dtype(jnp.sum(grad_out, axis=axes), out_dtype(2)) if output_mask[2] else
+                 jnp.zeros(tuple(ctx().out[2].shape), out_dtype(2)))
+    return grad_input, grad_weight, grad_bias

@@ -289,3 +289,25 @@ def _batch_norm_with_update_functional(input, weight, bias, running_mean, runnin
     return (out, as_dtype(mean, out_dtype(1)), as_dtype(invstd, out_dtype(2)), reserve, new_mean,
             new_var)
 
+
+
+# -- col2im (fold) ---------------------------------------------------------------------------
+@register(aten.col2im.default)
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    unbatched = self.ndim == 2
+    cols = self[None] if unbatched else self
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel_size, dilation, padding, stride
+    h, w = output_size
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    n, ckk = cols.shape[:2]
+    c = ckk // (kh * kw)
+    blocks = cols.reshape(n, c, kh, kw, oh, ow)
+    out = jnp.zeros((n, c, h + 2 * ph, w + 2 * pw), self.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols_ = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            out = out.at[:, :, rows, cols_].add(blocks[:, :, i, j])
+    out = out[:, :, ph:ph + h, pw:pw + w]
+    return out[0] if unbatched else out

@@ -29,13 +29,14 @@ def _reduce(jfn, x, dim, keepdim, compute=None, **kw):
     return as_dtype(jfn(x, axis=axes, keepdims=keepdim, **kw), result)
 
 
-def _acc_dtype(x, dtype):
-    """Accumulation dtype: the requested one, else float32 for half floats, else the output's."""
+def _acc_dtype(x, dtype, index: int | None = None):
+    """Accumulation dtype: the requested one, else float32 for half floats, else the dtype of
+    the node's output (its ``index``-th output for multi-output ops)."""
     if dtype is not None:
         return jdt(dtype)
     if x.dtype in (np.dtype(jnp.float16), np.dtype(jnp.bfloat16)):
         return np.dtype(np.float32)
-    return out_dtype()
+    return out_dtype(index)
 
 
 @register(aten.sum.dim_IntList, aten.sum.default)
@@ -84,9 +85,14 @@ def var(self, dim=None, *, correction=None, keepdim=False):
     return _reduce(jnp.var, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
 
 
+@register(aten.var.dim)
+def var_dim(self, dim=None, unbiased=True, keepdim=False):
+    return var(self, dim, correction=1 if unbiased else 0, keepdim=keepdim)
+
+
 @register(aten.var_mean.correction)
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
-    acc = _acc_dtype(self, None)
+    acc = _acc_dtype(self, None, 0)
     x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
     v = jnp.var(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
     m = jnp.mean(x, axis=axes, keepdims=keepdim)
@@ -154,7 +160,8 @@ def logsumexp(self, dim, keepdim=False):
 
 
 def _cum(jfn, self, dim, dtype):
-    acc = _acc_dtype(self, dtype) if dtype is not None else out_dtype()
+    # Half-precision scans accumulate in float32, as torch's CPU kernels do.
+    acc = _acc_dtype(self, dtype)
     x = as_dtype(self, acc)
     if x.ndim == 0:
         return as_dtype(x, out_dtype())

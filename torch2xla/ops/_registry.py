@@ -44,7 +44,7 @@ class LoweringContext:
     """What a lowering may ask about the node it is lowering."""
 
     node: torch.fx.Node
-    rng: "RngState | None"
+    rng: RngState | None
 
     @property
     def out(self) -> Any:

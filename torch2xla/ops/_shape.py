@@ -397,3 +397,31 @@ def sym_stride(self, dim):
 @register(aten.sym_storage_offset.default)
 def sym_storage_offset(self):
     return 0
+
+
+# -- reflection and replication padding ----------------------------------------------------------
+def _pad_widths(self, padding) -> list[tuple[int, int]]:
+    """jnp.pad widths from ATen's (last-dim first) (before, after) pairs."""
+    widths = [(0, 0)] * self.ndim
+    for i in range(len(padding) // 2):
+        widths[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+    return widths
+
+
+@register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+          aten.reflection_pad3d.default)
+def reflection_pad(self, padding):
+    return jnp.pad(self, _pad_widths(self, padding), mode="reflect")
+
+
+@register(aten.replication_pad1d.default, aten.replication_pad2d.default,
+          aten.replication_pad3d.default)
+def replication_pad(self, padding):
+    # out[i] = x[clip(i - before, 0, n - 1)] along each padded dim; negative widths crop.
+    out = self
+    for axis, (lo, hi) in enumerate(_pad_widths(self, padding)):
+        if lo or hi:
+            n = self.shape[axis]
+            idx = np.clip(np.arange(n + lo + hi) - lo, 0, n - 1)
+            out = jnp.take(out, idx, axis=axis)
+    return out
