@@ -8,10 +8,12 @@ order every round; medians over rounds. A process feeds the 16 lengths once (``f
 every compile plus one run per length) and then again (``second pass``: everything cached).
 
 Modes: ``eager``; ``inductor`` (``dynamic=True``); ``xla`` (``dynamic=True``, one program per
-length); ``xla+buckets`` (``options={"buckets": "pow2"}``: 16 lengths in 4 buckets);
-``xla warm`` and ``xla+buckets warm`` (a second process on the persistent cache the same mode
-filled just before). Compile counts: Dynamo graphs, and programs (inductor: graphs compiled;
-xla: torch2xla's compiles, from ``torch2xla.cache_info``).
+length, default settings: the persistent cache on, in an empty directory); ``xla+buckets``
+(``options={"buckets": "pow2"}``: 16 lengths in 4 buckets); ``xla warm`` and ``xla+buckets
+warm`` (a second process on the persistent cache the same mode filled just before); ``xla
+no-pcache`` (``TORCH2XLA_PERSISTENT_CACHE=0``). Compile counts: Dynamo graphs, and programs
+(inductor: graphs compiled; xla: torch2xla's compiles, from ``torch2xla.cache_info``) and XLA
+compiles (JAX compile requests the persistent cache did not serve).
 
 The xla process also times the per-call cost of torch2xla's signature key and cache lookup on
 the model's graph (``key_us``, ``lookup_us``).
@@ -32,7 +34,8 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 LENGTHS = (9, 13, 17, 21, 28, 33, 40, 47, 55, 64, 71, 80, 93, 101, 117, 128)
-MODES = ("eager", "inductor", "xla", "xla+buckets")
+MODES = ("eager", "inductor", "xla", "xla+buckets", "xla no-pcache")
+ALL = (*MODES, "xla warm", "xla+buckets warm")
 
 
 def _model():
@@ -82,9 +85,12 @@ def _model():
 def worker(mode: str) -> dict:
     sys.path.insert(0, str(HERE))
     import _common  # one thread for torch and XLA; configured before torch is used
+    import jax
     import torch
 
     _common.one_thread()
+    events: list[str] = []
+    jax.monitoring.register_event_listener(lambda event, **kw: events.append(event))
     model = _model()
     inputs = [torch.randint(0, 512, (2, t)) for t in LENGTHS]
     graphs = []
@@ -124,6 +130,8 @@ def worker(mode: str) -> dict:
             compile_s=info.compile_seconds,
             analysis_s=sum(g.analysis_seconds for g in info),
             persistent_hits=sum(s.persistent_hits for g in info for s in g.signatures),
+            xla_compiles=events.count("/jax/compilation_cache/compile_requests_use_cache")
+            - events.count("/jax/compilation_cache/cache_hits"),
         )
         result.update(_key_cost(fn, inputs[-1]))
     del out
@@ -161,9 +169,9 @@ def _spawn(mode: str, cache_dir: str, inductor_dir: str) -> dict:
         TORCHINDUCTOR_AUTOGRAD_CACHE="0",
         PYTHONPATH=str(HERE.parent),
     )
-    if mode in ("xla", "xla+buckets"):
+    if mode == "xla no-pcache":
         env["TORCH2XLA_PERSISTENT_CACHE"] = "0"
-    base = mode.removesuffix(" warm").removesuffix(" fill")
+    base = mode.removesuffix(" warm").removesuffix(" fill").removesuffix(" no-pcache")
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", base],
         env=env,
@@ -188,7 +196,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {}
     rng = random.Random(0)
     for r in range(args.rounds):
-        order = list(MODES) + ["xla warm", "xla+buckets warm"]
+        order = list(ALL)
         rng.shuffle(order)
         # A warm mode runs right after a process of the same mode filled a fresh cache.
         for mode in order:
@@ -208,19 +216,20 @@ def main() -> None:
         f"{'mode':18} {'graphs':>6} {'programs':>8} {'1st pass s':>10} {'vs eager':>9} "
         f"{'2nd pass s':>10} {'max diff':>9}"
     )
-    for mode in ["eager", "inductor", "xla", "xla+buckets", "xla warm", "xla+buckets warm"]:
+    for mode in ALL:
         row = table[mode]
         print(
             f"{mode:18} {row['dynamo_graphs']:>6.0f} {row['programs']:>8.0f} "
             f"{row['first_pass_s']:>10.2f} {row['first_pass_s'] / eager:>8.1f}x "
             f"{row['second_pass_s']:>10.3f} {row['max_diff']:>9.1e}"
         )
-    for mode in ["xla", "xla+buckets", "xla warm", "xla+buckets warm"]:
+    for mode in [m for m in ALL if m.startswith("xla")]:
         row = table[mode]
         print(
             f"{mode}: torch2xla compile time {row['compile_s']:.2f} s "
-            f"(bucketing analysis {row['analysis_s']:.2f} s), "
-            f"{row['persistent_hits']:.0f} executables from the persistent cache"
+            f"(bucketing analysis {row['analysis_s']:.2f} s), XLA compiles "
+            f"{row['xla_compiles']:.0f}, {row['persistent_hits']:.0f} executables from the "
+            "persistent cache"
         )
     xla = table["xla"]
     print(
