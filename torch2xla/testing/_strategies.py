@@ -202,7 +202,8 @@ def elements(
     Args:
         dtype: the torch dtype the values must fit.
         min_value, max_value: bounds (inclusive); for integer dtypes they clip the dtype's range.
-        allow_nan, allow_infinity: ``None`` means allowed when no bound excludes them.
+        allow_nan, allow_infinity: ``None`` means allowed when no bound excludes them; ``True``
+            adds them even to bounded values (finite values in range, plus NaN/inf).
         allow_subnormal: draw subnormal floats. Off by default: XLA on CPU flushes subnormal
             results to zero and mishandles subnormal inputs of some functions (``log``,
             ``rsqrt``, ``ceil``...), where eager PyTorch keeps them; turn them on to see where
@@ -225,9 +226,6 @@ def elements(
 
     bounded = min_value is not None or max_value is not None
     nan = (not bounded) if allow_nan is None else allow_nan
-    inf = (
-        (max_value is None or min_value is None) if allow_infinity is None else allow_infinity
-    )
     fi = torch.finfo(dtype)
     width = {torch.float16: 16, torch.float64: 64}.get(dtype, 32)
     lo = -fi.max if min_value is None else _inward(max(min_value, -fi.max), width, up=True)
@@ -247,14 +245,14 @@ def elements(
         if math.isnan(v):
             return nan
         if math.isinf(v):
-            return inf and (v > 0 or min_value is None) and (v < 0 or max_value is None)
+            if allow_infinity is not None:
+                return allow_infinity
+            return (v > 0 and max_value is None) or (v < 0 and min_value is None)
         if v != 0 and abs(v) < fi.tiny and not allow_subnormal:
             return False
         return lo <= v <= hi
 
     extra = [v for v in special_values(dtype) if keep(v)]
-    if inf and not extra:
-        extra = [v for v in (math.inf, -math.inf) if keep(v)]
     return st.one_of(base, st.sampled_from(extra)) if specials and extra else base
 
 
