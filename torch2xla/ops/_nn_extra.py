@@ -311,3 +311,56 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
             out = out.at[:, :, rows, cols_].add(blocks[:, :, i, j])
     out = out[:, :, ph:ph + h, pw:pw + w]
     return out[0] if unbatched else out
+
+
+# -- fractional max pooling --------------------------------------------------------------------
+def _fractional_starts(sample, n_in: int, n_out: int, pool: int):
+    """Window starts from one uniform sample per plane (torch's generate_intervals)."""
+    if n_out == 1:
+        return jnp.full(sample.shape + (1,), n_in - pool, jnp.int64)
+    alpha = (n_in - pool) / (n_out - 1)
+    i = jnp.arange(n_out - 1, dtype=sample.dtype)
+    starts = (jnp.floor((i + sample[..., None]) * alpha) - jnp.floor(sample[..., None] * alpha))
+    last = jnp.full(sample.shape + (1,), n_in - pool, jnp.int64)
+    return jnp.concatenate([starts.astype(jnp.int64), last], axis=-1)
+
+
+def _fractional_max_pool(self, kernel_size, output_size, random_samples):
+    nd = len(output_size)
+    unbatched = self.ndim == nd + 1
+    x = self[None] if unbatched else self
+    samples = random_samples[None] if unbatched and random_samples.ndim == 2 else random_samples
+    spatial = x.shape[2:]
+    lead = (jnp.arange(x.shape[0])[:, None], jnp.arange(x.shape[1])[None, :])
+    # NOTE: torch pairs samples with dims as (W, H) in 2-D but (T, H, W) in 3-D.
+    order = [1, 0] if nd == 2 else [0, 1, 2]
+    index, flat = [], 0
+    for d in range(nd):
+        starts = _fractional_starts(samples[..., order[d]], spatial[d],
+                                    output_size[d], kernel_size[d])
+        pos = starts[..., :, None] + jnp.arange(kernel_size[d])  # (N, C, out_d, k_d)
+        shape = [x.shape[0], x.shape[1]] + [1] * (2 * nd)
+        shape[2 + d], shape[2 + nd + d] = output_size[d], kernel_size[d]
+        pos = pos.reshape(shape)
+        index.append(pos)
+        flat = flat + pos * int(np.prod(spatial[d + 1:]))
+    n = lead[0].reshape((-1, 1) + (1,) * (2 * nd))
+    c = lead[1].reshape((1, -1) + (1,) * (2 * nd))
+    windows = x[(n, c, *index)]
+    k = int(np.prod(kernel_size))
+    windows = windows.reshape(windows.shape[:2 + nd] + (k,))
+    flat = jnp.broadcast_to(flat, windows.shape[:2 + nd] + flat.shape[2 + nd:]).reshape(
+        windows.shape)
+    nan = jnp.isnan(windows) if jnp.issubdtype(windows.dtype, jnp.floating) else jnp.zeros(
+        windows.shape, bool)
+    first_max = jnp.argmax(jnp.where(nan, -jnp.inf, windows), axis=-1)
+    last_nan = k - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
+    choice = jnp.where(jnp.any(nan, axis=-1), last_nan, first_max)[..., None]
+    values = jnp.take_along_axis(windows, choice, axis=-1)[..., 0]
+    indices = as_dtype(jnp.take_along_axis(flat, choice, axis=-1)[..., 0], _I64)
+    return (values[0], indices[0]) if unbatched else (values, indices)
+
+
+@register(aten.fractional_max_pool2d.default, aten.fractional_max_pool3d.default)
+def fractional_max_pool(self, kernel_size, output_size, random_samples):
+    return _fractional_max_pool(self, tuple(kernel_size), tuple(output_size), random_samples)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, out_dtype
@@ -70,3 +71,130 @@ def randint(*args, generator=None, dtype=None, layout=None, device=None, pin_mem
 @register(aten.randperm.default)
 def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
     return jax.random.permutation(_key(), n).astype(out_dtype())
+
+
+# -- in-place distributions (functionalized: they return a fresh tensor of self's shape) ---------
+def _uniform01(shape, dtype):
+    # Drawn in float32 at least: bfloat16's 8-bit mantissa would make u == 0 or 1 common.
+    wide = jnp.promote_types(dtype, jnp.float32)
+    return jax.random.uniform(_key(), tuple(shape), wide)
+
+
+@register(aten.cauchy.default)
+def cauchy(self, median=0.0, sigma=1.0, *, generator=None):
+    u = _uniform01(self.shape, self.dtype)
+    return as_dtype(median + sigma * jnp.tan(jnp.pi * (u - 0.5)), self.dtype)
+
+
+@register(aten.exponential.default)
+def exponential(self, lambd=1.0, *, generator=None):
+    u = _uniform01(self.shape, self.dtype)
+    # -log1p(-u) / lambd, as torch: u in [0, 1) gives finite, nonnegative draws.
+    return as_dtype(-jnp.log1p(-u) / lambd, self.dtype)
+
+
+@register(aten.geometric.default)
+def geometric(self, p, *, generator=None):
+    u = _uniform01(self.shape, self.dtype)
+    # Number of Bernoulli(p) trials up to the first success (>= 1).
+    draws = jnp.ceil(jnp.log1p(-u) / jnp.log1p(-p))
+    return as_dtype(jnp.maximum(draws, 1), self.dtype)
+
+
+@register(aten.log_normal.default)
+def log_normal(self, mean=1.0, std=2.0, *, generator=None):
+    wide = jnp.promote_types(self.dtype, jnp.float32)
+    z = jax.random.normal(_key(), self.shape, wide)
+    return as_dtype(jnp.exp(mean + std * z), self.dtype)
+
+
+@register(aten.normal_functional.default)
+def normal_functional(self, mean=0.0, std=1.0, *, generator=None):
+    wide = jnp.promote_types(self.dtype, jnp.float32)
+    return as_dtype(mean + std * jax.random.normal(_key(), self.shape, wide), self.dtype)
+
+
+@register(aten.normal.float_float)
+def normal_float_float(mean, std, size, *, generator=None, dtype=None, layout=None, device=None,
+                       pin_memory=None):
+    return mean + std * jax.random.normal(_key(), tuple(size), out_dtype())
+
+
+@register(aten.bernoulli.Tensor)
+def bernoulli_tensor(self, p, *, generator=None):
+    probs = jnp.broadcast_to(as_dtype(p, jnp.float32), self.shape)
+    return as_dtype(jax.random.bernoulli(_key(), probs), self.dtype)
+
+
+def _int_range(dtype):
+    if jnp.issubdtype(dtype, jnp.floating):
+        # torch's default range for floats: every integer the mantissa represents exactly.
+        return 0, 2 ** (jnp.finfo(dtype).nmant + 1) + 1
+    if dtype == jnp.bool_:
+        return 0, 2
+    return 0, int(jnp.iinfo(dtype).max)
+
+
+@register(aten.random.default, aten.random.to, getattr(aten.random, "from"))
+def random_(self, *args, generator=None):
+    if len(args) == 0:
+        low, high = _int_range(self.dtype)
+    elif len(args) == 1:
+        low, high = 0, args[0]
+    else:
+        low, high = args[0], args[1] if args[1] is not None else _int_range(self.dtype)[1]
+    draws = jax.random.randint(_key(), self.shape, low, high, jnp.int64)
+    return as_dtype(draws, self.dtype)
+
+
+@register(aten.randint_like.default, aten.randint_like.low_dtype)
+def randint_like(self, *args, dtype=None, layout=None, device=None, pin_memory=None,
+                 memory_format=None):
+    low, high = (0, args[0]) if len(args) == 1 else args
+    return as_dtype(jax.random.randint(_key(), self.shape, low, high, jnp.int64), out_dtype())
+
+
+@register(aten.multinomial.default)
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    probs = self if self.ndim == 2 else self[None]
+    logits = jnp.log(as_dtype(probs, jnp.float32))
+    key = _key()
+    if replacement:
+        draws = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, probs.shape[0]))
+        draws = draws.T
+    else:
+        # Gumbel top-k: sampling without replacement in proportion to the weights.
+        gumbel = jax.random.gumbel(key, logits.shape)
+        draws = jnp.argsort(-(logits + gumbel), axis=-1)[:, :num_samples]
+    draws = as_dtype(draws, np.dtype(np.int64))
+    return draws if self.ndim == 2 else draws[0]
+
+
+@register(aten.rrelu_with_noise_functional.default)
+def rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False,
+                                generator=None):
+    if not training:
+        slope = as_dtype((lower + upper) / 2, self.dtype)
+        return jnp.where(self >= 0, self, self * slope), noise
+    wide = jnp.promote_types(self.dtype, jnp.float32)
+    r = as_dtype(jax.random.uniform(_key(), self.shape, wide, lower, upper), self.dtype)
+    slopes = jnp.where(self <= 0, r, as_dtype(1, self.dtype))
+    return self * slopes, as_dtype(slopes, noise.dtype)
+
+
+@register(aten.poisson.default)
+def poisson(self, generator=None):
+    return as_dtype(jax.random.poisson(_key(), self), self.dtype)
+
+
+@register(aten._standard_gamma.default)
+def _standard_gamma(self, generator=None):
+    wide = jnp.promote_types(self.dtype, jnp.float32)
+    return as_dtype(jax.random.gamma(_key(), as_dtype(self, wide)), self.dtype)
+
+
+@register(aten.binomial.default)
+def binomial(count, prob, generator=None):
+    wide = jnp.promote_types(count.dtype, jnp.float32)
+    return as_dtype(jax.random.binomial(_key(), as_dtype(count, wide), as_dtype(prob, wide)),
+                    count.dtype)
