@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 import warnings
 
@@ -11,6 +12,9 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+# "cpu" (gloo) by default; tests/test_distributed.py sets "cuda" (NCCL) on a 2-GPU machine.
+DEVICE = torch.device("cpu")
 
 
 def _max_diff(a, b) -> float:
@@ -27,6 +31,7 @@ def _train(model, ref, steps, rank, compile_outer, optim=torch.optim.AdamW):
     losses = []
     for _ in range(steps):
         x, y = torch.randn(8, 64, generator=gen), torch.randn(8, 8, generator=gen)
+        x, y = x.to(DEVICE), y.to(DEVICE)
         loss = nn.functional.mse_loss(run(x), y)
         loss.backward()
         opt.step()
@@ -51,7 +56,7 @@ class _Net(nn.Module):
 
 
 def _net(width=64):
-    return _Net(width)
+    return _Net(width).to(DEVICE)
 
 
 def scenario_ddp(rank):
@@ -97,7 +102,7 @@ def scenario_collectives(rank):
         z = fc.all_gather_tensor(y + 1, 0, dist.group.WORLD)
         return z.sin() + fc.all_reduce(z, "max", dist.group.WORLD)
 
-    x = torch.arange(4.0) + rank
+    x = (torch.arange(4.0) + rank).to(DEVICE)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # collectives run in eager by design: no fallback warning
         out = torch.compile(f, backend="xla", options={"strict": True})(x)
@@ -109,6 +114,7 @@ def scenario_fsdp2(rank):
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 8))
+    model = model.to(DEVICE)
     ref = copy.deepcopy(model)
     for layer in model:
         if isinstance(layer, nn.Linear):
@@ -120,7 +126,7 @@ def scenario_fsdp2(rank):
     diffs = []
     for step in range(2):
         # Every rank sees the same batch here, so the eager single-process reference matches.
-        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step)).to(DEVICE)
         out = model(x)
         out.square().mean().backward()
         opt.step()
@@ -143,11 +149,17 @@ SCENARIOS = {
 }
 
 
-def worker(rank: int, world: int, port: int, names: list[str], queue) -> None:
+def worker(rank: int, world: int, port: int, names: list[str], queue, device: str = "cpu") -> None:
+    global DEVICE
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+        DEVICE = torch.device("cuda", rank)
+    # A timeout turns a rank stuck in a collective (its peer failed) into an error, not a hang.
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         for name in names:
             torch._dynamo.reset()

@@ -1,14 +1,21 @@
 """Issue 9: DDP, functional collectives and FSDP2 over gloo, 2 processes spawned by the test."""
 
+import os
 import socket
 
 import pytest
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests._dist_worker import SCENARIOS, worker
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+
+# T2X_DIST_DEVICE=cuda runs the same scenarios with NCCL on 2 GPUs (see docs/gpu.md).
+DEVICE = os.environ.get("T2X_DIST_DEVICE", "cpu")
+if DEVICE == "cuda" and torch.cuda.device_count() < 2:
+    pytest.skip("T2X_DIST_DEVICE=cuda needs 2 GPUs", allow_module_level=True)
 
 
 def _free_port() -> int:
@@ -23,12 +30,14 @@ def results():
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=worker, args=(r, 2, port, list(SCENARIOS), queue)) for r in range(2)]
+    procs = [
+        ctx.Process(target=worker, args=(r, 2, port, list(SCENARIOS), queue, DEVICE)) for r in range(2)
+    ]
     for p in procs:
         p.start()
     out = {}
     for _ in range(2 * len(SCENARIOS)):
-        rank, name, status, value = queue.get(timeout=600)
+        rank, name, status, value = queue.get(timeout=400)
         out[(rank, name)] = (status, value)
     for p in procs:
         p.join(60)

@@ -102,7 +102,7 @@ class XlaFunction(torch.autograd.Function):
     def forward(ctx, program, diff_in: tuple[int, ...], seed, *tensors):
         fns: TrainFns = program.train_fns(diff_in)
         diff_set = set(diff_in)
-        with x64(), jax.default_device(program.device):
+        with x64(), program.placement():
             views = program.jax_inputs(tensors)  # parameters imported once, not every step
             jdiff = [views[k] for k in diff_in]
             jrest = [v for k, v in enumerate(views) if k not in diff_set]
@@ -137,7 +137,7 @@ class XlaFunction(torch.autograd.Function):
         result: list = [None] * ctx.n_inputs
         if active and torch.is_grad_enabled():  # create_graph=True: differentiable gradients
             if fns.deps is None:
-                with torch.no_grad(), x64(), jax.default_device(program.device):
+                with torch.no_grad(), x64(), program.placement():
                     cts = [jax.numpy.zeros(shape, dtype) for shape, dtype in ctx.diff_meta]
                     fns.deps = _dependencies(vjp_fn, cts)
             live = frozenset().union(*(fns.deps[j] for j in active))
@@ -146,7 +146,7 @@ class XlaFunction(torch.autograd.Function):
                 if pos in live:
                     result[k] = g
         elif active:
-            with torch.no_grad(), x64(), jax.default_device(program.device):
+            with torch.no_grad(), x64(), program.placement():
                 cts = [
                     jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
                     for g, (shape, dtype) in zip(diff_grads, ctx.diff_meta)
@@ -228,6 +228,9 @@ class _VjpProgram:
                 self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs
             )
         return self._train_cache[diff_in]
+
+    def placement(self):
+        return jax.default_device(self.device)
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
         return [_jax_value(t) for t in tensors]

@@ -79,7 +79,10 @@ def jax_device(device: torch.device) -> jax.Device:
         return cpu_device()
     if device.type == "cuda":
         index = torch.cuda.current_device() if device.index is None else device.index
-        return jax.devices("gpu")[index]
+        # Starting JAX's GPU client can leave another device current for this thread, after
+        # which torch refuses to export tensors of its own current device: restore it.
+        with torch.cuda.device(torch.cuda.current_device()):
+            return jax.devices("gpu")[index]
     raise ValueError(f"torch2xla: tensors on {device} are not supported (cpu and cuda are)")
 
 
@@ -104,6 +107,10 @@ def to_jax(t: torch.Tensor):
         return t.numpy()
     if not t.is_contiguous():
         t = t.contiguous()
+    if t.device.index != torch.cuda.current_device():
+        # torch exports only tensors of the current CUDA device.
+        with torch.cuda.device(t.device):
+            return jax.dlpack.from_dlpack(t)
     return jax.dlpack.from_dlpack(t)
 
 
@@ -188,7 +195,7 @@ class ViewCache:
             and d.is_contiguous()
             and not (d.is_conj() or d.is_neg())
         ):
-            view = jax.dlpack.from_dlpack(d)
+            view = to_jax(d)
             if view.unsafe_buffer_pointer() != d.data_ptr():
                 view = None  # JAX copied (misaligned data): a copy would go stale
         if view is None:

@@ -120,10 +120,17 @@ class XlaProgram:
                 return list(XlaFunction.apply(self, diff_in, seed, *tensors))
         seed = _draw_seed() if self.rng else None
         # (a context object of JAX's config holds its previous value: one per call, not shared)
-        with x64(), jax.default_device(self.device) if self._place else _NO_PLACEMENT:
+        with x64(), self.placement():
             outs = self._infer(seed, *self.jax_inputs(tensors))
         convert = self.to_torch
         return [convert(o) for o in outs]
+
+    def placement(self):
+        """The context every call of this program's executables runs in (and the ahead-of-time
+        compile too: JAX keys executables on the default-device context, so using it on one
+        path and not the other compiles the program twice)."""
+        # (a context object of JAX's config holds its previous value: one per call, not shared)
+        return jax.default_device(self.device) if self._place else _NO_PLACEMENT
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
         """Zero-copy JAX views of the program's tensor inputs, parameters imported once

@@ -308,7 +308,7 @@ def precompile(
         diff_in = tuple(
             k for k, t in enumerate(tensors) if t.requires_grad  # float or complex, by torch's rule
         )
-    with x64(), jax.default_device(program.device):
+    with x64(), program.placement():
         views = program.jax_inputs(tensors)
         if not (diff_in and program.diff_out):
             return "inference", [_stages(program._infer, (seed, *views), comp, "inference")]
