@@ -166,3 +166,51 @@ def test_view_cache_fence_after_write():
         p.add_(1.0)
         assert cache([p])[1] is True  # written since: a CUDA call must fence
         assert cache([p])[1] is False
+
+
+def _dot_result_types(fn, *args) -> list[str]:
+    import jax
+
+    text = jax.jit(fn).lower(*args).as_text()
+    lines = [ln for ln in text.splitlines() if "dot_general" in ln or "convolution" in ln]
+    return [ln.rsplit("->", 1)[-1] for ln in lines if "->" in ln]
+
+
+def test_half_precision_gradients_are_half_precision_products():
+    # The forward accumulates half-precision products in float32; the backward must stay in
+    # half precision as torch's does (float32 GEMMs would run at a fraction of the rate).
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from torch2xla.ops._linalg import half_product
+
+    a, b = jnp.ones((4, 8), jnp.bfloat16), jnp.ones((8, 3), jnp.bfloat16)
+    grads = jax.grad(lambda a, b: half_product(a, b).sum(), argnums=(0, 1))
+    types = _dot_result_types(grads, a, b)
+    assert len(types) == 2 and all("bf16" in t for t in types), types
+
+    x, w = jnp.ones((2, 4, 8, 8), jnp.bfloat16), jnp.ones((6, 4, 3, 3), jnp.bfloat16)
+
+    def conv(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), [(1, 1)] * 2, dimension_numbers=dn)
+
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, ("NCHW", "OIHW", "NCHW"))
+    types = _dot_result_types(jax.grad(lambda x, w: conv(x, w).sum(), argnums=(0, 1)), x, w)
+    assert types and all("bf16" in t for t in types), types
+
+
+def test_bfloat16_linear_and_conv_gradients_match_eager():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 36, 5))
+    model = model.to(torch.bfloat16)
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    x = torch.randn(4, 3, 6, 6, dtype=torch.bfloat16)
+    out, expected = compiled(x), ref(x)
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
+    out.float().square().sum().backward()
+    expected.float().square().sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        assert p.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(p.grad, q.grad, atol=5e-2, rtol=5e-2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -33,8 +34,34 @@ def product(a, b):
     the result dtype."""
     _, result = promote(Kind.DEFAULT, a, b)
     a, b = as_dtype(a, result), as_dtype(b, result)
-    out = jnp.matmul(a, b, precision=precision(), preferred_element_type=_acc(result))
-    return out, result
+    if _acc(result) is not None:
+        return half_product(a, b), result
+    return jnp.matmul(a, b, precision=precision()), result
+
+
+@jax.custom_vjp
+def half_product(a, b):
+    """``a @ b`` of half-precision operands, accumulated and returned in float32.
+
+    NOTE: its gradients are half-precision products (float32 accumulation, rounded once), as
+    torch's backward computes them. JAX's own rule would differentiate the float32 product
+    with float32 cotangents: float32 GEMMs, at a fraction of the half-precision rate.
+    """
+    return jnp.matmul(a, b, preferred_element_type=np.float32)
+
+
+def _half_product_fwd(a, b):
+    return half_product(a, b), (a, b)
+
+
+def _half_product_bwd(residuals, ct):
+    a, b = residuals
+    # A half-precision product is float32 accumulation rounded once, on XLA's CPU and GPU alike.
+    _, vjp = jax.vjp(jnp.matmul, a, b)
+    return vjp(ct.astype(a.dtype))
+
+
+half_product.defvjp(_half_product_fwd, _half_product_bwd)
 
 
 def matmul(a, b):

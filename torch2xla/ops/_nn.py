@@ -45,13 +45,15 @@ def conv(input, weight, bias, stride, padding, dilation, transposed, output_padd
     unbatched = input.ndim == nd + 1
     x = input[None] if unbatched else input
     x, w = as_dtype(x, result), as_dtype(weight, result)
+    # NOTE: no preferred_element_type for half precision: a half-precision convolution is
+    # float32 accumulation rounded once (XLA on CPU and GPU, like torch's kernels), and its
+    # gradients then stay half-precision convolutions rather than float32 ones.
     spatial = "DHW"[-nd:] if nd <= 3 else None
     dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
     if not transposed:
         out = lax.conv_general_dilated(
             x, w, stride, [(p, p) for p in padding], rhs_dilation=dilation,
             dimension_numbers=dn, feature_group_count=groups, precision=precision(),
-            preferred_element_type=_acc(result),
         )
     else:
         # Transposed conv = conv over the stride-dilated input with the flipped, in/out-swapped
@@ -70,7 +72,6 @@ def conv(input, weight, bias, stride, padding, dilation, transposed, output_padd
         out = lax.conv_general_dilated(
             x, w, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
             dimension_numbers=dn, feature_group_count=groups, precision=precision(),
-            preferred_element_type=_acc(result),
         )
     out = as_dtype(out, result)
     if bias is not None:
