@@ -224,8 +224,8 @@ def test_log_env_var(monkeypatch):
         log.setLevel(before_level)
 
 
-def test_recompile_limit_fallback_warns(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+@torch._dynamo.config.patch(recompile_limit=2)
+def test_recompile_limit_fallback_warns():
     f = _compiled(dynamic=False)
     with torch.no_grad():
         for n in (2, 3):
