@@ -56,6 +56,10 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         src = storages.get(StorageWeakRef(ex.untyped_storage()))
         size, stride = _static(ex.shape), _static(ex.stride())
         offset = ex.storage_offset()
+        # Views that reinterpret the dtype (view_as_complex, view(dtype)) stay fresh buffers:
+        # as_strided on the input would keep the input's dtype.
+        if src is not None and placeholders[src].meta["example_value"].dtype != ex.dtype:
+            continue
         if src is not None and size is not None and stride is not None and isinstance(offset, int):
             found.append(OutputAlias(k, src, size, stride, offset))
     return tuple(found)
