@@ -119,6 +119,14 @@ LIMITATIONS = (
         (torch.tensor([False, True]), INF),
     ),
     Limitation(
+        "float_to_int",
+        "converting NaN, inf or out-of-range floats to an integer dtype is undefined in C: "
+        "eager on x86 gives the 'integer indefinite' value (int min), XLA saturates",
+        (f32, f64, f16, bf16),
+        lambda x: x.to(torch.int32),
+        (torch.tensor([INF, 3e9]),),
+    ),
+    Limitation(
         "xlogy",
         "aten.xlogy runs through torch's decomposition, which does not round a 0-d operand "
         "to the common dtype first as the eager kernel does (65536 is inf in float16)",

@@ -29,6 +29,8 @@ class Limitation:
         dtypes: the input dtypes affected (empty: every dtype).
         fn: a function that shows the difference on ``args``.
         args: the inputs that show it.
+        before: argument tuples to call ``fn`` with first, for differences that need an
+            earlier compile (a cached program reused on a later input).
         options: extra :func:`assert_parity` options for the check.
 
     Example:
@@ -41,6 +43,7 @@ class Limitation:
     dtypes: tuple[torch.dtype, ...] = ()
     fn: Callable | None = dataclasses.field(default=None, compare=False)
     args: tuple[Any, ...] = dataclasses.field(default=(), compare=False)
+    before: tuple[tuple[Any, ...], ...] = dataclasses.field(default=(), compare=False)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     def applies(self, op: str, dtype: torch.dtype | None = None) -> bool:
@@ -56,10 +59,11 @@ class Limitation:
         """
         if self.fn is None:
             raise AssertionError(f"limitation {self} has no reproducer (fn, args)")
-        try:
-            assert_parity(self.fn, *self.args, **dict(self.options))
-        except ParityError as e:
-            return e
+        for args in (*self.before, self.args):
+            try:
+                assert_parity(self.fn, *args, **dict(self.options))
+            except ParityError as e:
+                return e
         raise AssertionError(
             f"limitation of {self.op!r} no longer shows ({self.reason}); remove its record"
         )
