@@ -13,7 +13,7 @@ from torch._prims_common import elementwise_dtypes
 from torch2xla._interop import jax_dtype, torch_dtype
 from torch2xla.ops._registry import ctx
 
-__all__ = ["Kind", "promote", "as_dtype", "out_dtype", "is_array", "jdt", "canonical_dim"]
+__all__ = ["Kind", "as_dtype", "canonical_dim", "is_array", "jdt", "out_dtype", "promote"]
 
 
 def is_array(x: Any) -> bool:

@@ -3,15 +3,13 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 
 from __future__ import annotations
 
-
-
 import jax
 import jax.numpy as jnp
 from jax import lax
+from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
 from torch2xla.ops._registry import register
-from torch._ops import ops
 
 aten = ops.aten
 
@@ -71,11 +69,6 @@ for _op, _fn in [
     _unary(_op.default, _fn, F)
 
 
-def _digamma(x):
-    # NOTE: torch gives digamma(+-0) = -+inf; jax.scipy gives NaN.
-    return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jax.scipy.special.digamma(x))
-
-
 def _sign(x):
     # NOTE: torch.sign(NaN) is 0 ((0 < x) - (x < 0)); jnp.sign(NaN) is NaN.
     if x.dtype == jnp.bool_:
@@ -85,7 +78,7 @@ def _sign(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
-_unary(aten.digamma.default, _digamma, F)
+# digamma and polygamma live in _special (their gradients need torch's trigamma).
 
 # -- unary ops that keep the input dtype -------------------------------------------------------
 for _op, _fn in [
@@ -134,6 +127,25 @@ register(aten.add.Tensor, aten.add.Scalar)(_with_alpha(jnp.add))
 register(aten.sub.Tensor, aten.sub.Scalar)(_with_alpha(jnp.subtract))
 
 
+def _power(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        # NOTE: torch's integer pow with a negative exponent is 0 (1 and -1 excepted: 1 and
+        # +-1 by parity); jnp's is not defined for it.
+        neg = b < 0
+        unit = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(b % 2 == 0, 1, -1), 0))
+        return jnp.where(neg, unit.astype(a.dtype), jnp.power(a, jnp.where(neg, 0, b)))
+    return jnp.power(a, b)
+
+
+def _nextafter(a, b):
+    # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
+    # one ulp) and not at all in the second; jnp.nextafter has no gradient.
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        a0, b0 = lax.stop_gradient(a), lax.stop_gradient(b)
+        return a + (jnp.nextafter(a0, b0) - a0)
+    return jnp.nextafter(a, b)
+
+
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(self, other, alpha=1):
     return _with_alpha(jnp.subtract)(other, self, alpha)
@@ -141,7 +153,7 @@ def rsub(self, other, alpha=1):
 
 for _ops, _fn, _kind in [
 
-    ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), jnp.power, Kind.BOOL_TO_LONG),
+    ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), jnp.maximum, I),
     ((aten.minimum.default,), jnp.minimum, I),
     ((aten.fmax.default,), jnp.fmax, I),
@@ -149,7 +161,7 @@ for _ops, _fn, _kind in [
     ((aten.atan2.default,), jnp.arctan2, F),
     ((aten.hypot.default,), jnp.hypot, I),
     ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, F),
-    ((aten.nextafter.default,), jnp.nextafter, I),
+    ((aten.nextafter.default,), _nextafter, I),
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, I),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, I),
     ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, I),
@@ -215,13 +227,13 @@ register(aten.remainder.Tensor, aten.remainder.Scalar)(_pointwise(jnp.remainder,
 
 @register(aten.where.self)
 def where(condition, self, other):
-    compute, result = promote(I, self, other)
+    _compute, result = promote(I, self, other)
     return jnp.where(condition, as_dtype(self, result), as_dtype(other, result))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
 def clamp(self, min=None, max=None):
-    compute, result = promote(I, self, *(v for v in (min, max) if v is not None))
+    _compute, result = promote(I, self, *(v for v in (min, max) if v is not None))
     out = as_dtype(self, result)
     # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
     if min is not None:
@@ -278,8 +290,11 @@ def softplus(self, beta=1, threshold=20):
 
 @register(aten.logit.default)
 def logit(self, eps=None):
-    x = self if eps is None else jnp.clip(self, eps, 1 - eps)
-    return jnp.log(x / (1 - x))
+    def fn(x):
+        x = x if eps is None else jnp.clip(x, eps, 1 - eps)
+        return jnp.log(x / (1 - x))
+
+    return _pointwise(fn, F)(self)
 
 
 @register(aten.lerp.Scalar, aten.lerp.Tensor)
@@ -328,6 +343,11 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
              non_blocking=False, memory_format=None):
     # NOTE: device moves are the bridge's job (outputs land on the input's device).
     return self if dtype is None else self.astype(jdt(dtype))
+
+
+@register(ops.prims.convert_element_type.default)
+def convert_element_type(a, dtype):
+    return a.astype(jdt(dtype))
 
 
 @register(aten.clone.default)

@@ -201,9 +201,45 @@ def linalg_qr(A, mode="reduced"):
     return jnp.linalg.qr(A, mode=mode)
 
 
+def _geqrf_2d(a):
+    """LAPACK's geqr2 (unblocked Householder QR) on one real matrix: R on and above the
+    diagonal, the Householder vectors (unit first entry implied) below, and their taus."""
+    m, n = a.shape
+    rows, cols = jnp.arange(m), jnp.arange(n)
+
+    def step(j, carry):
+        a, tau = carry
+        col = lax.dynamic_index_in_dim(a, j, axis=1, keepdims=False)
+        alpha = col[j]
+        tail = jnp.where(rows > j, col, 0)
+        xnorm = jnp.sqrt(jnp.sum(tail * tail))
+        beta = -jnp.copysign(jnp.hypot(alpha, xnorm), alpha)
+        reflect = xnorm != 0
+        t = jnp.where(reflect, (beta - alpha) / jnp.where(reflect, beta, 1), 0)
+        v = jnp.where(rows > j, col / jnp.where(reflect, alpha - beta, 1), 0)
+        v = jnp.where(rows == j, 1, jnp.where(reflect, v, 0))
+        # Apply H = I - t v v^T to the columns right of j.
+        w = v @ a
+        a = jnp.where(cols[None, :] > j, a - t * v[:, None] * w[None, :], a)
+        new_col = jnp.where(rows < j, col, jnp.where(rows == j, jnp.where(reflect, beta, alpha),
+                                                     v))
+        a = lax.dynamic_update_index_in_dim(a, new_col[:, None], j, axis=1)
+        return a, tau.at[j].set(t)
+
+    k = min(m, n)
+    if k == 0:
+        return a, jnp.zeros((0,), a.dtype)
+    return lax.fori_loop(0, k, step, (a, jnp.zeros((k,), a.dtype)))
+
+
 @register(aten.geqrf.default)
 def geqrf(self):
-    return lax_linalg.geqrf(self)
+    if jnp.iscomplexobj(self):
+        raise NotImplementedError("geqrf of complex matrices is not lowered")
+    fn = _geqrf_2d
+    for _ in range(self.ndim - 2):
+        fn = jax.vmap(fn)
+    return fn(self)
 
 
 @register(aten.ormqr.default)
@@ -399,7 +435,10 @@ def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
 
 @register(aten.linalg_matrix_exp.default)
 def linalg_matrix_exp(self):
-    return jax.scipy.linalg.expm(self)
+    # Evaluated in float64 for real inputs (complex128 for complex): JAX's Pade approximant
+    # loses more to rounding in float32 than torch's Taylor scheme; rounded once at the end.
+    wide = np.dtype(np.complex128) if jnp.iscomplexobj(self) else np.dtype(np.float64)
+    return as_dtype(jax.scipy.linalg.expm(as_dtype(self, wide)), self.dtype)
 
 
 def _pinv(A, atol, rtol, hermitian):

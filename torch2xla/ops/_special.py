@@ -3,6 +3,7 @@ complex-number views."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
@@ -27,16 +28,71 @@ def _f64(fn):
     return wrapped
 
 
-def _polygamma(n, x):
+def _cot_derivative_poly(n: int) -> np.ndarray:
+    """Coefficients (lowest degree first) of P_n with d^n/dy^n cot(y) = P_n(cot(y)), from
+    P_0(c) = c and P_{k+1}(c) = -(1 + c^2) P_k'(c)."""
+    p = np.array([0.0, 1.0])
+    for _ in range(n):
+        dp = np.polynomial.polynomial.polyder(p)
+        p = -np.polynomial.polynomial.polymul([1.0, 0.0, 1.0], dp)
+    return p
+
+
+def _polygamma_reflected(n: int, x):
+    """psi^(n)(x) for x < 1/2 from (-1)^n psi^(n)(1 - x) - pi d^n/dx^n cot(pi x)."""
+    c = 1 / jnp.tan(np.pi * x)
+    cot_n = jnp.polyval(jnp.asarray(_cot_derivative_poly(n)[::-1], x.dtype), c) * np.pi**n
+    return (-1) ** n * jsp.polygamma(n, 1 - x) - np.pi * cot_n
+
+
+@jax.custom_jvp
+def _digamma(x):
+    # NOTE: torch gives digamma(+-0) = -+inf; jax.scipy gives NaN.
+    return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jsp.digamma(x))
+
+
+@_digamma.defjvp
+def _digamma_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _digamma(x), _polygamma(1, x) * t
+
+
+def _polygamma(n: int, x):
+    """torch.polygamma: jax.scipy's is only right for x > 0 when n >= 1 (it is built on the
+    Hurwitz zeta), so negative arguments go through the reflection formula."""
     if n == 0:
-        # NOTE: torch gives digamma(+-0) = -+inf; jax.scipy gives NaN.
-        return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jsp.digamma(x))
-    return jsp.polygamma(n, x)
+        return _digamma(x)
+    return _polygamma_n(n, x)
+
+
+def _polygamma_n(n: int, x):
+    reflect = x < 0.5
+    safe = jnp.where(reflect, jnp.where(x == jnp.floor(x), 0.25, x), 1.0)
+    # At the poles 0, -1, -2, ... torch gives (-1)^(n+1) inf.
+    pole = jnp.asarray(np.inf if n % 2 == 1 else -np.inf, x.dtype)
+    low = jnp.where(x == jnp.floor(x), pole, _polygamma_reflected(n, safe))
+    high = jsp.polygamma(n, jnp.where(reflect, 1.0, x))
+    return jnp.where(reflect, low, high)
+
+
+_polygamma_n = jax.custom_jvp(_polygamma_n, nondiff_argnums=(0,))
+
+
+@_polygamma_n.defjvp
+def _polygamma_n_jvp(n, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _polygamma_n(n, x), _polygamma_n(n + 1, x) * t
+
+
+register(aten.digamma.default)(_pointwise(_digamma, F))
 
 
 @register(aten.polygamma.default)
 def polygamma(n, self):
-    return _pointwise(lambda x: _polygamma(n, x), F)(self)
+    if n == 0:
+        return _pointwise(_digamma, F)(self)
+    # The reflection formula cancels badly in float32: evaluate in float64, round once.
+    return _pointwise(_f64(lambda x: _polygamma(n, x)), F)(self)
 
 
 for _op, _fn in [
@@ -304,12 +360,13 @@ def view_as_complex(self):
 def complex_(real, imag):
     dtype = np.dtype(out_dtype())
     part = np.dtype(np.float64) if dtype == np.complex128 else np.dtype(np.float32)
-    return lax.complex(as_dtype(real, part), as_dtype(imag, part))
+    re, im = jnp.broadcast_arrays(as_dtype(real, part), as_dtype(imag, part))
+    return lax.complex(re, im)
 
 
 @register(aten.polar.default)
 def polar(abs, angle):
-    return lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+    return lax.complex(*jnp.broadcast_arrays(abs * jnp.cos(angle), abs * jnp.sin(angle)))
 
 
 @register(aten.angle.default)
