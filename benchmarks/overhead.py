@@ -72,7 +72,7 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     """Microseconds per call of each piece of xla's call path on the tiny function."""
     import jax
 
-    from torch2xla import _program
+    from torch2xla import _program, xla_backend
     from torch2xla._interop import x64
 
     torch._dynamo.reset()  # compile afresh, so that the program is built (and captured) here
@@ -84,14 +84,22 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
         programs.append(self)
 
     _program.XlaProgram.__init__ = capture
+    graphs = []
+
+    def capture_graph(gm, example_inputs, **kwargs):
+        graph = xla_backend(gm, example_inputs, **kwargs)
+        graphs.append(graph)
+        return graph
+
     try:
         x, y = torch.randn(8, device=device), torch.randn(8, device=device)
-        compiled = torch.compile(_tiny, backend="xla")
+        compiled = torch.compile(_tiny, backend=capture_graph)
         with torch.no_grad():
             compiled(x, y), compiled(x, y)
     finally:
         _program.XlaProgram.__init__ = original
     (program,) = programs
+    (graph,) = graphs
     args = (x, y)
     views = program.jax_inputs(args)
     with x64(), jax.default_device(program.device):
@@ -103,6 +111,7 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
 
     pieces = {
         "torch.compile call (all)": lambda: compiled(x, y),
+        "CompiledGraph (key, cache, entry)": lambda: graph(x, y),
         "XlaProgram.__call__": lambda: program(args),
         "jax_inputs (cached views)": lambda: program.jax_inputs(args),
         "x64 + device contexts": lambda: _enter_contexts(program.device),

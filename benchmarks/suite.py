@@ -293,6 +293,9 @@ def run_all(args, out: pathlib.Path) -> dict:
             cmd += ["--cpu", str(args.cpu)]
         cache = tempfile.mkdtemp(prefix="jax-cache-")
         env = dict(os.environ)
+        # First calls compile from scratch in every mode: no inductor caches left by earlier runs.
+        env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+        env.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
         if args.device.startswith("cuda"):  # lets the memory process skip compiling
             env["JAX_COMPILATION_CACHE_DIR"] = cache
             env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
