@@ -23,12 +23,13 @@ class OutputAlias:
     input: int
     size: tuple[int, ...] | None = None
     stride: tuple[int, ...] | None = None
-    offset: int = 0
+    offset: int = 0  # relative to the input's own storage offset (Dynamo does not guard it)
 
     def regenerate(self, args) -> torch.Tensor:
         if self.size is None:
             return args[self.input]
-        return args[self.input].as_strided(self.size, self.stride, self.offset)
+        base = args[self.input]
+        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
 
 
 def _static(values) -> tuple[int, ...] | None:
@@ -56,6 +57,8 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         src = storages.get(StorageWeakRef(ex.untyped_storage()))
         size, stride = _static(ex.shape), _static(ex.stride())
         offset = ex.storage_offset()
+        if src is not None:
+            offset = offset - placeholders[src].meta["example_value"].storage_offset()
         # Views that reinterpret the dtype (view_as_complex, view(dtype)) stay fresh buffers:
         # as_strided on the input would keep the input's dtype.
         if src is not None and placeholders[src].meta["example_value"].dtype != ex.dtype:
