@@ -257,3 +257,24 @@ def test_view_output_gradient():
     out = torch.compile(lambda x: (x.t(), (x * x).sum()), backend="xla")(x)
     (out[0] * torch.arange(12.0).view(4, 3)).sum().backward()
     torch.testing.assert_close(x.grad, torch.arange(12.0).view(4, 3).t())
+
+
+def test_enable_grad_inside_function_called_under_no_grad():
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        with torch.enable_grad():
+            y = lin(x)
+        return y, y.detach() * 2
+
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        out = torch.compile(f, backend="xla")(x)
+        ref = f(x)
+    assert [o.requires_grad for o in out] == [r.requires_grad for r in ref] == [True, False]
+    assert_same(out, ref)
+    out[0].sum().backward()
+    grad = lin.weight.grad.clone()
+    lin.weight.grad = None
+    ref[0].sum().backward()
+    assert_same(grad, lin.weight.grad)

@@ -141,13 +141,17 @@ class _Entry:
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
+        # Some output requires grad in eager although the graph is called under no_grad: the
+        # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
+        self.enables_grad = any(output_requires_grad)
 
     def __call__(self, args: Sequence):
         inputs = (*self.lifted, *args) if self.lifted else args
-        if self.program is not None:
-            outs = self.program(inputs)
+        if self.enables_grad and not torch.is_grad_enabled():
+            with torch.enable_grad():
+                outs = self._run(inputs)
         else:
-            outs = list(self.runner(*inputs))
+            outs = self._run(inputs)
         n = len(self.mutations)
         if n:
             with torch.no_grad():
@@ -160,3 +164,8 @@ class _Entry:
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args)
         return outs
+
+    def _run(self, inputs: Sequence) -> list:
+        if self.program is not None:
+            return self.program(inputs)
+        return list(self.runner(*inputs))
