@@ -8,7 +8,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, canonical_dim
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -208,10 +208,11 @@ def put(self, index, source, accumulate=False):
 @register(aten.masked_scatter.default)
 def masked_scatter(self, mask, source):
     # The k-th True position (row-major) takes source's k-th element: a static-shape gather.
-    mask = jnp.broadcast_to(mask, self.shape)
-    flat_mask = mask.reshape(-1)
+    shape = tuple(ctx().out.shape)  # self and mask broadcast together
+    flat_mask = jnp.broadcast_to(mask, shape).reshape(-1)
+    flat_self = jnp.broadcast_to(self, shape).reshape(-1)
     pos = jnp.cumsum(flat_mask.astype(jnp.int64)) - 1
     src = as_dtype(source, self.dtype).reshape(-1)
     taken = src[jnp.clip(pos, 0, max(src.shape[0] - 1, 0))] if src.shape[0] else jnp.zeros_like(
         pos, self.dtype)
-    return jnp.where(flat_mask, taken, self.reshape(-1)).reshape(self.shape)
+    return jnp.where(flat_mask, taken, flat_self).reshape(shape)

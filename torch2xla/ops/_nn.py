@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -45,38 +46,74 @@ def conv(input, weight, bias, stride, padding, dilation, transposed, output_padd
     unbatched = input.ndim == nd + 1
     x = input[None] if unbatched else input
     x, w = as_dtype(x, result), as_dtype(weight, result)
-    # NOTE: no preferred_element_type for half precision: a half-precision convolution is
-    # float32 accumulation rounded once (XLA on CPU and GPU, like torch's kernels), and its
-    # gradients then stay half-precision convolutions rather than float32 ones.
+    geometry = (stride, padding, dilation, transposed, _tuple(output_padding, nd), groups)
+    if _acc(result) is not None:
+        out = _half_conv(x, w, geometry)  # float32, not yet rounded
+    else:
+        out = _conv_core(x, w, geometry)
+    if bias is not None:
+        # Added before rounding: a half-precision result is rounded once, as torch's is.
+        out = out + as_dtype(bias, out.dtype).reshape((1, -1) + (1,) * nd)
+    out = as_dtype(out, result)
+    return out[0] if unbatched else out
+
+
+def _conv_core(x, w, geometry, preferred=None):
+    """The convolution proper (no bias) on batched ``x``; ``geometry`` holds stride, padding,
+    dilation, transposed, output_padding and groups."""
+    stride, padding, dilation, transposed, output_padding, groups = geometry
+    nd = w.ndim - 2
     spatial = "DHW"[-nd:] if nd <= 3 else None
     dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
     if not transposed:
-        out = lax.conv_general_dilated(
+        return lax.conv_general_dilated(
             x, w, stride, [(p, p) for p in padding], rhs_dilation=dilation,
             dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+            preferred_element_type=preferred,
         )
-    else:
-        # Transposed conv = conv over the stride-dilated input with the flipped, in/out-swapped
-        # kernel. weight is (C_in, C_out/groups, k...); regroup to (C_out, C_in/groups, k...).
-        c_in, c_out_g = w.shape[:2]
-        k = w.shape[2:]
-        w = w.reshape((groups, c_in // groups, c_out_g) + k)
-        w = jnp.swapaxes(w, 1, 2).reshape((groups * c_out_g, c_in // groups) + k)
-        w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
-        output_padding = _tuple(output_padding, nd)
-        pads = [
-            (d * (kk - 1) - p, d * (kk - 1) - p + op)
-            for kk, p, d, op in zip(k, padding, dilation, output_padding)
-        ]
-        dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
-        out = lax.conv_general_dilated(
-            x, w, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
-            dimension_numbers=dn, feature_group_count=groups, precision=precision(),
-        )
-    out = as_dtype(out, result)
-    if bias is not None:
-        out = out + as_dtype(bias, result).reshape((1, -1) + (1,) * nd)
-    return out[0] if unbatched else out
+    # Transposed conv = conv over the stride-dilated input with the flipped, in/out-swapped
+    # kernel. weight is (C_in, C_out/groups, k...); regroup to (C_out, C_in/groups, k...).
+    c_in, c_out_g = w.shape[:2]
+    k = w.shape[2:]
+    w = w.reshape((groups, c_in // groups, c_out_g) + k)
+    w = jnp.swapaxes(w, 1, 2).reshape((groups * c_out_g, c_in // groups) + k)
+    w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
+    pads = [
+        (d * (kk - 1) - p, d * (kk - 1) - p + op)
+        for kk, p, d, op in zip(k, padding, dilation, output_padding)
+    ]
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
+    return lax.conv_general_dilated(
+        x, w, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
+        dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+        preferred_element_type=preferred,
+    )
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _half_conv(x, w, geometry):
+    """A half-precision convolution accumulated and returned in float32 (rounded once by the
+    caller, after the bias, as torch's kernels round).
+
+    NOTE: its gradients are half-precision convolutions, as torch's backward computes them;
+    JAX's own rule would differentiate the float32-accumulated forward into float32
+    convolutions, far slower on GPU. (Without preferred_element_type XLA's CPU convolution of
+    bfloat16 operands loses several units in the last place to torch's.)
+    """
+    return _conv_core(x, w, geometry, np.float32)
+
+
+def _half_conv_fwd(x, w, geometry):
+    return _half_conv(x, w, geometry), (x, w)
+
+
+def _half_conv_bwd(geometry, residuals, ct):
+    x, w = residuals
+    _, vjp = jax.vjp(lambda a, b: _conv_core(a, b, geometry), x, w)
+    return vjp(ct.astype(x.dtype))
+
+
+_half_conv.defvjp(_half_conv_fwd, _half_conv_bwd)
 
 
 # -- pooling ----------------------------------------------------------------------------------------
@@ -112,8 +149,18 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     flat = jnp.broadcast_to(flat, self.shape)
 
     def pick(a, b):
+        # NOTE: torch scans each window keeping the first maximum but the last NaN, and any
+        # real element (even -inf) beats padding (index -1). As a total order, so the
+        # reduction may combine in any order: NaN > numbers; among NaNs the larger index;
+        # among equal numbers a real index before padding, then the smaller index.
         (av, ai), (bv, bi) = a, b
-        take_b = (bv > av) | ((bv == av) & (bi < ai)) | jnp.isnan(bv) & ~jnp.isnan(av)
+        a_nan, b_nan = jnp.isnan(av), jnp.isnan(bv)
+        earlier = (bi >= 0) & ((ai < 0) | (bi < ai))
+        take_b = jnp.where(
+            a_nan | b_nan,
+            b_nan & (~a_nan | (bi > ai)),
+            (bv > av) | ((bv == av) & earlier),
+        )
         return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
     _, indices = lax.reduce_window(
@@ -243,7 +290,8 @@ def batch_norm_functional(input, weight, bias, running_mean, running_var, traini
     m = as_dtype(momentum, running_mean.dtype)
     new_mean = (1 - m) * running_mean + m * as_dtype(lax.stop_gradient(mean), running_mean.dtype)
     new_var = (1 - m) * running_var + m * as_dtype(unbiased, running_var.dtype)
-    return out, mean, invstd, new_mean, new_var
+    # torch returns the saved statistics in the input's dtype on CPU.
+    return out, as_dtype(mean, out_dtype(1)), as_dtype(invstd, out_dtype(2)), new_mean, new_var
 
 
 @register(aten._native_batch_norm_legit_no_training.default)
@@ -253,14 +301,14 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
     axes = (0,) + tuple(range(2, x.ndim))
     invstd = lax.rsqrt(as_dtype(running_var, acc) + eps)
     out = _bn_apply(x, axes, as_dtype(running_mean, acc), invstd, weight, bias, input.dtype)
-    empty = jnp.zeros((0,), acc)
-    return out, empty, empty
+    return out, jnp.zeros((0,), out_dtype(1)), jnp.zeros((0,), out_dtype(2))
 
 
 @register(aten._native_batch_norm_legit.no_stats)
 def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
     x, axes, mean, _var, invstd = _bn_train(input, weight, bias, eps)
-    return _bn_apply(x, axes, mean, invstd, weight, bias, input.dtype), mean, invstd
+    out = _bn_apply(x, axes, mean, invstd, weight, bias, input.dtype)
+    return out, as_dtype(mean, out_dtype(1)), as_dtype(invstd, out_dtype(2))
 
 
 @register(aten.native_layer_norm.default)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -348,13 +349,31 @@ def as_strided(self, size, stride, storage_offset=None):
     return storage[_strided_index(_shape(size), _shape(stride), storage_offset)]
 
 
+@jax.custom_vjp
+def _scatter_set(storage, idx, src):
+    return storage.at[idx].set(src)
+
+
+def _scatter_set_fwd(storage, idx, src):
+    return storage.at[idx].set(src), idx
+
+
+def _scatter_set_bwd(idx, g):
+    # NOTE: torch's as_strided_scatter backward gives every src element the gradient at its
+    # position, even when positions repeat; JAX's scatter gives it to one of them only.
+    return g.at[idx].set(0), None, g[idx]
+
+
+_scatter_set.defvjp(_scatter_set_fwd, _scatter_set_bwd)
+
+
 @register(aten.as_strided_scatter.default)
 def as_strided_scatter(self, src, size, stride, storage_offset=None):
     order = _storage_order(ctx().node.args[0])
     moved = jnp.transpose(self, order) if self.ndim else self
     storage = moved.reshape(-1)
     idx = _strided_index(_shape(size), _shape(stride), storage_offset)
-    storage = storage.at[idx].set(as_dtype(src, self.dtype).reshape(idx.shape))
+    storage = _scatter_set(storage, idx, as_dtype(src, self.dtype).reshape(idx.shape))
     moved = storage.reshape(moved.shape)
     return jnp.transpose(moved, np.argsort(order)) if self.ndim else moved
 

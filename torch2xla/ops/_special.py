@@ -95,14 +95,48 @@ def polygamma(n, self):
     return _pointwise(_f64(lambda x: _polygamma(n, x)), F)(self)
 
 
+# NOTE: jax.scipy differentiates the modified Bessel functions through |x| (i0 = e^|x| i0e),
+# which gives i0'(0) = 1; these carry torch's derivative formulas instead.
+@jax.custom_jvp
+def _i0(x):
+    return jsp.i0(x)
+
+
+@jax.custom_jvp
+def _i0e(x):
+    return jsp.i0e(x)
+
+
+@jax.custom_jvp
+def _i1(x):
+    return jsp.i1(x)
+
+
+@jax.custom_jvp
+def _i1e(x):
+    return jsp.i1e(x)
+
+
+def _safe(x):
+    return jnp.where(x == 0, 1, x)
+
+
+_i0.defjvp(lambda p, t: (_i0(p[0]), _i1(p[0]) * t[0]))
+_i0e.defjvp(lambda p, t: (_i0e(p[0]), (_i1e(p[0]) - jnp.sign(p[0]) * _i0e(p[0])) * t[0]))
+# Both derivatives are 1/2 at 0 (torch's special case of the i1(x)/x limit).
+_i1.defjvp(lambda p, t: (_i1(p[0]), jnp.where(
+    p[0] == 0, 0.5, _i0(p[0]) - _i1(p[0]) / _safe(p[0])) * t[0]))
+_i1e.defjvp(lambda p, t: (_i1e(p[0]), jnp.where(
+    p[0] == 0, 0.5, _i0e(p[0]) - _i1e(p[0]) * (jnp.sign(p[0]) + 1 / _safe(p[0]))) * t[0]))
+
 for _op, _fn in [
     (aten.special_erfcx.default, jsp.erfcx),
-    (aten.special_i0e.default, jsp.i0e),
-    (aten.special_i1.default, jsp.i1),
-    (aten.special_i1e.default, jsp.i1e),
-    (aten.i0.default, jsp.i0),
-    (aten.special_modified_bessel_i0.default, jsp.i0),
-    (aten.special_modified_bessel_i1.default, jsp.i1),
+    (aten.special_i0e.default, _i0e),
+    (aten.special_i1.default, _i1),
+    (aten.special_i1e.default, _i1e),
+    (aten.i0.default, _i0),
+    (aten.special_modified_bessel_i0.default, _i0),
+    (aten.special_modified_bessel_i1.default, _i1),
     (aten.special_ndtri.default, jsp.ndtri),
 ]:
     register(_op)(_pointwise(_fn, F))
