@@ -169,6 +169,10 @@ def scatter_legacy_reduce(self, dim, index, src, *, reduce):
 @register(aten.index_reduce.default)
 @_bool_as_int
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    if self.ndim == 0:
+        out = index_reduce(self.reshape(1), 0, index.reshape(-1), jnp.reshape(source, (-1,)),
+                           reduce, include_self=include_self)
+        return out.reshape(())
     dim = canonical_dim(dim, self.ndim)
     x = jnp.moveaxis(self, dim, 0)
     src = jnp.moveaxis(as_dtype(source, self.dtype), dim, 0)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -147,8 +150,38 @@ def logcumsumexp(self, dim):
     if self.ndim == 0:
         return as_dtype(self, result)
     acc = np.dtype(np.float32) if result in (jnp.bfloat16, jnp.float16) else result
-    return as_dtype(lax.cumlogsumexp(as_dtype(self, acc), axis=canonical_dim(dim, self.ndim)),
-                    result)
+    return as_dtype(_logcumsumexp(as_dtype(self, acc), canonical_dim(dim, self.ndim)), result)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _logcumsumexp(x, axis):
+    return lax.cumlogsumexp(x, axis=axis)
+
+
+def _logcumsumexp_fwd(x, axis):
+    out = lax.cumlogsumexp(x, axis=axis)
+    return out, (x, out)
+
+
+def _logcumsumexp_bwd(axis, residuals, g):
+    # NOTE: torch's formula, in log space: dx_i = e^{x_i} sum_{j >= i} g_j e^{-out_j}, summed
+    # separately over positive and negative g so nothing overflows (JAX's own rule loses
+    # float32 accuracy through the scan).
+    x, out = residuals
+    dtype = g.dtype
+    if dtype == jnp.float32:
+        # x - out cancels for large x: float64 keeps the float32 gradient accurate.
+        x, out, g = x.astype(jnp.float64), out.astype(jnp.float64), g.astype(jnp.float64)
+
+    def reverse_lcse(v):
+        return jnp.flip(lax.cumlogsumexp(jnp.flip(v, axis), axis=axis), axis)
+
+    pos = jnp.where(g > 0, jnp.log(jnp.where(g > 0, g, 1)) - out, -jnp.inf)
+    neg = jnp.where(g < 0, jnp.log(jnp.where(g < 0, -g, 1)) - out, -jnp.inf)
+    return ((jnp.exp(x + reverse_lcse(pos)) - jnp.exp(x + reverse_lcse(neg))).astype(dtype),)
+
+
+_logcumsumexp.defvjp(_logcumsumexp_fwd, _logcumsumexp_bwd)
 
 
 # -- sorted search -------------------------------------------------------------------------------
@@ -197,20 +230,22 @@ def _hist_counts(x, lo, hi, bins, weight, dtype):
     return jnp.zeros((bins,), dtype).at[jnp.where(valid, pos, 0)].add(w)
 
 
-def _range(x, lo, hi):
+def _range(x, lo, hi, widen):
+    """[lo, hi] from the arguments, or from the data when both are None or 0; an empty range
+    is widened by ``widen`` on each side (1 for histc, 0.5 for histogram)."""
     if lo is None or (lo == 0 and hi == 0):
         lo, hi = (jnp.min(x, initial=np.inf), jnp.max(x, initial=-np.inf)) if x.size else (0, 0)
         lo = jnp.where(jnp.isfinite(lo), lo, 0)
         hi = jnp.where(jnp.isfinite(hi), hi, 0)
     lo, hi = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
     same = lo == hi
-    return jnp.where(same, lo - 1, lo), jnp.where(same, hi + 1, hi)
+    return jnp.where(same, lo - widen, lo), jnp.where(same, hi + widen, hi)
 
 
 @register(aten.histc.default)
 def histc(self, bins=100, min=0, max=0):
     x = self.reshape(-1)
-    lo, hi = _range(x, min, max)
+    lo, hi = _range(x, min, max, 1)
     return _hist_counts(x, lo, hi, bins, None, out_dtype())
 
 
@@ -222,7 +257,7 @@ def _density(hist, edges):
 @register(aten.histogram.bin_ct)
 def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
     x = self.reshape(-1)
-    lo, hi = _range(x, *(range if range is not None else (None, None)))
+    lo, hi = _range(x, *(range if range is not None else (None, None)), 0.5)
     edges = jnp.linspace(lo, hi, bins + 1).astype(self.dtype)
     hist = _hist_counts(x, lo, hi, bins, weight, out_dtype(0))
     return (_density(hist, edges) if density else hist), edges
