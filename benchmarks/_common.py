@@ -92,6 +92,9 @@ def machine() -> dict[str, str]:
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
+    if "TORCH2XLA_COMMIT" in os.environ:  # where the tree travels without .git (GPU machine)
+        info["torch2xla_commit"] = os.environ["TORCH2XLA_COMMIT"]
+        return info
     try:
         info["torch2xla_commit"] = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True

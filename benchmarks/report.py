@@ -90,8 +90,9 @@ def suite_section(result: dict, title: str) -> list[str]:
             "",
             (
                 "Steady time per step in ms, median (q1-q3); speedup = other mode's median / xla's; "
-                "first call in s (compilation included); rel diff = ||xla - eager|| / ||eager|| over "
-                "the first call's outputs (training: the loss and every gradient, as one vector)."
+                "first call in s (compilation included); rel diff = ||mode - eager|| / ||eager|| "
+                "over the first call's outputs (training: the loss and every gradient, as one "
+                "vector), for inductor and xla."
             ),
             "",
         ]
@@ -99,7 +100,7 @@ def suite_section(result: dict, title: str) -> list[str]:
         head = (
             "| case | eager | inductor | xla | xla vs eager | xla vs inductor | first call e/i/x |"
         )
-        head += " rel diff |" + (" step peak MiB e/i/x |" if cuda else "") + " notes |"
+        head += " rel diff i/x |" + (" step peak MiB e/i/x |" if cuda else "") + " notes |"
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
         ve, vi = [], []
         for run in group:
@@ -117,7 +118,9 @@ def suite_section(result: dict, title: str) -> list[str]:
             vi.append(si)
             cells += [_fmt(se) + "x" if se else "-", _fmt(si) + "x" if si else "-"]
             cells.append("/".join(_fmt(modes.get(m, {}).get("first_call_s"), ".1f") for m in MODES))
-            cells.append(_fmt(modes.get("xla", {}).get("rel_l2_diff"), ".1e"))
+            cells.append(
+                "/".join(_fmt(modes.get(m, {}).get("rel_l2_diff"), ".0e") for m in MODES[1:])
+            )
             if cuda:
                 cells.append(
                     "/".join(_fmt(modes.get(m, {}).get("step_peak_mb"), ".0f") for m in MODES)
@@ -149,7 +152,7 @@ def suite_section(result: dict, title: str) -> list[str]:
 
 
 def _notes(run: dict) -> str:
-    notes = []
+    notes = [run["note"]] if run.get("note") else []
     for mode in MODES:
         info = run["modes"].get(mode, {})
         if "error" in info:
