@@ -135,7 +135,7 @@ def test_scalars_are_python_numbers(v):
 
 @fast
 @given(inputs=module_inputs(torch.randn(4, 6) * 3, torch.randint(2, 9, (4, 5)), 7,
-                            dims=(0,), sizes=(1, 5)))
+                            dims=(0,), sizes=(1, 5), random=False))
 def test_module_inputs_keep_dtype_rank_and_range(inputs):
     x, ids, k = inputs
     assert k == 7
@@ -145,7 +145,21 @@ def test_module_inputs_keep_dtype_rank_and_range(inputs):
     assert bool(torch.isfinite(x).all())
 
 
+@fast
+@given(inputs=module_inputs(torch.randn(50, 6) * 3 + 10, torch.randint(2, 9, (50, 5)),
+                            torch.zeros(50, 2, dtype=torch.bool), dims={0: (0, 1), 1: (0,), 2: (0,)},
+                            sizes=(4, 7)))
+def test_module_inputs_random_values_look_like_the_example(inputs):
+    x, ids, mask = inputs
+    assert x.shape[0] == ids.shape[0] == mask.shape[0] and x.shape[0] in (4, 7)
+    assert x.shape[1] in (4, 7) and ids.shape[1] == 5 and mask.shape[1] == 2
+    assert 5 < float(x.mean()) < 15, "normal around the example's mean 10 (std 3)"
+    assert bool(((ids >= 2) & (ids <= 8)).all()) and mask.dtype == torch.bool
+
+
 def test_strategies_reject_bad_arguments():
+    with pytest.raises(TypeError, match="random=False"):
+        module_inputs(torch.randn(2), min_value=0)
     with pytest.raises(ValueError, match="unknown layout"):
         layouts("diagonal")
     with pytest.raises(ValueError, match="every dtype family"):
@@ -347,7 +361,7 @@ def test_compiled_only_error_is_a_parity_error(monkeypatch):
 
 
 @parity_settings(max_examples=8)
-@given(x=tensors(torch.float32, (3, 4), layout=layouts(), allow_nan=False, allow_infinity=False))
+@given(x=tensors(torch.float32, (3, 4), layout=layouts(), min_value=-1e30, max_value=1e30))
 def test_layouts_reach_the_compiled_function(x):
     assert_parity(lambda x: x * 2 + x.sum(0), x)
 

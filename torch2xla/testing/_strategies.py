@@ -421,10 +421,27 @@ def scalars(
     return st.one_of(*parts)
 
 
+def _random_like(ex: torch.Tensor, shape: tuple, gen: torch.Generator) -> torch.Tensor:
+    """Random values shaped ``shape`` that look like ``ex``: normal with its mean and spread
+    for floats, uniform over its range for integers, fair coin flips for bools."""
+    if ex.dtype is torch.bool:
+        return torch.rand(shape, generator=gen) < 0.5
+    if ex.dtype.is_floating_point:
+        ref = ex.detach().double()
+        ref = ref[torch.isfinite(ref)]
+        mean = float(ref.mean()) if ref.numel() else 0.0
+        std = float(ref.std()) if ref.numel() > 1 else 1.0
+        std = std if math.isfinite(std) and std > 0 else 1.0
+        return (torch.randn(shape, generator=gen, dtype=torch.float64) * std + mean).to(ex.dtype)
+    lo, hi = (int(ex.min()), int(ex.max())) if ex.numel() else (0, 1)
+    return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64).to(ex.dtype)
+
+
 @st.composite
 def _module_inputs(draw: Any, examples: tuple, dims: Mapping[int, Sequence[int]] | None,
-                   varied: Sequence[int], sizes: Any, kw: dict) -> tuple:
+                   varied: Sequence[int], sizes: Any, random: bool, kw: dict) -> tuple:
     drawn_sizes = {d: _maybe_draw(draw, sizes) for d in varied}
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1))) if random else None
     out = []
     for i, ex in enumerate(examples):
         if not isinstance(ex, torch.Tensor):
@@ -436,6 +453,10 @@ def _module_inputs(draw: Any, examples: tuple, dims: Mapping[int, Sequence[int]]
             if ex.ndim and -ex.ndim <= d < ex.ndim:
                 shape[d % ex.ndim] = drawn_sizes[d]
         rg = ex.requires_grad
+        if gen is not None:
+            t = _random_like(ex, tuple(shape), gen)
+            out.append(t.requires_grad_(True) if rg and t.dtype.is_floating_point else t)
+            continue
         if kw:
             out.append(draw(tensors(ex.dtype, tuple(shape), requires_grad=rg, **kw)))
             continue
@@ -456,22 +477,29 @@ def module_inputs(
     *example_inputs: Any,
     dims: Sequence[int] | Mapping[int, Sequence[int]] = (0,),
     sizes: Sequence[int] | st.SearchStrategy[int] = (1, 2, 3),
+    random: bool = True,
     **tensor_kwargs: Any,
 ) -> st.SearchStrategy[tuple[Any, ...]]:
     """Strategy for argument tuples shaped like ``example_inputs`` (e.g. a model's inputs).
 
     Each tensor keeps its dtype and rank; the sizes of the dims in ``dims`` are drawn from
     ``sizes`` (one size per dim index, shared by every input, so batch dims stay equal).
-    Values stay within the range of the example: floats in ``[-m, m]`` with ``m`` the example's
-    largest magnitude (at least 1), integers (token ids, class labels) between the example's
-    min and max. Non-tensor inputs are passed through unchanged.
+    By default (``random=True``) values are random draws from a seed hypothesis picks: floats
+    normal with the example's mean and standard deviation, integers (token ids, class labels)
+    uniform between the example's min and max, bools fair coin flips. Realistic activations
+    keep normalization layers and ReLU/max ties well conditioned, so gradients compare
+    meaningfully; hypothesis still shrinks the sizes. With ``random=False`` every element is
+    drawn by hypothesis within the example's range (floats in ``[-m, m]``, ``m`` its largest
+    magnitude), constant and degenerate tensors included. Non-tensor inputs pass unchanged.
 
     Args:
         example_inputs: one valid call's positional arguments.
         dims: dims to vary (negative counts from the end), for every tensor; or a mapping from
             argument index to the dims varied on that argument.
         sizes: the sizes to draw from: keep the set small, each one compiles a program.
-        tensor_kwargs: passed to :func:`tensors` instead of the example-derived value range.
+        random: random values from a drawn seed (see above) instead of hypothesis-drawn ones.
+        tensor_kwargs: with ``random=False``, passed to :func:`tensors` instead of the
+            example-derived value range.
 
     Returns:
         A strategy for a tuple of arguments.
@@ -488,4 +516,7 @@ def module_inputs(
         mapping: Mapping[int, Sequence[int]] | None = dims
     else:
         varied, mapping = list(dims), None
-    return _module_inputs(example_inputs, mapping, varied, size_strategy, dict(tensor_kwargs))
+    if random and tensor_kwargs:
+        raise TypeError("torch2xla.testing.module_inputs: tensor options need random=False")
+    return _module_inputs(example_inputs, mapping, varied, size_strategy, random,
+                          dict(tensor_kwargs))
