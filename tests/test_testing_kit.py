@@ -390,7 +390,7 @@ def test_parity_test_catches_and_shrinks_a_planted_discrepancy():
     )
     def planted(x):
         if compiling():
-            return torch.where(x > 100, x + 1, x)
+            return torch.where(x > 100, x * 1.001, x)
         eager_inputs.append(x.clone())
         return x * 1
 
