@@ -158,6 +158,12 @@ XFAILS: tuple[XFail, ...] = (
           "self and zero where self is kept (the reverse of the function's derivative)",
           checks=(GRAD,)),
     XFail("histogramdd", _NY, "aten._histogramdd_* ops are not lowered yet"),
+    XFail("special.bessel_j0", _EG, "eager's float64 bessel_j0 is off by up to ~2e-7 (at "
+          "x=-5.4215: eager -0.0337815018, mpmath and ours -0.0337813128)", dtypes=(f64,),
+          checks=(FORWARD,)),
+    XFail("linalg.eigvals", _GR, "JAX differentiates eigenvalues of non-symmetric matrices "
+          "through eig's eigenvector rule, which it refuses", checks=(GRAD,)),
+    XFail("linalg.ldl_solve", _NJ, "no LDL^T solve in JAX"),
     XFail("nn.functional.max_unpool1d", _DU, "with repeated indices the written value (and "
           "so the gradient) is unspecified", checks=(GRAD,)),
     XFail("nn.functional.max_unpool2d", _DU, "with repeated indices the written value (and "
@@ -193,8 +199,9 @@ RANDOM: tuple[Random, ...] = (
     )),
     Random("nn.functional.scaled_dot_product_attention", "samples with dropout",
            lambda s: s.kwargs.get("dropout_p", 0) > 0),
+    # dropout_p is the 11th positional argument of multi_head_attention_forward.
     Random("nn.functional.multi_head_attention_forward", "samples with dropout",
-           lambda s: s.kwargs.get("dropout_p", 0) > 0 and s.kwargs.get("training", True)),
+           lambda s: s.kwargs.get("training", True) and len(s.args) > 9 and s.args[9] > 0),
 )
 
 NORMALIZE: tuple[Normalize, ...] = (

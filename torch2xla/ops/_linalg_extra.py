@@ -405,6 +405,8 @@ def _det_from_lu(lu, piv):
 
 @register(aten._linalg_det.default)
 def _linalg_det(A):
+    if A.shape[-1] == 0:  # the empty product
+        return jnp.ones(A.shape[:-2], A.dtype), A, jnp.zeros(A.shape[:-1], out_dtype(2))
     lu, piv, _ = _lu(A)
     # jnp.linalg.det has a gradient that is correct for singular matrices too.
     return jnp.linalg.det(A), lu, as_dtype(piv, out_dtype(2))
@@ -444,7 +446,8 @@ def linalg_matrix_exp(self):
 def _pinv(A, atol, rtol, hermitian):
     m, n = A.shape[-2:]
     if hermitian:
-        w, v = jnp.linalg.eigh(A)
+        # torch reads the lower triangle only (no symmetrization).
+        v, w = lax_linalg.eigh(A, lower=True, symmetrize_input=False)
         s, u, vh = jnp.abs(w), v, _mH(v) * jnp.sign(w)[..., :, None]
     else:
         u, s, vh = jnp.linalg.svd(A, full_matrices=False)
@@ -459,12 +462,40 @@ def _pinv(A, atol, rtol, hermitian):
     return _mm(_mH(vh) * s_inv[..., None, :], _mH(u))
 
 
+def _pinv_differentiable(A, atol, rtol, hermitian):
+    """pinv with the derivative of the pseudo-inverse at constant rank (torch's rule): with
+    X = A+, dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X. JAX's rule goes
+    through the SVD and, on rank-deficient input, through the noise in its zero singular
+    values."""
+
+    @jax.custom_vjp
+    def pinv(a):
+        return _pinv(a, atol, rtol, hermitian)
+
+    def fwd(a):
+        x = pinv(a)
+        return x, (a, x)
+
+    def bwd(residuals, g):
+        a, x = residuals
+        m, n = a.shape[-2:]
+        eye_m = jnp.eye(m, dtype=a.dtype)
+        eye_n = jnp.eye(n, dtype=a.dtype)
+        gh, xh = _mH(g), _mH(x)
+        grad = (-_mm(_mm(xh, g), xh) + _mm(_mm(eye_m - _mm(a, x), gh), _mm(x, xh))
+                + _mm(_mm(xh, x), _mm(gh, eye_n - _mm(x, a))))
+        return (grad,)
+
+    pinv.defvjp(fwd, bwd)
+    return pinv(A)
+
+
 @register(aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float)
 def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
-    return as_dtype(_pinv(self, atol, rtol, hermitian), out_dtype())
+    return as_dtype(_pinv_differentiable(self, atol, rtol, hermitian), out_dtype())
 
 
 @register(aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor)
 def linalg_pinv_rcond(self, rcond, hermitian=False):
-    return as_dtype(_pinv(self, 0, rcond, hermitian), out_dtype())
+    return as_dtype(_pinv_differentiable(self, 0, rcond, hermitian), out_dtype())
 

@@ -285,3 +285,62 @@ def nonzero_static(self, *, size, fill_value=-1):
         return coords
     idx = jnp.nonzero(self, size=size, fill_value=fill_value)
     return jnp.stack([as_dtype(i, _I64) for i in idx], axis=-1).reshape(ctx().out.shape)
+
+
+# -- segment reductions ------------------------------------------------------------------------
+@register(aten.segment_reduce.default)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    if indices is not None:
+        raise NotImplementedError("segment_reduce(indices=...) is not supported by torch either")
+    counts = lengths if lengths is not None else offsets[..., 1:] - offsets[..., :-1]
+    if counts.ndim != 1:
+        raise NotImplementedError("segment_reduce with batched lengths/offsets is not lowered")
+    axis = canonical_dim(axis, data.ndim)
+    n_seg = counts.shape[0]
+    x = jnp.moveaxis(data, axis, 0)
+    ends = jnp.cumsum(counts)
+    seg = jnp.searchsorted(ends, jnp.arange(x.shape[0]), side="right")
+    # NOTE: torch starts every segment from `initial` when given (a mean divides by the count
+    # only); an empty segment is `initial`, else 0 (sum), 1 (prod), NaN (mean), -inf/inf.
+    if reduce in ("sum", "mean"):
+        out = jax.ops.segment_sum(x, seg, n_seg)
+    elif reduce == "prod":
+        out = jax.ops.segment_prod(x, seg, n_seg)
+    elif reduce == "max":
+        out = jax.ops.segment_max(x, seg, n_seg)
+    elif reduce == "min":
+        out = jax.ops.segment_min(x, seg, n_seg)
+    else:
+        raise NotImplementedError(f"segment_reduce(reduce={reduce!r})")
+    shape = (-1,) + (1,) * (x.ndim - 1)
+    empty = (counts == 0).reshape(shape)
+    if initial is not None:
+        init = jnp.asarray(initial, x.dtype)
+        combine = {"sum": jnp.add, "mean": jnp.add, "prod": jnp.multiply, "max": jnp.maximum,
+                   "min": jnp.minimum}[reduce]
+        out = jnp.where(empty, init, combine(out, init))
+    if reduce == "mean":
+        n = counts.reshape(shape).astype(x.dtype)
+        fallback = jnp.asarray(initial, x.dtype) if initial is not None else jnp.nan
+        out = jnp.where(empty, fallback, out / jnp.where(empty, 1, n))
+    elif initial is None and reduce in ("max", "min"):
+        out = jnp.where(empty, -jnp.inf if reduce == "max" else jnp.inf, out)
+    return as_dtype(jnp.moveaxis(out, 0, axis), out_dtype())
+
+
+# -- hashing -------------------------------------------------------------------------------------
+@register(aten.hash_tensor.default)
+def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
+    if mode != 0:
+        raise NotImplementedError(f"hash_tensor(mode={mode}) is not lowered")
+    # mode 0: XOR of the elements' bits, floats as float64 and integers as int64.
+    wide = jnp.float64 if jnp.issubdtype(self.dtype, jnp.floating) else jnp.int64
+    bits = lax.bitcast_convert_type(self.astype(wide), jnp.uint64)
+    if self.ndim == 0:
+        return bits
+    axes = tuple(range(self.ndim)) if not dim else tuple(d % self.ndim for d in dim)
+    out = lax.reduce(bits, np.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = jnp.expand_dims(out, axes)
+    return out

@@ -142,9 +142,31 @@ for _op, _fn in [
     register(_op)(_pointwise(_fn, F))
 
 
+def _zeta(x, q):
+    # NOTE: torch (Cephes) gives inf at x == 1 and NaN for x < 1; jax.scipy gives inf there.
+    return jnp.where(x == 1, jnp.inf, jnp.where(x < 1, jnp.nan, jsp.zeta(x, q)))
+
+
 @register(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
 def special_zeta(self, other):
-    return _pointwise(jsp.zeta, F)(self, other)
+    return _pointwise(_zeta, F)(self, other)
+
+
+@jax.custom_jvp
+def _log_ndtr(x):
+    return jsp.log_ndtr(x)
+
+
+@_log_ndtr.defjvp
+def _log_ndtr_jvp(primals, tangents):
+    # d/dx log(Phi(x)) = phi(x) / Phi(x), evaluated as exp(-x^2/2 - log Phi(x)) / sqrt(2 pi):
+    # finite far in both tails, where JAX's own rule gives NaN.
+    (x,), (t,) = primals, tangents
+    y = _log_ndtr(x)
+    return y, jnp.exp(-0.5 * x * x - y) / float(np.sqrt(2 * np.pi)) * t
+
+
+register(aten.special_log_ndtr.default)(_pointwise(_log_ndtr, F))
 
 
 @register(aten.igamma.default)
@@ -175,9 +197,10 @@ def _trapezoid_nodes(t_max: float, n: int):
 
 
 # NOTE: J_n(x) = (1/pi) int_0^pi cos(n t - x sin t) dt has a smooth periodic integrand, so the
-# trapezoid rule converges geometrically once the node count exceeds |x|; for larger |x| the
-# Hankel asymptotic expansion is used.
-_J_T, _J_W = _trapezoid_nodes(np.pi, 96)
+# trapezoid rule converges geometrically once the node count exceeds e|x|/2 (256 nodes reach
+# float64 rounding up to |x| = 100); beyond, the Hankel asymptotic expansion is as accurate.
+_J_T, _J_W = _trapezoid_nodes(np.pi, 256)
+_J_SWITCH = 100.0
 
 
 def _bessel_j(order: int, x):
@@ -193,7 +216,7 @@ def _bessel_j(order: int, x):
     w = ax - (0.5 * order + 0.25) * np.pi
     large = jnp.sqrt(2 / (np.pi * ax)) * (p * jnp.cos(w) - q * jnp.sin(w))
     large = large * (jnp.sign(x) ** order)
-    return jnp.where(jnp.abs(x) <= 60, small, large)
+    return jnp.where(jnp.abs(x) <= _J_SWITCH, small, large)
 
 
 register(aten.special_bessel_j0.default)(_pointwise(_f64(lambda x: _bessel_j(0, x)), F))
@@ -248,9 +271,7 @@ def _degree(n, x):
 
 def _poly(fn):
     def lowering(x, n):
-        compute, result = promote(I, x, n)
-        if not jnp.issubdtype(compute, jnp.inexact):
-            compute = np.dtype(np.float32)
+        compute, result = promote(F, x, n)
         shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(n))
         xv = jnp.broadcast_to(as_dtype(x, compute), shape)
         return as_dtype(fn(xv, _degree(jnp.asarray(n), xv)), result)
