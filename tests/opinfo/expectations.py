@@ -132,10 +132,6 @@ XFAILS: tuple[XFail, ...] = (
     XFail("as_strided", _DY, "in-place view op on a graph input", checks=(INPLACE,)),
     XFail("as_strided.partial_views", _DY, "in-place view op on a graph input",
           checks=(INPLACE,)),
-    XFail("nn.functional.rrelu", _DY, "the gradient sample reseeds torch's generator",
-          checks=(GRAD,)),
-    XFail("nn.functional.alpha_dropout", _DY, "the gradient sample reseeds torch's generator",
-          checks=(GRAD,)),
     *(XFail(f"polygamma.polygamma_n_{n}", _EX, "aten.polygamma_ takes self first but is not "
             "functionalized (its schema puts n second)", checks=(INPLACE,)) for n in range(5)),
     # No JAX counterpart.

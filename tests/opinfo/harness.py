@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.testing import _utils as _testing_utils
 from torch.testing._internal import common_methods_invocations
 from torch.testing._internal.common_device_type import onlyCUDA
 from torch.testing._internal.common_methods_invocations import op_db
@@ -57,6 +58,7 @@ def _call(op: Callable, *args: Any, **kwargs: Any) -> Any:
 # generator so that two eager runs agree. Dynamo cannot trace the reseeding, and random values
 # are compared by their statistics rather than one by one, so the harness calls them plainly.
 common_methods_invocations.wrapper_set_seed = _call
+_RESEEDING_WRAPPERS = (_testing_utils.wrapper_set_seed,)  # also used as gradcheck wrappers
 
 
 def op_name(op: OpInfo) -> str:
@@ -416,6 +418,8 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
     _seed(name, dtype, check)
     if check == GRAD:
         fn, wrapper = op.op, op.gradcheck_wrapper
+        if wrapper in _RESEEDING_WRAPPERS:
+            wrapper = None
         n = GRAD_SAMPLES.get(dtype, OTHER_SAMPLES)
     elif check == INPLACE:
         fn, wrapper = op.inplace_variant, None
