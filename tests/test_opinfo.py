@@ -6,9 +6,10 @@ in float32, and gradients in float32 and float64 against eager autograd (``opinf
 Expected failures are typed records in ``opinfo/expectations.py``; an expected failure that
 passes fails the test, so the records stay true.
 
-By default a fast subset runs (``DEFAULT_SUBSET``); ``TORCH2XLA_OPINFO=full`` runs every op.
-``TORCH2XLA_OPS_REPORT=path.jsonl`` appends every outcome to that file, which
-``scripts/gen_ops_doc.py`` renders into ``docs/ops.md``.
+By default a fast subset runs (``DEFAULT_SUBSET``); ``TORCH2XLA_OPINFO=full`` runs every op,
+and ``TORCH2XLA_OPINFO_SHARD=i/n`` keeps every n-th op from the i-th (0-based), so n processes
+can split the full run. ``TORCH2XLA_OPS_REPORT=path.jsonl`` appends every outcome to that file,
+which ``scripts/gen_ops_doc.py`` renders into ``docs/ops.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ FULL = os.environ.get("TORCH2XLA_OPINFO", "") == "full"
 REPORT = os.environ.get("TORCH2XLA_OPS_REPORT")
 OPS = harness.cpu_ops()
 NAMES = sorted(OPS) if FULL else list(DEFAULT_SUBSET)
+if os.environ.get("TORCH2XLA_OPINFO_SHARD"):
+    _index, _count = (int(v) for v in os.environ["TORCH2XLA_OPINFO_SHARD"].split("/"))
+    NAMES = NAMES[_index::_count]
 
 
 def _record(outcomes: list[harness.Outcome]) -> None:
