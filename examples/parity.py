@@ -20,7 +20,9 @@ from torch2xla.testing import ParityError, assert_parity, module_inputs, parity_
 class SmallNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.BatchNorm1d(32), nn.Linear(32, 4))
+        self.body = nn.Sequential(
+            nn.Linear(16, 32), nn.GELU(), nn.BatchNorm1d(32), nn.Linear(32, 4)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(self.body(x), dim=-1)
@@ -32,14 +34,19 @@ def main() -> None:
 
     # 1. One call: outputs, gradients of every parameter, and the BatchNorm buffer updates.
     report = assert_parity(model, torch.randn(8, 16), grad=True)
-    print(f"1. one call: {report.xla_runs} XLA graph run(s), max |xla - eager| = "
-          f"{report.max_abs_diff:.2e}")
+    print(
+        f"1. one call: {report.xla_runs} XLA graph run(s), max |xla - eager| = "
+        f"{report.max_abs_diff:.2e}"
+    )
 
     # 2. A property test: batch sizes from a small set (each one compiles), random values.
     #    Gradients through BatchNorm on tiny batches are ill-conditioned: keep batches >= 6.
     test_model = parity_test(
-        args=module_inputs(torch.randn(8, 16), sizes=(6, 12)), grad=True, max_examples=10,
-        rtol=1e-4, atol=1e-5,
+        args=module_inputs(torch.randn(8, 16), sizes=(6, 12)),
+        grad=True,
+        max_examples=10,
+        rtol=1e-4,
+        atol=1e-5,
     )(model)
     test_model()
     print("2. parity test over 10 drawn inputs: passed")
@@ -47,8 +54,11 @@ def main() -> None:
     # 3. A planted discrepancy: when compiled, values above 100 come out 0.1% too large.
     tried = []
 
-    @parity_test(tensors(torch.float32, st.sampled_from([(1,), (4,), (3, 4)]), allow_nan=False),
-                 max_examples=200, settings={"derandomize": True})
+    @parity_test(
+        tensors(torch.float32, st.sampled_from([(1,), (4,), (3, 4)]), allow_nan=False),
+        max_examples=200,
+        settings={"derandomize": True},
+    )
     def planted(x):
         if torch.compiler.is_compiling():
             return torch.where(x > 100, x * 1.001, x)
@@ -58,8 +68,10 @@ def main() -> None:
     try:
         planted()
     except ParityError as e:
-        print(f"3. planted discrepancy caught after {len(tried)} eager runs; hypothesis shrank "
-              f"it to shape {tuple(tried[-1].shape)}, value {tried[-1].item()!r}:\n")
+        print(
+            f"3. planted discrepancy caught after {len(tried)} eager runs; hypothesis shrank "
+            f"it to shape {tuple(tried[-1].shape)}, value {tried[-1].item()!r}:\n"
+        )
         print(str(e).split("\nFalsifying")[0])
     else:
         raise SystemExit("the planted discrepancy was not caught")

@@ -27,54 +27,135 @@ SHAPES = st.sampled_from([(7,), (2, 3), (), (0, 2)])
 INF = math.inf
 
 UNARY_FLOAT = {
-    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log,
-    "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
-    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
-    "cosh": torch.cosh, "tanh": torch.tanh, "asinh": torch.asinh, "acosh": torch.acosh,
-    "atanh": torch.atanh, "sigmoid": torch.sigmoid, "erf": torch.erf, "erfc": torch.erfc,
-    "erfinv": torch.erfinv, "lgamma": torch.lgamma, "digamma": torch.digamma,
-    "reciprocal": torch.reciprocal, "neg": torch.neg, "abs": torch.abs, "ceil": torch.ceil,
-    "floor": torch.floor, "round": torch.round, "trunc": torch.trunc, "sign": torch.sign,
-    "sgn": torch.sgn, "relu": torch.relu, "frac": torch.frac, "isnan": torch.isnan,
-    "isinf": torch.isinf, "isfinite": torch.isfinite, "signbit": torch.signbit,
-    "logical_not": torch.logical_not, "square": torch.square, "nan_to_num": torch.nan_to_num,
-    "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
-    "softplus": F.softplus, "elu": F.elu, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
-    "mish": F.mish, "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
-    "logit": torch.logit, "sinc": torch.sinc, "deg2rad": torch.deg2rad, "selu": F.selu,
-    "celu": F.celu, "softsign": F.softsign, "logsigmoid": F.logsigmoid,
+    "exp": torch.exp,
+    "exp2": torch.exp2,
+    "expm1": torch.expm1,
+    "log": torch.log,
+    "log2": torch.log2,
+    "log10": torch.log10,
+    "log1p": torch.log1p,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tan": torch.tan,
+    "asin": torch.asin,
+    "acos": torch.acos,
+    "atan": torch.atan,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
+    "tanh": torch.tanh,
+    "asinh": torch.asinh,
+    "acosh": torch.acosh,
+    "atanh": torch.atanh,
+    "sigmoid": torch.sigmoid,
+    "erf": torch.erf,
+    "erfc": torch.erfc,
+    "erfinv": torch.erfinv,
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
+    "reciprocal": torch.reciprocal,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "ceil": torch.ceil,
+    "floor": torch.floor,
+    "round": torch.round,
+    "trunc": torch.trunc,
+    "sign": torch.sign,
+    "sgn": torch.sgn,
+    "relu": torch.relu,
+    "frac": torch.frac,
+    "isnan": torch.isnan,
+    "isinf": torch.isinf,
+    "isfinite": torch.isfinite,
+    "signbit": torch.signbit,
+    "logical_not": torch.logical_not,
+    "square": torch.square,
+    "nan_to_num": torch.nan_to_num,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "softplus": F.softplus,
+    "elu": F.elu,
+    "leaky_relu": F.leaky_relu,
+    "hardtanh": F.hardtanh,
+    "mish": F.mish,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "logit": torch.logit,
+    "sinc": torch.sinc,
+    "deg2rad": torch.deg2rad,
+    "selu": F.selu,
+    "celu": F.celu,
+    "softsign": F.softsign,
+    "logsigmoid": F.logsigmoid,
     "round_decimals": lambda x: torch.round(x, decimals=2),
 }
 
 # Ops on integer and bool tensors: those that promote to float, and those that keep the dtype.
 UNARY_INT = {
-    "exp": torch.exp, "sin": torch.sin, "sqrt": torch.sqrt, "sigmoid": torch.sigmoid,
-    "reciprocal": torch.reciprocal, "log1p": torch.log1p, "erf": torch.erf,
-    "sign": torch.sign, "isnan": torch.isnan, "isfinite": torch.isfinite,
-    "logical_not": torch.logical_not, "bitwise_not": torch.bitwise_not,
+    "exp": torch.exp,
+    "sin": torch.sin,
+    "sqrt": torch.sqrt,
+    "sigmoid": torch.sigmoid,
+    "reciprocal": torch.reciprocal,
+    "log1p": torch.log1p,
+    "erf": torch.erf,
+    "sign": torch.sign,
+    "isnan": torch.isnan,
+    "isfinite": torch.isfinite,
+    "logical_not": torch.logical_not,
+    "bitwise_not": torch.bitwise_not,
 }
-UNARY_INT_NOT_BOOL = {"neg": torch.neg, "abs": torch.abs, "square": torch.square,
-                      "relu": torch.relu, "ceil": torch.ceil, "floor": torch.floor,
-                      "round": torch.round, "trunc": torch.trunc}
+UNARY_INT_NOT_BOOL = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "square": torch.square,
+    "relu": torch.relu,
+    "ceil": torch.ceil,
+    "floor": torch.floor,
+    "round": torch.round,
+    "trunc": torch.trunc,
+}
 
 BINARY = {
-    "add": torch.add, "mul": torch.mul, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
-    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "maximum": torch.maximum,
-    "minimum": torch.minimum, "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+    "add": torch.add,
+    "mul": torch.mul,
+    "eq": torch.eq,
+    "ne": torch.ne,
+    "lt": torch.lt,
+    "le": torch.le,
+    "gt": torch.gt,
+    "ge": torch.ge,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor,
 }
 BINARY_NOT_BOOL = {"sub": torch.sub}
 BINARY_FLOAT = {
-    "atan2": torch.atan2, "fmax": torch.fmax, "fmin": torch.fmin, "copysign": torch.copysign,
-    "xlogy": torch.xlogy, "pow": torch.pow, "remainder": torch.remainder, "fmod": torch.fmod,
+    "atan2": torch.atan2,
+    "fmax": torch.fmax,
+    "fmin": torch.fmin,
+    "copysign": torch.copysign,
+    "xlogy": torch.xlogy,
+    "pow": torch.pow,
+    "remainder": torch.remainder,
+    "fmod": torch.fmod,
 }
-BINARY_INT = {"bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
-              "bitwise_xor": torch.bitwise_xor}
+BINARY_INT = {
+    "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or,
+    "bitwise_xor": torch.bitwise_xor,
+}
 DIVISION = {
-    "div": torch.div, "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div": torch.div,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
     "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
-    "floor_divide": torch.floor_divide, "remainder": torch.remainder, "fmod": torch.fmod,
+    "floor_divide": torch.floor_divide,
+    "remainder": torch.remainder,
+    "fmod": torch.fmod,
 }
 
 LIMITATIONS = (
@@ -165,8 +246,9 @@ def test_unary_float_ops_on_special_values(dtype):
     check()
 
 
-@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool],
-                         ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool], ids=str
+)
 def test_unary_ops_on_integers_promote_and_wrap(dtype):
     ops = dict(UNARY_INT)
     if dtype is not torch.bool:
@@ -182,9 +264,19 @@ def test_unary_ops_on_integers_promote_and_wrap(dtype):
 
 
 # Dtype pairs for promotion: same and mixed categories, narrower and wider, int with bool.
-PAIRS = [(f32, f32), (f32, f64), (f16, f32), (bf16, f16), (torch.int32, f32),
-         (torch.int64, torch.int32), (torch.uint8, torch.int8), (torch.bool, torch.int64),
-         (torch.int8, torch.bool), (f16, torch.int64), (torch.bool, torch.bool)]
+PAIRS = [
+    (f32, f32),
+    (f32, f64),
+    (f16, f32),
+    (bf16, f16),
+    (torch.int32, f32),
+    (torch.int64, torch.int32),
+    (torch.uint8, torch.int8),
+    (torch.bool, torch.int64),
+    (torch.int8, torch.bool),
+    (f16, torch.int64),
+    (torch.bool, torch.bool),
+]
 # Broadcasting, 0-d tensors (which promote like scalars), 0-size dims.
 SHAPE_PAIRS = [((2, 3), (3,)), ((2, 3), ()), ((), (2, 1)), ((0, 3), (1, 3))]
 
@@ -210,9 +302,18 @@ def test_binary_ops_promote_and_broadcast(da, db):
     check()
 
 
-@pytest.mark.parametrize(("da", "db"), [(f32, f32), (f16, f32), (f64, f32), (torch.int32,
-                         torch.int32), (torch.int8, torch.int64), (torch.uint8, torch.uint8)],
-                         ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize(
+    ("da", "db"),
+    [
+        (f32, f32),
+        (f16, f32),
+        (f64, f32),
+        (torch.int32, torch.int32),
+        (torch.int8, torch.int64),
+        (torch.uint8, torch.uint8),
+    ],
+    ids=lambda d: str(d).removeprefix("torch."),
+)
 def test_division_rounding_modes(da, db):
     """Division: true, trunc and floor division, remainder and fmod, with inf and -0.0.
 
@@ -262,8 +363,9 @@ def test_add_sub_with_alpha(dtype):
 PY_SCALARS = st.sampled_from([2, -3, 300, 2**40 + 7, True, 0.5, -0.0, 2049.0, INF, math.nan])
 
 
-@pytest.mark.parametrize("dtype", [f32, f16, bf16, torch.int8, torch.int64, torch.uint8,
-                                   torch.bool], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [f32, f16, bf16, torch.int8, torch.int64, torch.uint8, torch.bool], ids=str
+)
 def test_python_scalar_promotion(dtype):
     def make(mul_div: bool, sub: bool):
         def fn(x, s):
@@ -282,8 +384,10 @@ def test_python_scalar_promotion(dtype):
     @given(x=tensors(dtype, (5,)), s=PY_SCALARS)
     def check(x, s):
         # The branches are taken here, outside the compiled function (see bool_arith).
-        key = (dtype is not torch.bool or (math.isfinite(s) and s != 0),
-               dtype is not torch.bool and not isinstance(s, bool))
+        key = (
+            dtype is not torch.bool or (math.isfinite(s) and s != 0),
+            dtype is not torch.bool and not isinstance(s, bool),
+        )
         fn = fns.setdefault(key, make(*key))
         parity(fn, x, s)
 
@@ -292,7 +396,9 @@ def test_python_scalar_promotion(dtype):
 
 def _edges(dtype: torch.dtype) -> st.SearchStrategy[int]:
     lo, hi = torch.iinfo(dtype).min, torch.iinfo(dtype).max
-    return st.sampled_from(sorted(v for v in {lo, lo + 1, -1, 0, 1, 2, hi - 1, hi} if lo <= v <= hi))
+    return st.sampled_from(
+        sorted(v for v in {lo, lo + 1, -1, 0, 1, 2, hi - 1, hi} if lo <= v <= hi)
+    )
 
 
 INT_EDGES = {d: _edges(d) for d in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)}
@@ -301,15 +407,24 @@ INT_EDGES = {d: _edges(d) for d in (torch.int8, torch.uint8, torch.int16, torch.
 @pytest.mark.parametrize("dtype", list(INT_EDGES), ids=str)
 def test_integer_overflow_wraps_around_like_torch(dtype):
     def fn(a, b):
-        out = {"add": a + b, "sub": a - b, "mul": a * b, "square": a * a, "cumsum": a.cumsum(0),
-               "sum": a.sum(), "shift": a << 1}
+        out = {
+            "add": a + b,
+            "sub": a - b,
+            "mul": a * b,
+            "square": a * a,
+            "cumsum": a.cumsum(0),
+            "sum": a.sum(),
+            "shift": a << 1,
+        }
         if dtype is not torch.uint8:
             out.update(neg=-a, abs=a.abs())
         return out
 
     @parity_settings(max_examples=20)
-    @given(a=tensors(dtype, (6,), elements=INT_EDGES[dtype]),
-           b=tensors(dtype, (6,), elements=INT_EDGES[dtype]))
+    @given(
+        a=tensors(dtype, (6,), elements=INT_EDGES[dtype]),
+        b=tensors(dtype, (6,), elements=INT_EDGES[dtype]),
+    )
     def check(a, b):
         parity(fn, a, b)
 
@@ -333,8 +448,12 @@ def test_where_clamp_and_ternary_ops(dtype):
     small = {"min_value": -1e4, "max_value": 1e4}
 
     @parity_settings(max_examples=15)
-    @given(c=tensors(torch.bool, (2, 3)), x=tensors(dtype, (2, 3)),
-           lo=tensors(dtype, (3,), **small), hi=tensors(dtype, (2, 1), **small))
+    @given(
+        c=tensors(torch.bool, (2, 3)),
+        x=tensors(dtype, (2, 3)),
+        lo=tensors(dtype, (3,), **small),
+        hi=tensors(dtype, (2, 1), **small),
+    )
     def check(c, x, lo, hi):
         parity(fn, c, x, lo, hi)
 

@@ -23,8 +23,9 @@ i64 = torch.int64
 
 
 def _index(n: int, shape: tuple, negative: bool = False) -> st.SearchStrategy:
-    return tensors(i64, shape, elements=elements(i64, min_value=-n if negative else 0,
-                                                 max_value=n - 1))
+    return tensors(
+        i64, shape, elements=elements(i64, min_value=-n if negative else 0, max_value=n - 1)
+    )
 
 
 @st.composite
@@ -46,8 +47,9 @@ def test_gather_scatter_along_each_dim(dtype):
                 "scatter": x.scatter(dim, uniq, src),
                 "scatter_value": x.scatter(dim, uniq, 2),
                 "scatter_add": x.scatter_add(dim, idx, src),
-                "scatter_reduce": x.scatter_reduce(dim, idx, src, reduce,
-                                                   include_self=include_self),
+                "scatter_reduce": x.scatter_reduce(
+                    dim, idx, src, reduce, include_self=include_self
+                ),
             }
             if dim == 0:
                 out["gather_neg_dim"] = torch.gather(x, -2, idx)
@@ -59,8 +61,12 @@ def test_gather_scatter_along_each_dim(dtype):
     reduces = ["sum", "amax", "amin", "prod"] + (["mean"] if dtype.is_floating_point else [])
 
     @parity_settings(max_examples=12)
-    @given(dim=st.sampled_from([0, 1]), reduce=st.sampled_from(reduces),
-           include_self=st.booleans(), data=st.data())
+    @given(
+        dim=st.sampled_from([0, 1]),
+        reduce=st.sampled_from(reduces),
+        include_self=st.booleans(),
+        data=st.data(),
+    )
     def check(dim, reduce, include_self, data):
         key = (dim, reduce, include_self)
         if key not in fns:
@@ -87,17 +93,22 @@ def test_advanced_indexing_and_index_put(dtype):
             "broadcast": x[rows[:2, None], cols[None, :3]],
             "index_select": torch.index_select(x, 1, cols % COLS),
             "put": x.index_put((uniq_rows,), vals),
-            "put_accumulate": x.index_put((rows,), vals[:1].expand(rows.shape[0], COLS),
-                                          accumulate=dtype is not torch.bool),
+            "put_accumulate": x.index_put(
+                (rows,), vals[:1].expand(rows.shape[0], COLS), accumulate=dtype is not torch.bool
+            ),
             "mask_put": x.masked_fill(mask, vals[0, 0]),
             "bool_index_put": x.index_put((mask,), vals[0, 0]),
         }
 
     @parity_settings(max_examples=12)
-    @given(x=tensors(dtype, (ROWS, COLS), allow_nan=False), rows=_index(ROWS, (5,), negative=True),
-           cols=_index(COLS, (4,), negative=True),
-           uniq_rows=st.permutations(range(ROWS)).map(lambda p: torch.tensor(p[:2], dtype=i64)),
-           mask=tensors(torch.bool, (ROWS, COLS)), vals=tensors(dtype, (2, COLS), allow_nan=False))
+    @given(
+        x=tensors(dtype, (ROWS, COLS), allow_nan=False),
+        rows=_index(ROWS, (5,), negative=True),
+        cols=_index(COLS, (4,), negative=True),
+        uniq_rows=st.permutations(range(ROWS)).map(lambda p: torch.tensor(p[:2], dtype=i64)),
+        mask=tensors(torch.bool, (ROWS, COLS)),
+        vals=tensors(dtype, (2, COLS), allow_nan=False),
+    )
     def check(x, rows, cols, uniq_rows, mask, vals):
         parity(fn, x, rows, cols, uniq_rows, mask, vals)
 
@@ -113,10 +124,12 @@ def test_index_add_copy_fill_along_dim():
         }
 
     @parity_settings(max_examples=12)
-    @given(x=tensors(torch.float32, (ROWS, COLS), min_value=-50, max_value=50),
-           idx=_index(ROWS, (3,)),
-           uniq=st.permutations(range(ROWS)).map(lambda p: torch.tensor(p[:2], dtype=i64)),
-           src=tensors(torch.float32, (3, COLS), min_value=-50, max_value=50))
+    @given(
+        x=tensors(torch.float32, (ROWS, COLS), min_value=-50, max_value=50),
+        idx=_index(ROWS, (3,)),
+        uniq=st.permutations(range(ROWS)).map(lambda p: torch.tensor(p[:2], dtype=i64)),
+        src=tensors(torch.float32, (3, COLS), min_value=-50, max_value=50),
+    )
     def check(x, idx, uniq, src):
         parity(fn, x, idx, uniq, src)
 
@@ -128,8 +141,9 @@ def test_indexing_gradients_accumulate_over_duplicates():
         return (x[idx] * 2).sum(0) + torch.gather(x, 1, idx[:ROWS, None] % 2).sum()
 
     @parity_settings(max_examples=8)
-    @given(x=tensors(torch.float32, (ROWS, COLS), min_value=-5, max_value=5),
-           idx=_index(ROWS, (6,)))
+    @given(
+        x=tensors(torch.float32, (ROWS, COLS), min_value=-5, max_value=5), idx=_index(ROWS, (6,))
+    )
     def check(x, idx):
         parity(fn, x, idx, grad=True)
 

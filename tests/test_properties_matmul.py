@@ -73,10 +73,15 @@ def test_matrix_product_ops(dtype):
     values = {"min_value": -10, "max_value": 10}
 
     @parity_settings(max_examples=12)
-    @given(m=tensors(dtype, (3, 5), **values), n=tensors(dtype, (5, 4), **values),
-           v=tensors(dtype, (5,), **values), w=tensors(dtype, (4,), **values),
-           bias=tensors(dtype, (4,), **values), batch=tensors(dtype, (2, 3, 5), **values),
-           batch2=tensors(dtype, (2, 5, 4), **values))
+    @given(
+        m=tensors(dtype, (3, 5), **values),
+        n=tensors(dtype, (5, 4), **values),
+        v=tensors(dtype, (5,), **values),
+        w=tensors(dtype, (4,), **values),
+        bias=tensors(dtype, (4,), **values),
+        batch=tensors(dtype, (2, 3, 5), **values),
+        batch2=tensors(dtype, (2, 5, 4), **values),
+    )
     def check(m, n, v, w, bias, batch, batch2):
         parity(fn, m, n, v, w, bias, batch, batch2)
 
@@ -88,8 +93,10 @@ def test_matmul_gradients():
         return torch.matmul(a, b).tanh()
 
     @parity_settings(max_examples=8)
-    @given(shapes=st.sampled_from([((2, 3), (3,)), ((2, 2, 3), (3, 4)), ((3,), (3, 4))]),
-           data=st.data())
+    @given(
+        shapes=st.sampled_from([((2, 3), (3,)), ((2, 2, 3), (3, 4)), ((3,), (3, 4))]),
+        data=st.data(),
+    )
     def check(shapes, data):
         a = data.draw(tensors(torch.float32, shapes[0], min_value=-3, max_value=3), label="a")
         b = data.draw(tensors(torch.float32, shapes[1], min_value=-3, max_value=3), label="b")

@@ -35,8 +35,15 @@ def test_conv2d_strides_padding_dilation_groups():
 
     def make(groups, kernel, stride, dilation, padding, bias):
         def fn(x, w, b):
-            return F.conv2d(x, w, b if bias else None, stride=stride, padding=padding,
-                            dilation=dilation, groups=groups)
+            return F.conv2d(
+                x,
+                w,
+                b if bias else None,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                groups=groups,
+            )
 
         return fn
 
@@ -61,15 +68,24 @@ def test_conv1d_and_transposed_conv(dtype):
             return {
                 "conv1d": F.conv1d(x, w, stride=stride, padding=padding, dilation=dilation),
                 "conv_transpose2d": F.conv_transpose2d(
-                    x2, wt, stride=stride, padding=padding, output_padding=output_padding,
-                    dilation=dilation),
+                    x2,
+                    wt,
+                    stride=stride,
+                    padding=padding,
+                    output_padding=output_padding,
+                    dilation=dilation,
+                ),
             }
 
         return fn
 
     @parity_settings(max_examples=10)
-    @given(stride=st.sampled_from([1, 2, 3]), padding=st.sampled_from([0, 1]),
-           dilation=st.sampled_from([1, 2]), data=st.data())
+    @given(
+        stride=st.sampled_from([1, 2, 3]),
+        padding=st.sampled_from([0, 1]),
+        dilation=st.sampled_from([1, 2]),
+        data=st.data(),
+    )
     def check(stride, padding, dilation, data):
         output_padding = data.draw(st.integers(0, min(stride, dilation) - 1), label="out_pad")
         key = (stride, padding, output_padding, dilation)
@@ -98,16 +114,30 @@ def test_max_and_avg_pooling(dtype):
     def make(kernel, stride, padding, ceil_mode, count_include_pad):
         def fn(x):
             out = {
-                "max_pool": F.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode,
-                                         return_indices=True),
-                "max_pool_dilated": F.max_pool2d(x, kernel, stride, padding, dilation=2,
-                                                 ceil_mode=ceil_mode),
-                "avg_pool": F.avg_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode,
-                                         count_include_pad=count_include_pad),
-                "avg_pool_divisor": F.avg_pool2d(x, kernel, stride, padding,
-                                                 ceil_mode=ceil_mode, divisor_override=3),
-                "max_pool1d": F.max_pool1d(x[0], kernel if isinstance(kernel, int) else 2,
-                                           stride, padding, ceil_mode=ceil_mode),
+                "max_pool": F.max_pool2d(
+                    x, kernel, stride, padding, ceil_mode=ceil_mode, return_indices=True
+                ),
+                "max_pool_dilated": F.max_pool2d(
+                    x, kernel, stride, padding, dilation=2, ceil_mode=ceil_mode
+                ),
+                "avg_pool": F.avg_pool2d(
+                    x,
+                    kernel,
+                    stride,
+                    padding,
+                    ceil_mode=ceil_mode,
+                    count_include_pad=count_include_pad,
+                ),
+                "avg_pool_divisor": F.avg_pool2d(
+                    x, kernel, stride, padding, ceil_mode=ceil_mode, divisor_override=3
+                ),
+                "max_pool1d": F.max_pool1d(
+                    x[0],
+                    kernel if isinstance(kernel, int) else 2,
+                    stride,
+                    padding,
+                    ceil_mode=ceil_mode,
+                ),
             }
             return out
 
@@ -138,8 +168,10 @@ def test_adaptive_pooling():
         return fn
 
     @parity_settings(max_examples=10)
-    @given(size=st.sampled_from([(1, 1), (2, 3), (3, 7), (5, 4)]),
-           x=tensors(torch.float32, (2, 3, 6, 7), min_value=-100, max_value=100))
+    @given(
+        size=st.sampled_from([(1, 1), (2, 3), (3, 7), (5, 4)]),
+        x=tensors(torch.float32, (2, 3, 6, 7), min_value=-100, max_value=100),
+    )
     def check(size, x):
         parity(fns.setdefault(size, make(size)), x)
 
@@ -157,8 +189,10 @@ def test_conv_and_pool_gradients():
         return F.max_pool2d(y, 2, ceil_mode=True) + F.avg_pool2d(y, 2, ceil_mode=True)
 
     @parity_settings(max_examples=6)
-    @given(x=tensors(torch.float32, (1, 2, 7, 7), elements=QUARTERS),
-           w=tensors(torch.float32, (3, 2, 3, 3), elements=QUARTERS))
+    @given(
+        x=tensors(torch.float32, (1, 2, 7, 7), elements=QUARTERS),
+        w=tensors(torch.float32, (3, 2, 3, 3), elements=QUARTERS),
+    )
     def check(x, w):
         parity(fn, x, w, grad=True, rtol=1e-5, atol=1e-5)
 

@@ -14,6 +14,8 @@ from torch2xla.testing import assert_parity, layouts, parity_settings, tensors
 # Every op must run in XLA: a graph break would compare eager with eager.
 parity = functools.partial(assert_parity, fullgraph=True)
 F = torch.nn.functional
+# Slice bounds past int64 are drawn on purpose; torch warns that it truncates them.
+pytestmark = pytest.mark.filterwarnings("ignore:Truncating the start/stop/step:UserWarning")
 
 
 def _at_offset(offset: int) -> torch.Tensor:
@@ -92,8 +94,11 @@ def test_slices_with_any_bounds():
 
     def make(start, stop, step):
         def fn(x):
-            return {"dim0": x[start:stop:step], "dim1": x[:, start:stop:step],
-                    "narrow_like": x[..., start:stop]}
+            return {
+                "dim0": x[start:stop:step],
+                "dim1": x[:, start:stop:step],
+                "narrow_like": x[..., start:stop],
+            }
 
         return fn
 
@@ -122,8 +127,11 @@ def test_zero_size_and_zero_dim_tensors():
         }
 
     @parity_settings(max_examples=8)
-    @given(e=tensors(torch.float32, (3, 0, 4)), s=tensors(torch.float32, ()),
-           x=tensors(torch.float32, (2, 4)))
+    @given(
+        e=tensors(torch.float32, (3, 0, 4)),
+        s=tensors(torch.float32, ()),
+        x=tensors(torch.float32, (2, 4)),
+    )
     def check(e, s, x):
         parity(fn, e, s, x)
 
@@ -136,9 +144,11 @@ def test_cat_promotes_dtypes():
 
     @parity_settings(max_examples=10)
     # b converts to int32: in range (see the float_to_int limitation of the elementwise tests).
-    @given(a=tensors(torch.int32, (2, 3)), b=tensors(torch.float16, (2, 3), min_value=-1e3,
-                                                      max_value=1e3),
-           c=tensors(torch.bool, (1, 3)))
+    @given(
+        a=tensors(torch.int32, (2, 3)),
+        b=tensors(torch.float16, (2, 3), min_value=-1e3, max_value=1e3),
+        c=tensors(torch.bool, (1, 3)),
+    )
     def check(a, b, c):
         parity(fn, a, b, c)
 

@@ -68,8 +68,9 @@ def test_float_elements_respect_bounds_and_flags(data, dtype):
     lo, hi = -3.5, 1e3
     t = data.draw(tensors(dtype, (6,), min_value=lo, max_value=hi))
     assert bool(((t >= lo) & (t <= hi)).all()), t
-    finite = data.draw(tensors(dtype, (6,), allow_nan=False, allow_infinity=False,
-                               allow_subnormal=False))
+    finite = data.draw(
+        tensors(dtype, (6,), allow_nan=False, allow_infinity=False, allow_subnormal=False)
+    )
     assert bool(torch.isfinite(finite).all())
     tiny = torch.finfo(dtype).tiny
     assert not bool(((finite != 0) & (finite.abs() < tiny)).any())
@@ -134,8 +135,11 @@ def test_scalars_are_python_numbers(v):
 
 
 @fast
-@given(inputs=module_inputs(torch.randn(4, 6) * 3, torch.randint(2, 9, (4, 5)), 7,
-                            dims=(0,), sizes=(1, 5), random=False))
+@given(
+    inputs=module_inputs(
+        torch.randn(4, 6) * 3, torch.randint(2, 9, (4, 5)), 7, dims=(0,), sizes=(1, 5), random=False
+    )
+)
 def test_module_inputs_keep_dtype_rank_and_range(inputs):
     x, ids, k = inputs
     assert k == 7
@@ -146,9 +150,15 @@ def test_module_inputs_keep_dtype_rank_and_range(inputs):
 
 
 @fast
-@given(inputs=module_inputs(torch.randn(50, 6) * 3 + 10, torch.randint(2, 9, (50, 5)),
-                            torch.zeros(50, 2, dtype=torch.bool), dims={0: (0, 1), 1: (0,), 2: (0,)},
-                            sizes=(4, 7)))
+@given(
+    inputs=module_inputs(
+        torch.randn(50, 6) * 3 + 10,
+        torch.randint(2, 9, (50, 5)),
+        torch.zeros(50, 2, dtype=torch.bool),
+        dims={0: (0, 1), 1: (0,), 2: (0,)},
+        sizes=(4, 7),
+    )
+)
 def test_module_inputs_random_values_look_like_the_example(inputs):
     x, ids, mask = inputs
     assert x.shape[0] == ids.shape[0] == mask.shape[0] and x.shape[0] in (4, 7)
@@ -224,7 +234,9 @@ def test_nan_positions_must_match():
 
     x = torch.tensor([-1.0, 0.5])
     assert_parity(lambda x: x.log(), x)  # NaN in the same place on both sides passes
-    with pytest.raises(ParityError, match="NaN positions differ: 1 NaN only in XLA, 0 only in eager"):
+    with pytest.raises(
+        ParityError, match="NaN positions differ: 1 NaN only in XLA, 0 only in eager"
+    ):
         assert_parity(lambda x: (x.log() if compiling() else x * 0 + 1) + 0, x)
     with pytest.raises(ParityError, match="worst at index"):
         assert_parity(f, x)
@@ -403,8 +415,9 @@ def test_parity_test_catches_and_shrinks_a_planted_discrepancy():
 
 
 def test_parity_test_draws_kwargs_and_rejects_unknown_options():
-    @parity_test(tensors(torch.float32, (2, 3)), kwargs={"dim": st.sampled_from([0, 1])},
-                 max_examples=4)
+    @parity_test(
+        tensors(torch.float32, (2, 3)), kwargs={"dim": st.sampled_from([0, 1])}, max_examples=4
+    )
     def summed(x, dim):
         return x.sum(dim)
 
@@ -422,7 +435,7 @@ def test_parity_settings_follow_the_command_line_override(monkeypatch):
 
 
 # -- pytest plugin ------------------------------------------------------------------------------
-PLUGIN_TESTS = '''
+PLUGIN_TESTS = """
 import pytest, torch
 from torch2xla.testing import parity_test, tensors
 
@@ -446,7 +459,7 @@ def test_fixture_catches_planted(parity):
 def test_marker_sets_defaults(parity):
     f = lambda x: x + 1e-3 if torch.compiler.is_compiling() else x * 1
     parity(f, torch.ones(3))
-'''
+"""
 
 
 def test_pytest_plugin_fixture_marker_and_examples_option(pytester):

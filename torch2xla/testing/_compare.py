@@ -96,8 +96,14 @@ def compare_tensors(
         return None
     if e.is_complex():
         for part, fn in (("real", torch.real), ("imag", torch.imag)):
-            m = compare_tensors(f"{what}.{part}", fn(e), fn(x).to(fn(e).dtype), rtol=rtol,
-                                atol=atol, check_signed_zero=check_signed_zero)
+            m = compare_tensors(
+                f"{what}.{part}",
+                fn(e),
+                fn(x).to(fn(e).dtype),
+                rtol=rtol,
+                atol=atol,
+                check_signed_zero=check_signed_zero,
+            )
             if m is not None:
                 return m
         return None
@@ -132,8 +138,9 @@ def compare_tensors(
     # Badness: how many tolerances away; NaN/inf disagreements are infinitely bad.
     with torch.no_grad():
         badness = torch.where(ok, torch.zeros_like(abs_err), abs_err / allowed.clamp_min(1e-300))
-        badness = torch.where(~ok & ~torch.isfinite(badness), torch.full_like(badness, math.inf),
-                              badness)
+        badness = torch.where(
+            ~ok & ~torch.isfinite(badness), torch.full_like(badness, math.inf), badness
+        )
         worst = int(torch.argmax(torch.nan_to_num(badness, nan=math.inf)))
     n_bad = int((~ok).sum())
     ev, xv = ef[worst].item(), xf[worst].item()
@@ -182,11 +189,19 @@ def compare_trees(
     out = []
     for path, e, x in zip(paths, e_leaves, x_leaves):
         if isinstance(e, torch.Tensor):
-            m = compare_tensors(path, e, x, rtol=rtol, atol=atol, check_dtype=check_dtype,
-                                check_signed_zero=check_signed_zero)
+            m = compare_tensors(
+                path,
+                e,
+                x,
+                rtol=rtol,
+                atol=atol,
+                check_dtype=check_dtype,
+                check_signed_zero=check_signed_zero,
+            )
         elif type(e) is not type(x):
-            m = Mismatch(path, f"type differs: eager {type(e).__name__} {e!r}, "
-                               f"XLA {type(x).__name__} {x!r}")
+            m = Mismatch(
+                path, f"type differs: eager {type(e).__name__} {e!r}, XLA {type(x).__name__} {x!r}"
+            )
         elif isinstance(e, float) and math.isnan(e) and math.isnan(x):
             m = None
         elif e != x:
@@ -217,9 +232,11 @@ def describe_value(v: Any, limit: int = 64) -> str:
     if t.dtype.is_floating_point:
         f = flat.to(torch.float64)
         fin = f[torch.isfinite(f)]
-        stats = (f"nan={int(f.isnan().sum())}, inf={int(f.isinf().sum())}, "
-                 f"finite min={fin.min().item() if fin.numel() else None!r}, "
-                 f"finite max={fin.max().item() if fin.numel() else None!r}")
+        stats = (
+            f"nan={int(f.isnan().sum())}, inf={int(f.isinf().sum())}, "
+            f"finite min={fin.min().item() if fin.numel() else None!r}, "
+            f"finite max={fin.max().item() if fin.numel() else None!r}"
+        )
     else:
         stats = f"min={flat.min().item()!r}, max={flat.max().item()!r}"
     return f"{head}, first values={shown!r}, {stats})"

@@ -267,8 +267,11 @@ def assert_parity(
     torch.set_rng_state(rng)
     runs_before = _Counter.runs
     try:
-        with warnings.catch_warnings(), torch._dynamo.config.patch(
-            recompile_limit=max(torch._dynamo.config.recompile_limit, _RECOMPILE_LIMIT)
+        with (
+            warnings.catch_warnings(),
+            torch._dynamo.config.patch(
+                recompile_limit=max(torch._dynamo.config.recompile_limit, _RECOMPILE_LIMIT)
+            ),
         ):
             if allow_fallback:
                 warnings.simplefilter("ignore", FallbackWarning)

@@ -41,7 +41,13 @@ FLOAT_DTYPES: tuple[torch.dtype, ...] = (
 )
 """Floating dtypes drawn by default, most common first (hypothesis shrinks toward the first)."""
 
-INT_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+INT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+)
 """Integer dtypes drawn by default. uint16/32/64 are left out: eager PyTorch lacks most of
 their kernels on CPU; pass them explicitly where an op supports them."""
 
@@ -126,7 +132,9 @@ def shapes(
         >>> shapes(min_dims=1, max_side=3).example()  # doctest: +SKIP
         (2, 0, 3)
     """
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+    return hnp.array_shapes(
+        min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side
+    )
 
 
 def mutually_broadcastable_shapes(
@@ -166,8 +174,20 @@ def special_values(dtype: torch.dtype) -> tuple[Any, ...]:
     if dtype.is_floating_point:
         fi = torch.finfo(dtype)
         subnormal = fi.tiny * fi.eps
-        return (0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, subnormal, -subnormal,
-                fi.tiny, fi.max, -fi.max)
+        return (
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            math.inf,
+            -math.inf,
+            math.nan,
+            subnormal,
+            -subnormal,
+            fi.tiny,
+            fi.max,
+            -fi.max,
+        )
     ii = torch.iinfo(dtype)
     return tuple(dict.fromkeys(v for v in (0, 1, -1, ii.min, ii.max) if ii.min <= v <= ii.max))
 
@@ -301,8 +321,9 @@ def _as_shape(shape: Any) -> tuple[int, ...]:
 
 
 @st.composite
-def _tensors(draw: Any, dtype: Any, shape: Any, elem: Any, elem_kw: dict, layout: Any,
-             requires_grad: bool) -> torch.Tensor:
+def _tensors(
+    draw: Any, dtype: Any, shape: Any, elem: Any, elem_kw: dict, layout: Any, requires_grad: bool
+) -> torch.Tensor:
     dt = _maybe_draw(draw, dtype)
     _check_dtype(dt)
     sh = _as_shape(_maybe_draw(draw, shape))
@@ -310,7 +331,7 @@ def _tensors(draw: Any, dtype: Any, shape: Any, elem: Any, elem_kw: dict, layout
     if lay not in LAYOUTS:
         raise ValueError(f"torch2xla.testing: unknown layout {lay!r}; known: {LAYOUTS}")
     expand_dim = next((i for i, s in enumerate(sh) if s > 1), None) if lay == "expanded" else None
-    draw_shape = sh if expand_dim is None else sh[:expand_dim] + (1,) + sh[expand_dim + 1:]
+    draw_shape = sh if expand_dim is None else sh[:expand_dim] + (1,) + sh[expand_dim + 1 :]
     strategy = elem if elem is not None else elements(dt, **elem_kw)
     arr = draw(hnp.arrays(_NUMPY_DTYPE[dt], draw_shape, elements=strategy))
     t = torch.from_numpy(np.array(arr, order="C", copy=True)).to(dt)
@@ -438,8 +459,15 @@ def _random_like(ex: torch.Tensor, shape: tuple, gen: torch.Generator) -> torch.
 
 
 @st.composite
-def _module_inputs(draw: Any, examples: tuple, dims: Mapping[int, Sequence[int]] | None,
-                   varied: Sequence[int], sizes: Any, random: bool, kw: dict) -> tuple:
+def _module_inputs(
+    draw: Any,
+    examples: tuple,
+    dims: Mapping[int, Sequence[int]] | None,
+    varied: Sequence[int],
+    sizes: Any,
+    random: bool,
+    kw: dict,
+) -> tuple:
     drawn_sizes = {d: _maybe_draw(draw, sizes) for d in varied}
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1))) if random else None
     out = []
@@ -464,11 +492,13 @@ def _module_inputs(draw: Any, examples: tuple, dims: Mapping[int, Sequence[int]]
             el = elements(ex.dtype, specials=False, allow_nan=False, allow_infinity=False)
         elif ex.dtype.is_floating_point:
             bound = max(1.0, float(ex.detach().abs().max()))
-            el = elements(ex.dtype, min_value=-bound, max_value=bound, allow_subnormal=False,
-                          specials=False)
+            el = elements(
+                ex.dtype, min_value=-bound, max_value=bound, allow_subnormal=False, specials=False
+            )
         else:
-            el = elements(ex.dtype, min_value=int(ex.min()), max_value=int(ex.max()),
-                          specials=False)
+            el = elements(
+                ex.dtype, min_value=int(ex.min()), max_value=int(ex.max()), specials=False
+            )
         out.append(draw(tensors(ex.dtype, tuple(shape), elements=el, requires_grad=rg)))
     return tuple(out)
 
@@ -518,5 +548,6 @@ def module_inputs(
         varied, mapping = list(dims), None
     if random and tensor_kwargs:
         raise TypeError("torch2xla.testing.module_inputs: tensor options need random=False")
-    return _module_inputs(example_inputs, mapping, varied, size_strategy, random,
-                          dict(tensor_kwargs))
+    return _module_inputs(
+        example_inputs, mapping, varied, size_strategy, random, dict(tensor_kwargs)
+    )
