@@ -246,6 +246,47 @@ def test_unary_float_ops_on_special_values(dtype):
     check()
 
 
+# Ops whose result's zero sign is defined by the input's (not by an underflow): -0.0 must stay.
+SIGNED_ZERO_OPS = (
+    "neg", "abs", "relu", "ceil", "floor", "round", "trunc", "sign", "sgn", "frac", "square",
+    "nan_to_num", "hardtanh", "leaky_relu", "round_decimals", "sin", "tan", "tanh", "asinh",
+    "atanh", "expm1", "log1p", "sqrt", "erf", "deg2rad",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [f32, bf16], ids=str)
+def test_signed_zeros_survive(dtype):
+    fn = _apply({n: UNARY_FLOAT[n] for n in SIGNED_ZERO_OPS})
+    values = st.sampled_from([0.0, -0.0, 0.25, -0.25, 0.75, -0.75, 1.5, -1.5, INF, -INF])
+
+    @parity_settings(max_examples=10)
+    @given(x=tensors(dtype, (6,), elements=values))
+    def check(x):
+        parity(fn, x, check_signed_zero=True)
+
+    check()
+
+
+def test_signed_zeros_in_binary_ops():
+    def fn(a, b):
+        return {
+            "add": a + b, "sub": a - b, "mul": a * b, "div": a / b, "maximum": torch.maximum(a, b),
+            "minimum": torch.minimum(a, b), "fmax": torch.fmax(a, b), "fmin": torch.fmin(a, b),
+            "copysign": torch.copysign(a, b), "fmod": torch.fmod(a, b), "atan2": torch.atan2(a, b),
+            "clamp": torch.clamp(a, min=b), "lerp": torch.lerp(a, b, 0.5),
+            "where": torch.where(a > b, a, b),
+        }  # fmt: skip
+
+    values = st.sampled_from([0.0, -0.0, 1.5, -1.5, INF, -INF, 0.25])
+
+    @parity_settings(max_examples=15)
+    @given(a=tensors(f32, (6,), elements=values), b=tensors(f32, (6,), elements=values))
+    def check(a, b):
+        parity(fn, a, b, check_signed_zero=True)
+
+    check()
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool], ids=str
 )

@@ -48,6 +48,16 @@ def _pointwise(jfn, kind: Kind = Kind.DEFAULT, scalar_in_opmath: bool = False):
     return lowering
 
 
+def _max(a, b):
+    # NOTE: torch's max/min keep the first operand on ties (maximum(-0.0, 0.0) is -0.0) and
+    # propagate NaN from either; XLA's max/min may return the other zero.
+    return jnp.where(jnp.isnan(a) | (a >= b), a, b)
+
+
+def _min(a, b):
+    return jnp.where(jnp.isnan(a) | (a <= b), a, b)
+
+
 def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
     register(op)(_pointwise(jfn, kind))
 
@@ -84,7 +94,9 @@ def _sign(x):
 for _op, _fn in [
     (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
     (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
-    (aten.sign, _sign), (aten.relu, jax.nn.relu), (aten.bitwise_not, jnp.invert),
+    # NOTE: torch's relu keeps -0.0 (max(x, 0) returns x on ties); jax.nn.relu gives +0.0.
+    (aten.sign, _sign), (aten.relu, lambda x: jnp.where(x < 0, jnp.zeros_like(x), x)),
+    (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, I)
 
@@ -154,10 +166,10 @@ def rsub(self, other, alpha=1):
 for _ops, _fn, _kind in [
 
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
-    ((aten.maximum.default,), jnp.maximum, I),
-    ((aten.minimum.default,), jnp.minimum, I),
-    ((aten.fmax.default,), jnp.fmax, I),
-    ((aten.fmin.default,), jnp.fmin, I),
+    ((aten.maximum.default,), lambda a, b: _max(a, b), I),
+    ((aten.minimum.default,), lambda a, b: _min(a, b), I),
+    ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), I),
+    ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), I),
     ((aten.atan2.default,), jnp.arctan2, F),
     ((aten.hypot.default,), jnp.hypot, I),
     ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, F),
@@ -237,9 +249,9 @@ def clamp(self, min=None, max=None):
     out = as_dtype(self, result)
     # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
     if min is not None:
-        out = jnp.maximum(out, as_dtype(min, result))
+        out = _max(out, as_dtype(min, result))
     if max is not None:
-        out = jnp.minimum(out, as_dtype(max, result))
+        out = _min(out, as_dtype(max, result))
     return out
 
 
@@ -301,7 +313,9 @@ def logit(self, eps=None):
 def lerp(self, end, weight):
     compute, result = promote(I, self, end, weight)
     s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
-    return as_dtype(s + w * (e - s), result)
+    # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5).
+    diff = e - s
+    return as_dtype(jnp.where(jnp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w)), result)
 
 
 @register(aten.addcmul.default)
