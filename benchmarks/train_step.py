@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import pathlib
 import resource
 import subprocess
@@ -98,34 +97,13 @@ def step_times(cases: list[str], rounds: int, n: int) -> dict:
 class _Stack(nn.Module):
     def __init__(self, layers: int = 6, d: int = 256, heads: int = 4) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(_Block(d, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(models.GPTBlock(d, heads) for _ in range(layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = block(x)
         return x
 
-
-class _Block(nn.Module):
-    """GPT-2 block in plain torch (as in tests/models.py)."""
-
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads, self.scale = heads, 1.0 / math.sqrt(d // heads)
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc_out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * self.scale
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + self.proj(y)
-        return x + self.fc_out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
 def remat_one(remat: bool, rounds: int, n: int) -> dict:
