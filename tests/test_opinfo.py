@@ -24,6 +24,8 @@ import torch
 from opinfo import harness
 from opinfo.expectations import DEFAULT_SUBSET, all_records, expect_for, xfail_for
 
+import torch2xla
+
 FULL = os.environ.get("TORCH2XLA_OPINFO", "") == "full"
 REPORT = os.environ.get("TORCH2XLA_OPS_REPORT")
 OPS = harness.cpu_ops()
@@ -31,6 +33,19 @@ NAMES = sorted(OPS) if FULL else list(DEFAULT_SUBSET)
 if os.environ.get("TORCH2XLA_OPINFO_SHARD"):
     _index, _count = (int(v) for v in os.environ["TORCH2XLA_OPINFO_SHARD"].split("/"))
     NAMES = NAMES[_index::_count]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_persistent_cache():
+    """The suite compiles thousands of single-use programs: keep them out of the persistent
+    compilation cache (disk and time for nothing), then restore the cache's setting exactly."""
+    from torch2xla.guards import _persistent
+
+    saved = _persistent._explicit
+    torch2xla.set_persistent_cache(None)
+    yield
+    _persistent._explicit = saved
+    _persistent.activate()
 
 
 def _record(outcomes: list[harness.Outcome]) -> None:
