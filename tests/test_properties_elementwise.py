@@ -287,6 +287,28 @@ def test_signed_zeros_in_binary_ops():
     check()
 
 
+def test_gradients_at_ties_and_kinks():
+    """Where derivatives are one-sided or split (max of equal values, relu/abs/clamp at their
+    kinks), the gradient must follow torch's convention, not just any subgradient."""
+
+    def fn(a, b):
+        return (
+            torch.maximum(a, b) * 1.5 + torch.minimum(a, b) * 2.5 + torch.fmax(a, b) * 3.5
+            + torch.fmin(a, b) * 4.5 + torch.clamp(a, min=b) * 5.5 + torch.clamp(a, max=b) * 6.5
+            + torch.relu(a) * 7.5 + torch.abs(b) * 8.5 + F.hardtanh(a) * 9.5
+            + F.leaky_relu(b) * 10.5 + torch.amax(a) + torch.lerp(a, b, 0.5)
+        )  # fmt: skip
+
+    values = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0])
+
+    @parity_settings(max_examples=15)
+    @given(a=tensors(f32, (5,), elements=values), b=tensors(f32, (5,), elements=values))
+    def check(a, b):
+        parity(fn, a, b, grad=True)
+
+    check()
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool], ids=str
 )

@@ -3,6 +3,8 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -48,14 +50,50 @@ def _pointwise(jfn, kind: Kind = Kind.DEFAULT, scalar_in_opmath: bool = False):
     return lowering
 
 
+def _wide(jfn):
+    """``jfn`` computed in float64 for float32 inputs.
+
+    # NOTE: XLA's float32 exp2/sinh/cosh reduce their argument in float32 (x * ln 2,
+    # x - ln 2), losing up to ~30 ulp for |x| in the tens; eager's libm is within 1 ulp.
+    """
+
+    def fn(x):
+        if x.dtype == jnp.float32:
+            return jfn(x.astype(jnp.float64)).astype(jnp.float32)
+        return jfn(x)
+
+    return fn
+
+
 def _max(a, b):
     # NOTE: torch's max/min keep the first operand on ties (maximum(-0.0, 0.0) is -0.0) and
-    # propagate NaN from either; XLA's max/min may return the other zero.
+    # propagate NaN from either; XLA's max/min may return the other zero. (clamp's gradient
+    # goes to self on ties, as this gives; maximum/minimum split it, see _balanced.)
     return jnp.where(jnp.isnan(a) | (a >= b), a, b)
 
 
 def _min(a, b):
     return jnp.where(jnp.isnan(a) | (a <= b), a, b)
+
+
+def _balanced(pick, jnp_fn):
+    """``pick``'s values with ``jnp_fn``'s derivative (half the gradient to each tied operand,
+    as torch's maximum/minimum backward)."""
+
+    @jax.custom_jvp
+    def fn(a, b):
+        return pick(a, b)
+
+    @fn.defjvp
+    def fn_jvp(primals, tangents):
+        return pick(*primals), jax.jvp(jnp_fn, primals, tangents)[1]
+
+    return fn
+
+
+def _relu(x):
+    # NOTE: torch's relu keeps -0.0 and NaN and has derivative 0 at 0; jax.nn.relu gives +0.0.
+    return jnp.where(x > 0, x, jnp.where(x < 0, jnp.zeros_like(x), x * 0))
 
 
 def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
@@ -66,11 +104,12 @@ F, I, B = Kind.INT_TO_FLOAT, Kind.DEFAULT, Kind.ALWAYS_BOOL
 
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
-    (aten.exp, jnp.exp), (aten.exp2, jnp.exp2), (aten.expm1, jnp.expm1), (aten.log, jnp.log),
+    (aten.exp, jnp.exp), (aten.exp2, _wide(jnp.exp2)), (aten.expm1, jnp.expm1),
+    (aten.log, jnp.log),
     (aten.log2, jnp.log2), (aten.log10, jnp.log10), (aten.log1p, jnp.log1p),
     (aten.sqrt, jnp.sqrt), (aten.rsqrt, lax.rsqrt), (aten.sin, jnp.sin), (aten.cos, jnp.cos),
     (aten.tan, jnp.tan), (aten.asin, jnp.arcsin), (aten.acos, jnp.arccos),
-    (aten.atan, jnp.arctan), (aten.sinh, jnp.sinh), (aten.cosh, jnp.cosh),
+    (aten.atan, jnp.arctan), (aten.sinh, _wide(jnp.sinh)), (aten.cosh, _wide(jnp.cosh)),
     (aten.tanh, jnp.tanh), (aten.asinh, jnp.arcsinh), (aten.acosh, jnp.arccosh),
     (aten.atanh, jnp.arctanh), (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
@@ -94,13 +133,26 @@ def _sign(x):
 for _op, _fn in [
     (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
     (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
-    # NOTE: torch's relu keeps -0.0 (max(x, 0) returns x on ties); jax.nn.relu gives +0.0.
-    (aten.sign, _sign), (aten.relu, lambda x: jnp.where(x < 0, jnp.zeros_like(x), x)),
+    (aten.sign, _sign), (aten.relu, _relu),
     (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, I)
 
-_unary(aten.abs.default, jnp.abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch
+@jax.custom_jvp
+def _abs(x):
+    return jnp.abs(x)
+
+
+@_abs.defjvp
+def _abs_jvp(primals, tangents):
+    # NOTE: torch's derivative of abs at 0 is sign(0) = 0; JAX's is 1.
+    (x,), (t,) = primals, tangents
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jax.jvp(jnp.abs, (x,), (t,))
+    return jnp.abs(x), t * _sign(x)
+
+
+_unary(aten.abs.default, _abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch
 _unary(aten.isnan.default, jnp.isnan, B)
 _unary(aten.isinf.default, jnp.isinf, B)
 _unary(aten.logical_not.default, jnp.logical_not, B)
@@ -166,8 +218,8 @@ def rsub(self, other, alpha=1):
 for _ops, _fn, _kind in [
 
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
-    ((aten.maximum.default,), lambda a, b: _max(a, b), I),
-    ((aten.minimum.default,), lambda a, b: _min(a, b), I),
+    ((aten.maximum.default,), _balanced(_max, jnp.maximum), I),
+    ((aten.minimum.default,), _balanced(_min, jnp.minimum), I),
     ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), I),
     ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), I),
     ((aten.atan2.default,), jnp.arctan2, F),
@@ -279,7 +331,9 @@ def silu(self):
 
 @register(aten.hardtanh.default)
 def hardtanh(self, min_val=-1.0, max_val=1.0):
-    return jnp.clip(self, as_dtype(min_val, self.dtype), as_dtype(max_val, self.dtype))
+    # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there.
+    lo, hi = as_dtype(min_val, self.dtype), as_dtype(max_val, self.dtype)
+    return jnp.where(self <= lo, lo, jnp.where(self >= hi, hi, self))
 
 
 @register(aten.leaky_relu.default)
@@ -289,15 +343,21 @@ def leaky_relu(self, negative_slope=0.01):
 
 @register(aten.elu.default)
 def elu(self, alpha=1, scale=1, input_scale=1):
-    x = self
-    neg = as_dtype(alpha, x.dtype) * jnp.expm1(x * as_dtype(input_scale, x.dtype))
-    return jnp.where(x > 0, x, neg) * as_dtype(scale, x.dtype)
+    def fn(x):
+        neg = as_dtype(alpha, x.dtype) * jnp.expm1(x * as_dtype(input_scale, x.dtype))
+        return jnp.where(x > 0, x, neg) * as_dtype(scale, x.dtype)
+
+    return _pointwise(fn, I)(self)  # half precision computes in float32, as torch
 
 
 @register(aten.softplus.default)
 def softplus(self, beta=1, threshold=20):
-    bx = self * beta
-    return jnp.where(bx > threshold, self, jnp.log1p(jnp.exp(bx)) / beta)
+    def fn(x):
+        bx = x * beta
+        return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(bx)) / beta)
+
+    # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
+    return _pointwise(fn, I)(self)
 
 
 @register(aten.logit.default)
@@ -306,7 +366,22 @@ def logit(self, eps=None):
         x = x if eps is None else jnp.clip(x, eps, 1 - eps)
         return jnp.log(x / (1 - x))
 
+    if self.dtype == jnp.float16:
+        # NOTE: torch's float16/bfloat16 logit rounds 1 - x and x / (1 - x) to the half type.
+        return as_dtype(jnp.log(_half_ratio(self, eps).astype(jnp.float32)), self.dtype)
+    if self.dtype == jnp.bfloat16:
+        # XLA keeps bfloat16 intermediates in float32 (excess precision): round explicitly.
+        bf16 = functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
+        x = self.astype(jnp.float32)
+        if eps is not None:
+            x = jnp.clip(x, bf16(jnp.float32(eps)), bf16(jnp.float32(1 - eps)))
+        return as_dtype(jnp.log(bf16(x / bf16(1 - x))), self.dtype)
     return _pointwise(fn, F)(self)
+
+
+def _half_ratio(x, eps):
+    x = x if eps is None else jnp.clip(x, as_dtype(eps, x.dtype), as_dtype(1 - eps, x.dtype))
+    return x / (1 - x)
 
 
 @register(aten.lerp.Scalar, aten.lerp.Tensor)

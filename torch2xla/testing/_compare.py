@@ -137,7 +137,10 @@ def compare_tensors(
         return None
     # Badness: how many tolerances away; NaN/inf disagreements are infinitely bad.
     with torch.no_grad():
-        badness = torch.where(ok, torch.zeros_like(abs_err), abs_err / allowed.clamp_min(1e-300))
+        # -1 for elements that pass, so a sign-only mismatch (badness 0) still ranks above them.
+        badness = torch.where(
+            ok, torch.full_like(abs_err, -1.0), abs_err / allowed.clamp_min(1e-300)
+        )
         badness = torch.where(
             ~ok & ~torch.isfinite(badness), torch.full_like(badness, math.inf), badness
         )
