@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -25,6 +26,38 @@ def _bool_as_int(fn):
         return fn(self.astype(jnp.int32), *args, **kwargs) != 0
 
     return lowering
+
+
+@jax.custom_vjp
+def _scatter_multiply(base, idx, src):
+    """``base.at[idx].multiply(src)`` with the exact gradient: each factor gets the product of
+    the other factors at its position (zeros included), as torch's backward gives; JAX
+    differentiates scatter-multiply only with unique indices."""
+    return base.at[idx].multiply(src)
+
+
+def _scatter_multiply_fwd(base, idx, src):
+    return base.at[idx].multiply(src), (base, idx, src)
+
+
+def _scatter_multiply_bwd(residuals, g):
+    base, idx, src = residuals
+    zb, zs = base == 0, src == 0
+    zeros = zb.astype(jnp.int32).at[idx].add(zs.astype(jnp.int32))  # zero factors per position
+    nonzero = jnp.where(zb, 1, base).at[idx].multiply(jnp.where(zs, 1, src))
+
+    def others(x, z, n_zero, prod):
+        # The product of the other factors: prod / x without zeros, else 0 or the product of
+        # the nonzero ones when x is the only zero.
+        return jnp.where(z, jnp.where(n_zero == 1, prod, 0),
+                         jnp.where(n_zero == 0, prod / jnp.where(z, 1, x), 0))
+
+    g_base = g * others(base, zb, zeros, nonzero)
+    g_src = g[idx] * others(src, zs, zeros[idx], nonzero[idx])
+    return g_base, None, g_src
+
+
+_scatter_multiply.defvjp(_scatter_multiply_fwd, _scatter_multiply_bwd)
 
 
 def _index_tuple(indices):
@@ -116,7 +149,10 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
         init = info.min if reduce == "amax" else info.max
     base = self if include_self else jnp.full(self.shape, init, self.dtype)
     ref = base.at[idx]
-    out = {"sum": ref.add, "prod": ref.multiply, "amax": ref.max, "amin": ref.min}[reduce](src)
+    if reduce == "prod":
+        out = _scatter_multiply(base, idx, src)
+    else:
+        out = {"sum": ref.add, "amax": ref.max, "amin": ref.min}[reduce](src)
     if include_self:
         return out
     touched = jnp.zeros(self.shape, bool).at[idx].set(True)
@@ -193,8 +229,11 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
             info = np.iinfo(self.dtype)
             init = {"prod": 1, "amax": info.min, "amin": info.max}[reduce]
         base = x if include_self else jnp.where(touched, jnp.asarray(init, self.dtype), x)
-        ref = base.at[index]
-        out = {"prod": ref.multiply, "amax": ref.max, "amin": ref.min}[reduce](src)
+        if reduce == "prod":
+            out = _scatter_multiply(base, index, src)
+        else:
+            ref = base.at[index]
+            out = {"amax": ref.max, "amin": ref.min}[reduce](src)
     return jnp.moveaxis(jnp.where(touched, out, x), 0, dim)
 
 
