@@ -198,6 +198,31 @@ def plot(results: dict[str, dict], path: pathlib.Path) -> bool:
     return True
 
 
+def ddp_section(res: dict) -> list[str]:
+    """DDP step time and 2-vs-1 scaling efficiency (benchmarks/ddp_scaling.py)."""
+    lines = [
+        f"### DDP scaling: {res['case']} on {res['device']}",
+        "",
+        "Weak scaling (same per-rank batch): efficiency = step time with 1 rank / with 2 ranks.",
+        "",
+        "| mode | 1 rank ms/step | 2 ranks ms/step | efficiency | first step s (1 / 2) |",
+        "|---|---|---|---|---|",
+    ]
+    runs = res["runs"]
+    for mode in ("eager", "inductor", "xla"):
+        one, two = runs.get(f"{mode}/1"), runs.get(f"{mode}/2")
+        if one and two:
+            lines.append(
+                f"| {mode} | {one['median_ms']:.2f} | {two['median_ms']:.2f} | "
+                f"{one['efficiency_2v1']:.2f} | {one['first_s']:.1f} / {two['first_s']:.1f} |"
+            )
+        elif mode in res.get("failed", {}):
+            lines.append(f"| {mode} | failed: {res['failed'][mode]} | | | |")
+    if res.get("command"):
+        lines += ["", f"Command: `{res['command']}`"]
+    return [*lines, ""]
+
+
 def write() -> pathlib.Path:
     DOCS.mkdir(exist_ok=True)
     lines = [
@@ -230,6 +255,10 @@ def write() -> pathlib.Path:
         if res:
             lines += suite_section(res, title)
             plots[title] = res
+    for name in ("ddp_scaling_cpu.json", "ddp_scaling_gpu.json"):
+        res = _load(name)
+        if res:
+            lines += ddp_section(res)
     png = DOCS / "benchmarks.png"
     if plots and plot(plots, png):
         lines += ["![speedups over eager](benchmarks.png)", ""]
