@@ -13,6 +13,7 @@ from torch2xla.ops import LOWERINGS
 from torch2xla.testing import (
     FLOAT_DTYPES,
     LAYOUTS,
+    Limitation,
     ParityError,
     _settings,
     assert_parity,
@@ -467,3 +468,22 @@ def test_pytest_plugin_fixture_marker_and_examples_option(pytester):
     result = pytester.runpytest_inprocess("--parity-examples=3", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     assert _settings.max_examples_override is None
+
+
+# -- Limitation ---------------------------------------------------------------------------------
+def test_limitation_check_fails_once_the_difference_is_gone():
+    def planted(x):
+        return x + 1 if compiling() else x * 1
+
+    lim = Limitation(
+        "planted", "adds one when compiled", (torch.float32,), planted, (torch.ones(2),)
+    )
+    assert isinstance(lim.check(), ParityError)
+    assert lim.applies("planted", torch.float32) and not lim.applies("planted", torch.float64)
+    assert not lim.applies("other", torch.float32)
+    assert str(lim) == "planted[float32]"
+    fixed = Limitation("fixed", "no longer differs", (), lambda x: x * 2, (torch.ones(2),))
+    with pytest.raises(AssertionError, match="no longer shows"):
+        fixed.check()
+    with pytest.raises(AssertionError, match="no reproducer"):
+        Limitation("empty", "no fn").check()
