@@ -23,6 +23,8 @@ class Why(enum.Enum):
     #: The op mutates or writes an ``out=`` argument; functionalization replaces it by a
     #: functional op before the graph reaches the backend, so it never needs a lowering.
     FUNCTIONALIZED = "replaced by functionalization"
+    #: Dynamo refuses to trace the op (a graph break), so no graph handed to the backend has it.
+    NOT_TRACED = "not traced by Dynamo"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,8 @@ NOT_LOWERED: tuple[NotLowered, ...] = (
     NotLowered(aten._native_batch_norm_legit.default, Why.FUNCTIONALIZED,
                "updates running stats in place; becomes _native_batch_norm_legit_functional"),
     NotLowered(aten.atan2.out, Why.FUNCTIONALIZED, "out= variant; becomes atan2.default"),
+    NotLowered(aten.resize_.default, Why.NOT_TRACED,
+               "resizes a tensor's storage in place; Dynamo breaks the graph on Tensor.resize_"),
 )
 
 #: op -> reason, for the ops that must run in eager PyTorch whatever we do.
