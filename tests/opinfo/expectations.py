@@ -143,7 +143,6 @@ XFAILS: tuple[XFail, ...] = (
     XFail("special.bessel_y1", _EG, "eager's float64 bessel_y1 is off by up to ~3e-7 (at "
           "x=5.57606: eager -0.0489863143, scipy and ours -0.0489859933)", dtypes=(f64,),
           checks=(FORWARD,)),
-    XFail("special.airy_ai", _NJ, "no Airy function in JAX"),
     # Ties and duplicates: torch's own answer is one of several valid ones.
     XFail("sort", _TI, "torch's unstable sort orders ties its own way (ours is stable)",
           dtypes=(bf16, b8), checks=(FORWARD,)),

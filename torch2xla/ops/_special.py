@@ -266,6 +266,50 @@ def _bessel_y(order: int, x):
 register(aten.special_bessel_y0.default)(_pointwise(_f64(lambda x: _bessel_y(0, x)), F))
 register(aten.special_bessel_y1.default)(_pointwise(_f64(lambda x: _bessel_y(1, x)), F))
 
+
+# -- the Airy function ---------------------------------------------------------------------------
+_A_S, _A_SW = _gauss_legendre(0.0, 32.0, 64, 16)
+
+
+def _hankel(nu: float, z):
+    """J_nu(z) for large z > 0 from the Hankel expansion (four terms)."""
+    mu = 4.0 * nu * nu
+    z8 = 8.0 * z
+    p = 1 - (mu - 1) * (mu - 9) / (2 * z8**2) + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (
+        24 * z8**4)
+    q = (mu - 1) / z8 - (mu - 1) * (mu - 9) * (mu - 25) / (6 * z8**3)
+    w = z - (0.5 * nu + 0.25) * np.pi
+    return jnp.sqrt(2 / (np.pi * z)) * (p * jnp.cos(w) - q * jnp.sin(w))
+
+
+def _bessel_j_nu(nu: float, z):
+    """J_nu(z) for real order nu and z > 0: (1/pi) int_0^pi cos(nu t - z sin t) dt
+    - (sin(nu pi)/pi) int_0^inf e^{-z sinh s - nu s} ds, by Gauss-Legendre quadrature."""
+    t, s = jnp.asarray(_Y_T), jnp.asarray(_A_S)
+    first = jnp.sum(jnp.cos(nu * t - z[..., None] * jnp.sin(t)) * _Y_TW, axis=-1) / np.pi
+    second = jnp.sum(jnp.exp(-z[..., None] * jnp.sinh(s) - nu * s) * _A_SW, axis=-1)
+    small = first - np.sin(nu * np.pi) / np.pi * second
+    return jnp.where(z <= _J_SWITCH, small, _hankel(nu, jnp.maximum(z, 1.0)))
+
+
+def _airy_ai(x):
+    # NOTE: Ai(x) = (1/pi) sqrt(x/3) K_{1/3}(z) for x > 0 and
+    # Ai(-y) = (sqrt(y)/3) (J_{1/3}(z) + J_{-1/3}(z)) for y > 0, with z = (2/3) |x|^{3/2}.
+    pos = x > 0
+    y = jnp.where(pos, x, -x)
+    y = jnp.where(y > 0, y, 1.0)
+    z = (2.0 / 3.0) * y**1.5
+    s = jnp.asarray(_A_S)
+    k_scaled = jnp.sum(jnp.exp(-z[..., None] * (jnp.cosh(s) - 1)) * jnp.cosh(s / 3) * _A_SW,
+                       axis=-1)
+    right = jnp.sqrt(y / 3) * k_scaled * jnp.exp(-z) / np.pi
+    left = jnp.sqrt(y) / 3 * (_bessel_j_nu(1 / 3, z) + _bessel_j_nu(-1 / 3, z))
+    out = jnp.where(pos, right, left)
+    return jnp.where(x == 0, 0.355028053887817239, out)  # Ai(0) = 1 / (3^(2/3) Gamma(2/3))
+
+
+register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), F))
+
 # NOTE: K_v(x) = int_0^inf exp(-x cosh t) cosh(v t) dt decays double-exponentially, so the
 # trapezoid rule on [0, 20] is accurate to float64 rounding for every x > 0 we can represent.
 _K_T, _K_W = _trapezoid_nodes(20.0, 320)
