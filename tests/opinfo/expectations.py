@@ -33,7 +33,6 @@ class Cause(enum.Enum):
     GRADIENT = "JAX has no gradient rule for it"
     EXPORT = "AOTAutograd cannot export it"
     EAGER = "eager's own result is wrong (checked by hand)"
-    NOT_YET = "not lowered yet"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +90,7 @@ def _eigenvectors(out: Any) -> Any:
 # -- expected failures ---------------------------------------------------------------------------
 _DD, _DY, _NJ, _TI, _DT, _DU, _GR = (Cause.DATA_DEPENDENT, Cause.DYNAMO, Cause.NO_JAX, Cause.TIES,
                                      Cause.DTYPE, Cause.DUPLICATES, Cause.GRADIENT)
-_EX, _EG, _NY = Cause.EXPORT, Cause.EAGER, Cause.NOT_YET
+_EX, _EG = Cause.EXPORT, Cause.EAGER
 
 XFAILS: tuple[XFail, ...] = (
     # Data-dependent shapes or Python values: XLA programs have static shapes.
@@ -155,7 +154,6 @@ XFAILS: tuple[XFail, ...] = (
     XFail("as_strided_scatter", _EG, "eager's gradient for self is nonzero where src overwrites "
           "self and zero where self is kept (the reverse of the function's derivative)",
           checks=(GRAD,)),
-    XFail("histogramdd", _NY, "aten._histogramdd_* ops are not lowered yet"),
     XFail("special.bessel_j0", _EG, "eager's float64 bessel_j0 is off by up to ~2e-7 (at "
           "x=-5.4215: eager -0.0337815018, mpmath and ours -0.0337813128)", dtypes=(f64,),
           checks=(FORWARD,)),

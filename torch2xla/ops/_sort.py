@@ -344,3 +344,74 @@ def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
     if keepdim:
         out = jnp.expand_dims(out, axes)
     return out
+
+
+# -- multi-dimensional histograms ----------------------------------------------------------------
+def _dd_points(self):
+    return self.reshape(-1, self.shape[-1])
+
+
+def _dd_edges(points, bins, range_, dtype):
+    """Equal-width bin edges per dim: over ``range_`` or the data, an empty range widened by 0.5
+    on each side (torch's rule)."""
+    edges = []
+    for d, n in enumerate(bins):
+        col = points[:, d]
+        if range_ is not None:
+            lo, hi = jnp.asarray(range_[2 * d], col.dtype), jnp.asarray(range_[2 * d + 1], col.dtype)
+        elif col.size:
+            lo, hi = jnp.min(col), jnp.max(col)
+        else:
+            lo, hi = jnp.asarray(0, col.dtype), jnp.asarray(0, col.dtype)
+        same = lo == hi
+        lo, hi = jnp.where(same, lo - 0.5, lo), jnp.where(same, hi + 0.5, hi)
+        edges.append(jnp.linspace(lo, hi, n + 1).astype(dtype))
+    return edges
+
+
+def _dd_hist(points, edges, weight, density, dtype, linear):
+    """Counts of ``points`` (N, D) in the grid of ``edges``; ``linear`` edges are located by
+    interpolation and corrected against the edges, others by binary search."""
+    n_bins = [e.shape[0] - 1 for e in edges]
+    flat = jnp.zeros(points.shape[:1], jnp.int64)
+    valid = jnp.ones(points.shape[:1], bool)
+    for d, (e, n) in enumerate(zip(edges, n_bins)):
+        x = points[:, d]
+        if linear:
+            pos = jnp.floor((x - e[0]) * n / (e[-1] - e[0])).astype(jnp.int64)
+            pos = jnp.clip(pos, 0, n - 1)
+            pos = jnp.where(x < e[pos], pos - 1, pos)
+            pos = jnp.where((pos < n - 1) & (x >= e[jnp.minimum(pos + 1, n)]), pos + 1, pos)
+        else:
+            pos = jnp.searchsorted(e, x, side="right") - 1
+        pos = jnp.where(x == e[-1], n - 1, pos)
+        valid = valid & (x >= e[0]) & (x <= e[-1]) & ~jnp.isnan(x)
+        flat = flat * n + jnp.clip(pos, 0, n - 1)
+    w = jnp.ones(points.shape[:1], dtype) if weight is None else as_dtype(weight.reshape(-1), dtype)
+    hist = jnp.zeros((int(np.prod(n_bins)),), dtype).at[flat].add(jnp.where(valid, w, 0))
+    hist = hist.reshape(n_bins)
+    if density:
+        widths = 1
+        for d, e in enumerate(edges):
+            shape = [1] * len(edges)
+            shape[d] = -1
+            widths = widths * (e[1:] - e[:-1]).reshape(shape)
+        hist = hist / (jnp.sum(hist) * widths)
+    return hist
+
+
+@register(aten._histogramdd_bin_edges.default)
+def _histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    return _dd_edges(_dd_points(self), bins, range, self.dtype)
+
+
+@register(aten._histogramdd_from_bin_cts.default)
+def _histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    points = _dd_points(self)
+    edges = _dd_edges(points, bins, range, self.dtype)
+    return _dd_hist(points, edges, weight, density, out_dtype(), linear=True)
+
+
+@register(aten._histogramdd_from_bin_tensors.default)
+def _histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    return _dd_hist(_dd_points(self), list(bins), weight, density, out_dtype(), linear=False)
