@@ -215,14 +215,6 @@ LIMITATIONS = (
         torch.digamma,
         (torch.tensor([-34.99999999999999], dtype=f64),),
     ),
-    Limitation(
-        "xlogy",
-        "aten.xlogy runs through torch's decomposition, which does not round a 0-d operand "
-        "to the common dtype first as the eager kernel does (65536 is inf in float16)",
-        (bf16,),
-        torch.xlogy,
-        (torch.tensor(65536.0, dtype=bf16), torch.tensor([1.0], dtype=f16)),
-    ),
 )
 
 
@@ -552,3 +544,17 @@ def test_where_clamp_and_ternary_ops(dtype):
         parity(fn, c, x, lo, hi)
 
     check()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (torch.tensor(65536.0, dtype=bf16), torch.tensor([1.0], dtype=f16)),
+        (torch.ones(2, 3, dtype=f16), torch.tensor(1.016)),
+        (torch.tensor([0.0, 0.0, 2.0, 0.0]), torch.tensor([0.0, INF, 0.0, float("nan")])),
+    ],
+    ids=["0d-bf16-rounds-first", "f16-with-0d-f32", "zeros-inf-nan"],
+)
+def test_xlogy_rounds_0d_operands_and_handles_zeros(args):
+    # Once a Limitation (torch's decomposition computed before rounding the 0-d operand).
+    parity(torch.xlogy, *args)

@@ -456,3 +456,15 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return as_dtype(s, out_dtype())
 
 
+
+
+def _xlogy(x, y):
+    # NOTE: 0 * log(y) is 0 (even for y = 0 or inf) unless y is NaN, as torch.xlogy.
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
+
+
+# Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand
+# to the common dtype, unlike the eager kernel; _pointwise rounds first.
+register(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)(
+    _pointwise(_xlogy, F)
+)
