@@ -81,6 +81,11 @@ def _rate(ops, check: str, dtype: str) -> tuple[int, int]:
     return sum(r["status"] == "pass" for r in rows), len(rows)
 
 
+def _by_reference(ops, check: str, dtype: str) -> int:
+    return sum(1 for o in ops.values() if (r := o.get((check, dtype))) is not None
+               and r["status"] == "pass" and r["reason"] == BY_REFERENCE)
+
+
 def _core_coverage() -> str:
     import torch  # noqa: F401
     from test_ops_coverage import classify, core_overloads
@@ -135,8 +140,10 @@ def render(ops: dict) -> str:
     )
     out += [
         f"- {len(ops)} op_db entries run on CPU.",
-        f"- Forward, float32: **{fwd}/{fwd_n} pass ({fwd / max(fwd_n, 1):.1%})**.",
-        f"- Gradients, float32: **{grad}/{grad_n} pass ({grad / max(grad_n, 1):.1%})**.",
+        (f"- Forward, float32: **{fwd}/{fwd_n} pass ({fwd / max(fwd_n, 1):.1%})**, "
+        f"{_by_reference(ops, 'forward', 'float32')} of them by the higher-precision comparison."),
+        (f"- Gradients, float32: **{grad}/{grad_n} pass ({grad / max(grad_n, 1):.1%})**, "
+        f"{_by_reference(ops, 'grad', 'float32')} of them by the higher-precision comparison."),
     ]
     for (check, dtype), header in zip(COLUMNS, HEADERS):
         if (check, dtype) in (("forward", "float32"), ("grad", "float32")):
