@@ -171,14 +171,8 @@ def _log_ndtr_jvp(primals, tangents):
 register(aten.special_log_ndtr.default)(_pointwise(_log_ndtr, F))
 
 
-@register(aten.igamma.default)
-def igamma(self, other):
-    return _pointwise(jsp.gammainc, F)(self, other)
-
-
-@register(aten.igammac.default)
-def igammac(self, other):
-    return _pointwise(jsp.gammaincc, F)(self, other)
+register(aten.igamma.default)(_pointwise(jsp.gammainc, F))
+register(aten.igammac.default)(_pointwise(jsp.gammaincc, F))
 
 
 @register(aten.special_spherical_bessel_j0.default)
@@ -461,14 +455,8 @@ for _name, _fn in [
 
 
 # -- integers and float decomposition ------------------------------------------------------
-@register(aten.gcd.default)
-def gcd(self, other):
-    return _pointwise(jnp.gcd, I)(self, other)
-
-
-@register(aten.lcm.default)
-def lcm(self, other):
-    return _pointwise(jnp.lcm, I)(self, other)
+register(aten.gcd.default)(_pointwise(jnp.gcd, I))
+register(aten.lcm.default)(_pointwise(jnp.lcm, I))
 
 
 @register(aten.frexp.Tensor)
