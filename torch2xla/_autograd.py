@@ -28,7 +28,7 @@ import jax.extend.core as jcore
 import numpy as np
 import torch
 
-from torch2xla._interop import jax_dtype, to_jax, torch_dtype, x64
+from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, torch_dtype, x64
 from torch2xla._profile import profiled_backward
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
@@ -127,6 +127,13 @@ class XlaFunction(torch.autograd.Function):
     @staticmethod
     @profiled_backward
     def backward(ctx, *grads):
+        if ctx.fns.deps is None:  # the first backward traces and compiles (see no_stack_capture)
+            with no_stack_capture():
+                return XlaFunction._backward(ctx, grads)
+        return XlaFunction._backward(ctx, grads)
+
+    @staticmethod
+    def _backward(ctx, grads):
         ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
         vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
         if not _keep_graph():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 import weakref
 from collections.abc import Sequence
 
@@ -48,6 +50,43 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
 
 # x64 is scoped to our own tracing and calls; the user's global JAX config is never touched.
 x64 = functools.partial(jax.enable_x64, True)
+
+# --- stack capture while compiling --------------------------------------------------------------
+# NOTE: jaxlib records the Python stack (code objects, held from C++ and invisible to the garbage
+# collector) in every executable it compiles. Our first call of a graph runs inside the code
+# object Dynamo generated for the user's frame, and Dynamo removes its compiled function from the
+# frame's globals only when that code object dies: so the executable kept the code alive, the
+# code kept the function, the function kept the executable, and nothing was ever freed after
+# torch._dynamo.reset() (every CompiledGraph with its programs leaked). Compiles therefore run
+# with jaxlib's stack capture off. It is one process-wide switch, shared by nested and
+# concurrent compiles: the outermost one turns it off and back on.
+_jaxlib = getattr(getattr(jax, "_src", None), "lib", None)
+_jaxlib_ext = getattr(_jaxlib, "_jax", None)
+_set_tracebacks = getattr(_jaxlib_ext, "set_tracebacks_enabled", None)
+_capture_lock = threading.Lock()
+_capture_off = 0  # compiles in progress
+_capture_was = True
+
+
+@contextlib.contextmanager
+def no_stack_capture():
+    """Compile without jaxlib recording the caller's stack in the executables (see above)."""
+    global _capture_off, _capture_was
+    if _set_tracebacks is None:  # a jaxlib without this switch (none of 0.10-0.11)
+        yield
+        return
+    with _capture_lock:
+        if _capture_off == 0:
+            _capture_was = _jaxlib_ext.tracebacks_enabled()
+            _set_tracebacks(False)
+        _capture_off += 1
+    try:
+        yield
+    finally:
+        with _capture_lock:
+            _capture_off -= 1
+            if _capture_off == 0:
+                _set_tracebacks(_capture_was)
 
 # --- GPU memory split ----------------------------------------------------------------------
 # NOTE: by default JAX's GPU client grabs 75% of device memory when it starts, leaving PyTorch's

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
@@ -163,7 +164,7 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
-        with _tracing():
+        with _tracing(), no_stack_capture():
             if padded is not None:
                 entry = self.bucketing.make_entry(args, padded, self.build)
             else:
