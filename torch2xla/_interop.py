@@ -60,8 +60,10 @@ x64 = functools.partial(jax.enable_x64, True)
 # torch._dynamo.reset() (every CompiledGraph with its programs leaked). Compiles therefore run
 # with jaxlib's stack capture off. It is one process-wide switch, shared by nested and
 # concurrent compiles: the outermost one turns it off and back on.
-_jaxlib = getattr(getattr(jax, "_src", None), "lib", None)
-_jaxlib_ext = getattr(_jaxlib, "_jax", None)
+try:
+    from jaxlib import _jax as _jaxlib_ext  # jaxlib's C++ module (0.10, 0.11)
+except ImportError:  # a jaxlib laid out otherwise: no switch, so stack capture stays on
+    _jaxlib_ext = None
 _set_tracebacks = getattr(_jaxlib_ext, "set_tracebacks_enabled", None)
 _capture_lock = threading.Lock()
 _capture_off = 0  # compiles in progress
