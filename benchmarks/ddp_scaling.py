@@ -34,7 +34,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, case, mode, steps, queue):
+def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from benchmarks.models import build
@@ -48,7 +48,7 @@ def _worker(rank, world, port, case, mode, steps, queue):
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
     device = f"cuda:{rank}" if cuda else "cpu"
     model, inputs, loss_fn = build(case, device)
-    ddp = DDP(model, device_ids=[rank] if cuda else None)
+    ddp = DDP(model, device_ids=[rank] if cuda else None, bucket_cap_mb=bucket_cap_mb)
     run = ddp if mode == "eager" else torch.compile(ddp, backend=mode)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times = []
@@ -68,11 +68,11 @@ def _worker(rank, world, port, case, mode, steps, queue):
     dist.destroy_process_group()
 
 
-def run(case: str, mode: str, world: int, steps: int) -> dict:
+def run(case: str, mode: str, world: int, steps: int, bucket_cap_mb: float = 25.0) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, queue))
+    procs = [ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, bucket_cap_mb, queue))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -88,16 +88,19 @@ def main() -> None:
                         "CPU, gpt2 on GPU)")
     parser.add_argument("--modes", default="eager,inductor,xla")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                        help="DDP's bucket size (25 is DDP's default); Dynamo splits graphs at buckets")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     case = args.case or ("gpt2" if cuda else "gpt")
     worlds = [1, 2]
     results = {"case": case, "device": torch.cuda.get_device_name() if cuda else "cpu",
-               "gpus": torch.cuda.device_count() if cuda else 0, "runs": {}}
+               "gpus": torch.cuda.device_count() if cuda else 0,
+               "bucket_cap_mb": args.bucket_cap_mb, "runs": {}}
     for mode in args.modes.split(","):
         for world in worlds:
-            r = run(case, mode, world, args.steps)
+            r = run(case, mode, world, args.steps, args.bucket_cap_mb)
             results["runs"][f"{mode}/{world}"] = r
             print(f"{mode:9s} world={world}: {r['median_ms']:8.2f} ms/step "
                   f"(first {r['first_s']:.1f} s, spread {r['spread_ms']:.2f} ms)", flush=True)

@@ -201,7 +201,8 @@ def plot(results: dict[str, dict], path: pathlib.Path) -> bool:
 def ddp_section(res: dict) -> list[str]:
     """DDP step time and 2-vs-1 scaling efficiency (benchmarks/ddp_scaling.py)."""
     lines = [
-        f"### DDP scaling: {res['case']} on {res['device']}",
+        f"### DDP scaling: {res['case']} on {res['device']}, buckets of "
+        f"{res.get('bucket_cap_mb', 25):g} MB",
         "",
         "Weak scaling (same per-rank batch): efficiency = step time with 1 rank / with 2 ranks.",
         "",
@@ -255,7 +256,9 @@ def write() -> pathlib.Path:
         if res:
             lines += suite_section(res, title)
             plots[title] = res
-    for name in ("ddp_scaling_cpu.json", "ddp_scaling_gpu.json"):
+    # ddp_scaling_{cpu,gpu}.json, then variants (ddp_scaling_cpu_<tag>.json, e.g. other buckets)
+    ddp = sorted(p.name for p in RESULTS.glob("ddp_scaling_*.json"))
+    for name in sorted(ddp, key=lambda n: (n.count("_") > 2, n)):
         res = _load(name)
         if res:
             lines += ddp_section(res)
