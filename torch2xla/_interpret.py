@@ -40,7 +40,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
         rng = RngState(seed) if seed is not None else None
         env: dict[torch.fx.Node, Any] = {}
         args_iter = iter(inputs)
-        load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+        load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a
         for node in nodes:
             if node.op == "placeholder":
                 env[node] = next(args_iter)

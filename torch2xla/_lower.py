@@ -69,11 +69,12 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
     for i in positions:
         value = args[i].item()
         for item in [u for u in placeholders[i].users if u.op == "call_method"]:
+            def to_value(n, item=item, value=value):
+                return value if n is item else n
+
             for user in list(item.users):
-                user.args = torch.fx.node.map_arg(user.args, lambda n: value if n is item else n)
-                user.kwargs = torch.fx.node.map_arg(
-                    user.kwargs, lambda n: value if n is item else n
-                )
+                user.args = torch.fx.node.map_arg(user.args, to_value)
+                user.kwargs = torch.fx.node.map_arg(user.kwargs, to_value)
             gm.graph.erase_node(item)
     gm.recompile()
     return gm

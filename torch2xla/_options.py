@@ -36,7 +36,7 @@ class Options:
     buckets: Any = None
 
     @classmethod
-    def parse(cls, mode: str | None = None, options: dict[str, Any] | None = None) -> "Options":
+    def parse(cls, mode: str | None = None, options: dict[str, Any] | None = None) -> Options:
         if mode not in MODES:
             raise ValueError(f"torch2xla: unknown mode {mode!r}; known modes: {MODES[1:]}")
         options = dict(options or {})

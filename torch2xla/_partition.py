@@ -11,7 +11,6 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from torch2xla._errors import Unsupported
 from torch2xla.ops import DATA_DEPENDENT, LOWERINGS
 
-
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
 _COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"})
