@@ -28,6 +28,7 @@ import jax.extend.core as jcore
 import numpy as np
 import torch
 
+from torch2xla import _residuals
 from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, torch_dtype, x64
 from torch2xla._profile import profiled_backward
 
@@ -44,8 +45,12 @@ class TrainFns:
     """The jitted functions of one program differentiated with respect to ``diff_in``.
 
     Attributes:
-        fwd: ``(seed, diff, rest) -> (diff_outs, aux_outs, vjp_fn)``.
-        bwd: ``(vjp_fn, cotangents) -> input gradients`` (one per ``diff_in``).
+        fwd: ``(seed, diff, rest) -> (diff_outs, aux_outs, residuals)`` (``_residuals.Forward``:
+            the residuals are a ``Residuals`` pytree, the computed arrays plus the inputs the
+            backward needs, which are not copied).
+        bwd: ``(residuals, cotangents, donate=False) -> input gradients`` (one per
+            ``diff_in``); ``donate=True`` when the graph is freed by this backward: the
+            computed residuals are given to the program (``_residuals.Backward``).
         aux_out: positions of the outputs that are not differentiated.
         deps: per differentiated output, the positions in ``diff_in`` that its gradient reaches
             (found from the backward's jaxpr at the first backward; None until then).
@@ -60,6 +65,15 @@ class TrainFns:
         """Unpacks as ``fwd, bwd, aux_out``."""
         return iter((self.fwd, self.bwd, self.aux_out))
 
+    def saved_inputs(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The tensors among ``tensors`` (the program's inputs) whose values the backward reads
+        (known after the forward's first call): saving them on the autograd node makes an
+        in-place change before the backward raise eager's error."""
+        layout = getattr(self.fwd, "layout", None)
+        if layout is None:
+            return ()
+        return tuple(tensors[k] for k in layout.input_pos if k >= 0)
+
 
 def build_train_fns(
     flat_fn: Callable,
@@ -67,27 +81,35 @@ def build_train_fns(
     diff_in: tuple[int, ...],
     diff_out: tuple[int, ...],
     num_outputs: int,
+    recompute_layout: bool = True,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
-    inputs ``diff_in`` and the outputs ``diff_out``."""
+    inputs ``diff_in`` and the outputs ``diff_out``.
+
+    With ``recompute_layout`` the backward recomputes layout copies (transposes, reshapes,
+    broadcasts) instead of keeping them (``_residuals.saveable``). Pass False for a function
+    that checkpoints its own segments (remat): an outer ``jax.checkpoint`` policy would
+    override theirs and keep what they recompute.
+    """
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
 
-    def fwd(seed, diff, rest):
+    def vjp(seed, diff, rest):
         def f(*d):
             di, ri = iter(d), iter(rest)
             full = [next(di) if k in diff_set else next(ri) for k in range(num_inputs)]
             outs = flat_fn(seed, *full)
             return [outs[i] for i in diff_out], [outs[i] for i in aux_out]
 
-        douts, vjp_fn, aux = jax.vjp(f, *diff, has_aux=True)
+        g = _residuals.differentiated(f) if recompute_layout else f
+        douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)
         return douts, aux, vjp_fn
 
-    return TrainFns(jax.jit(fwd), jax.jit(_apply_vjp), aux_out)
+    return TrainFns(_residuals.Forward(vjp, diff_in, num_inputs), _residuals.Backward(), aux_out)
 
 
-def _apply_vjp(vjp_fn, cts):
-    return vjp_fn(cts)
+def _apply_vjp(res, cts):
+    return _residuals.apply_vjp(res, cts)
 
 
 # A tensor saved on every node, only so that autograd tells us (by raising eager's error on
@@ -116,7 +138,7 @@ class XlaFunction(torch.autograd.Function):
         ctx.mark_non_differentiable(*(outs[i] for i in fns.aux_out))
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(_FREED_MARKER)
+        ctx.save_for_backward(_FREED_MARKER, *fns.saved_inputs(tensors))
         ctx.program, ctx.fns, ctx.diff_in, ctx.n_inputs = program, fns, diff_in, len(tensors)
         ctx.vjp_fn = vjp_fn
         ctx.diff_meta = [(o.shape, o.dtype) for o in douts]
@@ -136,7 +158,8 @@ class XlaFunction(torch.autograd.Function):
     def _backward(ctx, grads):
         ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
         vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
-        if not _keep_graph():
+        freed = not _keep_graph()
+        if freed:
             ctx.vjp_fn = ctx.inputs = None  # free the residuals now, as eager frees saved tensors
         program, fns = ctx.program, ctx.fns
         diff_grads = [grads[i] for i in program.diff_out]
@@ -160,7 +183,7 @@ class XlaFunction(torch.autograd.Function):
                 ]
                 if fns.deps is None:
                     fns.deps = _dependencies(vjp_fn, cts)
-                in_grads = fns.bwd(vjp_fn, cts)
+                in_grads = fns.bwd(vjp_fn, cts, donate=freed)
             live = frozenset().union(*(fns.deps[j] for j in active))
             convert = program.to_torch
             for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):

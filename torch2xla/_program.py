@@ -147,7 +147,7 @@ class XlaProgram:
         if fns is None:
             fns = self._train_cache[diff_in] = build_train_fns(
                 self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
-                self.num_outputs,
+                self.num_outputs, recompute_layout=not self.remat,
             )
         return fns
 

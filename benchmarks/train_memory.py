@@ -1,0 +1,230 @@
+"""What a training step keeps from forward to backward, eager against xla, without a GPU.
+
+    python benchmarks/train_memory.py [--case gpt] [--top 12] [--json PATH]
+
+For one case of ``benchmarks/models.py`` (CPU sizes) it reports:
+
+- eager: the bytes autograd saves for the backward (``saved_tensors_hooks``; each storage
+  counted once, parameters and inputs left out: they exist anyway);
+- xla: the residuals the forward program hands to the backward (the leaves of the vjp closure,
+  each buffer counted once, those that alias an input left out), and which JAX primitive made
+  the largest of them (from the forward's jaxpr);
+- XLA's own memory analysis of the compiled forward and backward programs (arguments,
+  temporaries, outputs, and the bytes donated inputs give back to outputs), for the backward
+  as a retained graph runs it (nothing donated) and as a freed graph does (residuals donated).
+
+Run it before and after a change to see what the change saves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _common  # noqa: I001  (configures torch and XLA for one thread before they load)
+import torch
+
+import models
+from torch2xla._interop import x64
+
+MiB = 2**20
+
+
+def _build(case: str):
+    """A case of ``benchmarks/models.py``, or a 2-layer cut of a GPU case (``gpt2-2l``,
+    ``bert-2l``: the GPU case's width and sequence length, batch 2, two layers)."""
+    if case in ("gpt2-2l", "bert-2l"):
+        from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        if case == "gpt2-2l":
+            config = GPT2Config(n_layer=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                use_cache=False)
+            model, shape = GPT2LMHeadModel(config), (2, 512)
+            loss_fn = models._lm(config.vocab_size, shape, "cpu")
+        else:
+            config = BertConfig(num_hidden_layers=2, hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0)
+            model, shape = BertModel(config, add_pooling_layer=False), (8, 128)
+            loss_fn = models._mean_square
+        return model, (models._tokens(config.vocab_size, shape, "cpu"),), loss_fn
+    return models.build(case, "cpu")
+
+
+def eager_saved(case: str) -> dict:
+    """Bytes eager autograd saves for the backward of one forward and loss."""
+    model, inputs, loss_fn = _build(case)
+    model.train()
+    exclude = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    exclude |= {x.untyped_storage().data_ptr() for x in inputs}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in exclude:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn(model(*inputs))
+    del loss
+    return {"saved_MiB": sum(seen.values()) / MiB, "tensors": len(seen)}
+
+
+def xla_residuals(case: str, top: int) -> dict:
+    """The residuals of the xla forward program, and XLA's memory analysis of both programs."""
+    import jax
+
+    model, inputs, loss_fn = _build(case)
+    model.train()
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    loss_fn(compiled(*inputs)).backward()  # compile forward and backward
+    recorded: list = []
+    node = _xla_node(compiled(*inputs))
+    fns = node.fns
+    original = fns.fwd
+
+    def recording(*a):
+        recorded.append(a)
+        return original(*a)
+
+    fns.fwd = recording
+    out = compiled(*inputs)
+    fns.fwd = original
+    node = _xla_node(out)
+    seed, diff, rest = recorded[0]
+    input_ptrs = {_ptr(x) for x in (*diff, *rest) if hasattr(x, "unsafe_buffer_pointer")}
+    input_ptrs |= {x.ctypes.data for x in (*diff, *rest) if hasattr(x, "ctypes")}
+    forward = getattr(original, "jitted", original)  # unwrapped from the program's AOT caller
+    res = node.vjp_fn
+    if hasattr(res, "kept"):  # torch2xla._residuals: computed arrays + inputs (not copies)
+        leaves, jitted = res.kept, forward._jitted
+        aliased_inputs = sum(x.nbytes for x in res.inputs if hasattr(x, "nbytes"))
+    else:
+        leaves, jitted = jax.tree_util.tree_leaves(res), forward
+        aliased_inputs = 0
+    own: dict[int, int] = {}
+    aliased = aliased_inputs
+    for leaf in leaves:
+        p = _ptr(leaf)
+        if p in input_ptrs:
+            aliased += leaf.nbytes
+        else:
+            own[p] = leaf.nbytes
+    census = _census(jitted, recorded[0], leaves, input_ptrs, top)
+    cts = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in node.diff_meta]
+    with x64():
+        fwd_mem = forward.trace(*recorded[0]).lower().compile().memory_analysis()
+        programs = {"forward": _analysis(fwd_mem)}
+        for name, donate in (("backward (retained)", False), ("backward (freed)", True)):
+            lowered = _lower_backward(fns, node.vjp_fn, cts, donate)
+            if lowered is not None:
+                programs[name] = _analysis(lowered.compile().memory_analysis())
+    return {
+        "residual_MiB": sum(own.values()) / MiB,
+        "residual_buffers": len(own),
+        "aliasing_inputs_MiB": aliased / MiB,
+        "programs": programs,
+        "largest": census,
+    }
+
+
+def _lower_backward(fns, vjp_fn, cts, donate: bool):
+    """The backward program lowered as a retained (donate False) or freed graph runs it."""
+    lower = getattr(fns, "lower_backward", None)
+    if lower is not None:
+        return lower(vjp_fn, cts, donate)
+    return None if donate else fns.bwd.lower(vjp_fn, cts)
+
+
+def _xla_node(out: torch.Tensor):
+    node = models._logits(out).grad_fn
+    while node is not None and type(node).__name__ != "XlaFunctionBackward":
+        node = node.next_functions[0][0]
+    if node is None:
+        raise RuntimeError("the output was not produced by a differentiable XLA program")
+    return node
+
+
+def _ptr(x) -> int:
+    return x.unsafe_buffer_pointer() if hasattr(x, "unsafe_buffer_pointer") else id(x)
+
+
+def _analysis(m) -> dict:
+    fields = {
+        "arguments_MiB": m.argument_size_in_bytes,
+        "temporaries_MiB": m.temp_size_in_bytes,
+        "outputs_MiB": m.output_size_in_bytes,
+        "aliased_MiB": m.alias_size_in_bytes,
+    }
+    out = {k: v / MiB for k, v in fields.items()}
+    total = m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes
+    out["live_MiB"] = (total - m.alias_size_in_bytes) / MiB
+    return out
+
+
+def _census(jitted, args, leaves, input_ptrs, top: int) -> list[dict]:
+    """The largest residuals with the primitive that produced each (the forward's jaxpr)."""
+    import jax
+
+    import jax.extend.core as jcore
+
+    with x64():
+        closed = jax.make_jaxpr(jitted)(*args)
+    jaxpr = closed.jaxpr
+    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:  # the jit wrapper
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    producer = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            producer[v] = eqn.primitive.name
+    for v in jaxpr.invars:
+        producer[v] = "input"
+    res_vars = jaxpr.outvars[len(jaxpr.outvars) - len(leaves) :]
+    groups: dict[tuple, list] = collections.defaultdict(lambda: [0, 0])
+    for var, leaf in zip(res_vars, leaves):
+        if _ptr(leaf) in input_ptrs:
+            continue
+        name = "literal" if isinstance(var, jcore.Literal) else producer.get(var, "?")
+        key = (name, tuple(leaf.shape), str(leaf.dtype))
+        groups[key][0] += 1
+        groups[key][1] += leaf.nbytes
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1][1])[:top]
+    return [
+        {"primitive": p, "shape": list(s), "dtype": d, "count": c, "MiB": b / MiB}
+        for (p, s, d), (c, b) in ranked
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", default="gpt")
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--json", type=pathlib.Path, default=None)
+    args = parser.parse_args()
+    _common.one_thread()
+    report = {
+        "case": args.case,
+        "eager": eager_saved(args.case),
+        "xla": xla_residuals(args.case, args.top),
+    }
+    e, x = report["eager"], report["xla"]
+    print(f"{args.case}: eager saves {e['saved_MiB']:.1f} MiB ({e['tensors']} tensors); "
+          f"xla keeps {x['residual_MiB']:.1f} MiB ({x['residual_buffers']} buffers; "
+          f"{x['aliasing_inputs_MiB']:.1f} MiB more alias inputs)")
+    for name, m in x["programs"].items():
+        print(f"  {name:20s} " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()))
+    print("  largest residuals:")
+    for r in x["largest"]:
+        print(f"    {r['MiB']:7.2f} MiB  {r['count']:3d} x {r['primitive']:22s} "
+              f"{r['dtype']}{r['shape']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""What the training forward keeps for the backward, and how little of it is a copy.
+
+``jax.vjp`` inside ``jax.jit`` returns its residuals as outputs of the forward program, and an
+output of an XLA program is always a fresh buffer. Three things follow, each fixed here:
+
+- **Inputs the backward needs** (a weight for the input's gradient, the indices of a gather)
+  would come back as copies: every weight of a model, once more. The forward returns only the
+  residuals it computed; those that are its own inputs are recorded by position at trace time
+  (the residual *is* the input tracer) and the backward gets the input arrays again. The torch
+  tensors they view are saved on the autograd node (``TrainFns.saved_inputs``), so an in-place
+  change between forward and backward raises eager's error instead of giving gradients of
+  the new values.
+- **Layout copies of other values** (a transposed weight, a reshaped activation, a broadcast
+  mask) would be residuals of their own next to their source. The differentiated function runs
+  under ``jax.checkpoint`` with a policy that saves everything except those layout ops
+  (``saveable``): the backward recomputes them from what it has, which XLA fuses into their
+  consumers.
+- **The backward's arguments** are live until it ends. When the graph will not be used again
+  (``retain_graph=False``) the computed residuals are donated to the backward program, so XLA
+  may reuse their buffers for its outputs; a retained graph runs a second executable that
+  donates nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from torch2xla._interop import no_stack_capture
+
+# Primitives whose results are recomputed in the backward rather than kept: they only move or
+# repeat data, and their operand is kept anyway or is a program input (free).
+RECOMPUTED = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
+
+
+# Primitives that can make a complex value from real operands.
+_MAKES_COMPLEX = frozenset({"complex", "fft"})
+
+
+def saveable(prim, *avals, **params) -> bool:
+    """``jax.checkpoint`` policy: keep every value except layout copies (``RECOMPUTED``) and
+    float conversions that widen (the narrower operand is kept instead).
+
+    NOTE: jax 0.10 cannot keep a complex value across ``jax.checkpoint`` with a policy (it
+    passes kept values through ``reduce_precision``, which rejects complex dtypes), so complex
+    values are recomputed in the backward from the real values they came from.
+    """
+    if prim.name in RECOMPUTED or prim.name in _MAKES_COMPLEX:
+        return False
+    if any(_is_complex(getattr(a, "dtype", None)) for a in avals):
+        return False
+    if prim.name == "convert_element_type" and _is_complex(params["new_dtype"]):
+        return False
+    if prim.name == "convert_element_type" and avals:
+        old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
+        return not (old.kind == new.kind == "f" and new.itemsize > old.itemsize)
+    return True
+
+
+def _is_complex(dtype) -> bool:
+    return dtype is not None and jax.numpy.issubdtype(dtype, jax.numpy.complexfloating)
+
+
+@jax.tree_util.register_pytree_node_class
+class Residuals:
+    """A vjp closure split into the arrays the forward computed (``kept``) and the program
+    inputs it closes over (``inputs``, views of torch tensors, never copied)."""
+
+    def __init__(self, kept: list, inputs: list, layout: _Layout) -> None:
+        self.kept, self.inputs, self.layout = kept, inputs, layout
+
+    def tree_flatten(self):
+        return (self.kept, self.inputs), self.layout
+
+    @classmethod
+    def tree_unflatten(cls, layout, children):
+        return cls(*children, layout)
+
+    def vjp_fn(self) -> Callable:
+        """The ``jax.vjp`` closure (call inside a trace)."""
+        return self.layout.rebuild(self.kept, self.inputs)
+
+
+class _Layout:
+    """Where each leaf of the vjp closure comes from: the forward's outputs or its inputs."""
+
+    def __init__(self, treedef, sources: tuple[tuple[bool, int], ...], input_pos: tuple[int, ...]):
+        self.treedef, self.sources, self.input_pos = treedef, sources, input_pos
+
+    def rebuild(self, kept: Sequence, inputs: Sequence):
+        leaves = [inputs[i] if from_input else kept[i] for from_input, i in self.sources]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+    def _key(self):
+        return (self.treedef, self.sources, self.input_pos)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Layout) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+class Forward:
+    """``(seed, diff, rest) -> (diff_outs, aux_outs, Residuals)``: the jitted forward, whose
+    residual outputs are only the arrays it computed.
+
+    Args:
+        vjp: ``(seed, diff, rest) -> (diff_outs, aux_outs, vjp_fn)``, traceable.
+        diff_in: positions of ``diff`` among the program's tensor inputs (the rest are ``rest``).
+        num_inputs: number of tensor inputs.
+    """
+
+    def __init__(self, vjp: Callable, diff_in: tuple[int, ...], num_inputs: int) -> None:
+        diff_set = frozenset(diff_in)
+        rest_in = [k for k in range(num_inputs) if k not in diff_set]
+        # input position -> (in diff?, index in diff or rest); the seed is position -1
+        self._where = {k: (True, i) for i, k in enumerate(diff_in)}
+        self._where.update({k: (False, i) for i, k in enumerate(rest_in)})
+        self._vjp = vjp
+        self.layout: _Layout | None = None
+        self._jitted = jax.jit(self._traced)
+        self._fetch: list[tuple[bool, int]] | None = None  # for each input residual, from where
+
+    def _traced(self, seed, diff, rest):
+        douts, aux, vjp_fn = self._vjp(seed, diff, rest)
+        leaves, treedef = jax.tree_util.tree_flatten(vjp_fn)
+        inputs = {id(x): k for k, x in self._positions(seed, diff, rest)}
+        kept, input_pos, sources = [], [], []
+        for leaf in leaves:
+            k = inputs.get(id(leaf))
+            if k is None:
+                sources.append((False, len(kept)))
+                kept.append(leaf)
+            else:
+                if k not in input_pos:
+                    input_pos.append(k)
+                sources.append((True, input_pos.index(k)))
+        layout = _Layout(treedef, tuple(sources), tuple(input_pos))
+        if self.layout is not None and layout != self.layout:
+            raise RuntimeError(
+                "torch2xla internal error: two traces of one training forward kept different "
+                "residuals; please report this with the model"
+            )
+        self.layout = layout
+        self._fetch = [(None, None) if k < 0 else self._where[k] for k in input_pos]
+        return douts, aux, kept
+
+    def _positions(self, seed, diff, rest):
+        if seed is not None:
+            yield -1, seed
+        for k, (is_diff, i) in self._where.items():
+            yield k, (diff if is_diff else rest)[i]
+
+    def __call__(self, seed, diff: Sequence, rest: Sequence):
+        douts, aux, kept = self._jitted(seed, diff, rest)
+        return douts, aux, self.residuals(kept, seed, diff, rest)
+
+    def residuals(self, kept: list, seed, diff: Sequence, rest: Sequence) -> Residuals:
+        inputs = [seed if d is None else (diff if d else rest)[i] for d, i in self._fetch]
+        return Residuals(kept, inputs, self.layout)
+
+    def trace(self, seed, diff, rest) -> _TracedForward:
+        """``jax.jit(...).trace`` of the forward, its residual output described as ``Residuals``."""
+        return _TracedForward(self, self._jitted.trace(seed, diff, rest), seed, diff, rest)
+
+    def lower(self, seed, diff, rest):
+        return self._jitted.lower(seed, diff, rest)
+
+
+class _TracedForward:
+    """A traced forward whose ``out_info`` describes the residuals as ``Forward`` returns them;
+    ``lower().compile()`` gives an executable that returns them so too."""
+
+    def __init__(self, fwd: Forward, traced, seed, diff, rest) -> None:
+        self._fwd, self._traced = fwd, traced
+        douts, aux, kept = traced.out_info
+        inputs = [
+            _struct(seed if d is None else (diff if d else rest)[i]) for d, i in fwd._fetch
+        ]
+        self.out_info = (douts, aux, Residuals(list(kept), inputs, fwd.layout))
+
+    def lower(self, *args, **kwargs) -> _Wrapped:
+        return _Wrapped(self._fwd, self._traced.lower(*args, **kwargs))
+
+    def __getattr__(self, name: str):
+        return getattr(self._traced, name)
+
+
+class _Wrapped:
+    """A lowered or compiled forward (``jax.stages``) whose call returns ``Residuals``."""
+
+    def __init__(self, fwd: Forward, stage) -> None:
+        self._fwd, self._stage = fwd, stage
+
+    def compile(self, *args, **kwargs) -> _Wrapped:
+        return _Wrapped(self._fwd, self._stage.compile(*args, **kwargs))
+
+    def __call__(self, seed, diff: Sequence, rest: Sequence):
+        douts, aux, kept = self._stage(seed, diff, rest)
+        return douts, aux, self._fwd.residuals(kept, seed, diff, rest)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stage, name)
+
+
+def _struct(x) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype)
+
+
+def apply_vjp(res: Residuals, cts):
+    """The input gradients of the vjp closure ``res`` for the cotangents ``cts``."""
+    return res.vjp_fn()(cts)
+
+
+def _apply_split(kept, inputs, cts, layout):
+    return layout.rebuild(kept, inputs)(cts)
+
+
+_NOT_USABLE = "Some donated buffers were not usable"
+
+
+class Backward:
+    """``(Residuals, cotangents, donate=False) -> input gradients``; with ``donate`` the
+    computed residuals are given to the program (they are deleted by the call).
+
+    Each variant is called through its ahead-of-time compiled executable, which accepts the
+    input views as numpy arrays (a parameter's first calls on CPU) and as ``jax.Array``s alike
+    (``jax.jit`` would compile once for each kind); arguments it rejects go through the jit.
+    """
+
+    def __init__(self) -> None:
+        self._keep = jax.jit(apply_vjp)
+        self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
+        self._compiled: dict[bool, Any] = {}
+
+    def _jitted(self, layout: _Layout):
+        if self._donate is None:
+            self._donate = jax.jit(functools.partial(_apply_split, layout=layout),
+                                   donate_argnums=(0,))
+        return self._donate
+
+    def _args(self, res: Residuals, cts, donate: bool) -> tuple:
+        return (res.kept, res.inputs, cts) if donate else (res, cts)
+
+    def __call__(self, res: Residuals, cts, donate: bool = False):
+        args = self._args(res, cts, donate)
+        exe = self._compiled.get(donate)
+        if exe is None:
+            with no_stack_capture(), warnings.catch_warnings():
+                # XLA reuses a donated buffer only for an output of its shape and frees the
+                # others when the call ends (as without donation); JAX warns about those.
+                warnings.filterwarnings("ignore", message=_NOT_USABLE)
+                exe = self._compiled[donate] = self.lower(res, cts, donate).compile()
+        try:
+            return exe(*args)
+        except TypeError:  # arguments unlike the first call's kinds: the jit handles them
+            with no_stack_capture(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_NOT_USABLE)
+                jitted = self._jitted(res.layout) if donate else self._keep
+                return jitted(*args)
+
+    def trace(self, res: Residuals, cts):
+        return self._keep.trace(res, cts)
+
+    def lower(self, res: Residuals, cts, donate: bool = False):
+        """The lowered backward as a retained (``donate=False``) or freed graph runs it."""
+        if not donate:
+            return self._keep.lower(res, cts)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_NOT_USABLE)
+            return self._jitted(res.layout).lower(res.kept, res.inputs, cts)
+
+
+def differentiated(fn: Callable) -> Callable:
+    """``fn`` as training differentiates it: layout copies are recomputed, not kept."""
+    return jax.checkpoint(fn, policy=saveable, prevent_cse=False)
+
+
+__all__: list[Any] = ["Backward", "Forward", "Residuals", "apply_vjp", "differentiated", "saveable"]
