@@ -12,6 +12,7 @@ from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla._stop_gradient import insert_stop_gradients
 from torch2xla.ops._effects import strip_effect_tokens
+from torch2xla.ops._rnn import preserve_rnns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,8 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     gm = _specialize_scalars(gm, args)
+    # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
+    gm = preserve_rnns(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.

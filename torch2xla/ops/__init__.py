@@ -11,9 +11,9 @@ creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statisti
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
 distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
-``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_backward`` (ATen
-backward ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not
-lowered and why).
+``_rnn`` (LSTM/GRU/RNN layers as scans), ``_fft``, ``_random``, ``_special`` (special
+functions, complex views), ``_backward`` (ATen backward ops), ``_effects`` (value checks and
+effect tokens), ``_coverage`` (what is not lowered and why).
 """
 
 from torch2xla.ops import (  # noqa: F401
@@ -30,6 +30,7 @@ from torch2xla.ops import (  # noqa: F401
     _nn_extra,
     _random,
     _reduction,
+    _rnn,
     _shape,
     _sort,
     _special,

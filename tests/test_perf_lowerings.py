@@ -1,0 +1,129 @@
+"""The lowerings chosen for speed (RNN layers as scans; convolution, pooling and batch norm)
+against eager PyTorch: values, dtypes and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import torch2xla._lower
+from tests._training import grad_parity
+from tests._util import assert_same
+from torch2xla.ops import LOWERINGS
+
+RNN_OPS = {
+    "lstm": torch.ops.torch2xla.lstm.default,
+    "gru": torch.ops.torch2xla.gru.default,
+    "rnn_tanh": torch.ops.torch2xla.rnn_tanh.default,
+    "rnn_relu": torch.ops.torch2xla.rnn_relu.default,
+}
+
+
+class _Recurrent(nn.Module):
+    """An RNN layer returning its output and final state(s), flattened into one tensor."""
+
+    def __init__(self, kind: str, **kw) -> None:
+        super().__init__()
+        if kind == "lstm":
+            self.rnn = nn.LSTM(**kw)
+        elif kind == "gru":
+            self.rnn = nn.GRU(**kw)
+        else:
+            self.rnn = nn.RNN(nonlinearity=kind.removeprefix("rnn_"), **kw)
+
+    def forward(self, x, *state):
+        hx = None if not state else state[0] if len(state) == 1 else tuple(state)
+        out, h = self.rnn(x, hx)
+        return torch.cat([t.flatten() for t in (out, *(h if isinstance(h, tuple) else (h,)))])
+
+
+@pytest.fixture
+def lowered_ops(monkeypatch):
+    """The call_function targets of every ATen graph lowered while the test runs."""
+    seen: list = []
+    original = torch2xla._lower.lower
+
+    def recording(gm, args):
+        lowered = original(gm, args)
+        seen.extend(n.target for n in lowered.gm.graph.nodes if n.op == "call_function")
+        return lowered
+
+    monkeypatch.setattr(torch2xla._backend, "lower", recording)
+    return seen
+
+
+def _loss(out):
+    if isinstance(out, torch.Tensor):
+        out = (out,)
+    return sum((o * torch.linspace(-1, 2, o.numel()).reshape(o.shape)).sum() for o in out)
+
+
+@pytest.mark.parametrize(
+    ("kind", "kw"),
+    [
+        ("lstm", {"num_layers": 2, "batch_first": True}),
+        ("lstm", {"num_layers": 2, "bidirectional": True}),
+        ("lstm", {"num_layers": 1, "bias": False, "batch_first": True}),
+        ("gru", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+        ("rnn_tanh", {"num_layers": 2}),
+        ("rnn_relu", {"num_layers": 1, "bidirectional": True}),
+    ],
+)
+def test_rnn_layer_runs_as_one_op_with_eager_values_and_grads(kind, kw, lowered_ops):
+    torch.manual_seed(0)
+    model = _Recurrent(kind, input_size=5, hidden_size=7, **kw)
+    shape = (3, 6, 5) if kw.get("batch_first") else (6, 3, 5)
+    x = torch.randn(shape, requires_grad=True)
+    grad_parity(model, x, loss=_loss)
+    assert RNN_OPS[kind] in lowered_ops
+    assert torch.ops.aten.sigmoid.default not in lowered_ops  # no unrolled cell left
+
+
+def test_lstm_with_initial_state_float64():
+    torch.manual_seed(0)
+    model = _Recurrent("lstm", input_size=4, hidden_size=6, num_layers=2).double()
+    x = torch.randn(5, 2, 4, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(2, 2, 6, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(2, 2, 6, dtype=torch.float64, requires_grad=True)
+    grad_parity(model, x, h0, c0, loss=_loss, rtol=1e-10, atol=1e-10)
+
+
+def test_lstm_inference_under_no_grad():
+    torch.manual_seed(0)
+    model = _Recurrent("lstm", input_size=8, hidden_size=16, num_layers=2, batch_first=True)
+    model.eval()
+    x = torch.randn(4, 9, 8)
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    with torch.no_grad():
+        out, ref = compiled(x), model(x)
+    assert_same(out, ref)
+
+
+def test_inter_layer_dropout_in_training_keeps_the_decomposition(lowered_ops):
+    model = _Recurrent("lstm", input_size=5, hidden_size=7, num_layers=2, dropout=0.5)
+    out = torch.compile(model, backend="xla", options={"strict": True})(torch.randn(4, 2, 5))
+    assert out.shape == (4 * 2 * 7 + 2 * 2 * 2 * 7,)
+    assert RNN_OPS["lstm"] not in lowered_ops
+    assert torch.ops.aten.sigmoid.default in lowered_ops
+
+
+def test_rnn_custom_ops_run_eagerly_with_autograd():
+    # The eager kernels (used if a partition is left to torch) match aten's op, gradients too.
+    torch.manual_seed(0)
+    rnn = nn.GRU(3, 4, num_layers=2)
+    x = torch.randn(5, 2, 3, requires_grad=True)
+    h = torch.randn(2, 2, 4, requires_grad=True)
+    params = list(rnn._flat_weights)
+    args = (True, 2, 0.0, True, False, False)
+    out = torch.ops.torch2xla.gru(x, h, params, *args)
+    ref = torch.ops.aten.gru.input(x, h, params, *args)
+    assert_same(out, ref)
+    got = torch.autograd.grad(_loss(out), [x, h, *params])
+    want = torch.autograd.grad(_loss(ref), [x, h, *params])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+def test_rnn_ops_have_lowerings():
+    assert all(op in LOWERINGS for op in RNN_OPS.values())

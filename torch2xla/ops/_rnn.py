@@ -1,0 +1,365 @@
+"""Recurrent layers (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) as one ``lax.scan`` each.
+
+AOT export decomposes ``aten.lstm.input`` (a CompositeImplicitAutograd op) into one cell per
+time step, which XLA compiles as a long unrolled program. ``preserve_rnns`` retargets the
+Dynamo graph's ``torch.lstm``/``torch.gru``/``torch.rnn_tanh``/``torch.rnn_relu`` calls to
+functional custom ops of the same schema (``torch.ops.torch2xla.*``), which export keeps
+intact; their lowerings run the time loop as a scan: the input projection of every step as
+one matmul, the recurrent matmul and the fused cell in the loop. The LSTM's recurrence has its
+own gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
+the weight gradient as one matmul over all steps, as cuDNN and ATen do.
+
+Calls these lowerings do not cover keep the decomposition: inter-layer dropout in training,
+LSTM projections (``proj_size``), packed sequences, unbatched or half-precision inputs, and
+graphs under autocast.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from torch2xla.ops._linalg import precision
+from torch2xla.ops._registry import register
+
+_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+# -- custom ops: aten's RNN schemas, kept whole by export ------------------------------------------
+def _check_args(input, params, has_biases, num_layers, bidirectional) -> int:
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if input.dim() != 3 or len(params) != num_layers * directions * per:
+        raise ValueError(
+            "torch2xla RNN ops take batched input and no projections: got input of "
+            f"{input.dim()} dims and {len(params)} weights for {num_layers} layer(s)"
+        )
+    return directions
+
+
+def _out_shapes(input, hidden_size, num_layers, directions, batch_first):
+    t, b = (input.shape[1], input.shape[0]) if batch_first else input.shape[:2]
+    out = (b, t, directions * hidden_size) if batch_first else (t, b, directions * hidden_size)
+    return out, (num_layers * directions, b, hidden_size)
+
+
+def _recompute_backward(aten_op, n_outputs):
+    """Autograd of a custom op run eagerly (a partition left to torch): recompute aten's op
+    with autograd on and differentiate it."""
+
+    def setup_context(ctx, inputs, output):
+        ctx.inputs = inputs
+
+    def backward(ctx, *grads):
+        tensors, rebuild = _differentiable(ctx.inputs)
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
+            outs = aten_op(*rebuild(leaves))[:n_outputs]
+            pairs = [(o, g) for o, g in zip(outs, grads, strict=True) if g is not None]
+            wanted = [leaf for leaf in leaves if leaf.requires_grad]
+            got = torch.autograd.grad(
+                [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True
+            )
+        got = iter(got)
+        flat = [next(got) if leaf.requires_grad else None for leaf in leaves]
+        return rebuild(flat, grads_only=True)
+
+    return setup_context, backward
+
+
+def _differentiable(inputs):
+    """The tensors among ``inputs`` (an RNN op's arguments: tensor, tensor or list, list, then
+    scalars), and a function that puts replacements back in their places."""
+    input, hx, params, *rest = inputs
+    hx_list = isinstance(hx, list | tuple)
+    hxs = list(hx) if hx_list else [hx]
+    tensors = [input, *hxs, *params]
+
+    def rebuild(values, grads_only=False):
+        values = list(values)
+        x, hv, pv = values[0], values[1 : 1 + len(hxs)], values[1 + len(hxs) :]
+        hv_out = list(hv) if hx_list else hv[0]
+        if grads_only:
+            return (x, hv_out, list(pv), *([None] * len(rest)))
+        return (x, hv_out, list(pv), *rest)
+
+    return tensors, rebuild
+
+
+@torch.library.custom_op("torch2xla::lstm", mutates_args=())
+def lstm(
+    input: torch.Tensor,
+    hx: list[torch.Tensor],
+    params: list[torch.Tensor],
+    has_biases: bool,
+    num_layers: int,
+    dropout: float,
+    train: bool,
+    bidirectional: bool,
+    batch_first: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten.lstm.input``, kept whole through export (see the module docstring)."""
+    out = torch.ops.aten.lstm.input(
+        input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+    )
+    return tuple(t.clone() for t in out)
+
+
+@lstm.register_fake
+def _lstm_fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+               batch_first):
+    directions = _check_args(input, params, has_biases, num_layers, bidirectional)
+    out, state = _out_shapes(input, hx[0].shape[-1], num_layers, directions, batch_first)
+    return input.new_empty(out), hx[0].new_empty(state), hx[1].new_empty(state)
+
+
+_setup, _backward = _recompute_backward(torch.ops.aten.lstm.input, 3)
+lstm.register_autograd(_backward, setup_context=_setup)
+
+
+def _single_state_op(name: str, aten_op):
+    @torch.library.custom_op(f"torch2xla::{name}", mutates_args=())
+    def op(
+        input: torch.Tensor,
+        hx: torch.Tensor,
+        params: list[torch.Tensor],
+        has_biases: bool,
+        num_layers: int,
+        dropout: float,
+        train: bool,
+        bidirectional: bool,
+        batch_first: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out = aten_op(
+            input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+        )
+        return tuple(t.clone() for t in out)
+
+    @op.register_fake
+    def _fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+              batch_first):
+        directions = _check_args(input, params, has_biases, num_layers, bidirectional)
+        out, state = _out_shapes(input, hx.shape[-1], num_layers, directions, batch_first)
+        return input.new_empty(out), hx.new_empty(state)
+
+    setup_context, backward = _recompute_backward(aten_op, 2)
+    op.register_autograd(backward, setup_context=setup_context)
+    return op
+
+
+gru = _single_state_op("gru", torch.ops.aten.gru.input)
+rnn_tanh = _single_state_op("rnn_tanh", torch.ops.aten.rnn_tanh.input)
+rnn_relu = _single_state_op("rnn_relu", torch.ops.aten.rnn_relu.input)
+
+_REPLACEMENTS = {
+    torch.lstm: ("lstm", torch.ops.torch2xla.lstm.default),
+    torch.gru: ("gru", torch.ops.torch2xla.gru.default),
+    torch.rnn_tanh: ("rnn_tanh", torch.ops.torch2xla.rnn_tanh.default),
+    torch.rnn_relu: ("rnn_relu", torch.ops.torch2xla.rnn_relu.default),
+}
+
+
+# -- the Dynamo-graph rewrite -------------------------------------------------------------------
+def preserve_rnns(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose supported RNN calls target the custom ops above (``gm`` itself is
+    never changed: Dynamo may still run it eagerly)."""
+    if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+        return gm  # autocast casts aten's RNN ops; the custom ops would escape it
+    if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
+        return gm
+    positions = [i for i, n in enumerate(gm.graph.nodes) if _supported(n)]
+    if not positions:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        nodes[i].target = _REPLACEMENTS[nodes[i].target][1]
+    gm.recompile()
+    return gm
+
+
+def _supported(node: torch.fx.Node) -> bool:
+    if node.op != "call_function" or node.target not in _REPLACEMENTS:
+        return False
+    kind = _REPLACEMENTS[node.target][0]
+    if len(node.args) != 9 or node.kwargs:
+        return False
+    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, _ = node.args
+    # The .data overloads (packed sequences) have the batch sizes where .input has hx/params.
+    if not isinstance(params, list | tuple):
+        return False
+    if kind == "lstm" and not (isinstance(hx, list | tuple) and len(hx) == 2):
+        return False
+    if kind != "lstm" and not isinstance(hx, torch.fx.Node):
+        return False
+    if not all(isinstance(v, bool | int | float) for v in (has_biases, num_layers, dropout, train,
+                                                              bidirectional)):
+        return False
+    if train and dropout > 0 and num_layers > 1:
+        return False  # inter-layer dropout: torch's random stream, left to the decomposition
+    value = input.meta.get("example_value") if isinstance(input, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor) or value.dim() != 3:
+        return False
+    if value.dtype not in (torch.float32, torch.float64):
+        return False
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    # proj_size > 0 adds a projection weight per layer and direction.
+    return len(params) == num_layers * directions * per
+
+
+# -- lowerings ----------------------------------------------------------------------------------
+def _matmul(a, b):
+    return jnp.matmul(a, b, precision=precision())
+
+
+def _lstm_cell_gates(g):
+    i, f, c, o = jnp.split(g, 4, axis=-1)
+    return jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(c), jax.nn.sigmoid(o)
+
+
+@jax.custom_vjp
+def _lstm_recurrence(gx, h0, c0, w_hh_t):
+    """Steps of one LSTM layer and direction over ``gx`` (time, batch, 4 hidden): the input
+    projections with both biases. Returns (outputs, h_n, c_n)."""
+    ys, h, c, _ = _lstm_forward(gx, h0, c0, w_hh_t)
+    return ys, h, c
+
+
+def _lstm_forward(gx, h0, c0, w_hh_t):
+    def step(carry, g_x):
+        h, c = carry
+        i, f, g, o = _lstm_cell_gates(g_x + _matmul(h, w_hh_t))
+        c = f * c + i * g
+        h = o * jnp.tanh(c)
+        return (h, c), (h, c, jnp.concatenate([i, f, g, o], axis=-1))
+
+    (h, c), (ys, cs, acts) = lax.scan(step, (h0, c0), gx)
+    return ys, h, c, (cs, acts)
+
+
+def _lstm_recurrence_fwd(gx, h0, c0, w_hh_t):
+    ys, h, c, (cs, acts) = _lstm_forward(gx, h0, c0, w_hh_t)
+    return (ys, h, c), (h0, c0, w_hh_t, ys, cs, acts)
+
+
+def _lstm_recurrence_bwd(res, cts):
+    h0, c0, w_hh_t, ys, cs, acts = res
+    d_ys, d_h, d_c = cts
+    c_prev = jnp.concatenate([c0[None], cs[:-1]], axis=0)
+    h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
+
+    def step(carry, xs):
+        dh, dc = carry
+        dy, c, cp, a = xs
+        i, f, g, o = jnp.split(a, 4, axis=-1)
+        dh = dh + dy
+        tc = jnp.tanh(c)
+        dc = dc + dh * o * (1 - tc * tc)
+        d_pre = jnp.concatenate(
+            [dc * g * i * (1 - i), dc * cp * f * (1 - f), dc * i * (1 - g * g),
+             dh * tc * o * (1 - o)],
+            axis=-1,
+        )
+        return (_matmul(d_pre, w_hh_t.T), dc * f), d_pre
+
+    (dh0, dc0), d_gx = lax.scan(step, (d_h, d_c), (d_ys, cs, c_prev, acts), reverse=True)
+    d_w = jnp.einsum("tbh,tbg->hg", h_prev, d_gx, precision=precision())
+    return d_gx, dh0, dc0, d_w
+
+
+_lstm_recurrence.defvjp(_lstm_recurrence_fwd, _lstm_recurrence_bwd)
+
+
+def _gru_recurrence(gx, h0, w_hh_t, b_hh):
+    hidden = h0.shape[-1]
+
+    def step(h, g_x):
+        g_h = _matmul(h, w_hh_t) + b_hh
+        r = jax.nn.sigmoid(g_x[:, :hidden] + g_h[:, :hidden])
+        z = jax.nn.sigmoid(g_x[:, hidden : 2 * hidden] + g_h[:, hidden : 2 * hidden])
+        n = jnp.tanh(g_x[:, 2 * hidden :] + r * g_h[:, 2 * hidden :])
+        h = (1 - z) * n + z * h
+        return h, h
+
+    h, ys = lax.scan(step, h0, gx)
+    return ys, h
+
+
+def _simple_recurrence(gx, h0, w_hh_t, activation):
+    def step(h, g_x):
+        h = activation(g_x + _matmul(h, w_hh_t))
+        return h, h
+
+    h, ys = lax.scan(step, h0, gx)
+    return ys, h
+
+
+def _layer(kind, x, states, weights, has_biases, reverse):
+    """One layer and direction over time-major ``x``; returns (outputs, final states)."""
+    w_ih, w_hh = weights[0], weights[1]
+    b_ih, b_hh = (weights[2], weights[3]) if has_biases else (None, None)
+    gx = _matmul(x, w_ih.T)
+    if has_biases:
+        # NOTE: the GRU's recurrent bias stays inside the reset gate's product, as torch's.
+        gx = gx + (b_ih if kind == "gru" else b_ih + b_hh)
+    if reverse:
+        gx = jnp.flip(gx, 0)
+    if kind == "lstm":
+        ys, h, c = _lstm_recurrence(gx, states[0], states[1], w_hh.T)
+        new = (h, c)
+    elif kind == "gru":
+        bias = b_hh if has_biases else jnp.zeros((), gx.dtype)
+        ys, h = _gru_recurrence(gx, states[0], w_hh.T, bias)
+        new = (h,)
+    else:
+        activation = jnp.tanh if kind == "rnn_tanh" else jax.nn.relu
+        ys, h = _simple_recurrence(gx, states[0], w_hh.T, activation)
+        new = (h,)
+    return (jnp.flip(ys, 0) if reverse else ys), new
+
+
+def _rnn(kind, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+         batch_first):
+    if train and dropout > 0 and num_layers > 1:
+        raise NotImplementedError("torch2xla: RNN inter-layer dropout is left to the decomposition")
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    x = jnp.swapaxes(input, 0, 1) if batch_first else input
+    finals: list[list] = [[] for _ in hx]
+    for layer in range(num_layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            states = [h[k] for h in hx]
+            ys, new = _layer(kind, x, states, params[k * per : (k + 1) * per], has_biases, d == 1)
+            outs.append(ys)
+            for acc, s in zip(finals, new, strict=True):
+                acc.append(s)
+        x = outs[0] if directions == 1 else jnp.concatenate(outs, axis=-1)
+    out = jnp.swapaxes(x, 0, 1) if batch_first else x
+    return (out, *(jnp.stack(f) for f in finals))
+
+
+@register(torch.ops.torch2xla.lstm.default)
+def lstm_lowering(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                  batch_first):
+    return _rnn("lstm", input, list(hx), params, has_biases, num_layers, dropout, train,
+                bidirectional, batch_first)
+
+
+def _single_state_lowering(kind):
+    def lowering(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                 batch_first):
+        return _rnn(kind, input, [hx], params, has_biases, num_layers, dropout, train,
+                    bidirectional, batch_first)
+
+    return lowering
+
+
+for _kind in ("gru", "rnn_tanh", "rnn_relu"):
+    register(getattr(torch.ops.torch2xla, _kind).default)(_single_state_lowering(_kind))
