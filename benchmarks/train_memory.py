@@ -96,7 +96,7 @@ def xla_residuals(case: str, top: int) -> dict:
     out = compiled(*inputs)
     fns.fwd = original
     node = _xla_node(out)
-    seed, diff, rest = recorded[0]
+    _seed, diff, rest = recorded[0]
     input_ptrs = {_ptr(x) for x in (*diff, *rest) if hasattr(x, "unsafe_buffer_pointer")}
     input_ptrs |= {x.ctypes.data for x in (*diff, *rest) if hasattr(x, "ctypes")}
     forward = getattr(original, "jitted", original)  # unwrapped from the program's AOT caller
@@ -135,9 +135,8 @@ def xla_residuals(case: str, top: int) -> dict:
 
 def _lower_backward(fns, vjp_fn, cts, donate: bool):
     """The backward program lowered as a retained (donate False) or freed graph runs it."""
-    lower = getattr(fns, "lower_backward", None)
-    if lower is not None:
-        return lower(vjp_fn, cts, donate)
+    if hasattr(vjp_fn, "kept"):  # torch2xla._residuals.Backward
+        return fns.bwd.lower(vjp_fn, cts, donate)
     return None if donate else fns.bwd.lower(vjp_fn, cts)
 
 
@@ -170,7 +169,6 @@ def _analysis(m) -> dict:
 def _census(jitted, args, leaves, input_ptrs, top: int) -> list[dict]:
     """The largest residuals with the primitive that produced each (the forward's jaxpr)."""
     import jax
-
     import jax.extend.core as jcore
 
     with x64():

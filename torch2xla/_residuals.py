@@ -282,4 +282,4 @@ def differentiated(fn: Callable) -> Callable:
     return jax.checkpoint(fn, policy=saveable, prevent_cse=False)
 
 
-__all__: list[Any] = ["Backward", "Forward", "Residuals", "apply_vjp", "differentiated", "saveable"]
+__all__ = ["Backward", "Forward", "Residuals", "apply_vjp", "differentiated", "saveable"]

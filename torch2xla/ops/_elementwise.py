@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops import _saved
 from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
 from torch2xla.ops._registry import register
 
@@ -319,6 +320,8 @@ def clamp_max(self, max):
 
 @register(aten.gelu.default)
 def gelu(self, *, approximate="none"):
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
+        return _saved.gelu(self, approximate == "tanh")
     compute, result = promote(F, self)
     x = as_dtype(self, compute)
     return as_dtype(jax.nn.gelu(x, approximate=approximate == "tanh"), result)
@@ -326,6 +329,8 @@ def gelu(self, *, approximate="none"):
 
 @register(aten.silu.default)
 def silu(self):
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
+        return _saved.silu(self)
     return _pointwise(jax.nn.silu, F)(self)
 
 

@@ -1,0 +1,207 @@
+"""What training keeps from forward to backward (torch2xla/_residuals.py, ops/_saved.py):
+gradients that keep what eager keeps match eager's, the residuals are no larger than eager's
+saved tensors, inputs are not copied, and freed graphs donate their residuals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests._training import assert_grads, ran_in_xla, twins
+
+
+def _parity(fn, *inputs, rtol=1e-5, atol=1e-5, create_graph=False):
+    """Output and input gradients of ``fn`` compiled against eager (a random cotangent)."""
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    xs = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    rs = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    out, ref = compiled(*xs), fn(*rs)
+    assert ran_in_xla(out)
+    assert out.dtype == ref.dtype
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    ct = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)).to(ref.dtype)
+    diff = [x for x in xs if x.requires_grad]
+    grads = torch.autograd.grad(out, diff, ct, create_graph=create_graph)
+    expected = torch.autograd.grad(ref, [r for r in rs if r.requires_grad], ct,
+                                   create_graph=create_graph)
+    for g, e in zip(grads, expected):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
+    return grads, expected
+
+
+def _x(*shape, dtype=torch.float32, scale=3.0):
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * scale).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "act",
+    [lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"), F.silu],
+    ids=["gelu", "gelu-tanh", "silu"],
+)
+def test_activation_gradients_match_eager(act, dtype):
+    tol = {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {}
+    _parity(lambda x: act(x) * 1.5, _x(4, 257, dtype=dtype), **tol)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_second_derivative_matches_eager(approximate):
+    def fn(x):
+        return F.gelu(x, approximate=approximate)
+
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    x = _x(64).requires_grad_()
+    r = x.detach().clone().requires_grad_()
+    (g,) = torch.autograd.grad(compiled(x).sum(), x, create_graph=True)
+    (e,) = torch.autograd.grad(fn(r).sum(), r, create_graph=True)
+    torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+    (gg,) = torch.autograd.grad(g.square().sum(), x)
+    (ee,) = torch.autograd.grad(e.square().sum(), r)
+    torch.testing.assert_close(gg, ee, rtol=1e-4, atol=5e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax], ids=["softmax", "log_softmax"])
+def test_softmax_gradients_match_eager(fn, dtype):
+    tol = {"rtol": 1.6e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {}
+    _parity(lambda x: fn(x, dim=1) * 2, _x(3, 50, 7, dtype=dtype), **tol)
+    _parity(lambda x: fn(x, dim=-1, dtype=torch.float32), _x(5, 9, dtype=dtype), **tol)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_gradients_match_eager(affine):
+    torch.manual_seed(0)
+    norm = nn.LayerNorm((6, 8), elementwise_affine=affine)
+    if affine:
+        with torch.no_grad():
+            norm.weight.normal_()
+            norm.bias.normal_()
+    compiled, model, ref = twins(norm)
+    x = _x(3, 4, 6, 8).requires_grad_()
+    r = x.detach().clone().requires_grad_()
+    out, expected = compiled(x), ref(r)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    ct = _x(3, 4, 6, 8, scale=1.0)
+    out.backward(ct)
+    expected.backward(ct)
+    torch.testing.assert_close(x.grad, r.grad, rtol=1e-4, atol=1e-4)
+    assert_grads(model, ref)
+
+
+def test_layer_norm_mean_and_rstd_outputs_are_differentiated():
+    def fn(x):
+        out, mean, rstd = torch.ops.aten.native_layer_norm(x, [8], None, None, 1e-5)
+        return out + mean * 2 + rstd.square()
+
+    _parity(fn, _x(5, 8), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
+def test_attention_gradients_match_eager(mask):
+    q, k, v = _x(2, 3, 16, 8), _x(2, 3, 12, 8, scale=1.0), _x(2, 3, 12, 8)
+    if mask == "causal":
+        _parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                q, k, v, rtol=1e-4, atol=1e-4)
+        return
+    if mask == "none":
+        _parity(F.scaled_dot_product_attention, q, k, v, rtol=1e-4, atol=1e-4)
+        return
+    m = torch.rand(2, 1, 16, 12, generator=torch.Generator().manual_seed(2)) > 0.3
+    m[..., 0] = True  # every row attends somewhere
+    if mask == "bool":
+        _parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v,
+                rtol=1e-4, atol=1e-4)
+    else:  # an additive mask that requires grad gets its gradient summed over the broadcast
+        bias = _x(1, 3, 16, 12, scale=0.5)
+        _parity(lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
+                q, k, v, bias, rtol=1e-4, atol=1e-4)
+
+
+class _Block(nn.Module):
+    """A GPT-2-style block: layer norms, causal attention, GELU(tanh) MLP."""
+
+    def __init__(self, d: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        att = F.softmax((q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1)), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+def _eager_saved_bytes(model, x) -> int:
+    exclude = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    exclude.add(x.untyped_storage().data_ptr())
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in exclude:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(seen.values())
+
+
+def test_residuals_no_larger_than_eager_and_weights_not_copied():
+    torch.manual_seed(0)
+    model = nn.Sequential(_Block(), _Block())
+    x = _x(4, 32, 64, scale=1.0)
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    out = compiled(x)
+    res = out.grad_fn.vjp_fn
+    kept = sum(leaf.nbytes for leaf in res.kept)
+    assert kept <= 1.1 * _eager_saved_bytes(model, x)
+    # every weight matrix the backward reads is the input itself, not a (transposed) copy
+    weights = {tuple(p.shape) for p in model.parameters() if p.ndim == 2}
+    assert weights <= {tuple(a.shape) for a in res.inputs}
+    assert not any(tuple(leaf.shape) in weights | {w[::-1] for w in weights} for leaf in res.kept)
+
+
+def test_freed_graph_donates_residuals_retained_graph_keeps_them():
+    torch.manual_seed(0)
+    compiled, model, ref = twins(_Block())
+    x = _x(2, 8, 64, scale=1.0)
+    out = compiled(x)
+    node, res = out.grad_fn, out.grad_fn.vjp_fn
+    out.sum().backward(retain_graph=True)
+    assert not any(leaf.is_deleted() for leaf in res.kept)
+    assert set(node.fns.bwd._compiled) == {False}
+    out.sum().backward()  # the second backward frees the graph: its residuals are donated
+    assert node.vjp_fn is None and set(node.fns.bwd._compiled) == {False, True}
+    # (XLA may reuse a donated buffer for an output of its shape; JAX deletes those)
+    ref(x).sum().backward()
+    ref(x).sum().backward()
+    assert_grads(model, ref)  # two backwards accumulate as in eager
+
+
+def test_inplace_change_of_a_saved_input_raises_as_eager():
+    lin = nn.Linear(8, 8)
+    compiled = torch.compile(lin, backend="xla", options={"strict": True})
+    x = torch.randn(4, 8, requires_grad=True)
+    out = compiled(x)
+    assert ran_in_xla(out)
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    y = lin(x)  # eager raises the same error
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

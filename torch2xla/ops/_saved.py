@@ -1,0 +1,235 @@
+"""Gradients that keep what eager's autograd keeps.
+
+``jax.vjp`` keeps every intermediate its linearization needs: five full-size tensors for a
+GELU(tanh), the unnormalized exponentials and the probabilities of a softmax, ``x - mean`` and
+the normalized value of a layer norm, and every (L, S) matrix of an attention. Eager keeps the
+input of GELU/SiLU, the output of softmax, the input with per-row mean and rstd for layer norm,
+and for fused attention only q, k, v, the output and the per-row logsumexp. Each function
+here is a ``jax.custom_vjp`` whose forward is the lowering's own computation and whose
+backward recomputes the cheap parts from what eager keeps, with torch's derivative formulas
+(``tools/autograd/derivatives.yaml``), in float32 for half-precision inputs as torch's kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def _opmath(dtype) -> np.dtype:
+    return jnp.dtype(jnp.float32) if jnp.dtype(dtype) in _HALF else jnp.dtype(dtype)
+
+
+def is_real_float(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.floating)
+
+
+# -- activations -----------------------------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def gelu(x, approximate: bool):
+    """GELU of a real float array in its opmath dtype, rounded once to ``x.dtype``."""
+    return jax.nn.gelu(x.astype(_opmath(x.dtype)), approximate=approximate).astype(x.dtype)
+
+
+def _gelu_fwd(x, approximate):
+    return gelu(x, approximate), x
+
+
+def _gelu_bwd(approximate, x, dy):
+    xf = x.astype(_opmath(x.dtype))
+    if approximate:  # torch's GeluBackward, approximate='tanh'
+        beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
+        x_sq = xf * xf
+        t = jnp.tanh(beta * (xf + kappa * x_sq * xf))
+        left_d = 0.5 * (1 + t)
+        right_d = 0.5 * xf * (1 - t * t) * beta * (1 + 3 * kappa * x_sq)
+        d = left_d + right_d
+    else:  # cdf + x * pdf
+        cdf = 0.5 * (1 + lax.erf(xf * (1 / math.sqrt(2.0))))
+        pdf = jnp.exp(-0.5 * xf * xf) * (1 / math.sqrt(2.0 * math.pi))
+        d = cdf + xf * pdf
+    return ((dy.astype(xf.dtype) * d).astype(x.dtype),)
+
+
+gelu.defvjp(_gelu_fwd, _gelu_bwd)
+
+
+@jax.custom_vjp
+def silu(x):
+    """SiLU of a real float array in its opmath dtype, rounded once to ``x.dtype``."""
+    return jax.nn.silu(x.astype(_opmath(x.dtype))).astype(x.dtype)
+
+
+def _silu_fwd(x):
+    return silu(x), x
+
+
+def _silu_bwd(x, dy):
+    xf = x.astype(_opmath(x.dtype))
+    s = jax.nn.sigmoid(xf)
+    return ((dy.astype(xf.dtype) * s * (1 + xf * (1 - s))).astype(x.dtype),)
+
+
+silu.defvjp(_silu_fwd, _silu_bwd)
+
+
+# -- softmax ---------------------------------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def softmax(x, axis: int, out_dtype, log: bool):
+    """(log-)softmax of ``x`` computed in its opmath dtype, returned as ``out_dtype``; the
+    backward keeps the output only (``_softmax_backward_data``)."""
+    xf = x.astype(_opmath(x.dtype))
+    fn = jax.nn.log_softmax if log else jax.nn.softmax
+    return fn(xf, axis=axis).astype(out_dtype)
+
+
+def _softmax_fwd(x, axis, out_dtype, log):
+    y = softmax(x, axis, out_dtype, log)
+    return y, (y, jnp.zeros((0,), x.dtype))  # the empty array carries x's dtype
+
+
+def _softmax_bwd(axis, out_dtype, log, res, dy):
+    y, like = res
+    acc = jnp.promote_types(_opmath(y.dtype), _opmath(like.dtype))
+    yf, g = y.astype(acc), dy.astype(acc)
+    if log:
+        dx = g - jnp.exp(yf) * jnp.sum(g, axis=axis, keepdims=True)
+    else:
+        dx = yf * (g - jnp.sum(g * yf, axis=axis, keepdims=True))
+    return (dx.astype(like.dtype),)
+
+
+softmax.defvjp(_softmax_fwd, _softmax_bwd)
+
+
+# -- layer norm ------------------------------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def layer_norm(x, weight, bias, axes: tuple[int, ...], eps: float, stat_dtypes: tuple):
+    """``native_layer_norm``: (out, mean, rstd); the backward keeps x, mean and rstd."""
+    out, mean, rstd = _layer_norm(x, weight, bias, axes, eps)
+    return out, mean.astype(stat_dtypes[0]), rstd.astype(stat_dtypes[1])
+
+
+def _layer_norm(x, weight, bias, axes, eps):
+    acc = _opmath(x.dtype)
+    xf = x.astype(acc)
+    mean = jnp.mean(xf, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    out = (xf - mean) * rstd
+    if weight is not None:
+        out = out * weight.astype(acc)
+    if bias is not None:
+        out = out + bias.astype(acc)
+    return out.astype(x.dtype), mean, rstd
+
+
+def _layer_norm_fwd(x, weight, bias, axes, eps, stat_dtypes):
+    out, mean, rstd = _layer_norm(x, weight, bias, axes, eps)
+    outs = (out, mean.astype(stat_dtypes[0]), rstd.astype(stat_dtypes[1]))
+    return outs, (x, weight, bias is not None, mean, rstd)
+
+
+def _layer_norm_bwd(axes, eps, stat_dtypes, res, cts):
+    x, weight, has_bias, mean, rstd = res
+    d_out, d_mean, d_rstd = cts
+    acc = mean.dtype
+    xf, g = x.astype(acc), d_out.astype(acc)
+    n = math.prod(x.shape[a] for a in axes)
+    xhat = (xf - mean) * rstd
+    dxhat = g if weight is None else g * weight.astype(acc)
+    dx = rstd * (
+        dxhat
+        - jnp.mean(dxhat, axis=axes, keepdims=True)
+        - xhat * jnp.mean(dxhat * xhat, axis=axes, keepdims=True)
+    )
+    # the mean and rstd outputs, where they are used: d mean/dx = 1/n, d rstd/dx = -rstd^3 (x - mean)/n
+    dx = dx + d_mean.astype(acc) / n - d_rstd.astype(acc) * rstd**3 * (xf - mean) / n
+    batch = tuple(a for a in range(x.ndim) if a not in axes)
+    dw = None if weight is None else jnp.sum(g * xhat, axis=batch).astype(weight.dtype)
+    db = jnp.sum(g, axis=batch).astype(x.dtype if weight is None else weight.dtype) if has_bias else None
+    return dx.astype(x.dtype), dw, db
+
+
+layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
+
+
+# -- attention -------------------------------------------------------------------------------
+def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision):
+    """softmax(q k^T * scale [+ causal/bool mask] [+ bias]) v, and the per-row logsumexp of the
+    scores, in the opmath dtype of ``q``. The backward keeps q, k, v, the masks, the output and
+    the logsumexp (what eager's fused attention keeps) and recomputes the probabilities.
+    ``q``, ``k``, ``v`` share their leading (batch, head) dims; ``mask``/``bias`` broadcast."""
+    return _attention(q, k, v, mask, bias, scale, is_causal, precision)
+
+
+def _scores(q, k, mask, bias, scale, is_causal, precision):
+    acc = _opmath(q.dtype)
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision,
+                   preferred_element_type=acc) * jnp.asarray(scale, acc)
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        s = jnp.where(jnp.tril(jnp.ones((L, S), bool)), s, -jnp.inf)
+    if mask is not None:
+        s = jnp.where(mask, s, -jnp.inf)
+    if bias is not None:
+        s = s + bias.astype(acc)
+    return s
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
+def _attention(q, k, v, mask, bias, scale, is_causal, precision):
+    return _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision)[0]
+
+
+def _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision):
+    acc = _opmath(q.dtype)
+    s = _scores(q, k, mask, bias, scale, is_causal, precision)
+    m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
+    e = jnp.exp(s - m)
+    total = jnp.sum(e, axis=-1, keepdims=True)
+    p = e / total
+    out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
+    out = out.astype(q.dtype)
+    lse = (m + jnp.log(total))[..., 0]
+    return (out, lse), (q, k, v, mask, bias, lse)
+
+
+def _attention_bwd(scale, is_causal, precision, res, cts):
+    q, k, v, mask, bias, lse = res
+    d_out, d_lse = cts
+    acc = _opmath(q.dtype)
+    s = _scores(q, k, mask, bias, scale, is_causal, precision)
+    p = jnp.exp(s - lse[..., None])
+    do = d_out.astype(q.dtype)
+    dv = jnp.matmul(jnp.swapaxes(p.astype(q.dtype), -1, -2), do, precision=precision,
+                    preferred_element_type=acc).astype(v.dtype)
+    dp = jnp.matmul(do, jnp.swapaxes(v, -1, -2), precision=precision, preferred_element_type=acc)
+    ds = p * (dp - jnp.sum(p * dp, axis=-1, keepdims=True))
+    ds = ds + p * d_lse.astype(acc)[..., None]  # d lse / d s = p
+    d_bias = None if bias is None else _sum_to(ds, bias.shape).astype(bias.dtype)
+    ds = (ds * jnp.asarray(scale, acc)).astype(q.dtype)
+    dq = jnp.matmul(ds, k, precision=precision, preferred_element_type=acc).astype(q.dtype)
+    dk = jnp.matmul(jnp.swapaxes(ds, -1, -2), q, precision=precision,
+                    preferred_element_type=acc).astype(k.dtype)
+    d_mask = None if mask is None else np.zeros(mask.shape, jax.dtypes.float0)
+    return dq, dk, dv, d_mask, d_bias
+
+
+def _sum_to(x, shape):
+    """``x`` summed over the dimensions broadcasting expanded from ``shape``."""
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and x.shape[i + lead] != 1
+    )
+    return jnp.sum(x, axis=axes, keepdims=True).reshape(shape) if axes else x
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
