@@ -12,6 +12,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla._interop import jax_dtype
+from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train
 from torch2xla.ops._common import as_dtype, out_dtype
 from torch2xla.ops._linalg import _acc, precision
@@ -314,6 +315,9 @@ def batch_norm_no_stats(input, weight, bias, training, momentum, eps):
 
 @register(aten.native_layer_norm.default)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    if jnp.issubdtype(input.dtype, jnp.floating):  # the backward keeps input, mean and rstd
+        return _saved.layer_norm(input, weight, bias, axes, eps, (out_dtype(1), out_dtype(2)))
     acc = _opmath(input)
     x = as_dtype(input, acc)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
@@ -349,6 +353,8 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 # -- softmax ---------------------------------------------------------------------------------------
 def _softmax_impl(fn, self, dim, half_to_float):
     result = out_dtype()
+    if self.ndim and jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the output
+        return _saved.softmax(self, dim, result, fn is jax.nn.log_softmax)
     x = as_dtype(self, _opmath(self))
     if x.ndim == 0:
         return as_dtype(fn(x[None], axis=0)[0], result)
@@ -391,7 +397,8 @@ def native_dropout(input, p, train):
 # -- attention -------------------------------------------------------------------------------------
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
-    """softmax(q k^T * scale + mask) v, with torch's mask conventions (bool: True attends)."""
+    """(softmax(q k^T * scale + mask) v, logsumexp of the scores per row), with torch's mask
+    conventions (bool: True attends)."""
     result = query.dtype
     acc = _opmath(query)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
@@ -399,6 +406,16 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         rep = query.shape[-3] // key.shape[-3]
         key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if (
+        dropout_p == 0
+        and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
+        and jnp.issubdtype(query.dtype, jnp.floating)
+    ):  # the backward keeps what fused attention keeps (_saved.attention)
+        mask = bias = None
+        if attn_mask is not None:
+            mask, bias = (attn_mask, None) if attn_mask.dtype == jnp.bool_ else (None, attn_mask)
+        return _saved.attention(query, key, value, mask, bias, scale=scale,
+                                is_causal=is_causal, precision=precision())
     scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), precision=precision(),
                         preferred_element_type=acc) * as_dtype(scale, acc)
     if is_causal:
@@ -415,7 +432,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
     out = jnp.matmul(as_dtype(weights, result), value, precision=precision(),
                      preferred_element_type=acc)
-    return as_dtype(out, result), scores, weights
+    return as_dtype(out, result), jax.nn.logsumexp(scores, axis=-1)
 
 
 @register(aten.scaled_dot_product_attention.default)
@@ -458,8 +475,7 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
                    scale=None):
-    out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    lse = jax.nn.logsumexp(scores, axis=-1)
+    out, lse = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return out, as_dtype(lse, out_dtype(1))
 
 
@@ -468,11 +484,10 @@ def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_ma
 # fused kernels' own backward, which jax.vjp replaces: they come back as zeros of the fake
 # output's shape and dtype.
 def _fused_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
-    out, scores, _ = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    out, lse = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     fast = cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     out = out if fast is None else fast  # XLA drops the unused math path
     metas = ctx().out
-    lse = jax.nn.logsumexp(scores, axis=-1)
     # NOTE: the efficient kernel pads logsumexp's last dim (to a multiple of 32) or leaves it
     # empty when not asked for it; follow the fake output's shape.
     width = metas[1].shape[-1]
