@@ -214,3 +214,112 @@ def test_bfloat16_linear_and_conv_gradients_match_eager():
     for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         assert p.grad.dtype == torch.bfloat16
         torch.testing.assert_close(p.grad, q.grad, atol=5e-2, rtol=5e-2)
+
+
+# -- outputs (to_torch_cpu) and parameters as jax.Arrays (ViewCache), through Compiled ------------
+_OUTPUT_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+]
+
+
+@torch.no_grad()
+def test_outputs_of_every_dtype_are_writable_and_match_eager():
+    def f(x, k):
+        return [(x * k).to(d) for d in _OUTPUT_DTYPES] + [x.sum(), x[:0], (x > 4).to(torch.uint8)]
+
+    compiled = torch.compile(f, backend="xla", options={"strict": True})
+    x = torch.rand(3, 5) * 8  # non-negative: float -> uint8 of negatives is undefined in C
+    for k in (1.0, 2.0, 3.0):  # later calls take the cached path
+        outs, refs = compiled(x, k), f(x, k)
+        assert_same(outs, refs)
+        for o, r in zip(outs, refs):
+            if o.numel() and o.dtype != torch.bool:
+                o.add_(1)  # outputs are plain writable tensors, as eager's
+                r.add_(1)
+        assert_same(outs, refs)
+
+
+@torch.no_grad()
+def test_output_lives_after_everything_else_is_gone():
+    compiled = torch.compile(lambda x: x * 3, backend="xla")
+    x = torch.arange(6.0)
+    outs = [compiled(x) for _ in range(4)]
+    del compiled
+    gc.collect()
+    for o in outs:
+        assert o.tolist() == (torch.arange(6.0) * 3).tolist()
+
+
+@torch.no_grad()
+def test_parameter_with_arbitrary_strides_of_size_one_dims():
+    # Contiguous in torch, but strides (1, 6) for shape (6, 1): imported with canonical strides,
+    # or the ahead-of-time executable would reject it (a layout mismatch).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(1, 6).t())
+
+        def forward(self, x):
+            return x @ self.w
+
+    from jax import monitoring
+
+    compiles = []
+    monitoring.register_event_duration_secs_listener(
+        lambda name, *a, **k: compiles.append(name)
+        if name == "/jax/core/compile/backend_compile_duration"
+        else None
+    )
+    model = M()
+    assert model.w.stride() == (1, 6) and model.w.is_contiguous()
+    compiled, model, ref = _pair(model)
+    x = torch.randn(3, 6)
+    for _ in range(4):
+        assert_same(compiled(x), ref(x))
+        model.w.add_(1.0)
+        ref.w.add_(1.0)
+    assert len(compiles) == 1  # the cached view is one the first executable accepts
+
+
+def test_training_steps_see_parameter_updates():
+    # Parameters become cached jax.Arrays after the first calls: steps must keep matching eager.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="xla", options={"strict": True})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x = torch.randn(4, 6)
+    for _ in range(4):
+        loss, ref_loss = compiled(x).square().sum(), ref(x).square().sum()
+        assert_same(loss, ref_loss)
+        loss.backward()
+        ref_loss.backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad)
+        opt.step(), ref_opt.step()
+        opt.zero_grad(), ref_opt.zero_grad()
+
+
+def test_compiled_call_falls_back_to_the_jit_for_other_arguments():
+    import jax
+    import numpy as np
+
+    from torch2xla._program import _Aot
+
+    call = _Aot(jax.jit(lambda a: a * 2))
+    a = torch.arange(4.0)
+    with x64():
+        first = call(a.numpy())
+        b = torch.tensor([2**40 + 1, 3])  # another dtype and shape: the executable rejects it
+        second = call(b.numpy())
+    assert torch.equal(torch.tensor(np.asarray(first)), a * 2)
+    assert torch.equal(torch.tensor(np.asarray(second)), b * 2)

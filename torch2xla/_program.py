@@ -11,7 +11,15 @@ import numpy as np
 import torch
 
 from torch2xla._autograd import TrainFns, XlaFunction, build_train_fns
-from torch2xla._interop import ViewCache, jax_device, to_jax, to_torch, to_torch_cpu, x64
+from torch2xla._interop import (
+    ViewCache,
+    jax_device,
+    no_stack_capture,
+    to_jax,
+    to_torch,
+    to_torch_cpu,
+    x64,
+)
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._profile import profiled
 from torch2xla._remat import checkpointed_function
@@ -36,6 +44,51 @@ def _program_device(gm: torch.fx.GraphModule, example_args: Sequence) -> jax.Dev
         if isinstance(val, torch.Tensor):
             return jax_device(val.device)
     return jax_device(torch.device("cpu"))
+
+
+class _Aot:
+    """A jitted function called through its ahead-of-time compiled executable.
+
+    The first call compiles what ``precompile`` traced (the executable it compiled, from JAX's
+    caches), or else its own arguments; later calls go to the executable directly. NOTE:
+    ``jax.jit`` keys its executables on the kind of each argument, and a cached parameter
+    arrives as a numpy view on the first calls and as a ``jax.Array`` later (``ViewCache``):
+    called through the jit, the program would compile twice. A ``Compiled`` accepts both
+    kinds. It rejects arguments of other types or layouts than it was compiled for
+    (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
+    """
+
+    __slots__ = ("compiled", "jitted", "traced")
+
+    def __init__(self, jitted) -> None:
+        self.jitted = jitted
+        self.compiled = None
+        self.traced = None
+
+    def trace(self, *args):
+        """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
+        another kind than the ones traced ahead)."""
+        traced = self.traced = self.jitted.trace(*args)
+        return traced
+
+    def __getattr__(self, name: str):
+        # What the wrapped function says about itself (``_residuals.Forward.layout``).
+        if name in _Aot.__slots__:
+            raise AttributeError(name)
+        return getattr(self.jitted, name)
+
+    def __call__(self, *args):
+        compiled = self.compiled
+        if compiled is None:
+            with no_stack_capture():
+                traced = self.traced or self.jitted.trace(*args)
+                compiled = self.compiled = traced.lower().compile()
+            self.traced = None
+        try:
+            return compiled(*args)
+        except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
+            with no_stack_capture():
+                return self.jitted(*args)
 
 
 def _draw_seed() -> np.uint32:
@@ -94,7 +147,7 @@ class XlaProgram:
         self.remat = remat
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
-        self._infer = jax.jit(flat_fn, keep_unused=True)
+        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True))
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos))
         self._cuda = self.device.platform != "cpu"
@@ -149,6 +202,7 @@ class XlaProgram:
                 self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
                 self.num_outputs, recompute_layout=not self.remat,
             )
+            fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
         return fns
 
     def train_flat_fn(self):
