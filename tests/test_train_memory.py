@@ -205,3 +205,20 @@ def test_inplace_change_of_a_saved_input_raises_as_eager():
         lin.weight.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_transformer_encoder_layer_matches_eager(train):
+    # eval + no_grad runs the fused fast path (_transformer_encoder_layer_fwd), which calls the
+    # layer norm and attention rules outside their own nodes
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).train(train)
+    compiled, model, ref = twins(layer)
+    x = _x(2, 10, 32, scale=1.0)
+    with torch.set_grad_enabled(train):
+        out, expected = compiled(x), ref(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    if train:
+        out.square().mean().backward()
+        expected.square().mean().backward()
+        assert_grads(model, ref)

@@ -464,9 +464,19 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
             mask = attn_mask
         else:
             bias = attn_mask.astype(query.dtype)
+    def fused(q, k, v, mask, bias):
+        return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
+                                            is_causal=is_causal, implementation="cudnn")
+
+    def math_path(q, k, v, mask, bias):  # where cuDNN refuses the backward (_saved)
+        t = [jnp.swapaxes(x, 1, 2) for x in (q, k, v)]
+        s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        out = _saved.attention(*t, mask, bias, scale=s, is_causal=is_causal,
+                               precision=precision())[0]
+        return jnp.swapaxes(out, 1, 2)
+
     try:
-        out = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
-                                           is_causal=is_causal, implementation="cudnn")
+        out = _saved.with_fallback_vjp(fused, math_path, q, k, v, mask, bias)
     except (ValueError, NotImplementedError, TypeError):
         return None  # a shape, mask or cuDNN version the kernel refuses: XLA's own attention
     return jnp.swapaxes(out, 1, 2)
@@ -535,8 +545,8 @@ def transformer_encoder_layer_fwd(
 
         return matmul(x, jnp.swapaxes(w, 0, 1)) + b
 
-    def norm(x, w, b):
-        return native_layer_norm(x, (E,), w, b, eps)[0]
+    def norm(x, w, b):  # (this node's outputs are not layer norm's: no out_dtype here)
+        return _saved.layer_norm(x, w, b, (x.ndim - 1,), eps, (x.dtype, x.dtype))[0]
 
     def self_attention(x):
         qkv = linear(x, qkv_weight, qkv_bias).reshape(B, T, 3, num_heads, head_dim)

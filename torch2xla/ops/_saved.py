@@ -233,3 +233,30 @@ def _sum_to(x, shape):
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+# -- a kernel whose gradient may be refused --------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def with_fallback_vjp(primary, fallback, *args):
+    """``primary(*args)``, differentiated through ``primary`` where its own vjp accepts the
+    arguments and through ``fallback`` (the same function) where it refuses them.
+
+    cuDNN's fused attention accepts some shapes (ViT's 197 tokens) for its forward but not for
+    its backward, and says so only when differentiated, outside the lowering that could choose
+    another kernel.
+    """
+    return primary(*args)
+
+
+def _fallback_fwd(primary, fallback, *args):
+    try:
+        return jax.vjp(primary, *args)
+    except (ValueError, NotImplementedError, TypeError):  # the kernel refuses its backward
+        return jax.vjp(fallback, *args)
+
+
+def _fallback_bwd(primary, fallback, vjp_fn, ct):
+    return vjp_fn(ct)
+
+
+with_fallback_vjp.defvjp(_fallback_fwd, _fallback_bwd)
