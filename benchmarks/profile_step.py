@@ -104,7 +104,9 @@ class _Recording:
         import jax
 
         out = self.jitted(*args)
-        self.sizes.append(sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(out[2])))
+        res = out[2]  # computed residuals only: the inputs the backward reads are not copies
+        leaves = res.kept if hasattr(res, "kept") else jax.tree_util.tree_leaves(res)
+        self.sizes.append(sum(leaf.nbytes for leaf in leaves))
         return out
 
 
