@@ -323,3 +323,33 @@ def test_compiled_call_falls_back_to_the_jit_for_other_arguments():
         second = call(b.numpy())
     assert torch.equal(torch.tensor(np.asarray(first)), a * 2)
     assert torch.equal(torch.tensor(np.asarray(second)), b * 2)
+
+
+@torch.no_grad()
+def test_64_bit_values_computed_from_32_bit_inputs():
+    # No 64-bit input: calls skip JAX's x64 scope, the executable (compiled in x64) still
+    # computes and returns 64-bit values.
+    def f(x):
+        return x.argmax() + 2**40, x.double() * (1 + 2**-40)
+
+    compiled = torch.compile(f, backend="xla", options={"strict": True})
+    x = torch.randn(7)
+    for _ in range(4):
+        assert_same(compiled(x), f(x), rtol=0, atol=0)
+        x.add_(1.0)
+
+
+def test_float64_output_of_float32_parameters_trains_like_eager():
+    # A float64 output gets float64 cotangents: this program's calls run inside x64.
+    torch.manual_seed(0)
+    model = nn.Linear(5, 3)
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(lambda x: model(x).double() * (1 + 2**-40), backend="xla")
+    x = torch.randn(4, 5)
+    for _ in range(3):
+        out, expected = compiled(x), ref(x).double() * (1 + 2**-40)
+        assert_same(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad)

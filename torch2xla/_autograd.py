@@ -123,19 +123,19 @@ class XlaFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, program, diff_in: tuple[int, ...], seed, *tensors):
         fns: TrainFns = program.train_fns(diff_in)
-        diff_set = set(diff_in)
-        with x64(), program.placement():
-            views = program.jax_inputs(tensors)  # parameters imported once, not every step
-            jdiff = [views[k] for k in diff_in]
-            jrest = [v for k, v in enumerate(views) if k not in diff_set]
-            douts, aux, vjp_fn = fns.fwd(seed, jdiff, jrest)
+        if program.scoped:  # JAX's config contexts, where they change something (XlaProgram)
+            with x64(), program.placement():
+                douts, aux, vjp_fn = _forward(program, fns, diff_in, seed, tensors)
+        else:
+            douts, aux, vjp_fn = _forward(program, fns, diff_in, seed, tensors)
         convert = program.to_torch
         outs: list = [None] * program.num_outputs
         for i, o in zip(program.diff_out, douts):
             outs[i] = convert(o)
         for i, o in zip(fns.aux_out, aux):
             outs[i] = convert(o)
-        ctx.mark_non_differentiable(*(outs[i] for i in fns.aux_out))
+        if fns.aux_out:
+            ctx.mark_non_differentiable(*(outs[i] for i in fns.aux_out))
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(_FREED_MARKER, *fns.saved_inputs(tensors))
@@ -175,8 +175,8 @@ class XlaFunction(torch.autograd.Function):
             for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):
                 if pos in live:
                     result[k] = g
-        elif active:
-            with torch.no_grad(), x64(), program.placement():
+        elif active:  # (grad mode is off here)
+            with x64(), program.placement():
                 cts = [
                     jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
                     for g, (shape, dtype) in zip(diff_grads, ctx.diff_meta)
@@ -190,6 +190,15 @@ class XlaFunction(torch.autograd.Function):
                 if pos in live:
                     result[k] = _from_cotangent(convert(g))
         return (None, None, None, *result)
+
+
+def _forward(program, fns: TrainFns, diff_in: tuple[int, ...], seed, tensors: Sequence):
+    views = program.jax_inputs(tensors)  # parameters imported once, not every step
+    jdiff = [views[k] for k in diff_in]
+    if len(diff_in) == len(views):
+        return fns.fwd(seed, jdiff, [])
+    diff_set = set(diff_in)
+    return fns.fwd(seed, jdiff, [v for k, v in enumerate(views) if k not in diff_set])
 
 
 def _differentiable_vjp(ctx, inputs: Sequence[torch.Tensor], diff_grads: Sequence) -> tuple:
@@ -213,6 +222,8 @@ class _VjpProgram:
     """``(*inputs, *cotangents) -> input gradients`` of a program differentiated with respect
     to ``diff_in``, in torch's gradient convention, with the interface ``XlaFunction`` runs (so
     it can be differentiated again). The forward is recomputed from the inputs."""
+
+    scoped = True  # its calls run inside JAX's config contexts (x64, placement)
 
     def __init__(self, program, diff_in: tuple[int, ...]) -> None:
         n = len(program.tensor_pos)

@@ -150,6 +150,8 @@ class _Entry:
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():
                 outs = self._run(inputs)
+        elif self.program is not None:  # (the hot path, inlined)
+            outs = self.program(inputs)
         else:
             outs = self._run(inputs)
         n = len(self.mutations)

@@ -31,6 +31,9 @@ def _is_float(meta) -> bool:
 
 _NO_PLACEMENT = contextlib.nullcontext()
 
+# Dtypes that JAX truncates to 32 bits outside ``x64()``.
+_WIDE = frozenset({torch.int64, torch.uint64, torch.float64, torch.complex128})
+
 
 def _program_device(gm: torch.fx.GraphModule, example_args: Sequence) -> jax.Device:
     """The JAX device a program runs on: that of its tensor inputs (CPU tensors run on JAX's CPU
@@ -80,14 +83,14 @@ class _Aot:
     def __call__(self, *args):
         compiled = self.compiled
         if compiled is None:
-            with no_stack_capture():
+            with x64(), no_stack_capture():  # traced as precompile traces (callers may skip x64)
                 traced = self.traced or self.jitted.trace(*args)
                 compiled = self.compiled = traced.lower().compile()
             self.traced = None
         try:
             return compiled(*args)
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
-            with no_stack_capture():
+            with x64(), no_stack_capture():
                 return self.jitted(*args)
 
 
@@ -156,6 +159,11 @@ class XlaProgram:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != self.device
+        # Calls run inside JAX's config contexts (x64, placement) only where they change
+        # something: a 64-bit input or output (cotangents are outputs' dtypes), or a device
+        # other than JAX's default. Tracing and compiling always run inside x64.
+        dtypes = [a.dtype for a in (*example_args, *metas) if isinstance(a, torch.Tensor)]
+        self.scoped = self._place or any(d in _WIDE for d in dtypes)
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
         self._remat_fn = None
 
@@ -172,8 +180,11 @@ class XlaProgram:
                 seed = _draw_seed() if self.rng else None
                 return list(XlaFunction.apply(self, diff_in, seed, *tensors))
         seed = _draw_seed() if self.rng else None
-        # (a context object of JAX's config holds its previous value: one per call, not shared)
-        with x64(), self.placement():
+        if self.scoped:
+            # (a context object of JAX's config holds its previous value: one per call)
+            with x64(), self.placement():
+                outs = self._infer(seed, *self.jax_inputs(tensors))
+        else:
             outs = self._infer(seed, *self.jax_inputs(tensors))
         convert = self.to_torch
         return [convert(o) for o in outs]
@@ -187,7 +198,8 @@ class XlaProgram:
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
         """Zero-copy JAX views of the program's tensor inputs, parameters imported once
-        (``ViewCache``) and ordered against torch's current CUDA stream. Call inside ``x64()``."""
+        (``ViewCache``) and ordered against torch's current CUDA stream. Call inside ``x64()``
+        where ``self.scoped``."""
         views, fence = self._views(tensors)
         if fence and self._cuda:
             views[0] = to_jax(tensors[0])
