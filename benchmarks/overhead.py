@@ -69,9 +69,8 @@ def training_steps(device: str) -> dict:
 
 
 def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
-    """Microseconds per call of each piece of xla's call path on the tiny function."""
-    import jax
-
+    """Microseconds per call of each piece of xla's call path on the tiny function, and of the
+    training step's forward and backward."""
     from torch2xla import _program, xla_backend
     from torch2xla._interop import x64
 
@@ -101,26 +100,47 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     (program,) = programs
     (graph,) = graphs
     args = (x, y)
-    views = program.jax_inputs(args)
-    with x64(), jax.default_device(program.device):
+    with x64():
+        views = program.jax_inputs(args)
         out = program._infer(None, *views)[0]
 
-    def jit_call():
-        with x64(), jax.default_device(program.device):
-            return program._infer(None, *views)
+    def executable_call():  # what XlaProgram.__call__ runs: contexts only for scoped programs
+        if program.scoped:
+            with x64(), program.placement():
+                return program._infer(None, *views)
+        return program._infer(None, *views)
 
     pieces = {
         "torch.compile call (all)": lambda: compiled(x, y),
         "CompiledGraph (key, cache, entry)": lambda: graph(x, y),
         "XlaProgram.__call__": lambda: program(args),
         "jax_inputs (cached views)": lambda: program.jax_inputs(args),
-        "x64 + device contexts": lambda: _enter_contexts(program.device),
-        "jit dispatch (+contexts)": jit_call,
+        "x64 + device contexts (64-bit programs only)": lambda: _enter_contexts(program.device),
+        "executable call (Compiled)": executable_call,
         "to_torch (1 output)": lambda: program.to_torch(out),
     }
     with torch.no_grad():
         times = _common.interleaved(pieces, rounds, calls, device)
-    return {k: _common.summary(v)["median"] * 1e6 for k, v in times.items()}
+    result = {k: _common.summary(v)["median"] * 1e6 for k, v in times.items()}
+
+    # The training step of training_steps, in two parts.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8).to(device)
+    fn = torch.compile(model, backend="xla")
+    xt = torch.randn(4, 8, device=device)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        fn(xt).sum().backward()
+
+    for _ in range(3):
+        step()
+    pieces = {"forward": lambda: fn(xt), "step": step}
+    times = _common.interleaved(pieces, rounds, max(calls // 4, 50), device)
+    fwd, whole = (_common.summary(times[k])["median"] * 1e6 for k in ("forward", "step"))
+    result["training: forward call (grad on)"] = fwd
+    result["training: zero_grad, sum, backward (step - forward)"] = whole - fwd
+    return result
 
 
 def _enter_contexts(device) -> None:

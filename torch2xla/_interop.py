@@ -139,8 +139,9 @@ def to_jax(t: torch.Tensor):
     current stream (no host sync). Call it inside ``x64()``: outside it, JAX truncates 64-bit
     DLPack imports to 32 bits.
     """
-    t = t.detach()
-    if t.device.type == "cpu":
+    if t.requires_grad:
+        t = t.detach()
+    if t.is_cpu:
         if t.dtype is torch.bfloat16:
             return _bf16_numpy(t)
         if t.is_conj() or t.is_neg():
