@@ -61,3 +61,37 @@ def test_training_compiles_forward_and_backward_once():
 
     counts = _compiles_per_call(step)
     assert counts[0] == 2 and counts[1:] == [0, 0, 0], counts
+
+
+@torch.library.custom_op("t2x_counts::opaque", mutates_args=())
+def _opaque(x: torch.Tensor) -> torch.Tensor:
+    """An op no lowering exists for: the graph splits around it."""
+    return x.sin()
+
+
+@_opaque.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_split_graph_partitions_compile_once_each():
+    # XLA partitions of a split graph compile on their first call (no ahead-of-time compile);
+    # their parameters become cached jax.Arrays on later calls without a second compile.
+    import warnings
+
+    import torch2xla
+
+    lin, lin2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+
+    def f(x):
+        return lin2(torch.ops.t2x_counts.opaque(lin(x).relu())).tanh()
+
+    c = torch.compile(f, backend="xla")
+    x = torch.randn(3, 4)
+
+    def step():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+            torch.testing.assert_close(c(x), f(x))
+
+    assert _compiles_per_call(step) == [2, 0, 0, 0]
