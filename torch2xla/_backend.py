@@ -83,7 +83,7 @@ class CompiledGraph:
         return self.gm.named_buffers(*args, **kwargs)
 
     @torch._disable_dynamo
-    def _build(self, args: Sequence) -> "_Entry":
+    def _build(self, args: Sequence) -> _Entry:
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/_stages.py).
         with Build(self, args) as b:

@@ -59,7 +59,12 @@ x64 = functools.partial(jax.enable_x64, True)
 # code kept the function, the function kept the executable, and nothing was ever freed after
 # torch._dynamo.reset() (every CompiledGraph with its programs leaked). Compiles therefore run
 # with jaxlib's stack capture off. It is one process-wide switch, shared by nested and
-# concurrent compiles: the outermost one turns it off and back on.
+# concurrent compiles: the outermost one turns it off and back on. Tracing records the stack as
+# well, and so, it seems, do other parts of a graph's first call, so the whole first call runs
+# inside (build, first execution, first backward). NOTE: on jax 0.11 an array computed while the
+# switch is off has no "user context", and copying it to the host (np.asarray) raises: the first
+# call's GPU results reach torch through DLPack, which does not need it, and calls outside a first
+# call (the fallbacks of ``_Aot`` and ``Backward``) compile inside but execute outside.
 try:
     from jaxlib import _jax as _jaxlib_ext  # jaxlib's C++ module (0.10, 0.11)
 except ImportError:  # a jaxlib laid out otherwise: no switch, so stack capture stays on

@@ -89,9 +89,11 @@ class _Aot:
             self.traced = None
         try:
             return compiled(*args)
-        except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
-            with x64(), no_stack_capture():
-                return self.jitted(*args)
+        except (TypeError, ValueError):  # arguments unlike the first call's: compiled for them
+            with x64():  # (JAX's caches hold their trace and executable after the first time)
+                with no_stack_capture():
+                    other = self.jitted.lower(*args).compile()
+                return other(*args)
 
 
 def _draw_seed() -> np.uint32:

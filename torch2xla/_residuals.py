@@ -259,11 +259,12 @@ class Backward:
                 exe = self._compiled[donate] = self.lower(res, cts, donate).compile()
         try:
             return exe(*args)
-        except TypeError:  # arguments unlike the first call's kinds: the jit handles them
+        except TypeError:  # arguments unlike the first call's kinds: compiled for them (JAX's
+            # caches hold their trace and executable after the first time)
             with no_stack_capture(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                jitted = self._jitted(res.layout) if donate else self._keep
-                return jitted(*args)
+                other = self.lower(res, cts, donate).compile()
+            return other(*args)
 
     def trace(self, res: Residuals, cts):
         return self._keep.trace(res, cts)
