@@ -4,14 +4,13 @@ saved tensors, inputs are not copied, and freed graphs donate their residuals.""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from tests._training import assert_grads, ran_in_xla, twins
+from tests.models import GPT2Block
 
 
 def _parity(fn, *inputs, rtol=1e-5, atol=1e-5, create_graph=False):
@@ -122,26 +121,6 @@ def test_attention_gradients_match_eager(mask):
                 q, k, v, bias, rtol=1e-4, atol=1e-4)
 
 
-class _Block(nn.Module):
-    """A GPT-2-style block: layer norms, causal attention, GELU(tanh) MLP."""
-
-    def __init__(self, d: int = 64, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        att = F.softmax((q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1)), dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
 def _eager_saved_bytes(model, x) -> int:
     exclude = {p.untyped_storage().data_ptr() for p in model.parameters()}
     exclude.add(x.untyped_storage().data_ptr())
@@ -160,7 +139,7 @@ def _eager_saved_bytes(model, x) -> int:
 
 def test_residuals_no_larger_than_eager_and_weights_not_copied():
     torch.manual_seed(0)
-    model = nn.Sequential(_Block(), _Block())
+    model = nn.Sequential(GPT2Block(64), GPT2Block(64))
     x = _x(4, 32, 64, scale=1.0)
     compiled = torch.compile(model, backend="xla", options={"strict": True})
     out = compiled(x)
@@ -175,7 +154,7 @@ def test_residuals_no_larger_than_eager_and_weights_not_copied():
 
 def test_freed_graph_donates_residuals_retained_graph_keeps_them():
     torch.manual_seed(0)
-    compiled, model, ref = twins(_Block())
+    compiled, model, ref = twins(GPT2Block(64))
     x = _x(2, 8, 64, scale=1.0)
     out = compiled(x)
     node, res = out.grad_fn, out.grad_fn.vjp_fn
