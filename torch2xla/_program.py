@@ -89,11 +89,14 @@ class _Aot:
             self.traced = None
         try:
             return compiled(*args)
-        except (TypeError, ValueError):  # arguments unlike the first call's: compiled for them
-            with x64():  # (JAX's caches hold their trace and executable after the first time)
-                with no_stack_capture():
-                    other = self.jitted.lower(*args).compile()
-                return other(*args)
+        except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
+            with x64():
+                with no_stack_capture():  # traced and compiled here, into JAX's caches
+                    self.jitted.lower(*args).compile()
+                # NOTE: executed outside (see no_stack_capture). Not through the Compiled just
+                # made: jax 0.10 drops the hoisted constants of some programs (linalg.pinv) when
+                # a Compiled is called, which raises the TypeError that brought us here.
+                return self.jitted(*args)
 
 
 def _draw_seed() -> np.uint32:

@@ -259,12 +259,15 @@ class Backward:
                 exe = self._compiled[donate] = self.lower(res, cts, donate).compile()
         try:
             return exe(*args)
-        except TypeError:  # arguments unlike the first call's kinds: compiled for them (JAX's
-            # caches hold their trace and executable after the first time)
+        except TypeError:  # arguments unlike the first call's kinds: the jit takes them,
+            # traced and compiled first without the stack (into JAX's caches)
             with no_stack_capture(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                other = self.lower(res, cts, donate).compile()
-            return other(*args)
+                self.lower(res, cts, donate).compile()
+            with warnings.catch_warnings():  # executed outside (see _program._Aot)
+                warnings.filterwarnings("ignore", message=_NOT_USABLE)
+                jitted = self._jitted(res.layout) if donate else self._keep
+                return jitted(*args)
 
     def trace(self, res: Residuals, cts):
         return self._keep.trace(res, cts)
