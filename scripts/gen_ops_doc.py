@@ -6,8 +6,7 @@
 ``--run`` runs ``tests/test_opinfo.py`` with ``TORCH2XLA_OPINFO=full`` and
 ``TORCH2XLA_OPS_REPORT`` set, which writes one JSON line per (op, check, dtype) outcome, as
 ``--shards`` processes in parallel (``TORCH2XLA_OPINFO_SHARD``; 2 take about 10 minutes on
-2 cores). Splitting also keeps each process well below the kernel's limit on memory
-mappings, which one process compiling every op's programs can reach.
+2 cores).
 """
 
 from __future__ import annotations
