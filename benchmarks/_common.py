@@ -34,11 +34,12 @@ def one_thread(cpu: int | None = None) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def compile_fn(fn: Callable, mode: str, **kw) -> Callable:
-    """``fn`` as the benchmark runs it in ``mode`` (eager, inductor or xla)."""
-    if mode == "eager":
+def compile_fn(fn: Callable, backend: str, **kw) -> Callable:
+    """``fn`` as the benchmark runs it with ``backend`` (eager, inductor or xla); ``kw`` go to
+    ``torch.compile`` (its ``mode=``, ``options=``)."""
+    if backend == "eager":
         return fn
-    return torch.compile(fn, backend=mode, **kw)
+    return torch.compile(fn, backend=backend, **kw)
 
 
 def sync(device: str) -> None:

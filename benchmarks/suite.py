@@ -116,11 +116,13 @@ def memory_only(case: str, task: str, dtype: str, device: str) -> dict:
     return _memory(step, "xla", base)
 
 
-def _make_step(model, mode, task, inputs, loss_fn, autocast, device):
-    """(steady step, first step returning what is compared with eager)."""
+def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None):
+    """(steady step, first step returning what is compared with eager); ``compile_kw`` go to
+    ``torch.compile`` (``mode=``, ``options=``)."""
+    compile_kw = compile_kw or {}
     if task == "infer":
         model.eval()
-        fn = _common.compile_fn(model, mode)
+        fn = _common.compile_fn(model, mode, **compile_kw)
 
         def infer():
             with torch.no_grad(), autocast():
@@ -131,7 +133,7 @@ def _make_step(model, mode, task, inputs, loss_fn, autocast, device):
 
         return infer, first
     model.train()
-    fn = _common.compile_fn(model, mode)
+    fn = _common.compile_fn(model, mode, **compile_kw)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
 
     def forward_backward():

@@ -82,6 +82,8 @@ def build_train_fns(
     diff_out: tuple[int, ...],
     num_outputs: int,
     recompute_layout: bool = True,
+    compiler_options: dict | None = None,
+    auto_layouts: bool = True,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
     inputs ``diff_in`` and the outputs ``diff_out``.
@@ -89,7 +91,8 @@ def build_train_fns(
     With ``recompute_layout`` the backward recomputes layout copies (transposes, reshapes,
     broadcasts) instead of keeping them (``_residuals.saveable``). Pass False for a function
     that checkpoints its own segments (remat): an outer ``jax.checkpoint`` policy would
-    override theirs and keep what they recompute.
+    override theirs and keep what they recompute. ``compiler_options`` go to XLA with both
+    programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts.
     """
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
@@ -105,7 +108,8 @@ def build_train_fns(
         douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)
         return douts, aux, vjp_fn
 
-    return TrainFns(_residuals.Forward(vjp, diff_in, num_inputs), _residuals.Backward(), aux_out)
+    forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts)
+    return TrainFns(forward, _residuals.Backward(forward), aux_out)
 
 
 def _apply_vjp(res, cts):
@@ -248,10 +252,12 @@ class _VjpProgram:
         self.diff_out = tuple(range(len(diff_in)))
         self.num_outputs = len(diff_in)
         self.device, self.to_torch = program.device, program.to_torch
+        self.compiler_options = program.compiler_options
+        self.auto_layouts = getattr(program, "auto_layouts", True)
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
         self._vjp_programs: dict[tuple[int, ...], _VjpProgram] = {}
-        self._untracked = jax.jit(vjp_flat_fn)
+        self._untracked = jax.jit(vjp_flat_fn, compiler_options=self.compiler_options)
 
     @classmethod
     def of(cls, program, diff_in: tuple[int, ...]) -> _VjpProgram:
@@ -266,7 +272,8 @@ class _VjpProgram:
     def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
         if diff_in not in self._train_cache:
             self._train_cache[diff_in] = build_train_fns(
-                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs
+                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs,
+                compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
             )
         return self._train_cache[diff_in]
 

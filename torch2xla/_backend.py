@@ -48,6 +48,11 @@ class CompiledGraph:
     def __init__(self, gm: torch.fx.GraphModule, options: Options) -> None:
         self.gm = gm
         self.options = options
+        self.program_options = {  # what every XlaProgram of this graph is built with
+            "remat": options.remat,
+            "compiler_options": options.xla_compiler_options(),
+            "auto_layouts": options.residual_layouts == "auto",
+        }
         self.name = f"graph_{next(_graph_ids)}"
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
@@ -94,7 +99,7 @@ class CompiledGraph:
             inputs = (*lowered.lifted, *args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             if not unsupported:
-                program = XlaProgram(lowered.gm, inputs, requires_grad, self.options.remat)
+                program = XlaProgram(lowered.gm, inputs, requires_grad, **self.program_options)
                 program = b.program(program, inputs)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             missing = [u for u in unsupported if not u.by_design]
@@ -113,7 +118,7 @@ class CompiledGraph:
             for name in names:
                 sub = getattr(split_gm, name)
                 example = [n.meta.get("val") for n in sub.graph.find_nodes(op="placeholder")]
-                program = XlaProgram(sub, example, None, self.options.remat)
+                program = XlaProgram(sub, example, None, **self.program_options)
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
             return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)

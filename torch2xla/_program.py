@@ -112,6 +112,8 @@ class XlaProgram:
         example_args: one call's arguments; non-tensor arguments are baked in as constants.
         output_requires_grad: per output, whether eager would track it (None: every float output).
         remat: checkpoint activations per module call when differentiating (``_remat``).
+        compiler_options: XLA compiler options for every program it compiles (``Options``).
+        auto_layouts: XLA chooses the layouts of training residuals (``_residuals``).
     """
 
     def __init__(
@@ -120,8 +122,12 @@ class XlaProgram:
         example_args: Sequence,
         output_requires_grad: Sequence[bool] | None = None,
         remat: bool = False,
+        compiler_options: dict | None = None,
+        auto_layouts: bool = True,
     ) -> None:
         self.gm = gm
+        self.compiler_options = compiler_options
+        self.auto_layouts = auto_layouts
         self.device = _program_device(gm, example_args)
         with x64(), jax.default_device(self.device):  # graph constants land where the program runs
             fn = to_jax_function(gm)
@@ -155,7 +161,7 @@ class XlaProgram:
         self.remat = remat
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
-        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True))
+        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options))
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos))
         self._cuda = self.device.platform != "cpu"
@@ -218,6 +224,7 @@ class XlaProgram:
             fns = self._train_cache[diff_in] = build_train_fns(
                 self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
                 self.num_outputs, recompute_layout=not self.remat,
+                compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
             )
             fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
         return fns

@@ -19,6 +19,11 @@ output of an XLA program is always a fresh buffer. Three things follow, each fix
   (``retain_graph=False``) the computed residuals are donated to the backward program, so XLA
   may reuse their buffers for its outputs; a retained graph runs a second executable that
   donates nothing.
+- **Residual layouts.** An XLA program's outputs are row-major by default, so an activation
+  XLA computes in another layout (a convolution's NHWC output on GPU and CPU) would be
+  transposed at the end of the forward and transposed back in the backward. XLA chooses the
+  computed residuals' layouts (``Layout.AUTO``), and the backward is compiled to take the
+  layouts the forward chose. The backend option ``residual_layouts="default"`` turns this off.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental.layout import Format, Layout, with_layout_constraint
 
 from torch2xla._interop import no_stack_capture
 
@@ -114,9 +120,12 @@ class Forward:
         vjp: ``(seed, diff, rest) -> (diff_outs, aux_outs, vjp_fn)``, traceable.
         diff_in: positions of ``diff`` among the program's tensor inputs (the rest are ``rest``).
         num_inputs: number of tensor inputs.
+        compiler_options: XLA compiler options, for the backward too.
+        auto_layouts: XLA chooses the layouts of the computed residuals.
     """
 
-    def __init__(self, vjp: Callable, diff_in: tuple[int, ...], num_inputs: int) -> None:
+    def __init__(self, vjp: Callable, diff_in: tuple[int, ...], num_inputs: int,
+                 compiler_options: dict | None = None, auto_layouts: bool = True) -> None:
         diff_set = frozenset(diff_in)
         rest_in = [k for k in range(num_inputs) if k not in diff_set]
         # input position -> (in diff?, index in diff or rest); the seed is position -1
@@ -124,11 +133,20 @@ class Forward:
         self._where.update({k: (False, i) for i, k in enumerate(rest_in)})
         self._vjp = vjp
         self.layout: _Layout | None = None
-        self._jitted = jax.jit(self._traced)
+        # the kept residuals' formats, as the compiled forward returns them (None: row-major)
+        self.kept_formats: list | None = None
+        self._auto_layouts = auto_layouts
+        layouts = {"out_shardings": (None, None, Format(Layout.AUTO))} if auto_layouts else {}
+        self.compiler_options = compiler_options
+        self._jitted = jax.jit(self._traced, compiler_options=compiler_options, **layouts)
         self._fetch: list[tuple[bool, int]] | None = None  # for each input residual, from where
 
     def _traced(self, seed, diff, rest):
         douts, aux, vjp_fn = self._vjp(seed, diff, rest)
+        if self._auto_layouts:
+            # NOTE: next to AUTO outputs, JAX lets XLA choose the unspecified outputs' layouts
+            # too; the outputs torch reads must be row-major.
+            douts, aux = [_row_major_value(d) for d in douts], [_row_major_value(a) for a in aux]
         leaves, treedef = jax.tree_util.tree_flatten(vjp_fn)
         inputs = {id(x): k for k, x in self._positions(seed, diff, rest)}
         kept, input_pos, sources = [], [], []
@@ -199,7 +217,18 @@ class _Wrapped:
         self._fwd, self._stage = fwd, stage
 
     def compile(self, *args, **kwargs) -> _Wrapped:
-        return _Wrapped(self._fwd, self._stage.compile(*args, **kwargs))
+        compiled = self._stage.compile(*args, **kwargs)
+        douts, aux, kept = compiled.output_formats
+        if not all(_row_major(f) for f in (*douts, *aux)):  # torch reads them as row-major
+            raise RuntimeError(
+                "torch2xla internal error: a training forward returns an output in a layout "
+                "other than row-major; please report this with the model (workaround: "
+                "options={'residual_layouts': 'default'})"
+            )
+        formats = list(kept)
+        if any(not _row_major(f) for f in formats):
+            self._fwd.kept_formats = formats  # the backward is compiled to take these
+        return _Wrapped(self._fwd, compiled)
 
     def __call__(self, seed, diff: Sequence, rest: Sequence):
         douts, aux, kept = self._stage(seed, diff, rest)
@@ -207,6 +236,15 @@ class _Wrapped:
 
     def __getattr__(self, name: str):
         return getattr(self._stage, name)
+
+
+def _row_major_value(x):
+    return with_layout_constraint(x, Layout(major_to_minor=tuple(range(np.ndim(x)))))
+
+
+def _row_major(fmt) -> bool:
+    order = getattr(fmt.layout, "major_to_minor", None)
+    return order is None or tuple(order) == tuple(range(len(order)))
 
 
 def _struct(x) -> jax.ShapeDtypeStruct:
@@ -232,18 +270,32 @@ class Backward:
     Each variant is called through its ahead-of-time compiled executable, which accepts the
     input views as numpy arrays (a parameter's first calls on CPU) and as ``jax.Array``s alike
     (``jax.jit`` would compile once for each kind); arguments it rejects go through the jit.
+    The computed residuals are taken in the layouts ``forward`` returns them in (a residual in
+    another layout, from a forward compiled again for other arguments, is relaid by JAX).
     """
 
-    def __init__(self) -> None:
-        self._keep = jax.jit(apply_vjp)
+    def __init__(self, forward: Forward | None = None) -> None:
+        self._forward = forward
+        self._keep = None  # jax.jit of apply_vjp
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
 
-    def _jitted(self, layout: _Layout):
-        if self._donate is None:
-            self._donate = jax.jit(functools.partial(_apply_split, layout=layout),
-                                   donate_argnums=(0,))
-        return self._donate
+    def _jitted(self, layout: _Layout, donate: bool):
+        """The jit of one variant, built at its first use: after the forward was compiled,
+        whose residual layouts it takes."""
+        fwd = self._forward
+        formats = fwd.kept_formats if fwd is not None else None
+        options = fwd.compiler_options if fwd is not None else None
+        if donate:
+            if self._donate is None:
+                shardings = {"in_shardings": (formats, None, None)} if formats else {}
+                self._donate = jax.jit(functools.partial(_apply_split, layout=layout),
+                                       donate_argnums=(0,), compiler_options=options, **shardings)
+            return self._donate
+        if self._keep is None:
+            shardings = {"in_shardings": (Residuals(formats, None, layout), None)} if formats else {}
+            self._keep = jax.jit(apply_vjp, compiler_options=options, **shardings)
+        return self._keep
 
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:
         return (res.kept, res.inputs, cts) if donate else (res, cts)
@@ -266,19 +318,18 @@ class Backward:
                 self.lower(res, cts, donate).compile()
             with warnings.catch_warnings():  # executed outside (see _program._Aot)
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                jitted = self._jitted(res.layout) if donate else self._keep
-                return jitted(*args)
+                return self._jitted(res.layout, donate)(*args)
 
     def trace(self, res: Residuals, cts):
-        return self._keep.trace(res, cts)
+        return self._jitted(res.layout, False).trace(res, cts)
 
     def lower(self, res: Residuals, cts, donate: bool = False):
         """The lowered backward as a retained (``donate=False``) or freed graph runs it."""
         if not donate:
-            return self._keep.lower(res, cts)
+            return self._jitted(res.layout, False).lower(res, cts)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_NOT_USABLE)
-            return self._jitted(res.layout).lower(res.kept, res.inputs, cts)
+            return self._jitted(res.layout, True).lower(res.kept, res.inputs, cts)
 
 
 def differentiated(fn: Callable) -> Callable:

@@ -1,0 +1,97 @@
+"""A/B of backend variants on the suite's cases: eager, inductor and xla variants interleaved.
+
+    python benchmarks/variants.py --device cuda --cases resnet50:train:bf16,gpt2:train:fp32 \\
+        --variants eager,inductor,xla,xla:layouts=default,xla:mode=reduce-overhead
+
+A variant is a backend with ``:``-separated settings: ``mode=<torch.compile mode>`` or a
+backend option as ``name=<JSON value>`` (``xla:residual_layouts="default"``). Steps are the suite's (``suite._make_step``);
+every variant's first call is compared with eager's; times are medians over interleaved rounds.
+Prints one JSON object per case, with each variant's ratio to the first xla variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _common
+import suite
+import torch
+
+
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """``backend:key=value:...`` -> (backend, torch.compile kwargs)."""
+    backend, *settings = spec.split(":")
+    compile_kw: dict = {}
+    options: dict = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key == "mode":
+            compile_kw["mode"] = value
+        else:
+            options[key] = json.loads(value)
+    if options:
+        compile_kw["options"] = options
+    return backend, compile_kw
+
+
+def run_case(case: str, task: str, dtype: str, device: str, variants: list[str], rounds: int,
+             target_s: float) -> dict:
+    base, inputs, loss_fn, autocast = suite._setup(case, dtype, device)
+    steps, result = {}, {"case": case, "task": task, "dtype": dtype, "variants": {}}
+    ref = None
+    for spec in variants:
+        backend, compile_kw = parse_variant(spec)
+        step, first = suite._make_step(
+            copy.deepcopy(base), backend, task, inputs, loss_fn, autocast, device, compile_kw
+        )
+        _common.sync(device)
+        t0 = time.perf_counter()
+        value = first()
+        _common.sync(device)
+        info = {"first_call_s": round(time.perf_counter() - t0, 2)}
+        step()  # the programs the steady steps run are compiled now
+        if ref is None:
+            ref = value
+        else:
+            info.update(suite._diff(value, ref))
+        result["variants"][spec] = info
+        steps[spec] = step
+    per = {k: max(1, int(target_s / max(_common.time_calls(s, 1, device), 1e-6))) for k, s in steps.items()}
+    times = suite._interleave(steps, per, rounds, device)
+    base_xla = next((v for v in variants if v.startswith("xla")), None)
+    for spec, ts in times.items():
+        med = _common.summary(ts)["median"] * 1e3
+        result["variants"][spec]["median_ms"] = round(med, 3)
+    if base_xla:
+        ref_ms = result["variants"][base_xla]["median_ms"]
+        for info in result["variants"].values():
+            info["ratio_to_" + base_xla] = round(info["median_ms"] / ref_ms, 3)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--cases", required=True, help="case:task:dtype,...")
+    parser.add_argument("--variants", default="eager,inductor,xla")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--target-s", type=float, default=0.3, help="seconds per sample")
+    args = parser.parse_args(argv)
+    if args.device == "cpu":
+        _common.one_thread()
+    for spec in args.cases.split(","):
+        case, task, dtype = spec.split(":")
+        torch._dynamo.reset()
+        out = run_case(case, task, dtype, args.device, args.variants.split(","), args.rounds,
+                       args.target_s)
+        print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
