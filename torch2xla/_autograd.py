@@ -54,25 +54,33 @@ class TrainFns:
         aux_out: positions of the outputs that are not differentiated.
         deps: per differentiated output, the positions in ``diff_in`` that its gradient reaches
             (found from the backward's jaxpr at the first backward; None until then).
+        plan: what ``XlaFunction`` decided once for these functions (``_Plan``; None until
+            their first call).
     """
 
     fwd: Callable
     bwd: Callable
     aux_out: tuple[int, ...]
     deps: tuple[frozenset[int], ...] | None = None
+    plan: Any = None
 
     def __iter__(self):
         """Unpacks as ``fwd, bwd, aux_out``."""
         return iter((self.fwd, self.bwd, self.aux_out))
 
-    def saved_inputs(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The tensors among ``tensors`` (the program's inputs) whose values the backward reads
-        (known after the forward's first call): saving them on the autograd node makes an
+    def saved_positions(self) -> tuple[int, ...] | None:
+        """The positions among the program's inputs whose values the backward reads (None
+        until the forward was traced): saving those tensors on the autograd node makes an
         in-place change before the backward raise eager's error."""
         layout = getattr(self.fwd, "layout", None)
         if layout is None:
-            return ()
-        return tuple(tensors[k] for k in layout.input_pos if k >= 0)
+            return None
+        return tuple(k for k in layout.input_pos if k >= 0)
+
+    def saved_inputs(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The tensors among ``tensors`` (the program's inputs) whose values the backward reads
+        (known after the forward's first call)."""
+        return tuple(tensors[k] for k in self.saved_positions() or ())
 
 
 def build_train_fns(
@@ -120,106 +128,224 @@ def _apply_vjp(res, cts):
 # ``ctx.saved_tensors``) when a backward runs through a graph whose buffers were freed.
 _FREED_MARKER = torch.empty(0)
 
+_functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+
+
+class _Plan:
+    """What ``XlaFunction`` decides once per program and set of differentiated inputs, so that
+    a training step does only the work that depends on its values.
+
+    Known from the start: where the differentiated and the other inputs and outputs are. Known
+    after the first forward (the program's signature is fixed, so they never change): which
+    inputs the backward reads (saved on the autograd node), the cotangents' shapes and dtypes,
+    and whether cotangents and gradients need the complex or empty-tensor handling. After the
+    first backward: which inputs the cotangents reach when all of them are present.
+    """
+
+    __slots__ = (
+        "conj_grads",
+        "convert",
+        "dense_out",
+        "diff_in",
+        "diff_meta",
+        "diff_out",
+        "fns",
+        "live_slots",
+        "n_inputs",
+        "plain_cts",
+        "program",
+        "rest_in",
+        "saved_pos",
+        "scoped",
+    )
+
+    def __init__(self, program, fns: TrainFns, diff_in: tuple[int, ...]) -> None:
+        n = len(program.tensor_pos)
+        diff_set = frozenset(diff_in)
+        self.program, self.fns, self.diff_in, self.n_inputs = program, fns, diff_in, n
+        # None: every input is differentiated, in order (the views are passed as they are)
+        self.rest_in = None if len(diff_in) == n else tuple(k for k in range(n) if k not in diff_set)
+        self.diff_out = program.diff_out
+        # Every output is differentiated, in order: no reordering, nothing to mark.
+        self.dense_out = program.diff_out == tuple(range(program.num_outputs))
+        self.scoped = program.scoped
+        self.convert = program.to_torch
+        self.saved_pos: tuple[int, ...] | None = None
+        self.diff_meta: tuple | None = None
+        self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
+        self.conj_grads = True  # some gradient is complex (set after the first forward)
+        self.live_slots: tuple[tuple[int, int], ...] | None = None
+
+    @classmethod
+    def of(cls, program, diff_in: tuple[int, ...]) -> _Plan:
+        fns = program.train_fns(diff_in)
+        plan = fns.plan
+        if plan is None or plan.program is not program:
+            plan = fns.plan = cls(program, fns, diff_in)
+        return plan
+
+    def learn(self, douts: Sequence, tensors: Sequence[torch.Tensor]) -> None:
+        """Record what the first forward call shows (see the class docstring)."""
+        meta = tuple((tuple(o.shape), np.dtype(o.dtype)) for o in douts)
+        self.plain_cts = all(d.kind != "c" and all(shape) for shape, d in meta)
+        self.conj_grads = any(tensors[k].is_complex() for k in self.diff_in)
+        self.diff_meta = meta
+
+    def dense_slots(self) -> tuple[tuple[int, int], ...]:
+        """``(position in diff_in, input position)`` of the gradients that the cotangents reach
+        when all of them are present (after the first backward)."""
+        if self.live_slots is None:
+            live = frozenset().union(*self.fns.deps)
+            self.live_slots = tuple((p, k) for p, k in enumerate(self.diff_in) if p in live)
+        return self.live_slots
+
+
+def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Sequence) -> tuple:
+    """``program``'s outputs for ``tensors``, tracked by autograd with respect to the inputs
+    ``diff_in`` (``XlaFunction``)."""
+    plan = _Plan.of(program, diff_in)
+    if _functorch_active():
+        return XlaFunction.apply(plan, seed, *tensors)
+    # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
+    # functorch wrappers (none exist outside a transform) before calling this, its base.
+    return _apply(plan, seed, *tensors)
+
 
 class XlaFunction(torch.autograd.Function):
-    """Runs an ``XlaProgram`` differentiably: ``apply(program, diff_in, seed, *tensors)``."""
+    """Runs an ``XlaProgram`` differentiably: ``apply(plan, seed, *tensors)``
+    (``apply_differentiable`` makes the plan)."""
 
     @staticmethod
-    def forward(ctx, program, diff_in: tuple[int, ...], seed, *tensors):
-        fns: TrainFns = program.train_fns(diff_in)
-        if program.scoped:  # JAX's config contexts, where they change something (XlaProgram)
-            with x64(), program.placement():
-                douts, aux, vjp_fn = _forward(program, fns, diff_in, seed, tensors)
+    def forward(ctx, plan: _Plan, seed, *tensors):
+        if plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
+            with x64(), plan.program.placement():
+                douts, aux, vjp_fn = _forward(plan, seed, tensors)
         else:
-            douts, aux, vjp_fn = _forward(program, fns, diff_in, seed, tensors)
-        convert = program.to_torch
-        outs: list = [None] * program.num_outputs
-        for i, o in zip(program.diff_out, douts):
-            outs[i] = convert(o)
-        for i, o in zip(fns.aux_out, aux):
-            outs[i] = convert(o)
-        if fns.aux_out:
-            ctx.mark_non_differentiable(*(outs[i] for i in fns.aux_out))
+            douts, aux, vjp_fn = _forward(plan, seed, tensors)
+        if plan.diff_meta is None:
+            plan.learn(douts, tensors)
+        convert = plan.convert
+        if plan.dense_out:
+            outs = tuple([convert(o) for o in douts])
+        else:
+            full: list = [None] * plan.program.num_outputs
+            for i, o in zip(plan.diff_out, douts):
+                full[i] = convert(o)
+            aux_out = plan.fns.aux_out
+            for i, o in zip(aux_out, aux):
+                full[i] = convert(o)
+            if aux_out:
+                ctx.mark_non_differentiable(*(full[i] for i in aux_out))
+            outs = tuple(full)
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(_FREED_MARKER, *fns.saved_inputs(tensors))
-        ctx.program, ctx.fns, ctx.diff_in, ctx.n_inputs = program, fns, diff_in, len(tensors)
+        saved = plan.saved_pos
+        if saved is None:
+            saved = plan.saved_pos = plan.fns.saved_positions()
+        if saved:
+            ctx.save_for_backward(_FREED_MARKER, *[tensors[k] for k in saved])
+        else:
+            ctx.save_for_backward(_FREED_MARKER)
+        ctx.plan, ctx.fns, ctx.diff_meta = plan, plan.fns, plan.diff_meta
         ctx.vjp_fn = vjp_fn
-        ctx.diff_meta = [(o.shape, o.dtype) for o in douts]
         # For a create_graph backward only (it recomputes from them); no copy is made.
         ctx.inputs, ctx.seed = tensors, seed
-        return tuple(outs)
+        return outs
 
     @staticmethod
     @profiled_backward
     def backward(ctx, *grads):
         if ctx.fns.deps is None:  # the first backward traces and compiles (see no_stack_capture)
             with no_stack_capture():
-                return XlaFunction._backward(ctx, grads)
-        return XlaFunction._backward(ctx, grads)
-
-    @staticmethod
-    def _backward(ctx, grads):
-        ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
-        vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
-        freed = not _keep_graph()
-        if freed:
-            ctx.vjp_fn = ctx.inputs = None  # free the residuals now, as eager frees saved tensors
-        program, fns = ctx.program, ctx.fns
-        diff_grads = [grads[i] for i in program.diff_out]
-        active = [j for j, g in enumerate(diff_grads) if g is not None]
-        result: list = [None] * ctx.n_inputs
-        if active and torch.is_grad_enabled():  # create_graph=True: differentiable gradients
-            if fns.deps is None:
-                with torch.no_grad(), x64(), program.placement():
-                    cts = [jax.numpy.zeros(shape, dtype) for shape, dtype in ctx.diff_meta]
-                    fns.deps = _dependencies(vjp_fn, cts)
-            live = frozenset().union(*(fns.deps[j] for j in active))
-            in_grads = _differentiable_vjp(ctx, inputs, diff_grads)
-            for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):
-                if pos in live:
-                    result[k] = g
-        elif active:  # (grad mode is off here)
-            with x64(), program.placement():
-                cts = [
-                    jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
-                    for g, (shape, dtype) in zip(diff_grads, ctx.diff_meta)
-                ]
-                if fns.deps is None:
-                    fns.deps = _dependencies(vjp_fn, cts)
-                in_grads = fns.bwd(vjp_fn, cts, donate=freed)
-            live = frozenset().union(*(fns.deps[j] for j in active))
-            convert = program.to_torch
-            for pos, (k, g) in enumerate(zip(ctx.diff_in, in_grads)):
-                if pos in live:
-                    result[k] = _from_cotangent(convert(g))
-        return (None, None, None, *result)
+                return _backward(ctx, grads)
+        return _backward(ctx, grads)
 
 
-def _forward(program, fns: TrainFns, diff_in: tuple[int, ...], seed, tensors: Sequence):
-    views = program.jax_inputs(tensors)  # parameters imported once, not every step
-    jdiff = [views[k] for k in diff_in]
-    if len(diff_in) == len(views):
-        return fns.fwd(seed, jdiff, [])
-    diff_set = set(diff_in)
-    return fns.fwd(seed, jdiff, [v for k, v in enumerate(views) if k not in diff_set])
+_apply = super(torch.autograd.Function, XlaFunction).apply
 
 
-def _differentiable_vjp(ctx, inputs: Sequence[torch.Tensor], diff_grads: Sequence) -> tuple:
+def _forward(plan: _Plan, seed, tensors: Sequence):
+    views = plan.program.jax_inputs(tensors)  # parameters imported once, not every step
+    rest_in = plan.rest_in
+    if rest_in is None:
+        return plan.fns.fwd(seed, views, [])
+    return plan.fns.fwd(seed, [views[k] for k in plan.diff_in], [views[k] for k in rest_in])
+
+
+def _backward(ctx, grads: tuple) -> tuple:
+    ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
+    plan = ctx.plan
+    vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
+    freed = not _keep_graph()
+    if freed:
+        ctx.vjp_fn = ctx.inputs = None  # free the residuals now, as eager frees saved tensors
+    fns = plan.fns
+    diff_grads = grads if plan.dense_out else [grads[i] for i in plan.diff_out]
+    active = [j for j, g in enumerate(diff_grads) if g is not None]
+    if not active:
+        return (None, None, *([None] * plan.n_inputs))
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients
+        return _differentiable_backward(ctx, plan, vjp_fn, inputs, diff_grads, active)
+    # (grad mode is off from here)
+    dense = len(active) == len(diff_grads)
+    with x64(), plan.program.placement():
+        if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
+            cts = [to_jax(g) for g in diff_grads]
+        else:
+            cts = [
+                jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
+                for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
+            ]
+        if fns.deps is None:
+            fns.deps = _dependencies(vjp_fn, cts)
+        in_grads = fns.bwd(vjp_fn, cts, donate=freed)
+    if dense:
+        slots = plan.dense_slots()
+    else:
+        live = frozenset().union(*(fns.deps[j] for j in active))
+        slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
+    convert = plan.convert
+    result: list = [None] * (2 + plan.n_inputs)  # (no gradient for plan and seed)
+    if plan.conj_grads:
+        for p, k in slots:
+            result[2 + k] = _from_cotangent(convert(in_grads[p]))
+    else:
+        for p, k in slots:
+            result[2 + k] = convert(in_grads[p])
+    return tuple(result)
+
+
+def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, active) -> tuple:
+    """A create_graph backward: gradients that autograd tracks (``_differentiable_vjp``)."""
+    fns = plan.fns
+    if fns.deps is None:
+        with torch.no_grad(), x64(), plan.program.placement():
+            cts = [jax.numpy.zeros(shape, dtype) for shape, dtype in plan.diff_meta]
+            fns.deps = _dependencies(vjp_fn, cts)
+    live = frozenset().union(*(fns.deps[j] for j in active))
+    in_grads = _differentiable_vjp(plan, ctx.seed, inputs, diff_grads)
+    result: list = [None] * (2 + plan.n_inputs)
+    for p, (k, g) in enumerate(zip(plan.diff_in, in_grads)):
+        if p in live:
+            result[2 + k] = g
+    return tuple(result)
+
+
+def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], diff_grads: Sequence) -> tuple:
     """The input gradients of a create_graph backward, tracked by autograd: the program's vjp
     run as a program of its own, differentiable in the inputs and the cotangents."""
-    program, diff_in = ctx.program, ctx.diff_in
+    program, diff_in = plan.program, plan.diff_in
     vjp_program = _VjpProgram.of(program, diff_in)
     cts = [
         torch.zeros(shape, dtype=torch_dtype(dtype), device=inputs[0].device) if g is None else g
-        for g, (shape, dtype) in zip(diff_grads, ctx.diff_meta)
+        for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
     ]
     tensors = (*inputs, *cts)
     diff = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
     if not diff:
         with torch.no_grad():
-            return tuple(vjp_program.call_untracked(ctx.seed, tensors))
-    return XlaFunction.apply(vjp_program, diff, ctx.seed, *tensors)
+            return tuple(vjp_program.call_untracked(seed, tensors))
+    return apply_differentiable(vjp_program, diff, seed, tensors)
 
 
 class _VjpProgram:

@@ -45,7 +45,7 @@ def profiled_backward(backward: Callable) -> Callable:
     def wrapper(ctx, *grads):
         if not (_jax_tracing or _profiler_enabled()):
             return backward(ctx, *grads)
-        label = getattr(ctx.program, "label", "torch2xla")
+        label = getattr(ctx.plan.program, "label", "torch2xla")
         with _ranges(f"{label}:backward"):
             return backward(ctx, *grads)
 

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla._autograd import TrainFns, XlaFunction, build_train_fns
+from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
     jax_device,
@@ -184,12 +184,11 @@ class XlaProgram:
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.diff_out and torch.is_grad_enabled():
-            diff_in = tuple(
-                k for k, t in enumerate(tensors) if t.requires_grad  # float or complex, by torch's rule
-            )
+            # (float or complex, by torch's rule)
+            diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
             if diff_in:
                 seed = _draw_seed() if self.rng else None
-                return list(XlaFunction.apply(self, diff_in, seed, *tensors))
+                return list(apply_differentiable(self, diff_in, seed, tensors))
         seed = _draw_seed() if self.rng else None
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
