@@ -4,15 +4,17 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 import jax.numpy as jnp
+import torch
 from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -92,9 +94,110 @@ def _balanced(pick, jnp_fn):
     return fn
 
 
+def _float_bits(x):
+    """``x``'s bits as a signed integer array of its width, and that width's iinfo."""
+    ints = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+    return lax.bitcast_convert_type(x, ints), jnp.iinfo(ints)
+
+
+def _negative(x):
+    """``x < 0`` for floats, read from the bits (-0.0 and NaN are not negative).
+
+    # NOTE: XLA on CPU compares with subnormals read as zero (-1e-40 < 0 is False there);
+    # torch's relu sends negative subnormals to 0 and keeps positive ones.
+    """
+    bits, info = _float_bits(x)
+    neg_inf = lax.bitcast_convert_type(jnp.array(-jnp.inf, x.dtype), bits.dtype)
+    return (bits > info.min) & (bits <= neg_inf)  # sign set: -0.0 < ... <= -inf < -NaN
+
+
+def _is_zero(x):
+    """``x == 0`` for floats, read from the bits (subnormals are not zero)."""
+    bits, info = _float_bits(x)
+    return (bits & info.max) == 0
+
+
+def relu_value(x):
+    """torch's relu value: 0 where ``x < 0``; ``x`` itself elsewhere (-0.0 and NaN included).
+
+    # NOTE: jax.nn.relu and jnp.maximum(x, 0) give +0.0 at -0.0, and XLA on CPU flushes a
+    # subnormal through max; torch keeps -0.0 and positive subnormals.
+    """
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.where(x < 0, jnp.zeros_like(x), x)
+    return jnp.where(_negative(x), jnp.zeros_like(x), x)
+
+
+def _channels_last(fn, x):
+    """``fn(x)`` computed on ``x`` moved to channels-last (dim 1 last) and moved back.
+
+    XLA's CPU compiler runs convolutions channels-last and moves its layout transposes
+    through elementwise ops with one non-scalar operand, but stops at a select of a compare
+    of ``x`` and ``x`` (two operands): every relu then costs two transposed copies of the
+    activation. Computed here on explicitly transposed data, the inner transposes cancel
+    against the convolution's and the outer one moves on to the next convolution.
+    """
+    perm = (0, *range(2, x.ndim), 1)
+    back = (0, x.ndim - 1, *range(1, x.ndim - 1))
+    return jnp.transpose(fn(jnp.transpose(x, perm)), back)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _relu_exact(x, channels_last: bool):
+    return _channels_last(relu_value, x) if channels_last else relu_value(x)
+
+
+@_relu_exact.defjvp
+def _relu_exact_jvp(channels_last, primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = _relu_exact(x, channels_last)
+    # NOTE: torch's backward (threshold_backward on the result) is 0 where result <= 0 (x == 0
+    # and -0.0 included) and the gradient elsewhere (NaN and subnormals included); jnp.where's
+    # derivative would pass the gradient at 0 and jnp.maximum's would halve it.
+    return y, jnp.where(_is_zero(y), jnp.zeros_like(t), t)
+
+
+_CONV_PATH = 8  # how many elementwise/batch-norm nodes back a relu looks for a convolution
+
+
+def _fed_by_convolution(node, depth: int = _CONV_PATH) -> bool:
+    """Whether ``node`` is a convolution's output through at most ``depth`` elementwise,
+    batch-norm or getitem nodes (residual adds included)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if node.target is aten.convolution.default:
+        return True
+    target = node.target
+    passes = target is operator.getitem or (
+        isinstance(target, torch._ops.OpOverload)
+        and (torch.Tag.pointwise in target.tags or "batch_norm" in target.name())
+    )
+    return (
+        passes
+        and depth > 0
+        and any(_fed_by_convolution(a, depth - 1) for a in node.all_input_nodes)
+    )
+
+
+def relu(x, channels_last: bool = False):
+    """torch's relu: value (-0.0, NaN) and gradient (0 at 0, NaN passed) as eager's;
+    ``channels_last`` computes it on channels-last data (see ``_channels_last``)."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return relu_value(x)
+    return _relu_exact(x, channels_last and x.ndim in (4, 5))
+
+
+def _after_cpu_convolution(x) -> bool:
+    """Whether the node being lowered (a 4-D or 5-D activation on CPU) reads a convolution's
+    output: there XLA's CPU compiler gives the data channels-last (see ``_channels_last``).
+    Elsewhere channels-last would add transposed reads (measured on a 4-D attention's
+    gradient)."""
+    device = getattr(getattr(ctx().out, "device", None), "type", None)
+    return device == "cpu" and x.ndim in (4, 5) and _fed_by_convolution(ctx().node.args[0])
+
+
 def _relu(x):
-    # NOTE: torch's relu keeps -0.0 and NaN and has derivative 0 at 0; jax.nn.relu gives +0.0.
-    return jnp.where(x > 0, x, jnp.where(x < 0, jnp.zeros_like(x), x * 0))
+    return relu(x, _after_cpu_convolution(x))
 
 
 def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
@@ -336,9 +439,46 @@ def silu(self):
 
 @register(aten.hardtanh.default)
 def hardtanh(self, min_val=-1.0, max_val=1.0):
-    # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there.
-    lo, hi = as_dtype(min_val, self.dtype), as_dtype(max_val, self.dtype)
-    return jnp.where(self <= lo, lo, jnp.where(self >= hi, hi, self))
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return _hardtanh_value(self, min_val, max_val)
+    return _hardtanh_exact(self, float(min_val), float(max_val), _after_cpu_convolution(self))
+
+
+def _below(x, bound: float):
+    """``x < bound``; from the bits where ``bound`` is 0 (see ``_negative``)."""
+    return _negative(x) if bound == 0 else x < as_dtype(bound, x.dtype)
+
+
+def _above(x, bound: float):
+    """``x > bound``; from the bits where ``bound`` is 0 (see ``_negative``)."""
+    if bound != 0:
+        return x > as_dtype(bound, x.dtype)
+    bits, _ = _float_bits(x)
+    inf = lax.bitcast_convert_type(jnp.array(jnp.inf, x.dtype), bits.dtype)
+    return (bits > 0) & (bits <= inf)
+
+
+def _hardtanh_value(x, min_val, max_val):
+    # NOTE: torch keeps x itself at a bound (relu6(-0.0) is -0.0); jnp.clip gives the bound.
+    lo, hi = as_dtype(min_val, x.dtype), as_dtype(max_val, x.dtype)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
+    return jnp.where(_below(x, min_val), lo, jnp.where(_above(x, max_val), hi, x))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool):
+    fn = functools.partial(_hardtanh_value, min_val=min_val, max_val=max_val)
+    return _channels_last(fn, x) if channels_last else fn(x)
+
+
+@_hardtanh_exact.defjvp
+def _hardtanh_exact_jvp(min_val, max_val, channels_last, primals, tangents):
+    (x,), (t,) = primals, tangents
+    # NOTE: torch's gradient is 0 at the bounds themselves and (in its vectorized kernel) at
+    # NaN; jnp.clip gives 1/2 at the bounds.
+    zero = ~(_above(x, min_val) & _below(x, max_val))
+    return _hardtanh_exact(x, min_val, max_val, channels_last), jnp.where(zero, 0, t)
 
 
 @register(aten.leaky_relu.default)

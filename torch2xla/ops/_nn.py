@@ -560,8 +560,10 @@ def transformer_encoder_layer_fwd(
         return linear(jnp.moveaxis(out, 1, 2).reshape(B, T, E), proj_weight, proj_bias)
 
     def feed_forward(x):
+        from torch2xla.ops._elementwise import relu_value  # keeps -0.0, as torch's relu
+
         h = linear(x, ffn_weight_1, ffn_bias_1)
-        h = jax.nn.gelu(h, approximate=False) if use_gelu else jax.nn.relu(h)
+        h = jax.nn.gelu(h, approximate=False) if use_gelu else relu_value(h)
         return linear(h, ffn_weight_2, ffn_bias_2)
 
     x = src
