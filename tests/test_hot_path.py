@@ -9,6 +9,7 @@ import copy
 import gc
 import weakref
 
+import pytest
 import torch
 from torch import nn
 
@@ -353,3 +354,147 @@ def test_float64_output_of_float32_parameters_trains_like_eager():
         expected.sum().backward()
         for p, q in zip(model.parameters(), ref.parameters()):
             assert_same(p.grad, q.grad)
+
+
+# -- the training step's fast path (_autograd._Plan): what it learns at the first call must not
+# leak into later calls that take the slow path --------------------------------------------------
+class _TwoHeads(nn.Module):
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.body = nn.Linear(4, 4, dtype=dtype)
+        self.a, self.b = nn.Linear(4, 2, dtype=dtype), nn.Linear(4, 3, dtype=dtype)
+
+    def forward(self, x):
+        h = self.body(x).tanh()
+        return self.a(h), self.b(h)
+
+
+def _step_pair(compiled, ref, x, loss, **backward):
+    got, expected = loss(compiled(x)), loss(ref(x))
+    assert_same(got, expected)
+    got.backward(**backward)
+    expected.backward(**backward)
+
+
+def _assert_grads_match(model, ref):
+    for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+        if q.grad is None:
+            assert p.grad is None, name
+        else:
+            assert p.grad is not None, name
+            assert_same(p.grad, q.grad)
+
+
+def test_steps_alternating_all_and_missing_cotangents():
+    # Dense steps (both heads in the loss) take the fast path; a step that uses one head gets a
+    # None cotangent, and the parameters only the other head reaches must get no gradient.
+    torch.manual_seed(0)
+    model = _TwoHeads()
+    compiled, model, ref = _pair(model)
+    both = lambda o: o[0].square().sum() + o[1].sum()
+    first = lambda o: o[0].square().sum()
+    second = lambda o: o[1].exp().sum()
+    for loss in (both, both, first, both, second, first, both):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        _step_pair(compiled, ref, torch.randn(3, 4), loss)
+        _assert_grads_match(model, ref)
+
+
+def test_steps_alternating_retained_and_freed_graphs():
+    # A freed graph donates its residuals to the backward; a retained one keeps them.
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)))
+    for retain in (False, True, False, False, True):
+        x = torch.randn(3, 4)
+        outs = [net(x).square().sum() for net in (compiled, ref)]
+        assert_same(*outs)
+        for out in outs:
+            out.backward(retain_graph=retain)
+            if retain:
+                out.backward()  # the retained graph runs again
+        _assert_grads_match(model, ref)
+
+
+def test_create_graph_between_plain_steps():
+    # The same program's backward, first plain (fast path), then differentiable, then plain.
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1)))
+    for create_graph in (False, False, True, False, True):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        x = torch.randn(5, 4)
+        penalties, tracked = [], []
+        for net, params in ((compiled, list(model.parameters())), (ref, list(ref.parameters()))):
+            out = net(x).square().sum()
+            grads = torch.autograd.grad(out, params, create_graph=create_graph)
+            tracked.append([g.requires_grad for g in grads])
+            if create_graph:
+                penalty = sum(g.square().sum() for g in grads)
+                penalty.backward()
+                penalties.append(penalty.detach())
+            else:
+                penalties.append(torch.stack([g.sum() for g in grads]))
+        assert tracked[0] == tracked[1] and any(tracked[0]) == create_graph
+        assert_same(*penalties)
+        _assert_grads_match(model, ref)
+
+
+def test_in_place_change_after_fast_steps_raises_like_eager():
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(nn.Linear(4, 3))
+    x = torch.randn(5, 4, requires_grad=True)  # the input's gradient needs the weight
+    for _ in range(3):  # the fast path learns which inputs the backward reads
+        _step_pair(compiled, ref, x, lambda o: o.square().sum())
+    _assert_grads_match(model, ref)
+    for net in (compiled, ref):
+        loss = net(x).square().sum()
+        with torch.no_grad():
+            (model if net is compiled else ref).weight.add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+def test_complex_steps_match_eager():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, dtype=torch.complex64))
+            self.v = nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            z = self.w * x + self.v
+            return z, (z * z.conj()).real.sum()
+
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(M())
+    for loss in (lambda o: o[1], lambda o: o[0].abs().sum() + o[1], lambda o: o[0].abs().sum()):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        _step_pair(compiled, ref, torch.randn(3, dtype=torch.complex64), loss)
+        _assert_grads_match(model, ref)
+
+
+def test_steps_with_integer_output_and_frozen_input():
+    # Not every output differentiated and not every input: the plan's general (non-dense) path.
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.frozen = nn.Linear(4, 4), nn.Parameter(torch.randn(4), requires_grad=False)
+
+        def forward(self, x):
+            y = self.lin(x) * self.frozen
+            return y.argmax(-1), y, y.detach()
+
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(M())
+    for _ in range(3):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        x = torch.randn(2, 4)
+        got, expected = compiled(x), ref(x)
+        assert_same(got, expected)
+        assert not got[0].requires_grad and got[1].requires_grad and not got[2].requires_grad
+        got[1].sum().backward()
+        expected[1].sum().backward()
+        _assert_grads_match(model, ref)
