@@ -133,13 +133,40 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
         model.zero_grad(set_to_none=True)
         fn(xt).sum().backward()
 
+    # The same step with Dynamo's frame left out: the graph xla_backend returned, called with
+    # the arguments Dynamo passes it (recorded once, on a second copy of the model).
+    twin = torch.nn.Linear(8, 8).to(device)
+    twin.load_state_dict(model.state_dict())
+    graphs.clear()
+    recorded: list = []
+
+    def record_args(gm, example_inputs, **kwargs):
+        graph = capture_graph(gm, example_inputs, **kwargs)
+
+        def call(*args):
+            recorded.append(args)
+            return graph(*args)
+
+        return call
+
+    torch.compile(twin, backend=record_args)(xt)
+    twin_graph, twin_args = graphs[0], recorded[0]
+
+    def step_without_dynamo():
+        twin.zero_grad(set_to_none=True)
+        twin_graph(*twin_args)[0].sum().backward()
+
     for _ in range(3):
         step()
-    pieces = {"forward": lambda: fn(xt), "step": step}
+        step_without_dynamo()
+    pieces = {"forward": lambda: fn(xt), "step": step, "graph step": step_without_dynamo}
     times = _common.interleaved(pieces, rounds, max(calls // 4, 50), device)
-    fwd, whole = (_common.summary(times[k])["median"] * 1e6 for k in ("forward", "step"))
+    fwd, whole, graph_step = (
+        _common.summary(times[k])["median"] * 1e6 for k in ("forward", "step", "graph step")
+    )
     result["training: forward call (grad on)"] = fwd
     result["training: zero_grad, sum, backward (step - forward)"] = whole - fwd
+    result["training: step without Dynamo's frame (graph called directly)"] = graph_step
     return result
 
 
