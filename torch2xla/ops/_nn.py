@@ -475,11 +475,46 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
                                precision=precision())[0]
         return jnp.swapaxes(out, 1, 2)
 
+    def padded(q, k, v, mask, bias):
+        return _even_length_attention(q, k, v, mask, bias, scale, is_causal)
+
+    # cuDNN computes the backward of even sequence lengths only (ViT's 197 tokens are refused):
+    # there it runs padded by one masked step, and the math rule is the last resort.
+    odd = q.shape[1] % 2 or k.shape[1] % 2
+    slow = (lambda *a: _saved.with_fallback_vjp(padded, math_path, *a)) if odd else math_path
     try:
-        out = _saved.with_fallback_vjp(fused, math_path, q, k, v, mask, bias)
+        out = _saved.with_fallback_vjp(fused, slow, q, k, v, mask, bias)
     except (ValueError, NotImplementedError, TypeError):
         return None  # a shape, mask or cuDNN version the kernel refuses: XLA's own attention
     return jnp.swapaxes(out, 1, 2)
+
+
+def _even_length_attention(q, k, v, mask, bias, scale, is_causal):
+    """cuDNN attention over (B, T, N, H) inputs whose odd query/key lengths are padded by one
+    step: the padded key is excluded through ``key_value_seq_lengths`` (cuDNN's padding mask),
+    the padded query row is dropped (its cotangent is zero). The padding sits after the last
+    step, so a causal mask stays the same for the real rows."""
+    T, S = q.shape[1], k.shape[1]
+    pt, ps = T % 2, S % 2
+
+    def pad_seq(x, n):
+        return jnp.pad(x, [(0, 0), (0, n), (0, 0), (0, 0)]) if n else x
+
+    def pad_scores(x, fill):  # a mask/bias over (..., T or 1, S or 1)
+        if x is None:
+            return None
+        x = x.reshape((1,) * (4 - x.ndim) + x.shape)
+        widths = [(0, 0), (0, 0), (0, pt if x.shape[2] == T else 0), (0, ps if x.shape[3] == S else 0)]
+        return jnp.pad(x, widths, constant_values=fill)
+
+    B = q.shape[0]
+    out = jax.nn.dot_product_attention(
+        pad_seq(q, pt), pad_seq(k, ps), pad_seq(v, ps),
+        bias=pad_scores(bias, 0), mask=pad_scores(mask, True), scale=scale,
+        is_causal=is_causal, query_seq_lengths=jnp.full((B,), T, jnp.int32),
+        key_value_seq_lengths=jnp.full((B,), S, jnp.int32), implementation="cudnn",
+    )
+    return out[:, :T]
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
