@@ -96,7 +96,7 @@ def _balanced(pick, jnp_fn):
 
 def _float_bits(x):
     """``x``'s bits as a signed integer array of its width, and that width's iinfo."""
-    ints = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+    ints = {1: jnp.int8, 2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
     return lax.bitcast_convert_type(x, ints), jnp.iinfo(ints)
 
 
