@@ -1,10 +1,10 @@
 """A/B of backend variants on the suite's cases: eager, inductor and xla variants interleaved.
 
     python benchmarks/variants.py --device cuda --cases resnet50:train:bf16,gpt2:train:fp32 \\
-        --variants eager,inductor,xla,xla:layouts=default,xla:mode=reduce-overhead
+        --variants 'eager;inductor;xla;xla:{"residual_layouts": "default"};xla:mode=reduce-overhead'
 
-A variant is a backend with ``:``-separated settings: ``mode=<torch.compile mode>`` or a
-backend option as ``name=<JSON value>`` (``xla:residual_layouts="default"``). Steps are the suite's (``suite._make_step``);
+Variants are separated by ``;``. A variant is a backend, optionally followed by ``:`` and either
+``mode=<torch.compile mode>`` or the backend's options as a JSON object. Steps are the suite's (``suite._make_step``);
 every variant's first call is compared with eager's; times are medians over interleaved rounds.
 Prints one JSON object per case, with each variant's ratio to the first xla variant.
 """
@@ -25,19 +25,13 @@ import torch
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
-    """``backend:key=value:...`` -> (backend, torch.compile kwargs)."""
-    backend, *settings = spec.split(":")
-    compile_kw: dict = {}
-    options: dict = {}
-    for item in settings:
-        key, _, value = item.partition("=")
-        if key == "mode":
-            compile_kw["mode"] = value
-        else:
-            options[key] = json.loads(value)
-    if options:
-        compile_kw["options"] = options
-    return backend, compile_kw
+    """``backend[:mode=M | :{options}]`` -> (backend, torch.compile kwargs)."""
+    backend, _, rest = spec.partition(":")
+    if not rest:
+        return backend, {}
+    if rest.startswith("mode="):
+        return backend, {"mode": rest[len("mode="):]}
+    return backend, {"options": json.loads(rest)}
 
 
 def run_case(case: str, task: str, dtype: str, device: str, variants: list[str], rounds: int,
@@ -79,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cases", required=True, help="case:task:dtype,...")
-    parser.add_argument("--variants", default="eager,inductor,xla")
+    parser.add_argument("--variants", default="eager;inductor;xla")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--target-s", type=float, default=0.3, help="seconds per sample")
     args = parser.parse_args(argv)
@@ -88,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.cases.split(","):
         case, task, dtype = spec.split(":")
         torch._dynamo.reset()
-        out = run_case(case, task, dtype, args.device, args.variants.split(","), args.rounds,
+        out = run_case(case, task, dtype, args.device, args.variants.split(";"), args.rounds,
                        args.target_s)
         print(json.dumps(out), flush=True)
 
