@@ -39,14 +39,16 @@ def run_both(fn, *args, options=None, module=False, **compile_kw):
 
 
 class ProgramCounter:
-    """Counts XLA programs built (to prove a graph really ran through XLA)."""
+    """Counts XLA programs built (to prove a graph really ran through XLA) and keeps them."""
 
     def __init__(self, monkeypatch) -> None:
         self.count = 0
+        self.programs: list = []
         original = torch2xla._program.XlaProgram.__init__
 
         def counting_init(prog, *a, **kw):
             self.count += 1
             original(prog, *a, **kw)
+            self.programs.append(prog)
 
         monkeypatch.setattr(torch2xla._program.XlaProgram, "__init__", counting_init)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _util import assert_same
 
 import torch2xla
+from tests._util import assert_same
 from torch2xla._options import MODE_COMPILER_OPTIONS
 
 

@@ -7,23 +7,10 @@ import copy
 
 import pytest
 import torch
-from _util import assert_same
 from torch import nn
 
 import torch2xla
-from torch2xla import _program
-
-
-def _programs(monkeypatch) -> list:
-    built = []
-    init = _program.XlaProgram.__init__
-
-    def record(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append(self)
-
-    monkeypatch.setattr(_program.XlaProgram, "__init__", record)
-    return built
+from tests._util import ProgramCounter, assert_same
 
 
 def _train_like_eager(model, x, layouts):
@@ -54,9 +41,9 @@ def _cnn():
 def test_cnn_trains_like_eager(layouts, monkeypatch):
     """XLA's CPU compiler keeps convolution activations in NHWC: with "auto" some residuals
     leave the forward in that layout, and the backward takes them so."""
-    built = _programs(monkeypatch)
+    counter = ProgramCounter(monkeypatch)
     _train_like_eager(_cnn(), torch.randn(4, 3, 12, 12), layouts)
-    fwd = [fns.fwd.jitted for p in built for fns in p._train_cache.values()]
+    fwd = [fns.fwd.jitted for p in counter.programs for fns in p._train_cache.values()]
     assert fwd
     other = [f.kept_formats for f in fwd if f.kept_formats is not None]
     assert bool(other) == (layouts == "auto"), "expected non-row-major residuals only with auto"

@@ -379,7 +379,7 @@ class _VjpProgram:
         self.num_outputs = len(diff_in)
         self.device, self.to_torch = program.device, program.to_torch
         self.compiler_options = program.compiler_options
-        self.auto_layouts = getattr(program, "auto_layouts", True)
+        self.auto_layouts = program.auto_layouts
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
         self._vjp_programs: dict[tuple[int, ...], _VjpProgram] = {}
