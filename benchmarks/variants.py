@@ -4,7 +4,8 @@
         --variants 'eager;inductor;xla;xla:{"residual_layouts": "default"};xla:mode=reduce-overhead'
 
 Variants are separated by ``;``. A variant is a backend, optionally followed by ``:`` and either
-``mode=<torch.compile mode>`` or the backend's options as a JSON object. Steps are the suite's (``suite._make_step``);
+``mode=<torch.compile mode>``, ``env=NAME=VALUE`` (set while the variant compiles) or the
+backend's options as a JSON object. Steps are the suite's (``suite._make_step``);
 every variant's first call is compared with eager's; times are medians over interleaved rounds.
 Prints one JSON object per case, with each variant's ratio to the first xla variant.
 """
@@ -12,8 +13,11 @@ Prints one JSON object per case, with each variant's ratio to the first xla vari
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import functools
 import json
+import os
 import pathlib
 import sys
 import time
@@ -24,14 +28,32 @@ import suite
 import torch
 
 
-def parse_variant(spec: str) -> tuple[str, dict]:
-    """``backend[:mode=M | :{options}]`` -> (backend, torch.compile kwargs)."""
+def parse_variant(spec: str) -> tuple[str, dict, dict]:
+    """``backend[:mode=M | :env=NAME=VALUE | :{options}]`` -> (backend, torch.compile kwargs,
+    environment variables set while the variant compiles)."""
     backend, _, rest = spec.partition(":")
     if not rest:
-        return backend, {}
+        return backend, {}, {}
     if rest.startswith("mode="):
-        return backend, {"mode": rest[len("mode="):]}
-    return backend, {"options": json.loads(rest)}
+        return backend, {"mode": rest[len("mode="):]}, {}
+    if rest.startswith("env="):
+        name, _, value = rest[len("env="):].partition("=")
+        return backend, {}, {name: value}
+    return backend, {"options": json.loads(rest)}, {}
+
+
+@contextlib.contextmanager
+def _environ(values: dict):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_case(case: str, task: str, dtype: str, device: str, variants: list[str], rounds: int,
@@ -40,16 +62,21 @@ def run_case(case: str, task: str, dtype: str, device: str, variants: list[str],
     steps, result = {}, {"case": case, "task": task, "dtype": dtype, "variants": {}}
     ref = None
     for spec in variants:
-        backend, compile_kw = parse_variant(spec)
+        backend, compile_kw, env = parse_variant(spec)
+        if env:
+            # The same backend with the same arguments would be Dynamo's cached one, and the
+            # graph would not be traced again under the variables: a new callable is a new one.
+            backend = functools.partial(torch._dynamo.lookup_backend(backend))
         step, first = suite._make_step(
             copy.deepcopy(base), backend, task, inputs, loss_fn, autocast, device, compile_kw
         )
-        _common.sync(device)
-        t0 = time.perf_counter()
-        value = first()
-        _common.sync(device)
-        info = {"first_call_s": round(time.perf_counter() - t0, 2)}
-        step()  # the programs the steady steps run are compiled now
+        with _environ(env):  # read while tracing: the first calls compile every program
+            _common.sync(device)
+            t0 = time.perf_counter()
+            value = first()
+            _common.sync(device)
+            info = {"first_call_s": round(time.perf_counter() - t0, 2)}
+            step()  # the programs the steady steps run are compiled now
         if ref is None:
             ref = value
         else:

@@ -118,6 +118,38 @@ def test_bf16_autocast_matches_eager():
     torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("train", [False, True])
+def test_bf16_products_are_bf16_products(tmp_path, train):
+    # cuBLAS and cuDNN accumulate bf16 products in float32 and round once, as torch's kernels
+    # do. Asked for a float32 result, XLA's GPU compiler ran the convolutions on float32 (TF32)
+    # operands: ResNet-50's bf16 inference took its fp32 time.
+    model = nn.Sequential(
+        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(),
+        nn.Linear(16 * 64, 10),
+    ).to(DEV).train(train)
+    ref_model = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)})
+    x = torch.randn(4, 8, 8, 8, device=DEV)
+    with torch.set_grad_enabled(train), torch.autocast("cuda", dtype=torch.bfloat16):
+        out, ref = compiled(x), ref_model(x)
+    assert out.dtype == ref.dtype == torch.bfloat16
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+    if train:
+        out.float().square().sum().backward()
+        ref.float().square().sum().backward()
+        for a, b in zip(model.parameters(), ref_model.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, atol=5e-2, rtol=5e-2)
+    products = [
+        line
+        for path in tmp_path.glob("*.stablehlo.mlir")
+        for line in path.read_text().splitlines()
+        if "stablehlo.convolution" in line or "stablehlo.dot_general" in line
+    ]
+    assert len(products) >= (6 if train else 2), products
+    for line in products:
+        assert "xbf16>" in line.rpartition("->")[2], line
+
+
 def test_input_mutation_and_64bit():
     def f(x, i):
         x.add_(1.0)

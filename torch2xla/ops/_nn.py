@@ -15,7 +15,7 @@ from torch2xla._interop import jax_dtype
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train
 from torch2xla.ops._common import as_dtype, out_dtype
-from torch2xla.ops._linalg import _acc, precision
+from torch2xla.ops._linalg import _acc, _half_out, precision
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -49,12 +49,13 @@ def conv(input, weight, bias, stride, padding, dilation, transposed, output_padd
     x = input[None] if unbatched else input
     x, w = as_dtype(x, result), as_dtype(weight, result)
     geometry = (stride, padding, dilation, transposed, _tuple(output_padding, nd), groups)
-    if _acc(result) is not None:
+    if _acc(result) is not None and not _half_out():
         out = _half_conv(x, w, geometry)  # float32, not yet rounded
     else:
         out = _conv_core(x, w, geometry)
     if bias is not None:
-        # Added before rounding: a half-precision result is rounded once, as torch's is.
+        # Before rounding where the product is float32 (CPU), as torch's CPU kernels add it; on
+        # CUDA after, as torch's cuDNN path adds it.
         out = out + as_dtype(bias, out.dtype).reshape((1, -1) + (1,) * nd)
     out = as_dtype(out, result)
     return out[0] if unbatched else out

@@ -51,6 +51,13 @@ class LoweringContext:
         """The node's fake output value (tensor, tuple, ...): ground truth for dtypes/shapes."""
         return self.node.meta.get("val")
 
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the node runs on a CUDA device (its first output's device)."""
+        out = self.out
+        out = out[0] if isinstance(out, list | tuple) and out else out
+        return getattr(getattr(out, "device", None), "type", None) == "cuda"
+
     def next_key(self) -> jax.Array:
         if self.rng is None:
             raise RuntimeError("torch2xla: random op lowered without an RNG key")
