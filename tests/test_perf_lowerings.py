@@ -3,6 +3,8 @@ against eager PyTorch: values, dtypes and gradients."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -182,3 +184,50 @@ def test_batch_norm_gradient_through_its_statistics_float64():
         np.testing.assert_allclose(np.asarray(p), r.detach().numpy(), rtol=1e-12, atol=1e-12)
     for g, r in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), r.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_bmm_against_an_expanded_matrix_is_one_product(tmp_path, train):
+    # Under autocast, nn.MultiheadAttention's input projection of a batch-first input reaches
+    # XLA as bmm(x, W expanded over x's batch) (torch's matmul decomposition of a
+    # non-contiguous 3-D x @ W). Multiplied as a batch, XLA's GPU compiler ran it as many small
+    # GEMMs (ViT: 3x slower); it is multiplied by W itself.
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(64, 4, batch_first=True)
+    ref_mha = copy.deepcopy(mha)
+    compiled = torch.compile(mha, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)})
+    x = torch.randn(8, 17, 64)
+    xs = [x.clone().requires_grad_(train) for _ in range(2)]
+    with torch.set_grad_enabled(train), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = compiled(xs[0], xs[0], xs[0], need_weights=False)[0]
+        ref = ref_mha(xs[1], xs[1], xs[1], need_weights=False)[0]
+    assert out.dtype == ref.dtype
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
+    aten = next(tmp_path.glob("*.aten.txt")).read_text()
+    assert "aten.bmm" in aten and "aten.expand" in aten, "the graph no longer has the pattern"
+    programs = ("forward", "backward") if train else ("inference",)
+    dots = [
+        line
+        for p in programs
+        for line in next(tmp_path.glob(f"*.{p}.stablehlo.mlir")).read_text().splitlines()
+        if "stablehlo.dot_general" in line
+    ]
+    # (17, 8, 64) x (64, 192): no batch dims; the attention's own products keep theirs.
+    assert any("tensor<17x8x192x" in line and "batching_dims" not in line for line in dots), dots
+    if train:
+        out.float().square().sum().backward()
+        ref.float().square().sum().backward()
+        torch.testing.assert_close(xs[0].grad, xs[1].grad, atol=2e-2, rtol=2e-2)
+        for a, b in zip(mha.parameters(), ref_mha.parameters(), strict=True):
+            # bf16 gradients of magnitude ~100: compared relative to their size
+            assert (a.grad - b.grad).norm() <= 1e-2 * b.grad.norm()
+
+
+def test_gelu_values_and_tail():
+    # torch computes x / 2 * (1 + erf(x / sqrt2)) (CPU and CUDA): -0.0 at -6, where
+    # x * erfc(-x / sqrt2) / 2 (jax.nn.gelu's form) gives -5.9e-9.
+    x = torch.cat([torch.linspace(-8, 8, 1001), torch.tensor([-0.0, 0.0, 30.0, -30.0])])
+    out = torch.compile(nn.functional.gelu, backend="xla")(x)
+    ref = nn.functional.gelu(x)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1.3e-6)  # jax.nn.gelu: the same
+    assert torch.equal(out[ref == 0].signbit(), ref[ref == 0].signbit())

@@ -49,7 +49,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
             elif node.op == "call_function":
                 args = map_aggregate(node.args, load)
                 kwargs = map_aggregate(node.kwargs, load)
-                env[node] = _call(node, args, kwargs, rng)
+                env[node] = _call(node, args, kwargs, rng, env)
             elif node.op == "output":
                 out = node.args[0]
                 return tuple(map_aggregate(out if isinstance(out, list | tuple) else (out,), load))
@@ -67,13 +67,15 @@ def _get_attr(gm: torch.nn.Module, target: str) -> Any:
     return obj
 
 
-def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None) -> Any:
+def _call(
+    node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict | None = None
+) -> Any:
     if node.target is operator.getitem:
         return args[0][args[1]]
     lowering = LOWERINGS.get(node.target)
     if lowering is None:
         raise LoweringError(f"torch2xla: no lowering for {describe(node)}")
-    token = set_ctx(LoweringContext(node, rng))
+    token = set_ctx(LoweringContext(node, rng, env))
     try:
         return lowering(*args, **kwargs)
     except LoweringError:

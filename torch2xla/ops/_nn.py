@@ -599,7 +599,7 @@ def transformer_encoder_layer_fwd(
         from torch2xla.ops._elementwise import relu_value  # keeps -0.0, as torch's relu
 
         h = linear(x, ffn_weight_1, ffn_bias_1)
-        h = jax.nn.gelu(h, approximate=False) if use_gelu else relu_value(h)
+        h = _saved.gelu(h, False) if use_gelu else relu_value(h)
         return linear(h, ffn_weight_2, ffn_bias_2)
 
     x = src

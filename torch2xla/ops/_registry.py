@@ -45,6 +45,13 @@ class LoweringContext:
 
     node: torch.fx.Node
     rng: RngState | None
+    env: dict | None = None  # the values of the nodes lowered so far
+
+    def value(self, node: torch.fx.Node) -> Any:
+        """The lowered value of an earlier node of the graph (``node.args`` hold nodes)."""
+        if self.env is None or node not in self.env:
+            raise LookupError(f"torch2xla: no lowered value for {node}")
+        return self.env[node]
 
     @property
     def out(self) -> Any:
