@@ -123,9 +123,10 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
     # cuBLAS and cuDNN accumulate bf16 products in float32 and round once, as torch's kernels
     # do. Asked for a float32 result, XLA's GPU compiler ran the convolutions on float32 (TF32)
     # operands: ResNet-50's bf16 inference took its fp32 time.
+    # (no batch norm in training: its batch statistics amplify bf16 rounding in any backend)
+    norm = nn.Identity() if train else nn.BatchNorm2d(16)
     model = nn.Sequential(
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(),
-        nn.Linear(16 * 64, 10),
+        nn.Conv2d(8, 16, 3, padding=1), norm, nn.ReLU(), nn.Flatten(), nn.Linear(16 * 64, 10),
     ).to(DEV).train(train)
     ref_model = copy.deepcopy(model)
     compiled = torch.compile(model, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)})
@@ -138,7 +139,7 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
         out.float().square().sum().backward()
         ref.float().square().sum().backward()
         for a, b in zip(model.parameters(), ref_model.parameters(), strict=True):
-            torch.testing.assert_close(a.grad, b.grad, atol=5e-2, rtol=5e-2)
+            assert (a.grad - b.grad).norm() <= 2e-2 * b.grad.norm()
     products = [
         line
         for path in tmp_path.glob("*.stablehlo.mlir")
