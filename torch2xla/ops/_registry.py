@@ -60,10 +60,13 @@ class LoweringContext:
 
     @property
     def on_cuda(self) -> bool:
-        """Whether the node runs on a CUDA device (its first output's device)."""
-        out = self.out
-        out = out[0] if isinstance(out, list | tuple) and out else out
-        return getattr(getattr(out, "device", None), "type", None) == "cuda"
+        """Whether the node runs on a CUDA device (its first tensor output's device)."""
+        outs = self.out if isinstance(self.out, list | tuple) else (self.out,)
+        for out in outs:
+            device = getattr(out, "device", None)
+            if device is not None:
+                return device.type == "cuda"
+        return False
 
     def next_key(self) -> jax.Array:
         if self.rng is None:
