@@ -42,7 +42,11 @@ def gelu(x, approximate: bool):
     # and XLA's GPU erfc, a branch between two polynomials, ran ViT's GELU at half the speed of
     # inductor's erf. Neither form is torch's bit for bit in the far negative tail (below -5
     # the values are under 2e-7 in size, torch's erf and XLA's differ there).
-    return (xf * 0.5 * (1 + lax.erf(xf * (1 / math.sqrt(2.0))))).astype(x.dtype)
+    return (xf * _normal_cdf(xf)).astype(x.dtype)
+
+
+def _normal_cdf(x):
+    return 0.5 * (1 + lax.erf(x * (1 / math.sqrt(2.0))))
 
 
 def _gelu_fwd(x, approximate):
@@ -59,7 +63,7 @@ def _gelu_bwd(approximate, x, dy):
         right_d = 0.5 * xf * (1 - t * t) * beta * (1 + 3 * kappa * x_sq)
         d = left_d + right_d
     else:  # cdf + x * pdf
-        cdf = 0.5 * (1 + lax.erf(xf * (1 / math.sqrt(2.0))))
+        cdf = _normal_cdf(xf)
         pdf = jnp.exp(-0.5 * xf * xf) * (1 / math.sqrt(2.0 * math.pi))
         d = cdf + xf * pdf
     return ((dy.astype(xf.dtype) * d).astype(x.dtype),)
