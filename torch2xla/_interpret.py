@@ -67,9 +67,7 @@ def _get_attr(gm: torch.nn.Module, target: str) -> Any:
     return obj
 
 
-def _call(
-    node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict | None = None
-) -> Any:
+def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict) -> Any:
     if node.target is operator.getitem:
         return args[0][args[1]]
     lowering = LOWERINGS.get(node.target)

@@ -110,29 +110,34 @@ def bmm(self, mat2):
     return matmul(self, mat2)
 
 
+def _shape(arg) -> tuple[int, ...] | None:
+    """A graph node's (fake) output shape; None for a non-node or a node without one."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
 _SAME_VALUE_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 
 
 def _unexpanded(arg):
     """The matrix a 3-D bmm operand was expanded from over its batch dim (through views that
     keep its shape), or None."""
-    if not isinstance(arg, torch.fx.Node) or "val" not in arg.meta:
+    shape = _shape(arg)
+    if shape is None:
         return None
-    shape = tuple(arg.meta["val"].shape)
     node = arg
     while (
         node.op == "call_function"
         and node.target in _SAME_VALUE_VIEWS
-        and isinstance(node.args[0], torch.fx.Node)
-        and tuple(node.args[0].meta["val"].shape) == shape
+        and _shape(node.args[0]) == shape
     ):
         node = node.args[0]
     if node.op != "call_function" or node.target is not aten.expand.default:
         return None
     src = node.args[0]
-    if not isinstance(src, torch.fx.Node) or "val" not in src.meta:
+    src_shape = _shape(src)
+    if src_shape is None:
         return None
-    src_shape = tuple(src.meta["val"].shape)
     if src_shape == shape[1:]:
         return ctx().value(src)
     if src_shape == (1, *shape[1:]) and shape[0] != 1:

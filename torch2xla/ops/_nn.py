@@ -448,10 +448,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """cuDNN's fused attention (``jax.nn.dot_product_attention``) where the node runs on CUDA
     in half precision without dropout; None where that kernel does not apply."""
-    meta = ctx().out
-    meta = meta[0] if isinstance(meta, list | tuple) else meta
     if (
-        meta.device.type != "cuda"
+        not ctx().on_cuda
         or query.dtype not in (jnp.bfloat16, jnp.float16)
         or dropout_p > 0
         or query.ndim != 4
