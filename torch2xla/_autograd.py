@@ -92,6 +92,7 @@ def build_train_fns(
     recompute_layout: bool = True,
     compiler_options: dict | None = None,
     auto_layouts: bool = True,
+    pack_limit: int | None = None,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
     inputs ``diff_in`` and the outputs ``diff_out``.
@@ -100,7 +101,8 @@ def build_train_fns(
     broadcasts) instead of keeping them (``_residuals.saveable``). Pass False for a function
     that checkpoints its own segments (remat): an outer ``jax.checkpoint`` policy would
     override theirs and keep what they recompute. ``compiler_options`` go to XLA with both
-    programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts.
+    programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts. Gradients of
+    at most ``pack_limit`` bytes reach torch packed (``_pack``; None: none are).
     """
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
@@ -117,7 +119,7 @@ def build_train_fns(
         return douts, aux, vjp_fn
 
     forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts)
-    return TrainFns(forward, _residuals.Backward(forward), aux_out)
+    return TrainFns(forward, _residuals.Backward(forward, pack_limit), aux_out)
 
 
 def _apply_vjp(res, cts):
@@ -299,6 +301,9 @@ def _backward(ctx, grads: tuple) -> tuple:
         if fns.deps is None:
             fns.deps = _dependencies(vjp_fn, cts)
         in_grads = fns.bwd(vjp_fn, cts, donate=freed)
+    packing = fns.bwd.packing
+    if packing is not None:  # small gradients: torch views of one buffer (converted below)
+        in_grads = packing.unpack(in_grads, plan.convert)
     if dense:
         slots = plan.dense_slots()
     else:
@@ -306,6 +311,8 @@ def _backward(ctx, grads: tuple) -> tuple:
         slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
     convert = plan.convert
     result: list = [None] * (2 + plan.n_inputs)  # (no gradient for plan and seed)
+    if packing is not None:
+        convert = _converting(convert)
     if plan.conj_grads:
         for p, k in slots:
             result[2 + k] = _from_cotangent(convert(in_grads[p]))
@@ -313,6 +320,11 @@ def _backward(ctx, grads: tuple) -> tuple:
         for p, k in slots:
             result[2 + k] = convert(in_grads[p])
     return tuple(result)
+
+
+def _converting(convert: Callable) -> Callable:
+    """``convert`` for a mix of JAX arrays and torch tensors (unpacked gradients)."""
+    return lambda g: g if isinstance(g, torch.Tensor) else convert(g)
 
 
 def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, active) -> tuple:

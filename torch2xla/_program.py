@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import torch
 
+from torch2xla import _pack
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
@@ -114,6 +115,8 @@ class XlaProgram:
         remat: checkpoint activations per module call when differentiating (``_remat``).
         compiler_options: XLA compiler options for every program it compiles (``Options``).
         auto_layouts: XLA chooses the layouts of training residuals (``_residuals``).
+        packable: outputs that only torch2xla reads (the new values of mutated inputs), which
+            may reach torch packed with others (``_pack``).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class XlaProgram:
         remat: bool = False,
         compiler_options: dict | None = None,
         auto_layouts: bool = True,
+        packable: Sequence[int] = (),
     ) -> None:
         self.gm = gm
         self.compiler_options = compiler_options
@@ -140,7 +144,8 @@ class XlaProgram:
             def flat_fn(seed, *tensors):
                 it = iter(tensors)
                 full = [statics[i] if i in statics else next(it) for i in range(n_args)]
-                return fn(seed, *full)
+                outs = fn(seed, *full)
+                return outs if self.packing is None else self.packing.pack(outs)
 
             return flat_fn
 
@@ -154,17 +159,26 @@ class XlaProgram:
         metas = [o.meta.get("val") if isinstance(o, torch.fx.Node) else o for o in out_metas]
         if output_requires_grad is None:
             output_requires_grad = [True] * len(metas)
-        self.diff_out = tuple(
+        diff_out = [
             i for i, (m, rg) in enumerate(zip(metas, output_requires_grad)) if rg and _is_float(m)
+        ]
+        self._cuda = self.device.platform != "cpu"
+        # diff_out and num_outputs describe the outputs as the (packed) function returns them.
+        self.packing = _pack.plan(
+            [(m.shape, m.dtype) if isinstance(m, torch.Tensor) else ((), None) for m in metas],
+            [i for i in packable if i not in diff_out], _pack.limit_for(self._cuda),
         )
-        self.num_outputs = len(metas)
+        if self.packing is None:
+            self.diff_out, self.num_outputs = tuple(diff_out), len(metas)
+        else:
+            self.diff_out = tuple(self.packing.index(i) for i in diff_out)
+            self.num_outputs = len(self.packing.rest) + len(self.packing.groups)
         self.remat = remat
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
         self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options))
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos))
-        self._cuda = self.device.platform != "cpu"
         self.to_torch = to_torch if self._cuda else to_torch_cpu
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
@@ -188,7 +202,8 @@ class XlaProgram:
             diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
             if diff_in:
                 seed = _draw_seed() if self.rng else None
-                return list(apply_differentiable(self, diff_in, seed, tensors))
+                outs = list(apply_differentiable(self, diff_in, seed, tensors))
+                return outs if self.packing is None else self.packing.unpack(outs, None)
         seed = _draw_seed() if self.rng else None
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
@@ -197,7 +212,9 @@ class XlaProgram:
         else:
             outs = self._infer(seed, *self.jax_inputs(tensors))
         convert = self.to_torch
-        return [convert(o) for o in outs]
+        if self.packing is None:
+            return [convert(o) for o in outs]
+        return self.packing.unpack([convert(o) for o in outs], None)
 
     def placement(self):
         """The context every call of this program's executables runs in (and the ahead-of-time
@@ -224,6 +241,7 @@ class XlaProgram:
                 self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
                 self.num_outputs, recompute_layout=not self.remat,
                 compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
+                pack_limit=_pack.limit_for(self._cuda),
             )
             fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
         return fns

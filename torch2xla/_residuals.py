@@ -37,6 +37,7 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout, with_layout_constraint
 
+from torch2xla import _pack
 from torch2xla._interop import no_stack_capture
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move or
@@ -274,11 +275,30 @@ class Backward:
     another layout, from a forward compiled again for other arguments, is relaid by JAX).
     """
 
-    def __init__(self, forward: Forward | None = None) -> None:
+    def __init__(self, forward: Forward | None = None, pack_limit: int | None = None) -> None:
         self._forward = forward
         self._keep = None  # jax.jit of apply_vjp
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
+        self._pack_limit = pack_limit
+        # How the gradients are packed (``_pack``), known once traced; None: they are not.
+        self.packing: _pack.Packing | None = None
+
+    def _packed(self, grads: Sequence) -> Sequence:
+        """(traced) The gradients as the program returns them: those of at most
+        ``pack_limit`` bytes packed (the packing is recorded for the caller to undo)."""
+        if self._pack_limit is None:
+            return grads
+        packing = self.packing = _pack.plan(
+            [(g.shape, g.dtype) for g in grads], range(len(grads)), self._pack_limit
+        )
+        return grads if packing is None else packing.pack(grads)
+
+    def _backward_retained(self, res: Residuals, cts):
+        return self._packed(apply_vjp(res, cts))
+
+    def _backward_freed(self, kept, inputs, cts, layout):
+        return self._packed(_apply_split(kept, inputs, cts, layout))
 
     def _jitted(self, layout: _Layout, donate: bool):
         """The jit of one variant, built at its first use: after the forward was compiled,
@@ -289,12 +309,12 @@ class Backward:
         if donate:
             if self._donate is None:
                 shardings = {"in_shardings": (formats, None, None)} if formats else {}
-                self._donate = jax.jit(functools.partial(_apply_split, layout=layout),
+                self._donate = jax.jit(functools.partial(self._backward_freed, layout=layout),
                                        donate_argnums=(0,), compiler_options=options, **shardings)
             return self._donate
         if self._keep is None:
             shardings = {"in_shardings": (Residuals(formats, None, layout), None)} if formats else {}
-            self._keep = jax.jit(apply_vjp, compiler_options=options, **shardings)
+            self._keep = jax.jit(self._backward_retained, compiler_options=options, **shardings)
         return self._keep
 
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:
