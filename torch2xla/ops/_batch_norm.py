@@ -3,6 +3,9 @@
 JAX differentiates the mean, the variance and the normalization separately: five reductions
 over the activation per batch norm, and layout copies around them on XLA's CPU backend. The
 closed form needs two (the sums of ``dy`` and of ``dy * x_hat``) and one elementwise pass.
+
+``batch_norm_train_channels_last`` is the same computed on channels-last data, for a batch
+norm that reads a convolution's output on CPU (see its docstring).
 """
 
 from __future__ import annotations
@@ -21,48 +24,97 @@ def _stats(x, axes):
     return mean, var
 
 
-def _channel(v, ndim):
-    return v.reshape((1, -1) + (1,) * (ndim - 2))
+def _reduced(ndim: int, axis: int) -> tuple[int, ...]:
+    """Every dim but the channel dim ``axis``."""
+    return tuple(d for d in range(ndim) if d != axis)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def batch_norm_train(x, weight, bias, eps):
     """``(out, mean, biased var)`` of ``x`` (N, C, ...) normalized over all dims but 1, then
     scaled by ``weight`` and shifted by ``bias`` (arrays of C elements, in ``x``'s dtype)."""
-    out, mean, var, _ = _forward(x, weight, bias, eps)
+    out, mean, var, _ = _forward(x, weight, bias, eps, 1)
     return out, mean, var
 
 
-def _forward(x, weight, bias, eps):
-    axes = (0,) + tuple(range(2, x.ndim))
+def _forward(x, weight, bias, eps, axis):
+    axes = _reduced(x.ndim, axis)
     mean, var = _stats(x, axes)
     invstd = lax.rsqrt(var + eps)
-    x_hat = (x - _channel(mean, x.ndim)) * _channel(invstd, x.ndim)
-    out = x_hat * _channel(weight, x.ndim) + _channel(bias, x.ndim)
+    x_hat = (x - jnp.expand_dims(mean, axes)) * jnp.expand_dims(invstd, axes)
+    out = x_hat * jnp.expand_dims(weight, axes) + jnp.expand_dims(bias, axes)
     return out, mean, var, invstd
 
 
 def _fwd(x, weight, bias, eps):
-    out, mean, var, invstd = _forward(x, weight, bias, eps)
+    out, mean, var, invstd = _forward(x, weight, bias, eps, 1)
     return (out, mean, var), (x, weight, mean, invstd)
 
 
 def _bwd(eps, residuals, cts):
     x, weight, mean, invstd = residuals
+    centered = x - jnp.expand_dims(mean, _reduced(x.ndim, 1))
+    return _grads(centered, weight, invstd, cts, 1)
+
+
+def _grads(centered, weight, invstd, cts, axis):
+    """Gradients of x, weight and bias from ``centered`` (``x - mean``)."""
     d_out, d_mean, d_var = cts
-    axes = (0,) + tuple(range(2, x.ndim))
-    n = x.size // x.shape[1]
-    centered = x - _channel(mean, x.ndim)
-    x_hat = centered * _channel(invstd, x.ndim)
+    axes = _reduced(centered.ndim, axis)
+    n = centered.size // centered.shape[axis]
+
+    def channel(v):
+        return jnp.expand_dims(v, axes)
+
+    x_hat = centered * channel(invstd)
     d_bias = jnp.sum(d_out, axis=axes)
     d_weight = jnp.sum(d_out * x_hat, axis=axes)
     scale = weight * invstd / n
-    d_x = _channel(scale, x.ndim) * (
-        n * d_out - _channel(d_bias, x.ndim) - x_hat * _channel(d_weight, x.ndim)
-    )
+    d_x = channel(scale) * (n * d_out - channel(d_bias) - x_hat * channel(d_weight))
     # The statistics are outputs too (torch returns them): their cotangents, usually zero.
-    d_x = d_x + _channel(d_mean / n, x.ndim) + _channel(2 * d_var / n, x.ndim) * centered
+    d_x = d_x + channel(d_mean / n) + channel(2 * d_var / n) * centered
     return d_x, d_weight, d_bias
 
 
 batch_norm_train.defvjp(_fwd, _bwd)
+
+
+def _perms(ndim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(N, C, ...) -> (N, ..., C) and back."""
+    return (0, *range(2, ndim), 1), (0, ndim - 1, *range(1, ndim - 1))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def batch_norm_train_channels_last(x, weight, bias, eps):
+    """``batch_norm_train`` of ``x`` (N, C, ...), computed on ``x`` moved to channels-last.
+
+    XLA's CPU compiler runs convolutions channels-last (explicit transposes around NCHW ones);
+    computed channels-last, the batch norm's transposes cancel against the convolution's, in
+    the forward and in the backward. The backward keeps ``x - mean`` (channels-last) rather
+    than ``x``: a kept transpose is recomputed in the backward from its NCHW operand
+    (``_residuals.RECOMPUTED``), whose elementwise uses would then be transposed reads.
+    """
+    perm, back = _perms(x.ndim)
+    out, mean, var, _ = _forward(jnp.transpose(x, perm), weight, bias, eps, x.ndim - 1)
+    return jnp.transpose(out, back), mean, var
+
+
+def _fwd_channels_last(x, weight, bias, eps):
+    perm, back = _perms(x.ndim)
+    xl = jnp.transpose(x, perm)
+    out, mean, var, invstd = _forward(xl, weight, bias, eps, x.ndim - 1)
+    centered = xl - jnp.expand_dims(mean, _reduced(x.ndim, x.ndim - 1))
+    return (jnp.transpose(out, back), mean, var), (centered, weight, invstd)
+
+
+def _bwd_channels_last(eps, residuals, cts):
+    centered, weight, invstd = residuals
+    perm, back = _perms(centered.ndim)
+    d_out, d_mean, d_var = cts
+    d_x, d_weight, d_bias = _grads(
+        centered, weight, invstd, (jnp.transpose(d_out, perm), d_mean, d_var), centered.ndim - 1
+    )
+    return jnp.transpose(d_x, back), d_weight, d_bias
+
+
+batch_norm_train_channels_last.defvjp(_fwd_channels_last, _bwd_channels_last)

@@ -128,8 +128,9 @@ def relu_value(x):
     return jnp.where(_negative(x), jnp.zeros_like(x), x)
 
 
-def _channels_last(fn, x):
-    """``fn(x)`` computed on ``x`` moved to channels-last (dim 1 last) and moved back.
+def _channels_last(fn, *xs):
+    """``fn(*xs)`` computed on ``xs`` moved to channels-last (dim 1 last), its results moved
+    back.
 
     XLA's CPU compiler runs convolutions channels-last and moves its layout transposes
     through elementwise ops with one non-scalar operand, but stops at a select of a compare
@@ -137,9 +138,11 @@ def _channels_last(fn, x):
     activation. Computed here on explicitly transposed data, the inner transposes cancel
     against the convolution's and the outer one moves on to the next convolution.
     """
-    perm = (0, *range(2, x.ndim), 1)
-    back = (0, x.ndim - 1, *range(1, x.ndim - 1))
-    return jnp.transpose(fn(jnp.transpose(x, perm)), back)
+    ndim = xs[0].ndim
+    perm = (0, *range(2, ndim), 1)
+    back = (0, ndim - 1, *range(1, ndim - 1))
+    out = fn(*(jnp.transpose(x, perm) for x in xs))
+    return jax.tree.map(lambda o: jnp.transpose(o, back), out)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -150,11 +153,18 @@ def _relu_exact(x, channels_last: bool):
 @_relu_exact.defjvp
 def _relu_exact_jvp(channels_last, primals, tangents):
     (x,), (t,) = primals, tangents
-    y = _relu_exact(x, channels_last)
-    # NOTE: torch's backward (threshold_backward on the result) is 0 where result <= 0 (x == 0
-    # and -0.0 included) and the gradient elsewhere (NaN and subnormals included); jnp.where's
-    # derivative would pass the gradient at 0 and jnp.maximum's would halve it.
-    return y, jnp.where(_is_zero(y), jnp.zeros_like(t), t)
+
+    def fn(x, t):
+        y = relu_value(x)
+        # NOTE: torch's backward (threshold_backward on the result) is 0 where result <= 0
+        # (x == 0 and -0.0 included) and the gradient elsewhere (NaN and subnormals included);
+        # jnp.where's derivative would pass the gradient at 0 and jnp.maximum's would halve it.
+        return y, jnp.where(_is_zero(y), jnp.zeros_like(t), t)
+
+    # The gradient's select too on channels-last data: the mask the backward keeps is then
+    # channels-last, as the backward's convolutions and batch norms read their data (in NCHW
+    # every use of it in the backward was a transposed read; CPU CNN training step -13%).
+    return _channels_last(fn, x, t) if channels_last else fn(x, t)
 
 
 _CONV_PATH = 8  # how many elementwise/batch-norm nodes back a relu looks for a convolution
@@ -475,10 +485,14 @@ def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool):
 @_hardtanh_exact.defjvp
 def _hardtanh_exact_jvp(min_val, max_val, channels_last, primals, tangents):
     (x,), (t,) = primals, tangents
-    # NOTE: torch's gradient is 0 at the bounds themselves and (in its vectorized kernel) at
-    # NaN; jnp.clip gives 1/2 at the bounds.
-    zero = ~(_above(x, min_val) & _below(x, max_val))
-    return _hardtanh_exact(x, min_val, max_val, channels_last), jnp.where(zero, 0, t)
+
+    def fn(x, t):
+        # NOTE: torch's gradient is 0 at the bounds themselves and (in its vectorized kernel)
+        # at NaN; jnp.clip gives 1/2 at the bounds.
+        zero = ~(_above(x, min_val) & _below(x, max_val))
+        return _hardtanh_value(x, min_val, max_val), jnp.where(zero, 0, t)
+
+    return _channels_last(fn, x, t) if channels_last else fn(x, t)  # see relu's
 
 
 @register(aten.leaky_relu.default)
