@@ -170,11 +170,26 @@ def test_batch_norm_after_convolution_matches_eager(nd, affine, dtype):
     _check(model, x, dtype)
 
 
-def test_batch_norm_not_after_convolution_matches_eager():
-    """The NCHW lowering (a batch norm reading the input itself, 4-D): unchanged."""
+SEQUENCES = {
+    # channels-last: no running statistics; relu6 (hardtanh's gradient)
+    "no_running_stats": (lambda: nn.Sequential(
+        nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8, track_running_stats=False), nn.ReLU()),
+        (3, 4, 8, 8)),
+    "relu6": (lambda: nn.Sequential(nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8), nn.ReLU6()),
+              (3, 4, 8, 8)),
+    # NCHW: a batch norm reading the input itself; a 3-D (Conv1d) activation
+    "input_batch_norm": (lambda: nn.Sequential(
+        nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), (4, 3, 7, 7)),
+    "conv1d": (lambda: nn.Sequential(nn.Conv1d(4, 8, 3), nn.BatchNorm1d(8), nn.ReLU()),
+               (3, 4, 9)),
+}
+
+
+@pytest.mark.parametrize("case", SEQUENCES)
+def test_batch_norm_sequences_match_eager(case):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
-    _check(model, torch.randn(4, 3, 7, 7))
+    make, shape = SEQUENCES[case]
+    _check(make(), torch.randn(shape))
 
 
 def _training_copies(monkeypatch, channels_last: bool) -> tuple[int, int]:
