@@ -188,9 +188,9 @@ def test_conv_stack_layout_no_worse_than_maximum(act):
     """The exact lowering costs no more layout copies than ``jnp.maximum(x, 0)`` (a select of
     ``x`` computed in NCHW costs two transposed copies of each activation: 8 here against 7).
 
-    Training programs are not checked here: their copies are dominated by the residuals, which
-    leave the forward program in NCHW (on the benchmark CNN: forward 47 -> 40 with this
-    lowering, as with ``jnp.maximum``; backward 42 with either).
+    Training programs are checked in tests/test_conv_cpu.py
+    (``test_training_programs_have_fewer_layout_copies``): relu's gradient mask and batch
+    norm's kept input are computed channels-last there too.
     """
     exact = _layout_copies(_inference_program(act, max_form=False))
     fast = _layout_copies(_inference_program(act, max_form=True))
