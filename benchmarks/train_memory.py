@@ -1,8 +1,9 @@
 """What a training step keeps from forward to backward, eager against xla, without a GPU.
 
     python benchmarks/train_memory.py [--case gpt] [--top 12] [--json PATH]
+    python benchmarks/train_memory.py --device cuda --case gpt2 [--dtype bf16]
 
-For one case of ``benchmarks/models.py`` (CPU sizes) it reports:
+For one case of ``benchmarks/models.py`` it reports:
 
 - eager: the bytes autograd saves for the backward (``saved_tensors_hooks``; each storage
   counted once, parameters and inputs left out: they exist anyway);
@@ -13,6 +14,10 @@ For one case of ``benchmarks/models.py`` (CPU sizes) it reports:
   temporaries, outputs, and the bytes donated inputs give back to outputs), for the backward
   as a retained graph runs it (nothing donated) and as a freed graph does (residuals donated).
 
+On CUDA it also measures a step's peak (SGD with momentum, as the suite's step) in eager and
+in xla, the latter split into torch's allocator and JAX's pool, each peak taken above what was
+allocated before the step, so that XLA's programs can be set against the whole step.
+
 Run it before and after a change to see what the change saves.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import pathlib
 import sys
@@ -34,9 +40,13 @@ from torch2xla._interop import x64
 MiB = 2**20
 
 
+DEVICE = "cpu"
+AUTOCAST = contextlib.nullcontext
+
+
 def _build(case: str):
-    """A case of ``benchmarks/models.py``, or a 2-layer cut of a GPU case (``gpt2-2l``,
-    ``bert-2l``: the GPU case's width and sequence length, batch 2, two layers)."""
+    """A case of ``benchmarks/models.py`` on ``DEVICE``, or a 2-layer cut of a GPU case
+    (``gpt2-2l``, ``bert-2l``: the GPU case's width and sequence length, batch 2, two layers)."""
     if case in ("gpt2-2l", "bert-2l"):
         from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
@@ -45,14 +55,15 @@ def _build(case: str):
             config = GPT2Config(n_layer=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                 use_cache=False)
             model, shape = GPT2LMHeadModel(config), (2, 512)
-            loss_fn = models._lm(config.vocab_size, shape, "cpu")
+            loss_fn = models._lm(config.vocab_size, shape, DEVICE)
         else:
             config = BertConfig(num_hidden_layers=2, hidden_dropout_prob=0.0,
                                 attention_probs_dropout_prob=0.0)
             model, shape = BertModel(config, add_pooling_layer=False), (8, 128)
             loss_fn = models._mean_square
-        return model, (models._tokens(config.vocab_size, shape, "cpu"),), loss_fn
-    return models.build(case, "cpu")
+        model = model.to(DEVICE)
+        return model, (models._tokens(config.vocab_size, shape, DEVICE),), loss_fn
+    return models.build(case, DEVICE)
 
 
 def eager_saved(case: str) -> dict:
@@ -69,7 +80,7 @@ def eager_saved(case: str) -> dict:
             seen[storage.data_ptr()] = storage.nbytes()
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), AUTOCAST():
         loss = loss_fn(model(*inputs))
     del loss
     return {"saved_MiB": sum(seen.values()) / MiB, "tensors": len(seen)}
@@ -82,9 +93,10 @@ def xla_residuals(case: str, top: int) -> dict:
     model, inputs, loss_fn = _build(case)
     model.train()
     compiled = torch.compile(model, backend="xla", options={"strict": True})
-    loss_fn(compiled(*inputs)).backward()  # compile forward and backward
-    recorded: list = []
-    node = _xla_node(compiled(*inputs))
+    with AUTOCAST():
+        loss_fn(compiled(*inputs)).backward()  # compile forward and backward
+        recorded: list = []
+        node = _xla_node(compiled(*inputs))
     fns = node.fns
     original = fns.fwd
 
@@ -93,7 +105,8 @@ def xla_residuals(case: str, top: int) -> dict:
         return original(*a)
 
     fns.fwd = recording
-    out = compiled(*inputs)
+    with AUTOCAST():
+        out = compiled(*inputs)
     fns.fwd = original
     node = _xla_node(out)
     _seed, diff, rest = recorded[0]
@@ -131,6 +144,51 @@ def xla_residuals(case: str, top: int) -> dict:
         "programs": programs,
         "largest": census,
     }
+
+
+def step_peaks(case: str) -> dict:
+    """CUDA: the peak of one training step (zero_grad, forward, loss, backward, SGD with
+    momentum) above what was allocated before it, eager's and xla's (torch's allocator and
+    JAX's pool apart). JAX's peak cannot be reset, so xla runs in a fresh JAX process state only
+    if this is called first; its compilations' scratch may be in JAX's peak (an upper bound)."""
+    import jax
+
+    out = {}
+    for mode in ("xla", "eager"):
+        model, inputs, loss_fn = _build(case)
+        model.train()
+        fn = torch.compile(model, backend="xla") if mode == "xla" else model
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with AUTOCAST():
+                loss = loss_fn(fn(*inputs))
+            loss.backward()
+            opt.step()
+
+        step(), step()
+        torch.cuda.synchronize()
+        stats = jax.devices()[0].memory_stats() or {}
+        jax_before, jax_peak_before = stats.get("bytes_in_use", 0), stats.get("peak_bytes_in_use", 0)
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        stats = jax.devices()[0].memory_stats() or {}
+        entry = {
+            "torch_before_MiB": before / MiB,
+            "torch_step_peak_MiB": (torch.cuda.max_memory_allocated() - before) / MiB,
+        }
+        if mode == "xla":
+            entry["jax_before_MiB"] = jax_before / MiB
+            entry["jax_step_peak_MiB"] = (stats.get("peak_bytes_in_use", 0) - jax_before) / MiB
+            entry["jax_peak_set_before_step"] = stats.get("peak_bytes_in_use", 0) == jax_peak_before
+        out[mode] = entry
+        del model, fn, opt
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+    return out
 
 
 def _lower_backward(fns, vjp_fn, cts, donate: bool):
@@ -203,14 +261,29 @@ def main() -> None:
     parser.add_argument("--case", default="gpt")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--json", type=pathlib.Path, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: torch.autocast(bfloat16) around forward and loss")
     args = parser.parse_args()
-    _common.one_thread()
-    report = {
-        "case": args.case,
-        "eager": eager_saved(args.case),
-        "xla": xla_residuals(args.case, args.top),
-    }
+    global DEVICE, AUTOCAST
+    DEVICE = args.device
+    cuda = DEVICE.startswith("cuda")
+    if args.dtype == "bf16":
+        AUTOCAST = lambda: torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16)  # noqa: E731
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the suite: TF32 allowed
+        torch.backends.cudnn.allow_tf32 = True
+    else:
+        _common.one_thread()
+    report = {"case": args.case, "device": DEVICE, "dtype": args.dtype}
+    if cuda:
+        report["step"] = step_peaks(args.case)
+    report["eager"] = eager_saved(args.case)
+    report["xla"] = xla_residuals(args.case, args.top)
     e, x = report["eager"], report["xla"]
+    for mode, m in report.get("step", {}).items():
+        print(f"{args.case} {args.dtype} step {mode}: " + ", ".join(
+            f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items()))
     print(f"{args.case}: eager saves {e['saved_MiB']:.1f} MiB ({e['tensors']} tensors); "
           f"xla keeps {x['residual_MiB']:.1f} MiB ({x['residual_buffers']} buffers; "
           f"{x['aliasing_inputs_MiB']:.1f} MiB more alias inputs)")
