@@ -63,7 +63,8 @@ def _setup(case: str, dtype: str, device: str):
     return base, inputs, loss_fn, autocast
 
 
-def run_one(case: str, task: str, dtype: str, device: str, rounds: int, target_s: float) -> dict:
+def run_one(case: str, task: str, dtype: str, device: str, rounds: int, target_s: float,
+            options: dict | None = None) -> dict:
     cuda = device.startswith("cuda")
     base, inputs, loss_fn, autocast = _setup(case, dtype, device)
     result: dict = {"case": case, "task": task, "dtype": dtype, "device": device, "modes": {}}
@@ -72,7 +73,8 @@ def run_one(case: str, task: str, dtype: str, device: str, rounds: int, target_s
     for mode in _common.MODES:  # eager first: the others are compared with its first call
         model = copy.deepcopy(base)
         try:
-            step, first = _make_step(model, mode, task, inputs, loss_fn, autocast, device)
+            kw = {"options": options} if options and mode == "xla" else None
+            step, first = _make_step(model, mode, task, inputs, loss_fn, autocast, device, kw)
             entry = _first_call(first, device)
             steps[mode] = step
             firsts[mode] = entry.pop("value")
@@ -105,20 +107,45 @@ def run_one(case: str, task: str, dtype: str, device: str, rounds: int, target_s
     return result
 
 
-def memory_only(case: str, task: str, dtype: str, device: str) -> dict:
+def memory_only(case: str, task: str, dtype: str, device: str, options: dict | None = None) -> dict:
     """xla's step memory, in a process whose compilations all hit the persistent compilation
     cache the timing process filled: no autotuning scratch, so JAX's process-wide peak (which
-    cannot be reset) is a step's."""
+    cannot be reset) is a step's. ``options`` go to the backend."""
     base, inputs, loss_fn, autocast = _setup(case, dtype, device)
-    step, first = _make_step(copy.deepcopy(base), "xla", task, inputs, loss_fn, autocast, device)
+    probe = _Probe()
+    compile_kw = {"options": options} if options else None
+    step, first = _make_step(copy.deepcopy(base), "xla", task, inputs, loss_fn, autocast, device,
+                             compile_kw, probe=probe)
     first()
     step()
-    return _memory(step, "xla", base)
+    return _memory(step, "xla", base, probe)
 
 
-def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None):
+class _Probe:
+    """Records torch's allocated bytes when a JAX program of the step starts (forward, and the
+    backward: the output's gradient hook) and JAX's bytes in use while torch computes the loss
+    (after the forward) and after the step, for ``_memory``'s bound on the combined peak."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.torch_at_jax = 0
+        self.jax_while_torch = 0
+
+    def __call__(self, stage: str) -> None:
+        if stage in ("forward", "backward"):
+            self.torch_at_jax = max(self.torch_at_jax, torch.cuda.memory_allocated())
+        else:
+            self.jax_while_torch = max(self.jax_while_torch, _jax_in_use())
+
+
+def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None,
+               probe=None):
     """(steady step, first step returning what is compared with eager); ``compile_kw`` go to
-    ``torch.compile`` (``mode=``, ``options=``)."""
+    ``torch.compile`` (``mode=``, ``options=``); ``probe`` (training) is called with "forward"
+    before the model, "after_forward" after it, "backward" when the output's gradient is ready
+    and "end" after the step."""
     compile_kw = compile_kw or {}
     if task == "infer":
         model.eval()
@@ -139,13 +166,24 @@ def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=
     def forward_backward():
         opt.zero_grad(set_to_none=True)
         with autocast():
-            loss = loss_fn(fn(*inputs))
+            if probe is None:
+                loss = loss_fn(fn(*inputs))
+            else:
+                probe("forward")
+                out = fn(*inputs)
+                probe("after_forward")
+                logits = models._logits(out)
+                if logits.requires_grad:
+                    logits.register_hook(lambda g: probe("backward"))
+                loss = loss_fn(out)
         loss.backward()
         return loss
 
     def train():
         forward_backward()
         opt.step()
+        if probe is not None:
+            probe("end")
 
     def first():
         loss = forward_backward()
@@ -195,22 +233,38 @@ def _interleave(steps, per_sample, rounds, device) -> dict[str, list[float]]:
     return {mode: [t / per_sample[mode] for t in ts] for mode, ts in times.items()}
 
 
-def _memory(step, mode: str, model) -> dict:
+def _memory(step, mode: str, model, probe: _Probe | None = None) -> dict:
     """Peak device memory of a step beyond what was allocated before it (torch's allocator,
-    plus JAX's for xla), and with the model state (parameters, optimizer state) added."""
+    plus JAX's for xla), and with the model state (parameters, optimizer state) added.
+
+    For xla the two allocators peak at different moments: JAX's inside its programs, torch's
+    in the eager loss or optimizer step. With a ``probe`` (training) the peak is bounded by the
+    larger of JAX's peak plus what torch held when a JAX program started, and torch's peak
+    plus what JAX held while torch computed (``step_peak_mb``); the sum of the two peaks, the
+    bound used before session 6, is ``step_peak_sum_mb``."""
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     jax_before = _jax_in_use()
+    if probe is not None:
+        probe.reset()
     step(), step()
     torch.cuda.synchronize()
-    step_peak = torch.cuda.max_memory_allocated() - before
+    torch_peak = torch.cuda.max_memory_allocated()
+    step_peak = torch_peak - before
+    out = {}
     if mode == "xla":
         # JAX's peak cannot be reset; only xla allocates through JAX in this process, and its
         # steps all look alike, so the process-wide peak is a step's.
-        step_peak += max(0, _jax_peak() - jax_before)
+        jax_peak = _jax_peak()
+        summed = step_peak + max(0, jax_peak - jax_before)
+        out["step_peak_sum_mb"] = summed / 2**20
+        step_peak = summed
+        if probe is not None and probe.torch_at_jax:
+            step_peak = max(jax_peak + probe.torch_at_jax, torch_peak + probe.jax_while_torch)
+            step_peak -= before + jax_before
     state = sum(p.numel() * p.element_size() for p in model.parameters())
-    return {"step_peak_mb": step_peak / 2**20, "state_mb": state / 2**20}
+    return {"step_peak_mb": step_peak / 2**20, "state_mb": state / 2**20, **out}
 
 
 def _jax_stats() -> dict:
@@ -273,6 +327,8 @@ def run_all(args, out: pathlib.Path) -> dict:
         "rounds": args.rounds,
         "runs": [],
     }
+    if args.options:
+        results["xla_options"] = args.options
     if args.merge and out.exists():
         results["runs"] = json.loads(out.read_text())["runs"]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +349,8 @@ def run_all(args, out: pathlib.Path) -> dict:
         ]
         if args.cpu is not None:
             cmd += ["--cpu", str(args.cpu)]
+        if args.options:
+            cmd += ["--options", json.dumps(args.options)]
         cache = tempfile.mkdtemp(prefix="jax-cache-")
         env = dict(os.environ)
         # First calls compile from scratch in every mode: no inductor caches left by earlier runs.
@@ -392,6 +450,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpu", type=int, default=None, help="pin to this core (CPU runs)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per case")
     parser.add_argument("--out", type=pathlib.Path, default=None)
+    parser.add_argument("--options", type=json.loads, default=None,
+                        help="xla backend options (JSON), e.g. '{\"split_backward\": false}'")
     parser.add_argument("--merge", action="store_true", help="keep other cases' runs in --out")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite the docs")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -402,9 +462,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.one:
         case, task, dtype = args.one.split(":")
         if args.memory_only:
-            print(MARK + json.dumps(memory_only(case, task, dtype, args.device)), flush=True)
+            print(MARK + json.dumps(memory_only(case, task, dtype, args.device, args.options)),
+                  flush=True)
             return
-        run = run_one(case, task, dtype, args.device, args.rounds, args.target_s)
+        run = run_one(case, task, dtype, args.device, args.rounds, args.target_s, args.options)
         print(MARK + json.dumps(run), flush=True)
         return
     out = args.out or RESULTS / f"{args.device.split(':')[0]}.json"

@@ -146,49 +146,53 @@ def xla_residuals(case: str, top: int) -> dict:
     }
 
 
-def step_peaks(case: str) -> dict:
+def step_peaks(case: str, options: dict | None = None) -> dict:
     """CUDA: the peak of one training step (zero_grad, forward, loss, backward, SGD with
     momentum) above what was allocated before it, eager's and xla's (torch's allocator and
-    JAX's pool apart). JAX's peak cannot be reset, so xla runs in a fresh JAX process state only
-    if this is called first; its compilations' scratch may be in JAX's peak (an upper bound)."""
-    import jax
-
+    JAX's pool apart). JAX's peak cannot be reset, so xla runs first; its compilations' scratch
+    may be in JAX's peak (an upper bound: run with a warm ``JAX_COMPILATION_CACHE_DIR`` to leave
+    it out). ``options`` go to xla."""
     out = {}
     for mode in ("xla", "eager"):
-        model, inputs, loss_fn = _build(case)
-        model.train()
-        fn = torch.compile(model, backend="xla") if mode == "xla" else model
-        opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with AUTOCAST():
-                loss = loss_fn(fn(*inputs))
-            loss.backward()
-            opt.step()
-
-        step(), step()
-        torch.cuda.synchronize()
-        stats = jax.devices()[0].memory_stats() or {}
-        jax_before, jax_peak_before = stats.get("bytes_in_use", 0), stats.get("peak_bytes_in_use", 0)
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        stats = jax.devices()[0].memory_stats() or {}
-        entry = {
-            "torch_before_MiB": before / MiB,
-            "torch_step_peak_MiB": (torch.cuda.max_memory_allocated() - before) / MiB,
-        }
-        if mode == "xla":
-            entry["jax_before_MiB"] = jax_before / MiB
-            entry["jax_step_peak_MiB"] = (stats.get("peak_bytes_in_use", 0) - jax_before) / MiB
-            entry["jax_peak_set_before_step"] = stats.get("peak_bytes_in_use", 0) == jax_peak_before
-        out[mode] = entry
-        del model, fn, opt
+        out[mode] = _step_peak(case, mode, options)
         torch._dynamo.reset()
         torch.cuda.empty_cache()
     return out
+
+
+def _step_peak(case: str, mode: str, options: dict | None) -> dict:
+    import jax
+
+    model, inputs, loss_fn = _build(case)
+    model.train()
+    fn = torch.compile(model, backend="xla", options=options) if mode == "xla" else model
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with AUTOCAST():
+            loss = loss_fn(fn(*inputs))
+        loss.backward()
+        opt.step()
+
+    step(), step()
+    torch.cuda.synchronize()
+    stats = jax.devices()[0].memory_stats() or {}
+    jax_before, jax_peak_before = stats.get("bytes_in_use", 0), stats.get("peak_bytes_in_use", 0)
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    stats = jax.devices()[0].memory_stats() or {}
+    entry = {
+        "torch_before_MiB": before / MiB,
+        "torch_step_peak_MiB": (torch.cuda.max_memory_allocated() - before) / MiB,
+    }
+    if mode == "xla":
+        entry["jax_before_MiB"] = jax_before / MiB
+        entry["jax_step_peak_MiB"] = (stats.get("peak_bytes_in_use", 0) - jax_before) / MiB
+        entry["jax_peak_set_before_step"] = stats.get("peak_bytes_in_use", 0) == jax_peak_before
+    return entry
 
 
 def _lower_backward(fns, vjp_fn, cts, donate: bool):
@@ -262,6 +266,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--json", type=pathlib.Path, default=None)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--options", type=json.loads, default=None,
+                        help="xla backend options (JSON) for the step peak")
+    parser.add_argument("--step-only", action="store_true",
+                        help="CUDA: only the step peaks, not the residual census")
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                         help="bf16: torch.autocast(bfloat16) around forward and loss")
     args = parser.parse_args()
@@ -269,7 +277,7 @@ def main() -> None:
     DEVICE = args.device
     cuda = DEVICE.startswith("cuda")
     if args.dtype == "bf16":
-        AUTOCAST = lambda: torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16)  # noqa: E731
+        AUTOCAST = lambda: torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16)
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True  # as the suite: TF32 allowed
         torch.backends.cudnn.allow_tf32 = True
@@ -277,7 +285,10 @@ def main() -> None:
         _common.one_thread()
     report = {"case": args.case, "device": DEVICE, "dtype": args.dtype}
     if cuda:
-        report["step"] = step_peaks(args.case)
+        report["step"] = step_peaks(args.case, args.options)
+        if args.step_only:
+            print(json.dumps(report))
+            return
     report["eager"] = eager_saved(args.case)
     report["xla"] = xla_residuals(args.case, args.top)
     e, x = report["eager"], report["xla"]

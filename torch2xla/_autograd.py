@@ -93,6 +93,7 @@ def build_train_fns(
     compiler_options: dict | None = None,
     auto_layouts: bool = True,
     pack_limit: int | None = None,
+    split: Callable[[int], int | None] | None = None,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
     inputs ``diff_in`` and the outputs ``diff_out``.
@@ -102,7 +103,9 @@ def build_train_fns(
     that checkpoints its own segments (remat): an outer ``jax.checkpoint`` policy would
     override theirs and keep what they recompute. ``compiler_options`` go to XLA with both
     programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts. Gradients of
-    at most ``pack_limit`` bytes reach torch packed (``_pack``; None: none are).
+    at most ``pack_limit`` bytes reach torch packed (``_pack``; None: none are). ``split`` maps
+    the residuals' bytes to the bytes per segment of a split backward (``_split``; None, or it
+    returning None: one program).
     """
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
@@ -119,7 +122,7 @@ def build_train_fns(
         return douts, aux, vjp_fn
 
     forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts)
-    return TrainFns(forward, _residuals.Backward(forward, pack_limit), aux_out)
+    return TrainFns(forward, _residuals.Backward(forward, pack_limit, split), aux_out)
 
 
 def _apply_vjp(res, cts):

@@ -52,6 +52,7 @@ class CompiledGraph:
             "remat": options.remat,
             "compiler_options": options.xla_compiler_options(),
             "auto_layouts": options.residual_layouts == "auto",
+            "split_backward": options.split_backward,
         }
         self.name = f"graph_{next(_graph_ids)}"
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.

@@ -47,6 +47,9 @@ class Options:
         compiler_options: XLA compiler options (``DebugOptions`` fields, as
             ``jax.jit(compiler_options=)`` takes them), over those ``mode`` sets; checked when
             the options are parsed (an unknown name or a bad value raises there).
+        split_backward: run the training backward as a chain of programs that free the
+            residuals as they go (``_split``): ``"auto"`` on GPU when the residuals pass 256
+            MiB, ``True`` always, ``False`` never, or a number: MiB of residuals per segment.
     """
 
     strict: bool = False
@@ -59,6 +62,7 @@ class Options:
     buckets: Any = None
     residual_layouts: str = "auto"
     compiler_options: tuple = ()  # sorted (name, value) pairs; see ``xla_compiler_options``
+    split_backward: Any = "auto"
 
     def xla_compiler_options(self) -> dict[str, Any] | None:
         """What every ``jax.jit`` of this graph passes to XLA: the mode's, then the user's."""
@@ -87,6 +91,13 @@ class Options:
             raise ValueError(
                 "torch2xla: residual_layouts must be 'auto' or 'default', got "
                 f"{opts.residual_layouts!r}"
+            )
+        split = opts.split_backward
+        if not (split == "auto" or isinstance(split, bool) or (
+                isinstance(split, int | float) and not isinstance(split, bool) and split > 0)):
+            raise ValueError(
+                "torch2xla: split_backward must be 'auto', True, False or a positive number "
+                f"of MiB per segment, got {split!r}"
             )
         if not isinstance(opts.cache_size, int) or opts.cache_size < 1:
             raise ValueError(f"torch2xla: cache_size must be a positive int, got {opts.cache_size!r}")

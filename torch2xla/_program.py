@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
 import torch
 
-from torch2xla import _pack
+from torch2xla import _pack, _split
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
@@ -117,6 +118,7 @@ class XlaProgram:
         auto_layouts: XLA chooses the layouts of training residuals (``_residuals``).
         packable: outputs that only torch2xla reads (the new values of mutated inputs), which
             may reach torch packed with others (``_pack``).
+        split_backward: the backend option of that name (``_split.policy``).
     """
 
     def __init__(
@@ -128,8 +130,10 @@ class XlaProgram:
         compiler_options: dict | None = None,
         auto_layouts: bool = True,
         packable: Sequence[int] = (),
+        split_backward: Any = "auto",
     ) -> None:
         self.gm = gm
+        self.split_backward = split_backward
         self.compiler_options = compiler_options
         self.auto_layouts = auto_layouts
         self.device = _program_device(gm, example_args)
@@ -242,6 +246,7 @@ class XlaProgram:
                 self.num_outputs, recompute_layout=not self.remat,
                 compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
                 pack_limit=_pack.limit_for(self._cuda),
+                split=_split.policy(self.split_backward, self._cuda),
             )
             fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
         return fns

@@ -37,7 +37,7 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout, with_layout_constraint
 
-from torch2xla import _pack
+from torch2xla import _pack, _split
 from torch2xla._interop import no_stack_capture
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move or
@@ -275,8 +275,13 @@ class Backward:
     another layout, from a forward compiled again for other arguments, is relaid by JAX).
     """
 
-    def __init__(self, forward: Forward | None = None, pack_limit: int | None = None) -> None:
+    def __init__(self, forward: Forward | None = None, pack_limit: int | None = None,
+                 split: Callable[[int], int | None] | None = None) -> None:
         self._forward = forward
+        # Freed graphs: bytes of residuals per segment of a split backward, by their total
+        # (``_split.policy``); the SplitBackward once decided (False: one program).
+        self._split_policy = split
+        self._split: _split.SplitBackward | bool | None = None if split else False
         self._keep = None  # jax.jit of apply_vjp
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
@@ -321,6 +326,10 @@ class Backward:
         return (res.kept, res.inputs, cts) if donate else (res, cts)
 
     def __call__(self, res: Residuals, cts, donate: bool = False):
+        if donate and self._split is not False:
+            split = self._split if self._split is not None else self._decide_split(res, cts)
+            if split is not False:
+                return split(res.kept, res.inputs, cts)
         args = self._args(res, cts, donate)
         exe = self._compiled.get(donate)
         if exe is None:
@@ -339,6 +348,26 @@ class Backward:
             with warnings.catch_warnings():  # executed outside (see _program._Aot)
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
                 return self._jitted(res.layout, donate)(*args)
+
+    def _decide_split(self, res: Residuals, cts):
+        """At the first freed call: a SplitBackward where the policy asks for segments and the
+        backward has at least two, else False (one program)."""
+        total = sum(getattr(x, "nbytes", 0) for x in res.kept)
+        segment = self._split_policy(total)
+        split = False
+        if segment is not None:
+            fwd = self._forward
+            with no_stack_capture():
+                split = _split.SplitBackward(
+                    functools.partial(self._backward_freed, layout=res.layout),
+                    res.kept, res.inputs, cts, segment,
+                    kept_formats=fwd.kept_formats if fwd is not None else None,
+                    compiler_options=fwd.compiler_options if fwd is not None else None,
+                )
+            if len(split.segments) < 2:
+                split = False
+        self._split = split
+        return split
 
     def trace(self, res: Residuals, cts):
         return self._jitted(res.layout, False).trace(res, cts)

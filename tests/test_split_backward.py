@@ -1,0 +1,196 @@
+"""The backward as a chain of programs (torch2xla/_split.py): gradients, buffers and optimizer
+steps as eager's, and each residual freed by the segment that uses it last."""
+
+from __future__ import annotations
+
+import copy
+import weakref
+
+import pytest
+import torch
+
+import torch2xla
+from tests._training import assert_grads
+from tests._util import assert_same
+from tests.models import CNN, MLP, LSTMTagger, TinyGPT
+from torch2xla import _split
+
+SEGMENT_MIB = 0.004  # ~4 KiB of residuals per segment: many segments for these small models
+
+
+def _cases():
+    torch.manual_seed(0)
+    return {
+        "mlp": (MLP(), lambda: torch.randn(16, 32)),
+        "cnn_batchnorm": (CNN(), lambda: torch.randn(4, 3, 16, 16)),
+        "tiny_gpt": (TinyGPT(), lambda: torch.randint(0, 128, (2, 24))),
+        "lstm": (LSTMTagger(), lambda: torch.randn(3, 7, 16)),
+    }
+
+
+class _Spy:
+    """Counts split backward calls and segments, and checks after each segment that exactly
+    the residuals whose last use it was are gone."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls, self.segments, self.freed_early = 0, 0, 0
+        spy, original = self, _split.SplitBackward.__call__
+
+        def call(split, kept, inputs, cts):
+            spy.calls += 1
+            refs = [weakref.ref(x) for x in kept]
+            programs = split._programs
+            wrapped = [_checking(p, seg, refs, spy) for p, seg in zip(programs, split.segments)]
+            split._programs = wrapped
+            try:
+                return original(split, kept, inputs, cts)
+            finally:
+                split._programs = programs
+
+        monkeypatch.setattr(_split.SplitBackward, "__call__", call)
+
+
+def _checking(program, seg, refs, spy):
+    n_kept = len(refs)
+
+    def run(args):
+        out = program(args)
+        spy.segments += 1
+        gone = {k for k in seg.ins if k < n_kept and refs[k]() is None}
+        expected = {seg.ins[p] for p in seg.last if seg.ins[p] < n_kept}
+        # args still holds this segment's inputs: they go once the call returns
+        assert not gone - expected, "a residual was freed before its last use"
+        spy.freed_early += len(expected)
+        return out
+
+    return run
+
+
+@pytest.mark.parametrize("case", ["mlp", "cnn_batchnorm", "tiny_gpt", "lstm"])
+def test_split_training_matches_eager(case, monkeypatch):
+    model, make_input = _cases()[case]
+    spy = _Spy(monkeypatch)
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(
+        model, backend="xla", options={"strict": True, "split_backward": SEGMENT_MIB}
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    for step in range(3):
+        x = make_input()
+        for m, fn, o in ((model, compiled, opt), (ref, ref, ref_opt)):
+            o.zero_grad(set_to_none=True)
+            out = fn(x)
+            out.float().square().mean().backward()
+            if m is ref:
+                assert_grads(model, ref)
+            o.step()
+        assert_same(model.state_dict(), ref.state_dict(), rtol=1e-4, atol=1e-5)
+    assert spy.calls == 3
+    assert spy.segments >= 2 * spy.calls, "the backward ran as one program"
+    assert spy.freed_early > 0
+
+
+def test_residuals_freed_as_segments_end(monkeypatch):
+    """After each segment, the residuals whose last use it was are no longer alive (only the
+    segment's own argument list held them), while later segments' residuals are."""
+    torch.manual_seed(0)
+    model = TinyGPT()
+    compiled = torch.compile(model, backend="xla", options={"split_backward": SEGMENT_MIB})
+    x = torch.randint(0, 128, (2, 24))
+    compiled(x).square().mean().backward()  # traces and compiles the segments
+    alive_after: list[tuple[int, int]] = []
+    original = _split.SplitBackward.__call__
+
+    def call(split, kept, inputs, cts):
+        refs = [weakref.ref(r) for r in kept]
+        last_seg = {}
+        for j, seg in enumerate(split.segments):
+            for k in seg.ins:
+                if k < len(refs):
+                    last_seg[k] = j
+        programs = split._programs
+
+        def after(j, program):
+            def run(args):
+                out = program(args)
+                del args[:]
+                alive = {k for k, r in enumerate(refs) if r() is not None}
+                should = {k for k, s in last_seg.items() if s > j}
+                alive_after.append((len(alive - should), len(should - alive)))
+                return out
+
+            return run
+
+        split._programs = [after(j, p) for j, p in enumerate(programs)]
+        try:
+            return original(split, kept, inputs, cts)
+        finally:
+            split._programs = programs
+
+    monkeypatch.setattr(_split.SplitBackward, "__call__", call)
+    compiled(x).square().mean().backward()
+    assert len(alive_after) >= 2
+    assert all(extra == 0 for extra, _ in alive_after), f"residuals outlived their last use: {alive_after}"
+    assert all(missing == 0 for _, missing in alive_after), f"residuals freed too early: {alive_after}"
+
+
+def test_retained_graph_runs_one_program(monkeypatch):
+    """retain_graph keeps the residuals for a second backward: that backward is one program;
+    the second one frees the graph and runs split. Gradients accumulate as eager's."""
+    spy = _Spy(monkeypatch)
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="xla", options={"split_backward": SEGMENT_MIB})
+    x = torch.randn(8, 32)
+    loss = compiled(x).square().mean()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    ref_loss = ref(x).square().mean()
+    ref_loss.backward(retain_graph=True)
+    ref_loss.backward()
+    assert_grads(model, ref)
+    assert spy.calls == 1
+
+
+def test_auto_is_one_program_on_cpu(monkeypatch):
+    spy = _Spy(monkeypatch)
+    model = MLP()
+    compiled = torch.compile(model, backend="xla")
+    compiled(torch.randn(8, 32)).sum().backward()
+    assert spy.calls == 0
+    assert _split.policy("auto", cuda=False) is None
+    assert _split.policy("auto", cuda=True)(100 << 20) is None  # small: one program
+    assert _split.policy("auto", cuda=True)(1 << 30) == (1 << 30) // 8
+
+
+@pytest.mark.parametrize("bad", ["yes", 0, -1.5, None])
+def test_bad_option_raises(bad):
+    with pytest.raises(ValueError, match="split_backward must be"):
+        torch2xla.Options.parse(None, {"split_backward": bad})
+
+
+def test_partition_covers_every_step_once():
+    import jax
+    import jax.numpy as jnp
+
+    def f(kept, inputs, cts):
+        a, b, c = kept
+        (w,) = inputs
+        (g,) = cts
+        h = jnp.tanh(g @ w.T) * a
+        h = (h @ w) * b + jnp.transpose(c).T
+        return [h.sum(0), (h * a).sum()]
+
+    arr = jnp.ones((64, 64))
+    closed = jax.make_jaxpr(f)([arr, arr, arr], [arr], [arr])
+    flat = _split.flatten(closed)
+    segments = _split.partition(flat, n_kept=3, segment_bytes=1)
+    assert len(segments) >= 2
+    steps = [s for seg in segments for s in seg.steps]
+    assert sorted(map(id, steps)) == sorted(id(s) for s in flat.steps)
+    defined = set(range(flat.n_in))
+    for seg in segments:  # every segment reads only what exists before it
+        assert set(seg.ins) <= defined
+        defined |= {k for s in seg.steps for k in s.outs}
