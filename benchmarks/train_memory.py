@@ -195,6 +195,22 @@ def _step_peak(case: str, mode: str, options: dict | None) -> dict:
     return entry
 
 
+def split_profile(case: str, options: dict | None = None) -> list[dict]:
+    """The split backward of a case (``torch2xla/_split.py``), segment by segment
+    (``SplitBackward.profile``); empty where the backward runs as one program."""
+    model, inputs, loss_fn = _build(case)
+    model.train()
+    compiled = torch.compile(model, backend="xla", options=options)
+    for _ in range(2):
+        with AUTOCAST():
+            out = compiled(*inputs)
+            loss = loss_fn(out)
+        node = _xla_node(out)
+        loss.backward()
+    split = node.fns.bwd._split
+    return split.profile() if split else []
+
+
 def _lower_backward(fns, vjp_fn, cts, donate: bool):
     """The backward program lowered as a retained (donate False) or freed graph runs it."""
     if hasattr(vjp_fn, "kept"):  # torch2xla._residuals.Backward
@@ -270,6 +286,8 @@ def main() -> None:
                         help="xla backend options (JSON) for the step peak")
     parser.add_argument("--step-only", action="store_true",
                         help="CUDA: only the step peaks, not the residual census")
+    parser.add_argument("--split-profile", action="store_true",
+                        help="only the split backward's segments (with --options)")
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                         help="bf16: torch.autocast(bfloat16) around forward and loss")
     args = parser.parse_args()
@@ -284,6 +302,14 @@ def main() -> None:
     else:
         _common.one_thread()
     report = {"case": args.case, "device": DEVICE, "dtype": args.dtype}
+    if args.split_profile:
+        rows = split_profile(args.case, args.options)
+        for r in rows:
+            print(" ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
+                           for k, v in r.items()))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return
     if cuda:
         report["step"] = step_peaks(args.case, args.options)
         if args.step_only:

@@ -162,7 +162,7 @@ def test_auto_is_one_program_on_cpu(monkeypatch):
     assert spy.calls == 0
     assert _split.policy("auto", cuda=False) is None
     assert _split.policy("auto", cuda=True)(100 << 20) is None  # small: one program
-    assert _split.policy("auto", cuda=True)(1 << 30) == (1 << 30) // 8
+    assert _split.policy("auto", cuda=True)(1 << 30) == (1 << 30) // 4
 
 
 @pytest.mark.parametrize("bad", ["yes", 0, -1.5, None])
