@@ -152,6 +152,27 @@ def test_residuals_no_larger_than_eager_and_weights_not_copied():
     assert not any(tuple(leaf.shape) in weights | {w[::-1] for w in weights} for leaf in res.kept)
 
 
+@pytest.mark.parametrize("in_channels", [4, 3], ids=["even", "odd_padded"])
+def test_relu_keeps_no_mask_beside_its_output(in_channels):
+    """relu's gradient mask (read from its output's bits, as eager's threshold_backward) is
+    recomputed in the backward from the output, which the next convolution keeps anyway; an
+    odd input channel count padded for the CPU convolution (``_even_channels``) is padded
+    again in the backward, not kept."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(in_channels, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 1)
+    )
+    x = _x(2, in_channels, 12, 12, scale=1.0)
+    compiled, model, ref = twins(model)
+    out = compiled(x)
+    kept = out.grad_fn.vjp_fn.kept
+    assert not [k.shape for k in kept if k.dtype == bool], "a relu mask was kept"
+    assert sum(k.nbytes for k in kept) <= 1.01 * _eager_saved_bytes(ref, x)  # (+ a scalar)
+    out.square().mean().backward()
+    ref(x).square().mean().backward()
+    assert_grads(model, ref)
+
+
 def test_freed_graph_donates_residuals_retained_graph_keeps_them():
     torch.manual_seed(0)
     compiled, model, ref = twins(GPT2Block(64))

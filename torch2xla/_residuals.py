@@ -40,24 +40,32 @@ from jax.experimental.layout import Format, Layout, with_layout_constraint
 from torch2xla import _pack, _split
 from torch2xla._interop import no_stack_capture
 
-# Primitives whose results are recomputed in the backward rather than kept: they only move or
-# repeat data, and their operand is kept anyway or is a program input (free).
-RECOMPUTED = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims"})
+# Primitives whose results are recomputed in the backward rather than kept: they only move,
+# repeat or pad data, and their operand is kept anyway or is a program input (free).
+RECOMPUTED = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims", "pad"})
 
+
+# Integer ops on a float's bits: eager-exact masks (relu's gradient is 0 where its output is
+# zero, read from the bits) are recomputed in the backward from the float, which is kept anyway
+# as the next layer's input, instead of being kept as a mask of their own.
+_BIT_OPS = frozenset({"bitcast_convert_type", "and", "eq"})
 
 # Primitives that can make a complex value from real operands.
 _MAKES_COMPLEX = frozenset({"complex", "fft"})
 
 
 def saveable(prim, *avals, **params) -> bool:
-    """``jax.checkpoint`` policy: keep every value except layout copies (``RECOMPUTED``) and
-    float conversions that widen (the narrower operand is kept instead).
+    """``jax.checkpoint`` policy: keep every value except layout copies (``RECOMPUTED``),
+    float conversions that widen (the narrower operand is kept instead) and integer ops on a
+    float's bits (``_BIT_OPS``).
 
     NOTE: jax 0.10 cannot keep a complex value across ``jax.checkpoint`` with a policy (it
     passes kept values through ``reduce_precision``, which rejects complex dtypes), so complex
     values are recomputed in the backward from the real values they came from.
     """
     if prim.name in RECOMPUTED or prim.name in _MAKES_COMPLEX:
+        return False
+    if prim.name in _BIT_OPS and avals and _bits_of_float(prim.name, avals, params):
         return False
     if any(_is_complex(getattr(a, "dtype", None)) for a in avals):
         return False
@@ -67,6 +75,15 @@ def saveable(prim, *avals, **params) -> bool:
         old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
         return not (old.kind == new.kind == "f" and new.itemsize > old.itemsize)
     return True
+
+
+def _bits_of_float(name: str, avals, params) -> bool:
+    """Whether an op of ``_BIT_OPS`` works on the bits of a float (a float reinterpreted as an
+    integer, or integers of a float's width): cheap to recompute from the float."""
+    if name == "bitcast_convert_type":
+        old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
+        return old.kind == "f" and new.kind in "iu" and old.itemsize == new.itemsize
+    return all(np.dtype(a.dtype).kind in "iu" and np.dtype(a.dtype).itemsize >= 2 for a in avals)
 
 
 def _is_complex(dtype) -> bool:
