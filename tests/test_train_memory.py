@@ -173,6 +173,36 @@ def test_relu_keeps_no_mask_beside_its_output(in_channels):
     assert_grads(model, ref)
 
 
+class _Float32Relu(nn.Module):
+    """conv -> float32 relu -> conv: under bf16 autocast the second convolution keeps a bf16
+    copy of the relu's output, not the output itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(4, 8, 3), nn.Conv2d(8, 4, 3)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x).float() * 2.0))
+
+
+def test_relu_keeps_its_mask_where_the_next_layer_keeps_a_copy():
+    torch.manual_seed(0)
+    compiled, model, ref = twins(_Float32Relu())
+    x = _x(2, 4, 12, 12, scale=1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = compiled(x)
+        expected = ref(x)
+    kept = out.grad_fn.vjp_fn.kept
+    relu_shape = (2, 8, 10, 10)
+    assert any(k.dtype == bool and k.size == 2 * 8 * 10 * 10 for k in kept), "no relu mask kept"
+    assert not [k.shape for k in kept if k.dtype == "float32" and k.size == 2 * 8 * 10 * 10], (
+        f"the float32 relu output {relu_shape} was kept beside the bf16 copy"
+    )
+    out.float().square().mean().backward()
+    expected.float().square().mean().backward()
+    assert_grads(model, ref, rtol=2e-2, atol=2e-2)
+
+
 def test_freed_graph_donates_residuals_retained_graph_keeps_them():
     torch.manual_seed(0)
     compiled, model, ref = twins(GPT2Block(64))

@@ -117,6 +117,12 @@ def _is_zero(x):
     return (bits & info.max) == 0
 
 
+def _nonzero(x):
+    """``x != 0`` for floats, read from the bits (subnormals are not zero)."""
+    bits, info = _float_bits(x)
+    return (bits & info.max) != 0
+
+
 def relu_value(x):
     """torch's relu value: 0 where ``x < 0``; ``x`` itself elsewhere (-0.0 and NaN included).
 
@@ -145,13 +151,13 @@ def _channels_last(fn, *xs):
     return jax.tree.map(lambda o: jnp.transpose(o, back), out)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _relu_exact(x, channels_last: bool):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _relu_exact(x, channels_last: bool, keep_mask: bool):
     return _channels_last(relu_value, x) if channels_last else relu_value(x)
 
 
 @_relu_exact.defjvp
-def _relu_exact_jvp(channels_last, primals, tangents):
+def _relu_exact_jvp(channels_last, keep_mask, primals, tangents):
     (x,), (t,) = primals, tangents
 
     def fn(x, t):
@@ -159,6 +165,10 @@ def _relu_exact_jvp(channels_last, primals, tangents):
         # NOTE: torch's backward (threshold_backward on the result) is 0 where result <= 0
         # (x == 0 and -0.0 included) and the gradient elsewhere (NaN and subnormals included);
         # jnp.where's derivative would pass the gradient at 0 and jnp.maximum's would halve it.
+        if keep_mask:  # a bool mask kept for the backward (``ne`` results are kept)
+            return y, jnp.where(_nonzero(y), t, jnp.zeros_like(t))
+        # the mask recomputed in the backward from ``y`` (kept anyway by the next layer: the
+        # training policy recomputes ``eq`` of a float's bits, ``_residuals._BIT_OPS``)
         return y, jnp.where(_is_zero(y), jnp.zeros_like(t), t)
 
     # The gradient's select too on channels-last data: the mask the backward keeps is then
@@ -189,12 +199,29 @@ def _fed_by_convolution(node, depth: int = _CONV_PATH) -> bool:
     )
 
 
-def relu(x, channels_last: bool = False):
+def relu(x, channels_last: bool = False, keep_mask: bool = True):
     """torch's relu: value (-0.0, NaN) and gradient (0 at 0, NaN passed) as eager's;
-    ``channels_last`` computes it on channels-last data (see ``_channels_last``)."""
+    ``channels_last`` computes it on channels-last data (see ``_channels_last``); without
+    ``keep_mask`` training recomputes the gradient's mask from the output instead of keeping it
+    (for an output the next layer keeps anyway)."""
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return relu_value(x)
-    return _relu_exact(x, channels_last and x.ndim in (4, 5))
+    return _relu_exact(x, channels_last and x.ndim in (4, 5), keep_mask)
+
+
+# Ops that keep their (first) input as it is for their backward: a relu feeding only these
+# need not keep a mask of its own (the mask is recomputed from the kept output).
+_KEEP_INPUT = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.default,
+                         aten.bmm.default})
+
+
+def _output_kept_by_users(node) -> bool:
+    """Whether every user of ``node`` keeps it, unconverted, for its backward (a convolution
+    or matrix product reading it directly). Not so under autocast, where a bf16 copy is kept:
+    there recomputing the mask would keep the float32 output beside it (4 bytes an element
+    instead of the mask's 1)."""
+    users = list(node.users)
+    return bool(users) and all(u.target in _KEEP_INPUT for u in users)
 
 
 def _after_cpu_convolution(x) -> bool:
@@ -207,7 +234,7 @@ def _after_cpu_convolution(x) -> bool:
 
 
 def _relu(x):
-    return relu(x, _after_cpu_convolution(x))
+    return relu(x, _after_cpu_convolution(x), keep_mask=not _output_kept_by_users(ctx().node))
 
 
 def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
