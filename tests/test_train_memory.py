@@ -203,6 +203,31 @@ def test_relu_keeps_its_mask_where_the_next_layer_keeps_a_copy():
     assert_grads(model, ref, rtol=2e-2, atol=2e-2)
 
 
+def test_safe_softmax_gradients_match_eager_on_fully_masked_rows():
+    x = _x(3, 5, 7)
+    x[0, 1] = -torch.inf  # a row entirely masked: output 0, gradient 0
+    x[2, 3, :4] = -torch.inf
+    _parity(lambda t: torch.ops.aten._safe_softmax(t, -1) * 1.5, x)
+
+
+def test_math_attention_keeps_one_score_matrix():
+    """sdpa's math path (``_safe_softmax`` then a product with v) keeps one (L, S) matrix per
+    attention, as eager: the product's input, which is the softmax's output."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def attend(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 1.5
+
+    q, k, v = (_x(2, 3, 16, 8, scale=1.0) for _ in range(3))
+    mask = torch.zeros(2, 1, 16, 16)
+    mask[:, :, :, 12:] = -torch.inf
+    with sdpa_kernel(SDPBackend.MATH):
+        _parity(attend, q, k, v, mask)
+        out = torch.compile(attend, backend="xla")(*(t.requires_grad_() for t in (q, k, v)), mask)
+    kept = out.grad_fn.vjp_fn.kept
+    assert sum(tuple(r.shape[-2:]) == (16, 16) and r.size >= 2 * 3 * 16 * 16 for r in kept) == 1
+
+
 def test_freed_graph_donates_residuals_retained_graph_keeps_them():
     torch.manual_seed(0)
     compiled, model, ref = twins(GPT2Block(64))

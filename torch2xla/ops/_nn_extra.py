@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from torch._ops import ops
 
+from torch2xla.ops import _saved
 from torch2xla.ops._common import as_dtype, jdt, out_dtype
 from torch2xla.ops._nn import batch_norm_functional
 from torch2xla.ops._registry import ctx, register
@@ -271,11 +272,10 @@ def _safe_softmax(self, dim, dtype=None):
         squeeze = True
     else:
         squeeze = False
-    masked = jnp.all(x == -jnp.inf, axis=dim, keepdims=True)
-    # NOTE: rows that are all -inf give 0 (not NaN); feeding them zeros keeps the gradient
-    # finite, where masking only the output would leave NaN in it.
-    out = jax.nn.softmax(jnp.where(masked, 0, x), axis=dim)
-    out = jnp.where(masked, 0, out)
+    # NOTE: rows that are all -inf give 0 (not NaN); the gradient, from the output only as
+    # eager's, is 0 there. One (L, S) matrix is kept, the output, which the attention's
+    # product with v keeps anyway (a softmax and a select each kept their own before).
+    out = _saved.safe_softmax(x, dim, x.dtype)
     return as_dtype(out[0] if squeeze else out, result)
 
 

@@ -120,6 +120,29 @@ def _softmax_bwd(axis, out_dtype, log, res, dy):
 softmax.defvjp(_softmax_fwd, _softmax_bwd)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def safe_softmax(x, axis: int, out_dtype):
+    """softmax of ``x`` (already in its opmath dtype) that is 0 on rows entirely -inf, returned
+    as ``out_dtype``; the backward keeps the output only, as eager's ``_safe_softmax``
+    (``_softmax_backward_data`` on the result: 0 on the masked rows, whose output is 0)."""
+    masked = jnp.all(x == -jnp.inf, axis=axis, keepdims=True)
+    # NOTE: rows that are all -inf give 0 (not NaN): softmax of zeros there, then masked.
+    out = jax.nn.softmax(jnp.where(masked, 0, x), axis=axis)
+    return jnp.where(masked, 0, out).astype(out_dtype)
+
+
+def _safe_softmax_fwd(x, axis, out_dtype):
+    y = safe_softmax(x, axis, out_dtype)
+    return y, (y, jnp.zeros((0,), x.dtype))
+
+
+def _safe_softmax_bwd(axis, out_dtype, res, dy):
+    return _softmax_bwd(axis, out_dtype, False, res, dy)
+
+
+safe_softmax.defvjp(_safe_softmax_fwd, _safe_softmax_bwd)
+
+
 # -- layer norm ------------------------------------------------------------------------------
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
 def layer_norm(x, weight, bias, axes: tuple[int, ...], eps: float, stat_dtypes: tuple):
