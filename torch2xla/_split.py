@@ -3,16 +3,15 @@
 An XLA program keeps its arguments alive until it ends. Run as one program, the backward holds
 every residual of the forward while it computes its first gradients, and its temporaries come
 on top: eager's autograd instead frees each saved tensor once its node has run. On GPU that put
-xla's training peak 1.3x-1.5x above eager's (ResNet-50, ViT, GPT-2; ``benchmarks/analysis.md``).
+xla's training peak 1.3x-1.7x above eager's (ResNet-50, ViT, GPT-2, BERT;
+``benchmarks/analysis.md``).
 
 Here the backward is traced once to a jaxpr, flattened (the ``jax.checkpoint`` and ``jit``
-wrappers around it inlined) and cut into segments in its own order, each ending where the
-residuals whose last use it holds add up to about ``segment_bytes``. Each segment is compiled as
-a program of its own; the last reference to a residual (or to a value one segment hands to the
-next) is dropped when the segment that uses it last is called, so its memory returns to JAX's
-pool as that segment ends. Steps
-that only rearrange data the backward already has (a recomputed transpose of a kept weight)
-are moved next to their first use, so that no segment hands their results on.
+wrappers around it inlined), reordered so that memory is freed early (``_order``) and cut into
+segments, each ending where the residuals whose last use it holds add up to about
+``segment_bytes`` (``partition``). Each segment is compiled as a program of its own; the last
+reference to a residual (or to a value one segment hands to the next) is dropped when the
+segment that uses it last is called, so its memory returns to JAX's pool as that segment ends.
 
 The segments compute what the single program computes, op for op; XLA fuses within a segment
 only, which costs little at the sizes where splitting pays (hundreds of MiB of residuals).
