@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import torch
+from jax.experimental.layout import Layout, with_layout_constraint
 
 TORCH_TO_JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
@@ -303,6 +304,13 @@ class ViewCache:
         # drop=_drop: at interpreter exit module globals may already be None.
         self._refs[i] = weakref.ref(t, lambda _, i=i, drop=_drop: drop(this, i))
         return view
+
+
+def pin_row_major(x):
+    """(traced) ``x`` constrained to the row-major layout: an output torch reads, next to
+    outputs whose layouts XLA chooses (``Layout.AUTO``), where JAX would let XLA choose its
+    layout too."""
+    return with_layout_constraint(x, Layout(major_to_minor=tuple(range(np.ndim(x)))))
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:

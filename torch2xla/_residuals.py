@@ -35,10 +35,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.experimental.layout import Format, Layout, with_layout_constraint
+from jax.experimental.layout import Format, Layout
 
 from torch2xla import _pack, _split
-from torch2xla._interop import no_stack_capture
+from torch2xla._interop import no_stack_capture, pin_row_major
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).
@@ -164,7 +164,7 @@ class Forward:
         if self._auto_layouts:
             # NOTE: next to AUTO outputs, JAX lets XLA choose the unspecified outputs' layouts
             # too; the outputs torch reads must be row-major.
-            douts, aux = [_row_major_value(d) for d in douts], [_row_major_value(a) for a in aux]
+            douts, aux = [pin_row_major(d) for d in douts], [pin_row_major(a) for a in aux]
         leaves, treedef = jax.tree_util.tree_flatten(vjp_fn)
         inputs = {id(x): k for k, x in self._positions(seed, diff, rest)}
         kept, input_pos, sources = [], [], []
@@ -254,10 +254,6 @@ class _Wrapped:
 
     def __getattr__(self, name: str):
         return getattr(self._stage, name)
-
-
-def _row_major_value(x):
-    return with_layout_constraint(x, Layout(major_to_minor=tuple(range(np.ndim(x)))))
 
 
 def _row_major(fmt) -> bool:

@@ -29,9 +29,9 @@ from typing import Any
 import jax
 import jax.extend.core as jcore
 import numpy as np
-from jax.experimental.layout import Format, Layout, with_layout_constraint
+from jax.experimental.layout import Format, Layout
 
-from torch2xla._interop import no_stack_capture
+from torch2xla._interop import no_stack_capture, pin_row_major
 
 MiB = 1 << 20
 
@@ -317,8 +317,8 @@ class SplitBackward:
     def __init__(self, fn: Callable, kept: Sequence, inputs: Sequence, cts: Sequence,
                  segment_bytes: int, kept_formats: Sequence | None = None,
                  compiler_options: dict | None = None) -> None:
-        closed = jax.make_jaxpr(fn)(kept, inputs, cts)
-        self._out_tree = jax.tree_util.tree_structure(jax.eval_shape(fn, kept, inputs, cts))
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
+        self._out_tree = jax.tree_util.tree_structure(out_shape)
         n_kept = len(jax.tree_util.tree_leaves(kept))
         flat = flatten(closed)
         self._outs = flat.outs
@@ -398,7 +398,7 @@ class _Program:
         def body(*args):
             env = dict(zip(seg.ins, args))
             _run(seg.steps, env)
-            return tuple(_row_major(env[k]) if k in finals else env[k] for k in seg.outs)
+            return tuple(pin_row_major(env[k]) if k in finals else env[k] for k in seg.outs)
 
         structs = [jax.ShapeDtypeStruct(flat.avals[k].shape, flat.avals[k].dtype) for k in seg.ins]
         in_formats = tuple(formats.get(k) for k in seg.ins)
@@ -422,10 +422,6 @@ class _Program:
             return self._exe(*args)
         except TypeError:
             return self._jitted(*args)
-
-
-def _row_major(x):
-    return with_layout_constraint(x, Layout(major_to_minor=tuple(range(np.ndim(x)))))
 
 
 def policy(option, cuda: bool) -> Callable[[int], int | None] | None:
