@@ -122,22 +122,40 @@ def memory_only(case: str, task: str, dtype: str, device: str, options: dict | N
 
 
 class _Probe:
-    """Records torch's allocated bytes when a JAX program of the step starts (forward, and the
-    backward: the output's gradient hook) and JAX's bytes in use while torch computes the loss
-    (after the forward) and after the step, for ``_memory``'s bound on the combined peak."""
+    """Splits a training step into phases at its probe points ("forward" before the model,
+    "after_forward", "after_loss" once the eager loss is computed and the step's references to
+    the output dropped, "backward" when the output's gradient is ready, "after_backward",
+    "end") and records per phase torch's peak (its peak statistics reset at every point) and
+    JAX's bytes in use at the phase's start, for ``_memory``'s bound on the combined peak.
+
+    Phases that start at "forward" and "backward" run JAX programs, whose peak only JAX's
+    process-wide statistic bounds; in the others only torch computes, and JAX's bytes in use
+    can only fall (torch frees outputs JAX made), so JAX's count at their start bounds them.
+    """
+
+    JAX_PHASES = frozenset({"forward", "backward"})
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.torch_at_jax = 0
-        self.jax_while_torch = 0
+        self.phases: list[tuple[str, int, int]] = []  # (starting point, torch peak, JAX in use)
+        self._open: tuple[str, int] | None = None
 
-    def __call__(self, stage: str) -> None:
-        if stage in ("forward", "backward"):
-            self.torch_at_jax = max(self.torch_at_jax, torch.cuda.memory_allocated())
-        else:
-            self.jax_while_torch = max(self.jax_while_torch, _jax_in_use())
+    def __call__(self, point: str) -> None:
+        torch.cuda.synchronize()
+        if self._open is not None:
+            start, jax_at_start = self._open
+            self.phases.append((start, torch.cuda.max_memory_allocated(), jax_at_start))
+        torch.cuda.reset_peak_memory_stats()
+        self._open = None if point == "end" else (point, _jax_in_use())
+
+    def bound(self, jax_peak: int) -> int:
+        """The largest over the phases of torch's peak plus what JAX held at most meanwhile."""
+        return max(
+            torch_peak + (jax_peak if start in self.JAX_PHASES else jax_at_start)
+            for start, torch_peak, jax_at_start in self.phases
+        )
 
 
 def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None,
@@ -176,7 +194,12 @@ def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=
                 if logits.requires_grad:
                     logits.register_hook(lambda g: probe("backward"))
                 loss = loss_fn(out)
+                # as in the unprobed step, where nothing but autograd holds the output now
+                del out, logits
+                probe("after_loss")
         loss.backward()
+        if probe is not None:
+            probe("after_backward")
         return loss
 
     def train():
@@ -238,31 +261,33 @@ def _memory(step, mode: str, model, probe: _Probe | None = None) -> dict:
     plus JAX's for xla), and with the model state (parameters, optimizer state) added.
 
     For xla the two allocators peak at different moments: JAX's inside its programs, torch's
-    in the eager loss or optimizer step. With a ``probe`` (training) the peak is bounded by the
-    larger of JAX's peak plus what torch held when a JAX program started, and torch's peak
-    plus what JAX held while torch computed (``step_peak_mb``); the sum of the two peaks, the
-    bound used before session 6, is ``step_peak_sum_mb``."""
+    in the eager loss or optimizer step. With a ``probe`` (training) the peak is bounded phase
+    by phase (``_Probe.bound``, ``step_peak_mb``); the sum of the two peaks, the bound used
+    before session 6, is ``step_peak_sum_mb``."""
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     jax_before = _jax_in_use()
+    torch_peak = 0
     if probe is not None:
         probe.reset()
-    step(), step()
-    torch.cuda.synchronize()
-    torch_peak = torch.cuda.max_memory_allocated()
+    for _ in range(2):
+        step()
+        torch.cuda.synchronize()
+        torch_peak = max(torch_peak, torch.cuda.max_memory_allocated())  # the probe resets it
     step_peak = torch_peak - before
     out = {}
     if mode == "xla":
         # JAX's peak cannot be reset; only xla allocates through JAX in this process, and its
         # steps all look alike, so the process-wide peak is a step's.
         jax_peak = _jax_peak()
-        summed = step_peak + max(0, jax_peak - jax_before)
+        if probe is not None:
+            torch_peak = max(torch_peak, *(peak for _, peak, _ in probe.phases))
+        summed = torch_peak - before + max(0, jax_peak - jax_before)
         out["step_peak_sum_mb"] = summed / 2**20
         step_peak = summed
-        if probe is not None and probe.torch_at_jax:
-            step_peak = max(jax_peak + probe.torch_at_jax, torch_peak + probe.jax_while_torch)
-            step_peak -= before + jax_before
+        if probe is not None and probe.phases:
+            step_peak = probe.bound(jax_peak) - before - jax_before
     state = sum(p.numel() * p.element_size() for p in model.parameters())
     return {"step_peak_mb": step_peak / 2**20, "state_mb": state / 2**20, **out}
 

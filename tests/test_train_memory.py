@@ -277,3 +277,26 @@ def test_transformer_encoder_layer_matches_eager(train):
         out.square().mean().backward()
         expected.square().mean().backward()
         assert_grads(model, ref)
+
+
+def test_output_freed_once_torch_drops_it_as_in_eager():
+    # Eager frees an LM's logits once log_softmax has run (it keeps its output, not its input);
+    # the compiled program's output must not outlive the torch tensor either (the 823 MiB
+    # logits of GPT-2 on GPU).
+    import jax
+
+    torch.manual_seed(0)
+    compiled, model, ref = twins(nn.Linear(32, 997))
+    x, target = _x(64, 32, scale=1.0), torch.randint(0, 997, (64,))
+
+    def logits_alive() -> int:
+        return sum(a.shape == (64, 997) and not a.is_deleted() for a in jax.live_arrays())
+
+    out = compiled(x)
+    assert ran_in_xla(out) and logits_alive() == 1
+    loss = F.cross_entropy(out, target)
+    del out
+    assert logits_alive() == 0
+    loss.backward()
+    F.cross_entropy(ref(x), target).backward()
+    assert_grads(model, ref)
