@@ -73,7 +73,7 @@ def saveable(prim, *avals, **params) -> bool:
         return False
     if prim.name == "convert_element_type" and avals:
         old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
-        return not (old.kind == new.kind == "f" and new.itemsize > old.itemsize)
+        return not (_is_float(old) and _is_float(new) and new.itemsize > old.itemsize)
     return True
 
 
@@ -82,8 +82,13 @@ def _bits_of_float(name: str, avals, params) -> bool:
     integer, or integers of a float's width): cheap to recompute from the float."""
     if name == "bitcast_convert_type":
         old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
-        return old.kind == "f" and new.kind in "iu" and old.itemsize == new.itemsize
+        return _is_float(old) and new.kind in "iu" and old.itemsize == new.itemsize
     return all(np.dtype(a.dtype).kind in "iu" and np.dtype(a.dtype).itemsize >= 2 for a in avals)
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    # NOTE: numpy gives ml_dtypes' bfloat16 and float8 types kind "V", not "f".
+    return jax.numpy.issubdtype(dtype, jax.numpy.floating)
 
 
 def _is_complex(dtype) -> bool:

@@ -32,13 +32,17 @@ def _reduced(ndim: int, axis: int) -> tuple[int, ...]:
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def batch_norm_train(x, weight, bias, eps):
     """``(out, mean, biased var)`` of ``x`` (N, C, ...) normalized over all dims but 1, then
-    scaled by ``weight`` and shifted by ``bias`` (arrays of C elements, in ``x``'s dtype)."""
+    scaled by ``weight`` and shifted by ``bias`` (arrays of C elements). Computed in
+    ``weight``'s dtype (float32 for a half-precision ``x``), as are the results; the backward
+    keeps ``x`` in its own dtype, as eager does (a bfloat16 activation is kept at half the
+    bytes of its float32 copy)."""
     out, mean, var, _ = _forward(x, weight, bias, eps, 1)
     return out, mean, var
 
 
 def _forward(x, weight, bias, eps, axis):
     axes = _reduced(x.ndim, axis)
+    x = x.astype(weight.dtype)
     mean, var = _stats(x, axes)
     invstd = lax.rsqrt(var + eps)
     x_hat = (x - jnp.expand_dims(mean, axes)) * jnp.expand_dims(invstd, axes)
@@ -53,8 +57,9 @@ def _fwd(x, weight, bias, eps):
 
 def _bwd(eps, residuals, cts):
     x, weight, mean, invstd = residuals
-    centered = x - jnp.expand_dims(mean, _reduced(x.ndim, 1))
-    return _grads(centered, weight, invstd, cts, 1)
+    centered = x.astype(weight.dtype) - jnp.expand_dims(mean, _reduced(x.ndim, 1))
+    d_x, d_weight, d_bias = _grads(centered, weight, invstd, cts, 1)
+    return d_x.astype(x.dtype), d_weight, d_bias
 
 
 def _grads(centered, weight, invstd, cts, axis):
@@ -103,18 +108,24 @@ def _fwd_channels_last(x, weight, bias, eps):
     perm, back = _perms(x.ndim)
     xl = jnp.transpose(x, perm)
     out, mean, var, invstd = _forward(xl, weight, bias, eps, x.ndim - 1)
+    if x.dtype != weight.dtype:  # half precision: its input, at half the bytes of x - mean
+        return (jnp.transpose(out, back), mean, var), (xl, mean, weight, invstd)
     centered = xl - jnp.expand_dims(mean, _reduced(x.ndim, x.ndim - 1))
-    return (jnp.transpose(out, back), mean, var), (centered, weight, invstd)
+    return (jnp.transpose(out, back), mean, var), (centered, None, weight, invstd)
 
 
 def _bwd_channels_last(eps, residuals, cts):
-    centered, weight, invstd = residuals
-    perm, back = _perms(centered.ndim)
+    kept, mean, weight, invstd = residuals
+    perm, back = _perms(kept.ndim)
+    axis = kept.ndim - 1
+    centered = kept
+    if mean is not None:
+        centered = kept.astype(weight.dtype) - jnp.expand_dims(mean, _reduced(kept.ndim, axis))
     d_out, d_mean, d_var = cts
     d_x, d_weight, d_bias = _grads(
-        centered, weight, invstd, (jnp.transpose(d_out, perm), d_mean, d_var), centered.ndim - 1
+        centered, weight, invstd, (jnp.transpose(d_out, perm), d_mean, d_var), axis
     )
-    return jnp.transpose(d_x, back), d_weight, d_bias
+    return jnp.transpose(d_x, back).astype(kept.dtype), d_weight, d_bias
 
 
 batch_norm_train_channels_last.defvjp(_fwd_channels_last, _bwd_channels_last)

@@ -268,13 +268,18 @@ def _sign(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
+# relu is a select, exact in any float dtype: computed in its input's (a half-precision relu
+# widened to float32 would keep a float32 output for its backward beside the half-precision
+# copy the next layer keeps).
+_unary(aten.relu.default, _relu, Kind.NO_OPMATH)
+
 # digamma and polygamma live in _special (their gradients need torch's trigamma).
 
 # -- unary ops that keep the input dtype -------------------------------------------------------
 for _op, _fn in [
     (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
     (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
-    (aten.sign, _sign), (aten.relu, _relu),
+    (aten.sign, _sign),
     (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, I)

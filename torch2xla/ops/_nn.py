@@ -294,14 +294,14 @@ def _bn_train(input, weight, bias, eps):
     """(output in the input's dtype, mean, biased variance, invstd), statistics in float32
     for half-precision inputs; the gradient is torch's closed form (_batch_norm)."""
     acc = _opmath(input)
-    x = as_dtype(input, acc)
-    c = x.shape[1]
+    c = input.shape[1]
     w = jnp.ones((c,), acc) if weight is None else as_dtype(weight, acc)
     b = jnp.zeros((c,), acc) if bias is None else as_dtype(bias, acc)
-    if _channels_last_bn(x):
-        out, mean, var = batch_norm_train_channels_last(x, w, b, eps)
+    # (the input is widened inside, so that its backward keeps it in its own dtype)
+    if _channels_last_bn(input):
+        out, mean, var = batch_norm_train_channels_last(input, w, b, eps)
     else:
-        out, mean, var = batch_norm_train(x, w, b, eps)
+        out, mean, var = batch_norm_train(input, w, b, eps)
     return as_dtype(out, input.dtype), mean, var, lax.rsqrt(var + eps)
 
 
