@@ -10,7 +10,7 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
-import torch.nn as nn
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # "cpu" (gloo) by default; tests/test_distributed.py sets "cuda" (NCCL) on a 2-GPU machine.

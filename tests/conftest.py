@@ -15,3 +15,21 @@ if os.environ.get("CI"):
 def _reset_dynamo():
     torch._dynamo.reset()
     yield
+
+
+@pytest.fixture
+def lowered_ops(monkeypatch):
+    """The call_function targets of every ATen graph lowered while the test runs."""
+    import torch2xla._backend
+    import torch2xla._lower
+
+    seen: list = []
+    original = torch2xla._lower.lower
+
+    def recording(gm, args):
+        lowered = original(gm, args)
+        seen.extend(n.target for n in lowered.gm.graph.nodes if n.op == "call_function")
+        return lowered
+
+    monkeypatch.setattr(torch2xla._backend, "lower", recording)
+    return seen

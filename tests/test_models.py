@@ -4,8 +4,8 @@ import copy
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from tests._util import ProgramCounter, assert_same
 from tests.models import CNN, MLP, GPT2Block, LSTMTagger, TinyGPT
@@ -70,7 +70,7 @@ def test_pooling(pool):
 
 
 def test_maxpool_indices():
-    f = lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)  # noqa: E731
+    f = lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
     x = torch.randn(2, 3, 9, 8)
     out = torch.compile(f, backend="xla", options={"strict": True})(x)
     assert_same(out, f(x))

@@ -9,7 +9,6 @@ import pytest
 import torch
 from torch import nn
 
-import torch2xla._lower
 from tests._training import grad_parity
 from tests._util import assert_same
 from torch2xla.ops import LOWERINGS
@@ -38,21 +37,6 @@ class _Recurrent(nn.Module):
         hx = None if not state else state[0] if len(state) == 1 else tuple(state)
         out, h = self.rnn(x, hx)
         return torch.cat([t.flatten() for t in (out, *(h if isinstance(h, tuple) else (h,)))])
-
-
-@pytest.fixture
-def lowered_ops(monkeypatch):
-    """The call_function targets of every ATen graph lowered while the test runs."""
-    seen: list = []
-    original = torch2xla._lower.lower
-
-    def recording(gm, args):
-        lowered = original(gm, args)
-        seen.extend(n.target for n in lowered.gm.graph.nodes if n.op == "call_function")
-        return lowered
-
-    monkeypatch.setattr(torch2xla._backend, "lower", recording)
-    return seen
 
 
 def _loss(out):

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from tests._util import assert_same, run_both
 

@@ -13,6 +13,7 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch2xla._stop_gradient import insert_stop_gradients
 from torch2xla.ops._effects import strip_effect_tokens
 from torch2xla.ops._rnn import preserve_rnns
+from torch2xla.ops._sdpa import preserve_sdpa
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,8 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = _specialize_scalars(gm, args)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
+    # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
+    gm = preserve_sdpa(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.

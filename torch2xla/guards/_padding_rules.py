@@ -31,6 +31,7 @@ from torch2xla.guards._padding import (
     expr_of,
     rule,
 )
+from torch2xla.ops._sdpa import sdpa
 
 aten = torch.ops.aten
 
@@ -720,6 +721,7 @@ for _name in (
 ):
     if hasattr(aten, _name):
         RULES[getattr(aten, _name)] = Rule(_attention)
+RULES[sdpa._opoverload] = Rule(_attention)
 
 
 @rule(aten._transformer_encoder_layer_fwd.default)

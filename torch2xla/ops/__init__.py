@@ -11,7 +11,7 @@ creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statisti
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
 distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
-``_rnn`` (LSTM/GRU/RNN layers as scans), ``_fft``, ``_random``, ``_special`` (special
+``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export), ``_fft``, ``_random``, ``_special`` (special
 functions, complex views), ``_backward`` (ATen backward ops), ``_effects`` (value checks and
 effect tokens), ``_coverage`` (what is not lowered and why).
 """
@@ -31,6 +31,7 @@ from torch2xla.ops import (  # noqa: F401
     _random,
     _reduction,
     _rnn,
+    _sdpa,
     _shape,
     _sort,
     _special,

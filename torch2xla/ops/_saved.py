@@ -198,8 +198,9 @@ layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 # -- attention -------------------------------------------------------------------------------
 def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision):
     """softmax(q k^T * scale [+ causal/bool mask] [+ bias]) v, and the per-row logsumexp of the
-    scores, in the opmath dtype of ``q``. The backward keeps q, k, v, the masks, the output and
-    the logsumexp (what eager's fused attention keeps) and recomputes the probabilities.
+    scores, in the opmath dtype of ``q``. The backward keeps q, k, v, the masks and two floats
+    per row (the scores' maximum and the sum of their exponentials; eager's fused attention
+    keeps the output and the logsumexp) and recomputes the probabilities.
     ``q``, ``k``, ``v`` share their leading (batch, head) dims; ``mask``/``bias`` broadcast."""
     return _attention(q, k, v, mask, bias, scale, is_causal, precision)
 
@@ -227,21 +228,28 @@ def _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision):
     acc = _opmath(q.dtype)
     s = _scores(q, k, mask, bias, scale, is_causal, precision)
     m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
+    # NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
+    # eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf.
+    m = jnp.where(jnp.isneginf(m), jnp.zeros_like(m), m)
     e = jnp.exp(s - m)
     total = jnp.sum(e, axis=-1, keepdims=True)
+    lse = (m + jnp.log(total))[..., 0]
+    total = jnp.where(total == 0, jnp.ones_like(total), total)
     p = e / total
     out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
     out = out.astype(q.dtype)
-    lse = (m + jnp.log(total))[..., 0]
-    return (out, lse), (q, k, v, mask, bias, lse)
+    # NOTE: the backward recomputes the probabilities as the forward computed them, from the
+    # row maximum and sum (one float each per row, as the logsumexp): exp(s - lse) loses
+    # |lse| ulps of the scores' scale, up to 30x eager's error in q's and k's gradients.
+    return (out, lse), (q, k, v, mask, bias, m, total)
 
 
 def _attention_bwd(scale, is_causal, precision, res, cts):
-    q, k, v, mask, bias, lse = res
+    q, k, v, mask, bias, m, total = res
     d_out, d_lse = cts
     acc = _opmath(q.dtype)
     s = _scores(q, k, mask, bias, scale, is_causal, precision)
-    p = jnp.exp(s - lse[..., None])
+    p = jnp.exp(s - m) / total
     do = d_out.astype(q.dtype)
     dv = jnp.matmul(jnp.swapaxes(p.astype(q.dtype), -1, -2), do, precision=precision,
                     preferred_element_type=acc).astype(v.dtype)

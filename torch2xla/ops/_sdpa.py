@@ -1,0 +1,172 @@
+"""``scaled_dot_product_attention`` kept whole through AOT export.
+
+AOT export traces with fake tensors, and torch picks sdpa's kernel from them: for fake CUDA
+tensors ``torch._fused_sdp_choice`` answers MATH where the real tensors get the efficient or
+cuDNN kernel. Export then decomposed every CUDA sdpa into two batched products around a
+``_safe_softmax``, in float32 even under bf16 autocast, and training kept every (L, S)
+probability matrix where eager's fused kernels keep the output and a logsumexp per row.
+
+``preserve_sdpa`` retargets the Dynamo graph's sdpa calls to ``torch2xla::sdpa``, a functional
+custom op of sdpa's schema that export keeps intact, lowered by the registry's sdpa lowering:
+cuDNN's fused attention for half precision on CUDA, elsewhere attention whose backward keeps
+what fused attention keeps (``_saved.attention``). Under autocast the op carries autocast's
+dtype and casts as autocast casts sdpa (float operands but float64 to the autocast dtype).
+
+Calls left to the decomposition: dropout (its eager fallback could not replay the random
+mask), graphs that enter autocast themselves, and arguments that are not constants.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jax.numpy as jnp
+import torch
+
+from torch2xla._interop import jax_dtype, torch_dtype
+from torch2xla.ops._nn import scaled_dot_product_attention
+from torch2xla.ops._registry import register
+
+_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+             "enable_gqa": False}
+
+
+def _cast_to(dtype: torch.dtype, autocast_dtype: torch.dtype | None) -> torch.dtype:
+    """The dtype autocast gives an sdpa operand of ``dtype``."""
+    if autocast_dtype is None or not dtype.is_floating_point or dtype == torch.float64:
+        return dtype
+    return autocast_dtype
+
+
+def _autocast_cast(t: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
+    return t if t is None else t.to(_cast_to(t.dtype, dtype))
+
+
+def _eager(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
+    q, k, v, m = (_autocast_cast(t, autocast_dtype) for t in (query, key, value, attn_mask))
+    with torch.autocast(q.device.type, enabled=False):
+        return torch.ops.aten.scaled_dot_product_attention.default(
+            q, k, v, m, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
+
+
+@torch.library.custom_op("torch2xla::sdpa", mutates_args=())
+def sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+    autocast_dtype: torch.dtype | None,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` without dropout, its floating operands first cast to
+    ``autocast_dtype`` as autocast casts them (see the module docstring)."""
+    out = _eager(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype)
+    return out.clone() if out._base is not None else out
+
+
+@sdpa.register_fake
+def _sdpa_fake(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
+    dtype = _cast_to(query.dtype, autocast_dtype)
+    return query.new_empty((*query.shape[:-1], value.shape[-1]), dtype=dtype)
+
+
+def _setup(ctx, inputs, output):
+    ctx.inputs = inputs
+
+
+def _backward(ctx, grad):
+    """Autograd of the op run eagerly (a partition left to torch): sdpa recomputed with
+    autograd on and differentiated."""
+    query, key, value, attn_mask, *rest = ctx.inputs
+    tensors = [query, key, value, attn_mask]
+    wanted = [i for i, t in enumerate(tensors) if t is not None and t.requires_grad]
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_(i in wanted) if t is not None else None
+                  for i, t in enumerate(tensors)]
+        out = _eager(*leaves, *rest)
+        got = torch.autograd.grad(out, [leaves[i] for i in wanted], grad, allow_unused=True)
+    grads: list = [None] * (len(tensors) + len(rest))
+    for i, g in zip(wanted, got):
+        grads[i] = g
+    return tuple(grads)
+
+
+sdpa.register_autograd(_backward, setup_context=_setup)
+
+
+@register(torch.ops.torch2xla.sdpa.default)
+def _sdpa_lowering(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
+    if autocast_dtype is not None:
+
+        def cast(x):
+            if x is None or not jnp.issubdtype(x.dtype, jnp.floating):
+                return x
+            return x.astype(jax_dtype(_cast_to(torch_dtype(x.dtype), autocast_dtype)))
+
+        query, key, value, attn_mask = (cast(x) for x in (query, key, value, attn_mask))
+    return scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal,
+                                        scale=scale, enable_gqa=enable_gqa)
+
+
+# -- the Dynamo-graph rewrite ---------------------------------------------------------------------
+_TARGETS = frozenset({torch._C._nn.scaled_dot_product_attention,
+                      torch.nn.functional.scaled_dot_product_attention})
+
+
+def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose sdpa calls target ``torch2xla::sdpa`` (``gm`` itself is never
+    changed: Dynamo may still run it eagerly)."""
+    if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
+        return gm  # autocast entered inside the graph: which calls it covers is not tracked here
+    positions = [i for i, node in enumerate(gm.graph.nodes) if _bound(node) is not None]
+    if not positions:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        node = nodes[i]
+        bound = _bound(node)
+        device = bound["query"].meta["example_value"].device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        node.target = torch.ops.torch2xla.sdpa.default
+        node.args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"],
+                     bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
+        node.kwargs = {}
+    gm.recompile()
+    return gm
+
+
+def _bound(node: torch.fx.Node) -> dict | None:
+    """The arguments of an sdpa call this op covers, by name; None for any other node."""
+    if node.op != "call_function" or node.target not in _TARGETS:
+        return None
+    if len(node.args) > len(_ARGS) or any(k not in _ARGS for k in node.kwargs):
+        return None
+    bound = {**_DEFAULTS, **dict(zip(_ARGS, node.args)), **node.kwargs}
+    if any(name not in bound for name in _ARGS[:3]):
+        return None
+    if bound["dropout_p"] != 0 or not isinstance(bound["dropout_p"], int | float):
+        return None
+    if not (isinstance(bound["is_causal"], bool) and isinstance(bound["enable_gqa"], bool)):
+        return None
+    if not (bound["scale"] is None or isinstance(bound["scale"], int | float)):
+        return None
+    tensors = [bound[n] for n in ("query", "key", "value")]
+    if bound["attn_mask"] is not None:
+        tensors.append(bound["attn_mask"])
+    values = [t.meta.get("example_value") if isinstance(t, torch.fx.Node) else None
+              for t in tensors]
+    if not all(isinstance(v, torch.Tensor) and not v.is_nested for v in values):
+        return None
+    if not all(v.is_floating_point() for v in values[:3]):
+        return None
+    if bound["scale"] is not None:
+        bound["scale"] = float(bound["scale"])
+    return bound
+
+
+__all__ = ["preserve_sdpa", "sdpa"]
