@@ -36,7 +36,7 @@ def _check(fn, *inputs, autocast=None, rtol=1e-5, atol=1e-5):
     assert ran_in_xla(out)
     assert out.dtype == ref.dtype
     torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
-    ct = _t(*ref.shape, seed=9).to(ref.dtype)
+    ct = _t(*ref.shape, seed=9).to(ref.device, ref.dtype)
     diff = [x for x in xs if x.requires_grad]
     got = torch.autograd.grad(out, diff, ct)
     expected = torch.autograd.grad(ref, [r for r in rs if r.requires_grad], ct)
@@ -166,6 +166,10 @@ def test_rows_that_attend_nowhere_give_zeros_as_eager(kind, dtype, device):
     not NaN (on CUDA in bf16 this is cuDNN's kernel)."""
     if device == "cpu" and dtype == torch.bfloat16:
         pytest.skip("bf16 on CPU is the float32 path's")
+    if device == "cuda" and dtype == torch.bfloat16 and kind == "bool":
+        # Measured on an H100 (torch 2.11): eager's own bf16 CUDA kernel returns a nonzero
+        # row here (neither zeros, as its math path, nor NaN): no eager value to match.
+        pytest.skip("eager's bf16 CUDA kernel gives such a row no defined value")
     q, k, v = (t.to(device, dtype) for t in _qkv(l=8, s=8, e=16))
     m = torch.ones(2, 1, 8, 8, dtype=torch.bool, device=device)
     m[..., 3, :] = False
