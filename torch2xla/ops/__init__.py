@@ -11,9 +11,10 @@ creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statisti
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
 distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
-``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export), ``_fft``, ``_random``, ``_special`` (special
-functions, complex views), ``_backward`` (ATen backward ops), ``_effects`` (value checks and
-effect tokens), ``_coverage`` (what is not lowered and why).
+``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
+``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_backward`` (ATen
+backward ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not
+lowered and why).
 """
 
 from torch2xla.ops import (  # noqa: F401
