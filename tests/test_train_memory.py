@@ -199,6 +199,33 @@ def test_bf16_autocast_residuals_no_larger_than_eager():
     assert_grads(model, ref, rtol=2e-2, atol=2e-2)
 
 
+class _ResidualRelu(nn.Module):
+    """relu whose output feeds a matrix product and an identity shortcut's add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        return self.c(self.b(y) + y)
+
+
+def test_relu_keeps_no_mask_where_a_shortcut_also_reads_its_output():
+    """The matrix product keeps relu's output anyway, so its mask is recomputed from it,
+    whatever else (an identity shortcut) reads the output."""
+    torch.manual_seed(0)
+    compiled, model, ref = twins(_ResidualRelu())
+    x = _x(8, 16, scale=1.0)
+    out = compiled(x)
+    kept = out.grad_fn.vjp_fn.kept
+    assert not [k.shape for k in kept if k.dtype == bool], "a relu mask was kept"
+    assert sum(k.nbytes for k in kept) <= 1.01 * _eager_saved_bytes(ref, x)
+    out.square().mean().backward()
+    ref(x).square().mean().backward()
+    assert_grads(model, ref)
+
+
 class _Float32Relu(nn.Module):
     """conv -> float32 relu -> conv: under bf16 autocast the second convolution keeps a bf16
     copy of the relu's output, not the output itself."""

@@ -215,13 +215,14 @@ _KEEP_INPUT = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.d
                          aten.bmm.default})
 
 
-def _output_kept_by_users(node) -> bool:
-    """Whether every user of ``node`` keeps it, unconverted, for its backward (a convolution
-    or matrix product reading it directly). Not so under autocast, where a bf16 copy is kept:
-    there recomputing the mask would keep the float32 output beside it (4 bytes an element
-    instead of the mask's 1)."""
-    users = list(node.users)
-    return bool(users) and all(u.target in _KEEP_INPUT for u in users)
+def _output_kept_by_users(node, every: bool = False) -> bool:
+    """Whether a user of ``node`` keeps it, unconverted, for its backward (a convolution or
+    matrix product reading it directly): the output is then kept whatever its other users (a
+    residual block's shortcut add) are; with ``every``, only if each user keeps it. Not so
+    under autocast, where a bf16 copy is kept: there recomputing the mask would keep the
+    float32 output beside it (4 bytes an element instead of the mask's 1)."""
+    kept = [u.target in _KEEP_INPUT for u in node.users]
+    return bool(kept) and (all(kept) if every else any(kept))
 
 
 def _after_cpu_convolution(x) -> bool:
@@ -234,7 +235,12 @@ def _after_cpu_convolution(x) -> bool:
 
 
 def _relu(x):
-    return relu(x, _after_cpu_convolution(x), keep_mask=not _output_kept_by_users(ctx().node))
+    channels_last = _after_cpu_convolution(x)
+    # NOTE: a channels-last relu (CPU) recomputes its mask only where every user keeps its
+    # output: with a shortcut reading it too, the CPU CNN's training step measured 2% slower
+    # (29.4 -> 30.1 ms, 11 runs each) for 0.5 of 19.6 MiB of residuals.
+    kept = _output_kept_by_users(ctx().node, every=channels_last)
+    return relu(x, channels_last, keep_mask=not kept)
 
 
 def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
