@@ -11,7 +11,7 @@ python3 -c "import torch, jax; print('torch', torch.__version__, 'cuda', torch.v
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || tail -5 "$out/install.log"
 python3 -c "import torch._dynamo as d; assert 'xla' in d.list_backends(), d.list_backends()" || exit 1
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -W error::UserWarning:torch2xla tests/test_gpu.py tests/test_hot_path.py 2>&1 | tee "$out/test_gpu.log" | tail -25
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -W error::UserWarning:torch2xla tests/test_gpu.py tests/test_hot_path.py tests/test_sdpa.py 2>&1 | tee "$out/test_gpu.log" | tail -25
   timeout 60 python3 benchmarks/overhead.py --device cuda --rounds 9 --calls 300 --breakdown --json "$out/overhead_cuda.json" 2>&1 | tail -16
 fi
 if [[ $# -gt 0 ]]; then
