@@ -282,7 +282,7 @@ def _memory(step, mode: str, model, probe: _Probe | None = None) -> dict:
         # steps all look alike, so the process-wide peak is a step's.
         jax_peak = _jax_peak()
         if probe is not None:
-            torch_peak = max(torch_peak, *(peak for _, peak, _ in probe.phases))
+            torch_peak = max([torch_peak, *(peak for _, peak, _ in probe.phases)])
         summed = torch_peak - before + max(0, jax_peak - jax_before)
         out["step_peak_sum_mb"] = summed / 2**20
         step_peak = summed
