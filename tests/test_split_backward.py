@@ -4,6 +4,7 @@ steps as eager's, and each residual freed by the segment that uses it last."""
 from __future__ import annotations
 
 import copy
+import itertools
 import weakref
 
 import pytest
@@ -162,7 +163,7 @@ def test_auto_is_one_program_on_cpu(monkeypatch):
     assert spy.calls == 0
     assert _split.policy("auto", cuda=False) is None
     assert _split.policy("auto", cuda=True)(100 << 20) is None  # small: one program
-    assert _split.policy("auto", cuda=True)(1 << 30) == (1 << 30) // 4
+    assert _split.policy("auto", cuda=True)(1 << 30) == _split.Schedule((1 << 30) // 16, 2.0)
 
 
 @pytest.mark.parametrize("bad", ["yes", 0, -1.5, None])
@@ -194,6 +195,30 @@ def test_partition_covers_every_step_once():
     for seg in segments:  # every segment reads only what exists before it
         assert set(seg.ins) <= defined
         defined |= {k for s in seg.steps for k in s.outs}
+
+
+def test_growing_schedule_keeps_the_first_segment_small():
+    """Every residual is alive while the first segment runs: it frees one budget's worth (up to
+    twice that, at the best cut), and each later one about twice what the one before did."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(kept, inputs, cts):
+        (w,) = inputs
+        (h,) = cts
+        for a in reversed(kept):  # a backward reads the last residual first
+            h = jnp.tanh(h @ w) * a
+        return [h]
+
+    arr = jnp.ones((32, 32))
+    n_kept, layer = 31, arr.nbytes
+    closed = jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr])
+    segments = _split.partition(_split.flatten(closed), n_kept, layer, growth=2.0)
+    freed = [sum(1 for p in seg.last if seg.ins[p] < n_kept) for seg in segments]
+    assert sum(freed) == n_kept
+    assert 1 <= freed[0] <= 2
+    assert 4 <= len(segments) <= 6  # doubling: log2 of 31 layers, not one per layer
+    assert all(b >= a for a, b in itertools.pairwise(freed[:-1])), freed
 
 
 def test_split_with_remat_matches_eager(monkeypatch):

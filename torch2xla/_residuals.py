@@ -371,14 +371,14 @@ class Backward:
         """At the first freed call: a SplitBackward where the policy asks for segments and the
         backward has at least two, else False (one program)."""
         total = sum(getattr(x, "nbytes", 0) for x in res.kept)
-        segment = self._split_policy(total)
+        schedule = self._split_policy(total)
         split = False
-        if segment is not None:
+        if schedule is not None:
             fwd = self._forward
             with no_stack_capture():
                 split = _split.SplitBackward(
                     functools.partial(self._backward_freed, layout=res.layout),
-                    res.kept, res.inputs, cts, segment,
+                    res.kept, res.inputs, cts, schedule,
                     kept_formats=fwd.kept_formats if fwd is not None else None,
                     compiler_options=fwd.compiler_options if fwd is not None else None,
                 )

@@ -19,6 +19,8 @@ only, which costs little at the sizes where splitting pays (hundreds of MiB of r
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import itertools
@@ -29,11 +31,14 @@ from typing import Any
 import jax
 import jax.extend.core as jcore
 import numpy as np
-from jax.experimental.layout import Format, Layout
 
-from torch2xla._interop import no_stack_capture, pin_row_major
+from torch2xla._interop import no_stack_capture
 
 MiB = 1 << 20
+
+# Segments compiled at once (XLA's GPU compiler also runs threads of its own per program).
+_COMPILE_THREADS = 8
+
 
 # Call-like primitives whose body is inlined into the flat list of steps: the jax.checkpoint
 # around the differentiated function (its backward is one such call) and nested jits.
@@ -150,22 +155,31 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
       activation's, a bias gradient's sum over tokens) runs as soon as the steps it depends on
       have run. JAX's transpose leaves many of them at the very end of the backward (those of
       parameters broadcast or transposed in the forward), which would keep every layer's
-      activation gradient alive until then;
-    - a *movable* step (a layout op or conversion that reads only inputs, constants and other
-      movable steps' results, and whose results are not outputs: a recomputed transpose of a
-      kept weight) runs just before its first user.
+      activation gradient alive until then. A step that reads no computed value stays where
+      it is: run early it frees nothing (residuals live until their last use) and its result
+      would be handed through every segment to its user (relu's mask recomputed from a kept
+      output: on an H100, 579 MiB of ResNet-50's masks made at the start of the backward);
+    - a *movable* step (one that reads only inputs, constants and other movable steps'
+      results, whose results are not outputs, and that is a layout op or conversion or makes
+      more bytes than the residuals it alone reads: a recomputed transpose of a kept weight,
+      relu's mask recomputed from its kept output) runs just before its first user. JAX's
+      checkpoint puts every recomputation at the start of the backward: on an H100,
+      ResNet-50's first segment handed 579 MiB of relu masks on to later ones.
     """
     producer = {k: s for s in flat.steps for k in s.outs}
     final = {a for a in flat.outs if isinstance(a, int)}
+    readers = collections.Counter(
+        a for s in flat.steps for a in {a for a in s.ins if isinstance(a, int)} if a < n_kept
+    )
     movable: dict[int, bool] = {}
     for s in flat.steps:
         movable[id(s)] = (
-            s.eqn.primitive.name in _MOVABLE
-            and not any(k in final for k in s.outs)
+            not any(k in final for k in s.outs)
             and all(
                 not isinstance(a, int) or a < flat.n_in or movable[id(producer[a])]
                 for a in s.ins
             )
+            and (s.eqn.primitive.name in _MOVABLE or _frees_less_than_it_makes(s, readers))
         )
     fixed = [s for s in flat.steps if not movable[id(s)]]
     memo: dict[int, frozenset] = {}
@@ -177,8 +191,8 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
         read = sum(_nbytes(flat.avals[a]) for a in reads if a < n_kept or a >= flat.n_in)
         made = sum(_nbytes(flat.avals[k]) for k in s.outs)
         at = len(order)
-        if _REDUCING * made <= read:
-            at = max((where[d] + 1 for d in deps), default=0)
+        if deps and _REDUCING * made <= read:
+            at = max(where[d] + 1 for d in deps)
         order.insert(at, s)
         if at == len(order) - 1:
             where[id(s)] = at
@@ -200,6 +214,19 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
         emit(s)
     result += [s for s in flat.steps if id(s) not in emitted]  # unused movable steps
     return result
+
+
+def _frees_less_than_it_makes(s: _Step, readers: collections.Counter) -> bool:
+    """Whether a step that recomputes from residuals makes more bytes than it is the only
+    reader of: run at the start of the backward, where JAX's checkpoint puts every recomputed
+    value, it would hold more than it lets go."""
+    made = sum(_nbytes(v.aval) for v in s.eqn.outvars)
+    sole = sum(
+        _nbytes(s.eqn.invars[i].aval)
+        for i, a in enumerate(s.ins)
+        if isinstance(a, int) and readers.get(a) == 1
+    )
+    return made > sole
 
 
 def _deep_ins(s: _Step, n_in: int, producer: dict, movable: dict, memo: dict) -> frozenset:
@@ -229,11 +256,13 @@ class Segment:
     last: tuple[int, ...]
 
 
-def partition(flat: _Flat, n_kept: int, segment_bytes: int) -> list[Segment]:
+def partition(flat: _Flat, n_kept: int, segment_bytes: int,
+              growth: float = 1.0) -> list[Segment]:
     """``flat``'s steps cut into segments. A segment ends once the kept inputs (keys
-    ``0..n_kept-1``, the residuals) whose last use it holds pass ``segment_bytes``: at the step,
+    ``0..n_kept-1``, the residuals) whose last use it holds pass its budget: at the step,
     from there until they pass twice that, after which the fewest bytes cross to the next
-    segment (between layers rather than inside one)."""
+    segment (between layers rather than inside one). The first segment's budget is
+    ``segment_bytes``, each next one's ``growth`` times the last's."""
     order = _order(flat, n_kept)
     n = len(order)
     finals = {a for a in flat.outs if isinstance(a, int)}
@@ -256,18 +285,18 @@ def partition(flat: _Flat, n_kept: int, segment_bytes: int) -> list[Segment]:
                 ends[last_use[k]] = ends.get(last_use[k], 0) + _nbytes(flat.avals[k])
         live -= ends.pop(i, 0)
         crossing[i] = live
-    cuts, acc, i = [], 0, 0
+    cuts, acc, i, budget = [], 0, 0, float(segment_bytes)
     while i < n - 1:
         acc += freed_at[i]
-        if acc >= segment_bytes:
+        if acc >= budget:
             best, more, j = i, acc, i
-            while j < n - 1 and more < 2 * segment_bytes:
+            while j < n - 1 and more < 2 * budget:
                 if crossing[j] < crossing[best]:
                     best = j
                 j += 1
                 more += freed_at[j]
             cuts.append(best + 1)
-            acc, i = 0, best
+            acc, i, budget = 0, best, budget * growth
         i += 1
     bounds = [0, *cuts, n]
     segs_steps = [order[a:b] for a, b in itertools.pairwise(bounds)]
@@ -302,40 +331,47 @@ def _nbytes(aval) -> int:
 
 class SplitBackward:
     """The backward ``fn(kept, inputs, cts)`` run as a chain of segment programs, compiled
-    here (the first freed backward) in order: a value one segment hands to the next stays in
-    the layout XLA chose for it (a convolution's gradient NHWC), the outputs torch reads are
-    row-major.
+    here (the first freed backward) in parallel threads: the residuals come in the layouts the
+    forward chose for them, every value handed from one segment to the next is row-major, so
+    no segment's compilation waits for another's.
+
+    Handing values on in the layouts XLA chose (a convolution's gradient NHWC) chained the
+    compilations, each taking the layouts of the one before: GPT-2's bf16 backward (four
+    segments) compiled in 27.6 s one after another, 9.7 s in parallel, on an H100; the steps
+    ran equally fast (GPT-2 bf16 1.003x, ResNet-50 fp32 0.999x; ``benchmarks/analysis.md``).
 
     Args:
         fn: the backward (traceable), its residuals first.
         kept, inputs, cts: example arguments (arrays or ``ShapeDtypeStruct``s).
-        segment_bytes: residual bytes freed per segment (``partition``).
+        schedule: how much of the residuals each segment frees (``partition``).
         kept_formats: the residuals' formats as the forward returns them (None: row-major).
         compiler_options: XLA compiler options for every segment.
     """
 
     def __init__(self, fn: Callable, kept: Sequence, inputs: Sequence, cts: Sequence,
-                 segment_bytes: int, kept_formats: Sequence | None = None,
+                 schedule: Schedule, kept_formats: Sequence | None = None,
                  compiler_options: dict | None = None) -> None:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
         self._out_tree = jax.tree_util.tree_structure(out_shape)
         n_kept = len(jax.tree_util.tree_leaves(kept))
         flat = flatten(closed)
         self._outs = flat.outs
-        self.segments = partition(flat, n_kept, segment_bytes)
+        self.segments = partition(flat, n_kept, schedule.first_bytes, schedule.growth)
         finals = {a for a in flat.outs if isinstance(a, int)}
         used = {k for seg in self.segments for k in seg.ins} | finals
         # inputs no segment reads (residuals the backward does not need): freed at once
         self._unused = tuple(k for k in range(n_kept) if k not in used)
         self._n_in, self._n_kept, self._finals = flat.n_in, n_kept, finals
         self._nbytes = {k: _nbytes(a) for k, a in flat.avals.items()}
-        formats: dict[int, Any] = {}
-        if kept_formats is not None:
-            formats.update((k, f) for k, f in enumerate(kept_formats) if f is not None)
-        self._programs = []
+        formats = dict(enumerate(kept_formats)) if kept_formats is not None else {}
         with no_stack_capture():
-            for seg in self.segments:
-                self._programs.append(_Program(seg, flat, formats, finals, compiler_options))
+            # traced here (JAX's configuration, x64 included, is the calling thread's), only
+            # XLA's compilations run in the threads
+            self._programs = [_Program(seg, flat, formats, compiler_options)
+                              for seg in self.segments]
+            workers = min(len(self._programs), _COMPILE_THREADS)
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                list(pool.map(_Program.compile, self._programs))
 
     def __call__(self, kept: list, inputs: Sequence, cts: Sequence):
         """The backward's outputs. ``kept`` is emptied: each residual is freed by the segment
@@ -389,30 +425,29 @@ class SplitBackward:
 
 
 class _Program:
-    """One segment, compiled ahead of time; ``formats`` (key -> Format) gives the layouts of
-    its inputs and receives those XLA chose for the values it hands on. Arguments the
-    executable rejects (another layout) go through the jit."""
+    """One segment, compiled ahead of time (``compile``); ``formats`` (key -> Format or None)
+    gives the residuals' layouts, every other value is row-major. Arguments the executable
+    rejects (another layout) go through the jit."""
 
-    def __init__(self, seg: Segment, flat: _Flat, formats: dict, finals: set,
+    def __init__(self, seg: Segment, flat: _Flat, formats: dict,
                  compiler_options: dict | None) -> None:
         def body(*args):
             env = dict(zip(seg.ins, args))
             _run(seg.steps, env)
-            return tuple(pin_row_major(env[k]) if k in finals else env[k] for k in seg.outs)
+            return tuple(env[k] for k in seg.outs)
 
         structs = [jax.ShapeDtypeStruct(flat.avals[k].shape, flat.avals[k].dtype) for k in seg.ins]
         in_formats = tuple(formats.get(k) for k in seg.ins)
-        out_formats = tuple(None if k in finals else Format(Layout.AUTO) for k in seg.outs)
-        # NOTE: nothing is donated: JAX refuses donation next to AUTO output layouts, and the
-        # caller drops its last reference to an input whose last use this is, which frees it
-        # when the segment ends, as donation would (XLA reuses a donated buffer only for an
-        # output of its shape).
-        self._jitted = jax.jit(body, compiler_options=compiler_options,
-                               in_shardings=in_formats, out_shardings=out_formats)
-        self._exe = self._jitted.lower(*structs).compile()
-        for k, f in zip(seg.outs, self._exe.output_formats):
-            if k not in finals:
-                formats[k] = f
+        # NOTE: nothing is donated: the caller drops its last reference to an input whose last
+        # use this is, which frees it when the segment ends, as donation would (XLA reuses a
+        # donated buffer only for an output of its shape).
+        self._jitted = jax.jit(body, compiler_options=compiler_options, in_shardings=in_formats)
+        self._lowered = self._jitted.lower(*structs)
+        self._exe = None
+
+    def compile(self) -> None:
+        self._exe = self._lowered.compile()
+        self._lowered = None
 
     def memory_analysis(self):
         return self._exe.memory_analysis()
@@ -424,25 +459,39 @@ class _Program:
             return self._jitted(*args)
 
 
-def policy(option, cuda: bool) -> Callable[[int], int | None] | None:
-    """The ``split_backward`` option as a function from the residuals' total bytes to the
-    bytes per segment (None: one program).
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How a backward is cut: its first segment frees ``first_bytes`` of residuals, each next
+    one ``growth`` times as much as the one before (``partition``)."""
 
-    ``"auto"``: on GPU, a quarter of the residuals per segment where they pass 256 MiB. The
-    peak is the first segment's (every residual is still alive there, see ``profile``), so
-    more segments save little: on an H100, ResNet-50's first segment of eight held 5.9 GB of
-    6.3 GB at most, and each segment costs a dispatch (ResNet-50's step is bound by its host).
+    first_bytes: int
+    growth: float = 1.0
+
+
+def policy(option, cuda: bool) -> Callable[[int], Schedule | None] | None:
+    """The ``split_backward`` option as a function from the residuals' total bytes to the
+    ``Schedule`` of the segments (None: one program).
+
+    ``"auto"``: on GPU where the residuals pass 256 MiB, a first segment of a sixteenth of
+    them, each next one twice the last (about five segments). The peak is the largest over the
+    segments of the residuals still alive plus the segment's working set (temporaries, values
+    handed on, gradients; ``profile``). Every residual is alive in the first segment, so it
+    must be small; later ones run after their predecessors freed more than they need. With a
+    quarter per segment, ResNet-50's first segment (on an H100) added 591 MiB to 5140 MiB of
+    residuals. Each segment costs a dispatch (ResNet-50's step is bound by its host).
+    ``True``: a quarter per segment; a number: that many MiB per segment.
     """
     if option is False:
         return None
     if option == "auto":
         if not cuda:
             return None
-        return lambda total: max(total // 4, 32 * MiB) if total >= 256 * MiB else None
+        return lambda total: (Schedule(max(total // 16, 16 * MiB), 2.0)
+                              if total >= 256 * MiB else None)
     if option is True:
-        return lambda total: max(total // 4, 1)
+        return lambda total: Schedule(max(total // 4, 1))
     size = max(int(float(option) * MiB), 1)
-    return lambda total: size
+    return lambda total: Schedule(size)
 
 
-__all__ = ["Segment", "SplitBackward", "flatten", "partition", "policy"]
+__all__ = ["Schedule", "Segment", "SplitBackward", "flatten", "partition", "policy"]
