@@ -163,7 +163,8 @@ def test_auto_is_one_program_on_cpu(monkeypatch):
     assert spy.calls == 0
     assert _split.policy("auto", cuda=False) is None
     assert _split.policy("auto", cuda=True)(100 << 20) is None  # small: one program
-    assert _split.policy("auto", cuda=True)(1 << 30) == _split.Schedule((1 << 30) // 16, 2.0)
+    assert _split.policy("auto", cuda=True)(1 << 30) == _split.Schedule()  # cut for the peak
+    assert _split.policy(4, cuda=False)(1 << 30) == _split.Schedule(segment_bytes=4 << 20)
 
 
 @pytest.mark.parametrize("bad", ["yes", 0, -1.5, None])
@@ -197,28 +198,36 @@ def test_partition_covers_every_step_once():
         defined |= {k for s in seg.steps for k in s.outs}
 
 
-def test_growing_schedule_keeps_the_first_segment_small():
-    """Every residual is alive while the first segment runs: it frees one budget's worth (up to
-    twice that, at the best cut), and each later one about twice what the one before did."""
+def test_cuts_for_peak_keep_the_first_segment_small():
+    """Every residual is alive while the first segment runs: cut for the lowest estimated peak,
+    it frees less than the quarter a fixed cut gives it, and no segment frees more than a
+    quarter of the residuals (XLA's temporaries grow with a segment's length)."""
     import jax
     import jax.numpy as jnp
 
     def f(kept, inputs, cts):
         (w,) = inputs
         (h,) = cts
+        grads = []
         for a in reversed(kept):  # a backward reads the last residual first
+            grads.append((h * a).sum(0))  # a gradient: it lives to the end
             h = jnp.tanh(h @ w) * a
-        return [h]
+        return [h, *grads]
 
     arr = jnp.ones((32, 32))
-    n_kept, layer = 31, arr.nbytes
-    closed = jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr])
-    segments = _split.partition(_split.flatten(closed), n_kept, layer, growth=2.0)
-    freed = [sum(1 for p in seg.last if seg.ins[p] < n_kept) for seg in segments]
-    assert sum(freed) == n_kept
-    assert 1 <= freed[0] <= 2
-    assert 4 <= len(segments) <= 6  # doubling: log2 of 31 layers, not one per layer
-    assert all(b >= a for a, b in itertools.pairwise(freed[:-1])), freed
+    n_kept = 32
+    flat = _split.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
+    order = _split._order(flat, n_kept)
+    usage = _split._Usage(order, flat, n_kept)
+    quarter = n_kept * arr.nbytes // 4
+    cuts = usage.cuts_for_peak(max_segments=6)
+    fixed = usage.cuts_by_bytes(quarter)
+    assert usage.peak(cuts) < usage.peak(fixed)
+    bounds = [0, *cuts, len(order)]
+    freed = [sum(usage.freed_at[a:b]) for a, b in itertools.pairwise(bounds)]
+    assert freed[0] < quarter and max(freed) <= quarter, freed
+    segments = _split.partition(flat, n_kept)
+    assert [len(seg.steps) for seg in segments] == [b - a for a, b in itertools.pairwise(bounds)]
 
 
 def test_split_with_remat_matches_eager(monkeypatch):

@@ -169,7 +169,7 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
     producer = {k: s for s in flat.steps for k in s.outs}
     final = {a for a in flat.outs if isinstance(a, int)}
     readers = collections.Counter(
-        a for s in flat.steps for a in {a for a in s.ins if isinstance(a, int)} if a < n_kept
+        a for s in flat.steps for a in {a for a in s.ins if isinstance(a, int)}
     )
     movable: dict[int, bool] = {}
     for s in flat.steps:
@@ -179,7 +179,7 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
                 not isinstance(a, int) or a < flat.n_in or movable[id(producer[a])]
                 for a in s.ins
             )
-            and (s.eqn.primitive.name in _MOVABLE or _frees_less_than_it_makes(s, readers))
+            and (s.eqn.primitive.name in _MOVABLE or _frees_less_than_it_makes(s, readers, n_kept))
         )
     fixed = [s for s in flat.steps if not movable[id(s)]]
     memo: dict[int, frozenset] = {}
@@ -216,15 +216,19 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
     return result
 
 
-def _frees_less_than_it_makes(s: _Step, readers: collections.Counter) -> bool:
-    """Whether a step that recomputes from residuals makes more bytes than it is the only
-    reader of: run at the start of the backward, where JAX's checkpoint puts every recomputed
-    value, it would hold more than it lets go."""
+def _frees_less_than_it_makes(s: _Step, readers: collections.Counter, n_kept: int) -> bool:
+    """Whether a step that recomputes from residuals, for one reader, makes more bytes than
+    the residuals it alone reads: run at the start of the backward, where JAX's checkpoint
+    puts every recomputed value, it would hold more than it lets go. (A value several steps
+    read stays where JAX put it: moved to its first reader, it was handed on to the others,
+    and BERT's layer-norm differences raised its peak on CPU by a fifth.)"""
+    if any(readers[k] > 1 for k in s.outs):
+        return False
     made = sum(_nbytes(v.aval) for v in s.eqn.outvars)
     sole = sum(
         _nbytes(s.eqn.invars[i].aval)
         for i, a in enumerate(s.ins)
-        if isinstance(a, int) and readers.get(a) == 1
+        if isinstance(a, int) and a < n_kept and readers.get(a) == 1
     )
     return made > sole
 
@@ -256,48 +260,23 @@ class Segment:
     last: tuple[int, ...]
 
 
-def partition(flat: _Flat, n_kept: int, segment_bytes: int,
-              growth: float = 1.0) -> list[Segment]:
-    """``flat``'s steps cut into segments. A segment ends once the kept inputs (keys
-    ``0..n_kept-1``, the residuals) whose last use it holds pass its budget: at the step,
-    from there until they pass twice that, after which the fewest bytes cross to the next
-    segment (between layers rather than inside one). The first segment's budget is
-    ``segment_bytes``, each next one's ``growth`` times the last's."""
+def partition(flat: _Flat, n_kept: int, segment_bytes: int | None = None,
+              max_segments: int = 6) -> list[Segment]:
+    """``flat``'s steps (in ``_order``'s order) cut into segments.
+
+    With ``segment_bytes``, a segment ends once the kept inputs (keys ``0..n_kept-1``, the
+    residuals) whose last use it holds pass that: at the step, from there until they pass
+    twice that, after which the fewest bytes cross to the next segment (between layers rather
+    than inside one). Without, the cuts are those of at most ``max_segments`` segments that
+    keep the estimated peak lowest (``_Usage.cuts_for_peak``)."""
     order = _order(flat, n_kept)
+    usage = _Usage(order, flat, n_kept)
+    if segment_bytes is not None:
+        cuts = usage.cuts_by_bytes(segment_bytes)
+    else:
+        cuts = usage.cuts_for_peak(max_segments)
     n = len(order)
-    finals = {a for a in flat.outs if isinstance(a, int)}
-    last_use: dict[int, int] = {}
-    for i, s in enumerate(order):
-        for a in s.ins:
-            if isinstance(a, int):
-                last_use[a] = i
-    freed_at = [0] * n
-    for k in range(n_kept):
-        if k in last_use and k not in finals:
-            freed_at[last_use[k]] += _nbytes(flat.avals[k])
-    # bytes handed from steps up to i to later ones (outputs left out: they are kept anyway)
-    crossing, live = [0] * n, 0
-    ends: dict[int, int] = {}
-    for i, s in enumerate(order):
-        for k in s.outs:
-            if k not in finals and last_use.get(k, i) > i:
-                live += _nbytes(flat.avals[k])
-                ends[last_use[k]] = ends.get(last_use[k], 0) + _nbytes(flat.avals[k])
-        live -= ends.pop(i, 0)
-        crossing[i] = live
-    cuts, acc, i, budget = [], 0, 0, float(segment_bytes)
-    while i < n - 1:
-        acc += freed_at[i]
-        if acc >= budget:
-            best, more, j = i, acc, i
-            while j < n - 1 and more < 2 * budget:
-                if crossing[j] < crossing[best]:
-                    best = j
-                j += 1
-                more += freed_at[j]
-            cuts.append(best + 1)
-            acc, i, budget = 0, best, budget * growth
-        i += 1
+    finals = usage.finals
     bounds = [0, *cuts, n]
     segs_steps = [order[a:b] for a, b in itertools.pairwise(bounds)]
     last_seg: dict[int, int] = {}  # the last segment using each key (outputs: past them all)
@@ -323,6 +302,116 @@ def partition(flat: _Flat, n_kept: int, segment_bytes: int,
         )
         segments.append(Segment(tuple(steps), tuple(ins), outs, last))
     return segments
+
+
+class _Usage:
+    """What is alive at each step of the ordered backward, in bytes.
+
+    ``freed_at[i]``: residuals whose last use is step ``i``; ``crossing[i]``: computed values
+    (gradients left out) made up to step ``i`` and read after it; ``inner[i]``: what a segment
+    holds at step ``i`` besides its residuals: the computed values alive into the step, the
+    step's results, and the gradients made before it (they live to the end)."""
+
+    def __init__(self, order: list[_Step], flat: _Flat, n_kept: int) -> None:
+        n = len(order)
+        self.finals = finals = {a for a in flat.outs if isinstance(a, int)}
+        last_use: dict[int, int] = {}
+        for i, s in enumerate(order):
+            for a in s.ins:
+                if isinstance(a, int):
+                    last_use[a] = i
+        self.freed_at = [0] * n
+        for k in range(n_kept):
+            if k in last_use and k not in finals:
+                self.freed_at[last_use[k]] += _nbytes(flat.avals[k])
+        self.crossing, self.inner = [0] * n, [0] * n
+        live, grads, ends = 0, 0, {}
+        for i, s in enumerate(order):
+            made = 0
+            for k in s.outs:
+                size = _nbytes(flat.avals[k])
+                made += size
+                if k in finals:
+                    grads += size
+                elif last_use.get(k, i) > i:
+                    live += size
+                    ends[last_use[k]] = ends.get(last_use[k], 0) + size
+            self.inner[i] = (self.crossing[i - 1] if i else 0) + made + grads
+            live -= ends.pop(i, 0)
+            self.crossing[i] = live
+        # residual bytes still alive when a segment starts at step a: their last use is at a
+        # or later (XLA keeps a program's arguments until it ends)
+        self.alive_from = list(itertools.accumulate(reversed(self.freed_at)))[::-1] + [0]
+        # Residuals one segment may free at most (``_greedy``): XLA's temporaries, which the
+        # estimate does not see, grow with a segment's length. Cut for the estimate alone,
+        # BERT's and ViT's last segment (on an H100) held most of the model with 676 and 2438
+        # MiB of temporaries next to a quarter of the residuals still alive.
+        self.cap = self.alive_from[0] // 4 if self.alive_from else 0
+
+    def cuts_by_bytes(self, segment_bytes: int) -> list[int]:
+        n, freed_at, crossing = len(self.freed_at), self.freed_at, self.crossing
+        cuts, acc, i = [], 0, 0
+        while i < n - 1:
+            acc += freed_at[i]
+            if acc >= segment_bytes:
+                best, more, j = i, acc, i
+                while j < n - 1 and more < 2 * segment_bytes:
+                    if crossing[j] < crossing[best]:
+                        best = j
+                    j += 1
+                    more += freed_at[j]
+                cuts.append(best + 1)
+                acc, i = 0, best
+            i += 1
+        return cuts
+
+    def peak(self, cuts: Sequence[int]) -> int:
+        """The estimated peak of the backward cut at ``cuts``: per segment, the residuals
+        alive at its start plus its largest ``inner``."""
+        bounds = [0, *cuts, len(self.inner)]
+        return max(self.alive_from[a] + max(self.inner[a:b]) for a, b in itertools.pairwise(bounds))
+
+    def _greedy(self, limit: int) -> list[int]:
+        """The fewest cuts keeping every segment's estimate within ``limit`` and the
+        residuals it frees within ``cap``: each segment runs on while it fits; where it would
+        not, it ends at the step among the last half of it after which the fewest bytes cross
+        (between layers rather than inside one)."""
+        n, inner, alive_from, crossing = len(self.inner), self.inner, self.alive_from, self.crossing
+        cuts, a, top, i = [], 0, 0, 0
+        while i < n:
+            top_i = max(top, inner[i])
+            over = alive_from[a] + top_i > limit or alive_from[a] - alive_from[i + 1] > self.cap
+            if i > a and over:
+                c = min(range(max(a + 1, i - (i - a) // 2), i + 1), key=lambda c: crossing[c - 1])
+                cuts.append(c)
+                a, top, i = c, 0, c
+                continue
+            top, i = top_i, i + 1
+        return cuts
+
+    def cuts_for_peak(self, max_segments: int) -> list[int]:
+        """Cuts into at most ``max_segments`` segments (more where each frees at most a
+        quarter of the residuals only so) for the lowest estimated peak (binary search over
+        the limit ``_greedy`` keeps), then as few segments as come within 1% of the residuals
+        of that peak: each segment costs a dispatch."""
+        def fewest(segments: int) -> int:
+            lo = max(a + b for a, b in zip(self.alive_from, self.inner))  # a cut at every step
+            hi = self.alive_from[0] + max(self.inner)  # one program
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if len(self._greedy(mid)) < segments:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+
+        best = fewest(max_segments)
+        slack = self.alive_from[0] // 100
+        for k in range(1, max_segments):
+            limit = fewest(k)
+            if limit <= best + slack:
+                return self._greedy(limit)
+        return self._greedy(best)
 
 
 def _nbytes(aval) -> int:
@@ -356,7 +445,7 @@ class SplitBackward:
         n_kept = len(jax.tree_util.tree_leaves(kept))
         flat = flatten(closed)
         self._outs = flat.outs
-        self.segments = partition(flat, n_kept, schedule.first_bytes, schedule.growth)
+        self.segments = partition(flat, n_kept, schedule.segment_bytes, schedule.max_segments)
         finals = {a for a in flat.outs if isinstance(a, int)}
         used = {k for seg in self.segments for k in seg.ins} | finals
         # inputs no segment reads (residuals the backward does not need): freed at once
@@ -461,37 +550,36 @@ class _Program:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    """How a backward is cut: its first segment frees ``first_bytes`` of residuals, each next
-    one ``growth`` times as much as the one before (``partition``)."""
+    """How a backward is cut (``partition``): into segments freeing ``segment_bytes`` of
+    residuals each, or (None) into at most ``max_segments`` for the lowest estimated peak."""
 
-    first_bytes: int
-    growth: float = 1.0
+    segment_bytes: int | None = None
+    max_segments: int = 6
 
 
 def policy(option, cuda: bool) -> Callable[[int], Schedule | None] | None:
     """The ``split_backward`` option as a function from the residuals' total bytes to the
     ``Schedule`` of the segments (None: one program).
 
-    ``"auto"``: on GPU where the residuals pass 256 MiB, a first segment of a sixteenth of
-    them, each next one twice the last (about five segments). The peak is the largest over the
-    segments of the residuals still alive plus the segment's working set (temporaries, values
-    handed on, gradients; ``profile``). Every residual is alive in the first segment, so it
-    must be small; later ones run after their predecessors freed more than they need. With a
-    quarter per segment, ResNet-50's first segment (on an H100) added 591 MiB to 5140 MiB of
-    residuals. Each segment costs a dispatch (ResNet-50's step is bound by its host).
-    ``True``: a quarter per segment; a number: that many MiB per segment.
+    ``"auto"``: on GPU where the residuals pass 256 MiB, at most six segments cut for the
+    lowest estimated peak. Every residual is alive in the first segment, so it must hold
+    little else; where the residuals are freed late (a CNN's first layers are its largest),
+    later segments must stay small too. Cut into quarters of the residuals, ResNet-50's first
+    segment added 591 MiB to 5140 MiB of residuals on an H100; cut into a sixteenth first and
+    twice the last after that, BERT's last segment held half the residuals and the gradients
+    and temporaries of most of the model. Each segment costs a dispatch.
+    ``True``: the same on CPU; a number: that many MiB of residuals per segment.
     """
     if option is False:
         return None
     if option == "auto":
         if not cuda:
             return None
-        return lambda total: (Schedule(max(total // 16, 16 * MiB), 2.0)
-                              if total >= 256 * MiB else None)
+        return lambda total: Schedule() if total >= 256 * MiB else None
     if option is True:
-        return lambda total: Schedule(max(total // 4, 1))
+        return lambda total: Schedule()
     size = max(int(float(option) * MiB), 1)
-    return lambda total: Schedule(size)
+    return lambda total: Schedule(segment_bytes=size)
 
 
 __all__ = ["Schedule", "Segment", "SplitBackward", "flatten", "partition", "policy"]
