@@ -36,8 +36,12 @@ from torch2xla._interop import no_stack_capture
 
 MiB = 1 << 20
 
-# Segments compiled at once (XLA's GPU compiler also runs threads of its own per program).
-_COMPILE_THREADS = 8
+# Segments compiled at once (XLA's GPU compiler also runs threads of its own per program,
+# and times candidate kernels on the device). On an H100, four GEMM segments compiled at once
+# took 9.7 s where one after another took 27.6 (GPT-2 bf16), but seven at once took longer
+# than in sequence (ViT fp32 43 s against 22), and convolution segments compiled together
+# each took ~50 s (ResNet-50 bf16, 5-8 s each alone): convolutions compile in one lane.
+_COMPILE_THREADS = 3
 
 
 # Call-like primitives whose body is inlined into the flat list of steps: the jax.checkpoint
@@ -458,9 +462,16 @@ class SplitBackward:
             # XLA's compilations run in the threads
             self._programs = [_Program(seg, flat, formats, compiler_options)
                               for seg in self.segments]
-            workers = min(len(self._programs), _COMPILE_THREADS)
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                list(pool.map(_Program.compile, self._programs))
+            # segments with convolutions compile one after another, in one lane of their own
+            lanes: list[list[_Program]] = [[]]
+            for seg, program in zip(self.segments, self._programs):
+                if any(s.eqn.primitive.name == "conv_general_dilated" for s in seg.steps):
+                    lanes[0].append(program)
+                else:
+                    lanes.append([program])
+            lanes = [lane for lane in lanes if lane]
+            with concurrent.futures.ThreadPoolExecutor(min(len(lanes), _COMPILE_THREADS)) as pool:
+                list(pool.map(_compile_all, lanes))
 
     def __call__(self, kept: list, inputs: Sequence, cts: Sequence):
         """The backward's outputs. ``kept`` is emptied: each residual is freed by the segment
@@ -511,6 +522,11 @@ class SplitBackward:
                 "live": (residuals + held + m.temp_size_in_bytes + m.output_size_in_bytes) / MiB,
             })
         return rows
+
+
+def _compile_all(programs: list[_Program]) -> None:
+    for program in programs:
+        program.compile()
 
 
 class _Program:
