@@ -49,7 +49,8 @@ class Options:
             the options are parsed (an unknown name or a bad value raises there).
         split_backward: run the training backward as a chain of programs that free the
             residuals as they go (``_split``): ``"auto"`` on GPU when the residuals pass 256
-            MiB, ``True`` always, ``False`` never, or a number: MiB of residuals per segment.
+            MiB, ``True`` always (cut as ``"auto"`` cuts: for the lowest estimated peak),
+            ``False`` never, or a number: MiB of residuals per segment.
     """
 
     strict: bool = False

@@ -8,8 +8,8 @@ xla's training peak 1.3x-1.7x above eager's (ResNet-50, ViT, GPT-2, BERT;
 
 Here the backward is traced once to a jaxpr, flattened (the ``jax.checkpoint`` and ``jit``
 wrappers around it inlined), reordered so that memory is freed early (``_order``) and cut into
-segments, each ending where the residuals whose last use it holds add up to about
-``segment_bytes`` (``partition``). Each segment is compiled as a program of its own; the last
+segments for the lowest estimated peak (``partition``, ``_Usage``). Each segment is compiled as
+a program of its own (several at once, ``SplitBackward``); the last
 reference to a residual (or to a value one segment hands to the next) is dropped when the
 segment that uses it last is called, so its memory returns to JAX's pool as that segment ends.
 
@@ -424,9 +424,9 @@ def _nbytes(aval) -> int:
 
 class SplitBackward:
     """The backward ``fn(kept, inputs, cts)`` run as a chain of segment programs, compiled
-    here (the first freed backward) in parallel threads: the residuals come in the layouts the
-    forward chose for them, every value handed from one segment to the next is row-major, so
-    no segment's compilation waits for another's.
+    here (the first freed backward) in threads (``_COMPILE_THREADS``): the residuals come in
+    the layouts the forward chose for them, every value handed from one segment to the next
+    is row-major, so no segment's compilation waits for another's layouts.
 
     Handing values on in the layouts XLA chose (a convolution's gradient NHWC) chained the
     compilations, each taking the layouts of the one before: GPT-2's bf16 backward (four
