@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch2xla
-from tests._training import assert_grads
+from tests._training import assert_grads, twins
 from tests._util import assert_same
 from tests.models import CNN, MLP, LSTMTagger, TinyGPT
 from torch2xla import _split
@@ -262,12 +262,11 @@ def test_relu_masks_are_not_handed_between_segments(monkeypatch):
     layers = []
     for _ in range(8):  # relu's output feeds the next Linear, which keeps it: the mask is recomputed
         layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers)
-    ref = copy.deepcopy(model)
-    compiled = torch.compile(model, backend="xla", options={"split_backward": SEGMENT_MIB})
+    compiled, model, ref = twins(torch.nn.Sequential(*layers),
+                                 options={"split_backward": SEGMENT_MIB})
     x = torch.randn(32, 64)
-    compiled(x).square().mean().backward()
-    ref(x).square().mean().backward()
+    for m in (compiled, ref):
+        m(x).square().mean().backward()
     assert_grads(model, ref)
     (split,) = made
     assert len(split.segments) >= 4
