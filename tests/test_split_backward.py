@@ -274,3 +274,13 @@ def test_relu_masks_are_not_handed_between_segments(monkeypatch):
              for k, v in zip(s.outs, s.eqn.outvars)}
     handed = [avals[k] for seg in split.segments[:-1] for k in seg.outs if k not in split._finals]
     assert handed and not [a for a in handed if a.dtype == bool], handed
+
+
+@pytest.mark.parametrize("fn", [lambda x: x * 2.0, lambda x: x.clone(), lambda x: x.sum()],
+                         ids=["scale", "clone", "sum"])
+def test_backward_of_at_most_one_step_is_not_cut(fn):
+    x = torch.randn(4, requires_grad=True)
+    ref = x.detach().clone().requires_grad_()
+    torch.compile(fn, backend="xla", options={"split_backward": True})(x).sum().backward()
+    fn(ref).sum().backward()
+    assert_same(x.grad, ref.grad)

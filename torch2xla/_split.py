@@ -398,6 +398,8 @@ class _Usage:
         quarter of the residuals only so) for the lowest estimated peak (binary search over
         the limit ``_greedy`` keeps), then as few segments as come within 1% of the residuals
         of that peak: each segment costs a dispatch."""
+        if len(self.inner) < 2:  # nothing to cut (a backward of zero or one step)
+            return []
         def fewest(segments: int) -> int:
             lo = max(a + b for a, b in zip(self.alive_from, self.inner))  # a cut at every step
             hi = self.alive_from[0] + max(self.inner)  # one program
