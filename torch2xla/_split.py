@@ -159,10 +159,9 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
       activation's, a bias gradient's sum over tokens) runs as soon as the steps it depends on
       have run. JAX's transpose leaves many of them at the very end of the backward (those of
       parameters broadcast or transposed in the forward), which would keep every layer's
-      activation gradient alive until then. A step that reads no computed value stays where
-      it is: run early it frees nothing (residuals live until their last use) and its result
-      would be handed through every segment to its user (relu's mask recomputed from a kept
-      output: on an H100, 579 MiB of ResNet-50's masks made at the start of the backward);
+      activation gradient alive until then. A step that reads no computed value is not
+      hoisted: run early it frees nothing (residuals live until their last use) and its
+      result would be handed on to later segments;
     - a *movable* step (one that reads only inputs, constants and other movable steps'
       results, whose results are not outputs, and that is a layout op or conversion or makes
       more bytes than the residuals it alone reads: a recomputed transpose of a kept weight,
@@ -350,7 +349,7 @@ class _Usage:
         # estimate does not see, grow with a segment's length. Cut for the estimate alone,
         # BERT's and ViT's last segment (on an H100) held most of the model with 676 and 2438
         # MiB of temporaries next to a quarter of the residuals still alive.
-        self.cap = self.alive_from[0] // 4 if self.alive_from else 0
+        self.cap = self.alive_from[0] // 4
 
     def cuts_by_bytes(self, segment_bytes: int) -> list[int]:
         n, freed_at, crossing = len(self.freed_at), self.freed_at, self.crossing
@@ -394,12 +393,13 @@ class _Usage:
         return cuts
 
     def cuts_for_peak(self, max_segments: int) -> list[int]:
-        """Cuts into at most ``max_segments`` segments (more where each frees at most a
-        quarter of the residuals only so) for the lowest estimated peak (binary search over
+        """Cuts into at most ``max_segments`` segments (more where the bound of a quarter of
+        the residuals per segment needs more) for the lowest estimated peak (binary search over
         the limit ``_greedy`` keeps), then as few segments as come within 1% of the residuals
         of that peak: each segment costs a dispatch."""
         if len(self.inner) < 2:  # nothing to cut (a backward of zero or one step)
             return []
+
         def fewest(segments: int) -> int:
             lo = max(a + b for a, b in zip(self.alive_from, self.inner))  # a cut at every step
             hi = self.alive_from[0] + max(self.inner)  # one program
