@@ -34,6 +34,15 @@ def one_thread(cpu: int | None = None) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
+def allow_tf32() -> None:
+    """fp32 as the GPU benchmarks run it in every mode: TF32 allowed for matmuls and
+    convolutions (torch's default is full float32 matmuls, which XLA also compiles far more
+    slowly: ViT-B/16's first training step took 86 s on an H100)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")
+
+
 def compile_fn(fn: Callable, backend: str, **kw) -> Callable:
     """``fn`` as the benchmark runs it with ``backend`` (eager, inductor or xla); ``kw`` go to
     ``torch.compile`` (its ``mode=``, ``options=``)."""

@@ -6,7 +6,8 @@ Times the first step's phases as the user sees them (the compiled forward's firs
 lowering, tracing and the forward's XLA compile; the loss; the first backward: the backward's
 compile, split into segments on GPU; the optimizer step), then a second step for reference,
 and lists every XLA compilation JAX logged with its duration (``jax_log_compiles``), so that
-the forward, each backward segment and stray small programs can be told apart.
+the forward, each backward segment and stray small programs can be told apart. On CUDA, fp32
+allows TF32 as the suite does (``--full-fp32``: torch's default, full float32 matmuls).
 """
 
 from __future__ import annotations
@@ -111,7 +112,11 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--options", type=json.loads, default=None)
     parser.add_argument("--json", type=pathlib.Path, default=None)
+    parser.add_argument("--full-fp32", action="store_true",
+                        help="CUDA: torch's default full float32 matmuls, not the suite's TF32")
     args = parser.parse_args()
+    if args.device.startswith("cuda") and not args.full_fp32:
+        _common.allow_tf32()
     result = first_step(args.case, args.device, args.dtype, args.options)
     for row in result["steps"]:
         total = sum(row["seconds"].values())

@@ -51,9 +51,7 @@ PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H200": 989.0, 
 
 def _setup(case: str, dtype: str, device: str):
     if device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 means TF32 allowed, for every mode
-        torch.backends.cudnn.allow_tf32 = True
-        torch.set_float32_matmul_precision("high")
+        _common.allow_tf32()  # fp32 means TF32 allowed, for every mode
     base, inputs, loss_fn = models.build(case, device)
     autocast = (
         (lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16))

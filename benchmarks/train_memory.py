@@ -297,8 +297,7 @@ def main() -> None:
     if args.dtype == "bf16":
         AUTOCAST = lambda: torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16)
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True  # as the suite: TF32 allowed
-        torch.backends.cudnn.allow_tf32 = True
+        _common.allow_tf32()  # as the suite
     else:
         _common.one_thread()
     report = {"case": args.case, "device": DEVICE, "dtype": args.dtype}
