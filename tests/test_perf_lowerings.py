@@ -215,3 +215,71 @@ def test_gelu_values_and_tail():
     ref = nn.functional.gelu(x)
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1.3e-6)  # jax.nn.gelu: the same
     assert torch.equal(out[ref == 0].signbit(), ref[ref == 0].signbit())
+
+
+def _softmax_edges(fn, *args) -> list[list[str]]:
+    """For each row reduction in ``fn``'s jaxpr, the paths of primitives from it to each op
+    that brings it back to the reduced operand's shape (branches that never do, such as a
+    logsumexp output, are left out); ``const`` marks a literal second operand."""
+    import jax
+    import jax.extend.core as jcore
+
+    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    users: dict = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            if not isinstance(v, jcore.Literal):
+                users.setdefault(v, []).append(eqn)
+
+    def paths(v, full, path):
+        for step in users.get(v, []):
+            others = [u for u in step.invars if u is not v]
+            name = step.primitive.name + "".join(
+                " const" if isinstance(u, jcore.Literal) else " value" for u in others)
+            if step.outvars[0].aval.shape == full:
+                yield path
+            else:
+                yield from paths(step.outvars[0], full, [*path, name])
+
+    return [path for eqn in jaxpr.eqns if eqn.primitive.name in ("reduce_max", "reduce_sum")
+            for path in paths(eqn.outvars[0], eqn.invars[0].aval.shape, [])]
+
+
+@pytest.mark.parametrize("fn", ["attention", "safe_softmax"])
+def test_softmax_reductions_reach_their_rows_through_constants_only(fn):
+    # XLA's GPU compiler fuses a softmax into one kernel per row where each row reduction
+    # reaches the row's values through ops with at most a constant second operand; a select
+    # there (rows that attend nowhere) split it into several passes over the scores.
+    import jax.numpy as jnp
+    from jax import lax
+
+    from torch2xla.ops import _saved
+
+    x = jnp.zeros((2, 3, 5), jnp.float32)
+    if fn == "attention":  # the forward inside the custom_vjp
+        edges = _softmax_edges(lambda q, k, v: _saved._attention_fwd(
+            q, k, v, None, None, 0.5, True, lax.Precision.DEFAULT), x, x, x)
+    else:
+        edges = _softmax_edges(lambda s: _saved.safe_softmax.fun(s, -1, jnp.float32), x)
+    assert len(edges) == 2, edges  # the row maximum and the row sum, each to its rows
+    for path in edges:
+        assert all(p.split()[0] in ("broadcast_in_dim", "stop_gradient", "max", "add", "mul")
+                   and "value" not in p for p in path), path
+
+
+def test_softmax_of_rows_that_attend_nowhere_is_zero_as_eager():
+    q, k, v = (torch.randn(2, 3, 4, 8) for _ in range(3))
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    mask[1] = False  # a row that attends nowhere
+    bias = torch.zeros(4, 4).masked_fill(~mask, float("-inf"))
+    for m in (mask, bias):
+        ref = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        out = torch.compile(nn.functional.scaled_dot_product_attention, backend="xla")(
+            q, k, v, attn_mask=m)
+        torch.testing.assert_close(out, ref)
+        assert torch.equal(out[:, :, 1], torch.zeros_like(out[:, :, 1]))
+    x = torch.randn(3, 5).masked_fill(torch.tensor([False, True, False])[:, None], float("-inf"))
+    ref = torch.ops.aten._safe_softmax(x, -1)
+    out = torch.compile(lambda t: torch.ops.aten._safe_softmax(t, -1), backend="xla")(x)
+    torch.testing.assert_close(out, ref)
+    assert torch.equal(out[1], torch.zeros(5))

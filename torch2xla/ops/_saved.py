@@ -125,10 +125,14 @@ def safe_softmax(x, axis: int, out_dtype):
     """softmax of ``x`` (already in its opmath dtype) that is 0 on rows entirely -inf, returned
     as ``out_dtype``; the backward keeps the output only, as eager's ``_safe_softmax``
     (``_softmax_backward_data`` on the result: 0 on the masked rows, whose output is 0)."""
-    masked = jnp.all(x == -jnp.inf, axis=axis, keepdims=True)
-    # NOTE: rows that are all -inf give 0 (not NaN): softmax of zeros there, then masked.
-    out = jax.nn.softmax(jnp.where(masked, 0, x), axis=axis)
-    return jnp.where(masked, 0, out).astype(out_dtype)
+    # NOTE: rows that are all -inf give 0 (not NaN): their maximum is raised to a finite
+    # value, so exp gives zeros, and their sum to the smallest normal float. Neither changes a
+    # live row, and no third reduction (which rows are all -inf) and select are needed; maxima
+    # with a constant keep XLA's GPU softmax fusion (see ``_attention_fwd``).
+    info = jnp.finfo(x.dtype)
+    m = jnp.maximum(lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True)), info.min)
+    e = jnp.exp(x - m)
+    return (e / jnp.maximum(jnp.sum(e, axis=axis, keepdims=True), info.tiny)).astype(out_dtype)
 
 
 def _safe_softmax_fwd(x, axis, out_dtype):
@@ -227,14 +231,17 @@ def _attention(q, k, v, mask, bias, scale, is_causal, precision):
 def _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision):
     acc = _opmath(q.dtype)
     s = _scores(q, k, mask, bias, scale, is_causal, precision)
-    m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
     # NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
-    # eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf.
-    m = jnp.where(jnp.isneginf(m), jnp.zeros_like(m), m)
+    # eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf. The guards
+    # are maxima with a constant, which change nothing in a live row (its maximum is finite,
+    # its sum near 1 or more; XLA's CPU exp(0) is 1 - 8e-7, so the floor is the smallest
+    # normal float, not 1): XLA's GPU softmax fusion (one Triton kernel per row) follows a
+    # reduction through elementwise ops with a constant operand, not through a select.
+    m = jnp.maximum(lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True)), jnp.finfo(acc).min)
     e = jnp.exp(s - m)
     total = jnp.sum(e, axis=-1, keepdims=True)
     lse = (m + jnp.log(total))[..., 0]
-    total = jnp.where(total == 0, jnp.ones_like(total), total)
+    total = jnp.maximum(total, jnp.finfo(acc).tiny)
     p = e / total
     out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
     out = out.astype(q.dtype)
