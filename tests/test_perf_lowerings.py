@@ -258,7 +258,7 @@ def test_softmax_reductions_reach_their_rows_through_constants_only(fn):
     x = jnp.zeros((2, 3, 5), jnp.float32)
     if fn == "attention":  # the forward inside the custom_vjp
         edges = _softmax_edges(lambda q, k, v: _saved._attention_fwd(
-            q, k, v, None, None, 0.5, True, lax.Precision.DEFAULT), x, x, x)
+            q, k, v, None, None, None, 0.5, True, lax.Precision.DEFAULT, 0.0), x, x, x)
     else:
         edges = _softmax_edges(lambda s: _saved.safe_softmax.fun(s, -1, jnp.float32), x)
     assert len(edges) == 2, edges  # the row maximum and the row sum, each to its rows

@@ -1,6 +1,6 @@
 """scaled_dot_product_attention kept whole through export (torch2xla/ops/_sdpa.py): values,
-dtypes and gradients as eager's, under autocast too, what training keeps, and the calls left to
-the decomposition."""
+dtypes and gradients as eager's, under autocast too, what training keeps, dropout (whose mask
+the backward draws again), and the calls left to the decomposition."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch2xla._lower
 from tests._training import ran_in_xla
 
 SDPA = torch.ops.torch2xla.sdpa.default
+SDPA_DROPOUT = torch.ops.torch2xla.sdpa_dropout.default
 
 
 def _t(*shape, seed=0, dtype=torch.float32):
@@ -103,15 +104,79 @@ def test_training_keeps_no_score_matrix():
     assert not [r.shape for r in kept if tuple(r.shape[-2:]) == (32, 32)]
 
 
-def test_dropout_is_left_to_the_decomposition(lowered_ops):
-    q, k, v = _qkv()
-    out = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.5),
-                        backend="xla")(q, k, v)
-    assert out.shape == (2, 4, 16, 8)
-    assert SDPA not in lowered_ops
-    # eval-style call (dropout 0) in the same process is kept whole
+def test_dropout_is_one_op_keeping_no_mask_and_drops_as_eager(lowered_ops):
+    """With dropout the op stays whole: training keeps no (L, S) mask or probabilities (the
+    backward draws the mask again from its seed), each call draws a new mask, and the outputs
+    are distributed as eager's (v of ones: each row is 1 / (1 - p) times the kept weight)."""
+    q, k, v = _grad(*_qkv(l=32, s=32))
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.25, is_causal=True)
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    out = compiled(q, k, v)
+    assert SDPA_DROPOUT in lowered_ops and SDPA not in lowered_ops
+    assert not [r.shape for r in out.grad_fn.vjp_fn.kept if tuple(r.shape[-2:]) == (32, 32)]
+    torch.autograd.grad(out.sum(), (q, k, v))
+    ones = torch.ones(2, 4, 32, 8)
+    with torch.no_grad():
+        got = torch.stack([compiled(q, k, ones)[..., 0] for _ in range(40)])
+        ref = torch.stack([fn(q, k, ones)[..., 0] for _ in range(40)])
+    assert not torch.equal(got[0], got[1])
+    torch.testing.assert_close(got.mean(), ref.mean(), atol=0.02, rtol=0)
+    torch.testing.assert_close(got.std(), ref.std(), atol=0, rtol=0.1)
+    # eval-style call (dropout 0) keeps the op without dropout
     torch.compile(F.scaled_dot_product_attention, backend="xla")(q, k, v)
     assert SDPA in lowered_ops
+
+
+@pytest.mark.parametrize("mask", ["bool", "float"])
+def test_dropout_gradients_are_those_of_the_mask_drawn(mask):
+    """The lowering against eager's math on the mask its seed draws: values and gradients
+    (the backward draws the mask again instead of keeping it)."""
+    import jax
+    import numpy as np
+    from jax import lax
+
+    from torch2xla.ops import _saved
+
+    p, seed = 0.3, np.uint32(1234)
+    q, k, v = (t.double() for t in _qkv())
+    m = _t(2, 1, 16, 12, seed=4).double()
+    m = m > -0.5 if mask == "bool" else m
+    with jax.enable_x64(True):
+        keep = np.array(jax.random.bernoulli(jax.random.key(seed), 1 - p, (2, 4, 16, 12)))
+        args = [q.numpy(), k.numpy(), v.numpy()] + ([m.numpy()] if mask == "float" else [])
+
+        def f(q, k, v, bias=None):
+            return _saved.attention(q, k, v, m.numpy() if mask == "bool" else None, bias,
+                                    scale=0.5, is_causal=False, precision=lax.Precision.HIGHEST,
+                                    dropout_p=p, seed=seed)[0]
+
+        out, vjp = jax.vjp(f, *args)
+        ct = _t(2, 4, 16, 8, seed=9).double()
+        grads = vjp(ct.numpy())
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, *([m] if mask == "float" else []))]
+    s = leaves[0] @ leaves[1].transpose(-2, -1) * 0.5
+    s = s.masked_fill(~m, float("-inf")) if mask == "bool" else s + leaves[3]
+    ref = (torch.softmax(s, -1) * torch.from_numpy(keep) / (1 - p)) @ leaves[2]
+    torch.testing.assert_close(torch.from_numpy(np.array(out)), ref.detach())
+    for g, e in zip(grads, torch.autograd.grad(ref, leaves, ct), strict=True):
+        torch.testing.assert_close(torch.from_numpy(np.array(g)), e)
+
+
+def test_dropout_op_in_eager_draws_its_mask_again_for_the_backward():
+    """Run eagerly (a partition left to torch), the op's gradient is that of the mask its
+    seed draws in the forward: gradcheck (float64) holds."""
+    q, k, v = (t.double().requires_grad_() for t in _qkv(l=5, s=4, e=3, b=1, h=2))
+    seed = torch.tensor(7, dtype=torch.int32)
+    op = lambda q, k, v: SDPA_DROPOUT(q, k, v, None, 0.4, False, None, False, None, seed)
+    assert torch.equal(op(q, k, v), op(q, k, v))
+    assert torch.autograd.gradcheck(op, (q, k, v))
+    compiled = torch.compile(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).sin(),
+        backend="xla", options={"eager_ops": [torch.ops.torch2xla.sdpa_dropout]},
+    )
+    out = compiled(q, k, v)
+    assert "sdpa" in _autograd_nodes(out)
+    torch.autograd.grad(out.sum(), (q, k, v))
 
 
 def test_the_op_runs_in_eager_with_eager_gradients():

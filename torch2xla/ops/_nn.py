@@ -432,9 +432,10 @@ def native_dropout(input, p, train):
 
 # -- attention -------------------------------------------------------------------------------------
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False):
+              enable_gqa=False, seed=None):
     """(softmax(q k^T * scale + mask) v, logsumexp of the scores per row), with torch's mask
-    conventions (bool: True attends)."""
+    conventions (bool: True attends). Dropout draws its mask from ``seed`` (a uint32 scalar;
+    None: from the node's key)."""
     result = query.dtype
     acc = _opmath(query)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
@@ -443,15 +444,17 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
     if (
-        dropout_p == 0
-        and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
+        query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
         and jnp.issubdtype(query.dtype, jnp.floating)
     ):  # the backward keeps what fused attention keeps (_saved.attention)
         mask = bias = None
         if attn_mask is not None:
             mask, bias = (attn_mask, None) if attn_mask.dtype == jnp.bool_ else (None, attn_mask)
+        if dropout_p > 0 and seed is None:
+            seed = jax.random.bits(ctx().next_key(), (), jnp.uint32)
         return _saved.attention(query, key, value, mask, bias, scale=scale,
-                                is_causal=is_causal, precision=precision())
+                                is_causal=is_causal, precision=precision(),
+                                dropout_p=dropout_p, seed=seed)
     scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), precision=precision(),
                         preferred_element_type=acc) * as_dtype(scale, acc)
     if is_causal:
@@ -464,7 +467,8 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
             scores = scores + as_dtype(attn_mask, acc)
     weights = jax.nn.softmax(scores, axis=-1)
     if dropout_p > 0:
-        keep = jax.random.bernoulli(ctx().next_key(), 1.0 - dropout_p, weights.shape)
+        rng = ctx().next_key() if seed is None else jax.random.key(seed)
+        keep = jax.random.bernoulli(rng, 1.0 - dropout_p, weights.shape)
         weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
     out = jnp.matmul(as_dtype(weights, result), value, precision=precision(),
                      preferred_element_type=acc)

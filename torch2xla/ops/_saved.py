@@ -200,13 +200,17 @@ layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 # -- attention -------------------------------------------------------------------------------
-def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision):
+def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision,
+              dropout_p: float = 0.0, seed=None):
     """softmax(q k^T * scale [+ causal/bool mask] [+ bias]) v, and the per-row logsumexp of the
     scores, in the opmath dtype of ``q``. The backward keeps q, k, v, the masks and two floats
     per row (the scores' maximum and the sum of their exponentials; eager's fused attention
     keeps the output and the logsumexp) and recomputes the probabilities.
-    ``q``, ``k``, ``v`` share their leading (batch, head) dims; ``mask``/``bias`` broadcast."""
-    return _attention(q, k, v, mask, bias, scale, is_causal, precision)
+    ``q``, ``k``, ``v`` share their leading (batch, head) dims; ``mask``/``bias`` broadcast.
+    With ``dropout_p``, probabilities are dropped with that probability and the rest scaled by
+    1 / (1 - dropout_p), by a mask drawn from ``seed`` (a uint32 scalar), which the backward
+    draws again rather than keeping it (as eager's fused kernels keep their generator's state)."""
+    return _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, float(dropout_p))
 
 
 def _scores(q, k, mask, bias, scale, is_causal, precision):
@@ -223,12 +227,20 @@ def _scores(q, k, mask, bias, scale, is_causal, precision):
     return s
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
-def _attention(q, k, v, mask, bias, scale, is_causal, precision):
-    return _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision)[0]
+def _dropped(p, seed, dropout_p):
+    """``p`` with attention dropout applied (the same mask for the same seed), and the mask."""
+    if not dropout_p:
+        return p, None
+    keep = jax.random.bernoulli(jax.random.key(seed), 1.0 - dropout_p, p.shape)
+    return jnp.where(keep, p * jnp.asarray(1.0 / (1.0 - dropout_p), p.dtype), 0), keep
 
 
-def _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
+def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
+    return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p)[0]
+
+
+def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
     acc = _opmath(q.dtype)
     s = _scores(q, k, mask, bias, scale, is_causal, precision)
     # NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
@@ -242,25 +254,28 @@ def _attention_fwd(q, k, v, mask, bias, scale, is_causal, precision):
     total = jnp.sum(e, axis=-1, keepdims=True)
     lse = (m + jnp.log(total))[..., 0]
     total = jnp.maximum(total, jnp.finfo(acc).tiny)
-    p = e / total
+    p, _ = _dropped(e / total, seed, dropout_p)
     out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
     out = out.astype(q.dtype)
     # NOTE: the backward recomputes the probabilities as the forward computed them, from the
     # row maximum and sum (one float each per row, as the logsumexp): exp(s - lse) loses
     # |lse| ulps of the scores' scale, up to 30x eager's error in q's and k's gradients.
-    return (out, lse), (q, k, v, mask, bias, m, total)
+    return (out, lse), (q, k, v, mask, bias, seed, m, total)
 
 
-def _attention_bwd(scale, is_causal, precision, res, cts):
-    q, k, v, mask, bias, m, total = res
+def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
+    q, k, v, mask, bias, seed, m, total = res
     d_out, d_lse = cts
     acc = _opmath(q.dtype)
     s = _scores(q, k, mask, bias, scale, is_causal, precision)
     p = jnp.exp(s - m) / total
+    kept, keep = _dropped(p, seed, dropout_p)
     do = d_out.astype(q.dtype)
-    dv = jnp.matmul(jnp.swapaxes(p.astype(q.dtype), -1, -2), do, precision=precision,
+    dv = jnp.matmul(jnp.swapaxes(kept.astype(q.dtype), -1, -2), do, precision=precision,
                     preferred_element_type=acc).astype(v.dtype)
     dp = jnp.matmul(do, jnp.swapaxes(v, -1, -2), precision=precision, preferred_element_type=acc)
+    if keep is not None:  # through the dropout: the gradient of the kept, scaled values
+        dp = jnp.where(keep, dp * jnp.asarray(1.0 / (1.0 - dropout_p), acc), 0)
     ds = p * (dp - jnp.sum(p * dp, axis=-1, keepdims=True))
     ds = ds + p * d_lse.astype(acc)[..., None]  # d lse / d s = p
     d_bias = None if bias is None else _sum_to(ds, bias.shape).astype(bias.dtype)
@@ -269,7 +284,8 @@ def _attention_bwd(scale, is_causal, precision, res, cts):
     dk = jnp.matmul(jnp.swapaxes(ds, -1, -2), q, precision=precision,
                     preferred_element_type=acc).astype(k.dtype)
     d_mask = None if mask is None else np.zeros(mask.shape, jax.dtypes.float0)
-    return dq, dk, dv, d_mask, d_bias
+    d_seed = None if seed is None else np.zeros(np.shape(seed), jax.dtypes.float0)
+    return dq, dk, dv, d_mask, d_bias, d_seed
 
 
 def _sum_to(x, shape):

@@ -12,8 +12,12 @@ cuDNN's fused attention for half precision on CUDA, elsewhere attention whose ba
 what fused attention keeps (``_saved.attention``). Under autocast the op carries autocast's
 dtype and casts as autocast casts sdpa (float operands but float64 to the autocast dtype).
 
-Calls left to the decomposition: dropout (its eager fallback could not replay the random
-mask), graphs that enter autocast themselves, and arguments that are not constants.
+Calls with dropout become ``torch2xla::sdpa_dropout``, whose mask is drawn from a seed the
+graph draws first (``torch.randint`` on the CPU), so that the backward draws the same mask
+again instead of keeping it, whether lowered (JAX's generator) or run eagerly (torch's).
+
+Calls left to the decomposition: graphs that enter autocast themselves, a dropout
+probability of 1 or more, and arguments that are not constants.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import jax.numpy as jnp
 import torch
 
 from torch2xla._interop import jax_dtype, torch_dtype
-from torch2xla.ops._nn import scaled_dot_product_attention
+from torch2xla.ops._nn import attention, scaled_dot_product_attention
 from torch2xla.ops._registry import register
 
 _ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
@@ -78,38 +82,105 @@ def _setup(ctx, inputs, output):
     ctx.inputs = inputs
 
 
-def _backward(ctx, grad):
-    """Autograd of the op run eagerly (a partition left to torch): sdpa recomputed with
-    autograd on and differentiated."""
-    query, key, value, attn_mask, *rest = ctx.inputs
-    tensors = [query, key, value, attn_mask]
-    wanted = [i for i, t in enumerate(tensors) if t is not None and t.requires_grad]
-    with torch.enable_grad():
-        leaves = [t.detach().requires_grad_(i in wanted) if t is not None else None
-                  for i, t in enumerate(tensors)]
-        out = _eager(*leaves, *rest)
-        got = torch.autograd.grad(out, [leaves[i] for i in wanted], grad, allow_unused=True)
-    grads: list = [None] * (len(tensors) + len(rest))
-    for i, g in zip(wanted, got):
-        grads[i] = g
-    return tuple(grads)
+def _recomputing_backward(eager):
+    """Autograd of an op run eagerly (a partition left to torch): ``eager`` (the op's kernel)
+    recomputed with autograd on and differentiated; its first four arguments are q, k, v and
+    the mask."""
+
+    def backward(ctx, grad):
+        query, key, value, attn_mask, *rest = ctx.inputs
+        tensors = [query, key, value, attn_mask]
+        wanted = [i for i, t in enumerate(tensors) if t is not None and t.requires_grad]
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_(i in wanted) if t is not None else None
+                      for i, t in enumerate(tensors)]
+            out = eager(*leaves, *rest)
+            got = torch.autograd.grad(out, [leaves[i] for i in wanted], grad, allow_unused=True)
+        grads: list = [None] * (len(tensors) + len(rest))
+        for i, g in zip(wanted, got):
+            grads[i] = g
+        return tuple(grads)
+
+    return backward
 
 
-sdpa.register_autograd(_backward, setup_context=_setup)
+sdpa.register_autograd(_recomputing_backward(_eager), setup_context=_setup)
+
+
+def _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                   autocast_dtype, seed):
+    """sdpa's math with dropout, its mask from torch's generator seeded with ``seed``."""
+    q, k, v, m = (_autocast_cast(t, autocast_dtype) for t in (query, key, value, attn_mask))
+    with torch.autocast(q.device.type, enabled=False):
+        if enable_gqa and k.shape[-3] != q.shape[-3]:
+            k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
+            v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
+        s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if is_causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(),
+                              float("-inf"))
+        if m is not None:
+            s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
+        w = torch.ops.aten._safe_softmax(s, -1)
+        generator = torch.Generator(w.device).manual_seed(int(seed))
+        keep = torch.rand(w.shape, generator=generator, device=w.device) >= dropout_p
+        return (w * keep / (1 - dropout_p)) @ v
+
+
+@torch.library.custom_op("torch2xla::sdpa_dropout", mutates_args=())
+def sdpa_dropout(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+    autocast_dtype: torch.dtype | None,
+    seed: torch.Tensor,
+) -> torch.Tensor:
+    """``sdpa`` with dropout, its mask drawn from ``seed`` (an int32 scalar on the CPU): the
+    same seed gives the same mask."""
+    return _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          autocast_dtype, seed)
+
+
+@sdpa_dropout.register_fake
+def _sdpa_dropout_fake(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                       autocast_dtype, seed):
+    return _sdpa_fake(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype)
+
+
+# the same seed draws the same mask, so the recomputation is the forward
+sdpa_dropout.register_autograd(_recomputing_backward(_eager_dropout), setup_context=_setup)
+
+
+def _autocast_operands(autocast_dtype, *xs):
+    if autocast_dtype is None:
+        return xs
+
+    def cast(x):
+        if x is None or not jnp.issubdtype(x.dtype, jnp.floating):
+            return x
+        return x.astype(jax_dtype(_cast_to(torch_dtype(x.dtype), autocast_dtype)))
+
+    return tuple(cast(x) for x in xs)
 
 
 @register(torch.ops.torch2xla.sdpa.default)
 def _sdpa_lowering(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
-    if autocast_dtype is not None:
-
-        def cast(x):
-            if x is None or not jnp.issubdtype(x.dtype, jnp.floating):
-                return x
-            return x.astype(jax_dtype(_cast_to(torch_dtype(x.dtype), autocast_dtype)))
-
-        query, key, value, attn_mask = (cast(x) for x in (query, key, value, attn_mask))
+    query, key, value, attn_mask = _autocast_operands(autocast_dtype, query, key, value, attn_mask)
     return scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal,
                                         scale=scale, enable_gqa=enable_gqa)
+
+
+@register(torch.ops.torch2xla.sdpa_dropout.default)
+def _sdpa_dropout_lowering(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                           autocast_dtype, seed):
+    query, key, value, attn_mask = _autocast_operands(autocast_dtype, query, key, value, attn_mask)
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                     seed=seed.astype(jnp.uint32))[0]
 
 
 # -- the Dynamo-graph rewrite ---------------------------------------------------------------------
@@ -132,9 +203,17 @@ def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         bound = _bound(node)
         device = bound["query"].meta["example_value"].device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        node.target = torch.ops.torch2xla.sdpa.default
-        node.args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"],
-                     bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
+        args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"])
+        rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
+        if bound["dropout_p"]:
+            with gm.graph.inserting_before(node):
+                seed = gm.graph.call_function(torch.randint, (2**31 - 1, ()),
+                                              {"dtype": torch.int32, "device": "cpu"})
+            node.target = torch.ops.torch2xla.sdpa_dropout.default
+            node.args = (*args, float(bound["dropout_p"]), *rest, seed)
+        else:
+            node.target = torch.ops.torch2xla.sdpa.default
+            node.args = (*args, *rest)
         node.kwargs = {}
     gm.recompile()
     return gm
@@ -149,7 +228,7 @@ def _bound(node: torch.fx.Node) -> dict | None:
     bound = {**_DEFAULTS, **dict(zip(_ARGS, node.args)), **node.kwargs}
     if any(name not in bound for name in _ARGS[:3]):
         return None
-    if bound["dropout_p"] != 0 or not isinstance(bound["dropout_p"], int | float):
+    if not isinstance(bound["dropout_p"], int | float) or not 0 <= bound["dropout_p"] < 1:
         return None
     if not (isinstance(bound["is_causal"], bool) and isinstance(bound["enable_gqa"], bool)):
         return None
@@ -169,4 +248,4 @@ def _bound(node: torch.fx.Node) -> dict | None:
     return bound
 
 
-__all__ = ["preserve_sdpa", "sdpa"]
+__all__ = ["preserve_sdpa", "sdpa", "sdpa_dropout"]
