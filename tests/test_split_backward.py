@@ -230,6 +230,34 @@ def test_cuts_for_peak_keep_the_first_segment_small():
     assert [len(seg.steps) for seg in segments] == [b - a for a, b in itertools.pairwise(bounds)]
 
 
+def test_first_segment_is_halved_where_it_holds_the_peak():
+    """Layers of one size, cut into segments of equal length by the bound on a segment's
+    residuals: the first, where every residual is alive, is cut in two, so what it holds
+    beside them (XLA's temporaries grow with its length) is about half; the estimate is no
+    higher for it."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(kept, inputs, cts):
+        (w,) = inputs
+        (h,) = cts
+        grads = []
+        for a in reversed(kept):
+            grads.append((h * a).sum(0))
+            h = jnp.tanh(h @ w) * a
+        return [h, *grads]
+
+    arr = jnp.ones((32, 32))
+    n_kept = 24
+    flat = _split.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
+    usage = _split._Usage(_split._order(flat, n_kept), flat, n_kept)
+    cuts = usage.cuts_for_peak(max_segments=6)
+    lengths = [b - a for a, b in itertools.pairwise([0, *cuts, len(usage.inner)])]
+    # two halves of a segment as long as the others (the last also holds the final steps)
+    assert max(lengths[:2]) < min(lengths[2:-1]) <= lengths[0] + lengths[1], lengths
+    assert usage.peak(cuts) <= usage.peak(cuts[1:])
+
+
 def test_split_with_remat_matches_eager(monkeypatch):
     """remat's per-layer checkpoints are inlined into the segments; gradients as eager's."""
     spy = _Spy(monkeypatch)
