@@ -203,9 +203,9 @@ layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision,
               dropout_p: float = 0.0, seed=None):
     """softmax(q k^T * scale [+ causal/bool mask] [+ bias]) v, and the per-row logsumexp of the
-    scores, in the opmath dtype of ``q``. The backward keeps q, k, v, the masks and two floats
-    per row (the scores' maximum and the sum of their exponentials; eager's fused attention
-    keeps the output and the logsumexp) and recomputes the probabilities.
+    scores, in the opmath dtype of ``q``. The backward keeps q, k, v and the masks (eager's
+    fused attention keeps the output and the logsumexp too) and recomputes the scores and
+    their softmax.
     ``q``, ``k``, ``v`` share their leading (batch, head) dims; ``mask``/``bias`` broadcast.
     With ``dropout_p``, probabilities are dropped with that probability and the rest scaled by
     1 / (1 - dropout_p), by a mask drawn from ``seed`` (a uint32 scalar), which the backward
@@ -240,35 +240,42 @@ def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p
     return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p)[0]
 
 
-def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
-    acc = _opmath(q.dtype)
-    s = _scores(q, k, mask, bias, scale, is_causal, precision)
-    # NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
-    # eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf. The guards
-    # are maxima with a constant, which change nothing in a live row (its maximum is finite,
-    # its sum near 1 or more; XLA's CPU exp(0) is 1 - 8e-7, so the floor is the smallest
-    # normal float, not 1): XLA's GPU softmax fusion (one Triton kernel per row) follows a
-    # reduction through elementwise ops with a constant operand, not through a select.
-    m = jnp.maximum(lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True)), jnp.finfo(acc).min)
+def _softmax_rows(s):
+    """softmax over the last axis of the scores ``s`` and their logsumexp per row.
+
+    NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
+    eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf. The guards
+    are maxima with a constant, which change nothing in a live row (its maximum is finite, its
+    sum near 1 or more; XLA's CPU exp(0) is 1 - 8e-7, so the floor is the smallest normal
+    float, not 1): XLA's GPU softmax fusion (one Triton kernel per row) follows a reduction
+    through elementwise ops with a constant operand, not through a select, and only where
+    the reduction has no other reader (an unused logsumexp is dropped)."""
+    info = jnp.finfo(s.dtype)
+    m = jnp.maximum(lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True)), info.min)
     e = jnp.exp(s - m)
     total = jnp.sum(e, axis=-1, keepdims=True)
     lse = (m + jnp.log(total))[..., 0]
-    total = jnp.maximum(total, jnp.finfo(acc).tiny)
-    p, _ = _dropped(e / total, seed, dropout_p)
+    return e / jnp.maximum(total, info.tiny), lse
+
+
+def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
+    acc = _opmath(q.dtype)
+    p, lse = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
+    p, _ = _dropped(p, seed, dropout_p)
     out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
-    out = out.astype(q.dtype)
-    # NOTE: the backward recomputes the probabilities as the forward computed them, from the
-    # row maximum and sum (one float each per row, as the logsumexp): exp(s - lse) loses
-    # |lse| ulps of the scores' scale, up to 30x eager's error in q's and k's gradients.
-    return (out, lse), (q, k, v, mask, bias, seed, m, total)
+    # NOTE: the backward recomputes the scores and their softmax exactly as the forward did
+    # (not exp(s - lse), which loses |lse| ulps of the scores' scale: up to 30x eager's error
+    # in q's and k's gradients). Keeping the row maximum and sum instead gave each softmax
+    # reduction a second reader, the forward's residual, which kept XLA's GPU compiler from
+    # fusing the forward's softmax.
+    return (out.astype(q.dtype), lse), (q, k, v, mask, bias, seed)
 
 
 def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
-    q, k, v, mask, bias, seed, m, total = res
+    q, k, v, mask, bias, seed = res
     d_out, d_lse = cts
     acc = _opmath(q.dtype)
-    s = _scores(q, k, mask, bias, scale, is_causal, precision)
-    p = jnp.exp(s - m) / total
+    p, _ = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
     kept, keep = _dropped(p, seed, dropout_p)
     do = d_out.astype(q.dtype)
     dv = jnp.matmul(jnp.swapaxes(kept.astype(q.dtype), -1, -2), do, precision=precision,
