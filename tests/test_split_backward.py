@@ -312,3 +312,27 @@ def test_backward_of_at_most_one_step_is_not_cut(fn):
     torch.compile(fn, backend="xla", options={"split_backward": True})(x).sum().backward()
     fn(ref).sum().backward()
     assert_same(x.grad, ref.grad)
+
+
+def test_attention_dropout_through_segments_has_eager_gradient_on_average(monkeypatch):
+    """Attention with dropout, its backward in segments (the mask is drawn again from a PRNG
+    key inside one). The loss is linear in the output, so the gradient averaged over masks is
+    eager's gradient without dropout (each kept weight is scaled by 1 / (1 - p))."""
+    spy = _Spy(monkeypatch)
+    import torch.nn.functional as F
+
+    def f(q, k, v, p):
+        out = F.scaled_dot_product_attention(q.tanh(), k.tanh(), v.tanh(), dropout_p=p)
+        return (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum()
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 32, 8, requires_grad=True) for _ in range(3))
+    compiled = torch.compile(f, backend="xla", options={"split_backward": True, "strict": True})
+    total = [torch.zeros_like(t) for t in (q, k, v)]
+    draws = 300
+    for _ in range(draws):
+        for t, g in zip(total, torch.autograd.grad(compiled(q, k, v, 0.1), (q, k, v))):
+            t += g / draws
+    assert spy.calls == draws and spy.segments > draws
+    for got, want in zip(total, torch.autograd.grad(f(q, k, v, 0.0), (q, k, v)), strict=True):
+        assert (got - want).norm() <= 0.05 * want.norm(), ((got - want).norm() / want.norm()).item()

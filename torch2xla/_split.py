@@ -30,7 +30,6 @@ from typing import Any
 
 import jax
 import jax.extend.core as jcore
-import numpy as np
 
 from torch2xla._interop import no_stack_capture
 
@@ -441,7 +440,7 @@ class _Usage:
 
 
 def _nbytes(aval) -> int:
-    return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
+    return math.prod(aval.shape) * aval.dtype.itemsize  # PRNG key dtypes have one too
 
 
 class SplitBackward:
