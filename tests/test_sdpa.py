@@ -104,18 +104,23 @@ def test_training_keeps_no_score_matrix():
     assert not [r.shape for r in kept if tuple(r.shape[-2:]) == (32, 32)]
 
 
-def test_dropout_is_one_op_keeping_no_mask_and_drops_as_eager(lowered_ops):
+_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))]
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+def test_dropout_is_one_op_keeping_no_mask_and_drops_as_eager(device, lowered_ops):
     """With dropout the op stays whole: training keeps no (L, S) mask or probabilities (the
     backward draws the mask again from its seed), each call draws a new mask, and the outputs
     are distributed as eager's (v of ones: each row is 1 / (1 - p) times the kept weight)."""
-    q, k, v = _grad(*_qkv(l=32, s=32))
+    q, k, v = _grad(*(t.to(device) for t in _qkv(l=32, s=32)))
     fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.25, is_causal=True)
     compiled = torch.compile(fn, backend="xla", options={"strict": True})
     out = compiled(q, k, v)
     assert SDPA_DROPOUT in lowered_ops and SDPA not in lowered_ops
     assert not [r.shape for r in out.grad_fn.vjp_fn.kept if tuple(r.shape[-2:]) == (32, 32)]
     torch.autograd.grad(out.sum(), (q, k, v))
-    ones = torch.ones(2, 4, 32, 8)
+    ones = torch.ones(2, 4, 32, 8, device=device)
     with torch.no_grad():
         got = torch.stack([compiled(q, k, ones)[..., 0] for _ in range(40)])
         ref = torch.stack([fn(q, k, ones)[..., 0] for _ in range(40)])
@@ -217,10 +222,6 @@ def test_rewrite_leaves_the_dynamo_graph_unchanged():
     assert [n.target for n in gm.graph.nodes] == before
     assert SDPA in [n.target for n in new.graph.nodes]
     torch.testing.assert_close(new(q, k, v), F.scaled_dot_product_attention(q, k, v))
-
-
-_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA"))]
 
 
 @pytest.mark.parametrize("device", _DEVICES)
