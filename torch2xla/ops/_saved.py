@@ -125,14 +125,9 @@ def safe_softmax(x, axis: int, out_dtype):
     """softmax of ``x`` (already in its opmath dtype) that is 0 on rows entirely -inf, returned
     as ``out_dtype``; the backward keeps the output only, as eager's ``_safe_softmax``
     (``_softmax_backward_data`` on the result: 0 on the masked rows, whose output is 0)."""
-    # NOTE: rows that are all -inf give 0 (not NaN): their maximum is raised to a finite
-    # value, so exp gives zeros, and their sum to the smallest normal float. Neither changes a
-    # live row, and no third reduction (which rows are all -inf) and select are needed; maxima
-    # with a constant keep XLA's GPU softmax fusion (see ``_attention_fwd``).
-    info = jnp.finfo(x.dtype)
-    m = jnp.maximum(lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True)), info.min)
-    e = jnp.exp(x - m)
-    return (e / jnp.maximum(jnp.sum(e, axis=axis, keepdims=True), info.tiny)).astype(out_dtype)
+    # NOTE: rows that are all -inf give 0 (not NaN), with no third reduction (which rows are
+    # all -inf) and select (``_softmax_rows``).
+    return _softmax_rows(x, axis)[0].astype(out_dtype)
 
 
 def _safe_softmax_fwd(x, axis, out_dtype):
@@ -240,8 +235,8 @@ def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p
     return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p)[0]
 
 
-def _softmax_rows(s):
-    """softmax over the last axis of the scores ``s`` and their logsumexp per row.
+def _softmax_rows(s, axis: int = -1):
+    """softmax of the scores ``s`` over ``axis`` and their logsumexp per row.
 
     NOTE: a row that attends nowhere (every score -inf) gives zeros and zero gradients, as
     eager's sdpa (its math path's _safe_softmax), not NaN; its logsumexp is -inf. The guards
@@ -251,10 +246,10 @@ def _softmax_rows(s):
     through elementwise ops with a constant operand, not through a select, and only where
     the reduction has no other reader (an unused logsumexp is dropped)."""
     info = jnp.finfo(s.dtype)
-    m = jnp.maximum(lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True)), info.min)
+    m = jnp.maximum(lax.stop_gradient(jnp.max(s, axis=axis, keepdims=True)), info.min)
     e = jnp.exp(s - m)
-    total = jnp.sum(e, axis=-1, keepdims=True)
-    lse = (m + jnp.log(total))[..., 0]
+    total = jnp.sum(e, axis=axis, keepdims=True)
+    lse = jnp.squeeze(m + jnp.log(total), axis)
     return e / jnp.maximum(total, info.tiny), lse
 
 
