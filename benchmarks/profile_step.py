@@ -1,7 +1,8 @@
 """Where a benchmark step's time goes: the GPU kernels (JAX's and torch's alike, through
 CUPTI) and how busy the GPU is over the step's wall time.
 
-    python benchmarks/profile_step.py --case resnet50 --task train --mode xla [--dtype bf16]
+    python benchmarks/profile_step.py --case resnet50 --task train --mode xla [--dtype bf16] \
+        [--options '{"compiler_options": {"xla_gpu_enable_triton_gemm": false}}']
 
 Prints the step's wall time, the summed kernel time per step (if well below the wall time the
 step is bound by the host: dispatch, conversions, launches) and the top kernels.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import pathlib
 import sys
 import time
@@ -36,11 +38,14 @@ def main(argv: list[str] | None = None) -> None:
         help="experiment: differentiate through jax.checkpoint with this jax.checkpoint_policies "
         "policy (e.g. dots_saveable) and report the residual bytes",
     )
+    parser.add_argument("--options", type=json.loads, default=None,
+                        help="xla backend options (JSON), as the suite's --options")
     args = parser.parse_args(argv)
     residuals = _patch_training(args.policy)
     base, inputs, loss_fn, autocast = suite._setup(args.case, args.dtype, args.device)
     step, first = suite._make_step(
-        copy.deepcopy(base), args.mode, args.task, inputs, loss_fn, autocast, args.device
+        copy.deepcopy(base), args.mode, args.task, inputs, loss_fn, autocast, args.device,
+        compile_kw={"options": args.options} if args.options else None,
     )
     first()
     for _ in range(3):

@@ -29,6 +29,7 @@ output of an XLA program is always a fresh buffer. Three things follow, each fix
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,14 +57,16 @@ _MAKES_COMPLEX = frozenset({"complex", "fft"})
 
 def saveable(prim, *avals, **params) -> bool:
     """``jax.checkpoint`` policy: keep every value except layout copies (``RECOMPUTED``),
-    float conversions that widen (the narrower operand is kept instead) and integer ops on a
-    float's bits (``_BIT_OPS``).
+    slices that keep most of their operand (``_trims``), float conversions that widen (the
+    narrower operand is kept instead) and integer ops on a float's bits (``_BIT_OPS``).
 
     NOTE: jax 0.10 cannot keep a complex value across ``jax.checkpoint`` with a policy (it
     passes kept values through ``reduce_precision``, which rejects complex dtypes), so complex
     values are recomputed in the backward from the real values they came from.
     """
     if prim.name in RECOMPUTED or prim.name in _MAKES_COMPLEX:
+        return False
+    if prim.name == "slice" and avals and _trims(avals[0], params):
         return False
     if prim.name in _BIT_OPS and avals and _bits_of_float(prim.name, avals, params):
         return False
@@ -75,6 +78,18 @@ def saveable(prim, *avals, **params) -> bool:
         old, new = np.dtype(avals[0].dtype), np.dtype(params["new_dtype"])
         return not (_is_float(old) and _is_float(new) and new.itemsize > old.itemsize)
     return True
+
+
+def _trims(aval, params) -> bool:
+    """Whether a slice keeps at least 7/8 of its operand: it undoes a padding (attention run
+    at an even length, ``ops/_nn.py``), whose padded result is kept anyway, so taking the slice
+    again in the backward keeps nothing more; where the operand is not kept otherwise, it is
+    kept instead of the slice, at most 1/7 more bytes. Smaller slices (a fused projection's
+    q, k and v, an LSTM's gates) are kept as they are."""
+    strides = params.get("strides") or (1,) * len(aval.shape)
+    bounds = zip(params["start_indices"], params["limit_indices"], strides)
+    kept = math.prod(-(-(hi - lo) // st) for lo, hi, st in bounds)
+    return 8 * kept >= 7 * math.prod(aval.shape)
 
 
 def _bits_of_float(name: str, avals, params) -> bool:
