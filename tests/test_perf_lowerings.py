@@ -207,6 +207,50 @@ def test_bmm_against_an_expanded_matrix_is_one_product(tmp_path, train):
             assert (a.grad - b.grad).norm() <= 1e-2 * b.grad.norm()
 
 
+def _tn_dots(hlo: str) -> list[str]:
+    """2-D products of the optimized HLO that contract both operands over their first dim."""
+    return [
+        line.strip()
+        for line in hlo.splitlines()
+        if " dot(" in line and "lhs_batch_dims" not in line
+        and "lhs_contracting_dims={0}, rhs_contracting_dims={0}" in line
+    ]
+
+
+def test_weight_gradients_on_cpu_are_plain_products(tmp_path):
+    # XLA's CPU compiler runs a product contracting both operands over their first dim (the
+    # weight gradient x^T ct, over the tokens) at half the rate of a plain one in one output
+    # orientation; ops/_linalg.cpu_product computes it from a materialized transpose.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 96), nn.Tanh(), nn.Linear(96, 16), nn.Tanh(), nn.Linear(16, 8))
+    compiled = torch.compile(copy.deepcopy(model), backend="xla",
+                             options={"strict": True, "dump_dir": str(tmp_path)})
+    x = torch.randn(4, 64, 32, requires_grad=True)
+    compiled(x).square().mean().backward()
+    hlo = next(tmp_path.glob("*.backward.hlo.txt")).read_text()
+    assert " dot(" in hlo
+    assert not _tn_dots(hlo), _tn_dots(hlo)
+    grad_parity(model, torch.randn(4, 64, 32, requires_grad=True))
+
+
+def test_cpu_product_second_derivative_matches_eager():
+    a = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+
+    def fn(a, b):
+        return torch.tanh(a @ b).sum()
+
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    grads = torch.autograd.grad(compiled(a, b), (a, b), create_graph=True)
+    expected = torch.autograd.grad(fn(a, b), (a, b), create_graph=True)
+    for g, e in zip(grads, expected, strict=True):
+        torch.testing.assert_close(g, e)
+    second = torch.autograd.grad(sum(g.square().sum() for g in grads), (a, b))
+    expected2 = torch.autograd.grad(sum(e.square().sum() for e in expected), (a, b))
+    for g, e in zip(second, expected2, strict=True):
+        torch.testing.assert_close(g, e)
+
+
 def test_gelu_values_and_tail():
     # torch computes x / 2 * (1 + erf(x / sqrt2)) (CPU and CUDA): -0.0 at -6, where
     # x * erfc(-x / sqrt2) / 2 (jax.nn.gelu's form) gives -5.9e-9.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,7 +53,39 @@ def product(a, b):
         if _half_out():
             return jnp.matmul(a, b), result
         return half_product(a, b), result
+    if a.ndim == b.ndim == 2 and not ctx().on_cuda and jnp.issubdtype(result, jnp.floating):
+        return cpu_product(a, b, precision()), result
     return jnp.matmul(a, b, precision=precision()), result
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def cpu_product(a, b, precision):
+    """``a @ b`` of two real matrices on the CPU, whose gradient for ``b`` is a plain product.
+
+    NOTE: XLA's CPU compiler folds transposes into a product's dimension numbers, and runs a
+    product that contracts both operands over their first dimension (JAX's rule for ``b``'s
+    gradient, ``a^T ct``: a layer's weight gradient, contracted over the tokens) at about half
+    the rate of a plain one in one of the two output orientations: 1024 tokens, one core,
+    ``nn.Linear(256, 1024)``'s weight gradient 4.4 ms, 2.3 with ``ct``'s transpose
+    materialized first. The gradient is computed as ``(ct^T a)^T`` from that materialized
+    transpose, the barriers keeping the compiler from folding it back; ``nn.Linear``'s
+    ``b`` is its weight's transpose, so the outer transpose cancels against it.
+    """
+    return jnp.matmul(a, b, precision=precision)
+
+
+def _cpu_product_fwd(a, b, precision):
+    return cpu_product(a, b, precision), (a, b)
+
+
+def _cpu_product_bwd(precision, residuals, ct):
+    a, b = residuals
+    da = jnp.matmul(ct, b.T, precision=precision)
+    db_t = jnp.matmul(lax.optimization_barrier(ct.T), a, precision=precision)
+    return da, lax.optimization_barrier(db_t).T
+
+
+cpu_product.defvjp(_cpu_product_fwd, _cpu_product_bwd)
 
 
 @jax.custom_vjp
