@@ -234,7 +234,7 @@ def test_weight_gradients_on_cpu_are_plain_products(tmp_path):
 
 
 def test_cpu_product_second_derivative_matches_eager():
-    a = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    a = torch.randn(130, 5, dtype=torch.float64, requires_grad=True)  # cpu_product: >= 128 rows
     b = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
 
     def fn(a, b):
