@@ -425,9 +425,7 @@ def native_dropout(input, p, train):
         return input, jnp.ones(input.shape, bool)
     if p >= 1:
         return jnp.zeros_like(input), jnp.zeros(input.shape, bool)
-    mask = jax.random.bernoulli(ctx().next_key(), 1.0 - p, input.shape)
-    scale = as_dtype(1.0 / (1.0 - p), input.dtype)
-    return jnp.where(mask, input * scale, jnp.zeros((), input.dtype)), mask
+    return _saved.dropout(input, ctx().next_key(), p)
 
 
 # -- attention -------------------------------------------------------------------------------------
@@ -468,8 +466,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     weights = jax.nn.softmax(scores, axis=-1)
     if dropout_p > 0:
         rng = ctx().next_key() if seed is None else jax.random.key(seed)
-        keep = jax.random.bernoulli(rng, 1.0 - dropout_p, weights.shape)
-        weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
+        weights = _saved.dropout(weights, rng, dropout_p)[0]
     out = jnp.matmul(as_dtype(weights, result), value, precision=precision(),
                      preferred_element_type=acc)
     return as_dtype(out, result), jax.nn.logsumexp(scores, axis=-1)

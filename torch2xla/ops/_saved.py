@@ -222,12 +222,18 @@ def _scores(q, k, mask, bias, scale, is_causal, precision):
     return s
 
 
+def dropout(x, key, p: float):
+    """``x`` with each element dropped with probability ``p`` (0 < p < 1) by a mask drawn from
+    ``key`` and the rest scaled by 1 / (1 - p), as torch's dropout; and the mask of those kept."""
+    keep = jax.random.bernoulli(key, 1.0 - p, x.shape)
+    return jnp.where(keep, x * jnp.asarray(1.0 / (1.0 - p), x.dtype), jnp.zeros((), x.dtype)), keep
+
+
 def _dropped(p, seed, dropout_p):
     """``p`` with attention dropout applied (the same mask for the same seed), and the mask."""
     if not dropout_p:
         return p, None
-    keep = jax.random.bernoulli(jax.random.key(seed), 1.0 - dropout_p, p.shape)
-    return jnp.where(keep, p * jnp.asarray(1.0 / (1.0 - dropout_p), p.dtype), 0), keep
+    return dropout(p, jax.random.key(seed), dropout_p)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
