@@ -1,0 +1,198 @@
+"""Issue 22: op semantics at the edges, written as users write the code and compared with eager.
+
+Boolean-mask assignment, dropout's ``train=None``, batch norm with non-1-D weights, gradients
+that must follow eager's formulas, and the ``*_copy`` view variants.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests._util import assert_same, clone_args, run_both
+
+aten = torch.ops.aten
+
+
+def _compiled(fn):
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+def _grads_both(fn, *args):
+    """``torch.autograd.grad`` of ``fn(*args)`` (weighted sum) by XLA and by eager."""
+    results = []
+    for f in (_compiled(fn), fn):
+        leaves = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+        out = f(*leaves)
+        weights = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape) / out.numel()
+        wanted = [x for x in leaves if x.requires_grad]
+        results.append((out.detach(), torch.autograd.grad((out * weights).sum(), wanted)))
+    return results
+
+
+# -- 1. t[mask] = v -----------------------------------------------------------------------------
+def _assign(t, mask, v):
+    t[mask] = v
+    return t
+
+
+def test_mask_assign_fills_true_positions_in_row_major_order():
+    # The issue's example: values go to the True positions in order, not along the last dim.
+    t = torch.zeros(2, 3)
+    mask = torch.tensor([[True, False, True], [False, True, False]])
+    out, ref, *_ = run_both(_assign, t, mask, torch.tensor([10.0, 20.0, 30.0]))
+    assert_same(out, ref)
+    assert out.tolist() == [[10, 0, 20], [0, 30, 0]]
+
+
+def test_mask_assign_with_data_dependent_count():
+    def positives(x, vals):
+        x[x > 0] = vals
+        return x
+
+    c = _compiled(positives)
+    for data in ([1.0, -1, 2, -3, 4, 5], [-1.0, 7, 2, 3, -4, 5], [0.0, -2, 1, 1, 1, 1]):
+        x, vals = torch.tensor(data), torch.tensor([7.0, 8, 9, 10])
+        assert_same(c(x.clone(), vals), positives(x.clone(), vals))
+
+
+@pytest.mark.parametrize("value", [0.5, torch.tensor(2.5), torch.tensor([3.5])],
+                         ids=["python-scalar", "0-d", "1-element"])
+def test_mask_assign_broadcasts_a_single_value(value):
+    def f(x, value):
+        x[x > 0] = value
+        return x
+
+    out, ref, *_ = run_both(f, torch.randn(4, 5), value)
+    assert_same(out, ref)
+
+
+@pytest.mark.parametrize(
+    ("shape", "mask_shape", "value_shape"),
+    [
+        ((5, 3, 4), (5,), (3, 3, 4)),  # rows: one value row per True row
+        ((5, 3, 4), (5,), (3, 4)),  # one row broadcast to every True row
+        ((5, 3, 4), (5,), (3, 1, 4)),  # per-row values broadcast inside each row
+        ((4, 3, 2), (4, 3), (6, 2)),  # a mask of lower rank than t
+        ((4, 3, 2), (4, 3), (6, 1)),
+        ((4, 3, 2), (4, 3), (2,)),
+        ((4, 3, 2), (4, 3, 2), (12,)),
+    ],
+)
+def test_mask_assign_over_leading_dims(shape, mask_shape, value_shape):
+    torch.manual_seed(0)
+    mask = torch.zeros(mask_shape, dtype=torch.bool).flatten()
+    n = value_shape[0] if len(value_shape) == len(shape) - len(mask_shape) + 1 else 5
+    mask[torch.randperm(mask.numel())[:n]] = True
+    mask = mask.reshape(mask_shape)
+    out, ref, *_ = run_both(_assign, torch.randn(shape), mask, torch.randn(value_shape))
+    assert_same(out, ref)
+
+
+def test_mask_assign_on_an_inner_dim():
+    def f(t, mask, v):
+        t[:, mask] = v
+        return t
+
+    mask = torch.tensor([True, False, True, True])
+    for v in (torch.randn(3, 3), torch.randn(3, 1), torch.randn(3)):
+        out, ref, *_ = run_both(f, torch.randn(3, 4), mask, v)
+        assert_same(out, ref)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_mask_index_put_accumulate(accumulate):
+    def f(t, mask, v):
+        return t.index_put_((mask,), v, accumulate=accumulate)
+
+    mask = torch.tensor([[True, False, True], [True, True, False]])
+    for v in (torch.tensor([1.0, 2, 3, 4]), torch.tensor(5.0)):
+        out, ref, *_ = run_both(f, torch.randn(2, 3), mask, v)
+        assert_same(out, ref)
+
+
+_ROWS = torch.tensor([True, False, True, False, True, False])  # 3 of t's 6 rows
+_COLS = torch.tensor([1, 3, 0])
+_INNER = torch.tensor([True, True, False, True])  # 3 of t's 4 columns
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize(
+    ("index", "value_shape"),
+    [
+        ((_ROWS, _COLS), (3, 5)),  # a row mask beside a column index
+        ((_ROWS, _COLS), (5,)),
+        ((_ROWS, _COLS[:1]), (3, 5)),  # a one-element index broadcasts to the count
+        ((_ROWS, None, _COLS), (3, 4)),  # not adjacent: the count axis goes first
+        ((_COLS[:, None], _INNER), (3, 3, 5)),  # the mask's count axis broadcasts last
+        ((_COLS[:, None], _INNER), (3, 1, 5)),
+        ((_COLS[:2, None], _INNER, _COLS[:1]), (2, 3)),
+    ],
+    ids=["mask-index", "mask-index-bcast", "index-of-one", "mask-none-index", "index-mask",
+         "index-mask-bcast", "three"],
+)
+def test_mask_mixed_with_integer_indices(index, value_shape, accumulate):
+    torch.manual_seed(0)
+
+    def f(t, v, *index):
+        return aten.index_put_(t, index, v, accumulate)  # Tensor.index_put_ refuses None
+
+    out, ref, *_ = run_both(f, torch.randn(6, 4, 5), torch.randn(value_shape), *index)
+    assert_same(out, ref)
+
+
+def test_mask_and_index_assignment_as_users_write_it():
+    def f(t, rows, cols, inner, v):
+        t[rows, cols] = v
+        t[cols, inner] += 1
+        t[rows, :, cols[:1]] = v[:, :1]
+        return t
+
+    out, ref, *_ = run_both(f, torch.randn(6, 4, 2), _ROWS, _COLS, _INNER, torch.randn(3, 2))
+    assert_same(out, ref)
+
+
+def test_mask_assign_of_bool_and_int_tensors():
+    mask = torch.tensor([True, False, True, True])
+    for t, v in ((torch.zeros(4, dtype=torch.bool), torch.tensor([True, False, True])),
+                 (torch.arange(4), torch.tensor([7, 8, 9]))):
+        out, ref, *_ = run_both(_assign, t, mask, v)
+        assert_same(out, ref)
+
+
+def test_mask_assign_gradients():
+    def f(x, v):
+        y = x * 2
+        y[x > 0] = v * 3
+        return y
+
+    x = torch.tensor([[1.0, -1, 2], [-3, 4, 5]], requires_grad=True)
+    v = torch.randn(4, requires_grad=True)
+    (out, grads), (ref, ref_grads) = _grads_both(f, x, v)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)
+
+
+def test_mask_accumulate_gradients():
+    def f(x, mask, v):
+        return x.index_put((mask,), v.exp(), accumulate=True)
+
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    x, v = torch.randn(2, 3, requires_grad=True), torch.randn(4, requires_grad=True)
+    (out, grads), (ref, ref_grads) = _grads_both(f, x, mask, v)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)
+
+
+def test_mask_mixed_with_index_gradients():
+    def f(x, mask, cols, v):
+        y = x.clone()
+        y[mask, cols] = v.sin()
+        return y
+
+    mask = torch.tensor([True, False, True, True])
+    x, v = torch.randn(4, 5, requires_grad=True), torch.randn(3, requires_grad=True)
+    (out, grads), (ref, ref_grads) = _grads_both(f, x, mask, torch.tensor([4, 0, 2]), v)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)
