@@ -196,3 +196,37 @@ def test_mask_mixed_with_index_gradients():
     (out, grads), (ref, ref_grads) = _grads_both(f, x, mask, torch.tensor([4, 0, 2]), v)
     assert_same(out, ref)
     assert_same(grads, ref_grads)
+
+
+# -- 2. optional arguments whose None has a meaning -----------------------------------------------
+@pytest.mark.parametrize("train", [None, True, False])
+def test_native_dropout_train_none_means_training(train):
+    x = torch.ones(100, 100)
+    out, mask = _compiled(lambda x: torch.native_dropout(x, 0.25, train))(x)
+    ref, ref_mask = torch.native_dropout(x, 0.25, train)
+    assert out.dtype == ref.dtype and mask.dtype == ref_mask.dtype == torch.bool
+    if train is False:
+        assert_same((out, mask), (ref, ref_mask))
+        return
+    assert abs(mask.float().mean().item() - 0.75) < 0.02  # dropped, as eager drops
+    torch.testing.assert_close(out, mask * x / 0.75)
+
+
+def test_any_all_over_no_dims_is_elementwise():
+    def f(x):
+        return x.any(dim=()), torch.all(x, dim=()), x.any(), (x > 0).all(dim=(0, 1))
+
+    out, ref, *_ = run_both(f, torch.tensor([[0.0, 2.0], [float("nan"), 0.0]]))
+    assert_same(out, ref)
+
+
+@pytest.mark.parametrize(("p", "train"), [(0.5, False), (0.0, True), (0.0, None)])
+def test_native_dropout_output_is_a_copy_as_in_eager(p, train):
+    # torch's fake kernel returns the input itself here; eager's kernel returns a copy.
+    x = torch.randn(5)
+    out, mask = _compiled(lambda x: torch.native_dropout(x, p, train))(x)
+    before = x.clone()
+    out.add_(1)
+    assert_same(x, before)
+    assert_same(out, before + 1)
+    assert mask.all()

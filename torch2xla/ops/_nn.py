@@ -421,7 +421,8 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 # -- dropout ---------------------------------------------------------------------------------------
 @register(aten.native_dropout.default)
 def native_dropout(input, p, train):
-    if not train or p == 0:
+    # NOTE: train=None means training, as in eager's kernel.
+    if train is False or p == 0:
         return input, jnp.ones(input.shape, bool)
     if p >= 1:
         return jnp.zeros_like(input), jnp.zeros(input.shape, bool)
