@@ -259,3 +259,73 @@ def test_batch_norm_weight_of_any_shape(shape, mode):
     _, ref_grads = _grads(lambda x, w, b, *stats: f(x, w.reshape(3), b.reshape(3), *stats), *args)
     assert [g.shape for g in grads] == [a.shape for a in args[:3]]
     assert_same(grads, [g.reshape(a.shape) for g, a in zip(ref_grads, args)])
+
+
+# -- 5. gradients by eager's formulas -------------------------------------------------------------
+def _pd(n, dtype, *batch, junk=0.0, upper=False):
+    """A positive-definite matrix whose other triangle (the one torch does not read) has
+    ``junk`` added."""
+    torch.manual_seed(0)
+    b = torch.randn(*batch, n, n, dtype=dtype)
+    a = b @ b.mH + n * torch.eye(n, dtype=dtype)
+    noise = torch.randn(*batch, n, n, dtype=dtype) * junk
+    return a + (noise.tril(-1) if upper else noise.triu(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("junk", [0.0, 3.0], ids=["symmetric", "other-triangle-ignored"])
+@pytest.mark.parametrize("fn", [
+    lambda a, upper: torch.linalg.cholesky(a, upper=upper),
+    lambda a, upper: torch.cholesky(a, upper=upper),
+    lambda a, upper: torch.linalg.cholesky_ex(a, upper=upper)[0],
+], ids=["linalg.cholesky", "cholesky", "cholesky_ex"])
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+def test_cholesky_reads_one_triangle_and_differentiates_as_eager(fn, junk, upper, dtype):
+    # Eager's backward returns the symmetric gradient built from L alone (cholesky_backward);
+    # JAX's rule gave an unsymmetric one (up to 0.6 off in float32), and upper=True read the
+    # lower triangle.
+    a = _pd(4, dtype, 2, junk=junk, upper=upper).requires_grad_()
+
+    def f(a):
+        out = fn(a, upper)
+        return torch.view_as_real(out) if out.is_complex() else out
+
+    (out, grads), (ref, ref_grads) = _grads_both(f, a)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10,
+                                                                      "atol": 1e-12}
+    assert_same(out, ref, **tol)
+    assert_same(grads, ref_grads, **tol)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_reads_one_triangle_under_autograd(uplo):
+    # JAX's eigh symmetrizes the whole input whenever it is differentiated.
+    a = _pd(4, torch.float64, junk=3.0, upper=uplo == "U").requires_grad_()
+
+    def f(a):
+        w, v = torch.linalg.eigh(a, UPLO=uplo)
+        return w * 2 + torch.linalg.eigvalsh(a, UPLO=uplo) + v.abs().sum(-2)
+
+    (out, grads), (ref, ref_grads) = _grads_both(f, a)
+    assert_same(out, ref, rtol=1e-10, atol=1e-12)
+    assert_same(grads, ref_grads, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse_gradients_of_the_factor(upper, dtype):
+    # Eager differentiates both as functions of the whole factor: the triangle they do not
+    # read gets a gradient too.
+    torch.manual_seed(0)
+    factor = torch.linalg.cholesky(_pd(3, dtype), upper=upper).requires_grad_()
+    b = torch.randn(3, 2, dtype=dtype, requires_grad=True)
+
+    def f(factor, b):
+        out = torch.cholesky_solve(b, factor, upper=upper) + torch.cholesky_inverse(
+            factor, upper=upper)[:, :2]
+        return torch.view_as_real(out) if out.is_complex() else out
+
+    (out, grads), (ref, ref_grads) = _grads_both(f, factor, b)
+    assert_same(out, ref, rtol=1e-10, atol=1e-12)
+    assert_same(grads, ref_grads, rtol=1e-10, atol=1e-12)
