@@ -396,3 +396,40 @@ def test_as_strided_scatter_gradient_is_the_derivative():
     (out, grads), (ref, ref_grads) = _grads_both(f, x, src)
     assert_same(out, ref)
     assert_same(grads[1], ref_grads[1])
+
+
+# -- 13. the copying variants of views -----------------------------------------------------------
+_COPIES = {
+    "select_copy.int": (lambda x: torch.select_copy(x, 1, -1) * 2, torch.randn(3, 4)),
+    "slice_copy.Tensor": (lambda x: torch.slice_copy(x, 1, 1, None, 2) + 1, torch.randn(3, 5)),
+    "split_copy.Tensor": (lambda x: [t * 2 for t in torch.split_copy(x, 2, 1)],
+                          torch.randn(3, 5)),
+    "detach_copy.default": (lambda x: x * torch.detach_copy(x), torch.randn(4)),
+    "view_as_real_copy.default": (lambda z: torch.view_as_real_copy(z * 2),
+                                  torch.randn(3, dtype=torch.complex64)),
+    "view_as_complex_copy.default": (lambda r: torch.view_as_complex_copy(r * 2),
+                                     torch.randn(3, 2)),
+    "_reshape_alias_copy.default": (lambda x: aten._reshape_alias_copy(x, [2, 3], [1, 2]),
+                                    torch.randn(6)),
+    "_conj_copy.default": (lambda z: torch._conj_copy(z) * 1j,
+                           torch.randn(3, dtype=torch.complex64)),
+    "_neg_view_copy.default": (lambda x: torch._neg_view_copy(x) + 1, torch.randn(3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_COPIES))
+def test_view_copies_are_lowered(name, lowered_ops):
+    fn, x = _COPIES[name]
+    out, ref, *_ = run_both(fn, x)
+    assert_same(out, ref)
+    packet, _, overload = name.partition(".")
+    assert getattr(getattr(aten, packet), overload) in lowered_ops
+
+
+def test_detach_copy_stops_the_gradient():
+    # Eager's detach_copy has no derivative (backward raises "not implemented"); ours is
+    # detach's: compared with eager's detach.
+    x = torch.randn(4, requires_grad=True)
+    _, grads = _grads(_compiled(lambda x: x * torch.detach_copy(x)), x)
+    _, ref_grads = _grads(lambda x: x * x.detach(), x)
+    assert_same(grads, ref_grads)
