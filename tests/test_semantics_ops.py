@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch2xla
+
 from tests._util import assert_same, clone_args, run_both
 
 aten = torch.ops.aten
@@ -433,3 +435,22 @@ def test_detach_copy_stops_the_gradient():
     _, grads = _grads(_compiled(lambda x: x * torch.detach_copy(x)), x)
     _, ref_grads = _grads(lambda x: x * x.detach(), x)
     assert_same(grads, ref_grads)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_complex32_runs_in_eager_with_a_warning():
+    # XLA has no complex32: ops that make or read it run in eager PyTorch (the rest in XLA).
+    def f(x):
+        half = (x * 2).to(torch.chalf)
+        return half, torch.view_as_real(half).float().sin()
+
+    x = torch.randn(3, dtype=torch.complex64)
+    with pytest.warns(UserWarning, match=r"_to_copy.default: torch.complex32 has no XLA type"):
+        out = torch.compile(f, backend="xla")(x)
+    ref = f(x)
+    assert out[0].dtype == ref[0].dtype == torch.complex32
+    assert torch.equal(torch.view_as_real(out[0]), torch.view_as_real(ref[0]))
+    assert_same(out[1], ref[1])
+    torch._dynamo.reset()
+    with pytest.raises(torch2xla.UnsupportedOpsError, match="complex32 has no XLA type"):
+        _compiled(f)(x)

@@ -37,7 +37,8 @@ from torch2xla.ops import (  # noqa: F401
     _sort,
     _special,
 )
-from torch2xla.ops._coverage import DATA_DEPENDENT, NOT_LOWERED, NotLowered, Why
+from torch2xla.ops._coverage import DATA_DEPENDENT, NOT_LOWERED, NotLowered, Why, dtype_without_xla
 from torch2xla.ops._registry import LOWERINGS, ctx, register
 
-__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx", "register"]
+__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx",
+           "dtype_without_xla", "register"]

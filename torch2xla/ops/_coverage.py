@@ -11,7 +11,10 @@ import dataclasses
 import enum
 
 import torch
+import torch.utils._pytree as pytree
 from torch._ops import ops
+
+from torch2xla._interop import TORCH_TO_JAX_DTYPE
 
 aten = ops.aten
 
@@ -79,3 +82,13 @@ NOT_LOWERED: tuple[NotLowered, ...] = (
 DATA_DEPENDENT: dict[torch._ops.OpOverload, str] = {
     r.op: r.detail for r in NOT_LOWERED if r.why is Why.DATA_DEPENDENT
 }
+
+
+def dtype_without_xla(node: torch.fx.Node) -> torch.dtype | None:
+    """A dtype of ``node``'s output or tensor arguments that XLA has no type for (complex32,
+    the float8 variants ml_dtypes lacks, ...): such a node runs in eager PyTorch."""
+    values = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.dtype not in TORCH_TO_JAX_DTYPE:
+            return value.dtype
+    return None
