@@ -1,5 +1,5 @@
-"""More neural-network ops: adaptive max pooling, max unpooling, grid sampling, embedding bags, anti-aliased
-resizing, masked-safe softmax, batch norm with running-stat updates."""
+"""More neural-network ops: adaptive max pooling, max unpooling, grid sampling, embedding
+bags, anti-aliased resizing, masked-safe softmax, batch norm with running-stat updates."""
 
 from __future__ import annotations
 

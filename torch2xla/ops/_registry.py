@@ -12,7 +12,42 @@ import torch
 
 Lowering = Callable[..., Any]
 
-LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
+
+class _Lowerings(dict):
+    """``dict[OpOverload, Lowering]`` that runs a deferred registration (``defer``) the first
+    time it is asked about an op of that registration's namespace."""
+
+    def _load(self, op: Any) -> None:
+        loader = _DEFERRED.pop(getattr(op, "namespace", None), None)
+        if loader is not None:
+            loader()
+
+    def __contains__(self, op: Any) -> bool:
+        self._load(op)
+        return super().__contains__(op)
+
+    def __missing__(self, op: Any) -> Lowering:
+        self._load(op)
+        if super().__contains__(op):
+            return super().__getitem__(op)
+        raise KeyError(op)
+
+    def get(self, op: Any, default: Any = None) -> Any:
+        self._load(op)
+        return super().get(op, default)
+
+
+LOWERINGS: dict[torch._ops.OpOverload, Lowering] = _Lowerings()
+_DEFERRED: dict[str, Callable[[], None]] = {}
+
+
+def defer(namespace: str, loader: Callable[[], None]) -> None:
+    """Run ``loader`` (which registers lowerings) when an op of ``namespace`` is first looked
+    up: for the ops of optional libraries (torchvision), whose op objects exist only once the
+    user has imported the library; torch2xla never imports it."""
+    if namespace in _DEFERRED:
+        raise RuntimeError(f"torch2xla: a second deferred registration for {namespace}")
+    _DEFERRED[namespace] = loader
 
 
 def register(*ops: Any) -> Callable[[Lowering], Lowering]:
