@@ -6,13 +6,14 @@ that must follow eager's formulas, and the ``*_copy`` view variants.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch2xla
 
-from tests._util import assert_same, clone_args, run_both
+from tests._util import assert_same, run_both
 
 aten = torch.ops.aten
 
@@ -156,6 +157,59 @@ def test_mask_and_index_assignment_as_users_write_it():
 
     out, ref, *_ = run_both(f, torch.randn(6, 4, 2), _ROWS, _COLS, _INNER, torch.randn(3, 2))
     assert_same(out, ref)
+
+
+def _random_index_put(rng):
+    """A random index_put: t's shape, indices (None, integer or boolean, masks over one or two
+    dims), values shaped as the indexing result or broadcast to it; None when eager refuses."""
+    shape = [int(rng.integers(1, 5)) for _ in range(int(rng.integers(1, 5)))]
+    indices, d = [], 0
+    while d < len(shape) and rng.random() < 0.8:
+        kind = rng.choice(["none", "int", "mask", "mask"])
+        if kind == "none":
+            indices.append(None)
+            d += 1
+        elif kind == "int":
+            size = [(), (1,), (2,), (3,), (2, 1)][int(rng.integers(5))]
+            indices.append(torch.from_numpy(rng.integers(-shape[d], shape[d], size)))
+            d += 1
+        else:
+            m = int(rng.integers(1, min(2, len(shape) - d) + 1))
+            indices.append(torch.from_numpy(rng.random(shape[d:d + m]) < rng.random()))
+            d += m
+    if all(i is None for i in indices):
+        return None
+    t = torch.randn(shape)
+    try:
+        result = t[tuple(slice(None) if i is None else i for i in indices)].shape
+    except IndexError:
+        return None
+    choices = [result, result[1:], (1, *result[1:])] if result else [result]
+    values = torch.randn(choices[int(rng.integers(len(choices)))])
+    accumulate = bool(rng.random() < 0.5)
+    try:
+        aten.index_put(t, indices, values, accumulate)
+    except RuntimeError:
+        return None
+    return t, indices, values, accumulate
+
+
+def test_index_put_with_masks_on_random_cases():
+    # The class, not the listed examples: masks of one or two dims among None and integer
+    # indices (adjacent or not, broadcasting), values with and without the count axis.
+    rng = np.random.default_rng(0)
+    cases = []
+    while len(cases) < 8:
+        case = _random_index_put(rng)
+        if case is not None and any(i is not None and i.dtype == torch.bool for i in case[1]):
+            cases.append(case)
+    for t, indices, values, accumulate in cases:
+        def f(t, values, *indices, accumulate=accumulate):
+            return aten.index_put(t, indices, values, accumulate)
+
+        torch._dynamo.reset()
+        out, ref, *_ = run_both(f, t, values, *indices)
+        assert_same(out, ref)
 
 
 def test_mask_assign_of_bool_and_int_tensors():
