@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +19,14 @@ class _Lowerings(dict):
     time it is asked about an op of that registration's namespace."""
 
     def _load(self, op: Any) -> None:
-        loader = _DEFERRED.pop(getattr(op, "namespace", None), None)
-        if loader is not None:
-            loader()
+        namespace = getattr(op, "namespace", None)
+        if namespace in _DEFERRED_NAMESPACES:
+            # Another thread waits here until the loader has registered everything; the
+            # loader's own lookups (register's check) find nothing left to load.
+            with _LOAD_LOCK:
+                loader = _DEFERRED.pop(namespace, None)
+                if loader is not None:
+                    loader()
 
     def __contains__(self, op: Any) -> bool:
         self._load(op)
@@ -39,14 +45,17 @@ class _Lowerings(dict):
 
 LOWERINGS: dict[torch._ops.OpOverload, Lowering] = _Lowerings()
 _DEFERRED: dict[str, Callable[[], None]] = {}
+_DEFERRED_NAMESPACES: set[str] = set()
+_LOAD_LOCK = threading.RLock()
 
 
 def defer(namespace: str, loader: Callable[[], None]) -> None:
     """Run ``loader`` (which registers lowerings) when an op of ``namespace`` is first looked
     up: for the ops of optional libraries (torchvision), whose op objects exist only once the
     user has imported the library; torch2xla never imports it."""
-    if namespace in _DEFERRED:
+    if namespace in _DEFERRED_NAMESPACES:
         raise RuntimeError(f"torch2xla: a second deferred registration for {namespace}")
+    _DEFERRED_NAMESPACES.add(namespace)
     _DEFERRED[namespace] = loader
 
 
