@@ -59,6 +59,52 @@ def test_every_core_op_is_lowered_decomposed_or_listed():
     )
 
 
+def _is_view(op: torch._ops.OpOverload) -> bool:
+    returns = op._schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write
+                                 for r in returns)
+
+
+def view_copy_overloads() -> list[torch._ops.OpOverload]:
+    """The copying variant (``X_copy``) of every ATen view op ``X``, as functionalization
+    writes views: every overload but the ``out=`` ones."""
+    names = {q.removeprefix("aten::").partition(".")[0]
+             for q in torch._C._dispatch_get_all_op_names() if q.startswith("aten::")}
+    ops = []
+    for name in sorted(names):
+        view = name.removesuffix("_copy")
+        if view == name or view not in names:
+            continue
+        view_packet = getattr(aten, view)
+        if not any(_is_view(getattr(view_packet, o)) for o in view_packet.overloads()):
+            continue
+        packet = getattr(aten, name)
+        ops += [getattr(packet, o) for o in packet.overloads() if "out" not in o]
+    return ops
+
+
+def test_view_copy_set_is_found():
+    ops = view_copy_overloads()
+    assert aten.select_copy.int in ops and aten.view_as_real_copy.default in ops
+    assert aten._to_copy.default not in ops and aten.index_copy.default not in ops
+
+
+def test_every_view_copy_is_lowered_decomposed_or_listed():
+    missing = [str(op) for op in view_copy_overloads() if classify(op) == "missing"]
+    assert not missing, (
+        f"{len(missing)} copying variant(s) of views have no lowering, no decomposition and "
+        f"no NOT_LOWERED record: {missing}"
+    )
+
+
+def test_view_copies_of_lowered_views_are_lowered_or_decomposed():
+    # A view the backend lowers has a copying variant it runs too (none falls back).
+    for op in view_copy_overloads():
+        view = getattr(aten, op.__name__.partition(".")[0].removesuffix("_copy"))
+        if any(getattr(view, o) in LOWERINGS for o in view.overloads()):
+            assert classify(op) in ("lowered", "decomposed"), op
+
+
 def test_core_ops_are_nearly_all_lowered_directly():
     ops = core_overloads()
     kinds = [classify(op) for op in ops]

@@ -9,6 +9,7 @@ AOTAutograd does for other backends.
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -36,6 +37,19 @@ def _static(values) -> tuple[int, ...] | None:
     return tuple(values) if all(isinstance(v, int) for v in values) else None
 
 
+# Calls whose fake kernel returns its input where the eager kernel returns a copy: torch's
+# native_dropout decomposition returns ``input`` itself unless ``train and p != 0`` (so also for
+# ``train=None``, which eager reads as training).
+_FRESH_IN_EAGER = (torch.native_dropout, torch.ops.aten.native_dropout,
+                   torch.ops.aten.native_dropout.default)
+
+
+def _fresh_in_eager(node: torch.fx.Node) -> bool:
+    while node.op == "call_function" and node.target is operator.getitem:
+        node = node.args[0]
+    return node.op == "call_function" and node.target in _FRESH_IN_EAGER
+
+
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     """Outputs of a Dynamo graph that are views of its tensor inputs (static layouts only)."""
     storages = {}
@@ -52,7 +66,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             found.append(OutputAlias(k, position[node]))
             continue
         ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-        if not isinstance(ex, torch.Tensor):
+        if not isinstance(ex, torch.Tensor) or _fresh_in_eager(node):
             continue
         src = storages.get(StorageWeakRef(ex.untyped_storage()))
         size, stride = _static(ex.shape), _static(ex.stride())

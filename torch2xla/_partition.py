@@ -9,7 +9,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from torch2xla._errors import Unsupported
-from torch2xla.ops import DATA_DEPENDENT, LOWERINGS
+from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
@@ -27,6 +27,8 @@ def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
             found.append(Unsupported(node, "collective: runs through torch's process group", True))
         elif node.target in DATA_DEPENDENT:
             found.append(Unsupported(node, DATA_DEPENDENT[node.target]))
+        elif (dtype := dtype_without_xla(node)) is not None:
+            found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:
             found.append(Unsupported(node, "no lowering"))
     return found

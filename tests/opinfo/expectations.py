@@ -160,12 +160,6 @@ XFAILS: tuple[XFail, ...] = (
     XFail("linalg.eigvals", _GR, "JAX differentiates eigenvalues of non-symmetric matrices "
           "through eig's eigenvector rule, which it refuses", checks=(GRAD,)),
     XFail("linalg.ldl_solve", _NJ, "no LDL^T solve in JAX"),
-    XFail("nn.functional.max_unpool1d", _DU, "with repeated indices the written value (and "
-          "so the gradient) is unspecified", checks=(GRAD,)),
-    XFail("nn.functional.max_unpool2d", _DU, "with repeated indices the written value (and "
-          "so the gradient) is unspecified", checks=(GRAD,)),
-    XFail("nn.functional.max_unpool3d", _DU, "with repeated indices the written value (and "
-          "so the gradient) is unspecified", checks=(GRAD,)),
     # Missing gradient rules in JAX.
     XFail("linalg.eig", _GR, "JAX differentiates eigenvectors of non-symmetric matrices only "
           "under assumptions it cannot check", checks=(GRAD,)),

@@ -12,9 +12,10 @@ extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` 
 distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
-``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_backward`` (ATen
-backward ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not
-lowered and why).
+``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_vision``
+(torchvision's ops, registered once torchvision is loaded), ``_backward`` (ATen backward
+ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
+why).
 """
 
 from torch2xla.ops import (  # noqa: F401
@@ -36,8 +37,18 @@ from torch2xla.ops import (  # noqa: F401
     _shape,
     _sort,
     _special,
+    _vision,
 )
-from torch2xla.ops._coverage import DATA_DEPENDENT, NOT_LOWERED, NotLowered, Why
-from torch2xla.ops._registry import LOWERINGS, ctx, register
+from torch2xla.ops._coverage import (
+    DATA_DEPENDENT,
+    NOT_LOWERED,
+    NotLowered,
+    Why,
+    dtype_without_xla,
+)
+from torch2xla.ops._registry import LOWERINGS, ctx, defer, register
 
-__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx", "register"]
+defer("torchvision", _vision.register_lowerings)
+
+__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx",
+           "dtype_without_xla", "register"]

@@ -1,7 +1,8 @@
 """The ops that have no lowering, each with a typed reason.
 
-``tests/test_ops_coverage.py`` checks that every overload tagged ``torch.Tag.core`` is lowered,
-decomposed before it reaches us, or listed here.
+``tests/test_ops_coverage.py`` checks that every overload tagged ``torch.Tag.core``, and every
+copying variant of a view (``select_copy``, ...), is lowered, decomposed before it reaches us,
+or listed here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import dataclasses
 import enum
 
 import torch
+import torch.utils._pytree as pytree
 from torch._ops import ops
+
+from torch2xla._interop import TORCH_TO_JAX_DTYPE
 
 aten = ops.aten
 
@@ -25,6 +29,13 @@ class Why(enum.Enum):
     FUNCTIONALIZED = "replaced by functionalization"
     #: Dynamo refuses to trace the op (a graph break), so no graph handed to the backend has it.
     NOT_TRACED = "not traced by Dynamo"
+    #: The op reads or builds a sparse or nested tensor; XLA arrays are dense and strided.
+    LAYOUT = "sparse or nested layout"
+    #: The op makes or reads forward-mode AD dual tensors; the backend differentiates in
+    #: reverse mode only.
+    FORWARD_AD = "forward-mode AD"
+    #: An op that only torch's own test suite calls.
+    TORCH_TESTS = "torch's own tests"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,9 +63,32 @@ NOT_LOWERED: tuple[NotLowered, ...] = (
     NotLowered(aten.atan2.out, Why.FUNCTIONALIZED, "out= variant; becomes atan2.default"),
     NotLowered(aten.resize_.default, Why.NOT_TRACED,
                "resizes a tensor's storage in place; Dynamo breaks the graph on Tensor.resize_"),
+    # The copying variants of views (functionalization's form of each view) without a lowering.
+    *(NotLowered(op, Why.LAYOUT, "a view of a sparse tensor's parts") for op in (
+        aten._indices_copy.default, aten._values_copy.default, aten.indices_copy.default,
+        aten.values_copy.default, aten.crow_indices_copy.default, aten.col_indices_copy.default,
+        aten.ccol_indices_copy.default, aten.row_indices_copy.default,
+        aten._sparse_broadcast_to_copy.default)),
+    *(NotLowered(op, Why.LAYOUT, "a view between a nested tensor and its buffer") for op in (
+        aten._nested_get_values_copy.default, aten._nested_view_from_buffer_copy.default,
+        aten._nested_view_from_jagged_copy.default)),
+    NotLowered(aten._fw_primal_copy.default, Why.FORWARD_AD, "the primal of a dual tensor"),
+    NotLowered(aten._make_dual_copy.default, Why.FORWARD_AD, "makes a dual tensor"),
+    NotLowered(aten._test_autograd_multiple_dispatch_view_copy.default, Why.TORCH_TESTS,
+               "tests autograd's dispatch of views"),
 )
 
 #: op -> reason, for the ops that must run in eager PyTorch whatever we do.
 DATA_DEPENDENT: dict[torch._ops.OpOverload, str] = {
     r.op: r.detail for r in NOT_LOWERED if r.why is Why.DATA_DEPENDENT
 }
+
+
+def dtype_without_xla(node: torch.fx.Node) -> torch.dtype | None:
+    """A dtype of ``node``'s output or tensor arguments that XLA has no type for (complex32,
+    the float8 variants ml_dtypes lacks, ...): such a node runs in eager PyTorch."""
+    values = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.dtype not in TORCH_TO_JAX_DTYPE:
+            return value.dtype
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -65,9 +67,16 @@ def _index_tuple(indices):
     return tuple(slice(None) if i is None else i for i in indices)
 
 
+_MASK_DTYPES = (jnp.bool_, jnp.uint8)  # torch reads a uint8 index as a mask (deprecated)
+
+
+def _is_mask(index) -> bool:
+    return index is not None and index.dtype in _MASK_DTYPES
+
+
 @register(aten.index.Tensor)
 def index(self, indices):
-    if any(i is not None and i.dtype == jnp.bool_ for i in indices):
+    if any(_is_mask(i) for i in indices):
         raise NotImplementedError("boolean-mask indexing has a data-dependent shape")
     return self[_index_tuple(indices)]
 
@@ -76,15 +85,110 @@ def index(self, indices):
 @_bool_as_int
 def index_put(self, indices, values, accumulate=False):
     values = as_dtype(values, self.dtype)
-    if len(indices) == 1 and indices[0] is not None and indices[0].dtype == jnp.bool_:
-        # NOTE: a boolean mask becomes a `where`, which keeps the shape static.
-        mask = indices[0]
-        mask = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim))
-        if accumulate:
-            return jnp.where(mask, self + values, self)
-        return jnp.where(mask, values, self)
-    idx = _index_tuple(indices)
-    return self.at[idx].add(values) if accumulate else self.at[idx].set(values)
+    masks = [k for k, i in enumerate(indices) if _is_mask(i)]
+    if not masks:
+        idx = _index_tuple(indices)
+        return self.at[idx].add(values) if accumulate else self.at[idx].set(values)
+    if len(masks) == 1 and all(i is None for k, i in enumerate(indices) if k != masks[0]):
+        return _put_by_mask(self, masks[0], indices[masks[0]] != 0, values, accumulate)
+    return _put_by_positions(self, indices, values, accumulate)
+
+
+# NOTE: torch turns a boolean index into ``mask.nonzero()``: the values go to the True
+# positions in row-major order, and ``values`` broadcasts against an indexing result whose
+# extent along the "count" axis is the number of True elements, N, a data-dependent size. An XLA
+# program has static shapes, so the lowerings below work with N's static bound (the mask's size)
+# or with N as ``values`` or another index fixes it when one of them has that axis.
+#
+# TODO(error flag): where ``values`` (or an integer index) fixes N, eager raises "shape
+# mismatch: value tensor of shape ... cannot be broadcast to indexing result of shape ..." when
+# the mask holds another number of True elements. That is a check on tensor values: it belongs
+# to the run-time error-flag mechanism (a check raised at the call, naming the op and the
+# user's line). Until that lands, a mismatch is not reported: the first N True positions get
+# the N values and any further True position is left unchanged (``_put_by_mask``), or takes
+# the positions' values as ``_put_by_positions`` pairs them.
+
+
+def _put_by_mask(self, dim, mask, values, accumulate):
+    """``self[:, ..., mask] = values`` (``dim`` leading full slices): an elementwise select."""
+    lead, trail = self.shape[:dim], self.shape[dim + mask.ndim:]
+    size = mask.size
+    flat = mask.reshape(-1)
+    if mask.ndim:  # the indexing result: lead + (N,) + trail
+        result_ndim = len(lead) + 1 + len(trail)
+        axis = dim - (result_ndim - values.ndim)  # the count axis in values, if it has it
+        if axis >= 0 and values.shape[axis] != 1:
+            # The k-th True position (row-major) takes the k-th slice of values.
+            n = values.shape[axis]
+            rank = jnp.cumsum(flat, dtype=jnp.int32) - 1
+            flat = flat & (rank < n)  # see the TODO above: a mismatch writes no further
+            values = (jnp.take(values, jnp.clip(rank, 0, n - 1), axis=axis) if n
+                      else jnp.zeros(values.shape[:axis] + (size,) + values.shape[axis + 1:],
+                                     values.dtype))
+        values = jnp.broadcast_to(values, lead + (size,) + trail).reshape(self.shape)
+    # NOTE: a 0-d mask covers no dimension of self: all of self is written, or none of it.
+    where = flat.reshape((1,) * dim + mask.shape + (1,) * len(trail))
+    if accumulate:
+        return self + jnp.where(where, values, jnp.zeros((), self.dtype))
+    return jnp.where(where, values, self)
+
+
+def _put_by_positions(self, indices, values, accumulate):
+    """``index_put`` with masks among integer indices: each mask becomes its True positions
+    (``nonzero`` padded to a static size with out-of-range positions, which the scatter drops)."""
+    slots, tensors, masks = [], [], []  # slots: the self dim each index entry starts at
+    d = 0
+    for i in indices:
+        slots.append(d)
+        if _is_mask(i):
+            if i.ndim == 0:
+                raise NotImplementedError("a 0-d boolean index beside other indices")
+            masks.append(i != 0)
+            d += i.ndim
+        else:
+            if i is not None:
+                tensors.append(i)
+            d += 1
+    # The integer indices broadcast with the masks' (N,): their last axis is N's.
+    ints = np.broadcast_shapes(*(t.shape for t in tensors))
+    int_n = ints[-1] if ints and ints[-1] != 1 else None
+    batch = (ints[:-1] if ints else ())
+    # Where the broadcast positions sit in the indexing result (numpy's and torch's rule).
+    used = [k for k, i in enumerate(indices) if i is not None]
+    dims = [list(range(slots[k], slots[k] + (indices[k].ndim if _is_mask(indices[k]) else 1)))
+            for k in used]
+    flat_dims = [x for ds in dims for x in ds]
+    adjacent = flat_dims == list(range(flat_dims[0], flat_dims[-1] + 1))
+    rest = [s for x, s in enumerate(self.shape) if x not in flat_dims]
+    front = flat_dims[0] if adjacent else 0
+    count_axis = front + len(batch)
+    result_ndim = len(rest) + len(batch) + 1
+    axis = count_axis - (result_ndim - values.ndim)
+    value_n = values.shape[axis] if axis >= 0 and values.shape[axis] != 1 else None
+    if int_n is not None and value_n is not None and int_n != value_n:
+        raise ValueError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
+                         f"broadcast to the indexing result (count axis {int_n})")
+    size = next((s for s in (int_n, value_n) if s is not None), max(m.size for m in masks))
+    if size == 0:  # nothing to write (see the TODO above when a mask has True elements)
+        return self
+    counts = [jnp.sum(m, dtype=jnp.int32) for m in masks]
+    # N: an integer index of extent n > 1 broadcasts masks of one True element to n.
+    n = int_n if int_n is not None else functools.reduce(jnp.maximum, counts)
+    valid = jnp.arange(size) < n
+    positions = {}
+    for k, mask, count in zip([k for k in used if _is_mask(indices[k])], masks, counts):
+        cols = jnp.nonzero(mask, size=size, fill_value=mask.shape)
+        cols = [jnp.where(valid, jnp.where(count == 1, c[0], c), bound)
+                for c, bound in zip(cols, mask.shape)]
+        positions[k] = cols
+    idx = []
+    for k, i in enumerate(indices):
+        if k in positions:
+            idx.extend(positions[k])
+        else:
+            idx.append(slice(None) if i is None else i)
+    ref = self.at[tuple(idx)]
+    return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
 
 
 @register(aten.index_select.default)

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -180,10 +182,29 @@ def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     return u, as_dtype(s, out_dtype(1)), vh
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _hermitian(a, lower: bool):
+    """The Hermitian matrix whose lower (else upper) triangle is ``a``'s, real diagonal
+    included: what LAPACK's eigh and Cholesky read of ``a``.
+
+    NOTE: its gradient is the cotangent unchanged. torch's backward for these ops returns the
+    gradient of a Hermitian input (symmetric, spread over both triangles: cholesky_backward
+    symmetrizes ``L^H gL``), and JAX's rules give the same when they symmetrize their input
+    (cholesky's ``symmetrize_input``; eigh's JVP always does), which is a no-op on the value
+    here. Without this, JAX's eigh under differentiation would symmetrize the whole input
+    (not read one triangle) and its cholesky would give an unsymmetric gradient."""
+    tri = jnp.tril(a, -1) if lower else jnp.triu(a, 1)
+    diag = jnp.real(jnp.diagonal(a, axis1=-2, axis2=-1)).astype(a.dtype)
+    return tri + _mH(tri) + diag[..., None] * jnp.eye(a.shape[-1], dtype=a.dtype)
+
+
+_hermitian.defvjp(lambda a, lower: (_hermitian(a, lower), None), lambda lower, _, g: (g,))
+
+
 @register(aten._linalg_eigh.default)
 def _linalg_eigh(A, UPLO="L", compute_v=True):
     # torch reads only the UPLO triangle, as LAPACK does.
-    v, w = lax_linalg.eigh(A, lower=UPLO == "L", symmetrize_input=False)
+    v, w = lax_linalg.eigh(_hermitian(A, UPLO == "L"), lower=True, symmetrize_input=True)
     w = as_dtype(w, out_dtype(0))
     return (w, v) if compute_v else (w, _empty(1))
 
@@ -252,14 +273,40 @@ def linalg_householder_product(input, tau):
     return lax_linalg.householder_product(input, tau)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _cholesky_lower(x, upper):
+    """The lower Cholesky factor of the Hermitian matrix of ``x``'s lower (``upper``: upper)
+    triangle, the triangle torch reads; its gradient is torch's (``cholesky_backward``)."""
+    return lax_linalg.cholesky(_hermitian(x, not upper), symmetrize_input=False)
+
+
+def _cholesky_lower_fwd(x, upper):
+    low = _cholesky_lower(x, upper)
+    return low, low
+
+
+def _cholesky_lower_bwd(upper, low, g):
+    # torch's formula on torch's (conjugate) cotangent: with P = tril(L^H gL),
+    # gA = L^{-H} (P + tril(P, -1)^H) / 2 L^{-1}.
+    p = jnp.tril(_mm(_mH(low), jnp.conj(g)))
+    p = 0.5 * (p + _mH(jnp.tril(p, -1)))
+    p = lax_linalg.triangular_solve(low, p, left_side=True, lower=True, transpose_a=True,
+                                    conjugate_a=True)
+    p = lax_linalg.triangular_solve(low, p, left_side=False, lower=True)
+    return (jnp.conj(p),)
+
+
+_cholesky_lower.defvjp(_cholesky_lower_fwd, _cholesky_lower_bwd)
+
+
 def _cholesky(x, upper):
-    low = lax_linalg.cholesky(x, symmetrize_input=False)
+    low = _cholesky_lower(x, upper)
     return _mH(low) if upper else low
 
 
 @register(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
-    low = lax_linalg.cholesky(self, symmetrize_input=False)
+    low = _cholesky_lower(self, upper)
     info = _chol_info(low, 1)
     return (_mH(low) if upper else low), info
 
@@ -275,19 +322,64 @@ def _cho_solve(low, b):
                                        transpose_a=True)
 
 
+# NOTE: cholesky_solve and cholesky_inverse read one triangle of the factor, but torch's
+# backward differentiates them as functions of the whole factor (A = L L^H with every entry of
+# L): the other triangle gets a gradient too. The custom VJPs below are torch's formulas.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _cholesky_solve(b, factor, upper):
+    return _cho_solve(_mH(factor) if upper else factor, b)
+
+
+def _cholesky_solve_fwd(b, factor, upper):
+    x = _cholesky_solve(b, factor, upper)
+    return x, (factor, x)
+
+
+def _cholesky_solve_bwd(upper, residuals, g):
+    factor, x = residuals
+    g_b = _cholesky_solve(jnp.conj(g), factor, upper)  # torch's (conjugate) convention
+    common = _mm(g_b, _mH(x))
+    common = common + _mH(common)
+    g_factor = -_mm(factor, common) if upper else -_mm(common, factor)
+    return jnp.conj(g_b), jnp.conj(g_factor)
+
+
+_cholesky_solve.defvjp(_cholesky_solve_fwd, _cholesky_solve_bwd)
+
+
 @register(aten.cholesky_solve.default)
 def cholesky_solve(self, input2, upper=False):
     batch = jnp.broadcast_shapes(self.shape[:-2], input2.shape[:-2])
     b = jnp.broadcast_to(self, batch + self.shape[-2:])
     f = jnp.broadcast_to(input2, batch + input2.shape[-2:])
-    return _cho_solve(_mH(f) if upper else f, b)
+    return _cholesky_solve(b, f, upper)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _cholesky_inverse(factor, upper):
+    low = _mH(factor) if upper else factor
+    eye = jnp.broadcast_to(jnp.eye(factor.shape[-1], dtype=factor.dtype), factor.shape)
+    return _cho_solve(low, eye)
+
+
+def _cholesky_inverse_fwd(factor, upper):
+    inverse = _cholesky_inverse(factor, upper)
+    return inverse, (factor, inverse)
+
+
+def _cholesky_inverse_bwd(upper, residuals, g):
+    factor, inverse = residuals
+    g = jnp.conj(g)  # torch's (conjugate) convention
+    common = _mm(inverse, _mm(g + _mH(g), inverse))
+    return (jnp.conj(-_mm(factor, common) if upper else -_mm(common, factor)),)
+
+
+_cholesky_inverse.defvjp(_cholesky_inverse_fwd, _cholesky_inverse_bwd)
 
 
 @register(aten.cholesky_inverse.default)
 def cholesky_inverse(self, upper=False):
-    low = _mH(self) if upper else self
-    eye = jnp.broadcast_to(jnp.eye(self.shape[-1], dtype=self.dtype), self.shape)
-    return _cho_solve(low, eye)
+    return _cholesky_inverse(self, upper)
 
 
 def _lu(A):

@@ -295,8 +295,9 @@ def _bn_train(input, weight, bias, eps):
     for half-precision inputs; the gradient is torch's closed form (_batch_norm)."""
     acc = _opmath(input)
     c = input.shape[1]
-    w = jnp.ones((c,), acc) if weight is None else as_dtype(weight, acc)
-    b = jnp.zeros((c,), acc) if bias is None else as_dtype(bias, acc)
+    # NOTE: torch's batch norm takes a weight and bias of any shape with C elements.
+    w = jnp.ones((c,), acc) if weight is None else as_dtype(weight, acc).reshape(c)
+    b = jnp.zeros((c,), acc) if bias is None else as_dtype(bias, acc).reshape(c)
     # (the input is widened inside, so that its backward keeps it in its own dtype)
     if _channels_last_bn(input):
         out, mean, var = batch_norm_train_channels_last(input, w, b, eps)
@@ -421,7 +422,8 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 # -- dropout ---------------------------------------------------------------------------------------
 @register(aten.native_dropout.default)
 def native_dropout(input, p, train):
-    if not train or p == 0:
+    # NOTE: train=None means training, as in eager's kernel.
+    if train is False or p == 0:
         return input, jnp.ones(input.shape, bool)
     if p >= 1:
         return jnp.zeros_like(input), jnp.zeros(input.shape, bool)

@@ -1,7 +1,9 @@
-"""More neural-network ops: adaptive max pooling, grid sampling, embedding bags, anti-aliased
-resizing, masked-safe softmax, batch norm with running-stat updates."""
+"""More neural-network ops: adaptive max pooling, max unpooling, grid sampling, embedding
+bags, anti-aliased resizing, masked-safe softmax, batch norm with running-stat updates."""
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +72,52 @@ def _adaptive_max_pool(self, output_size):
 @register(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
 def adaptive_max_pool(self, output_size):
     return _adaptive_max_pool(self, tuple(output_size))
+
+
+# -- max unpooling ---------------------------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _unpool(x, flat_index, size):
+    """Zeros of ``size`` elements with ``x``'s elements written at ``flat_index``."""
+    return jnp.zeros((size,), x.dtype).at[flat_index].set(x.reshape(-1), mode="drop")
+
+
+def _unpool_fwd(x, flat_index, size):
+    return _unpool(x, flat_index, size), (flat_index, x.shape)
+
+
+def _unpool_bwd(size, residuals, g):
+    # NOTE: torch's gradient (max_pool_double_backward) reads the output gradient at every
+    # index, also where a repeated index had its value overwritten by another element;
+    # JAX's scatter rule gives it to the element that was written last only.
+    flat_index, shape = residuals
+    return g.at[flat_index].get(mode="fill", fill_value=0).reshape(shape), None
+
+
+_unpool.defvjp(_unpool_fwd, _unpool_bwd)
+
+
+def _max_unpool(self, indices, output_size):
+    # TODO(error flag): eager raises "Found an invalid max index" for an index outside the
+    # output plane; such an index is dropped here (see the run-time error-flag mechanism).
+    nd = len(output_size)
+    lead = self.shape[:-nd]
+    plane = int(np.prod(output_size))
+    planes = int(np.prod(lead))
+    index = indices.reshape(planes, -1)
+    index = jnp.where((index >= 0) & (index < plane), index, plane * planes)
+    flat = (index + jnp.arange(planes, dtype=index.dtype)[:, None] * plane).reshape(-1)
+    return _unpool(self, flat, plane * planes).reshape(tuple(lead) + tuple(output_size))
+
+
+@register(aten.max_unpool2d.default)
+def max_unpool2d(self, indices, output_size):
+    return _max_unpool(self, indices, output_size)
+
+
+@register(aten.max_unpool3d.default)
+def max_unpool3d(self, indices, output_size, stride, padding):
+    # stride and padding enter only eager's argument checks, which the trace has run.
+    return _max_unpool(self, indices, output_size)
 
 
 # -- grid sampling ---------------------------------------------------------------------------

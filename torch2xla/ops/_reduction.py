@@ -66,11 +66,17 @@ def amin(self, dim=(), keepdim=False):
 
 @register(aten.any.default, aten.any.dim, aten.any.dims)
 def any_(self, dim=None, keepdim=False):
+    if isinstance(dim, list | tuple) and not dim:  # see all_
+        return as_dtype(self != 0, out_dtype())
     return _reduce(jnp.any, self, dim, keepdim, np.dtype(bool))
 
 
 @register(aten.all.default, aten.all.dim, aten.all.dims)
 def all_(self, dim=None, keepdim=False):
+    # NOTE: unlike the other reductions, any.dims and all.dims read dim=[] as no dim at all
+    # (an elementwise test); only dim=None means every dim.
+    if isinstance(dim, list | tuple) and not dim:
+        return as_dtype(self != 0, out_dtype())
     return _reduce(jnp.all, self, dim, keepdim, np.dtype(bool))
 
 

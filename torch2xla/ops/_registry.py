@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,50 @@ import torch
 
 Lowering = Callable[..., Any]
 
-LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
+
+class _Lowerings(dict):
+    """``dict[OpOverload, Lowering]`` that runs a deferred registration (``defer``) the first
+    time it is asked about an op of that registration's namespace."""
+
+    def _load(self, op: Any) -> None:
+        namespace = getattr(op, "namespace", None)
+        if namespace in _DEFERRED_NAMESPACES:
+            # Another thread waits here until the loader has registered everything; the
+            # loader's own lookups (register's check) find nothing left to load.
+            with _LOAD_LOCK:
+                loader = _DEFERRED.pop(namespace, None)
+                if loader is not None:
+                    loader()
+
+    def __contains__(self, op: Any) -> bool:
+        self._load(op)
+        return super().__contains__(op)
+
+    def __missing__(self, op: Any) -> Lowering:
+        self._load(op)
+        if super().__contains__(op):
+            return super().__getitem__(op)
+        raise KeyError(op)
+
+    def get(self, op: Any, default: Any = None) -> Any:
+        self._load(op)
+        return super().get(op, default)
+
+
+LOWERINGS: dict[torch._ops.OpOverload, Lowering] = _Lowerings()
+_DEFERRED: dict[str, Callable[[], None]] = {}
+_DEFERRED_NAMESPACES: set[str] = set()
+_LOAD_LOCK = threading.RLock()
+
+
+def defer(namespace: str, loader: Callable[[], None]) -> None:
+    """Run ``loader`` (which registers lowerings) when an op of ``namespace`` is first looked
+    up: for the ops of optional libraries (torchvision), whose op objects exist only once the
+    user has imported the library; torch2xla never imports it."""
+    if namespace in _DEFERRED_NAMESPACES:
+        raise RuntimeError(f"torch2xla: a second deferred registration for {namespace}")
+    _DEFERRED_NAMESPACES.add(namespace)
+    _DEFERRED[namespace] = loader
 
 
 def register(*ops: Any) -> Callable[[Lowering], Lowering]:

@@ -304,6 +304,16 @@ register(aten.view_copy.dtype)(view_dtype)
 register(aten.permute_copy.default)(permute)
 register(aten.unbind_copy.int)(unbind)
 register(aten.narrow_copy.default)(narrow)
+register(aten.select_copy.int)(select)
+register(aten.slice_copy.Tensor)(slice_)
+register(aten.split_copy.Tensor)(split)
+
+
+@register(aten.detach_copy.default)
+def detach_copy(self):
+    # NOTE: detach's gradient (none); eager's detach_copy has no derivative formula and its
+    # backward raises "not implemented".
+    return lax.stop_gradient(self)
 
 
 @register(aten.empty_permuted.default)
@@ -347,6 +357,11 @@ def as_strided(self, size, stride, storage_offset=None):
     order = _storage_order(ctx().node.args[0])
     storage = jnp.transpose(self, order).reshape(-1) if self.ndim else self.reshape(-1)
     return storage[_strided_index(_shape(size), _shape(stride), storage_offset)]
+
+
+@register(aten._reshape_alias_copy.default)
+def _reshape_alias_copy(self, size, stride):
+    return as_strided(self, size, stride)
 
 
 @jax.custom_vjp

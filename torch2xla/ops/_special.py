@@ -472,17 +472,23 @@ def ldexp(self, other):
 
 
 # -- complex numbers -------------------------------------------------------------------------
-@register(aten._conj.default, aten._conj_physical.default, aten.conj_physical.default)
+@register(aten._conj.default, aten._conj_copy.default, aten._conj_physical.default,
+          aten.conj_physical.default)
 def conj(self):
     return jnp.conj(self) if jnp.iscomplexobj(self) else self
 
 
-@register(aten.view_as_real.default)
+@register(aten._neg_view.default, aten._neg_view_copy.default)
+def _neg_view(self):
+    return jnp.negative(self)
+
+
+@register(aten.view_as_real.default, aten.view_as_real_copy.default)
 def view_as_real(self):
     return jnp.stack([jnp.real(self), jnp.imag(self)], axis=-1)
 
 
-@register(aten.view_as_complex.default)
+@register(aten.view_as_complex.default, aten.view_as_complex_copy.default)
 def view_as_complex(self):
     return lax.complex(self[..., 0], self[..., 1])
 
