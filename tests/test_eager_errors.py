@@ -29,6 +29,10 @@ def _x():
     return torch.randn(4, 3)
 
 
+def _logp():
+    return torch.randn(2, 3, 2, 2).log_softmax(1)
+
+
 # -- indices out of range ---------------------------------------------------------------------
 # (name, function, arguments, the user's line as it appears in the message)
 def getitem(x, i):
@@ -113,19 +117,39 @@ INDEX_CASES = [
     ("getitem_negative", getitem, (_x(), _i(-5, 1)), "return x[i] * 2"),
     ("getitem_dim1", getitem_dim1, (_x(), _i(3)), "return x[:, i] * 2"),
     ("setitem", setitem, (_x(), _i(1, 7)), "x[i] = 1.0"),
-    ("index_put_", index_put_, (_x(), _i(-9), torch.ones(3)), "x.index_put_((i,), v, accumulate=True)"),
+    (
+        "index_put_", index_put_,
+        (_x(), _i(-9), torch.ones(3)),
+        "x.index_put_((i,), v, accumulate=True)",
+    ),
     ("index_select", index_select, (_x(), _i(0, 3)), "x.index_select(1, i)"),
     ("index_select_negative", index_select, (_x(), _i(-1)), "x.index_select(1, i)"),
     ("gather", gather, (_x(), _i(0, 1, 2, 3).view(4, 1)), "x.gather(1, i)"),
     ("gather_negative", gather, (_x(), _i(0, -1, 2, 1).view(4, 1)), "x.gather(1, i)"),
     ("scatter", scatter, (_x(), _i(0, 1, 5, 1).view(4, 1)), "x.scatter(1, i, 2.0)"),
-    ("scatter_add", scatter_add, (_x(), _i(0, 4, 1).view(1, 3), torch.ones(1, 3)), "x.scatter_add(0, i, src)"),
-    ("scatter_reduce", scatter_reduce, (_x(), _i(0, -1, 1).view(1, 3), torch.ones(1, 3)), "x.scatter_reduce(0, i, src"),
+    (
+        "scatter_add", scatter_add,
+        (_x(), _i(0, 4, 1).view(1, 3), torch.ones(1, 3)),
+        "x.scatter_add(0, i, src)",
+    ),
+    (
+        "scatter_reduce", scatter_reduce,
+        (_x(), _i(0, -1, 1).view(1, 3), torch.ones(1, 3)),
+        "x.scatter_reduce(0, i, src",
+    ),
     ("embedding", embedding, (_x(), _i(1, 4, 0)), "F.embedding(i, w)"),
     ("embedding_negative", embedding, (_x(), _i(-1)), "F.embedding(i, w)"),
     ("cross_entropy", cross_entropy, (_x(), _i(0, 1, 3, 2)), "F.cross_entropy(logits, target)"),
-    ("cross_entropy_negative", cross_entropy, (_x(), _i(0, -2, 1, 2)), "F.cross_entropy(logits, target)"),
-    ("nll_loss_2d", nll_loss_2d, (torch.randn(2, 3, 2, 2).log_softmax(1), torch.tensor([[[0, 1], [2, -1]], [[3, 0], [0, 0]]])), "F.nll_loss(logp, target"),
+    (
+        "cross_entropy_negative", cross_entropy,
+        (_x(), _i(0, -2, 1, 2)),
+        "F.cross_entropy(logits, target)",
+    ),
+    (
+        "nll_loss_2d", nll_loss_2d,
+        (_logp(), torch.tensor([[[0, 1], [2, -1]], [[3, 0], [0, 0]]])),
+        "F.nll_loss(logp, target",
+    ),
     ("take", take, (_x(), _i(0, 12)), "x.take(i)"),
     ("take_negative", take, (_x(), _i(-13)), "x.take(i)"),
     ("put", put, (_x(), _i(12), torch.ones(1)), "x.put(i, v)"),
@@ -186,7 +210,10 @@ VALID_INDEX_CASES = [
     ("gather_empty", gather, (_x(), torch.zeros(4, 0, dtype=torch.long))),
     ("embedding_empty", embedding, (_x(), torch.zeros(0, 2, dtype=torch.long))),
     ("cross_entropy_ignore_index", cross_entropy, (_x(), _i(0, -100, 1, -100))),
-    ("nll_loss_2d_ignore_index", nll_loss_2d, (torch.randn(2, 3, 2, 2).log_softmax(1), torch.tensor([[[0, 1], [2, -1]], [[-1, 0], [0, 2]]]))),
+    (
+        "nll_loss_2d_ignore_index", nll_loss_2d,
+        (_logp(), torch.tensor([[[0, 1], [2, -1]], [[-1, 0], [0, 2]]])),
+    ),
     ("take_negative", take, (_x(), _i(-12, 11))),
     ("put_negative", put, (_x(), _i(-12), torch.ones(1))),
     ("index_fill_negative", index_fill, (_x(), _i(-4, 3))),
@@ -267,7 +294,11 @@ DIV_CASES = [
     ("div_trunc", div_trunc, (_A, _B), 'torch.div(a, b, rounding_mode="trunc")'),
     ("fmod", fmod, (_A, _B), "torch.fmod(a, b)"),
     ("remainder", remainder, (_A, _B), "torch.remainder(a, b)"),
-    ("int32_broadcast", floor_div, (_A.int(), torch.tensor(0, dtype=torch.int32)), "return a // b + 1"),
+    (
+        "int32_broadcast", floor_div,
+        (_A.int(), torch.tensor(0, dtype=torch.int32)),
+        "return a // b + 1",
+    ),
     ("uint8", mod, (_A.abs().to(torch.uint8), _B.to(torch.uint8)), "return a % b + 1"),
     ("floor_div_by_literal", floor_div_by_literal, (_A,), "return a // 0"),
     ("mod_by_literal", mod_by_literal, (_A,), "return a % 0"),
@@ -310,7 +341,8 @@ def int_pow_literal(a):
 def test_negative_integer_power_raises_at_compile_time():
     a = torch.tensor([2, 1, -1])
     eager = _eager_error(int_pow_literal, (a,))
-    with pytest.raises(RuntimeError, match="^Integers to negative integer powers are not allowed") as info:
+    message = "^Integers to negative integer powers are not allowed"
+    with pytest.raises(RuntimeError, match=message) as info:
         torch.compile(int_pow_literal, backend="xla")(a)
     assert str(info.value).startswith(str(eager))
     assert isinstance(info.value, torch2xla.OpError)
@@ -368,14 +400,42 @@ def setitem_tensor(x, i, v):
 _D = torch.float64
 DTYPE_CASES = [
     ("matmul", matmul, (torch.randn(2, 3, dtype=_D), torch.randn(3, 2)), "return a @ b"),
-    ("matmul_batched_2d", matmul, (torch.randn(4, 2, 3), torch.randn(3, 2, dtype=_D)), "return a @ b"),
-    ("linear_weight", linear, (torch.randn(2, 3), torch.randn(4, 3, dtype=_D), None), "F.linear(x, w, b)"),
-    ("linear_bias", linear, (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4, dtype=_D)), "F.linear(x, w, b)"),
+    (
+        "matmul_batched_2d", matmul,
+        (torch.randn(4, 2, 3), torch.randn(3, 2, dtype=_D)),
+        "return a @ b",
+    ),
+    (
+        "linear_weight", linear,
+        (torch.randn(2, 3), torch.randn(4, 3, dtype=_D), None),
+        "F.linear(x, w, b)",
+    ),
+    (
+        "linear_bias", linear,
+        (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4, dtype=_D)),
+        "F.linear(x, w, b)",
+    ),
     ("mv", mv, (torch.randn(2, 3), torch.randn(3, dtype=_D)), "torch.mv(m, v)"),
-    ("layer_norm", layer_norm, (torch.randn(2, 3), torch.randn(3, dtype=_D)), "F.layer_norm(x, (3,), w)"),
-    ("index_put_values", index_put_values, (torch.randn(3, 2), _i(0), torch.randn(2, dtype=_D)), "x.index_put((i,), v)"),
-    ("index_add_source", index_add_source, (torch.randn(3, 2), _i(0), torch.randn(1, 2, dtype=_D)), "x.index_add(0, i, v)"),
-    ("setitem_tensor", setitem_tensor, (torch.zeros(3, dtype=_D), _i(0), torch.tensor([1.0])), "x[i] = v"),
+    (
+        "layer_norm", layer_norm,
+        (torch.randn(2, 3), torch.randn(3, dtype=_D)),
+        "F.layer_norm(x, (3,), w)",
+    ),
+    (
+        "index_put_values", index_put_values,
+        (torch.randn(3, 2), _i(0), torch.randn(2, dtype=_D)),
+        "x.index_put((i,), v)",
+    ),
+    (
+        "index_add_source", index_add_source,
+        (torch.randn(3, 2), _i(0), torch.randn(1, 2, dtype=_D)),
+        "x.index_add(0, i, v)",
+    ),
+    (
+        "setitem_tensor", setitem_tensor,
+        (torch.zeros(3, dtype=_D), _i(0), torch.tensor([1.0])),
+        "x[i] = v",
+    ),
 ]
 
 
@@ -416,14 +476,23 @@ def setitem_scalar(x, i):
 
 VALID_DTYPE_CASES = [
     ("autocast_matmul", autocast_matmul, (torch.randn(2, 3), torch.randn(3, 2))),
-    ("autocast_linear_norm", autocast_linear_norm, (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4), torch.randn(4))),
+    (
+        "autocast_linear_norm", autocast_linear_norm,
+        (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4), torch.randn(4)),
+    ),
     ("promoting_add", lambda a, b: a + b, (torch.randn(2, dtype=_D), torch.randn(2))),
-    ("promoting_where", lambda a, b: torch.where(a > 0, a, b), (torch.randn(2, dtype=_D), torch.randn(2))),
+    (
+        "promoting_where", lambda a, b: torch.where(a > 0, a, b),
+        (torch.randn(2, dtype=_D), torch.randn(2)),
+    ),
     ("bf16_layer_norm_float_weight", layer_norm, (torch.randn(2, 3).bfloat16(), torch.randn(3))),
     ("setitem_scalar_float64", setitem_scalar, (torch.rand(3, dtype=_D), _i(0))),
     ("setitem_scalar_int", setitem_scalar, (torch.arange(3), _i(2))),
     # (eager's transposed convolutions accept a bias of another dtype)
-    ("conv_transpose_bias", conv_transpose_bias, (torch.randn(1, 2, 5), torch.randn(2, 3, 2), torch.randn(3, dtype=_D))),
+    (
+        "conv_transpose_bias", conv_transpose_bias,
+        (torch.randn(1, 2, 5), torch.randn(2, 3, 2), torch.randn(3, dtype=_D)),
+    ),
     ("float64_matmul", matmul, (torch.randn(2, 3, dtype=_D), torch.randn(3, 2, dtype=_D))),
 ]
 

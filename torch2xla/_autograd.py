@@ -117,7 +117,8 @@ def build_train_fns(
             full = [next(di) if k in diff_set else next(ri) for k in range(num_inputs)]
             outs = flat_fn(seed, *full)
             # (the status of runtime checks, where flat_fn returns one, is the last aux output)
-            return [outs[i] for i in diff_out], [outs[i] for i in aux_out] + list(outs[num_outputs:])
+            aux = [outs[i] for i in aux_out] + list(outs[num_outputs:])
+            return [outs[i] for i in diff_out], aux
 
         g = _residuals.differentiated(f) if recompute_layout else f
         douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)

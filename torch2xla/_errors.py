@@ -87,7 +87,8 @@ class OpIndexError(OpError, IndexError):
 
 
 class OpZeroDivisionError(OpError, ZeroDivisionError):
-    """An integer division or remainder by zero (eager CPU raises RuntimeError('ZeroDivisionError'))."""
+    """An integer division or remainder by zero (eager's CPU kernels raise
+    ``RuntimeError("ZeroDivisionError")``)."""
 
 
 def user_op(node: torch.fx.Node) -> str:

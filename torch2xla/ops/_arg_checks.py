@@ -108,7 +108,10 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node) -> str | None:
         return None
     called = getattr(node.meta.get("original_aten"), "overloadpacket", None)
     if called in (aten.index_add, aten.index_add_):
-        return f"index_add_(): self ({_name(s)}) and source ({_name(v)}) must have the same scalar type"
+        return (
+            f"index_add_(): self ({_name(s)}) and source ({_name(v)}) must have the same scalar "
+            "type"
+        )
     if called in (aten.index_copy, aten.index_copy_):
         return (
             "index_copy_(): self and source expected to have the same dtype, but got (self) "
@@ -121,6 +124,7 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node) -> str | None:
 
 
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
+_DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.mm.default: _pairs(
@@ -140,10 +144,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.addmv.default: _pairs(
         ("mat", "vec", "addmv input tensors must have the same dtype, but got {a} and {b}"),
         ("self", "mat", "addmv input tensors must have the same dtype, but got {a} and {b}")),
-    aten.dot.default: _pairs(
-        ("self", "tensor", "dot : expected both vectors to have same dtype, but found {a} and {b}")),
-    aten.vdot.default: _pairs(
-        ("self", "other", "dot : expected both vectors to have same dtype, but found {a} and {b}")),
+    aten.dot.default: _pairs(("self", "tensor", _DOT)),
+    aten.vdot.default: _pairs(("self", "other", _DOT)),
     aten._cdist_forward.default: _pairs(("x1", "x2", _SCALAR_TYPE)),
     # (eager's transposed convolutions accept a bias of another dtype)
     aten.convolution.default: _pairs(

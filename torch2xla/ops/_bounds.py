@@ -57,6 +57,9 @@ _RULES: dict[Any, _Rule] = {
     aten.scatter_add_: _Rule(False, _BOUNDS),
     aten.scatter_reduce: _Rule(False, _BOUNDS),
     aten.scatter_reduce_: _Rule(False, _BOUNDS),
+    aten.embedding_bag: _Rule(False, _IN_SELF),
+    aten._embedding_bag: _Rule(False, _IN_SELF),
+    aten._embedding_bag_forward_only: _Rule(False, _IN_SELF),
     aten.nll_loss_forward: _Rule(False, "Target {value} is out of bounds."),
     aten.nll_loss2d_forward: _Rule(False, "Target {value} is out of bounds."),
     aten.nll_loss: _Rule(False, "Target {value} is out of bounds."),
@@ -93,11 +96,17 @@ def check_index(index: Any, size: int, dim: int) -> None:
 
 
 def check_indices(self: Any, indices: Any) -> None:
-    """``check_index`` for each index tensor of ``aten.index``/``index_put`` (None entries
-    take a whole dimension; boolean masks cannot be out of range)."""
-    for dim, index in enumerate(indices):
+    """``check_index`` for each index tensor of ``aten.index``/``index_put``: the k-th entry
+    indexes the k-th dimension, except after a mask (bool or uint8), which takes as many
+    dimensions as it has and cannot be out of range; None takes a whole dimension."""
+    dim = 0
+    for index in indices:
+        if index is not None and (index.dtype == jnp.bool_ or index.dtype == jnp.uint8):
+            dim += index.ndim
+            continue
         if index is not None and dim < self.ndim:
             check_index(index, self.shape[dim], dim)
+        dim += 1
 
 
 def check_flat_index(self: Any, index: Any) -> None:

@@ -53,7 +53,9 @@ class LoweringContext:
         """Whether runtime checks are on (``check`` registers them)."""
         return self.checks is not None
 
-    def check(self, failed: Any, message: str, value: Any = None, error: type | None = None) -> None:
+    def check(
+        self, failed: Any, message: str, value: Any = None, error: type | None = None
+    ) -> None:
         """Register a runtime check of this node: ``failed`` (a traced bool scalar) is True
         where eager raises ``error`` (an ``OpError`` class; default ``OpError``) with
         ``message``, whose ``{value}`` is filled with ``value`` (a traced integer scalar). The
