@@ -79,6 +79,10 @@ def embedding(w, i):
     return F.embedding(i, w) * 2
 
 
+def embedding_bag(w, i, offsets):
+    return F.embedding_bag(i, w, offsets, mode="sum")
+
+
 def cross_entropy(logits, target):
     return F.cross_entropy(logits, target)
 
@@ -139,6 +143,7 @@ INDEX_CASES = [
     ),
     ("embedding", embedding, (_x(), _i(1, 4, 0)), "F.embedding(i, w)"),
     ("embedding_negative", embedding, (_x(), _i(-1)), "F.embedding(i, w)"),
+    ("embedding_bag", embedding_bag, (_x(), _i(0, 2, 4), _i(0, 1)), "F.embedding_bag(i, w"),
     ("cross_entropy", cross_entropy, (_x(), _i(0, 1, 3, 2)), "F.cross_entropy(logits, target)"),
     (
         "cross_entropy_negative", cross_entropy,
@@ -208,6 +213,7 @@ VALID_INDEX_CASES = [
     ("index_select_empty", index_select, (_x(), torch.tensor([], dtype=torch.long))),
     ("gather_in_range", gather, (_x(), _i(0, 1, 2, 0).view(4, 1))),
     ("gather_empty", gather, (_x(), torch.zeros(4, 0, dtype=torch.long))),
+    ("embedding_bag", embedding_bag, (_x(), _i(0, 2, 3, 3), _i(0, 1))),
     ("embedding_empty", embedding, (_x(), torch.zeros(0, 2, dtype=torch.long))),
     ("cross_entropy_ignore_index", cross_entropy, (_x(), _i(0, -100, 1, -100))),
     (
