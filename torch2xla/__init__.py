@@ -1,7 +1,15 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
 from torch2xla._backend import FallbackWarning, xla_backend
-from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
+from torch2xla._errors import (
+    CompileError,
+    LoweringError,
+    OpError,
+    OpIndexError,
+    OpZeroDivisionError,
+    PassError,
+    UnsupportedOpsError,
+)
 from torch2xla._explain import Explanation, explain
 from torch2xla._options import Options
 from torch2xla._passes import fold_constants
@@ -27,6 +35,9 @@ __all__ = [
     "FallbackWarning",
     "GraphInfo",
     "LoweringError",
+    "OpError",
+    "OpIndexError",
+    "OpZeroDivisionError",
     "Options",
     "PassError",
     "PersistentCacheWarning",

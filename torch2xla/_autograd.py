@@ -28,7 +28,7 @@ import jax.extend.core as jcore
 import numpy as np
 import torch
 
-from torch2xla import _residuals
+from torch2xla import _checks, _residuals
 from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, torch_dtype, x64
 from torch2xla._profile import profiled_backward
 
@@ -47,7 +47,8 @@ class TrainFns:
     Attributes:
         fwd: ``(seed, diff, rest) -> (diff_outs, aux_outs, residuals)`` (``_residuals.Forward``:
             the residuals are a ``Residuals`` pytree, the computed arrays plus the inputs the
-            backward needs, which are not copied).
+            backward needs, which are not copied). Where the function has runtime checks
+            (``flat_fn.checks``), their status follows the aux outputs.
         bwd: ``(residuals, cotangents, donate=False) -> input gradients`` (one per
             ``diff_in``); ``donate=True`` when the graph is freed by this backward: the
             computed residuals are given to the program (``_residuals.Backward``).
@@ -115,7 +116,9 @@ def build_train_fns(
             di, ri = iter(d), iter(rest)
             full = [next(di) if k in diff_set else next(ri) for k in range(num_inputs)]
             outs = flat_fn(seed, *full)
-            return [outs[i] for i in diff_out], [outs[i] for i in aux_out]
+            # (the status of runtime checks, where flat_fn returns one, is the last aux output)
+            aux = [outs[i] for i in aux_out] + list(outs[num_outputs:])
+            return [outs[i] for i in diff_out], aux
 
         g = _residuals.differentiated(f) if recompute_layout else f
         douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)
@@ -154,6 +157,7 @@ class _Plan:
         "diff_in",
         "diff_meta",
         "diff_out",
+        "flat_fn",
         "fns",
         "live_slots",
         "n_inputs",
@@ -168,6 +172,7 @@ class _Plan:
         n = len(program.tensor_pos)
         diff_set = frozenset(diff_in)
         self.program, self.fns, self.diff_in, self.n_inputs = program, fns, diff_in, n
+        self.flat_fn = program.train_flat_fn()  # its ``checks``: those of the forward's status
         # None: every input is differentiated, in order (the views are passed as they are)
         self.rest_in = None if len(diff_in) == n else tuple(k for k in range(n) if k not in diff_set)
         self.diff_out = program.diff_out
@@ -227,6 +232,10 @@ class XlaFunction(torch.autograd.Function):
                 douts, aux, vjp_fn = _forward(plan, seed, tensors)
         else:
             douts, aux, vjp_fn = _forward(plan, seed, tensors)
+        checks = getattr(plan.flat_fn, "checks", ())
+        if checks:  # the last aux output is their status (``_checks``)
+            _checks.raise_failed(aux[-1], checks)
+            aux = aux[:-1]
         if plan.diff_meta is None:
             plan.learn(douts, tensors)
         convert = plan.convert

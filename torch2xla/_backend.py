@@ -13,6 +13,7 @@ from torch2xla._errors import UnsupportedOpsError
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
+from torch2xla.ops._arg_checks import check_graph
 from torch2xla._program import XlaProgram
 from torch2xla._stages import Build, RecordLog
 from torch2xla.guards import BucketSpec, GraphGuards
@@ -53,6 +54,7 @@ class CompiledGraph:
             "compiler_options": options.xla_compiler_options(),
             "auto_layouts": options.residual_layouts == "auto",
             "split_backward": options.split_backward,
+            "checks": options.checks,
         }
         self.name = f"graph_{next(_graph_ids)}"
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
@@ -95,6 +97,7 @@ class CompiledGraph:
         with Build(self, args) as b:
             lowered = b.run("lowering", lower, self.gm, args)
             lowered = b.passes(lowered)
+            check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
             unsupported = find_unsupported(lowered.gm)
             unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = (*lowered.lifted, *args)

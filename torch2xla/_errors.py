@@ -56,6 +56,50 @@ class UnsupportedOpsError(RuntimeError):
         self.unsupported = unsupported
 
 
+class OpError(RuntimeError):
+    """An op of a compiled graph met inputs for which eager PyTorch raises: an index out of
+    range, an integer division by zero, operands of different dtypes. The message starts with
+    eager's and names the op and the user's source line.
+
+    Errors found from tensor values are raised after the XLA program ran (it cannot raise
+    inside); those found from dtypes or constant arguments, when the graph is compiled.
+    ``IndexError`` and ``ZeroDivisionError`` cases raise the subclasses ``OpIndexError`` and
+    ``OpZeroDivisionError``, which are ``RuntimeError`` too (as eager's are, by op).
+
+    Attributes:
+        node: the ATen node (None where unknown).
+        source: ``file:line: code`` of the user code that called the op.
+    """
+
+    def __init__(self, message: str, node: torch.fx.Node | None = None, *, hint: str = "") -> None:
+        self.node = node
+        self.source = source_line(node) if node is not None else "<unknown source>"
+        text = message
+        if node is not None:
+            text += f"\n  op: {user_op(node)} (node {node.name!r})\n  user code: {self.source}"
+        if hint:
+            text += f"\n{hint}"
+        super().__init__(text)
+
+
+class OpIndexError(OpError, IndexError):
+    """An index out of range (eager raises IndexError or RuntimeError, depending on the op)."""
+
+
+class OpZeroDivisionError(OpError, ZeroDivisionError):
+    """An integer division or remainder by zero (eager's CPU kernels raise
+    ``RuntimeError("ZeroDivisionError")``)."""
+
+
+def user_op(node: torch.fx.Node) -> str:
+    """The op the user called for ``node``: the op a decomposition came from
+    (``aten.nll_loss_forward.default`` for its ``gather``), else the node's own."""
+    original = node.meta.get("original_aten")
+    if original is not None and str(original) != str(node.target):
+        return f"{original} (decomposed; this node: {node.target})"
+    return str(node.target)
+
+
 class CompileError(RuntimeError):
     """torch2xla could not compile a graph; the message names the graph and the stage.
 

@@ -10,8 +10,8 @@ import jax
 import torch
 from torch.fx.node import map_aggregate
 
-from torch2xla import _interop
-from torch2xla._errors import LoweringError, describe
+from torch2xla import _checks, _interop
+from torch2xla._errors import LoweringError, OpError, describe
 from torch2xla.ops import LOWERINGS
 from torch2xla.ops._registry import LoweringContext, RngState, reset_ctx, set_ctx
 
@@ -25,11 +25,15 @@ def uses_rng(gm: torch.fx.GraphModule) -> bool:
     )
 
 
-def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
+def to_jax_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[..., tuple]:
     """A pure function ``f(seed, *inputs) -> tuple(outputs)`` equivalent to ``gm``.
 
     ``seed`` is a uint32 scalar (ignored when the graph draws no random numbers); ``inputs``
     follow ``gm``'s placeholders. The function is meant to be traced under ``jax.jit``.
+
+    With ``checks``, lowerings register runtime checks (``_checks``): where a trace registered
+    any, ``f`` returns one more output after ``gm``'s, their status, and ``f.checks`` holds
+    them in its order (empty where ``f`` returns no status).
     """
     nodes = list(gm.graph.nodes)
     constants = {
@@ -38,6 +42,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
 
     def run(seed: jax.Array, *inputs: Any) -> tuple:
         rng = RngState(seed) if seed is not None else None
+        registered: list | None = [] if checks else None
         env: dict[torch.fx.Node, Any] = {}
         args_iter = iter(inputs)
         load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a
@@ -49,14 +54,17 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
             elif node.op == "call_function":
                 args = map_aggregate(node.args, load)
                 kwargs = map_aggregate(node.kwargs, load)
-                env[node] = _call(node, args, kwargs, rng, env)
+                env[node] = _call(node, args, kwargs, rng, env, registered)
             elif node.op == "output":
                 out = node.args[0]
-                return tuple(map_aggregate(out if isinstance(out, list | tuple) else (out,), load))
+                outs = tuple(map_aggregate(out if isinstance(out, list | tuple) else (out,), load))
+                run.checks = tuple(r.check for r in registered or ())
+                return (*outs, _checks.fold(registered)) if registered else outs
             else:
                 raise LoweringError(f"torch2xla: unexpected node kind {node.op} in {describe(node)}")
         raise LoweringError("torch2xla: graph has no output node")
 
+    run.checks = ()
     return run
 
 
@@ -67,16 +75,17 @@ def _get_attr(gm: torch.nn.Module, target: str) -> Any:
     return obj
 
 
-def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict) -> Any:
+def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict,
+          checks: list | None = None) -> Any:
     if node.target is operator.getitem:
         return args[0][args[1]]
     lowering = LOWERINGS.get(node.target)
     if lowering is None:
         raise LoweringError(f"torch2xla: no lowering for {describe(node)}")
-    token = set_ctx(LoweringContext(node, rng, env))
+    token = set_ctx(LoweringContext(node, rng, env, checks))
     try:
         return lowering(*args, **kwargs)
-    except LoweringError:
+    except (LoweringError, OpError):  # (OpError: eager's own error for these arguments)
         raise
     except Exception as e:
         raise LoweringError(f"torch2xla: lowering {describe(node)} failed: {e}") from e

@@ -51,6 +51,11 @@ class Options:
             residuals as they go (``_split``): ``"auto"`` on GPU when the residuals pass 256
             MiB, ``True`` always (cut as ``"auto"`` cuts: for the lowest estimated peak),
             ``False`` never, or a number: MiB of residuals per segment.
+        checks: raise eager's error for the inputs eager rejects by their values (an index out
+            of range, an integer division by zero; ``torch2xla/_checks.py``), after the
+            program ran: ``"auto"`` in programs on the CPU, ``True`` on GPUs too (each call
+            then waits for the device to read the result), ``False`` never (such inputs give
+            unspecified values, as XLA clamps or fills).
     """
 
     strict: bool = False
@@ -64,6 +69,7 @@ class Options:
     residual_layouts: str = "auto"
     compiler_options: tuple = ()  # sorted (name, value) pairs; see ``xla_compiler_options``
     split_backward: Any = "auto"
+    checks: Any = "auto"
 
     def xla_compiler_options(self) -> dict[str, Any] | None:
         """What every ``jax.jit`` of this graph passes to XLA: the mode's, then the user's."""
@@ -99,6 +105,10 @@ class Options:
             raise ValueError(
                 "torch2xla: split_backward must be 'auto', True, False or a positive number "
                 f"of MiB per segment, got {split!r}"
+            )
+        if not (opts.checks == "auto" or isinstance(opts.checks, bool)):
+            raise ValueError(
+                f"torch2xla: checks must be 'auto', True or False, got {opts.checks!r}"
             )
         if not isinstance(opts.cache_size, int) or opts.cache_size < 1:
             raise ValueError(f"torch2xla: cache_size must be a positive int, got {opts.cache_size!r}")

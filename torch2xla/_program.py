@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla import _pack, _split
+from torch2xla import _checks, _pack, _split
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
@@ -119,6 +119,8 @@ class XlaProgram:
         packable: outputs that only torch2xla reads (the new values of mutated inputs), which
             may reach torch packed with others (``_pack``).
         split_backward: the backend option of that name (``_split.policy``).
+        checks: the backend option of that name (``_checks.enabled``): whether lowerings
+            check what eager raises for (indices, integer divisors) and the call raises it.
     """
 
     def __init__(
@@ -131,26 +133,35 @@ class XlaProgram:
         auto_layouts: bool = True,
         packable: Sequence[int] = (),
         split_backward: Any = "auto",
+        checks: Any = "auto",
     ) -> None:
         self.gm = gm
         self.split_backward = split_backward
         self.compiler_options = compiler_options
         self.auto_layouts = auto_layouts
         self.device = _program_device(gm, example_args)
+        self.checks = _checks.enabled(checks, self.device.platform != "cpu")
         with x64(), jax.default_device(self.device):  # graph constants land where the program runs
-            fn = to_jax_function(gm)
+            fn = to_jax_function(gm, self.checks)
         self.rng = uses_rng(gm)
         self.tensor_pos = tuple(i for i, a in enumerate(example_args) if isinstance(a, torch.Tensor))
         statics = {i: a for i, a in enumerate(example_args) if not isinstance(a, torch.Tensor)}
         n_args = len(example_args)
+        out_node = gm.graph.find_nodes(op="output")[0].args[0]
+        n_out = len(out_node) if isinstance(out_node, list | tuple) else 1
 
         def bind(fn):  # fn(seed, *all args) -> flat_fn(seed, *tensor args)
             def flat_fn(seed, *tensors):
                 it = iter(tensors)
                 full = [statics[i] if i in statics else next(it) for i in range(n_args)]
                 outs = fn(seed, *full)
-                return outs if self.packing is None else self.packing.pack(outs)
+                # the status of the runtime checks comes last, never packed (``_checks``)
+                outs, status = outs[:n_out], outs[n_out:]
+                flat_fn.checks = fn.checks
+                packed = outs if self.packing is None else self.packing.pack(outs)
+                return (*packed, *status)
 
+            flat_fn.checks = ()  # set by each trace: the checks whose status comes last
             return flat_fn
 
         self._flat_fn = flat_fn = bind(fn)
@@ -215,6 +226,10 @@ class XlaProgram:
                 outs = self._infer(seed, *self.jax_inputs(tensors))
         else:
             outs = self._infer(seed, *self.jax_inputs(tensors))
+        checks = self._flat_fn.checks
+        if checks:
+            _checks.raise_failed(outs[-1], checks)
+            outs = outs[:-1]
         convert = self.to_torch
         if self.packing is None:
             return [convert(o) for o in outs]
@@ -257,5 +272,5 @@ class XlaProgram:
             return self._flat_fn
         if self._remat_fn is None:  # activation checkpointing per module call
             with x64(), jax.default_device(self.device):
-                self._remat_fn = self._bind(checkpointed_function(self.gm))
+                self._remat_fn = self._bind(checkpointed_function(self.gm, self.checks))
         return self._remat_fn

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import torch
 from torch.fx.passes.split_module import split_module
 
+from torch2xla import _checks
 from torch2xla._interpret import to_jax_function
 
 
@@ -45,20 +46,31 @@ def segment_keys(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
     return keys
 
 
-def checkpointed_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
-    """Like ``to_jax_function(gm)``: ``f(seed, *inputs) -> tuple(outputs)``, with every
-    module-call segment of ``gm`` wrapped in ``jax.checkpoint``. Build it inside ``x64()``."""
+def checkpointed_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[..., tuple]:
+    """Like ``to_jax_function(gm, checks)``: ``f(seed, *inputs) -> tuple(outputs)`` (and the
+    status of the runtime checks, listed in ``f.checks``), with every module-call segment of
+    ``gm`` wrapped in ``jax.checkpoint``. Build it inside ``x64()``."""
     keys = segment_keys(gm)
     if len(set(keys.values())) <= 1:
-        return jax.checkpoint(to_jax_function(gm))
+        inner = to_jax_function(gm, checks)
+        outer = jax.checkpoint(inner)
+
+        def whole(seed, *inputs) -> tuple:
+            outs = outer(seed, *inputs)
+            whole.checks = inner.checks
+            return outs
+
+        whole.checks = ()
+        return whole
     split = split_module(gm, gm, lambda node: keys[node], keep_original_order=True)
     steps: list[tuple[str, Any]] = []
     for node in split.graph.nodes:
         if node.op == "call_module":
             sub = getattr(split, node.target)
             single = _force_tuple_output(sub)
-            fn = jax.checkpoint(to_jax_function(sub))
-            steps.append(("call", (node, fn, single, len(steps))))
+            n_out = len(sub.graph.find_nodes(op="output")[0].args[0])
+            inner = to_jax_function(sub, checks)
+            steps.append(("call", (node, jax.checkpoint(inner), inner, single, n_out, len(steps))))
         elif node.op == "call_function":  # getitem on a segment's outputs
             steps.append(("function", node))
         elif node.op not in ("placeholder", "output"):
@@ -68,6 +80,8 @@ def checkpointed_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
 
     def run(seed, *inputs) -> tuple:
         env: dict[torch.fx.Node, Any] = dict(zip(placeholders, inputs))
+        statuses: list = []  # (status, offset) of each segment with runtime checks
+        found: list = []
 
         def load(a):
             return torch.fx.node.map_aggregate(
@@ -76,14 +90,21 @@ def checkpointed_function(gm: torch.fx.GraphModule) -> Callable[..., tuple]:
 
         for kind, step in steps:
             if kind == "call":
-                node, fn, single, i = step
+                node, fn, inner, single, n_out, i = step
                 outs = fn(_segment_seed(seed, i), *load(node.args))
+                if len(outs) > n_out:  # the segment's runtime checks failed or passed
+                    statuses.append((outs[n_out], len(found)))
+                    found.extend(inner.checks)
+                    outs = outs[:n_out]
                 env[node] = outs[0] if single else outs
             else:
                 env[step] = step.target(*load(step.args), **load(step.kwargs))
         result = load(output.args[0])
-        return tuple(result) if isinstance(result, list | tuple) else (result,)
+        result = tuple(result) if isinstance(result, list | tuple) else (result,)
+        run.checks = tuple(found)
+        return (*result, _checks.chain(statuses)) if statuses else result
 
+    run.checks = ()
     return run
 
 

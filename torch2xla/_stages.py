@@ -33,6 +33,7 @@ from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature, readabl
 from torch2xla._errors import (
     CompileError,
     LoweringError,
+    OpError,
     Unsupported,
     full_traceback,
     lowering_failed,
@@ -520,7 +521,7 @@ class Build:
         name, stage = self.graph.name, self.comp.failed
         if isinstance(exc, LoweringError):
             return lowering_failed(exc, name)
-        if isinstance(exc, CompileError):
+        if isinstance(exc, CompileError | OpError):  # (OpError: eager's own error, as it is)
             return None
         if stage == "lowering":
             return CompileError(

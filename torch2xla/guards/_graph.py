@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from torch2xla._errors import OpError
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
@@ -169,7 +170,12 @@ class GraphGuards:
                 entry = self.bucketing.make_entry(args, padded, self.build)
             else:
                 entry = self.build(args)
-            out = entry(args)
+            try:
+                out = entry(args)
+            except OpError as e:  # eager's error for these values (``_checks``): the entry is sound
+                out, failed = None, e
+            else:
+                failed = None
         seconds = time.perf_counter() - t0
         record = CompileRecord(
             index=len(self.cache.records) + 1,
@@ -195,6 +201,8 @@ class GraphGuards:
             else "",
             reason,
         )
+        if failed is not None:
+            raise failed
         return out
 
     # -- bucketing ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _saved
+from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
 from torch2xla.ops._registry import ctx, register
 
@@ -427,18 +428,30 @@ def _floor_div(a, b):
 def div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _pointwise(jnp.true_divide, F, scalar_in_opmath=True)(self, other)
+    check_divisor(other)
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
     return _pointwise(fn, I, scalar_in_opmath=True)(self, other)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
+    check_divisor(other)
     return _pointwise(_floor_div, I, scalar_in_opmath=True)(self, other)
 
 
+def _checked_divisor(lowering):
+    def checked(self, other):
+        check_divisor(other)
+        return lowering(self, other)
+
+    return checked
+
+
 # NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
-register(aten.fmod.Tensor, aten.fmod.Scalar)(_pointwise(jnp.fmod, I))
-register(aten.remainder.Tensor, aten.remainder.Scalar)(_pointwise(jnp.remainder, I))
+register(aten.fmod.Tensor, aten.fmod.Scalar)(_checked_divisor(_pointwise(jnp.fmod, I)))
+register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
+    _checked_divisor(_pointwise(jnp.remainder, I))
+)
 
 
 @register(aten.where.self)

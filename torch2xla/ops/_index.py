@@ -10,6 +10,7 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops._bounds import check_flat_index, check_index, check_indices
 from torch2xla.ops._common import as_dtype, canonical_dim
 from torch2xla.ops._registry import ctx, register
 
@@ -78,12 +79,14 @@ def _is_mask(index) -> bool:
 def index(self, indices):
     if any(_is_mask(i) for i in indices):
         raise NotImplementedError("boolean-mask indexing has a data-dependent shape")
+    check_indices(self, indices)
     return self[_index_tuple(indices)]
 
 
 @register(aten.index_put.default)
 @_bool_as_int
 def index_put(self, indices, values, accumulate=False):
+    check_indices(self, indices)
     values = as_dtype(values, self.dtype)
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
     if not masks:
@@ -193,6 +196,7 @@ def _put_by_positions(self, indices, values, accumulate):
 
 @register(aten.index_select.default)
 def index_select(self, dim, index):
+    check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
         return self
     return jnp.take(self, index, axis=canonical_dim(dim, self.ndim))
@@ -208,6 +212,7 @@ def _along(dim, index, ndim):
 
 @register(aten.gather.default)
 def gather(self, dim, index, *, sparse_grad=False):
+    check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
         return self
     dim = canonical_dim(dim, self.ndim)
@@ -216,6 +221,7 @@ def gather(self, dim, index, *, sparse_grad=False):
 
 @register(aten.scatter.src, aten.scatter.value)
 def scatter(self, dim, index, src):
+    check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
         return jnp.asarray(src, self.dtype).reshape(())
     dim = canonical_dim(dim, self.ndim)
@@ -229,6 +235,7 @@ def scatter(self, dim, index, src):
 @_bool_as_int
 def scatter_add(self, dim, index, src):
     dim = canonical_dim(dim, self.ndim)
+    check_index(index, self.shape[dim] if self.ndim else 1, dim)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
     return self.at[_along(dim, index, self.ndim)].add(src)
 
@@ -237,6 +244,7 @@ def scatter_add(self, dim, index, src):
 @_bool_as_int
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     dim = canonical_dim(dim, self.ndim)
+    check_index(index, self.shape[dim] if self.ndim else 1, dim)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
     idx = _along(dim, index, self.ndim)
     if reduce == "mean":
@@ -295,6 +303,7 @@ def masked_fill(self, mask, value):
 @register(aten.scatter.reduce, aten.scatter.value_reduce)
 @_bool_as_int
 def scatter_legacy_reduce(self, dim, index, src, *, reduce):
+    check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
         src = jnp.asarray(src, self.dtype).reshape(())
         return self + src if reduce == "add" else self * src
@@ -314,6 +323,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
                            reduce, include_self=include_self)
         return out.reshape(())
     dim = canonical_dim(dim, self.ndim)
+    check_index(index, self.shape[dim], dim)
     x = jnp.moveaxis(self, dim, 0)
     src = jnp.moveaxis(as_dtype(source, self.dtype), dim, 0)
     floating = jnp.issubdtype(self.dtype, jnp.inexact)
@@ -344,6 +354,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
 @register(aten.put.default)
 @_bool_as_int
 def put(self, index, source, accumulate=False):
+    check_flat_index(self, index)
     flat = self.reshape(-1)
     idx = index.reshape(-1)
     idx = jnp.where(idx < 0, idx + flat.shape[0], idx)

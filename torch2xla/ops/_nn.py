@@ -17,6 +17,7 @@ from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channel
 from torch2xla.ops._common import as_dtype, out_dtype
 from torch2xla.ops._elementwise import _fed_by_convolution
 from torch2xla.ops._linalg import _acc, _half_out, precision
+from torch2xla.ops._bounds import check_index
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -413,6 +414,7 @@ def _log_softmax(self, dim, half_to_float):
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if scale_grad_by_freq:
         raise NotImplementedError("embedding(scale_grad_by_freq=True) is not supported")
+    check_index(indices, weight.shape[0], 0)
     if padding_idx is not None and padding_idx >= 0:
         # NOTE: torch gives the padding row no gradient.
         weight = weight.at[padding_idx].set(lax.stop_gradient(weight[padding_idx]))

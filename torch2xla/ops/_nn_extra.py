@@ -11,6 +11,7 @@ import numpy as np
 from torch._ops import ops
 
 from torch2xla.ops import _saved
+from torch2xla.ops._bounds import check_index
 from torch2xla.ops._common import as_dtype, jdt, out_dtype
 from torch2xla.ops._nn import batch_norm_functional
 from torch2xla.ops._registry import ctx, register
@@ -225,6 +226,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
                    per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     if scale_grad_by_freq:
         raise NotImplementedError("embedding_bag(scale_grad_by_freq=True) is not supported")
+    check_index(indices, weight.shape[0], 0)
     n = indices.shape[0]
     n_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     bag = jnp.searchsorted(offsets, jnp.arange(n), side="right") - 1

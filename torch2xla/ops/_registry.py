@@ -90,6 +90,27 @@ class LoweringContext:
     node: torch.fx.Node
     rng: RngState | None
     env: dict | None = None  # the values of the nodes lowered so far
+    checks: list | None = None  # this trace's runtime checks (``_checks``); None: checks off
+
+    @property
+    def checking(self) -> bool:
+        """Whether runtime checks are on (``check`` registers them)."""
+        return self.checks is not None
+
+    def check(
+        self, failed: Any, message: str, value: Any = None, error: type | None = None
+    ) -> None:
+        """Register a runtime check of this node: ``failed`` (a traced bool scalar) is True
+        where eager raises ``error`` (an ``OpError`` class; default ``OpError``) with
+        ``message``, whose ``{value}`` is filled with ``value`` (a traced integer scalar). The
+        program reports it after it ran (``torch2xla/_checks.py``); a no-op when checks are off.
+        """
+        if self.checks is None:
+            return
+        from torch2xla._checks import Check, Registered
+        from torch2xla._errors import OpError
+
+        self.checks.append(Registered(Check(self.node, error or OpError, message), failed, value))
 
     def value(self, node: torch.fx.Node) -> Any:
         """The lowered value of an earlier node of the graph (``node.args`` hold nodes)."""

@@ -1,0 +1,92 @@
+"""Runtime checks: the errors eager raises from tensor values (an index out of range, an integer
+division by zero), which an XLA program cannot raise.
+
+A lowering that can fail registers a check with its node's context (``ctx().check``): a traced
+boolean, True where eager would raise; the message; and optionally a traced integer the
+message names (the offending index). The interpreter folds one trace's checks into a single
+small output, the int64 pair ``[code, value]`` (``code`` 0: every check passed; else 1 + the
+position of the first failed check in graph order), after the graph's outputs. The caller reads
+it once after the program ran and raises that check's error (``raise_failed``), which names the
+op and the user's source line. A graph without checks has no such output, and checks that are
+off (``options={"checks": False}``) are never traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from torch2xla._errors import OpError
+
+_HINT = (
+    "(torch2xla checks this after the XLA program ran; options={'checks': False} turns the "
+    "checks off)"
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Check:
+    """What a failed check raises: ``error(message.format(value=...), node)``."""
+
+    node: torch.fx.Node
+    error: type[OpError]
+    message: str
+
+    def exception(self, value: int) -> OpError:
+        return self.error(self.message.format(value=value), self.node, hint=_HINT)
+
+
+class Registered(NamedTuple):
+    """A check registered during one trace, with its traced condition and value."""
+
+    check: Check
+    failed: Any  # bool scalar (traced)
+    value: Any  # integer scalar (traced) or None
+
+
+def fold(registered: Sequence[Registered]) -> jax.Array:
+    """(traced) The status ``[code, value]`` of ``registered`` (see the module docstring)."""
+    # A chain of selects, last check first: one small fusion (an argmax over a stacked vector
+    # took three on XLA's CPU backend, each a separately dispatched kernel).
+    code, value = jnp.int64(0), jnp.int64(0)
+    for k in reversed(range(len(registered))):
+        r = registered[k]
+        failed = jnp.asarray(r.failed, bool).reshape(())
+        code = jnp.where(failed, jnp.int64(k + 1), code)
+        if r.value is not None:
+            value = jnp.where(failed, jnp.asarray(r.value).astype(jnp.int64).reshape(()), value)
+    return jnp.stack([code, value])
+
+
+def chain(statuses: Sequence[tuple[jax.Array, int]]) -> jax.Array:
+    """(traced) One status for several functions' statuses, each with the number of checks
+    before its own (its offset): the first failed check of the first function that failed."""
+    result = jnp.zeros(2, jnp.int64)
+    for status, offset in reversed(statuses):
+        shifted = jnp.stack([status[0] + offset, status[1]])
+        result = jnp.where(status[0] > 0, shifted, result)
+    return result
+
+
+def raise_failed(status: Any, checks: Sequence[Check]) -> None:
+    """Raise the error of the failed check that ``status`` (a program's status output) names;
+    nothing when all passed. Reading ``status`` waits for the program (on a GPU, a sync)."""
+    code, value = np.asarray(status).tolist()
+    if code:
+        raise checks[code - 1].exception(value)
+
+
+def enabled(option: Any, cuda: bool) -> bool:
+    """Whether programs on a GPU (``cuda``) or the CPU check, by ``options["checks"]``: ``"auto"``
+    checks on the CPU only, where a check costs a few us a call; on a GPU reading the status
+    would wait for the device at every call."""
+    return option is True or (option == "auto" and not cuda)
+
+
+__all__ = ["Check", "Registered", "chain", "enabled", "fold", "raise_failed"]

@@ -1,0 +1,135 @@
+"""Runtime checks of lowerings (``ctx().check``, ``torch2xla/_checks.py``): indices within their
+dimension and integer divisors that are not zero, as eager checks them.
+
+Which indices eager accepts, the error it raises and its message depend on the op the user
+called, which for a decomposed op is the node's ``original_aten`` (``index_add`` arrives as
+``index_put``, ``nll_loss`` as a ``gather`` of the targets, ``take`` as ``index``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax.numpy as jnp
+import torch
+from jax import lax
+from torch._ops import ops
+
+from torch2xla._errors import OpIndexError, OpZeroDivisionError
+from torch2xla.ops._registry import ctx
+
+aten = ops.aten
+
+_BOUNDS = "index {value} is out of bounds for dimension {dim} with size {size}"
+_FLAT = "out of range: tried to access index {value} on a tensor of {size} elements."
+_IN_SELF = "index out of range in self (index {value}, dimension {dim} of size {size})"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    negative: bool  # negative indices count from the end (Python's rule), else they are errors
+    message: str  # with {value}, {dim} and {size}
+
+
+# By the op the user called (an OpOverloadPacket).
+_RULES: dict[Any, _Rule] = {
+    aten.index: _Rule(True, _BOUNDS),
+    aten.index_put: _Rule(True, _BOUNDS),
+    aten.index_put_: _Rule(True, _BOUNDS),
+    aten.index_fill: _Rule(True, _BOUNDS),
+    aten.index_fill_: _Rule(True, _BOUNDS),
+    aten.take: _Rule(True, _FLAT),
+    aten.put: _Rule(True, _FLAT),
+    aten.put_: _Rule(True, _FLAT),
+    aten.index_select: _Rule(False, _IN_SELF),
+    aten.embedding: _Rule(False, _IN_SELF),
+    aten.index_reduce: _Rule(False, _IN_SELF),
+    aten.index_reduce_: _Rule(False, _IN_SELF),
+    aten.index_add: _Rule(False, _BOUNDS),
+    aten.index_add_: _Rule(False, _BOUNDS),
+    aten.index_copy: _Rule(False, "index_copy_(): " + _BOUNDS),
+    aten.index_copy_: _Rule(False, "index_copy_(): " + _BOUNDS),
+    aten.gather: _Rule(False, _BOUNDS),
+    aten.scatter: _Rule(False, _BOUNDS),
+    aten.scatter_: _Rule(False, _BOUNDS),
+    aten.scatter_add: _Rule(False, _BOUNDS),
+    aten.scatter_add_: _Rule(False, _BOUNDS),
+    aten.scatter_reduce: _Rule(False, _BOUNDS),
+    aten.scatter_reduce_: _Rule(False, _BOUNDS),
+    aten.embedding_bag: _Rule(False, _IN_SELF),
+    aten._embedding_bag: _Rule(False, _IN_SELF),
+    aten._embedding_bag_forward_only: _Rule(False, _IN_SELF),
+    aten.nll_loss_forward: _Rule(False, "Target {value} is out of bounds."),
+    aten.nll_loss2d_forward: _Rule(False, "Target {value} is out of bounds."),
+    aten.nll_loss: _Rule(False, "Target {value} is out of bounds."),
+    aten.nll_loss2d: _Rule(False, "Target {value} is out of bounds."),
+}
+
+
+def _rule() -> _Rule:
+    """The rule of the op the user called for the node being lowered."""
+    node = ctx().node
+    for op in (node.meta.get("original_aten"), node.target):
+        rule = _RULES.get(getattr(op, "overloadpacket", None))
+        if rule is not None:
+            return rule
+    raise KeyError(f"torch2xla: no index rule for {node.target}")
+
+
+def check_index(index: Any, size: int, dim: int) -> None:
+    """Check that every element of ``index`` (an integer array) indexes a dimension ``dim`` of
+    ``size`` elements, by the rules of the op the user called."""
+    c = ctx()
+    if not c.checking or index.size == 0 or jnp.issubdtype(index.dtype, jnp.bool_):
+        return
+    rule = _rule()
+    # One reduction: shifted so that the valid indices are [0, limit), a negative value seen
+    # as unsigned is larger than any valid one, and the largest tells whether all are valid.
+    shift = size if rule.negative else 0
+    limit = 2 * size if rule.negative else size
+    shifted = lax.bitcast_convert_type(index.astype(jnp.int64) + shift, jnp.uint64)
+    widest = jnp.max(shifted)
+    value = lax.bitcast_convert_type(widest, jnp.int64) - shift
+    message = rule.message.format(value="{value}", dim=dim, size=size)
+    c.check(widest >= limit, message, value, OpIndexError)
+
+
+def check_indices(self: Any, indices: Any) -> None:
+    """``check_index`` for each index tensor of ``aten.index``/``index_put``: the k-th entry
+    indexes the k-th dimension, except after a mask (bool or uint8), which takes as many
+    dimensions as it has and cannot be out of range; None takes a whole dimension."""
+    dim = 0
+    for index in indices:
+        if index is not None and (index.dtype == jnp.bool_ or index.dtype == jnp.uint8):
+            dim += index.ndim
+            continue
+        if index is not None and dim < self.ndim:
+            check_index(index, self.shape[dim], dim)
+        dim += 1
+
+
+def check_flat_index(self: Any, index: Any) -> None:
+    """``check_index`` for an index into the flattened ``self`` (``put``)."""
+    check_index(index, self.size, 0)
+
+
+def check_divisor(other: Any) -> None:
+    """Check that an integer division's or remainder's divisor has no zero (eager's CPU kernels
+    raise; its CUDA kernels do not, so neither do programs on a GPU)."""
+    c = ctx()
+    out = c.out
+    if not c.checking or c.on_cuda or out.numel() == 0:
+        return
+    if out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool:
+        return
+    if isinstance(other, bool | int | float):
+        if other != 0:
+            return
+        failed = jnp.bool_(True)
+    else:
+        failed = jnp.any(other == 0)
+    c.check(failed, "ZeroDivisionError", error=OpZeroDivisionError)
+
+
+__all__ = ["check_divisor", "check_flat_index", "check_index", "check_indices"]
