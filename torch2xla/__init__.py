@@ -1,6 +1,7 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
 from torch2xla._backend import FallbackWarning, xla_backend
+from torch2xla._connected import GradientConnectivityWarning
 from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
 from torch2xla._explain import Explanation, explain
 from torch2xla._options import Options
@@ -25,6 +26,7 @@ __all__ = [
     "CompileError",
     "Explanation",
     "FallbackWarning",
+    "GradientConnectivityWarning",
     "GraphInfo",
     "LoweringError",
     "Options",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from torch2xla._aliases import output_aliases
+from torch2xla._connected import example_links
 from torch2xla._errors import UnsupportedOpsError
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
@@ -69,6 +70,7 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        self._example_links: tuple[int, ...] | None = None
         self._warned = False
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
 
@@ -88,6 +90,19 @@ class CompiledGraph:
     def named_buffers(self, *args, **kwargs):
         return self.gm.named_buffers(*args, **kwargs)
 
+    def _links(self, lowered: LoweredGraph) -> tuple[int, ...] | None:
+        """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
+        eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
+        where they cannot tell (parameters the Dynamo graph holds as attributes)."""
+        if lowered.lifted:
+            return None
+        if self._example_links is None:
+            self._example_links = example_links(self.gm)
+        links = self._example_links
+        if links is None or len(links) != lowered.num_user_outputs:
+            return None
+        return (0,) * len(lowered.mutations) + links
+
     @torch._disable_dynamo
     def _build(self, args: Sequence) -> _Entry:
         # Build times each stage, reports long compiles, names this graph in errors, records
@@ -101,7 +116,8 @@ class CompiledGraph:
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             if not unsupported:
                 program = XlaProgram(lowered.gm, inputs, requires_grad,
-                                     packable=range(len(lowered.mutations)), **self.program_options)
+                                     packable=range(len(lowered.mutations)),
+                                     links=lambda: self._links(lowered), **self.program_options)
                 program = b.program(program, inputs)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             missing = [u for u in unsupported if not u.by_design]
