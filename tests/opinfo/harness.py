@@ -1,6 +1,12 @@
 """Run an OpInfo's sample inputs through ``torch.compile(backend="xla")`` and through eager
 PyTorch, and report every difference as an ``Outcome``.
 
+Samples come from ``sample_inputs`` and, where the op defines wider ones, ``reference_inputs``
+(broadcasting, non-contiguous and extremal values, type promotion): a few of those that
+``sample_inputs`` does not already give, chosen deterministically (``_take_samples``). Gradients
+are compared with their None-ness exact: eager's None must be our None, eager's zeros our zeros.
+``error_inputs`` (inputs eager rejects) must make the compiled call raise too (``run_errors``).
+
 Compile overhead dominates, so the samples of one check (every forward dtype of an op, or every
 gradient dtype) are traced together: one generated straight-line function calls the op on each
 sample, Dynamo traces it once (``fullgraph=True``, so a graph break is an error rather than a
@@ -27,26 +33,41 @@ from torch.testing._internal import common_methods_invocations
 from torch.testing._internal.common_device_type import onlyCUDA
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import (
+    ErrorInput,
     OpInfo,
     SampleInput,
     gradcheck_wrapper_masked_operation,
     gradcheck_wrapper_masked_pointwise_operation,
 )
 
-from torch2xla import _program
+from torch2xla import _errors, _program
+
+FORWARD, INPLACE, GRAD, ERROR = "forward", "inplace", "grad", "error"
+# The dtype an ``error`` outcome is recorded under (its inputs have dtypes of their own).
+ANY_DTYPE = "any"
+PASS, FAIL, NA = "pass", "fail", "n/a"
 
 FORWARD_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool)
-GRAD_DTYPES = (torch.float32, torch.float64)
+GRAD_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 # Samples per dtype: compile time grows with the program, so only the first few are used.
 FORWARD_SAMPLES = {torch.float32: 4}
 GRAD_SAMPLES = {torch.float32: 3}
 OTHER_SAMPLES = 2
+# Reference samples (beyond sample_inputs) per check and dtype, and where they come from:
+# those of at most REFERENCE_NUMEL elements in all, not among sample_inputs' shapes and
+# arguments, among the first REFERENCE_SCAN that reference_inputs yields; as many as asked,
+# evenly spaced over them (float32) or the first ones (the others: found sooner).
+REFERENCE_SAMPLES = {(FORWARD, torch.float32): 4, (GRAD, torch.float32): 2}
+OTHER_REFERENCE_SAMPLES = 1
+REFERENCE_SCAN = 120
+REFERENCE_NUMEL = 4096
+# Error inputs per op (evenly spaced over those the op gives): each compiles on its own.
+ERROR_SAMPLES = 4
 
-FORWARD, INPLACE, GRAD = "forward", "inplace", "grad"
-PASS, FAIL, NA = "pass", "fail", "n/a"
 
 # Gradients flow through different (but equivalent) formulas in JAX and in torch's autograd,
 # so they get a little more room than forward values (torch.testing's defaults).
+# (bfloat16: torch.testing's defaults, and the float32 reference.)
 GRAD_TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7)}
 
 
@@ -338,13 +359,49 @@ def _seed(name: str, dtype: torch.dtype, check: str) -> None:
     torch.manual_seed(zlib.crc32(f"{name}/{dtype}/{check}".encode()))
 
 
-def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, requires_grad: bool) -> list:
-    out = []
+def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, n_ref: int, requires_grad: bool,
+                  spread: bool = False) -> list:
+    """The first ``n`` of ``sample_inputs``, then ``n_ref`` of ``reference_inputs`` that
+    ``sample_inputs`` does not give (same shapes, strides, dtypes and other arguments) and
+    that hold at most ``REFERENCE_NUMEL`` elements, among its first ``REFERENCE_SCAN``:
+    evenly spaced over those with ``spread``, else the first ones."""
+    out, seen = [], set()
     for s in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
-        out.append(s)
-        if len(out) == n:
+        if len(out) < n:
+            out.append(s)
+        elif not n_ref:
             break
-    return out
+        seen.add(_signature(s))
+    if not n_ref or op.reference_inputs_func is None:
+        return out
+    found = []
+    refs = op.reference_inputs("cpu", dtype, requires_grad=requires_grad)
+    for i, s in enumerate(refs):
+        if i == REFERENCE_SCAN or (not spread and len(found) == n_ref):
+            break
+        sig = _signature(s)
+        if sig in seen or sum(t.numel() for t in _sample_tensors(s)) > REFERENCE_NUMEL:
+            continue
+        seen.add(sig)
+        found.append(s)
+    if spread and len(found) > n_ref:
+        found = [found[(2 * j + 1) * len(found) // (2 * n_ref)] for j in range(n_ref)]
+    return out + found[:n_ref]
+
+
+def _signature(s: SampleInput) -> Any:
+    """A sample's structure: tensors by shape, stride and dtype, other values by repr."""
+
+    def sig(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return ("tensor", tuple(x.shape), x.stride(), x.dtype)
+        if isinstance(x, list | tuple):
+            return (type(x).__name__, *(sig(v) for v in x))
+        if isinstance(x, dict):
+            return ("dict", *sorted((k, sig(v)) for k, v in x.items()))
+        return repr(x)
+
+    return sig((s.input, s.args, s.kwargs))
 
 
 def _diff_outputs(out: Any) -> list[torch.Tensor]:
@@ -393,6 +450,7 @@ _REFERENCE = {
     (FORWARD, torch.float32): torch.float64,
     (INPLACE, torch.float32): torch.float64,
     (GRAD, torch.float32): torch.float64,
+    (GRAD, torch.bfloat16): torch.float32,
 }
 # Passing outcomes judged by that reference (not within tolerance of eager) say so.
 BY_REFERENCE = "as accurate as eager against a higher-precision eager result"
@@ -427,11 +485,13 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
     else:
         fn, wrapper = op.op, None
         n = FORWARD_SAMPLES.get(dtype, OTHER_SAMPLES)
+    n_ref = REFERENCE_SAMPLES.get((check, dtype), OTHER_REFERENCE_SAMPLES)
     group = _Group(check, dtype, fn, wrapper, [], [], [])
     group.eager_wrapper = wrapper in _EAGER_WRAPPERS
     upcast = _REFERENCE.get((check, dtype))
     errors = []
-    for s in _take_samples(op, dtype, n, requires_grad=check == GRAD):
+    spread = (check, dtype) in REFERENCE_SAMPLES
+    for s in _take_samples(op, dtype, n, n_ref, requires_grad=check == GRAD, spread=spread):
         if check == INPLACE and s.broadcasts_input:
             continue  # the in-place variant cannot write a broadcast result into its input
         try:
@@ -547,13 +607,16 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, nam
         refs = group.ref_grads[i] or [None] * len(mine)
         values = expect.compares_values(group.samples[i])
         for j, (g, e, r) in enumerate(zip(mine, group.grads[i], refs)):
-            if e is None:
-                if values and g is not None and bool((g != 0).any()):
-                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: grad[{j}] nonzero where "
-                                   "eager has none", n)
+            # None-ness is exact: eager's None (no path in its autograd graph) is None here,
+            # eager's zeros (a path through ops of zero derivative) are zeros here.
+            if e is None or g is None:
+                if (e is None) != (g is None):
+                    ours = "None" if g is None else "a tensor"
+                    theirs = "None" if e is None else "a tensor"
+                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: grad[{j}] is {ours} "
+                                   f"where eager's is {theirs}", n)
                 continue
-            err = _compare(torch.zeros_like(e) if g is None else g, e, values, tol,
-                           f"grad[{j}]", r, notes)
+            err = _compare(g, e, values, tol, f"grad[{j}]", r, notes)
             if err:
                 return Outcome(name, GRAD, dt, FAIL, f"sample {i}: {err}", n)
     return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
@@ -630,8 +693,78 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
     return results
 
 
+# -- error inputs -------------------------------------------------------------------------------
+# Errors that say the call could not be compiled, not that the input was rejected.
+_NOT_COMPILED = (_errors.CompileError, _errors.UnsupportedOpsError, torch._dynamo.exc.Unsupported,
+                 torch._dynamo.exc.BackendCompilerFailed,
+                 torch._dynamo.exc.InternalTorchDynamoError)
+
+
+def _rejects_like_eager(e: BaseException, eager: BaseException, case: ErrorInput) -> bool:
+    """Whether the compiled call's error ``e`` is eager's rejection of the input: its message
+    matches the op's expected error (Dynamo wraps errors from tracing in its own types), or
+    it is of eager's type without saying that the call could not be compiled."""
+    msg = str(e)
+    if case.error_regex and re.search(case.error_regex, msg):
+        return True
+    if str(eager).strip() and str(eager).strip().splitlines()[0] in msg:
+        return True
+    return isinstance(e, type(eager)) and not isinstance(e, _NOT_COMPILED)
+
+
+def _eager_error(op: OpInfo, s: SampleInput) -> BaseException | None:
+    inp, args, kwargs = _rebuild((s.input, s.args, s.kwargs),
+                                 {id(t): _clone(t) for t in _sample_tensors(s)})
+    try:
+        with torch.no_grad():
+            op.op(inp, *args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - eager's rejection is what is compared
+        return e
+    return None
+
+
+def run_errors(op: OpInfo) -> list[Outcome]:
+    """The op's ``error_inputs`` (at most ``ERROR_SAMPLES``, evenly spaced): where eager
+    raises on CPU, the compiled call must raise too, eager's error (``_rejects_like_eager``).
+    One outcome for all of them, under the dtype ``ANY_DTYPE``."""
+    name = op_name(op)
+    if op.error_inputs_func is None:
+        return []
+    _seed(name, torch.float32, ERROR)
+    cases = list(op.error_inputs("cpu"))
+    if len(cases) > ERROR_SAMPLES:
+        cases = [cases[(2 * j + 1) * len(cases) // (2 * ERROR_SAMPLES)]
+                 for j in range(ERROR_SAMPLES)]
+    problems, tried = [], 0
+    for i, case in enumerate(cases):
+        s = case.sample_input
+        eager = _eager_error(op, s)
+        if eager is None:
+            continue  # eager accepts it on CPU (some error inputs are device-specific)
+        tried += 1
+        src = _Source()
+        src.call(op.op, s)
+        fn = src.build(f"{name} error {i}")
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                _compile(fn)(*[_clone(t) for t in src.tensors])
+        except Exception as e:  # noqa: BLE001 - the error is what is compared
+            if not _rejects_like_eager(e, eager, case):
+                problems.append(f"error input {i}: {_short(e)}, where eager raises "
+                                f"{_short(eager)}")
+            continue
+        problems.append(f"error input {i}: no error, where eager raises {_short(eager)}")
+    if not tried:
+        return [Outcome(name, ERROR, ANY_DTYPE, NA, "eager accepts every error input on CPU")]
+    if problems:
+        return [Outcome(name, ERROR, ANY_DTYPE, FAIL, "; ".join(problems)[:600], tried)]
+    return [Outcome(name, ERROR, ANY_DTYPE, PASS, "", tried)]
+
+
 def run_op(op: OpInfo, expect: Expect = Expect()) -> list[Outcome]:
-    """Every check of ``op``: forward per dtype, in-place (float32), gradients (float32/64)."""
+    """Every check of ``op``: forward per dtype, in-place (float32), gradients (float32,
+    float64, bfloat16), error inputs."""
     name = op_name(op)
     supported = op.supported_dtypes("cpu")
     fwd = [_make_group(op, name, FORWARD, d) for d in FORWARD_DTYPES if d in supported]
@@ -642,4 +775,5 @@ def run_op(op: OpInfo, expect: Expect = Expect()) -> list[Outcome]:
         bwd_supported = op.supported_backward_dtypes("cpu")
         grads = [_make_group(op, name, GRAD, d) for d in GRAD_DTYPES if d in bwd_supported]
         outcomes += _run_groups(grads, name, expect, grad=True)
+    outcomes += run_errors(op)
     return outcomes
