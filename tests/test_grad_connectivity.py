@@ -304,3 +304,13 @@ def test_a_graph_torch_cannot_run_on_fake_tensors_warns_and_gives_gradients(monk
     with pytest.warns(torch2xla.GradientConnectivityWarning, match="no fake kernel"):
         got = _grads(compiled, leaves)
     _assert_same(got, _grads(f, leaves))
+
+
+def test_a_whole_graph_reads_connectivity_from_dynamo_without_running_anything(monkeypatch):
+    def no_fake_run(*args, **kwargs):
+        raise AssertionError("a whole graph ran on fake tensors")
+
+    monkeypatch.setattr("torch2xla._program.traced_links", no_fake_run)
+    fn = ZERO_DERIVATIVE["round"]
+    leaves = (_leaf(4), _leaf(4, seed=1))
+    _assert_same(_grads(_compile(fn), leaves), _grads(fn, leaves))

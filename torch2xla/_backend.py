@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -90,12 +91,17 @@ class CompiledGraph:
     def named_buffers(self, *args, **kwargs):
         return self.gm.named_buffers(*args, **kwargs)
 
-    def _links(self, lowered: LoweredGraph) -> tuple[int, ...] | None:
+    def _links(self, lowered: LoweredGraph, grad: Sequence[bool]) -> tuple[int, ...] | None:
         """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
         eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
-        where they cannot tell (parameters the Dynamo graph holds as attributes)."""
+        where they cannot tell (parameters the Dynamo graph holds as attributes, example
+        values of inputs that required grad otherwise than the call's, ``grad``)."""
         if lowered.lifted:
             return None
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        for node, rg in zip(placeholders, grad, strict=True):
+            if rg != bool(getattr(node.meta.get("example_value"), "requires_grad", False)):
+                return None
         if self._example_links is None:
             self._example_links = example_links(self.gm)
         links = self._example_links
@@ -114,10 +120,12 @@ class CompiledGraph:
             unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = (*lowered.lifted, *args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
                 program = XlaProgram(lowered.gm, inputs, requires_grad,
                                      packable=range(len(lowered.mutations)),
-                                     links=lambda: self._links(lowered), **self.program_options)
+                                     links=functools.partial(self._links, lowered, grad),
+                                     **self.program_options)
                 program = b.program(program, inputs)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             missing = [u for u in unsupported if not u.by_design]

@@ -16,10 +16,9 @@ tensors from each output back to the inputs.
   runs: exact for the whole graph.
 - ``traced_links``: a graph without them (an ATen partition of a graph split for eager
   fallback, the vjp of a double backward) runs on fake tensors with autograd on
-  (``run_fake``), the inputs that require grad in the call requiring grad. At the ATen level a
-  few ops reach the backend decomposed, and a decomposition may connect differently than the
-  op's own formula (``bernoulli(p)``: eager's formula connects ``p``; its decomposition
-  compares with ``p``).
+  (``run_fake``), the inputs that require grad in the call requiring grad. This is eager's
+  autograd of the ATen ops the graph holds: where an op reached it decomposed, its
+  decomposition's connectivity, which may differ from the op's own formula.
 """
 
 from __future__ import annotations
