@@ -386,7 +386,27 @@ def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, n_ref: int, requires_g
         found.append(s)
     if spread and len(found) > n_ref:
         found = [found[(2 * j + 1) * len(found) // (2 * n_ref)] for j in range(n_ref)]
-    return out + found[:n_ref]
+    return out + [_Reference(s) for s in found[:n_ref]]
+
+
+class _Reference(SampleInput):
+    """A sample taken from ``reference_inputs`` (named so in failure reasons)."""
+
+    def __init__(self, s: SampleInput) -> None:
+        super().__init__(s.input, args=s.args, kwargs=s.kwargs,
+                         output_process_fn_grad=s.output_process_fn_grad,
+                         broadcasts_input=s.broadcasts_input, name=s.name)
+
+
+def _which(group: _Group, i: int) -> str:
+    """``sample 3``, with ``(reference input)`` and ``with inf/nan`` where they apply."""
+    s = group.samples[i]
+    notes = []
+    if isinstance(s, _Reference):
+        notes.append("reference input")
+    if any(t.is_floating_point() and not bool(t.isfinite().all()) for t in _sample_tensors(s)):
+        notes.append("with inf/nan")
+    return f"sample {i}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _signature(s: SampleInput) -> Any:
@@ -579,16 +599,17 @@ def _check_outputs(group: _Group, outs: list, mappings: list, expect: Expect,
             ref = expect.normalize(ref) if ref is not None else None
         err = _compare(out, exp, values, tol, ref=ref, notes=notes)
         if err:
-            return Outcome(name, group.check, dt, FAIL, f"sample {i}: {err}", n)
+            return Outcome(name, group.check, dt, FAIL, f"{_which(group, i)}: {err}", n)
         mine = [mappings[i][id(t)] for t in _sample_tensors(s)]
         err = _compare(mine, after, values, None, "input", group.ref_after[i], notes)
         if err:
-            return Outcome(name, group.check, dt, FAIL, f"sample {i}: after the call, {err}", n)
+            return Outcome(name, group.check, dt, FAIL,
+                           f"{_which(group, i)}: after the call, {err}", n)
         if group.check == GRAD:
             diff = _diff_outputs(out)
             n_exp = len(group.cotangents[i])
             if len(diff) != n_exp:
-                return Outcome(name, group.check, dt, FAIL, f"sample {i}: {len(diff)} "
+                return Outcome(name, group.check, dt, FAIL, f"{_which(group, i)}: {len(diff)} "
                                f"differentiable outputs, eager {n_exp}", n)
             jobs.append((i, diff, [c for c in mine if c.requires_grad]))
     if group.check != GRAD:
@@ -613,12 +634,12 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, nam
                 if (e is None) != (g is None):
                     ours = "None" if g is None else "a tensor"
                     theirs = "None" if e is None else "a tensor"
-                    return Outcome(name, GRAD, dt, FAIL, f"sample {i}: grad[{j}] is {ours} "
-                                   f"where eager's is {theirs}", n)
+                    return Outcome(name, GRAD, dt, FAIL, f"{_which(group, i)}: grad[{j}] is "
+                                   f"{ours} where eager's is {theirs}", n)
                 continue
             err = _compare(g, e, values, tol, f"grad[{j}]", r, notes)
             if err:
-                return Outcome(name, GRAD, dt, FAIL, f"sample {i}: {err}", n)
+                return Outcome(name, GRAD, dt, FAIL, f"{_which(group, i)}: {err}", n)
     return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
 
 
@@ -702,13 +723,20 @@ _NOT_COMPILED = (_errors.CompileError, _errors.UnsupportedOpsError, torch._dynam
 
 def _rejects_like_eager(e: BaseException, eager: BaseException, case: ErrorInput) -> bool:
     """Whether the compiled call's error ``e`` is eager's rejection of the input: its message
-    matches the op's expected error (Dynamo wraps errors from tracing in its own types), or
-    it is of eager's type without saying that the call could not be compiled."""
+    matches the op's expected error (Dynamo wraps errors from tracing in its own types), it
+    is of eager's type without saying that the call could not be compiled, or it is Dynamo's
+    report that the traced Python code (under ``fullgraph=True``) or the op's fake kernel
+    raises an exception of eager's type."""
     msg = str(e)
     if case.error_regex and re.search(case.error_regex, msg):
         return True
     if str(eager).strip() and str(eager).strip().splitlines()[0] in msg:
         return True
+    kind = type(eager).__name__
+    if isinstance(e, torch._dynamo.exc.Unsupported) and msg.startswith("Observed exception"):
+        return f"raised exception {kind}(" in msg
+    if "when making fake tensor call" in msg:  # the op's fake kernel rejected the input
+        return msg.startswith(f"{kind} when making") or f"got {kind}(" in msg
     return isinstance(e, type(eager)) and not isinstance(e, _NOT_COMPILED)
 
 
