@@ -61,7 +61,7 @@ REFERENCE_SAMPLES = {(FORWARD, torch.float32): 4, (GRAD, torch.float32): 2}
 OTHER_REFERENCE_SAMPLES = 1
 REFERENCE_SCAN = 120
 REFERENCE_NUMEL = 4096
-# Error inputs per op (evenly spaced over those the op gives): each compiles on its own.
+# Error inputs per op (one per distinct expected error first): each compiles on its own.
 ERROR_SAMPLES = 4
 
 
@@ -248,16 +248,39 @@ def _as_accurate(actual: torch.Tensor, expected: torch.Tensor, ref: torch.Tensor
     # Where eager overflowed to NaN but the reference did not, hold XLA to the reference.
     eager_error = torch.where(e.isnan() & ~r.isnan(), 0, (e - r).abs())
     bound = 2 * torch.maximum(eager_error, eps * r.abs()) + torch.finfo(actual.dtype).tiny
-    ok = ((a - r).abs() <= bound) | ((a - e).abs() <= atol + rtol * e.abs()) | (a == e)
+    ok = ((a - r).abs() <= bound) | ((a - e).abs() <= atol + rtol * e.abs()) | (a == e) | (a == r)
     return bool((ok | (a.isnan() & e.isnan())).all())
 
 
+def _as_accurate_overall(actual: torch.Tensor, expected: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Whether ``actual`` is, as a whole, at least as close to the higher-precision ``ref`` as
+    eager's ``expected`` is (L2 norm of the error; each element must still be finite where
+    eager's is, and equal to ``ref`` or NaN with eager's where ``ref`` is not finite).
+
+    For gradients: a gradient sums contributions whose rounding differs between JAX's formulas
+    and torch's, so a few elements of ours can lie further from the reference than eager's
+    while the whole is no further (the measure issue 22 item 6 holds gradients to)."""
+    if ref.shape != actual.shape or not actual.dtype.is_floating_point:
+        return False
+    a, e, r = (t.detach().to(torch.float64) for t in (actual, expected, ref))
+    finite = r.isfinite()
+    edge = ~finite & ~((a == r) | (a.isnan() & e.isnan()))
+    if bool(edge.any()) or bool((a.isnan() & ~e.isnan()).any()):
+        return False
+    a, e, r = a[finite], e[finite], r[finite]
+    eager_error = torch.where(e.isnan(), 0, (e - r).abs())
+    ours = torch.where(a.isnan(), 0, (a - r).abs())  # (NaN only where eager's is NaN too)
+    return bool(ours.norm() <= eager_error.norm())
+
+
 def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
-             ref: Any = None, notes: list[str] | None = None) -> str | None:
+             ref: Any = None, notes: list[str] | None = None, overall: bool = False
+             ) -> str | None:
     """None if ``actual`` matches ``expected``, else what differs.
 
     Values match within ``tol`` (torch.testing's per-dtype default when None) or, where a
-    higher-precision eager result ``ref`` is given, when they are as accurate as eager's.
+    higher-precision eager result ``ref`` is given, when they are as accurate as eager's:
+    element by element, or with ``overall`` (gradients) as a whole.
     """
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
@@ -275,7 +298,10 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
                 check_stride=False, check_layout=False,
             )
         except AssertionError as e:
-            if isinstance(ref, torch.Tensor) and _as_accurate(actual, expected, ref, tol):
+            if isinstance(ref, torch.Tensor) and (
+                _as_accurate(actual, expected, ref, tol)
+                or (overall and _as_accurate_overall(actual, expected, ref))
+            ):
                 if notes is not None:
                     notes.append(path)
                 return None
@@ -291,7 +317,7 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
         refs = ref if isinstance(ref, list | tuple) and len(ref) == len(expected) else [None] * len(
             expected)
         for i, (a, e, r) in enumerate(zip(actual, expected, refs)):
-            err = _compare(a, e, values, tol, f"{path}[{i}]", r, notes)
+            err = _compare(a, e, values, tol, f"{path}[{i}]", r, notes, overall)
             if err:
                 return err
         return None
@@ -375,9 +401,17 @@ def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, n_ref: int, requires_g
     if not n_ref or op.reference_inputs_func is None:
         return out
     found = []
-    refs = op.reference_inputs("cpu", dtype, requires_grad=requires_grad)
-    for i, s in enumerate(refs):
-        if i == REFERENCE_SCAN or (not spread and len(found) == n_ref):
+    refs = iter(op.reference_inputs("cpu", dtype, requires_grad=requires_grad))
+    for i in range(REFERENCE_SCAN):
+        if not spread and len(found) == n_ref:
+            break
+        try:
+            s = next(refs)
+        except StopIteration:
+            break
+        except ValueError:
+            # torch's own generator fails part-way for some ops (reference_inputs_where makes
+            # an int64 tensor that requires grad): the samples found so far are used.
             break
         sig = _signature(s)
         if sig in seen or sum(t.numel() for t in _sample_tensors(s)) > REFERENCE_NUMEL:
@@ -637,7 +671,7 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, nam
                     return Outcome(name, GRAD, dt, FAIL, f"{_which(group, i)}: grad[{j}] is "
                                    f"{ours} where eager's is {theirs}", n)
                 continue
-            err = _compare(g, e, values, tol, f"grad[{j}]", r, notes)
+            err = _compare(g, e, values, tol, f"grad[{j}]", r, notes, overall=True)
             if err:
                 return Outcome(name, GRAD, dt, FAIL, f"{_which(group, i)}: {err}", n)
     return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
@@ -751,18 +785,30 @@ def _eager_error(op: OpInfo, s: SampleInput) -> BaseException | None:
     return None
 
 
+def _pick_errors(cases: list[ErrorInput]) -> list[ErrorInput]:
+    """At most ``ERROR_SAMPLES`` of ``cases``, in order: the first of each distinct expected
+    error (type and message), then the rest evenly spaced."""
+    if len(cases) <= ERROR_SAMPLES:
+        return cases
+    firsts: dict[tuple, int] = {}
+    for i, c in enumerate(cases):
+        firsts.setdefault((c.error_type, c.error_regex), i)
+    chosen = sorted(firsts.values())[:ERROR_SAMPLES]
+    rest = [i for i in range(len(cases)) if i not in chosen]
+    need = ERROR_SAMPLES - len(chosen)
+    chosen += [rest[(2 * j + 1) * len(rest) // (2 * need)] for j in range(need)]
+    return [cases[i] for i in sorted(chosen)]
+
+
 def run_errors(op: OpInfo) -> list[Outcome]:
-    """The op's ``error_inputs`` (at most ``ERROR_SAMPLES``, evenly spaced): where eager
+    """The op's ``error_inputs`` (at most ``ERROR_SAMPLES``, ``_pick_errors``): where eager
     raises on CPU, the compiled call must raise too, eager's error (``_rejects_like_eager``).
     One outcome for all of them, under the dtype ``ANY_DTYPE``."""
     name = op_name(op)
     if op.error_inputs_func is None:
         return []
     _seed(name, torch.float32, ERROR)
-    cases = list(op.error_inputs("cpu"))
-    if len(cases) > ERROR_SAMPLES:
-        cases = [cases[(2 * j + 1) * len(cases) // (2 * ERROR_SAMPLES)]
-                 for j in range(ERROR_SAMPLES)]
+    cases = _pick_errors(list(op.error_inputs("cpu")))
     problems, tried = [], 0
     for i, case in enumerate(cases):
         s = case.sample_input
