@@ -155,7 +155,7 @@ def render(ops: dict) -> str:
         if (check, dtype) in (("forward", "float32"), ("grad", "float32")):
             continue
         p, n = _rate(ops, check, dtype)
-        what = "error inputs raise as in eager" if check == "error" else "pass"
+        what = "ops raise eager's error on every error input" if check == "error" else "pass"
         out.append(f"- {header}: {p}/{n} {what} ({p / max(n, 1):.1%}).")
     out.append(f"- {by_ref} passing cells needed the higher-precision comparison (≈).")
     unexpected = [

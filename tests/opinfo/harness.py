@@ -448,7 +448,8 @@ def _signature(s: SampleInput) -> Any:
 
     def sig(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            return ("tensor", tuple(x.shape), x.stride(), x.dtype)
+            strided = x.layout == torch.strided  # (sparse tensors have no strides)
+            return ("tensor", tuple(x.shape), x.stride() if strided else x.layout, x.dtype)
         if isinstance(x, list | tuple):
             return (type(x).__name__, *(sig(v) for v in x))
         if isinstance(x, dict):
