@@ -26,9 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 COLUMNS = [
     ("forward", "float32"), ("forward", "float64"), ("forward", "bfloat16"),
     ("forward", "int64"), ("forward", "bool"), ("inplace", "float32"), ("grad", "float32"),
-    ("grad", "float64"),
+    ("grad", "float64"), ("grad", "bfloat16"), ("error", "any"),
 ]
-HEADERS = ["f32", "f64", "bf16", "i64", "bool", "in-place f32", "grad f32", "grad f64"]
+HEADERS = ["f32", "f64", "bf16", "i64", "bool", "in-place f32", "grad f32", "grad f64",
+           "grad bf16", "errors"]
 BY_REFERENCE = "as accurate as eager against a higher-precision eager result"
 
 
@@ -129,10 +130,16 @@ def render(ops: dict) -> str:
         ("Each op_db entry that runs on CPU is compiled with `torch.compile(fn, backend=\"xla\", "
         "options={\"strict\": True}, fullgraph=True)` and compared with eager PyTorch: outputs, "
         "dtypes and the inputs after the call, per dtype; the in-place variant in float32; "
-        "gradients in float32 and float64 against eager autograd. Values match within "
+        "gradients in float32, float64 and bfloat16 against eager autograd, with their "
+        "None-ness exact (eager's None must be None, eager's zeros zeros); and the op's "
+        "`error_inputs`: where eager raises, the compiled call must raise eager's error. "
+        "Samples are the first few of `sample_inputs` and a few of the wider "
+        "`reference_inputs` (see `tests/opinfo/harness.py` for how they are chosen). "
+        "Values match within "
         "`torch.testing.assert_close`'s tolerances (float32: rtol 1.3e-6, atol 1e-5), or, where "
         "they do not, when every element is about as close to eager's result in a higher "
-        "precision (float64 for float32, float32 for bfloat16) as eager's own (within twice "
+        "precision (float64 for float32, float32 for bfloat16, gradients too) as eager's own "
+        "(within twice "
         "eager's error or two units in the last place): those cells read ≈. Random ops are "
         "compared by shape and dtype here and by distribution in "
         "`test_opinfo.py::test_random_distribution`."),
@@ -157,7 +164,8 @@ def render(ops: dict) -> str:
         if (check, dtype) in (("forward", "float32"), ("grad", "float32")):
             continue
         p, n = _rate(ops, check, dtype)
-        out.append(f"- {header}: {p}/{n} pass.")
+        what = "ops raise eager's error on every error input" if check == "error" else "pass"
+        out.append(f"- {header}: {p}/{n} {what} ({p / max(n, 1):.1%}).")
     out.append(f"- {by_ref} passing cells needed the higher-precision comparison (≈).")
     unexpected = [
         (name, r) for name, o in ops.items() for r in o.values()

@@ -2,7 +2,9 @@
 
 For each op_db entry that runs on CPU: forward values, dtypes and inputs-after-the-call in
 float32, float64, bfloat16, int64 and bool (where the op supports them), the in-place variant
-in float32, and gradients in float32 and float64 against eager autograd (``opinfo/harness.py``).
+in float32, gradients in float32, float64 and bfloat16 against eager autograd with None-ness
+exact, on samples from ``sample_inputs`` and ``reference_inputs``; and the op's
+``error_inputs``, which must raise as in eager (``opinfo/harness.py``).
 Expected failures are typed records in ``opinfo/expectations.py``; an expected failure that
 passes fails the test, so the records stay true.
 
@@ -81,6 +83,33 @@ def test_records_name_real_ops():
     missing = sorted(set(DEFAULT_SUBSET) - set(OPS))
     assert not missing, f"DEFAULT_SUBSET names ops not in op_db: {missing}"
     assert len(set(DEFAULT_SUBSET)) == len(DEFAULT_SUBSET)
+
+
+def test_harness_compares_the_none_ness_of_gradients(monkeypatch):
+    """Eager's zeros for round's input (a path of zero derivative) are not None: a gradient
+    missing where eager gives zeros fails, as does one given where eager gives None."""
+    from torch2xla import _program
+
+    monkeypatch.setattr(_program.XlaProgram, "connected",
+                        lambda self, diff_in: tuple(frozenset() for _ in self._graph_diff_out))
+    outcomes = harness.run_op(OPS["round"], expect_for("round"))
+    grads = [o for o in outcomes if o.check == harness.GRAD]
+    assert grads and all(o.status == harness.FAIL and "is None where eager's is a tensor"
+                         in o.reason for o in grads)
+    monkeypatch.setattr(_program.XlaProgram, "connected",
+                        lambda self, diff_in: tuple(frozenset(range(len(diff_in)))
+                                                    for _ in self._graph_diff_out))
+    # Its float target reaches the loss only through comparisons: eager gives it None.
+    name = "nn.functional.hinge_embedding_loss"
+    outcomes = harness.run_op(OPS[name], expect_for(name))
+    failed = [o for o in outcomes if o.check == harness.GRAD and o.status == harness.FAIL]
+    assert failed and "is a tensor where eager's is None" in failed[0].reason
+
+
+def test_harness_requires_an_error_where_eager_raises(monkeypatch):
+    monkeypatch.setattr(harness, "_compile", lambda fn: lambda *args: None)
+    (outcome,) = harness.run_errors(OPS["cat"])
+    assert outcome.status == harness.FAIL and "no error, where eager raises" in outcome.reason
 
 
 def test_a_wrong_lowering_fails_the_harness(monkeypatch):

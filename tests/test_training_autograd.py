@@ -248,3 +248,15 @@ def test_detach_data_and_no_grad_blocks_stop_gradients():
         return a.sum() + (w * b).sum() + (q * w).sum() + v * w.sum()
 
     _assert_same_grads(f, _leaf(4), _leaf(3, seed=1))
+
+
+@pytest.mark.parametrize("act", [nn.ELU(), nn.CELU(0.8), nn.SELU(), nn.Softplus(3, 0.2), nn.Mish()],
+                         ids=lambda m: type(m).__name__)
+def test_activation_gradients_at_large_inputs_are_finite_as_in_eager(act):
+    """Where a lowering selects between branches, the branch not taken must not overflow:
+    exp(501) is inf, and the select's gradient (0 times inf) was NaN where eager's is finite."""
+    x = torch.tensor([-3.0, -0.5, 0.0, 2.0, 90.0, 501.0, float("nan")])
+    _, got = _grads_of(_compile(act), x.requires_grad_())
+    _, expected = _grads_of(act, x)
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert got[0][:6].isfinite().all()

@@ -1,6 +1,7 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
 from torch2xla._backend import FallbackWarning, xla_backend
+from torch2xla._connected import GradientConnectivityWarning
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -33,6 +34,7 @@ __all__ = [
     "CompileError",
     "Explanation",
     "FallbackWarning",
+    "GradientConnectivityWarning",
     "GraphInfo",
     "LoweringError",
     "OpError",

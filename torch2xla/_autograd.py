@@ -9,8 +9,9 @@ Eager autograd semantics kept here:
 
 - Residuals are freed when the backward has run (unless ``retain_graph=True``), as eager frees
   saved tensors; a second backward through a freed graph raises eager's error.
-- An input gets no gradient (None, not zeros) when none of the outputs that received a
-  cotangent depends on it differentiably, as eager leaves ``.grad`` of such a parameter None.
+- An input gets a gradient when an output that received a cotangent is connected to it in
+  eager's autograd graph, zeros where the derivative is zero (``x.round()``, an empty ``x``),
+  and None otherwise, as eager leaves ``.grad`` of such a parameter None (``_connected``).
 - Outputs eager would not track (integer, ``.detach()``, argmax) are non-differentiable.
 - Double backward works: with ``create_graph=True`` the backward runs the program's vjp as a
   differentiable program of its own (``_VjpProgram``, recomputing from the inputs), so its
@@ -24,11 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.extend.core as jcore
 import numpy as np
 import torch
 
 from torch2xla import _checks, _residuals
+from torch2xla._connected import traced_links
 from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, torch_dtype, x64
 from torch2xla._profile import profiled_backward
 
@@ -53,8 +54,8 @@ class TrainFns:
             ``diff_in``); ``donate=True`` when the graph is freed by this backward: the
             computed residuals are given to the program (``_residuals.Backward``).
         aux_out: positions of the outputs that are not differentiated.
-        deps: per differentiated output, the positions in ``diff_in`` that its gradient reaches
-            (found from the backward's jaxpr at the first backward; None until then).
+        deps: per differentiated output, the positions in ``diff_in`` connected to it in
+            eager's autograd graph (the program's ``connected``; None until first needed).
         plan: what ``XlaFunction`` decided once for these functions (``_Plan``; None until
             their first call).
     """
@@ -128,10 +129,6 @@ def build_train_fns(
     return TrainFns(forward, _residuals.Backward(forward, pack_limit, split), aux_out)
 
 
-def _apply_vjp(res, cts):
-    return _residuals.apply_vjp(res, cts)
-
-
 # A tensor saved on every node, only so that autograd tells us (by raising eager's error on
 # ``ctx.saved_tensors``) when a backward runs through a graph whose buffers were freed.
 _FREED_MARKER = torch.empty(0)
@@ -146,11 +143,13 @@ class _Plan:
     Known from the start: where the differentiated and the other inputs and outputs are. Known
     after the first forward (the program's signature is fixed, so they never change): which
     inputs the backward reads (saved on the autograd node), the cotangents' shapes and dtypes,
-    and whether cotangents and gradients need the complex or empty-tensor handling. After the
-    first backward: which inputs the cotangents reach when all of them are present.
+    and whether cotangents and gradients need the complex or empty-tensor handling. Once
+    needed: which inputs each output is connected to (``deps``), and those that all of them
+    reach together.
     """
 
     __slots__ = (
+        "backward_ran",
         "conj_grads",
         "convert",
         "dense_out",
@@ -166,6 +165,7 @@ class _Plan:
         "rest_in",
         "saved_pos",
         "scoped",
+        "untracked",
     )
 
     def __init__(self, program, fns: TrainFns, diff_in: tuple[int, ...]) -> None:
@@ -185,6 +185,10 @@ class _Plan:
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
         self.live_slots: tuple[tuple[int, int], ...] | None = None
+        self.backward_ran = False
+        # Differentiated outputs connected to no differentiated input, which eager would not
+        # track: marked non-differentiable where the program asks (``mark_untracked``).
+        self.untracked: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, program, diff_in: tuple[int, ...]) -> _Plan:
@@ -199,13 +203,23 @@ class _Plan:
         meta = tuple((tuple(o.shape), np.dtype(o.dtype)) for o in douts)
         self.plain_cts = all(d.kind != "c" and all(shape) for shape, d in meta)
         self.conj_grads = any(tensors[k].is_complex() for k in self.diff_in)
+        if getattr(self.program, "mark_untracked", False):
+            self.untracked = tuple(i for i, d in zip(self.diff_out, self.deps()) if not d)
         self.diff_meta = meta
 
+    def deps(self) -> tuple[frozenset[int], ...]:
+        """Per differentiated output, the positions in ``diff_in`` connected to it in eager's
+        autograd graph (found once, ``connected``)."""
+        fns = self.fns
+        if fns.deps is None:
+            fns.deps = self.program.connected(self.diff_in)
+        return fns.deps
+
     def dense_slots(self) -> tuple[tuple[int, int], ...]:
-        """``(position in diff_in, input position)`` of the gradients that the cotangents reach
-        when all of them are present (after the first backward)."""
+        """``(position in diff_in, input position)`` of the inputs connected to some output
+        (the gradients when every output has a cotangent)."""
         if self.live_slots is None:
-            live = frozenset().union(*self.fns.deps)
+            live = frozenset().union(*self.deps())
             self.live_slots = tuple((p, k) for p, k in enumerate(self.diff_in) if p in live)
         return self.live_slots
 
@@ -241,6 +255,8 @@ class XlaFunction(torch.autograd.Function):
         convert = plan.convert
         if plan.dense_out:
             outs = tuple([convert(o) for o in douts])
+            if plan.untracked:
+                ctx.mark_non_differentiable(*(outs[i] for i in plan.untracked))
         else:
             full: list = [None] * plan.program.num_outputs
             for i, o in zip(plan.diff_out, douts):
@@ -248,8 +264,8 @@ class XlaFunction(torch.autograd.Function):
             aux_out = plan.fns.aux_out
             for i, o in zip(aux_out, aux):
                 full[i] = convert(o)
-            if aux_out:
-                ctx.mark_non_differentiable(*(full[i] for i in aux_out))
+            if aux_out or plan.untracked:
+                ctx.mark_non_differentiable(*(full[i] for i in (*aux_out, *plan.untracked)))
             outs = tuple(full)
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
         ctx.set_materialize_grads(False)
@@ -269,9 +285,12 @@ class XlaFunction(torch.autograd.Function):
     @staticmethod
     @profiled_backward
     def backward(ctx, *grads):
-        if ctx.fns.deps is None:  # the first backward traces and compiles (see no_stack_capture)
+        plan = ctx.plan
+        if not plan.backward_ran:  # the first backward traces and compiles (no_stack_capture)
             with no_stack_capture():
-                return _backward(ctx, grads)
+                result = _backward(ctx, grads)
+            plan.backward_ran = True
+            return result
         return _backward(ctx, grads)
 
 
@@ -310,8 +329,6 @@ def _backward(ctx, grads: tuple) -> tuple:
                 jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
                 for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
             ]
-        if fns.deps is None:
-            fns.deps = _dependencies(vjp_fn, cts)
         in_grads = fns.bwd(vjp_fn, cts, donate=freed)
     packing = fns.bwd.packing
     if packing is not None:  # small gradients: torch views of one buffer (converted below)
@@ -319,7 +336,8 @@ def _backward(ctx, grads: tuple) -> tuple:
     if dense:
         slots = plan.dense_slots()
     else:
-        live = frozenset().union(*(fns.deps[j] for j in active))
+        deps = plan.deps()
+        live = frozenset().union(*(deps[j] for j in active))
         slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
     convert = plan.convert
     result: list = [None] * (2 + plan.n_inputs)  # (no gradient for plan and seed)
@@ -341,13 +359,10 @@ def _converting(convert: Callable) -> Callable:
 
 def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, active) -> tuple:
     """A create_graph backward: gradients that autograd tracks (``_differentiable_vjp``)."""
-    fns = plan.fns
-    if fns.deps is None:
-        with torch.no_grad(), x64(), plan.program.placement():
-            cts = [jax.numpy.zeros(shape, dtype) for shape, dtype in plan.diff_meta]
-            fns.deps = _dependencies(vjp_fn, cts)
-    live = frozenset().union(*(fns.deps[j] for j in active))
-    in_grads = _differentiable_vjp(plan, ctx.seed, inputs, diff_grads)
+    deps = plan.deps()
+    live = frozenset().union(*(deps[j] for j in active))
+    in_grads = _differentiable_vjp(plan, ctx.seed, inputs, [diff_grads[j] for j in active],
+                                   tuple(active))
     result: list = [None] * (2 + plan.n_inputs)
     for p, (k, g) in enumerate(zip(plan.diff_in, in_grads)):
         if p in live:
@@ -355,15 +370,13 @@ def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, activ
     return tuple(result)
 
 
-def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], diff_grads: Sequence) -> tuple:
+def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], cts: Sequence,
+                        active: tuple[int, ...]) -> tuple:
     """The input gradients of a create_graph backward, tracked by autograd: the program's vjp
-    run as a program of its own, differentiable in the inputs and the cotangents."""
+    run as a program of its own, differentiable in the inputs and the cotangents ``cts`` of
+    the differentiated outputs ``active`` (those that got one)."""
     program, diff_in = plan.program, plan.diff_in
-    vjp_program = _VjpProgram.of(program, diff_in)
-    cts = [
-        torch.zeros(shape, dtype=torch_dtype(dtype), device=inputs[0].device) if g is None else g
-        for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
-    ]
+    vjp_program = _VjpProgram.of(program, diff_in, active)
     tensors = (*inputs, *cts)
     diff = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
     if not diff:
@@ -374,14 +387,24 @@ def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], diff_
 
 class _VjpProgram:
     """``(*inputs, *cotangents) -> input gradients`` of a program differentiated with respect
-    to ``diff_in``, in torch's gradient convention, with the interface ``XlaFunction`` runs (so
-    it can be differentiated again). The forward is recomputed from the inputs."""
+    to ``diff_in``, for the cotangents of its differentiated outputs ``active``, in torch's
+    gradient convention, with the interface ``XlaFunction`` runs (so it can be differentiated
+    again). The forward is recomputed from the inputs.
+
+    Which gradient is connected to which input or cotangent is eager's double backward graph:
+    the base program's outputs computed by torch on fake tensors and differentiated with
+    ``create_graph=True`` (``autograd_outputs``); a gradient connected to no differentiated
+    input is not tracked (``mark_untracked``), as eager's ``round`` backward returns zeros
+    that do not require grad.
+    """
 
     scoped = True  # its calls run inside JAX's config contexts (x64, placement)
+    mark_untracked = True
 
-    def __init__(self, program, diff_in: tuple[int, ...]) -> None:
+    def __init__(self, program, diff_in: tuple[int, ...], active: tuple[int, ...]) -> None:
         n = len(program.tensor_pos)
-        flat_fn, diff_out = program.train_flat_fn(), program.diff_out
+        flat_fn = program.train_flat_fn()
+        outs_active = [program.diff_out[j] for j in active]
         diff_set = frozenset(diff_in)
 
         def vjp_flat_fn(seed, *tensors):
@@ -391,30 +414,33 @@ class _VjpProgram:
                 di = iter(d)
                 full = [next(di) if k in diff_set else inputs[k] for k in range(n)]
                 outs = flat_fn(seed, *full)
-                return [outs[i] for i in diff_out]
+                return [outs[i] for i in outs_active]
 
             _, vjp = jax.vjp(f, *(inputs[k] for k in diff_in))
             grads = vjp([_conj(ct) for ct in cts])  # NOTE: torch's convention, see _cotangent
             return tuple(_conj(g) for g in grads)
 
+        self._base, self._base_diff_in, self._active, self._n = program, diff_in, active, n
         self._flat_fn = vjp_flat_fn
-        self.tensor_pos = tuple(range(n + len(diff_out)))
+        self.tensor_pos = tuple(range(n + len(active)))
         self.diff_out = tuple(range(len(diff_in)))
+        self._graph_diff_out = self.diff_out
         self.num_outputs = len(diff_in)
         self.device, self.to_torch = program.device, program.to_torch
         self.compiler_options = program.compiler_options
         self.auto_layouts = program.auto_layouts
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
-        self._vjp_programs: dict[tuple[int, ...], _VjpProgram] = {}
         self._untracked = jax.jit(vjp_flat_fn, compiler_options=self.compiler_options)
+        self._links: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     @classmethod
-    def of(cls, program, diff_in: tuple[int, ...]) -> _VjpProgram:
+    def of(cls, program, diff_in: tuple[int, ...], active: tuple[int, ...]) -> _VjpProgram:
         cache = program.__dict__.setdefault("_vjp_programs", {})
-        if diff_in not in cache:
-            cache[diff_in] = cls(program, diff_in)
-        return cache[diff_in]
+        key = (diff_in, active)
+        if key not in cache:
+            cache[key] = cls(program, diff_in, active)
+        return cache[key]
 
     def train_flat_fn(self) -> Callable:
         return self._flat_fn
@@ -426,6 +452,47 @@ class _VjpProgram:
                 compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
             )
         return self._train_cache[diff_in]
+
+    # -- eager's autograd graph (``_connected``) ------------------------------------------
+    def input_metas(self) -> list:
+        """Tensors with the shape, stride, dtype and device of the inputs (fake)."""
+        base = self._base
+        outs = base.output_metas()
+        return [*base.input_metas(), *(outs[base._graph_diff_out[j]] for j in self._active)]
+
+    def output_metas(self) -> list:
+        inputs = self._base.input_metas()
+        return [inputs[k] for k in self._base_diff_in]
+
+    def autograd_outputs(self, tensors: Sequence[torch.Tensor]) -> list:
+        """The gradients torch computes with ``create_graph=True`` for ``tensors`` (fake, with
+        autograd on); None where eager gives none."""
+        base, n = self._base, self._n
+        inputs, cts = tensors[:n], tensors[n:]
+        outs = base.autograd_outputs(inputs)
+        pairs = [(outs[base._graph_diff_out[j]], ct) for j, ct in zip(self._active, cts)]
+        pairs = [(o, ct) for o, ct in pairs if isinstance(o, torch.Tensor) and o.requires_grad]
+        leaves = [inputs[k] for k in self._base_diff_in]
+        if not pairs:
+            return [None] * len(leaves)
+        grads = torch.autograd.grad([o for o, _ in pairs], leaves, [ct for _, ct in pairs],
+                                    create_graph=True, allow_unused=True)
+        return list(grads)
+
+    def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:
+        """Per gradient, the positions in ``diff_in`` connected to it in eager's double
+        backward graph (the base's differentiated inputs require grad, as in the call)."""
+        if diff_in not in self._links:
+            base = frozenset(self._base_diff_in)
+            grad = [k in diff_in or k in base for k in range(len(self.tensor_pos))]
+            self._links[diff_in] = traced_links(
+                self.autograd_outputs, self.input_metas(), grad, self.num_outputs, self.label
+            )
+        links = self._links[diff_in]
+        return tuple(
+            frozenset(p for p, k in enumerate(diff_in) if links[i] >> k & 1)
+            for i in self._graph_diff_out
+        )
 
     def placement(self):
         return jax.default_device(self.device)
@@ -461,54 +528,3 @@ def _cotangent(g: torch.Tensor, dtype: np.dtype):
 
 def _from_cotangent(g: torch.Tensor) -> torch.Tensor:
     return g.conj().resolve_conj() if g.is_complex() else g
-
-
-def _dependencies(vjp_fn, cts: Sequence) -> tuple[frozenset[int], ...]:
-    """Per cotangent, the input gradients of ``vjp_fn`` that it reaches (structurally, through
-    the backward's jaxpr; gradients no cotangent reaches are symbolic zeros)."""
-    closed = jax.make_jaxpr(_apply_vjp)(vjp_fn, list(cts))
-    n_res = len(jax.tree_util.tree_leaves(vjp_fn))
-    jaxpr = closed.jaxpr
-    n_ct = len(jaxpr.invars) - n_res
-    seeds = [frozenset()] * n_res + [frozenset({j}) for j in range(n_ct)]
-    out_deps = _propagate(jaxpr, seeds)
-    per_ct: list[set[int]] = [set() for _ in range(n_ct)]
-    for k, ds in enumerate(out_deps):
-        for j in ds:
-            per_ct[j].add(k)
-    return tuple(frozenset(s) for s in per_ct)
-
-
-def _propagate(jaxpr: jcore.Jaxpr, in_deps: Sequence[frozenset]) -> list[frozenset]:
-    """Which of the seeds in ``in_deps`` each output of ``jaxpr`` depends on."""
-    env: dict[Any, frozenset] = dict(zip(jaxpr.invars, in_deps))
-
-    def read(v) -> frozenset:
-        return frozenset() if isinstance(v, jcore.Literal) else env.get(v, frozenset())
-
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        sub = _inner_jaxpr(eqn)
-        if sub is not None:
-            outs = _propagate(sub, ins)
-        else:  # conservative: every output depends on every input
-            union = frozenset().union(*ins)
-            outs = [union] * len(eqn.outvars)
-        for v, d in zip(eqn.outvars, outs):
-            env[v] = d
-    return [read(v) for v in jaxpr.outvars]
-
-
-def _inner_jaxpr(eqn) -> jcore.Jaxpr | None:
-    """The jaxpr an equation calls one-to-one (pjit, remat, custom calls), if any."""
-    for name in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
-        sub = eqn.params.get(name)
-        if isinstance(sub, jcore.ClosedJaxpr):
-            sub = sub.jaxpr
-        if (
-            isinstance(sub, jcore.Jaxpr)
-            and len(sub.invars) == len(eqn.invars)
-            and len(sub.outvars) == len(eqn.outvars)
-        ):
-            return sub
-    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from torch2xla._aliases import output_aliases
+from torch2xla._connected import example_links
 from torch2xla._errors import UnsupportedOpsError
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
@@ -71,6 +73,7 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        self._example_links: tuple[int, ...] | None = None
         self._warned = False
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
 
@@ -90,6 +93,24 @@ class CompiledGraph:
     def named_buffers(self, *args, **kwargs):
         return self.gm.named_buffers(*args, **kwargs)
 
+    def _links(self, lowered: LoweredGraph, grad: Sequence[bool]) -> tuple[int, ...] | None:
+        """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
+        eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
+        where they cannot tell (parameters the Dynamo graph holds as attributes, example
+        values of inputs that required grad otherwise than the call's, ``grad``)."""
+        if lowered.lifted:
+            return None
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        for node, rg in zip(placeholders, grad, strict=True):
+            if rg != bool(getattr(node.meta.get("example_value"), "requires_grad", False)):
+                return None
+        if self._example_links is None:
+            self._example_links = example_links(self.gm)
+        links = self._example_links
+        if links is None or len(links) != lowered.num_user_outputs:
+            return None
+        return (0,) * len(lowered.mutations) + links
+
     @torch._disable_dynamo
     def _build(self, args: Sequence) -> _Entry:
         # Build times each stage, reports long compiles, names this graph in errors, records
@@ -102,9 +123,12 @@ class CompiledGraph:
             unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = (*lowered.lifted, *args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
                 program = XlaProgram(lowered.gm, inputs, requires_grad,
-                                     packable=range(len(lowered.mutations)), **self.program_options)
+                                     packable=range(len(lowered.mutations)),
+                                     links=functools.partial(self._links, lowered, grad),
+                                     **self.program_options)
                 program = b.program(program, inputs)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             missing = [u for u in unsupported if not u.by_design]

@@ -4,7 +4,7 @@ tensors. Training calls go through ``_autograd.XlaFunction``."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from torch2xla import _checks, _pack, _split
+from torch2xla._connected import run_fake, traced_links
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
@@ -121,6 +122,9 @@ class XlaProgram:
         split_backward: the backend option of that name (``_split.policy``).
         checks: the backend option of that name (``_checks.enabled``): whether lowerings
             check what eager raises for (indices, integer divisors) and the call raises it.
+        links: returns, per output, the bitmask of the ``example_args`` positions connected to
+            it in eager's autograd graph (``_connected``), or None where it cannot tell; None:
+            found by running ``gm`` on fake tensors.
     """
 
     def __init__(
@@ -134,8 +138,12 @@ class XlaProgram:
         packable: Sequence[int] = (),
         split_backward: Any = "auto",
         checks: Any = "auto",
+        links: Callable[[], Sequence[int] | None] | None = None,
     ) -> None:
         self.gm = gm
+        self._links_source = links
+        # None: not asked yet; a tuple: from ``links``; a dict: traced, per ``diff_in``
+        self._links: tuple[int, ...] | dict | None = None
         self.split_backward = split_backward
         self.compiler_options = compiler_options
         self.auto_layouts = auto_layouts
@@ -172,11 +180,17 @@ class XlaProgram:
         if self.single_output:
             out_metas = (out_metas,)
         metas = [o.meta.get("val") if isinstance(o, torch.fx.Node) else o for o in out_metas]
+        self._graph_metas = metas  # the ATen graph's outputs (fake)
+        # Outputs not connected to a differentiated input are marked non-differentiable, as
+        # eager would not track them, unless the caller says which outputs eager tracks.
+        self.mark_untracked = output_requires_grad is None
         if output_requires_grad is None:
             output_requires_grad = [True] * len(metas)
         diff_out = [
             i for i, (m, rg) in enumerate(zip(metas, output_requires_grad)) if rg and _is_float(m)
         ]
+        self._graph_diff_out = tuple(diff_out)  # (as the ATen graph returns them, unpacked)
+        self._statics = statics
         self._cuda = self.device.platform != "cpu"
         # diff_out and num_outputs describe the outputs as the (packed) function returns them.
         self.packing = _pack.plan(
@@ -265,6 +279,55 @@ class XlaProgram:
             )
             fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
         return fns
+
+    def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:
+        """Per differentiated output, the positions in ``diff_in`` connected to it in eager's
+        autograd graph: those get a gradient (zeros where the derivative is zero), the others
+        None (``_connected``)."""
+        links = self.input_links(diff_in)
+        return tuple(
+            frozenset(p for p, k in enumerate(diff_in) if links[i] >> k & 1)
+            for i in self._graph_diff_out
+        )
+
+    def input_links(self, diff_in: tuple[int, ...]) -> tuple[int, ...]:
+        """Per output of the ATen graph, the bitmask of the tensor inputs connected to it in
+        eager's autograd graph when the inputs ``diff_in`` require grad (found once)."""
+        if self._links is None:
+            by_arg = self._links_source() if self._links_source is not None else None
+            if by_arg is None:
+                self._links = {}
+            else:
+                pos = self.tensor_pos
+                self._links = tuple(
+                    sum(1 << k for k, i in enumerate(pos) if mask >> i & 1) for mask in by_arg
+                )
+        if isinstance(self._links, tuple):
+            return self._links
+        if diff_in not in self._links:
+            grad = [k in diff_in for k in range(len(self.tensor_pos))]
+            self._links[diff_in] = traced_links(
+                self.autograd_outputs, self.input_metas(), grad, len(self._graph_metas),
+                getattr(self, "label", "torch2xla"),
+            )
+        return self._links[diff_in]
+
+    def input_metas(self) -> list:
+        """The tensor inputs' fake values (shape, stride, dtype, device) from the ATen graph."""
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        return [placeholders[i].meta["val"] for i in self.tensor_pos]
+
+    def output_metas(self) -> list:
+        """The ATen graph's outputs' fake values."""
+        return self._graph_metas
+
+    def autograd_outputs(self, tensors: Sequence[torch.Tensor]) -> list:
+        """The ATen graph's outputs for ``tensors`` (fake), computed by torch with autograd
+        (``_connected.run_fake``)."""
+        it = iter(tensors)
+        n = len(self.tensor_pos) + len(self._statics)
+        full = [self._statics[i] if i in self._statics else next(it) for i in range(n)]
+        return run_fake(self.gm, full)
 
     def train_flat_fn(self):
         """``flat_fn(seed, *tensors)`` as training differentiates it (remat: checkpointed)."""

@@ -554,17 +554,31 @@ def leaky_relu(self, negative_slope=0.01):
 @register(aten.elu.default)
 def elu(self, alpha=1, scale=1, input_scale=1):
     def fn(x):
-        neg = as_dtype(alpha, x.dtype) * jnp.expm1(x * as_dtype(input_scale, x.dtype))
-        return jnp.where(x > 0, x, neg) * as_dtype(scale, x.dtype)
+        # NOTE: the negative branch sees 0 where x > 0: expm1 of a large x is inf, and the
+        # where's gradient (0 times inf) would be NaN where eager's is finite. A NaN input
+        # takes the positive branch, whose gradient eager gives it.
+        neg_side = x <= 0
+        xn = jnp.where(neg_side, x, 0)
+        neg = as_dtype(alpha, x.dtype) * jnp.expm1(xn * as_dtype(input_scale, x.dtype))
+        return jnp.where(neg_side, neg, x) * as_dtype(scale, x.dtype)
 
     return _pointwise(fn, I)(self)  # half precision computes in float32, as torch
+
+
+@register(aten.celu.default)
+def celu(self, alpha=1.0):
+    # Not decomposed: torch's decomposition selects between x and expm1(x / alpha), whose
+    # gradient is NaN wherever expm1 overflows (see elu's).
+    return elu(self, alpha, 1, 1 / alpha)
 
 
 @register(aten.softplus.default)
 def softplus(self, beta=1, threshold=20):
     def fn(x):
         bx = x * beta
-        return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(bx)) / beta)
+        # NOTE: exp sees 0 above the threshold (see elu's: inf there made the gradient NaN).
+        small = jnp.where(bx > threshold, 0, bx)
+        return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(small)) / beta)
 
     # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
     return _pointwise(fn, I)(self)

@@ -1,0 +1,188 @@
+"""Which inputs of a graph each output is connected to in eager's autograd graph.
+
+Eager gives an input a gradient (a tensor, zeros where the derivative is zero) when some output
+that received a gradient reaches it through autograd's graph, and None otherwise: connectivity,
+not whether the derivative is symbolically zero. ``x.round()``, ``x.sign()``, ``x.fill_(1)`` or
+an empty ``x`` keep ``x`` connected (its gradient is zeros); ``.detach()``, ``no_grad`` regions,
+integer and boolean values, factories (``zeros_like``) and ops eager does not differentiate
+(``histc``, ``argmax``) cut it.
+
+The answer comes from torch's own autograd, never from the JAX program (whose symbolic zeros
+vanish): a bitmask per output over the inputs, found by walking the ``grad_fn`` graph of fake
+tensors from each output back to the inputs.
+
+- ``example_links``: a Dynamo graph's example values already carry eager's autograd graph
+  (Dynamo computes them with autograd on, user-level ops as the user called them), so nothing
+  runs: exact for the whole graph.
+- ``traced_links``: a graph without them (an ATen partition of a graph split for eager
+  fallback, the vjp of a double backward) runs on fake tensors with autograd on
+  (``run_fake``), the inputs that require grad in the call requiring grad. This is eager's
+  autograd of the ATen ops the graph holds: where an op reached it decomposed, its
+  decomposition's connectivity, which may differ from the op's own formula.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.node import map_aggregate
+
+
+def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
+    """Per output, the bitmask of the ``inputs`` (bit ``k`` for ``inputs[k]``) that its autograd
+    graph reaches. Entries that are not tensors requiring grad have none (0).
+
+    The walk stops at an input (an input that is a view of another reaches it only outside
+    the graph), so inputs may be leaves or not.
+    """
+    # NOTE: nodes are keyed by id(): torch hands out one Python object per live node, so every
+    # node seen is kept alive (``keep``) until the walk ends, and no id is reused meanwhile.
+    keep: list = []
+    bits: dict[tuple[int, int], int] = {}
+    for k, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            edge = torch.autograd.graph.get_gradient_edge(t)
+            keep.append(edge.node)
+            key = (id(edge.node), edge.output_nr)
+            bits[key] = bits.get(key, 0) | (1 << k)
+    memo: dict[int, int] = {}
+    result = []
+    for o in outputs:
+        if not (isinstance(o, torch.Tensor) and o.requires_grad):
+            result.append(0)
+            continue
+        edge = torch.autograd.graph.get_gradient_edge(o)
+        keep.append(edge.node)
+        result.append(_reach(edge.node, edge.output_nr, bits, memo, keep))
+    return tuple(result)
+
+
+def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
+    """The inputs reached from the edge ``(node, output_nr)`` (iterative: graphs are deep)."""
+    hit = bits.get((id(node), output_nr))
+    if hit is not None:
+        return hit
+    if id(node) in memo:
+        return memo[id(node)]
+    stack = [(node, iter(node.next_functions), 0)]
+    keep.append(node)
+    while stack:
+        current, edges, mask = stack[-1]
+        pushed = False
+        for nxt, nr in edges:
+            if nxt is None:
+                continue
+            hit = bits.get((id(nxt), nr))
+            if hit is not None:
+                mask |= hit
+            elif id(nxt) in memo:
+                mask |= memo[id(nxt)]
+            else:
+                stack[-1] = (current, edges, mask)
+                stack.append((nxt, iter(nxt.next_functions), 0))
+                keep.append(nxt)
+                pushed = True
+                break
+        if pushed:
+            continue
+        stack.pop()
+        memo[id(current)] = mask
+        if stack:
+            parent, parent_edges, parent_mask = stack[-1]
+            stack[-1] = (parent, parent_edges, parent_mask | mask)
+    return memo[id(node)]
+
+
+def example_links(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
+    """Per output of the Dynamo graph ``gm``, the bitmask of its placeholders connected to it,
+    from Dynamo's example values (None where some value is missing)."""
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    inputs = [n.meta.get("example_value") for n in placeholders]
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    outs = out if isinstance(out, list | tuple) else (out,)
+    values = []
+    for o in outs:
+        if not isinstance(o, torch.fx.Node):
+            values.append(None)
+            continue
+        if "example_value" not in o.meta:
+            return None
+        values.append(o.meta["example_value"])
+    return links(values, inputs)
+
+
+def traced_links(run: Callable[[Sequence], Sequence], metas: Sequence[Any],
+                 requires_grad: Sequence[bool], n_outputs: int, label: str) -> tuple[int, ...]:
+    """Per output of ``run`` (a function of fake tensors, torch autograd semantics; it has
+    ``n_outputs``), the bitmask of its inputs connected to it.
+
+    ``metas`` are the inputs: tensors (real or fake, their shape, stride and dtype are used)
+    and other values, passed as they are; ``requires_grad`` says which of them require grad
+    (as in the call: eager refuses some ops on tensors that require grad, such as batch norm's
+    running statistics, so not every float input can).
+
+    Where torch cannot run the graph on fake tensors, a ``GradientConnectivityWarning`` names
+    the program (``label``) and every output counts as connected to every input requiring
+    grad: gradients are then zeros where eager's would be None, never missing.
+    """
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with mode, torch.enable_grad():
+            fakes = [_fake_like(m, rg) for m, rg in zip(metas, requires_grad, strict=True)]
+            outs = run(fakes)
+            return links(list(outs), fakes)
+    except Exception as e:  # noqa: BLE001 - reported, and the fallback is stated
+        warnings.warn(
+            f"torch2xla: {label}: could not run the graph on fake tensors to find which inputs "
+            f"get gradients ({type(e).__name__}: {e}); every input that requires grad gets one "
+            "(zeros where eager may give None). Please report this.",
+            GradientConnectivityWarning,
+            stacklevel=2,
+        )
+        every = sum(1 << k for k, rg in enumerate(requires_grad) if rg)
+        return (every,) * n_outputs
+
+
+class GradientConnectivityWarning(UserWarning):
+    """torch2xla could not tell which inputs of a program eager would give gradients; they all
+    get one (zeros where eager may give None)."""
+
+
+def _fake_like(m: Any, requires_grad: bool) -> Any:
+    if not isinstance(m, torch.Tensor):
+        return m
+    t = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=m.device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
+    """``gm``'s outputs (a list) for ``args``, run op by op with autograd as eager runs them;
+    ``torch2xla::stop_gradient`` detaches (eager's ``.detach()``, which it stands for)."""
+    stop = torch.ops.torch2xla.stop_gradient.default  # (defined by the time graphs run)
+    env: dict[torch.fx.Node, Any] = {}
+    it = iter(args)
+    load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(it)
+        elif node.op == "get_attr":
+            obj: Any = gm
+            for part in node.target.split("."):
+                obj = getattr(obj, part)
+            env[node] = obj
+        elif node.op == "call_function":
+            args_, kwargs = map_aggregate(node.args, load), map_aggregate(node.kwargs, load)
+            if node.target is stop:
+                env[node] = args_[0].detach()
+            else:
+                env[node] = node.target(*args_, **kwargs)
+        elif node.op == "output":
+            out = node.args[0]
+            return list(map_aggregate(out if isinstance(out, list | tuple) else (out,), load))
+        else:
+            raise RuntimeError(f"torch2xla internal error: unexpected node {node.format_node()}")
+    raise RuntimeError("torch2xla internal error: graph has no output node")
