@@ -97,7 +97,7 @@ class CompiledGraph:
             lowered = b.passes(lowered)
             unsupported = find_unsupported(lowered.gm)
             unsupported += b.eager_ops(lowered.gm, unsupported)
-            inputs = (*lowered.lifted, *args)
+            inputs = lowered.inputs(args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             if not unsupported:
                 program = XlaProgram(lowered.gm, inputs, requires_grad,
@@ -143,6 +143,8 @@ class _Entry:
 
     def __init__(self, lowered: LoweredGraph, runner, output_requires_grad, aliases=()) -> None:
         self.lifted = lowered.lifted
+        self.aliasing = lowered.aliasing
+        self.inputs = lowered.inputs
         self.mutations = lowered.mutations
         self.runner = runner
         self.program = runner if isinstance(runner, XlaProgram) else None
@@ -153,7 +155,7 @@ class _Entry:
         self.enables_grad = any(output_requires_grad)
 
     def __call__(self, args: Sequence):
-        inputs = (*self.lifted, *args) if self.lifted else args
+        inputs = self.inputs(args) if self.lifted or self.aliasing else args
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():
                 outs = self._run(inputs)
