@@ -352,7 +352,7 @@ def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], diff_
     program, diff_in = plan.program, plan.diff_in
     vjp_program = _VjpProgram.of(program, diff_in)
     cts = [
-        torch.zeros(shape, dtype=torch_dtype(dtype), device=inputs[0].device) if g is None else g
+        torch.zeros(shape, dtype=torch_dtype(dtype), device=program.torch_device) if g is None else g
         for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
     ]
     tensors = (*inputs, *cts)
@@ -393,6 +393,7 @@ class _VjpProgram:
         self.diff_out = tuple(range(len(diff_in)))
         self.num_outputs = len(diff_in)
         self.device, self.to_torch = program.device, program.to_torch
+        self.torch_device = program.torch_device
         self.compiler_options = program.compiler_options
         self.auto_layouts = program.auto_layouts
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
