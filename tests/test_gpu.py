@@ -410,3 +410,29 @@ def test_hf_generate_with_compiled_forward(cache):
     expected = model.generate(ids, **kwargs)
     model.forward = torch.compile(model.forward, backend="xla")
     assert torch.equal(model.generate(ids, **kwargs), expected)
+
+
+def test_data_dependent_ops_on_cuda():
+    # issue 22 item 10 on CUDA: the data-dependent ops run in eager PyTorch (on the GPU), the
+    # pieces between them as XLA programs on the GPU, training included.
+    import warnings
+
+    import torch2xla
+
+    def f(x, w):
+        h = x @ w
+        picked = h[h.sum(-1) > 0]
+        return picked.square().sum() * h.abs().max().item(), torch.nonzero(h > 0)
+
+    x = torch.randn(8, 4, device=DEV)
+    w = torch.randn(4, 4, device=DEV, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
+                                    capture_scalar_outputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+        out = torch.compile(f, backend="xla", fullgraph=True)(x, w)
+    ref = f(x, w2)
+    _same_on_devices(out, ref)
+    out[0].backward()
+    ref[0].backward()
+    _same_on_devices(w.grad, w2.grad)

@@ -22,7 +22,8 @@ def test_every_custom_op_has_a_batching_rule():
     # Without one, functorch runs the op once per element (with a warning) or refuses it.
     ops = _custom_ops()
     assert {"torch2xla::stop_gradient", "torch2xla::sdpa", "torch2xla::lstm"} <= set(ops)
-    missing = [n for n in ops if not torch._C._dispatch_has_kernel_for_dispatch_key(n, "FuncTorchBatched")]
+    has_rule = torch._C._dispatch_has_kernel_for_dispatch_key
+    missing = [n for n in ops if not has_rule(n, "FuncTorchBatched")]
     assert not missing
 
 
@@ -139,7 +140,8 @@ def test_custom_ops_under_autocast_and_functionalization():
         ours = T.sdpa(x, x, x, None, False, None, False, torch.bfloat16)
         ref = F.scaled_dot_product_attention(x, x, x)
     assert_same(ours, ref)
-    assert_same(T.sdpa(x, x, x, None, False, None, False, None), F.scaled_dot_product_attention(x, x, x))
+    ours = T.sdpa(x, x, x, None, False, None, False, None)
+    assert_same(ours, F.scaled_dot_product_attention(x, x, x))
 
     def f(x):
         y = x.clone()

@@ -352,7 +352,9 @@ def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], diff_
     program, diff_in = plan.program, plan.diff_in
     vjp_program = _VjpProgram.of(program, diff_in)
     cts = [
-        torch.zeros(shape, dtype=torch_dtype(dtype), device=program.torch_device) if g is None else g
+        torch.zeros(shape, dtype=torch_dtype(dtype), device=program.torch_device)
+        if g is None
+        else g
         for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
     ]
     tensors = (*inputs, *cts)

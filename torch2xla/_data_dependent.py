@@ -43,10 +43,8 @@ REASON_VALUE = "reads a tensor value into Python: runs in eager PyTorch inside t
 def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The nodes of a Dynamo graph that bind new unbacked symbols (data-dependent sizes or
     values read into Python)."""
-    return [
-        n for n in gm.graph.nodes
-        if n.op in ("call_function", "call_method", "call_module") and n.meta.get("unbacked_bindings")
-    ]
+    calls = ("call_function", "call_method", "call_module")
+    return [n for n in gm.graph.nodes if n.op in calls and n.meta.get("unbacked_bindings")]
 
 
 def failing_node(exc: Exception, gm: torch.fx.GraphModule) -> torch.fx.Node | None:
@@ -86,7 +84,9 @@ def _writes_tensor(node: torch.fx.Node) -> bool:
     return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
 
 
-def eager_nodes(gm: torch.fx.GraphModule, data_dependent: list[torch.fx.Node]) -> set[torch.fx.Node]:
+def eager_nodes(
+    gm: torch.fx.GraphModule, data_dependent: list[torch.fx.Node]
+) -> set[torch.fx.Node]:
     """The nodes that run in eager PyTorch: the data-dependent ones, and every node that is
     not a tensor computation and reads (through any path) a data-dependent result: size
     arithmetic and checks (``sym_size``, ``_assert_scalar``) on the unbacked sizes."""
