@@ -210,7 +210,7 @@ class XlaProgram:
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.foreign_in:
-            tensors = self._move_foreign(tensors)
+            tensors = self.move_foreign(tensors)
         outs = self._run(tensors)
         if self.foreign_out:
             for i, device in self.foreign_out:  # (autograd moves their gradients back)
@@ -237,7 +237,7 @@ class XlaProgram:
             return [convert(o) for o in outs]
         return self.packing.unpack([convert(o) for o in outs], None)
 
-    def _move_foreign(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def move_foreign(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """``tensors`` with those on another device than the program's moved by torch where
         JAX cannot take them as host values (tensors of another GPU) or autograd must see the
         move (so that it moves their gradients back). CPU tensors that need no gradient stay:
