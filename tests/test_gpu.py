@@ -322,3 +322,117 @@ def test_bf16_attention_of_odd_length_trains_through_cudnn(tmp_path, causal, mas
     _attention_matches_eager(f, 197, {"strict": True, "dump_dir": str(tmp_path)})
     (hlo,) = tmp_path.glob("*.backward.hlo.txt")
     assert "cudnn$fmha" in hlo.read_text(), "the backward fell back to the math rule"
+
+
+# -- issue 22 item 9: CPU 0-d tensors beside CUDA tensors -----------------------------------
+def _same_on_devices(out, ref):
+    outs = out if isinstance(out, list | tuple) else [out]
+    refs = ref if isinstance(ref, list | tuple) else [ref]
+    for o, r in zip(outs, refs, strict=True):
+        assert o.device == r.device and o.dtype == r.dtype, (o.device, r.device, o.dtype, r.dtype)
+        torch.testing.assert_close(o, r, **TOL)
+
+
+def test_cpu_scalar_tensor_beside_cuda_tensors():
+    f = torch.compile(lambda x, n: x + n, backend="xla", options={"strict": True})
+    x = torch.randn(4, device=DEV)
+    _same_on_devices(f(x, torch.tensor(3)), x + torch.tensor(3))
+    g = torch.compile(lambda n, x: (n * x, n + 1), backend="xla", options={"strict": True})
+    n = torch.tensor(2.5, dtype=torch.float64)  # first, and 64-bit
+    _same_on_devices(g(n, x), (n * x, n + 1))  # n + 1 stays on the CPU, as in eager
+
+
+def test_cpu_step_counter_mutated_in_place_stays_on_cpu():
+    def step_fn(x, step, cache):
+        cache[step] = x.sum()  # indexing a CUDA tensor with the CPU counter
+        step.add_(1)
+        return cache * step
+
+    compiled = torch.compile(step_fn, backend="xla", options={"strict": True})
+    step, ref_step = torch.tensor(0), torch.tensor(0)
+    cache, ref_cache = torch.zeros(4, device=DEV), torch.zeros(4, device=DEV)
+    for i in range(3):
+        x = torch.randn(3, device=DEV)
+        out, ref = compiled(x, step, cache), step_fn(x, ref_step, ref_cache)
+        _same_on_devices(out, ref)
+        assert step.device.type == "cpu" and step.item() == ref_step.item() == i + 1
+        _same_on_devices(cache, ref_cache)
+
+
+def test_python_float_scalar_beside_cuda_tensors():
+    # Dynamo passes a Python float that changes between calls as a CPU 0-d tensor.
+    def f(scale, x):
+        return x * scale + 1
+
+    compiled = torch.compile(f, backend="xla", options={"strict": True})
+    x = torch.randn(5, device=DEV)
+    for scale in (0.5, 1.5, 2.5):
+        _same_on_devices(compiled(scale, x), f(scale, x))
+
+
+def test_cpu_scalar_parameter_gets_its_gradient_on_the_cpu():
+    w = torch.randn(4, 3, device=DEV, requires_grad=True)
+    scale = torch.tensor(2.0, requires_grad=True)  # a CPU 0-d leaf
+    w2, scale2 = w.detach().clone().requires_grad_(), scale.detach().clone().requires_grad_()
+
+    def f(x, w, scale):
+        return ((x @ w) * scale).square().sum(), scale * 3
+
+    x = torch.randn(2, 4, device=DEV)
+    out = torch.compile(f, backend="xla", options={"strict": True})(x, w, scale)
+    ref = f(x, w2, scale2)
+    _same_on_devices(out, ref)
+    (out[0] + out[1]).backward()
+    (ref[0] + ref[1]).backward()
+    _same_on_devices([w.grad, scale.grad], [w2.grad, scale2.grad])
+
+
+def test_graph_moving_tensors_between_devices():
+    def f(x, y_cpu):
+        return x.sum().cpu() + y_cpu, y_cpu.cuda() * x
+
+    compiled = torch.compile(f, backend="xla", options={"strict": True})
+    x, y = torch.randn(3, device=DEV), torch.randn(3)
+    _same_on_devices(compiled(x, y), f(x, y))
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+def test_hf_generate_with_compiled_forward(cache):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).to(DEV).eval()
+    ids = torch.randint(0, 64, (1, 6), device=DEV)
+    kwargs = {"max_new_tokens": 6, "do_sample": False, "cache_implementation": cache,
+              "pad_token_id": 0}
+    expected = model.generate(ids, **kwargs)
+    model.forward = torch.compile(model.forward, backend="xla")
+    assert torch.equal(model.generate(ids, **kwargs), expected)
+
+
+def test_data_dependent_ops_on_cuda():
+    # issue 22 item 10 on CUDA: the data-dependent ops run in eager PyTorch (on the GPU), the
+    # pieces between them as XLA programs on the GPU, training included.
+    import warnings
+
+    import torch2xla
+
+    def f(x, w):
+        h = x @ w
+        picked = h[h.sum(-1) > 0]
+        return picked.square().sum() * h.abs().max().item(), torch.nonzero(h > 0)
+
+    x = torch.randn(8, 4, device=DEV)
+    w = torch.randn(4, 4, device=DEV, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
+                                    capture_scalar_outputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+        out = torch.compile(f, backend="xla", fullgraph=True)(x, w)
+    ref = f(x, w2)
+    _same_on_devices(out, ref)
+    out[0].backward()
+    ref[0].backward()
+    _same_on_devices(w.grad, w2.grad)

@@ -427,6 +427,7 @@ class _VjpProgram:
         self._graph_diff_out = self.diff_out
         self.num_outputs = len(diff_in)
         self.device, self.to_torch = program.device, program.to_torch
+        self.torch_device = program.torch_device
         self.compiler_options = program.compiler_options
         self.auto_layouts = program.auto_layouts
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"

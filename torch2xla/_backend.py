@@ -10,14 +10,15 @@ from collections.abc import Sequence
 import torch
 
 from torch2xla._aliases import output_aliases
+from torch2xla import _data_dependent as data_dependent
 from torch2xla._connected import example_links
-from torch2xla._errors import UnsupportedOpsError
+from torch2xla._errors import UnsupportedOpsError, op_name, source_line
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla._program import XlaProgram
-from torch2xla._stages import Build, RecordLog
+from torch2xla._stages import Build, OpPlacement, RecordLog
 from torch2xla.guards import BucketSpec, GraphGuards
 
 _graph_ids = itertools.count()
@@ -75,6 +76,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self._example_links: tuple[int, ...] | None = None
         self._warned = False
+        self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
 
     def __call__(self, *args):
@@ -112,16 +114,29 @@ class CompiledGraph:
         return (0,) * len(lowered.mutations) + links
 
     @torch._disable_dynamo
-    def _build(self, args: Sequence) -> _Entry:
+    def _build(self, args: Sequence) -> _Entry | _Cut:
+        if self._cut is not None:  # cut around data-dependent ops: one entry for every call
+            return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/_stages.py).
         with Build(self, args) as b:
-            lowered = b.run("lowering", lower, self.gm, args)
+            found = data_dependent.data_dependent_nodes(self.gm)
+            if not found:
+                try:
+                    lowered = b.run("lowering", lower, self.gm, args)
+                except data_dependent.EXPORT_ERRORS as e:
+                    node = data_dependent.failing_node(e, self.gm)
+                    if node is None:
+                        raise
+                    b.comp.failed = None  # handled: not an export failure to report
+                    found = [node]
+            if found:
+                return self._cut_around(found, b)
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
             unsupported = find_unsupported(lowered.gm)
             unsupported += b.eager_ops(lowered.gm, unsupported)
-            inputs = (*lowered.lifted, *args)
+            inputs = lowered.inputs(args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
@@ -131,18 +146,7 @@ class CompiledGraph:
                                      **self.program_options)
                 program = b.program(program, inputs)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
-            missing = [u for u in unsupported if not u.by_design]
-            if missing and self.options.strict:
-                raise UnsupportedOpsError(self.name, missing)
-            if missing and not self._warned:
-                self._warned = True
-                listing = "\n".join(str(u) for u in missing)
-                warnings.warn(
-                    f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
-                    f"the rest in XLA:\n{listing}",
-                    FallbackWarning,
-                    stacklevel=2,
-                )
+            self._report([u for u in unsupported if not u.by_design])
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:
                 sub = getattr(split_gm, name)
@@ -151,6 +155,59 @@ class CompiledGraph:
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
             return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)
+
+
+    def _report(self, missing: list) -> None:
+        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch."""
+        if missing and self.options.strict:
+            raise UnsupportedOpsError(self.name, missing)
+        if missing and not self._warned:
+            self._warned = True
+            listing = "\n".join(str(u) for u in missing)
+            warnings.warn(
+                f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
+                f"the rest in XLA:\n{listing}",
+                FallbackWarning,
+                stacklevel=3,
+            )
+
+    def _cut_around(self, found: list[torch.fx.Node], b: Build) -> _Cut:
+        """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the
+        runs of nodes between them compiled as graphs of their own (``_data_dependent``)."""
+        missing = data_dependent.unsupported(found)
+        self._report(missing)
+        eager = data_dependent.eager_nodes(self.gm, found)
+        top = data_dependent.split(
+            self.gm, eager, lambda piece: _Piece(CompiledGraph(piece, self.options))
+        )
+        b.record.mode = "split"
+        b.record.ops = [
+            OpPlacement(n.name, op_name(n), "eager", data_dependent.reason(n), source_line(n))
+            for n in found
+        ]
+        self._cut = _Cut(top)
+        return b.done(self._cut)
+
+
+class _Piece(torch.nn.Module):
+    """A run of a Dynamo graph between data-dependent ops, compiled as a graph of its own."""
+
+    def __init__(self, graph: CompiledGraph) -> None:
+        super().__init__()
+        self.compiled = graph
+
+    def forward(self, *args):
+        return tuple(self.compiled(*args))
+
+
+class _Cut:
+    """The entry of a graph cut around its data-dependent ops: runs the cut graph."""
+
+    def __init__(self, top: torch.fx.GraphModule) -> None:
+        self.top = top
+
+    def __call__(self, args: Sequence) -> list:
+        return list(self.top(*args))
 
 
 class _Submodule(torch.nn.Module):
@@ -170,6 +227,8 @@ class _Entry:
 
     def __init__(self, lowered: LoweredGraph, runner, output_requires_grad, aliases=()) -> None:
         self.lifted = lowered.lifted
+        self.aliasing = lowered.aliasing
+        self.inputs = lowered.inputs
         self.mutations = lowered.mutations
         self.runner = runner
         self.program = runner if isinstance(runner, XlaProgram) else None
@@ -180,7 +239,7 @@ class _Entry:
         self.enables_grad = any(output_requires_grad)
 
     def __call__(self, args: Sequence):
-        inputs = (*self.lifted, *args) if self.lifted else args
+        inputs = self.inputs(args) if self.lifted or self.aliasing else args
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():
                 outs = self._run(inputs)

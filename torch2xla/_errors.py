@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import operator
 import os
 import re
 import traceback
@@ -26,6 +27,38 @@ def source_line(node: torch.fx.Node) -> str:
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
+def op_name(node: torch.fx.Node) -> str:
+    """The op a node calls, as a user would write it: ``aten.mm.default``, ``torch.nonzero``,
+    ``Tensor.item``."""
+    target = node.target
+    if node.op == "call_method":
+        return f"Tensor.{target}"
+    if isinstance(target, str) or isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if target in _OPERATORS:
+        return _OPERATORS[target]
+    name = getattr(target, "__name__", None)
+    if name is not None and getattr(torch, name, None) is target:
+        return f"torch.{name}"
+    # torch.unique is a Python wrapper in torch.functional; F.relu and co. in torch.nn.functional
+    for namespace, shown in (("torch.functional", "torch"), ("torch.nn.functional", "F")):
+        for public, value in vars(_module(namespace)).items():
+            if value is target:
+                return f"{shown}.{public}"
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if module and name else repr(target)
+
+
+_OPERATORS = {operator.getitem: "Tensor.__getitem__ (indexing)",
+              operator.setitem: "Tensor.__setitem__ (indexed assignment)"}
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(name)
+
+
 def describe(node: torch.fx.Node) -> str:
     return f"{node.target} (node {node.name!r}) from {source_line(node)}"
 
@@ -40,7 +73,7 @@ class Unsupported:
     by_design: bool = False
 
     def __str__(self) -> str:
-        return f"  {self.node.target}: {self.reason}\n      at {source_line(self.node)}"
+        return f"  {op_name(self.node)}: {self.reason}\n      at {source_line(self.node)}"
 
 
 class UnsupportedOpsError(RuntimeError):

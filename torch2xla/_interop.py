@@ -116,6 +116,37 @@ def cpu_device() -> jax.Device:
     return jax.devices("cpu")[0]
 
 
+def program_device(
+    inputs: Sequence[torch.device], outputs: Sequence[torch.device] = ()
+) -> torch.device:
+    """The device a program runs on, from the devices of its tensor inputs and outputs.
+
+    An accelerator wins over the CPU: eager lets a CUDA op take CPU 0-d tensors (a step
+    counter, a Python scalar Dynamo passes as a tensor) and a graph may move CPU tensors to
+    the GPU itself (``x.cuda()``), but one XLA program runs on one device. So the program runs
+    on the first accelerator among the inputs, else among the outputs (a graph that creates
+    CUDA tensors from CPU ones), else on the CPU; inputs and outputs elsewhere move (see
+    ``XlaProgram``).
+    """
+    for devices in (inputs, outputs):
+        for d in devices:
+            if d.type != "cpu":
+                return d
+    return torch.device("cpu")
+
+
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """``a`` and ``b`` are one device (an index of None is the current device, read as 0)."""
+    return a.type == b.type and (a.index or 0) == (b.index or 0)
+
+
+def host_copy(t: torch.Tensor) -> np.ndarray:
+    """A numpy copy of the CPU tensor ``t``, for a program on another device: JAX transfers
+    it (a 0-d tensor as a host scalar) and may read it after the call has returned, when
+    torch may have changed ``t`` already (a step counter ``n += 1``)."""
+    return np.array(to_jax(t), copy=True)
+
+
 @functools.cache
 def jax_device(device: torch.device) -> jax.Device:
     """The JAX device that holds the data of a torch tensor on ``device``.
@@ -237,11 +268,14 @@ class ViewCache:
 
     __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views")
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, fresh: Sequence[int] = ()) -> None:
+        """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call."""
         self._refs: list = [None] * n
         self._ptrs: list[int] = [0] * n
         self._versions: list[int] = [0] * n
         self._views: list = [None] * n
+        for i in fresh:
+            self._refs[i] = _NEVER
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[list, bool]:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no

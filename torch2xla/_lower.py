@@ -6,10 +6,12 @@ import contextlib
 import copy
 import dataclasses
 import functools
+from collections.abc import Sequence
 
 import torch
 from torch._functorch.aot_autograd import aot_export_module
 
+from torch2xla._aliases import InputAliasing
 from torch2xla._stop_gradient import insert_stop_gradients
 from torch2xla.ops._effects import strip_effect_tokens
 from torch2xla.ops._rnn import preserve_rnns
@@ -30,6 +32,13 @@ class LoweredGraph:
     lifted: tuple[torch.Tensor, ...]
     mutations: tuple[int, ...]
     num_user_outputs: int
+    aliasing: InputAliasing | None = None
+
+    def inputs(self, args: Sequence) -> tuple:
+        """The ATen graph's arguments for a call of the Dynamo graph with ``args``."""
+        if self.aliasing is not None:
+            args = self.aliasing.program_args(args)
+        return (*self.lifted, *args) if self.lifted else tuple(args)
 
 
 @functools.cache
@@ -85,6 +94,10 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     gm = _specialize_scalars(gm, args)
+    # Inputs that overlap in memory: one base per group, the inputs views of it in the graph.
+    aliasing = InputAliasing.of(args)
+    if aliasing is not None:
+        gm, args = aliasing.rewrite(gm), aliasing.export_args(args)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
@@ -120,7 +133,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])
-    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs))
+    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing)
 
 
 @contextlib.contextmanager

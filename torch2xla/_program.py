@@ -16,8 +16,11 @@ from torch2xla._connected import run_fake, traced_links
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
+    host_copy,
     jax_device,
     no_stack_capture,
+    program_device,
+    same_device,
     to_jax,
     to_torch,
     to_torch_cpu,
@@ -38,18 +41,13 @@ _NO_PLACEMENT = contextlib.nullcontext()
 _WIDE = frozenset({torch.int64, torch.uint64, torch.float64, torch.complex128})
 
 
-def _program_device(gm: torch.fx.GraphModule, example_args: Sequence) -> jax.Device:
-    """The JAX device a program runs on: that of its tensor inputs (CPU tensors run on JAX's CPU
-    device even where JAX's default backend is a GPU), else that of its outputs."""
-    for a in example_args:
-        if isinstance(a, torch.Tensor):
-            return jax_device(a.device)
+def _output_metas(gm: torch.fx.GraphModule) -> tuple[bool, list]:
+    """Whether the graph returns one bare value (a fused partition with one output), and the
+    fake value of each output."""
     out = gm.graph.find_nodes(op="output")[0].args[0]
-    for o in out if isinstance(out, list | tuple) else (out,):
-        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
-        if isinstance(val, torch.Tensor):
-            return jax_device(val.device)
-    return jax_device(torch.device("cpu"))
+    single = not isinstance(out, list | tuple)
+    outs = (out,) if single else out
+    return single, [o.meta.get("val") if isinstance(o, torch.fx.Node) else o for o in outs]
 
 
 class _Aot:
@@ -147,7 +145,22 @@ class XlaProgram:
         self.split_backward = split_backward
         self.compiler_options = compiler_options
         self.auto_layouts = auto_layouts
-        self.device = _program_device(gm, example_args)
+        # A fused partition with one output returns it bare; the program always returns a list.
+        self.single_output, metas = _output_metas(gm)
+        tensors = [a for a in example_args if isinstance(a, torch.Tensor)]
+        self.torch_device = program_device(
+            [t.device for t in tensors], [m.device for m in metas if isinstance(m, torch.Tensor)]
+        )
+        self.device = jax_device(self.torch_device)
+        # Inputs and outputs on another device than the program's (CPU 0-d tensors beside CUDA
+        # ones, a graph's .cpu() result): moved on the way in and out (see __call__).
+        self.foreign_in = tuple(
+            k for k, t in enumerate(tensors) if not same_device(t.device, self.torch_device)
+        )
+        self.foreign_out = tuple(
+            (i, m.device) for i, m in enumerate(metas)
+            if isinstance(m, torch.Tensor) and not same_device(m.device, self.torch_device)
+        )
         self.checks = _checks.enabled(checks, self.device.platform != "cpu")
         with x64(), jax.default_device(self.device):  # graph constants land where the program runs
             fn = to_jax_function(gm, self.checks)
@@ -174,12 +187,6 @@ class XlaProgram:
 
         self._flat_fn = flat_fn = bind(fn)
         self._bind = bind
-        out_metas = gm.graph.find_nodes(op="output")[0].args[0]
-        # A fused partition with one output returns it bare; the program always returns a list.
-        self.single_output = not isinstance(out_metas, list | tuple)
-        if self.single_output:
-            out_metas = (out_metas,)
-        metas = [o.meta.get("val") if isinstance(o, torch.fx.Node) else o for o in out_metas]
         self._graph_metas = metas  # the ATen graph's outputs (fake)
         # Outputs not connected to a differentiated input are marked non-differentiable, as
         # eager would not track them, unless the caller says which outputs eager tracks.
@@ -195,7 +202,8 @@ class XlaProgram:
         # diff_out and num_outputs describe the outputs as the (packed) function returns them.
         self.packing = _pack.plan(
             [(m.shape, m.dtype) if isinstance(m, torch.Tensor) else ((), None) for m in metas],
-            [i for i in packable if i not in diff_out], _pack.limit_for(self._cuda),
+            [i for i in packable if i not in diff_out and i not in dict(self.foreign_out)],
+            _pack.limit_for(self._cuda),
         )
         if self.packing is None:
             self.diff_out, self.num_outputs = tuple(diff_out), len(metas)
@@ -207,7 +215,7 @@ class XlaProgram:
         # orders it even where the graph does not read that tensor.
         self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options))
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
-        self._views = ViewCache(len(self.tensor_pos))
+        self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
@@ -226,6 +234,15 @@ class XlaProgram:
     @profiled  # a torch.profiler range named after the graph; one check when not profiling
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
+        if self.foreign_in:
+            tensors = self.move_foreign(tensors)
+        outs = self._run(tensors)
+        if self.foreign_out:
+            for i, device in self.foreign_out:  # (autograd moves their gradients back)
+                outs[i] = outs[i].to(device)
+        return outs
+
+    def _run(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self.diff_out and torch.is_grad_enabled():
             # (float or complex, by torch's rule)
             diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
@@ -249,6 +266,18 @@ class XlaProgram:
             return [convert(o) for o in outs]
         return self.packing.unpack([convert(o) for o in outs], None)
 
+    def move_foreign(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """``tensors`` with those on another device than the program's moved by torch where
+        JAX cannot take them as host values (tensors of another GPU) or autograd must see the
+        move (so that it moves their gradients back). CPU tensors that need no gradient stay:
+        ``jax_inputs`` hands them to JAX as host values."""
+        tensors = list(tensors)
+        for k in self.foreign_in:
+            t = tensors[k]
+            if t.requires_grad or t.device.type != "cpu":
+                tensors[k] = t.to(self.torch_device)
+        return tensors
+
     def placement(self):
         """The context every call of this program's executables runs in (and the ahead-of-time
         compile too: JAX keys executables on the default-device context, so using it on one
@@ -263,6 +292,10 @@ class XlaProgram:
         views, fence = self._views(tensors)
         if fence and self._cuda:
             views[0] = to_jax(tensors[0])
+        for k in self.foreign_in:  # (fresh on every call: never a fence)
+            t = tensors[k]
+            if t.device.type == "cpu":
+                views[k] = host_copy(t)
         return views
 
     # -- training --------------------------------------------------------------------------

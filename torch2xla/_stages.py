@@ -303,6 +303,8 @@ def precompile(
     Returns the mode (``inference`` or ``training``) and the executables.
     """
     tensors = [inputs[i] for i in program.tensor_pos]
+    if program.foreign_in:  # as the call moves them (a tensor of another GPU: by torch)
+        tensors = program.move_foreign(tensors)
     seed = np.uint32(0) if program.rng else None
     diff_in: tuple[int, ...] = ()
     if torch.is_grad_enabled():

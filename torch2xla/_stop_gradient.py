@@ -54,14 +54,22 @@ def _is_switch(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in _GRAD_MODE_SWITCHES
 
 
+def _requires_grad(value: torch.Tensor) -> bool:
+    """Whether eager autograd tracks ``value``. Inside ``torch.vmap`` a value is a batched
+    wrapper whose own ``requires_grad`` is always False: autograd tracks the tensor it wraps."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(value):
+        value = torch._C._functorch.get_unwrapped(value)
+    return value.requires_grad
+
+
 def _tracked(node: torch.fx.Node) -> bool:
     """Whether eager tracks ``node``'s value; a tuple (``x.max(0)``) counts as tracked when
     any element is or any input of its node is (its elements are read through getitem)."""
     value = node.meta.get("example_value")
     if isinstance(value, torch.Tensor):
-        return value.requires_grad
+        return _requires_grad(value)
     if isinstance(value, (tuple, list)):
-        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
+        if any(isinstance(v, torch.Tensor) and _requires_grad(v) for v in value):
             return True
         return any(_tracked(n) for n in node.all_input_nodes)
     return False
@@ -71,7 +79,7 @@ def _is_stop_point(node: torch.fx.Node) -> bool:
     if node.op not in ("call_function", "call_method", "call_module"):
         return False
     value = node.meta.get("example_value")
-    if not isinstance(value, torch.Tensor) or value.requires_grad:
+    if not isinstance(value, torch.Tensor) or _requires_grad(value):
         return False
     if not (value.dtype.is_floating_point or value.dtype.is_complex):
         return False  # integer values carry no gradient in JAX either

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import sympy
 import torch
 
+from torch2xla._aliases import alias_signature, may_alias
 from torch2xla._lower import scalar_placeholders
 
 
@@ -105,12 +106,16 @@ class SignatureKey:
         self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.
         self.scalar_pos = scalar_placeholders(gm)
+        # Inputs overlapping in memory are lowered as one base (_aliases.InputAliasing); Dynamo
+        # guards against aliasing only where its example inputs did not share memory.
+        self.aliasing = may_alias(gm)
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
             *(f"shape of {placeholder_label(placeholders[i])}" for i in self.shape_pos),
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
+            *(("inputs overlapping in memory",) if self.aliasing else ()),
         )
         self.num_symbols = len(self.sources)
         self._bucket: Callable[[tuple, bool], tuple] | None = None
@@ -124,7 +129,7 @@ class SignatureKey:
         grad_enabled = torch.is_grad_enabled
         sources = tuple((s.index, s.dim) for s in self.sources)
         shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
-        bucket, requires_grad = self._bucket, self.requires_grad
+        bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.aliasing
 
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
@@ -143,12 +148,15 @@ class SignatureKey:
                 )
             for i in scalar_pos:
                 out.append(args[i].item())
+            if aliasing:
+                out.append(alias_signature(args))
             return tuple(out)
 
-        if not sources and not shape_pos and not value_pos and not scalar_pos:
+        plain = not shape_pos and not value_pos and not scalar_pos and not aliasing
+        if not sources and plain:
             return lambda args: (grad_enabled(),)
         if bucket is None:
-            if not shape_pos and not value_pos and not scalar_pos:
+            if plain:
                 return lambda args: (grad_enabled(), *symbol_values(args))
             return lambda args: (grad_enabled(), *symbol_values(args), *rest(args))
 

@@ -25,6 +25,21 @@ def _(self: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(self)
 
 
+def _no_gradient(ctx, inputs, output) -> None:
+    # as ``detach()``: the eager kernel's output is not tracked at all (not tracked with a
+    # zero gradient), where it runs in eager PyTorch
+    ctx.mark_non_differentiable(output)
+
+
+stop_gradient.register_autograd(lambda ctx, grad: None, setup_context=_no_gradient)
+
+
+@stop_gradient.register_vmap
+def _(info, in_dims, self: torch.Tensor):
+    # elementwise: the batched value goes through as it is
+    return stop_gradient(self), in_dims[0]
+
+
 @register(torch.ops.torch2xla.stop_gradient.default)
 def stop_gradient_lowering(self):
     return lax.stop_gradient(self)

@@ -655,6 +655,8 @@ def heaviside(self, values):
 def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
              non_blocking=False, memory_format=None):
     # NOTE: device moves are the bridge's job (outputs land on the input's device).
+    if not is_array(self):  # a Python number (functorch's batching leaves wrapped numbers)
+        return jnp.asarray(self, dtype=jdt(ctx().out.dtype))
     return self if dtype is None else self.astype(jdt(dtype))
 
 

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from torch2xla.ops import _vmap
 from torch2xla.ops._linalg import precision
 from torch2xla.ops._registry import register
 
@@ -121,6 +122,39 @@ _setup, _backward = _recompute_backward(torch.ops.aten.lstm.input, 3)
 lstm.register_autograd(_backward, setup_context=_setup)
 
 
+def _batching_rule(op):
+    """``register_vmap`` rule of an RNN op: the vmapped dimension joins the RNN's own batch
+    dimension (one call over ``vmap size * batch`` sequences), unless the weights are batched
+    or dropout draws masks, where the op runs once per batch element."""
+
+    def rule(info, in_dims, input, hx, params, has_biases, num_layers, dropout, train,
+             bidirectional, batch_first):
+        args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                batch_first)
+        if any(d is not None for d in in_dims[2]) or (train and dropout > 0):
+            return _vmap.per_element(op, info, in_dims, args)
+        size = info.batch_size
+        # (time, batch, features) or (batch, time, features): vmap's dimension goes next to
+        # the batch; the states are (layers * directions, batch, hidden).
+        x = _vmap.front(input, in_dims[0], size)
+        n = x.shape[1] if batch_first else x.shape[2]
+        x = x.flatten(0, 1) if batch_first else x.movedim(0, 1).flatten(1, 2)
+        states = hx if isinstance(hx, list | tuple) else [hx]
+        state_dims = in_dims[1] if isinstance(hx, list | tuple) else [in_dims[1]]
+        states = [_vmap.front(h, d, size).movedim(0, 1).flatten(1, 2)
+                  for h, d in zip(states, state_dims, strict=True)]
+        outs = op(x, states if isinstance(hx, list | tuple) else states[0], *args[2:])
+        out, *new_states = outs
+        out = out.unflatten(0, (size, n)) if batch_first else out.unflatten(1, (size, n))
+        new_states = [h.unflatten(1, (size, n)) for h in new_states]
+        return (out, *new_states), (0 if batch_first else 1, *[1] * len(new_states))
+
+    return rule
+
+
+lstm.register_vmap(_batching_rule(lstm))
+
+
 def _single_state_op(name: str, aten_op):
     @torch.library.custom_op(f"torch2xla::{name}", mutates_args=())
     def op(
@@ -148,6 +182,7 @@ def _single_state_op(name: str, aten_op):
 
     setup_context, backward = _recompute_backward(aten_op, 2)
     op.register_autograd(backward, setup_context=setup_context)
+    op.register_vmap(_batching_rule(op))
     return op
 
 

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import torch
 
 from torch2xla._interop import jax_dtype, torch_dtype
+from torch2xla.ops import _vmap
 from torch2xla.ops._nn import attention, scaled_dot_product_attention
 from torch2xla.ops._registry import register
 
@@ -107,6 +108,28 @@ def _recomputing_backward(eager):
 sdpa.register_autograd(_recomputing_backward(_eager), setup_context=_setup)
 
 
+@sdpa.register_vmap
+def _sdpa_vmap(info, in_dims, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+               autocast_dtype):
+    # Attention treats every dimension before the last two (three with GQA: the heads) as a
+    # batch, so vmap's dimension becomes one more: folded into the first batch dimension where
+    # query, key and value share it (the 4-D layout fused kernels take), else put in front.
+    size = info.batch_size
+    q, k, v = (_vmap.front(t, d, size) for t, d in zip((query, key, value), in_dims))
+    mask = attn_mask
+    if mask is not None:
+        mask = _vmap.front(mask, in_dims[3], size) if in_dims[3] is not None else mask[None]
+        mask = mask.reshape(mask.shape[0], *[1] * (q.dim() - mask.dim()), *mask.shape[1:])
+    fold = q.dim() >= 4 and q.dim() == k.dim() == v.dim() and q.shape[1] == k.shape[1] == v.shape[1]
+    if fold:
+        n = q.shape[1]
+        q, k, v = (t.flatten(0, 1) for t in (q, k, v))
+        if mask is not None:
+            mask = mask.expand(size, n, *mask.shape[2:]).flatten(0, 1)
+    out = sdpa(q, k, v, mask, is_causal, scale, enable_gqa, autocast_dtype)
+    return (out.unflatten(0, (size, n)) if fold else out), 0
+
+
 def _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                    autocast_dtype, seed):
     """sdpa's math with dropout, its mask from torch's generator seeded with ``seed``."""
@@ -154,6 +177,13 @@ def _sdpa_dropout_fake(query, key, value, attn_mask, dropout_p, is_causal, scale
 
 # the same seed draws the same mask, so the recomputation is the forward
 sdpa_dropout.register_autograd(_recomputing_backward(_eager_dropout), setup_context=_setup)
+
+
+@sdpa_dropout.register_vmap
+def _sdpa_dropout_vmap(info, in_dims, *args):
+    # Once per batch element: each element's mask is drawn from its own seed, which is the
+    # same one for all (randomness="same") or one per element ("different") as vmap drew it.
+    return _vmap.per_element(sdpa_dropout, info, in_dims, args)
 
 
 def _autocast_operands(autocast_dtype, *xs):

@@ -1,0 +1,216 @@
+"""Ops whose output shape depends on tensor values, kept in eager PyTorch inside a graph.
+
+With ``torch._dynamo.config.capture_dynamic_output_shape_ops`` / ``capture_scalar_outputs``
+(or ``fullgraph=True`` with them), Dynamo puts ``nonzero``, boolean indexing, ``unique``,
+``masked_select``, ``.item()``... into the graph with unbacked sizes (``u0``). An XLA program
+needs static shapes, and our ATen export traces with concrete sizes, where these ops raise.
+So the Dynamo graph is cut around them (``split``): the data-dependent nodes, and the Python
+scalar arithmetic on their results, run in eager PyTorch in graph order; each run of the
+other nodes between them becomes a graph of its own, compiled by the backend like any Dynamo
+graph (per signature, training and mutations included), and sees the data-dependent sizes as
+concrete values at each call.
+
+Which nodes are data-dependent: those Dynamo recorded as binding new unbacked symbols
+(``unbacked_bindings``), and those the export finds (``failing_node``), which Dynamo traced
+with sizes it already knew (``narrow`` with a tensor start reads it with ``.item()``).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+
+import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.node import map_arg
+
+from torch2xla._errors import Unsupported
+
+# What the ATen export raises on a data-dependent op traced with concrete sizes.
+EXPORT_ERRORS: tuple[type[Exception], ...] = (
+    torch._subclasses.fake_tensor.DynamicOutputShapeException,
+    torch._subclasses.fake_tensor.DataDependentOutputException,
+    GuardOnDataDependentSymNode,
+)
+
+# (the words of ops.Why.DATA_DEPENDENT; importing the op registry here would load it before
+# torch._prims, whose ops it registers)
+REASON = "data-dependent output shape: runs in eager PyTorch inside the graph"
+REASON_VALUE = "reads a tensor value into Python: runs in eager PyTorch inside the graph"
+
+
+def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes of a Dynamo graph that bind new unbacked symbols (data-dependent sizes or
+    values read into Python)."""
+    calls = ("call_function", "call_method", "call_module")
+    return [n for n in gm.graph.nodes if n.op in calls and n.meta.get("unbacked_bindings")]
+
+
+def failing_node(exc: Exception, gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The node of ``gm`` whose data-dependent op made the export raise ``exc`` (FX's
+    interpreter names it in the message: ``While executing %name``), or None."""
+    if not isinstance(exc, EXPORT_ERRORS):
+        return None
+    names = {n.name: n for n in gm.graph.nodes if n.op in ("call_function", "call_method")}
+    for name in reversed(re.findall(r"While executing %(\w+)", str(exc))):
+        if name in names:
+            return names[name]
+    return None
+
+
+def reason(node: torch.fx.Node) -> str:
+    """Why ``node`` runs in eager PyTorch: it makes a data-dependent shape or a Python value."""
+    return REASON if _is_value(node.meta.get("example_value")) else REASON_VALUE
+
+
+def unsupported(nodes: list[torch.fx.Node]) -> list[Unsupported]:
+    return [Unsupported(n, reason(n)) for n in nodes]
+
+
+def _is_value(v) -> bool:
+    """A tensor, or a tuple/list of them (what an XLA partition may compute)."""
+    if isinstance(v, torch.Tensor):
+        return True
+    return isinstance(v, list | tuple) and bool(v) and all(isinstance(t, torch.Tensor) for t in v)
+
+
+def _writes_tensor(node: torch.fx.Node) -> bool:
+    """An in-place write to a tensor (``t[i] = v``, ``t.add_(1)``), whose value Dynamo
+    records as None: a tensor computation all the same."""
+    if node.target is operator.setitem:
+        return True
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+
+
+def eager_nodes(
+    gm: torch.fx.GraphModule, data_dependent: list[torch.fx.Node]
+) -> set[torch.fx.Node]:
+    """The nodes that run in eager PyTorch: the data-dependent ones, and every node that is
+    not a tensor computation and reads (through any path) a data-dependent result: size
+    arithmetic and checks (``sym_size``, ``_assert_scalar``) on the unbacked sizes."""
+    eager = set(data_dependent)
+    tainted = set(data_dependent)
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module") or node in eager:
+            continue
+        if any(i in tainted for i in node.all_input_nodes):
+            tainted.add(node)
+            if not (_is_value(node.meta.get("example_value")) or _writes_tensor(node)):
+                eager.add(node)
+            elif node.target is operator.getitem and node.args[0] in eager:
+                eager.add(node)  # an element of an eager node's tuple (``torch.where(m)[0]``)
+    return eager
+
+
+def _untracked(target) -> Callable:
+    """``target`` (a function, or a method name) called with autograd off: a node eager does
+    not track although it reads tracked values (under ``torch.no_grad()`` in the user's code)."""
+
+    def call(*args, **kwargs):
+        with torch.no_grad():
+            if isinstance(target, str):
+                return getattr(args[0], target)(*args[1:], **kwargs)
+            return target(*args, **kwargs)
+
+    name = target if isinstance(target, str) else getattr(target, "__name__", "op")
+    call.__name__ = call.__qualname__ = f"untracked_{name}"
+    return call
+
+
+def _requires_grad(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        return v.requires_grad
+    return isinstance(v, list | tuple) and any(_requires_grad(t) for t in v)
+
+
+def split(
+    gm: torch.fx.GraphModule,
+    eager: set[torch.fx.Node],
+    compile_piece: Callable[[torch.fx.GraphModule], torch.nn.Module],
+) -> torch.fx.GraphModule:
+    """``gm`` with the nodes ``eager`` run as they are and each maximal run of other nodes
+    between them (in graph order, so side effects keep their order) replaced by
+    ``compile_piece(piece)``, where ``piece`` is a Dynamo-style graph of that run: its inputs
+    are the values it reads from before it, its outputs the values read after it."""
+    top = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    modules: dict[str, torch.nn.Module] = {}
+    nodes = list(gm.graph.nodes)
+    output = nodes[-1]
+    run: list[torch.fx.Node] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        inside = set(run)
+        inputs = list(dict.fromkeys(i for n in run for i in n.all_input_nodes if i not in inside))
+        outputs = [n for n in run if any(u not in inside for u in n.users)]
+        sub = torch.fx.Graph()
+        local: dict[torch.fx.Node, torch.fx.Node] = {}
+        for i in inputs:
+            p = sub.placeholder(i.name)
+            # what a Dynamo placeholder carries: the example value (the key reads its sizes)
+            p.meta = {k: v for k, v in i.meta.items() if k in ("example_value", "grapharg")}
+            if "example_value" not in p.meta and i.op == "get_attr":
+                p.meta["example_value"] = _attr(gm, i.target)
+            local[i] = p
+        for n in run:
+            local[n] = sub.node_copy(n, lambda a: local[a])
+        sub.output(tuple(local[o] for o in outputs))
+        name = f"piece_{len(modules)}"
+        piece = torch.fx.GraphModule(gm, sub)
+        piece.meta.update(gm.meta)
+        modules[name] = compile_piece(piece)
+        call = top.call_module(name, tuple(env[i] for i in inputs))
+        for k, o in enumerate(outputs):
+            env[o] = top.call_function(operator.getitem, (call, k))
+            env[o].meta = dict(o.meta)
+        run.clear()
+
+    for node in nodes:
+        if node.op in ("placeholder", "get_attr"):
+            env[node] = top.node_copy(node, lambda a: env[a])
+        elif node is output:
+            flush()
+            top.output(map_arg(node.args[0], lambda a: env[a]))
+        elif node in eager:
+            flush()
+            env[node] = _eager_node(top, node, env)
+        else:
+            run.append(node)
+    return torch.fx.GraphModule({**_targets(gm, nodes), **modules}, top)
+
+
+def _eager_node(top: torch.fx.Graph, node: torch.fx.Node, env: dict) -> torch.fx.Node:
+    """``node`` in the top graph, called with autograd off where eager did not track it."""
+    value = node.meta.get("example_value")
+    reads_tracked = any(_requires_grad(i.meta.get("example_value")) for i in node.all_input_nodes)
+    untracked = _is_value(value) and not _requires_grad(value)
+    if node.op in ("call_function", "call_method") and reads_tracked and untracked:
+        args = map_arg(node.args, lambda a: env[a])
+        kwargs = map_arg(node.kwargs, lambda a: env[a])
+        new = top.call_function(_untracked(node.target), args, kwargs)
+    else:
+        new = top.node_copy(node, lambda a: env[a])
+    new.meta = dict(node.meta)
+    return new
+
+
+def _attr(gm: torch.nn.Module, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _targets(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node]) -> dict:
+    """What the ``get_attr`` and ``call_module`` nodes of ``gm`` name, by their targets."""
+    out = {}
+    for n in nodes:
+        if n.op == "get_attr":
+            out[n.target] = _attr(gm, n.target)
+        elif n.op == "call_module":
+            out[n.target] = gm.get_submodule(n.target)
+    return out
