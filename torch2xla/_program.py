@@ -92,12 +92,10 @@ class _Aot:
         try:
             return compiled(*args)
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
-            with x64():
-                with no_stack_capture():  # traced and compiled here, into JAX's caches
-                    self.jitted.lower(*args).compile()
-                # NOTE: executed outside (see no_stack_capture). Not through the Compiled just
-                # made: jax 0.10 drops the hoisted constants of some programs (linalg.pinv) when
-                # a Compiled is called, which raises the TypeError that brought us here.
+            # NOTE: not through a Compiled made for them: jax 0.10 drops the hoisted constants
+            # of some programs (linalg.pinv) when a Compiled is called, which raises the
+            # TypeError that brought us here.
+            with x64(), no_stack_capture():  # traced and compiled here, into JAX's caches
                 return self.jitted(*args)
 
 

@@ -27,24 +27,6 @@ from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
 BUILD_LOCK = torch._dynamo.convert_frame.compile_lock
 
 
-@contextlib.contextmanager
-def _tracing():
-    """Scope of a build that traces with FX.
-
-    FX marks tracing with a process-wide flag, and a torch.compile'd function entered while it
-    is set raises "Detected that you are using FX to symbolically trace a dynamo-optimized
-    function", in any thread. For the length of our build, other threads' calls of compiled
-    functions run their Python code eagerly instead (same results, without XLA).
-    """
-    config = torch._dynamo.config
-    previous = config.error_on_nested_fx_trace
-    config.error_on_nested_fx_trace = False
-    try:
-        yield
-    finally:
-        config.error_on_nested_fx_trace = previous
-
-
 _registry: weakref.WeakSet[GraphGuards] = weakref.WeakSet()
 _registry_lock = threading.Lock()
 
@@ -135,8 +117,7 @@ class GraphGuards:
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
-                with _tracing():
-                    self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
                 self.analysis_seconds = time.perf_counter() - t0
                 self.key.set_bucketing(self.bucketing.bucket)
                 safe = [self.key.sources[j].label for j in self.bucketing.safe]
@@ -164,7 +145,7 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
-        with _tracing(), no_stack_capture():
+        with no_stack_capture():
             if padded is not None:
                 entry = self.bucketing.make_entry(args, padded, self.build)
             else:
