@@ -3,7 +3,7 @@
 from torch2xla._backend import FallbackWarning, xla_backend
 from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
 from torch2xla._explain import Explanation, explain
-from torch2xla._options import Options
+from torch2xla._options import OptionError, Options
 from torch2xla._passes import fold_constants
 from torch2xla._profile import profile
 from torch2xla.guards import (
@@ -27,6 +27,7 @@ __all__ = [
     "FallbackWarning",
     "GraphInfo",
     "LoweringError",
+    "OptionError",
     "Options",
     "PassError",
     "PersistentCacheWarning",
