@@ -125,10 +125,6 @@ def build_train_fns(
     return TrainFns(forward, _residuals.Backward(forward, pack_limit, split), aux_out)
 
 
-def _apply_vjp(res, cts):
-    return _residuals.apply_vjp(res, cts)
-
-
 # A tensor saved on every node, only so that autograd tells us (by raising eager's error on
 # ``ctx.saved_tensors``) when a backward runs through a graph whose buffers were freed.
 _FREED_MARKER = torch.empty(0)
@@ -457,7 +453,10 @@ def _from_cotangent(g: torch.Tensor) -> torch.Tensor:
 def _dependencies(vjp_fn, cts: Sequence) -> tuple[frozenset[int], ...]:
     """Per cotangent, the input gradients of ``vjp_fn`` that it reaches (structurally, through
     the backward's jaxpr; gradients no cotangent reaches are symbolic zeros)."""
-    closed = jax.make_jaxpr(_apply_vjp)(vjp_fn, list(cts))
+    # NOTE: a function of this call, not a module's: JAX caches a trace under the function
+    # traced (weakly) and the arguments' structure (strongly), so a module-level function kept
+    # every graph's backward jaxpr until the process ended.
+    closed = jax.make_jaxpr(lambda res, cts: _residuals.apply_vjp(res, cts))(vjp_fn, list(cts))
     n_res = len(jax.tree_util.tree_leaves(vjp_fn))
     jaxpr = closed.jaxpr
     n_ct = len(jaxpr.invars) - n_res

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from torch2xla._fx_sources import FxSources
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
@@ -117,7 +118,9 @@ class GraphGuards:
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
-                self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                with FxSources() as sources:
+                    self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                sources.release_with(self)
                 self.analysis_seconds = time.perf_counter() - t0
                 self.key.set_bucketing(self.bucketing.bucket)
                 safe = [self.key.sources[j].label for j in self.bucketing.safe]
@@ -145,12 +148,13 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
-        with no_stack_capture():
+        with no_stack_capture(), FxSources() as sources:
             if padded is not None:
                 entry = self.bucketing.make_entry(args, padded, self.build)
             else:
                 entry = self.build(args)
             out = entry(args)
+        sources.release_with(entry)
         seconds = time.perf_counter() - t0
         record = CompileRecord(
             index=len(self.cache.records) + 1,
