@@ -243,7 +243,10 @@ def _accepted_by_xla(pairs: tuple) -> None:
     import jax
     import numpy as np
 
+    from torch2xla._interop import no_stack_capture
+
     try:
-        jax.jit(lambda x: x, compiler_options=dict(pairs)).lower(np.float32(0)).compile()
+        with no_stack_capture():  # the executable is cached: it keeps no frame of the caller's
+            jax.jit(lambda x: x, compiler_options=dict(pairs)).lower(np.float32(0)).compile()
     except jax.errors.JaxRuntimeError as e:  # XLA's message names the option; ours, where from
         raise _Rejected(f"XLA rejected it: {e}") from e
