@@ -12,7 +12,7 @@ from torch2xla._errors import (
     UnsupportedOpsError,
 )
 from torch2xla._explain import Explanation, explain
-from torch2xla._options import Options
+from torch2xla._options import OptionError, Options
 from torch2xla._passes import fold_constants
 from torch2xla._profile import profile
 from torch2xla.guards import (
@@ -40,6 +40,7 @@ __all__ = [
     "OpError",
     "OpIndexError",
     "OpZeroDivisionError",
+    "OptionError",
     "Options",
     "PassError",
     "PersistentCacheWarning",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import threading
 import weakref
 from collections.abc import Sequence
 
@@ -54,47 +53,32 @@ x64 = functools.partial(jax.enable_x64, True)
 
 # --- stack capture while compiling --------------------------------------------------------------
 # NOTE: jaxlib records the Python stack (code objects, held from C++ and invisible to the garbage
-# collector) in every executable it compiles. Our first call of a graph runs inside the code
-# object Dynamo generated for the user's frame, and Dynamo removes its compiled function from the
+# collector) in what it traces (jaxpr source info, kept in JAX's caches), in every executable it
+# compiles and in every array it creates. Our first call of a graph runs inside the code object
+# Dynamo generated for the user's frame, and Dynamo removes its compiled function from the
 # frame's globals only when that code object dies: so the executable kept the code alive, the
 # code kept the function, the function kept the executable, and nothing was ever freed after
 # torch._dynamo.reset() (every CompiledGraph with its programs leaked). Compiles therefore run
-# with jaxlib's stack capture off. It is one process-wide switch, shared by nested and
-# concurrent compiles: the outermost one turns it off and back on. Tracing records the stack as
-# well, and so, it seems, do other parts of a graph's first call, so the whole first call runs
-# inside (build, first execution, first backward). NOTE: on jax 0.11 an array computed while the
-# switch is off has no "user context", and copying it to the host (np.asarray) raises: the first
-# call's GPU results reach torch through DLPack, which does not need it, and calls outside a first
-# call (the fallbacks of ``_Aot`` and ``Backward``) compile inside but execute outside.
+# inside a jaxlib ``TracebackScope``: a stack recorded inside it stops at the scope, so it holds
+# only our frames and JAX's. The scope is per thread and capture stays on, so other threads are
+# unaffected. (Capture used to be turned off with jaxlib's ``set_tracebacks_enabled``, a
+# process-wide switch: an array another thread computed while it was off has no "user context",
+# and jaxlib raises when such an array is wrapped while capture is on: at the end of that
+# thread's execution, when the compile ended meanwhile, or in a DLPack export.)
 try:
     from jaxlib import _jax as _jaxlib_ext  # jaxlib's C++ module (0.10, 0.11)
-except ImportError:  # a jaxlib laid out otherwise: no switch, so stack capture stays on
+except ImportError:  # a jaxlib laid out otherwise
     _jaxlib_ext = None
-_set_tracebacks = getattr(_jaxlib_ext, "set_tracebacks_enabled", None)
-_capture_lock = threading.Lock()
-_capture_off = 0  # compiles in progress
-_capture_was = True
+_TracebackScope = getattr(_jaxlib_ext, "TracebackScope", None)
 
 
-@contextlib.contextmanager
 def no_stack_capture():
-    """Compile without jaxlib recording the caller's stack in the executables (see above)."""
-    global _capture_off, _capture_was
-    if _set_tracebacks is None:  # a jaxlib without this switch (none of 0.10-0.11)
-        yield
-        return
-    with _capture_lock:
-        if _capture_off == 0:
-            _capture_was = _jaxlib_ext.tracebacks_enabled()
-            _set_tracebacks(False)
-        _capture_off += 1
-    try:
-        yield
-    finally:
-        with _capture_lock:
-            _capture_off -= 1
-            if _capture_off == 0:
-                _set_tracebacks(_capture_was)
+    """A scope in which jaxlib records no frame of the caller's stack (see above): what the
+    graph's first call traces, compiles and creates inside it refers to no user code. Nests,
+    and is per thread."""
+    if _TracebackScope is None:  # a jaxlib without the scope (none of 0.10-0.11)
+        return contextlib.nullcontext()
+    return _TracebackScope()
 
 # --- GPU memory split ----------------------------------------------------------------------
 # NOTE: by default JAX's GPU client grabs 75% of device memory when it starts, leaving PyTorch's

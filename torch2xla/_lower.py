@@ -6,6 +6,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import threading
 from collections.abc import Sequence
 
 import torch
@@ -106,7 +107,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
-    with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
@@ -134,6 +135,45 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])
     return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing)
+
+
+_compiling_lock = threading.Lock()
+_compiling = 0  # exports in progress, in any thread
+_was_compiling = False
+
+
+@contextlib.contextmanager
+def exporting():
+    """Scope of an ATen export, marked as torch marks its own compiles.
+
+    NOTE: FX's tracer sets a process-wide flag (``torch.fx._symbolic_trace._is_fx_tracing_flag``)
+    while it traces, and a ``torch.compile``d function called while it is set raises "Detected
+    that you are using FX to symbolically trace a dynamo-optimized function", in any thread,
+    unless ``torch.compiler.is_compiling()``. Dynamo keeps that flag (also process-wide) set for
+    the whole of its own compiles (``_compile_session_context``), so backends that export while
+    Dynamo compiles never trip it; ours exports at a graph's first call with a new signature,
+    after Dynamo's compile. Setting the flag for the length of the export lets other threads'
+    compiled calls run as they would during any Dynamo compile: compiled, through their caches.
+    (``torch._dynamo.config.error_on_nested_fx_trace`` is per-thread since torch 2.13, so
+    turning it off here reached only the exporting thread.)
+    """
+    global _compiling, _was_compiling
+    compiler = torch.compiler
+    if not hasattr(compiler, "_is_compiling_flag"):  # a torch without the flag
+        yield
+        return
+    with _compiling_lock:
+        if _compiling == 0:
+            _was_compiling = compiler._is_compiling_flag
+            compiler._is_compiling_flag = True
+        _compiling += 1
+    try:
+        yield
+    finally:
+        with _compiling_lock:
+            _compiling -= 1
+            if _compiling == 0:
+                compiler._is_compiling_flag = _was_compiling
 
 
 @contextlib.contextmanager

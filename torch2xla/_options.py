@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
+import os
+from collections.abc import Callable
 from typing import Any
 
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -25,9 +28,131 @@ MODE_COMPILER_OPTIONS: dict[str | None, dict[str, Any]] = {
 }
 
 
+class OptionError(ValueError, TypeError):
+    """A backend option or mode that torch2xla does not take: names the option, the value given
+    and the values accepted. A ``ValueError`` and a ``TypeError``, whichever the value got wrong.
+
+    ``torch.compile`` hands the options to the backend when Dynamo compiles the first frame,
+    so they are checked on the compiled function's first call, before anything is traced.
+    """
+
+    __module__ = "torch2xla"
+
+
+class _Rejected(Exception):
+    """Raised by a check's ``convert``; the argument, if any, says more than ``accepts``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """How one option is checked.
+
+    Attributes:
+        accepts: the values it takes, in words (the error quotes it).
+        convert: the canonical (hashable) value of a given one; raises ``_Rejected`` otherwise.
+    """
+
+    accepts: str
+    convert: Callable[[Any], Any]
+
+
+def _option(default: Any, accepts: str, convert: Callable[[Any], Any]) -> Any:
+    return dataclasses.field(default=default, metadata={"check": Check(accepts, convert)})
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):  # not "false", not 1: a string or int means a mistake
+        return value
+    raise _Rejected
+
+
+def _one_of(*choices: Any) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        for c in choices:
+            if value is c or (type(value) is type(c) and value == c):
+                return c
+        raise _Rejected
+
+    return convert
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    raise _Rejected
+
+
+def _passes(value: Any) -> tuple:
+    passes = (value,) if callable(value) else value
+    if isinstance(passes, list | tuple) and all(callable(p) for p in passes):
+        return tuple(passes)
+    raise _Rejected
+
+
+def _directory(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    raise _Rejected
+
+
+def _aten_ops(value: Any) -> frozenset:
+    import torch
+
+    ops = (value,) if isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket) else value
+    if not isinstance(ops, list | tuple | set | frozenset):
+        raise _Rejected
+    out: set = set()
+    for op in ops:
+        if isinstance(op, torch._ops.OpOverloadPacket):
+            out.update(getattr(op, name) for name in op.overloads())
+        elif isinstance(op, torch._ops.OpOverload):
+            out.add(op)
+        else:
+            raise _Rejected(f"{op!r} is not an ATen op")
+    return frozenset(out)
+
+
+def _buckets(value: Any) -> Any:
+    from torch2xla.guards import BucketSpec
+
+    try:
+        BucketSpec.parse(value)
+    except ValueError:
+        raise _Rejected from None
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _split_backward(value: Any) -> Any:
+    if (isinstance(value, str) and value == "auto") or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Real) and value > 0:
+        return value
+    raise _Rejected
+
+
+def _compiler_options(given: Any) -> tuple:
+    """``given`` as sorted (name, value) pairs, after XLA accepted them on a trivial program (so
+    a misspelt option raises at the first call, not after a model's trace)."""
+    if not isinstance(given, dict) or not all(isinstance(k, str) for k in given):
+        raise _Rejected
+    bad = {k: v for k, v in given.items() if not isinstance(v, bool | int | float | str)}
+    if bad:
+        raise _Rejected(f"not a bool, int, float or str: {bad!r}")
+    pairs = tuple(sorted(given.items()))
+    _accepted_by_xla(pairs)
+    return pairs
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     """Validated backend options.
+
+    Each field is one option, with its ``Check`` (``dataclasses.fields(Options)[i].metadata``):
+    a new option is one line here, and ``parse`` rejects a value its check does not accept.
 
     Attributes:
         strict: raise one error listing every unsupported op instead of running them in eager.
@@ -58,18 +183,28 @@ class Options:
             unspecified values, as XLA clamps or fills).
     """
 
-    strict: bool = False
-    remat: bool = False
-    cache_size: int = 64
-    mode: str | None = None
-    passes: tuple = ()
-    dump_dir: str | None = None
-    eager_ops: frozenset = frozenset()
-    buckets: Any = None
-    residual_layouts: str = "auto"
-    compiler_options: tuple = ()  # sorted (name, value) pairs; see ``xla_compiler_options``
-    split_backward: Any = "auto"
-    checks: Any = "auto"
+    strict: bool = _option(False, "True or False", _flag)
+    remat: bool = _option(False, "True or False", _flag)
+    cache_size: int = _option(64, "a positive int", _positive_int)
+    mode: str | None = _option(None, f"one of {', '.join(map(repr, MODES))}", _one_of(*MODES))
+    passes: tuple = _option(
+        (), "a callable taking a torch.fx.GraphModule, or a list of them", _passes
+    )
+    dump_dir: str | None = _option(None, "None or a directory (str or os.PathLike)", _directory)
+    eager_ops: frozenset = _option(
+        frozenset(),
+        "a list of ATen ops such as torch.ops.aten.sin.default or torch.ops.aten.sin",
+        _aten_ops,
+    )
+    buckets: Any = _option(None, "None, 'pow2' or a non-empty list of positive ints", _buckets)
+    residual_layouts: str = _option("auto", "'auto' or 'default'", _one_of("auto", "default"))
+    compiler_options: tuple = _option(  # sorted (name, value) pairs; see xla_compiler_options
+        (), "a dict of XLA option names to bool, int, float or str values", _compiler_options
+    )
+    split_backward: Any = _option(
+        "auto", "'auto', True, False or a positive number of MiB per segment", _split_backward
+    )
+    checks: Any = _option("auto", "'auto', True or False", _one_of("auto", True, False))
 
     def xla_compiler_options(self) -> dict[str, Any] | None:
         """What every ``jax.jit`` of this graph passes to XLA: the mode's, then the user's."""
@@ -78,97 +213,35 @@ class Options:
 
     @classmethod
     def parse(cls, mode: str | None = None, options: dict[str, Any] | None = None) -> Options:
-        if mode not in MODES:
-            raise ValueError(f"torch2xla: unknown mode {mode!r}; known modes: {MODES[1:]}")
-        options = dict(options or {})
-        known = sorted(f.name for f in dataclasses.fields(cls) if f.name != "mode")
-        unknown = sorted(set(options) - set(known))
+        """``torch.compile``'s ``mode`` and ``options`` as Options; raises ``OptionError``
+        naming the option, the value and the values accepted."""
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise OptionError(
+                "torch2xla: options must be a dict of option names to values, got "
+                f"{options!r} ({type(options).__name__})"
+            )
+        checks = {f.name: f.metadata["check"] for f in dataclasses.fields(cls)}
+        known = sorted(name for name in checks if name != "mode")
+        unknown = sorted(set(options) - set(known), key=str)
         if unknown:
-            raise ValueError(
-                f"torch2xla: unknown option(s) {unknown}; known options: {known}"
-            )
-        options = _normalize_debug_options(options)
-        opts = cls(mode=mode, **options)
-        if isinstance(opts.buckets, list):
-            opts = dataclasses.replace(opts, buckets=tuple(opts.buckets))
-        from torch2xla.guards import BucketSpec
-
-        BucketSpec.parse(opts.buckets)  # raises on a bad value
-        if opts.residual_layouts not in ("auto", "default"):
-            raise ValueError(
-                "torch2xla: residual_layouts must be 'auto' or 'default', got "
-                f"{opts.residual_layouts!r}"
-            )
-        split = opts.split_backward
-        if not (split == "auto" or isinstance(split, bool) or (
-                isinstance(split, int | float) and not isinstance(split, bool) and split > 0)):
-            raise ValueError(
-                "torch2xla: split_backward must be 'auto', True, False or a positive number "
-                f"of MiB per segment, got {split!r}"
-            )
-        if not (opts.checks == "auto" or isinstance(opts.checks, bool)):
-            raise ValueError(
-                f"torch2xla: checks must be 'auto', True or False, got {opts.checks!r}"
-            )
-        if not isinstance(opts.cache_size, int) or opts.cache_size < 1:
-            raise ValueError(f"torch2xla: cache_size must be a positive int, got {opts.cache_size!r}")
-        return opts
-
-
-def _normalize_debug_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``passes``, ``dump_dir`` and ``eager_ops`` into hashable, canonical values."""
-    import os
-
-    import torch
-
-    if "passes" in options:
-        passes = options["passes"]
-        if callable(passes):
-            passes = [passes]
-        passes = tuple(passes)
-        bad = [p for p in passes if not callable(p)]
-        if bad:
-            raise TypeError(
-                f"torch2xla: options['passes'] must be callables taking a torch.fx.GraphModule, "
-                f"got {bad!r}"
-            )
-        options["passes"] = passes
-    if options.get("dump_dir") is not None:
-        options["dump_dir"] = os.fspath(options["dump_dir"])
-    if "compiler_options" in options:
-        options["compiler_options"] = _check_compiler_options(options["compiler_options"])
-    if "eager_ops" in options:
-        ops: set = set()
-        for op in options["eager_ops"]:
-            if isinstance(op, torch._ops.OpOverloadPacket):
-                ops.update(getattr(op, name) for name in op.overloads())
-            elif isinstance(op, torch._ops.OpOverload):
-                ops.add(op)
-            else:
-                raise TypeError(
-                    "torch2xla: options['eager_ops'] takes ATen ops such as "
-                    f"torch.ops.aten.sin.default or torch.ops.aten.sin, got {op!r}"
-                )
-        options["eager_ops"] = frozenset(ops)
-    return options
-
-
-def _check_compiler_options(given: Any) -> tuple:
-    """``given`` as sorted (name, value) pairs, after XLA accepted them on a trivial program (so
-    a misspelt option raises at the first call, not after a model's trace)."""
-    if not isinstance(given, dict) or not all(isinstance(k, str) for k in given):
-        raise TypeError(
-            "torch2xla: options['compiler_options'] must be a dict of XLA option names to "
-            f"values, e.g. {{'xla_gpu_autotune_level': 0}}, got {given!r}"
-        )
-    bad = {k: v for k, v in given.items() if not isinstance(v, bool | int | float | str)}
-    if bad:
-        raise TypeError(
-            f"torch2xla: options['compiler_options'] values must be bool, int, float or str, got {bad!r}"
-        )
-    pairs = tuple(sorted(given.items()))
-    _accepted_by_xla(pairs)
-    return pairs
+            raise OptionError(f"torch2xla: unknown option(s) {unknown}; known options: {known}")
+        values = {}
+        for name, value in {**options, "mode": mode}.items():
+            check = checks[name]
+            try:
+                values[name] = check.convert(value)
+            except _Rejected as e:
+                given = f"{value!r} ({type(value).__name__})"
+                if e.args:
+                    given += f": {e.args[0]}"
+                if name == "mode":
+                    message = f"unknown mode {given}; mode must be {check.accepts}"
+                else:
+                    message = f"option {name} must be {check.accepts}, got {given}"
+                raise OptionError(f"torch2xla: {message}") from e.__cause__
+        return cls(**values)
 
 
 @functools.lru_cache(maxsize=32)
@@ -176,7 +249,10 @@ def _accepted_by_xla(pairs: tuple) -> None:
     import jax
     import numpy as np
 
+    from torch2xla._interop import no_stack_capture
+
     try:
-        jax.jit(lambda x: x, compiler_options=dict(pairs)).lower(np.float32(0)).compile()
+        with no_stack_capture():  # the executable is cached: it keeps no frame of the caller's
+            jax.jit(lambda x: x, compiler_options=dict(pairs)).lower(np.float32(0)).compile()
     except jax.errors.JaxRuntimeError as e:  # XLA's message names the option; ours, where from
-        raise ValueError(f"torch2xla: XLA rejected options['compiler_options']: {e}") from e
+        raise _Rejected(f"XLA rejected it: {e}") from e

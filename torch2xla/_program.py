@@ -4,6 +4,8 @@ tensors. Training calls go through ``_autograd.XlaFunction``."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +18,7 @@ from torch2xla._connected import run_fake, traced_links
 from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
 from torch2xla._interop import (
     ViewCache,
+    _row_major,
     host_copy,
     jax_device,
     no_stack_capture,
@@ -91,13 +94,82 @@ class _Aot:
         try:
             return compiled(*args)
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
-            with x64():
-                with no_stack_capture():  # traced and compiled here, into JAX's caches
-                    self.jitted.lower(*args).compile()
-                # NOTE: executed outside (see no_stack_capture). Not through the Compiled just
-                # made: jax 0.10 drops the hoisted constants of some programs (linalg.pinv) when
-                # a Compiled is called, which raises the TypeError that brought us here.
+            # NOTE: not through a Compiled made for them: jax 0.10 drops the hoisted constants
+            # of some programs (linalg.pinv) when a Compiled is called, which raises the
+            # TypeError that brought us here.
+            with x64(), no_stack_capture():  # traced and compiled here, into JAX's caches
                 return self.jitted(*args)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputLayout:
+    """How an output eager returns with other strides than row-major is handed to torch.
+
+    Eager's strides are the ATen graph's output value's (fake kernels follow eager's). Where
+    they are a permutation of a row-major layout (channels_last, the result of a transpose or
+    of an elementwise op on one), the program returns the array transposed to that order
+    (XLA fuses the transpose into the op that computes the output) and torch views it back:
+    no copy. Dims eager expands (stride 0) are returned with size 1 and expanded again.
+    Other strides (a strided slice's gaps, a diagonal) come back row-major.
+
+    Attributes:
+        order: the output's dims, outermost first, as the program returns them.
+        inverse: the ``permute`` that views the program's array in the output's dims.
+        expanded: the dims eager expands (size 1 in the program's array), or ().
+        shape: the output's shape.
+        strides: eager's strides where the view has other ones (size-1 dims), else None.
+    """
+
+    order: tuple[int, ...]
+    inverse: tuple[int, ...]
+    expanded: tuple[int, ...]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, val) -> OutputLayout | None:
+        if not isinstance(val, torch.Tensor) or val.ndim < 2 or val.layout != torch.strided:
+            return None
+        shape, stride = tuple(val.shape), tuple(val.stride())
+        if not all(isinstance(n, int) for n in (*shape, *stride)) or math.prod(shape) <= 1:
+            return None
+        if stride == _row_major(shape):
+            return None
+        expanded = tuple(d for d in range(val.ndim) if stride[d] == 0 and shape[d] > 1)
+        kept = [1 if d in expanded else n for d, n in enumerate(shape)]
+        # size-1 dims, whose strides are free, go inside the dims of their stride
+        order = tuple(sorted(range(val.ndim), key=lambda d: (-stride[d], kept[d] == 1)))
+        got = [0] * val.ndim
+        step = 1
+        for d in reversed(order):
+            got[d] = 0 if d in expanded else step
+            step *= kept[d]
+        if any(got[d] != stride[d] for d in range(val.ndim) if kept[d] != 1):
+            return None  # not a permutation of row-major: gaps or overlaps
+        inverse = tuple(order.index(d) for d in range(val.ndim))
+        return cls(order, inverse, expanded, shape, None if tuple(got) == stride else stride)
+
+    def _kept(self, x, take):
+        """``x`` with the expanded dims cut to size 1 (``take(x, dim)``)."""
+        for d in self.expanded:
+            x = take(x, d)
+        return x
+
+    def physical(self, val: torch.Tensor) -> torch.Tensor:
+        """(fake) ``val`` as the program returns it."""
+        return self._kept(val, lambda x, d: x.narrow(d, 0, 1)).permute(self.order).contiguous()
+
+    def compute(self, y):
+        """(traced) The output ``y`` as the program returns it."""
+        y = self._kept(y, lambda x, d: jax.lax.slice_in_dim(x, 0, 1, axis=d))
+        return jax.numpy.transpose(y, self.order)
+
+    def view(self, out: torch.Tensor) -> torch.Tensor:
+        """The program's row-major ``out`` viewed with eager's strides."""
+        out = out.permute(self.inverse)
+        if self.expanded:
+            out = out.expand(self.shape)
+        return out if self.strides is None else out.as_strided(self.shape, self.strides)
 
 
 def _draw_seed() -> np.uint32:
@@ -168,8 +240,18 @@ class XlaProgram:
         self.tensor_pos = tuple(i for i, a in enumerate(example_args) if isinstance(a, torch.Tensor))
         statics = {i: a for i, a in enumerate(example_args) if not isinstance(a, torch.Tensor)}
         n_args = len(example_args)
-        out_node = gm.graph.find_nodes(op="output")[0].args[0]
-        n_out = len(out_node) if isinstance(out_node, list | tuple) else 1
+        n_out = len(metas)
+
+        self._graph_metas = metas  # the ATen graph's outputs (fake)
+        # Outputs eager lays out as a permutation of row-major (channels_last, a transpose's
+        # result), or expands, are returned so and viewed back (see OutputLayout).
+        layouts = [
+            None if i in packable else OutputLayout.of(m) for i, m in enumerate(metas)
+        ]
+        self._layouts = tuple((i, lay) for i, lay in enumerate(layouts) if lay is not None)
+        transposes = tuple((i, lay.compute) for i, lay in self._layouts)
+        if transposes:
+            metas = [m if lay is None else lay.physical(m) for m, lay in zip(metas, layouts)]
 
         def bind(fn):  # fn(seed, *all args) -> flat_fn(seed, *tensor args)
             def flat_fn(seed, *tensors):
@@ -177,8 +259,10 @@ class XlaProgram:
                 full = [statics[i] if i in statics else next(it) for i in range(n_args)]
                 outs = fn(seed, *full)
                 # the status of the runtime checks comes last, never packed (``_checks``)
-                outs, status = outs[:n_out], outs[n_out:]
+                outs, status = list(outs[:n_out]), outs[n_out:]
                 flat_fn.checks = fn.checks
+                for i, compute in transposes:
+                    outs[i] = compute(outs[i])
                 packed = outs if self.packing is None else self.packing.pack(outs)
                 return (*packed, *status)
 
@@ -187,7 +271,6 @@ class XlaProgram:
 
         self._flat_fn = flat_fn = bind(fn)
         self._bind = bind
-        self._graph_metas = metas  # the ATen graph's outputs (fake)
         # Outputs not connected to a differentiated input are marked non-differentiable, as
         # eager would not track them, unless the caller says which outputs eager tracks.
         self.mark_untracked = output_requires_grad is None
@@ -249,7 +332,9 @@ class XlaProgram:
             if diff_in:
                 seed = _draw_seed() if self.rng else None
                 outs = list(apply_differentiable(self, diff_in, seed, tensors))
-                return outs if self.packing is None else self.packing.unpack(outs, None)
+                if self.packing is not None:
+                    outs = self.packing.unpack(outs, None)
+                return self._laid_out(outs) if self._layouts else outs
         seed = _draw_seed() if self.rng else None
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
@@ -263,8 +348,15 @@ class XlaProgram:
             outs = outs[:-1]
         convert = self.to_torch
         if self.packing is None:
-            return [convert(o) for o in outs]
-        return self.packing.unpack([convert(o) for o in outs], None)
+            outs = [convert(o) for o in outs]
+        else:
+            outs = self.packing.unpack([convert(o) for o in outs], None)
+        return self._laid_out(outs) if self._layouts else outs
+
+    def _laid_out(self, outs: list) -> list:
+        for i, layout in self._layouts:
+            outs[i] = layout.view(outs[i])
+        return outs
 
     def move_foreign(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """``tensors`` with those on another device than the program's moved by torch where

@@ -373,12 +373,8 @@ class Backward:
                 exe = self._compiled[donate] = self.lower(res, cts, donate).compile()
         try:
             return exe(*args)
-        except TypeError:  # arguments unlike the first call's kinds: the jit takes them,
-            # traced and compiled first without the stack (into JAX's caches)
+        except TypeError:  # arguments unlike the first call's kinds: the jit takes them
             with no_stack_capture(), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                self.lower(res, cts, donate).compile()
-            with warnings.catch_warnings():  # executed outside (see _program._Aot)
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
                 return self._jitted(res.layout, donate)(*args)
 

@@ -211,7 +211,12 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-    from torch2xla._lower import _mkldnn_disabled, _specialize_scalars, decomposition_table
+    from torch2xla._lower import (
+        _mkldnn_disabled,
+        _specialize_scalars,
+        decomposition_table,
+        exporting,
+    )
 
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
@@ -239,7 +244,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
         else:
             fakes.append(a)
     gm = _specialize_scalars(gm, list(args))
-    with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
         aten_gm, sig = aot_export_module(
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 import threading
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 
 from torch2xla._errors import OpError
+from torch2xla._fx_sources import FxSources
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
@@ -26,24 +26,6 @@ from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
 # compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each
 # signature compiles once" hold across threads.
 BUILD_LOCK = torch._dynamo.convert_frame.compile_lock
-
-
-@contextlib.contextmanager
-def _tracing():
-    """Scope of a build that traces with FX.
-
-    FX marks tracing with a process-wide flag, and a torch.compile'd function entered while it
-    is set raises "Detected that you are using FX to symbolically trace a dynamo-optimized
-    function", in any thread. For the length of our build, other threads' calls of compiled
-    functions run their Python code eagerly instead (same results, without XLA).
-    """
-    config = torch._dynamo.config
-    previous = config.error_on_nested_fx_trace
-    config.error_on_nested_fx_trace = False
-    try:
-        yield
-    finally:
-        config.error_on_nested_fx_trace = previous
 
 
 _registry: weakref.WeakSet[GraphGuards] = weakref.WeakSet()
@@ -136,8 +118,9 @@ class GraphGuards:
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
-                with _tracing():
+                with FxSources() as sources:
                     self.bucketing = Bucketing(self.gm, self.key, self.spec, args)
+                sources.release_with(self)
                 self.analysis_seconds = time.perf_counter() - t0
                 self.key.set_bucketing(self.bucketing.bucket)
                 safe = [self.key.sources[j].label for j in self.bucketing.safe]
@@ -165,7 +148,7 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
-        with _tracing(), no_stack_capture():
+        with no_stack_capture(), FxSources() as sources:
             if padded is not None:
                 entry = self.bucketing.make_entry(args, padded, self.build)
             else:
@@ -176,6 +159,7 @@ class GraphGuards:
                 out, failed = None, e
             else:
                 failed = None
+        sources.release_with(entry)
         seconds = time.perf_counter() - t0
         record = CompileRecord(
             index=len(self.cache.records) + 1,

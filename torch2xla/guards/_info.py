@@ -238,13 +238,19 @@ def cache_info(compiled: Any = None) -> CacheInfo:
 def clear_caches() -> int:
     """Drop every compiled program of every graph; the next call of each graph compiles again.
 
-    Dynamo's own caches (its traced graphs and guards) are untouched (that is
-    ``torch._dynamo.reset()``), and so is the persistent cache on disk, which makes the
-    recompiles fast. Counters and compile records are kept. Returns the number of programs
-    dropped.
+    JAX's in-memory caches are cleared too (``jax.clear_caches()``: they keep what our
+    programs traced, and JAX code of your own traces again on its next call). Dynamo's own
+    caches (its traced graphs and guards) are untouched (that is ``torch._dynamo.reset()``),
+    and so is the persistent cache on disk, which makes the recompiles fast. Counters and
+    compile records are kept. Returns the number of programs dropped.
     """
+    import jax
+
     dropped = 0
     for g in all_graphs():
         dropped += len(g.cache)
         g.clear()
+    # NOTE: JAX caches traces and lowerings under what they were made for, some in bounded
+    # caches with strong keys (up to 4096 entries): a dropped graph's jaxprs stayed there.
+    jax.clear_caches()
     return dropped
