@@ -30,6 +30,7 @@ class LoweredGraph:
     lifted: tuple[torch.Tensor, ...]
     mutations: tuple[int, ...]
     num_user_outputs: int
+    lifted_names: tuple[str, ...] = ()  # the Dynamo graph module's names of ``lifted``
 
 
 @functools.cache
@@ -120,7 +121,8 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])
-    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs))
+    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs),
+                        tuple(lifted_names))
 
 
 @contextlib.contextmanager
