@@ -2,7 +2,7 @@
 
     python tests/_persistent_worker.py '{"models": ["mlp"], "scale": 1.0, "train": true}'
 
-``models``: each of ``mlp`` (Linear, GELU, LayerNorm, Linear, times ``scale``), ``sin`` or
+``options``: the backend's options. ``models``: each of ``mlp`` (Linear, GELU, LayerNorm, Linear, times ``scale``), ``sin`` or
 ``cos`` (one elementwise op; the two graphs differ only in it). One inference call under
 ``no_grad``; with ``train``, two training steps (forward, backward, SGD step); with ``retain``, a
 ``retain_graph`` backward and a second one through a third forward; each compared with the
@@ -91,7 +91,7 @@ def grad_diff(model, ref) -> float:
 
 def check(name: str) -> None:
     model = build(name)
-    compiled = torch.compile(model, backend="xla")
+    compiled = torch.compile(model, backend="xla", options=config.get("options"))
     x = torch.randn(8, 16)
     with torch.no_grad():
         diffs[f"{name} inference"] = max_diff(compiled(x), model(x))

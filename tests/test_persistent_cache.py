@@ -62,11 +62,37 @@ def test_warm_start_in_a_moved_cache_skips_export_tracing_and_compile(tmp_path):
     assert second["loaded"] >= 3 and not second["warnings"] and not second["logged"]
 
 
+def test_split_backward_after_a_warm_start(tmp_path):
+    split = {"split_backward": 0.001}  # MiB per segment: several segments even here
+    first = _run_worker(tmp_path, train=True, options=split)
+    warm = _run_worker(tmp_path, train=True, options=split)
+    assert warm["exports"] == 0 and warm["xla_compiles"] == 0, warm
+    assert warm["loaded"] >= first["xla_compiles"] >= 4  # inference, forward, 2+ segments
+
+
 def test_backward_that_keeps_the_graph_after_a_warm_start(tmp_path):
     _run_worker(tmp_path, train=True, retain=True)
     warm = _run_worker(tmp_path, train=True, retain=True)
     # retain_graph=True is not in the record: that graph is exported once, nothing compiles
     assert warm["exports"] == 1 and warm["xla_compiles"] == 0, warm
+
+
+def test_unusable_backward_entry_after_a_warm_forward(tmp_path):
+    """The backward's executables load in the background; one found corrupt then is built the
+    usual way, on the residuals of the stored forward that already ran."""
+    import pickle
+
+    _run_worker(tmp_path, train=True)
+    store = _persistent.Store(tmp_path / _persistent.version_tag())
+    records = [pickle.loads(store.read(_persistent.GRAPHS, p.name))
+               for p in (store.path / _persistent.GRAPHS).iterdir()]
+    (training,) = [r.training for r in records if r.training is not None]
+    entry = store.path / _persistent.PROGRAMS / training.backward.key
+    data = entry.read_bytes()
+    entry.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    warm = _run_worker(tmp_path, train=True)  # (gradients against eager checked there)
+    assert warm["exports"] == 1 and warm["xla_compiles"] == 1, warm
+    assert any("do not match its digest" in m for m in warm["logged"]), warm["logged"]
 
 
 def test_swapped_entries_are_never_loaded(tmp_path):
@@ -148,6 +174,24 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     assert None not in others.values()
     assert base not in others.values(), [k for k, v in others.items() if v == base]
     assert len(set(others.values())) == len(others)
+
+
+def test_key_holds_every_option_that_can_change_a_program():
+    """Options added later are in the key too (only cache_size and dump_dir are left out)."""
+    import dataclasses
+
+    gm = torch.fx.symbolic_trace(lambda t: t * 2.0)
+    x = torch.randn(3)
+    base = torch2xla.Options.parse()
+    key = _stored.graph_key(gm, [x], base)
+    for field in dataclasses.fields(base):
+        other = dataclasses.replace(base, **{field.name: "another value"})
+        if field.name in ("cache_size", "dump_dir"):
+            assert _stored.graph_key(gm, [x], other) == key
+        elif field.name == "passes":
+            assert _stored.graph_key(gm, [x], other) is None  # user code: never recorded
+        else:
+            assert _stored.graph_key(gm, [x], other) != key, field.name
 
 
 def test_key_holds_constant_tensors_and_user_functions():

@@ -45,7 +45,9 @@ def xla_backend(
     Returns a callable that runs ``gm`` through JAX/XLA, compiling one XLA program per input
     signature on first use.
     """
-    return CompiledGraph(gm, Options.parse(mode, options))
+    graph = CompiledGraph(gm, Options.parse(mode, options))
+    graph.prefetch(example_inputs)
+    return graph
 
 
 class CompiledGraph:
@@ -77,6 +79,16 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self._warned = False
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
+        self._prefetch: _stored.Prefetch | None = None
+
+    def prefetch(self, example_inputs: Sequence) -> None:
+        """Start reading the persistent cache's record of the first call's signature (Dynamo's
+        example inputs are the first call's), while Dynamo finishes the frame."""
+        if self.options.buckets is not None:
+            return  # (the first build gets padded inputs: another key)
+        key = self._stored_key(example_inputs)
+        if key is not None:
+            self._prefetch = _stored.Prefetch(key, _stored.device_of(example_inputs))
 
     def __call__(self, *args):
         return self.guards.run(args)
@@ -99,9 +111,10 @@ class CompiledGraph:
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/_stages.py).
         key = self._stored_key(args)
+        prefetch, self._prefetch = self._prefetch, None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
-                entry = self._restore(b, key, args)
+                entry = self._restore(b, key, args, prefetch)
                 if entry is not None:
                     return b.done(entry)
             lowered = b.run("lowering", lower, self.gm, args)
@@ -145,21 +158,22 @@ class CompiledGraph:
             return None
         return _stored.graph_key(self.gm, args, self.options)
 
-    def _restore(self, b: Build, key: str, args: Sequence) -> _Entry | None:
+    def _restore(self, b: Build, key: str, args: Sequence,
+                 prefetch: _stored.Prefetch | None) -> _Entry | None:
         """The signature rebuilt from its record without export or tracing, or None."""
         with b.comp.stage("xla"):
-            record = _stored.load(key)
-            if record is None:
-                return None
+            fetched = prefetch.take(key) if prefetch is not None else None
+            if fetched is None and (prefetch is None or prefetch.key != key):
+                fetched = _stored.Prefetch(key, _stored.device_of(args)).take(key)
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
-            restored = _stored.restore(record, self.gm, args, lambda: graph()._materialize(spec))
+            restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
         if restored is None:
             return None
         lowered, program = restored
         program.label = f"torch2xla:{self.name}"
         with x64():  # as precompile does: a first sighting of the inputs (ViewCache)
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
-        b.record.mode = "training" if record.training is not None else "inference"
+        b.record.mode = "training" if program.stored_training else "inference"
         return _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
 
     @torch._disable_dynamo

@@ -78,7 +78,7 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
         _describe_options(options),
         graph,
         inputs,
-        _persistent.device_tag(_device_of(args)),
+        _persistent.device_tag(device_of(args)),
     )
 
 
@@ -148,10 +148,22 @@ def _global_state() -> str:
     return repr(state)
 
 
+# Options that do not change a compiled program (cache_size: how many are kept; dump_dir: where
+# they are written); passes make the signature unrecordable (``graph_key``).
+_OPTIONS_IGNORED = frozenset({"cache_size", "dump_dir", "passes"})
+
+
 def _describe_options(options) -> str:
-    return repr((options.strict, options.remat, options.mode, sorted(map(str, options.eager_ops)),
-                 options.buckets, options.residual_layouts, options.compiler_options,
-                 options.split_backward))
+    """Every backend option but those of ``_OPTIONS_IGNORED`` (options added later included)."""
+    parts = []
+    for field in dataclasses.fields(options):
+        if field.name in _OPTIONS_IGNORED:
+            continue
+        value = getattr(options, field.name)
+        if isinstance(value, set | frozenset):
+            value = sorted(map(str, value))
+        parts.append((field.name, repr(value)))
+    return repr(parts)
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple:
@@ -173,8 +185,9 @@ def _value_meta(v: Any) -> Any:
     return type(v).__qualname__  # (metadata Dynamo attaches to other values: their kind)
 
 
-def _target(node: torch.fx.Node) -> str | None:
-    t = node.target
+def _target(t: Any) -> str | None:
+    """A node's target (or a callable among its arguments) in words; None: a behaviour no key
+    holds."""
     if isinstance(t, str):  # call_method, get_attr, call_module, placeholder, output
         return t
     if isinstance(t, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
@@ -188,6 +201,34 @@ def _target(node: torch.fx.Node) -> str | None:
         return f"{module}.{name}"
     digest = _function_digest(t)  # a user function Dynamo put in the graph (allow_in_graph)
     return None if digest is None else f"{module}.{name}:{digest}"
+
+
+_PLAIN = (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
+          torch.memory_format, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _leaf(a: Any) -> str | None:
+    """A node argument in words (FX's code names some objects only by a generated global)."""
+    if a is None or a is Ellipsis or isinstance(a, _PLAIN):
+        return f"{type(a).__name__}:{a!r}"
+    if isinstance(a, torch.fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, slice):
+        return f"slice:{a.start!r}:{a.stop!r}:{a.step!r}"
+    if isinstance(a, torch.Tensor):
+        if type(a) not in (torch.Tensor, torch.nn.Parameter):
+            return None
+        return f"tensor:{_tensor_meta(a)}:{_tensor_digest(a)}"
+    if callable(a):
+        return _target(a)
+    text = repr(a)
+    return None if " at 0x" in text else f"{type(a).__qualname__}:{text}"
+
+
+def _describe_args_of(node: torch.fx.Node) -> list | None:
+    leaves: list = []
+    torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: leaves.append(_leaf(a)))
+    return None if None in leaves else leaves
 
 
 def _describe_graph(gm: torch.nn.Module) -> str | None:
@@ -205,9 +246,10 @@ def _describe_graph(gm: torch.nn.Module) -> str | None:
         code = "\n".join(ln for ln in mod.code.splitlines() if not ln.lstrip().startswith("#"))
         parts.append((prefix, code))
         for node in mod.graph.nodes:
-            target = _target(node)
-            if target is None:
+            target, arguments = _target(node.target), _describe_args_of(node)
+            if target is None or arguments is None:
                 return False
+            parts.append(arguments)
             meta = node.meta
             stack = meta.get("nn_module_stack")
             parts.append((node.name, node.op, target,
@@ -308,7 +350,7 @@ def _describe_args(gm: torch.fx.GraphModule, args: Sequence) -> str | None:
     return repr(parts)
 
 
-def _device_of(args: Sequence) -> jax.Device:
+def device_of(args: Sequence) -> jax.Device:
     for a in args:
         if isinstance(a, torch.Tensor):
             return jax_device(a.device)
@@ -510,23 +552,39 @@ class _StoredForward:
 
 
 class _StoredBackward:
-    """The freed graph's backward from stored executables; a backward that keeps the graph
-    runs the program's own (``StoredProgram.full``), on the stored forward's residuals."""
+    """The freed graph's backward from stored executables (loading in the background since
+    the signature was restored, ``_Pending``); a backward that keeps the graph, or one whose
+    executables turned out unusable, runs the program's own (``StoredProgram.full``) on the
+    stored forward's residuals."""
 
-    def __init__(self, program: StoredProgram, t: _Training, single: _Loaded | None,
-                 split: SplitBackward | None) -> None:
-        self.program, self.diff_in = program, t.diff_in
-        self.single, self.split, self.packing = single, split, t.packing
+    def __init__(self, program: StoredProgram, t: _Training, pending: dict[str, _Pending]) -> None:
+        self.program, self.diff_in, self.packing = program, t.diff_in, t.packing
+        self._split_plan, self._pending = t.split, pending
+        self._runner: Callable | None = None  # (kept, inputs, cts) -> gradients
         self.on_compiled = None
+
+    def _stored_runner(self) -> Callable | None:
+        if self._runner is None and self._pending:
+            if self._split_plan is None:
+                self._runner = self._pending["backward"].result()
+            else:
+                n = len(self._split_plan["segments"])
+                exes = [self._pending[f"segment{i}"].result() for i in range(n)]
+                if None not in exes:
+                    split = SplitBackward.restored(self._split_plan, [_segment(e) for e in exes])
+                    self._runner = split
+            self._pending = {}
+        return self._runner
 
     def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
         if donate:
-            if self.split is not None:
-                return self.split(res.kept, res.inputs, cts)
-            return self.single(res.kept, res.inputs, cts)
+            runner = self._stored_runner()
+            if runner is not None:
+                return runner(res.kept, res.inputs, cts)
         with no_stack_capture():
             fns, layout = self.program.full_training(self.diff_in)
-        grads = fns.bwd(_residuals.Residuals(list(res.kept), list(res.inputs), layout), cts)
+        grads = fns.bwd(_residuals.Residuals(res.kept, list(res.inputs), layout), cts,
+                        donate=donate)
         if fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
             raise RuntimeError(
                 "torch2xla internal error: a backward rebuilt from the persistent cache packs "
@@ -571,13 +629,11 @@ class StoredProgram(XlaProgram):
         inference = exes.get("inference")
         self._infer = inference if inference is not None else _Rebuilt(self)
         t = record.training
+        self.stored_training = t is not None  # (else: an inference program)
         if t is not None:
-            split = None
-            if t.split is not None:
-                programs = [_segment(exes[f"segment{i}"]) for i in range(len(t.split["segments"]))]
-                split = SplitBackward.restored(t.split, programs)
             fwd = _StoredForward(exes["forward"], t, len(self.tensor_pos))
-            bwd = _StoredBackward(self, t, exes.get("backward"), split)
+            later = {role: p for role, p in exes.items() if isinstance(p, _Pending)}
+            bwd = _StoredBackward(self, t, later)
             self._train_cache[t.diff_in] = _autograd.TrainFns(fwd, bwd, t.aux_out, deps=t.deps)
 
     def full(self) -> XlaProgram:
@@ -599,7 +655,8 @@ class StoredProgram(XlaProgram):
             stored = self._train_cache[diff_in].fwd.exe.compiled
             args = jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype),
                                 stored.args_info[0])
-            fns.fwd.trace(*args).lower().compile()  # sets the layout and the residual formats
+            compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout and formats
+            fns.fwd.adopt(compiled, compiled.exe_key)
             layout = fns.fwd.layout
         return fns, layout
 
@@ -627,18 +684,65 @@ def _segment(exe: _Loaded) -> Callable:
     return lambda args: exe(*args)
 
 
-def restore(record: _Record, gm: torch.fx.GraphModule, args: Sequence,
-            materialize: Callable[[], XlaProgram]) -> tuple[LoweredGraph, StoredProgram] | None:
-    """The lowered-graph stand-in and the program of ``record`` for the call ``args`` (None
-    where an executable is missing or unsound: the signature is then built as usual)."""
-    store = _persistent.store()
-    if store is None:
-        return None
-    named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
-    if any(n not in named for n in record.lifted):
-        return None
-    lifted = tuple(named[n] for n in record.lifted)
-    device = _device_of(args)
+class _Pending:
+    """An executable loading in the background: ``result()`` is a ``_Loaded``, or None where
+    its entry turned out unusable."""
+
+    def __init__(self, store, exe: _Exe, device: jax.Device) -> None:
+        self._future = _loader().submit(_load, store, exe, device)
+
+    def result(self) -> _Loaded | None:
+        return self._future.result()
+
+
+def _load(store, exe: _Exe, device: jax.Device) -> _Loaded | None:
+    compiled = _persistent.load_executable(store, exe.key, exe.in_tree, exe.out_tree, device)
+    return None if compiled is None else _Loaded(compiled, exe.key)
+
+
+_LOADER = None
+_LOADER_LOCK = threading.Lock()
+
+
+def _loader():
+    global _LOADER
+    with _LOADER_LOCK:
+        if _LOADER is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _LOADER = ThreadPoolExecutor(4, thread_name_prefix="torch2xla-load")
+        return _LOADER
+
+
+class Prefetch:
+    """The record ``key`` and its executables, read and loaded in the background from when
+    Dynamo hands the graph over (its example inputs give the key of the first call), while
+    Dynamo finishes the frame; ``take(key)`` hands them to the first build if the key is the
+    same."""
+
+    def __init__(self, key: str, device: jax.Device) -> None:
+        self.key, self.device = key, device
+        self._future = _loader().submit(self._fetch)
+
+    def _fetch(self):
+        record = load(self.key)
+        store = _persistent.store()
+        if record is None or store is None:
+            return None
+        exes = _executables(record)
+        programs = store.path / _persistent.PROGRAMS
+        if not all((programs / e.key).is_file() for e in exes.values()):
+            return None  # (a missing entry: built as usual, which writes it)
+        return record, {role: _Pending(store, e, self.device) for role, e in exes.items()}, \
+            self.device
+
+    def take(self, key: str):
+        """``(record, pending executables, device)`` when ``key`` is this prefetch's (None
+        when there is no usable record), else None."""
+        return self._future.result() if key == self.key else None
+
+
+def _executables(record: _Record) -> dict[str, _Exe]:
     wanted: dict[str, _Exe] = {}
     if record.inference is not None:
         wanted["inference"] = record.inference
@@ -650,12 +754,30 @@ def restore(record: _Record, gm: torch.fx.GraphModule, args: Sequence,
         if t.split is not None:
             for i, (key, in_tree, out_tree) in enumerate(t.split["executables"]):
                 wanted[f"segment{i}"] = _Exe(key, in_tree, out_tree)
-    exes = {}
-    for role, exe in wanted.items():
-        compiled = _persistent.load_executable(store, exe.key, exe.in_tree, exe.out_tree, device)
-        if compiled is None:
-            return None
-        exes[role] = _Loaded(compiled, exe.key)
+    return wanted
+
+
+def restore(fetched, gm: torch.fx.GraphModule,
+            materialize: Callable[[], XlaProgram]) -> tuple[LoweredGraph, StoredProgram] | None:
+    """The lowered-graph stand-in and the program of a ``Prefetch``'s result (None where the
+    executables needed first are unusable: the signature is then built as usual). The
+    backward's executables may still be loading: they are waited for at the first backward."""
+    if fetched is None:
+        return None
+    record, pending, device = fetched
+    named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
+    if any(n not in named for n in record.lifted):
+        return None
+    lifted = tuple(named[n] for n in record.lifted)
+    exes: dict[str, Any] = {}
+    for role, p in pending.items():
+        if role in ("inference", "forward"):
+            loaded = p.result()
+            if loaded is None:
+                return None
+            exes[role] = loaded
+        else:
+            exes[role] = p
     program = StoredProgram(record, device, exes, materialize)
     lowered = LoweredGraph(None, lifted, record.mutations, record.num_user_outputs, record.lifted)
     return lowered, program
