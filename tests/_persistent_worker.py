@@ -2,7 +2,8 @@
 
     python tests/_persistent_worker.py '{"models": ["mlp"], "scale": 1.0, "train": true}'
 
-``options``: the backend's options. ``models``: each of ``mlp`` (Linear, GELU, LayerNorm, Linear, times ``scale``), ``sin`` or
+``options``: the backend's options; ``device``: where the model runs. ``models``: each of
+``mlp`` (Linear, GELU, LayerNorm, Linear, times ``scale``), ``sin`` or
 ``cos`` (one elementwise op; the two graphs differ only in it). One inference call under
 ``no_grad``; with ``train``, two training steps (forward, backward, SGD step); with ``retain``, a
 ``retain_graph`` backward and a second one through a third forward; each compared with the
@@ -90,9 +91,10 @@ def grad_diff(model, ref) -> float:
 
 
 def check(name: str) -> None:
-    model = build(name)
+    device = config.get("device", "cpu")
+    model = build(name).to(device)
     compiled = torch.compile(model, backend="xla", options=config.get("options"))
-    x = torch.randn(8, 16)
+    x = torch.randn(8, 16, device=device)
     with torch.no_grad():
         diffs[f"{name} inference"] = max_diff(compiled(x), model(x))
     if not config.get("train", False):
@@ -100,7 +102,7 @@ def check(name: str) -> None:
     ref = copy.deepcopy(model)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref)]
     for step in range(2):
-        xs = torch.randn(8, 16)
+        xs = torch.randn(8, 16, device=device)
         for net, opt in zip((compiled, ref), opts):
             net(xs).square().mean().backward()
             opt.step()
@@ -108,7 +110,7 @@ def check(name: str) -> None:
         for opt in opts:
             opt.zero_grad(set_to_none=True)
     if config.get("retain", False):
-        xs = torch.randn(8, 16)
+        xs = torch.randn(8, 16, device=device)
         for net in (compiled, ref):  # a backward that keeps the graph, then a second one
             loss = net(xs).sum()
             loss.backward(retain_graph=True)

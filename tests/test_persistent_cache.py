@@ -70,6 +70,15 @@ def test_split_backward_after_a_warm_start(tmp_path):
     assert warm["loaded"] >= first["xla_compiles"] >= 4  # inference, forward, 2+ segments
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("split", [False, True])
+def test_warm_start_on_cuda(tmp_path, split):
+    options = {"split_backward": 0.001 if split else False}
+    _run_worker(tmp_path, train=True, retain=True, device="cuda", options=options)
+    warm = _run_worker(tmp_path, train=True, retain=True, device="cuda", options=options)
+    assert warm["exports"] == 1 and warm["xla_compiles"] == 0, warm  # (1: retain_graph)
+
+
 def test_backward_that_keeps_the_graph_after_a_warm_start(tmp_path):
     _run_worker(tmp_path, train=True, retain=True)
     warm = _run_worker(tmp_path, train=True, retain=True)

@@ -9,6 +9,10 @@ residuals the backward reads, which gradients each cotangent reaches, the split 
 chain). The record is keyed by ``graph_key``: everything the export and the lowering read.
 A later process with the same key builds the signature from the record (``restore``): a
 ``StoredProgram``, which runs the stored executables through ``XlaProgram``'s own call path.
+The record and its executables are read in the background (``Prefetch``) from when Dynamo
+hands the graph to the backend (its example inputs are the first call's), so that their
+deserialization overlaps the rest of Dynamo's work; the backward's executables are waited
+for at the first backward.
 
 What a record does not hold (another set of differentiated inputs, a backward that keeps the
 graph, a ``create_graph`` backward) is built the usual way the first time it is needed
@@ -653,8 +657,12 @@ class StoredProgram(XlaProgram):
         layout = getattr(fns.fwd, "layout", None)
         if layout is None:
             stored = self._train_cache[diff_in].fwd.exe.compiled
-            args = jax.tree.map(lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype),
-                                stored.args_info[0])
+            # (as precompile traced it: CUDA inputs arrive as arrays on the device, CPU ones
+            # as numpy views; a lowering of other argument kinds would not hit the cache)
+            sharding = jax.sharding.SingleDeviceSharding(self.device) if self._cuda else None
+            args = jax.tree.map(
+                lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=sharding),
+                stored.args_info[0])
             compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout and formats
             fns.fwd.adopt(compiled, compiled.exe_key)
             layout = fns.fwd.layout
@@ -780,6 +788,7 @@ def restore(fetched, gm: torch.fx.GraphModule,
             exes[role] = p
     program = StoredProgram(record, device, exes, materialize)
     lowered = LoweredGraph(None, lifted, record.mutations, record.num_user_outputs, record.lifted)
+    _persistent.count_hit(len(exes))
     return lowered, program
 
 

@@ -343,13 +343,15 @@ def _mkdirs(path: pathlib.Path) -> None:
 
 
 def count_hit(n: int = 1) -> None:
+    """Count ``n`` executables taken from the persistent cache (when they are used: a
+    background load that is never used does not count)."""
     global _hits
     with _lock:
         _hits += n
 
 
 def hits() -> int:
-    """Entries loaded from the persistent cache so far in this process."""
+    """Executables taken from the persistent cache so far in this process."""
     return _hits
 
 
@@ -404,6 +406,7 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
                  repr(sorted((compiler_options or {}).items())), text)
     compiled = load_executable(store, key, lowered.in_tree, lowered.out_tree, device)
     if compiled is not None:
+        count_hit()
         return compiled, key
     compiled = lowered.compile()
     return compiled, (key if save_executable(store, key, compiled) else None)
@@ -435,7 +438,6 @@ def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Devic
     except Exception as e:  # noqa: BLE001  (whatever the loader raises: the entry is unusable)
         store.reject(PROGRAMS, key, f"it could not be loaded ({type(e).__name__}: {e})")
         return None
-    count_hit()
     return compiled
 
 
