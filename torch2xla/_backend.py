@@ -45,9 +45,7 @@ def xla_backend(
     Returns a callable that runs ``gm`` through JAX/XLA, compiling one XLA program per input
     signature on first use.
     """
-    graph = CompiledGraph(gm, Options.parse(mode, options))
-    graph.prefetch(example_inputs)
-    return graph
+    return CompiledGraph(gm, Options.parse(mode, options))
 
 
 class CompiledGraph:
@@ -79,16 +77,6 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self._warned = False
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
-        self._prefetch: _stored.Prefetch | None = None
-
-    def prefetch(self, example_inputs: Sequence) -> None:
-        """Start reading the persistent cache's record of the first call's signature (Dynamo's
-        example inputs are the first call's), while Dynamo finishes the frame."""
-        if self.options.buckets is not None:
-            return  # (the first build gets padded inputs: another key)
-        key = self._stored_key(example_inputs)
-        if key is not None:
-            self._prefetch = _stored.Prefetch(key, _stored.device_of(example_inputs))
 
     def __call__(self, *args):
         return self.guards.run(args)
@@ -111,10 +99,9 @@ class CompiledGraph:
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/_stages.py).
         key = self._stored_key(args)
-        prefetch, self._prefetch = self._prefetch, None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
-                entry = self._restore(b, key, args, prefetch)
+                entry = self._restore(b, key, args)
                 if entry is not None:
                     return b.done(entry)
             lowered = b.run("lowering", lower, self.gm, args)
@@ -158,13 +145,10 @@ class CompiledGraph:
             return None
         return _stored.graph_key(self.gm, args, self.options)
 
-    def _restore(self, b: Build, key: str, args: Sequence,
-                 prefetch: _stored.Prefetch | None) -> _Entry | None:
+    def _restore(self, b: Build, key: str, args: Sequence) -> _Entry | None:
         """The signature rebuilt from its record without export or tracing, or None."""
         with b.comp.stage("xla"):
-            fetched = prefetch.take(key) if prefetch is not None else None
-            if fetched is None and (prefetch is None or prefetch.key != key):
-                fetched = _stored.Prefetch(key, _stored.device_of(args)).take(key)
+            fetched = _stored.fetch(key, _stored.device_of(args))
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
             restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
         if restored is None:

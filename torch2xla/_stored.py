@@ -9,10 +9,7 @@ residuals the backward reads, which gradients each cotangent reaches, the split 
 chain). The record is keyed by ``graph_key``: everything the export and the lowering read.
 A later process with the same key builds the signature from the record (``restore``): a
 ``StoredProgram``, which runs the stored executables through ``XlaProgram``'s own call path.
-The record and its executables are read in the background (``Prefetch``) from when Dynamo
-hands the graph to the backend (its example inputs are the first call's), so that their
-deserialization overlaps the rest of Dynamo's work; the backward's executables are waited
-for at the first backward.
+The backward's executables are loaded at the first backward.
 
 What a record does not hold (another set of differentiated inputs, a backward that keeps the
 graph, a ``create_graph`` backward) is built the usual way the first time it is needed
@@ -556,10 +553,10 @@ class _StoredForward:
 
 
 class _StoredBackward:
-    """The freed graph's backward from stored executables (loading in the background since
-    the signature was restored, ``_Pending``); a backward that keeps the graph, or one whose
-    executables turned out unusable, runs the program's own (``StoredProgram.full``) on the
-    stored forward's residuals."""
+    """The freed graph's backward from stored executables (loaded at the first backward,
+    ``_Pending``); a backward that keeps the graph, or one whose executables turned out
+    unusable, runs the program's own (``StoredProgram.full``) on the stored forward's
+    residuals."""
 
     def __init__(self, program: StoredProgram, t: _Training, pending: dict[str, _Pending]) -> None:
         self.program, self.diff_in, self.packing = program, t.diff_in, t.packing
@@ -693,14 +690,26 @@ def _segment(exe: _Loaded) -> Callable:
 
 
 class _Pending:
-    """An executable loading in the background: ``result()`` is a ``_Loaded``, or None where
-    its entry turned out unusable."""
+    """An executable loaded at its first use (the backward's, at the first backward):
+    ``result()`` is a ``_Loaded``, or None where its entry turned out unusable.
+
+    NOTE: loaded in the thread that needs it, with jaxlib's stack capture off as every compile
+    of torch2xla is (``_interop.no_stack_capture``). A background thread loading while another
+    thread switches the process-wide capture failed in jaxlib ("Expecting an IFRT
+    LoadedExecutable to have a user context"), and saved nothing measurable.
+    """
+
+    _UNSET = object()
 
     def __init__(self, store, exe: _Exe, device: jax.Device) -> None:
-        self._future = _loader().submit(_load, store, exe, device)
+        self._args, self._loaded = (store, exe, device), self._UNSET
 
     def result(self) -> _Loaded | None:
-        return self._future.result()
+        if self._loaded is self._UNSET:
+            store, exe, device = self._args
+            with no_stack_capture():
+                self._loaded = _load(store, exe, device)
+        return self._loaded
 
 
 def _load(store, exe: _Exe, device: jax.Device) -> _Loaded | None:
@@ -708,46 +717,19 @@ def _load(store, exe: _Exe, device: jax.Device) -> _Loaded | None:
     return None if compiled is None else _Loaded(compiled, exe.key)
 
 
-_LOADER = None
-_LOADER_LOCK = threading.Lock()
-
-
-def _loader():
-    global _LOADER
-    with _LOADER_LOCK:
-        if _LOADER is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _LOADER = ThreadPoolExecutor(4, thread_name_prefix="torch2xla-load")
-        return _LOADER
-
-
-class Prefetch:
-    """The record ``key`` and its executables, read and loaded in the background from when
-    Dynamo hands the graph over (its example inputs give the key of the first call), while
-    Dynamo finishes the frame; ``take(key)`` hands them to the first build if the key is the
-    same."""
-
-    def __init__(self, key: str, device: jax.Device) -> None:
-        self.key, self.device = key, device
-        self._future = _loader().submit(self._fetch)
-
-    def _fetch(self):
-        record = load(self.key)
-        store = _persistent.store()
-        if record is None or store is None:
-            return None
-        exes = _executables(record)
-        programs = store.path / _persistent.PROGRAMS
-        if not all((programs / e.key).is_file() for e in exes.values()):
-            return None  # (a missing entry: built as usual, which writes it)
-        return record, {role: _Pending(store, e, self.device) for role, e in exes.items()}, \
-            self.device
-
-    def take(self, key: str):
-        """``(record, pending executables, device)`` when ``key`` is this prefetch's (None
-        when there is no usable record), else None."""
-        return self._future.result() if key == self.key else None
+def fetch(key: str, device: jax.Device):
+    """``(record, executables to load, device)`` of the signature ``key``; None where there
+    is no usable record or one of its executables has no entry (the signature is then built
+    as usual, which writes them)."""
+    record = load(key)
+    store = _persistent.store()
+    if record is None or store is None:
+        return None
+    exes = _executables(record)
+    programs = store.path / _persistent.PROGRAMS
+    if not all((programs / e.key).is_file() for e in exes.values()):
+        return None
+    return record, {role: _Pending(store, e, device) for role, e in exes.items()}, device
 
 
 def _executables(record: _Record) -> dict[str, _Exe]:
@@ -767,9 +749,9 @@ def _executables(record: _Record) -> dict[str, _Exe]:
 
 def restore(fetched, gm: torch.fx.GraphModule,
             materialize: Callable[[], XlaProgram]) -> tuple[LoweredGraph, StoredProgram] | None:
-    """The lowered-graph stand-in and the program of a ``Prefetch``'s result (None where the
+    """The lowered-graph stand-in and the program of ``fetch``'s result (None where the
     executables needed first are unusable: the signature is then built as usual). The
-    backward's executables may still be loading: they are waited for at the first backward."""
+    backward's executables are loaded at the first backward."""
     if fetched is None:
         return None
     record, pending, device = fetched
