@@ -119,6 +119,14 @@ def test_swapped_entries_are_never_loaded(tmp_path):
     assert _sound(tmp_path)  # rewritten
 
 
+def test_a_constant_of_the_model_is_in_the_key(tmp_path):
+    """Two processes compile one model class whose Python float attribute differs (Dynamo
+    passes it as a 0-d tensor the export specializes): no record serves the other."""
+    _run_worker(tmp_path, scale=2.0, train=True)
+    other = _run_worker(tmp_path, scale=3.0, train=True)  # (values against eager checked there)
+    assert other["exports"] == 2, other
+
+
 def test_torn_and_corrupt_entries_are_recompiled(tmp_path):
     _run_worker(tmp_path)
     for i, (p, data) in enumerate(sorted(_files(tmp_path).items())):
@@ -300,6 +308,16 @@ def test_full_disk_warns_once_and_runs(tmp_path, fresh_cache, monkeypatch):
     assert torch2xla.persistent_cache_dir() is None  # off for the rest of the process
     leftovers = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert leftovers == [], leftovers  # no torn temporary files
+
+
+def test_cache_directory_removed_while_running(tmp_path, fresh_cache):
+    torch2xla.set_persistent_cache(tmp_path / "c")
+    _compile_and_check(2.0)
+    shutil.rmtree(tmp_path / "c")  # a user clearing the cache meanwhile
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch2xla.PersistentCacheWarning)
+        _compile_and_check(3.0)
+    assert list((tmp_path / "c").rglob("*/programs/*"))
 
 
 def test_files_are_not_world_writable_whatever_the_umask(tmp_path, fresh_cache):

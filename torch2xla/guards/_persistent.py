@@ -299,7 +299,11 @@ class Store:
         tmp = final.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         k = key.encode()
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            except FileNotFoundError:  # the directory was removed meanwhile: made again
+                _mkdirs(final.parent)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
             try:
                 for part in (_MAGIC, k, _entry_digest(k, payload), payload):
                     _write_all(fd, part)
