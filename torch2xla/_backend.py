@@ -137,7 +137,6 @@ class CompiledGraph:
             b.split(split_gm, names)
             return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)
 
-
     def _stored_key(self, args: Sequence) -> str | None:
         """The signature's key in the persistent cache (None: off, or not recordable; dumps and
         ``explain`` build as usual, to show every stage)."""
