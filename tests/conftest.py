@@ -1,5 +1,10 @@
 import os
 
+# The persistent cache would let one test's compile serve another's (and a run serve the next):
+# tests that look at what a compile does would depend on what ran before. Off, except where a
+# test switches it on (tests/test_persistent_cache.py).
+os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
+
 import pytest
 import torch
 from hypothesis import settings

@@ -96,6 +96,7 @@ def build_train_fns(
     auto_layouts: bool = True,
     pack_limit: int | None = None,
     split: Callable[[int], int | None] | None = None,
+    device: jax.Device | None = None,
 ) -> TrainFns:
     """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
     inputs ``diff_in`` and the outputs ``diff_out``.
@@ -107,7 +108,8 @@ def build_train_fns(
     programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts. Gradients of
     at most ``pack_limit`` bytes reach torch packed (``_pack``; None: none are). ``split`` maps
     the residuals' bytes to the bytes per segment of a split backward (``_split``; None, or it
-    returning None: one program).
+    returning None: one program). ``device``: where the programs run, for the persistent cache
+    (None: they are not stored).
     """
     diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
     aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
@@ -125,7 +127,7 @@ def build_train_fns(
         douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)
         return douts, aux, vjp_fn
 
-    forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts)
+    forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts, device)
     return TrainFns(forward, _residuals.Backward(forward, pack_limit, split), aux_out)
 
 
@@ -451,6 +453,7 @@ class _VjpProgram:
             self._train_cache[diff_in] = build_train_fns(
                 self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs,
                 compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
+                device=self.device,
             )
         return self._train_cache[diff_in]
 

@@ -5,21 +5,26 @@ from __future__ import annotations
 import functools
 import itertools
 import warnings
+import weakref
 from collections.abc import Sequence
 
 import torch
 
+from torch2xla import _stored
 from torch2xla._aliases import output_aliases
 from torch2xla import _data_dependent as data_dependent
 from torch2xla._connected import example_links
+from torch2xla._dump import dump_dir
 from torch2xla._errors import UnsupportedOpsError, op_name, source_line
+from torch2xla._interop import no_stack_capture, x64
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
-from torch2xla.ops._arg_checks import check_graph
+from torch2xla._passes import run_passes
 from torch2xla._program import XlaProgram
-from torch2xla._stages import Build, OpPlacement, RecordLog
-from torch2xla.guards import BucketSpec, GraphGuards
+from torch2xla._stages import Build, OpPlacement, RecordLog, is_detailed
+from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
+from torch2xla.ops._arg_checks import check_graph
 
 _graph_ids = itertools.count()
 
@@ -119,7 +124,12 @@ class CompiledGraph:
             return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/_stages.py).
+        key = self._stored_key(args)
         with Build(self, args) as b:
+            if key is not None:  # a signature recorded by an earlier process (_stored.py)
+                entry = self._restore(b, key, args)
+                if entry is not None:
+                    return b.done(entry)
             found = data_dependent.data_dependent_nodes(self.gm)
             if not found:
                 try:
@@ -145,6 +155,7 @@ class CompiledGraph:
                                      links=functools.partial(self._links, lowered, grad),
                                      **self.program_options)
                 program = b.program(program, inputs)
+                _stored.remember(key, lowered, program, inputs, self.program_options)
                 return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
             self._report([u for u in unsupported if not u.by_design])
             split_gm, names = split(lowered.gm, unsupported)
@@ -155,6 +166,49 @@ class CompiledGraph:
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
             return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)
+
+    def _stored_key(self, args: Sequence) -> str | None:
+        """The signature's key in the persistent cache (None: off, or not recordable; dumps and
+        ``explain`` build as usual, to show every stage)."""
+        if _persistent.activate() is None or dump_dir(self.options.dump_dir) or is_detailed():
+            return None
+        return _stored.graph_key(self.gm, args, self.options)
+
+    def _restore(self, b: Build, key: str, args: Sequence) -> _Entry | None:
+        """The signature rebuilt from its record without export or tracing, or None."""
+        with b.comp.stage("xla"):
+            fetched = _stored.fetch(key, _stored.device_of(args))
+            spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
+            restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
+        if restored is None:
+            return None
+        lowered, program = restored
+        program.label = f"torch2xla:{self.name}"
+        with x64():  # as precompile does: a first sighting of the inputs (ViewCache)
+            program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
+        b.record.mode = "training" if program.stored_training else "inference"
+        return _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
+
+    @torch._disable_dynamo
+    def _materialize(self, spec: list) -> XlaProgram:
+        """The whole-graph program of a restored signature, built the usual way (for what its
+        record does not hold: ``_stored.StoredProgram.full``)."""
+        args = _stored.example_args(spec)
+        with BUILD_LOCK, no_stack_capture():  # (lower marks the export, _lower.exporting)
+            lowered = lower(self.gm, args)
+            gm = run_passes(lowered.gm, self.options.passes, self.name)
+            if find_unsupported(gm):
+                raise RuntimeError(
+                    f"torch2xla internal error: {self.name} restored from the persistent cache "
+                    "has ops that XLA cannot run; please report this (workaround: "
+                    "TORCH2XLA_PERSISTENT_CACHE=0)"
+                )
+            inputs = (*lowered.lifted, *args)
+            requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            program = XlaProgram(gm, inputs, requires_grad,
+                                 packable=range(len(lowered.mutations)), **self.program_options)
+        program.label = f"torch2xla:{self.name}"
+        return program
 
 
     def _report(self, missing: list) -> None:

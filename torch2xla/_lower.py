@@ -34,6 +34,7 @@ class LoweredGraph:
     mutations: tuple[int, ...]
     num_user_outputs: int
     aliasing: InputAliasing | None = None
+    lifted_names: tuple[str, ...] = ()  # the Dynamo graph module's names of ``lifted``
 
     def inputs(self, args: Sequence) -> tuple:
         """The ATen graph's arguments for a call of the Dynamo graph with ``args``."""
@@ -134,7 +135,8 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])
-    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing)
+    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing,
+                        tuple(lifted_names))
 
 
 _compiling_lock = threading.Lock()

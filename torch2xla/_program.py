@@ -32,6 +32,7 @@ from torch2xla._interop import (
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._profile import profiled
 from torch2xla._remat import checkpointed_function
+from torch2xla.guards import _persistent
 
 
 def _is_float(meta) -> bool:
@@ -65,12 +66,21 @@ class _Aot:
     (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
     """
 
-    __slots__ = ("compiled", "jitted", "traced")
+    __slots__ = ("compiled", "device", "exe_key", "jitted", "options", "traced")
 
-    def __init__(self, jitted) -> None:
+    def __init__(self, jitted, device: jax.Device | None = None,
+                 options: dict | None = None) -> None:
         self.jitted = jitted
         self.compiled = None
         self.traced = None
+        # Where the executable runs and the jit's compiler options: part of its key in the
+        # persistent cache (``exe_key``, None where it is not stored).
+        self.device, self.options = device, options
+        self.exe_key: str | None = None
+
+    def adopt(self, compiled, key: str | None) -> None:
+        """Use ``compiled`` (what ``precompile`` compiled from ``trace``) from the first call."""
+        self.compiled, self.exe_key, self.traced = compiled, key, None
 
     def trace(self, *args):
         """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
@@ -89,7 +99,10 @@ class _Aot:
         if compiled is None:
             with x64(), no_stack_capture():  # traced as precompile traces (callers may skip x64)
                 traced = self.traced or self.jitted.trace(*args)
-                compiled = self.compiled = traced.lower().compile()
+                compiled, self.exe_key = _persistent.compile_any(
+                    traced.lower(), self.options, self.device
+                )
+                self.compiled = compiled
             self.traced = None
         try:
             return compiled(*args)
@@ -296,7 +309,8 @@ class XlaProgram:
         self.remat = remat
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
-        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options))
+        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options),
+                           self.device, compiler_options)
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
@@ -308,7 +322,8 @@ class XlaProgram:
         # something: a 64-bit input or output (cotangents are outputs' dtypes), or a device
         # other than JAX's default. Tracing and compiling always run inside x64.
         dtypes = [a.dtype for a in (*example_args, *metas) if isinstance(a, torch.Tensor)]
-        self.scoped = self._place or any(d in _WIDE for d in dtypes)
+        self.wide = any(d in _WIDE for d in dtypes)
+        self.scoped = self._place or self.wide
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
         self._remat_fn = None
 
@@ -400,9 +415,10 @@ class XlaProgram:
                 self.num_outputs, recompute_layout=not self.remat,
                 compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
                 pack_limit=_pack.limit_for(self._cuda),
-                split=_split.policy(self.split_backward, self._cuda),
+                split=_split.policy(self.split_backward, self._cuda), device=self.device,
             )
-            fns.fwd = _Aot(fns.fwd)  # parameters change kind after the first calls (see _Aot)
+            # parameters change kind after the first calls (see _Aot)
+            fns.fwd = _Aot(fns.fwd, self.device, self.compiler_options)
         return fns
 
     def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:

@@ -40,6 +40,7 @@ from jax.experimental.layout import Format, Layout
 
 from torch2xla import _pack, _split
 from torch2xla._interop import no_stack_capture, pin_row_major
+from torch2xla.guards import _persistent
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).
@@ -160,10 +161,12 @@ class Forward:
         num_inputs: number of tensor inputs.
         compiler_options: XLA compiler options, for the backward too.
         auto_layouts: XLA chooses the layouts of the computed residuals.
+        device: the device it runs on, for the persistent cache (None: not stored).
     """
 
     def __init__(self, vjp: Callable, diff_in: tuple[int, ...], num_inputs: int,
-                 compiler_options: dict | None = None, auto_layouts: bool = True) -> None:
+                 compiler_options: dict | None = None, auto_layouts: bool = True,
+                 device: jax.Device | None = None) -> None:
         diff_set = frozenset(diff_in)
         rest_in = [k for k in range(num_inputs) if k not in diff_set]
         # input position -> (in diff?, index in diff or rest); the seed is position -1
@@ -176,6 +179,7 @@ class Forward:
         self._auto_layouts = auto_layouts
         layouts = {"out_shardings": (None, None, Format(Layout.AUTO))} if auto_layouts else {}
         self.compiler_options = compiler_options
+        self.device = device  # where it runs (None: its executables are not stored)
         self._jitted = jax.jit(self._traced, compiler_options=compiler_options, **layouts)
         self._fetch: list[tuple[bool, int]] | None = None  # for each input residual, from where
 
@@ -253,9 +257,12 @@ class _Wrapped:
 
     def __init__(self, fwd: Forward, stage) -> None:
         self._fwd, self._stage = fwd, stage
+        self.exe_key: str | None = None  # the compiled stage's key in the persistent cache
 
-    def compile(self, *args, **kwargs) -> _Wrapped:
-        compiled = self._stage.compile(*args, **kwargs)
+    def compile(self) -> _Wrapped:
+        compiled, key = _persistent.compile_any(
+            self._stage, self._fwd.compiler_options, self._fwd.device
+        )
         douts, aux, kept = compiled.output_formats
         if not all(_row_major(f) for f in (*douts, *aux)):  # torch reads them as row-major
             raise RuntimeError(
@@ -266,7 +273,9 @@ class _Wrapped:
         formats = list(kept)
         if any(not _row_major(f) for f in formats):
             self._fwd.kept_formats = formats  # the backward is compiled to take these
-        return _Wrapped(self._fwd, compiled)
+        wrapped = _Wrapped(self._fwd, compiled)
+        wrapped.exe_key = key
+        return wrapped
 
     def __call__(self, seed, diff: Sequence, rest: Sequence):
         douts, aux, kept = self._stage(seed, diff, rest)
@@ -318,9 +327,18 @@ class Backward:
         self._keep = None  # jax.jit of apply_vjp
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
+        self.exe_keys: dict[bool, str | None] = {}  # per variant, its persistent cache key
         self._pack_limit = pack_limit
         # How the gradients are packed (``_pack``), known once traced; None: they are not.
         self.packing: _pack.Packing | None = None
+        # Called once, when the freed graph's backward (one program or the split) is compiled
+        # (the persistent cache records the signature then: ``torch2xla/_stored.py``).
+        self.on_compiled: Callable[[], None] | None = None
+
+    def _compiled_freed(self) -> None:
+        hook, self.on_compiled = self.on_compiled, None
+        if hook is not None:
+            hook()
 
     def _packed(self, grads: Sequence) -> Sequence:
         """(traced) The gradients as the program returns them: those of at most
@@ -370,13 +388,23 @@ class Backward:
                 # XLA reuses a donated buffer only for an output of its shape and frees the
                 # others when the call ends (as without donation); JAX warns about those.
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                exe = self._compiled[donate] = self.lower(res, cts, donate).compile()
+                exe, self.exe_keys[donate] = _persistent.compile_any(
+                    self.lower(res, cts, donate), *self._target()
+                )
+                self._compiled[donate] = exe
+            if donate:
+                self._compiled_freed()
         try:
             return exe(*args)
         except TypeError:  # arguments unlike the first call's kinds: the jit takes them
             with no_stack_capture(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
                 return self._jitted(res.layout, donate)(*args)
+
+    def _target(self) -> tuple[dict | None, jax.Device | None]:
+        """The compiler options and the device of the programs (for the persistent cache)."""
+        fwd = self._forward
+        return (None, None) if fwd is None else (fwd.compiler_options, fwd.device)
 
     def _decide_split(self, res: Residuals, cts):
         """At the first freed call: a SplitBackward where the policy asks for segments and the
@@ -392,10 +420,13 @@ class Backward:
                     res.kept, res.inputs, cts, schedule,
                     kept_formats=fwd.kept_formats if fwd is not None else None,
                     compiler_options=fwd.compiler_options if fwd is not None else None,
+                    device=fwd.device if fwd is not None else None,
                 )
             if len(split.segments) < 2:
                 split = False
         self._split = split
+        if split is not False:
+            self._compiled_freed()
         return split
 
     def trace(self, res: Residuals, cts):

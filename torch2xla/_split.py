@@ -32,6 +32,7 @@ import jax
 import jax.extend.core as jcore
 
 from torch2xla._interop import no_stack_capture
+from torch2xla.guards import _persistent
 
 MiB = 1 << 20
 
@@ -460,11 +461,12 @@ class SplitBackward:
         schedule: how much of the residuals each segment frees (``partition``).
         kept_formats: the residuals' formats as the forward returns them (None: row-major).
         compiler_options: XLA compiler options for every segment.
+        device: the device they run on, for the persistent cache (None: not stored).
     """
 
     def __init__(self, fn: Callable, kept: Sequence, inputs: Sequence, cts: Sequence,
                  schedule: Schedule, kept_formats: Sequence | None = None,
-                 compiler_options: dict | None = None) -> None:
+                 compiler_options: dict | None = None, device: jax.Device | None = None) -> None:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
         self._out_tree = jax.tree_util.tree_structure(out_shape)
         n_kept = len(jax.tree_util.tree_leaves(kept))
@@ -481,7 +483,7 @@ class SplitBackward:
         with no_stack_capture():
             # traced here (JAX's configuration, x64 included, is the calling thread's), only
             # XLA's compilations run in the threads
-            self._programs = [_Program(seg, flat, formats, compiler_options)
+            self._programs = [_Program(seg, flat, formats, compiler_options, device)
                               for seg in self.segments]
             # segments with convolutions compile one after another, in one lane of their own
             lanes: list[list[_Program]] = [[]]
@@ -493,6 +495,34 @@ class SplitBackward:
             lanes = [lane for lane in lanes if lane]
             with concurrent.futures.ThreadPoolExecutor(min(len(lanes), _COMPILE_THREADS)) as pool:
                 list(pool.map(_compile_all, lanes))
+
+    def plan(self) -> dict | None:
+        """What ``restored`` needs to run this chain again, without the jaxpr: the segments'
+        value keys, the outputs and the executables' persistent-cache keys (None where one
+        of them is not stored)."""
+        keys = [p.exe_key for p in self._programs]
+        if any(k is None for k in keys):
+            return None
+        return {
+            "segments": [(seg.ins, seg.outs, seg.last) for seg in self.segments],
+            "unused": self._unused,
+            "outs": self._outs,
+            "out_tree": self._out_tree,
+            "executables": [(k, p._exe.in_tree, p._exe.out_tree)
+                            for k, p in zip(keys, self._programs)],
+        }
+
+    @classmethod
+    def restored(cls, plan: dict, programs: Sequence[Callable]) -> SplitBackward:
+        """The chain ``plan`` (from ``plan()``) calling ``programs`` (one per segment, each
+        taking its list of arguments), as the persistent cache restores it."""
+        self = cls.__new__(cls)
+        self.segments = [Segment((), tuple(i), tuple(o), tuple(last))
+                         for i, o, last in plan["segments"]]
+        self._unused, self._outs = tuple(plan["unused"]), list(plan["outs"])
+        self._out_tree = plan["out_tree"]
+        self._programs = list(programs)
+        return self
 
     def __call__(self, kept: list, inputs: Sequence, cts: Sequence):
         """The backward's outputs. ``kept`` is emptied: each residual is freed by the segment
@@ -556,7 +586,7 @@ class _Program:
     rejects (another layout) go through the jit."""
 
     def __init__(self, seg: Segment, flat: _Flat, formats: dict,
-                 compiler_options: dict | None) -> None:
+                 compiler_options: dict | None, device: jax.Device | None = None) -> None:
         def body(*args):
             env = dict(zip(seg.ins, args))
             _run(seg.steps, env)
@@ -570,9 +600,11 @@ class _Program:
         self._jitted = jax.jit(body, compiler_options=compiler_options, in_shardings=in_formats)
         self._lowered = self._jitted.lower(*structs)
         self._exe = None
+        self._target = (compiler_options, device)
+        self.exe_key: str | None = None  # its key in the persistent cache
 
     def compile(self) -> None:
-        self._exe = self._lowered.compile()
+        self._exe, self.exe_key = _persistent.compile_any(self._lowered, *self._target)
         self._lowered = None
 
     def memory_analysis(self):

@@ -41,6 +41,7 @@ from torch2xla._errors import (
 )
 from torch2xla._interop import x64
 from torch2xla._passes import run_passes
+from torch2xla.guards import _persistent
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+; annotations only
@@ -313,27 +314,33 @@ def precompile(
         )
     with x64(), program.placement():
         views = program.jax_inputs(tensors)
+        target = (program.compiler_options, program.device)
         if not (diff_in and program.diff_out):
-            return "inference", [_stages(program._infer, (seed, *views), comp, "inference")]
+            return "inference", [_stages(program._infer, (seed, *views), comp, "inference", target)]
         fwd, bwd, _ = program.train_fns(diff_in)
         diff_set = set(diff_in)
         jdiff = [views[k] for k in diff_in]
         jrest = [v for k, v in enumerate(views) if k not in diff_set]
-        forward = _stages(fwd, (seed, jdiff, jrest), comp, "forward")
+        forward = _stages(fwd, (seed, jdiff, jrest), comp, "forward", target)
         if not backward:
             return "training", [forward]
         douts, _, vjp_fn = forward.traced.out_info
         cts = [jax.ShapeDtypeStruct(d.shape, d.dtype) for d in douts]
-        return "training", [forward, _stages(bwd, (vjp_fn, cts), comp, "backward")]
+        return "training", [forward, _stages(bwd, (vjp_fn, cts), comp, "backward", target)]
 
 
-def _stages(jitted: Any, args: tuple, comp: Compilation, name: str) -> Executable:
+def _stages(jitted: Any, args: tuple, comp: Compilation, name: str, target: tuple) -> Executable:
+    """Trace, lower and compile ``jitted`` (through the persistent cache: ``target`` is the
+    program's compiler options and device); an ``_Aot`` then calls this executable."""
     with comp.stage("tracing"):
         traced = jitted.trace(*args)
     with comp.stage("stablehlo"):
         lowered = traced.lower()
     with comp.stage("xla"):
-        compiled = lowered.compile()
+        compiled, key = _persistent.compile_any(lowered, *target)
+    adopt = getattr(jitted, "adopt", None)
+    if adopt is not None:
+        adopt(compiled, key)
     return Executable(name, traced, lowered, compiled)
 
 

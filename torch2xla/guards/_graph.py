@@ -169,7 +169,6 @@ class GraphGuards:
             persistent_hits=_persistent.hits() - hits,
         )
         self.cache.insert(key, entry, record)
-        _persistent.record_new_entries()
         if not first:
             self.recompile_reasons.append(reason)
         log.info(

@@ -1,32 +1,44 @@
-"""The persistent compilation cache: XLA executables reused across processes.
+"""The persistent cache: compiled programs reused across processes.
 
-torch2xla points JAX's persistent compilation cache at ``<root>/<versions>/xla``, where
-``<root>`` is ``$TORCH2XLA_CACHE_DIR`` or the user cache directory (``~/.cache/torch2xla`` on
-Linux) and ``<versions>`` names the torch, jax, jaxlib and torch2xla versions, so entries
-written by other versions are never looked at. ``TORCH2XLA_PERSISTENT_CACHE=0`` or
-``torch2xla.set_persistent_cache(None)`` switches it off. A user who configured JAX's cache
-themselves (``jax_compilation_cache_dir``) keeps their setting.
+torch2xla keeps its own store under ``<root>/<versions>``, where ``<root>`` is
+``$TORCH2XLA_CACHE_DIR`` or the user cache directory (``~/.cache/torch2xla`` on Linux) and
+``<versions>`` names the torch, jax, jaxlib and torch2xla versions. ``TORCH2XLA_PERSISTENT_CACHE=0``
+or ``torch2xla.set_persistent_cache(None)`` switches it off. JAX's own persistent cache is left
+as the user configured it (torch2xla no longer points it anywhere).
 
-JAX reads an entry it cannot decompress with a warning and recompiles, but never rewrites the
-broken file, so a corrupt entry would cost a compile in every process. torch2xla therefore
-keeps a checksum per entry (``<versions>/checksums.json``) and checks the entries when the
-cache is first used in a process: a file whose checksum no longer matches, or that does not decompress,
-is deleted (with a ``PersistentCacheWarning``) and is recompiled and rewritten on its next use.
+Two kinds of entries, one file each:
+
+- ``programs/<key>``: one XLA executable (``jax.experimental.serialize_executable``), keyed by
+  the lowered StableHLO text, the XLA options, the device and the environment
+  (``environment``). Every compile of torch2xla goes through ``compile`` and finds its
+  executable here when another process compiled the same module: XLA's compile is skipped.
+- ``graphs/<key>``: one signature of a Dynamo graph (``torch2xla/_stored.py``): what its first
+  call compiled, the keys of those executables, and what is needed to call them, keyed by the
+  Dynamo graph, its inputs, the options, torch's global state, the environment and a digest
+  of torch2xla's source. A hit skips the ATen export, JAX's tracing and lowering as well.
+
+Keys hold no path, so a cache copied or moved elsewhere still hits. Every entry verifies
+itself: it starts with its own key and a blake2b digest of key and payload, so an entry under
+another entry's name (swapped, copied over), a torn or truncated write, or any corruption is
+seen when it is read; it is then ignored (logged, deleted where possible) and recompiled.
+Files are written to a temporary name and renamed, without write permission for others
+whatever the umask. A location that cannot be used (read-only, not a directory, out of space)
+gives one ``PersistentCacheWarning``; the process then runs without the persistent cache.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.metadata
-import json
+import logging
 import os
 import pathlib
 import re
 import sys
 import threading
 import warnings
-import zlib
 
 import jax
 import torch
@@ -34,19 +46,23 @@ import torch
 CACHE_DIR_ENV = "TORCH2XLA_CACHE_DIR"
 SWITCH_ENV = "TORCH2XLA_PERSISTENT_CACHE"
 _OFF = ("0", "off", "false", "no")
-_SUFFIX = "-cache"
 _UNSET = object()
+FORMAT = 1  # bumped when the layout of an entry or of a graph record changes
+
+log = logging.getLogger("torch2xla")
 
 
 class PersistentCacheWarning(UserWarning):
-    """A persistent cache entry was corrupt: it was deleted and will be recompiled."""
+    """The persistent cache could not be used (the run goes on without it), or held a corrupt
+    or mismatched entry (ignored and recompiled)."""
 
 
 _lock = threading.RLock()
 _explicit: object = _UNSET  # set_persistent_cache(...) overrides the environment
-_active: pathlib.Path | None = None  # the versioned directory torch2xla set JAX to use
-_saved_min_time: float | None = None
-_hits = 0  # JAX persistent-cache hits seen by the monitoring listener
+_wanted_path: pathlib.Path | None = None  # what the settings asked for when last activated
+_store: Store | None = None  # the usable store (None: off, or the location is unusable)
+_hits = 0  # entries loaded from the persistent cache in this process
+_warned_corrupt = False
 
 
 def default_root() -> pathlib.Path:
@@ -96,11 +112,12 @@ def _wanted() -> pathlib.Path | None:
 
 
 def set_persistent_cache(directory: str | os.PathLike | None) -> pathlib.Path | None:
-    """Use ``directory`` for the persistent compilation cache, or switch it off with None.
+    """Use ``directory`` for the persistent cache, or switch it off with None.
 
     Entries go to a subdirectory named after the torch, jax, jaxlib and torch2xla versions.
     Takes effect for compiles from now on; overrides ``TORCH2XLA_CACHE_DIR`` and
-    ``TORCH2XLA_PERSISTENT_CACHE``. Returns the versioned directory (None when off).
+    ``TORCH2XLA_PERSISTENT_CACHE``. Returns the versioned directory (None when off, or when
+    the directory cannot be used: a ``PersistentCacheWarning`` says why).
 
     Example::
 
@@ -110,182 +127,331 @@ def set_persistent_cache(directory: str | os.PathLike | None) -> pathlib.Path | 
     global _explicit
     with _lock:
         _explicit = None if directory is None else pathlib.Path(directory).expanduser()
-        activate()
-        return _active
+        store = activate()
+        return None if store is None else store.path
 
 
 def persistent_cache_dir() -> pathlib.Path | None:
-    """The directory of the persistent cache in use (JAX's own setting when the user made one),
-    or None when it is off."""
-    with _lock:
-        activate()
-        if _active is not None:
-            return _active
-        user = jax.config.jax_compilation_cache_dir
-        return pathlib.Path(user) if user else None
+    """The directory of the persistent cache in use, or None when it is off or unusable."""
+    store = activate()
+    return None if store is None else store.path
 
 
-def activate() -> None:
-    """Point JAX's persistent cache where the settings say (called before every compile)."""
-    global _active, _saved_min_time
+def activate() -> Store | None:
+    """The store the settings ask for (called before every compile); None when off or unusable.
+
+    A location that cannot be used warns once (``PersistentCacheWarning``) and is not tried
+    again until the settings change.
+    """
+    global _wanted_path, _store
     with _lock:
         wanted = _wanted()
-        if wanted == _active:
-            return
-        current = jax.config.jax_compilation_cache_dir
-        ours = None if _active is None else str(_active / "xla")
-        if current is not None and current != ours:
-            return  # the user configured JAX's cache: theirs wins
-        from jax.experimental.compilation_cache import compilation_cache
-
-        compilation_cache.reset_cache()
+        if wanted == _wanted_path:
+            return _store
+        _wanted_path, _store = wanted, None
         if wanted is None:
-            jax.config.update("jax_compilation_cache_dir", None)
-            if _saved_min_time is not None:
-                jax.config.update("jax_persistent_cache_min_compile_time_secs", _saved_min_time)
-                _saved_min_time = None
-            _active = None
-            return
-        (wanted / "xla").mkdir(parents=True, exist_ok=True)
-        verify(wanted)
-        jax.config.update("jax_compilation_cache_dir", str(wanted / "xla"))
-        if _saved_min_time is None:
-            _saved_min_time = jax.config.jax_persistent_cache_min_compile_time_secs
-            # JAX's default only keeps compiles over 1 s; ours are mostly shorter.
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        _active = wanted
+            return None
+        try:
+            store = Store(wanted)
+        except OSError as e:
+            _unusable(wanted, e)
+            return None
+        _store = store
+        return store
 
 
-# -- integrity --------------------------------------------------------------------------------
-# One manifest per versioned directory, ``checksums.json``: entry name -> [size, mtime_ns,
-# blake2b]. Reading it and stat-ing the entries is all a process start costs; an entry is only
-# read (hashed, or decompressed when it has no record) when its size or mtime changed.
-_MANIFEST = "checksums.json"
+def store() -> Store | None:
+    """The store in use, without looking at the settings again (None: off or unusable)."""
+    return _store
 
 
-def _digest(path: pathlib.Path) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+def _unusable(path: pathlib.Path, error: OSError, failed: Store | None = None) -> None:
+    """Warn once that ``path`` cannot be used, and run on without the persistent cache
+    (``failed``: the store whose write failed)."""
+    global _store
+    if failed is not None:
+        with _lock:
+            if failed.broken:
+                return  # warned already (another thread's write failed first)
+            failed.broken = True
+            if _store is failed:
+                _store = None
+    reason = error.strerror or str(error)
+    if error.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    _warn(
+        f"torch2xla: the persistent cache at {path} cannot be used ({type(error).__name__}: "
+        f"{reason}); this process runs without it, compiling every program. Point "
+        f"{CACHE_DIR_ENV} (or torch2xla.set_persistent_cache) at a writable directory, or set "
+        f"{SWITCH_ENV}=0 to switch it off."
+    )
+
+
+_INTERNAL = tuple(
+    os.path.dirname(m.__file__) + os.sep
+    for m in (torch, jax, sys.modules["jaxlib"], sys.modules[__name__.split(".")[0]])
+) + tuple(os.path.dirname(m.__file__) + os.sep for m in (warnings, threading))
+
+
+def _warn(message: str) -> None:
+    """A ``PersistentCacheWarning`` attributed to the first frame outside torch, JAX, torch2xla
+    and the standard library: the user's line that led to the compile."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, PersistentCacheWarning, stacklevel=level if frame is not None else 2)
+
+
+# -- the store ---------------------------------------------------------------------------------
+_MAGIC = b"torch2xla-cache\x01"
+_KEY_LEN = 64  # hex digits of a blake2b-256 key
+_DIGEST_LEN = 32
+PROGRAMS, GRAPHS = "programs", "graphs"
+_DIR_MODE = 0o755  # no write permission for others, whatever the umask (23.7)
+_FILE_MODE = 0o644
+
+
+def key_of(*parts: bytes | str) -> str:
+    """A blake2b-256 hex key of ``parts`` (each length-prefixed, so no two lists collide)."""
+    h = hashlib.blake2b(digest_size=_KEY_LEN // 2)
+    for p in parts:
+        b = p.encode() if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
     return h.hexdigest()
 
 
-def _decompresses(path: pathlib.Path) -> bool:
-    data = path.read_bytes()
-    try:
-        zlib.decompress(data)
-    except zlib.error:
-        # Not zlib: JAX writes zstd when a zstd module is installed.
-        return _zstd_decompresses(data)
-    return True
+def _entry_digest(key: bytes, payload: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=_DIGEST_LEN)
+    h.update(_MAGIC)
+    h.update(key)
+    h.update(payload)
+    return h.digest()
 
 
-def _zstd_decompresses(data: bytes) -> bool:
-    try:
-        import zstandard
-    except ImportError:
-        return False
-    try:
-        zstandard.ZstdDecompressor().decompress(data)
-    except zstandard.ZstdError:
-        return False
-    return True
+class Store:
+    """The versioned directory: ``read``/``write`` verified entries of a kind by key."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        self.broken = False
+        for d in (path, path / PROGRAMS, path / GRAPHS):
+            _mkdirs(d)
+        # A probe write: a read-only mount or a directory we may not write fails here, once.
+        probe = path / f".probe-{os.getpid()}-{threading.get_ident()}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+        try:
+            os.write(fd, b"ok")
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+
+    def read(self, kind: str, key: str) -> bytes | None:
+        """The payload of entry ``key``, or None when absent or not sound (then logged and
+        deleted: it will be recompiled and written again)."""
+        path = self.path / kind / key
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("torch2xla: persistent cache entry %s could not be read (%s); "
+                        "recompiling", path, e)
+            return None
+        head = len(_MAGIC) + _KEY_LEN + _DIGEST_LEN
+        problem = None
+        if len(data) < head or not data.startswith(_MAGIC):
+            problem = "not a torch2xla cache entry, or truncated"
+        else:
+            stored_key = data[len(_MAGIC) : len(_MAGIC) + _KEY_LEN]
+            digest = data[len(_MAGIC) + _KEY_LEN : head]
+            payload = data[head:]
+            if stored_key != key.encode():
+                problem = "it is the entry of another program (moved or swapped)"
+            elif _entry_digest(stored_key, payload) != digest:
+                problem = "its contents do not match its digest (torn write or corruption)"
+        if problem is not None:
+            self.reject(kind, key, problem)
+            return None
+        return payload
+
+    def reject(self, kind: str, key: str, problem: str) -> None:
+        """Log and delete a bad entry (it is recompiled and written again)."""
+        global _warned_corrupt
+        path = self.path / kind / key
+        log.warning("torch2xla: persistent cache entry %s ignored: %s; recompiling", path, problem)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:  # a read-only cache: the entry stays, and is ignored each time
+            log.debug("torch2xla: could not delete %s: %s", path, e)
+        with _lock:
+            first, _warned_corrupt = not _warned_corrupt, True
+        if first:
+            _warn(f"torch2xla: a corrupt or mismatched persistent cache entry was ignored "
+                  f"({path}: {problem}); it is recompiled (later ones are logged only)")
+
+    def write(self, kind: str, key: str, payload: bytes) -> bool:
+        """Write entry ``key`` atomically; False (after one warning, the cache off for this
+        process) when the location fails."""
+        if self.broken:
+            return False
+        final = self.path / kind / key
+        tmp = final.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        k = key.encode()
+        try:
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            except FileNotFoundError:  # the directory was removed meanwhile: made again
+                _mkdirs(final.parent)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            try:
+                for part in (_MAGIC, k, _entry_digest(k, payload), payload):
+                    _write_all(fd, part)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except OSError as e:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                log.debug("torch2xla: could not delete %s", tmp)
+            _unusable(self.path, e, self)
+            return False
+        return True
 
 
-def _load_manifest(directory: pathlib.Path) -> dict[str, list]:
-    path = directory / _MANIFEST
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}  # a torn or damaged manifest: entries are checked by decompressing instead
-    return data if isinstance(data, dict) else {}
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def _save_manifest(directory: pathlib.Path, changes: dict, removed: set[str]) -> None:
-    """Merge ``changes`` into the manifest on disk (other processes may have written since)."""
-    if not changes and not removed:
-        return
-    manifest = _load_manifest(directory)
-    manifest.update(changes)
-    for name in removed:
-        manifest.pop(name, None)
-    tmp = directory / f"{_MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_text(json.dumps(manifest))
-    os.replace(tmp, directory / _MANIFEST)
+def _mkdirs(path: pathlib.Path) -> None:
+    """``mkdir -p`` with mode 0755 for every directory it creates (a umask of 0 would give
+    0777 to ``Path.mkdir(parents=True)``'s parents); raises OSError when ``path`` is not a
+    usable directory."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, _DIR_MODE)
+        except FileExistsError:
+            pass  # made by another process meanwhile (checked below)
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
 
 
-def _entries(xla: pathlib.Path):
-    with os.scandir(xla) as it:
-        for entry in it:
-            if entry.name.endswith(_SUFFIX) and entry.is_file():
-                st = entry.stat()
-                yield entry.name, pathlib.Path(entry.path), st.st_size, st.st_mtime_ns
-
-
-def verify(directory: pathlib.Path) -> list[str]:
-    """Delete corrupt entries of ``directory`` (warning once); return their names."""
-    xla = directory / "xla"
-    if not xla.is_dir():
-        return []
-    manifest = _load_manifest(directory)
-    changes: dict[str, list] = {}
-    corrupt: list[str] = []
-    present = set()
-    for name, path, size, mtime in _entries(xla):
-        present.add(name)
-        record = manifest.get(name)
-        if record and record[0] == size and record[1] == mtime:
-            continue
-        digest = _digest(path)
-        ok = digest == record[2] if record else _decompresses(path)
-        if ok:
-            changes[name] = [size, mtime, digest]
-            continue
-        corrupt.append(name)
-        path.unlink(missing_ok=True)
-        (xla / (name[: -len(_SUFFIX)] + "-atime")).unlink(missing_ok=True)
-    removed = (set(manifest) - present) | set(corrupt)
-    _save_manifest(directory, changes, removed)
-    if corrupt:
-        warnings.warn(
-            f"torch2xla: {len(corrupt)} corrupt persistent cache entr"
-            f"{'y' if len(corrupt) == 1 else 'ies'} in {xla} deleted; they will be recompiled",
-            PersistentCacheWarning,
-            stacklevel=3,
-        )
-    return sorted(corrupt)
-
-
-def record_new_entries() -> None:
-    """Checksum the entries that have no record yet (after each compile: JAX just wrote them).
-
-    Entries whose size or mtime changed since their record are left for ``verify``.
-    """
-    with _lock:
-        if _active is None:
-            return
-        manifest = _load_manifest(_active)
-        changes = {
-            name: [size, mtime, _digest(path)]
-            for name, path, size, mtime in _entries(_active / "xla")
-            if name not in manifest
-        }
-        _save_manifest(_active, changes, set())
-
-
-# -- hits ---------------------------------------------------------------------------------------
-def _listener(event: str, **kwargs) -> None:
+def count_hit(n: int = 1) -> None:
+    """Count ``n`` executables taken from the persistent cache (when they are used: a
+    background load that is never used does not count)."""
     global _hits
-    if event == "/jax/compilation_cache/cache_hits":
-        _hits += 1
+    with _lock:
+        _hits += n
 
 
 def hits() -> int:
-    """JAX persistent-cache hits so far in this process."""
+    """Executables taken from the persistent cache so far in this process."""
     return _hits
 
 
-jax.monitoring.register_event_listener(_listener)
+# -- keys: the environment ----------------------------------------------------------------------
+# jax config values that do not change what a program computes (logging, caches, dumps,
+# tracebacks) and may hold paths: left out of keys.
+_JAX_IGNORED = (
+    "jax_compilation_cache", "jax_persistent_cache", "jax_enable_compilation_cache",
+    "jax_raise_persistent_cache", "jax_log", "jax_explain", "jax_dump", "jax_pprint",
+    "jax_traceback", "jax_include_", "jax_tracer_error", "jax_debug_log", "jax_source_url",
+    "jax_hlo_source_file", "jax_compiler_detailed_logging", "jax_captured_constants",
+)
+# torch2xla's environment variables that do not change programs.
+_ENV_IGNORED = frozenset({CACHE_DIR_ENV, SWITCH_ENV, "TORCH2XLA_LOG", "TORCH2XLA_DUMP_DIR",
+                          "TORCH2XLA_TRACEBACK"})
+
+
+def environment() -> str:
+    """What every key holds besides its program: versions, XLA's flags, JAX's configuration
+    and torch2xla's environment variables (never a path of the cache)."""
+    import jaxlib
+
+    values = jax.config.values
+    config = sorted((k, repr(v)) for k, v in values.items() if not k.startswith(_JAX_IGNORED))
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if (k.startswith("TORCH2XLA_") and k not in _ENV_IGNORED) or k == "XLA_FLAGS")
+    return repr((FORMAT, sys.version_info[:2], torch.__version__, jax.__version__,
+                 jaxlib.__version__, config, env))
+
+
+def device_tag(device: jax.Device) -> str:
+    """The device an executable is compiled for and loaded on."""
+    return repr((device.platform, device.device_kind, device.client.platform_version,
+                 device.id, device.process_index))
+
+
+# -- executables --------------------------------------------------------------------------------
+def compile(lowered, compiler_options: dict | None, device: jax.Device):
+    """``lowered.compile()`` through the persistent cache. Returns ``(compiled, key)``, key
+    None where the executable cannot be stored (host callbacks, hoisted constants).
+
+    ``compiler_options`` must be those the jit was created with, and ``device`` the one the
+    program runs on: both are part of the key, with the StableHLO text.
+    """
+    store = activate()
+    if store is None:
+        return lowered.compile(), None
+    text = lowered.as_text()
+    if _CALLBACK.search(text):  # host callbacks are Python objects of this process
+        return lowered.compile(), None
+    key = key_of("executable", environment(), device_tag(device),
+                 repr(sorted((compiler_options or {}).items())), text)
+    compiled = load_executable(store, key, lowered.in_tree, lowered.out_tree, device)
+    if compiled is not None:
+        count_hit()
+        return compiled, key
+    compiled = lowered.compile()
+    return compiled, (key if save_executable(store, key, compiled) else None)
+
+
+def compile_any(lowered, compiler_options: dict | None, device: jax.Device | None):
+    """``compile`` for a ``jax.stages.Lowered``; torch2xla's own lowered stages (the training
+    forward's) compile through the cache themselves and carry their key as ``exe_key``."""
+    if device is not None and isinstance(lowered, jax.stages.Lowered):
+        return compile(lowered, compiler_options, device)
+    compiled = lowered.compile()
+    return compiled, getattr(compiled, "exe_key", None)
+
+
+_CALLBACK = re.compile(r"custom_call_target\s*=\s*\"[^\"]*callback|@[A-Za-z_]*callback")
+
+
+def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Device):
+    """The stored executable ``key`` loaded on ``device`` (None when absent or unsound)."""
+    from jax.experimental import serialize_executable
+
+    payload = store.read(PROGRAMS, key)
+    if payload is None:
+        return None
+    try:
+        compiled = serialize_executable.deserialize_and_load(
+            payload, in_tree, out_tree, backend=device.client, execution_devices=[device]
+        )
+    except Exception as e:  # noqa: BLE001  (whatever the loader raises: the entry is unusable)
+        store.reject(PROGRAMS, key, f"it could not be loaded ({type(e).__name__}: {e})")
+        return None
+    return compiled
+
+
+def save_executable(store: Store, key: str, compiled) -> bool:
+    """Write ``compiled`` under ``key``; False where it cannot be serialized or written."""
+    from jax.experimental import serialize_executable
+
+    try:
+        payload, _, _ = serialize_executable.serialize(compiled)
+    except (ValueError, NotImplementedError, TypeError) as e:
+        log.debug("torch2xla: executable not stored in the persistent cache: %s", e)
+        return False
+    return store.write(PROGRAMS, key, payload)

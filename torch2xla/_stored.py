@@ -1,0 +1,825 @@
+"""Graph signatures restored from the persistent cache, without export, tracing or lowering.
+
+A new process that compiles a graph torch2xla compiled before still pays for Dynamo's trace,
+the ATen export, JAX's tracing and the StableHLO lowering, even when XLA's executables come
+from the persistent cache. So the first call of each whole-graph signature is recorded
+(``remember``): the executables' keys, and what calling them needs (which inputs are lifted
+parameters, which outputs are written back to mutated inputs, how outputs are packed, which
+residuals the backward reads, which gradients each cotangent reaches, the split backward's
+chain). The record is keyed by ``graph_key``: everything the export and the lowering read.
+A later process with the same key builds the signature from the record (``restore``): a
+``StoredProgram``, which runs the stored executables through ``XlaProgram``'s own call path.
+The backward's executables are loaded at the first backward.
+
+What a record does not hold (another set of differentiated inputs, a backward that keeps the
+graph, a ``create_graph`` backward) is built the usual way the first time it is needed
+(``StoredProgram.full``: the export and the lowering then run, once).
+
+NOTE: a key collision would be a silent wrong answer, so the key holds every input of the
+export and of the lowering: the Dynamo graph (its code, every node's target and the metadata
+the lowering reads, its submodules, the values of its constant tensors, the metadata of its
+parameters), the call's inputs (dtype, shape, strides, storage offset, requires_grad, device,
+aliasing, the values of Python scalars the export specializes), the backend options, torch's
+global state (grad mode, autocast, default dtype, matmul precision, deterministic mode, sdpa
+and oneDNN switches, functorch's configuration), the environment (versions, XLA flags, JAX's
+configuration, torch2xla's environment variables), a digest of torch2xla's source and of any
+lowering registered outside it, and the device. Graphs whose behaviour the key cannot
+describe (user graph passes, custom ops of other namespaces, tensor subclasses, opaque
+attributes) are not recorded; their executables still come from the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import logging
+import marshal
+import pathlib
+import pickle
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import torch
+
+from torch2xla import _autograd, _residuals
+from torch2xla._interop import ViewCache, jax_device, no_stack_capture, to_torch, to_torch_cpu
+from torch2xla._lower import LoweredGraph, scalar_placeholders
+from torch2xla._program import XlaProgram
+from torch2xla._split import SplitBackward
+from torch2xla.guards import _persistent
+
+log = logging.getLogger("torch2xla")
+
+# Namespaces whose ops behave as the torch version (in the key) and torch2xla's source say.
+_KNOWN_NAMESPACES = frozenset({"aten", "prims", "torch2xla", "higher_order", "_c10d_functional",
+                               "c10d_functional", "_dtensor", "rngprims"})
+# Modules whose functions are fixed by the Python and torch versions in the key.
+_KNOWN_MODULES = ("torch", "builtins", "_operator", "operator", "math")
+
+
+# -- the key ------------------------------------------------------------------------------------
+def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
+    """The key of the signature ``args`` of ``gm`` compiled with ``options``, or None where the
+    key cannot describe what the compile depends on (see the module's note)."""
+    if options.passes:  # user callables: their behaviour is not in any key
+        return None
+    graph = _describe_graph(gm)
+    inputs = _describe_args(gm, args)
+    if graph is None or inputs is None:
+        return None
+    return _persistent.key_of(
+        "graph",
+        _persistent.environment(),
+        _source_digest(),
+        _lowerings_digest(),
+        _global_state(),
+        _describe_options(options),
+        graph,
+        inputs,
+        _persistent.device_tag(device_of(args)),
+    )
+
+
+@functools.cache
+def _source_digest() -> str:
+    """blake2b of every source file of the torch2xla package (relative path and contents)."""
+    root = pathlib.Path(__file__).resolve().parent
+    h = hashlib.blake2b(digest_size=32)
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _lowerings_digest() -> str:
+    """The lowerings registered from outside torch2xla (their code is in no source digest)."""
+    from torch2xla.ops import LOWERINGS
+
+    h = hashlib.blake2b(digest_size=32)
+    for op, fn in LOWERINGS.items():
+        if not getattr(fn, "__module__", "").startswith("torch2xla"):
+            h.update(f"{op}:{_function_digest(fn)}".encode())
+    return h.hexdigest()
+
+
+def _function_digest(fn: Any) -> str | None:
+    """A digest of a Python function's code, defaults and closure (None: not a function)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    if isinstance(fn, functools.partial):
+        inner = _function_digest(fn.func)
+        return None if inner is None else f"{inner}{fn.args!r}{sorted(fn.keywords.items())!r}"
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    cells = tuple(c.cell_contents for c in (fn.__closure__ or ()))
+    h = hashlib.blake2b(marshal.dumps(code), digest_size=16)
+    h.update(repr((fn.__defaults__, fn.__kwdefaults__, cells)).encode())
+    return h.hexdigest()
+
+
+def _global_state() -> str:
+    """torch's process state that the export or the lowerings read."""
+    autocast = [(d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d)))
+                for d in ("cpu", "cuda")]
+    cuda = torch.backends.cuda
+    state = (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        autocast,
+        torch.is_autocast_cache_enabled(),
+        str(torch.get_default_dtype()),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_float32_matmul_precision(),
+        cuda.matmul.allow_tf32,
+        cuda.matmul.allow_fp16_reduced_precision_reduction,
+        cuda.matmul.allow_bf16_reduced_precision_reduction,
+        torch.backends.cudnn.enabled,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.deterministic,
+        cuda.flash_sdp_enabled(),
+        cuda.mem_efficient_sdp_enabled(),
+        cuda.math_sdp_enabled(),
+        cuda.cudnn_sdp_enabled(),
+        torch._C._get_mkldnn_enabled(),
+        sorted((k, repr(v)) for k, v in torch._functorch.config.get_config_copy().items()),
+    )
+    return repr(state)
+
+
+# Options that do not change a compiled program (cache_size: how many are kept; dump_dir: where
+# they are written); passes make the signature unrecordable (``graph_key``).
+_OPTIONS_IGNORED = frozenset({"cache_size", "dump_dir", "passes"})
+
+
+def _describe_options(options) -> str:
+    """Every backend option but those of ``_OPTIONS_IGNORED`` (options added later included)."""
+    parts = []
+    for field in dataclasses.fields(options):
+        if field.name in _OPTIONS_IGNORED:
+            continue
+        value = getattr(options, field.name)
+        if isinstance(value, set | frozenset):
+            value = sorted(map(str, value))
+        parts.append((field.name, repr(value)))
+    return repr(parts)
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple:
+    return (type(t).__name__, str(t.dtype), tuple(map(str, t.shape)), tuple(map(str, t.stride())),
+            str(t.storage_offset()) if not t.is_sparse else "sparse", t.requires_grad,
+            str(t.device), str(t.layout), t.is_conj(), t.is_neg())
+
+
+def _value_meta(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return _tensor_meta(v)
+    if isinstance(v, list | tuple):
+        return type(v).__name__, tuple(_value_meta(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _value_meta(x)) for k, x in v.items())
+    if v is None or isinstance(v, bool | int | float | str | torch.SymInt | torch.SymFloat
+                               | torch.SymBool | torch.dtype | torch.device):
+        return type(v).__name__, str(v)
+    return type(v).__qualname__  # (metadata Dynamo attaches to other values: their kind)
+
+
+def _target(t: Any) -> str | None:
+    """A node's target (or a callable among its arguments) in words; None: a behaviour no key
+    holds."""
+    if isinstance(t, str):  # call_method, get_attr, call_module, placeholder, output
+        return t
+    if isinstance(t, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        # (ops of other namespaces are user code whose behaviour no key holds)
+        return str(t) if str(t).split(".")[0] in _KNOWN_NAMESPACES else None
+    if isinstance(t, torch._ops.HigherOrderOperator):
+        return f"hop:{t.name()}"
+    module = getattr(t, "__module__", None) or ""
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or repr(t)
+    if module.split(".")[0] in _KNOWN_MODULES:
+        return f"{module}.{name}"
+    digest = _function_digest(t)  # a user function Dynamo put in the graph (allow_in_graph)
+    return None if digest is None else f"{module}.{name}:{digest}"
+
+
+_PLAIN = (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
+          torch.memory_format, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _leaf(a: Any) -> str | None:
+    """A node argument in words (FX's code names some objects only by a generated global)."""
+    if a is None or a is Ellipsis or isinstance(a, _PLAIN):
+        return f"{type(a).__name__}:{a!r}"
+    if isinstance(a, torch.fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, slice):
+        return f"slice:{a.start!r}:{a.stop!r}:{a.step!r}"
+    if isinstance(a, torch.Tensor):
+        if type(a) not in (torch.Tensor, torch.nn.Parameter):
+            return None
+        return f"tensor:{_tensor_meta(a)}:{_tensor_digest(a)}"
+    if callable(a):
+        return _target(a)
+    text = repr(a)
+    return None if " at 0x" in text else f"{type(a).__qualname__}:{text}"
+
+
+def _describe_args_of(node: torch.fx.Node) -> list | None:
+    leaves: list = []
+    torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: leaves.append(_leaf(a)))
+    return None if None in leaves else leaves
+
+
+def _describe_graph(gm: torch.nn.Module) -> str | None:
+    """Everything of the Dynamo graph that the export and the lowering read, or None."""
+    parts: list = []
+    own = {**dict(gm.named_parameters(remove_duplicate=False)),
+           **dict(gm.named_buffers(remove_duplicate=False))}
+    parts.append(sorted((name, _tensor_meta(t)) for name, t in own.items()))
+    seen: set[str] = set()
+
+    def visit(mod: torch.nn.Module, prefix: str) -> bool:
+        if not isinstance(mod, torch.fx.GraphModule):
+            return False
+        # (without FX's comments: they name the user's files and lines)
+        code = "\n".join(ln for ln in mod.code.splitlines() if not ln.lstrip().startswith("#"))
+        parts.append((prefix, code))
+        for node in mod.graph.nodes:
+            target, arguments = _target(node.target), _describe_args_of(node)
+            if target is None or arguments is None:
+                return False
+            parts.append(arguments)
+            meta = node.meta
+            stack = meta.get("nn_module_stack")
+            parts.append((node.name, node.op, target,
+                          _value_meta(meta.get("example_value", meta.get("val"))),
+                          None if stack is None else
+                          # (its keys are ids of module objects: left out)
+                          [(str(v[0]), getattr(v[1], "__qualname__", str(v[1])))
+                           for v in stack.values()]))
+            if node.op in ("get_attr", "call_module"):
+                name = f"{prefix}{node.target}"
+                if name in seen:
+                    continue
+                seen.add(name)
+                obj = _resolve(mod, node.target)
+                if not describe_attr(obj, name):
+                    return False
+        return True
+
+    def describe_attr(obj: Any, name: str) -> bool:
+        if isinstance(obj, torch.fx.GraphModule):
+            return visit(obj, f"{name}.")
+        if isinstance(obj, torch.Tensor):
+            if name in own:  # a lifted parameter or buffer: an input, described above
+                return True
+            if type(obj) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+                return False
+            parts.append((name, _tensor_meta(obj), _tensor_digest(obj)))  # a constant
+            return True
+        if isinstance(obj, torch.nn.Module):  # a torch module Dynamo did not inline
+            described = _module_state(obj)
+            if described is None:
+                return False
+            parts.append((name, described))
+            return True
+        if obj is None or isinstance(obj, bool | int | float | str):
+            parts.append((name, repr(obj)))
+            return True
+        return False
+
+    if not visit(gm, ""):
+        return None
+    return repr(parts)
+
+
+def _resolve(mod: torch.nn.Module, target: str) -> Any:
+    obj: Any = mod
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _module_state(mod: torch.nn.Module) -> str | None:
+    """A torch module's type and plain attributes (eps, num_heads...), children included."""
+    if not type(mod).__module__.startswith("torch."):
+        return None
+    items = []
+    for k, v in sorted(vars(mod).items()):
+        if k in ("_parameters", "_buffers", "_modules") or k.startswith("_forward") or "hook" in k:
+            continue
+        if v is None or isinstance(v, bool | int | float | str | tuple | torch.dtype):
+            items.append((k, repr(v)))
+    children = []
+    for name, child in mod.named_children():
+        state = _module_state(child)
+        if state is None:
+            return None
+        children.append((name, state))
+    return repr((type(mod).__qualname__, items, children))
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    data = t.detach().cpu().contiguous()
+    if data.dtype is torch.bfloat16 or data.dtype.itemsize == 0:
+        data = data.view(torch.int16) if data.dtype is torch.bfloat16 else data
+    try:
+        raw = data.numpy().tobytes()
+    except TypeError:  # dtypes numpy lacks (float8...): their bytes
+        raw = data.view(torch.uint8).numpy().tobytes()
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _describe_args(gm: torch.fx.GraphModule, args: Sequence) -> str | None:
+    scalars = set(scalar_placeholders(gm))
+    storages: dict[int, int] = {}
+    parts = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            if type(a) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) or a.is_sparse:
+                return None
+            # which inputs share memory (aliasing changes the functionalized graph)
+            alias = storages.setdefault(a.untyped_storage().data_ptr(), i) if a.numel() else None
+            value = repr(a.item()) if i in scalars else None  # specialized by the export
+            parts.append((_tensor_meta(a), a.is_leaf, alias, value))
+        elif a is None or isinstance(a, bool | int | float | str | torch.dtype | torch.device):
+            parts.append((type(a).__name__, repr(a)))
+        else:
+            return None
+    return repr(parts)
+
+
+def device_of(args: Sequence) -> jax.Device:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return jax_device(a.device)
+    return jax_device(torch.device("cpu"))
+
+
+# -- records ------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Exe:
+    """A stored executable: its key and the pytrees it is called and returns with."""
+
+    key: str
+    in_tree: Any
+    out_tree: Any
+
+
+@dataclasses.dataclass
+class _Training:
+    diff_in: tuple[int, ...]
+    aux_out: tuple[int, ...]
+    input_pos: tuple[int, ...]  # the forward's inputs the backward reads (-1: the seed)
+    deps: tuple[frozenset[int], ...]
+    forward: _Exe
+    backward: _Exe | None  # one program, or
+    split: dict | None  # the split chain (``SplitBackward.plan``)
+    packing: Any  # how the backward packs the gradients (``_pack.Packing`` or None)
+
+
+@dataclasses.dataclass
+class _Record:
+    """One signature of a graph, as ``restore`` rebuilds it."""
+
+    key: str
+    lifted: tuple[str, ...]
+    mutations: tuple[int, ...]
+    num_user_outputs: int
+    tensor_pos: tuple[int, ...]
+    n_inputs: int
+    single_output: bool
+    diff_out: tuple[int, ...]
+    num_outputs: int
+    packing: Any
+    rng: bool
+    wide: bool  # some input or output is 64-bit (calls run inside x64)
+    options: dict  # the XlaProgram options (remat, compiler_options, auto_layouts, split)
+    mark_untracked: bool  # outputs connected to no differentiated input are not tracked
+    inference: _Exe | None = None
+    training: _Training | None = None
+
+
+def remember(key: str | None, lowered: LoweredGraph, program: XlaProgram, inputs: Sequence,
+             program_options: dict) -> None:
+    """Record the signature whose build just compiled ``program`` for ``inputs``: now for an
+    inference program, at the first freed backward for a training one."""
+    if key is None or _persistent.store() is None:
+        return
+    tensors = [inputs[i] for i in program.tensor_pos]
+    diff_in = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
+    base = {
+        "key": key, "lifted": lowered.lifted_names, "mutations": lowered.mutations,
+        "num_user_outputs": lowered.num_user_outputs, "tensor_pos": program.tensor_pos,
+        "n_inputs": len(inputs), "single_output": program.single_output,
+        "diff_out": program.diff_out, "num_outputs": program.num_outputs,
+        "packing": program.packing, "rng": program.rng, "wide": program.wide,
+        "mark_untracked": program.mark_untracked,
+        "options": dict(program_options),
+    }
+    if len(lowered.lifted_names) != len(lowered.lifted):
+        return
+    # What a record does not hold, such signatures are built again in each process: inputs
+    # that share memory (``_aliases``), outputs viewed with eager's strides (``OutputLayout``),
+    # tensors on another device than the program's, runtime checks (``_checks``).
+    if (lowered.aliasing is not None or program._layouts or program.foreign_in
+            or program.foreign_out or program._flat_fn.checks):
+        return
+    if not (torch.is_grad_enabled() and diff_in and program.diff_out):
+        exe = program._infer
+        if exe.exe_key is None or exe.compiled is None:
+            return
+        _write(_Record(**base, inference=_Exe(exe.exe_key, exe.compiled.in_tree,
+                                                  exe.compiled.out_tree)))
+        return
+    fns = program.train_fns(diff_in)
+    fns.bwd.on_compiled = functools.partial(_remember_training, base, fns, diff_in)
+
+
+def _remember_training(base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...]) -> None:
+    fwd, bwd = fns.fwd, fns.bwd
+    compiled = getattr(fwd, "compiled", None)
+    stage = getattr(compiled, "_stage", None)  # the jax Compiled inside _residuals._Wrapped
+    layout = fwd.layout
+    if fwd.exe_key is None or stage is None or layout is None or fns.deps is None:
+        return
+    split = bwd._split if bwd._split not in (None, False) else None
+    backward = plan = None
+    if split is not None:
+        plan = split.plan()
+        if plan is None:
+            return
+    else:
+        exe, key = bwd._compiled.get(True), bwd.exe_keys.get(True)
+        if exe is None or key is None:
+            return
+        backward = _Exe(key, exe.in_tree, exe.out_tree)
+    training = _Training(
+        diff_in=diff_in, aux_out=fns.aux_out, input_pos=layout.input_pos, deps=fns.deps,
+        forward=_Exe(fwd.exe_key, stage.in_tree, stage.out_tree), backward=backward,
+        split=plan, packing=bwd.packing,
+    )
+    _write(_Record(**base, training=training))
+
+
+def _write(record: _Record) -> None:
+    store = _persistent.store()
+    if store is None:
+        return
+    try:
+        payload = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        log.debug("torch2xla: signature not recorded in the persistent cache: %s", e)
+        return
+    store.write(_persistent.GRAPHS, record.key, payload)
+
+
+def load(key: str | None) -> _Record | None:
+    """The record ``key`` (None when absent, unsound or unusable)."""
+    store = _persistent.store()
+    if key is None or store is None:
+        return None
+    payload = store.read(_persistent.GRAPHS, key)
+    if payload is None:
+        return None
+    try:
+        record = pickle.loads(payload)
+    except Exception as e:  # noqa: BLE001  (whatever unpickling raises: the entry is unusable)
+        store.reject(_persistent.GRAPHS, key, f"it could not be read ({type(e).__name__}: {e})")
+        return None
+    if not isinstance(record, _Record) or record.key != key:
+        store.reject(_persistent.GRAPHS, key, "it is not the record of this signature")
+        return None
+    return record
+
+
+# -- restoring ----------------------------------------------------------------------------------
+class _Loaded:
+    """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
+    array in another layout) are laid out as it takes them, and passed again."""
+
+    __slots__ = ("compiled", "exe_key")
+
+    def __init__(self, compiled, key: str) -> None:
+        self.compiled, self.exe_key = compiled, key
+
+    def __call__(self, *args):
+        try:
+            return self.compiled(*args)
+        except (TypeError, ValueError):  # raised before it runs anything
+            formats = self.compiled.input_formats[0]
+            return self.compiled(*jax.tree.map(_conform, tuple(args), tuple(formats)))
+
+
+def _conform(x, fmt):
+    if fmt is None or (fmt.layout is None and fmt.sharding is None):
+        return x
+    return jax.device_put(x, fmt)
+
+
+class _Layout:
+    """What ``TrainFns.saved_positions`` reads of the forward's residual layout."""
+
+    def __init__(self, input_pos: tuple[int, ...]) -> None:
+        self.input_pos = input_pos
+
+
+@jax.tree_util.register_pytree_node_class
+class _StoredResiduals:
+    """The residuals of a stored forward: the arrays it computed, and the inputs it read (a
+    pytree of both, as ``_residuals.Residuals`` is)."""
+
+    __slots__ = ("inputs", "kept")
+
+    def __init__(self, kept: list, inputs: list) -> None:
+        self.kept, self.inputs = kept, inputs
+
+    def tree_flatten(self):
+        return (self.kept, self.inputs), None
+
+    @classmethod
+    def tree_unflatten(cls, _, children):
+        return cls(*children)
+
+
+class _StoredForward:
+    """``(seed, diff, rest) -> (diff_outs, aux_outs, residuals)`` from a stored executable."""
+
+    def __init__(self, exe: _Loaded, t: _Training, num_inputs: int) -> None:
+        self.exe, self.exe_key, self.layout = exe, exe.exe_key, _Layout(t.input_pos)
+        rest = [k for k in range(num_inputs) if k not in frozenset(t.diff_in)]
+        where = {k: (True, i) for i, k in enumerate(t.diff_in)}
+        where.update({k: (False, i) for i, k in enumerate(rest)})
+        self._fetch = [(None, None) if k < 0 else where[k] for k in t.input_pos]
+
+    def __call__(self, seed, diff: Sequence, rest: Sequence):
+        douts, aux, kept = self.exe(seed, diff, rest)
+        inputs = [seed if d is None else (diff if d else rest)[i] for d, i in self._fetch]
+        return douts, aux, _StoredResiduals(kept, inputs)
+
+
+class _StoredBackward:
+    """The freed graph's backward from stored executables (loaded at the first backward,
+    ``_Pending``); a backward that keeps the graph, or one whose executables turned out
+    unusable, runs the program's own (``StoredProgram.full``) on the stored forward's
+    residuals."""
+
+    def __init__(self, program: StoredProgram, t: _Training, pending: dict[str, _Pending]) -> None:
+        self.program, self.diff_in, self.packing = program, t.diff_in, t.packing
+        self._split_plan, self._pending = t.split, pending
+        self._runner: Callable | None = None  # (kept, inputs, cts) -> gradients
+        self.on_compiled = None
+
+    def _stored_runner(self) -> Callable | None:
+        if self._runner is None and self._pending:
+            if self._split_plan is None:
+                self._runner = self._pending["backward"].result()
+            else:
+                n = len(self._split_plan["segments"])
+                exes = [self._pending[f"segment{i}"].result() for i in range(n)]
+                if None not in exes:
+                    split = SplitBackward.restored(self._split_plan, [_segment(e) for e in exes])
+                    self._runner = split
+            self._pending = {}
+        return self._runner
+
+    def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
+        if donate:
+            runner = self._stored_runner()
+            if runner is not None:
+                return runner(res.kept, res.inputs, cts)
+        with no_stack_capture():
+            fns, layout = self.program.full_training(self.diff_in)
+        grads = fns.bwd(_residuals.Residuals(res.kept, list(res.inputs), layout), cts,
+                        donate=donate)
+        if fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
+            raise RuntimeError(
+                "torch2xla internal error: a backward rebuilt from the persistent cache packs "
+                "its gradients otherwise than the stored one; please report this (workaround: "
+                "TORCH2XLA_PERSISTENT_CACHE=0)"
+            )
+        return grads
+
+
+def _no_checks(*args):
+    raise AssertionError("a stored program is not traced")
+
+
+_no_checks.checks = ()  # what XlaProgram reads of its flat function after a call
+_NO_CHECKS = _no_checks
+
+
+class StoredProgram(XlaProgram):
+    """An ``XlaProgram`` restored from a record: the same call path, the stored executables.
+
+    ``materialize()`` builds the program the usual way (export, lowering), for what the record
+    does not hold; that happens at most once.
+    """
+
+    def __init__(self, record: _Record, device: jax.Device, exes: dict[str, Any],
+                 materialize: Callable[[], XlaProgram]) -> None:
+        # (XlaProgram.__init__ is not called: it traces the graph)
+        opts = record.options
+        self.gm = None
+        self.split_backward, self.remat = opts["split_backward"], opts["remat"]
+        self.compiler_options, self.auto_layouts = opts["compiler_options"], opts["auto_layouts"]
+        self.device = device
+        self.torch_device = (torch.device("cpu") if device.platform == "cpu"
+                             else torch.device("cuda", device.id))
+        self.rng = record.rng
+        # (``remember`` records no program with these; see there)
+        self._layouts, self.foreign_in, self.foreign_out = (), (), ()
+        self._flat_fn = _NO_CHECKS
+        self.mark_untracked = record.mark_untracked
+        self.tensor_pos = record.tensor_pos
+        self.single_output = record.single_output
+        self.packing, self.diff_out, self.num_outputs = (
+            record.packing, record.diff_out, record.num_outputs)
+        self._cuda = device.platform != "cpu"
+        self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
+        self._views = ViewCache(len(self.tensor_pos))
+        self.to_torch = to_torch if self._cuda else to_torch_cpu
+        default = jax.config.jax_default_device or jax.devices()[0]
+        self._place = default != device
+        self.wide = record.wide
+        self.scoped = self._place or record.wide
+        self._train_cache = {}
+        self._remat_fn = None
+        self._materialize, self._full, self._lock = materialize, None, threading.Lock()
+        self._rebuilt_forward: dict[tuple[int, ...], Any] = {}
+        inference = exes.get("inference")
+        self._infer = inference if inference is not None else _Rebuilt(self)
+        t = record.training
+        self.stored_training = t is not None  # (else: an inference program)
+        if t is not None:
+            fwd = _StoredForward(exes["forward"], t, len(self.tensor_pos))
+            later = {role: p for role, p in exes.items() if isinstance(p, _Pending)}
+            bwd = _StoredBackward(self, t, later)
+            self._train_cache[t.diff_in] = _autograd.TrainFns(fwd, bwd, t.aux_out, deps=t.deps)
+
+    def full(self) -> XlaProgram:
+        """The program built the usual way (export and lowering run once, at the first need)."""
+        with self._lock:
+            if self._full is None:
+                log.info("torch2xla: %s: building what the persistent cache does not hold",
+                         getattr(self, "label", "program"))
+                self._full = self._materialize()
+            return self._full
+
+    def full_training(self, diff_in: tuple[int, ...]):
+        """The built program's ``TrainFns`` for ``diff_in``, its forward traced (so that its
+        residual layout, which the stored forward's residuals follow, is known)."""
+        full = self.full()
+        fns = full.train_fns(diff_in)
+        layout = getattr(fns.fwd, "layout", None)
+        if layout is None:
+            stored = self._train_cache[diff_in].fwd.exe.compiled
+            # (as precompile traced it: CUDA inputs arrive as arrays on the device, CPU ones
+            # as numpy views; a lowering of other argument kinds would not hit the cache)
+            sharding = jax.sharding.SingleDeviceSharding(self.device) if self._cuda else None
+            args = jax.tree.map(
+                lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=sharding),
+                stored.args_info[0])
+            compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout and formats
+            fns.fwd.adopt(compiled, compiled.exe_key)
+            layout = fns.fwd.layout
+        return fns, layout
+
+    def train_fns(self, diff_in: tuple[int, ...]):
+        fns = self._train_cache.get(diff_in)
+        if fns is None:
+            fns = self._train_cache[diff_in] = self.full().train_fns(diff_in)
+        return fns
+
+    def train_flat_fn(self):
+        return self.full().train_flat_fn()
+
+
+class _Rebuilt:
+    """The inference executable of a restored program whose record holds none."""
+
+    def __init__(self, program: StoredProgram) -> None:
+        self.program = program
+
+    def __call__(self, *args):
+        return self.program.full()._infer(*args)
+
+
+def _segment(exe: _Loaded) -> Callable:
+    return lambda args: exe(*args)
+
+
+class _Pending:
+    """An executable loaded at its first use (the backward's, at the first backward):
+    ``result()`` is a ``_Loaded``, or None where its entry turned out unusable.
+
+    NOTE: loaded in the thread that needs it, with jaxlib's stack capture off as every compile
+    of torch2xla is (``_interop.no_stack_capture``). A background thread loading while another
+    thread switches the process-wide capture failed in jaxlib ("Expecting an IFRT
+    LoadedExecutable to have a user context"), and saved nothing measurable.
+    """
+
+    _UNSET = object()
+
+    def __init__(self, store, exe: _Exe, device: jax.Device) -> None:
+        self._args, self._loaded = (store, exe, device), self._UNSET
+
+    def result(self) -> _Loaded | None:
+        if self._loaded is self._UNSET:
+            store, exe, device = self._args
+            with no_stack_capture():
+                self._loaded = _load(store, exe, device)
+        return self._loaded
+
+
+def _load(store, exe: _Exe, device: jax.Device) -> _Loaded | None:
+    compiled = _persistent.load_executable(store, exe.key, exe.in_tree, exe.out_tree, device)
+    return None if compiled is None else _Loaded(compiled, exe.key)
+
+
+def fetch(key: str, device: jax.Device):
+    """``(record, executables to load, device)`` of the signature ``key``; None where there
+    is no usable record or one of its executables has no entry (the signature is then built
+    as usual, which writes them)."""
+    record = load(key)
+    store = _persistent.store()
+    if record is None or store is None:
+        return None
+    exes = _executables(record)
+    programs = store.path / _persistent.PROGRAMS
+    if not all((programs / e.key).is_file() for e in exes.values()):
+        return None
+    return record, {role: _Pending(store, e, device) for role, e in exes.items()}, device
+
+
+def _executables(record: _Record) -> dict[str, _Exe]:
+    wanted: dict[str, _Exe] = {}
+    if record.inference is not None:
+        wanted["inference"] = record.inference
+    t = record.training
+    if t is not None:
+        wanted["forward"] = t.forward
+        if t.backward is not None:
+            wanted["backward"] = t.backward
+        if t.split is not None:
+            for i, (key, in_tree, out_tree) in enumerate(t.split["executables"]):
+                wanted[f"segment{i}"] = _Exe(key, in_tree, out_tree)
+    return wanted
+
+
+def restore(fetched, gm: torch.fx.GraphModule,
+            materialize: Callable[[], XlaProgram]) -> tuple[LoweredGraph, StoredProgram] | None:
+    """The lowered-graph stand-in and the program of ``fetch``'s result (None where the
+    executables needed first are unusable: the signature is then built as usual). The
+    backward's executables are loaded at the first backward."""
+    if fetched is None:
+        return None
+    record, pending, device = fetched
+    named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
+    if any(n not in named for n in record.lifted):
+        return None
+    lifted = tuple(named[n] for n in record.lifted)
+    exes: dict[str, Any] = {}
+    for role, p in pending.items():
+        if role in ("inference", "forward"):
+            loaded = p.result()
+            if loaded is None:
+                return None
+            exes[role] = loaded
+        else:
+            exes[role] = p
+    program = StoredProgram(record, device, exes, materialize)
+    lowered = LoweredGraph(None, lifted, record.mutations, record.num_user_outputs,
+                          lifted_names=record.lifted)
+    _persistent.count_hit(len(exes))
+    return lowered, program
+
+
+def arg_spec(args: Sequence) -> list:
+    """What ``example_args`` needs to make arguments like ``args`` (no tensor is kept)."""
+    spec = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            value = a.item() if a.dim() == 0 and a.numel() == 1 and not a.is_cuda else None
+            spec.append(("tensor", tuple(a.shape), tuple(a.stride()), a.dtype, a.device,
+                         a.requires_grad, value))
+        else:
+            spec.append(("value", a))
+    return spec
+
+
+def example_args(spec: list) -> list:
+    """Arguments with the metadata (and the 0-d values) ``arg_spec`` recorded."""
+    out = []
+    for s in spec:
+        if s[0] == "value":
+            out.append(s[1])
+            continue
+        _, shape, stride, dtype, device, requires_grad, value = s
+        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        if value is not None:
+            t.fill_(value)
+        out.append(t.requires_grad_(requires_grad))
+    return out
