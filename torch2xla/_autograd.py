@@ -174,7 +174,7 @@ class _Plan:
         n = len(program.tensor_pos)
         diff_set = frozenset(diff_in)
         self.program, self.fns, self.diff_in, self.n_inputs = program, fns, diff_in, n
-        self.flat_fn = program.train_flat_fn()  # its ``checks``: those of the forward's status
+        self.flat_fn = program.checked_fn()  # its ``checks``: those of the forward's status
         # None: every input is differentiated, in order (the views are passed as they are)
         self.rest_in = None if len(diff_in) == n else tuple(k for k in range(n) if k not in diff_set)
         self.diff_out = program.diff_out
@@ -447,6 +447,8 @@ class _VjpProgram:
 
     def train_flat_fn(self) -> Callable:
         return self._flat_fn
+
+    checked_fn = train_flat_fn
 
     def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
         if diff_in not in self._train_cache:

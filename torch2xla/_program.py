@@ -470,6 +470,11 @@ class XlaProgram:
         full = [self._statics[i] if i in self._statics else next(it) for i in range(n)]
         return run_fake(self.gm, full)
 
+    def checked_fn(self):
+        """The function training differentiates, whose ``checks`` (set when it is traced) are
+        the runtime checks whose status the forward returns (``_checks``)."""
+        return self.train_flat_fn()
+
     def train_flat_fn(self):
         """``flat_fn(seed, *tensors)`` as training differentiates it (remat: checkpointed)."""
         if not self.remat:

@@ -435,11 +435,14 @@ def remember(key: str | None, lowered: LoweredGraph, program: XlaProgram, inputs
                                                   exe.compiled.out_tree)))
         return
     fns = program.train_fns(diff_in)
-    fns.bwd.on_compiled = functools.partial(_remember_training, base, fns, diff_in)
+    fns.bwd.on_compiled = functools.partial(_remember_training, base, fns, diff_in, program)
 
 
-def _remember_training(base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...]) -> None:
+def _remember_training(base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...],
+                       program: XlaProgram) -> None:
     fwd, bwd = fns.fwd, fns.bwd
+    if fns.deps is None:  # (found where first needed, which a backward may not have been)
+        fns.deps = program.connected(diff_in)
     compiled = getattr(fwd, "compiled", None)
     stage = getattr(compiled, "_stage", None)  # the jax Compiled inside _residuals._Wrapped
     layout = fwd.layout
@@ -695,6 +698,9 @@ class StoredProgram(XlaProgram):
 
     def train_flat_fn(self):
         return self.full().train_flat_fn()
+
+    def checked_fn(self):
+        return _NO_CHECKS  # (``remember`` records no program with runtime checks)
 
 
 class _Rebuilt:
