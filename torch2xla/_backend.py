@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -89,11 +89,15 @@ class CompiledGraph:
         return self.gm.named_buffers(*args, **kwargs)
 
     @torch._disable_dynamo
-    def _build(self, args: Sequence) -> _Entry:
+    def _build(self, args: Sequence, lowering: Callable | None = None) -> _Entry:
         # Build times each stage, reports long compiles, names this graph in errors, records
-        # the signature for explain and writes dumps (torch2xla/_stages.py).
+        # the signature for explain and writes dumps (torch2xla/_stages.py). ``lowering``
+        # replaces the export of the Dynamo graph (bucketing's rewritten graph).
         with Build(self, args) as b:
-            lowered = b.run("lowering", lower, self.gm, args)
+            if lowering is None:
+                lowered = b.run("lowering", lower, self.gm, args)
+            else:
+                lowered = b.run("lowering", lowering, args)
             lowered = b.passes(lowered)
             unsupported = find_unsupported(lowered.gm)
             unsupported += b.eager_ops(lowered.gm, unsupported)

@@ -82,15 +82,38 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
     return gm
 
 
-def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
-    """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
+def prepare(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphModule:
+    """The Dynamo graph as it is exported (``gm`` itself is left as it is)."""
     gm = _specialize_scalars(gm, args)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
     gm = preserve_sdpa(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
-    gm = insert_stop_gradients(gm, torch.is_grad_enabled())
+    return insert_stop_gradients(gm, torch.is_grad_enabled())
+
+
+def relower(
+    aten_gm: torch.fx.GraphModule,
+    lifted: tuple,
+    args: list,
+    mutations: tuple[int, ...],
+    num_user_outputs: int,
+) -> LoweredGraph:
+    """Export an ATen graph again on concrete ``args``: a graph rewritten after a symbolic
+    export (bucketing's, ``guards/_rewrite.py``), whose inputs are ``lifted`` then ``args``,
+    whose first outputs are the new values of the inputs ``mutations`` names."""
+    with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+        gm, sig = aot_export_module(
+            aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
+        )
+    strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
+    return LoweredGraph(gm, tuple(lifted), tuple(mutations), num_user_outputs)
+
+
+def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
+    """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
+    gm = prepare(gm, args)
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
     with _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
