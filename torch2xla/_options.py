@@ -39,8 +39,10 @@ class Options:
         dump_dir: directory to write each graph's FX, ATen, jaxpr, StableHLO and optimized HLO
             to (default: the ``TORCH2XLA_DUMP_DIR`` environment variable; unset: no dumps).
         eager_ops: ATen ops (overloads, or packets for all overloads) to run in eager PyTorch.
-        buckets: pad dynamic dimensions to bucket sizes, ``"pow2"`` or a list of sizes, where
-            the graph proves padding cannot change real results (see ``torch2xla/guards``).
+        buckets: pad dynamic dimensions to bucket sizes where the graph proves padding cannot
+            change real results (see ``torch2xla/guards``), so that a graph compiles one
+            program per bucket rather than per size: ``"auto"`` (the default: powers of two),
+            ``"pow2"``, a list of sizes, or None (one program per size).
         residual_layouts: ``"auto"``: XLA chooses the layouts of the activations the training
             forward keeps for the backward (a convolution's NHWC output stays NHWC);
             ``"default"``: they are row-major like every other output.
@@ -60,7 +62,7 @@ class Options:
     passes: tuple = ()
     dump_dir: str | None = None
     eager_ops: frozenset = frozenset()
-    buckets: Any = None
+    buckets: Any = "auto"
     residual_layouts: str = "auto"
     compiler_options: tuple = ()  # sorted (name, value) pairs; see ``xla_compiler_options``
     split_backward: Any = "auto"

@@ -35,15 +35,19 @@ _MEMO_LIMIT = 4096
 class BucketSpec:
     """Bucket sizes: ``"pow2"`` (the next power of two) or a sorted tuple of sizes.
 
-    Sizes above the largest listed bucket are not padded.
+    Sizes above the largest listed bucket are not padded. ``"auto"`` (the default) is
+    ``"pow2"`` that the user did not ask for: refusals warn once per graph, not per dimension.
     """
 
     sizes: tuple[int, ...] | None  # None: powers of two
+    auto: bool = False
 
     @classmethod
     def parse(cls, value: Any) -> BucketSpec | None:
         if value is None or value is False:
             return None
+        if value == "auto":
+            return cls(None, auto=True)
         if value == "pow2":
             return cls(None)
         if (
@@ -53,8 +57,8 @@ class BucketSpec:
         ):
             return cls(tuple(sorted(set(value))))
         raise ValueError(
-            f"torch2xla: buckets must be None, 'pow2' or a non-empty list of positive ints, "
-            f"got {value!r}"
+            f"torch2xla: buckets must be 'auto', None, 'pow2' or a non-empty list of positive "
+            f"ints, got {value!r}"
         )
 
     def __call__(self, n: int) -> int:
@@ -64,6 +68,8 @@ class BucketSpec:
         return self.sizes[i] if i < len(self.sizes) else n
 
     def __str__(self) -> str:
+        if self.auto:
+            return "auto (pow2)"
         return "pow2" if self.sizes is None else str(list(self.sizes))
 
 
@@ -125,7 +131,10 @@ class Bucketing:
         # With fixes: the rewritten ATen graph, and the key positions of the real sizes it reads.
         self.masked: torch.fx.GraphModule | None = None
         self.lengths: tuple[int, ...] = ()
-        self._symbolic: _Symbolic | None = None
+        # Python floats that Dynamo passes as 0-d tensors are constants of the trace
+        # (``_lower._specialize_scalars``): one rewritten graph per tuple of their values.
+        self._masked_graphs: dict[tuple, tuple[torch.fx.GraphModule, _Symbolic]] = {}
+        self._candidates: set = set()
         self._base: dict = {}  # padded symbol -> a key position holding it
         self._length_tensors: dict[tuple, torch.Tensor] = {}
         self._memo: dict[tuple, tuple] = {}
@@ -144,24 +153,18 @@ class Bucketing:
             return
         env, ours = sym.env, sym.ours
         self._ours = ours
-        # Fixes bake the trace into every bucket's program; Python floats that Dynamo passes
-        # as tensors are specialized per call (``_lower._specialize_scalars``), so graphs with
-        # them pad only where no fix is needed.
-        allow_fixes = not key.scalar_pos
         candidates: dict = {}
         derived = {}
         for j, s in enumerate(ours):
             replaced = env.replace(s)
             if replaced.is_Symbol:
                 candidates.setdefault(replaced, []).append(j)
-            elif allow_fixes and replaced.free_symbols:
+            elif replaced.free_symbols:
                 derived[j] = replaced
             else:
                 self.refused[key.sources[j].label] = "the lowering specialized this size"
         try:
-            analysis = analyze(
-                sym.gm, set(candidates), sym.num_lifted, sym.mutations, sym.n_user, allow_fixes
-            )
+            analysis = analyze(sym.gm, set(candidates), sym.num_lifted, sym.mutations, sym.n_user)
         except Exception as e:  # noqa: BLE001 -- an analysis bug must not break the call
             reason = f"the padding analysis failed ({type(e).__name__}: {e}); please report it"
             self.refused.update(
@@ -186,9 +189,10 @@ class Bucketing:
         self.safe = tuple(sorted(safe))
         self.analysis = analysis
         if analysis.fixes and self.safe:
+            self._candidates = set(candidates)
             self.masked = rewrite(sym.gm, analysis)
             self.lengths = tuple(self._base[s] for s in analysis.lengths)
-            self._symbolic = sym
+            self._masked_graphs[self._scalar_values(args)] = (self.masked, sym)
         self._our_syms = [env.replace(s) for s in ours]
         self._our_guards = [env.replace(g.expr) for g in env.guards]
         self._our_ranges = dict(env.var_to_range)
@@ -264,15 +268,35 @@ class Bucketing:
         if self.masked is None:
             entry.inner = build(new_args)
         else:
-            entry.inner = build(new_args, self._lower_masked)
+            masked, sym = self._masked_graph(args)
+
+            def lowering(args):
+                from torch2xla._lower import relower
+
+                return relower(masked, sym.lifted, list(args), sym.mutations, sym.n_user)
+
+            entry.inner = build(new_args, lowering)
         entry.program = getattr(entry.inner, "program", None)
         return entry
 
-    def _lower_masked(self, args: Sequence):
-        from torch2xla._lower import relower
+    def _scalar_values(self, args: Sequence) -> tuple:
+        return tuple(args[i].item() for i in self.key.scalar_pos)
 
-        sym = self._symbolic
-        return relower(self.masked, sym.lifted, list(args), sym.mutations, sym.n_user)
+    def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
+        """The rewritten graph for the Python scalars of ``args`` (traced again for new ones)."""
+        values = self._scalar_values(args)
+        got = self._masked_graphs.get(values)
+        if got is not None:
+            return got
+        sym = _trace_symbolic(self.gm, self.key, args)
+        analysis = analyze(sym.gm, self._candidates, sym.num_lifted, sym.mutations, sym.n_user)
+        if analysis.safe != self.analysis.safe or analysis.lengths != self.analysis.lengths:
+            raise RuntimeError(
+                "torch2xla: bucketing bug: the graph pads other sizes for other values of its "
+                "Python scalars; please report it (options {'buckets': None} avoids it)"
+            )
+        got = self._masked_graphs[values] = (rewrite(sym.gm, analysis), sym)
+        return got
 
     @property
     def fixes(self) -> tuple[str, ...]:

@@ -132,6 +132,9 @@ class GraphGuards:
         return entry(args)
 
     def _first(self, args: Sequence):
+        if self.key.requires_grad and torch.is_grad_enabled():
+            # Calls that record autograd are never padded: analyze at the first that may be.
+            return self._run(args)
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
@@ -238,7 +241,20 @@ class GraphGuards:
             if why is None or previous[1 + j] == key[1 + j]:
                 continue
             notes.append(f" ({src.label} is not bucketed: {why})")
-            if src.label not in self._warned:
+            if self.spec.auto:
+                if not self._warned:  # once per graph: the user did not ask for buckets
+                    self._warned.add(src.label)
+                    warnings.warn(
+                        f"torch2xla: {self.name} compiles one program for every size of "
+                        f"{src.label} (now {key[1 + j]}, was {previous[1 + j]}): padding it to a "
+                        f"bucket could change real results because the graph {why}. If this is "
+                        "an LLM's KV cache, generate(..., cache_implementation='static') keeps "
+                        "one program for the whole generation; options={'buckets': None} "
+                        "silences this warning.",
+                        BucketingWarning,
+                        stacklevel=5,
+                    )
+            elif src.label not in self._warned:
                 self._warned.add(src.label)
                 warnings.warn(
                     f"torch2xla: {self.name} recompiles for {src.label} = {key[1 + j]} "

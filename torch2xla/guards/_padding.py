@@ -18,8 +18,8 @@ batch norm statistics, attention over padded keys without a causal mask, flips, 
 used as values, ops without a rule). A refused symbol is dropped and the analysis runs again
 until what is left is safe.
 
-Where the program can read a symbol's *real* value at run time (``analyze(allow_fixes=True)``),
-several of those patterns are made exact instead of refused: each becomes a ``Fix``, a rewrite
+The program reads each padded symbol's *real* value at run time where it needs it, so several
+of those patterns are made exact instead of refused: each becomes a ``Fix``, a rewrite
 of its node that ``_rewrite.py`` applies to the graph (ops of ``torch2xla/ops/_padded.py``).
 Reductions, softmax and products over a padded dimension first set the positions past the
 real length to the reduction's identity; ``cat`` along a padded dimension writes each later
@@ -112,7 +112,7 @@ class Analysis:
         refused: for every other candidate, why not.
         outputs: per user output, its dims' atoms (None for non-tensor outputs).
         mutated_inputs: positions (among the graph's user inputs) written back in place.
-        fixes: the rewrites that padding ``safe`` needs (empty without ``allow_fixes``).
+        fixes: the rewrites that padding ``safe`` needs.
         assumptions: size expressions that must be >= 0 at a call's real sizes for its padded
             run to be exact; each holds whenever eager runs without an error (an index is
             below the length it indexes), and a call where one fails is not padded.
@@ -137,7 +137,6 @@ def analyze(
     num_lifted: int,
     mutations: Sequence[int],
     num_user_outputs: int,
-    allow_fixes: bool = False,
 ) -> Analysis:
     """Find the candidate symbols that can be padded together in ``gm``.
 
@@ -147,13 +146,11 @@ def analyze(
         num_lifted: leading placeholders that are parameters/buffers owned by the graph.
         mutations: for each leading output, the placeholder index it is written back to.
         num_user_outputs: the outputs after the mutations.
-        allow_fixes: whether the program will read the real sizes at run time, so that
-            patterns with a ``Fix`` are rewritten instead of refused.
     """
     cands = set(candidates)
     refused: dict = {}
     while True:
-        interp = _Interpreter(gm, cands, num_lifted, mutations, allow_fixes)
+        interp = _Interpreter(gm, cands, num_lifted, mutations)
         try:
             outputs = interp.run()
         except Refusal as r:
@@ -241,11 +238,8 @@ def padded_atom(dim: Dim) -> Atom | None:
 
 
 class _Interpreter:
-    def __init__(
-        self, gm, cands: set, num_lifted: int, mutations: Sequence[int], allow_fixes: bool = False
-    ) -> None:
+    def __init__(self, gm, cands: set, num_lifted: int, mutations: Sequence[int]) -> None:
         self.gm, self.cands, self.num_lifted, self.mutations = gm, cands, num_lifted, mutations
-        self.allow_fixes = allow_fixes
         self.env: dict[torch.fx.Node, Any] = {}
         # Integer tensors whose values at real positions are in [0, bound) (bound: a size).
         self.bounds: dict[torch.fx.Node, sympy.Expr] = {}
@@ -258,10 +252,7 @@ class _Interpreter:
         raise Refusal(set(symbols) & self.cands or self.cands, reason, self.node)
 
     def fix(self, symbols, what: str, apply: Callable) -> None:
-        """Keep ``symbols`` padded by rewriting the current node with ``apply``; without run-time
-        sizes, refuse them with ``what`` as the reason."""
-        if not self.allow_fixes:
-            self.refuse(symbols, what)
+        """Keep ``symbols`` padded by rewriting the current node with ``apply``."""
         self.fixes.append(Fix(self.node, frozenset(symbols), what, apply))
 
     def classify(self, expr: sympy.Expr) -> Dim:
@@ -271,7 +262,7 @@ class _Interpreter:
             return ((expr, None),)
         if expr in self.cands:
             return ((expr, expr),)
-        if self.allow_fixes and len(syms) == 1 and linear_in(expr, next(iter(syms))):
+        if len(syms) == 1 and linear_in(expr, next(iter(syms))):
             return ((expr, next(iter(syms))),)
         self.refuse(syms, f"a dimension of size {expr} is derived from a padded size")
 
@@ -344,7 +335,10 @@ class _Interpreter:
         packet = target.overloadpacket
         rule = RULES.get(target) or RULES.get(packet)
         exempt = rule.size_args if rule is not None else frozenset()
-        pointwise = rule.fn is _pointwise if rule is not None else torch.Tag.pointwise in target.tags
+        if rule is not None:
+            pointwise = rule.fn is _pointwise
+        else:
+            pointwise = torch.Tag.pointwise in target.tags
         for name, value in bound.items():
             if name not in exempt:
                 syms = self.value_syms(value) if not _is_tensor_arg(value) else set()

@@ -5,7 +5,7 @@ its arguments by schema name) and returns the output's dims as atoms, a list of 
 with several outputs, or refuses through ``interp.refuse``/``interp.require_clean``. Ops that
 carry ``torch.Tag.pointwise`` and have no rule here broadcast their inputs' atoms. Rules that
 can keep a padded dimension exact by reading its real length at run time record a ``Fix``
-through ``interp.fix`` (which refuses when the program will not have the lengths).
+through ``interp.fix``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ aten = torch.ops.aten
 fill_tail = torch.ops.torch2xla.fill_tail.default
 write_at = torch.ops.torch2xla.write_at.default
 key_mask = torch.ops.torch2xla.key_mask.default
+slice_at = torch.ops.torch2xla.slice_at.default
 
 def _mask(interp, node, arg: str, state: State, d: int, fill: str, what: str) -> None:
     """Set the positions of ``node``'s argument ``arg`` past the real length of its padded
@@ -236,7 +237,7 @@ def _squeeze(interp, node, bound):
     return tuple(d for i, d in enumerate(state) if not (i in drop and _is_one(d)))
 
 
-def _slice_like(interp, state, d, start, length_expr, step=1):
+def _slice_like(interp, state, d, start, length_expr, step=1, node=None, end=None):
     """A contiguous range along ``d``; the output's length is ``length_expr``."""
     dim = state[d]
     if not _dim_pads(dim):
@@ -244,7 +245,42 @@ def _slice_like(interp, state, d, start, length_expr, step=1):
     full = len(dim) == 1 and _equal(length_expr, dim[0][0])
     if full and expr_of(start) == 0 and step == 1:
         return state
-    interp.refuse(_dim_pads(dim), f"takes a part of padded dimension {d}")
+    what = f"takes a part of padded dimension {d}"
+    atom, first = padded_atom(dim), expr_of(start)
+    if atom is None or step != 1 or first is None or not first.is_Integer or node is None:
+        interp.refuse(_dim_pads(dim), what)
+    size, sym = atom
+    last = expr_of(end) if end is not None else None
+    to_end = last is None or (last.is_Integer and int(last) >= 2**62)
+    if int(first) >= 0 and (to_end or (last.is_Integer and int(last) < 0)):
+        # x[:, c:] or x[:, c:-k]: the real rows still come first, fewer of them.
+        return (*state[:d], interp.classify(length_expr), *state[d + 1 :])
+    if int(first) >= 0 and length_expr.is_Integer and last.is_Integer and int(last) > 0:
+        # x[:, :k]: a constant length means the trace proved k real rows.
+        return (*state[:d], ((length_expr, None),), *state[d + 1 :])
+    if int(first) < 0 and (to_end or (last.is_Integer and int(first) < int(last) < 0)):
+        # Counted from the end (x[:, -1:]): from the real end, at run time.
+        if not length_expr.is_Integer:
+            interp.refuse({sym}, what)
+        _from_real_end(interp, node, size, sym, d, int(first), int(length_expr), what)
+        return (*state[:d], ((length_expr, None),), *state[d + 1 :])
+    interp.refuse(_dim_pads(dim), what)
+
+
+def _from_real_end(interp, node, size, sym, d, first: int, length: int, what: str) -> None:
+    """Replace ``node`` by ``slice_at`` from ``first`` past the real end (and a squeeze for
+    ``select``)."""
+    squeeze = node.target is aten.select.int
+
+    def apply(rw):
+        x = rw.arg(node, "self")
+        new = rw.call_before(node, slice_at, (x, d, rw.length(size + first), length))
+        if squeeze:
+            new = rw.call_before(node, aten.squeeze.dim, (new, d))
+        node.replace_all_uses_with(new)
+        rw.graph.erase_node(node)
+
+    interp.fix({sym}, what, apply)
 
 
 @rule(aten.slice.Tensor, size_args=("end",))
@@ -252,7 +288,9 @@ def _slice(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
     start = bound["start"] if bound["start"] is not None else 0
-    return _slice_like(interp, state, d, start, interp.out_shape()[d], bound["step"])
+    return _slice_like(
+        interp, state, d, start, interp.out_shape()[d], bound["step"], node, bound["end"]
+    )
 
 
 @rule(aten.narrow.default, size_args=("length",))
@@ -266,7 +304,16 @@ def _narrow(interp, node, bound):
 def _select(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
-    interp.require_clean(state[d], f"selects one index of padded dimension {d}")
+    what = f"selects one index of padded dimension {d}"
+    index, atom = expr_of(bound["index"]), padded_atom(state[d])
+    if _dim_pads(state[d]):
+        if atom is None or index is None or not index.is_Integer:
+            interp.refuse(_dim_pads(state[d]), what)
+        if int(index) >= 0:
+            # A real row whenever eager has it (eager raises past the real length).
+            interp.assumptions.append(sympy.expand(atom[0] - int(index) - 1))
+        else:
+            _from_real_end(interp, node, atom[0], atom[1], d, int(index), 1, what)
     return (*state[:d], *state[d + 1 :])
 
 
@@ -765,8 +812,6 @@ def _within(interp, index, dim: Dim) -> bool:
     slack = sympy.expand(atom[0] - bound)
     if slack.is_Integer:
         return int(slack) >= 0
-    if not interp.allow_fixes:
-        return False
     # Two sizes the trace does not relate (HF's attention mask is one longer than the cache it
     # indexes with arange): eager raises unless the slack is >= 0, checked per call.
     interp.assumptions.append(slack)
