@@ -29,6 +29,7 @@ from torch2xla.guards._padding import Analysis, analyze, linear_in
 from torch2xla.guards._rewrite import rewrite
 
 _MEMO_LIMIT = 4096
+NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,9 +156,12 @@ class Bucketing:
         self._ours = ours
         candidates: dict = {}
         derived = {}
+        sizes = key.size_symbols
         for j, s in enumerate(ours):
             replaced = env.replace(s)
-            if replaced.is_Symbol:
+            if key.sources[j].symbol not in sizes:
+                self.refused[key.sources[j].label] = NOT_A_SIZE
+            elif replaced.is_Symbol:
                 candidates.setdefault(replaced, []).append(j)
             elif replaced.free_symbols:
                 derived[j] = replaced
@@ -366,10 +370,16 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
     ours, symbols = [], {}
+    sizes = key.size_symbols
     for src in key.sources:
         value = src.read(args)
         source = LocalSource(f"torch2xla_{src.symbol}")
-        sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        if src.symbol in sizes:
+            sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        else:  # an int argument: any sign, never padded
+            sym = env.create_unspecified_symbol(
+                value, source=source, dynamic_dim=DimDynamic.DYNAMIC
+            )
         symbols[src.symbol] = env.create_symintnode(sym, hint=value, source=source)
         ours.append(sym)
 

@@ -16,7 +16,7 @@ import torch
 
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
-from torch2xla.guards._bucket import Bucketing, BucketSpec
+from torch2xla.guards._bucket import NOT_A_SIZE, Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
@@ -241,6 +241,8 @@ class GraphGuards:
             if why is None or previous[1 + j] == key[1 + j]:
                 continue
             notes.append(f" ({src.label} is not bucketed: {why})")
+            if why == NOT_A_SIZE:
+                continue  # no warning: an int argument is no size to pad
             if self.spec.auto:
                 if not self._warned:  # once per graph: the user did not ask for buckets
                     self._warned.add(src.label)
