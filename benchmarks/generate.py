@@ -83,6 +83,14 @@ def build(name: str, tiny: bool, device: str, dtype: torch.dtype) -> torch.nn.Mo
 
 
 def _generate(model, ids, new_tokens: int, cache_len: int):
+    import transformers
+
+    # One cache size for both generates (a static cache sized per call would compile the
+    # prompt's forward twice). Older transformers lack max_cache_len; there the cache keeps
+    # the largest size seen, and the warm-up runs the long generate first.
+    sized = {}
+    if hasattr(transformers.GenerationConfig(), "max_cache_len"):
+        sized["max_cache_len"] = cache_len
     return model.generate(
         input_ids=ids,
         attention_mask=torch.ones_like(ids),
@@ -91,7 +99,7 @@ def _generate(model, ids, new_tokens: int, cache_len: int):
         do_sample=False,
         pad_token_id=0,
         cache_implementation="static",
-        max_cache_len=cache_len,
+        **sized,
     )
 
 
@@ -108,8 +116,8 @@ def measure(model, mode: str, ids, new_tokens: int, rounds: int, device: str) ->
     row: dict = {"mode": mode}
     try:
         t0 = time.perf_counter()
-        _generate(model, ids, 1, cache_len)
         tokens = _generate(model, ids, new_tokens + 1, cache_len)
+        _generate(model, ids, 1, cache_len)
         _common.sync(device)
         row["first_call_s"] = time.perf_counter() - t0
         prefill, full = [], []

@@ -19,7 +19,10 @@ transformers = pytest.importorskip("transformers")
 PROMPT, NEW_TOKENS = 7, 16
 
 
-def _model(kind: str) -> torch.nn.Module:
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+def _model(kind: str, device: str = "cpu") -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "gpt2":
         config = transformers.GPT2Config(
@@ -34,15 +37,15 @@ def _model(kind: str) -> torch.nn.Module:
             bos_token_id=1, eos_token_id=2,
         )
         model = transformers.LlamaForCausalLM(config)
-    return model.eval()
+    return model.to(device).eval()
 
 
-def _prompt(batch: int, left_padding: int = 0) -> dict:
+def _prompt(batch: int, left_padding: int = 0, device: str = "cpu") -> dict:
     torch.manual_seed(1)
     ids = torch.randint(3, 128, (batch, PROMPT))
     mask = torch.ones(batch, PROMPT, dtype=torch.long)
     mask[0, :left_padding] = 0
-    return {"input_ids": ids, "attention_mask": mask}
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
 
 
 def _generate(model, prompt: dict, **kw) -> torch.Tensor:
@@ -53,12 +56,13 @@ def _generate(model, prompt: dict, **kw) -> torch.Tensor:
     )
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("cache", ["static", "dynamic"])
 @torch.no_grad()
-def test_generate_matches_eager_with_few_programs(kind, cache):
-    model = _model(kind)
-    prompt = _prompt(1)
+def test_generate_matches_eager_with_few_programs(kind, cache, device):
+    model = _model(kind, device)
+    prompt = _prompt(1, device=device)
     kw = {"cache_implementation": "static"} if cache == "static" else {}
     expected = _generate(model, prompt, **kw)
     model.forward = torch.compile(model.forward, backend="xla")
@@ -74,12 +78,13 @@ def test_generate_matches_eager_with_few_programs(kind, cache):
         assert [len(g.padding_fixes) > 0 for g in info] == [False, False, True]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @torch.no_grad()
-def test_generate_batch_with_left_padding_dynamic_cache():
+def test_generate_batch_with_left_padding_dynamic_cache(device):
     # The attention mask (one longer than the cache) is padded with it; the mask built from
     # it indexes the padded mask with arange and compares positions with the real length.
-    model = _model("gpt2")
-    prompt = _prompt(2, left_padding=2)
+    model = _model("gpt2", device)
+    prompt = _prompt(2, left_padding=2, device=device)
     expected = _generate(model, prompt)
     model.forward = torch.compile(model.forward, backend="xla")
     assert torch.equal(_generate(model, prompt), expected)

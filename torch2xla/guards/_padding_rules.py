@@ -346,22 +346,19 @@ def _cat(interp, node, bound):
         merged.insert(d, interp.classify(out[d]))
         return tuple(merged)
     what = f"concatenates along padded dimension {d}"
-    atoms = [st[d][0] if len(st[d]) == 1 else None for st in states]
-    if len(pads) != 1 or any(a is None for a in atoms):
+    if len(pads) != 1 or any(_dim_pads(st[d]) and padded_atom(st[d]) is None for st in states):
         interp.refuse(pads, what)
     sym = next(iter(pads))
     # The real rows of each operand, written one after another from the start: the cat puts
     # operand 0 there, each later one is written at the real end of those before it (its own
     # padding is overwritten by the next, the last one's lies past the real end).
+    sizes = [sympy.Mul(*(e for e, _ in st[d])) for st in states]
+    padded = [bool(_dim_pads(st[d])) for st in states]
     offsets, total = [], sympy.Integer(0)
-    for size, _ in atoms:
+    for size in sizes:
         offsets.append(total)
         total = total + size
-    writes = [
-        (tensors[k], offsets[k])
-        for k in range(1, len(tensors))
-        if any(atoms[j][1] is not None for j in range(k))
-    ]
+    writes = [(tensors[k], offsets[k]) for k in range(1, len(tensors)) if any(padded[:k])]
 
     def apply(rw):
         users = list(node.users)
