@@ -350,3 +350,38 @@ def test_padded_programs_read_the_real_sizes(name):
     g = torch2xla.cache_info(compiled)[0]
     assert "x dim 1" in g.bucketed, g.not_bucketed
     assert (g.misses, g.hits) == (3, 1)  # buckets 4, 8, 16
+
+
+@torch.no_grad()
+def test_padded_programs_write_back_in_place_updates():
+    def f(x, cache):
+        cache.copy_(cache.softmax(1))  # in place, normalized over the padded dim
+        return torch.cat([cache, x[:, :1]], 1).sum(1)
+
+    compiled = torch.compile(f, backend="xla", dynamic=True, options={"buckets": "pow2"})
+    for n in (3, 6, 7):
+        x, cache = torch.randn(2, n, 4), torch.randn(2, n, 4)
+        cache_ref = cache.clone()
+        assert_same(compiled(x, cache), f(x, cache_ref))
+        assert_same(cache, cache_ref)
+    assert torch2xla.cache_info(compiled).misses == 2  # buckets 4 and 8
+
+
+@torch.no_grad()
+def test_a_failing_padded_program_compiles_exactly_and_warns(monkeypatch):
+    import torch2xla._lower
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(torch2xla._lower, "relower", broken)
+    fn = FIX_CASES["softmax"]
+    compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": "pow2"})
+    x = torch.randn(2, 3, 4)
+    with pytest.warns(torch2xla.BucketingWarning, match="padded program failed.*injected"):
+        assert_same(compiled(x), fn(x))
+    for n in (5, 6):
+        x = torch.randn(2, n, 4)
+        assert_same(compiled(x), fn(x))
+    g = torch2xla.cache_info(compiled)[0]
+    assert g.misses == 3 and g.bucketed == ()  # one program per size from then on

@@ -194,7 +194,11 @@ class Bucketing:
         self.analysis = analysis
         if analysis.fixes and self.safe:
             self._candidates = set(candidates)
-            self.masked = rewrite(sym.gm, analysis)
+            try:
+                self.masked = rewrite(sym.gm, analysis)
+            except Exception as e:  # noqa: BLE001 -- a rewrite bug must not break the call
+                self.give_up(f"rewriting the graph failed ({type(e).__name__}: {e})")
+                return
             self.lengths = tuple(self._base[s] for s in analysis.lengths)
             self._masked_graphs[self._scalar_values(args)] = (self.masked, sym)
         self._our_syms = [env.replace(s) for s in ours]
@@ -230,6 +234,13 @@ class Bucketing:
                 ):
                     self.derived[j] = (sol, base, k)
                     break
+
+    def give_up(self, why: str) -> None:
+        """Pad nothing from now on (programs already built stay); ``why`` goes to the report."""
+        reason = f"{why}; please report it (options {{'buckets': None}} avoids it)"
+        for j in self.safe:
+            self.refused[self.key.sources[j].label] = reason
+        self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
 
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:

@@ -168,11 +168,18 @@ class GraphGuards:
         t0 = time.perf_counter()
         padded = self._padded_values(key)
         with _tracing(), no_stack_capture():
-            if padded is not None:
+            if padded is not None and self.bucketing.masked is not None:
+                try:
+                    entry = self.bucketing.make_entry(args, padded, self.build)
+                    out = entry(args)
+                except Exception as e:  # noqa: BLE001 -- compiled exactly instead, and said
+                    return self._unpadded(args, e)
+            elif padded is not None:
                 entry = self.bucketing.make_entry(args, padded, self.build)
+                out = entry(args)
             else:
                 entry = self.build(args)
-            out = entry(args)
+                out = entry(args)
         seconds = time.perf_counter() - t0
         record = CompileRecord(
             index=len(self.cache.records) + 1,
@@ -201,6 +208,20 @@ class GraphGuards:
         return out
 
     # -- bucketing ---------------------------------------------------------------------------
+    def _unpadded(self, args: Sequence, error: Exception):
+        """A padded program that reads the real sizes failed to build or run: this graph pads
+        nothing from now on, and the call compiles (or raises) as without buckets."""
+        why = f"its padded program failed ({type(error).__name__}: {str(error)[:300]})"
+        warnings.warn(
+            f"torch2xla: {self.name}: {why}; it compiles one program per size from now on. "
+            "Please report it (options={'buckets': None} avoids it).",
+            BucketingWarning,
+            stacklevel=5,
+        )
+        self._warned.update(self.key.sources[j].label for j in self.bucketing.safe)
+        self.bucketing.give_up(why)
+        return self._compile(self.key(args), args)
+
     def _padded_values(self, key: tuple) -> tuple | None:
         b = self.bucketing
         if b is None or not b.safe or (key[0] and self.key.requires_grad):
