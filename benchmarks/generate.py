@@ -129,7 +129,8 @@ def measure(model, mode: str, ids, new_tokens: int, rounds: int, device: str) ->
                 _common.sync(device)
                 out.append(time.perf_counter() - t)
         row["prefill_ms"] = 1e3 * statistics.median(prefill)
-        row["ms_per_token"] = 1e3 * (statistics.median(full) - statistics.median(prefill)) / new_tokens
+        decode = statistics.median(full) - statistics.median(prefill)
+        row["ms_per_token"] = 1e3 * decode / new_tokens
         row["tokens"] = tokens
         if mode.startswith("xla"):
             row["programs"] = torch2xla.cache_info(model.forward).misses

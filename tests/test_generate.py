@@ -73,7 +73,8 @@ def test_generate_matches_eager_with_few_programs(kind, cache, device):
     else:
         # The prompt, the first token (Dynamo's static graph), then one program per power of
         # two of the cache's length (8, 16, 32 for lengths 8 to 22), not one per token.
-        buckets = math.ceil(math.log2(PROMPT + NEW_TOKENS - 1)) - math.ceil(math.log2(PROMPT + 1)) + 1
+        longest, shortest = PROMPT + NEW_TOKENS - 1, PROMPT + 1
+        buckets = math.ceil(math.log2(longest)) - math.ceil(math.log2(shortest)) + 1
         assert info.misses == 2 + buckets == 5
         assert [len(g.padding_fixes) > 0 for g in info] == [False, False, True]
 
