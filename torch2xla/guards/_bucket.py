@@ -257,7 +257,7 @@ class Bucketing:
     def _choose(self, values: tuple) -> tuple:
         if self.analysis is not None and self.analysis.assumptions:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
-            if not all(bool(a.xreplace(real) >= 0) for a in self.analysis.assumptions):
+            if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
                 return values
         padded = list(values)
         for j in self.safe:
@@ -323,10 +323,13 @@ class Bucketing:
         return tuple(f"{f.what} ({f.node.target}, at {source_line(f.node)})"
                      for f in self.analysis.fixes)
 
-    def length_tensors(self, values: tuple, device: torch.device) -> list[torch.Tensor]:
-        """The real sizes a rewritten program reads, as 0-d int64 tensors on ``device``."""
+    def length_tensors(
+        self, lengths: tuple[int, ...], values: tuple, device: torch.device
+    ) -> list[torch.Tensor]:
+        """The real sizes a rewritten program reads (``lengths``: their key positions), as 0-d
+        int64 tensors on ``device``."""
         out = []
-        for j in self.lengths:
+        for j in lengths:
             key = (device, values[j])
             t = self._length_tensors.get(key)
             if t is None:
@@ -461,13 +464,15 @@ class PaddedEntry:
 
     def __init__(self, bucketing: Bucketing, inner, padded: tuple) -> None:
         self.bucketing, self.inner, self.padded = bucketing, inner, padded
+        # The real sizes this program reads (kept: ``Bucketing.give_up`` drops the plan's).
+        self.lengths = bucketing.lengths
         self._plans: dict[tuple, _CallPlan] = {}
         # Entries of the wrapped program that other code reads (explain, tests).
         self.program = getattr(inner, "program", None)
 
     def __call__(self, args: Sequence):
         values = self.bucketing.key.symbol_values(args)
-        if values == self.padded and not self.bucketing.lengths:
+        if values == self.padded and not self.lengths:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
         outs = self.inner(new_args)
@@ -499,8 +504,8 @@ class PaddedEntry:
                 new_args[i] = p
         for i, v in plan.ints:
             new_args[i] = v
-        if self.bucketing.lengths:
-            new_args.extend(self.bucketing.length_tensors(values, plan.device))
+        if self.lengths:
+            new_args.extend(self.bucketing.length_tensors(self.lengths, values, plan.device))
         return new_args, plan
 
     def _plan(self, args: Sequence, values: tuple) -> _CallPlan:
