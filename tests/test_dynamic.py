@@ -1,5 +1,6 @@
-"""Dynamic shapes and bucketing: one Dynamo graph, one XLA program per size (or per bucket),
-eager's results for every size; padding only where the graph proves it cannot change them."""
+"""Dynamic shapes and bucketing: one Dynamo graph, one XLA program per bucket of sizes (or per
+size), eager's results for every size; padding only where the graph proves it cannot change
+them, with the real sizes read at run time where exactness needs them."""
 
 from __future__ import annotations
 
@@ -62,14 +63,25 @@ def _run_lengths(model, lengths, batch=2, **compile_kw):
 
 def test_dynamic_true_traces_once_and_compiles_each_length():
     model = TinyGPT(causal_sdpa=False).eval()
-    info = _run_lengths(model, [3, 4, 5, 6, 7, 8, 9, 10], dynamic=True)
+    info = _run_lengths(model, [3, 4, 5, 6, 7, 8, 9, 10], dynamic=True, options={"buckets": None})
     assert len(info) == 1  # one Dynamo graph: SymInt views, arange(T), masks from T
     assert info.misses == 8 and info.hits == 0
 
 
+def test_dynamic_true_compiles_each_bucket_by_default():
+    # The mask built from T and the softmax over the keys: the padded keys are masked.
+    model = TinyGPT(causal_sdpa=False).eval()
+    info = _run_lengths(model, [3, 4, 5, 6, 7, 8, 9, 10], dynamic=True)
+    g = info[0]
+    assert g.buckets == "auto (pow2)"
+    assert g.bucketed == ("idx dim 0", "idx dim 1")
+    assert g.misses == 3 and g.hits == 5  # buckets 4, 8, 16
+    assert any("softmax" in f for f in g.padding_fixes)
+
+
 def test_mark_dynamic_compiles_each_length():
     model = TinyGPT(causal_sdpa=True).eval()
-    compiled = torch.compile(model, backend="xla")
+    compiled = torch.compile(model, backend="xla", options={"buckets": None})
     with torch.no_grad():
         for t in (5, 9, 5, 12):
             idx = _tokens(2, t)
@@ -83,11 +95,18 @@ def test_mark_dynamic_compiles_each_length():
 
 def test_automatic_dynamic_second_graph_compiles_per_length():
     model = TinyGPT(causal_sdpa=True).eval()
-    info = _run_lengths(model, [4, 6, 8, 6])
+    info = _run_lengths(model, [4, 6, 8, 6], options={"buckets": None})
     # Dynamo specializes the first length, then traces a dynamic graph for the rest.
     assert [g.misses for g in info] == [1, 2]
     assert [g.hits for g in info] == [0, 1]
     assert "size mismatch" in info[1].dynamo_reason
+
+
+def test_automatic_dynamic_second_graph_compiles_per_bucket():
+    model = TinyGPT(causal_sdpa=True).eval()
+    info = _run_lengths(model, [4, 6, 8, 6, 7, 5])
+    assert [g.misses for g in info] == [1, 1]  # 4; then bucket 8 for 5 to 8
+    assert [g.hits for g in info] == [0, 4]
 
 
 def test_bucketing_pow2_pads_causal_attention_exactly():
@@ -106,21 +125,36 @@ def test_bucket_list_leaves_larger_sizes_exact():
     assert info.misses == 3  # 5 and 8 share bucket 8; 11 and 13 compile as they are
 
 
-def test_bucketing_refused_for_softmax_over_padded_keys():
-    model = TinyGPT(causal_sdpa=False).eval()
-    compiled = torch.compile(model, backend="xla", dynamic=True, options={"buckets": "pow2"})
+def _centered(x):
+    return (x - x.mean(1, keepdim=True)).sin()  # a mean counts the padded positions
+
+
+def test_bucketing_refused_for_mean_over_padded_dim():
+    compiled = torch.compile(_centered, backend="xla", dynamic=True, options={"buckets": "pow2"})
     with torch.no_grad():
-        idx = _tokens(2, 5)
-        assert_same(compiled(idx), model(idx), atol=2e-5)
-        idx = _tokens(2, 6)
-        with pytest.warns(torch2xla.BucketingWarning, match=r"idx dim 1.*softmax"):
-            out = compiled(idx)
-        assert_same(out, model(idx), atol=2e-5)
+        x = torch.randn(2, 5, 4)
+        assert_same(compiled(x), _centered(x))
+        x = torch.randn(2, 6, 4)
+        with pytest.warns(torch2xla.BucketingWarning, match=r"x dim 1.*reduces"):
+            out = compiled(x)
+        assert_same(out, _centered(x))
     g = torch2xla.cache_info(compiled)[0]
-    assert g.bucketed == ("idx dim 0",)
-    assert "softmax" in g.not_bucketed["idx dim 1"]
+    assert g.bucketed == ("x dim 0", "x dim 2")
+    assert "reduces over padded dimension 1" in g.not_bucketed["x dim 1"]
     assert g.misses == 2
     assert "not bucketed" in g.recompile_reasons[0]
+
+
+def test_default_buckets_warn_once_and_suggest_a_static_cache():
+    compiled = torch.compile(_centered, backend="xla", dynamic=True)
+    with torch.no_grad(), pytest.warns(torch2xla.BucketingWarning) as record:
+        for n in (5, 6, 7):
+            x = torch.randn(2, n, 4)
+            assert_same(compiled(x), _centered(x))
+    messages = [str(w.message) for w in record if w.category is torch2xla.BucketingWarning]
+    assert len(messages) == 1
+    assert "x dim 1" in messages[0] and "reduces" in messages[0]
+    assert "cache_implementation='static'" in messages[0]
 
 
 def test_bucketing_refused_for_batch_norm_statistics():
@@ -202,19 +236,25 @@ ANALYSIS_CASES = {
         "b",
         {"s": "layer norm", "h": "layer norm"},
     ),
-    "sum_over_seq": (lambda x: x.sum(1), "bh", {"s": "reduces over padded dimension 1"}),
+    "sum_over_seq": (lambda x: x.sum(1), "bsh", {}),  # padded positions zeroed first
     "mean_over_seq": (lambda x: x.mean(1), "bh", {"s": "reduces"}),
-    "softmax_over_seq": (lambda x: x.softmax(1), "bh", {"s": "softmax"}),
+    "var_over_seq": (lambda x: x.var(1), "bh", {"s": "reduces"}),
+    "softmax_over_seq": (lambda x: x.softmax(1), "bsh", {}),  # -inf past the real end
     "causal_attention": (_sdpa(True), "bs", {"h": "head dimension"}),
-    "attention": (_sdpa(False), "b", {"s": "without a causal mask", "h": "head dimension"}),
-    "contract_seq": (lambda x: x.transpose(1, 2) @ x, "bh", {"s": "contracts"}),
+    "attention": (_sdpa(False), "bs", {"h": "head dimension"}),  # padded keys masked
+    "contract_seq": (lambda x: x.transpose(1, 2) @ x, "bsh", {}),  # both operands zeroed
     "flip_seq": (lambda x: x.flip(1), "bh", {"s": "flips"}),
-    "last_position": (lambda x: x[:, -1], "bh", {"s": "selects one index"}),
+    "last_position": (lambda x: x[:, -1], "bsh", {}),  # from the real end
     "cumsum_seq": (lambda x: x.cumsum(1), "bsh", {}),
-    "size_as_value": (lambda x: x / x.shape[1], "bh", {"s": "as a value"}),
+    "size_as_value": (lambda x: x / x.shape[1], "bsh", {}),  # the real size, at run time
     "arange_positions": (lambda x: x + torch.arange(x.shape[1])[None, :, None], "bsh", {}),
-    "concat_seq": (lambda x: torch.cat([x, x], 1), "bh", {"s": "concatenates"}),
+    "concat_seq": (lambda x: torch.cat([x, x], 1), "bsh", {}),  # written at the real end
     "flatten_rows": (lambda x: x.reshape(-1, 8) @ torch.ones(8, 3), "bs", {}),
+    "flatten_rows_and_sum": (
+        lambda x: x.reshape(-1, 8).sum(0),
+        "",
+        {"b": "flattened", "s": "flattened"},
+    ),
     "split_heads": (
         lambda x: x.view(x.shape[0], x.shape[1], 2, -1).transpose(1, 2) * 3,
         "bs",
@@ -250,3 +290,98 @@ def test_padding_analysis(name):
     assert {names[k] for k in b.refused} == set(refused)
     for label, reason in b.refused.items():
         assert refused[names[label]] in reason
+
+
+# -- exactness of the padded programs that read the real sizes (one compile per bucket) --------
+def _attend(x):
+    q = x[:, None]
+    return F.scaled_dot_product_attention(q, q, q)  # no mask: the padded keys get masked
+
+
+def _attend_masked(x):
+    q = x[:, None]
+    keep = (x.sum(-1) > 0) | (torch.arange(x.shape[1]) == 0)  # a boolean mask over the keys
+    return F.scaled_dot_product_attention(q, q, q, attn_mask=keep[:, None, None, :])
+
+
+def _attend_cache(x):
+    # A KV cache as HF's DynamicCache grows it: the new row concatenated after the cache.
+    new = x[:, :1] * 0.5
+    keys = torch.cat([x, new], 1)[:, None]
+    return F.scaled_dot_product_attention(new[:, None], keys, keys), keys
+
+
+FIX_CASES = {
+    "sum": lambda x: x.sum(1),
+    "amax": lambda x: x.amax(1),
+    "argmax": lambda x: x.argmax(1),
+    "max_and_indices": lambda x: tuple(x.min(1)),
+    "logsumexp": lambda x: x.logsumexp(1),
+    "softmax": lambda x: x.softmax(1),
+    "softmax_with_inf": lambda x: x.masked_fill(x > 1, float("inf")).softmax(1),
+    "log_softmax": lambda x: x.log_softmax(1),
+    "vector_norm": lambda x: torch.linalg.vector_norm(x, dim=1),
+    "gram": lambda x: x.transpose(1, 2) @ x,
+    "attention": _attend,
+    "attention_bool_mask": _attend_masked,
+    "kv_cache": _attend_cache,
+    "concat_two_padded": lambda x: torch.cat([x, 2 * x], 1),
+    "last": lambda x: x[:, -1],
+    "last_two": lambda x: x[:, -2:],
+    "before_last": lambda x: x[:, -3:-1],
+    "drop_first": lambda x: x[:, 1:],
+    "drop_last": lambda x: x[:, :-1].cumsum(1),
+    "first_two": lambda x: x[:, :2],
+    "first": lambda x: x[:, 0],
+    "size_as_value": lambda x: x / x.shape[1],
+    "positions_from_the_end": lambda x: torch.arange(x.shape[1]) - x.shape[1],
+    "index_with_arange": lambda x: x[:, torch.arange(x.shape[1] - 1)],
+}
+
+
+@pytest.mark.parametrize("name", list(FIX_CASES))
+@torch.no_grad()
+def test_padded_programs_read_the_real_sizes(name):
+    fn = FIX_CASES[name]
+    compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": "pow2"})
+    for n in (3, 6, 9, 5):
+        x = torch.randn(2, n, 4)
+        assert_same(compiled(x), fn(x))
+    g = torch2xla.cache_info(compiled)[0]
+    assert "x dim 1" in g.bucketed, g.not_bucketed
+    assert (g.misses, g.hits) == (3, 1)  # buckets 4, 8, 16
+
+
+@torch.no_grad()
+def test_padded_programs_write_back_in_place_updates():
+    def f(x, cache):
+        cache.copy_(cache.softmax(1))  # in place, normalized over the padded dim
+        return torch.cat([cache, x[:, :1]], 1).sum(1)
+
+    compiled = torch.compile(f, backend="xla", dynamic=True, options={"buckets": "pow2"})
+    for n in (3, 6, 7):
+        x, cache = torch.randn(2, n, 4), torch.randn(2, n, 4)
+        cache_ref = cache.clone()
+        assert_same(compiled(x, cache), f(x, cache_ref))
+        assert_same(cache, cache_ref)
+    assert torch2xla.cache_info(compiled).misses == 2  # buckets 4 and 8
+
+
+@torch.no_grad()
+def test_a_failing_padded_program_compiles_exactly_and_warns(monkeypatch):
+    import torch2xla._lower
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(torch2xla._lower, "relower", broken)
+    fn = FIX_CASES["softmax"]
+    compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": "pow2"})
+    x = torch.randn(2, 3, 4)
+    with pytest.warns(torch2xla.BucketingWarning, match="padded program failed.*injected"):
+        assert_same(compiled(x), fn(x))
+    for n in (5, 6):
+        x = torch.randn(2, n, 4)
+        assert_same(compiled(x), fn(x))
+    g = torch2xla.cache_info(compiled)[0]
+    assert g.misses == 3 and g.bucketed == ()  # one program per size from then on

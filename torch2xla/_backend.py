@@ -6,7 +6,7 @@ import functools
 import itertools
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -119,29 +119,34 @@ class CompiledGraph:
         return (0,) * len(lowered.mutations) + links
 
     @torch._disable_dynamo
-    def _build(self, args: Sequence) -> _Entry | _Cut:
+    def _build(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
             return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
-        # the signature for explain and writes dumps (torch2xla/_stages.py).
-        key = self._stored_key(args)
+        # the signature for explain and writes dumps (torch2xla/_stages.py). ``lowering``
+        # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
+        # take the real sizes too: not recorded in the persistent cache).
+        key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
                     return b.done(entry)
-            found = data_dependent.data_dependent_nodes(self.gm)
-            if not found:
-                try:
-                    lowered = b.run("lowering", lower, self.gm, args)
-                except data_dependent.EXPORT_ERRORS as e:
-                    node = data_dependent.failing_node(e, self.gm)
-                    if node is None:
-                        raise
-                    b.comp.failed = None  # handled: not an export failure to report
-                    found = [node]
-            if found:
-                return self._cut_around(found, b)
+            if lowering is not None:
+                lowered = b.run("lowering", lowering, args)
+            else:
+                found = data_dependent.data_dependent_nodes(self.gm)
+                if not found:
+                    try:
+                        lowered = b.run("lowering", lower, self.gm, args)
+                    except data_dependent.EXPORT_ERRORS as e:
+                        node = data_dependent.failing_node(e, self.gm)
+                        if node is None:
+                            raise
+                        b.comp.failed = None  # handled: not an export failure to report
+                        found = [node]
+                if found:
+                    return self._cut_around(found, b)
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
             unsupported = find_unsupported(lowered.gm)

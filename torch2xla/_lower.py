@@ -93,19 +93,46 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
     return gm
 
 
-def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
-    """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
+def prepare(gm: torch.fx.GraphModule, args: list,
+            aliasing: InputAliasing | None = None) -> torch.fx.GraphModule:
+    """The Dynamo graph as it is exported (``gm`` itself is left as it is); ``aliasing``: how
+    ``args`` overlap in memory (then it takes ``aliasing.export_args(args)``)."""
     gm = _specialize_scalars(gm, args)
-    # Inputs that overlap in memory: one base per group, the inputs views of it in the graph.
-    aliasing = InputAliasing.of(args)
-    if aliasing is not None:
-        gm, args = aliasing.rewrite(gm), aliasing.export_args(args)
+    if aliasing is not None:  # one base per group, the inputs views of it in the graph
+        gm = aliasing.rewrite(gm)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
     gm = preserve_sdpa(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
-    gm = insert_stop_gradients(gm, torch.is_grad_enabled())
+    return insert_stop_gradients(gm, torch.is_grad_enabled())
+
+
+def relower(
+    aten_gm: torch.fx.GraphModule,
+    lifted: tuple,
+    args: list,
+    mutations: tuple[int, ...],
+    num_user_outputs: int,
+) -> LoweredGraph:
+    """Export an ATen graph again on concrete ``args``: a graph rewritten after a symbolic
+    export (bucketing's, ``guards/_rewrite.py``), whose inputs are ``lifted`` then ``args``,
+    whose first outputs are the new values of the inputs ``mutations`` names."""
+    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+        gm, sig = aot_export_module(
+            aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
+        )
+    strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
+    return LoweredGraph(gm, tuple(lifted), tuple(mutations), num_user_outputs)
+
+
+def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
+    """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
+    # Inputs that overlap in memory: exported as views of one base per group.
+    aliasing = InputAliasing.of(args)
+    gm = prepare(gm, args, aliasing)
+    if aliasing is not None:
+        args = aliasing.export_args(args)
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
     with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():

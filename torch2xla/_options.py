@@ -164,8 +164,10 @@ class Options:
         dump_dir: directory to write each graph's FX, ATen, jaxpr, StableHLO and optimized HLO
             to (default: the ``TORCH2XLA_DUMP_DIR`` environment variable; unset: no dumps).
         eager_ops: ATen ops (overloads, or packets for all overloads) to run in eager PyTorch.
-        buckets: pad dynamic dimensions to bucket sizes, ``"pow2"`` or a list of sizes, where
-            the graph proves padding cannot change real results (see ``torch2xla/guards``).
+        buckets: pad dynamic dimensions to bucket sizes where the graph proves padding cannot
+            change real results (see ``torch2xla/guards``), so that a graph compiles one
+            program per bucket rather than per size: ``"auto"`` (the default: powers of two),
+            ``"pow2"``, a list of sizes, or None (one program per size).
         residual_layouts: ``"auto"``: XLA chooses the layouts of the activations the training
             forward keeps for the backward (a convolution's NHWC output stays NHWC);
             ``"default"``: they are row-major like every other output.
@@ -196,7 +198,9 @@ class Options:
         "a list of ATen ops such as torch.ops.aten.sin.default or torch.ops.aten.sin",
         _aten_ops,
     )
-    buckets: Any = _option(None, "None, 'pow2' or a non-empty list of positive ints", _buckets)
+    buckets: Any = _option(
+        "auto", "'auto', 'pow2', None or a non-empty list of positive ints", _buckets
+    )
     residual_layouts: str = _option("auto", "'auto' or 'default'", _one_of("auto", "default"))
     compiler_options: tuple = _option(  # sorted (name, value) pairs; see xla_compiler_options
         (), "a dict of XLA option names to bool, int, float or str values", _compiler_options

@@ -6,6 +6,11 @@ first call, ``Bucketing`` traces the graph with symbolic sizes and runs the padd
 one program per size. Per call, ``bucket`` maps the exact symbol values to the keyed values
 (memoized), and ``PaddedEntry`` pads the inputs, runs the bucket's program and slices the
 outputs (and in-place updated inputs) back to the real sizes.
+
+Where the analysis needs the real sizes at run time (its ``Fix``es: masked reductions and
+attention, ``cat`` along a padded dimension), the symbolic ATen graph is rewritten once
+(``_rewrite.py``) and every bucket's program is lowered from it, with the real sizes as extra
+0-d int64 inputs; ``PaddedEntry`` appends them to each call.
 """
 
 from __future__ import annotations
@@ -20,24 +25,30 @@ import sympy
 import torch
 
 from torch2xla.guards._key import SignatureKey, _expr
-from torch2xla.guards._padding import Analysis, analyze
+from torch2xla.guards._padding import Analysis, analyze, linear_in
+from torch2xla.guards._rewrite import rewrite
 
 _MEMO_LIMIT = 4096
+NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
 
 
 @dataclasses.dataclass(frozen=True)
 class BucketSpec:
     """Bucket sizes: ``"pow2"`` (the next power of two) or a sorted tuple of sizes.
 
-    Sizes above the largest listed bucket are not padded.
+    Sizes above the largest listed bucket are not padded. ``"auto"`` (the default) is
+    ``"pow2"`` that the user did not ask for: refusals warn once per graph, not per dimension.
     """
 
     sizes: tuple[int, ...] | None  # None: powers of two
+    auto: bool = False
 
     @classmethod
     def parse(cls, value: Any) -> BucketSpec | None:
         if value is None or value is False:
             return None
+        if value == "auto":
+            return cls(None, auto=True)
         if value == "pow2":
             return cls(None)
         if (
@@ -47,8 +58,8 @@ class BucketSpec:
         ):
             return cls(tuple(sorted(set(value))))
         raise ValueError(
-            f"torch2xla: buckets must be None, 'pow2' or a non-empty list of positive ints, "
-            f"got {value!r}"
+            f"torch2xla: buckets must be 'auto', None, 'pow2' or a non-empty list of positive "
+            f"ints, got {value!r}"
         )
 
     def __call__(self, n: int) -> int:
@@ -58,6 +69,8 @@ class BucketSpec:
         return self.sizes[i] if i < len(self.sizes) else n
 
     def __str__(self) -> str:
+        if self.auto:
+            return "auto (pow2)"
         return "pow2" if self.sizes is None else str(list(self.sizes))
 
 
@@ -112,6 +125,19 @@ class Bucketing:
         self.safe: tuple[int, ...] = ()
         self.refused: dict[str, str] = {}
         self.analysis: Analysis | None = None
+        # Key positions whose size is an expression of a padded symbol's (an attention mask
+        # one longer than the cache): padded to that expression of its bucket. Position ->
+        # (expression, its symbol, the key position of that symbol).
+        self.derived: dict[int, tuple[sympy.Expr, Any, int]] = {}
+        # With fixes: the rewritten ATen graph, and the key positions of the real sizes it reads.
+        self.masked: torch.fx.GraphModule | None = None
+        self.lengths: tuple[int, ...] = ()
+        # Python floats that Dynamo passes as 0-d tensors are constants of the trace
+        # (``_lower._specialize_scalars``): one rewritten graph per tuple of their values.
+        self._masked_graphs: dict[tuple, tuple[torch.fx.GraphModule, _Symbolic]] = {}
+        self._candidates: set = set()
+        self._base: dict = {}  # padded symbol -> a key position holding it
+        self._length_tensors: dict[tuple, torch.Tensor] = {}
         self._memo: dict[tuple, tuple] = {}
         self._dynamo_guards: list = []
         self._dynamo_ranges: dict = {}
@@ -121,32 +147,60 @@ class Bucketing:
         if not key.sources:
             return
         try:
-            aten_gm, env, ours, num_lifted, mutations, n_user = _trace_symbolic(gm, key, args)
+            sym = _trace_symbolic(gm, key, args)
         except Exception as e:  # noqa: BLE001 -- any trace failure means "cannot prove it safe"
             reason = f"could not trace the graph with symbolic sizes ({type(e).__name__}: {e})"
             self.refused = {s.label: reason for s in key.sources}
             return
+        env, ours = sym.env, sym.ours
         self._ours = ours
-        candidates = {}
-        for j, sym in enumerate(ours):
-            replaced = env.replace(sym)
-            if replaced.is_Symbol:
+        candidates: dict = {}
+        derived = {}
+        sizes = key.size_symbols
+        for j, s in enumerate(ours):
+            replaced = env.replace(s)
+            if key.sources[j].symbol not in sizes:
+                self.refused[key.sources[j].label] = NOT_A_SIZE
+            elif replaced.is_Symbol:
                 candidates.setdefault(replaced, []).append(j)
+            elif replaced.free_symbols:
+                derived[j] = replaced
             else:
                 self.refused[key.sources[j].label] = "the lowering specialized this size"
         try:
-            analysis = analyze(aten_gm, set(candidates), num_lifted, mutations, n_user)
+            analysis = analyze(sym.gm, set(candidates), sym.num_lifted, sym.mutations, sym.n_user)
         except Exception as e:  # noqa: BLE001 -- an analysis bug must not break the call
             reason = f"the padding analysis failed ({type(e).__name__}: {e}); please report it"
             self.refused.update(
                 {key.sources[j].label: reason for js in candidates.values() for j in js}
             )
             return
-        self.analysis = analysis
-        self.safe = tuple(sorted(j for s in analysis.safe for j in candidates[s]))
+        safe = {j for s in analysis.safe for j in candidates[s]}
         for s, reason in analysis.refused.items():
             for j in candidates[s]:
                 self.refused[key.sources[j].label] = reason
+        for j, e in derived.items():
+            free = e.free_symbols
+            base = next(iter(free)) if len(free) == 1 else None
+            if base in analysis.safe and linear_in(e, base):
+                safe.add(j)
+                self.derived[j] = (e, base, candidates[base][0])
+            else:
+                self.refused[key.sources[j].label] = (
+                    f"its size is {e} in other sizes, which are not all padded"
+                )
+        self._base = {s: js[0] for s, js in candidates.items()}
+        self.safe = tuple(sorted(safe))
+        self.analysis = analysis
+        if analysis.fixes and self.safe:
+            self._candidates = set(candidates)
+            try:
+                self.masked = rewrite(sym.gm, analysis)
+            except Exception as e:  # noqa: BLE001 -- a rewrite bug must not break the call
+                self.give_up(f"rewriting the graph failed ({type(e).__name__}: {e})")
+                return
+            self.lengths = tuple(self._base[s] for s in analysis.lengths)
+            self._masked_graphs[self._scalar_values(args)] = (self.masked, sym)
         self._our_syms = [env.replace(s) for s in ours]
         self._our_guards = [env.replace(g.expr) for g in env.guards]
         self._our_ranges = dict(env.var_to_range)
@@ -155,6 +209,38 @@ class Bucketing:
             # In canonical symbols: a guard may name a symbol Dynamo later replaced (s1 -> s0).
             self._dynamo_guards = [dynamo_env.replace(g.expr) for g in dynamo_env.guards]
             self._dynamo_ranges = dict(dynamo_env.var_to_range)
+            self._derive_from(self._dynamo_guards)
+
+    def _derive_from(self, guards: Sequence[sympy.Expr]) -> None:
+        """Pad symbols that Dynamo's guards tie to another padded one (``s1 == s0 + 1``,
+        guarded as two inequalities) by that expression of its bucket: padded separately,
+        the guard would fail and no call would be padded."""
+        position = {src.symbol: j for j, src in enumerate(self.key.sources) if j in self.safe}
+        for eq in _equalities(guards):
+            free = [s for s in eq.free_symbols if s in position]
+            if len(free) != 2 or len(eq.free_symbols) != 2:
+                continue
+            # Derive the larger of the two, so the other is padded to a bucket size.
+            for dep, base in (tuple(free), tuple(reversed(free))):
+                j, k = position[dep], position[base]
+                if j in self.derived or k in self.derived:
+                    continue
+                sols = sympy.solve(eq, dep)
+                sol = sols[0] if len(sols) == 1 else None
+                if (
+                    sol is not None
+                    and linear_in(sol, base)
+                    and sympy.Poly(sol, base).coeff_monomial(1) >= 0
+                ):
+                    self.derived[j] = (sol, base, k)
+                    break
+
+    def give_up(self, why: str) -> None:
+        """Pad nothing from now on (programs already built stay); ``why`` goes to the report."""
+        reason = f"{why}; please report it (options {{'buckets': None}} avoids it)"
+        for j in self.safe:
+            self.refused[self.key.sources[j].label] = reason
+        self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
 
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:
@@ -169,9 +255,16 @@ class Bucketing:
         return out
 
     def _choose(self, values: tuple) -> tuple:
+        if self.analysis is not None and self.analysis.assumptions:
+            real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
+            if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
+                return values
         padded = list(values)
         for j in self.safe:
-            padded[j] = self.spec(values[j])
+            if j not in self.derived:
+                padded[j] = self.spec(values[j])
+        for j, (e, base, k) in self.derived.items():
+            padded[j] = int(e.xreplace({base: sympy.Integer(padded[k])}))
         padded = tuple(padded)
         if padded == values:
             return values
@@ -187,9 +280,83 @@ class Bucketing:
         """Build the program of the bucket ``padded`` (symbol values) from padded ``args``."""
         entry = PaddedEntry(self, None, padded)
         new_args, _ = entry.pad(args, self.key.symbol_values(args))
-        entry.inner = build(new_args)
+        if self.masked is None:
+            entry.inner = build(new_args)
+        else:
+            masked, sym = self._masked_graph(args)
+
+            def lowering(args):
+                from torch2xla._lower import relower
+
+                return relower(masked, sym.lifted, list(args), sym.mutations, sym.n_user)
+
+            entry.inner = build(new_args, lowering)
         entry.program = getattr(entry.inner, "program", None)
         return entry
+
+    def _scalar_values(self, args: Sequence) -> tuple:
+        return tuple(args[i].item() for i in self.key.scalar_pos)
+
+    def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
+        """The rewritten graph for the Python scalars of ``args`` (traced again for new ones)."""
+        values = self._scalar_values(args)
+        got = self._masked_graphs.get(values)
+        if got is not None:
+            return got
+        sym = _trace_symbolic(self.gm, self.key, args)
+        analysis = analyze(sym.gm, self._candidates, sym.num_lifted, sym.mutations, sym.n_user)
+        if analysis.safe != self.analysis.safe or analysis.lengths != self.analysis.lengths:
+            raise RuntimeError(
+                "torch2xla: bucketing bug: the graph pads other sizes for other values of its "
+                "Python scalars; please report it (options {'buckets': None} avoids it)"
+            )
+        got = self._masked_graphs[values] = (rewrite(sym.gm, analysis), sym)
+        return got
+
+    @property
+    def fixes(self) -> tuple[str, ...]:
+        """What the rewritten graph does to keep padded dims exact, one line per fix."""
+        if self.masked is None or self.analysis is None:
+            return ()
+        from torch2xla._errors import source_line
+
+        return tuple(f"{f.what} ({f.node.target}, at {source_line(f.node)})"
+                     for f in self.analysis.fixes)
+
+    def length_tensors(
+        self, lengths: tuple[int, ...], values: tuple, device: torch.device
+    ) -> list[torch.Tensor]:
+        """The real sizes a rewritten program reads (``lengths``: their key positions), as 0-d
+        int64 tensors on ``device``."""
+        out = []
+        for j in lengths:
+            key = (device, values[j])
+            t = self._length_tensors.get(key)
+            if t is None:
+                if len(self._length_tensors) > _MEMO_LIMIT:
+                    self._length_tensors.clear()
+                t = self._length_tensors[key] = torch.tensor(
+                    values[j], dtype=torch.int64, device=device
+                )
+            out.append(t)
+        return out
+
+
+def _equalities(guards: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    """Expressions the guards force to 0: ``Eq`` guards, and ``a <= b`` with ``b <= a``."""
+    out, nonneg = [], set()
+    for g in guards:
+        if isinstance(g, sympy.Eq):
+            out.append(sympy.expand(g.lhs - g.rhs))
+            continue
+        if isinstance(g, sympy.Le | sympy.Lt | sympy.Ge | sympy.Gt):
+            d = g.rhs - g.lhs if isinstance(g, sympy.Le | sympy.Lt) else g.lhs - g.rhs
+            d = sympy.expand(d)
+            if isinstance(g, sympy.Le | sympy.Ge):
+                if sympy.expand(-d) in nonneg:
+                    out.append(d)
+                nonneg.add(d)
+    return out
 
 
 def _dynamo_shape_env(key: SignatureKey):
@@ -211,20 +378,22 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-    from torch2xla._lower import (
-        _mkldnn_disabled,
-        _specialize_scalars,
-        decomposition_table,
-        exporting,
-    )
+    from torch2xla._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
+    from torch2xla.ops._effects import strip_effect_tokens
 
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
     ours, symbols = [], {}
+    sizes = key.size_symbols
     for src in key.sources:
         value = src.read(args)
         source = LocalSource(f"torch2xla_{src.symbol}")
-        sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        if src.symbol in sizes:
+            sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        else:  # an int argument: any sign, never padded
+            sym = env.create_unspecified_symbol(
+                value, source=source, dynamic_dim=DimDynamic.DYNAMIC
+            )
         symbols[src.symbol] = env.create_symintnode(sym, hint=value, source=source)
         ours.append(sym)
 
@@ -243,11 +412,12 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
             fakes.append(size(ex))
         else:
             fakes.append(a)
-    gm = _specialize_scalars(gm, list(args))
+    gm = prepare(gm, list(args))
     with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
         aten_gm, sig = aot_export_module(
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )
+    strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
     index = {name: i for i, name in enumerate(placeholders)}
     buffer_placeholder = {b: p for p, b in sig.inputs_to_buffers.items()}
@@ -260,8 +430,23 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(index[target])
-    num_lifted = len(sig.parameters) + len(sig.buffers)
-    return aten_gm, env, ours, num_lifted, mutations, len(sig.user_outputs)
+    named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
+    lifted = tuple(named[n] for n in [*sig.parameters, *sig.buffers])
+    return _Symbolic(aten_gm, env, ours, len(lifted), tuple(mutations), len(sig.user_outputs),
+                     lifted)
+
+
+@dataclasses.dataclass
+class _Symbolic:
+    """The graph's ATen graph with symbolic sizes and how its inputs and outputs map."""
+
+    gm: torch.fx.GraphModule
+    env: Any  # the ShapeEnv
+    ours: list  # one fresh symbol per key source
+    num_lifted: int
+    mutations: tuple[int, ...]
+    n_user: int
+    lifted: tuple[torch.Tensor, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +456,7 @@ class _CallPlan:
     outputs: tuple  # per user output: None, or per dim (padded atom sizes, real atom sizes)
     writeback: tuple[int, ...]  # padded inputs updated in place
     expected: tuple  # per user output: eager's shape (from Dynamo's metadata), or None
+    device: torch.device  # where the real sizes of a rewritten program go
 
 
 class PaddedEntry:
@@ -278,13 +464,15 @@ class PaddedEntry:
 
     def __init__(self, bucketing: Bucketing, inner, padded: tuple) -> None:
         self.bucketing, self.inner, self.padded = bucketing, inner, padded
+        # The real sizes this program reads (kept: ``Bucketing.give_up`` drops the plan's).
+        self.lengths = bucketing.lengths
         self._plans: dict[tuple, _CallPlan] = {}
         # Entries of the wrapped program that other code reads (explain, tests).
         self.program = getattr(inner, "program", None)
 
     def __call__(self, args: Sequence):
         values = self.bucketing.key.symbol_values(args)
-        if values == self.padded:
+        if values == self.padded and not self.lengths:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
         outs = self.inner(new_args)
@@ -316,24 +504,35 @@ class PaddedEntry:
                 new_args[i] = p
         for i, v in plan.ints:
             new_args[i] = v
+        if self.lengths:
+            new_args.extend(self.bucketing.length_tensors(self.lengths, values, plan.device))
         return new_args, plan
 
     def _plan(self, args: Sequence, values: tuple) -> _CallPlan:
         b = self.bucketing
         key = b.key
-        safe = {key.sources[j].symbol: self.padded[j] for j in b.safe}
+        # Every symbol at its keyed value (the bucket's for padded ones, the real one else):
+        # an input dim Dynamo sizes by an expression (s0 + 1) is padded to its value there.
+        binding = {src.symbol: sympy.Integer(v) for src, v in zip(key.sources, self.padded)}
+
+        def at(expr, n):
+            if expr is None or not expr.free_symbols <= binding.keys():
+                return n
+            return int(expr.xreplace(binding))
+
         inputs, ints = [], []
         for i, node in enumerate(key.placeholders):
             ex = node.meta.get("example_value")
             if isinstance(ex, torch.Tensor) and isinstance(args[i], torch.Tensor):
-                shape = tuple(
-                    safe.get(_expr(s), n) if _expr(s) is not None else n
-                    for s, n in zip(ex.shape, args[i].shape)
-                )
+                shape = tuple(at(_expr(s), n) for s, n in zip(ex.shape, args[i].shape))
                 if shape != tuple(args[i].shape):
                     inputs.append((i, shape))
-            elif isinstance(ex, torch.SymInt) and _expr(ex) in safe:
-                ints.append((i, safe[_expr(ex)]))
+            elif isinstance(ex, torch.SymInt) and at(_expr(ex), args[i]) != args[i]:
+                ints.append((i, at(_expr(ex), args[i])))
+        device = next(
+            (args[i].device for i, _ in inputs),
+            next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu")),
+        )
         real = {s: v for s, v in zip(b._our_syms, values) if s.is_Symbol}
         pad = {s: v for s, v in zip(b._our_syms, self.padded) if s.is_Symbol}
         outputs = []
@@ -358,7 +557,12 @@ class PaddedEntry:
         )
         binding = {src.symbol: sympy.Integer(v) for src, v in zip(key.sources, values)}
         return _CallPlan(
-            tuple(inputs), tuple(ints), tuple(outputs), writeback, _eager_shapes(b.gm, binding)
+            tuple(inputs),
+            tuple(ints),
+            tuple(outputs),
+            writeback,
+            _eager_shapes(b.gm, binding),
+            device,
         )
 
 

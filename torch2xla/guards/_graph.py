@@ -17,7 +17,7 @@ from torch2xla._errors import OpError
 from torch2xla._fx_sources import FxSources
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
-from torch2xla.guards._bucket import Bucketing, BucketSpec
+from torch2xla.guards._bucket import NOT_A_SIZE, Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
@@ -115,6 +115,9 @@ class GraphGuards:
         return entry(args)
 
     def _first(self, args: Sequence):
+        if self.key.requires_grad and torch.is_grad_enabled():
+            # Calls that record autograd are never padded: analyze at the first that may be.
+            return self._run(args)
         with BUILD_LOCK:
             if self.bucketing is None:
                 t0 = time.perf_counter()
@@ -148,17 +151,23 @@ class GraphGuards:
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
+        failed = entry = None
         with no_stack_capture(), FxSources() as sources:
-            if padded is not None:
-                entry = self.bucketing.make_entry(args, padded, self.build)
-            else:
-                entry = self.build(args)
             try:
+                if padded is not None:
+                    entry = self.bucketing.make_entry(args, padded, self.build)
+                else:
+                    entry = self.build(args)
                 out = entry(args)
-            except OpError as e:  # eager's error for these values (``_checks``): the entry is sound
-                out, failed = None, e
-            else:
-                failed = None
+            except OpError as e:  # eager's error for these values (``_checks``)
+                if entry is None:  # (raised by the build: nothing to keep)
+                    raise
+                out, failed = None, e  # the entry is sound: kept, and the error raised
+            except Exception as e:
+                if padded is None or self.bucketing.masked is None:
+                    raise
+                # a padded program reading the real sizes failed: compiled exactly instead
+                return self._unpadded(args, e)
         sources.release_with(entry)
         seconds = time.perf_counter() - t0
         record = CompileRecord(
@@ -189,6 +198,20 @@ class GraphGuards:
         return out
 
     # -- bucketing ---------------------------------------------------------------------------
+    def _unpadded(self, args: Sequence, error: Exception):
+        """A padded program that reads the real sizes failed to build or run: this graph pads
+        nothing from now on, and the call compiles (or raises) as without buckets."""
+        why = f"its padded program failed ({type(error).__name__}: {str(error)[:300]})"
+        warnings.warn(
+            f"torch2xla: {self.name}: {why}; it compiles one program per size from now on. "
+            "Please report it (options={'buckets': None} avoids it).",
+            BucketingWarning,
+            stacklevel=5,
+        )
+        self._warned.update(self.key.sources[j].label for j in self.bucketing.safe)
+        self.bucketing.give_up(why)
+        return self._compile(self.key(args), args)
+
     def _padded_values(self, key: tuple) -> tuple | None:
         b = self.bucketing
         if b is None or not b.safe or (key[0] and self.key.requires_grad):
@@ -229,7 +252,22 @@ class GraphGuards:
             if why is None or previous[1 + j] == key[1 + j]:
                 continue
             notes.append(f" ({src.label} is not bucketed: {why})")
-            if src.label not in self._warned:
+            if why == NOT_A_SIZE:
+                continue  # no warning: an int argument is no size to pad
+            if self.spec.auto:
+                if not self._warned:  # once per graph: the user did not ask for buckets
+                    self._warned.add(src.label)
+                    warnings.warn(
+                        f"torch2xla: {self.name} compiles one program for every size of "
+                        f"{src.label} (now {key[1 + j]}, was {previous[1 + j]}): padding it to a "
+                        f"bucket could change real results because the graph {why}. If this is "
+                        "an LLM's KV cache, generate(..., cache_implementation='static') keeps "
+                        "one program for the whole generation; options={'buckets': None} "
+                        "silences this warning.",
+                        BucketingWarning,
+                        stacklevel=5,
+                    )
+            elif src.label not in self._warned:
                 self._warned.add(src.label)
                 warnings.warn(
                     f"torch2xla: {self.name} recompiles for {src.label} = {key[1 + j]} "

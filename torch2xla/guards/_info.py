@@ -50,6 +50,8 @@ class GraphInfo:
         analysis_seconds: time spent deciding which dimensions can be padded (once per graph).
         bucketed: the dimensions that are padded to buckets.
         not_bucketed: the dimensions that are not, and why.
+        padding_fixes: what the padded programs do with the real sizes to stay exact (mask a
+            softmax, write a ``cat``'s new rows at the real end, ...), one line each.
     """
 
     name: str
@@ -64,6 +66,7 @@ class GraphInfo:
     analysis_seconds: float
     bucketed: tuple[str, ...]
     not_bucketed: dict[str, str]
+    padding_fixes: tuple[str, ...] = ()
 
     @property
     def compile_seconds(self) -> float:
@@ -82,12 +85,15 @@ class GraphInfo:
         lines = [head]
         if self.dynamo_reason:
             lines.append(f"  traced again by Dynamo: {self.dynamo_reason}")
-        if self.buckets:
+        if self.buckets and (
+            self.bucketed or self.not_bucketed or not self.buckets.startswith("auto")
+        ):
             lines.append(
                 f"  buckets {self.buckets}: {', '.join(self.bucketed) or 'none'} "
                 f"(analysis {self.analysis_seconds:.2f} s)"
             )
             lines.extend(f"    not {k}: {v}" for k, v in self.not_bucketed.items())
+            lines.extend(f"    exact with the real sizes: {f}" for f in self.padding_fixes)
         for s in self.signatures:
             extra = f", {s.persistent_hits} from persistent cache" if s.persistent_hits else ""
             gone = "" if s.cached else " [evicted]"
@@ -172,6 +178,7 @@ def _info(g: GraphGuards) -> GraphInfo:
         analysis_seconds=g.analysis_seconds,
         bucketed=tuple(g.key.sources[j].label for j in b.safe) if b else (),
         not_bucketed=dict(b.refused) if b else {},
+        padding_fixes=b.fixes if b else (),
     )
 
 

@@ -44,6 +44,22 @@ def _is_typed_value(v) -> bool:
     return isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], type)
 
 
+def _size_symbols(placeholders: Sequence[torch.fx.Node]) -> set:
+    out: set = set()
+    for node in placeholders:
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.Tensor):
+            for d in ex.shape:
+                e = _expr(d)
+                if e is not None:
+                    out |= e.free_symbols
+        elif _expr(ex) is not None:  # x.shape[1] of an input the graph does not take itself
+            source = getattr(node.meta.get("grapharg"), "source", None)
+            if getattr(getattr(source, "prop", None), "name", None) == "SIZE":
+                out |= _expr(ex).free_symbols
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class SymbolSource:
     """Where the value of one of Dynamo's size symbols is read from at every call.
@@ -102,6 +118,9 @@ class SignatureKey:
             else:
                 value_pos.append(i)
         self.sources = tuple(sources.values())
+        # The symbols that size a tensor (the others are int arguments' values): read now,
+        # while Dynamo's metadata is complete (it drops ``grapharg`` later).
+        self.size_symbols = frozenset(_size_symbols(placeholders))
         self.shape_pos = tuple(shape_pos)
         self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.

@@ -17,11 +17,24 @@ padded symbol and the reason (reductions, softmax, sorts, contractions over a pa
 batch norm statistics, attention over padded keys without a causal mask, flips, shifts, sizes
 used as values, ops without a rule). A refused symbol is dropped and the analysis runs again
 until what is left is safe.
+
+The program reads each padded symbol's *real* value at run time where it needs it, so several
+of those patterns are made exact instead of refused: each becomes a ``Fix``, a rewrite
+of its node that ``_rewrite.py`` applies to the graph (ops of ``torch2xla/ops/_padded.py``).
+Reductions, softmax and products over a padded dimension first set the positions past the
+real length to the reduction's identity; ``cat`` along a padded dimension writes each later
+operand at the real end of the ones before it; attention hides keys past the real length; an
+integer size used as a value (``arange(n) + past_length``) reads the real value. A padded atom
+may then be an expression ``a*s + b`` (``a >= 1``) of its symbol: the real rows are the first
+``a*r + b`` of ``a*p + b`` (real value ``r``, bucket ``p``), as the cache after ``cat`` is.
+Integer tensors whose real positions hold indices below a padded dimension's real length
+(``arange`` of it) are tracked (``bounds``), so indexing that dimension with them is exact.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +45,26 @@ import torch
 from torch2xla._errors import source_line
 
 aten = torch.ops.aten
+
+_INDEX_DTYPES = frozenset({torch.int32, torch.int64})
+# Ops whose every output position holds the value of one input position (real ones of real
+# ones), so an index bound carries over.
+_BOUND_KEEPING = frozenset({
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.unsqueeze.default,
+    aten.squeeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.expand.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.clone.default,
+    aten.alias.default,
+    aten.lift_fresh_copy.default,
+    aten._to_copy.default,
+})
 
 Atom = tuple[sympy.Expr, Any]  # (size, padded symbol or None)
 Dim = tuple[Atom, ...]
@@ -52,6 +85,24 @@ class Refusal(Exception):
         super().__init__(self.reason)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Fix:
+    """A rewrite of one node that keeps its real positions exact on padded inputs, given the
+    real values of ``symbols`` at run time (see ``_rewrite.Rewriter``).
+
+    Attributes:
+        node: the node rewritten.
+        symbols: the symbols whose real values the rewrite reads.
+        what: what the node does with the padded dimension, in words (for reports).
+        apply: ``apply(rewriter)``, called once on the graph being rewritten.
+    """
+
+    node: torch.fx.Node
+    symbols: frozenset
+    what: str
+    apply: Callable
+
+
 @dataclasses.dataclass(frozen=True)
 class Analysis:
     """What padding is safe in one ATen graph.
@@ -61,12 +112,23 @@ class Analysis:
         refused: for every other candidate, why not.
         outputs: per user output, its dims' atoms (None for non-tensor outputs).
         mutated_inputs: positions (among the graph's user inputs) written back in place.
+        fixes: the rewrites that padding ``safe`` needs.
+        assumptions: size expressions that must be >= 0 at a call's real sizes for its padded
+            run to be exact; each holds whenever eager runs without an error (an index is
+            below the length it indexes), and a call where one fails is not padded.
     """
 
     safe: frozenset
     refused: dict
     outputs: tuple
     mutated_inputs: tuple[int, ...]
+    fixes: tuple[Fix, ...] = ()
+    assumptions: tuple[sympy.Expr, ...] = ()
+
+    @property
+    def lengths(self) -> tuple:
+        """The symbols whose real values the rewritten program reads, in a fixed order."""
+        return tuple(sorted({s for f in self.fixes for s in f.symbols}, key=str))
 
 
 def analyze(
@@ -88,8 +150,9 @@ def analyze(
     cands = set(candidates)
     refused: dict = {}
     while True:
+        interp = _Interpreter(gm, cands, num_lifted, mutations)
         try:
-            outputs = _Interpreter(gm, cands, num_lifted, mutations).run()
+            outputs = interp.run()
         except Refusal as r:
             hit = (r.symbols & cands) or set(cands)
             for s in hit:
@@ -101,7 +164,10 @@ def analyze(
         user = tuple(outputs[len(mutations) :])
         assert len(user) == num_user_outputs, (len(user), num_user_outputs)
         mutated = tuple(i - num_lifted for i in mutations if i >= num_lifted)
-        return Analysis(frozenset(cands), refused, user, mutated)
+        return Analysis(
+            frozenset(cands), refused, user, mutated, tuple(interp.fixes),
+            tuple(dict.fromkeys(interp.assumptions)),
+        )
 
 
 # -- helpers on atoms ------------------------------------------------------------------------
@@ -152,15 +218,42 @@ def _norm(d: int, ndim: int) -> int:
     return d + ndim if d < 0 else d
 
 
+def linear_in(expr: sympy.Expr, sym, positive: bool = True) -> bool:
+    """Whether ``expr`` is ``a*sym + b`` for integers ``a`` (``>= 1`` if ``positive``) and ``b``."""
+    try:
+        poly = sympy.Poly(expr, sym)
+    except sympy.PolynomialError:
+        return False
+    if poly.degree() != 1:
+        return False
+    a, b = poly.coeff_monomial(sym), poly.coeff_monomial(1)
+    return a.is_Integer and b.is_Integer and (int(a) >= 1 if positive else int(a) != 0)
+
+
+def padded_atom(dim: Dim) -> Atom | None:
+    """The dim's only atom when it is a padded one (a dim that is not flattened)."""
+    if len(dim) == 1 and dim[0][1] is not None:
+        return dim[0]
+    return None
+
+
 class _Interpreter:
     def __init__(self, gm, cands: set, num_lifted: int, mutations: Sequence[int]) -> None:
         self.gm, self.cands, self.num_lifted, self.mutations = gm, cands, num_lifted, mutations
         self.env: dict[torch.fx.Node, Any] = {}
+        # Integer tensors whose values at real positions are in [0, bound) (bound: a size).
+        self.bounds: dict[torch.fx.Node, sympy.Expr] = {}
+        self.fixes: list[Fix] = []
+        self.assumptions: list[sympy.Expr] = []
         self.node: torch.fx.Node | None = None
 
-    # -- refusals and classification ----------------------------------------------------
+    # -- refusals, fixes and classification ---------------------------------------------
     def refuse(self, symbols, reason: str):
         raise Refusal(set(symbols) & self.cands or self.cands, reason, self.node)
+
+    def fix(self, symbols, what: str, apply: Callable) -> None:
+        """Keep ``symbols`` padded by rewriting the current node with ``apply``."""
+        self.fixes.append(Fix(self.node, frozenset(symbols), what, apply))
 
     def classify(self, expr: sympy.Expr) -> Dim:
         """A fresh dimension of size ``expr`` whose every position holds a valid value."""
@@ -169,6 +262,8 @@ class _Interpreter:
             return ((expr, None),)
         if expr in self.cands:
             return ((expr, expr),)
+        if len(syms) == 1 and linear_in(expr, next(iter(syms))):
+            return ((expr, next(iter(syms))),)
         self.refuse(syms, f"a dimension of size {expr} is derived from a padded size")
 
     def fresh(self, val) -> State:
@@ -240,23 +335,88 @@ class _Interpreter:
         packet = target.overloadpacket
         rule = RULES.get(target) or RULES.get(packet)
         exempt = rule.size_args if rule is not None else frozenset()
+        if rule is not None:
+            pointwise = rule.fn is _pointwise
+        else:
+            pointwise = torch.Tag.pointwise in target.tags
         for name, value in bound.items():
             if name not in exempt:
                 syms = self.value_syms(value) if not _is_tensor_arg(value) else set()
                 if syms:
-                    self.refuse(syms, f"uses a padded size as a value (argument {name!r})")
+                    self.size_as_value(node, bound, name, value, syms, pointwise)
         if rule is not None:
-            return rule.fn(self, node, bound)
-        if torch.Tag.pointwise in target.tags:
-            return _pointwise(self, node, bound)
-        involved = set()
-        for value in bound.values():
-            for n in _nodes(value):
-                involved |= _pads(self.env.get(n))
-        if involved:
-            self.refuse(involved, f"no padding rule for {packet}")
+            state = rule.fn(self, node, bound)
+        elif pointwise:
+            state = _pointwise(self, node, bound)
+        else:
+            involved = set()
+            for value in bound.values():
+                for n in _nodes(value):
+                    involved |= _pads(self.env.get(n))
+            if involved:
+                self.refuse(involved, f"no padding rule for {packet}")
+            state = _fresh_any(self, node.meta.get("val"))
+        self._keep_bound(node, bound)
+        return state
+
+    def size_as_value(self, node, bound: dict, name: str, value, syms: set, pointwise: bool):
+        """A padded size used as a value: read the real value at run time, or refuse."""
+        reason = f"uses a padded size as a value (argument {name!r})"
+        arg = next((a for a in node.target._schema.arguments if a.name == name), None)
+        e = expr_of(value)
+        if not (
+            pointwise
+            and isinstance(value, torch.fx.Node)
+            and arg is not None
+            and isinstance(arg.type, torch.TensorType)
+            and e is not None
+            and len(syms) == 1
+            and linear_in(e, next(iter(syms)), positive=False)
+        ):
+            self.refuse(syms, reason)
+        dtypes = [
+            n.meta["val"].dtype
+            for v in bound.values()
+            for n in _nodes(v)
+            if isinstance(n.meta.get("val"), torch.Tensor)
+        ]
+        dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
+        # The real value becomes a 0-d tensor of the other operands' dtype: exactly the
+        # Python int's value and promotion, for these dtypes.
+        if dtype not in (torch.int32, torch.int64, torch.float32, torch.float64):
+            self.refuse(syms, f"{reason} with {dtype} operands")
+
+        def apply(rw, node=node, name=name, e=e, dtype=dtype):
+            rw.set_arg(node, name, rw.length(e, dtype))
+
+        self.fix(syms, reason, apply)
+
+    def _keep_bound(self, node: torch.fx.Node, bound: dict) -> None:
+        """Carry an index bound through ops that move integer values without changing them."""
         val = node.meta.get("val")
-        return _fresh_any(self, val)
+        if not isinstance(val, torch.Tensor) or val.dtype not in _INDEX_DTYPES:
+            return
+        first = next(iter(bound.values()), None)
+        b = self.bounds.get(first) if isinstance(first, torch.fx.Node) else None
+        if b is None:
+            return
+        target = node.target
+        keeps = (
+            target in _BOUND_KEEPING
+            or (
+                target is aten.add.Tensor
+                and expr_of(bound.get("other")) == 0
+                and expr_of(bound.get("alpha", 1)) == 1
+            )
+            or (  # a slice that keeps everything
+                target is aten.slice.Tensor
+                and expr_of(bound.get("start") or 0) == 0
+                and expr_of(bound.get("step")) == 1
+                and _shape(val) == _shape(first.meta["val"])
+            )
+        )
+        if keeps:
+            self.bounds[node] = b
 
     def state(self, value) -> State:
         st = self.env.get(value) if isinstance(value, torch.fx.Node) else None

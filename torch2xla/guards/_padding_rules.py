@@ -3,7 +3,9 @@
 Every rule takes ``(interp, node, bound)`` (the interpreter of ``_padding.py``, the fx node and
 its arguments by schema name) and returns the output's dims as atoms, a list of them for ops
 with several outputs, or refuses through ``interp.refuse``/``interp.require_clean``. Ops that
-carry ``torch.Tag.pointwise`` and have no rule here broadcast their inputs' atoms.
+carry ``torch.Tag.pointwise`` and have no rule here broadcast their inputs' atoms. Rules that
+can keep a padded dimension exact by reading its real length at run time record a ``Fix``
+through ``interp.fix``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch2xla.guards._padding import (
     _ONE,
     RULES,
     Atom,
+    _bind,
     Dim,
     Rule,
     State,
@@ -29,11 +32,32 @@ from torch2xla.guards._padding import (
     _same_dim,
     _shape,
     expr_of,
+    padded_atom,
     rule,
 )
+from torch2xla.ops import _padded  # noqa: F401  (defines the ops the fixes insert)
 from torch2xla.ops._sdpa import sdpa
 
 aten = torch.ops.aten
+fill_tail = torch.ops.torch2xla.fill_tail.default
+write_at = torch.ops.torch2xla.write_at.default
+key_mask = torch.ops.torch2xla.key_mask.default
+slice_at = torch.ops.torch2xla.slice_at.default
+
+def _mask(interp, node, arg: str, state: State, d: int, fill: str, what: str) -> None:
+    """Set the positions of ``node``'s argument ``arg`` past the real length of its padded
+    dimension ``d`` to ``fill`` before ``node`` reads it (``fill_tail``)."""
+    atom = padded_atom(state[d])
+    if atom is None:
+        interp.refuse(_dim_pads(state[d]), f"{what} (flattened with another dimension)")
+    size, sym = atom
+
+    def apply(rw):
+        x = rw.arg(node, arg)
+        rw.set_arg(node, arg, rw.call_before(node, fill_tail, (x, d, rw.length(size), fill)))
+
+    interp.fix({sym}, what, apply)
+
 
 for _op in (
     aten.where.self,
@@ -213,7 +237,7 @@ def _squeeze(interp, node, bound):
     return tuple(d for i, d in enumerate(state) if not (i in drop and _is_one(d)))
 
 
-def _slice_like(interp, state, d, start, length_expr, step=1):
+def _slice_like(interp, state, d, start, length_expr, step=1, node=None, end=None):
     """A contiguous range along ``d``; the output's length is ``length_expr``."""
     dim = state[d]
     if not _dim_pads(dim):
@@ -221,7 +245,42 @@ def _slice_like(interp, state, d, start, length_expr, step=1):
     full = len(dim) == 1 and _equal(length_expr, dim[0][0])
     if full and expr_of(start) == 0 and step == 1:
         return state
-    interp.refuse(_dim_pads(dim), f"takes a part of padded dimension {d}")
+    what = f"takes a part of padded dimension {d}"
+    atom, first = padded_atom(dim), expr_of(start)
+    if atom is None or step != 1 or first is None or not first.is_Integer or node is None:
+        interp.refuse(_dim_pads(dim), what)
+    size, sym = atom
+    last = expr_of(end) if end is not None else None
+    to_end = last is None or (last.is_Integer and int(last) >= 2**62)
+    if int(first) >= 0 and (to_end or (last.is_Integer and int(last) < 0)):
+        # x[:, c:] or x[:, c:-k]: the real rows still come first, fewer of them.
+        return (*state[:d], interp.classify(length_expr), *state[d + 1 :])
+    if int(first) >= 0 and length_expr.is_Integer and last.is_Integer and int(last) > 0:
+        # x[:, :k]: a constant length means the trace proved k real rows.
+        return (*state[:d], ((length_expr, None),), *state[d + 1 :])
+    if int(first) < 0 and (to_end or (last.is_Integer and int(first) < int(last) < 0)):
+        # Counted from the end (x[:, -1:]): from the real end, at run time.
+        if not length_expr.is_Integer:
+            interp.refuse({sym}, what)
+        _from_real_end(interp, node, size, sym, d, int(first), int(length_expr), what)
+        return (*state[:d], ((length_expr, None),), *state[d + 1 :])
+    interp.refuse(_dim_pads(dim), what)
+
+
+def _from_real_end(interp, node, size, sym, d, first: int, length: int, what: str) -> None:
+    """Replace ``node`` by ``slice_at`` from ``first`` past the real end (and a squeeze for
+    ``select``)."""
+    squeeze = node.target is aten.select.int
+
+    def apply(rw):
+        x = rw.arg(node, "self")
+        new = rw.call_before(node, slice_at, (x, d, rw.length(size + first), length))
+        if squeeze:
+            new = rw.call_before(node, aten.squeeze.dim, (new, d))
+        node.replace_all_uses_with(new)
+        rw.graph.erase_node(node)
+
+    interp.fix({sym}, what, apply)
 
 
 @rule(aten.slice.Tensor, size_args=("end",))
@@ -229,7 +288,9 @@ def _slice(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
     start = bound["start"] if bound["start"] is not None else 0
-    return _slice_like(interp, state, d, start, interp.out_shape()[d], bound["step"])
+    return _slice_like(
+        interp, state, d, start, interp.out_shape()[d], bound["step"], node, bound["end"]
+    )
 
 
 @rule(aten.narrow.default, size_args=("length",))
@@ -243,7 +304,16 @@ def _narrow(interp, node, bound):
 def _select(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
-    interp.require_clean(state[d], f"selects one index of padded dimension {d}")
+    what = f"selects one index of padded dimension {d}"
+    index, atom = expr_of(bound["index"]), padded_atom(state[d])
+    if _dim_pads(state[d]):
+        if atom is None or index is None or not index.is_Integer:
+            interp.refuse(_dim_pads(state[d]), what)
+        if int(index) >= 0:
+            # A real row whenever eager has it (eager raises past the real length).
+            interp.assumptions.append(sympy.expand(atom[0] - int(index) - 1))
+        else:
+            _from_real_end(interp, node, atom[0], atom[1], d, int(index), 1, what)
     return (*state[:d], *state[d + 1 :])
 
 
@@ -267,12 +337,41 @@ def _unbind(interp, node, bound):
 def _cat(interp, node, bound):
     out = interp.out_shape()
     d = _norm(bound["dim"], len(out))
-    states = [interp.state(t) for t in bound["tensors"] if len(_shape(t.meta["val"])) == len(out)]
-    for st in states:
-        interp.require_clean(st[d], f"concatenates along padded dimension {d}")
+    tensors = [t for t in bound["tensors"] if len(_shape(t.meta["val"])) == len(out)]
+    states = [interp.state(t) for t in tensors]
     others = [tuple(dim for i, dim in enumerate(st) if i != d) for st in states]
     merged = list(interp.broadcast(others, [e for i, e in enumerate(out) if i != d]))
-    merged.insert(d, interp.classify(out[d]))
+    pads = set().union(*(_dim_pads(st[d]) for st in states)) if states else set()
+    if not pads:
+        merged.insert(d, interp.classify(out[d]))
+        return tuple(merged)
+    what = f"concatenates along padded dimension {d}"
+    if len(pads) != 1 or any(_dim_pads(st[d]) and padded_atom(st[d]) is None for st in states):
+        interp.refuse(pads, what)
+    sym = next(iter(pads))
+    # The real rows of each operand, written one after another from the start: the cat puts
+    # operand 0 there, each later one is written at the real end of those before it (its own
+    # padding is overwritten by the next, the last one's lies past the real end).
+    sizes = [sympy.Mul(*(e for e, _ in st[d])) for st in states]
+    padded = [bool(_dim_pads(st[d])) for st in states]
+    offsets, total = [], sympy.Integer(0)
+    for size in sizes:
+        offsets.append(total)
+        total = total + size
+    writes = [(tensors[k], offsets[k]) for k in range(1, len(tensors)) if any(padded[:k])]
+
+    def apply(rw):
+        users = list(node.users)
+        cur = node
+        for t, offset in writes:
+            with rw.graph.inserting_after(cur):
+                cur = rw.graph.call_function(write_at, (cur, t, d, rw.length(offset)))
+        for user in users:
+            user.replace_input_with(node, cur)
+
+    if writes:
+        interp.fix({sym}, what, apply)
+    merged.insert(d, ((sympy.expand(total), sym),))
     return tuple(merged)
 
 
@@ -343,18 +442,52 @@ def _diagonal(interp, node, bound):
 
 
 # reductions, scans, softmax, sorting -------------------------------------------------------
-def _reduce(interp, state: State, dims, keepdim: bool, what: str) -> State:
+def _reduce(
+    interp, state: State, dims, keepdim: bool, what: str, node=None, fill: str | None = None
+) -> State:
+    """The reduced state; a padded reduced dim is masked with ``fill`` (the reduction's
+    identity) when there is one, else refused."""
     n = len(state)
-    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+    whole = dims is None or (isinstance(dims, list | tuple) and len(dims) == 0)
+    if whole:
         dims = range(n)
     elif isinstance(dims, int):
         dims = [dims]
     dims = {_norm(d, n) for d in dims} if n else set()
     for d in sorted(dims):
-        interp.require_clean(state[d], f"{what} over padded dimension {d}")
+        if not _dim_pads(state[d]):
+            continue
+        if fill is None:
+            interp.require_clean(state[d], f"{what} over padded dimension {d}")
+        _mask(interp, node, "self", state, d, fill, f"{what} over padded dimension {d}")
     if keepdim:
         return tuple(((_ONE, None),) if i in dims else dim for i, dim in enumerate(state))
     return tuple(dim for i, dim in enumerate(state) if i not in dims)
+
+
+# The value a padded position takes so that the reduction ignores it (None: there is none;
+# the mean and the variance count positions).
+_IDENTITY = {
+    aten.sum.dim_IntList: "zero",
+    aten.sum.default: "zero",
+    aten.prod.dim_int: "one",
+    aten.prod.default: "one",
+    aten.any.dim: "zero",
+    aten.any.dims: "zero",
+    aten.any.default: "zero",
+    aten.all.dim: "one",
+    aten.all.dims: "one",
+    aten.all.default: "one",
+    aten.amax.default: "lowest",
+    aten.max.dim: "lowest",
+    aten.max.default: "lowest",
+    aten.logsumexp.default: "lowest",
+    aten.argmax.default: "lowest",
+    aten.amin.default: "highest",
+    aten.min.dim: "highest",
+    aten.min.default: "highest",
+    aten.argmin.default: "highest",
+}
 
 
 @rule(
@@ -379,7 +512,16 @@ def _reduce(interp, state: State, dims, keepdim: bool, what: str) -> State:
 )
 def _reduction(interp, node, bound):
     state = interp.state(bound["self"])
-    out = _reduce(interp, state, bound.get("dim"), bool(bound.get("keepdim")), "reduces")
+    fill = _IDENTITY.get(node.target)
+    if node.target in (aten.argmax.default, aten.argmin.default) and bound.get("dim") is None:
+        fill = None  # an index into the flattened tensor counts padded positions
+    if node.target is aten.linalg_vector_norm.default:
+        ord_ = bound.get("ord", 2)
+        if isinstance(ord_, int | float) and ord_ > 0:
+            fill = "zero"  # |0|^p adds nothing, and max |x| is at least 0
+    out = _reduce(
+        interp, state, bound.get("dim"), bool(bound.get("keepdim")), "reduces", node, fill
+    )
     return [out, out] if isinstance(node.meta["val"], list | tuple) else out
 
 
@@ -393,7 +535,8 @@ def _reduction(interp, node, bound):
     aten.prod.default,
 )
 def _full_reduction(interp, node, bound):
-    return _reduce(interp, interp.state(bound["self"]), None, False, "reduces")
+    state = interp.state(bound["self"])
+    return _reduce(interp, state, None, False, "reduces", node, _IDENTITY.get(node.target))
 
 
 @rule(aten.cumsum.default, aten.cumprod.default, aten.logcumsumexp.default)
@@ -412,8 +555,10 @@ def _scan2(interp, node, bound):
 def _softmax(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state)) if state else 0
-    if state:
-        interp.require_clean(state[d], f"normalizes (softmax) over padded dimension {d}")
+    if state and _dim_pads(state[d]):
+        # -inf past the real length: exp gives 0 there (log_softmax: -inf), real rows exact.
+        _mask(interp, node, "self", state, d, "lowest",
+              f"normalizes (softmax) over padded dimension {d}")
     return state
 
 
@@ -429,29 +574,40 @@ def _sort(interp, node, bound):
 
 
 # matrix products, convolutions, pooling -----------------------------------------------------
-def _contract(interp, a: Dim, b: Dim) -> None:
-    interp.require_clean(a, "contracts (matrix product) over a padded dimension")
-    interp.require_clean(b, "contracts (matrix product) over a padded dimension")
+def _contract(interp, a: Dim, b: Dim, node=None, operands=None) -> None:
+    """A product contracting dims ``a`` and ``b``: exact on padding when both are the same
+    padded dim and both operands are zero past its real length (``operands``: the argument
+    names and contracted axes, for the fix; None: refuse)."""
+    what = "contracts (matrix product) over a padded dimension"
+    if not (_dim_pads(a) or _dim_pads(b)):
+        return
+    if operands is None or not _same_dim(a, b) or padded_atom(a) is None:
+        interp.require_clean(a, what)
+        interp.require_clean(b, what)
+    (na, da), (nb, db) = operands
+    bound = _bind(node)
+    _mask(interp, node, na, interp.state(bound[na]), da, "zero", what)
+    _mask(interp, node, nb, interp.state(bound[nb]), db, "zero", what)
 
 
 @rule(aten.mm.default)
 def _mm(interp, node, bound):
     a, b = interp.state(bound["self"]), interp.state(bound["mat2"])
-    _contract(interp, a[1], b[0])
+    _contract(interp, a[1], b[0], node, (("self", 1), ("mat2", 0)))
     return (a[0], b[1])
 
 
 @rule(aten.addmm.default)
 def _addmm(interp, node, bound):
     a, b = interp.state(bound["mat1"]), interp.state(bound["mat2"])
-    _contract(interp, a[1], b[0])
+    _contract(interp, a[1], b[0], node, (("mat1", 1), ("mat2", 0)))
     return interp.broadcast([interp.state(bound["self"]), (a[0], b[1])], interp.out_shape())
 
 
 @rule(aten.bmm.default)
 def _bmm(interp, node, bound):
     a, b = interp.state(bound["self"]), interp.state(bound["mat2"])
-    _contract(interp, a[2], b[1])
+    _contract(interp, a[2], b[1], node, (("self", 2), ("mat2", 1)))
     batch = interp.broadcast([a[:1], b[:1]], interp.out_shape()[:1])
     return (*batch, a[1], b[2])
 
@@ -459,7 +615,7 @@ def _bmm(interp, node, bound):
 @rule(aten.baddbmm.default)
 def _baddbmm(interp, node, bound):
     a, b = interp.state(bound["batch1"]), interp.state(bound["batch2"])
-    _contract(interp, a[2], b[1])
+    _contract(interp, a[2], b[1], node, (("batch1", 2), ("batch2", 1)))
     out = interp.out_shape()
     batch = interp.broadcast([a[:1], b[:1]], out[:1])
     return interp.broadcast([interp.state(bound["self"]), (*batch, a[1], b[2])], out)
@@ -625,10 +781,11 @@ def _index(interp, node, bound):
     indices = list(bound["indices"])
     positions = [i for i, t in enumerate(indices) if t is not None]
     for i in positions:
-        interp.require_clean(x[i], f"indexes into padded dimension {i}")
         is_mask = indices[i].meta["val"].dtype in (torch.bool, torch.uint8)
         if is_mask and (_pads(x) or _pads(interp.env.get(indices[i]))):
             interp.refuse(_pads(x), "indexes with a boolean mask")
+        if _dim_pads(x[i]) and not _within(interp, indices[i], x[i]):
+            interp.refuse(_dim_pads(x[i]), f"indexes into padded dimension {i}")
     idx_states = [interp.state(indices[i]) for i in positions]
     out = interp.out_shape()
     contiguous = positions == list(range(positions[0], positions[-1] + 1)) if positions else True
@@ -640,6 +797,22 @@ def _index(interp, node, bound):
     start = len(rest_before) if contiguous else 0
     middle = interp.broadcast(idx_states, out[start : start + nb])
     return (*rest_before, *middle, *rest_after)
+
+
+def _within(interp, index, dim: Dim) -> bool:
+    """Whether ``index``'s values at real positions are below ``dim``'s real length (an
+    ``arange`` of a size no longer than it): then gathering from ``dim`` reads real rows."""
+    atom = padded_atom(dim)
+    bound = interp.bounds.get(index)
+    if atom is None or bound is None:
+        return False
+    slack = sympy.expand(atom[0] - bound)
+    if slack.is_Integer:
+        return int(slack) >= 0
+    # Two sizes the trace does not relate (HF's attention mask is one longer than the cache it
+    # indexes with arange): eager raises unless the slack is >= 0, checked per call.
+    interp.assumptions.append(slack)
+    return True
 
 
 @rule(aten.slice_scatter.default)
@@ -675,22 +848,24 @@ def _attention(interp, node, bound):
     interp.require_clean(k[-1], "attention over a padded head dimension")
     interp.require_clean(v[-1], "attention over a padded head dimension")
     keys = k[-2]
+    masked = False  # padded keys hidden by a key mask (the fix below)
     if _dim_pads(keys) or _dim_pads(v[-2]):
         if not _same_dim(keys, v[-2]):
             interp.refuse(_dim_pads(keys) | _dim_pads(v[-2]), "keys and values padded differently")
         causal = bool(bound.get("is_causal")) and mask is None and _same_dim(q[-2], keys)
         if not causal:
-            interp.refuse(
-                _dim_pads(keys),
-                "attends over padded keys without a causal mask (padded keys would get weight)",
-            )
+            what = "attends over padded keys without a causal mask (padded keys would get weight)"
+            if node.target not in _MASKABLE_ATTENTION or bound.get("is_causal"):
+                interp.refuse(_dim_pads(keys), what)
+            _key_mask(interp, node, keys, what)
+            masked = True
     val = node.meta["val"]
     out_val = val[0] if isinstance(val, list | tuple) else val
     out = _shape(out_val)
     batch = interp.broadcast([q[:-2], k[:-2], v[:-2]], out[:-2])
     if mask is not None:
         m = interp.state(mask)
-        if m and _dim_pads(m[-1]):
+        if m and _dim_pads(m[-1]) and not (masked and _same_dim(m[-1], keys)):
             interp.refuse(_dim_pads(m[-1]), "the attention mask is padded along the keys")
         rows = interp.broadcast([q[:-1] if len(m) < 2 else (*q[:-2], q[-2]), m[:-1]], out[:-1])
         qrows = rows[-1]
@@ -712,6 +887,26 @@ def _attention(interp, node, bound):
     return states
 
 
+def _key_mask(interp, node, keys: Dim, what: str) -> None:
+    """Hide the keys past the real length: the mask argument becomes ``key_mask``'s."""
+    atom = padded_atom(keys)
+    if atom is None:
+        interp.refuse(_dim_pads(keys), f"{what} (flattened with another dimension)")
+    size, sym = atom
+
+    def apply(rw):
+        mask, key = rw.arg(node, "attn_mask"), rw.arg(node, "key")
+        rw.set_arg(node, "attn_mask", rw.call_before(node, key_mask, (mask, key, rw.length(size))))
+
+    interp.fix({sym}, what, apply)
+
+
+# torch2xla's sdpa ops take any mask: the key mask is added there (export's aten kernels
+# are left as they are).
+_MASKABLE_ATTENTION = frozenset(
+    {sdpa._opoverload, torch.ops.torch2xla.sdpa_dropout.default}
+)
+
 for _name in (
     "scaled_dot_product_attention",
     "_scaled_dot_product_flash_attention_for_cpu",
@@ -722,6 +917,7 @@ for _name in (
     if hasattr(aten, _name):
         RULES[getattr(aten, _name)] = Rule(_attention)
 RULES[sdpa._opoverload] = Rule(_attention)
+RULES[torch.ops.torch2xla.sdpa_dropout.default] = Rule(_attention)
 
 
 @rule(aten._transformer_encoder_layer_fwd.default)
@@ -740,7 +936,12 @@ def _encoder_layer(interp, node, bound):
 def _arange(interp, node, bound):
     # Values start + i * step: the first L are the same whatever the end, so a length of
     # exactly the padded size is a valid padded dimension.
-    return interp.fresh(node.meta["val"])
+    state = interp.fresh(node.meta["val"])
+    start, step = expr_of(bound.get("start", 0)), expr_of(bound.get("step", 1))
+    end = expr_of(bound.get("end"))
+    if start == 0 and step == 1 and end is not None and end.free_symbols & interp.cands:
+        interp.bounds[node] = end  # at real position i the value is i < the real end
+    return state
 
 
 @rule(

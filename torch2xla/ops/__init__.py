@@ -12,6 +12,7 @@ extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` 
 distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
+``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
 ``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_vision``
 (torchvision's ops, registered once torchvision is loaded), ``_backward`` (ATen backward
 ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
@@ -30,6 +31,7 @@ from torch2xla.ops import (  # noqa: F401
     _linalg_extra,
     _nn,
     _nn_extra,
+    _padded,
     _random,
     _reduction,
     _rnn,

@@ -75,6 +75,11 @@ def sdpa(
 
 @sdpa.register_fake
 def _sdpa_fake(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
+    # As sdpa's own checks: with symbolic sizes this makes the two lengths one symbol.
+    torch._check(
+        key.shape[-2] == value.shape[-2],
+        lambda: f"sdpa: key and value lengths differ ({key.shape[-2]}, {value.shape[-2]})",
+    )
     dtype = _cast_to(query.dtype, autocast_dtype)
     return query.new_empty((*query.shape[:-1], value.shape[-1]), dtype=dtype)
 
