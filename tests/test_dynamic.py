@@ -113,8 +113,9 @@ def test_bucketing_refused_for_softmax_over_padded_keys():
         idx = _tokens(2, 5)
         assert_same(compiled(idx), model(idx), atol=2e-5)
         idx = _tokens(2, 6)
-        with pytest.warns(torch2xla.BucketingWarning, match=r"idx dim 1.*softmax"):
+        with pytest.warns(torch2xla.BucketingWarning, match=r"idx dim 1.*softmax") as rec:
             out = compiled(idx)
+        assert rec[0].filename == __file__  # the user's call
         assert_same(out, model(idx), atol=2e-5)
     g = torch2xla.cache_info(compiled)[0]
     assert g.bucketed == ("idx dim 0",)

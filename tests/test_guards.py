@@ -234,5 +234,41 @@ def test_recompile_limit_fallback_warns():
         with pytest.warns(torch2xla.RecompileLimitWarning, match="dynamic=True") as rec:
             out = f(x, W)
     assert "runs in eager" in str(rec[0].message) or "eager PyTorch" in str(rec[0].message)
+    assert rec[0].filename == __file__  # the user's call, not torch's logging
     assert_same(out, _mlp(x, W))  # eager now, still correct
     assert torch2xla.cache_info(f).misses == 2
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        torch._dynamo.graph_break()
+        return h.relu()
+
+
+def test_graphs_are_named_by_the_users_module_or_function(caplog):
+    """Logs and cache_info name the user's module or function, never Dynamo's wrapper frame."""
+    caplog.set_level(logging.INFO, logger="torch2xla")
+    seq = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 3)), backend="xla")
+    net = torch.compile(_Net(), backend="xla")
+    fn = _compiled()
+    with torch.no_grad():
+        seq(torch.randn(2, 8))
+        net(torch.randn(2, 8))
+        fn(torch.randn(2, 8), W)
+    line = _Net.forward.__code__.co_firstlineno
+    assert [g.frame for g in torch2xla.cache_info(seq)] == ["'Sequential' (torch.nn.Sequential)"]
+    assert [g.frame for g in torch2xla.cache_info(net)] == [
+        f"'_Net.forward' ({__file__}:{line})",
+        f"'_Net.forward' ({__file__}:{line + 2}, after a graph break)",
+    ]
+    assert [g.frame for g in torch2xla.cache_info(fn)] == [
+        f"'_mlp' ({__file__}:{_mlp.__code__.co_firstlineno})"
+    ]
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "torch2xla")
+    assert "external_utils" not in text and "'inner'" not in text
+    assert "'Sequential' (torch.nn.Sequential): compiled signature 1" in text

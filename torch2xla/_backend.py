@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Sequence
 
 import torch
 
 from torch2xla._aliases import output_aliases
-from torch2xla._errors import UnsupportedOpsError
+from torch2xla._errors import UnsupportedOpsError, warn
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
@@ -110,11 +109,11 @@ class CompiledGraph:
             if missing and not self._warned:
                 self._warned = True
                 listing = "\n".join(str(u) for u in missing)
-                warnings.warn(
+                warn(
                     f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
                     f"the rest in XLA:\n{listing}",
                     FallbackWarning,
-                    stacklevel=2,
+                    node=missing[0].node,
                 )
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:

@@ -7,19 +7,19 @@ import dataclasses
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from torch2xla._errors import warn
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
-from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
+from torch2xla.guards._log import BucketingWarning, frame_label, frame_name, log, note_frame
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
 # compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each
@@ -54,14 +54,16 @@ class DynamoContext:
     """Where a graph came from, read from Dynamo while it calls the backend.
 
     Attributes:
-        frame: the compiled function, ``'forward' (/path/model.py:12)``.
+        frame: the user's compiled function or module, ``'Net.forward' (/path/model.py:12)``.
         reason: Dynamo's reason for compiling the frame again (None on its first compile).
         owner: weak reference to the ``torch.compile`` context that traced the frame.
+        dynamo_frame: the frame as Dynamo's messages name it, ``'forward' (/path/model.py:12)``.
     """
 
     frame: str | None = None
     reason: str | None = None
     owner: weakref.ref | None = None
+    dynamo_frame: str | None = None
 
 
 def dynamo_context() -> DynamoContext:
@@ -70,7 +72,7 @@ def dynamo_context() -> DynamoContext:
 
     tx = getattr(symbolic_convert.tls, "current_tx", None)
     code = getattr(tx, "f_code", None)
-    frame = frame_name(code) if code is not None else None
+    frame = frame_label(code, getattr(tx, "f_locals", None) or {}) if code is not None else None
     metrics = getattr(utils.get_metrics_context(), "_metrics", None)
     reason = metrics.get("recompile_reason") if isinstance(metrics, dict) else None
     owner = None
@@ -82,7 +84,7 @@ def dynamo_context() -> DynamoContext:
                 owner = weakref.ref(ctx)
                 break
         f = f.f_back
-    return DynamoContext(frame, reason, owner)
+    return DynamoContext(frame, reason, owner, frame_name(code) if code is not None else None)
 
 
 class GraphGuards:
@@ -116,8 +118,8 @@ class GraphGuards:
         self.analysis_seconds = 0.0
         self.recompile_reasons: list[str] = []
         self.context = context if context is not None else dynamo_context()
-        if self.context.frame:
-            note_frame(self.context.frame)
+        if self.context.dynamo_frame:
+            note_frame(self.context.dynamo_frame)
         self._warned: set[str] = set()
         self.run: Callable[[Sequence], Any] = self._first if buckets is not None else self._run
         with _registry_lock:
@@ -240,13 +242,12 @@ class GraphGuards:
             notes.append(f" ({src.label} is not bucketed: {why})")
             if src.label not in self._warned:
                 self._warned.add(src.label)
-                warnings.warn(
+                warn(
                     f"torch2xla: {self.name} recompiles for {src.label} = {key[1 + j]} "
                     f"(was {previous[1 + j]}) although buckets {self.spec} were asked for: "
                     f"padding {src.label} could change real results because the graph {why}. "
                     "Every size of it compiles its own program.",
                     BucketingWarning,
-                    stacklevel=5,
                 )
         return "".join(notes)
 

@@ -38,7 +38,8 @@ class GraphInfo:
 
     Attributes:
         name: ``graph_N``, as in logs, dumps and errors.
-        frame: the function Dynamo compiled (``'forward' (/path/model.py:12)``).
+        frame: the user's function or module Dynamo compiled (``'Net.forward' (/path/model.py:12)``,
+            ``'Sequential' (torch.nn.Sequential)``).
         dynamo_reason: why Dynamo traced the frame again to produce this graph (None for a
             frame's first graph): guard failures such as ``tensor 'x' requires_grad mismatch``.
         entries: programs in the cache now.

@@ -25,11 +25,12 @@ import pathlib
 import re
 import sys
 import threading
-import warnings
 import zlib
 
 import jax
 import torch
+
+from torch2xla._errors import warn
 
 CACHE_DIR_ENV = "TORCH2XLA_CACHE_DIR"
 SWITCH_ENV = "TORCH2XLA_PERSISTENT_CACHE"
@@ -250,11 +251,10 @@ def verify(directory: pathlib.Path) -> list[str]:
     removed = (set(manifest) - present) | set(corrupt)
     _save_manifest(directory, changes, removed)
     if corrupt:
-        warnings.warn(
+        warn(
             f"torch2xla: {len(corrupt)} corrupt persistent cache entr"
             f"{'y' if len(corrupt) == 1 else 'ies'} in {xla} deleted; they will be recompiled",
             PersistentCacheWarning,
-            stacklevel=3,
         )
     return sorted(corrupt)
 
