@@ -7,6 +7,9 @@ monitoring listener counts the programs JAX lowers, so a recompile anywhere show
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 
 import jax
@@ -272,3 +275,27 @@ def test_graphs_are_named_by_the_users_module_or_function(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "torch2xla")
     assert "external_utils" not in text and "'inner'" not in text
     assert "'Sequential' (torch.nn.Sequential): compiled signature 1" in text
+
+
+def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
+    """TORCH_LOGS, torch.compile's switch: "+torch2xla" logs our compiles with their stages,
+    "recompiles" our per-size recompiles (which Dynamo's own recompile log never sees)."""
+    code = (
+        "import torch\n"
+        "f = torch.compile(lambda x: x.sin() * 2, backend='xla', dynamic=True)\n"
+        "f(torch.randn(3)); f(torch.randn(4))\n"
+    )
+
+    def stderr(setting: str) -> str:
+        env = {**os.environ, "TORCH_LOGS": setting, "TORCH2XLA_CACHE_DIR": str(tmp_path)}
+        env.pop("TORCH2XLA_LOG", None)
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert res.returncode == 0, res.stderr
+        return res.stderr
+
+    text = stderr("recompiles,+torch2xla")
+    assert "graph_0.s0: lowering" in text  # +torch2xla (debug): the stages
+    assert "graph_0 '<lambda>'" in text and "compiled signature 1" in text
+    # The per-size recompile goes to torch's recompiles log (torch prints its name).
+    assert "[__recompiles] graph_0 '<lambda>'" in text and "x dim 0: 3 -> 4" in text

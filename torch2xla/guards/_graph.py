@@ -19,7 +19,14 @@ from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
-from torch2xla.guards._log import BucketingWarning, frame_label, frame_name, log, note_frame
+from torch2xla.guards._log import (
+    BucketingWarning,
+    compile_log,
+    frame_label,
+    frame_name,
+    log,
+    note_frame,
+)
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
 # compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each
@@ -184,7 +191,7 @@ class GraphGuards:
         _persistent.record_new_entries()
         if not first:
             self.recompile_reasons.append(reason)
-        log.info(
+        compile_log(first).info(
             "%s%s: %s signature %d (%s) in %.3f s%s: %s",
             self.name,
             f" {self.context.frame}" if self.context.frame else "",

@@ -1,4 +1,11 @@
-"""The ``torch2xla`` logger, its environment switch, and the recompile-limit warning."""
+"""The ``torch2xla`` logger, its switches, and the recompile-limit warning.
+
+Two switches turn the logs on. ``TORCH2XLA_LOG=info`` (or ``debug``) is ours. ``TORCH_LOGS``
+is torch.compile's convention and works the same: ``TORCH_LOGS="torch2xla"`` logs every compile
+and recompile, ``"+torch2xla"`` adds each compile stage (debug), and ``TORCH_LOGS="recompiles"``
+shows torch2xla's per-signature recompiles (a new size of a dynamic graph: Dynamo does not trace
+again, so its own ``recompiles`` log is silent) beside Dynamo's.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +44,8 @@ class RecompileLimitWarning(UserWarning):
 
 def configure_from_env() -> None:
     """``TORCH2XLA_LOG=info`` (or ``1``) logs compiles and recompiles to stderr; ``debug`` more."""
+    # (TORCH_LOGS="torch2xla" needs nothing of ours: torch sets up the logger of any
+    # importable module it names, as torch._logging.set_logs(modules={"torch2xla": ...}) does.)
     value = os.environ.get(LOG_ENV, "").strip().lower()
     if value in _OFF:
         return
@@ -48,12 +57,30 @@ def configure_from_env() -> None:
             UserWarning,
         )
         return
-    if not any(getattr(h, "_torch2xla", False) for h in log.handlers):
+    if not log.handlers:  # (TORCH_LOGS="torch2xla" gave it torch's handler already)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
         handler._torch2xla = True  # type: ignore[attr-defined]
         log.addHandler(handler)
     log.setLevel(level)
+
+
+_recompiles: logging.Logger | None = None
+
+
+def compile_log(first: bool) -> logging.Logger:
+    """The logger of a compile: ``torch2xla``; a recompile (``first`` False) goes to torch's
+    ``recompiles`` artifact (``torch2xla.__recompiles``) when ``TORCH_LOGS`` turns it on."""
+    global _recompiles
+    if first or not torch._logging._internal.log_state.is_artifact_enabled("recompiles"):
+        return log
+    if _recompiles is None:
+        _recompiles = torch._logging.getArtifactLogger("torch2xla", "recompiles")
+        if not _recompiles.hasHandlers():  # torch sets up handlers only for its own logs
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(torch._logging._internal.TorchLogsFormatter())
+            _recompiles.addHandler(handler)
+    return _recompiles
 
 
 # -- Dynamo's recompile limit ------------------------------------------------------------------
