@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import html
 import logging
 import os
 import pathlib
+import re
 import sys
 import types
 
@@ -91,6 +93,57 @@ def test_explain_reports_graphs_breaks_ops_and_times(capsys):
     assert page.startswith("<div") and "<table>" in page
     assert "aten.sin.default" in page and "graph break here" in page
     assert "<b>Failed" in page or "<b>" in page
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z0-9_.]+", text))
+
+
+def _html_words(page: str) -> set[str]:
+    return _words(html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_explain_split_graph_names_inputs_and_renders_its_text_as_html():
+    """A split graph's XLA partitions compile during explain's call, timed into its record;
+    inputs carry the user's names; the HTML says what the text says (and "1 entry")."""
+    x = torch.randn(4, 8)
+    model, ref_model, report = _explained(x)
+    torch.testing.assert_close(report.output, ref_model(x))
+    first, second = report.graphs
+    (rec0,), (rec1,) = first.records, second.records
+    assert rec0.signature.startswith("self.fc.weight: f32[16, 8]*, self.fc.bias: f32[16]*")
+    assert "x: f32[4, 8]" in rec0.signature
+    assert rec1.signature.startswith("h: f32[4, 16]*")
+    assert rec1.mode == "split" and list(rec1.partitions.values()) == [True]
+    assert {"lowering", "tracing", "stablehlo", "xla"} <= set(rec1.times)
+    assert rec1.cost and rec1.cost["flops"] > 0
+    text = str(report)
+    assert "compile on first call" not in text
+    assert "1 XLA partition, compiled on first call" in text
+    page = report._repr_html_()
+    assert "1 entries" not in page and "cache: 1 entry" in page
+    missing = _words(text) - _html_words(page)
+    assert not missing, missing
+
+
+def test_cache_info_renders_its_text_as_html():
+    f = torch.compile(lambda x: x.cos() * 2, backend="xla", dynamic=True)
+    f(torch.randn(3))
+    f(torch.randn(5))
+    info = torch2xla.cache_info(f)
+    page = info._repr_html_()
+    assert page.startswith("<div") and "<table>" in page
+    missing = _words(str(info)) - _html_words(page)
+    assert not missing, missing
+    missing = _words(str(info[0])) - _html_words(info[0]._repr_html_())
+    assert not missing, missing
+
+
+def test_version_and_typed_marker():
+    import importlib.metadata
+
+    assert torch2xla.__version__ == importlib.metadata.version("torch2xla")
+    assert (pathlib.Path(torch2xla.__file__).parent / "py.typed").is_file()
 
 
 def test_explain_records_recompiles_and_new_signatures():

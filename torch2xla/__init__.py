@@ -1,5 +1,7 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
+import importlib.metadata as _metadata
+
 from torch2xla._backend import FallbackWarning, xla_backend
 from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
 from torch2xla._explain import Explanation, explain
@@ -18,6 +20,11 @@ from torch2xla.guards import (
     persistent_cache_dir,
     set_persistent_cache,
 )
+
+try:
+    __version__ = _metadata.version("torch2xla")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BucketingWarning",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -13,7 +13,7 @@ from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla._program import XlaProgram
-from torch2xla._stages import Build, RecordLog
+from torch2xla._stages import Build, RecordLog, input_names
 from torch2xla.guards import BucketSpec, GraphGuards
 
 _graph_ids = itertools.count()
@@ -54,6 +54,7 @@ class CompiledGraph:
             "split_backward": options.split_backward,
         }
         self.name = f"graph_{next(_graph_ids)}"
+        self.input_names = input_names(gm)  # for explain and dumps: x, self.fc1.weight
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
             gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)
@@ -131,8 +132,13 @@ class _Submodule(torch.nn.Module):
     def __init__(self, program: XlaProgram) -> None:
         super().__init__()
         self.program = program
+        # Set by _stages.Build.split: compiles the program ahead of its first call, timed.
+        self.first_call: Callable[[XlaProgram, tuple], None] | None = None
 
     def forward(self, *args):
+        if self.first_call is not None:
+            first_call, self.first_call = self.first_call, None
+            first_call(self.program, args)
         outs = self.program(args)
         return outs[0] if self.program.single_output else tuple(outs)
 

@@ -50,12 +50,17 @@ def dump_signature(
     """Write one signature's (``name``: ``graph_3.s0``) ATen graph (``aten``: its ``readable``
     text), its programs' IRs and its summary."""
     _write(directory / f"{name}.aten.txt", aten)
+    dump_executables(directory, name, executables)
+    _write(directory / f"{name}.summary.txt", summary + "\n")
+
+
+def dump_executables(directory: Path, name: str, executables: Sequence[Executable]) -> None:
+    """Write the jaxpr, StableHLO and optimized HLO of each executable of ``name``."""
     for ex in executables:
         base = f"{name}.{ex.name}"
         _write(directory / f"{base}.jaxpr.txt", ex.traced.jaxpr.pretty_print(use_color=False))
         _write(directory / f"{base}.stablehlo.mlir", ex.lowered.as_text())
         _write(directory / f"{base}.hlo.txt", ex.compiled.as_text())
-    _write(directory / f"{name}.summary.txt", summary + "\n")
 
 
 def readable(gm: torch.fx.GraphModule) -> str:

@@ -18,18 +18,27 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
+import functools
 import operator
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 import torch
 
-from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature, readable
+from torch2xla._dump import (
+    dump_dir,
+    dump_dynamo_graph,
+    dump_executables,
+    dump_signature,
+    readable,
+)
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -120,6 +129,8 @@ class CompileRecord:
         ops: where each ATen node runs.
         cost: XLA's cost analysis summed over the signature's executables (``flops``,
             ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
+        partitions: in ``split`` mode, the XLA partitions (``fused_0``...) and whether each
+            has compiled (on the signature's first call, which its times and cost include).
     """
 
     graph: str
@@ -129,6 +140,7 @@ class CompileRecord:
     times: dict[str, float] = dataclasses.field(default_factory=dict)
     ops: list[OpPlacement] = dataclasses.field(default_factory=list)
     cost: dict[str, float] | None = None
+    partitions: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -139,17 +151,37 @@ class CompileRecord:
         return sum(self.times.values())
 
 
-def describe_signature(args: Sequence) -> str:
-    """``f32[8, 32], i64[], 3`` for a call's arguments."""
+def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
+    """``x: f32[8, 32], n: i64[], 3`` for a call's arguments (named where ``names`` has one)."""
     parts = []
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             dtype = _SHORT_DTYPES.get(a.dtype, str(a.dtype).removeprefix("torch."))
             grad = "*" if a.requires_grad else ""
-            parts.append(f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}")
+            part = f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}"
         else:
-            parts.append(repr(a))
+            part = repr(a)
+        parts.append(f"{names[i]}: {part}" if i < len(names) and names[i] else part)
     return ", ".join(parts)
+
+
+def input_names(gm: torch.fx.GraphModule) -> list[str]:
+    """The user's name of each input of a Dynamo graph: ``x``, ``self.fc1.weight``, ``x.size()[0]``
+    (from the source Dynamo records for it), else the placeholder's name; '' for Dynamo's own
+    (``___stack0``: a value live across a graph break). Dynamo drops the sources once the
+    backend returns: call it from the backend."""
+    names = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", None)
+        name = name() if callable(name) else name  # (a method before torch 2.13)
+        if not isinstance(name, str):
+            names.append(node.name)
+            continue
+        name = re.sub(r"^[LG]\['([^']+)'\]", r"\1", name)
+        name = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", name)
+        names.append("" if name.startswith("___") else name)
+    return names
 
 
 _SHORT_DTYPES = {
@@ -183,9 +215,11 @@ class Compilation:
     Use as a context manager around the whole compile, and ``stage(name)`` around each stage.
     """
 
-    def __init__(self, graph: str, index: int) -> None:
+    def __init__(self, graph: str, index: int, part: str = "") -> None:
         self.graph = graph
         self.index = index
+        # graph_0.s1, or graph_0.s1:fused_0 for an XLA partition of a split graph
+        self.label = f"{graph}.s{index}" + (f":{part}" if part else "")
         self.times: dict[str, float] = {}
         self.current: str | None = None
         self.failed: str | None = None
@@ -197,7 +231,7 @@ class Compilation:
     def __enter__(self) -> Self:
         self._start = time.perf_counter()
         self._watcher = threading.Thread(
-            target=self._watch, name=f"torch2xla-progress-{self.graph}", daemon=True
+            target=self._watch, name=f"torch2xla-progress-{self.label}", daemon=True
         )
         self._watcher.start()
         return self
@@ -211,14 +245,14 @@ class Compilation:
             self._bar.finish(self, elapsed, failed=exc_type is not None)
         if exc_type is None:
             level = logging.INFO if elapsed >= PROGRESS_AFTER_S else logging.DEBUG
-            log.log(level, "%s.s%d compiled in %.2fs (%s)", self.graph, self.index, elapsed,
+            log.log(level, "%s compiled in %.2fs (%s)", self.label, elapsed,
                     format_times(self.times))
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the stage ``name`` (one of ``STAGES``); time spent twice adds up."""
         self.current = name
-        log.debug("%s.s%d: %s", self.graph, self.index, name)
+        log.debug("%s: %s", self.label, name)
         t0 = time.perf_counter()
         try:
             yield
@@ -237,7 +271,7 @@ class Compilation:
             elapsed = time.perf_counter() - self._start
             if elapsed - last_log >= PROGRESS_EVERY_S:
                 last_log = elapsed
-                log.info("compiling %s.s%d: stage %s, %.1fs elapsed", self.graph, self.index,
+                log.info("compiling %s: stage %s, %.1fs elapsed", self.label,
                          self.current or "-", elapsed)
             if self._bar is None:
                 self._bar = _NotebookBar.create()
@@ -287,7 +321,7 @@ def render_bar(comp: Compilation, elapsed: float, status: str | None = None) -> 
     if status == "done":
         done = len(steps)
     return (
-        f"<div><code>torch2xla</code> compiling <b>{comp.graph}.s{comp.index}</b>: "
+        f"<div><code>torch2xla</code> compiling <b>{comp.label}</b>: "
         f'<progress value="{done}" max="{len(steps)}"></progress> {label}, {elapsed:.1f}s</div>'
     )
 
@@ -356,7 +390,7 @@ def format_record(record: CompileRecord) -> str:
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
     if record.mode == "split":
-        lines[-1] += "; its XLA partitions compile on first call"
+        lines[-1] += f"; {format_partitions(record.partitions)}"
     if record.cost:
         lines.append(f"  XLA cost: {format_cost(record.cost)}")
     lines.append(f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
@@ -369,6 +403,15 @@ def format_record(record: CompileRecord) -> str:
         if where == "eager":
             lines.extend(f"           at {s}" for s in sources)
     return "\n".join(lines)
+
+
+def format_partitions(partitions: dict[str, bool]) -> str:
+    """``2 XLA partitions, compiled on first call`` (or ``compile on first call`` before it)."""
+    n = len(partitions)
+    head = f"{n} XLA partition{'s' * (n != 1)}"
+    if all(partitions.values()):
+        return f"{head}, compiled on first call (included above)"
+    return f"{head}, compile{'s' * (n == 1)} on first call"
 
 
 def group_ops(ops: Sequence[OpPlacement]) -> list[tuple[str, int, str, str | None, list[str]]]:
@@ -409,8 +452,8 @@ class RecordLog:
         self._records: collections.deque[CompileRecord] = collections.deque(maxlen=maxlen)
         self._count = 0
 
-    def new(self, graph: str, args: Sequence) -> CompileRecord:
-        record = CompileRecord(graph, self._count, describe_signature(args))
+    def new(self, graph: str, args: Sequence, names: Sequence[str] = ()) -> CompileRecord:
+        record = CompileRecord(graph, self._count, describe_signature(args, names))
         self._count += 1
         return record
 
@@ -435,7 +478,7 @@ class Build:
     def __init__(self, graph: Any, args: Sequence) -> None:
         self.graph = graph
         self.options = graph.options
-        self.record = graph.records.new(graph.name, args)
+        self.record = graph.records.new(graph.name, args, graph.input_names)
         self.comp = Compilation(graph.name, self.record.index)
         self.dump_dir = dump_dir(self.options.dump_dir)
         self.executables: list[Executable] = []
@@ -493,10 +536,17 @@ class Build:
         return program
 
     def split(self, split_gm: torch.fx.GraphModule, names: Sequence[str]) -> None:
-        """Name the XLA partitions of a graph some of whose ops run in eager PyTorch."""
+        """Name the XLA partitions of a graph some of whose ops run in eager PyTorch, and have
+        each compile ahead of its first call, timed into this signature's record."""
         self.record.mode = "split"
+        backward = is_detailed() or self.dump_dir is not None
         for name in names:
-            getattr(split_gm, name).program.label = f"torch2xla:{self.graph.name}:{name}"
+            sub = getattr(split_gm, name)
+            sub.program.label = f"torch2xla:{self.graph.name}:{name}"
+            sub.first_call = functools.partial(
+                _compile_partition, self.record, name, backward, self.dump_dir
+            )
+            self.record.partitions[name] = False
 
     def done(self, entry: Any, unsupported: Sequence = ()) -> Any:
         """Record the signature (and dump it); returns ``entry``."""
@@ -540,3 +590,22 @@ class Build:
                 stage=stage,
             )
         return None
+
+
+def _compile_partition(
+    record: CompileRecord, name: str, backward: bool, dump: Path | None, program: Any,
+    args: Sequence,
+) -> None:
+    """Compile the XLA partition ``name`` of a split graph ahead of its first call (``args``),
+    adding its stage times and cost to the signature's ``record`` and dumping its IRs."""
+    with Compilation(record.graph, record.index, part=name) as comp:
+        _, executables = precompile(program, args, comp, backward=backward)
+    for stage, seconds in comp.times.items():
+        record.times[stage] = record.times.get(stage, 0.0) + seconds
+    cost = cost_analysis(executables)
+    if cost:
+        total = record.cost or {}
+        record.cost = {k: total.get(k, 0.0) + cost.get(k, 0.0) for k in {*total, *cost}}
+    record.partitions[name] = True
+    if dump is not None:
+        dump_executables(dump, f"{record.name}.{name}", executables)
