@@ -3,6 +3,7 @@
 import importlib.metadata as _metadata
 
 from torch2xla._backend import FallbackWarning, xla_backend
+from torch2xla._custom_ops import register_lowering
 from torch2xla._errors import CompileError, LoweringError, PassError, UnsupportedOpsError
 from torch2xla._explain import Explanation, explain
 from torch2xla._options import Options
@@ -46,6 +47,7 @@ __all__ = [
     "fold_constants",
     "persistent_cache_dir",
     "profile",
+    "register_lowering",
     "set_persistent_cache",
     "xla_backend",
 ]

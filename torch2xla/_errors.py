@@ -105,6 +105,14 @@ def _module_globals(filename: str) -> dict | None:
     return None
 
 
+def is_custom_op(target: object) -> bool:
+    """Whether ``target`` is a user's ``torch.library`` op (not ATen's, prims' or ours)."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace not in (
+        "aten", "prims", "torch2xla", "_c10d_functional", "c10d_functional",
+        "_c10d_functional_autograd",
+    )
+
+
 def describe(node: torch.fx.Node) -> str:
     return f"{node.target} (node {node.name!r}) from {source_line(node)}"
 
@@ -127,10 +135,19 @@ class UnsupportedOpsError(RuntimeError):
 
     def __init__(self, graph_name: str, unsupported: list[Unsupported]) -> None:
         listing = "\n".join(str(u) for u in unsupported)
+        custom = sorted({str(u.node.target) for u in unsupported if is_custom_op(u.node.target)})
+        todo = []
+        if custom:
+            todo.append(
+                f"give your op{'s' * (len(custom) > 1)} ({', '.join(custom)}) a JAX "
+                "implementation with torch2xla.register_lowering (README: \"Custom ops\")"
+            )
+        todo.append("drop options={'strict': True} to run them in eager PyTorch")
+        if len(custom) < len(unsupported):
+            todo.append("open an issue asking for the missing lowering")
         super().__init__(
             f"torch2xla: graph {graph_name} has {len(unsupported)} op(s) that cannot run in XLA:"
-            f"\n{listing}\nDrop options={{'strict': True}} to run them in eager PyTorch instead, "
-            "or open an issue asking for the missing lowering."
+            f"\n{listing}\nWhat to do: {'; or '.join(todo)}."
         )
         self.unsupported = unsupported
 
@@ -206,6 +223,12 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
             "Meanwhile, run this op in eager PyTorch: torch.compile(..., backend=\"xla\", "
             f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
         )
+        if _user_lowering(node) is not None:
+            todo = (
+                "The lowering is yours (torch2xla.register_lowering): fix it, or run the op in "
+                "eager PyTorch: torch.compile(..., backend=\"xla\", "
+                f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
+            )
     message = (
         f"{head}{where}\nWhat to do: {todo}\n"
         f"(Set {FULL_TRACEBACK_ENV}=full to see the full traceback.)"
@@ -215,12 +238,19 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
     return new
 
 
+def _user_lowering(node: torch.fx.Node):
+    """The user's function behind ``node``'s lowering (``register_lowering``), else None."""
+    from torch2xla.ops import LOWERINGS
+
+    return getattr(LOWERINGS.get(node.target), "_torch2xla_user_fn", None)
+
+
 def _lowering_frame(exc: BaseException, node: torch.fx.Node) -> str:
     """``file:line, in fn: code`` of the innermost frame of ``node``'s lowering in ``exc``'s
     traceback (or, for a wrapped lowering, of the op modules), else ''."""
     from torch2xla.ops import LOWERINGS
 
-    code = getattr(LOWERINGS.get(node.target), "__code__", None)
+    code = getattr(_user_lowering(node) or LOWERINGS.get(node.target), "__code__", None)
     ops_dir = f"torch2xla{os.sep}ops{os.sep}"
     found = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
