@@ -25,20 +25,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 import torch
 
-from torch2xla._dump import (
-    dump_dir,
-    dump_dynamo_graph,
-    dump_executables,
-    dump_signature,
-    readable,
-)
+from torch2xla._dump import DumpRun, dump_run, readable
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -480,13 +473,13 @@ class Build:
         self.options = graph.options
         self.record = graph.records.new(graph.name, args, graph.input_names)
         self.comp = Compilation(graph.name, self.record.index)
-        self.dump_dir = dump_dir(self.options.dump_dir)
+        self.dump = dump_run(self.options.dump_dir)
         self.executables: list[Executable] = []
         self.aten_text: str | None = None
 
     def __enter__(self) -> Self:
-        if self.dump_dir is not None and self.record.index == 0:
-            dump_dynamo_graph(self.dump_dir, self.graph.name, self.graph.gm)
+        if self.dump is not None and self.record.index == 0:
+            self.dump.graph(self.graph.name, self.graph.guards.context.frame, self.graph.gm)
         self.comp.__enter__()
         return self
 
@@ -510,7 +503,7 @@ class Build:
             gm = run_passes(lowered.gm, self.options.passes, self.graph.name)
         # Taken now: splitting for eager fallback rewrites the graph in place.
         self.record.ops = placements(gm)
-        if self.dump_dir is not None:
+        if self.dump is not None:
             self.aten_text = readable(gm)
         return dataclasses.replace(lowered, gm=gm)
 
@@ -528,7 +521,7 @@ class Build:
     def program(self, program: Any, inputs: Sequence) -> Any:
         """Name the whole-graph ``program`` and compile it ahead of its first call."""
         program.label = f"torch2xla:{self.graph.name}"
-        backward = is_detailed() or self.dump_dir is not None
+        backward = is_detailed() or self.dump is not None
         self.record.mode, self.executables = precompile(
             program, inputs, self.comp, backward=backward
         )
@@ -539,12 +532,12 @@ class Build:
         """Name the XLA partitions of a graph some of whose ops run in eager PyTorch, and have
         each compile ahead of its first call, timed into this signature's record."""
         self.record.mode = "split"
-        backward = is_detailed() or self.dump_dir is not None
+        backward = is_detailed() or self.dump is not None
         for name in names:
             sub = getattr(split_gm, name)
             sub.program.label = f"torch2xla:{self.graph.name}:{name}"
             sub.first_call = functools.partial(
-                _compile_partition, self.record, name, backward, self.dump_dir
+                _compile_partition, self.record, name, backward, self.dump
             )
             self.record.partitions[name] = False
 
@@ -554,13 +547,9 @@ class Build:
         eager = {u.node.name: u.reason for u in unsupported}
         if eager:
             self.record.ops = [op.place(eager) for op in self.record.ops]
-        if self.dump_dir is not None and self.aten_text is not None:
-            dump_signature(
-                self.dump_dir,
-                self.record.name,
-                self.aten_text,
-                self.executables,
-                format_record(self.record),
+        if self.dump is not None and self.aten_text is not None:
+            self.dump.signature(
+                self.record, self.aten_text, self.executables, format_record(self.record)
             )
         self.executables = []
         self.graph.records.add(self.record)
@@ -593,7 +582,7 @@ class Build:
 
 
 def _compile_partition(
-    record: CompileRecord, name: str, backward: bool, dump: Path | None, program: Any,
+    record: CompileRecord, name: str, backward: bool, dump: DumpRun | None, program: Any,
     args: Sequence,
 ) -> None:
     """Compile the XLA partition ``name`` of a split graph ahead of its first call (``args``),
@@ -608,4 +597,4 @@ def _compile_partition(
         record.cost = {k: total.get(k, 0.0) + cost.get(k, 0.0) for k in {*total, *cost}}
     record.partitions[name] = True
     if dump is not None:
-        dump_executables(dump, f"{record.name}.{name}", executables)
+        dump.partition(record, name, executables, format_record(record))
