@@ -114,6 +114,9 @@ def test_explain_split_graph_names_inputs_and_renders_its_text_as_html():
     assert rec0.signature.startswith("self.fc.weight: f32[16, 8]*, self.fc.bias: f32[16]*")
     assert "x: f32[4, 8]" in rec0.signature
     assert rec1.signature.startswith("h: f32[4, 16]*")
+    assert first.frame.startswith("'BreakAndFallback.forward' (") and __file__ in first.frame
+    assert second.frame.endswith(", after a graph break)")
+    assert f"{first.name} {first.frame}: " in str(report)
     assert rec1.mode == "split" and list(rec1.partitions.values()) == [True]
     assert {"lowering", "tracing", "stablehlo", "xla"} <= set(rec1.times)
     assert rec1.cost and rec1.cost["flops"] > 0

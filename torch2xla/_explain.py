@@ -77,6 +77,15 @@ class GraphReport:
         return list(self.compiled.records)
 
     @property
+    def frame(self) -> str | None:
+        """The user's function or module the graph came from: ``'Net.forward' (model.py:7)``."""
+        return self.compiled.guards.context.frame
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.frame}" if self.frame else self.name
+
+    @property
     def dynamo_ops(self) -> int:
         return sum(1 for n in self.gm.graph.nodes if n.op in ("call_function", "call_method"))
 
@@ -183,7 +192,7 @@ class Explanation:
             lines.append("")
             capture = f", Dynamo capture {g.capture_time:.2f}s" if g.capture_time else ""
             lines.append(
-                f"{g.name}: {g.dynamo_ops} Dynamo ops{capture}; "
+                f"{g.title}: {g.dynamo_ops} Dynamo ops{capture}; "
                 f"cache: {g.cache_entries} entr{'y' if g.cache_entries == 1 else 'ies'}"
             )
             if not g.records:
@@ -228,7 +237,7 @@ class Explanation:
             capture = f", Dynamo capture {g.capture_time:.2f}s" if g.capture_time else ""
             entries = f"{g.cache_entries} entr{'y' if g.cache_entries == 1 else 'ies'}"
             parts.append(
-                f"<h4>{e(g.name)}</h4><p>{g.dynamo_ops} Dynamo ops{capture}; cache: {entries}</p>"
+                f"<h4>{e(g.title)}</h4><p>{g.dynamo_ops} Dynamo ops{capture}; cache: {entries}</p>"
             )
             if not g.records:
                 parts.append("<p>(not compiled yet: the graph was never called)</p>")
