@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import html
+import io
 import logging
 import os
 import pathlib
@@ -354,3 +355,39 @@ def test_jax_profiler_trace_of_a_region(tmp_path):
         torch2xla.profile(tmp_path / "nested"),
     ):
         pass
+
+
+class _Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    "tty, env, shown",
+    [(True, {}, True), (True, {"CI": "true"}, False), (False, {}, False),
+     (True, {"TORCH2XLA_PROGRESS": "0"}, False), (False, {"TORCH2XLA_PROGRESS": "1"}, True)],
+    ids=["terminal", "ci", "log-file", "switched-off", "forced"],
+)
+def test_long_compile_progress_in_a_terminal(monkeypatch, tty, env, shown):
+    """On by default on an interactive terminal; quiet in CI and where stderr is a log."""
+    for name in ("CI", "TORCH2XLA_PROGRESS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stderr = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(_stages, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(_stages, "PROGRESS_TICK_S", 0.01)
+    f = torch.compile(lambda x: x.cos() * 5, backend="xla")
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), x.cos() * 5)
+    text = stderr.getvalue()
+    if shown:
+        assert "\rtorch2xla: compiling graph_" in text and ".s0: stage " in text
+        assert re.search(r"torch2xla: graph_\d+\.s0 compiled in [\d.]+s *\n$", text), text
+    else:
+        assert "torch2xla" not in text

@@ -17,9 +17,10 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
-import logging
 import functools
+import logging
 import operator
+import os
 import re
 import sys
 import threading
@@ -51,11 +52,14 @@ log = logging.getLogger("torch2xla.compile")
 STAGES = ("capture", "lowering", "passes", "tracing", "stablehlo", "xla")
 
 # A compile that runs longer than PROGRESS_AFTER_S seconds reports its progress through the
-# logger every PROGRESS_EVERY_S seconds, and in Jupyter as a progress bar refreshed every
-# PROGRESS_TICK_S seconds.
+# logger every PROGRESS_EVERY_S seconds, and, refreshed every PROGRESS_TICK_S seconds, as a
+# progress bar in Jupyter or one status line on an interactive terminal's stderr. Neither shows
+# in CI (the CI variable) or where stderr is not a terminal (logs, pytest); TORCH2XLA_PROGRESS=0
+# turns both off, =1 on (a terminal line even where stderr is not a terminal).
 PROGRESS_AFTER_S = 3.0
 PROGRESS_EVERY_S = 10.0
 PROGRESS_TICK_S = 0.5
+PROGRESS_ENV = "TORCH2XLA_PROGRESS"
 
 
 _DETAILED: contextvars.ContextVar[bool] = contextvars.ContextVar("torch2xla_detailed", default=False)
@@ -260,14 +264,16 @@ class Compilation:
         if self._done.wait(PROGRESS_AFTER_S):
             return
         last_log = -PROGRESS_EVERY_S
+        bar_tried = False
         while True:
             elapsed = time.perf_counter() - self._start
             if elapsed - last_log >= PROGRESS_EVERY_S:
                 last_log = elapsed
                 log.info("compiling %s: stage %s, %.1fs elapsed", self.label,
                          self.current or "-", elapsed)
-            if self._bar is None:
-                self._bar = _NotebookBar.create()
+            if not bar_tried:
+                bar_tried = True
+                self._bar = progress_display()
             if self._bar is not None:
                 self._bar.update(self, elapsed)
             if self._done.wait(PROGRESS_TICK_S):
@@ -276,6 +282,47 @@ class Compilation:
 
 def format_times(times: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}s" for k, v in times.items()) or "no stages"
+
+
+def progress_display() -> _NotebookBar | _TerminalLine | None:
+    """Where a long compile shows its progress: a Jupyter bar, a terminal line, or nowhere."""
+    switch = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if switch in ("0", "off", "false", "no"):
+        return None
+    forced = switch in ("1", "on", "true", "yes")
+    if not forced and os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+        return None
+    return _NotebookBar.create() or _TerminalLine.create(forced)
+
+
+class _TerminalLine:
+    """One status line on stderr, rewritten in place (``\\r``) while the compile runs."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._width = 0
+
+    @classmethod
+    def create(cls, forced: bool = False) -> _TerminalLine | None:
+        stream = sys.stderr
+        isatty = getattr(stream, "isatty", None)
+        if stream is None or not (forced or (isatty is not None and isatty())):
+            return None
+        return cls(stream)
+
+    def _show(self, text: str, end: str = "") -> None:
+        pad = " " * max(0, self._width - len(text))
+        self._width = len(text)
+        self._stream.write(f"\r{text}{pad}{end}")
+        self._stream.flush()
+
+    def update(self, comp: Compilation, elapsed: float) -> None:
+        self._show(f"torch2xla: compiling {comp.label}: stage {comp.current or '-'}, "
+                   f"{elapsed:.0f}s")
+
+    def finish(self, comp: Compilation, elapsed: float, failed: bool) -> None:
+        status = "failed" if failed else "compiled"
+        self._show(f"torch2xla: {comp.label} {status} in {elapsed:.1f}s", end="\n")
 
 
 class _NotebookBar:
