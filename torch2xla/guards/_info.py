@@ -100,6 +100,9 @@ class GraphInfo:
         gone = "" if s.cached else " [evicted]"
         return f"#{s.index} {s.seconds:.3f} s{extra}, {s.hits} hits{gone}"
 
+    def __repr__(self) -> str:
+        return f"<torch2xla GraphInfo {self._head()}>"
+
     def __str__(self) -> str:
         lines = [self._head(), *("  " + line for line in self._notes())]
         for s in self.signatures:
@@ -168,6 +171,9 @@ class CacheInfo:
 
     def __str__(self) -> str:
         return "\n".join([self._head(), *(str(g) for g in self.graphs)])
+
+    def __repr__(self) -> str:  # (print() or Jupyter's HTML show the whole report)
+        return f"<{self._head()}>"
 
     def _repr_html_(self) -> str:
         """The same content as the text, as HTML (Jupyter)."""
