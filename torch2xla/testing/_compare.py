@@ -116,7 +116,9 @@ def compare_tensors(
     if check_dtype and xla.dtype != eager.dtype:
         return Mismatch(what, f"dtype differs: eager {eager.dtype}, XLA {xla.dtype}", desc)
     if xla.shape != eager.shape:
-        return Mismatch(what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}", desc)
+        return Mismatch(
+            what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}", desc
+        )
     if xla.device != eager.device:
         return Mismatch(what, f"device differs: eager {eager.device}, XLA {xla.device}", desc)
     if xla.requires_grad != eager.requires_grad:

@@ -23,10 +23,11 @@ def parity_settings(max_examples: int | None = None, **kwargs: Any) -> hypothesi
     only when asked for.
 
     No deadline: the first example of each shape and dtype compiles, which takes far longer
-    than later ones. No explain phase (it would point at the kit's own comparison code). The number of examples is ``pytest --parity-examples=N`` when given,
-    else ``max_examples``, else the profile's (hypothesis's default is 100; each example
-    runs the function twice, and each new shape or dtype compiles: register a profile with
-    fewer, ``settings.register_profile("dev", max_examples=20)``, for quick local runs).
+    than later ones. No explain phase (it would point at the kit's own comparison code).
+    The number of examples is ``pytest --parity-examples=N`` when given, else
+    ``max_examples``, else the profile's (hypothesis's default is 100; each example runs the
+    function twice, and each new shape or dtype compiles: register a profile with fewer,
+    ``settings.register_profile("dev", max_examples=20)``, for quick local runs).
 
     Args:
         max_examples: examples to try; keep it modest, and the set of shapes small.

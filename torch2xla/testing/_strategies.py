@@ -71,10 +71,10 @@ DEFAULT_RANGE: float = 10.0
 """Floats drawn without bounds lie in ``[-DEFAULT_RANGE, DEFAULT_RANGE]``, finite, as a
 model's inputs, weights and activations: a product or a sum of a few such values stays far
 from the dtype's maximum (float16's is 65504); nonzero magnitudes stay above the square root
-of the smallest normal, so that a product of two is not subnormal. Pass ``full_range=True`` (or run pytest with
-``--parity-full-range``) to draw the dtype's whole range with infinities, NaN and the extremes,
-where XLA and eager PyTorch are known to differ (see ``torch2xla/testing/README.md``,
-"Limitations"), or pass ``min_value``/``max_value``."""
+of the smallest normal, so that a product of two is not subnormal. Pass ``full_range=True``
+(or run pytest with ``--parity-full-range``) to draw the dtype's whole range with infinities,
+NaN and the extremes, where XLA and eager PyTorch are known to differ (see
+``torch2xla/testing/README.md``, "Limitations"), or pass ``min_value``/``max_value``."""
 
 _NUMPY_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
