@@ -74,7 +74,7 @@ def test_dump_index_lists_graphs_signatures_stages_and_files(tmp_path):
     assert graph["dynamo"] == f"{graph['name']}.dynamo.txt"
     (sig,) = graph["signatures"]
     assert sig["name"] == f"{graph['name']}.s0" and sig["mode"] == "inference"
-    assert "f32[4, 6]" in sig["inputs"]
+    assert sig["inputs"] == "self.0.weight: f32[5, 6]*, self.0.bias: f32[5]*, input: f32[4, 6]"
     assert [s["stage"] for s in sig["stages"]] == ["lowering", "passes", "tracing", "stablehlo",
                                                    "xla"]
     assert set(sig["programs"]["inference"]) == {"tracing", "stablehlo", "xla"}

@@ -13,7 +13,7 @@ from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla._program import XlaProgram
-from torch2xla._stages import Build, RecordLog, input_names
+from torch2xla._stages import Build, RecordLog, input_names, wrapped_module
 from torch2xla.guards import BucketSpec, GraphGuards
 
 _graph_ids = itertools.count()
@@ -54,7 +54,8 @@ class CompiledGraph:
             "split_backward": options.split_backward,
         }
         self.name = f"graph_{next(_graph_ids)}"
-        self.input_names = input_names(gm)  # for explain and dumps: x, self.fc1.weight
+        # for explain and dumps: x, self.fc1.weight
+        self.input_names = input_names(gm, wrapped_module())
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
             gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)

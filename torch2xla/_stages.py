@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import inspect
 import logging
 import operator
 import os
@@ -148,6 +149,21 @@ class CompileRecord:
         return sum(self.times.values())
 
 
+def wrapped_module() -> Any:
+    """The module Dynamo is compiling through its wrapper frame, while it calls the backend
+    (``torch.compile`` of a ``torch.nn`` module such as ``nn.Sequential``), else None."""
+    from torch._dynamo import symbolic_convert
+
+    from torch2xla.guards._log import is_dynamo_wrapper
+
+    tx = getattr(symbolic_convert.tls, "current_tx", None)
+    code = getattr(tx, "f_code", None)
+    if code is None or not is_dynamo_wrapper(code):
+        return None
+    fn = (getattr(tx, "f_locals", None) or {}).get("fn")
+    return fn if isinstance(fn, torch.nn.Module) else None
+
+
 def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
     """``x: f32[8, 32], n: i64[], 3`` for a call's arguments (named where ``names`` has one)."""
     parts = []
@@ -162,11 +178,22 @@ def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
     return ", ".join(parts)
 
 
-def input_names(gm: torch.fx.GraphModule) -> list[str]:
+def input_names(gm: torch.fx.GraphModule, wrapped: Any = None) -> list[str]:
     """The user's name of each input of a Dynamo graph: ``x``, ``self.fc1.weight``, ``x.size()[0]``
     (from the source Dynamo records for it), else the placeholder's name; '' for Dynamo's own
     (``___stack0``: a value live across a graph break). Dynamo drops the sources once the
-    backend returns: call it from the backend."""
+    backend returns: call it from the backend. ``wrapped``: the module Dynamo compiled through
+    its wrapper frame (``inner(*args, **kwargs)`` around ``fn``), whose names become ``self``
+    and its ``forward``'s parameters."""
+    params: list[str] = []
+    if wrapped is not None:
+        try:
+            params = [
+                p.name for p in inspect.signature(wrapped.forward).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):  # no signature to read
+            params = []
     names = []
     for node in gm.graph.find_nodes(op="placeholder"):
         source = getattr(node.meta.get("grapharg"), "source", None)
@@ -177,6 +204,14 @@ def input_names(gm: torch.fx.GraphModule) -> list[str]:
             continue
         name = re.sub(r"^[LG]\['([^']+)'\]", r"\1", name)
         name = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", name)
+        if wrapped is not None:
+            name = re.sub(r"^fn\b", "self", name)
+            name = re.sub(r"^kwargs\['([^']+)'\]", r"\1", name)
+            name = re.sub(
+                r"^args\[(\d+)\]",
+                lambda m: params[int(m[1])] if int(m[1]) < len(params) else m[0],
+                name,
+            )
         names.append("" if name.startswith("___") else name)
     return names
 

@@ -105,7 +105,7 @@ def frame_label(code, f_locals: dict) -> str:
     ``torch/_dynamo/external_utils.py``): the label names the module it wraps,
     ``'Sequential' (torch.nn.Sequential)``.
     """
-    wrapped = f_locals.get("fn") if _is_dynamo_wrapper(code) else None
+    wrapped = f_locals.get("fn") if is_dynamo_wrapper(code) else None
     if isinstance(wrapped, torch.nn.Module):
         cls = type(wrapped)
         if getattr(torch.nn, cls.__name__, None) is cls:
@@ -127,7 +127,7 @@ def frame_label(code, f_locals: dict) -> str:
 _RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)")
 
 
-def _is_dynamo_wrapper(code) -> bool:
+def is_dynamo_wrapper(code) -> bool:
     from torch._dynamo import external_utils
 
     return code.co_name == "inner" and code.co_filename == external_utils.__file__
