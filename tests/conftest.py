@@ -9,11 +9,17 @@ import pytest
 import torch
 from hypothesis import settings
 
+from torch2xla.testing import _settings as _parity_settings
+
 # CI (CI=true) replays the same hypothesis examples on every run, so a submission's result does
 # not depend on a random draw; locally hypothesis keeps exploring new examples.
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# Our property tests draw floats over their dtypes' whole range (inf, NaN, the extremes) where
+# they give no bounds: the kit's default for users is values a model sees.
+_parity_settings.full_range = True
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,7 @@ def _(x):
 
 
 def test_split_graph_partitions_compile_once_each():
-    # XLA partitions of a split graph compile on their first call (no ahead-of-time compile);
+    # XLA partitions of a split graph compile on their first call (ahead of it, once);
     # their parameters become cached jax.Arrays on later calls without a second compile.
     import warnings
 

@@ -108,7 +108,7 @@ def _programs(model: nn.Module, x: torch.Tensor, train: bool) -> dict[str, str]:
         else:
             with torch.no_grad():
                 compiled(x)
-        programs = {p.name.split(".")[2]: p.read_text() for p in Path(d).glob("*.hlo.txt")}
+        programs = {p.name.split(".")[2]: p.read_text() for p in Path(d).rglob("*.hlo.txt")}
     torch._dynamo.reset()
     return programs
 

@@ -135,8 +135,9 @@ def test_bucketing_refused_for_mean_over_padded_dim():
         x = torch.randn(2, 5, 4)
         assert_same(compiled(x), _centered(x))
         x = torch.randn(2, 6, 4)
-        with pytest.warns(torch2xla.BucketingWarning, match=r"x dim 1.*reduces"):
+        with pytest.warns(torch2xla.BucketingWarning, match=r"x dim 1.*reduces") as rec:
             out = compiled(x)
+        assert rec[0].filename == __file__  # the user's call
         assert_same(out, _centered(x))
     g = torch2xla.cache_info(compiled)[0]
     assert g.bucketed == ("x dim 0", "x dim 2")

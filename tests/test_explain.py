@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import html
+import io
 import logging
 import os
 import pathlib
+import re
 import sys
 import types
 
@@ -91,6 +94,60 @@ def test_explain_reports_graphs_breaks_ops_and_times(capsys):
     assert page.startswith("<div") and "<table>" in page
     assert "aten.sin.default" in page and "graph break here" in page
     assert "<b>Failed" in page or "<b>" in page
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z0-9_.]+", text))
+
+
+def _html_words(page: str) -> set[str]:
+    return _words(html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_explain_split_graph_names_inputs_and_renders_its_text_as_html():
+    """A split graph's XLA partitions compile during explain's call, timed into its record;
+    inputs carry the user's names; the HTML says what the text says (and "1 entry")."""
+    x = torch.randn(4, 8)
+    model, ref_model, report = _explained(x)
+    torch.testing.assert_close(report.output, ref_model(x))
+    first, second = report.graphs
+    (rec0,), (rec1,) = first.records, second.records
+    assert rec0.signature.startswith("self.fc.weight: f32[16, 8]*, self.fc.bias: f32[16]*")
+    assert "x: f32[4, 8]" in rec0.signature
+    assert rec1.signature.startswith("h: f32[4, 16]*")
+    assert first.frame.startswith("'BreakAndFallback.forward' (") and __file__ in first.frame
+    assert second.frame.endswith(", after a graph break)")
+    assert f"{first.name} {first.frame}: " in str(report)
+    assert rec1.mode == "split" and list(rec1.partitions.values()) == [True]
+    assert {"lowering", "tracing", "stablehlo", "xla"} <= set(rec1.times)
+    assert rec1.cost and rec1.cost["flops"] > 0
+    text = str(report)
+    assert "compile on first call" not in text
+    assert "1 XLA partition, compiled on first call" in text
+    page = report._repr_html_()
+    assert "1 entries" not in page and "cache: 1 entry" in page
+    missing = _words(text) - _html_words(page)
+    assert not missing, missing
+
+
+def test_cache_info_renders_its_text_as_html():
+    f = torch.compile(lambda x: x.cos() * 2, backend="xla", dynamic=True)
+    f(torch.randn(3))
+    f(torch.randn(5))
+    info = torch2xla.cache_info(f)
+    page = info._repr_html_()
+    assert page.startswith("<div") and "<table>" in page
+    missing = _words(str(info)) - _html_words(page)
+    assert not missing, missing
+    missing = _words(str(info[0])) - _html_words(info[0]._repr_html_())
+    assert not missing, missing
+
+
+def test_version_and_typed_marker():
+    import importlib.metadata
+
+    assert torch2xla.__version__ == importlib.metadata.version("torch2xla")
+    assert (pathlib.Path(torch2xla.__file__).parent / "py.typed").is_file()
 
 
 def test_explain_records_recompiles_and_new_signatures():
@@ -299,3 +356,39 @@ def test_jax_profiler_trace_of_a_region(tmp_path):
         torch2xla.profile(tmp_path / "nested"),
     ):
         pass
+
+
+class _Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    "tty, env, shown",
+    [(True, {}, True), (True, {"CI": "true"}, False), (False, {}, False),
+     (True, {"TORCH2XLA_PROGRESS": "0"}, False), (False, {"TORCH2XLA_PROGRESS": "1"}, True)],
+    ids=["terminal", "ci", "log-file", "switched-off", "forced"],
+)
+def test_long_compile_progress_in_a_terminal(monkeypatch, tty, env, shown):
+    """On by default on an interactive terminal; quiet in CI and where stderr is a log."""
+    for name in ("CI", "TORCH2XLA_PROGRESS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stderr = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(_stages, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(_stages, "PROGRESS_TICK_S", 0.01)
+    f = torch.compile(lambda x: x.cos() * 5, backend="xla")
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), x.cos() * 5)
+    text = stderr.getvalue()
+    if shown:
+        assert "\rtorch2xla: compiling graph_" in text and ".s0: stage " in text
+        assert re.search(r"torch2xla: graph_\d+\.s0 compiled in [\d.]+s *\n$", text), text
+    else:
+        assert "torch2xla" not in text

@@ -45,6 +45,9 @@ def test_fallback_runs_unsupported_op_in_eager_and_warns_once(monkeypatch):
     message = str(record[0].message)
     assert "t2x_test.mystery" in message
     assert re.search(r"test_fallback\.py:\d+: h = torch\.ops\.t2x_test\.mystery\(h\)", message)
+    # The warning points at that line, the user's, not at torch's frame that called us.
+    assert record[0].filename == __file__
+    assert record[0].lineno == model.__code__.co_firstlineno + 2
     assert counter.count == 2  # the parts before and after the eager op run in XLA
     # Second call: same results, no new warning, no new compile.
     import warnings

@@ -142,7 +142,7 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
             assert (a.grad - b.grad).norm() <= 2e-2 * b.grad.norm()
     products = [
         line
-        for path in tmp_path.glob("*.stablehlo.mlir")
+        for path in tmp_path.rglob("*.stablehlo.mlir")
         for line in path.read_text().splitlines()
         if "stablehlo.convolution" in line or "stablehlo.dot_general" in line
     ]
@@ -320,7 +320,7 @@ def test_bf16_attention_of_odd_length_trains_through_cudnn(tmp_path, causal, mas
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
 
     _attention_matches_eager(f, 197, {"strict": True, "dump_dir": str(tmp_path)})
-    (hlo,) = tmp_path.glob("*.backward.hlo.txt")
+    (hlo,) = tmp_path.rglob("*.backward.hlo.txt")
     assert "cudnn$fmha" in hlo.read_text(), "the backward fell back to the math rule"
 
 

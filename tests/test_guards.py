@@ -7,6 +7,9 @@ monitoring listener counts the programs JAX lowers, so a recompile anywhere show
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 
 import jax
@@ -236,5 +239,65 @@ def test_recompile_limit_fallback_warns():
         with pytest.warns(torch2xla.RecompileLimitWarning, match="dynamic=True") as rec:
             out = f(x, W)
     assert "runs in eager" in str(rec[0].message) or "eager PyTorch" in str(rec[0].message)
+    assert rec[0].filename == __file__  # the user's call, not torch's logging
     assert_same(out, _mlp(x, W))  # eager now, still correct
     assert torch2xla.cache_info(f).misses == 2
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        torch._dynamo.graph_break()
+        return h.relu()
+
+
+def test_graphs_are_named_by_the_users_module_or_function(caplog):
+    """Logs and cache_info name the user's module or function, never Dynamo's wrapper frame."""
+    caplog.set_level(logging.INFO, logger="torch2xla")
+    seq = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 3)), backend="xla")
+    net = torch.compile(_Net(), backend="xla")
+    fn = _compiled()
+    with torch.no_grad():
+        seq(torch.randn(2, 8))
+        net(torch.randn(2, 8))
+        fn(torch.randn(2, 8), W)
+    line = _Net.forward.__code__.co_firstlineno
+    assert [g.frame for g in torch2xla.cache_info(seq)] == ["'Sequential' (torch.nn.Sequential)"]
+    assert [g.frame for g in torch2xla.cache_info(net)] == [
+        f"'_Net.forward' ({__file__}:{line})",
+        f"'_Net.forward' ({__file__}:{line + 2}, after a graph break)",
+    ]
+    assert [g.frame for g in torch2xla.cache_info(fn)] == [
+        f"'_mlp' ({__file__}:{_mlp.__code__.co_firstlineno})"
+    ]
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "torch2xla")
+    assert "external_utils" not in text and "'inner'" not in text
+    assert "'Sequential' (torch.nn.Sequential): compiled signature 1" in text
+
+
+def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
+    """TORCH_LOGS, torch.compile's switch: "+torch2xla" logs our compiles with their stages,
+    "recompiles" our per-size recompiles (which Dynamo's own recompile log never sees)."""
+    code = (
+        "import torch\n"
+        "f = torch.compile(lambda x: x.sin() * 2, backend='xla', dynamic=True)\n"
+        "f(torch.randn(3)); f(torch.randn(4))\n"
+    )
+
+    def stderr(setting: str) -> str:
+        env = {**os.environ, "TORCH_LOGS": setting, "TORCH2XLA_CACHE_DIR": str(tmp_path)}
+        env.pop("TORCH2XLA_LOG", None)
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert res.returncode == 0, res.stderr
+        return res.stderr
+
+    text = stderr("recompiles,+torch2xla")
+    assert "graph_0.s0: lowering" in text  # +torch2xla (debug): the stages
+    assert "graph_0 '<lambda>'" in text and "compiled signature 1" in text
+    # The per-size recompile goes to torch's recompiles log (torch prints its name).
+    assert "[__recompiles] graph_0 '<lambda>'" in text and "x dim 0: 3 -> 4" in text

@@ -30,7 +30,7 @@ def test_a_pass_changes_the_compiled_program(tmp_path):
     out = torch.compile(f, backend="xla", options=options)(x)
     torch.testing.assert_close(out, torch.cos(x) * 2 + 1)
     assert not torch.allclose(out, f(x))
-    (jaxpr,) = tmp_path.glob("*.jaxpr.txt")
+    (jaxpr,) = tmp_path.rglob("*.jaxpr.txt")
     assert "cos" in jaxpr.read_text() and "sin" not in jaxpr.read_text()
 
 

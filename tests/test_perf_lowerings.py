@@ -187,13 +187,13 @@ def test_bmm_against_an_expanded_matrix_is_one_product(tmp_path, train):
         ref = ref_mha(xs[1], xs[1], xs[1], need_weights=False)[0]
     assert out.dtype == ref.dtype
     torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
-    aten = next(tmp_path.glob("*.aten.txt")).read_text()
+    aten = next(tmp_path.rglob("*.aten.txt")).read_text()
     assert "aten.bmm" in aten and "aten.expand" in aten, "the graph no longer has the pattern"
     programs = ("forward", "backward") if train else ("inference",)
     dots = [
         line
         for p in programs
-        for line in next(tmp_path.glob(f"*.{p}.stablehlo.mlir")).read_text().splitlines()
+        for line in next(tmp_path.rglob(f"*.{p}.stablehlo.mlir")).read_text().splitlines()
         if "stablehlo.dot_general" in line
     ]
     # (17, 8, 64) x (64, 192): no batch dims; the attention's own products keep theirs.
@@ -227,7 +227,7 @@ def test_weight_gradients_on_cpu_are_plain_products(tmp_path):
                              options={"strict": True, "dump_dir": str(tmp_path)})
     x = torch.randn(4, 64, 32, requires_grad=True)
     compiled(x).square().mean().backward()
-    hlo = next(tmp_path.glob("*.backward.hlo.txt")).read_text()
+    hlo = next(tmp_path.rglob("*.backward.hlo.txt")).read_text()
     assert " dot(" in hlo
     assert not _tn_dots(hlo), _tn_dots(hlo)
     grad_parity(model, torch.randn(4, 64, 32, requires_grad=True))

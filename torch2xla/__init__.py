@@ -1,7 +1,10 @@
 """torch2xla: ``torch.compile(model, backend="xla")`` runs PyTorch models through JAX/XLA."""
 
+import importlib.metadata as _metadata
+
 from torch2xla._backend import FallbackWarning, xla_backend
 from torch2xla._connected import GradientConnectivityWarning
+from torch2xla._custom_ops import register_lowering
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -28,6 +31,11 @@ from torch2xla.guards import (
     set_persistent_cache,
 )
 
+try:
+    __version__ = _metadata.version("torch2xla")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "BucketingWarning",
     "CacheInfo",
@@ -53,6 +61,7 @@ __all__ = [
     "fold_constants",
     "persistent_cache_dir",
     "profile",
+    "register_lowering",
     "set_persistent_cache",
     "xla_backend",
 ]

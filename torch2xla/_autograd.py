@@ -30,7 +30,7 @@ import torch
 
 from torch2xla import _checks, _residuals
 from torch2xla._connected import traced_links
-from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, torch_dtype, x64
+from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, x64
 from torch2xla._profile import profiled_backward
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through

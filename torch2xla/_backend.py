@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
 
@@ -14,15 +13,22 @@ from torch2xla import _stored
 from torch2xla._aliases import output_aliases
 from torch2xla import _data_dependent as data_dependent
 from torch2xla._connected import example_links
-from torch2xla._dump import dump_dir
-from torch2xla._errors import UnsupportedOpsError, op_name, source_line
+from torch2xla._dump import dumping
+from torch2xla._errors import UnsupportedOpsError, op_name, source_line, warn
 from torch2xla._interop import no_stack_capture, x64
 from torch2xla._lower import LoweredGraph, lower
 from torch2xla._options import Options
 from torch2xla._partition import find_unsupported, split
 from torch2xla._passes import run_passes
 from torch2xla._program import XlaProgram
-from torch2xla._stages import Build, OpPlacement, RecordLog, is_detailed
+from torch2xla._stages import (
+    Build,
+    OpPlacement,
+    RecordLog,
+    input_names,
+    is_detailed,
+    wrapped_module,
+)
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.ops._arg_checks import check_graph
 
@@ -65,6 +71,8 @@ class CompiledGraph:
             "checks": options.checks,
         }
         self.name = f"graph_{next(_graph_ids)}"
+        # for explain and dumps: x, self.fc1.weight
+        self.input_names = input_names(gm, wrapped_module())
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
             gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)
@@ -175,7 +183,7 @@ class CompiledGraph:
     def _stored_key(self, args: Sequence) -> str | None:
         """The signature's key in the persistent cache (None: off, or not recordable; dumps and
         ``explain`` build as usual, to show every stage)."""
-        if _persistent.activate() is None or dump_dir(self.options.dump_dir) or is_detailed():
+        if _persistent.activate() is None or dumping(self.options.dump_dir) or is_detailed():
             return None
         return _stored.graph_key(self.gm, args, self.options)
 
@@ -223,11 +231,11 @@ class CompiledGraph:
         if missing and not self._warned:
             self._warned = True
             listing = "\n".join(str(u) for u in missing)
-            warnings.warn(
+            warn(
                 f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
                 f"the rest in XLA:\n{listing}",
                 FallbackWarning,
-                stacklevel=3,
+                node=missing[0].node,
             )
 
     def _cut_around(self, found: list[torch.fx.Node], b: Build) -> _Cut:
@@ -275,8 +283,13 @@ class _Submodule(torch.nn.Module):
     def __init__(self, program: XlaProgram) -> None:
         super().__init__()
         self.program = program
+        # Set by _stages.Build.split: compiles the program ahead of its first call, timed.
+        self.first_call: Callable[[XlaProgram, tuple], None] | None = None
 
     def forward(self, *args):
+        if self.first_call is not None:
+            first_call, self.first_call = self.first_call, None
+            first_call(self.program, args)
         outs = self.program(args)
         return outs[0] if self.program.single_output else tuple(outs)
 

@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import operator
 import os
 import re
+import sys
+import sysconfig
 import traceback
+import warnings
 
 import torch
 
 
 def source_line(node: torch.fx.Node) -> str:
     """``file:line: code`` of the user code that produced ``node``, or '<unknown>'."""
+    frame = _user_frame(node)
+    if frame is None:
+        return "<unknown source>"
+    file, line, code = frame
+    return f"{file}:{line}: {code.strip()}"
+
+
+def _user_frame(node: torch.fx.Node) -> tuple[str, str, str] | None:
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
     if not frames:
-        return "<unknown source>"
+        return None
     # The innermost frame outside torch itself (a functional collective's trace ends in torch).
     user = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
-    file, line, code = (user or frames)[-1]
-    return f"{file}:{line}: {code.strip()}"
+    return (user or frames)[-1]
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -59,6 +70,82 @@ def _module(name: str):
     return importlib.import_module(name)
 
 
+def warn(message: str, category: type[Warning], *, node: torch.fx.Node | None = None) -> None:
+    """Issue a warning attributed to the user's code, not to torch's or ours.
+
+    The warning's file and line are ``node``'s source line when it has one (the line the
+    message names), else the innermost frame of the current call stack outside torch, JAX,
+    torch2xla and the standard library (the user's call of the compiled function). Warning
+    filters on the user's module (``filterwarnings(module=...)``) apply, as for a warning the
+    user's own code raised.
+    """
+    where = _user_frame(node) if node is not None else None
+    if where is not None:
+        filename, lineno = where[0], int(where[1])
+        module_globals = _module_globals(filename)
+    else:
+        frame = _caller_frame()
+        if frame is None:
+            warnings.warn(message, category, stacklevel=2)
+            return
+        filename, lineno, module_globals = frame.f_code.co_filename, frame.f_lineno, frame.f_globals
+    module = (module_globals or {}).get("__name__")
+    registry = None if module_globals is None else module_globals.setdefault(
+        "__warningregistry__", {}
+    )
+    warnings.warn_explicit(
+        message, category, filename, lineno, module=module, registry=registry,
+        module_globals=module_globals,
+    )
+
+
+@functools.cache
+def _library_dirs() -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """(torch's, JAX's and torch2xla's directories, the standard library's, site-packages')."""
+    import jax
+
+    ours = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    libs = (_TORCH_DIR, os.path.dirname(jax.__file__) + os.sep, ours)
+    paths = sysconfig.get_paths()
+    site = tuple(paths[k].rstrip(os.sep) + os.sep for k in ("purelib", "platlib") if paths.get(k))
+    return libs, paths["stdlib"].rstrip(os.sep) + os.sep, site
+
+
+def _is_library(filename: str) -> bool:
+    libs, stdlib, site = _library_dirs()
+    if filename.startswith("<") or filename.startswith(libs):
+        return True
+    # (on a system install, site-packages lies inside the standard library's directory)
+    return filename.startswith(stdlib) and not filename.startswith(site)
+
+
+def _caller_frame():
+    """The innermost frame of the call stack that is the user's (see ``warn``), or None."""
+    frame = sys._getframe(2)
+    while frame is not None and _is_library(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def _module_globals(filename: str) -> dict | None:
+    """The globals of the imported module whose file is ``filename`` (None if none is)."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == filename:
+            return vars(module)
+    main = sys.modules.get("__main__")
+    if main is not None and os.path.abspath(getattr(main, "__file__", "") or "") == filename:
+        return vars(main)
+    return None
+
+
+def is_custom_op(target: object) -> bool:
+    """Whether ``target`` is a user's ``torch.library`` op (not ATen's, prims' or ours)."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace not in (
+        "aten", "prims", "torch2xla", "_c10d_functional", "c10d_functional",
+        "_c10d_functional_autograd",
+    )
+
+
 def describe(node: torch.fx.Node) -> str:
     return f"{node.target} (node {node.name!r}) from {source_line(node)}"
 
@@ -81,10 +168,19 @@ class UnsupportedOpsError(RuntimeError):
 
     def __init__(self, graph_name: str, unsupported: list[Unsupported]) -> None:
         listing = "\n".join(str(u) for u in unsupported)
+        custom = sorted({str(u.node.target) for u in unsupported if is_custom_op(u.node.target)})
+        todo = []
+        if custom:
+            todo.append(
+                f"give your op{'s' * (len(custom) > 1)} ({', '.join(custom)}) a JAX "
+                "implementation with torch2xla.register_lowering (README: \"Custom ops\")"
+            )
+        todo.append("drop options={'strict': True} to run them in eager PyTorch")
+        if len(custom) < len(unsupported):
+            todo.append("open an issue asking for the missing lowering")
         super().__init__(
             f"torch2xla: graph {graph_name} has {len(unsupported)} op(s) that cannot run in XLA:"
-            f"\n{listing}\nDrop options={{'strict': True}} to run them in eager PyTorch instead, "
-            "or open an issue asking for the missing lowering."
+            f"\n{listing}\nWhat to do: {'; or '.join(todo)}."
         )
         self.unsupported = unsupported
 
@@ -204,6 +300,12 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
             "Meanwhile, run this op in eager PyTorch: torch.compile(..., backend=\"xla\", "
             f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
         )
+        if _user_lowering(node) is not None:
+            todo = (
+                "The lowering is yours (torch2xla.register_lowering): fix it, or run the op in "
+                "eager PyTorch: torch.compile(..., backend=\"xla\", "
+                f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
+            )
     message = (
         f"{head}{where}\nWhat to do: {todo}\n"
         f"(Set {FULL_TRACEBACK_ENV}=full to see the full traceback.)"
@@ -213,12 +315,19 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
     return new
 
 
+def _user_lowering(node: torch.fx.Node):
+    """The user's function behind ``node``'s lowering (``register_lowering``), else None."""
+    from torch2xla.ops import LOWERINGS
+
+    return getattr(LOWERINGS.get(node.target), "_torch2xla_user_fn", None)
+
+
 def _lowering_frame(exc: BaseException, node: torch.fx.Node) -> str:
     """``file:line, in fn: code`` of the innermost frame of ``node``'s lowering in ``exc``'s
     traceback (or, for a wrapped lowering, of the op modules), else ''."""
     from torch2xla.ops import LOWERINGS
 
-    code = getattr(LOWERINGS.get(node.target), "__code__", None)
+    code = getattr(_user_lowering(node) or LOWERINGS.get(node.target), "__code__", None)
     ops_dir = f"torch2xla{os.sep}ops{os.sep}"
     found = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):

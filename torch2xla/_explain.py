@@ -26,6 +26,7 @@ from torch2xla._stages import (
     CompileRecord,
     detailed,
     format_cost,
+    format_partitions,
     format_record,
     group_ops,
 )
@@ -74,6 +75,15 @@ class GraphReport:
     @property
     def records(self) -> list[CompileRecord]:
         return list(self.compiled.records)
+
+    @property
+    def frame(self) -> str | None:
+        """The user's function or module the graph came from: ``'Net.forward' (model.py:7)``."""
+        return self.compiled.guards.context.frame
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.frame}" if self.frame else self.name
 
     @property
     def dynamo_ops(self) -> int:
@@ -182,7 +192,7 @@ class Explanation:
             lines.append("")
             capture = f", Dynamo capture {g.capture_time:.2f}s" if g.capture_time else ""
             lines.append(
-                f"{g.name}: {g.dynamo_ops} Dynamo ops{capture}; "
+                f"{g.title}: {g.dynamo_ops} Dynamo ops{capture}; "
                 f"cache: {g.cache_entries} entr{'y' if g.cache_entries == 1 else 'ies'}"
             )
             if not g.records:
@@ -203,29 +213,34 @@ class Explanation:
         return f"<torch2xla Explanation: {len(self.graphs)} graphs, {len(self.breaks)} breaks>"
 
     def _repr_html_(self) -> str:
+        """The report as HTML (Jupyter): the text's content, with tables."""
         e = html.escape
         name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        n, nb = len(self.graphs), len(self.breaks)
         parts = [
             "<div class='torch2xla-explain'>",
             f"<h3>torch2xla.explain: <code>{e(name)}</code></h3>",
             (
-                f"<p>Dynamo captured <b>{len(self.graphs)}</b> graph(s) with "
-                f"<b>{len(self.breaks)}</b> graph break(s).</p>"
+                f"<p>Dynamo captured <b>{n}</b> graph{'s' * (n != 1)} with <b>{nb}</b> graph "
+                f"break{'s' * (nb != 1)}.</p>"
             ),
         ]
         if self.breaks:
             parts.append("<ol>")
             for br in self.breaks:
-                where = f"<br><code>{e(br.frames[-1])}</code>" if br.frames else ""
                 first, *rest = br.summary.splitlines() or [""]
+                where = br.frames[-1] if br.frames else "(Dynamo kept no source line)"
                 more = "".join(f"<br><small>{e(line)}</small>" for line in rest)
-                parts.append(f"<li><b>{e(first)}</b>{where}{more}</li>")
+                parts.append(f"<li><b>{e(first)}</b><br>at <code>{e(where)}</code>{more}</li>")
             parts.append("</ol>")
         for g in self.graphs:
-            parts.append(f"<h4>{e(g.name)}</h4><p>{g.dynamo_ops} Dynamo ops")
-            if g.capture_time:
-                parts.append(f", Dynamo capture {g.capture_time:.2f}s")
-            parts.append(f"; cache: {g.cache_entries} entries</p>")
+            capture = f", Dynamo capture {g.capture_time:.2f}s" if g.capture_time else ""
+            entries = f"{g.cache_entries} entr{'y' if g.cache_entries == 1 else 'ies'}"
+            parts.append(
+                f"<h4>{e(g.title)}</h4><p>{g.dynamo_ops} Dynamo ops{capture}; cache: {entries}</p>"
+            )
+            if not g.records:
+                parts.append("<p>(not compiled yet: the graph was never called)</p>")
             for rec in g.records:
                 parts.append(_record_html(rec))
             for reason in g.recompile_reasons:
@@ -242,26 +257,31 @@ class Explanation:
 
 def _record_html(rec: CompileRecord) -> str:
     e = html.escape
-    times = "".join(
-        f"<td>{rec.times[s]:.3f}s</td>" if s in rec.times else "<td>-</td>" for s in STAGES
-    )
-    head = "".join(f"<th>{s}</th>" for s in STAGES)
+    stages = [s for s in STAGES if s in rec.times]
+    head = "".join(f"<th>{s}</th>" for s in stages)
+    times = "".join(f"<td>{rec.times[s]:.2f}s</td>" for s in stages)
+    partitions = f"<p>{e(format_partitions(rec.partitions))}</p>" if rec.mode == "split" else ""
+    grad = " (* requires grad)" if "]*" in rec.signature else ""
+    n_eager = sum(1 for op in rec.ops if op.where == "eager")
     rows = []
     for target, count, where, reason, sources in group_ops(rec.ops):
         detail = e(reason or "")
         if where == "eager":
-            detail += "".join(f"<br><code>{e(s)}</code>" for s in sources)
+            detail += "".join(f"<br>at <code>{e(s)}</code>" for s in sources)
         style = " style='color:#b00'" if where == "eager" else ""
         rows.append(
-            f"<tr><td><code>{e(target)}</code></td><td>{count}</td>"
+            f"<tr><td>{count} x</td><td><code>{e(target)}</code></td>"
             f"<td{style}>{where}</td><td>{detail}</td></tr>"
         )
     cost = f"<p>XLA cost: {e(format_cost(rec.cost))}</p>" if rec.cost else ""
     return (
-        f"<p><b>{e(rec.name)}</b> ({e(rec.mode)}): inputs <code>{e(rec.signature)}</code></p>"
-        f"<table><tr>{head}<th>total</th></tr><tr>{times}<td>{rec.total_time:.3f}s</td></tr>"
-        f"</table>{cost}"
-        "<table><tr><th>ATen op</th><th>count</th><th>runs in</th><th>why / where</th></tr>"
+        f"<p><b>{e(rec.name)}</b>: {e(rec.mode)}, inputs (<code>{e(rec.signature)}</code>)"
+        f"{grad}</p>"
+        f"<table><caption>compile time</caption><tr>{head}<th>total</th></tr>"
+        f"<tr>{times}<td>{rec.total_time:.2f}s</td></tr></table>{partitions}{cost}"
+        f"<p>ATen ops: {len(rec.ops)} ({len(rec.ops) - n_eager} in XLA, {n_eager} in eager "
+        "PyTorch)</p>"
+        "<table><tr><th>count</th><th>ATen op</th><th>runs in</th><th>why / where</th></tr>"
         f"{''.join(rows)}</table>"
     )
 

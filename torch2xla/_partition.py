@@ -8,12 +8,17 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from torch2xla._errors import Unsupported
+from torch2xla._errors import Unsupported, is_custom_op
 from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
 _COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"})
+
+_NO_LOWERING = {
+    False: "no lowering",
+    True: "no lowering (your op: torch2xla.register_lowering gives it a JAX implementation)",
+}
 
 
 def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
@@ -30,7 +35,7 @@ def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
         elif (dtype := dtype_without_xla(node)) is not None:
             found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:
-            found.append(Unsupported(node, "no lowering"))
+            found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
     return found
 
 

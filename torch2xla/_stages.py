@@ -17,8 +17,12 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
+import functools
+import inspect
 import logging
 import operator
+import os
+import re
 import sys
 import threading
 import time
@@ -29,7 +33,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla._dump import dump_dir, dump_dynamo_graph, dump_signature, readable
+from torch2xla._dump import DumpRun, dump_run, readable
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -51,11 +55,14 @@ log = logging.getLogger("torch2xla.compile")
 STAGES = ("capture", "lowering", "passes", "tracing", "stablehlo", "xla")
 
 # A compile that runs longer than PROGRESS_AFTER_S seconds reports its progress through the
-# logger every PROGRESS_EVERY_S seconds, and in Jupyter as a progress bar refreshed every
-# PROGRESS_TICK_S seconds.
+# logger every PROGRESS_EVERY_S seconds, and, refreshed every PROGRESS_TICK_S seconds, as a
+# progress bar in Jupyter or one status line on an interactive terminal's stderr. Neither shows
+# in CI (the CI variable) or where stderr is not a terminal (logs, pytest); TORCH2XLA_PROGRESS=0
+# turns both off, =1 on (a terminal line even where stderr is not a terminal).
 PROGRESS_AFTER_S = 3.0
 PROGRESS_EVERY_S = 10.0
 PROGRESS_TICK_S = 0.5
+PROGRESS_ENV = "TORCH2XLA_PROGRESS"
 
 
 _DETAILED: contextvars.ContextVar[bool] = contextvars.ContextVar("torch2xla_detailed", default=False)
@@ -122,6 +129,8 @@ class CompileRecord:
         ops: where each ATen node runs.
         cost: XLA's cost analysis summed over the signature's executables (``flops``,
             ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
+        partitions: in ``split`` mode, the XLA partitions (``fused_0``...) and whether each
+            has compiled (on the signature's first call, which its times and cost include).
     """
 
     graph: str
@@ -131,6 +140,7 @@ class CompileRecord:
     times: dict[str, float] = dataclasses.field(default_factory=dict)
     ops: list[OpPlacement] = dataclasses.field(default_factory=list)
     cost: dict[str, float] | None = None
+    partitions: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -141,17 +151,71 @@ class CompileRecord:
         return sum(self.times.values())
 
 
-def describe_signature(args: Sequence) -> str:
-    """``f32[8, 32], i64[], 3`` for a call's arguments."""
+def wrapped_module() -> Any:
+    """The module Dynamo is compiling through its wrapper frame, while it calls the backend
+    (``torch.compile`` of a ``torch.nn`` module such as ``nn.Sequential``), else None."""
+    from torch._dynamo import symbolic_convert
+
+    from torch2xla.guards._log import is_dynamo_wrapper
+
+    tx = getattr(symbolic_convert.tls, "current_tx", None)
+    code = getattr(tx, "f_code", None)
+    if code is None or not is_dynamo_wrapper(code):
+        return None
+    fn = (getattr(tx, "f_locals", None) or {}).get("fn")
+    return fn if isinstance(fn, torch.nn.Module) else None
+
+
+def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
+    """``x: f32[8, 32], n: i64[], 3`` for a call's arguments (named where ``names`` has one)."""
     parts = []
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             dtype = _SHORT_DTYPES.get(a.dtype, str(a.dtype).removeprefix("torch."))
             grad = "*" if a.requires_grad else ""
-            parts.append(f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}")
+            part = f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}"
         else:
-            parts.append(repr(a))
+            part = repr(a)
+        parts.append(f"{names[i]}: {part}" if i < len(names) and names[i] else part)
     return ", ".join(parts)
+
+
+def input_names(gm: torch.fx.GraphModule, wrapped: Any = None) -> list[str]:
+    """The user's name of each input of a Dynamo graph: ``x``, ``self.fc1.weight``, ``x.size()[0]``
+    (from the source Dynamo records for it), else the placeholder's name; '' for Dynamo's own
+    (``___stack0``: a value live across a graph break). Dynamo drops the sources once the
+    backend returns: call it from the backend. ``wrapped``: the module Dynamo compiled through
+    its wrapper frame (``inner(*args, **kwargs)`` around ``fn``), whose names become ``self``
+    and its ``forward``'s parameters."""
+    params: list[str] = []
+    if wrapped is not None:
+        try:
+            params = [
+                p.name for p in inspect.signature(wrapped.forward).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):  # no signature to read
+            params = []
+    names = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", None)
+        name = name() if callable(name) else name  # (a method before torch 2.13)
+        if not isinstance(name, str):
+            names.append(node.name)
+            continue
+        name = re.sub(r"^[LG]\['([^']+)'\]", r"\1", name)
+        name = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", name)
+        if wrapped is not None:
+            name = re.sub(r"^fn\b", "self", name)
+            name = re.sub(r"^kwargs\['([^']+)'\]", r"\1", name)
+            name = re.sub(
+                r"^args\[(\d+)\]",
+                lambda m: params[int(m[1])] if int(m[1]) < len(params) else m[0],
+                name,
+            )
+        names.append("" if name.startswith("___") else name)
+    return names
 
 
 _SHORT_DTYPES = {
@@ -185,9 +249,11 @@ class Compilation:
     Use as a context manager around the whole compile, and ``stage(name)`` around each stage.
     """
 
-    def __init__(self, graph: str, index: int) -> None:
+    def __init__(self, graph: str, index: int, part: str = "") -> None:
         self.graph = graph
         self.index = index
+        # graph_0.s1, or graph_0.s1:fused_0 for an XLA partition of a split graph
+        self.label = f"{graph}.s{index}" + (f":{part}" if part else "")
         self.times: dict[str, float] = {}
         self.current: str | None = None
         self.failed: str | None = None
@@ -199,7 +265,7 @@ class Compilation:
     def __enter__(self) -> Self:
         self._start = time.perf_counter()
         self._watcher = threading.Thread(
-            target=self._watch, name=f"torch2xla-progress-{self.graph}", daemon=True
+            target=self._watch, name=f"torch2xla-progress-{self.label}", daemon=True
         )
         self._watcher.start()
         return self
@@ -213,14 +279,14 @@ class Compilation:
             self._bar.finish(self, elapsed, failed=exc_type is not None)
         if exc_type is None:
             level = logging.INFO if elapsed >= PROGRESS_AFTER_S else logging.DEBUG
-            log.log(level, "%s.s%d compiled in %.2fs (%s)", self.graph, self.index, elapsed,
+            log.log(level, "%s compiled in %.2fs (%s)", self.label, elapsed,
                     format_times(self.times))
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the stage ``name`` (one of ``STAGES``); time spent twice adds up."""
         self.current = name
-        log.debug("%s.s%d: %s", self.graph, self.index, name)
+        log.debug("%s: %s", self.label, name)
         t0 = time.perf_counter()
         try:
             yield
@@ -235,14 +301,16 @@ class Compilation:
         if self._done.wait(PROGRESS_AFTER_S):
             return
         last_log = -PROGRESS_EVERY_S
+        bar_tried = False
         while True:
             elapsed = time.perf_counter() - self._start
             if elapsed - last_log >= PROGRESS_EVERY_S:
                 last_log = elapsed
-                log.info("compiling %s.s%d: stage %s, %.1fs elapsed", self.graph, self.index,
+                log.info("compiling %s: stage %s, %.1fs elapsed", self.label,
                          self.current or "-", elapsed)
-            if self._bar is None:
-                self._bar = _NotebookBar.create()
+            if not bar_tried:
+                bar_tried = True
+                self._bar = progress_display()
             if self._bar is not None:
                 self._bar.update(self, elapsed)
             if self._done.wait(PROGRESS_TICK_S):
@@ -251,6 +319,47 @@ class Compilation:
 
 def format_times(times: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}s" for k, v in times.items()) or "no stages"
+
+
+def progress_display() -> _NotebookBar | _TerminalLine | None:
+    """Where a long compile shows its progress: a Jupyter bar, a terminal line, or nowhere."""
+    switch = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if switch in ("0", "off", "false", "no"):
+        return None
+    forced = switch in ("1", "on", "true", "yes")
+    if not forced and os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+        return None
+    return _NotebookBar.create() or _TerminalLine.create(forced)
+
+
+class _TerminalLine:
+    """One status line on stderr, rewritten in place (``\\r``) while the compile runs."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._width = 0
+
+    @classmethod
+    def create(cls, forced: bool = False) -> _TerminalLine | None:
+        stream = sys.stderr
+        isatty = getattr(stream, "isatty", None)
+        if stream is None or not (forced or (isatty is not None and isatty())):
+            return None
+        return cls(stream)
+
+    def _show(self, text: str, end: str = "") -> None:
+        pad = " " * max(0, self._width - len(text))
+        self._width = len(text)
+        self._stream.write(f"\r{text}{pad}{end}")
+        self._stream.flush()
+
+    def update(self, comp: Compilation, elapsed: float) -> None:
+        self._show(f"torch2xla: compiling {comp.label}: stage {comp.current or '-'}, "
+                   f"{elapsed:.0f}s")
+
+    def finish(self, comp: Compilation, elapsed: float, failed: bool) -> None:
+        status = "failed" if failed else "compiled"
+        self._show(f"torch2xla: {comp.label} {status} in {elapsed:.1f}s", end="\n")
 
 
 class _NotebookBar:
@@ -289,7 +398,7 @@ def render_bar(comp: Compilation, elapsed: float, status: str | None = None) -> 
     if status == "done":
         done = len(steps)
     return (
-        f"<div><code>torch2xla</code> compiling <b>{comp.graph}.s{comp.index}</b>: "
+        f"<div><code>torch2xla</code> compiling <b>{comp.label}</b>: "
         f'<progress value="{done}" max="{len(steps)}"></progress> {label}, {elapsed:.1f}s</div>'
     )
 
@@ -366,7 +475,7 @@ def format_record(record: CompileRecord) -> str:
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
     if record.mode == "split":
-        lines[-1] += "; its XLA partitions compile on first call"
+        lines[-1] += f"; {format_partitions(record.partitions)}"
     if record.cost:
         lines.append(f"  XLA cost: {format_cost(record.cost)}")
     lines.append(f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
@@ -379,6 +488,15 @@ def format_record(record: CompileRecord) -> str:
         if where == "eager":
             lines.extend(f"           at {s}" for s in sources)
     return "\n".join(lines)
+
+
+def format_partitions(partitions: dict[str, bool]) -> str:
+    """``2 XLA partitions, compiled on first call`` (or ``compile on first call`` before it)."""
+    n = len(partitions)
+    head = f"{n} XLA partition{'s' * (n != 1)}"
+    if all(partitions.values()):
+        return f"{head}, compiled on first call (included above)"
+    return f"{head}, compile{'s' * (n == 1)} on first call"
 
 
 def group_ops(ops: Sequence[OpPlacement]) -> list[tuple[str, int, str, str | None, list[str]]]:
@@ -419,8 +537,8 @@ class RecordLog:
         self._records: collections.deque[CompileRecord] = collections.deque(maxlen=maxlen)
         self._count = 0
 
-    def new(self, graph: str, args: Sequence) -> CompileRecord:
-        record = CompileRecord(graph, self._count, describe_signature(args))
+    def new(self, graph: str, args: Sequence, names: Sequence[str] = ()) -> CompileRecord:
+        record = CompileRecord(graph, self._count, describe_signature(args, names))
         self._count += 1
         return record
 
@@ -445,15 +563,15 @@ class Build:
     def __init__(self, graph: Any, args: Sequence) -> None:
         self.graph = graph
         self.options = graph.options
-        self.record = graph.records.new(graph.name, args)
+        self.record = graph.records.new(graph.name, args, graph.input_names)
         self.comp = Compilation(graph.name, self.record.index)
-        self.dump_dir = dump_dir(self.options.dump_dir)
+        self.dump = dump_run(self.options.dump_dir)
         self.executables: list[Executable] = []
         self.aten_text: str | None = None
 
     def __enter__(self) -> Self:
-        if self.dump_dir is not None and self.record.index == 0:
-            dump_dynamo_graph(self.dump_dir, self.graph.name, self.graph.gm)
+        if self.dump is not None and self.record.index == 0:
+            self.dump.graph(self.graph.name, self.graph.guards.context.frame, self.graph.gm)
         self.comp.__enter__()
         return self
 
@@ -477,7 +595,7 @@ class Build:
             gm = run_passes(lowered.gm, self.options.passes, self.graph.name)
         # Taken now: splitting for eager fallback rewrites the graph in place.
         self.record.ops = placements(gm)
-        if self.dump_dir is not None:
+        if self.dump is not None:
             self.aten_text = readable(gm)
         return dataclasses.replace(lowered, gm=gm)
 
@@ -495,7 +613,7 @@ class Build:
     def program(self, program: Any, inputs: Sequence) -> Any:
         """Name the whole-graph ``program`` and compile it ahead of its first call."""
         program.label = f"torch2xla:{self.graph.name}"
-        backward = is_detailed() or self.dump_dir is not None
+        backward = is_detailed() or self.dump is not None
         self.record.mode, self.executables = precompile(
             program, inputs, self.comp, backward=backward
         )
@@ -503,10 +621,17 @@ class Build:
         return program
 
     def split(self, split_gm: torch.fx.GraphModule, names: Sequence[str]) -> None:
-        """Name the XLA partitions of a graph some of whose ops run in eager PyTorch."""
+        """Name the XLA partitions of a graph some of whose ops run in eager PyTorch, and have
+        each compile ahead of its first call, timed into this signature's record."""
         self.record.mode = "split"
+        backward = is_detailed() or self.dump is not None
         for name in names:
-            getattr(split_gm, name).program.label = f"torch2xla:{self.graph.name}:{name}"
+            sub = getattr(split_gm, name)
+            sub.program.label = f"torch2xla:{self.graph.name}:{name}"
+            sub.first_call = functools.partial(
+                _compile_partition, self.record, name, backward, self.dump
+            )
+            self.record.partitions[name] = False
 
     def done(self, entry: Any, unsupported: Sequence = ()) -> Any:
         """Record the signature (and dump it); returns ``entry``."""
@@ -514,13 +639,9 @@ class Build:
         eager = {u.node.name: u.reason for u in unsupported}
         if eager:
             self.record.ops = [op.place(eager) for op in self.record.ops]
-        if self.dump_dir is not None and self.aten_text is not None:
-            dump_signature(
-                self.dump_dir,
-                self.record.name,
-                self.aten_text,
-                self.executables,
-                format_record(self.record),
+        if self.dump is not None and self.aten_text is not None:
+            self.dump.signature(
+                self.record, self.aten_text, self.executables, format_record(self.record)
             )
         self.executables = []
         self.graph.records.add(self.record)
@@ -550,3 +671,22 @@ class Build:
                 stage=stage,
             )
         return None
+
+
+def _compile_partition(
+    record: CompileRecord, name: str, backward: bool, dump: DumpRun | None, program: Any,
+    args: Sequence,
+) -> None:
+    """Compile the XLA partition ``name`` of a split graph ahead of its first call (``args``),
+    adding its stage times and cost to the signature's ``record`` and dumping its IRs."""
+    with Compilation(record.graph, record.index, part=name) as comp:
+        _, executables = precompile(program, args, comp, backward=backward)
+    for stage, seconds in comp.times.items():
+        record.times[stage] = record.times.get(stage, 0.0) + seconds
+    cost = cost_analysis(executables)
+    if cost:
+        total = record.cost or {}
+        record.cost = {k: total.get(k, 0.0) + cost.get(k, 0.0) for k in {*total, *cost}}
+    record.partitions[name] = True
+    if dump is not None:
+        dump.partition(record, name, executables, format_record(record))

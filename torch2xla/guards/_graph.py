@@ -6,7 +6,6 @@ import dataclasses
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,12 +14,20 @@ import torch
 
 from torch2xla._errors import OpError
 from torch2xla._fx_sources import FxSources
+from torch2xla._errors import warn
 from torch2xla._interop import no_stack_capture
 from torch2xla.guards import _persistent
 from torch2xla.guards._bucket import NOT_A_SIZE, Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
-from torch2xla.guards._log import BucketingWarning, frame_name, log, note_frame
+from torch2xla.guards._log import (
+    BucketingWarning,
+    compile_log,
+    frame_label,
+    frame_name,
+    log,
+    note_frame,
+)
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
 # compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each
@@ -37,14 +44,16 @@ class DynamoContext:
     """Where a graph came from, read from Dynamo while it calls the backend.
 
     Attributes:
-        frame: the compiled function, ``'forward' (/path/model.py:12)``.
+        frame: the user's compiled function or module, ``'Net.forward' (/path/model.py:12)``.
         reason: Dynamo's reason for compiling the frame again (None on its first compile).
         owner: weak reference to the ``torch.compile`` context that traced the frame.
+        dynamo_frame: the frame as Dynamo's messages name it, ``'forward' (/path/model.py:12)``.
     """
 
     frame: str | None = None
     reason: str | None = None
     owner: weakref.ref | None = None
+    dynamo_frame: str | None = None
 
 
 def dynamo_context() -> DynamoContext:
@@ -53,7 +62,7 @@ def dynamo_context() -> DynamoContext:
 
     tx = getattr(symbolic_convert.tls, "current_tx", None)
     code = getattr(tx, "f_code", None)
-    frame = frame_name(code) if code is not None else None
+    frame = frame_label(code, getattr(tx, "f_locals", None) or {}) if code is not None else None
     metrics = getattr(utils.get_metrics_context(), "_metrics", None)
     reason = metrics.get("recompile_reason") if isinstance(metrics, dict) else None
     owner = None
@@ -65,7 +74,7 @@ def dynamo_context() -> DynamoContext:
                 owner = weakref.ref(ctx)
                 break
         f = f.f_back
-    return DynamoContext(frame, reason, owner)
+    return DynamoContext(frame, reason, owner, frame_name(code) if code is not None else None)
 
 
 class GraphGuards:
@@ -99,8 +108,8 @@ class GraphGuards:
         self.analysis_seconds = 0.0
         self.recompile_reasons: list[str] = []
         self.context = context if context is not None else dynamo_context()
-        if self.context.frame:
-            note_frame(self.context.frame)
+        if self.context.dynamo_frame:
+            note_frame(self.context.dynamo_frame)
         self._warned: set[str] = set()
         self.run: Callable[[Sequence], Any] = self._first if buckets is not None else self._run
         with _registry_lock:
@@ -180,7 +189,7 @@ class GraphGuards:
         self.cache.insert(key, entry, record)
         if not first:
             self.recompile_reasons.append(reason)
-        log.info(
+        compile_log(first).info(
             "%s%s: %s signature %d (%s) in %.3f s%s: %s",
             self.name,
             f" {self.context.frame}" if self.context.frame else "",
@@ -202,11 +211,10 @@ class GraphGuards:
         """A padded program that reads the real sizes failed to build or run: this graph pads
         nothing from now on, and the call compiles (or raises) as without buckets."""
         why = f"its padded program failed ({type(error).__name__}: {str(error)[:300]})"
-        warnings.warn(
+        warn(
             f"torch2xla: {self.name}: {why}; it compiles one program per size from now on. "
             "Please report it (options={'buckets': None} avoids it).",
             BucketingWarning,
-            stacklevel=5,
         )
         self._warned.update(self.key.sources[j].label for j in self.bucketing.safe)
         self.bucketing.give_up(why)
@@ -257,7 +265,7 @@ class GraphGuards:
             if self.spec.auto:
                 if not self._warned:  # once per graph: the user did not ask for buckets
                     self._warned.add(src.label)
-                    warnings.warn(
+                    warn(
                         f"torch2xla: {self.name} compiles one program for every size of "
                         f"{src.label} (now {key[1 + j]}, was {previous[1 + j]}): padding it to a "
                         f"bucket could change real results because the graph {why}. If this is "
@@ -265,17 +273,15 @@ class GraphGuards:
                         "one program for the whole generation; options={'buckets': None} "
                         "silences this warning.",
                         BucketingWarning,
-                        stacklevel=5,
                     )
             elif src.label not in self._warned:
                 self._warned.add(src.label)
-                warnings.warn(
+                warn(
                     f"torch2xla: {self.name} recompiles for {src.label} = {key[1 + j]} "
                     f"(was {previous[1 + j]}) although buckets {self.spec} were asked for: "
                     f"padding {src.label} could change real results because the graph {why}. "
                     "Every size of it compiles its own program.",
                     BucketingWarning,
-                    stacklevel=5,
                 )
         return "".join(notes)
 

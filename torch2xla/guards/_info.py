@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,8 @@ class GraphInfo:
 
     Attributes:
         name: ``graph_N``, as in logs, dumps and errors.
-        frame: the function Dynamo compiled (``'forward' (/path/model.py:12)``).
+        frame: the user's function or module Dynamo compiled (``'Net.forward' (/path/model.py:12)``,
+            ``'Sequential' (torch.nn.Sequential)``).
         dynamo_reason: why Dynamo traced the frame again to produce this graph (None for a
             frame's first graph): guard failures such as ``tensor 'x' requires_grad mismatch``.
         entries: programs in the cache now.
@@ -76,32 +78,57 @@ class GraphInfo:
     def recompile_reasons(self) -> list[str]:
         return [s.reason for s in self.signatures[1:]]
 
-    def __str__(self) -> str:
-        head = (
+    def _head(self) -> str:
+        return (
             f"{self.name}{' ' + self.frame if self.frame else ''}: {self.entries} cached, "
             f"{self.hits} hits, {self.misses} compiles ({self.compile_seconds:.2f} s), "
             f"{self.evictions} evicted"
         )
-        lines = [head]
+
+    def _notes(self) -> list[str]:
+        lines = []
         if self.dynamo_reason:
-            lines.append(f"  traced again by Dynamo: {self.dynamo_reason}")
+            lines.append(f"traced again by Dynamo: {self.dynamo_reason}")
         if self.buckets and (
             self.bucketed or self.not_bucketed or not self.buckets.startswith("auto")
         ):
             lines.append(
-                f"  buckets {self.buckets}: {', '.join(self.bucketed) or 'none'} "
+                f"buckets {self.buckets}: {', '.join(self.bucketed) or 'none'} "
                 f"(analysis {self.analysis_seconds:.2f} s)"
             )
-            lines.extend(f"    not {k}: {v}" for k, v in self.not_bucketed.items())
-            lines.extend(f"    exact with the real sizes: {f}" for f in self.padding_fixes)
+            lines.extend(f"  not {k}: {v}" for k, v in self.not_bucketed.items())
+            lines.extend(f"  exact with the real sizes: {f}" for f in self.padding_fixes)
+        return lines
+
+    @staticmethod
+    def _compile(s: SignatureInfo) -> str:
+        extra = f", {s.persistent_hits} from persistent cache" if s.persistent_hits else ""
+        gone = "" if s.cached else " [evicted]"
+        return f"#{s.index} {s.seconds:.3f} s{extra}, {s.hits} hits{gone}"
+
+    def __repr__(self) -> str:
+        return f"<torch2xla GraphInfo {self._head()}>"
+
+    def __str__(self) -> str:
+        lines = [self._head(), *("  " + line for line in self._notes())]
         for s in self.signatures:
-            extra = f", {s.persistent_hits} from persistent cache" if s.persistent_hits else ""
-            gone = "" if s.cached else " [evicted]"
-            lines.append(
-                f"  #{s.index} {s.seconds:.3f} s{extra}, {s.hits} hits{gone}: {s.signature}"
-                f"\n      because: {s.reason}"
-            )
+            lines.append(f"  {self._compile(s)}: {s.signature}\n      because: {s.reason}")
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The same content as the text, as HTML (Jupyter): one table row per compile."""
+        e = html.escape
+        notes = "".join(f"<br>{e(line)}" for line in self._notes())
+        rows = "".join(
+            f"<tr><td>{e(self._compile(s))}</td><td><code>{e(s.signature)}</code></td>"
+            f"<td>{e(s.reason)}</td></tr>"
+            for s in self.signatures
+        )
+        table = (
+            "<table><tr><th>compile</th><th>signature</th><th>because</th></tr>"
+            f"{rows}</table>" if rows else ""
+        )
+        return f"<div><p><b>{e(self._head())}</b>{notes}</p>{table}</div>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,12 +169,22 @@ class CacheInfo:
     def compile_seconds(self) -> float:
         return sum(g.compile_seconds for g in self.graphs)
 
-    def __str__(self) -> str:
-        head = (
+    def _head(self) -> str:
+        return (
             f"torch2xla cache: {len(self.graphs)} graph(s), {self.entries} programs cached, "
             f"{self.hits} hits, {self.compiles} compiles ({self.compile_seconds:.2f} s)"
         )
-        return "\n".join([head, *(str(g) for g in self.graphs)])
+
+    def __str__(self) -> str:
+        return "\n".join([self._head(), *(str(g) for g in self.graphs)])
+
+    def __repr__(self) -> str:  # (print() or Jupyter's HTML show the whole report)
+        return f"<{self._head()}>"
+
+    def _repr_html_(self) -> str:
+        """The same content as the text, as HTML (Jupyter)."""
+        graphs = "".join(g._repr_html_() for g in self.graphs)
+        return f"<div class='torch2xla-cache'><p>{html.escape(self._head())}</p>{graphs}</div>"
 
 
 def _info(g: GraphGuards) -> GraphInfo:

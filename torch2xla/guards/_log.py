@@ -1,14 +1,23 @@
-"""The ``torch2xla`` logger, its environment switch, and the recompile-limit warning."""
+"""The ``torch2xla`` logger, its switches, and the recompile-limit warning.
+
+Two switches turn the logs on. ``TORCH2XLA_LOG=info`` (or ``debug``) is ours. ``TORCH_LOGS``
+is torch.compile's convention and works the same: ``TORCH_LOGS="torch2xla"`` logs every compile
+and recompile, ``"+torch2xla"`` adds each compile stage (debug), and ``TORCH_LOGS="recompiles"``
+shows torch2xla's per-signature recompiles (a new size of a dynamic graph: Dynamo does not trace
+again, so its own ``recompiles`` log is silent) beside Dynamo's.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
-import warnings
 
 import torch
+
+from torch2xla._errors import warn
 
 LOG_ENV = "TORCH2XLA_LOG"
 log = logging.getLogger("torch2xla")
@@ -35,23 +44,43 @@ class RecompileLimitWarning(UserWarning):
 
 def configure_from_env() -> None:
     """``TORCH2XLA_LOG=info`` (or ``1``) logs compiles and recompiles to stderr; ``debug`` more."""
+    # (TORCH_LOGS="torch2xla" needs nothing of ours: torch sets up the logger of any
+    # importable module it names, as torch._logging.set_logs(modules={"torch2xla": ...}) does.)
     value = os.environ.get(LOG_ENV, "").strip().lower()
     if value in _OFF:
         return
     level = _LEVELS.get(value)
     if level is None:
-        warnings.warn(
+        warn(
             f"torch2xla: {LOG_ENV}={value!r} is not one of {sorted(set(_LEVELS) | {'0'})}; "
             "logging stays off",
-            stacklevel=2,
+            UserWarning,
         )
         return
-    if not any(getattr(h, "_torch2xla", False) for h in log.handlers):
+    if not log.handlers:  # (TORCH_LOGS="torch2xla" gave it torch's handler already)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
         handler._torch2xla = True  # type: ignore[attr-defined]
         log.addHandler(handler)
     log.setLevel(level)
+
+
+_recompiles: logging.Logger | None = None
+
+
+def compile_log(first: bool) -> logging.Logger:
+    """The logger of a compile: ``torch2xla``; a recompile (``first`` False) goes to torch's
+    ``recompiles`` artifact (``torch2xla.__recompiles``) when ``TORCH_LOGS`` turns it on."""
+    global _recompiles
+    if first or not torch._logging._internal.log_state.is_artifact_enabled("recompiles"):
+        return log
+    if _recompiles is None:
+        _recompiles = torch._logging.getArtifactLogger("torch2xla", "recompiles")
+        if not _recompiles.hasHandlers():  # torch sets up handlers only for its own logs
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(torch._logging._internal.TorchLogsFormatter())
+            _recompiles.addHandler(handler)
+    return _recompiles
 
 
 # -- Dynamo's recompile limit ------------------------------------------------------------------
@@ -63,7 +92,45 @@ _LIMIT_PREFIX = "torch._dynamo hit config."
 
 
 def frame_name(code) -> str:
+    """The frame as Dynamo's messages name it: ``'forward' (/path/model.py:12)``."""
     return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+def frame_label(code, f_locals: dict) -> str:
+    """The user's function or module that Dynamo compiled, for logs and reports.
+
+    ``'Net.forward' (/path/model.py:12)``; ``'Net.forward' (/path/model.py:15, after a graph
+    break)`` for the rest of a function after a graph break. Dynamo compiles a ``torch.nn``
+    module (an ``nn.Sequential``) through a wrapper frame of its own (``inner`` in
+    ``torch/_dynamo/external_utils.py``): the label names the module it wraps,
+    ``'Sequential' (torch.nn.Sequential)``.
+    """
+    wrapped = f_locals.get("fn") if is_dynamo_wrapper(code) else None
+    if isinstance(wrapped, torch.nn.Module):
+        cls = type(wrapped)
+        if getattr(torch.nn, cls.__name__, None) is cls:
+            return f"'{cls.__name__}' (torch.nn.{cls.__name__})"
+        wrapped = cls.forward
+    inner = getattr(wrapped, "__code__", None)
+    if inner is not None:
+        code = inner
+    name = getattr(code, "co_qualname", code.co_name)  # (Python 3.11+)
+    where = f"{code.co_filename}:{code.co_firstlineno}"
+    resumed = _RESUME.fullmatch(code.co_name)
+    if resumed:  # Dynamo's function for the rest of a frame after a graph break
+        owner = name.rpartition(".")[0]
+        name = f"{owner}.{resumed[1]}" if owner else resumed[1]
+        where = f"{code.co_filename}:{resumed[2]}, after a graph break"
+    return f"'{name}' ({where})"
+
+
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)")
+
+
+def is_dynamo_wrapper(code) -> bool:
+    from torch._dynamo import external_utils
+
+    return code.co_name == "inner" and code.co_filename == external_utils.__file__
 
 
 def note_frame(name: str) -> None:
@@ -83,7 +150,7 @@ class _RecompileLimitFilter(logging.Filter):
         ours = isinstance(args, tuple) and len(args) >= 4 and args[2] in _frames
         if ours and isinstance(msg, str) and msg.startswith(_LIMIT_PREFIX):
             limit_type, limit, func, reason = args[:4]
-            warnings.warn(
+            warn(
                 f"torch2xla: Dynamo hit torch._dynamo.config.{limit_type} ({limit}) for "
                 f"{func}: from now on calls that miss its compiled graphs run in eager "
                 f"PyTorch, not XLA. Last recompile reason: {reason}. To avoid this, mark the "
@@ -92,7 +159,6 @@ class _RecompileLimitFilter(logging.Filter):
                 "(options={'buckets': 'pow2'}), pass changing Python numbers as tensors, or "
                 f"raise torch._dynamo.config.{limit_type}.",
                 RecompileLimitWarning,
-                stacklevel=2,
             )
         return True
 

@@ -38,10 +38,11 @@ import pathlib
 import re
 import sys
 import threading
-import warnings
 
 import jax
 import torch
+
+from torch2xla._errors import warn
 
 CACHE_DIR_ENV = "TORCH2XLA_CACHE_DIR"
 SWITCH_ENV = "TORCH2XLA_PERSISTENT_CACHE"
@@ -187,19 +188,9 @@ def _unusable(path: pathlib.Path, error: OSError, failed: Store | None = None) -
     )
 
 
-_INTERNAL = tuple(
-    os.path.dirname(m.__file__) + os.sep
-    for m in (torch, jax, sys.modules["jaxlib"], sys.modules[__name__.split(".")[0]])
-) + tuple(os.path.dirname(m.__file__) + os.sep for m in (warnings, threading))
-
-
 def _warn(message: str) -> None:
-    """A ``PersistentCacheWarning`` attributed to the first frame outside torch, JAX, torch2xla
-    and the standard library: the user's line that led to the compile."""
-    level, frame = 1, sys._getframe(0)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, PersistentCacheWarning, stacklevel=level if frame is not None else 2)
+    """A ``PersistentCacheWarning`` attributed to the user's line that led to the compile."""
+    warn(message, PersistentCacheWarning)
 
 
 # -- the store ---------------------------------------------------------------------------------

@@ -311,9 +311,12 @@ def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     return (_mH(low) if upper else low), info
 
 
-@register(aten.cholesky.default)
 def cholesky(self, upper=False):
     return _cholesky(self, upper)
+
+
+if hasattr(aten, "cholesky"):  # (deprecated for torch.linalg.cholesky; gone in torch 2.14)
+    register(aten.cholesky.default)(cholesky)
 
 
 def _cho_solve(low, b):

@@ -25,12 +25,14 @@ _EXPORTS = {
     "DEFAULT_TOLERANCES": "_compare",
     "ParityError": "_compare",
     "default_tolerance": "_compare",
+    "KNOWN_LIMITATIONS": "_limits",
     "Limitation": "_limits",
     "ParityReport": "_parity",
     "assert_parity": "_parity",
     "xla_graph_runs": "_parity",
     "parity_settings": "_decorator",
     "parity_test": "_decorator",
+    "DEFAULT_RANGE": "_strategies",
     "FLOAT_DTYPES": "_strategies",
     "INT_DTYPES": "_strategies",
     "LAYOUTS": "_strategies",
@@ -47,9 +49,11 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "DEFAULT_RANGE",
     "DEFAULT_TOLERANCES",
     "FLOAT_DTYPES",
     "INT_DTYPES",
+    "KNOWN_LIMITATIONS",
     "LAYOUTS",
     "Limitation",
     "ParityError",

@@ -33,26 +33,58 @@ def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
 class ParityError(AssertionError):
     """The XLA path and eager PyTorch disagree.
 
+    Its message is a short report: each differing value with its worst element and the
+    tolerance, the inputs' shapes and dtypes, a known limitation the failure hits (if any),
+    and how to reproduce it.
+
     Attributes:
         what: which value differs, e.g. ``"output[0]"``, ``"args[1] after the call"`` or
             ``"grad of args[0]"``.
+        limitations: the known limitations (``Limitation``) the failure hits.
+        reproduce: Python code that runs the failing check again (None when not saved).
     """
+
+    __module__ = "torch2xla.testing"
 
     def __init__(self, message: str, what: str = "") -> None:
         super().__init__(message)
         self.what = what
+        self.limitations: tuple = ()
+        self.reproduce: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Mismatch:
-    """Why one value differs; ``str()`` is the failure message's body."""
+    """Why one value differs; ``str()`` is the failure message's body.
+
+    Attributes:
+        what: which value (``output[0]``, ``grad of args[1]``).
+        summary: how it differs.
+        details: the worst element, NaN positions.
+        desc: the eager value's dtype and shape (``float32[4, 8]``), '' for non-tensors.
+        nonfinite: the worst element is infinite or NaN on one side.
+        integral: an integer or bool tensor differs.
+    """
 
     what: str
     summary: str
     details: tuple[str, ...] = ()
+    desc: str = ""
+    nonfinite: bool = False
+    integral: bool = False
 
     def __str__(self) -> str:
-        return "\n".join((f"{self.what}: {self.summary}", *(f"  {d}" for d in self.details)))
+        head = f"{self.what} {self.desc}" if self.desc else self.what
+        return "\n".join((f"{head}: {self.summary}", *(f"  {d}" for d in self.details)))
+
+
+def short_dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def describe_tensor(t: torch.Tensor) -> str:
+    """``float32[4, 8]``."""
+    return f"{short_dtype(t.dtype)}[{', '.join(str(s) for s in t.shape)}]"
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -78,18 +110,22 @@ def compare_tensors(
     check_signed_zero: bool = False,
 ) -> Mismatch | None:
     """The first way ``xla`` differs from ``eager`` (metadata, then values), or None."""
+    desc = describe_tensor(eager)
     if not isinstance(xla, torch.Tensor):
         return Mismatch(what, f"eager gave a Tensor, XLA gave {type(xla).__name__}: {xla!r}")
     if check_dtype and xla.dtype != eager.dtype:
-        return Mismatch(what, f"dtype differs: eager {eager.dtype}, XLA {xla.dtype}")
+        return Mismatch(what, f"dtype differs: eager {eager.dtype}, XLA {xla.dtype}", desc)
     if xla.shape != eager.shape:
-        return Mismatch(what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}")
+        return Mismatch(
+            what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}", desc
+        )
     if xla.device != eager.device:
-        return Mismatch(what, f"device differs: eager {eager.device}, XLA {xla.device}")
+        return Mismatch(what, f"device differs: eager {eager.device}, XLA {xla.device}", desc)
     if xla.requires_grad != eager.requires_grad:
         return Mismatch(
             what,
             f"requires_grad differs: eager {eager.requires_grad}, XLA {xla.requires_grad}",
+            desc=desc,
         )
     e, x = eager.detach(), xla.detach()
     if e.numel() == 0:
@@ -118,10 +154,13 @@ def compare_tensors(
         where = _index(first, tuple(e.shape))
         return Mismatch(
             what,
-            f"{n_bad} of {e.numel()} elements differ ({e.dtype} must match exactly)",
-            (f"first at index {where}: eager={_fmt(ef[first])} xla={_fmt(xf[first])}",),
+            f"{n_bad} of {e.numel()} elements differ ({short_dtype(e.dtype)} must match exactly)",
+            (f"first at index {where}: eager={_fmt(ef[first])}, xla={_fmt(xf[first])}",),
+            desc,
+            integral=True,
         )
     d_rtol, d_atol = default_tolerance(e.dtype)
+    given = rtol is not None or atol is not None
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
     ef = e.reshape(-1).to(torch.float64)
@@ -151,23 +190,32 @@ def compare_tensors(
     rel = err / abs(ev) if ev != 0 else math.inf
     where = _index(worst, tuple(e.shape))
     details = [
-        f"worst at index {where}: eager={ev!r} xla={xv!r} abs err {err:.3g}, rel err {rel:.3g}",
+        f"worst at index {where}: eager={ev!r}, xla={xv!r} (abs err {err:.3g}, rel err "
+        f"{rel:.3g})",
     ]
     nan_only_x = int((x_nan & ~e_nan).sum())
     nan_only_e = int((e_nan & ~x_nan).sum())
-    if nan_only_x or nan_only_e:
-        details.append(
-            f"NaN positions differ: {nan_only_x} NaN only in XLA, {nan_only_e} only in eager"
+    inf_only = int((~ok & ~e_nan & ~x_nan & ~(torch.isfinite(ef) & torch.isfinite(xf))).sum())
+    parts = [
+        f"{n} {what_}"
+        for n, what_ in (
+            (nan_only_e, "NaN only in eager"),
+            (nan_only_x, "NaN only in XLA"),
+            (inf_only, "with an infinity on one side"),
         )
-    finite = ok | (torch.isfinite(ef) & torch.isfinite(xf))
-    if not bool(finite.all()):
-        details.append(f"{int((~finite).sum())} element(s) differ in NaN/inf")
+        if n
+    ]
+    if parts:
+        details.append(f"non-finite: {', '.join(parts)}")
     kind = "signed zeros or values" if check_signed_zero else "values"
+    source = "given" if given else f"{short_dtype(e.dtype)} default"
     return Mismatch(
         what,
         f"{n_bad} of {e.numel()} elements ({100.0 * n_bad / e.numel():.1f}%) differ in {kind} "
-        f"beyond rtol={rtol:g}, atol={atol:g} ({e.dtype})",
+        f"beyond rtol={rtol:g}, atol={atol:g} ({source})",
         tuple(details),
+        desc,
+        nonfinite=not (math.isfinite(ev) and math.isfinite(xv)),
     )
 
 
@@ -216,30 +264,32 @@ def compare_trees(
     return out
 
 
-def describe_value(v: Any, limit: int = 64) -> str:
-    """A faithful, bounded description of an input: exact element values for small tensors
-    (``repr`` of Python floats round-trips), a summary for large ones, and the memory layout
-    when it is not contiguous."""
+def describe_value(v: Any, limit: int = 8) -> str:
+    """A one-line description of an input: ``float32[4, 16] in [-9.5, 10.0]``; the exact
+    values (``repr`` of floats round-trips) of tensors up to ``limit`` elements; the memory
+    layout when it is not contiguous, NaN and infinities when present."""
     if not isinstance(v, torch.Tensor):
         return repr(v)
     t = v.detach()
-    head = f"tensor(shape={tuple(t.shape)}, dtype={t.dtype}"
-    if t.requires_grad or v.requires_grad:
-        head += ", requires_grad=True"
+    parts = [describe_tensor(t)]
+    if v.requires_grad:
+        parts.append("requires_grad")
     if not t.is_contiguous() or t.storage_offset():
-        head += f", stride={t.stride()}, storage_offset={t.storage_offset()}"
+        parts.append(f"stride={t.stride()}, offset={t.storage_offset()}")
     if t.numel() <= limit:
-        return f"{head}, values={t.cpu().tolist()!r})"
+        parts.append(f"= {t.cpu().tolist()!r}")
+        return " ".join(parts)
     flat = t.reshape(-1).cpu()
-    shown = flat[:8].tolist()
-    if t.dtype.is_floating_point:
-        f = flat.to(torch.float64)
+    if t.dtype.is_floating_point or t.is_complex():
+        f = flat.to(torch.complex128 if t.is_complex() else torch.float64)
+        if t.is_complex():
+            f = torch.view_as_real(f).reshape(-1)
         fin = f[torch.isfinite(f)]
-        stats = (
-            f"nan={int(f.isnan().sum())}, inf={int(f.isinf().sum())}, "
-            f"finite min={fin.min().item() if fin.numel() else None!r}, "
-            f"finite max={fin.max().item() if fin.numel() else None!r}"
-        )
-    else:
-        stats = f"min={flat.min().item()!r}, max={flat.max().item()!r}"
-    return f"{head}, first values={shown!r}, {stats})"
+        if fin.numel():
+            parts.append(f"in [{fin.min().item():.5g}, {fin.max().item():.5g}]")
+        n_nan, n_inf = int(f.isnan().sum()), int(f.isinf().sum())
+        if n_nan or n_inf:
+            parts.append(f"({n_nan} NaN, {n_inf} inf)")
+    elif flat.numel():
+        parts.append(f"in [{flat.min().item()!r}, {flat.max().item()!r}]")
+    return " ".join(parts)

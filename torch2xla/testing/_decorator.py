@@ -11,17 +11,23 @@ import torch
 from hypothesis import strategies as st
 
 from torch2xla.testing import _settings
-from torch2xla.testing._parity import assert_parity
+from torch2xla.testing._compare import describe_value
+from torch2xla.testing._parity import _REPRODUCE_AS, assert_parity
 
 __all__ = ["parity_settings", "parity_test"]
 
 
 def parity_settings(max_examples: int | None = None, **kwargs: Any) -> hypothesis.settings:
-    """Hypothesis settings for parity tests.
+    """Hypothesis settings for parity tests: hypothesis's own (the loaded profile, e.g.
+    ``pytest --hypothesis-profile=ci``), without a deadline, and the number of examples
+    only when asked for.
 
-    No deadline (the first example of each shape and dtype compiles, which takes far longer
-    than later ones). The number of examples is ``pytest --parity-examples=N`` when given,
-    else ``max_examples``, else 20.
+    No deadline: the first example of each shape and dtype compiles, which takes far longer
+    than later ones. No explain phase (it would point at the kit's own comparison code).
+    The number of examples is ``pytest --parity-examples=N`` when given, else
+    ``max_examples``, else the profile's (hypothesis's default is 100; each example runs the
+    function twice, and each new shape or dtype compiles: register a profile with fewer,
+    ``settings.register_profile("dev", max_examples=20)``, for quick local runs).
 
     Args:
         max_examples: examples to try; keep it modest, and the set of shapes small.
@@ -33,9 +39,16 @@ def parity_settings(max_examples: int | None = None, **kwargs: Any) -> hypothesi
         ... def test_exp(x):
         ...     assert_parity(torch.exp, x)
     """
-    n = _settings.max_examples_override or max_examples or _settings.DEFAULT_MAX_EXAMPLES
+    n = _settings.max_examples_override or max_examples
+    if n is not None:
+        kwargs["max_examples"] = n
     kwargs.setdefault("deadline", None)
-    return hypothesis.settings(max_examples=n, **kwargs)
+    if "phases" not in kwargs:
+        # Hypothesis's explain phase lists the lines "always and only run by failing test
+        # cases": for a parity test, the kit's comparison code, never the user's.
+        phases = hypothesis.settings().phases
+        kwargs["phases"] = tuple(p for p in phases if p is not hypothesis.Phase.explain)
+    return hypothesis.settings(**kwargs)
 
 
 def parity_test(
@@ -82,17 +95,53 @@ def parity_test(
     kwargs_strategy = st.fixed_dictionaries(dict(kwargs or {}))
 
     def decorate(fn: Callable | torch.nn.Module) -> Callable[[], None]:
-        def test(args: tuple, kwargs: dict) -> None:
-            assert_parity(fn, *args, kwargs=kwargs, **parity_options)
-
         name = getattr(fn, "__name__", None) or type(fn).__name__
+
+        def test(args: tuple, kwargs: dict) -> None:
+            _check(fn, args, kwargs, parity_options, f"{name}.parity_target")
+
         test.__name__ = name
         test.__qualname__ = getattr(fn, "__qualname__", name)
         test.__module__ = getattr(fn, "__module__", test.__module__)
         test.__doc__ = getattr(fn, "__doc__", None)
-        wrapped = hypothesis.given(args=args_strategy, kwargs=kwargs_strategy)(test)
+        wrapped = hypothesis.given(
+            args=args_strategy.map(_Drawn), kwargs=kwargs_strategy.map(_DrawnKwargs)
+        )(test)
         wrapped = parity_settings(max_examples, **dict(settings or {}))(wrapped)
         wrapped.parity_target = fn  # type: ignore[attr-defined]
         return wrapped
 
     return decorate
+
+
+class _Drawn(tuple):
+    """Drawn positional arguments; hypothesis prints a failing example with this short repr
+    (shapes, dtypes and ranges: the ``ParityError`` names the file with the exact values)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"({', '.join(describe_value(a) for a in self)})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # hypothesis's pretty printer
+        p.text(repr(self))
+
+
+class _DrawnKwargs(dict):
+    """Drawn keyword arguments, printed as ``_Drawn`` is."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in self.items()) + "}"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+
+def _check(fn: Any, args: tuple, kwargs: dict, options: Mapping, name: str) -> None:
+    """One example of a parity test: ``assert_parity``, its report naming ``name``."""
+    __tracebackhide__ = True
+    token = _REPRODUCE_AS.set(name)
+    try:
+        assert_parity(fn, *args, kwargs=kwargs, **options)
+    finally:
+        _REPRODUCE_AS.reset(token)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from torch2xla.testing._compare import ParityError
-from torch2xla.testing._parity import assert_parity
+from torch2xla.testing._compare import Mismatch, ParityError
 
-__all__ = ["Limitation"]
+__all__ = ["KNOWN_LIMITATIONS", "Limitation"]
+
+# detect(tensors, mismatches): the inputs' and eager outputs' tensors, and what differs.
+Detector = Callable[[Sequence[torch.Tensor], Sequence[Mismatch]], bool]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +35,9 @@ class Limitation:
         before: argument tuples to call ``fn`` with first, for differences that need an
             earlier compile (a cached program reused on a later input).
         options: extra :func:`assert_parity` options for the check.
+        detect: for the kit's general limitations (:data:`KNOWN_LIMITATIONS`), whether a
+            failure hits this one, from the tensors of its inputs and eager outputs and the
+            mismatches; a hit is named in the ``ParityError``.
 
     Example:
         >>> Limitation("gelu", "torch's float32 kernel gives NaN at +inf, XLA inf",
@@ -45,6 +51,7 @@ class Limitation:
     args: tuple[Any, ...] = dataclasses.field(default=(), compare=False)
     before: tuple[tuple[Any, ...], ...] = dataclasses.field(default=(), compare=False)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    detect: Detector | None = dataclasses.field(default=None, compare=False)
 
     def applies(self, op: str, dtype: torch.dtype | None = None) -> bool:
         """Whether this limitation covers ``op`` on inputs of ``dtype``."""
@@ -57,6 +64,8 @@ class Limitation:
             AssertionError: when XLA now matches eager (remove this record), or when the
                 limitation has no reproducer.
         """
+        from torch2xla.testing._parity import assert_parity
+
         if self.fn is None:
             raise AssertionError(f"limitation {self} has no reproducer (fn, args)")
         for args in (*self.before, self.args):
@@ -71,3 +80,50 @@ class Limitation:
     def __str__(self) -> str:
         dts = ",".join(str(d).removeprefix("torch.") for d in self.dtypes) or "all"
         return f"{self.op}[{dts}]"
+
+
+def _floats(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach() for t in tensors if t.dtype.is_floating_point and t.numel()]
+
+
+def _has_extremes(tensors: Sequence[torch.Tensor], mismatches: Sequence[Mismatch]) -> bool:
+    """Infinities, NaN or values past the square root of the dtype's maximum (whose products
+    overflow) in the inputs, and a difference in which results are inf or NaN (or in an
+    integer conversion of them)."""
+    extreme = any(
+        bool((~torch.isfinite(t)).any() or (t.abs() >= math.sqrt(torch.finfo(t.dtype).max)).any())
+        for t in _floats(tensors)
+    )
+    return extreme and any(m.nonfinite or m.integral for m in mismatches)
+
+
+def _has_subnormals(tensors: Sequence[torch.Tensor], mismatches: Sequence[Mismatch]) -> bool:
+    """Subnormal values among the inputs or eager's outputs."""
+    return any(
+        bool(((t != 0) & (t.abs() < torch.finfo(t.dtype).tiny)).any()) for t in _floats(tensors)
+    )
+
+
+KNOWN_LIMITATIONS: tuple[Limitation, ...] = (
+    Limitation(
+        "extremes",
+        "with infinities, NaN or values near the dtype's maximum, XLA and eager PyTorch can "
+        "differ in which results are inf or NaN (division, dot products whose terms overflow, "
+        "GELU at +inf, conversions to integers)",
+        fn=torch.div,
+        args=(torch.tensor([[math.inf, 1.0, 2.0], [0.0, 1.0, 2.0]]), torch.tensor([3e38] * 3)),
+        detect=_has_extremes,
+    ),
+    Limitation(
+        "subnormal",
+        "XLA on CPU flushes subnormal values to zero (log, rsqrt, ceil... of them differ); "
+        "eager PyTorch keeps them",
+        fn=torch.log,
+        args=(torch.tensor([1e-45]),),
+        detect=_has_subnormals,
+    ),
+)
+"""The kit's general limitations: a ``ParityError`` that hits one says so. The strategies'
+defaults avoid them (floats in ``[-DEFAULT_RANGE, DEFAULT_RANGE]``, no subnormals);
+``full_range=True`` and ``allow_subnormal=True`` draw them. Per-op records live with the
+property tests that leave those ops out (``tests/test_properties_*.py``)."""

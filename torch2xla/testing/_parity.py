@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import functools
+import hashlib
+import html
+import inspect
+import io
+import pickle
+import re
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 from torch2xla._backend import FallbackWarning, xla_backend
-from torch2xla.testing._compare import Mismatch, ParityError, compare_trees, describe_value
+from torch2xla.testing._compare import (
+    Mismatch,
+    ParityError,
+    compare_trees,
+    describe_tensor,
+    describe_value,
+)
+from torch2xla.testing._limits import KNOWN_LIMITATIONS
 
 __all__ = ["ParityReport", "assert_parity", "xla_graph_runs"]
 
@@ -72,6 +88,38 @@ class ParityReport:
     xla_runs: int
     max_abs_diff: float
     error: BaseException | None = None
+
+    def _outputs(self) -> str:
+        leaves = pytree.tree_leaves(self.xla)
+        shown = [describe_tensor(t) if isinstance(t, torch.Tensor) else repr(t) for t in leaves]
+        text = ", ".join(shown[:4]) + (f", ... ({len(shown)} in all)" if len(shown) > 4 else "")
+        return text or "none"
+
+    def __repr__(self) -> str:
+        if self.error is not None:
+            return (
+                f"ParityReport(both raised {type(self.error).__name__}, "
+                f"xla_runs={self.xla_runs})"
+            )
+        return (
+            f"ParityReport(agree, outputs: {self._outputs()}, xla_runs={self.xla_runs}, "
+            f"max_abs_diff={self.max_abs_diff:.3g})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = (
+            [("result", f"both raised {type(self.error).__name__}: {self.error}")]
+            if self.error is not None
+            else [("result", "XLA agrees with eager PyTorch"), ("outputs", self._outputs()),
+                  ("max |xla - eager|", f"{self.max_abs_diff:.3g}")]
+        )
+        rows.append(("XLA graphs run", str(self.xla_runs)))
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table class='torch2xla-parity'><caption>ParityReport</caption>{body}</table>"
 
 
 def _clone_args(tree: Any, memo: dict) -> Any:
@@ -156,19 +204,109 @@ def _name(fn: Any) -> str:
 
 
 def _inputs_text(args: tuple, kwargs: Mapping) -> str:
-    lines = [f"  args[{i}] = {describe_value(a)}" for i, a in enumerate(args)]
-    lines += [f"  kwargs[{k!r}] = {describe_value(v)}" for k, v in kwargs.items()]
-    return "\n".join(lines) if lines else "  (none)"
+    lines = [f"  args[{i}]: {describe_value(a)}" for i, a in enumerate(args)]
+    lines += [f"  kwargs[{k!r}]: {describe_value(v)}" for k, v in kwargs.items()]
+    return "inputs:\n" + "\n".join(lines) if lines else "inputs: none"
 
 
-def _fail(fn: Any, mismatches: list[Mismatch], args: tuple, kwargs: Mapping) -> ParityError:
-    shown = mismatches[:6]
-    more = f"\n... and {len(mismatches) - len(shown)} more" if len(mismatches) > len(shown) else ""
-    body = "\n".join(str(m) for m in shown)
-    return ParityError(
-        f"torch2xla parity: {_name(fn)} gives different results through backend='xla' than in "
-        f"eager PyTorch\n{body}{more}\ninputs:\n{_inputs_text(args, kwargs)}",
-        shown[0].what,
+# How the function under test is named in a failure's reproduction (``parity_test`` sets it:
+# the test's name is bound to the hypothesis test, the function is its ``parity_target``).
+_REPRODUCE_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "torch2xla_parity_reproduce_as", default=None
+)
+_SHOWN = 3  # differing values a report shows (the others are counted)
+
+
+def _final_example() -> bool:
+    """False while hypothesis explores and shrinks (only its final replay is reported)."""
+    try:
+        import hypothesis
+        from hypothesis.control import current_build_context
+    except ImportError:
+        return True
+    if not hypothesis.currently_in_test_context():
+        return True
+    return bool(getattr(current_build_context(), "is_final", True))
+
+
+def _reproduction(fn: Any, args: tuple, kwargs: Mapping, options: Mapping) -> str | None:
+    """Code that runs the failing check again on the exact inputs, saved to a file (None while
+    hypothesis is still shrinking; a note when the inputs cannot be saved)."""
+    if not _final_example():
+        return None
+    buffer = io.BytesIO()
+    try:
+        torch.save({"args": args, "kwargs": dict(kwargs)}, buffer)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        return f"(the inputs could not be saved: {type(e).__name__}: {e})"
+    data = buffer.getvalue()
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", _name(fn))[:60]
+    path = Path(tempfile.gettempdir()) / "torch2xla-parity"
+    path = path / f"{stem}-{hashlib.sha1(data).hexdigest()[:10]}.pt"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as e:
+        return f"(the inputs could not be saved: {e})"
+    name = _REPRODUCE_AS.get() or _call_name(fn)
+    extra = "".join(f", {k}={v!r}" for k, v in options.items())
+    call, _, comment = name.partition("  #")
+    return (
+        f"inputs = torch.load({str(path)!r}, weights_only=False)\n"
+        f'torch2xla.testing.assert_parity({call}, *inputs["args"], kwargs=inputs["kwargs"]'
+        f"{extra})" + (f"  #{comment}" if comment else "")
+    )
+
+
+def _call_name(fn: Any) -> str:
+    """How a reproduction calls ``fn``: its name, or a placeholder and a comment naming it."""
+    if isinstance(fn, torch.nn.Module):
+        return f"model  # model: your {_name(fn)}"
+    name = getattr(fn, "__name__", "")
+    return name if name.isidentifier() else f"fn  # fn: your {_name(fn)}"
+
+
+def _report(
+    fn: Any, head: str, body: list[str], args: tuple, kwargs: Mapping, options: Mapping,
+    what: str, limitations: tuple = (),
+) -> ParityError:
+    """A ``ParityError`` whose message is the short report: what differs, inputs, known
+    limitations hit, how to reproduce."""
+    lines = [head, *body, _inputs_text(args, kwargs)]
+    for lim in limitations:
+        lines.append(
+            f"known limitation ({lim.op}): {lim.reason}. The default strategies avoid it; see "
+            "torch2xla/testing/README.md, \"Limitations\"."
+        )
+    reproduce = _reproduction(fn, args, kwargs, options)
+    if reproduce is not None:
+        lines.append("reproduce:\n" + "\n".join(f"  {line}" for line in reproduce.splitlines()))
+    error = ParityError("\n".join(lines), what)
+    error.limitations = tuple(limitations)
+    error.reproduce = reproduce if reproduce and not reproduce.startswith("(") else None
+    return error
+
+
+def _limitations_hit(tensors: list[torch.Tensor], mismatches: list[Mismatch]) -> tuple:
+    return tuple(lim for lim in KNOWN_LIMITATIONS if lim.detect and lim.detect(tensors, mismatches))
+
+
+def _fail(
+    fn: Any, mismatches: list[Mismatch], args: tuple, kwargs: Mapping, eager_out: Any,
+    options: Mapping,
+) -> ParityError:
+    shown = mismatches[:_SHOWN]
+    body = [str(m) for m in shown]
+    if len(mismatches) > len(shown):
+        rest = ", ".join(m.what for m in mismatches[len(shown):])
+        body.append(f"... and {len(mismatches) - len(shown)} more: {rest}")
+    tensors = [
+        t for t in pytree.tree_leaves((args, kwargs, eager_out)) if isinstance(t, torch.Tensor)
+    ]
+    return _report(
+        fn,
+        f"{_name(fn)} gives different results with backend=\"xla\" than in eager PyTorch:",
+        body, args, kwargs, options, shown[0].what, _limitations_hit(tensors, mismatches),
     )
 
 
@@ -230,6 +368,14 @@ def assert_parity(
     Example:
         >>> assert_parity(torch.nn.Linear(4, 2), torch.randn(3, 4), grad=True)  # doctest: +SKIP
     """
+    __tracebackhide__ = True  # pytest shows the user's frame, not the kit's
+    given = {
+        "grad": grad, "rtol": rtol, "atol": atol, "check_dtype": check_dtype,
+        "check_signed_zero": check_signed_zero, "check_errors": check_errors,
+        "allow_fallback": allow_fallback, "require_xla": require_xla, "fullgraph": fullgraph,
+        "dynamic": dynamic, "options": options,
+    }
+    given = {k: v for k, v in given.items() if v != _DEFAULTS[k]}  # for the reproduction
     kwargs = dict(kwargs or {})
     opts = {"strict": not allow_fallback, **dict(options or {})}
     backend = _backend(tuple(sorted(opts.items())))
@@ -280,22 +426,22 @@ def assert_parity(
     except Exception as e:
         if eager_error is not None:
             return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
-        raise ParityError(
-            f"torch2xla parity: {_name(fn)} ran in eager PyTorch but raised through "
-            f"backend='xla': {type(e).__name__}: {e}\ninputs:\n{_inputs_text(args, kwargs)}",
-            "error",
+        raise _report(
+            fn,
+            f"{_name(fn)} ran in eager PyTorch but raised with backend=\"xla\":",
+            [f"{type(e).__name__}: {e}"], args, kwargs, given, "error",
         ) from e
     runs = _Counter.runs - runs_before
     if eager_error is not None:
-        raise ParityError(
-            f"torch2xla parity: {_name(fn)} raised in eager PyTorch "
-            f"({type(eager_error).__name__}: {eager_error}) but returned through backend='xla'"
-            f"\ninputs:\n{_inputs_text(args, kwargs)}",
+        raise _report(
+            fn,
+            f"{_name(fn)} raised in eager PyTorch but returned with backend=\"xla\":",
+            [f"eager raised {type(eager_error).__name__}: {eager_error}"], args, kwargs, given,
             "error",
         ) from eager_error
     if require_xla and runs == 0:
         raise ParityError(
-            f"torch2xla parity: no XLA graph ran while calling {_name(fn)} compiled, so nothing "
+            f"no XLA graph ran while calling {_name(fn)} compiled, so nothing "
             "was compared. Dynamo may have graph-broken every op (try fullgraph=True to see "
             "why) or hit its recompile limit; pass require_xla=False if the function really "
             "has no ops.",
@@ -332,5 +478,12 @@ def assert_parity(
             for n, p in eager_fn.named_parameters():
                 mismatches += compare_trees(f"grad of {n}", p.grad, x_params[n].grad, **gtol)
     if mismatches:
-        raise _fail(fn, mismatches, args, kwargs)
+        raise _fail(fn, mismatches, args, kwargs, eager_out, given)
     return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
+
+
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(assert_parity).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}

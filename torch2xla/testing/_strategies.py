@@ -17,7 +17,10 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from torch2xla.testing import _settings
+
 __all__ = [
+    "DEFAULT_RANGE",
     "FLOAT_DTYPES",
     "INT_DTYPES",
     "LAYOUTS",
@@ -63,6 +66,15 @@ LAYOUTS: tuple[str, ...] = ("contiguous", "transposed", "sliced", "offset", "exp
 - ``expanded``: the first dim of size > 1 has stride 0 (its values repeat along that dim).
   Eager PyTorch refuses in-place writes to such tensors: keep it for inputs that are only read.
 """
+
+DEFAULT_RANGE: float = 10.0
+"""Floats drawn without bounds lie in ``[-DEFAULT_RANGE, DEFAULT_RANGE]``, finite, as a
+model's inputs, weights and activations: a product or a sum of a few such values stays far
+from the dtype's maximum (float16's is 65504); nonzero magnitudes stay above the square root
+of the smallest normal, so that a product of two is not subnormal. Pass ``full_range=True``
+(or run pytest with ``--parity-full-range``) to draw the dtype's whole range with infinities,
+NaN and the extremes, where XLA and eager PyTorch are known to differ (see
+``torch2xla/testing/README.md``, "Limitations"), or pass ``min_value``/``max_value``."""
 
 _NUMPY_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
@@ -216,24 +228,37 @@ def elements(
     allow_infinity: bool | None = None,
     allow_subnormal: bool = False,
     specials: bool = True,
+    full_range: bool | None = None,
 ) -> st.SearchStrategy[Any]:
     """Strategy for Python scalars exactly representable in ``dtype``.
 
     Args:
         dtype: the torch dtype the values must fit.
         min_value, max_value: bounds (inclusive); for integer dtypes they clip the dtype's range.
-        allow_nan, allow_infinity: ``None`` means allowed when no bound excludes them; ``True``
-            adds them even to bounded values (finite values in range, plus NaN/inf).
+            Floats without bounds lie in ``[-DEFAULT_RANGE, DEFAULT_RANGE]`` unless
+            ``full_range``.
+        allow_nan, allow_infinity: ``None`` means allowed when no bound excludes them (with
+            ``full_range``); ``True`` adds them even to bounded values (finite values in
+            range, plus NaN/inf).
         allow_subnormal: draw subnormal floats. Off by default: XLA on CPU flushes subnormal
             results to zero and mishandles subnormal inputs of some functions (``log``,
             ``rsqrt``, ``ceil``...), where eager PyTorch keeps them; turn them on to see where
             that matters.
         specials: also draw :func:`special_values` (within the bounds) with high probability.
+        full_range: floats without bounds span the dtype's whole range, with infinities, NaN
+            and the extremes. ``None``: the run's default (False; ``pytest
+            --parity-full-range`` makes it True). Integers always span their dtype.
 
     Returns:
         A strategy for ``bool``, ``int`` or ``float`` values.
     """
     _check_dtype(dtype)
+    full = _settings.full_range if full_range is None else full_range
+    model_range = (
+        dtype.is_floating_point and not full and min_value is None and max_value is None
+    )
+    if model_range:
+        min_value, max_value = -DEFAULT_RANGE, DEFAULT_RANGE
     if dtype is torch.bool:
         return st.booleans()
     if not dtype.is_floating_point:
@@ -260,6 +285,9 @@ def elements(
     )
     if dtype is torch.bfloat16:
         base = base.map(_round_bf16).filter(lambda v: lo <= v <= hi)
+    if model_range:  # no tiny magnitudes: a product of two of them would be subnormal
+        small = math.sqrt(fi.tiny)
+        base = base.filter(lambda v: v == 0 or abs(v) >= small)
 
     def keep(v: float) -> bool:
         if math.isnan(v):
@@ -269,6 +297,8 @@ def elements(
                 return allow_infinity
             return (v > 0 and max_value is None) or (v < 0 and min_value is None)
         if v != 0 and abs(v) < fi.tiny and not allow_subnormal:
+            return False
+        if model_range and v != 0 and abs(v) < math.sqrt(fi.tiny):  # (see base)
             return False
         return lo <= v <= hi
 
@@ -356,8 +386,12 @@ def tensors(
     specials: bool = True,
     layout: str | st.SearchStrategy[str] = "contiguous",
     requires_grad: bool = False,
+    full_range: bool | None = None,
 ) -> st.SearchStrategy[torch.Tensor]:
     """Strategy for CPU tensors.
+
+    Float values lie in ``[-DEFAULT_RANGE, DEFAULT_RANGE]`` unless bounded otherwise or
+    ``full_range`` (see :func:`elements`).
 
     Args:
         dtype: a dtype or a strategy for one (see :func:`dtypes`).
@@ -365,8 +399,8 @@ def tensors(
             each new shape compiles a new program.
         elements: strategy for the values; by default :func:`elements` of ``dtype`` with the
             bounds and flags below (special values included).
-        min_value, max_value, allow_nan, allow_infinity, allow_subnormal, specials: passed to
-            :func:`elements` when ``elements`` is not given.
+        min_value, max_value, allow_nan, allow_infinity, allow_subnormal, specials,
+            full_range: passed to :func:`elements` when ``elements`` is not given.
         layout: a name from :data:`LAYOUTS` or a strategy for one (see :func:`layouts`).
         requires_grad: make floating tensors leaves that require grad.
 
@@ -385,6 +419,7 @@ def tensors(
         "allow_infinity": allow_infinity,
         "allow_subnormal": allow_subnormal,
         "specials": specials,
+        "full_range": full_range,
     }
     return _tensors(dtype, shape, elements, elem_kw, layout, requires_grad)
 

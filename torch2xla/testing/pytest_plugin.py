@@ -11,6 +11,9 @@
   ``parity`` fixture.
 - option ``--parity-examples=N``: examples per ``@parity_test`` / ``parity_settings()`` test,
   overriding their own ``max_examples`` (small for quick runs, large for nightly ones).
+  Without it, hypothesis's settings decide (its profiles: ``--hypothesis-profile=ci``).
+- option ``--parity-full-range``: strategies draw floats over their dtype's whole range, with
+  infinities and NaN, instead of values a model sees (``DEFAULT_RANGE``).
 
 The kit itself (torch, hypothesis) is imported only when a test uses it.
 """
@@ -18,10 +21,23 @@ The kit itself (torch, hypothesis) is imported only when a test uses it.
 from __future__ import annotations
 
 import functools
+import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+
+_TRACE_ENV = ("TORCH_TRACE", "TORCH_DTRACE", "TORCH_COMPILE_DEBUG")
+
+
+class _DropRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+_DROP = _DropRecords()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,9 +49,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="examples per torch2xla parity test (overrides each test's max_examples)",
     )
+    group.addoption(
+        "--parity-full-range",
+        action="store_true",
+        default=False,
+        help="torch2xla strategies draw floats over the dtype's whole range (inf, NaN, "
+        "extremes) instead of values a model sees",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # torch's structured trace log (for TORCH_TRACE) records every compile at DEBUG for its
+    # own handler; pytest (9+) attaches its log capture to that non-propagating logger too,
+    # which printed dozens of empty "DEBUG torch.__trace" lines under every failing test that
+    # compiles. Unless a trace is asked for, nothing else reads those records.
+    if not any(os.environ.get(v) for v in _TRACE_ENV):
+        trace_log = logging.getLogger("torch.__trace")
+        if _DROP not in trace_log.filters:
+            trace_log.addFilter(_DROP)
     config.addinivalue_line(
         "markers",
         "parity(**options): default assert_parity options (grad, rtol, atol, ...) for the "
@@ -48,6 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from torch2xla.testing import _settings
 
         _settings.max_examples_override = n
+    if config.getoption("--parity-full-range"):
+        from torch2xla.testing import _settings
+
+        _settings.full_range = True
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -55,6 +90,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from torch2xla.testing import _settings
 
         _settings.max_examples_override = None
+    if config.getoption("--parity-full-range"):
+        from torch2xla.testing import _settings
+
+        _settings.full_range = False
 
 
 @pytest.fixture
