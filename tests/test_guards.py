@@ -284,7 +284,8 @@ def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
     "recompiles" our per-size recompiles (which Dynamo's own recompile log never sees)."""
     code = (
         "import torch\n"
-        "f = torch.compile(lambda x: x.sin() * 2, backend='xla', dynamic=True)\n"
+        "f = torch.compile(lambda x: x.sin() * 2, backend='xla', dynamic=True,\n"
+        "                  options={'buckets': None})  # (one program per size: a recompile)\n"
         "f(torch.randn(3)); f(torch.randn(4))\n"
     )
 

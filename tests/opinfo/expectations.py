@@ -195,8 +195,6 @@ XFAILS: tuple[XFail, ...] = (
     *(XFail(name, _DS, f"Dynamo traces Tensor.{name}(3, t), the unbound method called on an "
             "int, as the operator; eager's Python rejects the descriptor call (TypeError)",
             checks=_E) for name in ("__radd__", "__rand__", "__rmul__", "__ror__", "__rxor__")),
-    *(XFail(name, _RC, "an out-of-range index is not checked at run time", checks=_E)
-      for name in ("gather", "scatter", "scatter_add")),
     XFail("aminmax", _OA, "eager rejects an out= tensor of another dtype; the functionalized "
           "call converts the result into it", checks=_E),
     XFail("complex", _KC, "eager rejects real and imaginary parts of different dtypes and an "
@@ -226,8 +224,6 @@ XFAILS: tuple[XFail, ...] = (
     XFail("nn.functional.gaussian_nll_loss", _DD, "a data-dependent branch (checking var) "
           "comes before eager's check of the reduction argument", checks=_E),
     # -- reference_inputs --------------------------------------------------------------------
-    XFail("__rmod__", _MI, "aten.remainder.Scalar_Tensor (a Python number % a tensor)",
-          dtypes=(f32,), checks=_F),
     XFail("special.xlog1py", _MI, "prims.scalar_tensor, from the decomposition of xlog1py with "
           "a Python number as self", dtypes=(f32,), checks=(FORWARD, GRAD)),
     XFail("byte", _UB, "negative floats converted to uint8", dtypes=(f32, f64, bf16), checks=_F),

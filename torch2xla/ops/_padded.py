@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from torch2xla.ops import _vmap
 from torch2xla.ops._registry import ctx, register
 
 FILLS = ("zero", "one", "lowest", "highest")
@@ -140,5 +141,12 @@ def _key_mask_lowering(attn_mask, key, length):
         return attn_mask & valid
     return jnp.where(valid, attn_mask, jnp.asarray(-jnp.inf, dtype=attn_mask.dtype))
 
+
+# Batching rules (every custom op has one, ``_vmap``): these ops appear only in graphs the
+# padding rewrite made, after export, so a batched call is rare: once per element.
+for _op in (fill_tail, write_at, slice_at, key_mask):
+    _op.register_vmap(
+        lambda info, in_dims, *args, _op=_op: _vmap.per_element(_op, info, in_dims, args)
+    )
 
 __all__ = ["FILLS", "fill_tail", "key_mask", "slice_at", "write_at"]
