@@ -63,6 +63,39 @@ def test_mask_assign_with_data_dependent_count():
         assert_same(c(x.clone(), vals), positives(x.clone(), vals))
 
 
+def _eager_error(fn, *args):
+    try:
+        fn(*(a.clone() for a in args))
+    except (RuntimeError, IndexError) as e:
+        return e
+    raise AssertionError("eager raised nothing")
+
+
+@pytest.mark.parametrize("case", ["values", "values with a trailing dim", "mask beside an index"])
+def test_mask_assign_with_the_wrong_number_of_values_raises_as_eager(case):
+    # ``x[x > 0] = vals`` where the data has another number of positives than ``vals``: eager
+    # raises (shape mismatch); the first N True positions must not be written silently.
+    if case == "values":
+        fn, args = _assign, (torch.zeros(2, 3), torch.tensor([[1, 0, 1], [0, 1, 1]]).bool(),
+                             torch.tensor([10.0, 20.0, 30.0]))
+    elif case == "values with a trailing dim":
+        fn, args = _assign, (torch.zeros(2, 3, 4), torch.tensor([[1, 0, 1], [0, 1, 0]]).bool(),
+                             torch.randn(2, 4))
+    else:
+        def fn(t, i, mask, v):
+            t[i, mask] = v
+            return t
+
+        args = (torch.zeros(3, 4), torch.tensor([0, 2]), torch.tensor([1, 1, 1, 0]).bool(),
+                torch.tensor([1.0, 2.0]))
+    expected = _eager_error(fn, *args)
+    c = _compiled(fn)
+    with pytest.raises(type(expected), match="shape mismatch") as info:
+        c(*(a.clone() for a in args))
+    assert isinstance(info.value, torch2xla.OpError)
+    assert "test_semantics_ops.py" in str(info.value)  # the user's line
+
+
 @pytest.mark.parametrize("value", [0.5, torch.tensor(2.5), torch.tensor([3.5])],
                          ids=["python-scalar", "0-d", "1-element"])
 def test_mask_assign_broadcasts_a_single_value(value):

@@ -10,6 +10,7 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
+from torch2xla._errors import OpIndexError
 from torch2xla.ops._bounds import check_flat_index, check_index, check_indices
 from torch2xla.ops._common import as_dtype, canonical_dim
 from torch2xla.ops._registry import ctx, register
@@ -103,13 +104,23 @@ def index_put(self, indices, values, accumulate=False):
 # program has static shapes, so the lowerings below work with N's static bound (the mask's size)
 # or with N as ``values`` or another index fixes it when one of them has that axis.
 #
-# TODO(error flag): where ``values`` (or an integer index) fixes N, eager raises "shape
-# mismatch: value tensor of shape ... cannot be broadcast to indexing result of shape ..." when
-# the mask holds another number of True elements. That is a check on tensor values: it belongs
-# to the run-time error-flag mechanism (a check raised at the call, naming the op and the
-# user's line). Until that lands, a mismatch is not reported: the first N True positions get
-# the N values and any further True position is left unchanged (``_put_by_mask``), or takes
-# the positions' values as ``_put_by_positions`` pairs them.
+# Where ``values`` (or an integer index) fixes N, eager raises "shape mismatch: value tensor of
+# shape ... cannot be broadcast to indexing result of shape ..." when the mask holds another
+# number of True elements: a check on tensor values, made at run time (``_count_check``, raised
+# after the call as an ``OpError`` naming the op and the user's line). With checks off
+# (``checks=False``, or on a GPU by default) a mismatch writes the first N True positions.
+
+
+def _count_check(count, n: int, values_shape, lead=(), trail=()) -> None:
+    """Register eager's shape-mismatch error for a boolean index with ``count`` True elements
+    (traced) where the values give the count axis ``n`` elements."""
+    dims = [*map(str, lead), "{value}", *map(str, trail)]
+    ctx().check(
+        count != n,
+        f"shape mismatch: value tensor of shape {list(values_shape)} cannot be broadcast to "
+        f"indexing result of shape [{', '.join(dims)}]",
+        count,
+    )
 
 
 def _put_by_mask(self, dim, mask, values, accumulate):
@@ -124,7 +135,8 @@ def _put_by_mask(self, dim, mask, values, accumulate):
             # The k-th True position (row-major) takes the k-th slice of values.
             n = values.shape[axis]
             rank = jnp.cumsum(flat, dtype=jnp.int32) - 1
-            flat = flat & (rank < n)  # see the TODO above: a mismatch writes no further
+            _count_check(rank[-1] + 1, n, values.shape, lead, trail)
+            flat = flat & (rank < n)  # (checks off: a mismatch writes no further)
             values = (jnp.take(values, jnp.clip(rank, 0, n - 1), axis=axis) if n
                       else jnp.zeros(values.shape[:axis] + (size,) + values.shape[axis + 1:],
                                      values.dtype))
@@ -172,11 +184,26 @@ def _put_by_positions(self, indices, values, accumulate):
         raise ValueError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
                          f"broadcast to the indexing result (count axis {int_n})")
     size = next((s for s in (int_n, value_n) if s is not None), max(m.size for m in masks))
-    if size == 0:  # nothing to write (see the TODO above when a mask has True elements)
-        return self
     counts = [jnp.sum(m, dtype=jnp.int32) for m in masks]
     # N: an integer index of extent n > 1 broadcasts masks of one True element to n.
     n = int_n if int_n is not None else functools.reduce(jnp.maximum, counts)
+    if len(counts) + (int_n is not None) > 1:  # the indices broadcast: each count 1 or N
+        ctx().check(
+            functools.reduce(jnp.logical_or, [(c != 1) & (c != n) for c in counts]),
+            "shape mismatch: indexing tensors could not be broadcast together (a boolean "
+            "index with {value} True elements)",
+            functools.reduce(jnp.minimum, [jnp.where(c == 1, n, c) for c in counts]),
+            error=OpIndexError,
+        )
+    if int_n is None and value_n is not None:  # values fix N: the masks must give it
+        ctx().check(
+            n != value_n,
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast "
+            "to indexing result of {value} elements along its boolean-index axis",
+            n,
+        )
+    if size == 0:  # nothing to write
+        return self
     valid = jnp.arange(size) < n
     positions = {}
     for k, mask, count in zip([k for k in used if _is_mask(indices[k])], masks, counts):
