@@ -43,7 +43,7 @@ from torch2xla._errors import (
     lowering_failed,
     source_line,
 )
-from torch2xla._interop import x64
+from torch2xla._interop import dtype_name, x64
 from torch2xla._passes import run_passes
 from torch2xla.guards import _persistent
 from torch2xla.guards._cache import CompileRecord  # (one record: cache_info's, explain's, dumps')
@@ -137,7 +137,7 @@ def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
     parts = []
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
-            dtype = _SHORT_DTYPES.get(a.dtype, str(a.dtype).removeprefix("torch."))
+            dtype = dtype_name(a.dtype, "short")
             grad = "*" if a.requires_grad else ""
             part = f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}"
         else:
@@ -182,22 +182,6 @@ def input_names(gm: torch.fx.GraphModule, wrapped: Any = None) -> list[str]:
             )
         names.append("" if name.startswith("___") else name)
     return names
-
-
-_SHORT_DTYPES = {
-    torch.float64: "f64",
-    torch.float32: "f32",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.int64: "i64",
-    torch.int32: "i32",
-    torch.int16: "i16",
-    torch.int8: "i8",
-    torch.uint8: "u8",
-    torch.bool: "bool",
-    torch.complex64: "c64",
-    torch.complex128: "c128",
-}
 
 
 def placements(gm: torch.fx.GraphModule) -> list[OpPlacement]:

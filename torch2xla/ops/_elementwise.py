@@ -14,13 +14,10 @@ from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
+from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, jdt, promote
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
-
-
-_REDUCED_FLOATS = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
 
 def _operands(args, kind: Kind, scalar_in_opmath: bool = False):
@@ -40,7 +37,7 @@ def _operands(args, kind: Kind, scalar_in_opmath: bool = False):
     out = []
     for i, a in enumerate(args):
         scalar = not is_array(a) or a.ndim == 0
-        if not (scalar_in_opmath and i == 1 and scalar and common in _REDUCED_FLOATS):
+        if not (scalar_in_opmath and i == 1 and scalar and is_half(common)):
             a = as_dtype(a, common)
         out.append(as_dtype(a, compute))
     return out, result
@@ -331,7 +328,7 @@ def _with_alpha(jfn):
             (a, b), result = _operands((self, other), I)
             prod = b * as_dtype(alpha, b.dtype)
             common, _ = promote(Kind.NO_OPMATH, self, other)
-            if common in _REDUCED_FLOATS:
+            if is_half(common):
                 # NOTE: torch's float16/bfloat16 kernels round alpha * other to the tensor dtype.
                 prod = as_dtype(as_dtype(prod, common), prod.dtype)
             return as_dtype(jfn(a, prod), result)

@@ -440,17 +440,20 @@ def _legendre_p(x, n):
     return jnp.where(n < 0, 0, out)
 
 
-for _name, _fn in [
-    ("chebyshev_polynomial_t", _cheb_t), ("chebyshev_polynomial_u", _cheb_u),
-    ("chebyshev_polynomial_v", _cheb_v), ("chebyshev_polynomial_w", _cheb_w),
-    ("shifted_chebyshev_polynomial_t", _shifted(_cheb_t)),
-    ("shifted_chebyshev_polynomial_u", _shifted(_cheb_u)),
-    ("shifted_chebyshev_polynomial_v", _shifted(_cheb_v)),
-    ("shifted_chebyshev_polynomial_w", _shifted(_cheb_w)),
-    ("hermite_polynomial_h", _hermite_h), ("hermite_polynomial_he", _hermite_he),
-    ("laguerre_polynomial_l", _laguerre_l), ("legendre_polynomial_p", _legendre_p),
+for _packet, _fn in [
+    (aten.special_chebyshev_polynomial_t, _cheb_t),
+    (aten.special_chebyshev_polynomial_u, _cheb_u),
+    (aten.special_chebyshev_polynomial_v, _cheb_v),
+    (aten.special_chebyshev_polynomial_w, _cheb_w),
+    (aten.special_shifted_chebyshev_polynomial_t, _shifted(_cheb_t)),
+    (aten.special_shifted_chebyshev_polynomial_u, _shifted(_cheb_u)),
+    (aten.special_shifted_chebyshev_polynomial_v, _shifted(_cheb_v)),
+    (aten.special_shifted_chebyshev_polynomial_w, _shifted(_cheb_w)),
+    (aten.special_hermite_polynomial_h, _hermite_h),
+    (aten.special_hermite_polynomial_he, _hermite_he),
+    (aten.special_laguerre_polynomial_l, _laguerre_l),
+    (aten.special_legendre_polynomial_p, _legendre_p),
 ]:
-    _packet = getattr(aten, f"special_{_name}")
     register(_packet.default, _packet.x_scalar, _packet.n_scalar)(_poly(_fn))
 
 
