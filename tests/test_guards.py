@@ -232,6 +232,27 @@ def test_log_env_var(monkeypatch):
         log.setLevel(before_level)
 
 
+def test_importing_leaves_logging_alone_until_the_first_compile(tmp_path):
+    """Issue 26: importing torch2xla set up its logger and a filter on Dynamo's logger (an
+    import side effect); now the first compiled graph does, and TORCH2XLA_LOG works as before."""
+    code = (
+        "import logging, torch, torch2xla\n"
+        "from torch2xla.guards import _log\n"
+        "ours, dynamo = logging.getLogger('torch2xla'), logging.getLogger(\n"
+        "    torch._dynamo.convert_frame.__name__)\n"
+        "assert not ours.handlers and _log._FILTER not in dynamo.filters\n"
+        "f = torch.compile(lambda x: x.sin(), backend='xla')\n"
+        "f(torch.randn(3))\n"
+        "assert ours.handlers and _log._FILTER in dynamo.filters\n"
+    )
+    env = {**os.environ, "TORCH2XLA_LOG": "info", "TORCH2XLA_CACHE_DIR": str(tmp_path)}
+    env.pop("TORCH_LOGS", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "[torch2xla] graph_0.s0 '<lambda>'" in res.stderr and ": compiled (" in res.stderr
+
+
 @torch._dynamo.config.patch(recompile_limit=2)
 def test_recompile_limit_fallback_warns():
     f = _compiled(dynamic=False)

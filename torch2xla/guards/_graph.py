@@ -23,6 +23,7 @@ from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import (
     BucketingWarning,
     compile_log,
+    configure,
     frame_label,
     frame_name,
     log,
@@ -100,6 +101,7 @@ class GraphGuards:
         buckets: BucketSpec | None = None,
         context: DynamoContext | None = None,
     ) -> None:
+        configure()  # (logging: at the first graph, not on import)
         self.gm, self.name, self.build = gm, name, build
         self.key = SignatureKey(gm)
         self.cache = ProgramCache(cache_size)
