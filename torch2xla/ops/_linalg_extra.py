@@ -495,13 +495,6 @@ def linalg_inv_ex(A, *, check_errors=False):
     return jnp.linalg.inv(A), _lu_info(lu, 1)
 
 
-def _det_from_lu(lu, piv):
-    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
-    swaps = jnp.sum(piv != jnp.arange(1, piv.shape[-1] + 1, dtype=piv.dtype), axis=-1)
-    parity = jnp.where(swaps % 2 == 0, 1, -1).astype(lu.dtype)
-    return diag, parity
-
-
 @register(aten._linalg_det.default)
 def _linalg_det(A):
     if A.shape[-1] == 0:  # the empty product

@@ -23,10 +23,6 @@ from jax import lax
 from torch2xla.ops._common import opmath_dtype
 
 
-def is_real_float(x) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.floating)
-
-
 # -- activations -----------------------------------------------------------------------------
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
 def gelu(x, approximate: bool):
