@@ -10,7 +10,7 @@ import pathlib
 import pytest
 import torch
 
-import torch2xla  # noqa: F401  (registers the backend's lowerings)
+import torch2xla  # (registers the backend's lowerings)
 from torch2xla._lower import decomposition_table
 from torch2xla.ops import (
     DATA_DEPENDENT,
