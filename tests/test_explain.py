@@ -112,9 +112,9 @@ def test_explain_split_graph_names_inputs_and_renders_its_text_as_html():
     torch.testing.assert_close(report.output, ref_model(x))
     first, second = report.graphs
     (rec0,), (rec1,) = first.records, second.records
-    assert rec0.signature.startswith("self.fc.weight: f32[16, 8]*, self.fc.bias: f32[16]*")
-    assert "x: f32[4, 8]" in rec0.signature
-    assert rec1.signature.startswith("h: f32[4, 16]*")
+    assert rec0.inputs.startswith("self.fc.weight: f32[16, 8]*, self.fc.bias: f32[16]*")
+    assert "x: f32[4, 8]" in rec0.inputs
+    assert rec1.inputs.startswith("h: f32[4, 16]*")
     assert first.frame.startswith("'BreakAndFallback.forward' (") and __file__ in first.frame
     assert second.frame.endswith(", after a graph break)")
     assert f"{first.name} {first.frame}: " in str(report)
@@ -160,7 +160,7 @@ def test_explain_records_recompiles_and_new_signatures():
     report.run(x6)
     torch.testing.assert_close(report.output, f(x6))
     assert report.recompiles and "size mismatch" in report.recompiles[0]
-    signatures = [r.signature for g in report.graphs for r in g.records]
+    signatures = [r.inputs for g in report.graphs for r in g.records]
     assert "f32[4, 3]" in signatures[0]
     assert any("6" in s for s in signatures[1:])
     assert "Dynamo recompiles:\n" in str(report)
@@ -180,6 +180,31 @@ def test_explain_shows_torch2xla_recompile_reasons_with_dynamic_shapes():
     assert graph.recompile_reasons and "4 -> 6" in graph.recompile_reasons[0]
     assert f"recompiled: {graph.recompile_reasons[0]}" in str(report)
     assert not report.recompiles
+
+
+def test_a_signature_has_one_record_and_one_label_everywhere(caplog):
+    """Issue 26: cache_info called a signature ``#1`` where explain, dumps and logs said
+    ``graph_0.s0``, from two records numbered apart. Now one record, one label."""
+    caplog.set_level(logging.DEBUG, logger="torch2xla")
+
+    def f(x):
+        return torch.softmax(x, dim=-1) * x.shape[0]
+
+    report = torch2xla.Explanation(f, dynamic=True, options={"buckets": None})
+    report.run(torch.randn(4, 3)).run(torch.randn(6, 3))
+    (graph,) = report.graphs
+    names = [f"{graph.name}.s0", f"{graph.name}.s1"]
+    assert [r.name for r in graph.records] == names
+    (info,) = torch2xla.cache_info(graph.compiled)
+    assert [s.name for s in info.signatures] == names
+    # the very objects: cache_info's timing and explain's stages are one record's
+    assert [id(r) for r in graph.compiled.guards.cache.records] == [id(r) for r in graph.records]
+    text = str(info)
+    assert f"  {names[0]} " in text and f"  {names[1]} " in text and "#" not in text
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("torch2xla")]
+    for name, verb in zip(names, ("compiled", "recompiled"), strict=True):
+        assert any(m.startswith(f"{name} ") and f": {verb} (" in m for m in messages), messages
+        assert f"{name}: lowering" in messages  # the stages (debug)
 
 
 def test_explain_does_not_use_up_the_recompile_limit():

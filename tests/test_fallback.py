@@ -87,6 +87,9 @@ def test_strict_mode_lists_every_unsupported_op():
     assert "b = torch.ops.t2x_test.mystery(a + 1)" in message
     assert "strict" in message  # says what to do
     assert len(info.value.unsupported) == 2
+    # one family of compile errors: ``except torch2xla.CompileError`` catches it too
+    assert isinstance(info.value, torch2xla.CompileError)
+    assert info.value.graph == torch2xla.cache_info(f)[0].name and info.value.stage is None
 
 
 def test_fallback_with_mutation_and_buffers():

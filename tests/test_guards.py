@@ -206,8 +206,11 @@ def test_logger_reports_compiles_and_recompiles(caplog):
         f(torch.randn(3, 8), W)
     msgs = [r.getMessage() for r in caplog.records if r.name == "torch2xla"]
     assert len(msgs) == 2
-    assert "compiled signature 1" in msgs[0] and "first call" in msgs[0]
-    assert "recompiled signature 2" in msgs[1] and "x dim 0: 2 -> 3" in msgs[1]
+    name = torch2xla.cache_info(f)[0].name
+    assert msgs[0].startswith(f"{name}.s0 ") and ": compiled (" in msgs[0]
+    assert "first call" in msgs[0]
+    assert msgs[1].startswith(f"{name}.s1 ") and ": recompiled (" in msgs[1]
+    assert "x dim 0: 2 -> 3" in msgs[1]
 
 
 def test_log_env_var(monkeypatch):
@@ -227,6 +230,27 @@ def test_log_env_var(monkeypatch):
     finally:
         log.handlers[:] = before_handlers
         log.setLevel(before_level)
+
+
+def test_importing_leaves_logging_alone_until_the_first_compile(tmp_path):
+    """Issue 26: importing torch2xla set up its logger and a filter on Dynamo's logger (an
+    import side effect); now the first compiled graph does, and TORCH2XLA_LOG works as before."""
+    code = (
+        "import logging, torch, torch2xla\n"
+        "from torch2xla.guards import _log\n"
+        "ours, dynamo = logging.getLogger('torch2xla'), logging.getLogger(\n"
+        "    torch._dynamo.convert_frame.__name__)\n"
+        "assert not ours.handlers and _log._FILTER not in dynamo.filters\n"
+        "f = torch.compile(lambda x: x.sin(), backend='xla')\n"
+        "f(torch.randn(3))\n"
+        "assert ours.handlers and _log._FILTER in dynamo.filters\n"
+    )
+    env = {**os.environ, "TORCH2XLA_LOG": "info", "TORCH2XLA_CACHE_DIR": str(tmp_path)}
+    env.pop("TORCH_LOGS", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "[torch2xla] graph_0.s0 '<lambda>'" in res.stderr and ": compiled (" in res.stderr
 
 
 @torch._dynamo.config.patch(recompile_limit=2)
@@ -276,7 +300,7 @@ def test_graphs_are_named_by_the_users_module_or_function(caplog):
     ]
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "torch2xla")
     assert "external_utils" not in text and "'inner'" not in text
-    assert "'Sequential' (torch.nn.Sequential): compiled signature 1" in text
+    assert ".s0 'Sequential' (torch.nn.Sequential): compiled (" in text
 
 
 def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
@@ -299,6 +323,6 @@ def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
 
     text = stderr("recompiles,+torch2xla")
     assert "graph_0.s0: lowering" in text  # +torch2xla (debug): the stages
-    assert "graph_0 '<lambda>'" in text and "compiled signature 1" in text
+    assert "graph_0.s0 '<lambda>'" in text and ": compiled (" in text
     # The per-size recompile goes to torch's recompiles log (torch prints its name).
-    assert "[__recompiles] graph_0 '<lambda>'" in text and "x dim 0: 3 -> 4" in text
+    assert "[__recompiles] graph_0.s1 '<lambda>'" in text and "x dim 0: 3 -> 4" in text

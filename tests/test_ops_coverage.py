@@ -4,13 +4,23 @@
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import pathlib
 
 import pytest
 import torch
 
-import torch2xla  # noqa: F401  (registers the backend's lowerings)
+import torch2xla  # (registers the backend's lowerings)
 from torch2xla._lower import decomposition_table
-from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, NOT_LOWERED, NotLowered, Why, register
+from torch2xla.ops import (
+    DATA_DEPENDENT,
+    LOWERINGS,
+    NOT_LOWERED,
+    NotLowered,
+    Why,
+    register,
+    where_is,
+)
 
 aten = torch.ops.aten
 
@@ -132,6 +142,62 @@ def test_not_lowered_records_are_typed_and_consistent():
 def test_second_registration_raises():
     with pytest.raises(RuntimeError, match="second lowering"):
         register(aten.add.Tensor)(lambda *a: None)
+
+
+# -- where each lowering lives ------------------------------------------------------------------
+_REPO = pathlib.Path(torch2xla.__file__).parent.parent
+
+
+def _line(where: str) -> str:
+    path, _, line = where.rpartition(":")
+    return linecache.getline(str(_REPO / path), int(line))
+
+
+@pytest.mark.parametrize(
+    ("op", "text"),
+    [
+        # decorator-made: the function's own definition (its @register line)
+        (aten.sum.dim_IntList, "@register(aten.sum.dim_IntList"),
+        (aten.addmm.default, "aten.addmm.default"),
+        # a factory's closure registered by a helper (_unary) or from a table of ops: the row
+        (aten.relu.default, "_unary(aten.relu.default"),
+        (aten.sin.default, "(aten.sin, jnp.sin)"),
+        (aten.eq.Scalar, "(aten.eq.Tensor, aten.eq.Scalar)"),
+        (aten.special_i1.default, "(aten.special_i1.default, _i1)"),
+        (aten.special_hermite_polynomial_h.x_scalar, "(aten.special_hermite_polynomial_h, "),
+    ],
+)
+def test_where_is_names_the_line_of_the_lowering(op, text):
+    """Issue 26: one hop from an op to its lowering, whether a def or a table's row."""
+    where = where_is(op)
+    assert where.startswith("torch2xla/ops/_") and where.rpartition(":")[2].isdigit(), where
+    assert text in _line(where), (where, _line(where))
+
+
+def test_every_lowering_has_a_place():
+    for op in list(LOWERINGS):
+        if getattr(LOWERINGS[op], "_torch2xla_user_fn", None) is not None:
+            continue  # (a test's own register_lowering)
+        assert _line(where_is(op)).strip(), (op, where_is(op))
+
+
+def test_where_is_refuses_what_it_cannot_place():
+    with pytest.raises(TypeError, match="op overload"):
+        where_is(aten.add)
+    with pytest.raises(KeyError, match="no lowering"):
+        where_is(aten.nonzero.default)
+
+
+def test_factory_made_lowerings_are_named_after_their_op():
+    """``_pointwise(jnp.sin)``'s closure reads ``sin`` in reprs and tracebacks, not
+    ``_pointwise.<locals>.lowering``; functions of their own keep their names."""
+    made = [fn for fn in LOWERINGS.values() if "<locals>" in getattr(fn, "__qualname__", "")]
+    assert not made, made[:5]
+    sin = LOWERINGS[aten.sin.default]
+    assert sin.__name__ == sin.__qualname__ == sin.__code__.co_name == "sin"
+    assert LOWERINGS[aten.eq.Scalar] is LOWERINGS[aten.eq.Tensor]
+    assert LOWERINGS[aten.eq.Scalar].__name__ == "eq"
+    assert LOWERINGS[aten.sum.dim_IntList].__name__ == "sum_"
 
 
 # -- the FUNCTIONALIZED records: those ops never reach the backend -------------------------------

@@ -146,7 +146,7 @@ class DumpRun:
                 signatures.append(
                     {
                         "name": sig,
-                        "inputs": record.signature,
+                        "inputs": record.inputs,
                         "mode": record.mode,
                         "stages": stages,
                         "total_seconds": round(record.total_time, 4),

@@ -163,8 +163,23 @@ class Unsupported:
         return f"  {op_name(self.node)}: {self.reason}\n      at {source_line(self.node)}"
 
 
-class UnsupportedOpsError(RuntimeError):
-    """Raised in strict mode when a graph holds ops that torch2xla cannot lower."""
+class CompileError(RuntimeError):
+    """torch2xla could not compile a graph; the message names the graph and the stage.
+
+    Attributes:
+        graph: the graph's name (``graph_0``), as in dumps, profiler ranges and ``explain``.
+        stage: the compile stage that failed (``lowering``, ``passes``, ``tracing``, ``xla``).
+    """
+
+    def __init__(self, message: str, *, graph: str | None = None, stage: str | None = None):
+        super().__init__(message)
+        self.graph = graph
+        self.stage = stage
+
+
+class UnsupportedOpsError(CompileError):
+    """Raised in strict mode when a graph holds ops that torch2xla cannot lower (a
+    ``CompileError`` whose ``stage`` is None: no stage failed; ``unsupported`` lists them)."""
 
     def __init__(self, graph_name: str, unsupported: list[Unsupported]) -> None:
         listing = "\n".join(str(u) for u in unsupported)
@@ -180,7 +195,8 @@ class UnsupportedOpsError(RuntimeError):
             todo.append("open an issue asking for the missing lowering")
         super().__init__(
             f"torch2xla: graph {graph_name} has {len(unsupported)} op(s) that cannot run in XLA:"
-            f"\n{listing}\nWhat to do: {'; or '.join(todo)}."
+            f"\n{listing}\nWhat to do: {'; or '.join(todo)}.",
+            graph=graph_name,
         )
         self.unsupported = unsupported
 
@@ -227,20 +243,6 @@ def user_op(node: torch.fx.Node) -> str:
     if original is not None and str(original) != str(node.target):
         return f"{original} (decomposed; this node: {node.target})"
     return str(node.target)
-
-
-class CompileError(RuntimeError):
-    """torch2xla could not compile a graph; the message names the graph and the stage.
-
-    Attributes:
-        graph: the graph's name (``graph_0``), as in dumps, profiler ranges and ``explain``.
-        stage: the compile stage that failed (``lowering``, ``passes``, ``tracing``, ``xla``).
-    """
-
-    def __init__(self, message: str, *, graph: str | None = None, stage: str | None = None):
-        super().__init__(message)
-        self.graph = graph
-        self.stage = stage
 
 
 class PassError(CompileError):

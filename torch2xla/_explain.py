@@ -261,7 +261,7 @@ def _record_html(rec: CompileRecord) -> str:
     head = "".join(f"<th>{s}</th>" for s in stages)
     times = "".join(f"<td>{rec.times[s]:.2f}s</td>" for s in stages)
     partitions = f"<p>{e(format_partitions(rec.partitions))}</p>" if rec.mode == "split" else ""
-    grad = " (* requires grad)" if "]*" in rec.signature else ""
+    grad = " (* requires grad)" if "]*" in rec.inputs else ""
     n_eager = sum(1 for op in rec.ops if op.where == "eager")
     rows = []
     for target, count, where, reason, sources in group_ops(rec.ops):
@@ -275,7 +275,7 @@ def _record_html(rec: CompileRecord) -> str:
         )
     cost = f"<p>XLA cost: {e(format_cost(rec.cost))}</p>" if rec.cost else ""
     return (
-        f"<p><b>{e(rec.name)}</b>: {e(rec.mode)}, inputs (<code>{e(rec.signature)}</code>)"
+        f"<p><b>{e(rec.name)}</b>: {e(rec.mode)}, inputs (<code>{e(rec.inputs)}</code>)"
         f"{grad}</p>"
         f"<table><caption>compile time</caption><tr>{head}<th>total</th></tr>"
         f"<tr>{times}<td>{rec.total_time:.2f}s</td></tr></table>{partitions}{cost}"

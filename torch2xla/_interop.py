@@ -48,6 +48,32 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype:
     return JAX_TO_TORCH_DTYPE[np.dtype(dtype)]
 
 
+# The one table of dtype names: short (signatures, ``f32[8, 32]``), eager's (its messages,
+# ``Float``) and C++ (some of eager's messages, ``float``). Others go by torch's name.
+_DTYPE_NAMES: dict[torch.dtype, tuple[str, str, str]] = {
+    torch.float64: ("f64", "Double", "double"),
+    torch.float32: ("f32", "Float", "float"),
+    torch.float16: ("f16", "Half", "c10::Half"),
+    torch.bfloat16: ("bf16", "BFloat16", "c10::BFloat16"),
+    torch.complex64: ("c64", "ComplexFloat", "c10::complex<float>"),
+    torch.complex128: ("c128", "ComplexDouble", "c10::complex<double>"),
+    torch.int64: ("i64", "Long", "long int"),
+    torch.int32: ("i32", "Int", "int"),
+    torch.int16: ("i16", "Short", "short int"),
+    torch.int8: ("i8", "Char", "signed char"),
+    torch.uint8: ("u8", "Byte", "unsigned char"),
+    torch.bool: ("bool", "Bool", "bool"),
+}
+_NAME_STYLES = {"short": 0, "eager": 1, "c": 2}
+
+
+def dtype_name(dtype: torch.dtype, style: str = "torch") -> str:
+    """``dtype``'s name: ``float32`` (``style="torch"``), ``f32`` (``"short"``), ``Float``
+    (``"eager"``, as eager's messages) or ``float`` (``"c"``, its C++ name)."""
+    names = _DTYPE_NAMES.get(dtype) if style != "torch" else None
+    return names[_NAME_STYLES[style]] if names else str(dtype).removeprefix("torch.")
+
+
 # x64 is scoped to our own tracing and calls; the user's global JAX config is never touched.
 x64 = functools.partial(jax.enable_x64, True)
 

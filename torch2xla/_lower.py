@@ -50,13 +50,9 @@ def decomposition_table() -> dict:
 
     # Keep ops we lower better than their decomposition does (fused attention, norms, ...).
     for op in list(table):
-        if op in LOWERINGS and op not in _ALWAYS_DECOMPOSE:
+        if op in LOWERINGS:
             del table[op]
     return table
-
-
-# Decompositions we prefer even when a lowering exists (none yet).
-_ALWAYS_DECOMPOSE: frozenset = frozenset()
 
 
 def scalar_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:

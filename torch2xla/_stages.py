@@ -43,9 +43,10 @@ from torch2xla._errors import (
     lowering_failed,
     source_line,
 )
-from torch2xla._interop import x64
+from torch2xla._interop import dtype_name, x64
 from torch2xla._passes import run_passes
 from torch2xla.guards import _persistent
+from torch2xla.guards._cache import CompileRecord  # (one record: cache_info's, explain's, dumps')
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+; annotations only
@@ -116,41 +117,6 @@ class Executable:
     compiled: Any  # jax.stages.Compiled
 
 
-@dataclasses.dataclass
-class CompileRecord:
-    """What compiling one signature of a graph produced, and how long each stage took.
-
-    Attributes:
-        graph: the graph's name (``graph_0``), shared by its dumps, profiler ranges and errors.
-        index: the signature's number within the graph (the ``s0`` of ``graph_0.s0``).
-        signature: the inputs' dtypes and shapes, e.g. ``f32[8, 32], i64[]``.
-        mode: ``inference``, ``training`` or ``split`` (some ops run in eager PyTorch).
-        times: seconds per stage (see ``STAGES``); stages that did not run are absent.
-        ops: where each ATen node runs.
-        cost: XLA's cost analysis summed over the signature's executables (``flops``,
-            ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
-        partitions: in ``split`` mode, the XLA partitions (``fused_0``...) and whether each
-            has compiled (on the signature's first call, which its times and cost include).
-    """
-
-    graph: str
-    index: int
-    signature: str
-    mode: str = "inference"
-    times: dict[str, float] = dataclasses.field(default_factory=dict)
-    ops: list[OpPlacement] = dataclasses.field(default_factory=list)
-    cost: dict[str, float] | None = None
-    partitions: dict[str, bool] = dataclasses.field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.graph}.s{self.index}"
-
-    @property
-    def total_time(self) -> float:
-        return sum(self.times.values())
-
-
 def wrapped_module() -> Any:
     """The module Dynamo is compiling through its wrapper frame, while it calls the backend
     (``torch.compile`` of a ``torch.nn`` module such as ``nn.Sequential``), else None."""
@@ -171,7 +137,7 @@ def describe_signature(args: Sequence, names: Sequence[str] = ()) -> str:
     parts = []
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
-            dtype = _SHORT_DTYPES.get(a.dtype, str(a.dtype).removeprefix("torch."))
+            dtype = dtype_name(a.dtype, "short")
             grad = "*" if a.requires_grad else ""
             part = f"{dtype}[{', '.join(str(s) for s in a.shape)}]{grad}"
         else:
@@ -218,22 +184,6 @@ def input_names(gm: torch.fx.GraphModule, wrapped: Any = None) -> list[str]:
     return names
 
 
-_SHORT_DTYPES = {
-    torch.float64: "f64",
-    torch.float32: "f32",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.int64: "i64",
-    torch.int32: "i32",
-    torch.int16: "i16",
-    torch.int8: "i8",
-    torch.uint8: "u8",
-    torch.bool: "bool",
-    torch.complex64: "c64",
-    torch.complex128: "c128",
-}
-
-
 def placements(gm: torch.fx.GraphModule) -> list[OpPlacement]:
     """Each call node of the ATen graph ``gm``, placed in XLA (see ``OpPlacement.place``)."""
     return [
@@ -249,11 +199,9 @@ class Compilation:
     Use as a context manager around the whole compile, and ``stage(name)`` around each stage.
     """
 
-    def __init__(self, graph: str, index: int, part: str = "") -> None:
-        self.graph = graph
-        self.index = index
+    def __init__(self, record: CompileRecord, part: str = "") -> None:
         # graph_0.s1, or graph_0.s1:fused_0 for an XLA partition of a split graph
-        self.label = f"{graph}.s{index}" + (f":{part}" if part else "")
+        self.label = record.name + (f":{part}" if part else "")
         self.times: dict[str, float] = {}
         self.current: str | None = None
         self.failed: str | None = None
@@ -470,8 +418,8 @@ def format_record(record: CompileRecord) -> str:
     """Plain-text summary of one compiled signature: mode, times, cost and op placement."""
     n_eager = sum(1 for op in record.ops if op.where == "eager")
     lines = [
-        f"{record.name}: {record.mode}, inputs ({record.signature})"
-        + (" (* requires grad)" if "]*" in record.signature else ""),
+        f"{record.name}: {record.mode}, inputs ({record.inputs})"
+        + (" (* requires grad)" if "]*" in record.inputs else ""),
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
     if record.mode == "split":
@@ -531,18 +479,17 @@ def _si(x: float) -> str:
 
 
 class RecordLog:
-    """The ``CompileRecord`` of each of a graph's most recently compiled signatures."""
+    """The ``CompileRecord`` of each of a graph's most recently built signatures (for
+    ``explain``); the graph's cache keeps every record (for ``cache_info``)."""
 
     def __init__(self, maxlen: int) -> None:
         self._records: collections.deque[CompileRecord] = collections.deque(maxlen=maxlen)
-        self._count = 0
-
-    def new(self, graph: str, args: Sequence, names: Sequence[str] = ()) -> CompileRecord:
-        record = CompileRecord(graph, self._count, describe_signature(args, names))
-        self._count += 1
-        return record
 
     def add(self, record: CompileRecord) -> None:
+        if len(self._records) == self._records.maxlen and self._records:
+            # The oldest leaves explain's view: ``cache_info`` keeps its record without the
+            # per-node placements, so that a graph compiled for many sizes does not hoard them.
+            self._records[0].ops = []
         self._records.append(record)
 
     def __iter__(self) -> Iterator[CompileRecord]:
@@ -563,8 +510,10 @@ class Build:
     def __init__(self, graph: Any, args: Sequence) -> None:
         self.graph = graph
         self.options = graph.options
-        self.record = graph.records.new(graph.name, args, graph.input_names)
-        self.comp = Compilation(graph.name, self.record.index)
+        # The record ``GraphGuards`` made for this compile (a new one for a build of its own).
+        self.record = graph.guards.compiling or graph.guards.new_record()
+        self.record.inputs = describe_signature(args, graph.input_names)
+        self.comp = Compilation(self.record)
         self.dump = dump_run(self.options.dump_dir)
         self.executables: list[Executable] = []
         self.aten_text: str | None = None
@@ -679,7 +628,7 @@ def _compile_partition(
 ) -> None:
     """Compile the XLA partition ``name`` of a split graph ahead of its first call (``args``),
     adding its stage times and cost to the signature's ``record`` and dumping its IRs."""
-    with Compilation(record.graph, record.index, part=name) as comp:
+    with Compilation(record, part=name) as comp:
         _, executables = precompile(program, args, comp, backward=backward)
     for stage, seconds in comp.times.items():
         record.times[stage] = record.times.get(stage, 0.0) + seconds

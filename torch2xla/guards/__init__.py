@@ -8,20 +8,12 @@ from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._graph import BUILD_LOCK, GraphGuards
 from torch2xla.guards._info import CacheInfo, GraphInfo, SignatureInfo, cache_info, clear_caches
 from torch2xla.guards._key import SignatureKey
-from torch2xla.guards._log import (
-    BucketingWarning,
-    RecompileLimitWarning,
-    configure_from_env,
-    install_recompile_limit_filter,
-)
+from torch2xla.guards._log import BucketingWarning, RecompileLimitWarning
 from torch2xla.guards._persistent import (
     PersistentCacheWarning,
     persistent_cache_dir,
     set_persistent_cache,
 )
-
-configure_from_env()
-install_recompile_limit_filter()
 
 __all__ = [
     "BUILD_LOCK",

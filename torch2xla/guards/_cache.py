@@ -6,7 +6,10 @@ import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch2xla._stages import OpPlacement
 
 # Keys evicted by the LRU bound that are remembered, to say so when they come back.
 _EVICTED_MEMORY = 1024
@@ -14,14 +17,58 @@ _EVICTED_MEMORY = 1024
 
 @dataclasses.dataclass
 class CompileRecord:
-    """One compile of one signature of a graph (mutable: ``hits`` counts on)."""
+    """One compile of one signature of a graph: why it compiled, how long it took, what it made.
 
+    The one record of a signature: ``GraphGuards`` makes it when the signature misses the cache
+    (``signature``, ``reason``) and times the build and first run (``seconds``); the build fills
+    in what it made (``_stages.Build``: ``inputs``, ``mode``, stage ``times``, ``ops``,
+    ``cost``); calls count ``hits``. ``cache_info``, ``explain``, dumps, logs and progress all
+    show it under its ``name``, ``graph_0.s1``.
+
+    Attributes:
+        graph: the graph's name (``graph_0``), shared by its dumps, profiler ranges and errors.
+        index: the signature's number within the graph, from 0 (the ``1`` of ``graph_0.s1``);
+            every compile of the graph takes the next one, a failed one too.
+        signature: what varies between the graph's programs, as the cache key says it:
+            ``grad mode off, x dim 1=128``.
+        reason: why it compiled: ``first call``, ``x dim 1: 128 -> 256``, ...
+        seconds: compile time, first run included (lowering, tracing, XLA compile).
+        persistent_hits: XLA executables that came from the persistent cache.
+        hits: calls served since.
+        inputs: the inputs' dtypes and shapes, e.g. ``x: f32[8, 32], n: i64[]`` (``*``:
+            requires grad).
+        mode: ``inference``, ``training`` or ``split`` (some ops run in eager PyTorch).
+        times: seconds per stage (see ``_stages.STAGES``); stages that did not run are absent.
+        ops: where each ATen node runs (``_stages.OpPlacement``).
+        cost: XLA's cost analysis summed over the signature's executables (``flops``,
+            ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
+        partitions: in ``split`` mode, the XLA partitions (``fused_0``...) and whether each
+            has compiled (on the signature's first call, which its times and cost include).
+    """
+
+    graph: str
     index: int
-    signature: str
-    reason: str
-    seconds: float
+    signature: str = ""
+    reason: str = ""
+    seconds: float = 0.0
     persistent_hits: int = 0
     hits: int = 0
+    inputs: str = ""
+    mode: str = "inference"
+    times: dict[str, float] = dataclasses.field(default_factory=dict)
+    ops: list[OpPlacement] = dataclasses.field(default_factory=list)
+    cost: dict[str, float] | None = None
+    partitions: dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The signature's label everywhere: ``graph_0.s1``."""
+        return f"{self.graph}.s{self.index}"
+
+    @property
+    def total_time(self) -> float:
+        """Seconds of the compile's stages (``times``) together."""
+        return sum(self.times.values())
 
 
 class ProgramCache:

@@ -23,6 +23,7 @@ from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import (
     BucketingWarning,
     compile_log,
+    configure,
     frame_label,
     frame_name,
     log,
@@ -100,6 +101,7 @@ class GraphGuards:
         buckets: BucketSpec | None = None,
         context: DynamoContext | None = None,
     ) -> None:
+        configure()  # (logging: at the first graph, not on import)
         self.gm, self.name, self.build = gm, name, build
         self.key = SignatureKey(gm)
         self.cache = ProgramCache(cache_size)
@@ -111,6 +113,9 @@ class GraphGuards:
         if self.context.dynamo_frame:
             note_frame(self.context.dynamo_frame)
         self._warned: set[str] = set()
+        self._next_index = 0
+        # The record of the compile in progress (under BUILD_LOCK), for the build to fill in.
+        self.compiling: CompileRecord | None = None
         self.run: Callable[[Sequence], Any] = self._first if buckets is not None else self._run
         with _registry_lock:
             _registry.add(self)
@@ -153,14 +158,21 @@ class GraphGuards:
                 return self._compile(key, args)
         return entry(args)
 
+    def new_record(self, signature: str = "", reason: str = "") -> CompileRecord:
+        """The record of this graph's next compile, numbered in order (``graph_0.s1``)."""
+        record = CompileRecord(self.name, self._next_index, signature, reason)
+        self._next_index += 1
+        return record
+
     def _compile(self, key: tuple, args: Sequence):
         _persistent.activate()
-        reason = self._reason(key)
         first = not self.cache.records
+        record = self.new_record(reason=self._reason(key))
         hits = _persistent.hits()
         t0 = time.perf_counter()
         padded = self._padded_values(key)
         failed = entry = None
+        self.compiling = record
         with no_stack_capture(), FxSources() as sources:
             try:
                 if padded is not None:
@@ -177,30 +189,26 @@ class GraphGuards:
                     raise
                 # a padded program reading the real sizes failed: compiled exactly instead
                 return self._unpadded(args, e)
+            finally:
+                self.compiling = None
         sources.release_with(entry)
-        seconds = time.perf_counter() - t0
-        record = CompileRecord(
-            index=len(self.cache.records) + 1,
-            signature=self.key.format(key, self._bucketed_labels(key)),
-            reason=reason,
-            seconds=seconds,
-            persistent_hits=_persistent.hits() - hits,
-        )
+        record.seconds = time.perf_counter() - t0
+        record.signature = self.key.format(key, self._bucketed_labels(key))
+        record.persistent_hits = _persistent.hits() - hits
         self.cache.insert(key, entry, record)
         if not first:
-            self.recompile_reasons.append(reason)
+            self.recompile_reasons.append(record.reason)
         compile_log(first).info(
-            "%s%s: %s signature %d (%s) in %.3f s%s: %s",
-            self.name,
+            "%s%s: %s (%s) in %.3f s%s: %s",
+            record.name,
             f" {self.context.frame}" if self.context.frame else "",
             "compiled" if first else "recompiled",
-            record.index,
             record.signature,
-            seconds,
+            record.seconds,
             f", {record.persistent_hits} executable(s) from the persistent cache"
             if record.persistent_hits
             else "",
-            reason,
+            record.reason,
         )
         if failed is not None:
             raise failed

@@ -15,7 +15,8 @@ class SignatureInfo:
     """One compiled signature of a graph.
 
     Attributes:
-        index: 1 for the graph's first compile, 2 for the next...
+        name: the signature's label, ``graph_0.s1``, as in explain, dumps and logs.
+        index: its number within the graph, from 0 (a compile that failed takes one too).
         signature: what the program was compiled for, e.g. ``grad mode off, x dim 1=128``.
         reason: why it compiled: ``first call``, ``x dim 1: 128 -> 256``, ...
         seconds: compile time, first run included (lowering, tracing, XLA compile).
@@ -24,6 +25,7 @@ class SignatureInfo:
         cached: whether the program is still in the cache (False: evicted or cleared).
     """
 
+    name: str
     index: int
     signature: str
     reason: str
@@ -104,7 +106,7 @@ class GraphInfo:
     def _compile(s: SignatureInfo) -> str:
         extra = f", {s.persistent_hits} from persistent cache" if s.persistent_hits else ""
         gone = "" if s.cached else " [evicted]"
-        return f"#{s.index} {s.seconds:.3f} s{extra}, {s.hits} hits{gone}"
+        return f"{s.name} {s.seconds:.3f} s{extra}, {s.hits} hits{gone}"
 
     def __repr__(self) -> str:
         return f"<torch2xla GraphInfo {self._head()}>"
@@ -201,6 +203,7 @@ def _info(g: GraphGuards) -> GraphInfo:
         evictions=cache.evictions,
         signatures=tuple(
             SignatureInfo(
+                r.name,
                 r.index,
                 r.signature,
                 r.reason,

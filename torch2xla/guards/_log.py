@@ -4,7 +4,8 @@ Two switches turn the logs on. ``TORCH2XLA_LOG=info`` (or ``debug``) is ours. ``
 is torch.compile's convention and works the same: ``TORCH_LOGS="torch2xla"`` logs every compile
 and recompile, ``"+torch2xla"`` adds each compile stage (debug), and ``TORCH_LOGS="recompiles"``
 shows torch2xla's per-signature recompiles (a new size of a dynamic graph: Dynamo does not trace
-again, so its own ``recompiles`` log is silent) beside Dynamo's.
+again, so its own ``recompiles`` log is silent) beside Dynamo's. ``configure`` reads
+``TORCH2XLA_LOG`` when the first graph is compiled: importing torch2xla touches no logger.
 """
 
 from __future__ import annotations
@@ -63,6 +64,21 @@ def configure_from_env() -> None:
         handler._torch2xla = True  # type: ignore[attr-defined]
         log.addHandler(handler)
     log.setLevel(level)
+
+
+_configured = False
+
+
+def configure() -> None:
+    """Set up logging once, when the first graph is compiled (``GraphGuards``), not on import:
+    ``TORCH2XLA_LOG``'s handler, and the filter that turns Dynamo's recompile-limit message
+    about our frames into a ``RecompileLimitWarning``."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    configure_from_env()
+    install_recompile_limit_filter()
 
 
 _recompiles: logging.Logger | None = None

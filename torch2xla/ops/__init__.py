@@ -4,7 +4,8 @@
 overload's arguments (JAX arrays in place of tensors) and return JAX arrays.
 ``NOT_LOWERED`` lists the ops deliberately left without a lowering, each with a typed reason;
 ``DATA_DEPENDENT`` holds those of them that always run in eager PyTorch because their output
-shape depends on tensor values.
+shape depends on tensor values. ``where_is(aten.relu.default)`` says where a lowering lives
+(``torch2xla/ops/_elementwise.py:278``); lowerings made by a factory are named after their op.
 
 Modules: ``_elementwise`` (pointwise math, type promotion), ``_reduction``, ``_shape`` (views,
 creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
@@ -48,9 +49,9 @@ from torch2xla.ops._coverage import (
     Why,
     dtype_without_xla,
 )
-from torch2xla.ops._registry import LOWERINGS, ctx, defer, register
+from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
 
 __all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx",
-           "dtype_without_xla", "register"]
+           "dtype_without_xla", "register", "where_is"]

@@ -17,34 +17,18 @@ import torch
 from torch._ops import ops
 
 from torch2xla._errors import OpError
+from torch2xla._interop import dtype_name
 
 aten = ops.aten
 
-_NAMES = {
-    torch.float32: ("Float", "float"),
-    torch.float64: ("Double", "double"),
-    torch.float16: ("Half", "c10::Half"),
-    torch.bfloat16: ("BFloat16", "c10::BFloat16"),
-    torch.complex64: ("ComplexFloat", "c10::complex<float>"),
-    torch.complex128: ("ComplexDouble", "c10::complex<double>"),
-    torch.int64: ("Long", "long int"),
-    torch.int32: ("Int", "int"),
-    torch.int16: ("Short", "short int"),
-    torch.int8: ("Char", "signed char"),
-    torch.uint8: ("Byte", "unsigned char"),
-    torch.bool: ("Bool", "bool"),
-}
-
-
 def _name(dtype: torch.dtype) -> str:
     """Eager's name of ``dtype`` in messages (``Float``)."""
-    return _NAMES.get(dtype, (str(dtype).removeprefix("torch."),))[0]
+    return dtype_name(dtype, "eager")
 
 
 def _c_name(dtype: torch.dtype) -> str:
     """The C++ name of ``dtype`` (``float``), as some of eager's messages give it."""
-    names = _NAMES.get(dtype)
-    return names[1] if names else str(dtype).removeprefix("torch.")
+    return dtype_name(dtype, "c")
 
 
 Checker = Callable[[dict, torch.fx.Node], "str | None"]

@@ -13,7 +13,33 @@ from torch._prims_common import elementwise_dtypes
 from torch2xla._interop import jax_dtype, torch_dtype
 from torch2xla.ops._registry import ctx
 
-__all__ = ["Kind", "as_dtype", "canonical_dim", "is_array", "jdt", "out_dtype", "promote"]
+__all__ = [
+    "HALF_FLOATS",
+    "Kind",
+    "as_dtype",
+    "canonical_dim",
+    "is_array",
+    "is_half",
+    "jdt",
+    "opmath_dtype",
+    "out_dtype",
+    "promote",
+]
+
+# Half precision: torch's kernels compute these in float32 (their "opmath" type) and round once.
+HALF_FLOATS = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
+
+
+def is_half(dtype: Any) -> bool:
+    """Whether ``dtype`` is float16 or bfloat16."""
+    return np.dtype(dtype) in HALF_FLOATS
+
+
+def opmath_dtype(dtype: Any) -> np.dtype:
+    """The dtype torch's kernels compute ``dtype`` in: float32 for half precision, as
+    ``at::opmath_type``; ``dtype`` itself otherwise. The one place of that policy."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
 
 
 def is_array(x: Any) -> bool:

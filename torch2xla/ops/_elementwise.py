@@ -14,13 +14,10 @@ from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, jdt, promote
+from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, jdt, promote
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
-
-
-_REDUCED_FLOATS = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
 
 def _operands(args, kind: Kind, scalar_in_opmath: bool = False):
@@ -40,7 +37,7 @@ def _operands(args, kind: Kind, scalar_in_opmath: bool = False):
     out = []
     for i, a in enumerate(args):
         scalar = not is_array(a) or a.ndim == 0
-        if not (scalar_in_opmath and i == 1 and scalar and common in _REDUCED_FLOATS):
+        if not (scalar_in_opmath and i == 1 and scalar and is_half(common)):
             a = as_dtype(a, common)
         out.append(as_dtype(a, compute))
     return out, result
@@ -248,8 +245,6 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
     register(op)(_pointwise(jfn, kind))
 
 
-F, I, B = Kind.INT_TO_FLOAT, Kind.DEFAULT, Kind.ALWAYS_BOOL
-
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, jnp.exp), (aten.exp2, _wide(jnp.exp2)), (aten.expm1, jnp.expm1),
@@ -263,7 +258,7 @@ for _op, _fn in [
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
     (aten.lgamma, jax.scipy.special.gammaln), (aten.reciprocal, jnp.reciprocal),
 ]:
-    _unary(_op.default, _fn, F)
+    _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
 
 
 def _sign(x):
@@ -289,7 +284,7 @@ for _op, _fn in [
     (aten.sign, _sign),
     (aten.bitwise_not, jnp.invert),
 ]:
-    _unary(_op.default, _fn, I)
+    _unary(_op.default, _fn, Kind.DEFAULT)
 
 @jax.custom_jvp
 def _abs(x):
@@ -306,12 +301,12 @@ def _abs_jvp(primals, tangents):
 
 
 _unary(aten.abs.default, _abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch
-_unary(aten.isnan.default, jnp.isnan, B)
-_unary(aten.isinf.default, jnp.isinf, B)
-_unary(aten.logical_not.default, jnp.logical_not, B)
-_unary(aten.signbit.default, jnp.signbit, B)
-_unary(aten.sgn.default, _sign, I)
-_unary(aten.frac.default, lambda x: x - jnp.trunc(x), I)
+_unary(aten.isnan.default, jnp.isnan, Kind.ALWAYS_BOOL)
+_unary(aten.isinf.default, jnp.isinf, Kind.ALWAYS_BOOL)
+_unary(aten.logical_not.default, jnp.logical_not, Kind.ALWAYS_BOOL)
+_unary(aten.signbit.default, jnp.signbit, Kind.ALWAYS_BOOL)
+_unary(aten.sgn.default, _sign, Kind.DEFAULT)
+_unary(aten.frac.default, lambda x: x - jnp.trunc(x), Kind.DEFAULT)
 
 
 @register(aten.isfinite.default)
@@ -321,21 +316,21 @@ def isfinite(self):
 
 @register(aten.round.decimals)
 def round_decimals(self, *, decimals=0):
-    return _pointwise(lambda x: jnp.round(x, decimals), I)(self)
+    return _pointwise(lambda x: jnp.round(x, decimals), Kind.DEFAULT)(self)
 
 
 # -- binary ops ---------------------------------------------------------------------------------
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
         if alpha != 1:
-            (a, b), result = _operands((self, other), I)
+            (a, b), result = _operands((self, other), Kind.DEFAULT)
             prod = b * as_dtype(alpha, b.dtype)
             common, _ = promote(Kind.NO_OPMATH, self, other)
-            if common in _REDUCED_FLOATS:
+            if is_half(common):
                 # NOTE: torch's float16/bfloat16 kernels round alpha * other to the tensor dtype.
                 prod = as_dtype(as_dtype(prod, common), prod.dtype)
             return as_dtype(jfn(a, prod), result)
-        return _pointwise(jfn, I)(self, other)
+        return _pointwise(jfn, Kind.DEFAULT)(self, other)
 
     return lowering
 
@@ -371,36 +366,38 @@ def rsub(self, other, alpha=1):
 for _ops, _fn, _kind in [
 
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
-    ((aten.maximum.default,), _balanced(_max, jnp.maximum), I),
-    ((aten.minimum.default,), _balanced(_min, jnp.minimum), I),
-    ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), I),
-    ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), I),
-    ((aten.atan2.default,), jnp.arctan2, F),
-    ((aten.hypot.default,), jnp.hypot, I),
-    ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, F),
-    ((aten.nextafter.default,), _nextafter, I),
-    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, I),
-    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, I),
-    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, I),
+    ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
+    ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
+    ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), Kind.DEFAULT),
+    ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), Kind.DEFAULT),
+    ((aten.atan2.default,), jnp.arctan2, Kind.INT_TO_FLOAT),
+    ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
+    ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, Kind.INT_TO_FLOAT),
+    ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
+    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
+    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
+    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, Kind.DEFAULT),
     ((aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
-      aten.__lshift__.Tensor, aten.__lshift__.Scalar), jnp.left_shift, I),
+      aten.__lshift__.Tensor, aten.__lshift__.Scalar), jnp.left_shift, Kind.DEFAULT),
     ((aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
-      aten.__rshift__.Tensor, aten.__rshift__.Scalar), jnp.right_shift, I),
-    ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, B),
-    ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, B),
-    ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, B),
-    ((aten.le.Tensor, aten.le.Scalar), jnp.less_equal, B),
-    ((aten.gt.Tensor, aten.gt.Scalar), jnp.greater, B),
-    ((aten.ge.Tensor, aten.ge.Scalar), jnp.greater_equal, B),
-    ((aten.logical_and.default,), jnp.logical_and, B),
-    ((aten.logical_or.default,), jnp.logical_or, B),
-    ((aten.logical_xor.default,), jnp.logical_xor, B),
+      aten.__rshift__.Tensor, aten.__rshift__.Scalar), jnp.right_shift, Kind.DEFAULT),
+    ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, Kind.ALWAYS_BOOL),
+    ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, Kind.ALWAYS_BOOL),
+    ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, Kind.ALWAYS_BOOL),
+    ((aten.le.Tensor, aten.le.Scalar), jnp.less_equal, Kind.ALWAYS_BOOL),
+    ((aten.gt.Tensor, aten.gt.Scalar), jnp.greater, Kind.ALWAYS_BOOL),
+    ((aten.ge.Tensor, aten.ge.Scalar), jnp.greater_equal, Kind.ALWAYS_BOOL),
+    ((aten.logical_and.default,), jnp.logical_and, Kind.ALWAYS_BOOL),
+    ((aten.logical_or.default,), jnp.logical_or, Kind.ALWAYS_BOOL),
+    ((aten.logical_xor.default,), jnp.logical_xor, Kind.ALWAYS_BOOL),
 ]:
     register(*_ops)(_pointwise(_fn, _kind))
 
 
-register(aten.mul.Tensor, aten.mul.Scalar)(_pointwise(jnp.multiply, I, scalar_in_opmath=True))
-register(aten.div.Tensor, aten.div.Scalar)(_pointwise(jnp.true_divide, F, scalar_in_opmath=True))
+register(aten.mul.Tensor, aten.mul.Scalar)(
+    _pointwise(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True))
+register(aten.div.Tensor, aten.div.Scalar)(
+    _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True))
 
 
 def _trunc_div(a, b):
@@ -427,16 +424,16 @@ def _floor_div(a, b):
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
-        return _pointwise(jnp.true_divide, F, scalar_in_opmath=True)(self, other)
+        return _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
     check_divisor(other)
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
-    return _pointwise(fn, I, scalar_in_opmath=True)(self, other)
+    return _pointwise(fn, Kind.DEFAULT, scalar_in_opmath=True)(self, other)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
     check_divisor(other)
-    return _pointwise(_floor_div, I, scalar_in_opmath=True)(self, other)
+    return _pointwise(_floor_div, Kind.DEFAULT, scalar_in_opmath=True)(self, other)
 
 
 def _checked_divisor(lowering):
@@ -448,21 +445,21 @@ def _checked_divisor(lowering):
 
 
 # NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
-register(aten.fmod.Tensor, aten.fmod.Scalar)(_checked_divisor(_pointwise(jnp.fmod, I)))
+register(aten.fmod.Tensor, aten.fmod.Scalar)(_checked_divisor(_pointwise(jnp.fmod, Kind.DEFAULT)))
 register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
-    _checked_divisor(_pointwise(jnp.remainder, I))
+    _checked_divisor(_pointwise(jnp.remainder, Kind.DEFAULT))
 )
 
 
 @register(aten.where.self)
 def where(condition, self, other):
-    _compute, result = promote(I, self, other)
+    _compute, result = promote(Kind.DEFAULT, self, other)
     return jnp.where(condition, as_dtype(self, result), as_dtype(other, result))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
 def clamp(self, min=None, max=None):
-    _compute, result = promote(I, self, *(v for v in (min, max) if v is not None))
+    _compute, result = promote(Kind.DEFAULT, self, *(v for v in (min, max) if v is not None))
     out = as_dtype(self, result)
     # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
     if min is not None:
@@ -486,7 +483,7 @@ def clamp_max(self, max):
 def gelu(self, *, approximate="none"):
     if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
         return _saved.gelu(self, approximate == "tanh")
-    compute, result = promote(F, self)
+    compute, result = promote(Kind.INT_TO_FLOAT, self)
     x = as_dtype(self, compute)
     return as_dtype(jax.nn.gelu(x, approximate=approximate == "tanh"), result)
 
@@ -495,7 +492,7 @@ def gelu(self, *, approximate="none"):
 def silu(self):
     if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
         return _saved.silu(self)
-    return _pointwise(jax.nn.silu, F)(self)
+    return _pointwise(jax.nn.silu, Kind.INT_TO_FLOAT)(self)
 
 
 @register(aten.hardtanh.default)
@@ -562,7 +559,7 @@ def elu(self, alpha=1, scale=1, input_scale=1):
         neg = as_dtype(alpha, x.dtype) * jnp.expm1(xn * as_dtype(input_scale, x.dtype))
         return jnp.where(neg_side, neg, x) * as_dtype(scale, x.dtype)
 
-    return _pointwise(fn, I)(self)  # half precision computes in float32, as torch
+    return _pointwise(fn, Kind.DEFAULT)(self)  # half precision computes in float32, as torch
 
 
 @register(aten.celu.default)
@@ -581,7 +578,7 @@ def softplus(self, beta=1, threshold=20):
         return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(small)) / beta)
 
     # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
-    return _pointwise(fn, I)(self)
+    return _pointwise(fn, Kind.DEFAULT)(self)
 
 
 @register(aten.logit.default)
@@ -600,7 +597,7 @@ def logit(self, eps=None):
         if eps is not None:
             x = jnp.clip(x, bf16(jnp.float32(eps)), bf16(jnp.float32(1 - eps)))
         return as_dtype(jnp.log(bf16(x / bf16(1 - x))), self.dtype)
-    return _pointwise(fn, F)(self)
+    return _pointwise(fn, Kind.INT_TO_FLOAT)(self)
 
 
 def _half_ratio(x, eps):
@@ -610,7 +607,7 @@ def _half_ratio(x, eps):
 
 @register(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
-    compute, result = promote(I, self, end, weight)
+    compute, result = promote(Kind.DEFAULT, self, end, weight)
     s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
     # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5).
     diff = e - s
@@ -619,14 +616,14 @@ def lerp(self, end, weight):
 
 @register(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
-    compute, result = promote(I, self, tensor1, tensor2)
+    compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
     return as_dtype(s + as_dtype(value, compute) * a * b, result)
 
 
 @register(aten.addcdiv.default)
 def addcdiv(self, tensor1, tensor2, *, value=1):
-    compute, result = promote(I, self, tensor1, tensor2)
+    compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
     return as_dtype(s + as_dtype(value, compute) * a / b, result)
 
@@ -634,7 +631,7 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
 # Dynamo rewrites `t.addcmul_(t1, t2, value=v)` (optimizer steps) to fma(t1 * t2, v, t).
 @register(ops.prims.fma.default)
 def fma(a, b, c):
-    compute, result = promote(I, a, b, c)
+    compute, result = promote(Kind.DEFAULT, a, b, c)
     return as_dtype(as_dtype(a, compute) * as_dtype(b, compute) + as_dtype(c, compute), result)
 
 
@@ -647,7 +644,7 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None):
 
 @register(aten.heaviside.default)
 def heaviside(self, values):
-    compute, result = promote(I, self, values)
+    compute, result = promote(Kind.DEFAULT, self, values)
     return as_dtype(jnp.heaviside(as_dtype(self, compute), as_dtype(values, compute)), result)
 
 
@@ -692,5 +689,5 @@ def _xlogy(x, y):
 # Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand
 # to the common dtype, unlike the eager kernel; _pointwise rounds first.
 register(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)(
-    _pointwise(_xlogy, F)
+    _pointwise(_xlogy, Kind.INT_TO_FLOAT)
 )

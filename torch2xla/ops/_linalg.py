@@ -11,7 +11,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
+from torch2xla.ops._common import Kind, as_dtype, is_half, out_dtype, promote
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -37,19 +37,12 @@ def _half_out() -> bool:
     return ctx().on_cuda
 
 
-def _acc(dtype: np.dtype) -> np.dtype | None:
-    # Half-precision products accumulate in float32, as torch's kernels do.
-    if dtype in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
-        return np.dtype(np.float32)
-    return None
-
-
 def product(a, b):
     """``a @ b`` and the result dtype: for half-precision inputs in float32, not yet rounded,
     except on CUDA (``_half_out``)."""
     _, result = promote(Kind.DEFAULT, a, b)
     a, b = as_dtype(a, result), as_dtype(b, result)
-    if _acc(result) is not None:
+    if is_half(result):  # accumulated in float32, as torch's kernels do
         if _half_out():
             return jnp.matmul(a, b), result
         return half_product(a, b), result

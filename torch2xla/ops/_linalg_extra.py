@@ -16,7 +16,15 @@ from jax import lax
 from jax.lax import linalg as lax_linalg
 from torch._ops import ops
 
-from torch2xla.ops._common import Kind, as_dtype, jdt, out_dtype, promote
+from torch2xla.ops._common import (
+    Kind,
+    as_dtype,
+    is_half,
+    jdt,
+    opmath_dtype,
+    out_dtype,
+    promote,
+)
 from torch2xla.ops._linalg import scale_add
 from torch2xla.ops._registry import ctx, register
 
@@ -60,10 +68,6 @@ def _chol_info(low, index: int):
     return _first_bad(~jnp.isfinite(jnp.diagonal(low, axis1=-2, axis2=-1)), index)
 
 
-def _opmath(x):
-    return np.dtype(np.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x.dtype
-
-
 # -- norms and distances -------------------------------------------------------------------------
 def _safe_root(s, p):
     """``s ** (1/p)`` whose gradient at ``s == 0`` is 0 (torch's subgradient), not inf/NaN."""
@@ -103,7 +107,7 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     result = out_dtype()
     x = self if dtype is None else as_dtype(self, jdt(dtype))
     if not jnp.iscomplexobj(x):
-        x = as_dtype(x, _opmath(jnp.zeros((), result)) if dtype is None else x.dtype)
+        x = as_dtype(x, opmath_dtype(result) if dtype is None else x.dtype)
     return as_dtype(_vector_norm(x, float(ord), _norm_axes(dim, self.ndim), keepdim), result)
 
 
@@ -141,7 +145,7 @@ def _pdist_forward(self, p=2.0):
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     _, result = promote(Kind.DEFAULT, batch1, batch2)
     b1, b2 = as_dtype(batch1, result), as_dtype(batch2, result)
-    if result in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
+    if is_half(result):
         # Sum over the batch inside one float32 contraction, rounded once: at least as
         # accurate as torch, which rounds after every batch.
         prod = jnp.einsum("bnk,bkm->nm", b1, b2, precision=lax.Precision.HIGHEST,
@@ -489,13 +493,6 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
 def linalg_inv_ex(A, *, check_errors=False):
     lu, _, _ = _lu(A)
     return jnp.linalg.inv(A), _lu_info(lu, 1)
-
-
-def _det_from_lu(lu, piv):
-    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
-    swaps = jnp.sum(piv != jnp.arange(1, piv.shape[-1] + 1, dtype=piv.dtype), axis=-1)
-    parity = jnp.where(swaps % 2 == 0, 1, -1).astype(lu.dtype)
-    return diag, parity
 
 
 @register(aten._linalg_det.default)

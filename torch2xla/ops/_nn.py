@@ -14,9 +14,9 @@ from torch._ops import ops
 from torch2xla._interop import jax_dtype
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channels_last
-from torch2xla.ops._common import as_dtype, out_dtype
+from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype
 from torch2xla.ops._elementwise import _fed_by_convolution
-from torch2xla.ops._linalg import _acc, _half_out, precision
+from torch2xla.ops._linalg import _half_out, precision
 from torch2xla.ops._bounds import check_index
 from torch2xla.ops._registry import ctx, register
 
@@ -28,11 +28,6 @@ def _tuple(v, n: int) -> tuple[int, ...]:
         return (v,) * n
     v = tuple(v)
     return v * n if len(v) == 1 else v
-
-
-def _opmath(x):
-    """float32 for half-precision inputs, the input dtype otherwise."""
-    return _acc(x.dtype) or x.dtype
 
 
 # -- convolution ----------------------------------------------------------------------------------
@@ -52,7 +47,7 @@ def conv(input, weight, bias, stride, padding, dilation, transposed, output_padd
     x, w = as_dtype(x, result), as_dtype(weight, result)
     geometry = (stride, padding, dilation, transposed, _tuple(output_padding, nd), groups)
     x, w = _even_channels(x, w, geometry)
-    if _acc(result) is not None and not _half_out():
+    if is_half(result) and not _half_out():
         out = _half_conv(x, w, geometry)  # float32, not yet rounded
     else:
         out = _conv_core(x, w, geometry)
@@ -222,7 +217,7 @@ def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     lead = self.ndim - nd
     out_shape = ctx().out.shape if out_shape is None else out_shape
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, (1,) * nd)
-    acc = _opmath(self)
+    acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
     cfg = {"window_dimensions": (1,) * lead + kernel, "window_strides": (1,) * lead + stride,
                "padding": [(0, 0)] * lead + pads}
@@ -272,7 +267,7 @@ def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
           aten.adaptive_avg_pool1d.default)
 def adaptive_avg_pool(self, output_size):
     nd = len(output_size)
-    acc = _opmath(self)
+    acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
     for i, n_out in enumerate(output_size):
         axis = self.ndim - nd + i
@@ -294,7 +289,7 @@ def _channels_last_bn(x) -> bool:
 def _bn_train(input, weight, bias, eps):
     """(output in the input's dtype, mean, biased variance, invstd), statistics in float32
     for half-precision inputs; the gradient is torch's closed form (_batch_norm)."""
-    acc = _opmath(input)
+    acc = opmath_dtype(input.dtype)
     c = input.shape[1]
     # NOTE: torch's batch norm takes a weight and bias of any shape with C elements.
     w = jnp.ones((c,), acc) if weight is None else as_dtype(weight, acc).reshape(c)
@@ -337,7 +332,7 @@ def batch_norm_functional(input, weight, bias, running_mean, running_var, traini
 
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
-    acc = _opmath(input)
+    acc = opmath_dtype(input.dtype)
     x = as_dtype(input, acc)
     axes = (0,) + tuple(range(2, x.ndim))
     invstd = lax.rsqrt(as_dtype(running_var, acc) + eps)
@@ -356,7 +351,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     if jnp.issubdtype(input.dtype, jnp.floating):  # the backward keeps input, mean and rstd
         return _saved.layer_norm(input, weight, bias, axes, eps, (out_dtype(1), out_dtype(2)))
-    acc = _opmath(input)
+    acc = opmath_dtype(input.dtype)
     x = as_dtype(input, acc)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     mean = jnp.mean(x, axis=axes, keepdims=True)
@@ -373,7 +368,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 @register(aten.native_group_norm.default)
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
-    acc = _opmath(input)
+    acc = opmath_dtype(input.dtype)
     x = as_dtype(input, acc).reshape((N, group, -1))
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
@@ -393,7 +388,7 @@ def _softmax_impl(fn, self, dim, half_to_float):
     result = out_dtype()
     if self.ndim and jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the output
         return _saved.softmax(self, dim, result, fn is jax.nn.log_softmax)
-    x = as_dtype(self, _opmath(self))
+    x = as_dtype(self, opmath_dtype(self.dtype))
     if x.ndim == 0:
         return as_dtype(fn(x[None], axis=0)[0], result)
     return as_dtype(fn(x, axis=dim), result)
@@ -439,7 +434,7 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     conventions (bool: True attends). Dropout draws its mask from ``seed`` (a uint32 scalar;
     None: from the node's key)."""
     result = query.dtype
-    acc = _opmath(query)
+    acc = opmath_dtype(query.dtype)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
@@ -490,7 +485,7 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
     in half precision without dropout; None where that kernel does not apply."""
     if (
         not ctx().on_cuda
-        or query.dtype not in (jnp.bfloat16, jnp.float16)
+        or not is_half(query.dtype)
         or dropout_p > 0
         or query.ndim != 4
         or not (query.shape[1] == key.shape[1] == value.shape[1])

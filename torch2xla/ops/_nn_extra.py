@@ -12,7 +12,7 @@ from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_index
-from torch2xla.ops._common import as_dtype, jdt, out_dtype
+from torch2xla.ops._common import as_dtype, jdt, opmath_dtype, out_dtype
 from torch2xla.ops._nn import batch_norm_functional
 from torch2xla.ops._registry import ctx, register
 
@@ -214,7 +214,7 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
 @register(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     result = out_dtype()
-    acc = np.dtype(np.float32) if result in (jnp.bfloat16, jnp.float16) else result
+    acc = opmath_dtype(result)
     out = _grid_sample(as_dtype(input, acc), as_dtype(grid, acc), interpolation_mode,
                        padding_mode, align_corners)
     return as_dtype(out, result)
@@ -235,7 +235,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     if padding_idx is not None and padding_idx >= 0:
         keep = indices != padding_idx
     # Half-precision bags accumulate in float32 (torch's opmath), rounded once.
-    acc = np.dtype(np.float32) if weight.dtype in (jnp.bfloat16, jnp.float16) else weight.dtype
+    acc = opmath_dtype(weight.dtype)
     rows = as_dtype(jnp.take(weight, indices, axis=0), acc)
     if per_sample_weights is not None:
         rows = rows * as_dtype(per_sample_weights, rows.dtype)[:, None]
@@ -288,7 +288,7 @@ def _aa_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) 
 
 
 def _upsample_aa(self, output_size, align_corners, scales):
-    acc = np.dtype(np.float32) if self.dtype in (jnp.bfloat16, jnp.float16) else self.dtype
+    acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
     for i, (n_out, scale) in enumerate(zip(output_size, scales)):
         axis = self.ndim - len(output_size) + i
@@ -314,7 +314,7 @@ def _upsample_bilinear2d_aa_vec(input, output_size, align_corners, scale_factors
 @register(aten._safe_softmax.default)
 def _safe_softmax(self, dim, dtype=None):
     result = out_dtype()
-    acc = np.dtype(np.float32) if result in (jnp.bfloat16, jnp.float16) else result
+    acc = opmath_dtype(result)
     x = as_dtype(self, jdt(dtype) or acc)
     x = as_dtype(x, acc)
     if x.ndim == 0:

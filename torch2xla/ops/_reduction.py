@@ -6,7 +6,15 @@ import jax.numpy as jnp
 import numpy as np
 from torch._ops import ops
 
-from torch2xla.ops._common import Kind, as_dtype, jdt, out_dtype, promote
+from torch2xla.ops._common import (
+    Kind,
+    as_dtype,
+    is_half,
+    jdt,
+    opmath_dtype,
+    out_dtype,
+    promote,
+)
 from torch2xla.ops._registry import register
 
 aten = ops.aten
@@ -34,9 +42,7 @@ def _acc_dtype(x, dtype, index: int | None = None):
     the node's output (its ``index``-th output for multi-output ops)."""
     if dtype is not None:
         return jdt(dtype)
-    if x.dtype in (np.dtype(jnp.float16), np.dtype(jnp.bfloat16)):
-        return np.dtype(np.float32)
-    return out_dtype(index)
+    return opmath_dtype(x.dtype) if is_half(x.dtype) else out_dtype(index)
 
 
 @register(aten.sum.dim_IntList, aten.sum.default)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import linecache
+import os
+import re
+import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +49,8 @@ class _Lowerings(dict):
 
 
 LOWERINGS: dict[torch._ops.OpOverload, Lowering] = _Lowerings()
+# Where each registered lowering lives, ``torch2xla/ops/_elementwise.py:123`` (``where_is``).
+_WHERE: dict[torch._ops.OpOverload, str] = {}
 _DEFERRED: dict[str, Callable[[], None]] = {}
 _DEFERRED_NAMESPACES: set[str] = set()
 _LOAD_LOCK = threading.RLock()
@@ -68,6 +75,7 @@ def register(*ops: Any) -> Callable[[Lowering], Lowering]:
     """
 
     def deco(fn: Lowering) -> Lowering:
+        filename, line, own = _registered_at(fn, sys._getframe(1))
         for op in ops:
             overloads = (
                 [getattr(op, name) for name in op.overloads()]
@@ -78,9 +86,118 @@ def register(*ops: Any) -> Callable[[Lowering], Lowering]:
                 if ov in LOWERINGS:
                     raise RuntimeError(f"torch2xla: a second lowering registered for {ov}")
                 LOWERINGS[ov] = fn
+                _WHERE[ov] = _location(
+                    filename, line if own else _row(filename, line, ov, op)
+                )
+        if ops:
+            _name_after(fn, ops[0])
         return fn
 
     return deco
+
+
+def _made(fn: Any) -> bool:
+    """Whether ``fn`` was made by a factory (``_pointwise(jnp.abs)``): a closure."""
+    return isinstance(fn, types.FunctionType) and (
+        "<locals>" in fn.__qualname__ or hasattr(fn, "_torch2xla_op")
+    )
+
+
+def _name_after(fn: Any, op: Any) -> None:
+    """Name a factory-made lowering after its op (``abs``, not ``_pointwise.<locals>.lowering``)
+    in reprs, registry dumps and tracebacks. Functions of their own keep their names."""
+    if not _made(fn) or hasattr(fn, "_torch2xla_op"):
+        return
+    name = getattr(op, "overloadpacket", op).__name__
+    fn.__name__ = fn.__qualname__ = name
+    fn._torch2xla_op = str(op)  # type: ignore[attr-defined]
+    code = fn.__code__  # (shared by the factory's closures: each gets a renamed copy)
+    names = {"co_name": name, **({"co_qualname": name} if hasattr(code, "co_qualname") else {})}
+    fn.__code__ = code.replace(**names)
+
+
+def _registered_at(fn: Any, frame: types.FrameType) -> tuple[str, int, bool]:
+    """(file, line, whether it is the function's own) of a lowering: a function's ``def``;
+    for a factory-made one or a callable object, its registration (out of helpers such as
+    ``_unary`` that register for their caller: up to the first frame of another file or a
+    module's top level)."""
+    code = getattr(fn, "__code__", None)
+    if isinstance(fn, types.FunctionType) and not _made(fn) and code is not None:
+        return code.co_filename, code.co_firstlineno, True
+    while (
+        frame.f_code.co_name != "<module>"
+        and frame.f_back is not None
+        and frame.f_back.f_code.co_filename == frame.f_code.co_filename
+    ):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, False
+
+
+def _row(filename: str, line: int, ov: Any, op: Any) -> int:
+    """The line at or above a registration ``line`` that names ``ov`` (``aten.eq.Tensor``),
+    the ``op`` it was registered through or its packet (``aten.eq``): a table's row, for a
+    loop that registers a table; else ``line``. The search stops at the enclosing top-level ``def``/``class``."""
+    named = dict.fromkeys((ov, op, ov.overloadpacket))  # aten.eq.Tensor, aten.eq
+    names = [re.compile(re.escape(str(o)) + r"(?!\w)") for o in named]
+    for n in range(line, max(line - _TABLE_ROWS, 0), -1):
+        text = linecache.getline(filename, n)
+        if any(p.search(text) for p in names):
+            return n
+        if n < line and text.startswith(("def ", "class ", "@")):
+            break
+    return line
+
+
+_TABLE_ROWS = 200
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _location(filename: str, line: int) -> str:
+    """``torch2xla/ops/_elementwise.py:123`` (relative to the package's folder when inside)."""
+    path = os.path.abspath(filename)
+    if path.startswith(_ROOT + os.sep):
+        path = os.path.relpath(path, _ROOT)
+    return f"{path}:{line}"
+
+
+def where_is(op: torch._ops.OpOverload) -> str:
+    """Where the lowering of ``op`` lives, as ``file:line``.
+
+    Args:
+        op: an ATen (or other) op overload, e.g. ``torch.ops.aten.relu.default``.
+
+    Returns:
+        ``torch2xla/ops/_elementwise.py:123``: the lowering's ``def``, or for one made by a
+        factory (a table of pointwise ops), the line that registers it. A lowering registered
+        with ``torch2xla.register_lowering`` gives its function's file and line.
+
+    Raises:
+        TypeError: ``op`` is not an op overload (``aten.add``: pick ``aten.add.Tensor``).
+        KeyError: ``op`` has no lowering (``torch2xla.ops.NOT_LOWERED`` may say why).
+
+    Example::
+
+        >>> torch2xla.ops.where_is(torch.ops.aten.relu.default)
+        'torch2xla/ops/_elementwise.py:278'
+    """
+    if not isinstance(op, torch._ops.OpOverload):
+        raise TypeError(
+            f"torch2xla.ops.where_is: expected an op overload such as torch.ops.aten.add.Tensor, "
+            f"got {type(op).__name__} {op}"
+        )
+    fn = LOWERINGS.get(op)  # (loads a deferred registration of op's namespace)
+    if fn is None:
+        raise KeyError(f"torch2xla: {op} has no lowering")
+    where = _WHERE.get(op)
+    if where is not None:
+        return where
+    user = getattr(fn, "_torch2xla_user_fn", fn)  # torch2xla.register_lowering
+    code = getattr(user, "__code__", None)
+    if code is None:
+        raise KeyError(f"torch2xla: the lowering of {op} ({user!r}) has no source location")
+    return _location(code.co_filename, code.co_firstlineno)
 
 
 @dataclasses.dataclass

@@ -27,8 +27,6 @@ from torch2xla.ops import _vmap
 from torch2xla.ops._linalg import precision
 from torch2xla.ops._registry import register
 
-_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
-
 
 # -- custom ops: aten's RNN schemas, kept whole by export ------------------------------------------
 def _check_args(input, params, has_biases, num_layers, bidirectional) -> int:

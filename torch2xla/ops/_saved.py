@@ -20,22 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
-
-
-def _opmath(dtype) -> np.dtype:
-    return jnp.dtype(jnp.float32) if jnp.dtype(dtype) in _HALF else jnp.dtype(dtype)
-
-
-def is_real_float(x) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.floating)
+from torch2xla.ops._common import opmath_dtype
 
 
 # -- activations -----------------------------------------------------------------------------
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
 def gelu(x, approximate: bool):
     """GELU of a real float array in its opmath dtype, rounded once to ``x.dtype``."""
-    xf = x.astype(_opmath(x.dtype))
+    xf = x.astype(opmath_dtype(x.dtype))
     if approximate:
         return jax.nn.gelu(xf, approximate=True).astype(x.dtype)
     # torch's formula (its CPU and CUDA kernels). jax.nn.gelu computes x * erfc(-x / sqrt2) / 2,
@@ -54,7 +46,7 @@ def _gelu_fwd(x, approximate):
 
 
 def _gelu_bwd(approximate, x, dy):
-    xf = x.astype(_opmath(x.dtype))
+    xf = x.astype(opmath_dtype(x.dtype))
     if approximate:  # torch's GeluBackward, approximate='tanh'
         beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
         x_sq = xf * xf
@@ -75,7 +67,7 @@ gelu.defvjp(_gelu_fwd, _gelu_bwd)
 @jax.custom_vjp
 def silu(x):
     """SiLU of a real float array in its opmath dtype, rounded once to ``x.dtype``."""
-    return jax.nn.silu(x.astype(_opmath(x.dtype))).astype(x.dtype)
+    return jax.nn.silu(x.astype(opmath_dtype(x.dtype))).astype(x.dtype)
 
 
 def _silu_fwd(x):
@@ -83,7 +75,7 @@ def _silu_fwd(x):
 
 
 def _silu_bwd(x, dy):
-    xf = x.astype(_opmath(x.dtype))
+    xf = x.astype(opmath_dtype(x.dtype))
     s = jax.nn.sigmoid(xf)
     return ((dy.astype(xf.dtype) * s * (1 + xf * (1 - s))).astype(x.dtype),)
 
@@ -96,7 +88,7 @@ silu.defvjp(_silu_fwd, _silu_bwd)
 def softmax(x, axis: int, out_dtype, log: bool):
     """(log-)softmax of ``x`` computed in its opmath dtype, returned as ``out_dtype``; the
     backward keeps the output only (``_softmax_backward_data``)."""
-    xf = x.astype(_opmath(x.dtype))
+    xf = x.astype(opmath_dtype(x.dtype))
     fn = jax.nn.log_softmax if log else jax.nn.softmax
     return fn(xf, axis=axis).astype(out_dtype)
 
@@ -108,7 +100,7 @@ def _softmax_fwd(x, axis, out_dtype, log):
 
 def _softmax_bwd(axis, out_dtype, log, res, dy):
     y, like = res
-    acc = jnp.promote_types(_opmath(y.dtype), _opmath(like.dtype))
+    acc = jnp.promote_types(opmath_dtype(y.dtype), opmath_dtype(like.dtype))
     yf, g = y.astype(acc), dy.astype(acc)
     if log:
         dx = g - jnp.exp(yf) * jnp.sum(g, axis=axis, keepdims=True)
@@ -151,7 +143,7 @@ def layer_norm(x, weight, bias, axes: tuple[int, ...], eps: float, stat_dtypes: 
 
 
 def _layer_norm(x, weight, bias, axes, eps):
-    acc = _opmath(x.dtype)
+    acc = opmath_dtype(x.dtype)
     xf = x.astype(acc)
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
@@ -209,7 +201,7 @@ def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision,
 
 
 def _scores(q, k, mask, bias, scale, is_causal, precision):
-    acc = _opmath(q.dtype)
+    acc = opmath_dtype(q.dtype)
     s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision,
                    preferred_element_type=acc) * jnp.asarray(scale, acc)
     if is_causal:
@@ -260,7 +252,7 @@ def _softmax_rows(s, axis: int = -1):
 
 
 def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
-    acc = _opmath(q.dtype)
+    acc = opmath_dtype(q.dtype)
     p, lse = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
     p, _ = _dropped(p, seed, dropout_p)
     out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
@@ -275,7 +267,7 @@ def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropo
 def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
     q, k, v, mask, bias, seed = res
     d_out, d_lse = cts
-    acc = _opmath(q.dtype)
+    acc = opmath_dtype(q.dtype)
     p, _ = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
     kept, keep = _dropped(p, seed, dropout_p)
     do = d_out.astype(q.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
+from torch2xla.ops._common import as_dtype, canonical_dim, opmath_dtype, out_dtype
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -149,7 +149,7 @@ def logcumsumexp(self, dim):
     result = out_dtype()
     if self.ndim == 0:
         return as_dtype(self, result)
-    acc = np.dtype(np.float32) if result in (jnp.bfloat16, jnp.float16) else result
+    acc = opmath_dtype(result)
     return as_dtype(_logcumsumexp(as_dtype(self, acc), canonical_dim(dim, self.ndim)), result)
 
 

@@ -17,7 +17,6 @@ from torch2xla.ops._elementwise import _pointwise
 from torch2xla.ops._registry import register
 
 aten = ops.aten
-F, I = Kind.INT_TO_FLOAT, Kind.DEFAULT
 
 
 def _f64(fn):
@@ -86,15 +85,15 @@ def _polygamma_n_jvp(n, primals, tangents):
     return _polygamma_n(n, x), _polygamma_n(n + 1, x) * t
 
 
-register(aten.digamma.default)(_pointwise(_digamma, F))
+register(aten.digamma.default)(_pointwise(_digamma, Kind.INT_TO_FLOAT))
 
 
 @register(aten.polygamma.default)
 def polygamma(n, self):
     if n == 0:
-        return _pointwise(_digamma, F)(self)
+        return _pointwise(_digamma, Kind.INT_TO_FLOAT)(self)
     # The reflection formula cancels badly in float32: evaluate in float64, round once.
-    return _pointwise(_f64(lambda x: _polygamma(n, x)), F)(self)
+    return _pointwise(_f64(lambda x: _polygamma(n, x)), Kind.INT_TO_FLOAT)(self)
 
 
 # NOTE: jax.scipy differentiates the modified Bessel functions through |x| (i0 = e^|x| i0e),
@@ -141,7 +140,7 @@ for _op, _fn in [
     (aten.special_modified_bessel_i1.default, _i1),
     (aten.special_ndtri.default, jsp.ndtri),
 ]:
-    register(_op)(_pointwise(_fn, F))
+    register(_op)(_pointwise(_fn, Kind.INT_TO_FLOAT))
 
 
 def _zeta(x, q):
@@ -151,7 +150,7 @@ def _zeta(x, q):
 
 @register(aten.special_zeta.default, aten.special_zeta.other_scalar, aten.special_zeta.self_scalar)
 def special_zeta(self, other):
-    return _pointwise(_zeta, F)(self, other)
+    return _pointwise(_zeta, Kind.INT_TO_FLOAT)(self, other)
 
 
 @jax.custom_jvp
@@ -168,11 +167,11 @@ def _log_ndtr_jvp(primals, tangents):
     return y, jnp.exp(-0.5 * x * x - y) / float(np.sqrt(2 * np.pi)) * t
 
 
-register(aten.special_log_ndtr.default)(_pointwise(_log_ndtr, F))
+register(aten.special_log_ndtr.default)(_pointwise(_log_ndtr, Kind.INT_TO_FLOAT))
 
 
-register(aten.igamma.default)(_pointwise(jsp.gammainc, F))
-register(aten.igammac.default)(_pointwise(jsp.gammaincc, F))
+register(aten.igamma.default)(_pointwise(jsp.gammainc, Kind.INT_TO_FLOAT))
+register(aten.igammac.default)(_pointwise(jsp.gammaincc, Kind.INT_TO_FLOAT))
 
 
 @register(aten.special_spherical_bessel_j0.default)
@@ -181,7 +180,7 @@ def special_spherical_bessel_j0(x):
         safe = jnp.where(v == 0, 1, v)
         return jnp.where(v == 0, 1, jnp.sin(safe) / safe)
 
-    return _pointwise(j0, F)(x)
+    return _pointwise(j0, Kind.INT_TO_FLOAT)(x)
 
 
 # -- Bessel functions by quadrature ----------------------------------------------------------
@@ -215,8 +214,10 @@ def _bessel_j(order: int, x):
     return jnp.where(jnp.abs(x) <= _J_SWITCH, small, large)
 
 
-register(aten.special_bessel_j0.default)(_pointwise(_f64(lambda x: _bessel_j(0, x)), F))
-register(aten.special_bessel_j1.default)(_pointwise(_f64(lambda x: _bessel_j(1, x)), F))
+register(aten.special_bessel_j0.default)(
+    _pointwise(_f64(lambda x: _bessel_j(0, x)), Kind.INT_TO_FLOAT))
+register(aten.special_bessel_j1.default)(
+    _pointwise(_f64(lambda x: _bessel_j(1, x)), Kind.INT_TO_FLOAT))
 
 
 def _gauss_legendre(lo: float, hi: float, panels: int, n: int):
@@ -257,8 +258,10 @@ def _bessel_y(order: int, x):
     return jnp.where(x > 0, out, jnp.where(x == 0, -jnp.inf, jnp.nan))
 
 
-register(aten.special_bessel_y0.default)(_pointwise(_f64(lambda x: _bessel_y(0, x)), F))
-register(aten.special_bessel_y1.default)(_pointwise(_f64(lambda x: _bessel_y(1, x)), F))
+register(aten.special_bessel_y0.default)(
+    _pointwise(_f64(lambda x: _bessel_y(0, x)), Kind.INT_TO_FLOAT))
+register(aten.special_bessel_y1.default)(
+    _pointwise(_f64(lambda x: _bessel_y(1, x)), Kind.INT_TO_FLOAT))
 
 
 # -- the Airy function ---------------------------------------------------------------------------
@@ -302,7 +305,7 @@ def _airy_ai(x):
     return jnp.where(x == 0, 0.355028053887817239, out)  # Ai(0) = 1 / (3^(2/3) Gamma(2/3))
 
 
-register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), F))
+register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), Kind.INT_TO_FLOAT))
 
 # NOTE: K_v(x) = int_0^inf exp(-x cosh t) cosh(v t) dt decays double-exponentially, so the
 # trapezoid rule on [0, 20] is accurate to float64 rounding for every x > 0 we can represent.
@@ -319,13 +322,13 @@ def _bessel_k_scaled(order: int, x):
 
 
 register(aten.special_modified_bessel_k0.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x) * jnp.exp(-x)), F))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT))
 register(aten.special_modified_bessel_k1.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x) * jnp.exp(-x)), F))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT))
 register(aten.special_scaled_modified_bessel_k0.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x)), F))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x)), Kind.INT_TO_FLOAT))
 register(aten.special_scaled_modified_bessel_k1.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x)), F))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x)), Kind.INT_TO_FLOAT))
 
 
 # -- orthogonal polynomials ----------------------------------------------------------------
@@ -353,7 +356,7 @@ def _degree(n, x):
 
 def _poly(fn):
     def lowering(x, n):
-        compute, result = promote(F, x, n)
+        compute, result = promote(Kind.INT_TO_FLOAT, x, n)
         shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(n))
         xv = jnp.broadcast_to(as_dtype(x, compute), shape)
         return as_dtype(fn(xv, _degree(jnp.asarray(n), xv)), result)
@@ -440,23 +443,26 @@ def _legendre_p(x, n):
     return jnp.where(n < 0, 0, out)
 
 
-for _name, _fn in [
-    ("chebyshev_polynomial_t", _cheb_t), ("chebyshev_polynomial_u", _cheb_u),
-    ("chebyshev_polynomial_v", _cheb_v), ("chebyshev_polynomial_w", _cheb_w),
-    ("shifted_chebyshev_polynomial_t", _shifted(_cheb_t)),
-    ("shifted_chebyshev_polynomial_u", _shifted(_cheb_u)),
-    ("shifted_chebyshev_polynomial_v", _shifted(_cheb_v)),
-    ("shifted_chebyshev_polynomial_w", _shifted(_cheb_w)),
-    ("hermite_polynomial_h", _hermite_h), ("hermite_polynomial_he", _hermite_he),
-    ("laguerre_polynomial_l", _laguerre_l), ("legendre_polynomial_p", _legendre_p),
+for _packet, _fn in [
+    (aten.special_chebyshev_polynomial_t, _cheb_t),
+    (aten.special_chebyshev_polynomial_u, _cheb_u),
+    (aten.special_chebyshev_polynomial_v, _cheb_v),
+    (aten.special_chebyshev_polynomial_w, _cheb_w),
+    (aten.special_shifted_chebyshev_polynomial_t, _shifted(_cheb_t)),
+    (aten.special_shifted_chebyshev_polynomial_u, _shifted(_cheb_u)),
+    (aten.special_shifted_chebyshev_polynomial_v, _shifted(_cheb_v)),
+    (aten.special_shifted_chebyshev_polynomial_w, _shifted(_cheb_w)),
+    (aten.special_hermite_polynomial_h, _hermite_h),
+    (aten.special_hermite_polynomial_he, _hermite_he),
+    (aten.special_laguerre_polynomial_l, _laguerre_l),
+    (aten.special_legendre_polynomial_p, _legendre_p),
 ]:
-    _packet = getattr(aten, f"special_{_name}")
     register(_packet.default, _packet.x_scalar, _packet.n_scalar)(_poly(_fn))
 
 
 # -- integers and float decomposition ------------------------------------------------------
-register(aten.gcd.default)(_pointwise(jnp.gcd, I))
-register(aten.lcm.default)(_pointwise(jnp.lcm, I))
+register(aten.gcd.default)(_pointwise(jnp.gcd, Kind.DEFAULT))
+register(aten.lcm.default)(_pointwise(jnp.lcm, Kind.DEFAULT))
 
 
 @register(aten.frexp.Tensor)

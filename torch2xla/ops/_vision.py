@@ -11,11 +11,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 from jax import lax
 
-from torch2xla.ops._common import as_dtype
+from torch2xla.ops._common import as_dtype, opmath_dtype
 from torch2xla.ops._registry import register
 
 
@@ -132,7 +131,7 @@ _roi_align.defvjp(_roi_align_fwd, _roi_align_bwd)
 
 def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
     # Half precision accumulates in float32, as torchvision's kernels (acc_type) do.
-    acc = np.dtype(np.float32) if input.dtype in (jnp.float16, jnp.bfloat16) else input.dtype
+    acc = opmath_dtype(input.dtype)
     out = _roi_align(as_dtype(input, acc), as_dtype(rois, acc), float(spatial_scale),
                      (int(pooled_height), int(pooled_width)), int(sampling_ratio), bool(aligned))
     return as_dtype(out, input.dtype)

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from torch2xla._interop import dtype_name
+
 __all__ = ["DEFAULT_TOLERANCES", "ParityError", "default_tolerance", "describe_value"]
 
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -79,7 +81,7 @@ class Mismatch:
 
 
 def short_dtype(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+    return dtype_name(dtype)
 
 
 def describe_tensor(t: torch.Tensor) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from torch2xla._interop import dtype_name
 from torch2xla.testing._compare import Mismatch, ParityError
 
 __all__ = ["KNOWN_LIMITATIONS", "Limitation"]
@@ -78,7 +79,7 @@ class Limitation:
         )
 
     def __str__(self) -> str:
-        dts = ",".join(str(d).removeprefix("torch.") for d in self.dtypes) or "all"
+        dts = ",".join(dtype_name(d) for d in self.dtypes) or "all"
         return f"{self.op}[{dts}]"
 
 
