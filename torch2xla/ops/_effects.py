@@ -2,9 +2,9 @@
 inputs) and the effect tokens AOTAutograd threads through them.
 
 AOTAutograd wraps side-effecting ops in ``with_effects(token, op, *args)`` and adds a token
-input and output to the graph. ``capture/_rewrites.strip_effect_tokens`` turns those back into plain calls (an
-XLA program runs its ops in dataflow order, and the checks below have no data consumers to
-reorder against), so the rest of the bridge sees an ordinary functional graph.
+input and output to the graph. ``capture/_rewrites.strip_effect_tokens`` turns those back into
+plain calls (an XLA program runs its ops in dataflow order, and the checks below have no data
+consumers to reorder against), so the rest of the bridge sees an ordinary functional graph.
 """
 
 from __future__ import annotations
