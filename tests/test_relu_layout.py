@@ -21,6 +21,7 @@ from torch import nn
 from torch2xla._interop import x64
 from torch2xla._interpret import to_jax_function
 from torch2xla._lower import lower
+from torch2xla.capture import annotate
 from torch2xla.ops._registry import LOWERINGS
 
 aten = torch.ops.aten
@@ -175,7 +176,7 @@ def _inference_program(act, max_form: bool) -> str:
         LOWERINGS[aten.relu.default] = lambda a: jnp.maximum(a, 0)
         LOWERINGS[aten.hardtanh.default] = lambda a, lo=-1.0, hi=1.0: jnp.clip(a, lo, hi)
     try:
-        fn = to_jax_function(lowered.gm)
+        fn = to_jax_function(annotate(lowered.gm))
         args = [jnp.asarray(t.detach().numpy()) for t in (*lowered.lifted, x)]
         with x64():
             return jax.jit(lambda *a: fn(None, *a)).lower(*args).compile().as_text()

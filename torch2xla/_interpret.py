@@ -30,6 +30,8 @@ def to_jax_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[
 
     ``seed`` is a uint32 scalar (ignored when the graph draws no random numbers); ``inputs``
     follow ``gm``'s placeholders. The function is meant to be traced under ``jax.jit``.
+    Lowerings read the analyses ``capture.annotate`` recorded in ``gm``'s nodes (run it first;
+    without them they take the forms right for any graph).
 
     With ``checks``, lowerings register runtime checks (``_checks``): where a trace registered
     any, ``f`` returns one more output after ``gm``'s, their status, and ``f.checks`` holds

@@ -14,9 +14,7 @@ from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla._aliases import InputAliasing
 from torch2xla._stop_gradient import insert_stop_gradients
-from torch2xla.ops._effects import strip_effect_tokens
-from torch2xla.ops._rnn import preserve_rnns
-from torch2xla.ops._sdpa import preserve_sdpa
+from torch2xla.capture import preserve_rnns, preserve_sdpa, strip_effect_tokens
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,7 @@ from torch2xla._interop import (
 from torch2xla._interpret import to_jax_function, uses_rng
 from torch2xla._profile import profiled
 from torch2xla._remat import checkpointed_function
+from torch2xla.capture import annotate
 from torch2xla.guards import _persistent
 
 
@@ -247,6 +248,9 @@ class XlaProgram:
             if isinstance(m, torch.Tensor) and not same_device(m.device, self.torch_device)
         )
         self.checks = _checks.enabled(checks, self.device.platform != "cpu")
+        # What lowerings need to know of their node's neighbours, found on this graph as it is
+        # translated (a partition's or bucket's own graph too): capture/_annotate.py.
+        annotate(gm)
         with x64(), jax.default_device(self.device):  # graph constants land where the program runs
             fn = to_jax_function(gm, self.checks)
         self.rng = uses_rng(gm)

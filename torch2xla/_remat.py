@@ -26,6 +26,7 @@ from torch.fx.passes.split_module import split_module
 
 from torch2xla import _checks
 from torch2xla._interpret import to_jax_function
+from torch2xla.capture import annotate
 
 
 def segment_keys(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
@@ -49,7 +50,8 @@ def segment_keys(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
 def checkpointed_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[..., tuple]:
     """Like ``to_jax_function(gm, checks)``: ``f(seed, *inputs) -> tuple(outputs)`` (and the
     status of the runtime checks, listed in ``f.checks``), with every module-call segment of
-    ``gm`` wrapped in ``jax.checkpoint``. Build it inside ``x64()``."""
+    ``gm`` wrapped in ``jax.checkpoint``. Build it inside ``x64()``. ``gm`` is annotated
+    (``capture.annotate``); each segment is annotated again, as the graph it is translated as."""
     keys = segment_keys(gm)
     if len(set(keys.values())) <= 1:
         inner = to_jax_function(gm, checks)
@@ -69,7 +71,7 @@ def checkpointed_function(gm: torch.fx.GraphModule, checks: bool = False) -> Cal
             sub = getattr(split, node.target)
             single = _force_tuple_output(sub)
             n_out = len(sub.graph.find_nodes(op="output")[0].args[0])
-            inner = to_jax_function(sub, checks)
+            inner = to_jax_function(annotate(sub), checks)
             steps.append(("call", (node, jax.checkpoint(inner), inner, single, n_out, len(steps))))
         elif node.op == "call_function":  # getitem on a segment's outputs
             steps.append(("function", node))

@@ -379,7 +379,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     from torch2xla._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
-    from torch2xla.ops._effects import strip_effect_tokens
+    from torch2xla.capture import strip_effect_tokens
 
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)

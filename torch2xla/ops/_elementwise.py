@@ -4,18 +4,16 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
-import operator
 
 import jax
 import jax.numpy as jnp
-import torch
 from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, jdt, promote
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
 aten = ops.aten
 
@@ -175,28 +173,6 @@ def _relu_exact_jvp(channels_last, keep_mask, primals, tangents):
     return _channels_last(fn, x, t) if channels_last else fn(x, t)
 
 
-_CONV_PATH = 8  # how many elementwise/batch-norm nodes back a relu looks for a convolution
-
-
-def _fed_by_convolution(node, depth: int = _CONV_PATH) -> bool:
-    """Whether ``node`` is a convolution's output through at most ``depth`` elementwise,
-    batch-norm or getitem nodes (residual adds included)."""
-    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
-        return False
-    if node.target is aten.convolution.default:
-        return True
-    target = node.target
-    passes = target is operator.getitem or (
-        isinstance(target, torch._ops.OpOverload)
-        and (torch.Tag.pointwise in target.tags or "batch_norm" in target.name())
-    )
-    return (
-        passes
-        and depth > 0
-        and any(_fed_by_convolution(a, depth - 1) for a in node.all_input_nodes)
-    )
-
-
 def relu(x, channels_last: bool = False, keep_mask: bool = True):
     """torch's relu: value (-0.0, NaN) and gradient (0 at 0, NaN passed) as eager's;
     ``channels_last`` computes it on channels-last data (see ``_channels_last``); without
@@ -207,29 +183,15 @@ def relu(x, channels_last: bool = False, keep_mask: bool = True):
     return _relu_exact(x, channels_last and x.ndim in (4, 5), keep_mask)
 
 
-# Ops that keep their (first) input as it is for their backward: a relu feeding only these
-# need not keep a mask of its own (the mask is recomputed from the kept output).
-_KEEP_INPUT = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.default,
-                         aten.bmm.default})
-
-
-def _output_kept_by_users(node, every: bool = False) -> bool:
-    """Whether a user of ``node`` keeps it, unconverted, for its backward (a convolution or
-    matrix product reading it directly): the output is then kept whatever its other users (a
-    residual block's shortcut add) are; with ``every``, only if each user keeps it. Not so
-    under autocast, where a bf16 copy is kept: there recomputing the mask would keep the
-    float32 output beside it (4 bytes an element instead of the mask's 1)."""
-    kept = [u.target in _KEEP_INPUT for u in node.users]
-    return bool(kept) and (all(kept) if every else any(kept))
-
-
 def _after_cpu_convolution(x) -> bool:
     """Whether the node being lowered (a 4-D or 5-D activation on CPU) reads a convolution's
-    output: there XLA's CPU compiler gives the data channels-last (see ``_channels_last``).
-    Elsewhere channels-last would add transposed reads (measured on a 4-D attention's
-    gradient)."""
+    output (``AFTER_CONVOLUTION``, ``capture/_annotate.py``): there XLA's CPU compiler gives
+    the data channels-last (see ``_channels_last``). Elsewhere channels-last would add
+    transposed reads (measured on a 4-D attention's gradient)."""
     device = getattr(getattr(ctx().out, "device", None), "type", None)
-    return device == "cpu" and x.ndim in (4, 5) and _fed_by_convolution(ctx().node.args[0])
+    return (
+        device == "cpu" and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
+    )
 
 
 def _relu(x):
@@ -237,7 +199,9 @@ def _relu(x):
     # NOTE: a channels-last relu (CPU) recomputes its mask only where every user keeps its
     # output: with a shortcut reading it too, the CPU CNN's training step measured 2% slower
     # (29.4 -> 30.1 ms, 11 runs each) for 0.5 of 19.6 MiB of residuals.
-    kept = _output_kept_by_users(ctx().node, every=channels_last)
+    # (a user keeps the output: capture/_annotate.kept_by_users)
+    users = ctx().node.meta.get(KEPT_BY_USERS, "none")
+    kept = users == "every" if channels_last else users != "none"
     return relu(x, channels_last, keep_mask=not kept)
 
 

@@ -12,7 +12,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, is_half, out_dtype, promote
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import UNEXPANDED, ctx, register
 
 aten = ops.aten
 
@@ -130,49 +130,15 @@ def bmm(self, mat2):
     ~3x slower on an H100 than the one GEMM it makes of ``x @ W`` (batch folded into rows),
     and its gradient would sum a batch of weight gradients.
     """
-    node = ctx().node
-    rhs = _unexpanded(node.args[1])
-    if rhs is not None:
-        return matmul(self, rhs)
-    lhs = _unexpanded(node.args[0])
-    if lhs is not None:
-        return matmul(lhs, mat2)
-    return matmul(self, mat2)
-
-
-def _shape(arg) -> tuple[int, ...] | None:
-    """A graph node's (fake) output shape; None for a non-node or a node without one."""
-    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
-    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
-
-
-_SAME_VALUE_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-
-
-def _unexpanded(arg):
-    """The matrix a 3-D bmm operand was expanded from over its batch dim (through views that
-    keep its shape), or None."""
-    shape = _shape(arg)
-    if shape is None:
-        return None
-    node = arg
-    while (
-        node.op == "call_function"
-        and node.target in _SAME_VALUE_VIEWS
-        and _shape(node.args[0]) == shape
-    ):
-        node = node.args[0]
-    if node.op != "call_function" or node.target is not aten.expand.default:
-        return None
-    src = node.args[0]
-    src_shape = _shape(src)
-    if src_shape is None:
-        return None
-    if src_shape == shape[1:]:
-        return ctx().value(src)
-    if src_shape == (1, *shape[1:]) and shape[0] != 1:
-        return ctx().value(src)[0]
-    return None
+    found = ctx().node.meta.get(UNEXPANDED)  # (capture/_annotate.unexpanded_operand)
+    if found is None:
+        return matmul(self, mat2)
+    operand, source, first = found
+    # (the one value a lowering reads that is not its argument: the node its meta names)
+    matrix = ctx().value(source)
+    if first:
+        matrix = matrix[0]
+    return matmul(self, matrix) if operand == 1 else matmul(matrix, mat2)
 
 
 def scale_add(prod, self, beta, alpha, result):

@@ -15,10 +15,9 @@ from torch2xla._interop import jax_dtype
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channels_last
 from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype
-from torch2xla.ops._elementwise import _fed_by_convolution
 from torch2xla.ops._linalg import _half_out, precision
 from torch2xla.ops._bounds import check_index
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import AFTER_CONVOLUTION, ctx, register
 
 aten = ops.aten
 
@@ -279,10 +278,11 @@ def adaptive_avg_pool(self, output_size):
 # -- normalization ----------------------------------------------------------------------------------
 def _channels_last_bn(x) -> bool:
     """Whether the batch norm being lowered computes on channels-last data: a 4-D or 5-D
-    activation read from a convolution on CPU (see ``batch_norm_train_channels_last``;
-    CPU CNN training step -8%, with relu's channels-last gradient -19%)."""
+    activation read from a convolution (``AFTER_CONVOLUTION``, ``capture/_annotate.py``) on
+    CPU (see ``batch_norm_train_channels_last``; CPU CNN training step -8%, with relu's
+    channels-last gradient -19%)."""
     return (
-        not ctx().on_cuda and x.ndim in (4, 5) and _fed_by_convolution(ctx().node.args[0])
+        not ctx().on_cuda and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
     )
 
 

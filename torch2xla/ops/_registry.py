@@ -200,6 +200,25 @@ def where_is(op: torch._ops.OpOverload) -> str:
     return _location(code.co_filename, code.co_firstlineno)
 
 
+# The ``node.meta`` keys that the analysis passes (``torch2xla/capture/_annotate.py``) set
+# before translation: a lowering reads its arguments and its own node, never its neighbours;
+# what it needs to know of them is here. A lowering works without them (a graph translated
+# unannotated), taking the choice that is right for any graph.
+AFTER_CONVOLUTION = "torch2xla.after_convolution"
+"""relu, hardtanh and training batch norms: bool, whether the first argument is a
+convolution's output through at most ``CONVOLUTION_PATH`` elementwise, batch-norm or getitem
+nodes (absent: False)."""
+KEPT_BY_USERS = "torch2xla.kept_by_users"
+"""relu: ``"none"``, ``"some"`` or ``"every"``: how many of the node's users keep its output,
+unconverted, for their backward (a convolution or matrix product reading it directly; absent:
+``"none"``)."""
+UNEXPANDED = "torch2xla.unexpanded"
+"""bmm: None, or ``(operand, source, first)``: the operand (0 or 1) is the graph node
+``source`` expanded over the batch (through views that keep its shape); ``first``: take
+``source[0]`` (``source`` has a batch dim of 1). Absent: None."""
+CONVOLUTION_PATH = 8  # how many elementwise/batch-norm nodes back a relu looks for a convolution
+
+
 @dataclasses.dataclass
 class LoweringContext:
     """What a lowering may ask about the node it is lowering."""

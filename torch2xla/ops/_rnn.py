@@ -1,9 +1,9 @@
 """Recurrent layers (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) as one ``lax.scan`` each.
 
 AOT export decomposes ``aten.lstm.input`` (a CompositeImplicitAutograd op) into one cell per
-time step, which XLA compiles as a long unrolled program. ``preserve_rnns`` retargets the
-Dynamo graph's ``torch.lstm``/``torch.gru``/``torch.rnn_tanh``/``torch.rnn_relu`` calls to
-functional custom ops of the same schema (``torch.ops.torch2xla.*``), which export keeps
+time step, which XLA compiles as a long unrolled program. ``capture/_rewrites.preserve_rnns``
+retargets the Dynamo graph's ``torch.lstm``/``torch.gru``/``torch.rnn_tanh``/``torch.rnn_relu``
+calls to functional custom ops of the same schema (``torch.ops.torch2xla.*``), which export keeps
 intact; their lowerings run the time loop as a scan: the input projection of every step as
 one matmul, the recurrent matmul and the fused cell in the loop. The LSTM's recurrence has its
 own gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
@@ -15,8 +15,6 @@ graphs under autocast.
 """
 
 from __future__ import annotations
-
-import copy
 
 import jax
 import jax.numpy as jnp
@@ -187,63 +185,6 @@ def _single_state_op(name: str, aten_op):
 gru = _single_state_op("gru", torch.ops.aten.gru.input)
 rnn_tanh = _single_state_op("rnn_tanh", torch.ops.aten.rnn_tanh.input)
 rnn_relu = _single_state_op("rnn_relu", torch.ops.aten.rnn_relu.input)
-
-_REPLACEMENTS = {
-    torch.lstm: ("lstm", torch.ops.torch2xla.lstm.default),
-    torch.gru: ("gru", torch.ops.torch2xla.gru.default),
-    torch.rnn_tanh: ("rnn_tanh", torch.ops.torch2xla.rnn_tanh.default),
-    torch.rnn_relu: ("rnn_relu", torch.ops.torch2xla.rnn_relu.default),
-}
-
-
-# -- the Dynamo-graph rewrite -------------------------------------------------------------------
-def preserve_rnns(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``gm``, or a copy whose supported RNN calls target the custom ops above (``gm`` itself is
-    never changed: Dynamo may still run it eagerly)."""
-    if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
-        return gm  # autocast casts aten's RNN ops; the custom ops would escape it
-    if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
-        return gm
-    positions = [i for i, n in enumerate(gm.graph.nodes) if _supported(n)]
-    if not positions:
-        return gm
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        nodes[i].target = _REPLACEMENTS[nodes[i].target][1]
-    gm.recompile()
-    return gm
-
-
-def _supported(node: torch.fx.Node) -> bool:
-    if node.op != "call_function" or node.target not in _REPLACEMENTS:
-        return False
-    kind = _REPLACEMENTS[node.target][0]
-    if len(node.args) != 9 or node.kwargs:
-        return False
-    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, _ = node.args
-    # The .data overloads (packed sequences) have the batch sizes where .input has hx/params.
-    if not isinstance(params, list | tuple):
-        return False
-    if kind == "lstm" and not (isinstance(hx, list | tuple) and len(hx) == 2):
-        return False
-    if kind != "lstm" and not isinstance(hx, torch.fx.Node):
-        return False
-    if not all(isinstance(v, bool | int | float) for v in (has_biases, num_layers, dropout, train,
-                                                              bidirectional)):
-        return False
-    if train and dropout > 0 and num_layers > 1:
-        return False  # inter-layer dropout: torch's random stream, left to the decomposition
-    value = input.meta.get("example_value") if isinstance(input, torch.fx.Node) else None
-    if not isinstance(value, torch.Tensor) or value.dim() != 3:
-        return False
-    if value.dtype not in (torch.float32, torch.float64):
-        return False
-    directions = 2 if bidirectional else 1
-    per = 4 if has_biases else 2
-    # proj_size > 0 adds a projection weight per layer and direction.
-    return len(params) == num_layers * directions * per
-
 
 # -- lowerings ----------------------------------------------------------------------------------
 def _matmul(a, b):

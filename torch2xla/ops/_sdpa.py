@@ -6,8 +6,9 @@ cuDNN kernel. Export then decomposed every CUDA sdpa into two batched products a
 ``_safe_softmax``, in float32 even under bf16 autocast, and training kept every (L, S)
 probability matrix where eager's fused kernels keep the output and a logsumexp per row.
 
-``preserve_sdpa`` retargets the Dynamo graph's sdpa calls to ``torch2xla::sdpa``, a functional
-custom op of sdpa's schema that export keeps intact, lowered by the registry's sdpa lowering:
+``capture/_rewrites.preserve_sdpa`` retargets the Dynamo graph's sdpa calls to
+``torch2xla::sdpa``, a functional custom op of sdpa's schema that export keeps intact, lowered
+by the registry's sdpa lowering:
 cuDNN's fused attention for half precision on CUDA, elsewhere attention whose backward keeps
 what fused attention keeps (``_saved.attention``). Under autocast the op carries autocast's
 dtype and casts as autocast casts sdpa (float operands but float64 to the autocast dtype).
@@ -22,8 +23,6 @@ probability of 1 or more, and arguments that are not constants.
 
 from __future__ import annotations
 
-import copy
-
 import jax.numpy as jnp
 import torch
 
@@ -31,10 +30,6 @@ from torch2xla._interop import jax_dtype, torch_dtype
 from torch2xla.ops import _vmap
 from torch2xla.ops._nn import attention, scaled_dot_product_attention
 from torch2xla.ops._registry import register
-
-_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
-             "enable_gqa": False}
 
 
 def _cast_to(dtype: torch.dtype, autocast_dtype: torch.dtype | None) -> torch.dtype:
@@ -218,69 +213,4 @@ def _sdpa_dropout_lowering(query, key, value, attn_mask, dropout_p, is_causal, s
                      seed=seed.astype(jnp.uint32))[0]
 
 
-# -- the Dynamo-graph rewrite ---------------------------------------------------------------------
-_TARGETS = frozenset({torch._C._nn.scaled_dot_product_attention,
-                      torch.nn.functional.scaled_dot_product_attention})
-
-
-def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``gm``, or a copy whose sdpa calls target ``torch2xla::sdpa`` (``gm`` itself is never
-    changed: Dynamo may still run it eagerly)."""
-    if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
-        return gm  # autocast entered inside the graph: which calls it covers is not tracked here
-    positions = [i for i, node in enumerate(gm.graph.nodes) if _bound(node) is not None]
-    if not positions:
-        return gm
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        node = nodes[i]
-        bound = _bound(node)
-        device = bound["query"].meta["example_value"].device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"])
-        rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
-        if bound["dropout_p"]:
-            with gm.graph.inserting_before(node):
-                seed = gm.graph.call_function(torch.randint, (2**31 - 1, ()),
-                                              {"dtype": torch.int32, "device": "cpu"})
-            node.target = torch.ops.torch2xla.sdpa_dropout.default
-            node.args = (*args, float(bound["dropout_p"]), *rest, seed)
-        else:
-            node.target = torch.ops.torch2xla.sdpa.default
-            node.args = (*args, *rest)
-        node.kwargs = {}
-    gm.recompile()
-    return gm
-
-
-def _bound(node: torch.fx.Node) -> dict | None:
-    """The arguments of an sdpa call this op covers, by name; None for any other node."""
-    if node.op != "call_function" or node.target not in _TARGETS:
-        return None
-    if len(node.args) > len(_ARGS) or any(k not in _ARGS for k in node.kwargs):
-        return None
-    bound = {**_DEFAULTS, **dict(zip(_ARGS, node.args)), **node.kwargs}
-    if any(name not in bound for name in _ARGS[:3]):
-        return None
-    if not isinstance(bound["dropout_p"], int | float) or not 0 <= bound["dropout_p"] < 1:
-        return None
-    if not (isinstance(bound["is_causal"], bool) and isinstance(bound["enable_gqa"], bool)):
-        return None
-    if not (bound["scale"] is None or isinstance(bound["scale"], int | float)):
-        return None
-    tensors = [bound[n] for n in ("query", "key", "value")]
-    if bound["attn_mask"] is not None:
-        tensors.append(bound["attn_mask"])
-    values = [t.meta.get("example_value") if isinstance(t, torch.fx.Node) else None
-              for t in tensors]
-    if not all(isinstance(v, torch.Tensor) and not v.is_nested for v in values):
-        return None
-    if not all(v.is_floating_point() for v in values[:3]):
-        return None
-    if bound["scale"] is not None:
-        bound["scale"] = float(bound["scale"])
-    return bound
-
-
-__all__ = ["preserve_sdpa", "sdpa", "sdpa_dropout"]
+__all__ = ["sdpa", "sdpa_dropout"]
