@@ -79,7 +79,9 @@ def _patch_training(policy_name: str | None) -> list[int]:
     differentiated function in ``jax.checkpoint`` with that policy (an experiment)."""
     import jax
 
-    from torch2xla import _autograd, _program
+    from torch2xla.autodiff import _autograd
+
+    from torch2xla.runtime import _program
 
     sizes: list[int] = []
     original = _autograd.build_train_fns

@@ -35,7 +35,7 @@ import _common  # noqa: I001  (configures torch and XLA for one thread before th
 import torch
 
 import models
-from torch2xla._interop import x64
+from torch2xla.runtime._interop import x64
 
 MiB = 2**20
 
@@ -114,7 +114,7 @@ def xla_residuals(case: str, top: int) -> dict:
     input_ptrs |= {x.ctypes.data for x in (*diff, *rest) if hasattr(x, "ctypes")}
     forward = getattr(original, "jitted", original)  # unwrapped from the program's AOT caller
     res = node.vjp_fn
-    if hasattr(res, "kept"):  # torch2xla._residuals: computed arrays + inputs (not copies)
+    if hasattr(res, "kept"):  # torch2xla.autodiff._residuals: computed arrays + inputs (not copies)
         leaves, jitted = res.kept, forward._jitted
         aliased_inputs = sum(x.nbytes for x in res.inputs if hasattr(x, "nbytes"))
     else:
@@ -196,7 +196,7 @@ def _step_peak(case: str, mode: str, options: dict | None) -> dict:
 
 
 def split_profile(case: str, options: dict | None = None) -> list[dict]:
-    """The split backward of a case (``torch2xla/_split.py``), segment by segment
+    """The split backward of a case (``torch2xla/autodiff/_split.py``), segment by segment
     (``SplitBackward.profile``); empty where the backward runs as one program."""
     model, inputs, loss_fn = _build(case)
     model.train()
@@ -213,7 +213,7 @@ def split_profile(case: str, options: dict | None = None) -> list[dict]:
 
 def _lower_backward(fns, vjp_fn, cts, donate: bool):
     """The backward program lowered as a retained (donate False) or freed graph runs it."""
-    if hasattr(vjp_fn, "kept"):  # torch2xla._residuals.Backward
+    if hasattr(vjp_fn, "kept"):  # torch2xla.autodiff._residuals.Backward
         return fns.bwd.lower(vjp_fn, cts, donate)
     return None if donate else fns.bwd.lower(vjp_fn, cts)
 

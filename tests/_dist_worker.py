@@ -75,7 +75,7 @@ def scenario_ddp(rank):
 
 def scenario_buckets(rank):
     """Big enough for several DDP buckets: Dynamo splits the graph at bucket boundaries."""
-    from torch2xla import _program
+    from torch2xla.runtime import _program
 
     built = []
     original = _program.XlaProgram.__init__

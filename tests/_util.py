@@ -7,7 +7,7 @@ import copy
 import torch
 import torch.utils._pytree as pytree
 
-import torch2xla._program
+import torch2xla.runtime._program
 
 
 def clone_args(args):
@@ -44,11 +44,11 @@ class ProgramCounter:
     def __init__(self, monkeypatch) -> None:
         self.count = 0
         self.programs: list = []
-        original = torch2xla._program.XlaProgram.__init__
+        original = torch2xla.runtime._program.XlaProgram.__init__
 
         def counting_init(prog, *a, **kw):
             self.count += 1
             original(prog, *a, **kw)
             self.programs.append(prog)
 
-        monkeypatch.setattr(torch2xla._program.XlaProgram, "__init__", counting_init)
+        monkeypatch.setattr(torch2xla.runtime._program.XlaProgram, "__init__", counting_init)

@@ -32,10 +32,10 @@ def _reset_dynamo():
 def lowered_ops(monkeypatch):
     """The call_function targets of every ATen graph lowered while the test runs."""
     import torch2xla._backend
-    import torch2xla._lower
+    import torch2xla.capture._lower
 
     seen: list = []
-    original = torch2xla._lower.lower
+    original = torch2xla.capture._lower.lower
 
     def recording(gm, args):
         lowered = original(gm, args)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests._util import ProgramCounter, assert_same
-from torch2xla._aliases import InputAliasing, alias_signature
+from torch2xla.capture._aliases import InputAliasing, alias_signature
 
 
 def shift_and_scale(a, b):

@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx.passes.split_module import split_module
 
-from torch2xla._interop import x64
-from torch2xla._interpret import to_jax_function
-from torch2xla._lower import lower
-from torch2xla.capture import annotate
+from torch2xla.runtime._interop import x64
+from torch2xla.ops._interpret import to_jax_function
+from torch2xla.capture._lower import lower
+from torch2xla.capture._annotate import annotate
 from torch2xla.ops._registry import (
     AFTER_CONVOLUTION,
     CONVOLUTION_PATH,

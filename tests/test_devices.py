@@ -5,7 +5,7 @@ choice is a pure function, tested here on any machine."""
 import torch
 
 from tests._util import assert_same
-from torch2xla._interop import program_device, same_device
+from torch2xla.runtime._interop import program_device, same_device
 
 CPU, CUDA, CUDA1 = torch.device("cpu"), torch.device("cuda", 0), torch.device("cuda", 1)
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from torch2xla import _dump
+from torch2xla.debug import _dump
 
 aten = torch.ops.aten
 

@@ -370,12 +370,12 @@ def test_padded_programs_write_back_in_place_updates():
 
 @torch.no_grad()
 def test_a_failing_padded_program_compiles_exactly_and_warns(monkeypatch):
-    import torch2xla._lower
+    import torch2xla.capture._lower
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(torch2xla._lower, "relower", broken)
+    monkeypatch.setattr(torch2xla.capture._lower, "relower", broken)
     fn = FIX_CASES["softmax"]
     compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": "pow2"})
     x = torch.randn(2, 3, 4)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import torch2xla
-from torch2xla import _stages
+from torch2xla.debug import _stages
 
 aten = torch.ops.aten
 

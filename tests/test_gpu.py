@@ -177,7 +177,7 @@ def test_outputs_stay_on_the_input_device():
 def test_dlpack_is_zero_copy_both_ways():
     import jax
 
-    from torch2xla._interop import to_jax, to_torch, x64
+    from torch2xla.runtime._interop import to_jax, to_torch, x64
 
     t = torch.randn(1024, device=DEV)
     with x64():
@@ -259,7 +259,7 @@ def test_jax_leaves_gpu_memory_to_torch():
 
 
 def test_cpu_tensors_run_on_jax_cpu_on_a_gpu_machine(monkeypatch):
-    import torch2xla._program as program_module
+    import torch2xla.runtime._program as program_module
 
     programs = []
     original = program_module.XlaProgram.__init__

@@ -1,5 +1,5 @@
 """Issue 22 item 4: which inputs get a gradient (a tensor, zeros where the derivative is zero)
-and which get None follows eager's autograd graph (``torch2xla/_connected.py``), on every path:
+and which get None follows eager's autograd graph (``torch2xla/autodiff/_connected.py``), on every path:
 one program, a graph split around an op run in eager, a split backward, packed gradients,
 create_graph. Written as users write it, compared with eager including None-ness."""
 
@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from tests._training import ran_in_xla
-from torch2xla import _pack, _split
+from torch2xla.runtime import _pack
+from torch2xla.autodiff import _split
 
 F = nn.functional
 
@@ -288,13 +289,13 @@ def test_a_graph_torch_cannot_run_on_fake_tensors_warns_and_gives_gradients(monk
     """Where the fake run fails, every input requiring grad gets a gradient (zeros, never a
     missing one), and a warning says so."""
     import torch2xla
-    from torch2xla import _connected
+    from torch2xla.autodiff import _connected
 
     def broken(gm, args):
         raise RuntimeError("no fake kernel")
 
     monkeypatch.setattr(_connected, "run_fake", broken)
-    monkeypatch.setattr("torch2xla._program.run_fake", broken)
+    monkeypatch.setattr("torch2xla.runtime._program.run_fake", broken)
 
     def f(x, w):
         return (x.round() * w).sin()
@@ -310,7 +311,7 @@ def test_a_whole_graph_reads_connectivity_from_dynamo_without_running_anything(m
     def no_fake_run(*args, **kwargs):
         raise AssertionError("a whole graph ran on fake tensors")
 
-    monkeypatch.setattr("torch2xla._program.traced_links", no_fake_run)
+    monkeypatch.setattr("torch2xla.runtime._program.traced_links", no_fake_run)
     fn = ZERO_DERIVATIVE["round"]
     leaves = (_leaf(4), _leaf(4, seed=1))
     _assert_same(_grads(_compile(fn), leaves), _grads(fn, leaves))

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from tests._util import assert_same
-from torch2xla._interop import ViewCache, x64
+from torch2xla.runtime._interop import ViewCache, x64
 
 
 def _pair(model):
@@ -314,7 +314,7 @@ def test_compiled_call_falls_back_to_the_jit_for_other_arguments():
     import jax
     import numpy as np
 
-    from torch2xla._program import _Aot
+    from torch2xla.runtime._program import _Aot
 
     call = _Aot(jax.jit(lambda a: a * 2))
     a = torch.arange(4.0)

@@ -88,7 +88,7 @@ def test_records_name_real_ops():
 def test_harness_compares_the_none_ness_of_gradients(monkeypatch):
     """Eager's zeros for round's input (a path of zero derivative) are not None: a gradient
     missing where eager gives zeros fails, as does one given where eager gives None."""
-    from torch2xla import _program
+    from torch2xla.runtime import _program
 
     monkeypatch.setattr(_program.XlaProgram, "connected",
                         lambda self, diff_in: tuple(frozenset() for _ in self._graph_diff_out))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch2xla  # (registers the backend's lowerings)
-from torch2xla._lower import decomposition_table
+from torch2xla.capture._lower import decomposition_table
 from torch2xla.ops import (
     DATA_DEPENDENT,
     LOWERINGS,

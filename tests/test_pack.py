@@ -1,4 +1,4 @@
-"""Small gradients and written-back buffers reach torch packed (torch2xla/_pack.py): the values,
+"""Small gradients and written-back buffers reach torch packed (torch2xla/runtime/_pack.py): the values,
 the optimizer's view of them and the buffers must be eager's, step after step."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_user_outputs_are_not_views_of_a_packed_buffer():
 
 
 def test_packing_plan_groups_by_dtype_and_limit():
-    from torch2xla import _pack
+    from torch2xla.runtime import _pack
 
     metas = [((3,), torch.float32), ((2, 2), torch.float32), ((5,), torch.int64),
              ((1000,), torch.float32), ((4,), torch.float32), ((2,), torch.int64)]

@@ -82,7 +82,7 @@ def test_fold_constants_evaluates_parameter_free_subgraphs():
 
 def test_fold_constants_keeps_random_ops_and_large_values():
     def g(x):
-        big = torch.ones(torch2xla._passes.FOLD_MAX_NUMEL + 1).cumsum(0)
+        big = torch.ones(torch2xla.capture._passes.FOLD_MAX_NUMEL + 1).cumsum(0)
         return x + big.sum(), torch.rand(3)
 
     graphs = []

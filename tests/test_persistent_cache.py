@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import torch2xla
-from torch2xla import _stored
+from torch2xla.runtime import _stored
 from torch2xla.guards import _persistent
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torch2xla._interop import x64
-from torch2xla._interpret import to_jax_function
-from torch2xla._lower import lower
-from torch2xla.capture import annotate
+from torch2xla.runtime._interop import x64
+from torch2xla.ops._interpret import to_jax_function
+from torch2xla.capture._lower import lower
+from torch2xla.capture._annotate import annotate
 from torch2xla.ops._registry import LOWERINGS
 
 aten = torch.ops.aten

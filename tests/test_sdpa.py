@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch2xla._lower
-import torch2xla.capture
+import torch2xla.capture._lower
+import torch2xla.capture._rewrites
 from tests._training import ran_in_xla
 
 SDPA = torch.ops.torch2xla.sdpa.default
@@ -219,7 +219,7 @@ def test_rewrite_leaves_the_dynamo_graph_unchanged():
     for node, value in zip(gm.graph.find_nodes(op="placeholder"), (q, k, v)):
         node.meta["example_value"] = value
     before = [n.target for n in gm.graph.nodes]
-    new = torch2xla.capture.preserve_sdpa(gm)
+    new = torch2xla.capture._rewrites.preserve_sdpa(gm)
     assert [n.target for n in gm.graph.nodes] == before
     assert SDPA in [n.target for n in new.graph.nodes]
     torch.testing.assert_close(new(q, k, v), F.scaled_dot_product_attention(q, k, v))

@@ -1,4 +1,4 @@
-"""The backward as a chain of programs (torch2xla/_split.py): gradients, buffers and optimizer
+"""The backward as a chain of programs (torch2xla/autodiff/_split.py): gradients, buffers and optimizer
 steps as eager's, and each residual freed by the segment that uses it last."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch2xla
 from tests._training import assert_grads, twins
 from tests._util import assert_same
 from tests.models import CNN, MLP, LSTMTagger, TinyGPT
-from torch2xla import _split
+from torch2xla.autodiff import _split
 
 SEGMENT_MIB = 0.004  # ~4 KiB of residuals per segment: many segments for these small models
 

@@ -1,4 +1,4 @@
-"""What training keeps from forward to backward (torch2xla/_residuals.py, ops/_saved.py):
+"""What training keeps from forward to backward (torch2xla/autodiff/_residuals.py, ops/_saved.py):
 gradients that keep what eager keeps match eager's, the residuals are no larger than eager's
 saved tensors, inputs are not copied, and freed graphs donate their residuals."""
 

@@ -9,19 +9,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from torch2xla import _stored
-from torch2xla._aliases import output_aliases
-from torch2xla import _data_dependent as data_dependent
-from torch2xla._connected import example_links
-from torch2xla._dump import dumping
+from torch2xla.runtime import _stored
+from torch2xla.capture._aliases import output_aliases
+from torch2xla.capture import _data_dependent as data_dependent
+from torch2xla.autodiff._connected import example_links
+from torch2xla.debug._dump import dumping
 from torch2xla._errors import UnsupportedOpsError, op_name, source_line, warn
-from torch2xla._interop import no_stack_capture, x64
-from torch2xla._lower import LoweredGraph, lower
+from torch2xla.runtime._interop import no_stack_capture, x64
+from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla._options import Options
-from torch2xla._partition import find_unsupported, split
-from torch2xla._passes import run_passes
-from torch2xla._program import XlaProgram
-from torch2xla._stages import (
+from torch2xla.capture._partition import find_unsupported, split
+from torch2xla.capture._passes import run_passes
+from torch2xla.runtime._program import XlaProgram
+from torch2xla.debug._stages import (
     Build,
     OpPlacement,
     RecordLog,
@@ -131,7 +131,7 @@ class CompiledGraph:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
             return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
-        # the signature for explain and writes dumps (torch2xla/_stages.py). ``lowering``
+        # the signature for explain and writes dumps (torch2xla/debug/_stages.py). ``lowering``
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
         key = self._stored_key(args) if lowering is None else None

@@ -17,7 +17,7 @@ import jax
 import torch
 
 from torch2xla._errors import LoweringError
-from torch2xla._interop import jax_dtype
+from torch2xla.runtime._interop import jax_dtype
 from torch2xla.ops._registry import LOWERINGS, ctx
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -179,7 +179,7 @@ class Options:
             MiB, ``True`` always (cut as ``"auto"`` cuts: for the lowest estimated peak),
             ``False`` never, or a number: MiB of residuals per segment.
         checks: raise eager's error for the inputs eager rejects by their values (an index out
-            of range, an integer division by zero; ``torch2xla/_checks.py``), after the
+            of range, an integer division by zero; ``torch2xla/runtime/_checks.py``), after the
             program ran: ``"auto"`` in programs on the CPU, ``True`` on GPUs too (each call
             then waits for the device to read the result), ``False`` never (such inputs give
             unspecified values, as XLA clamps or fills).
@@ -253,7 +253,7 @@ def _accepted_by_xla(pairs: tuple) -> None:
     import jax
     import numpy as np
 
-    from torch2xla._interop import no_stack_capture
+    from torch2xla.runtime._interop import no_stack_capture
 
     try:
         with no_stack_capture():  # the executable is cached: it keeps no frame of the caller's

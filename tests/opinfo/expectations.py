@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from torch2xla._interop import dtype_name
+from torch2xla.runtime._interop import dtype_name
 from torch2xla.ops import DATA_DEPENDENT
 
 from .harness import ERROR, FORWARD, GRAD, INPLACE, Expect

@@ -40,7 +40,9 @@ from torch.testing._internal.opinfo.core import (
     gradcheck_wrapper_masked_pointwise_operation,
 )
 
-from torch2xla import _errors, _program
+from torch2xla import _errors
+
+from torch2xla.runtime import _program
 
 FORWARD, INPLACE, GRAD, ERROR = "forward", "inplace", "grad", "error"
 # The dtype an ``error`` outcome is recorded under (its inputs have dtypes of their own).

@@ -1,8 +1,5 @@
-"""Graph-level work before translation: rewrites of the Dynamo and ATen graphs
-(``_rewrites``) and the analyses that annotate an ATen graph's nodes for their lowerings
-(``_annotate``; the ``node.meta`` keys are in ``torch2xla/ops/_registry.py``)."""
-
-from torch2xla.capture._annotate import annotate
-from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
-
-__all__ = ["annotate", "preserve_rnns", "preserve_sdpa", "strip_effect_tokens"]
+"""Dynamo graph to functional core ATen: the export, graph rewrites (``_rewrites``) and the
+analyses that annotate an ATen graph's nodes for their lowerings (``_annotate``; the
+``node.meta`` keys are in ``torch2xla/ops/_registry.py``), overlapping inputs, data-dependent
+cuts, partitions around what XLA cannot run. (Only this docstring: importing a package
+imports none of its modules.)"""

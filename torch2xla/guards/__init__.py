@@ -3,7 +3,7 @@
 See ``torch2xla/guards/README.md`` for the design and a map of the files.
 """
 
-from torch2xla.guards._bucket import Bucketing, BucketSpec
+from torch2xla.guards.bucketing._bucket import Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._graph import BUILD_LOCK, GraphGuards
 from torch2xla.guards._info import CacheInfo, GraphInfo, SignatureInfo, cache_info, clear_caches

@@ -9,7 +9,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch2xla._stages import OpPlacement
+    from torch2xla.debug._stages import OpPlacement
 
 # Keys evicted by the LRU bound that are remembered, to say so when they come back.
 _EVICTED_MEMORY = 1024

@@ -13,11 +13,11 @@ from typing import Any
 import torch
 
 from torch2xla._errors import OpError
-from torch2xla._fx_sources import FxSources
+from torch2xla.capture._fx_sources import FxSources
 from torch2xla._errors import warn
-from torch2xla._interop import no_stack_capture
+from torch2xla.runtime._interop import no_stack_capture
 from torch2xla.guards import _persistent
-from torch2xla.guards._bucket import NOT_A_SIZE, Bucketing, BucketSpec
+from torch2xla.guards.bucketing._bucket import NOT_A_SIZE, Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import (

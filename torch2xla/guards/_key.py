@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 import sympy
 import torch
 
-from torch2xla._aliases import alias_signature, may_alias
-from torch2xla._lower import scalar_placeholders
+from torch2xla.capture._aliases import alias_signature, may_alias
+from torch2xla.capture._lower import scalar_placeholders
 
 
 def _expr(value) -> sympy.Expr | None:

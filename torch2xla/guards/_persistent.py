@@ -12,7 +12,7 @@ Two kinds of entries, one file each:
   the lowered StableHLO text, the XLA options, the device and the environment
   (``environment``). Every compile of torch2xla goes through ``compile`` and finds its
   executable here when another process compiled the same module: XLA's compile is skipped.
-- ``graphs/<key>``: one signature of a Dynamo graph (``torch2xla/_stored.py``): what its first
+- ``graphs/<key>``: one signature of a Dynamo graph (``torch2xla/runtime/_stored.py``): what its first
   call compiled, the keys of those executables, and what is needed to call them, keyed by the
   Dynamo graph, its inputs, the options, torch's global state, the environment and a digest
   of torch2xla's source. A hit skips the ATen export, JAX's tracing and lowering as well.

@@ -17,7 +17,7 @@ import torch
 from torch._ops import ops
 
 from torch2xla._errors import OpError
-from torch2xla._interop import dtype_name
+from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
 

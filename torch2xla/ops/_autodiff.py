@@ -1,7 +1,7 @@
 """``torch2xla::stop_gradient``: where eager autograd stops tracking a value.
 
 The ATen graph is exported without autograd, so ``.detach()``, ``.data`` and values computed
-under ``torch.no_grad()`` reach it as plain aliases or ops. ``torch2xla._stop_gradient`` marks
+under ``torch.no_grad()`` reach it as plain aliases or ops. ``torch2xla.capture._stop_gradient`` marks
 those points in the Dynamo graph with this op, which survives export and lowers to
 ``lax.stop_gradient``, so ``jax.vjp`` gives the gradients eager autograd gives.
 """

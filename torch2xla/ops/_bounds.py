@@ -1,4 +1,4 @@
-"""Runtime checks of lowerings (``ctx().check``, ``torch2xla/_checks.py``): indices within their
+"""Runtime checks of lowerings (``ctx().check``, ``torch2xla/runtime/_checks.py``): indices within their
 dimension and integer divisors that are not zero, as eager checks them.
 
 Which indices eager accepts, the error it raises and its message depend on the op the user

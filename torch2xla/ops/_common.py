@@ -10,7 +10,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
-from torch2xla._interop import jax_dtype, torch_dtype
+from torch2xla.runtime._interop import jax_dtype, torch_dtype
 from torch2xla.ops._registry import ctx
 
 __all__ = [

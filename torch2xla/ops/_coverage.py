@@ -14,7 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch._ops import ops
 
-from torch2xla._interop import TORCH_TO_JAX_DTYPE
+from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE
 
 aten = ops.aten
 

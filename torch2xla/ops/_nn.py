@@ -11,7 +11,7 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla._interop import jax_dtype
+from torch2xla.runtime._interop import jax_dtype
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channels_last
 from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype

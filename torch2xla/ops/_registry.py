@@ -239,11 +239,11 @@ class LoweringContext:
         """Register a runtime check of this node: ``failed`` (a traced bool scalar) is True
         where eager raises ``error`` (an ``OpError`` class; default ``OpError``) with
         ``message``, whose ``{value}`` is filled with ``value`` (a traced integer scalar). The
-        program reports it after it ran (``torch2xla/_checks.py``); a no-op when checks are off.
+        program reports it after it ran (``torch2xla/runtime/_checks.py``); a no-op when checks are off.
         """
         if self.checks is None:
             return
-        from torch2xla._checks import Check, Registered
+        from torch2xla.runtime._checks import Check, Registered
         from torch2xla._errors import OpError
 
         self.checks.append(Registered(Check(self.node, error or OpError, message), failed, value))

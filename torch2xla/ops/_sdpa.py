@@ -26,7 +26,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from torch2xla._interop import jax_dtype, torch_dtype
+from torch2xla.runtime._interop import jax_dtype, torch_dtype
 from torch2xla.ops import _vmap
 from torch2xla.ops._nn import attention, scaled_dot_product_attention
 from torch2xla.ops._registry import register

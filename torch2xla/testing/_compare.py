@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from torch2xla._interop import dtype_name
+from torch2xla.runtime._interop import dtype_name
 
 __all__ = ["DEFAULT_TOLERANCES", "ParityError", "default_tolerance", "describe_value"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from torch2xla._interop import dtype_name
+from torch2xla.runtime._interop import dtype_name
 from torch2xla.testing._compare import Mismatch, ParityError
 
 __all__ = ["KNOWN_LIMITATIONS", "Limitation"]

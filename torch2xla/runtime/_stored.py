@@ -44,11 +44,11 @@ from typing import Any
 import jax
 import torch
 
-from torch2xla import _autograd, _residuals
-from torch2xla._interop import ViewCache, jax_device, no_stack_capture, to_torch, to_torch_cpu
-from torch2xla._lower import LoweredGraph, scalar_placeholders
-from torch2xla._program import XlaProgram
-from torch2xla._split import SplitBackward
+from torch2xla.autodiff import _autograd, _residuals
+from torch2xla.runtime._interop import ViewCache, jax_device, no_stack_capture, to_torch, to_torch_cpu
+from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
+from torch2xla.runtime._program import XlaProgram
+from torch2xla.autodiff._split import SplitBackward
 from torch2xla.guards import _persistent
 
 log = logging.getLogger("torch2xla")

@@ -10,7 +10,7 @@ import jax
 import torch
 from torch.fx.node import map_aggregate
 
-from torch2xla import _checks, _interop
+from torch2xla.runtime import _checks, _interop
 from torch2xla._errors import LoweringError, OpError, describe
 from torch2xla.ops import LOWERINGS
 from torch2xla.ops._registry import LoweringContext, RngState, reset_ctx, set_ctx

@@ -38,8 +38,10 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout
 
-from torch2xla import _pack, _split
-from torch2xla._interop import no_stack_capture, pin_row_major
+from torch2xla.runtime import _pack
+
+from torch2xla.autodiff import _split
+from torch2xla.runtime._interop import no_stack_capture, pin_row_major
 from torch2xla.guards import _persistent
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
@@ -332,7 +334,7 @@ class Backward:
         # How the gradients are packed (``_pack``), known once traced; None: they are not.
         self.packing: _pack.Packing | None = None
         # Called once, when the freed graph's backward (one program or the split) is compiled
-        # (the persistent cache records the signature then: ``torch2xla/_stored.py``).
+        # (the persistent cache records the signature then: ``torch2xla/runtime/_stored.py``).
         self.on_compiled: Callable[[], None] | None = None
 
     def _compiled_freed(self) -> None:

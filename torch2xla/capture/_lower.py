@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import torch
 from torch._functorch.aot_autograd import aot_export_module
 
-from torch2xla._aliases import InputAliasing
-from torch2xla._stop_gradient import insert_stop_gradients
-from torch2xla.capture import preserve_rnns, preserve_sdpa, strip_effect_tokens
+from torch2xla.capture._aliases import InputAliasing
+from torch2xla.capture._stop_gradient import insert_stop_gradients
+from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
 
 
 @dataclasses.dataclass(frozen=True)

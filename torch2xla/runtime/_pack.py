@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch2xla._interop import TORCH_TO_JAX_DTYPE
+from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE
 
 # Largest output packed, in bytes. On CUDA the concatenation copies at ~2 TB/s on the device,
 # while the export it saves costs ~12 us on the host, the time the device copies ~20 MB. On CPU

@@ -25,8 +25,8 @@ import sympy
 import torch
 
 from torch2xla.guards._key import SignatureKey, _expr
-from torch2xla.guards._padding import Analysis, analyze, linear_in
-from torch2xla.guards._rewrite import rewrite
+from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
+from torch2xla.guards.bucketing._rewrite import rewrite
 
 _MEMO_LIMIT = 4096
 NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
@@ -286,7 +286,7 @@ class Bucketing:
             masked, sym = self._masked_graph(args)
 
             def lowering(args):
-                from torch2xla._lower import relower
+                from torch2xla.capture._lower import relower
 
                 return relower(masked, sym.lifted, list(args), sym.mutations, sym.n_user)
 
@@ -378,8 +378,8 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-    from torch2xla._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
-    from torch2xla.capture import strip_effect_tokens
+    from torch2xla.capture._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
+    from torch2xla.capture._rewrites import strip_effect_tokens
 
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)

@@ -28,10 +28,12 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla import _checks, _residuals
-from torch2xla._connected import traced_links
-from torch2xla._interop import jax_dtype, no_stack_capture, to_jax, x64
-from torch2xla._profile import profiled_backward
+from torch2xla.runtime import _checks
+
+from torch2xla.autodiff import _residuals
+from torch2xla.autodiff._connected import traced_links
+from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
+from torch2xla.debug._profile import profiled_backward
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the

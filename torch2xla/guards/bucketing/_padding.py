@@ -541,4 +541,4 @@ def _pointwise(interp: _Interpreter, node, bound):
 
 
 # Registers the rules (after RULES exists).
-from torch2xla.guards import _padding_rules  # noqa: F401
+from torch2xla.guards.bucketing import _padding_rules  # noqa: F401

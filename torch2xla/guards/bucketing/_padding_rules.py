@@ -15,7 +15,7 @@ from collections import deque
 import sympy
 import torch
 
-from torch2xla.guards._padding import (
+from torch2xla.guards.bucketing._padding import (
     _ONE,
     RULES,
     Atom,

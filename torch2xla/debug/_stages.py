@@ -33,7 +33,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla._dump import DumpRun, dump_run, readable
+from torch2xla.debug._dump import DumpRun, dump_run, readable
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -43,8 +43,8 @@ from torch2xla._errors import (
     lowering_failed,
     source_line,
 )
-from torch2xla._interop import dtype_name, x64
-from torch2xla._passes import run_passes
+from torch2xla.runtime._interop import dtype_name, x64
+from torch2xla.capture._passes import run_passes
 from torch2xla.guards import _persistent
 from torch2xla.guards._cache import CompileRecord  # (one record: cache_info's, explain's, dumps')
 

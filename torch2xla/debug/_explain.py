@@ -21,7 +21,7 @@ import torch
 from torch._dynamo.backends.debugging import ExplainWithBackend
 
 from torch2xla._backend import CompiledGraph, xla_backend
-from torch2xla._stages import (
+from torch2xla.debug._stages import (
     STAGES,
     CompileRecord,
     detailed,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 
-from torch2xla.guards._padding import Analysis, _bind
+from torch2xla.guards.bucketing._padding import Analysis, _bind
 
 aten = torch.ops.aten
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from torch2xla._stages import CompileRecord, Executable
+    from torch2xla.debug._stages import CompileRecord, Executable
 
 DUMP_DIR_ENV = "TORCH2XLA_DUMP_DIR"
 log = logging.getLogger("torch2xla")

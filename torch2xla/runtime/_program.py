@@ -13,10 +13,12 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla import _checks, _pack, _split
-from torch2xla._connected import run_fake, traced_links
-from torch2xla._autograd import TrainFns, apply_differentiable, build_train_fns
-from torch2xla._interop import (
+from torch2xla.runtime import _checks, _pack
+
+from torch2xla.autodiff import _split
+from torch2xla.autodiff._connected import run_fake, traced_links
+from torch2xla.autodiff._autograd import TrainFns, apply_differentiable, build_train_fns
+from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
     host_copy,
@@ -29,10 +31,10 @@ from torch2xla._interop import (
     to_torch_cpu,
     x64,
 )
-from torch2xla._interpret import to_jax_function, uses_rng
-from torch2xla._profile import profiled
-from torch2xla._remat import checkpointed_function
-from torch2xla.capture import annotate
+from torch2xla.ops._interpret import to_jax_function, uses_rng
+from torch2xla.debug._profile import profiled
+from torch2xla.autodiff._remat import checkpointed_function
+from torch2xla.capture._annotate import annotate
 from torch2xla.guards import _persistent
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import jax.extend.core as jcore
 
-from torch2xla._interop import no_stack_capture
+from torch2xla.runtime._interop import no_stack_capture
 from torch2xla.guards import _persistent
 
 MiB = 1 << 20

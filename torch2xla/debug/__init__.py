@@ -1,0 +1,1 @@
+"""Build stages and compile records, progress, dumps, profiling ranges, explain."""
