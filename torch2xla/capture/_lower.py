@@ -117,7 +117,21 @@ def relower(
             aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
         )
     strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
-    return LoweredGraph(gm, tuple(lifted), tuple(mutations), num_user_outputs)
+    # Tensors the rewritten graph holds as attributes (not as inputs) come back lifted, first.
+    named = {**dict(aten_gm.named_parameters(remove_duplicate=False)),
+             **dict(aten_gm.named_buffers())}
+    held = tuple(named[n] for n in (*sig.parameters, *sig.buffers))
+    placeholders = len(gm.graph.find_nodes(op="placeholder"))
+    if placeholders != len(held) + len(lifted) + len(args) or (
+        sig.parameters_to_mutate or sig.buffers_to_mutate or sig.user_inputs_to_mutate
+    ):
+        raise RuntimeError(
+            f"torch2xla internal error: the rewritten graph exported with {placeholders} inputs "
+            f"for {len(held)} held tensors, {len(lifted)} lifted and {len(args)} arguments, or "
+            "with mutations; please report it"
+        )
+    return LoweredGraph(gm, (*held, *lifted), tuple(m + len(held) for m in mutations),
+                        num_user_outputs)
 
 
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
