@@ -22,6 +22,15 @@ PROMPT, NEW_TOKENS = 7, 16
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    # Program counts are those of a fresh process: Dynamo remembers, per code object, which
+    # sizes changed (automatic dynamic shapes), and an earlier test that compiled the same HF
+    # forward would make this one's first graph dynamic (one program fewer).
+    torch._dynamo.reset()
+    yield
+
+
 def _model(kind: str, device: str = "cpu") -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "gpt2":

@@ -499,7 +499,7 @@ class PaddedEntry:
         with torch.no_grad():
             for i, shape in plan.inputs:
                 t = args[i]
-                p = t.new_zeros(shape)
+                p = _zeros_in_layout_of(t, shape)
                 p[tuple(slice(0, n) for n in t.shape)] = t
                 new_args[i] = p
         for i, v in plan.ints:
@@ -586,13 +586,34 @@ def _eager_shapes(gm: torch.fx.GraphModule, binding: dict) -> tuple:
     return tuple(shapes)
 
 
+def _zeros_in_layout_of(t: torch.Tensor, shape) -> torch.Tensor:
+    """Zeros of ``shape`` laid out in memory as ``t`` is (its dims in the same order, dense):
+    the padded program sees the input's layout, so its outputs have eager's (a channels_last
+    input gives a channels_last result)."""
+    if t.is_contiguous() or t.ndim < 2:
+        return t.new_zeros(shape)
+    order = sorted(range(t.ndim), key=lambda d: -t.stride(d))  # outermost first (stable)
+    inverse = [order.index(d) for d in range(t.ndim)]
+    return t.new_zeros([shape[d] for d in order]).permute(inverse)
+
+
 def _unpad(out, spec):
     if spec is None or not isinstance(out, torch.Tensor):
         return out
     if all(len(p) == 1 for p, _ in spec):
         if all(p == r for p, r in spec):
             return out
-        return out[tuple(slice(0, r[0]) for _, r in spec)].contiguous()
+        real = out[tuple(slice(0, r[0]) for _, r in spec)]
+        if real.is_contiguous():
+            return real
+        # a dense copy in the padded output's dim order: eager's strides for the real sizes
+        # (row-major for most outputs; a transposed or channels_last result keeps its order)
+        order = sorted(range(out.ndim), key=lambda d: -out.stride(d))
+        strides, step = [0] * out.ndim, 1
+        for d in reversed(order):
+            strides[d], step = step, step * real.shape[d]
+        return torch.empty_strided(real.shape, strides, dtype=out.dtype,
+                                   device=out.device).copy_(real)
     atoms = [n for p, _ in spec for n in p]
     index = tuple(slice(0, n) for _, r in spec for n in r)
     real_shape = [math.prod(r) for _, r in spec]
