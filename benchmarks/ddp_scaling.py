@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import _common  # noqa: E402,F401  (one-thread XLA flags, allow_rnn)
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+from benchmarks import _common  # noqa: F401  (one-thread XLA flags, allow_rnn)
 
 
 def _port() -> int:
@@ -62,9 +62,15 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     if rank == 0:
-        steady = times[max(3, steps // 3):]
-        queue.put({"first_s": times[0], "median_ms": statistics.median(steady) * 1e3,
-                   "spread_ms": (max(steady) - min(steady)) * 1e3, "loss": loss.item()})
+        steady = times[max(3, steps // 3) :]
+        queue.put(
+            {
+                "first_s": times[0],
+                "median_ms": statistics.median(steady) * 1e3,
+                "spread_ms": (max(steady) - min(steady)) * 1e3,
+                "loss": loss.item(),
+            }
+        )
     dist.destroy_process_group()
 
 
@@ -72,8 +78,10 @@ def run(case: str, mode: str, world: int, steps: int, bucket_cap_mb: float = 25.
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, bucket_cap_mb, queue))
-             for r in range(world)]
+    procs = [
+        ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, bucket_cap_mb, queue))
+        for r in range(world)
+    ]
     for p in procs:
         p.start()
     result = queue.get(timeout=1800)
@@ -84,30 +92,45 @@ def run(case: str, mode: str, world: int, steps: int, bucket_cap_mb: float = 25.
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--case", default=None, help="benchmarks.models case (default: gpt on "
-                        "CPU, gpt2 on GPU)")
+    parser.add_argument(
+        "--case", default=None, help="benchmarks.models case (default: gpt on CPU, gpt2 on GPU)"
+    )
     parser.add_argument("--modes", default="eager,inductor,xla")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--bucket-cap-mb", type=float, default=25.0,
-                        help="DDP's bucket size (25 is DDP's default); Dynamo splits graphs at buckets")
+    parser.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        default=25.0,
+        help="DDP's bucket size (25 is DDP's default); Dynamo splits graphs at buckets",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     case = args.case or ("gpt2" if cuda else "gpt")
     worlds = [1, 2]
-    results = {"case": case, "device": torch.cuda.get_device_name() if cuda else "cpu",
-               "gpus": torch.cuda.device_count() if cuda else 0,
-               "bucket_cap_mb": args.bucket_cap_mb, "runs": {}}
+    results = {
+        "case": case,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "gpus": torch.cuda.device_count() if cuda else 0,
+        "bucket_cap_mb": args.bucket_cap_mb,
+        "runs": {},
+    }
     for mode in args.modes.split(","):
         for world in worlds:
             r = run(case, mode, world, args.steps, args.bucket_cap_mb)
             results["runs"][f"{mode}/{world}"] = r
-            print(f"{mode:9s} world={world}: {r['median_ms']:8.2f} ms/step "
-                  f"(first {r['first_s']:.1f} s, spread {r['spread_ms']:.2f} ms)", flush=True)
+            print(
+                f"{mode:9s} world={world}: {r['median_ms']:8.2f} ms/step "
+                f"(first {r['first_s']:.1f} s, spread {r['spread_ms']:.2f} ms)",
+                flush=True,
+            )
         one, two = results["runs"][f"{mode}/1"], results["runs"][f"{mode}/2"]
         one["efficiency_2v1"] = two["efficiency_2v1"] = one["median_ms"] / two["median_ms"]
         print(f"{mode:9s} scaling efficiency 2 vs 1: {one['efficiency_2v1']:.2f}", flush=True)
-    out = Path(args.out or Path(__file__).parent / "results" / f"ddp_scaling_{'gpu' if cuda else 'cpu'}.json")
+    out = Path(
+        args.out
+        or Path(__file__).parent / "results" / f"ddp_scaling_{'gpu' if cuda else 'cpu'}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(f"wrote {out}")

@@ -70,7 +70,8 @@ def first_step(case: str, device: str, dtype: str, options: dict | None) -> dict
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     autocast = (
         (lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16))
-        if dtype == "bf16" else contextlib.nullcontext
+        if dtype == "bf16"
+        else contextlib.nullcontext
     )
     handler = _Compiles()
     jax_log, ours = logging.getLogger("jax"), logging.getLogger("torch2xla")
@@ -94,15 +95,13 @@ def first_step(case: str, device: str, dtype: str, options: dict | None) -> dict
             clock.lap("backward")
             opt.step()
             clock.lap("optimizer")
-            phases.append({"step": step, "seconds": clock.times,
-                           "compiles": handler.rows[mark:]})
+            phases.append({"step": step, "seconds": clock.times, "compiles": handler.rows[mark:]})
     finally:
         jax.config.update("jax_log_compiles", False)
         jax_log.removeHandler(handler)
         ours.removeHandler(handler)
         ours.setLevel(level)
-    return {"case": case, "device": device, "dtype": dtype, "options": options,
-            "steps": phases}
+    return {"case": case, "device": device, "dtype": dtype, "options": options, "steps": phases}
 
 
 def main() -> None:
@@ -112,16 +111,21 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--options", type=json.loads, default=None)
     parser.add_argument("--json", type=pathlib.Path, default=None)
-    parser.add_argument("--full-fp32", action="store_true",
-                        help="CUDA: torch's default full float32 matmuls, not the suite's TF32")
+    parser.add_argument(
+        "--full-fp32",
+        action="store_true",
+        help="CUDA: torch's default full float32 matmuls, not the suite's TF32",
+    )
     args = parser.parse_args()
     if args.device.startswith("cuda") and not args.full_fp32:
         _common.allow_tf32()
     result = first_step(args.case, args.device, args.dtype, args.options)
     for row in result["steps"]:
         total = sum(row["seconds"].values())
-        print(f"step {row['step']}: {total:.2f} s  "
-              + "  ".join(f"{k} {v:.2f}" for k, v in row["seconds"].items()))
+        print(
+            f"step {row['step']}: {total:.2f} s  "
+            + "  ".join(f"{k} {v:.2f}" for k, v in row["seconds"].items())
+        )
         for name, seconds in row["compiles"]:
             print(f"    compile {seconds:7.2f} s  {name}")
     if args.json:

@@ -64,15 +64,25 @@ def build(name: str, tiny: bool, device: str, dtype: torch.dtype) -> torch.nn.Mo
     elif name == "llama1b":
         if tiny:
             config = transformers.LlamaConfig(
-                num_hidden_layers=2, hidden_size=64, intermediate_size=128,
-                num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                num_hidden_layers=2,
+                hidden_size=64,
+                intermediate_size=128,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=128,
                 max_position_embeddings=256,
             )
         else:
             config = transformers.LlamaConfig(
-                num_hidden_layers=16, hidden_size=2048, intermediate_size=8192,
-                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                max_position_embeddings=4096, tie_word_embeddings=True, rope_theta=500000.0,
+                num_hidden_layers=16,
+                hidden_size=2048,
+                intermediate_size=8192,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                vocab_size=128256,
+                max_position_embeddings=4096,
+                tie_word_embeddings=True,
+                rope_theta=500000.0,
             )
         cls = transformers.LlamaForCausalLM
     else:
@@ -176,9 +186,14 @@ def main() -> None:
             ids = torch.randint(3, vocab, (batch, prompt), device=a.device)
             eager_tokens = None
             for mode in a.modes:
-                row = {"model": name, "batch": batch, "prompt": prompt, "new_tokens": new_tokens,
-                       "dtype": str(dtype).removeprefix("torch."),
-                       **measure(model, mode, ids, new_tokens, a.rounds, a.device)}
+                row = {
+                    "model": name,
+                    "batch": batch,
+                    "prompt": prompt,
+                    "new_tokens": new_tokens,
+                    "dtype": str(dtype).removeprefix("torch."),
+                    **measure(model, mode, ids, new_tokens, a.rounds, a.device),
+                }
                 tokens = row.pop("tokens", None)
                 if mode == "eager":
                     eager_tokens = tokens
@@ -207,13 +222,17 @@ def _fmt(x, spec: str) -> str:
 def _line(r: dict) -> str:
     if "error" in r:
         return f"{r['model']} b{r['batch']} {r['mode']}: ERROR {r['error']}"
-    return (f"{r['model']} b{r['batch']} {r['mode']}: {r['ms_per_token']:.2f} ms/token, "
-            f"prefill {r['prefill_ms']:.1f} ms, first call {r['first_call_s']:.1f} s")
+    return (
+        f"{r['model']} b{r['batch']} {r['mode']}: {r['ms_per_token']:.2f} ms/token, "
+        f"prefill {r['prefill_ms']:.1f} ms, first call {r['first_call_s']:.1f} s"
+    )
 
 
 def _table(rows: list[dict]) -> str:
-    head = (f"{'model':8} {'batch':>5} {'mode':12} {'ms/token':>9} {'prefill ms':>11} "
-            f"{'first s':>8} {'programs':>8} {'= eager':>7}")
+    head = (
+        f"{'model':8} {'batch':>5} {'mode':12} {'ms/token':>9} {'prefill ms':>11} "
+        f"{'first s':>8} {'programs':>8} {'= eager':>7}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         match = r.get("tokens_match")

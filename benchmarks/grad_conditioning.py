@@ -24,8 +24,8 @@ import argparse
 import copy
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 def _model(name: str) -> tuple[nn.Module, torch.Tensor]:
@@ -33,8 +33,12 @@ def _model(name: str) -> tuple[nn.Module, torch.Tensor]:
     x = torch.rand(2, 3, 64, 64) * 255  # image-like: positive, large mean
     if name == "stem":
         m = nn.Sequential(
-            nn.Conv2d(3, 24, 3, 2, 1, bias=False), nn.BatchNorm2d(24), nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, 2, 1), nn.Flatten(), nn.Linear(24 * 16 * 16, 10),
+            nn.Conv2d(3, 24, 3, 2, 1, bias=False),
+            nn.BatchNorm2d(24),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+            nn.Flatten(),
+            nn.Linear(24 * 16 * 16, 10),
         )
         return m.train(), x
     if name.startswith("levit"):
@@ -76,8 +80,10 @@ def main() -> None:
     print(f"{args.model}: relative L2 gradient error against float64")
     print(f"  eager float32          {eager:.2e}")
     print(f"  torch2xla              {xla:.2e}")
-    print(f"  eager, input rounded   min {spread[0]:.2e}  median {spread[len(spread) // 2]:.2e}"
-          f"  max {spread[-1]:.2e}  ({args.draws} draws)")
+    print(
+        f"  eager, input rounded   min {spread[0]:.2e}  median {spread[len(spread) // 2]:.2e}"
+        f"  max {spread[-1]:.2e}  ({args.draws} draws)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def _median_ms(fn, sync, reps: int = 30) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--n", type=lambda s: [int(v) for v in s.split(",")], default=[50257, 50304])
+    parser.add_argument(
+        "--n", type=lambda s: [int(v) for v in s.split(",")], default=[50257, 50304]
+    )
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--width", type=int, default=768)
@@ -48,8 +50,12 @@ def main() -> None:
     _common.allow_tf32()
     for n in args.n:
         row = _row(n, args.tokens, args.width, args.dtype, args.device)
-        print(" ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k} {v}"
-                       for k, v in row.items()), flush=True)
+        print(
+            " ".join(
+                f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+            ),
+            flush=True,
+        )
 
 
 def _row(n: int, tokens: int, width: int, dtype: str, device: str) -> dict:
@@ -70,6 +76,7 @@ def _row(n: int, tokens: int, width: int, dtype: str, device: str) -> dict:
         fn = jax.jit(lambda a, b: a @ b.T, compiler_options=options)
         row[name] = _median_ms(lambda f=fn: f(jx, jw).block_until_ready(), sync)
     return row
+
 
 if __name__ == "__main__":
     main()

@@ -26,8 +26,11 @@ def merge(into: dict, sources: list[dict], note: str) -> list[tuple[str, str, st
             new[(run["case"], run["task"], run["dtype"])] = {**run, "note": note}
         into["machine"] = {**src["machine"], "torch2xla_commit": "see each row"}
     keys = list(new)
-    runs = [new.pop(key, run) for run in into["runs"]
-            for key in [(run["case"], run["task"], run["dtype"])]]
+    runs = [
+        new.pop(key, run)
+        for run in into["runs"]
+        for key in [(run["case"], run["task"], run["dtype"])]
+    ]
     into["runs"] = runs + list(new.values())
     return keys
 

@@ -71,8 +71,8 @@ def training_steps(device: str) -> dict:
 def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     """Microseconds per call of each piece of xla's call path on the tiny function, and of the
     training step's forward and backward."""
-    from torch2xla.runtime import _program
     from torch2xla import xla_backend
+    from torch2xla.runtime import _program
     from torch2xla.runtime._interop import x64
 
     torch._dynamo.reset()  # compile afresh, so that the program is built (and captured) here

@@ -38,13 +38,23 @@ def main(argv: list[str] | None = None) -> None:
         help="experiment: differentiate through jax.checkpoint with this jax.checkpoint_policies "
         "policy (e.g. dots_saveable) and report the residual bytes",
     )
-    parser.add_argument("--options", type=json.loads, default=None,
-                        help="xla backend options (JSON), as the suite's --options")
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help="xla backend options (JSON), as the suite's --options",
+    )
     args = parser.parse_args(argv)
     residuals = _patch_training(args.policy)
     base, inputs, loss_fn, autocast = suite._setup(args.case, args.dtype, args.device)
     step, first = suite._make_step(
-        copy.deepcopy(base), args.mode, args.task, inputs, loss_fn, autocast, args.device,
+        copy.deepcopy(base),
+        args.mode,
+        args.task,
+        inputs,
+        loss_fn,
+        autocast,
+        args.device,
         compile_kw={"options": args.options} if args.options else None,
     )
     first()
@@ -80,7 +90,6 @@ def _patch_training(policy_name: str | None) -> list[int]:
     import jax
 
     from torch2xla.autodiff import _autograd
-
     from torch2xla.runtime import _program
 
     sizes: list[int] = []

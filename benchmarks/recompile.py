@@ -91,8 +91,11 @@ def worker(mode: str) -> dict:
     _common.one_thread()
     compiles: list[str] = []  # XLA compiles (what the persistent cache did not serve)
     jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **kw: compiles.append(event)
-        if event == "/jax/core/compile/backend_compile_duration" else None
+        lambda event, duration, **kw: (
+            compiles.append(event)
+            if event == "/jax/core/compile/backend_compile_duration"
+            else None
+        )
     )
     model = _model()
     inputs = [torch.randint(0, 512, (2, t)) for t in LENGTHS]

@@ -201,8 +201,10 @@ def plot(results: dict[str, dict], path: pathlib.Path) -> bool:
 def ddp_section(res: dict) -> list[str]:
     """DDP step time and 2-vs-1 scaling efficiency (benchmarks/ddp_scaling.py)."""
     lines = [
-        f"### DDP scaling: {res['case']} on {res['device']}, buckets of "
-        f"{res.get('bucket_cap_mb', 25):g} MB",
+        (
+            f"### DDP scaling: {res['case']} on {res['device']}, buckets of "
+            f"{res.get('bucket_cap_mb', 25):g} MB"
+        ),
         "",
         "Weak scaling (same per-rank batch): efficiency = step time with 1 rank / with 2 ranks.",
         "",

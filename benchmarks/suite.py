@@ -61,8 +61,15 @@ def _setup(case: str, dtype: str, device: str):
     return base, inputs, loss_fn, autocast
 
 
-def run_one(case: str, task: str, dtype: str, device: str, rounds: int, target_s: float,
-            options: dict | None = None) -> dict:
+def run_one(
+    case: str,
+    task: str,
+    dtype: str,
+    device: str,
+    rounds: int,
+    target_s: float,
+    options: dict | None = None,
+) -> dict:
     cuda = device.startswith("cuda")
     base, inputs, loss_fn, autocast = _setup(case, dtype, device)
     result: dict = {"case": case, "task": task, "dtype": dtype, "device": device, "modes": {}}
@@ -112,8 +119,9 @@ def memory_only(case: str, task: str, dtype: str, device: str, options: dict | N
     base, inputs, loss_fn, autocast = _setup(case, dtype, device)
     probe = _Probe()
     compile_kw = {"options": options} if options else None
-    step, first = _make_step(copy.deepcopy(base), "xla", task, inputs, loss_fn, autocast, device,
-                             compile_kw, probe=probe)
+    step, first = _make_step(
+        copy.deepcopy(base), "xla", task, inputs, loss_fn, autocast, device, compile_kw, probe=probe
+    )
     first()
     step()
     return _memory(step, "xla", base, probe)
@@ -156,8 +164,7 @@ class _Probe:
         )
 
 
-def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None,
-               probe=None):
+def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=None, probe=None):
     """(steady step, first step returning what is compared with eager); ``compile_kw`` go to
     ``torch.compile`` (``mode=``, ``options=``); ``probe`` (training) is called with "forward"
     before the model, "after_forward" after it, "backward" when the output's gradient is ready
@@ -473,8 +480,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpu", type=int, default=None, help="pin to this core (CPU runs)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per case")
     parser.add_argument("--out", type=pathlib.Path, default=None)
-    parser.add_argument("--options", type=json.loads, default=None,
-                        help="xla backend options (JSON), e.g. '{\"split_backward\": false}'")
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help="xla backend options (JSON), e.g. '{\"split_backward\": false}'",
+    )
     parser.add_argument("--merge", action="store_true", help="keep other cases' runs in --out")
     parser.add_argument("--no-report", action="store_true", help="do not rewrite the docs")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -485,8 +496,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.one:
         case, task, dtype = args.one.split(":")
         if args.memory_only:
-            print(MARK + json.dumps(memory_only(case, task, dtype, args.device, args.options)),
-                  flush=True)
+            print(
+                MARK + json.dumps(memory_only(case, task, dtype, args.device, args.options)),
+                flush=True,
+            )
             return
         run = run_one(case, task, dtype, args.device, args.rounds, args.target_s, args.options)
         print(MARK + json.dumps(run), flush=True)

@@ -52,13 +52,15 @@ def _build(case: str):
 
         torch.manual_seed(0)
         if case == "gpt2-2l":
-            config = GPT2Config(n_layer=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                use_cache=False)
+            config = GPT2Config(
+                n_layer=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False
+            )
             model, shape = GPT2LMHeadModel(config), (2, 512)
             loss_fn = models._lm(config.vocab_size, shape, DEVICE)
         else:
-            config = BertConfig(num_hidden_layers=2, hidden_dropout_prob=0.0,
-                                attention_probs_dropout_prob=0.0)
+            config = BertConfig(
+                num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+            )
             model, shape = BertModel(config, add_pooling_layer=False), (8, 128)
             loss_fn = models._mean_square
         model = model.to(DEVICE)
@@ -282,14 +284,28 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--json", type=pathlib.Path, default=None)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--options", type=json.loads, default=None,
-                        help="xla backend options (JSON) for the step peak")
-    parser.add_argument("--step-only", action="store_true",
-                        help="CUDA: only the step peaks, not the residual census")
-    parser.add_argument("--split-profile", action="store_true",
-                        help="only the split backward's segments (with --options)")
-    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: torch.autocast(bfloat16) around forward and loss")
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help="xla backend options (JSON) for the step peak",
+    )
+    parser.add_argument(
+        "--step-only",
+        action="store_true",
+        help="CUDA: only the step peaks, not the residual census",
+    )
+    parser.add_argument(
+        "--split-profile",
+        action="store_true",
+        help="only the split backward's segments (with --options)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: torch.autocast(bfloat16) around forward and loss",
+    )
     args = parser.parse_args()
     global DEVICE, AUTOCAST
     DEVICE = args.device
@@ -304,8 +320,11 @@ def main() -> None:
     if args.split_profile:
         rows = split_profile(args.case, args.options)
         for r in rows:
-            print(" ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
-                           for k, v in r.items()))
+            print(
+                " ".join(
+                    f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
+                )
+            )
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
         return
@@ -318,17 +337,25 @@ def main() -> None:
     report["xla"] = xla_residuals(args.case, args.top)
     e, x = report["eager"], report["xla"]
     for mode, m in report.get("step", {}).items():
-        print(f"{args.case} {args.dtype} step {mode}: " + ", ".join(
-            f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items()))
-    print(f"{args.case}: eager saves {e['saved_MiB']:.1f} MiB ({e['tensors']} tensors); "
-          f"xla keeps {x['residual_MiB']:.1f} MiB ({x['residual_buffers']} buffers; "
-          f"{x['aliasing_inputs_MiB']:.1f} MiB more alias inputs)")
+        print(
+            f"{args.case} {args.dtype} step {mode}: "
+            + ", ".join(
+                f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in m.items()
+            )
+        )
+    print(
+        f"{args.case}: eager saves {e['saved_MiB']:.1f} MiB ({e['tensors']} tensors); "
+        f"xla keeps {x['residual_MiB']:.1f} MiB ({x['residual_buffers']} buffers; "
+        f"{x['aliasing_inputs_MiB']:.1f} MiB more alias inputs)"
+    )
     for name, m in x["programs"].items():
         print(f"  {name:20s} " + ", ".join(f"{k} {v:.1f}" for k, v in m.items()))
     print("  largest residuals:")
     for r in x["largest"]:
-        print(f"    {r['MiB']:7.2f} MiB  {r['count']:3d} x {r['primitive']:22s} "
-              f"{r['dtype']}{r['shape']}")
+        print(
+            f"    {r['MiB']:7.2f} MiB  {r['count']:3d} x {r['primitive']:22s} "
+            f"{r['dtype']}{r['shape']}"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

@@ -107,7 +107,6 @@ class _Stack(nn.Module):
         return x
 
 
-
 def remat_one(remat: bool, rounds: int, n: int) -> dict:
     """Memory and step time of the block stack with or without remat (run in its own process)."""
     import jax
@@ -162,13 +161,21 @@ def remat_one(remat: bool, rounds: int, n: int) -> dict:
 def remat_memory(rounds: int, n: int) -> dict:
     results = {}
     for remat in (False, True):
-        cmd = [sys.executable, __file__, "--remat-child", str(int(remat)),
-               "--rounds", str(rounds), "--steps", str(n)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--remat-child",
+            str(int(remat)),
+            "--rounds",
+            str(rounds),
+            "--steps",
+            str(n),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
         if proc.returncode or not lines:
             raise RuntimeError(f"remat={remat} failed:\n{proc.stderr[-3000:]}")
-        results["remat" if remat else "no remat"] = json.loads(lines[-1][len(MARK):])
+        results["remat" if remat else "no remat"] = json.loads(lines[-1][len(MARK) :])
     return results
 
 
@@ -204,7 +211,9 @@ def main() -> None:
     args = parser.parse_args()
     _common.one_thread()
     if args.remat_child is not None:
-        result = remat_one(bool(args.remat_child), max(args.rounds // 3, 3), max(args.steps // 5, 1))
+        result = remat_one(
+            bool(args.remat_child), max(args.rounds // 3, 3), max(args.steps // 5, 1)
+        )
         print(MARK + json.dumps(result))
         return
     report: dict = {"machine": _common.machine()}

@@ -35,9 +35,9 @@ def parse_variant(spec: str) -> tuple[str, dict, dict]:
     if not rest:
         return backend, {}, {}
     if rest.startswith("mode="):
-        return backend, {"mode": rest[len("mode="):]}, {}
+        return backend, {"mode": rest[len("mode=") :]}, {}
     if rest.startswith("env="):
-        name, _, value = rest[len("env="):].partition("=")
+        name, _, value = rest[len("env=") :].partition("=")
         return backend, {}, {name: value}
     return backend, {"options": json.loads(rest)}, {}
 
@@ -56,8 +56,9 @@ def _environ(values: dict):
                 os.environ[k] = v
 
 
-def run_case(case: str, task: str, dtype: str, device: str, variants: list[str], rounds: int,
-             target_s: float) -> dict:
+def run_case(
+    case: str, task: str, dtype: str, device: str, variants: list[str], rounds: int, target_s: float
+) -> dict:
     base, inputs, loss_fn, autocast = suite._setup(case, dtype, device)
     steps, result = {}, {"case": case, "task": task, "dtype": dtype, "variants": {}}
     ref = None
@@ -83,7 +84,10 @@ def run_case(case: str, task: str, dtype: str, device: str, variants: list[str],
             info.update(suite._diff(value, ref))
         result["variants"][spec] = info
         steps[spec] = step
-    per = {k: max(1, int(target_s / max(_common.time_calls(s, 1, device), 1e-6))) for k, s in steps.items()}
+    per = {
+        k: max(1, int(target_s / max(_common.time_calls(s, 1, device), 1e-6)))
+        for k, s in steps.items()
+    }
     times = suite._interleave(steps, per, rounds, device)
     base_xla = next((v for v in variants if v.startswith("xla")), None)
     for spec, ts in times.items():
@@ -109,8 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.cases.split(","):
         case, task, dtype = spec.split(":")
         torch._dynamo.reset()
-        out = run_case(case, task, dtype, args.device, args.variants.split(";"), args.rounds,
-                       args.target_s)
+        out = run_case(
+            case, task, dtype, args.device, args.variants.split(";"), args.rounds, args.target_s
+        )
         print(json.dumps(out), flush=True)
 
 

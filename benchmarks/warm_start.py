@@ -53,14 +53,18 @@ def worker(case: str, device: str, dtype: str, mode: str, backend: str, steps: i
         _common.allow_tf32()
     compiles: list[str] = []
     jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **kw: compiles.append(event)
-        if event == "/jax/core/compile/backend_compile_duration" else None
+        lambda event, duration, **kw: (
+            compiles.append(event)
+            if event == "/jax/core/compile/backend_compile_duration"
+            else None
+        )
     )
     import_s = time.perf_counter() - t_import
     model, inputs, loss_fn = models.build(case, device)
     autocast = (
         (lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16))
-        if dtype == "bf16" else contextlib.nullcontext
+        if dtype == "bf16"
+        else contextlib.nullcontext
     )
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     model.train(mode == "train")
@@ -111,8 +115,22 @@ def worker(case: str, device: str, dtype: str, mode: str, backend: str, steps: i
 def _spawn(args, mode: str, backend: str, cache: pathlib.Path) -> dict:
     env = dict(os.environ, TORCH2XLA_CACHE_DIR=str(cache), PYTHONPATH=str(HERE.parent))
     env.pop("TORCH2XLA_PERSISTENT_CACHE", None)
-    cmd = [sys.executable, __file__, "--worker", mode, "--backend", backend, "--case", args.case,
-           "--device", args.device, "--dtype", args.dtype, "--steps", str(args.steps)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        mode,
+        "--backend",
+        backend,
+        "--case",
+        args.case,
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+        "--steps",
+        str(args.steps),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} {backend} failed:\n{proc.stderr[-4000:]}")
@@ -132,8 +150,11 @@ def main() -> None:
     parser.add_argument("--backend", default="xla", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.case, args.device, args.dtype, args.worker, args.backend,
-                                args.steps)))
+        print(
+            json.dumps(
+                worker(args.case, args.device, args.dtype, args.worker, args.backend, args.steps)
+            )
+        )
         return
     modes = ("train", "infer") if args.mode == "both" else (args.mode,)
     table: dict[str, dict[str, list[dict]]] = {}
@@ -152,8 +173,11 @@ def main() -> None:
                 got["dynamo"] = _spawn(args, mode, "dynamo", pathlib.Path(tmp) / "c")
             for k, v in got.items():
                 runs.setdefault(k, []).append(v)
-            print(f"round {r + 1}/{args.rounds} {mode}: {json.dumps(got)}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"round {r + 1}/{args.rounds} {mode}: {json.dumps(got)}",
+                file=sys.stderr,
+                flush=True,
+            )
     summary = {}
     print(f"{args.case} on {args.device} ({args.dtype}), medians of {args.rounds} rounds")
     for mode, runs in table.items():
@@ -189,8 +213,12 @@ def main() -> None:
         )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)},
-                                         "summary": summary, "runs": table}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"args": vars(args) | {"json": str(args.json)}, "summary": summary, "runs": table},
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -39,8 +39,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab: int = 512, d: int = 128, heads: int = 4, layers: int = 2,
-                 seq: int = 64) -> None:
+    def __init__(
+        self, vocab: int = 512, d: int = 128, heads: int = 4, layers: int = 2, seq: int = 64
+    ) -> None:
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
@@ -58,13 +59,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--backend", default="xla", help="torch.compile backend, or 'none' for eager")
+    parser.add_argument(
+        "--backend", default="xla", help="torch.compile backend, or 'none' for eager"
+    )
     args = parser.parse_args()
 
     use_cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
+    device = (
+        torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if use_cuda
+        else torch.device("cpu")
+    )
     if use_cuda:
         torch.cuda.set_device(device)
 
@@ -89,9 +96,11 @@ def main() -> None:
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
             print(f"step {step:3d}  loss {loss.item():.4f}  step time {times[-1] * 1e3:.1f} ms")
     if rank == 0:
-        steady = sorted(times[len(times) // 2:])
-        print(f"world {world}, backend {args.backend}: median steady step "
-              f"{steady[len(steady) // 2] * 1e3:.1f} ms (log(vocab) = {math.log(512):.2f})")
+        steady = sorted(times[len(times) // 2 :])
+        print(
+            f"world {world}, backend {args.backend}: median steady step "
+            f"{steady[len(steady) // 2] * 1e3:.1f} ms (log(vocab) = {math.log(512):.2f})"
+        )
     dist.destroy_process_group()
 
 

@@ -55,8 +55,9 @@ def main() -> None:
     tried = []
 
     @parity_test(
-        tensors(torch.float32, st.sampled_from([(1,), (4,), (3, 4)]), min_value=-1e4,
-                max_value=1e4),
+        tensors(
+            torch.float32, st.sampled_from([(1,), (4,), (3, 4)]), min_value=-1e4, max_value=1e4
+        ),
         max_examples=200,
         settings={"derandomize": True},
     )

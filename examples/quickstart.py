@@ -4,7 +4,7 @@ No `import torch2xla` is needed: the backend is found through its entry point.
 """
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 class SmallNet(nn.Module):

@@ -78,8 +78,10 @@ def main() -> None:
     xla_ms = statistics.median(xla_times[1:]) * 1e3
     eager_ms = statistics.median(eager_times[1:]) * 1e3
     print(f"first xla step (compiles): {xla_times[0]:.2f} s")
-    print(f"median step time: xla {xla_ms:.2f} ms, eager {eager_ms:.2f} ms "
-          f"(xla/eager {xla_ms / eager_ms:.2f})")
+    print(
+        f"median step time: xla {xla_ms:.2f} ms, eager {eager_ms:.2f} ms "
+        f"(xla/eager {xla_ms / eager_ms:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def run(path: pathlib.Path) -> None:
     book = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
-        book, timeout=600, kernel_name="python3",
+        book,
+        timeout=600,
+        kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()

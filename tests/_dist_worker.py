@@ -49,7 +49,11 @@ class _Net(nn.Module):
     # frame lives in torch's own files, which Dynamo skips when DDP calls it).
     def __init__(self, width: int) -> None:
         super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(64, width), nn.Linear(width, width), nn.Linear(width, 8)
+        self.fc1, self.fc2, self.fc3 = (
+            nn.Linear(64, width),
+            nn.Linear(width, width),
+            nn.Linear(width, 8),
+        )
 
     def forward(self, x):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
@@ -113,7 +117,9 @@ def scenario_fsdp2(rank):
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 8))
+    model = nn.Sequential(
+        nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 8)
+    )
     model = model.to(DEVICE)
     ref = copy.deepcopy(model)
     for layer in model:
@@ -158,8 +164,12 @@ def worker(rank: int, world: int, port: int, names: list[str], queue, device: st
         torch.cuda.set_device(rank)
         DEVICE = torch.device("cuda", rank)
     # A timeout turns a rank stuck in a collective (its peer failed) into an error, not a hang.
-    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(
+        "nccl" if device == "cuda" else "gloo",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=120),
+    )
     try:
         for name in names:
             torch._dynamo.reset()
@@ -168,6 +178,8 @@ def worker(rank: int, world: int, port: int, names: list[str], queue, device: st
             except Exception as e:  # reported to the test, which fails with the message
                 import traceback
 
-                queue.put((rank, name, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+                queue.put(
+                    (rank, name, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+                )
     finally:
         dist.destroy_process_group()

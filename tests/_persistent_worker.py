@@ -31,8 +31,9 @@ config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 
 compiles: list[str] = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: compiles.append(event)
-    if event == "/jax/core/compile/backend_compile_duration" else None
+    lambda event, duration, **kw: (
+        compiles.append(event) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
 )
 exports = []
 _lower = torch2xla._backend.lower

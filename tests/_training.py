@@ -24,7 +24,9 @@ def assert_grads(model: torch.nn.Module, ref: torch.nn.Module, rtol=1e-4, atol=1
             continue
         assert p.grad is not None, f"{name}: xla has no gradient"
         assert p.grad.dtype == r.grad.dtype, name
-        torch.testing.assert_close(p.grad, r.grad, rtol=rtol, atol=atol, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            p.grad, r.grad, rtol=rtol, atol=atol, msg=lambda m, n=name: f"{n}: {m}"
+        )
 
 
 def twins(model: torch.nn.Module, **compile_kw):

@@ -13,7 +13,10 @@ class MLP(nn.Module):
     def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 10) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.GELU(),
+            nn.Linear(d_in, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
             nn.Linear(hidden, d_out),
         )
 
@@ -27,11 +30,16 @@ class CNN(nn.Module):
     def __init__(self, channels: int = 8, classes: int = 10) -> None:
         super().__init__()
         c = channels
-        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()
+        )
         self.pool = nn.MaxPool2d(2)
         self.block = nn.Sequential(
-            nn.Conv2d(c, c, 3, padding=2, dilation=2, groups=2, bias=False), nn.BatchNorm2d(c),
-            nn.ReLU(), nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c),
+            nn.Conv2d(c, c, 3, padding=2, dilation=2, groups=2, bias=False),
+            nn.BatchNorm2d(c),
+            nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1),
+            nn.BatchNorm2d(c),
         )
         self.down = nn.Conv2d(c, 2 * c, 3, stride=2, padding=1)
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * c, classes))
@@ -67,8 +75,9 @@ class GPT2Block(nn.Module):
 class TinyGPT(nn.Module):
     """Token + position embeddings, GPT-2 blocks, final LayerNorm and a tied LM head."""
 
-    def __init__(self, vocab: int = 128, d: int = 32, heads: int = 4, layers: int = 2,
-                 max_len: int = 64) -> None:
+    def __init__(
+        self, vocab: int = 128, d: int = 32, heads: int = 4, layers: int = 2, max_len: int = 64
+    ) -> None:
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_len, d)
         self.blocks = nn.ModuleList(GPT2Block(d, heads) for _ in range(layers))

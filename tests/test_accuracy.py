@@ -13,7 +13,7 @@ import copy
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:

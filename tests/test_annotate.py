@@ -17,16 +17,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx.passes.split_module import split_module
 
-from torch2xla.runtime._interop import x64
-from torch2xla.ops._interpret import to_jax_function
-from torch2xla.capture._lower import lower
 from torch2xla.capture._annotate import annotate
+from torch2xla.capture._lower import lower
+from torch2xla.ops._interpret import to_jax_function
 from torch2xla.ops._registry import (
     AFTER_CONVOLUTION,
     CONVOLUTION_PATH,
     KEPT_BY_USERS,
     UNEXPANDED,
 )
+from torch2xla.runtime._interop import x64
 
 aten = torch.ops.aten
 
@@ -116,8 +116,9 @@ def test_residual_add_and_batch_norm_pass_a_convolution_on():
         y = F.relu6(m.bn(m.conv(x)) + x[:, :4, :4, :4])
         return F.relu(y.sum(dim=1, keepdim=True))
 
-    gm = annotate(_lowered(fn, torch.randn(2, 4, 6, 6), conv=nn.Conv2d(4, 4, 3),
-                           bn=nn.BatchNorm2d(4)).gm)
+    gm = annotate(
+        _lowered(fn, torch.randn(2, 4, 6, 6), conv=nn.Conv2d(4, 4, 3), bn=nn.BatchNorm2d(4)).gm
+    )
     (bn,) = _nodes(gm, aten._native_batch_norm_legit_functional.default)
     (hardtanh,) = _nodes(gm, aten.hardtanh.default)
     (relu,) = _nodes(gm, aten.relu.default)
@@ -127,8 +128,7 @@ def test_residual_add_and_batch_norm_pass_a_convolution_on():
 
 
 def test_batch_norm_of_an_input_is_not():
-    gm = annotate(_lowered(lambda m, x: m.bn(x), torch.randn(2, 4, 5, 5),
-                           bn=nn.BatchNorm2d(4)).gm)
+    gm = annotate(_lowered(lambda m, x: m.bn(x), torch.randn(2, 4, 5, 5), bn=nn.BatchNorm2d(4)).gm)
     (bn,) = _nodes(gm, aten._native_batch_norm_legit_functional.default)
     assert bn.meta[AFTER_CONVOLUTION] is False
 
@@ -149,15 +149,17 @@ def _shortcut(m, y):
 def test_relu_output_kept_by_users(users, fn):
     """A convolution keeps its input for its backward: the relu feeding it may recompute its
     mask from that output (every user keeps it; some do, beside a shortcut add; none)."""
-    gm = annotate(_lowered(fn, torch.randn(2, 3, 8, 8), conv=nn.Conv2d(3, 4, 3),
-                           conv2=nn.Conv2d(4, 4, 3)).gm)
+    gm = annotate(
+        _lowered(fn, torch.randn(2, 3, 8, 8), conv=nn.Conv2d(3, 4, 3), conv2=nn.Conv2d(4, 4, 3)).gm
+    )
     (relu,) = _nodes(gm, aten.relu.default)
     assert relu.meta[KEPT_BY_USERS] == users
 
 
 def test_relu_feeding_a_matrix_product_is_kept():
-    gm = annotate(_lowered(lambda m, x: m.lin(F.relu(x)), torch.randn(5, 4),
-                           lin=nn.Linear(4, 3)).gm)
+    gm = annotate(
+        _lowered(lambda m, x: m.lin(F.relu(x)), torch.randn(5, 4), lin=nn.Linear(4, 3)).gm
+    )
     (relu,) = _nodes(gm, aten.relu.default)
     assert relu.meta[KEPT_BY_USERS] == "every"
 
@@ -189,16 +191,22 @@ def test_bmm_operand_expanded_from_one_matrix(side, batch_of_one):
 
 
 def test_bmm_of_two_batches_is_not_annotated():
-    gm = annotate(_lowered(lambda m, a, b: torch.bmm(a, b), torch.randn(3, 2, 4),
-                           torch.randn(3, 4, 5)).gm)
+    gm = annotate(
+        _lowered(lambda m, a, b: torch.bmm(a, b), torch.randn(3, 2, 4), torch.randn(3, 4, 5)).gm
+    )
     (bmm,) = _nodes(gm, aten.bmm.default)
     assert bmm.meta[UNEXPANDED] is None
 
 
 def test_bmm_against_a_batch_of_one_broadcast_to_a_batch_of_one_is_not():
     """A (1, m, n) source expanded to a batch of 1 is no smaller than the operand."""
-    gm = annotate(_lowered(lambda m, a, b: torch.bmm(a, b.expand(1, 4, 5)), torch.randn(1, 2, 4),
-                           torch.randn(1, 4, 5)).gm)
+    gm = annotate(
+        _lowered(
+            lambda m, a, b: torch.bmm(a, b.expand(1, 4, 5)),
+            torch.randn(1, 2, 4),
+            torch.randn(1, 4, 5),
+        ).gm
+    )
     (bmm,) = _nodes(gm, aten.bmm.default)
     assert bmm.meta[UNEXPANDED] is None
 

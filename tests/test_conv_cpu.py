@@ -24,8 +24,7 @@ from torch import nn
 from tests.test_relu_layout import _layout_copies
 from torch2xla.ops import _elementwise, _nn
 
-TOLS = {torch.float32: (1e-4, 1e-4), torch.float64: (1e-10, 1e-10),
-        torch.bfloat16: (2e-2, 2e-2)}
+TOLS = {torch.float32: (1e-4, 1e-4), torch.float64: (1e-10, 1e-10), torch.bfloat16: (2e-2, 2e-2)}
 
 
 def _check(model: nn.Module, x: torch.Tensor, dtype=torch.float32) -> None:
@@ -54,21 +53,27 @@ def _check(model: nn.Module, x: torch.Tensor, dtype=torch.float32) -> None:
 PADDED = {
     "conv2d_3ch": (lambda: nn.Conv2d(3, 8, 3, padding=1), (2, 3, 9, 9)),
     "conv2d_5ch_strided_dilated": (
-        lambda: nn.Conv2d(5, 6, 3, stride=2, padding=2, dilation=2, bias=False), (2, 5, 11, 10)),
+        lambda: nn.Conv2d(5, 6, 3, stride=2, padding=2, dilation=2, bias=False),
+        (2, 5, 11, 10),
+    ),
     "conv2d_7ch_1x1": (lambda: nn.Conv2d(7, 4, 1, stride=2), (3, 7, 8, 8)),
     "conv2d_9ch_unbatched": (lambda: nn.Conv2d(9, 4, 3), (9, 7, 7)),
     "conv1d_3ch": (lambda: nn.Conv1d(3, 4, 5, padding=2), (2, 3, 17)),
     "conv3d_3ch": (lambda: nn.Conv3d(3, 4, 3, padding=1), (2, 3, 5, 6, 5)),
-    "conv2d_3ch_padding_mode": (lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
-                                (2, 3, 6, 6)),
+    "conv2d_3ch_padding_mode": (
+        lambda: nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
+        (2, 3, 6, 6),
+    ),
 }
 UNPADDED = {
     "conv2d_1ch": (lambda: nn.Conv2d(1, 4, 3), (2, 1, 8, 8)),
     "conv2d_6ch": (lambda: nn.Conv2d(6, 4, 3), (2, 6, 8, 8)),
     "conv2d_3ch_groups": (lambda: nn.Conv2d(3, 6, 3, groups=3), (2, 3, 8, 8)),
     "conv2d_9ch_groups3": (lambda: nn.Conv2d(9, 6, 3, groups=3), (2, 9, 8, 8)),
-    "conv_transpose2d_3ch": (lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1),
-                             (2, 3, 5, 5)),
+    "conv_transpose2d_3ch": (
+        lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1),
+        (2, 3, 5, 5),
+    ),
     "conv_transpose1d_5ch": (lambda: nn.ConvTranspose1d(5, 3, 4, stride=3), (2, 5, 7)),
 }
 
@@ -153,8 +158,12 @@ class Block(nn.Module):
 
 @pytest.mark.parametrize(
     "nd,affine,dtype",
-    [(2, True, torch.float32), (2, False, torch.float32), (3, True, torch.float32),
-     (2, True, torch.float64)],
+    [
+        (2, True, torch.float32),
+        (2, False, torch.float32),
+        (3, True, torch.float32),
+        (2, True, torch.float64),
+    ],
     ids=["2d", "2d_no_affine", "3d", "2d_float64"],
 )
 def test_batch_norm_after_convolution_matches_eager(nd, affine, dtype):
@@ -172,16 +181,22 @@ def test_batch_norm_after_convolution_matches_eager(nd, affine, dtype):
 
 SEQUENCES = {
     # channels-last: no running statistics; relu6 (hardtanh's gradient)
-    "no_running_stats": (lambda: nn.Sequential(
-        nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8, track_running_stats=False), nn.ReLU()),
-        (3, 4, 8, 8)),
-    "relu6": (lambda: nn.Sequential(nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8), nn.ReLU6()),
-              (3, 4, 8, 8)),
+    "no_running_stats": (
+        lambda: nn.Sequential(
+            nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8, track_running_stats=False), nn.ReLU()
+        ),
+        (3, 4, 8, 8),
+    ),
+    "relu6": (
+        lambda: nn.Sequential(nn.Conv2d(4, 8, 3), nn.BatchNorm2d(8), nn.ReLU6()),
+        (3, 4, 8, 8),
+    ),
     # NCHW: a batch norm reading the input itself; a 3-D (Conv1d) activation
-    "input_batch_norm": (lambda: nn.Sequential(
-        nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), (4, 3, 7, 7)),
-    "conv1d": (lambda: nn.Sequential(nn.Conv1d(4, 8, 3), nn.BatchNorm1d(8), nn.ReLU()),
-               (3, 4, 9)),
+    "input_batch_norm": (
+        lambda: nn.Sequential(nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)),
+        (4, 3, 7, 7),
+    ),
+    "conv1d": (lambda: nn.Sequential(nn.Conv1d(4, 8, 3), nn.BatchNorm1d(8), nn.ReLU()), (3, 4, 9)),
 }
 
 

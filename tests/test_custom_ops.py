@@ -118,8 +118,7 @@ def test_op_without_autograd_formula_raises_on_backward_as_eager():
     x = torch.randn(4, requires_grad=True)
     with pytest.raises(RuntimeError, match="no autograd formula was registered"):
         no_grad_formula(x).sum().backward()
-    f = torch.compile(lambda x: no_grad_formula(x).sum(), backend="xla",
-                      options={"strict": True})
+    f = torch.compile(lambda x: no_grad_formula(x).sum(), backend="xla", options={"strict": True})
     y = f(x)
     assert_same(y, (x * 3).sum())
     with pytest.raises(RuntimeError, match="no autograd formula was registered"):

@@ -31,7 +31,8 @@ def results():
     queue = ctx.Queue()
     port = _free_port()
     procs = [
-        ctx.Process(target=worker, args=(r, 2, port, list(SCENARIOS), queue, DEVICE)) for r in range(2)
+        ctx.Process(target=worker, args=(r, 2, port, list(SCENARIOS), queue, DEVICE))
+        for r in range(2)
     ]
     for p in procs:
         p.start()

@@ -75,11 +75,15 @@ def test_dump_index_lists_graphs_signatures_stages_and_files(tmp_path):
     (sig,) = graph["signatures"]
     assert sig["name"] == f"{graph['name']}.s0" and sig["mode"] == "inference"
     assert sig["inputs"] == "self.0.weight: f32[5, 6]*, self.0.bias: f32[5]*, input: f32[4, 6]"
-    assert [s["stage"] for s in sig["stages"]] == ["lowering", "passes", "tracing", "stablehlo",
-                                                   "xla"]
+    assert [s["stage"] for s in sig["stages"]] == [
+        "lowering",
+        "passes",
+        "tracing",
+        "stablehlo",
+        "xla",
+    ]
     assert set(sig["programs"]["inference"]) == {"tracing", "stablehlo", "xla"}
-    listed = {graph["dynamo"], *sig["files"].values(),
-              *sig["programs"]["inference"].values()}
+    listed = {graph["dynamo"], *sig["files"].values(), *sig["programs"]["inference"].values()}
     assert listed | {"index.json", "index.html"} == {p.name for p in run.iterdir()}
     page = (run / "index.html").read_text()
     assert all(f"href='{name}'" in page for name in listed)

@@ -122,7 +122,8 @@ INDEX_CASES = [
     ("getitem_dim1", getitem_dim1, (_x(), _i(3)), "return x[:, i] * 2"),
     ("setitem", setitem, (_x(), _i(1, 7)), "x[i] = 1.0"),
     (
-        "index_put_", index_put_,
+        "index_put_",
+        index_put_,
         (_x(), _i(-9), torch.ones(3)),
         "x.index_put_((i,), v, accumulate=True)",
     ),
@@ -132,12 +133,14 @@ INDEX_CASES = [
     ("gather_negative", gather, (_x(), _i(0, -1, 2, 1).view(4, 1)), "x.gather(1, i)"),
     ("scatter", scatter, (_x(), _i(0, 1, 5, 1).view(4, 1)), "x.scatter(1, i, 2.0)"),
     (
-        "scatter_add", scatter_add,
+        "scatter_add",
+        scatter_add,
         (_x(), _i(0, 4, 1).view(1, 3), torch.ones(1, 3)),
         "x.scatter_add(0, i, src)",
     ),
     (
-        "scatter_reduce", scatter_reduce,
+        "scatter_reduce",
+        scatter_reduce,
         (_x(), _i(0, -1, 1).view(1, 3), torch.ones(1, 3)),
         "x.scatter_reduce(0, i, src",
     ),
@@ -146,12 +149,14 @@ INDEX_CASES = [
     ("embedding_bag", embedding_bag, (_x(), _i(0, 2, 4), _i(0, 1)), "F.embedding_bag(i, w"),
     ("cross_entropy", cross_entropy, (_x(), _i(0, 1, 3, 2)), "F.cross_entropy(logits, target)"),
     (
-        "cross_entropy_negative", cross_entropy,
+        "cross_entropy_negative",
+        cross_entropy,
         (_x(), _i(0, -2, 1, 2)),
         "F.cross_entropy(logits, target)",
     ),
     (
-        "nll_loss_2d", nll_loss_2d,
+        "nll_loss_2d",
+        nll_loss_2d,
         (_logp(), torch.tensor([[[0, 1], [2, -1]], [[3, 0], [0, 0]]])),
         "F.nll_loss(logp, target",
     ),
@@ -162,7 +167,7 @@ INDEX_CASES = [
     ("index_add_negative", index_add, (_x(), _i(0, -1), _SRC), "x.index_add(0, i, src)"),
     ("index_copy", index_copy, (_x(), _i(5, 0), _SRC), "x.index_copy(0, i, src)"),
     ("index_fill", index_fill, (_x(), _i(1, -5)), "x.index_fill(0, i, -1.0)"),
-    ("index_reduce", index_reduce, (_x(), _i(4, 0), _SRC), "x.index_reduce(0, i, src, \"prod\")"),
+    ("index_reduce", index_reduce, (_x(), _i(4, 0), _SRC), 'x.index_reduce(0, i, src, "prod")'),
 ]
 
 
@@ -217,7 +222,8 @@ VALID_INDEX_CASES = [
     ("embedding_empty", embedding, (_x(), torch.zeros(0, 2, dtype=torch.long))),
     ("cross_entropy_ignore_index", cross_entropy, (_x(), _i(0, -100, 1, -100))),
     (
-        "nll_loss_2d_ignore_index", nll_loss_2d,
+        "nll_loss_2d_ignore_index",
+        nll_loss_2d,
         (_logp(), torch.tensor([[[0, 1], [2, -1]], [[-1, 0], [0, 2]]])),
     ),
     ("take_negative", take, (_x(), _i(-12, 11))),
@@ -301,7 +307,8 @@ DIV_CASES = [
     ("fmod", fmod, (_A, _B), "torch.fmod(a, b)"),
     ("remainder", remainder, (_A, _B), "torch.remainder(a, b)"),
     (
-        "int32_broadcast", floor_div,
+        "int32_broadcast",
+        floor_div,
         (_A.int(), torch.tensor(0, dtype=torch.int32)),
         "return a // b + 1",
     ),
@@ -355,13 +362,17 @@ def test_negative_integer_power_raises_at_compile_time():
     _assert_names_op_and_line(info.value, "return a**-1")
 
 
-@pytest.mark.parametrize("fn", [
-    lambda a: a ** torch.tensor(-1),  # a tensor exponent: eager computes (0, 1 or -1)
-    lambda a: a ** torch.tensor([-1, -2, -3]),
-    lambda a: 2 ** (-a),
-    lambda a: a.pow(-1.0),
-    lambda a: a**2,
-], ids=["tensor_exponent_0d", "tensor_exponent", "scalar_base", "float_exponent", "positive"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: a ** torch.tensor(-1),  # a tensor exponent: eager computes (0, 1 or -1)
+        lambda a: a ** torch.tensor([-1, -2, -3]),
+        lambda a: 2 ** (-a),
+        lambda a: a.pow(-1.0),
+        lambda a: a**2,
+    ],
+    ids=["tensor_exponent_0d", "tensor_exponent", "scalar_base", "float_exponent", "positive"],
+)
 def test_integer_powers_eager_computes_match(fn):
     a = torch.tensor([2, 1, -1])
     out = torch.compile(fn, backend="xla", options={"strict": True})(a)
@@ -407,38 +418,45 @@ _D = torch.float64
 DTYPE_CASES = [
     ("matmul", matmul, (torch.randn(2, 3, dtype=_D), torch.randn(3, 2)), "return a @ b"),
     (
-        "matmul_batched_2d", matmul,
+        "matmul_batched_2d",
+        matmul,
         (torch.randn(4, 2, 3), torch.randn(3, 2, dtype=_D)),
         "return a @ b",
     ),
     (
-        "linear_weight", linear,
+        "linear_weight",
+        linear,
         (torch.randn(2, 3), torch.randn(4, 3, dtype=_D), None),
         "F.linear(x, w, b)",
     ),
     (
-        "linear_bias", linear,
+        "linear_bias",
+        linear,
         (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4, dtype=_D)),
         "F.linear(x, w, b)",
     ),
     ("mv", mv, (torch.randn(2, 3), torch.randn(3, dtype=_D)), "torch.mv(m, v)"),
     (
-        "layer_norm", layer_norm,
+        "layer_norm",
+        layer_norm,
         (torch.randn(2, 3), torch.randn(3, dtype=_D)),
         "F.layer_norm(x, (3,), w)",
     ),
     (
-        "index_put_values", index_put_values,
+        "index_put_values",
+        index_put_values,
         (torch.randn(3, 2), _i(0), torch.randn(2, dtype=_D)),
         "x.index_put((i,), v)",
     ),
     (
-        "index_add_source", index_add_source,
+        "index_add_source",
+        index_add_source,
         (torch.randn(3, 2), _i(0), torch.randn(1, 2, dtype=_D)),
         "x.index_add(0, i, v)",
     ),
     (
-        "setitem_tensor", setitem_tensor,
+        "setitem_tensor",
+        setitem_tensor,
         (torch.zeros(3, dtype=_D), _i(0), torch.tensor([1.0])),
         "x[i] = v",
     ),
@@ -483,12 +501,14 @@ def setitem_scalar(x, i):
 VALID_DTYPE_CASES = [
     ("autocast_matmul", autocast_matmul, (torch.randn(2, 3), torch.randn(3, 2))),
     (
-        "autocast_linear_norm", autocast_linear_norm,
+        "autocast_linear_norm",
+        autocast_linear_norm,
         (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4), torch.randn(4)),
     ),
     ("promoting_add", lambda a, b: a + b, (torch.randn(2, dtype=_D), torch.randn(2))),
     (
-        "promoting_where", lambda a, b: torch.where(a > 0, a, b),
+        "promoting_where",
+        lambda a, b: torch.where(a > 0, a, b),
         (torch.randn(2, dtype=_D), torch.randn(2)),
     ),
     ("bf16_layer_norm_float_weight", layer_norm, (torch.randn(2, 3).bfloat16(), torch.randn(3))),
@@ -496,7 +516,8 @@ VALID_DTYPE_CASES = [
     ("setitem_scalar_int", setitem_scalar, (torch.arange(3), _i(2))),
     # (eager's transposed convolutions accept a bias of another dtype)
     (
-        "conv_transpose_bias", conv_transpose_bias,
+        "conv_transpose_bias",
+        conv_transpose_bias,
         (torch.randn(1, 2, 5), torch.randn(2, 3, 2), torch.randn(3, dtype=_D)),
     ),
     ("float64_matmul", matmul, (torch.randn(2, 3, dtype=_D), torch.randn(3, 2, dtype=_D))),

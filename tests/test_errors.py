@@ -108,9 +108,12 @@ def isolated_minifier(tmp_path, monkeypatch):
 )
 def test_dynamo_minifier_reduces_a_planted_failure(isolated_minifier, monkeypatch, level, lowering):
     monkeypatch.setitem(LOWERINGS, aten.cos.default, lowering)
-    with torch._dynamo.config.patch(
-        repro_after="dynamo", repro_level=level, debug_dir_root=str(isolated_minifier / "dbg")
-    ), pytest.raises(Exception) as info:
+    with (
+        torch._dynamo.config.patch(
+            repro_after="dynamo", repro_level=level, debug_dir_root=str(isolated_minifier / "dbg")
+        ),
+        pytest.raises(Exception) as info,
+    ):
         torch.compile(f, backend="xla")(*_args())
     err = info.value
     launcher = next(

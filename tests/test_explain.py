@@ -394,8 +394,13 @@ class _Terminal(io.StringIO):
 
 @pytest.mark.parametrize(
     "tty, env, shown",
-    [(True, {}, True), (True, {"CI": "true"}, False), (False, {}, False),
-     (True, {"TORCH2XLA_PROGRESS": "0"}, False), (False, {"TORCH2XLA_PROGRESS": "1"}, True)],
+    [
+        (True, {}, True),
+        (True, {"CI": "true"}, False),
+        (False, {}, False),
+        (True, {"TORCH2XLA_PROGRESS": "0"}, False),
+        (False, {"TORCH2XLA_PROGRESS": "1"}, True),
+    ],
     ids=["terminal", "ci", "log-file", "switched-off", "forced"],
 )
 def test_long_compile_progress_in_a_terminal(monkeypatch, tty, env, shown):

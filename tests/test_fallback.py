@@ -25,7 +25,9 @@ def _backward(ctx, grad):
     return grad * 2 * x.cos()
 
 
-mystery.register_autograd(_backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
+mystery.register_autograd(
+    _backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0])
+)
 
 
 def model(x, w):

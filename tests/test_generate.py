@@ -35,15 +35,26 @@ def _model(kind: str, device: str = "cpu") -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "gpt2":
         config = transformers.GPT2Config(
-            n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=128,
-            bos_token_id=1, eos_token_id=2,
+            n_layer=2,
+            n_embd=64,
+            n_head=4,
+            vocab_size=128,
+            n_positions=128,
+            bos_token_id=1,
+            eos_token_id=2,
         )
         model = transformers.GPT2LMHeadModel(config)
     else:
         config = transformers.LlamaConfig(
-            num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=128, max_position_embeddings=128,
-            bos_token_id=1, eos_token_id=2,
+            num_hidden_layers=2,
+            hidden_size=64,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+            max_position_embeddings=128,
+            bos_token_id=1,
+            eos_token_id=2,
         )
         model = transformers.LlamaForCausalLM(config)
     return model.to(device).eval()
@@ -60,8 +71,12 @@ def _prompt(batch: int, left_padding: int = 0, device: str = "cpu") -> dict:
 def _generate(model, prompt: dict, **kw) -> torch.Tensor:
     # min_new_tokens: a random model may draw its eos; every run generates the same length.
     return model.generate(
-        **prompt, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-        pad_token_id=0, **kw,
+        **prompt,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        do_sample=False,
+        pad_token_id=0,
+        **kw,
     )
 
 

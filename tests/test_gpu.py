@@ -128,11 +128,21 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
     # operands: ResNet-50's bf16 inference took its fp32 time.
     # (no batch norm in training: its batch statistics amplify bf16 rounding in any backend)
     norm = nn.Identity() if train else nn.BatchNorm2d(16)
-    model = nn.Sequential(
-        nn.Conv2d(8, 16, 3, padding=1), norm, nn.ReLU(), nn.Flatten(), nn.Linear(16 * 64, 10),
-    ).to(DEV).train(train)
+    model = (
+        nn.Sequential(
+            nn.Conv2d(8, 16, 3, padding=1),
+            norm,
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(16 * 64, 10),
+        )
+        .to(DEV)
+        .train(train)
+    )
     ref_model = copy.deepcopy(model)
-    compiled = torch.compile(model, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)})
+    compiled = torch.compile(
+        model, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)}
+    )
     x = torch.randn(4, 8, 8, 8, device=DEV)
     with torch.set_grad_enabled(train), torch.autocast("cuda", dtype=torch.bfloat16):
         out, ref = compiled(x), ref_model(x)
@@ -411,13 +421,23 @@ def test_graph_moving_tensors_between_devices():
 def test_hf_generate_with_compiled_forward(cache):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, max_position_embeddings=64)
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     model = transformers.LlamaForCausalLM(config).to(DEV).eval()
     ids = torch.randint(0, 64, (1, 6), device=DEV)
-    kwargs = {"max_new_tokens": 6, "do_sample": False, "cache_implementation": cache,
-              "pad_token_id": 0}
+    kwargs = {
+        "max_new_tokens": 6,
+        "do_sample": False,
+        "cache_implementation": cache,
+        "pad_token_id": 0,
+    }
     expected = model.generate(ids, **kwargs)
     model.forward = torch.compile(model.forward, backend="xla")
     assert torch.equal(model.generate(ids, **kwargs), expected)
@@ -438,8 +458,12 @@ def test_data_dependent_ops_on_cuda():
     x = torch.randn(8, 4, device=DEV)
     w = torch.randn(4, 4, device=DEV, requires_grad=True)
     w2 = w.detach().clone().requires_grad_()
-    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
-                                    capture_scalar_outputs=True), warnings.catch_warnings():
+    with (
+        torch._dynamo.config.patch(
+            capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True
+        ),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore", torch2xla.FallbackWarning)
         out = torch.compile(f, backend="xla", fullgraph=True)(x, w)
     ref = f(x, w2)

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from tests._training import ran_in_xla
-from torch2xla.runtime import _pack
 from torch2xla.autodiff import _split
+from torch2xla.runtime import _pack
 
 F = nn.functional
 
@@ -105,8 +105,10 @@ NOT_CONNECTED = {
 def test_unconnected_inputs_get_none_as_in_eager(name, allow_unused):
     fn = NOT_CONNECTED[name]
     leaves = (_leaf(4), _leaf(4, seed=1))
-    _assert_same(_grads(_compile(fn), leaves, allow_unused=allow_unused),
-                 _grads(fn, leaves, allow_unused=allow_unused))
+    _assert_same(
+        _grads(_compile(fn), leaves, allow_unused=allow_unused),
+        _grads(fn, leaves, allow_unused=allow_unused),
+    )
 
 
 def test_no_grad_region_cuts_but_round_does_not():
@@ -116,8 +118,9 @@ def test_no_grad_region_cuts_but_round_does_not():
         return a * w.round() + v.detach()
 
     leaves = (_leaf(3), _leaf(3, seed=1), _leaf(3, seed=2))
-    _assert_same(_grads(_compile(f), leaves, allow_unused=True),
-                 _grads(f, leaves, allow_unused=True))
+    _assert_same(
+        _grads(_compile(f), leaves, allow_unused=True), _grads(f, leaves, allow_unused=True)
+    )
 
 
 def test_empty_input_gets_zeros_of_its_shape():
@@ -229,8 +232,9 @@ class _FloorNet(nn.Module):
         return self.b(h) + self.shift.ceil()
 
 
-@pytest.mark.parametrize("options", [{"split_backward": 0.0005}, {}],
-                         ids=["split_backward", "packed"])
+@pytest.mark.parametrize(
+    "options", [{"split_backward": 0.0005}, {}], ids=["split_backward", "packed"]
+)
 def test_split_backward_and_packed_gradients(options, monkeypatch):
     """Small gradients reach torch packed in one buffer (CPU); a split backward runs as
     segments. Zeros for the round/ceil-only parameters, None for the unused one."""
@@ -238,8 +242,9 @@ def test_split_backward_and_packed_gradients(options, monkeypatch):
     for cls in (_split.SplitBackward, _pack.Packing):
         method = "__call__" if cls is _split.SplitBackward else "unpack"
         original = getattr(cls, method)
-        monkeypatch.setattr(cls, method, lambda self, *a, _o=original, _c=cls: (
-            seen.append(_c), _o(self, *a))[1])
+        monkeypatch.setattr(
+            cls, method, lambda self, *a, _o=original, _c=cls: (seen.append(_c), _o(self, *a))[1]
+        )
     torch.manual_seed(0)
     model, ref = _FloorNet(), _FloorNet()
     ref.load_state_dict(model.state_dict())
@@ -270,12 +275,15 @@ def _second_order(fn, leaves, *, allow_unused=True):
         return e, None, None
 
 
-@pytest.mark.parametrize("name,fn", [
-    ("floor_times_x", lambda x, w: x.floor() * x + w * w),
-    ("round_only", lambda x, w: x.round() + w.exp()),
-    ("detached", lambda x, w: x.detach() * w * w),
-    ("sign_times_w", lambda x, w: torch.sign(x) * w),
-])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("floor_times_x", lambda x, w: x.floor() * x + w * w),
+        ("round_only", lambda x, w: x.round() + w.exp()),
+        ("detached", lambda x, w: x.detach() * w * w),
+        ("sign_times_w", lambda x, w: torch.sign(x) * w),
+    ],
+)
 def test_create_graph_gradients_and_their_gradients(name, fn):
     leaves = (_leaf(4), _leaf(4, seed=1))
     got, expected = _second_order(_compile(fn), leaves), _second_order(fn, leaves)

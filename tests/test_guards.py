@@ -247,8 +247,14 @@ def test_importing_leaves_logging_alone_until_the_first_compile(tmp_path):
     )
     env = {**os.environ, "TORCH2XLA_LOG": "info", "TORCH2XLA_CACHE_DIR": str(tmp_path)}
     env.pop("TORCH_LOGS", None)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     assert "[torch2xla] graph_0.s0 '<lambda>'" in res.stderr and ": compiled (" in res.stderr
 
@@ -316,8 +322,9 @@ def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
     def stderr(setting: str) -> str:
         env = {**os.environ, "TORCH_LOGS": setting, "TORCH2XLA_CACHE_DIR": str(tmp_path)}
         env.pop("TORCH2XLA_LOG", None)
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=300, env=env)
+        res = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+        )
         assert res.returncode == 0, res.stderr
         return res.stderr
 

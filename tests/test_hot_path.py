@@ -275,9 +275,9 @@ def test_parameter_with_arbitrary_strides_of_size_one_dims():
 
     compiles = []
     monitoring.register_event_duration_secs_listener(
-        lambda name, *a, **k: compiles.append(name)
-        if name == "/jax/core/compile/backend_compile_duration"
-        else None
+        lambda name, *a, **k: (
+            compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None
+        )
     )
     model = M()
     assert model.w.stride() == (1, 6) and model.w.is_contiguous()
@@ -480,7 +480,10 @@ def test_steps_with_integer_output_and_frozen_input():
     class M(nn.Module):
         def __init__(self):
             super().__init__()
-            self.lin, self.frozen = nn.Linear(4, 4), nn.Parameter(torch.randn(4), requires_grad=False)
+            self.lin, self.frozen = (
+                nn.Linear(4, 4),
+                nn.Parameter(torch.randn(4), requires_grad=False),
+            )
 
         def forward(self, x):
             y = self.lin(x) * self.frozen

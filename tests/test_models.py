@@ -112,8 +112,9 @@ def test_scaled_dot_product_attention(mask):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("mode", ["train", "eval", "eval-fastpath"])
 def test_transformer_encoder_layer(mode, norm_first):
-    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
-                                       norm_first=norm_first, activation="gelu")
+    layer = nn.TransformerEncoderLayer(
+        32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first, activation="gelu"
+    )
     x = torch.randn(3, 7, 32)
     if mode == "eval-fastpath":  # eval + no_grad takes the fused _transformer_encoder_layer_fwd
         compare_module(layer, x, train=False, grad=False)
@@ -164,8 +165,14 @@ def test_tiny_gpt():
     ],
 )
 @pytest.mark.parametrize(
-    "dtypes", [(torch.int32, torch.int64), (torch.int64, torch.float32), (torch.float16, torch.float64),
-               (torch.bfloat16, torch.int8), (torch.uint8, torch.bool)],
+    "dtypes",
+    [
+        (torch.int32, torch.int64),
+        (torch.int64, torch.float32),
+        (torch.float16, torch.float64),
+        (torch.bfloat16, torch.int8),
+        (torch.uint8, torch.bool),
+    ],
     ids=str,
 )
 def test_type_promotion_follows_torch(fn, dtypes):
@@ -176,4 +183,6 @@ def test_type_promotion_follows_torch(fn, dtypes):
     except RuntimeError:
         pytest.skip("eager rejects this combination")
     out = torch.compile(fn, backend="xla", options={"strict": True})(a, b)
-    assert_same(out, expected, atol=1e-2 if torch.float16 in dtypes or torch.bfloat16 in dtypes else 1e-5)
+    assert_same(
+        out, expected, atol=1e-2 if torch.float16 in dtypes or torch.bfloat16 in dtypes else 1e-5
+    )

@@ -71,8 +71,10 @@ def test_op(name):
         if o.status == harness.FAIL and xf is None:
             problems.append(f"{o.check} {o.dtype}: {o.reason}")
         elif o.status == harness.PASS and xf is not None:
-            problems.append(f"{o.check} {o.dtype}: passes, but is listed as an expected failure "
-                            f"({xf.reason}); remove the XFail record")
+            problems.append(
+                f"{o.check} {o.dtype}: passes, but is listed as an expected failure "
+                f"({xf.reason}); remove the XFail record"
+            )
     assert not problems, f"{name}:\n" + "\n".join(problems)
 
 
@@ -90,15 +92,21 @@ def test_harness_compares_the_none_ness_of_gradients(monkeypatch):
     missing where eager gives zeros fails, as does one given where eager gives None."""
     from torch2xla.runtime import _program
 
-    monkeypatch.setattr(_program.XlaProgram, "connected",
-                        lambda self, diff_in: tuple(frozenset() for _ in self._graph_diff_out))
+    monkeypatch.setattr(
+        _program.XlaProgram,
+        "connected",
+        lambda self, diff_in: tuple(frozenset() for _ in self._graph_diff_out),
+    )
     outcomes = harness.run_op(OPS["round"], expect_for("round"))
     grads = [o for o in outcomes if o.check == harness.GRAD]
-    assert grads and all(o.status == harness.FAIL and "is None where eager's is a tensor"
-                         in o.reason for o in grads)
-    monkeypatch.setattr(_program.XlaProgram, "connected",
-                        lambda self, diff_in: tuple(frozenset(range(len(diff_in)))
-                                                    for _ in self._graph_diff_out))
+    assert grads and all(
+        o.status == harness.FAIL and "is None where eager's is a tensor" in o.reason for o in grads
+    )
+    monkeypatch.setattr(
+        _program.XlaProgram,
+        "connected",
+        lambda self, diff_in: tuple(frozenset(range(len(diff_in))) for _ in self._graph_diff_out),
+    )
     # Its float target reaches the loss only through comparisons: eager gives it None.
     name = "nn.functional.hinge_embedding_loss"
     outcomes = harness.run_op(OPS[name], expect_for(name))
@@ -159,8 +167,10 @@ def _frequencies(k: int) -> Callable[[torch.Tensor], dict[str, float]]:
 
 def _dropout_stats(x: torch.Tensor) -> dict[str, float]:
     kept = x[x != 0]
-    return {"zero_fraction": (x == 0).double().mean().item(),
-            "kept_value": kept.double().mean().item()}
+    return {
+        "zero_fraction": (x == 0).double().mean().item(),
+        "kept_value": kept.double().mean().item(),
+    }
 
 
 def _channel_dropout_stats(x: torch.Tensor) -> dict[str, float]:
@@ -179,34 +189,78 @@ _PROBS = torch.tensor([0.1, 0.2, 0.3, 0.4])
 DISTRIBUTIONS = [
     Distribution("rand", lambda: torch.rand(N), tuple, _moments, 0.01),
     Distribution("randn", lambda: torch.randn(N, dtype=torch.float64), tuple, _moments, 0.02),
-    Distribution("rand_like_bf16", lambda x: torch.rand_like(x),
-                 lambda: (torch.empty(N, dtype=torch.bfloat16),), _moments, 0.01),
-    Distribution("randint", lambda: torch.randint(3, 7, (N,)), tuple,
-                 lambda x: _frequencies(7)(x), 0.01),
+    Distribution(
+        "rand_like_bf16",
+        lambda x: torch.rand_like(x),
+        lambda: (torch.empty(N, dtype=torch.bfloat16),),
+        _moments,
+        0.01,
+    ),
+    Distribution(
+        "randint", lambda: torch.randint(3, 7, (N,)), tuple, lambda x: _frequencies(7)(x), 0.01
+    ),
     Distribution("bernoulli", torch.bernoulli, lambda: (torch.full((N,), 0.3),), _moments, 0.01),
-    Distribution("normal", lambda m, s: (torch.normal(m, s) - m) / s,
-                 lambda: (torch.linspace(-5, 5, N), torch.linspace(0.5, 2, N)), _moments, 0.02),
-    Distribution("uniform_", lambda x: x.uniform_(-2, 3), lambda: (torch.empty(N),), _moments,
-                 0.03),
-    Distribution("exponential_", lambda x: x.exponential_(2.0), lambda: (torch.empty(N),),
-                 _moments, 0.01),
-    Distribution("cauchy_", lambda x: x.cauchy_(1.0, 2.0), lambda: (torch.empty(N),),
-                 _quartiles, 0.08),
-    Distribution("log_normal_", lambda x: x.log_normal_(1.0, 0.5).log(),
-                 lambda: (torch.empty(N),), _moments, 0.01),
-    Distribution("geometric_", lambda x: x.geometric_(0.3), lambda: (torch.empty(N),), _moments,
-                 0.05),
-    Distribution("multinomial", lambda p: torch.multinomial(p, N, replacement=True),
-                 lambda: (_PROBS,), _frequencies(4), 0.01),
-    Distribution("multinomial_no_replacement",
-                 lambda p: torch.multinomial(p.expand(N // 4, 4), 2)[:, 0],
-                 lambda: (_PROBS,), _frequencies(4), 0.02),
-    Distribution("dropout", lambda x: torch.nn.functional.dropout(x, 0.3, training=True),
-                 lambda: (torch.ones(N),), _dropout_stats, 0.01),
-    Distribution("dropout2d", lambda x: torch.nn.functional.dropout2d(x, 0.5, training=True),
-                 lambda: (torch.ones(64, 256, 4, 4),), _channel_dropout_stats, 0.05),
-    Distribution("rrelu", lambda x: torch.nn.functional.rrelu(x, 0.1, 0.3, training=True),
-                 lambda: (torch.full((N,), -2.0),), _rrelu_slopes, 0.01),
+    Distribution(
+        "normal",
+        lambda m, s: (torch.normal(m, s) - m) / s,
+        lambda: (torch.linspace(-5, 5, N), torch.linspace(0.5, 2, N)),
+        _moments,
+        0.02,
+    ),
+    Distribution(
+        "uniform_", lambda x: x.uniform_(-2, 3), lambda: (torch.empty(N),), _moments, 0.03
+    ),
+    Distribution(
+        "exponential_", lambda x: x.exponential_(2.0), lambda: (torch.empty(N),), _moments, 0.01
+    ),
+    Distribution(
+        "cauchy_", lambda x: x.cauchy_(1.0, 2.0), lambda: (torch.empty(N),), _quartiles, 0.08
+    ),
+    Distribution(
+        "log_normal_",
+        lambda x: x.log_normal_(1.0, 0.5).log(),
+        lambda: (torch.empty(N),),
+        _moments,
+        0.01,
+    ),
+    Distribution(
+        "geometric_", lambda x: x.geometric_(0.3), lambda: (torch.empty(N),), _moments, 0.05
+    ),
+    Distribution(
+        "multinomial",
+        lambda p: torch.multinomial(p, N, replacement=True),
+        lambda: (_PROBS,),
+        _frequencies(4),
+        0.01,
+    ),
+    Distribution(
+        "multinomial_no_replacement",
+        lambda p: torch.multinomial(p.expand(N // 4, 4), 2)[:, 0],
+        lambda: (_PROBS,),
+        _frequencies(4),
+        0.02,
+    ),
+    Distribution(
+        "dropout",
+        lambda x: torch.nn.functional.dropout(x, 0.3, training=True),
+        lambda: (torch.ones(N),),
+        _dropout_stats,
+        0.01,
+    ),
+    Distribution(
+        "dropout2d",
+        lambda x: torch.nn.functional.dropout2d(x, 0.5, training=True),
+        lambda: (torch.ones(64, 256, 4, 4),),
+        _channel_dropout_stats,
+        0.05,
+    ),
+    Distribution(
+        "rrelu",
+        lambda x: torch.nn.functional.rrelu(x, 0.1, 0.3, training=True),
+        lambda: (torch.full((N,), -2.0),),
+        _rrelu_slopes,
+        0.01,
+    ),
 ]
 
 
@@ -217,7 +271,8 @@ def test_random_distribution(case):
     torch.manual_seed(0)
     with harness._count_xla_calls() as calls:
         xla = torch.compile(case.fn, backend="xla", options={"strict": True}, fullgraph=True)(
-            *[t.clone() for t in case.make()])
+            *[t.clone() for t in case.make()]
+        )
         assert calls() > 0, "the draws did not come from an XLA program"
     assert xla.shape == eager.shape and xla.dtype == eager.dtype
     got, want = case.stats(xla), case.stats(eager)
@@ -235,8 +290,11 @@ def test_randperm_is_a_permutation():
 
 
 def test_random_draws_repeat_under_manual_seed():
-    fn = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5) + torch.randn_like(x),
-                       backend="xla", options={"strict": True})
+    fn = torch.compile(
+        lambda x: torch.nn.functional.dropout(x, 0.5) + torch.randn_like(x),
+        backend="xla",
+        options={"strict": True},
+    )
     x = torch.ones(1000)
     torch.manual_seed(1)
     a, b = fn(x), fn(x)

@@ -71,15 +71,19 @@ def test_every_core_op_is_lowered_decomposed_or_listed():
 
 def _is_view(op: torch._ops.OpOverload) -> bool:
     returns = op._schema.returns
-    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write
-                                 for r in returns)
+    return bool(returns) and all(
+        r.alias_info is not None and not r.alias_info.is_write for r in returns
+    )
 
 
 def view_copy_overloads() -> list[torch._ops.OpOverload]:
     """The copying variant (``X_copy``) of every ATen view op ``X``, as functionalization
     writes views: every overload but the ``out=`` ones."""
-    names = {q.removeprefix("aten::").partition(".")[0]
-             for q in torch._C._dispatch_get_all_op_names() if q.startswith("aten::")}
+    names = {
+        q.removeprefix("aten::").partition(".")[0]
+        for q in torch._C._dispatch_get_all_op_names()
+        if q.startswith("aten::")
+    }
     ops = []
     for name in sorted(names):
         view = name.removesuffix("_copy")
@@ -270,15 +274,15 @@ def test_core_backward_ops_match_eager():
     grad = torch.randn(2, 4, 6, 6)
 
     def conv_bwd(g, x, w):
-        return aten.convolution_backward(g, x, w, [4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                                         [True, True, True])
+        return aten.convolution_backward(
+            g, x, w, [4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]
+        )
 
     values, indices = torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)
     pool_grad = torch.randn_like(values)
 
     def pool_bwd(g, x, i):
-        return aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], False,
-                                                     i)
+        return aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, i)
 
     def avg_bwd(g, x):
         return aten.avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None)

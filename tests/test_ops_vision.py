@@ -18,8 +18,10 @@ from tests._util import assert_same, run_both
 from torch2xla.ops import LOWERINGS
 
 HAVE_TORCHVISION = importlib.util.find_spec("torchvision") is not None
-SCHEMA = ("roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-          "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor")
+SCHEMA = (
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor"
+)
 
 
 def _bilinear(plane, y, x):
@@ -40,12 +42,17 @@ def _bilinear(plane, y, x):
         x_high = x_low + 1
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
-    return (hy * hx * plane[:, y_low, x_low] + hy * lx * plane[:, y_low, x_high]
-            + ly * hx * plane[:, y_high, x_low] + ly * lx * plane[:, y_high, x_high])
+    return (
+        hy * hx * plane[:, y_low, x_low]
+        + hy * lx * plane[:, y_low, x_high]
+        + ly * hx * plane[:, y_high, x_low]
+        + ly * lx * plane[:, y_high, x_high]
+    )
 
 
-def roi_align_reference(input, rois, spatial_scale, pooled_height, pooled_width,
-                        sampling_ratio, aligned):
+def roi_align_reference(
+    input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned
+):
     """torchvision's roi_align: each bin is the mean of a grid of bilinear samples."""
     offset = 0.5 if aligned else 0.0
     out = []
@@ -105,8 +112,9 @@ def roi_align():
         def setup_context(ctx, inputs, output):
             ctx.input, ctx.rois, *ctx.args = inputs
 
-        torch.library.register_autograd("torchvision::roi_align", backward,
-                                        setup_context=setup_context, lib=lib)
+        torch.library.register_autograd(
+            "torchvision::roi_align", backward, setup_context=setup_context, lib=lib
+        )
         _STAND_IN.append(lib)  # the registration lives as long as the library object
     return torch.ops.torchvision.roi_align
 
@@ -114,12 +122,14 @@ def roi_align():
 def _inputs():
     torch.manual_seed(0)
     x = torch.randn(2, 3, 10, 12)
-    rois = torch.tensor([
-        [0, 1.0, 1.5, 14.0, 9.0],  # spatial_scale 0.5 maps it into the 10x12 map
-        [1, -3.0, 2.0, 6.5, 25.0],  # partly outside
-        [1, 8.0, 8.0, 7.5, 7.0],  # malformed (x2 < x1): forced to 1x1 unless aligned
-        [0, 0.0, 0.0, 23.0, 19.0],  # the whole map
-    ])
+    rois = torch.tensor(
+        [
+            [0, 1.0, 1.5, 14.0, 9.0],  # spatial_scale 0.5 maps it into the 10x12 map
+            [1, -3.0, 2.0, 6.5, 25.0],  # partly outside
+            [1, 8.0, 8.0, 7.5, 7.0],  # malformed (x2 < x1): forced to 1x1 unless aligned
+            [0, 0.0, 0.0, 23.0, 19.0],  # the whole map
+        ]
+    )
     return x, rois
 
 
@@ -165,8 +175,9 @@ def test_roi_align_through_torchvision_ops():
     import torchvision
 
     def f(x, boxes):
-        return torchvision.ops.roi_align(x, [boxes], output_size=(2, 2), spatial_scale=0.5,
-                                         sampling_ratio=2, aligned=True)
+        return torchvision.ops.roi_align(
+            x, [boxes], output_size=(2, 2), spatial_scale=0.5, sampling_ratio=2, aligned=True
+        )
 
     x, rois = _inputs()
     out, ref, *_ = run_both(f, x[:1], rois[:, 1:])

@@ -59,7 +59,9 @@ BAD = [
 
 
 # (ids name functions by name: a repr with an address differs between xdist workers)
-@pytest.mark.parametrize("name, value", BAD, ids=[f"{n}={getattr(v, '__name__', v)!r}" for n, v in BAD])
+@pytest.mark.parametrize(
+    "name, value", BAD, ids=[f"{n}={getattr(v, '__name__', v)!r}" for n, v in BAD]
+)
 def test_a_bad_value_names_the_option_the_value_and_what_is_accepted(name, value):
     accepts = next(f for f in dataclasses.fields(Options) if f.name == name).metadata["check"]
     with pytest.raises(OptionError) as info:

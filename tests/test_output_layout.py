@@ -37,7 +37,8 @@ CASES = {
     "softmax of a transposed input": (lambda x: x.softmax(-1), lambda: torch.randn(5, 7).t()),
     "expanded result": (lambda x: x.sum(0).expand(3, 5), lambda: torch.randn(4, 5)),
     "size-1 dim of a transposed result": (
-        lambda x: (x * 2).t().unsqueeze(0), lambda: torch.randn(3, 4)
+        lambda x: (x * 2).t().unsqueeze(0),
+        lambda: torch.randn(3, 4),
     ),
     "two outputs, one transposed": (lambda x: (x.sin(), x.cos().t()), lambda: torch.randn(3, 4)),
     "row-major result": (lambda x: x @ x.t(), lambda: torch.randn(4, 6)),
@@ -63,8 +64,13 @@ def test_inference_outputs_have_eager_strides(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["op on a transposed input", "channels_last conv", "expanded result",
-             "size-1 dim of a transposed result"]
+    "name",
+    [
+        "op on a transposed input",
+        "channels_last conv",
+        "expanded result",
+        "size-1 dim of a transposed result",
+    ],
 )
 def test_training_outputs_have_eager_strides_and_gradients(name):
     fn, make = CASES[name]
@@ -98,7 +104,7 @@ def test_an_output_in_eager_layout_can_be_changed_in_place():
 def test_outputs_with_gaps_come_back_row_major():
     # NOTE: a limitation (README, Semantics): eager returns a view of its intermediate with
     # the slice's strides (6, 2); the program's output is row-major. Values are eager's.
-    fn = lambda x: (x * 2)[:, ::2]  # noqa: E731
+    fn = lambda x: (x * 2)[:, ::2]
     x = torch.randn(4, 6)
     got = torch.compile(fn, backend="xla")(x)
     assert fn(x).stride() == (6, 2)
@@ -107,8 +113,14 @@ def test_outputs_with_gaps_come_back_row_major():
 
 
 @pytest.mark.parametrize(
-    "name", ["op on a transposed input", "transposed result", "permuted result",
-             "channels_last add", "row-major result"]
+    "name",
+    [
+        "op on a transposed input",
+        "transposed result",
+        "permuted result",
+        "channels_last add",
+        "row-major result",
+    ],
 )
 def test_bucketed_outputs_have_eager_strides(name):
     # dynamic=True: padded to buckets (6 -> 8, 3 -> 4...); the output is cut back to the real

@@ -36,10 +36,13 @@ def _pair(model, **opt_kw):
 
 
 @pytest.mark.parametrize(
-    "zero_to_none, accumulate", [(True, 1), (False, 1), (True, 2)],
+    "zero_to_none, accumulate",
+    [(True, 1), (False, 1), (True, 2)],
     ids=["set_to_none", "zero_in_place", "accumulate_two_backwards"],
 )
-def test_batchnorm_cnn_training_with_packed_outputs_matches_eager(monkeypatch, zero_to_none, accumulate):
+def test_batchnorm_cnn_training_with_packed_outputs_matches_eager(
+    monkeypatch, zero_to_none, accumulate
+):
     counter = ProgramCounter(monkeypatch)
     torch.manual_seed(0)
     model = CNN()
@@ -112,8 +115,14 @@ def test_user_outputs_are_not_views_of_a_packed_buffer():
 def test_packing_plan_groups_by_dtype_and_limit():
     from torch2xla.runtime import _pack
 
-    metas = [((3,), torch.float32), ((2, 2), torch.float32), ((5,), torch.int64),
-             ((1000,), torch.float32), ((4,), torch.float32), ((2,), torch.int64)]
+    metas = [
+        ((3,), torch.float32),
+        ((2, 2), torch.float32),
+        ((5,), torch.int64),
+        ((1000,), torch.float32),
+        ((4,), torch.float32),
+        ((2,), torch.int64),
+    ]
     p = _pack.plan(metas, range(6), limit=100)
     assert p is not None
     groups = {g.dtype.name: g.positions for g in p.groups}

@@ -54,7 +54,9 @@ def test_passes_see_the_functional_aten_graph_in_order():
 
     def record(tag):
         def pass_(gm):
-            calls.append((tag, sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})))
+            calls.append(
+                (tag, sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"}))
+            )
 
         return pass_
 
@@ -101,7 +103,9 @@ def test_a_failing_pass_names_itself_and_the_graph():
         raise KeyError("oops")
 
     compiled = torch.compile(f, backend="xla", options={"passes": [broken]})
-    with pytest.raises(torch2xla.PassError, match=r"graph pass .*broken failed on graph_\d+: KeyError"):
+    with pytest.raises(
+        torch2xla.PassError, match=r"graph pass .*broken failed on graph_\d+: KeyError"
+    ):
         compiled(torch.randn(2))
 
 

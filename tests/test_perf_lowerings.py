@@ -151,15 +151,22 @@ def test_batch_norm_gradient_through_its_statistics_float64():
     from torch2xla.ops._batch_norm import batch_norm_train
 
     torch.manual_seed(0)
-    x, w, b = torch.randn(5, 3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64), \
-        torch.randn(3, dtype=torch.float64)
-    cts = [torch.randn(5, 3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64),
-           torch.randn(3, dtype=torch.float64)]
+    x, w, b = (
+        torch.randn(5, 3, 4, dtype=torch.float64),
+        torch.randn(3, dtype=torch.float64),
+        torch.randn(3, dtype=torch.float64),
+    )
+    cts = [
+        torch.randn(5, 3, 4, dtype=torch.float64),
+        torch.randn(3, dtype=torch.float64),
+        torch.randn(3, dtype=torch.float64),
+    ]
     xs = [t.clone().requires_grad_() for t in (x, w, b)]
     mean = xs[0].mean(dim=(0, 2))
     var = xs[0].var(dim=(0, 2), unbiased=False)
-    out = (xs[0] - mean[:, None]) * torch.rsqrt(var + 1e-5)[:, None] * xs[1][:, None] \
-        + xs[2][:, None]
+    out = (xs[0] - mean[:, None]) * torch.rsqrt(var + 1e-5)[:, None] * xs[1][:, None] + xs[2][
+        :, None
+    ]
     want = torch.autograd.grad((out, mean, var), xs, cts)
     with jax.enable_x64(True):
         prims, vjp = jax.vjp(lambda *a: batch_norm_train(*a, 1e-5), *(t.numpy() for t in (x, w, b)))
@@ -179,7 +186,9 @@ def test_bmm_against_an_expanded_matrix_is_one_product(tmp_path, train):
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(64, 4, batch_first=True)
     ref_mha = copy.deepcopy(mha)
-    compiled = torch.compile(mha, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)})
+    compiled = torch.compile(
+        mha, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)}
+    )
     x = torch.randn(8, 17, 64)
     xs = [x.clone().requires_grad_(train) for _ in range(2)]
     with torch.set_grad_enabled(train), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -212,7 +221,8 @@ def _tn_dots(hlo: str) -> list[str]:
     return [
         line.strip()
         for line in hlo.splitlines()
-        if " dot(" in line and "lhs_batch_dims" not in line
+        if " dot(" in line
+        and "lhs_batch_dims" not in line
         and "lhs_contracting_dims={0}, rhs_contracting_dims={0}" in line
     ]
 
@@ -222,9 +232,12 @@ def test_weight_gradients_on_cpu_are_plain_products(tmp_path):
     # weight gradient x^T ct, over the tokens) at half the rate of a plain one in one output
     # orientation; ops/_linalg.cpu_product computes it from a materialized transpose.
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 96), nn.Tanh(), nn.Linear(96, 16), nn.Tanh(), nn.Linear(16, 8))
-    compiled = torch.compile(copy.deepcopy(model), backend="xla",
-                             options={"strict": True, "dump_dir": str(tmp_path)})
+    model = nn.Sequential(
+        nn.Linear(32, 96), nn.Tanh(), nn.Linear(96, 16), nn.Tanh(), nn.Linear(16, 8)
+    )
+    compiled = torch.compile(
+        copy.deepcopy(model), backend="xla", options={"strict": True, "dump_dir": str(tmp_path)}
+    )
     x = torch.randn(4, 64, 32, requires_grad=True)
     compiled(x).square().mean().backward()
     hlo = next(tmp_path.rglob("*.backward.hlo.txt")).read_text()
@@ -281,7 +294,8 @@ def _softmax_edges(fn, *args) -> list[list[str]]:
         for step in users.get(v, []):
             others = [u for u in step.invars if u is not v]
             name = step.primitive.name + "".join(
-                " const" if isinstance(u, jcore.Literal) else " value" for u in others)
+                " const" if isinstance(u, jcore.Literal) else " value" for u in others
+            )
             if step.outvars[0] in outputs:
                 name += " output"
             if step.outvars[0].aval.shape == full:
@@ -289,8 +303,12 @@ def _softmax_edges(fn, *args) -> list[list[str]]:
             else:
                 yield from paths(step.outvars[0], full, [*path, name])
 
-    return [path for eqn in jaxpr.eqns if eqn.primitive.name in ("reduce_max", "reduce_sum")
-            for path in paths(eqn.outvars[0], eqn.invars[0].aval.shape, [])]
+    return [
+        path
+        for eqn in jaxpr.eqns
+        if eqn.primitive.name in ("reduce_max", "reduce_sum")
+        for path in paths(eqn.outvars[0], eqn.invars[0].aval.shape, [])
+    ]
 
 
 @pytest.mark.parametrize("fn", ["attention", "safe_softmax"])
@@ -306,14 +324,24 @@ def test_softmax_reductions_reach_their_rows_through_constants_only(fn):
 
     x = jnp.zeros((2, 3, 5), jnp.float32)
     if fn == "attention":  # the forward inside the custom_vjp
-        edges = _softmax_edges(lambda q, k, v: _saved._attention_fwd(
-            q, k, v, None, None, None, 0.5, True, lax.Precision.DEFAULT, 0.0), x, x, x)
+        edges = _softmax_edges(
+            lambda q, k, v: _saved._attention_fwd(
+                q, k, v, None, None, None, 0.5, True, lax.Precision.DEFAULT, 0.0
+            ),
+            x,
+            x,
+            x,
+        )
     else:
         edges = _softmax_edges(lambda s: _saved.safe_softmax.fun(s, -1, jnp.float32), x)
     assert len(edges) == 2, edges  # the row maximum and the row sum, each to its rows
     for path in edges:
-        assert all(p.split()[0] in ("broadcast_in_dim", "stop_gradient", "max", "add", "mul")
-                   and "value" not in p and "output" not in p for p in path), path
+        assert all(
+            p.split()[0] in ("broadcast_in_dim", "stop_gradient", "max", "add", "mul")
+            and "value" not in p
+            and "output" not in p
+            for p in path
+        ), path
 
 
 def test_softmax_of_rows_that_attend_nowhere_is_zero_as_eager():
@@ -324,7 +352,8 @@ def test_softmax_of_rows_that_attend_nowhere_is_zero_as_eager():
     for m in (mask, bias):
         ref = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
         out = torch.compile(nn.functional.scaled_dot_product_attention, backend="xla")(
-            q, k, v, attn_mask=m)
+            q, k, v, attn_mask=m
+        )
         torch.testing.assert_close(out, ref)
         assert torch.equal(out[:, :, 1], torch.zeros_like(out[:, :, 1]))
     x = torch.randn(3, 5).masked_fill(torch.tensor([False, True, False])[:, None], float("-inf"))

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import torch2xla
-from torch2xla.runtime import _stored
 from torch2xla.guards import _persistent
+from torch2xla.runtime import _stored
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOL = 1e-5  # float32 round-off: the same programs as eager's ops, fused differently
@@ -32,7 +32,11 @@ def _run_worker(cache_root: pathlib.Path, **config) -> dict:
     env.pop("TORCH2XLA_PERSISTENT_CACHE", None)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "_persistent_worker.py"), json.dumps(config)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -47,8 +51,9 @@ def _files(root: pathlib.Path) -> dict[pathlib.Path, bytes]:
 def _sound(root: pathlib.Path) -> bool:
     """Every entry under ``root`` reads back whole and under its own name."""
     store = _persistent.Store(root / _persistent.version_tag())
-    return all(store.read(p.parent.name, p.name) is not None
-               for p in root.rglob("*") if p.is_file())
+    return all(
+        store.read(p.parent.name, p.name) is not None for p in root.rglob("*") if p.is_file()
+    )
 
 
 def test_warm_start_in_a_moved_cache_skips_export_tracing_and_compile(tmp_path):
@@ -93,8 +98,10 @@ def test_unusable_backward_entry_after_a_warm_forward(tmp_path):
 
     _run_worker(tmp_path, train=True)
     store = _persistent.Store(tmp_path / _persistent.version_tag())
-    records = [pickle.loads(store.read(_persistent.GRAPHS, p.name))
-               for p in (store.path / _persistent.GRAPHS).iterdir()]
+    records = [
+        pickle.loads(store.read(_persistent.GRAPHS, p.name))
+        for p in (store.path / _persistent.GRAPHS).iterdir()
+    ]
     (training,) = [r.training for r in records if r.training is not None]
     entry = store.path / _persistent.PROGRAMS / training.backward.key
     data = entry.read_bytes()
@@ -152,7 +159,7 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
         captured.clear()
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
-        (gm, example), = captured
+        ((gm, example),) = captured
         return _stored.graph_key(gm, example, torch2xla.Options.parse(None, options))
 
     x = torch.randn(4, 3)
@@ -166,8 +173,9 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
         "strides": key_of(lambda t: t * 2.0, torch.randn(3, 4).t()),
         "requires_grad": key_of(lambda t: t * 2.0, x.clone().requires_grad_()),
         "options": key_of(lambda t: t * 2.0, x, options={"remat": True}),
-        "xla options": key_of(lambda t: t * 2.0, x,
-                              options={"compiler_options": {"xla_cpu_enable_fast_math": True}}),
+        "xla options": key_of(
+            lambda t: t * 2.0, x, options={"compiler_options": {"xla_cpu_enable_fast_math": True}}
+        ),
     }
     with torch.no_grad():
         others["grad mode"] = key_of(lambda t: t * 2.0, x)
@@ -222,7 +230,7 @@ def test_key_holds_constant_tensors_and_user_functions():
         captured.clear()
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
-        (gm, example), = captured
+        ((gm, example),) = captured
         return _stored.graph_key(gm, example, torch2xla.Options.parse())
 
     x = torch.randn(3)
@@ -303,7 +311,8 @@ def test_full_disk_warns_once_and_runs(tmp_path, fresh_cache, monkeypatch):
         _compile_and_check(3.0)
     ours = [w for w in caught if issubclass(w.category, torch2xla.PersistentCacheWarning)]
     assert len(ours) == 1 and "no space left" in str(ours[0].message), [
-        str(w.message) for w in caught]
+        str(w.message) for w in caught
+    ]
     assert ours[0].filename == __file__
     assert torch2xla.persistent_cache_dir() is None  # off for the rest of the process
     leftovers = [p for p in tmp_path.rglob("*") if p.is_file()]

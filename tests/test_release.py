@@ -165,8 +165,14 @@ def test_dropped_graphs_leave_no_more_behind_than_the_eager_backend():
         "e = _growth('eager', 6)\nx = _growth('xla', 6)\nprint(*e, *x)\n"
     )
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     eager_bytes, eager_objects, xla_bytes, xla_objects = map(float, res.stdout.split()[-4:])
     assert xla_objects <= eager_objects + 25, (xla_objects, eager_objects)

@@ -16,7 +16,9 @@ from tests._util import ProgramCounter, assert_same
 def _train_like_eager(model, x, layouts):
     ref_model, ref_x = copy.deepcopy(model), x.detach().clone().requires_grad_()
     xx = x.detach().clone().requires_grad_()
-    out = torch.compile(model, backend="xla", options={"strict": True, "residual_layouts": layouts})(xx)
+    out = torch.compile(
+        model, backend="xla", options={"strict": True, "residual_layouts": layouts}
+    )(xx)
     ref = ref_model(ref_x)
     assert_same(out, ref, atol=2e-5)
     loss = sum(o.square().sum() for o in torch.utils._pytree.tree_leaves(out))
@@ -31,9 +33,15 @@ def _train_like_eager(model, x, layouts):
 def _cnn():
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
     )
 
 
@@ -63,7 +71,10 @@ class _Transposing(nn.Module):
 
 @pytest.mark.parametrize(
     "make, shape",
-    [(_Transposing, (3, 5, 8)), (lambda: nn.LSTM(8, 12, num_layers=2, batch_first=True), (3, 5, 8))],
+    [
+        (_Transposing, (3, 5, 8)),
+        (lambda: nn.LSTM(8, 12, num_layers=2, batch_first=True), (3, 5, 8)),
+    ],
     ids=["transposing", "lstm"],
 )
 def test_outputs_stay_row_major(make, shape):

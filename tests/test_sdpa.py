@@ -22,8 +22,11 @@ def _t(*shape, seed=0, dtype=torch.float32):
 
 def _qkv(b=2, h=4, l=16, s=12, e=8, hk=None, dtype=torch.float32):
     hk = h if hk is None else hk
-    return _t(b, h, l, e, seed=1, dtype=dtype), _t(b, hk, s, e, seed=2, dtype=dtype), \
-        _t(b, hk, s, e, seed=3, dtype=dtype)
+    return (
+        _t(b, h, l, e, seed=1, dtype=dtype),
+        _t(b, hk, s, e, seed=2, dtype=dtype),
+        _t(b, hk, s, e, seed=3, dtype=dtype),
+    )
 
 
 def _check(fn, *inputs, autocast=None, rtol=1e-5, atol=1e-5):
@@ -32,7 +35,9 @@ def _check(fn, *inputs, autocast=None, rtol=1e-5, atol=1e-5):
     compiled = torch.compile(fn, backend="xla", options={"strict": True})
     xs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
     rs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
-    ctx = torch.autocast("cpu", dtype=autocast) if autocast else torch.autocast("cpu", enabled=False)
+    ctx = (
+        torch.autocast("cpu", dtype=autocast) if autocast else torch.autocast("cpu", enabled=False)
+    )
     with ctx:
         out, ref = compiled(*xs), fn(*rs)
     assert ran_in_xla(out)
@@ -59,23 +64,30 @@ def test_sdpa_is_one_op_with_eager_values_and_gradients(case, lowered_ops):
     if case == "plain":
         _check(F.scaled_dot_product_attention, *_grad(q, k, v))
     elif case == "causal":
-        _check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-               *_grad(q, k, v))
+        _check(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), *_grad(q, k, v)
+        )
     elif case == "bool_mask":
         m = _t(2, 1, 16, 12, seed=4) > -0.5
         m[..., 0] = True  # every row attends somewhere
-        _check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-               *_grad(q, k, v), m)
+        _check(
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+            *_grad(q, k, v),
+            m,
+        )
     elif case == "float_mask_grad":  # its gradient is summed over the broadcast heads
-        _check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
-               *_grad(q, k, v, _t(2, 1, 16, 12, seed=4)))
+        _check(
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+            *_grad(q, k, v, _t(2, 1, 16, 12, seed=4)),
+        )
     elif case == "scale":
-        _check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
-               *_grad(q, k, v))
+        _check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3), *_grad(q, k, v))
     elif case == "gqa":
         q, k, v = _qkv(hk=2)
-        _check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-               *_grad(q, k, v))
+        _check(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+            *_grad(q, k, v),
+        )
     else:  # keys of another length and value of another width
         q, k, v = _t(3, 5, 8, seed=1), _t(3, 7, 8, seed=2), _t(3, 7, 6, seed=3)
         _check(F.scaled_dot_product_attention, *_grad(q, k, v))
@@ -89,8 +101,13 @@ def test_sdpa_under_autocast_casts_as_autocast(dtype, lowered_ops):
     q, k, v = _qkv(dtype=dtype)
     m = _t(2, 1, 16, 12, seed=4, dtype=dtype)
     tol = {"rtol": 2e-2, "atol": 2e-2} if dtype != torch.float64 else {}
-    _check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m) * 2, *_grad(q, k, v), m,
-           autocast=torch.bfloat16, **tol)
+    _check(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m) * 2,
+        *_grad(q, k, v),
+        m,
+        autocast=torch.bfloat16,
+        **tol,
+    )
     assert SDPA in lowered_ops
 
 
@@ -99,14 +116,19 @@ def test_training_keeps_no_score_matrix():
     not the (L, S) probabilities."""
     q, k, v = _grad(*_qkv(l=32, s=32))
     m = _t(2, 1, 32, 32, seed=4)
-    out = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, m) * 1.5,
-                        backend="xla")(q, k, v)
+    out = torch.compile(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, m) * 1.5, backend="xla"
+    )(q, k, v)
     kept = out.grad_fn.vjp_fn.kept
     assert not [r.shape for r in kept if tuple(r.shape[-2:]) == (32, 32)]
 
 
-_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA"))]
+_DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+    ),
+]
 
 
 @pytest.mark.parametrize("device", _DEVICES)
@@ -152,9 +174,18 @@ def test_dropout_gradients_are_those_of_the_mask_drawn(mask):
         args = [q.numpy(), k.numpy(), v.numpy()] + ([m.numpy()] if mask == "float" else [])
 
         def f(q, k, v, bias=None):
-            return _saved.attention(q, k, v, m.numpy() if mask == "bool" else None, bias,
-                                    scale=0.5, is_causal=False, precision=lax.Precision.HIGHEST,
-                                    dropout_p=p, seed=seed)[0]
+            return _saved.attention(
+                q,
+                k,
+                v,
+                m.numpy() if mask == "bool" else None,
+                bias,
+                scale=0.5,
+                is_causal=False,
+                precision=lax.Precision.HIGHEST,
+                dropout_p=p,
+                seed=seed,
+            )[0]
 
         out, vjp = jax.vjp(f, *args)
         ct = _t(2, 4, 16, 8, seed=9).double()
@@ -178,7 +209,8 @@ def test_dropout_op_in_eager_draws_its_mask_again_for_the_backward():
     assert torch.autograd.gradcheck(op, (q, k, v))
     compiled = torch.compile(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).sin(),
-        backend="xla", options={"eager_ops": [torch.ops.torch2xla.sdpa_dropout]},
+        backend="xla",
+        options={"eager_ops": [torch.ops.torch2xla.sdpa_dropout]},
     )
     out = compiled(q, k, v)
     assert "sdpa" in _autograd_nodes(out)
@@ -191,7 +223,8 @@ def test_the_op_runs_in_eager_with_eager_gradients():
     m = _t(2, 1, 16, 12, seed=4)
     compiled = torch.compile(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, m).sin(),
-        backend="xla", options={"eager_ops": [torch.ops.torch2xla.sdpa]},
+        backend="xla",
+        options={"eager_ops": [torch.ops.torch2xla.sdpa]},
     )
     out = compiled(q, k, v)
     assert "sdpa" in _autograd_nodes(out)
@@ -243,5 +276,9 @@ def test_rows_that_attend_nowhere_give_zeros_as_eager(kind, dtype, device):
     if kind == "float":
         m = torch.zeros(m.shape, device=device, dtype=dtype).masked_fill(~m, -torch.inf)
     tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
-    _check(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-           *_grad(q, k, v), m, **tol)
+    _check(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        *_grad(q, k, v),
+        m,
+        **tol,
+    )

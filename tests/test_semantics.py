@@ -182,7 +182,9 @@ def test_zero_dim_type_promotion():
     def f(x, s):
         return x * s, x + 1.5, (x > 0).int() + 1
 
-    out, ref, *_ = run_both(f, torch.randn(3, dtype=torch.float32), torch.tensor(2.0, dtype=torch.float64))
+    out, ref, *_ = run_both(
+        f, torch.randn(3, dtype=torch.float32), torch.tensor(2.0, dtype=torch.float64)
+    )
     assert_same(out, ref)
 
 

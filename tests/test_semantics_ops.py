@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 
 import torch2xla
-
 from tests._util import assert_same, run_both
 
 aten = torch.ops.aten
@@ -76,18 +75,31 @@ def test_mask_assign_with_the_wrong_number_of_values_raises_as_eager(case):
     # ``x[x > 0] = vals`` where the data has another number of positives than ``vals``: eager
     # raises (shape mismatch); the first N True positions must not be written silently.
     if case == "values":
-        fn, args = _assign, (torch.zeros(2, 3), torch.tensor([[1, 0, 1], [0, 1, 1]]).bool(),
-                             torch.tensor([10.0, 20.0, 30.0]))
+        fn, args = (
+            _assign,
+            (
+                torch.zeros(2, 3),
+                torch.tensor([[1, 0, 1], [0, 1, 1]]).bool(),
+                torch.tensor([10.0, 20.0, 30.0]),
+            ),
+        )
     elif case == "values with a trailing dim":
-        fn, args = _assign, (torch.zeros(2, 3, 4), torch.tensor([[1, 0, 1], [0, 1, 0]]).bool(),
-                             torch.randn(2, 4))
+        fn, args = (
+            _assign,
+            (torch.zeros(2, 3, 4), torch.tensor([[1, 0, 1], [0, 1, 0]]).bool(), torch.randn(2, 4)),
+        )
     else:
+
         def fn(t, i, mask, v):
             t[i, mask] = v
             return t
 
-        args = (torch.zeros(3, 4), torch.tensor([0, 2]), torch.tensor([1, 1, 1, 0]).bool(),
-                torch.tensor([1.0, 2.0]))
+        args = (
+            torch.zeros(3, 4),
+            torch.tensor([0, 2]),
+            torch.tensor([1, 1, 1, 0]).bool(),
+            torch.tensor([1.0, 2.0]),
+        )
     expected = _eager_error(fn, *args)
     c = _compiled(fn)
     with pytest.raises(type(expected), match="shape mismatch") as info:
@@ -96,8 +108,11 @@ def test_mask_assign_with_the_wrong_number_of_values_raises_as_eager(case):
     assert "test_semantics_ops.py" in str(info.value)  # the user's line
 
 
-@pytest.mark.parametrize("value", [0.5, torch.tensor(2.5), torch.tensor([3.5])],
-                         ids=["python-scalar", "0-d", "1-element"])
+@pytest.mark.parametrize(
+    "value",
+    [0.5, torch.tensor(2.5), torch.tensor([3.5])],
+    ids=["python-scalar", "0-d", "1-element"],
+)
 def test_mask_assign_broadcasts_a_single_value(value):
     def f(x, value):
         x[x > 0] = value
@@ -168,8 +183,15 @@ _INNER = torch.tensor([True, True, False, True])  # 3 of t's 4 columns
         ((_COLS[:, None], _INNER), (3, 1, 5)),
         ((_COLS[:2, None], _INNER, _COLS[:1]), (2, 3)),
     ],
-    ids=["mask-index", "mask-index-bcast", "index-of-one", "mask-none-index", "index-mask",
-         "index-mask-bcast", "three"],
+    ids=[
+        "mask-index",
+        "mask-index-bcast",
+        "index-of-one",
+        "mask-none-index",
+        "index-mask",
+        "index-mask-bcast",
+        "three",
+    ],
 )
 def test_mask_mixed_with_integer_indices(index, value_shape, accumulate):
     torch.manual_seed(0)
@@ -208,7 +230,7 @@ def _random_index_put(rng):
             d += 1
         else:
             m = int(rng.integers(1, min(2, len(shape) - d) + 1))
-            indices.append(torch.from_numpy(rng.random(shape[d:d + m]) < rng.random()))
+            indices.append(torch.from_numpy(rng.random(shape[d : d + m]) < rng.random()))
             d += m
     if all(i is None for i in indices):
         return None
@@ -237,6 +259,7 @@ def test_index_put_with_masks_on_random_cases():
         if case is not None and any(i is not None and i.dtype == torch.bool for i in case[1]):
             cases.append(case)
     for t, indices, values, accumulate in cases:
+
         def f(t, values, *indices, accumulate=accumulate):
             return aten.index_put(t, indices, values, accumulate)
 
@@ -247,8 +270,10 @@ def test_index_put_with_masks_on_random_cases():
 
 def test_mask_assign_of_bool_and_int_tensors():
     mask = torch.tensor([True, False, True, True])
-    for t, v in ((torch.zeros(4, dtype=torch.bool), torch.tensor([True, False, True])),
-                 (torch.arange(4), torch.tensor([7, 8, 9]))):
+    for t, v in (
+        (torch.zeros(4, dtype=torch.bool), torch.tensor([True, False, True])),
+        (torch.arange(4), torch.tensor([7, 8, 9])),
+    ):
         out, ref, *_ = run_both(_assign, t, mask, v)
         assert_same(out, ref)
 
@@ -337,8 +362,13 @@ def test_batch_norm_weight_of_any_shape(shape, mode):
         return F.batch_norm(x, mean, var, w, b, training=mode == "train")
 
     torch.manual_seed(0)
-    args = (torch.randn(2, 3, 4, 4, requires_grad=True), torch.randn(shape, requires_grad=True),
-            torch.randn(shape, requires_grad=True), torch.randn(3), torch.rand(3) + 0.5)
+    args = (
+        torch.randn(2, 3, 4, 4, requires_grad=True),
+        torch.randn(shape, requires_grad=True),
+        torch.randn(shape, requires_grad=True),
+        torch.randn(3),
+        torch.rand(3) + 0.5,
+    )
     out, ref, a_xla, a_eager = run_both(f, *args)
     assert_same(out, ref)
     assert_same(a_xla[3:], a_eager[3:])  # running stats updated as in eager
@@ -364,11 +394,15 @@ def _pd(n, dtype, *batch, junk=0.0, upper=False):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128])
 @pytest.mark.parametrize("upper", [False, True])
 @pytest.mark.parametrize("junk", [0.0, 3.0], ids=["symmetric", "other-triangle-ignored"])
-@pytest.mark.parametrize("fn", [
-    lambda a, upper: torch.linalg.cholesky(a, upper=upper),
-    lambda a, upper: torch.cholesky(a, upper=upper),
-    lambda a, upper: torch.linalg.cholesky_ex(a, upper=upper)[0],
-], ids=["linalg.cholesky", "cholesky", "cholesky_ex"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, upper: torch.linalg.cholesky(a, upper=upper),
+        lambda a, upper: torch.cholesky(a, upper=upper),
+        lambda a, upper: torch.linalg.cholesky_ex(a, upper=upper)[0],
+    ],
+    ids=["linalg.cholesky", "cholesky", "cholesky_ex"],
+)
 @pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
 def test_cholesky_reads_one_triangle_and_differentiates_as_eager(fn, junk, upper, dtype):
     # Eager's backward returns the symmetric gradient built from L alone (cholesky_backward);
@@ -381,8 +415,7 @@ def test_cholesky_reads_one_triangle_and_differentiates_as_eager(fn, junk, upper
         return torch.view_as_real(out) if out.is_complex() else out
 
     (out, grads), (ref, ref_grads) = _grads_both(f, a)
-    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10,
-                                                                      "atol": 1e-12}
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-12}
     assert_same(out, ref, **tol)
     assert_same(grads, ref_grads, **tol)
 
@@ -411,8 +444,10 @@ def test_cholesky_solve_and_inverse_gradients_of_the_factor(upper, dtype):
     b = torch.randn(3, 2, dtype=dtype, requires_grad=True)
 
     def f(factor, b):
-        out = torch.cholesky_solve(b, factor, upper=upper) + torch.cholesky_inverse(
-            factor, upper=upper)[:, :2]
+        out = (
+            torch.cholesky_solve(b, factor, upper=upper)
+            + torch.cholesky_inverse(factor, upper=upper)[:, :2]
+        )
         return torch.view_as_real(out) if out.is_complex() else out
 
     (out, grads), (ref, ref_grads) = _grads_both(f, factor, b)
@@ -435,6 +470,7 @@ def test_logcumsumexp_gradient_is_as_accurate_as_eager_against_float64():
         return torch.autograd.grad(fn(x), x, cot.to(x.dtype))[0]
 
     for dim in (0, 1):
+
         def f(x, dim=dim):
             return torch.logcumsumexp(x, dim)
 
@@ -442,8 +478,7 @@ def test_logcumsumexp_gradient_is_as_accurate_as_eager_against_float64():
         ours_error = (ours.double() - exact).abs().max()
         eager_error = (eager.double() - exact).abs().max()
         assert ours.dtype == eager.dtype == torch.float32
-        assert ours_error <= max(eager_error, 4e-7 * exact.abs().max()), (ours_error,
-                                                                          eager_error)
+        assert ours_error <= max(eager_error, 4e-7 * exact.abs().max()), (ours_error, eager_error)
         assert_same(ours.double(), exact, rtol=1e-6, atol=1e-6)
     # float64: the same formula as eager, to float64 precision.
     xd = x.double()
@@ -491,17 +526,24 @@ def test_as_strided_scatter_gradient_is_the_derivative():
 _COPIES = {
     "select_copy.int": (lambda x: torch.select_copy(x, 1, -1) * 2, torch.randn(3, 4)),
     "slice_copy.Tensor": (lambda x: torch.slice_copy(x, 1, 1, None, 2) + 1, torch.randn(3, 5)),
-    "split_copy.Tensor": (lambda x: [t * 2 for t in torch.split_copy(x, 2, 1)],
-                          torch.randn(3, 5)),
+    "split_copy.Tensor": (lambda x: [t * 2 for t in torch.split_copy(x, 2, 1)], torch.randn(3, 5)),
     "detach_copy.default": (lambda x: x * torch.detach_copy(x), torch.randn(4)),
-    "view_as_real_copy.default": (lambda z: torch.view_as_real_copy(z * 2),
-                                  torch.randn(3, dtype=torch.complex64)),
-    "view_as_complex_copy.default": (lambda r: torch.view_as_complex_copy(r * 2),
-                                     torch.randn(3, 2)),
-    "_reshape_alias_copy.default": (lambda x: aten._reshape_alias_copy(x, [2, 3], [1, 2]),
-                                    torch.randn(6)),
-    "_conj_copy.default": (lambda z: torch._conj_copy(z) * 1j,
-                           torch.randn(3, dtype=torch.complex64)),
+    "view_as_real_copy.default": (
+        lambda z: torch.view_as_real_copy(z * 2),
+        torch.randn(3, dtype=torch.complex64),
+    ),
+    "view_as_complex_copy.default": (
+        lambda r: torch.view_as_complex_copy(r * 2),
+        torch.randn(3, 2),
+    ),
+    "_reshape_alias_copy.default": (
+        lambda x: aten._reshape_alias_copy(x, [2, 3], [1, 2]),
+        torch.randn(6),
+    ),
+    "_conj_copy.default": (
+        lambda z: torch._conj_copy(z) * 1j,
+        torch.randn(3, dtype=torch.complex64),
+    ),
     "_neg_view_copy.default": (lambda x: torch._neg_view_copy(x) + 1, torch.randn(3)),
 }
 

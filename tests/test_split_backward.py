@@ -132,8 +132,12 @@ def test_residuals_freed_as_segments_end(monkeypatch):
     monkeypatch.setattr(_split.SplitBackward, "__call__", call)
     compiled(x).square().mean().backward()
     assert len(alive_after) >= 2
-    assert all(extra == 0 for extra, _ in alive_after), f"residuals outlived their last use: {alive_after}"
-    assert all(missing == 0 for _, missing in alive_after), f"residuals freed too early: {alive_after}"
+    assert all(extra == 0 for extra, _ in alive_after), (
+        f"residuals outlived their last use: {alive_after}"
+    )
+    assert all(missing == 0 for _, missing in alive_after), (
+        f"residuals freed too early: {alive_after}"
+    )
 
 
 def test_retained_graph_runs_one_program(monkeypatch):
@@ -288,24 +292,32 @@ def test_relu_masks_are_not_handed_between_segments(monkeypatch):
     monkeypatch.setattr(_split.SplitBackward, "__init__", init)
     torch.manual_seed(0)
     layers = []
-    for _ in range(8):  # relu's output feeds the next Linear, which keeps it: the mask is recomputed
+    for _ in range(
+        8
+    ):  # relu's output feeds the next Linear, which keeps it: the mask is recomputed
         layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
-    compiled, model, ref = twins(torch.nn.Sequential(*layers),
-                                 options={"split_backward": SEGMENT_MIB})
+    compiled, model, ref = twins(
+        torch.nn.Sequential(*layers), options={"split_backward": SEGMENT_MIB}
+    )
     x = torch.randn(32, 64)
     for m in (compiled, ref):
         m(x).square().mean().backward()
     assert_grads(model, ref)
     (split,) = made
     assert len(split.segments) >= 4
-    avals = {k: v.aval for seg in split.segments for s in seg.steps
-             for k, v in zip(s.outs, s.eqn.outvars)}
+    avals = {
+        k: v.aval
+        for seg in split.segments
+        for s in seg.steps
+        for k, v in zip(s.outs, s.eqn.outvars)
+    }
     handed = [avals[k] for seg in split.segments[:-1] for k in seg.outs if k not in split._finals]
     assert handed and not [a for a in handed if a.dtype == bool], handed
 
 
-@pytest.mark.parametrize("fn", [lambda x: x * 2.0, lambda x: x.clone(), lambda x: x.sum()],
-                         ids=["scale", "clone", "sum"])
+@pytest.mark.parametrize(
+    "fn", [lambda x: x * 2.0, lambda x: x.clone(), lambda x: x.sum()], ids=["scale", "clone", "sum"]
+)
 def test_backward_of_at_most_one_step_is_not_cut(fn):
     x = torch.randn(4, requires_grad=True)
     ref = x.detach().clone().requires_grad_()

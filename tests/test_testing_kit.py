@@ -399,8 +399,9 @@ def test_parity_test_catches_and_shrinks_a_planted_discrepancy():
     eager_inputs = []
 
     @parity_test(
-        tensors(torch.float32, st.sampled_from([(1,), (3,), (2, 3)]), min_value=-1e4,
-                max_value=1e4),
+        tensors(
+            torch.float32, st.sampled_from([(1,), (3,), (2, 3)]), min_value=-1e4, max_value=1e4
+        ),
         max_examples=200,
         settings={"derandomize": True},
     )
@@ -494,8 +495,10 @@ def test_limitation_check_fails_once_the_difference_is_gone():
 
 # -- issue 27: the parity tester's first hour --------------------------------------------------
 @hypothesis.settings(max_examples=100, deadline=None)
-@given(x=tensors(torch.float32, (16,), full_range=False),
-       h=tensors(torch.float16, (16,), full_range=False))
+@given(
+    x=tensors(torch.float32, (16,), full_range=False),
+    h=tensors(torch.float16, (16,), full_range=False),
+)
 def test_default_values_are_what_a_model_sees(x, h):
     for t in (x, h):
         v = t.double()
@@ -506,14 +509,18 @@ def test_default_values_are_what_a_model_sees(x, h):
 
 def test_full_range_is_a_documented_switch(monkeypatch):
     search = hypothesis.settings(max_examples=300, derandomize=True, database=None)
-    inf = hypothesis.find(tensors(torch.float32, (4,), full_range=True),
-                          lambda t: bool(t.isinf().any()), settings=search)
+    inf = hypothesis.find(
+        tensors(torch.float32, (4,), full_range=True),
+        lambda t: bool(t.isinf().any()),
+        settings=search,
+    )
     assert inf.isinf().any()
     # The run-wide switch (pytest --parity-full-range) is the default of full_range=None.
     monkeypatch.setattr(_settings, "full_range", False)
     with pytest.raises(hypothesis.errors.NoSuchExample):
-        hypothesis.find(tensors(torch.float32, (4,)), lambda t: bool((t.abs() > 10).any()),
-                        settings=search)
+        hypothesis.find(
+            tensors(torch.float32, (4,)), lambda t: bool((t.abs() > 10).any()), settings=search
+        )
 
 
 W16 = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
@@ -522,8 +529,11 @@ W16 = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
 def test_the_obvious_first_test_passes_with_default_values():
     """Issue 27: gelu(x @ w) over default float32 tensors failed with eager=nan xla=inf."""
 
-    @parity_test(tensors(torch.float32, (4, 16), full_range=False), max_examples=25,
-                 settings={"derandomize": True, "database": None})
+    @parity_test(
+        tensors(torch.float32, (4, 16), full_range=False),
+        max_examples=25,
+        settings={"derandomize": True, "database": None},
+    )
     def gelu_of_product(x):
         return torch.nn.functional.gelu(x @ W16)
 
@@ -643,8 +653,9 @@ def test_hypothesis_profiles_are_respected(pytester):
     pytester.makepyfile(PROFILE_TESTS)
     previous = hypothesis.settings.get_current_profile_name()
     try:
-        result = pytester.runpytest_inprocess("-p", "no:cacheprovider",
-                                              "--hypothesis-profile=three")
+        result = pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "--hypothesis-profile=three"
+        )
     finally:
         hypothesis.settings.load_profile(previous)
     result.assert_outcomes(passed=3)

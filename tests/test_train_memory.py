@@ -27,8 +27,9 @@ def _parity(fn, *inputs, rtol=1e-5, atol=1e-5, create_graph=False):
     ct = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)).to(ref.dtype)
     diff = [x for x in xs if x.requires_grad]
     grads = torch.autograd.grad(out, diff, ct, create_graph=create_graph)
-    expected = torch.autograd.grad(ref, [r for r in rs if r.requires_grad], ct,
-                                   create_graph=create_graph)
+    expected = torch.autograd.grad(
+        ref, [r for r in rs if r.requires_grad], ct, create_graph=create_graph
+    )
     for g, e in zip(grads, expected):
         assert g.dtype == e.dtype
         torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
@@ -106,8 +107,14 @@ def test_layer_norm_mean_and_rstd_outputs_are_differentiated():
 def test_attention_gradients_match_eager(mask):
     q, k, v = _x(2, 3, 16, 8), _x(2, 3, 12, 8, scale=1.0), _x(2, 3, 12, 8)
     if mask == "causal":
-        _parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                q, k, v, rtol=1e-4, atol=1e-4)
+        _parity(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            q,
+            k,
+            v,
+            rtol=1e-4,
+            atol=1e-4,
+        )
         return
     if mask == "none":
         _parity(F.scaled_dot_product_attention, q, k, v, rtol=1e-4, atol=1e-4)
@@ -115,12 +122,25 @@ def test_attention_gradients_match_eager(mask):
     m = torch.rand(2, 1, 16, 12, generator=torch.Generator().manual_seed(2)) > 0.3
     m[..., 0] = True  # every row attends somewhere
     if mask == "bool":
-        _parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v,
-                rtol=1e-4, atol=1e-4)
+        _parity(
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+            q,
+            k,
+            v,
+            rtol=1e-4,
+            atol=1e-4,
+        )
     else:  # an additive mask that requires grad gets its gradient summed over the broadcast
         bias = _x(1, 3, 16, 12, scale=0.5)
-        _parity(lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
-                q, k, v, bias, rtol=1e-4, atol=1e-4)
+        _parity(
+            lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b),
+            q,
+            k,
+            v,
+            bias,
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
 def _eager_saved_bytes(model, x) -> int:
@@ -182,8 +202,13 @@ def test_bf16_autocast_residuals_no_larger_than_eager():
     is not of numpy kind "f")."""
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Conv2d(4, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-        nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 4, 1),
+        nn.Conv2d(4, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 4, 1),
     )
     x = _x(4, 4, 16, 16, scale=1.0)
     compiled, model, ref = twins(model)

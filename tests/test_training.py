@@ -44,8 +44,12 @@ def test_gpt2_block_grads():
 
 def test_tiny_gpt_grads_with_integer_input_and_tied_weights():
     idx = torch.randint(0, 128, (2, 12))
-    grad_parity(TinyGPT(layers=1), idx, loss=lambda logits: F.cross_entropy(
-        logits.flatten(0, 1), idx.roll(-1, 1).flatten()), atol=2e-5)
+    grad_parity(
+        TinyGPT(layers=1),
+        idx,
+        loss=lambda logits: F.cross_entropy(logits.flatten(0, 1), idx.roll(-1, 1).flatten()),
+        atol=2e-5,
+    )
 
 
 def _classification_data(steps: int, batch: int = 16, d: int = 32, classes: int = 10):
@@ -78,7 +82,9 @@ def test_training_loop_loss_curve_matches_eager():
     assert ran_in_xla(compiled(torch.randn(2, 32)))
     xla_curve, eager_curve = curves
     assert xla_curve[-1] < 0.5 * xla_curve[0], "the loss must fall"
-    torch.testing.assert_close(torch.tensor(xla_curve), torch.tensor(eager_curve), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        torch.tensor(xla_curve), torch.tensor(eager_curve), rtol=1e-4, atol=1e-5
+    )
     for p, r in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p, r, rtol=1e-4, atol=1e-5)
 

@@ -128,8 +128,9 @@ def test_expanded_none_and_zero_size_cotangents():
     _assert_same_grads(f, x, backward=lambda o: (o[0].sum() + o[2][1].sum()).backward())
     # A zero-size cotangent together with a non-contiguous one.
     ct = torch.randn(3, 4).t()
-    _assert_same_grads(f, x, backward=lambda o: torch.autograd.backward(
-        [o[1], o[0]], [torch.ones(0, 3), ct]))
+    _assert_same_grads(
+        f, x, backward=lambda o: torch.autograd.backward([o[1], o[0]], [torch.ones(0, 3), ct])
+    )
 
 
 def test_complex_gradients_follow_torch_convention():
@@ -250,8 +251,11 @@ def test_detach_data_and_no_grad_blocks_stop_gradients():
     _assert_same_grads(f, _leaf(4), _leaf(3, seed=1))
 
 
-@pytest.mark.parametrize("act", [nn.ELU(), nn.CELU(0.8), nn.SELU(), nn.Softplus(3, 0.2), nn.Mish()],
-                         ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize(
+    "act",
+    [nn.ELU(), nn.CELU(0.8), nn.SELU(), nn.Softplus(3, 0.2), nn.Mish()],
+    ids=lambda m: type(m).__name__,
+)
 def test_activation_gradients_at_large_inputs_are_finite_as_in_eager(act):
     """Where a lowering selects between branches, the branch not taken must not overflow:
     exp(501) is inf, and the select's gradient (0 times inf) was NaN where eager's is finite."""

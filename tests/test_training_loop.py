@@ -25,7 +25,11 @@ OPTIMIZERS = {
 def _train(model, make_opt, batches, compile_step=False):
     opt = make_opt(model.parameters() if isinstance(model, nn.Module) else model[1])
     net = model if isinstance(model, nn.Module) else model[0]
-    step = torch.compile(opt.step, backend="xla", options={"strict": True}) if compile_step else opt.step
+    step = (
+        torch.compile(opt.step, backend="xla", options={"strict": True})
+        if compile_step
+        else opt.step
+    )
     losses = []
     for x, y in batches:
         loss = F.cross_entropy(net(x), y)
@@ -38,8 +42,10 @@ def _train(model, make_opt, batches, compile_step=False):
 
 def _batches(n, shape, classes=10, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    return [(torch.randn(*shape, generator=gen), torch.randint(0, classes, shape[:1], generator=gen))
-            for _ in range(n)]
+    return [
+        (torch.randn(*shape, generator=gen), torch.randint(0, classes, shape[:1], generator=gen))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("compile_step", [False, True], ids=["eager-step", "compiled-step"])
@@ -79,8 +85,11 @@ def test_batchnorm_running_stats_follow_eager_over_steps():
 @pytest.mark.parametrize("remat", [False, True], ids=["stored-mask", "recomputed-mask"])
 def test_dropout_backward_uses_the_forward_mask(remat):
     p = 0.3
-    f = torch.compile(lambda x, w: F.dropout(x * w, p, training=True), backend="xla",
-                      options={"strict": True, "remat": remat})
+    f = torch.compile(
+        lambda x, w: F.dropout(x * w, p, training=True),
+        backend="xla",
+        options={"strict": True, "remat": remat},
+    )
     x = torch.randn(4000).abs().add(0.1).requires_grad_()
     w = torch.tensor(2.0, requires_grad=True)
     y = f(x, w)
@@ -100,7 +109,9 @@ def test_autocast_bf16_inside_compiled_region():
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.body = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 8))
+            self.body = nn.Sequential(
+                nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 8)
+            )
 
         def forward(self, x):
             with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -123,9 +123,12 @@ def test_sdpa_dropout_under_vmap_draws_vmaps_masks(randomness):
     torch.manual_seed(0)
     out, seeds = torch.vmap(f, randomness=randomness)(q)
     assert seeds.shape == (3,)
-    ref = torch.stack([
-        T.sdpa_dropout(q[i], k, v, None, 0.5, False, None, False, None, seeds[i]) for i in range(3)
-    ])
+    ref = torch.stack(
+        [
+            T.sdpa_dropout(q[i], k, v, None, 0.5, False, None, False, None, seeds[i])
+            for i in range(3)
+        ]
+    )
     assert_same(out, ref)
     if randomness == "same":  # one mask for every element: same output for the same query
         out2, _ = torch.vmap(f, randomness="same")(q[:1].expand(3, -1, -1, -1))
@@ -193,9 +196,15 @@ def test_compiled_vmap_with_detach_trains_like_eager():
 def test_hf_mamba_trains_like_eager():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.MambaConfig(vocab_size=32, hidden_size=8, state_size=4,
-                                      num_hidden_layers=1, expand=2, conv_kernel=3,
-                                      time_step_rank=2)
+    config = transformers.MambaConfig(
+        vocab_size=32,
+        hidden_size=8,
+        state_size=4,
+        num_hidden_layers=1,
+        expand=2,
+        conv_kernel=3,
+        time_step_rank=2,
+    )
     model = transformers.MambaForCausalLM(config)
     ref = copy.deepcopy(model)
     ids = torch.randint(0, 32, (2, 5))

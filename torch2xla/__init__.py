@@ -3,7 +3,6 @@
 import importlib.metadata as _metadata
 
 from torch2xla._backend import FallbackWarning, xla_backend
-from torch2xla.autodiff._connected import GradientConnectivityWarning
 from torch2xla._custom_ops import register_lowering
 from torch2xla._errors import (
     CompileError,
@@ -14,9 +13,10 @@ from torch2xla._errors import (
     PassError,
     UnsupportedOpsError,
 )
-from torch2xla.debug._explain import Explanation, explain
 from torch2xla._options import OptionError, Options
+from torch2xla.autodiff._connected import GradientConnectivityWarning
 from torch2xla.capture._passes import fold_constants
+from torch2xla.debug._explain import Explanation, explain
 from torch2xla.debug._profile import profile
 from torch2xla.guards import (
     BucketingWarning,

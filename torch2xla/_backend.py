@@ -9,18 +9,15 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from torch2xla.runtime import _stored
-from torch2xla.capture._aliases import output_aliases
-from torch2xla.capture import _data_dependent as data_dependent
-from torch2xla.autodiff._connected import example_links
-from torch2xla.debug._dump import dumping
 from torch2xla._errors import UnsupportedOpsError, op_name, source_line, warn
-from torch2xla.runtime._interop import no_stack_capture, x64
-from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla._options import Options
+from torch2xla.autodiff._connected import example_links
+from torch2xla.capture import _data_dependent as data_dependent
+from torch2xla.capture._aliases import output_aliases
+from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
-from torch2xla.runtime._program import XlaProgram
+from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
     OpPlacement,
@@ -31,6 +28,9 @@ from torch2xla.debug._stages import (
 )
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.ops._arg_checks import check_graph
+from torch2xla.runtime import _stored
+from torch2xla.runtime._interop import no_stack_capture, x64
+from torch2xla.runtime._program import XlaProgram
 
 _graph_ids = itertools.count()
 
@@ -163,13 +163,19 @@ class CompiledGraph:
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
-                program = XlaProgram(lowered.gm, inputs, requires_grad,
-                                     packable=range(len(lowered.mutations)),
-                                     links=functools.partial(self._links, lowered, grad),
-                                     **self.program_options)
+                program = XlaProgram(
+                    lowered.gm,
+                    inputs,
+                    requires_grad,
+                    packable=range(len(lowered.mutations)),
+                    links=functools.partial(self._links, lowered, grad),
+                    **self.program_options,
+                )
                 program = b.program(program, inputs)
                 _stored.remember(key, lowered, program, inputs, self.program_options)
-                return b.done(_Entry(lowered, program, self.output_requires_grad, self.output_aliases))
+                return b.done(
+                    _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
+                )
             self._report([u for u in unsupported if not u.by_design])
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:
@@ -178,7 +184,10 @@ class CompiledGraph:
                 program = XlaProgram(sub, example, None, **self.program_options)
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
-            return b.done(_Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases), unsupported)
+            return b.done(
+                _Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases),
+                unsupported,
+            )
 
     def _stored_key(self, args: Sequence) -> str | None:
         """The signature's key in the persistent cache (None: off, or not recordable; dumps and
@@ -218,11 +227,15 @@ class CompiledGraph:
                 )
             inputs = (*lowered.lifted, *args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
-            program = XlaProgram(gm, inputs, requires_grad,
-                                 packable=range(len(lowered.mutations)), **self.program_options)
+            program = XlaProgram(
+                gm,
+                inputs,
+                requires_grad,
+                packable=range(len(lowered.mutations)),
+                **self.program_options,
+            )
         program.label = f"torch2xla:{self.name}"
         return program
-
 
     def _report(self, missing: list) -> None:
         """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch."""

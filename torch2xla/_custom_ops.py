@@ -17,8 +17,8 @@ import jax
 import torch
 
 from torch2xla._errors import LoweringError
-from torch2xla.runtime._interop import jax_dtype
 from torch2xla.ops._registry import LOWERINGS, ctx
+from torch2xla.runtime._interop import jax_dtype
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -44,7 +44,7 @@ def op_name(node: torch.fx.Node) -> str:
     target = node.target
     if node.op == "call_method":
         return f"Tensor.{target}"
-    if isinstance(target, str) or isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, str | torch._ops.OpOverload):
         return str(target)
     if target in _OPERATORS:
         return _OPERATORS[target]
@@ -60,8 +60,10 @@ def op_name(node: torch.fx.Node) -> str:
     return f"{module}.{name}" if module and name else repr(target)
 
 
-_OPERATORS = {operator.getitem: "Tensor.__getitem__ (indexing)",
-              operator.setitem: "Tensor.__setitem__ (indexed assignment)"}
+_OPERATORS = {
+    operator.getitem: "Tensor.__getitem__ (indexing)",
+    operator.setitem: "Tensor.__setitem__ (indexed assignment)",
+}
 
 
 def _module(name: str):
@@ -90,11 +92,16 @@ def warn(message: str, category: type[Warning], *, node: torch.fx.Node | None = 
             return
         filename, lineno, module_globals = frame.f_code.co_filename, frame.f_lineno, frame.f_globals
     module = (module_globals or {}).get("__name__")
-    registry = None if module_globals is None else module_globals.setdefault(
-        "__warningregistry__", {}
+    registry = (
+        None if module_globals is None else module_globals.setdefault("__warningregistry__", {})
     )
     warnings.warn_explicit(
-        message, category, filename, lineno, module=module, registry=registry,
+        message,
+        category,
+        filename,
+        lineno,
+        module=module,
+        registry=registry,
         module_globals=module_globals,
     )
 
@@ -113,7 +120,7 @@ def _library_dirs() -> tuple[tuple[str, ...], str, tuple[str, ...]]:
 
 def _is_library(filename: str) -> bool:
     libs, stdlib, site = _library_dirs()
-    if filename.startswith("<") or filename.startswith(libs):
+    if filename.startswith(("<", *libs)):
         return True
     # (on a system install, site-packages lies inside the standard library's directory)
     return filename.startswith(stdlib) and not filename.startswith(site)
@@ -141,7 +148,11 @@ def _module_globals(filename: str) -> dict | None:
 def is_custom_op(target: object) -> bool:
     """Whether ``target`` is a user's ``torch.library`` op (not ATen's, prims' or ours)."""
     return isinstance(target, torch._ops.OpOverload) and target.namespace not in (
-        "aten", "prims", "torch2xla", "_c10d_functional", "c10d_functional",
+        "aten",
+        "prims",
+        "torch2xla",
+        "_c10d_functional",
+        "c10d_functional",
         "_c10d_functional_autograd",
     )
 
@@ -188,7 +199,7 @@ class UnsupportedOpsError(CompileError):
         if custom:
             todo.append(
                 f"give your op{'s' * (len(custom) > 1)} ({', '.join(custom)}) a JAX "
-                "implementation with torch2xla.register_lowering (README: \"Custom ops\")"
+                'implementation with torch2xla.register_lowering (README: "Custom ops")'
             )
         todo.append("drop options={'strict': True} to run them in eager PyTorch")
         if len(custom) < len(unsupported):
@@ -299,14 +310,14 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
             where += f"\n  lowering:  {ours}"
         todo = (
             "This is a bug in torch2xla's lowering; please report it with this message. "
-            "Meanwhile, run this op in eager PyTorch: torch.compile(..., backend=\"xla\", "
-            f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
+            'Meanwhile, run this op in eager PyTorch: torch.compile(..., backend="xla", '
+            f'options={{"eager_ops": [torch.ops.{node.target}]}}).'
         )
         if _user_lowering(node) is not None:
             todo = (
                 "The lowering is yours (torch2xla.register_lowering): fix it, or run the op in "
-                "eager PyTorch: torch.compile(..., backend=\"xla\", "
-                f"options={{\"eager_ops\": [torch.ops.{node.target}]}})."
+                'eager PyTorch: torch.compile(..., backend="xla", '
+                f'options={{"eager_ops": [torch.ops.{node.target}]}}).'
             )
     message = (
         f"{head}{where}\nWhat to do: {todo}\n"

@@ -102,7 +102,11 @@ def _directory(value: Any) -> str | None:
 def _aten_ops(value: Any) -> frozenset:
     import torch
 
-    ops = (value,) if isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket) else value
+    ops = (
+        (value,)
+        if isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
+        else value
+    )
     if not isinstance(ops, list | tuple | set | frozenset):
         raise _Rejected
     out: set = set()

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from torch2xla.runtime._interop import dtype_name
 from torch2xla.ops import DATA_DEPENDENT
+from torch2xla.runtime._interop import dtype_name
 
 from .harness import ERROR, FORWARD, GRAD, INPLACE, Expect
 
@@ -38,11 +38,15 @@ class Cause(enum.Enum):
     EAGER = "eager's own result is wrong (checked by hand)"
     # Found by the widened suite (reference_inputs, error_inputs, bfloat16 gradients):
     RUNTIME_CHECK = "XLA programs do not check tensor values at run time (issue 22 item 7)"
-    KERNEL_CHECK = ("eager's kernel rejects the input; torch's fake kernel, which tracing "
-                    "runs, accepts it, and nothing checks it later")
+    KERNEL_CHECK = (
+        "eager's kernel rejects the input; torch's fake kernel, which tracing "
+        "runs, accepts it, and nothing checks it later"
+    )
     FAKE_KERNEL = "torch's fake kernel rejects the input with another error than eager's"
-    OUT_ARGUMENT = ("eager checks the out= tensor; the functionalized call does not, or "
-                    "Dynamo refuses the call with its own error")
+    OUT_ARGUMENT = (
+        "eager checks the out= tensor; the functionalized call does not, or "
+        "Dynamo refuses the call with its own error"
+    )
     DYNAMO_SEMANTICS = "Dynamo traces a call that eager's Python rejects"
     LOWERING_ERROR = "our lowering rejects the input with its own error, not eager's"
     MISSING = "no lowering yet for the overload reference_inputs reach"
@@ -50,10 +54,14 @@ class Cause(enum.Enum):
     UNDEFINED = "eager's value is C++ undefined behaviour (an out-of-range float to integer)"
     EXTREMAL = "differs from eager only at infinite, NaN, huge or pole inputs"
     KINK = "at a point where the function has no derivative, eager picks another gradient"
-    BF16_GRADIENT = ("bfloat16 gradient less accurate than eager's: JAX's autodiff sums or "
-                     "rounds in bfloat16 where torch's kernels accumulate in float32")
-    EAGER_NONE = ("eager's backward formula gives no gradient (None) to an input connected "
-                  "to the output; we follow connectivity and give zeros")
+    BF16_GRADIENT = (
+        "bfloat16 gradient less accurate than eager's: JAX's autodiff sums or "
+        "rounds in bfloat16 where torch's kernels accumulate in float32"
+    )
+    EAGER_NONE = (
+        "eager's backward formula gives no gradient (None) to an input connected "
+        "to the output; we follow connectivity and give zeros"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,17 +116,25 @@ def _eigenvectors(out: Any) -> Any:
 
 
 # -- expected failures ---------------------------------------------------------------------------
-_DD, _DY, _NJ, _TI, _DT, _DU, _GR = (Cause.DATA_DEPENDENT, Cause.DYNAMO, Cause.NO_JAX, Cause.TIES,
-                                     Cause.DTYPE, Cause.DUPLICATES, Cause.GRADIENT)
+_DD, _DY, _NJ, _TI, _DT, _DU, _GR = (
+    Cause.DATA_DEPENDENT,
+    Cause.DYNAMO,
+    Cause.NO_JAX,
+    Cause.TIES,
+    Cause.DTYPE,
+    Cause.DUPLICATES,
+    Cause.GRADIENT,
+)
 _EX, _EG = Cause.EXPORT, Cause.EAGER
 _RC, _KC, _FK, _OA = Cause.RUNTIME_CHECK, Cause.KERNEL_CHECK, Cause.FAKE_KERNEL, Cause.OUT_ARGUMENT
 _DS, _LE, _MI, _WR = Cause.DYNAMO_SEMANTICS, Cause.LOWERING_ERROR, Cause.MISSING, Cause.WRONG
 _UB, _XT, _KI, _BF = Cause.UNDEFINED, Cause.EXTREMAL, Cause.KINK, Cause.BF16_GRADIENT
 _EN = Cause.EAGER_NONE
 _E, _F, _G = (ERROR,), (FORWARD,), (GRAD,)
-_BCAST_BF16 = ("the gradient of a broadcast is summed in bfloat16 (JAX's transpose of "
-               "broadcast_in_dim) where torch accumulates in float32")
-
+_BCAST_BF16 = (
+    "the gradient of a broadcast is summed in bfloat16 (JAX's transpose of "
+    "broadcast_in_dim) where torch accumulates in float32"
+)
 
 
 def _no_lowering(op: torch._ops.OpOverload) -> str:
@@ -138,8 +154,13 @@ XFAILS: tuple[XFail, ...] = (
     XFail("argwhere", _DD, _no_lowering(_aten.nonzero.default)),
     XFail("unique", _DD, _no_lowering(_aten._unique2.default)),
     XFail("unique_consecutive", _DD, _no_lowering(_aten.unique_consecutive.default)),
-    XFail("repeat_interleave", _DD, "with a repeats tensor (4th float32 sample) the output "
-          "length is its sum", dtypes=(f32,), checks=(FORWARD,)),
+    XFail(
+        "repeat_interleave",
+        _DD,
+        "with a repeats tensor (4th float32 sample) the output length is its sum",
+        dtypes=(f32,),
+        checks=(FORWARD,),
+    ),
     XFail("bincount", _DD, "output length is the largest input value"),
     XFail("nn.functional.one_hot", _DD, "num_classes=-1 takes the class count from the data"),
     XFail("combinations", _DD, "torch implements it with masked_select"),
@@ -147,13 +168,17 @@ XFAILS: tuple[XFail, ...] = (
     XFail("corrcoef", _DD, "torch's implementation checks weights with a data-dependent branch"),
     XFail("narrow", _DD, "a tensor start index is read with .item()"),
     XFail("tensor_split", _DD, "tensor split points are read with .item()"),
-    XFail("take", _DD, "for a 0-d index (3rd float32 sample) torch's bounds check reads the "
-          "index value (.item())", dtypes=(f32,), checks=(FORWARD, GRAD)),
+    XFail(
+        "take",
+        _DD,
+        "for a 0-d index (3rd float32 sample) torch's bounds check reads the index value (.item())",
+        dtypes=(f32,),
+        checks=(FORWARD, GRAD),
+    ),
     XFail("nn.functional.ctc_loss", _DD, "aten._ctc_loss has a data-dependent output shape"),
     XFail("nn.functional.gaussian_nll_loss", _DD, "validates var with a data-dependent branch"),
     XFail("linalg.lstsq", _DD, "aten.linalg_lstsq has a data-dependent output shape"),
-    XFail("linalg.lstsq.grad_oriented", _DD,
-          "aten.linalg_lstsq has a data-dependent output shape"),
+    XFail("linalg.lstsq.grad_oriented", _DD, "aten.linalg_lstsq has a data-dependent output shape"),
     # Dynamo refuses or breaks the graph.
     XFail("sparse.sampled_addmm", _DY, "torch.compile does not support sparse tensors"),
     XFail("sparse.mm.reduce", _DY, "torch.compile does not support sparse tensors"),
@@ -168,157 +193,427 @@ XFAILS: tuple[XFail, ...] = (
     XFail("transpose", _DY, "in-place view op on a graph input", checks=(INPLACE,)),
     XFail("t", _DY, "in-place view op on a graph input", checks=(INPLACE,)),
     XFail("as_strided", _DY, "in-place view op on a graph input", checks=(INPLACE,)),
-    XFail("as_strided.partial_views", _DY, "in-place view op on a graph input",
-          checks=(INPLACE,)),
-    *(XFail(f"polygamma.polygamma_n_{n}", _EX, "aten.polygamma_ takes self first but is not "
-            "functionalized (its schema puts n second)", checks=(INPLACE,)) for n in range(5)),
+    XFail("as_strided.partial_views", _DY, "in-place view op on a graph input", checks=(INPLACE,)),
+    *(
+        XFail(
+            f"polygamma.polygamma_n_{n}",
+            _EX,
+            "aten.polygamma_ takes self first but is not functionalized (its schema puts n second)",
+            checks=(INPLACE,),
+        )
+        for n in range(5)
+    ),
     # No JAX counterpart.
     XFail("chalf", _DT, "JAX has no complex32"),
     XFail("linalg.ldl_factor", _NJ, "no LDL^T factorization in JAX"),
     XFail("linalg.ldl_factor_ex", _NJ, "no LDL^T factorization in JAX"),
-    XFail("special.bessel_y1", _EG, "eager's float64 bessel_y1 is off by up to ~3e-7 (at "
-          "x=5.57606: eager -0.0489863143, scipy and ours -0.0489859933)", dtypes=(f64,),
-          checks=(FORWARD,)),
+    XFail(
+        "special.bessel_y1",
+        _EG,
+        "eager's float64 bessel_y1 is off by up to ~3e-7 (at "
+        "x=5.57606: eager -0.0489863143, scipy and ours -0.0489859933)",
+        dtypes=(f64,),
+        checks=(FORWARD,),
+    ),
     # Ties and duplicates: torch's own answer is one of several valid ones.
-    XFail("sort", _TI, "torch's unstable sort orders ties its own way (ours is stable)",
-          dtypes=(bf16, b8), checks=(FORWARD,)),
-    XFail("argsort", _TI, "torch's unstable sort orders ties its own way (ours is stable)",
-          dtypes=(bf16, b8), checks=(FORWARD,)),
-    XFail("topk", _TI, "which of equal elements topk returns is unspecified",
-          dtypes=(bf16, i64), checks=(FORWARD,)),
-    XFail("kthvalue", _TI, "which of equal elements kthvalue indexes is unspecified",
-          dtypes=(i64,), checks=(FORWARD,)),
-    XFail("as_strided_scatter", _EG, "eager's gradient for self is nonzero where src overwrites "
-          "self and zero where self is kept (the reverse of the function's derivative)",
-          checks=(GRAD,)),
-    XFail("special.bessel_j0", _EG, "eager's float64 bessel_j0 is off by up to ~2e-7 (at "
-          "x=-5.4215: eager -0.0337815018, mpmath and ours -0.0337813128)", dtypes=(f64,),
-          checks=(FORWARD,)),
-    XFail("linalg.eigvals", _GR, "JAX differentiates eigenvalues of non-symmetric matrices "
-          "through eig's eigenvector rule, which it refuses", checks=(GRAD,)),
+    XFail(
+        "sort",
+        _TI,
+        "torch's unstable sort orders ties its own way (ours is stable)",
+        dtypes=(bf16, b8),
+        checks=(FORWARD,),
+    ),
+    XFail(
+        "argsort",
+        _TI,
+        "torch's unstable sort orders ties its own way (ours is stable)",
+        dtypes=(bf16, b8),
+        checks=(FORWARD,),
+    ),
+    XFail(
+        "topk",
+        _TI,
+        "which of equal elements topk returns is unspecified",
+        dtypes=(bf16, i64),
+        checks=(FORWARD,),
+    ),
+    XFail(
+        "kthvalue",
+        _TI,
+        "which of equal elements kthvalue indexes is unspecified",
+        dtypes=(i64,),
+        checks=(FORWARD,),
+    ),
+    XFail(
+        "as_strided_scatter",
+        _EG,
+        "eager's gradient for self is nonzero where src overwrites "
+        "self and zero where self is kept (the reverse of the function's derivative)",
+        checks=(GRAD,),
+    ),
+    XFail(
+        "special.bessel_j0",
+        _EG,
+        "eager's float64 bessel_j0 is off by up to ~2e-7 (at "
+        "x=-5.4215: eager -0.0337815018, mpmath and ours -0.0337813128)",
+        dtypes=(f64,),
+        checks=(FORWARD,),
+    ),
+    XFail(
+        "linalg.eigvals",
+        _GR,
+        "JAX differentiates eigenvalues of non-symmetric matrices "
+        "through eig's eigenvector rule, which it refuses",
+        checks=(GRAD,),
+    ),
     XFail("linalg.ldl_solve", _NJ, "no LDL^T solve in JAX"),
     # Missing gradient rules in JAX.
-    XFail("linalg.eig", _GR, "JAX differentiates eigenvectors of non-symmetric matrices only "
-          "under assumptions it cannot check", checks=(GRAD,)),
+    XFail(
+        "linalg.eig",
+        _GR,
+        "JAX differentiates eigenvectors of non-symmetric matrices only "
+        "under assumptions it cannot check",
+        checks=(GRAD,),
+    ),
     XFail("ormqr", _GR, "JAX has no gradient for ormqr", checks=(GRAD,)),
-    XFail("linalg.householder_product", _GR, "JAX has no gradient for householder_product",
-          checks=(GRAD,)),
+    XFail(
+        "linalg.householder_product",
+        _GR,
+        "JAX has no gradient for householder_product",
+        checks=(GRAD,),
+    ),
     # -- error_inputs: eager raises, the compiled call does not (or raises something else) --
-    *(XFail(name, _DS, f"Dynamo traces Tensor.{name}(3, t), the unbound method called on an "
+    *(
+        XFail(
+            name,
+            _DS,
+            f"Dynamo traces Tensor.{name}(3, t), the unbound method called on an "
             "int, as the operator; eager's Python rejects the descriptor call (TypeError)",
-            checks=_E) for name in ("__radd__", "__rand__", "__rmul__", "__ror__", "__rxor__")),
-    XFail("aminmax", _OA, "eager rejects an out= tensor of another dtype; the functionalized "
-          "call converts the result into it", checks=_E),
-    XFail("complex", _KC, "eager rejects real and imaginary parts of different dtypes and an "
-          "out= tensor of another dtype; the traced call promotes and converts", checks=_E),
-    XFail("bucketize", _LE, "2-D boundaries: our lowering fails (jnp.searchsorted: 'a should "
-          "be 1-dimensional') instead of raising eager's error", checks=_E),
-    XFail("index_add", _KC, "eager checks that source's shape matches self's outside dim; the "
-          "fake kernel does not, so the call compiles and runs", checks=_E),
-    XFail("masked_scatter", _KC, "eager rejects a uint8 mask; the fake kernel accepts it",
-          checks=_E),
-    XFail("multinomial", _KC, "eager rejects an integer input, an out= tensor of another dtype "
-          "and invalid probabilities (those at run time); the traced call checks none",
-          checks=_E),
+            checks=_E,
+        )
+        for name in ("__radd__", "__rand__", "__rmul__", "__ror__", "__rxor__")
+    ),
+    XFail(
+        "aminmax",
+        _OA,
+        "eager rejects an out= tensor of another dtype; the functionalized "
+        "call converts the result into it",
+        checks=_E,
+    ),
+    XFail(
+        "complex",
+        _KC,
+        "eager rejects real and imaginary parts of different dtypes and an "
+        "out= tensor of another dtype; the traced call promotes and converts",
+        checks=_E,
+    ),
+    XFail(
+        "bucketize",
+        _LE,
+        "2-D boundaries: our lowering fails (jnp.searchsorted: 'a should "
+        "be 1-dimensional') instead of raising eager's error",
+        checks=_E,
+    ),
+    XFail(
+        "index_add",
+        _KC,
+        "eager checks that source's shape matches self's outside dim; the "
+        "fake kernel does not, so the call compiles and runs",
+        checks=_E,
+    ),
+    XFail(
+        "masked_scatter", _KC, "eager rejects a uint8 mask; the fake kernel accepts it", checks=_E
+    ),
+    XFail(
+        "multinomial",
+        _KC,
+        "eager rejects an integer input, an out= tensor of another dtype "
+        "and invalid probabilities (those at run time); the traced call checks none",
+        checks=_E,
+    ),
     XFail("uniform", _KC, "eager checks from <= to; the traced call does not", checks=_E),
-    XFail("kthvalue", _OA, "eager rejects an out= tensor that aliases the input; Dynamo refuses "
-          "the out= call with its own error (shape mismatch)", checks=_E),
-    XFail("take", _OA, "eager rejects an out= tensor that aliases the input; Dynamo refuses "
-          "the out= call with its own error (shape mismatch)", checks=_E),
-    XFail("narrow_copy", _FK, "an out-of-range dim: the fake kernel raises IndexError, eager "
-          "RuntimeError", checks=_E),
-    XFail("linalg.lstsq", _DD, "Dynamo stops at aten.linalg_lstsq's data-dependent output "
-          "shape before eager's dimension check", checks=_E),
-    XFail("linalg.lstsq.grad_oriented", _DD, "Dynamo stops at aten.linalg_lstsq's "
-          "data-dependent output shape before eager's dimension check", checks=_E),
-    XFail("masked_select", _DD, "Dynamo stops at the data-dependent output shape before "
-          "eager's check of an out= tensor aliasing the input", checks=_E),
-    XFail("nn.functional.gaussian_nll_loss", _DD, "a data-dependent branch (checking var) "
-          "comes before eager's check of the reduction argument", checks=_E),
+    XFail(
+        "kthvalue",
+        _OA,
+        "eager rejects an out= tensor that aliases the input; Dynamo refuses "
+        "the out= call with its own error (shape mismatch)",
+        checks=_E,
+    ),
+    XFail(
+        "take",
+        _OA,
+        "eager rejects an out= tensor that aliases the input; Dynamo refuses "
+        "the out= call with its own error (shape mismatch)",
+        checks=_E,
+    ),
+    XFail(
+        "narrow_copy",
+        _FK,
+        "an out-of-range dim: the fake kernel raises IndexError, eager RuntimeError",
+        checks=_E,
+    ),
+    XFail(
+        "linalg.lstsq",
+        _DD,
+        "Dynamo stops at aten.linalg_lstsq's data-dependent output "
+        "shape before eager's dimension check",
+        checks=_E,
+    ),
+    XFail(
+        "linalg.lstsq.grad_oriented",
+        _DD,
+        "Dynamo stops at aten.linalg_lstsq's "
+        "data-dependent output shape before eager's dimension check",
+        checks=_E,
+    ),
+    XFail(
+        "masked_select",
+        _DD,
+        "Dynamo stops at the data-dependent output shape before "
+        "eager's check of an out= tensor aliasing the input",
+        checks=_E,
+    ),
+    XFail(
+        "nn.functional.gaussian_nll_loss",
+        _DD,
+        "a data-dependent branch (checking var) "
+        "comes before eager's check of the reduction argument",
+        checks=_E,
+    ),
     # -- reference_inputs --------------------------------------------------------------------
-    XFail("special.xlog1py", _MI, "prims.scalar_tensor, from the decomposition of xlog1py with "
-          "a Python number as self", dtypes=(f32,), checks=(FORWARD, GRAD)),
+    XFail(
+        "special.xlog1py",
+        _MI,
+        "prims.scalar_tensor, from the decomposition of xlog1py with a Python number as self",
+        dtypes=(f32,),
+        checks=(FORWARD, GRAD),
+    ),
     XFail("byte", _UB, "negative floats converted to uint8", dtypes=(f32, f64, bf16), checks=_F),
-    *(XFail(name, _UB, "floats out of the integer type's range converted to it (eager wraps "
-            "or gives the minimum, XLA saturates)", dtypes=(f32,), checks=_F)
-      for name in ("char", "short", "int", "long")),
-    XFail("narrow_copy", _WR, "a negative start (-20 on a dimension of 20) gives an empty "
-          "result; eager counts it from the end", dtypes=(f32,), checks=_F),
-    XFail("nn.functional.multi_margin_loss", _WR, "a 0-d input with reduction='none': our "
-          "result has shape (1,), eager's ()", dtypes=(f32,), checks=_F),
-    XFail("nn.functional.multilabel_margin_loss", _WR, "a 0-d input with reduction='none' "
-          "gives shape (1,) (eager's ()), and an unbatched 1-D input a wrong value",
-          dtypes=(f32, f64), checks=(FORWARD, GRAD)),
-    XFail("special.airy_ai", _EG, "eager's float64 airy_ai is off by up to ~3e-6 (at "
-          "x=-2.11799: eager 0.1515886824, mpmath and ours 0.1515861425)", dtypes=(f64,),
-          checks=_F),
-    XFail("special.bessel_j1", _EG, "eager's float64 bessel_j1 is off by up to ~4e-7 (at "
-          "x=-5.03513: eager 0.3313086118, mpmath and ours 0.3313082011)", dtypes=(f64,),
-          checks=_F),
-    XFail("special.bessel_y0", _EG, "eager's float64 bessel_y0 is off by up to ~2e-7 (at "
-          "x=5.09131: eager -0.3206007309, mpmath and ours -0.3206008730)", dtypes=(f64,),
-          checks=_F),
-    *(XFail(name, _XT, "at x=1e20 ours is 0.03125, eager's the asymptotic ~1.25e-10",
-            dtypes=(f32,), checks=_F)
-      for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")),
-    XFail("copysign", _XT, "at ±inf and NaN eager's gradient formula (result / self) is NaN, "
-          "ours the product of the signs", dtypes=(f32,), checks=_G),
-    XFail("digamma", _XT, "at the poles (negative integers) our gradient is inf; eager's "
-          "finite value is far from the float64 reference too", dtypes=(f32, bf16), checks=_G),
-    *(XFail(name, _XT, "at +inf our gradient (trigamma) is NaN, eager's 0", dtypes=(f32,),
-            checks=_G)
-      for name in ("polygamma.polygamma_n_0", "special.polygamma.special_polygamma_n_0")),
-    XFail("special.log_ndtr", _XT, "at large negative x (~-1e6) our gradient overflows to "
-          "±inf where the float64 reference is about -x times the cotangent (eager's float32 "
-          "is off too)", dtypes=(f32,), checks=_G),
-    XFail("nn.functional.margin_ranking_loss", _XT, "at NaN inputs eager's gradient is 0 (its "
-          "clamp passes no gradient at NaN), ours the cotangent", checks=_G),
-    XFail("nn.functional.hardsigmoid", _KI, "at x = -3 exactly our gradient is 1/6, eager's "
-          "0", dtypes=(bf16,), checks=_G),
+    *(
+        XFail(
+            name,
+            _UB,
+            "floats out of the integer type's range converted to it (eager wraps "
+            "or gives the minimum, XLA saturates)",
+            dtypes=(f32,),
+            checks=_F,
+        )
+        for name in ("char", "short", "int", "long")
+    ),
+    XFail(
+        "narrow_copy",
+        _WR,
+        "a negative start (-20 on a dimension of 20) gives an empty "
+        "result; eager counts it from the end",
+        dtypes=(f32,),
+        checks=_F,
+    ),
+    XFail(
+        "nn.functional.multi_margin_loss",
+        _WR,
+        "a 0-d input with reduction='none': our result has shape (1,), eager's ()",
+        dtypes=(f32,),
+        checks=_F,
+    ),
+    XFail(
+        "nn.functional.multilabel_margin_loss",
+        _WR,
+        "a 0-d input with reduction='none' "
+        "gives shape (1,) (eager's ()), and an unbatched 1-D input a wrong value",
+        dtypes=(f32, f64),
+        checks=(FORWARD, GRAD),
+    ),
+    XFail(
+        "special.airy_ai",
+        _EG,
+        "eager's float64 airy_ai is off by up to ~3e-6 (at "
+        "x=-2.11799: eager 0.1515886824, mpmath and ours 0.1515861425)",
+        dtypes=(f64,),
+        checks=_F,
+    ),
+    XFail(
+        "special.bessel_j1",
+        _EG,
+        "eager's float64 bessel_j1 is off by up to ~4e-7 (at "
+        "x=-5.03513: eager 0.3313086118, mpmath and ours 0.3313082011)",
+        dtypes=(f64,),
+        checks=_F,
+    ),
+    XFail(
+        "special.bessel_y0",
+        _EG,
+        "eager's float64 bessel_y0 is off by up to ~2e-7 (at "
+        "x=5.09131: eager -0.3206007309, mpmath and ours -0.3206008730)",
+        dtypes=(f64,),
+        checks=_F,
+    ),
+    *(
+        XFail(
+            name,
+            _XT,
+            "at x=1e20 ours is 0.03125, eager's the asymptotic ~1.25e-10",
+            dtypes=(f32,),
+            checks=_F,
+        )
+        for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
+    ),
+    XFail(
+        "copysign",
+        _XT,
+        "at ±inf and NaN eager's gradient formula (result / self) is NaN, "
+        "ours the product of the signs",
+        dtypes=(f32,),
+        checks=_G,
+    ),
+    XFail(
+        "digamma",
+        _XT,
+        "at the poles (negative integers) our gradient is inf; eager's "
+        "finite value is far from the float64 reference too",
+        dtypes=(f32, bf16),
+        checks=_G,
+    ),
+    *(
+        XFail(
+            name, _XT, "at +inf our gradient (trigamma) is NaN, eager's 0", dtypes=(f32,), checks=_G
+        )
+        for name in ("polygamma.polygamma_n_0", "special.polygamma.special_polygamma_n_0")
+    ),
+    XFail(
+        "special.log_ndtr",
+        _XT,
+        "at large negative x (~-1e6) our gradient overflows to "
+        "±inf where the float64 reference is about -x times the cotangent (eager's float32 "
+        "is off too)",
+        dtypes=(f32,),
+        checks=_G,
+    ),
+    XFail(
+        "nn.functional.margin_ranking_loss",
+        _XT,
+        "at NaN inputs eager's gradient is 0 (its "
+        "clamp passes no gradient at NaN), ours the cotangent",
+        checks=_G,
+    ),
+    XFail(
+        "nn.functional.hardsigmoid",
+        _KI,
+        "at x = -3 exactly our gradient is 1/6, eager's 0",
+        dtypes=(bf16,),
+        checks=_G,
+    ),
     XFail("linalg.norm", _EN, "ord=0 (a count of nonzeros)", dtypes=(f32,), checks=_G),
     XFail("linalg.norm.subgradients_at_zero", _EN, "ord=0 (a count of nonzeros)", checks=_G),
     XFail("norm", _EN, "p=0 (a count of nonzeros)", checks=_G),
     # -- bfloat16 gradients ------------------------------------------------------------------
-    *(XFail(name, _BF, _BCAST_BF16, dtypes=(bf16,), checks=_G)
-      for name in ("expand_copy", "where", "clamp", "nn.functional.cosine_similarity")),
-    *(XFail(name, _BF, "cotangents of repeated extremes are scattered and summed in bfloat16",
-            dtypes=(bf16,), checks=_G) for name in ("cummax", "cummin")),
-    XFail("renorm", _BF, "the norm's gradient is summed in bfloat16", dtypes=(bf16,),
-          checks=_G),
-    XFail("nn.functional.scaled_dot_product_attention", _BF, "the softmax and matmul "
-          "gradients are rounded to bfloat16 between steps where torch's math kernel keeps "
-          "float32", dtypes=(bf16,), checks=_G),
-    XFail("frexp", _BF, "the mantissa's gradient (2^-e) is rounded through a bfloat16 "
-          "intermediate; eager's is exact", dtypes=(bf16,), checks=_G),
-    *(XFail(name, _TI, "bfloat16 samples have ties, which torch's unstable sort orders its own "
-            "way (ours is stable), so the gradient goes to other positions", dtypes=(bf16,),
-            checks=_G) for name in ("sort", "msort")),
-    XFail("topk", _TI, "which of equal bfloat16 elements topk returns is unspecified",
-          dtypes=(bf16,), checks=_G),
+    *(
+        XFail(name, _BF, _BCAST_BF16, dtypes=(bf16,), checks=_G)
+        for name in ("expand_copy", "where", "clamp", "nn.functional.cosine_similarity")
+    ),
+    *(
+        XFail(
+            name,
+            _BF,
+            "cotangents of repeated extremes are scattered and summed in bfloat16",
+            dtypes=(bf16,),
+            checks=_G,
+        )
+        for name in ("cummax", "cummin")
+    ),
+    XFail("renorm", _BF, "the norm's gradient is summed in bfloat16", dtypes=(bf16,), checks=_G),
+    XFail(
+        "nn.functional.scaled_dot_product_attention",
+        _BF,
+        "the softmax and matmul "
+        "gradients are rounded to bfloat16 between steps where torch's math kernel keeps "
+        "float32",
+        dtypes=(bf16,),
+        checks=_G,
+    ),
+    XFail(
+        "frexp",
+        _BF,
+        "the mantissa's gradient (2^-e) is rounded through a bfloat16 "
+        "intermediate; eager's is exact",
+        dtypes=(bf16,),
+        checks=_G,
+    ),
+    *(
+        XFail(
+            name,
+            _TI,
+            "bfloat16 samples have ties, which torch's unstable sort orders its own "
+            "way (ours is stable), so the gradient goes to other positions",
+            dtypes=(bf16,),
+            checks=_G,
+        )
+        for name in ("sort", "msort")
+    ),
+    XFail(
+        "topk",
+        _TI,
+        "which of equal bfloat16 elements topk returns is unspecified",
+        dtypes=(bf16,),
+        checks=_G,
+    ),
 )
 
 # -- random and uninitialized values -----------------------------------------------------------
 _RNG = "random values: XLA draws from its own generator (seeded from torch's)"
 _EMPTY = "uninitialized values"
 RANDOM: tuple[Random, ...] = (
-    *(Random(name, _RNG) for name in (
-        "bernoulli", "normal", "normal.number_mean", "normal.in_place", "uniform", "cauchy",
-        "exponential", "geometric", "log_normal", "multinomial", "rand_like", "randn_like",
-        "randint_like", "randint", "randn", "nn.functional.dropout", "nn.functional.dropout2d",
-        "nn.functional.dropout3d", "nn.functional.alpha_dropout",
-        "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu",
-        "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
-        "svd_lowrank", "pca_lowrank",
-    )),
-    *(Random(name, _EMPTY) for name in (
-        "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
-        "empty_permuted",
-    )),
-    Random("nn.functional.scaled_dot_product_attention", "samples with dropout",
-           lambda s: s.kwargs.get("dropout_p", 0) > 0),
+    *(
+        Random(name, _RNG)
+        for name in (
+            "bernoulli",
+            "normal",
+            "normal.number_mean",
+            "normal.in_place",
+            "uniform",
+            "cauchy",
+            "exponential",
+            "geometric",
+            "log_normal",
+            "multinomial",
+            "rand_like",
+            "randn_like",
+            "randint_like",
+            "randint",
+            "randn",
+            "nn.functional.dropout",
+            "nn.functional.dropout2d",
+            "nn.functional.dropout3d",
+            "nn.functional.alpha_dropout",
+            "nn.functional.feature_alpha_dropout.with_train",
+            "nn.functional.rrelu",
+            "nn.functional.fractional_max_pool2d",
+            "nn.functional.fractional_max_pool3d",
+            "svd_lowrank",
+            "pca_lowrank",
+        )
+    ),
+    *(
+        Random(name, _EMPTY)
+        for name in (
+            "empty",
+            "empty_like",
+            "new_empty",
+            "new_empty_strided",
+            "empty_strided",
+            "empty_permuted",
+        )
+    ),
+    Random(
+        "nn.functional.scaled_dot_product_attention",
+        "samples with dropout",
+        lambda s: s.kwargs.get("dropout_p", 0) > 0,
+    ),
     # dropout_p is the 11th positional argument of multi_head_attention_forward.
-    Random("nn.functional.multi_head_attention_forward", "samples with dropout",
-           lambda s: s.kwargs.get("training", True) and len(s.args) > 9 and s.args[9] > 0),
+    Random(
+        "nn.functional.multi_head_attention_forward",
+        "samples with dropout",
+        lambda s: s.kwargs.get("training", True) and len(s.args) > 9 and s.args[9] > 0,
+    ),
 )
 
 NORMALIZE: tuple[Normalize, ...] = (
@@ -329,46 +624,180 @@ NORMALIZE: tuple[Normalize, ...] = (
 # -- the fast default subset -------------------------------------------------------------------
 DEFAULT_SUBSET: tuple[str, ...] = (
     # elementwise
-    "abs", "add", "sub", "mul", "div.no_rounding_mode", "div.floor_rounding",
-    "div.trunc_rounding", "pow", "exp", "log", "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "erf",
-    "clamp", "where", "maximum", "fmod", "remainder", "atan2", "lerp", "addcmul", "bitwise_and",
-    "eq", "lt", "logical_and", "isnan", "nan_to_num", "sign", "round", "floor_divide", "xlogy",
-    "__rsub__", "nn.functional.gelu", "nn.functional.silu", "nn.functional.relu",
-    "nn.functional.leaky_relu", "nn.functional.elu", "nn.functional.softplus",
-    "nn.functional.hardtanh", "logit", "digamma", "polygamma.polygamma_n_1", "special.i0e",
+    "abs",
+    "add",
+    "sub",
+    "mul",
+    "div.no_rounding_mode",
+    "div.floor_rounding",
+    "div.trunc_rounding",
+    "pow",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "clamp",
+    "where",
+    "maximum",
+    "fmod",
+    "remainder",
+    "atan2",
+    "lerp",
+    "addcmul",
+    "bitwise_and",
+    "eq",
+    "lt",
+    "logical_and",
+    "isnan",
+    "nan_to_num",
+    "sign",
+    "round",
+    "floor_divide",
+    "xlogy",
+    "__rsub__",
+    "nn.functional.gelu",
+    "nn.functional.silu",
+    "nn.functional.relu",
+    "nn.functional.leaky_relu",
+    "nn.functional.elu",
+    "nn.functional.softplus",
+    "nn.functional.hardtanh",
+    "logit",
+    "digamma",
+    "polygamma.polygamma_n_1",
+    "special.i0e",
     # reductions and scans
-    "sum", "mean", "prod", "amax", "argmax", "max.reduction_with_dim", "var", "std_mean",
-    "logsumexp", "all", "any", "cumsum", "cumprod", "linalg.vector_norm", "nansum",
-    "count_nonzero", "median", "kthvalue", "cummax", "logcumsumexp",
+    "sum",
+    "mean",
+    "prod",
+    "amax",
+    "argmax",
+    "max.reduction_with_dim",
+    "var",
+    "std_mean",
+    "logsumexp",
+    "all",
+    "any",
+    "cumsum",
+    "cumprod",
+    "linalg.vector_norm",
+    "nansum",
+    "count_nonzero",
+    "median",
+    "kthvalue",
+    "cummax",
+    "logcumsumexp",
     # shapes and views
-    "reshape", "view", "permute", "transpose", "expand", "squeeze", "unsqueeze", "cat", "stack",
-    "split", "chunk", "flip", "roll", "repeat", "tile", "select", "slice", "diagonal", "tril",
-    "unfold", "movedim", "flatten", "constant_pad_nd", "nn.functional.pad.reflect",
-    "as_strided", "view_as_real",
+    "reshape",
+    "view",
+    "permute",
+    "transpose",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "cat",
+    "stack",
+    "split",
+    "chunk",
+    "flip",
+    "roll",
+    "repeat",
+    "tile",
+    "select",
+    "slice",
+    "diagonal",
+    "tril",
+    "unfold",
+    "movedim",
+    "flatten",
+    "constant_pad_nd",
+    "nn.functional.pad.reflect",
+    "as_strided",
+    "view_as_real",
     # indexing
-    "index_select", "gather", "scatter", "scatter_add", "scatter_reduce.sum", "index_put",
-    "index_add", "__getitem__", "masked_fill", "masked_scatter", "take_along_dim", "put", "sort",
-    "topk", "searchsorted", "histc",
+    "index_select",
+    "gather",
+    "scatter",
+    "scatter_add",
+    "scatter_reduce.sum",
+    "index_put",
+    "index_add",
+    "__getitem__",
+    "masked_fill",
+    "masked_scatter",
+    "take_along_dim",
+    "put",
+    "sort",
+    "topk",
+    "searchsorted",
+    "histc",
     # creation
-    "arange", "full", "zeros_like", "ones", "linspace", "eye", "tril_indices",
+    "arange",
+    "full",
+    "zeros_like",
+    "ones",
+    "linspace",
+    "eye",
+    "tril_indices",
     # linear algebra
-    "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linalg.solve", "linalg.inv",
-    "linalg.cholesky", "linalg.qr", "linalg.svd", "linalg.eigh", "linalg.det", "cdist",
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "einsum",
+    "linalg.solve",
+    "linalg.inv",
+    "linalg.cholesky",
+    "linalg.qr",
+    "linalg.svd",
+    "linalg.eigh",
+    "linalg.det",
+    "cdist",
     # neural networks
-    "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.conv1d",
-    "nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
-    "nn.functional.adaptive_max_pool2d", "nn.functional.batch_norm", "nn.functional.layer_norm",
-    "nn.functional.group_norm", "nn.functional.rms_norm", "softmax", "log_softmax",
-    "nn.functional.cross_entropy", "nn.functional.nll_loss", "nn.functional.mse_loss",
-    "nn.functional.binary_cross_entropy_with_logits", "nn.functional.embedding",
-    "nn.functional.embedding_bag", "nn.functional.scaled_dot_product_attention",
-    "nn.functional.interpolate.nearest", "nn.functional.linear", "nn.functional.unfold",
+    "nn.functional.conv2d",
+    "nn.functional.conv_transpose2d",
+    "nn.functional.conv1d",
+    "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d",
+    "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.adaptive_max_pool2d",
+    "nn.functional.batch_norm",
+    "nn.functional.layer_norm",
+    "nn.functional.group_norm",
+    "nn.functional.rms_norm",
+    "softmax",
+    "log_softmax",
+    "nn.functional.cross_entropy",
+    "nn.functional.nll_loss",
+    "nn.functional.mse_loss",
+    "nn.functional.binary_cross_entropy_with_logits",
+    "nn.functional.embedding",
+    "nn.functional.embedding_bag",
+    "nn.functional.scaled_dot_product_attention",
+    "nn.functional.interpolate.nearest",
+    "nn.functional.linear",
+    "nn.functional.unfold",
     # fft, special functions
-    "fft.fft", "fft.rfft", "fft.irfft", "special.bessel_j0", "special.chebyshev_polynomial_t",
+    "fft.fft",
+    "fft.rfft",
+    "fft.irfft",
+    "special.bessel_j0",
+    "special.chebyshev_polynomial_t",
     # random (shapes and dtypes here; distributions in test_random_distribution)
-    "bernoulli", "normal", "rand_like", "randint", "nn.functional.dropout", "multinomial",
+    "bernoulli",
+    "normal",
+    "rand_like",
+    "randint",
+    "nn.functional.dropout",
+    "multinomial",
     # expected failures stay honest
-    "nonzero", "unique",
+    "nonzero",
+    "unique",
 )
 
 

@@ -41,7 +41,6 @@ from torch.testing._internal.opinfo.core import (
 )
 
 from torch2xla import _errors
-
 from torch2xla.runtime import _program
 
 FORWARD, INPLACE, GRAD, ERROR = "forward", "inplace", "grad", "error"
@@ -177,7 +176,7 @@ class _Source:
         body = "".join(f"        {line},\n" for line in self.lines)
         src = f"def fn({params}):\n    return [\n{body}    ]\n"
         scope = dict(self.globals)
-        exec(compile(src, f"<opinfo {name}>", "exec"), scope)  # noqa: S102
+        exec(compile(src, f"<opinfo {name}>", "exec"), scope)
         return scope["fn"]
 
 
@@ -233,8 +232,12 @@ def _short(e: BaseException) -> str:
 
 # torch.testing.assert_close's defaults.
 _DEFAULT_TOL = {
-    torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
-    torch.float16: (1e-3, 1e-5), torch.complex128: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
 }
 
 
@@ -275,9 +278,16 @@ def _as_accurate_overall(actual: torch.Tensor, expected: torch.Tensor, ref: torc
     return bool(ours.norm() <= eager_error.norm())
 
 
-def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
-             ref: Any = None, notes: list[str] | None = None, overall: bool = False
-             ) -> str | None:
+def _compare(
+    actual: Any,
+    expected: Any,
+    values: bool,
+    tol,
+    path: str = "out",
+    ref: Any = None,
+    notes: list[str] | None = None,
+    overall: bool = False,
+) -> str | None:
     """None if ``actual`` matches ``expected``, else what differs.
 
     Values match within ``tol`` (torch.testing's per-dtype default when None) or, where a
@@ -296,8 +306,13 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
         rtol, atol = tol if tol is not None else (None, None)
         try:
             torch.testing.assert_close(
-                actual.detach(), expected.detach(), rtol=rtol, atol=atol, equal_nan=True,
-                check_stride=False, check_layout=False,
+                actual.detach(),
+                expected.detach(),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                check_stride=False,
+                check_layout=False,
             )
         except AssertionError as e:
             if isinstance(ref, torch.Tensor) and (
@@ -316,8 +331,11 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
             return f"{path}: {type(actual).__name__} where eager gives a sequence"
         if len(actual) != len(expected):
             return f"{path}: {len(actual)} items, eager {len(expected)}"
-        refs = ref if isinstance(ref, list | tuple) and len(ref) == len(expected) else [None] * len(
-            expected)
+        refs = (
+            ref
+            if isinstance(ref, list | tuple) and len(ref) == len(expected)
+            else [None] * len(expected)
+        )
         for i, (a, e, r) in enumerate(zip(actual, expected, refs)):
             err = _compare(a, e, values, tol, f"{path}[{i}]", r, notes, overall)
             if err:
@@ -328,8 +346,11 @@ def _compare(actual: Any, expected: Any, values: bool, tol, path: str = "out",
     if isinstance(expected, float) and isinstance(actual, float):
         if actual == expected or (math.isnan(actual) and math.isnan(expected)):
             return None
-        return None if abs(actual - expected) <= 1e-6 * (1 + abs(expected)) else (
-            f"{path}: {actual} != eager {expected}")
+        return (
+            None
+            if abs(actual - expected) <= 1e-6 * (1 + abs(expected))
+            else (f"{path}: {actual} != eager {expected}")
+        )
     if actual != expected:
         return f"{path}: {actual!r} != eager {expected!r}"
     return None
@@ -358,8 +379,7 @@ def _count_xla_calls() -> Iterator[Callable[[], int]]:
 
 
 def _compile(fn: Callable) -> Callable:
-    return torch.compile(fn, backend="xla", options={"strict": True}, dynamic=False,
-                         fullgraph=True)
+    return torch.compile(fn, backend="xla", options={"strict": True}, dynamic=False, fullgraph=True)
 
 
 # -- groups -------------------------------------------------------------------------------------
@@ -387,8 +407,9 @@ def _seed(name: str, dtype: torch.dtype, check: str) -> None:
     torch.manual_seed(zlib.crc32(f"{name}/{dtype}/{check}".encode()))
 
 
-def _take_samples(op: OpInfo, dtype: torch.dtype, n: int, n_ref: int, requires_grad: bool,
-                  spread: bool = False) -> list:
+def _take_samples(
+    op: OpInfo, dtype: torch.dtype, n: int, n_ref: int, requires_grad: bool, spread: bool = False
+) -> list:
     """The first ``n`` of ``sample_inputs``, then ``n_ref`` of ``reference_inputs`` that
     ``sample_inputs`` does not give (same shapes, strides, dtypes and other arguments) and
     that hold at most ``REFERENCE_NUMEL`` elements, among its first ``REFERENCE_SCAN``:
@@ -429,9 +450,14 @@ class _Reference(SampleInput):
     """A sample taken from ``reference_inputs`` (named so in failure reasons)."""
 
     def __init__(self, s: SampleInput) -> None:
-        super().__init__(s.input, args=s.args, kwargs=s.kwargs,
-                         output_process_fn_grad=s.output_process_fn_grad,
-                         broadcasts_input=s.broadcasts_input, name=s.name)
+        super().__init__(
+            s.input,
+            args=s.args,
+            kwargs=s.kwargs,
+            output_process_fn_grad=s.output_process_fn_grad,
+            broadcasts_input=s.broadcasts_input,
+            name=s.name,
+        )
 
 
 def _which(group: _Group, i: int) -> str:
@@ -465,8 +491,12 @@ def _diff_outputs(out: Any) -> list[torch.Tensor]:
     return [t for t in _tensors(out) if t.requires_grad and t.grad_fn is not None]
 
 
-def _run_eager(group: _Group, sample: SampleInput, upcast: torch.dtype | None = None,
-               cotangents: list[torch.Tensor] | None = None) -> tuple | None:
+def _run_eager(
+    group: _Group,
+    sample: SampleInput,
+    upcast: torch.dtype | None = None,
+    cotangents: list[torch.Tensor] | None = None,
+) -> tuple | None:
     """Eager result of one sample: (outputs, inputs after, input grads, cotangents).
 
     With ``upcast``, tensors of the group's dtype are first converted to ``upcast``: the
@@ -477,8 +507,10 @@ def _run_eager(group: _Group, sample: SampleInput, upcast: torch.dtype | None = 
         clones = [_clone(t) for t in originals]
     else:
         clones = [
-            t.detach().to(upcast).requires_grad_(t.requires_grad) if t.dtype == group.dtype
-            else _clone(t) for t in originals
+            t.detach().to(upcast).requires_grad_(t.requires_grad)
+            if t.dtype == group.dtype
+            else _clone(t)
+            for t in originals
         ]
     mapping = {id(o): c for o, c in zip(originals, clones)}
     inp, args, kwargs = _rebuild((sample.input, sample.args, sample.kwargs), mapping)
@@ -554,7 +586,7 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
         try:
             with torch.enable_grad() if check == GRAD else torch.no_grad():
                 result = _run_eager(group, s)
-        except Exception as e:  # noqa: BLE001 - eager rejects this sample (e.g. in-place rules)
+        except Exception as e:
             errors.append(_short(e))
             continue
         if result is None:
@@ -567,7 +599,7 @@ def _make_group(op: OpInfo, name: str, check: str, dtype: torch.dtype) -> _Group
                     r = _run_eager(group, s, upcast, cts)
                 if r is not None:
                     ref, ref_after, ref_grads = r[0], r[1], r[2]
-            except Exception:  # noqa: BLE001 - no reference for this sample: compare directly
+            except Exception:
                 ref = None
         group.samples.append(s)
         group.expected.append(out)
@@ -612,8 +644,9 @@ def _tolerance(group: _Group, expect: Expect):
     return tol
 
 
-def _check_outputs(group: _Group, outs: list, mappings: list, expect: Expect,
-                   name: str) -> Outcome | tuple[list, bool]:
+def _check_outputs(
+    group: _Group, outs: list, mappings: list, expect: Expect, name: str
+) -> Outcome | tuple[list, bool]:
     """Compare outputs and inputs after the call: the outcome, or for gradient checks that got
     this far the backward jobs ``(sample, differentiable outputs, leaves)`` and whether a
     comparison needed the higher-precision reference."""
@@ -622,8 +655,7 @@ def _check_outputs(group: _Group, outs: list, mappings: list, expect: Expect,
     tol = _tolerance(group, expect)
     jobs: list = []
     notes: list[str] = []
-    for i, (s, out, exp, after) in enumerate(zip(group.samples, outs, group.expected,
-                                                   group.after)):
+    for i, (s, out, exp, after) in enumerate(zip(group.samples, outs, group.expected, group.after)):
         if group.check == GRAD:
             if group.eager_wrapper:
                 inp, args, kwargs = _rebuild((s.input, s.args, s.kwargs), mappings[i])
@@ -640,27 +672,35 @@ def _check_outputs(group: _Group, outs: list, mappings: list, expect: Expect,
         mine = [mappings[i][id(t)] for t in _sample_tensors(s)]
         err = _compare(mine, after, values, None, "input", group.ref_after[i], notes)
         if err:
-            return Outcome(name, group.check, dt, FAIL,
-                           f"{_which(group, i)}: after the call, {err}", n)
+            return Outcome(
+                name, group.check, dt, FAIL, f"{_which(group, i)}: after the call, {err}", n
+            )
         if group.check == GRAD:
             diff = _diff_outputs(out)
             n_exp = len(group.cotangents[i])
             if len(diff) != n_exp:
-                return Outcome(name, group.check, dt, FAIL, f"{_which(group, i)}: {len(diff)} "
-                               f"differentiable outputs, eager {n_exp}", n)
+                return Outcome(
+                    name,
+                    group.check,
+                    dt,
+                    FAIL,
+                    f"{_which(group, i)}: {len(diff)} differentiable outputs, eager {n_exp}",
+                    n,
+                )
             jobs.append((i, diff, [c for c in mine if c.requires_grad]))
     if group.check != GRAD:
         return Outcome(name, group.check, dt, PASS, BY_REFERENCE if notes else "", n)
     return jobs, bool(notes)
 
 
-def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, name: str,
-                 by_reference: bool) -> Outcome:
+def _check_grads(
+    group: _Group, jobs: list, grads: Sequence, expect: Expect, name: str, by_reference: bool
+) -> Outcome:
     dt, n, tol = dtype_name(group.dtype), len(group.samples), _tolerance(group, expect)
     notes: list[str] = ["forward"] if by_reference else []
     start = 0
     for i, _, leaves in jobs:
-        mine = grads[start:start + len(leaves)]
+        mine = grads[start : start + len(leaves)]
         start += len(leaves)
         refs = group.ref_grads[i] or [None] * len(mine)
         values = expect.compares_values(group.samples[i])
@@ -671,8 +711,14 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, nam
                 if (e is None) != (g is None):
                     ours = "None" if g is None else "a tensor"
                     theirs = "None" if e is None else "a tensor"
-                    return Outcome(name, GRAD, dt, FAIL, f"{_which(group, i)}: grad[{j}] is "
-                                   f"{ours} where eager's is {theirs}", n)
+                    return Outcome(
+                        name,
+                        GRAD,
+                        dt,
+                        FAIL,
+                        f"{_which(group, i)}: grad[{j}] is {ours} where eager's is {theirs}",
+                        n,
+                    )
                 continue
             err = _compare(g, e, values, tol, f"grad[{j}]", r, notes, overall=True)
             if err:
@@ -680,11 +726,21 @@ def _check_grads(group: _Group, jobs: list, grads: Sequence, expect: Expect, nam
     return Outcome(name, GRAD, dt, PASS, BY_REFERENCE if notes else "", n)
 
 
-def _check_batch(batch: list[_Group], outs: list, mappings: list, n_calls: int, expect: Expect,
-                 name: str) -> list[Outcome]:
+def _check_batch(
+    batch: list[_Group], outs: list, mappings: list, n_calls: int, expect: Expect, name: str
+) -> list[Outcome]:
     if n_calls == 0:
-        return [Outcome(name, g.check, dtype_name(g.dtype), FAIL, "no XLA program ran (Dynamo "
-                        "produced no graph)", len(g.samples)) for g in batch]
+        return [
+            Outcome(
+                name,
+                g.check,
+                dtype_name(g.dtype),
+                FAIL,
+                "no XLA program ran (Dynamo produced no graph)",
+                len(g.samples),
+            )
+            for g in batch
+        ]
     results: dict[int, Outcome] = {}
     pending = []
     start = 0
@@ -697,8 +753,14 @@ def _check_batch(batch: list[_Group], outs: list, mappings: list, n_calls: int, 
         elif checked[0]:
             pending.append((k, g, *checked))
         else:
-            results[k] = Outcome(name, g.check, dtype_name(g.dtype), PASS,
-                                 BY_REFERENCE if checked[1] else "", len(g.samples))
+            results[k] = Outcome(
+                name,
+                g.check,
+                dtype_name(g.dtype),
+                PASS,
+                BY_REFERENCE if checked[1] else "",
+                len(g.samples),
+            )
     if pending:
         # One backward for the whole batch: its outputs share one autograd node, whose
         # residuals (like eager's saved tensors) the first backward through it frees.
@@ -707,16 +769,18 @@ def _check_batch(batch: list[_Group], outs: list, mappings: list, n_calls: int, 
         leaves = [t for _, _, jobs, _ in pending for _, _, ls in jobs for t in ls]
         try:
             flat = torch.autograd.grad(outputs, leaves, cts, allow_unused=True)
-        except Exception as e:  # noqa: BLE001 - any backward error is these checks' outcome
+        except Exception as e:
             for k, g, _, _ in pending:
-                results[k] = Outcome(name, GRAD, dtype_name(g.dtype), FAIL,
-                                     f"backward: {_short(e)}", len(g.samples))
+                results[k] = Outcome(
+                    name, GRAD, dtype_name(g.dtype), FAIL, f"backward: {_short(e)}", len(g.samples)
+                )
         else:
             start = 0
             for k, g, jobs, by_ref in pending:
                 count = sum(len(ls) for _, _, ls in jobs)
-                results[k] = _check_grads(g, jobs, flat[start:start + count], expect, name,
-                                          by_ref)
+                results[k] = _check_grads(
+                    g, jobs, flat[start : start + count], expect, name, by_ref
+                )
                 start += count
     return [results[k] for k in range(len(batch))]
 
@@ -732,7 +796,7 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
     batches = [runnable]
     try:
         outs, mapping, n_calls = _run_compiled(runnable, name, grad)
-    except Exception:  # noqa: BLE001 - recompiled per group below, which reports the error
+    except Exception:
         batches = [[g] for g in runnable]
         outs = None
     for batch in batches:
@@ -740,10 +804,11 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
             torch._dynamo.reset()
             try:
                 outs, mapping, n_calls = _run_compiled(batch, name, grad)
-            except Exception as e:  # noqa: BLE001 - any compile/run error is this check's outcome
+            except Exception as e:
                 g = batch[0]
-                results.append(Outcome(name, g.check, dtype_name(g.dtype), FAIL, _short(e),
-                                       len(g.samples)))
+                results.append(
+                    Outcome(name, g.check, dtype_name(g.dtype), FAIL, _short(e), len(g.samples))
+                )
                 outs = None
                 continue
         results += _check_batch(batch, outs, mapping, n_calls, expect, name)
@@ -753,9 +818,13 @@ def _run_groups(groups: list[_Group], name: str, expect: Expect, grad: bool) -> 
 
 # -- error inputs -------------------------------------------------------------------------------
 # Errors that say the call could not be compiled, not that the input was rejected.
-_NOT_COMPILED = (_errors.CompileError, _errors.UnsupportedOpsError, torch._dynamo.exc.Unsupported,
-                 torch._dynamo.exc.BackendCompilerFailed,
-                 torch._dynamo.exc.InternalTorchDynamoError)
+_NOT_COMPILED = (
+    _errors.CompileError,
+    _errors.UnsupportedOpsError,
+    torch._dynamo.exc.Unsupported,
+    torch._dynamo.exc.BackendCompilerFailed,
+    torch._dynamo.exc.InternalTorchDynamoError,
+)
 
 
 def _rejects_like_eager(e: BaseException, eager: BaseException, case: ErrorInput) -> bool:
@@ -778,12 +847,13 @@ def _rejects_like_eager(e: BaseException, eager: BaseException, case: ErrorInput
 
 
 def _eager_error(op: OpInfo, s: SampleInput) -> BaseException | None:
-    inp, args, kwargs = _rebuild((s.input, s.args, s.kwargs),
-                                 {id(t): _clone(t) for t in _sample_tensors(s)})
+    inp, args, kwargs = _rebuild(
+        (s.input, s.args, s.kwargs), {id(t): _clone(t) for t in _sample_tensors(s)}
+    )
     try:
         with torch.no_grad():
             op.op(inp, *args, **kwargs)
-    except Exception as e:  # noqa: BLE001 - eager's rejection is what is compared
+    except Exception as e:
         return e
     return None
 
@@ -826,10 +896,9 @@ def run_errors(op: OpInfo) -> list[Outcome]:
         try:
             with torch.no_grad():
                 _compile(fn)(*[_clone(t) for t in src.tensors])
-        except Exception as e:  # noqa: BLE001 - the error is what is compared
+        except Exception as e:
             if not _rejects_like_eager(e, eager, case):
-                problems.append(f"error input {i}: {_short(e)}, where eager raises "
-                                f"{_short(eager)}")
+                problems.append(f"error input {i}: {_short(e)}, where eager raises {_short(eager)}")
             continue
         problems.append(f"error input {i}: no error, where eager raises {_short(eager)}")
     if not tried:

@@ -28,12 +28,11 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla.runtime import _checks
-
 from torch2xla.autodiff import _residuals
 from torch2xla.autodiff._connected import traced_links
-from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
 from torch2xla.debug._profile import profiled_backward
+from torch2xla.runtime import _checks
+from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the
@@ -178,7 +177,9 @@ class _Plan:
         self.program, self.fns, self.diff_in, self.n_inputs = program, fns, diff_in, n
         self.flat_fn = program.checked_fn()  # its ``checks``: those of the forward's status
         # None: every input is differentiated, in order (the views are passed as they are)
-        self.rest_in = None if len(diff_in) == n else tuple(k for k in range(n) if k not in diff_set)
+        self.rest_in = (
+            None if len(diff_in) == n else tuple(k for k in range(n) if k not in diff_set)
+        )
         self.diff_out = program.diff_out
         # Every output is differentiated, in order: no reordering, nothing to mark.
         self.dense_out = program.diff_out == tuple(range(program.num_outputs))
@@ -365,8 +366,9 @@ def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, activ
     """A create_graph backward: gradients that autograd tracks (``_differentiable_vjp``)."""
     deps = plan.deps()
     live = frozenset().union(*(deps[j] for j in active))
-    in_grads = _differentiable_vjp(plan, ctx.seed, inputs, [diff_grads[j] for j in active],
-                                   tuple(active))
+    in_grads = _differentiable_vjp(
+        plan, ctx.seed, inputs, [diff_grads[j] for j in active], tuple(active)
+    )
     result: list = [None] * (2 + plan.n_inputs)
     for p, (k, g) in enumerate(zip(plan.diff_in, in_grads)):
         if p in live:
@@ -374,8 +376,9 @@ def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, activ
     return tuple(result)
 
 
-def _differentiable_vjp(plan: _Plan, seed, inputs: Sequence[torch.Tensor], cts: Sequence,
-                        active: tuple[int, ...]) -> tuple:
+def _differentiable_vjp(
+    plan: _Plan, seed, inputs: Sequence[torch.Tensor], cts: Sequence, active: tuple[int, ...]
+) -> tuple:
     """The input gradients of a create_graph backward, tracked by autograd: the program's vjp
     run as a program of its own, differentiable in the inputs and the cotangents ``cts`` of
     the differentiated outputs ``active`` (those that got one)."""
@@ -455,8 +458,13 @@ class _VjpProgram:
     def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
         if diff_in not in self._train_cache:
             self._train_cache[diff_in] = build_train_fns(
-                self._flat_fn, len(self.tensor_pos), diff_in, self.diff_out, self.num_outputs,
-                compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
+                self._flat_fn,
+                len(self.tensor_pos),
+                diff_in,
+                self.diff_out,
+                self.num_outputs,
+                compiler_options=self.compiler_options,
+                auto_layouts=self.auto_layouts,
                 device=self.device,
             )
         return self._train_cache[diff_in]
@@ -483,8 +491,13 @@ class _VjpProgram:
         leaves = [inputs[k] for k in self._base_diff_in]
         if not pairs:
             return [None] * len(leaves)
-        grads = torch.autograd.grad([o for o, _ in pairs], leaves, [ct for _, ct in pairs],
-                                    create_graph=True, allow_unused=True)
+        grads = torch.autograd.grad(
+            [o for o, _ in pairs],
+            leaves,
+            [ct for _, ct in pairs],
+            create_graph=True,
+            allow_unused=True,
+        )
         return list(grads)
 
     def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:

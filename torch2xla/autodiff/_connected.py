@@ -115,8 +115,13 @@ def example_links(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
     return links(values, inputs)
 
 
-def traced_links(run: Callable[[Sequence], Sequence], metas: Sequence[Any],
-                 requires_grad: Sequence[bool], n_outputs: int, label: str) -> tuple[int, ...]:
+def traced_links(
+    run: Callable[[Sequence], Sequence],
+    metas: Sequence[Any],
+    requires_grad: Sequence[bool],
+    n_outputs: int,
+    label: str,
+) -> tuple[int, ...]:
     """Per output of ``run`` (a function of fake tensors, torch autograd semantics; it has
     ``n_outputs``), the bitmask of its inputs connected to it.
 
@@ -165,7 +170,7 @@ def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
     stop = torch.ops.torch2xla.stop_gradient.default  # (defined by the time graphs run)
     env: dict[torch.fx.Node, Any] = {}
     it = iter(args)
-    load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+    load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(it)

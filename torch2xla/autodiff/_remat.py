@@ -24,9 +24,9 @@ import jax.numpy as jnp
 import torch
 from torch.fx.passes.split_module import split_module
 
-from torch2xla.runtime import _checks
-from torch2xla.ops._interpret import to_jax_function
 from torch2xla.capture._annotate import annotate
+from torch2xla.ops._interpret import to_jax_function
+from torch2xla.runtime import _checks
 
 
 def segment_keys(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:

@@ -38,15 +38,16 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout
 
-from torch2xla.runtime import _pack
-
 from torch2xla.autodiff import _split
-from torch2xla.runtime._interop import no_stack_capture, pin_row_major
 from torch2xla.guards import _persistent
+from torch2xla.runtime import _pack
+from torch2xla.runtime._interop import no_stack_capture, pin_row_major
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).
-RECOMPUTED = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims", "pad"})
+RECOMPUTED = frozenset(
+    {"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims", "pad"}
+)
 
 
 # Integer ops on a float's bits: eager-exact masks (relu's gradient is 0 where its output is
@@ -166,9 +167,15 @@ class Forward:
         device: the device it runs on, for the persistent cache (None: not stored).
     """
 
-    def __init__(self, vjp: Callable, diff_in: tuple[int, ...], num_inputs: int,
-                 compiler_options: dict | None = None, auto_layouts: bool = True,
-                 device: jax.Device | None = None) -> None:
+    def __init__(
+        self,
+        vjp: Callable,
+        diff_in: tuple[int, ...],
+        num_inputs: int,
+        compiler_options: dict | None = None,
+        auto_layouts: bool = True,
+        device: jax.Device | None = None,
+    ) -> None:
         diff_set = frozenset(diff_in)
         rest_in = [k for k in range(num_inputs) if k not in diff_set]
         # input position -> (in diff?, index in diff or rest); the seed is position -1
@@ -242,9 +249,7 @@ class _TracedForward:
     def __init__(self, fwd: Forward, traced, seed, diff, rest) -> None:
         self._fwd, self._traced = fwd, traced
         douts, aux, kept = traced.out_info
-        inputs = [
-            _struct(seed if d is None else (diff if d else rest)[i]) for d, i in fwd._fetch
-        ]
+        inputs = [_struct(seed if d is None else (diff if d else rest)[i]) for d, i in fwd._fetch]
         self.out_info = (douts, aux, Residuals(list(kept), inputs, fwd.layout))
 
     def lower(self, *args, **kwargs) -> _Wrapped:
@@ -319,8 +324,12 @@ class Backward:
     another layout, from a forward compiled again for other arguments, is relaid by JAX).
     """
 
-    def __init__(self, forward: Forward | None = None, pack_limit: int | None = None,
-                 split: Callable[[int], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        forward: Forward | None = None,
+        pack_limit: int | None = None,
+        split: Callable[[int], int | None] | None = None,
+    ) -> None:
         self._forward = forward
         # Freed graphs: bytes of residuals per segment of a split backward, by their total
         # (``_split.policy``); the SplitBackward once decided (False: one program).
@@ -367,11 +376,17 @@ class Backward:
         if donate:
             if self._donate is None:
                 shardings = {"in_shardings": (formats, None, None)} if formats else {}
-                self._donate = jax.jit(functools.partial(self._backward_freed, layout=layout),
-                                       donate_argnums=(0,), compiler_options=options, **shardings)
+                self._donate = jax.jit(
+                    functools.partial(self._backward_freed, layout=layout),
+                    donate_argnums=(0,),
+                    compiler_options=options,
+                    **shardings,
+                )
             return self._donate
         if self._keep is None:
-            shardings = {"in_shardings": (Residuals(formats, None, layout), None)} if formats else {}
+            shardings = (
+                {"in_shardings": (Residuals(formats, None, layout), None)} if formats else {}
+            )
             self._keep = jax.jit(self._backward_retained, compiler_options=options, **shardings)
         return self._keep
 
@@ -419,7 +434,10 @@ class Backward:
             with no_stack_capture():
                 split = _split.SplitBackward(
                     functools.partial(self._backward_freed, layout=res.layout),
-                    res.kept, res.inputs, cts, schedule,
+                    res.kept,
+                    res.inputs,
+                    cts,
+                    schedule,
                     kept_formats=fwd.kept_formats if fwd is not None else None,
                     compiler_options=fwd.compiler_options if fwd is not None else None,
                     device=fwd.device if fwd is not None else None,

@@ -31,8 +31,8 @@ from typing import Any
 import jax
 import jax.extend.core as jcore
 
-from torch2xla.runtime._interop import no_stack_capture
 from torch2xla.guards import _persistent
+from torch2xla.runtime._interop import no_stack_capture
 
 MiB = 1 << 20
 
@@ -142,10 +142,19 @@ def _run(steps: Sequence[_Step], env: dict) -> None:
 
 # Primitives that only move, repeat or convert data: recomputed from the backward's inputs,
 # they run next to their first user.
-_MOVABLE = frozenset({
-    "transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims",
-    "convert_element_type", "reduce_precision", "copy", "copy_p",
-})
+_MOVABLE = frozenset(
+    {
+        "transpose",
+        "reshape",
+        "broadcast_in_dim",
+        "squeeze",
+        "expand_dims",
+        "convert_element_type",
+        "reduce_precision",
+        "copy",
+        "copy_p",
+    }
+)
 
 # A step is reducing when its results are at most this fraction of the computed values and
 # residuals it reads (an elementwise op of up to three operands is not).
@@ -179,8 +188,7 @@ def _order(flat: _Flat, n_kept: int) -> list[_Step]:
         movable[id(s)] = (
             not any(k in final for k in s.outs)
             and all(
-                not isinstance(a, int) or a < flat.n_in or movable[id(producer[a])]
-                for a in s.ins
+                not isinstance(a, int) or a < flat.n_in or movable[id(producer[a])] for a in s.ins
             )
             and (s.eqn.primitive.name in _MOVABLE or _frees_less_than_it_makes(s, readers, n_kept))
         )
@@ -263,8 +271,9 @@ class Segment:
     last: tuple[int, ...]
 
 
-def partition(flat: _Flat, n_kept: int, segment_bytes: int | None = None,
-              max_segments: int = 6) -> list[Segment]:
+def partition(
+    flat: _Flat, n_kept: int, segment_bytes: int | None = None, max_segments: int = 6
+) -> list[Segment]:
     """``flat``'s steps (in ``_order``'s order) cut into segments.
 
     With ``segment_bytes``, a segment ends once the kept inputs (keys ``0..n_kept-1``, the
@@ -301,7 +310,8 @@ def partition(flat: _Flat, n_kept: int, segment_bytes: int | None = None,
                     ins.append(a)
         outs = tuple(k for k in sorted(defined) if last_seg.get(k, -1) > j)
         last = tuple(
-            p for p, k in enumerate(ins)
+            p
+            for p, k in enumerate(ins)
             if last_seg[k] == j and (k < n_kept or k >= flat.n_in)  # residuals and handed values
         )
         segments.append(Segment(tuple(steps), tuple(ins), outs, last))
@@ -435,8 +445,10 @@ class _Usage:
         if peaks[0] < max(peaks):
             return cuts
         first = cuts[0]
-        c = min(range(first // 4, 3 * first // 4 + 1),
-                key=lambda c: (self.crossing[c - 1], abs(2 * c - first)))
+        c = min(
+            range(first // 4, 3 * first // 4 + 1),
+            key=lambda c: (self.crossing[c - 1], abs(2 * c - first)),
+        )
         return [c, *cuts]
 
 
@@ -464,9 +476,17 @@ class SplitBackward:
         device: the device they run on, for the persistent cache (None: not stored).
     """
 
-    def __init__(self, fn: Callable, kept: Sequence, inputs: Sequence, cts: Sequence,
-                 schedule: Schedule, kept_formats: Sequence | None = None,
-                 compiler_options: dict | None = None, device: jax.Device | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable,
+        kept: Sequence,
+        inputs: Sequence,
+        cts: Sequence,
+        schedule: Schedule,
+        kept_formats: Sequence | None = None,
+        compiler_options: dict | None = None,
+        device: jax.Device | None = None,
+    ) -> None:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
         self._out_tree = jax.tree_util.tree_structure(out_shape)
         n_kept = len(jax.tree_util.tree_leaves(kept))
@@ -483,8 +503,9 @@ class SplitBackward:
         with no_stack_capture():
             # traced here (JAX's configuration, x64 included, is the calling thread's), only
             # XLA's compilations run in the threads
-            self._programs = [_Program(seg, flat, formats, compiler_options, device)
-                              for seg in self.segments]
+            self._programs = [
+                _Program(seg, flat, formats, compiler_options, device) for seg in self.segments
+            ]
             # segments with convolutions compile one after another, in one lane of their own
             lanes: list[list[_Program]] = [[]]
             for seg, program in zip(self.segments, self._programs):
@@ -508,8 +529,9 @@ class SplitBackward:
             "unused": self._unused,
             "outs": self._outs,
             "out_tree": self._out_tree,
-            "executables": [(k, p._exe.in_tree, p._exe.out_tree)
-                            for k, p in zip(keys, self._programs)],
+            "executables": [
+                (k, p._exe.in_tree, p._exe.out_tree) for k, p in zip(keys, self._programs)
+            ],
         }
 
     @classmethod
@@ -517,8 +539,9 @@ class SplitBackward:
         """The chain ``plan`` (from ``plan()``) calling ``programs`` (one per segment, each
         taking its list of arguments), as the persistent cache restores it."""
         self = cls.__new__(cls)
-        self.segments = [Segment((), tuple(i), tuple(o), tuple(last))
-                         for i, o, last in plan["segments"]]
+        self.segments = [
+            Segment((), tuple(i), tuple(o), tuple(last)) for i, o, last in plan["segments"]
+        ]
         self._unused, self._outs = tuple(plan["unused"]), list(plan["outs"])
         self._out_tree = plan["out_tree"]
         self._programs = list(programs)
@@ -540,8 +563,9 @@ class SplitBackward:
             outs = program(args)
             del args
             env.update(zip(seg.outs, outs))
-        flat_out = [jax.numpy.asarray(a.value) if isinstance(a, _Const) else env[a]
-                    for a in self._outs]
+        flat_out = [
+            jax.numpy.asarray(a.value) if isinstance(a, _Const) else env[a] for a in self._outs
+        ]
         return jax.tree_util.tree_unflatten(self._out_tree, flat_out)
 
     def profile(self) -> list[dict]:
@@ -562,16 +586,19 @@ class SplitBackward:
             m = program.memory_analysis()
             residuals = sum(self._nbytes[k] for k in range(self._n_kept) if last.get(k, -1) >= j)
             held = sum(self._nbytes[k] for k, s in made.items() if s < j and last[k] >= j)
-            rows.append({
-                "segment": j,
-                "steps": len(seg.steps),
-                "arguments": m.argument_size_in_bytes / MiB,
-                "temporaries": m.temp_size_in_bytes / MiB,
-                "outputs": m.output_size_in_bytes / MiB,
-                "residuals": residuals / MiB,
-                "handed": held / MiB,
-                "live": (residuals + held + m.temp_size_in_bytes + m.output_size_in_bytes) / MiB,
-            })
+            rows.append(
+                {
+                    "segment": j,
+                    "steps": len(seg.steps),
+                    "arguments": m.argument_size_in_bytes / MiB,
+                    "temporaries": m.temp_size_in_bytes / MiB,
+                    "outputs": m.output_size_in_bytes / MiB,
+                    "residuals": residuals / MiB,
+                    "handed": held / MiB,
+                    "live": (residuals + held + m.temp_size_in_bytes + m.output_size_in_bytes)
+                    / MiB,
+                }
+            )
         return rows
 
 
@@ -585,8 +612,14 @@ class _Program:
     gives the residuals' layouts, every other value is row-major. Arguments the executable
     rejects (another layout) go through the jit."""
 
-    def __init__(self, seg: Segment, flat: _Flat, formats: dict,
-                 compiler_options: dict | None, device: jax.Device | None = None) -> None:
+    def __init__(
+        self,
+        seg: Segment,
+        flat: _Flat,
+        formats: dict,
+        compiler_options: dict | None,
+        device: jax.Device | None = None,
+    ) -> None:
         def body(*args):
             env = dict(zip(seg.ins, args))
             _run(seg.steps, env)

@@ -42,8 +42,11 @@ def _static(values) -> tuple[int, ...] | None:
 # Calls whose fake kernel returns its input where the eager kernel returns a copy: torch's
 # native_dropout decomposition returns ``input`` itself unless ``train and p != 0`` (so also for
 # ``train=None``, which eager reads as training).
-_FRESH_IN_EAGER = (torch.native_dropout, torch.ops.aten.native_dropout,
-                   torch.ops.aten.native_dropout.default)
+_FRESH_IN_EAGER = (
+    torch.native_dropout,
+    torch.ops.aten.native_dropout,
+    torch.ops.aten.native_dropout.default,
+)
 
 
 def _fresh_in_eager(node: torch.fx.Node) -> bool:
@@ -113,8 +116,11 @@ def _overlapping(tensors: Sequence) -> list[list[int]]:
             continue
         size = {i: tensors[i].element_size() for i in positions}
         spans = sorted(
-            (tensors[i].storage_offset() * size[i],
-             (tensors[i].storage_offset() + _extent(tensors[i])) * size[i], i)
+            (
+                tensors[i].storage_offset() * size[i],
+                (tensors[i].storage_offset() + _extent(tensors[i])) * size[i],
+                i,
+            )
             for i in positions
         )
         group, end = [spans[0][2]], spans[0][1]
@@ -137,9 +143,11 @@ def alias_signature(tensors: Sequence) -> tuple:
     out = []
     for group in _overlapping(tensors):
         first = min(tensors[i].storage_offset() for i in group)
-        out.append(tuple(
-            (i, tuple(tensors[i].stride()), tensors[i].storage_offset() - first) for i in group
-        ))
+        out.append(
+            tuple(
+                (i, tuple(tensors[i].stride()), tensors[i].storage_offset() - first) for i in group
+            )
+        )
     return tuple(out)
 
 

@@ -35,18 +35,23 @@ from torch2xla.ops._registry import (
 aten = torch.ops.aten
 
 # the nodes whose lowerings read each key
-_READS_AFTER_CONVOLUTION = frozenset({
-    aten.relu.default, aten.hardtanh.default,
-    aten._native_batch_norm_legit_functional.default, aten._native_batch_norm_legit.no_stats,
-    aten._batch_norm_with_update_functional.default,
-})
+_READS_AFTER_CONVOLUTION = frozenset(
+    {
+        aten.relu.default,
+        aten.hardtanh.default,
+        aten._native_batch_norm_legit_functional.default,
+        aten._native_batch_norm_legit.no_stats,
+        aten._batch_norm_with_update_functional.default,
+    }
+)
 _READS_KEPT_BY_USERS = frozenset({aten.relu.default})
 _READS_UNEXPANDED = frozenset({aten.bmm.default})
 
 # Ops that keep their (first) input as it is for their backward: a relu feeding only these
 # need not keep a mask of its own (the mask is recomputed from the kept output).
-_KEEP_INPUT = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.default,
-                         aten.bmm.default})
+_KEEP_INPUT = frozenset(
+    {aten.convolution.default, aten.mm.default, aten.addmm.default, aten.bmm.default}
+)
 
 _SAME_VALUE_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 

@@ -45,7 +45,8 @@ def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     values read into Python)."""
     calls = ("call_function", "call_method", "call_module")
     return [
-        n for n in gm.graph.nodes
+        n
+        for n in gm.graph.nodes
         if n.op in calls and n.meta.get("unbacked_bindings") and not _specialized(n)
     ]
 
@@ -54,8 +55,10 @@ def _specialized(node: torch.fx.Node) -> bool:
     """``x.item()`` of a graph input: the export bakes in the value, and the signature's key
     holds it (``_lower.scalar_placeholders``), so it is no data-dependent op."""
     return (
-        node.op == "call_method" and node.target == "item"
-        and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+        node.op == "call_method"
+        and node.target == "item"
+        and isinstance(node.args[0], torch.fx.Node)
+        and node.args[0].op == "placeholder"
     )
 
 

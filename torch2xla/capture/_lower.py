@@ -13,8 +13,8 @@ import torch
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture._aliases import InputAliasing
-from torch2xla.capture._stop_gradient import insert_stop_gradients
 from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
+from torch2xla.capture._stop_gradient import insert_stop_gradients
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,7 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
     for i in positions:
         value = args[i].item()
         for item in [u for u in placeholders[i].users if u.op == "call_method"]:
+
             def to_value(n, item=item, value=value):
                 return value if n is item else n
 
@@ -87,8 +88,9 @@ def _specialize_scalars(gm: torch.fx.GraphModule, args: list) -> torch.fx.GraphM
     return gm
 
 
-def prepare(gm: torch.fx.GraphModule, args: list,
-            aliasing: InputAliasing | None = None) -> torch.fx.GraphModule:
+def prepare(
+    gm: torch.fx.GraphModule, args: list, aliasing: InputAliasing | None = None
+) -> torch.fx.GraphModule:
     """The Dynamo graph as it is exported (``gm`` itself is left as it is); ``aliasing``: how
     ``args`` overlap in memory (then it takes ``aliasing.export_args(args)``)."""
     gm = _specialize_scalars(gm, args)
@@ -118,8 +120,10 @@ def relower(
         )
     strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
     # Tensors the rewritten graph holds as attributes (not as inputs) come back lifted, first.
-    named = {**dict(aten_gm.named_parameters(remove_duplicate=False)),
-             **dict(aten_gm.named_buffers())}
+    named = {
+        **dict(aten_gm.named_parameters(remove_duplicate=False)),
+        **dict(aten_gm.named_buffers()),
+    }
     held = tuple(named[n] for n in (*sig.parameters, *sig.buffers))
     placeholders = len(gm.graph.find_nodes(op="placeholder"))
     if placeholders != len(held) + len(lifted) + len(args) or (
@@ -130,8 +134,9 @@ def relower(
             f"for {len(held)} held tensors, {len(lifted)} lifted and {len(args)} arguments, or "
             "with mutations; please report it"
         )
-    return LoweredGraph(gm, (*held, *lifted), tuple(m + len(held) for m in mutations),
-                        num_user_outputs)
+    return LoweredGraph(
+        gm, (*held, *lifted), tuple(m + len(held) for m in mutations), num_user_outputs
+    )
 
 
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
@@ -170,8 +175,9 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         else:
             target = buffer_placeholder[sig.buffers_to_mutate[out.name]]
         mutations.append(input_index[target])
-    return LoweredGraph(aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing,
-                        tuple(lifted_names))
+    return LoweredGraph(
+        aten_gm, lifted, tuple(mutations), len(sig.user_outputs), aliasing, tuple(lifted_names)
+    )
 
 
 _compiling_lock = threading.Lock()

@@ -13,7 +13,9 @@ from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
-_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"})
+_COLLECTIVE_NAMESPACES = frozenset(
+    {"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"}
+)
 
 _NO_LOWERING = {
     False: "no lowering",
@@ -47,23 +49,19 @@ class _Support(OperatorSupportBase):
         return node.op == "call_function" and node not in self.unsupported
 
 
-def split(gm: torch.fx.GraphModule, unsupported: list[Unsupported]) -> tuple[
-    torch.fx.GraphModule, list[str]
-]:
+def split(
+    gm: torch.fx.GraphModule, unsupported: list[Unsupported]
+) -> tuple[torch.fx.GraphModule, list[str]]:
     """Fuse the supported nodes of ``gm`` into submodules; returns the split graph and their names.
 
     The unsupported nodes stay as ``call_function`` nodes of the returned graph, so running it
     executes them in eager PyTorch (with autograd) between the XLA submodules.
     """
     support = _Support({u.node for u in unsupported})
-    partitioner = CapabilityBasedPartitioner(
-        gm, support, allows_single_node_partition=True
-    )
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     # A partition made only of getitem nodes is pointless in XLA.
-    partitions = [
-        p for p in partitions if any(n.target is not operator.getitem for n in p.nodes)
-    ]
+    partitions = [p for p in partitions if any(n.target is not operator.getitem for n in p.nodes)]
     fused = partitioner.fuse_partitions(partitions)
     names = [n.target for n in fused.graph.nodes if n.op == "call_module"]
     return fused, names

@@ -143,9 +143,7 @@ def run_passes(
         try:
             gm.graph.lint()
         except Exception as e:
-            raise PassError(
-                f"torch2xla: graph pass {name} left {graph_name} malformed: {e}"
-            ) from e
+            raise PassError(f"torch2xla: graph pass {name} left {graph_name} malformed: {e}") from e
         gm.recompile()
         _fill_fake_values(gm)
     return gm

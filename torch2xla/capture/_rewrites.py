@@ -62,8 +62,10 @@ def _supported(node: torch.fx.Node) -> bool:
         return False
     if kind != "lstm" and not isinstance(hx, torch.fx.Node):
         return False
-    if not all(isinstance(v, bool | int | float) for v in (has_biases, num_layers, dropout, train,
-                                                              bidirectional)):
+    if not all(
+        isinstance(v, bool | int | float)
+        for v in (has_biases, num_layers, dropout, train, bidirectional)
+    ):
         return False
     if train and dropout > 0 and num_layers > 1:
         return False  # inter-layer dropout: torch's random stream, left to the decomposition
@@ -80,10 +82,16 @@ def _supported(node: torch.fx.Node) -> bool:
 
 # -- sdpa kept whole (ops/_sdpa.py) -------------------------------------------------------------
 _ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
-             "enable_gqa": False}
-_TARGETS = frozenset({torch._C._nn.scaled_dot_product_attention,
-                      torch.nn.functional.scaled_dot_product_attention})
+_DEFAULTS = {
+    "attn_mask": None,
+    "dropout_p": 0.0,
+    "is_causal": False,
+    "scale": None,
+    "enable_gqa": False,
+}
+_TARGETS = frozenset(
+    {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+)
 
 
 def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -105,8 +113,9 @@ def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
         if bound["dropout_p"]:
             with gm.graph.inserting_before(node):
-                seed = gm.graph.call_function(torch.randint, (2**31 - 1, ()),
-                                              {"dtype": torch.int32, "device": "cpu"})
+                seed = gm.graph.call_function(
+                    torch.randint, (2**31 - 1, ()), {"dtype": torch.int32, "device": "cpu"}
+                )
             node.target = torch.ops.torch2xla.sdpa_dropout.default
             node.args = (*args, float(bound["dropout_p"]), *rest, seed)
         else:
@@ -135,8 +144,9 @@ def _bound(node: torch.fx.Node) -> dict | None:
     tensors = [bound[n] for n in ("query", "key", "value")]
     if bound["attn_mask"] is not None:
         tensors.append(bound["attn_mask"])
-    values = [t.meta.get("example_value") if isinstance(t, torch.fx.Node) else None
-              for t in tensors]
+    values = [
+        t.meta.get("example_value") if isinstance(t, torch.fx.Node) else None for t in tensors
+    ]
     if not all(isinstance(v, torch.Tensor) and not v.is_nested for v in values):
         return None
     if not all(v.is_floating_point() for v in values[:3]):

@@ -244,8 +244,7 @@ def _index_html(index: dict[str, Any]) -> str:
             files = [link(s["files"]["summary"], "summary"), link(s["files"]["aten"], "aten")]
             for program, paths in s["programs"].items():
                 files.append(
-                    f"{e(program)}: "
-                    + " ".join(link(path, stage) for stage, path in paths.items())
+                    f"{e(program)}: " + " ".join(link(path, stage) for stage, path in paths.items())
                 )
             rows.append(
                 f"<tr><td>{e(s['name'])}</td><td>{e(s['mode'])}</td>"

@@ -186,7 +186,9 @@ class Explanation:
         for i, br in enumerate(self.breaks, 1):
             first, *rest = br.summary.splitlines() or [""]
             lines.append(f"  break {i}: {first}")
-            lines.extend(f"      at {f}" for f in br.frames[-1:] or ["(Dynamo kept no source line)"])
+            lines.extend(
+                f"      at {f}" for f in br.frames[-1:] or ["(Dynamo kept no source line)"]
+            )
             lines.extend(f"      {line}" for line in rest)
         for g in self.graphs:
             lines.append("")
@@ -348,4 +350,3 @@ def _capture_timer(report: Explanation) -> Iterator[None]:
     finally:
         handler.remove_start_callback(start)
         handler.remove_end_callback(end)
-

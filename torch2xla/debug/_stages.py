@@ -33,7 +33,6 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla.debug._dump import DumpRun, dump_run, readable
 from torch2xla._errors import (
     CompileError,
     LoweringError,
@@ -43,10 +42,11 @@ from torch2xla._errors import (
     lowering_failed,
     source_line,
 )
-from torch2xla.runtime._interop import dtype_name, x64
 from torch2xla.capture._passes import run_passes
+from torch2xla.debug._dump import DumpRun, dump_run, readable
 from torch2xla.guards import _persistent
 from torch2xla.guards._cache import CompileRecord  # (one record: cache_info's, explain's, dumps')
+from torch2xla.runtime._interop import dtype_name, x64
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+; annotations only
@@ -66,7 +66,9 @@ PROGRESS_TICK_S = 0.5
 PROGRESS_ENV = "TORCH2XLA_PROGRESS"
 
 
-_DETAILED: contextvars.ContextVar[bool] = contextvars.ContextVar("torch2xla_detailed", default=False)
+_DETAILED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "torch2xla_detailed", default=False
+)
 
 
 @contextlib.contextmanager
@@ -157,7 +159,8 @@ def input_names(gm: torch.fx.GraphModule, wrapped: Any = None) -> list[str]:
     if wrapped is not None:
         try:
             params = [
-                p.name for p in inspect.signature(wrapped.forward).parameters.values()
+                p.name
+                for p in inspect.signature(wrapped.forward).parameters.values()
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
             ]
         except (TypeError, ValueError):  # no signature to read
@@ -227,8 +230,9 @@ class Compilation:
             self._bar.finish(self, elapsed, failed=exc_type is not None)
         if exc_type is None:
             level = logging.INFO if elapsed >= PROGRESS_AFTER_S else logging.DEBUG
-            log.log(level, "%s compiled in %.2fs (%s)", self.label, elapsed,
-                    format_times(self.times))
+            log.log(
+                level, "%s compiled in %.2fs (%s)", self.label, elapsed, format_times(self.times)
+            )
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -254,8 +258,12 @@ class Compilation:
             elapsed = time.perf_counter() - self._start
             if elapsed - last_log >= PROGRESS_EVERY_S:
                 last_log = elapsed
-                log.info("compiling %s: stage %s, %.1fs elapsed", self.label,
-                         self.current or "-", elapsed)
+                log.info(
+                    "compiling %s: stage %s, %.1fs elapsed",
+                    self.label,
+                    self.current or "-",
+                    elapsed,
+                )
             if not bar_tried:
                 bar_tried = True
                 self._bar = progress_display()
@@ -302,8 +310,9 @@ class _TerminalLine:
         self._stream.flush()
 
     def update(self, comp: Compilation, elapsed: float) -> None:
-        self._show(f"torch2xla: compiling {comp.label}: stage {comp.current or '-'}, "
-                   f"{elapsed:.0f}s")
+        self._show(
+            f"torch2xla: compiling {comp.label}: stage {comp.current or '-'}, {elapsed:.0f}s"
+        )
 
     def finish(self, comp: Compilation, elapsed: float, failed: bool) -> None:
         status = "failed" if failed else "compiled"
@@ -367,7 +376,9 @@ def precompile(
     diff_in: tuple[int, ...] = ()
     if torch.is_grad_enabled():
         diff_in = tuple(
-            k for k, t in enumerate(tensors) if t.requires_grad  # float or complex, by torch's rule
+            k
+            for k, t in enumerate(tensors)
+            if t.requires_grad  # float or complex, by torch's rule
         )
     with x64(), program.placement():
         views = program.jax_inputs(tensors)
@@ -426,8 +437,10 @@ def format_record(record: CompileRecord) -> str:
         lines[-1] += f"; {format_partitions(record.partitions)}"
     if record.cost:
         lines.append(f"  XLA cost: {format_cost(record.cost)}")
-    lines.append(f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
-                 f"{n_eager} in eager PyTorch)")
+    lines.append(
+        f"  ATen ops: {len(record.ops)} ({len(record.ops) - n_eager} in XLA, "
+        f"{n_eager} in eager PyTorch)"
+    )
     for target, count, where, reason, sources in group_ops(record.ops):
         line = f"    {count:>4} x {target}  [{where}]"
         if reason:
@@ -623,7 +636,11 @@ class Build:
 
 
 def _compile_partition(
-    record: CompileRecord, name: str, backward: bool, dump: DumpRun | None, program: Any,
+    record: CompileRecord,
+    name: str,
+    backward: bool,
+    dump: DumpRun | None,
+    program: Any,
     args: Sequence,
 ) -> None:
     """Compile the XLA partition ``name`` of a split graph ahead of its first call (``args``),

@@ -3,7 +3,6 @@
 See ``torch2xla/guards/README.md`` for the design and a map of the files.
 """
 
-from torch2xla.guards.bucketing._bucket import Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._graph import BUILD_LOCK, GraphGuards
 from torch2xla.guards._info import CacheInfo, GraphInfo, SignatureInfo, cache_info, clear_caches
@@ -14,6 +13,7 @@ from torch2xla.guards._persistent import (
     persistent_cache_dir,
     set_persistent_cache,
 )
+from torch2xla.guards.bucketing._bucket import Bucketing, BucketSpec
 
 __all__ = [
     "BUILD_LOCK",

@@ -12,12 +12,9 @@ from typing import Any
 
 import torch
 
-from torch2xla._errors import OpError
+from torch2xla._errors import OpError, warn
 from torch2xla.capture._fx_sources import FxSources
-from torch2xla._errors import warn
-from torch2xla.runtime._interop import no_stack_capture
 from torch2xla.guards import _persistent
-from torch2xla.guards.bucketing._bucket import NOT_A_SIZE, Bucketing, BucketSpec
 from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import (
@@ -29,6 +26,8 @@ from torch2xla.guards._log import (
     log,
     note_frame,
 )
+from torch2xla.guards.bucketing._bucket import NOT_A_SIZE, Bucketing, BucketSpec
+from torch2xla.runtime._interop import no_stack_capture
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
 # compile lock): tracing (fake modes, aot_export) is not thread-safe, and one lock makes "each

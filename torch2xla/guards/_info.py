@@ -127,8 +127,9 @@ class GraphInfo:
             for s in self.signatures
         )
         table = (
-            "<table><tr><th>compile</th><th>signature</th><th>because</th></tr>"
-            f"{rows}</table>" if rows else ""
+            f"<table><tr><th>compile</th><th>signature</th><th>because</th></tr>{rows}</table>"
+            if rows
+            else ""
         )
         return f"<div><p><b>{e(self._head())}</b>{notes}</p>{table}</div>"
 

@@ -246,8 +246,9 @@ class Store:
         except FileNotFoundError:
             return None
         except OSError as e:
-            log.warning("torch2xla: persistent cache entry %s could not be read (%s); "
-                        "recompiling", path, e)
+            log.warning(
+                "torch2xla: persistent cache entry %s could not be read (%s); recompiling", path, e
+            )
             return None
         head = len(_MAGIC) + _KEY_LEN + _DIGEST_LEN
         problem = None
@@ -278,8 +279,10 @@ class Store:
         with _lock:
             first, _warned_corrupt = not _warned_corrupt, True
         if first:
-            _warn(f"torch2xla: a corrupt or mismatched persistent cache entry was ignored "
-                  f"({path}: {problem}); it is recompiled (later ones are logged only)")
+            _warn(
+                f"torch2xla: a corrupt or mismatched persistent cache entry was ignored "
+                f"({path}: {problem}); it is recompiled (later ones are logged only)"
+            )
 
     def write(self, kind: str, key: str, payload: bytes) -> bool:
         """Write entry ``key`` atomically; False (after one warning, the cache off for this
@@ -314,7 +317,7 @@ class Store:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _mkdirs(path: pathlib.Path) -> None:
@@ -354,14 +357,27 @@ def hits() -> int:
 # jax config values that do not change what a program computes (logging, caches, dumps,
 # tracebacks) and may hold paths: left out of keys.
 _JAX_IGNORED = (
-    "jax_compilation_cache", "jax_persistent_cache", "jax_enable_compilation_cache",
-    "jax_raise_persistent_cache", "jax_log", "jax_explain", "jax_dump", "jax_pprint",
-    "jax_traceback", "jax_include_", "jax_tracer_error", "jax_debug_log", "jax_source_url",
-    "jax_hlo_source_file", "jax_compiler_detailed_logging", "jax_captured_constants",
+    "jax_compilation_cache",
+    "jax_persistent_cache",
+    "jax_enable_compilation_cache",
+    "jax_raise_persistent_cache",
+    "jax_log",
+    "jax_explain",
+    "jax_dump",
+    "jax_pprint",
+    "jax_traceback",
+    "jax_include_",
+    "jax_tracer_error",
+    "jax_debug_log",
+    "jax_source_url",
+    "jax_hlo_source_file",
+    "jax_compiler_detailed_logging",
+    "jax_captured_constants",
 )
 # torch2xla's environment variables that do not change programs.
-_ENV_IGNORED = frozenset({CACHE_DIR_ENV, SWITCH_ENV, "TORCH2XLA_LOG", "TORCH2XLA_DUMP_DIR",
-                          "TORCH2XLA_TRACEBACK"})
+_ENV_IGNORED = frozenset(
+    {CACHE_DIR_ENV, SWITCH_ENV, "TORCH2XLA_LOG", "TORCH2XLA_DUMP_DIR", "TORCH2XLA_TRACEBACK"}
+)
 
 
 def environment() -> str:
@@ -371,16 +387,35 @@ def environment() -> str:
 
     values = jax.config.values
     config = sorted((k, repr(v)) for k, v in values.items() if not k.startswith(_JAX_IGNORED))
-    env = sorted((k, v) for k, v in os.environ.items()
-                 if (k.startswith("TORCH2XLA_") and k not in _ENV_IGNORED) or k == "XLA_FLAGS")
-    return repr((FORMAT, sys.version_info[:2], torch.__version__, jax.__version__,
-                 jaxlib.__version__, config, env))
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if (k.startswith("TORCH2XLA_") and k not in _ENV_IGNORED) or k == "XLA_FLAGS"
+    )
+    return repr(
+        (
+            FORMAT,
+            sys.version_info[:2],
+            torch.__version__,
+            jax.__version__,
+            jaxlib.__version__,
+            config,
+            env,
+        )
+    )
 
 
 def device_tag(device: jax.Device) -> str:
     """The device an executable is compiled for and loaded on."""
-    return repr((device.platform, device.device_kind, device.client.platform_version,
-                 device.id, device.process_index))
+    return repr(
+        (
+            device.platform,
+            device.device_kind,
+            device.client.platform_version,
+            device.id,
+            device.process_index,
+        )
+    )
 
 
 # -- executables --------------------------------------------------------------------------------
@@ -397,8 +432,13 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
     text = lowered.as_text()
     if _CALLBACK.search(text):  # host callbacks are Python objects of this process
         return lowered.compile(), None
-    key = key_of("executable", environment(), device_tag(device),
-                 repr(sorted((compiler_options or {}).items())), text)
+    key = key_of(
+        "executable",
+        environment(),
+        device_tag(device),
+        repr(sorted((compiler_options or {}).items())),
+        text,
+    )
     compiled = load_executable(store, key, lowered.in_tree, lowered.out_tree, device)
     if compiled is not None:
         count_hit()

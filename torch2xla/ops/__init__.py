@@ -53,5 +53,14 @@ from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
 
-__all__ = ["DATA_DEPENDENT", "LOWERINGS", "NOT_LOWERED", "NotLowered", "Why", "ctx",
-           "dtype_without_xla", "register", "where_is"]
+__all__ = [
+    "DATA_DEPENDENT",
+    "LOWERINGS",
+    "NOT_LOWERED",
+    "NotLowered",
+    "Why",
+    "ctx",
+    "dtype_without_xla",
+    "register",
+    "where_is",
+]

@@ -21,6 +21,7 @@ from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
 
+
 def _name(dtype: torch.dtype) -> str:
     """Eager's name of ``dtype`` in messages (``Float``)."""
     return dtype_name(dtype, "eager")
@@ -77,8 +78,11 @@ def _norm(*params: str) -> Checker:
 def _integer_power(kwargs: dict, node: torch.fx.Node) -> str | None:
     exponent, base = kwargs.get("exponent"), _dtype(kwargs, "self")
     if (
-        base is not None and not base.is_floating_point and not base.is_complex
-        and isinstance(exponent, int) and exponent < 0
+        base is not None
+        and not base.is_floating_point
+        and not base.is_complex
+        and isinstance(exponent, int)
+        and exponent < 0
     ):
         return "Integers to negative integer powers are not allowed."
     return None
@@ -112,49 +116,81 @@ _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.mm.default: _pairs(
-        ("self", "mat2", "expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")),
+        ("self", "mat2", "expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")
+    ),
     aten.bmm.default: _pairs(("self", "mat2", _SCALAR_TYPE)),
     aten.addmm.default: _pairs(
         ("mat1", "mat2", "mat1 and mat2 must have the same dtype, but got {a} and {b}"),
-        ("self", "mat2", "self and mat2 must have the same dtype, but got {a} and {b}")),
+        ("self", "mat2", "self and mat2 must have the same dtype, but got {a} and {b}"),
+    ),
     aten.addbmm.default: _pairs(
         ("batch1", "batch2", "batch1 and batch2 must have the same dtype, but got {a} and {b}"),
-        ("self", "batch2", "self and mat2 must have the same dtype, but got {a} and {b}")),
+        ("self", "batch2", "self and mat2 must have the same dtype, but got {a} and {b}"),
+    ),
     aten.baddbmm.default: _pairs(
         ("batch1", "batch2", _SCALAR_TYPE),
-        ("self", "batch1", "Input dtypes must be the same, got: input {ca}, batch1: {cb}")),
+        ("self", "batch1", "Input dtypes must be the same, got: input {ca}, batch1: {cb}"),
+    ),
     aten.mv.default: _pairs(
-        ("self", "vec", "addmv input tensors must have the same dtype, but got {a} and {b}")),
+        ("self", "vec", "addmv input tensors must have the same dtype, but got {a} and {b}")
+    ),
     aten.addmv.default: _pairs(
         ("mat", "vec", "addmv input tensors must have the same dtype, but got {a} and {b}"),
-        ("self", "mat", "addmv input tensors must have the same dtype, but got {a} and {b}")),
+        ("self", "mat", "addmv input tensors must have the same dtype, but got {a} and {b}"),
+    ),
     aten.dot.default: _pairs(("self", "tensor", _DOT)),
     aten.vdot.default: _pairs(("self", "other", _DOT)),
     aten._cdist_forward.default: _pairs(("x1", "x2", _SCALAR_TYPE)),
     # (eager's transposed convolutions accept a bias of another dtype)
     aten.convolution.default: _pairs(
-        ("input", "weight", "Input type ({ca}) and weight type ({cb}) should be the same")),
+        ("input", "weight", "Input type ({ca}) and weight type ({cb}) should be the same")
+    ),
     aten.grid_sampler_2d.default: _pairs(("input", "grid", _SCALAR_TYPE)),
     aten.grid_sampler_3d.default: _pairs(("input", "grid", _SCALAR_TYPE)),
-    aten.complex.default: _pairs(("real", "imag",
-        "Expected object of scalar type {a} but got scalar type {b} for second argument")),
-    aten.polar.default: _pairs(("abs", "angle",
-        "Expected object of scalar type {a} but got scalar type {b} for second argument")),
-    aten.heaviside.default: _pairs(("self", "values",
-        "heaviside is not yet implemented for tensors with different dtypes.")),
-    aten.index_reduce.default: _pairs(("self", "source",
-        "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type")),
-    aten.put.default: _pairs(("self", "source",
-        "put_(): self and source expected to have the same dtype, but got self.dtype = {a} "
-        "and source.dtype = {b}")),
+    aten.complex.default: _pairs(
+        (
+            "real",
+            "imag",
+            "Expected object of scalar type {a} but got scalar type {b} for second argument",
+        )
+    ),
+    aten.polar.default: _pairs(
+        (
+            "abs",
+            "angle",
+            "Expected object of scalar type {a} but got scalar type {b} for second argument",
+        )
+    ),
+    aten.heaviside.default: _pairs(
+        ("self", "values", "heaviside is not yet implemented for tensors with different dtypes.")
+    ),
+    aten.index_reduce.default: _pairs(
+        (
+            "self",
+            "source",
+            "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type",
+        )
+    ),
+    aten.put.default: _pairs(
+        (
+            "self",
+            "source",
+            (
+                "put_(): self and source expected to have the same dtype, but got "
+                "self.dtype = {a} and source.dtype = {b}"
+            ),
+        )
+    ),
     aten.index_put.default: _index_put_source,
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),
     aten._native_batch_norm_legit_no_training.default: _norm(
-        "weight", "bias", "running_mean", "running_var"),
+        "weight", "bias", "running_mean", "running_var"
+    ),
     aten._native_batch_norm_legit_functional.default: _norm(
-        "weight", "bias", "running_mean", "running_var"),
+        "weight", "bias", "running_mean", "running_var"
+    ),
     aten.pow.Tensor_Scalar: _integer_power,
 }
 

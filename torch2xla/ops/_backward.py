@@ -21,11 +21,32 @@ aten = ops.aten
 
 
 @register(aten.convolution_backward.default)
-def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
-                         transposed, output_padding, groups, output_mask):
+def convolution_backward(
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     def forward(x, w):
-        return conv(x, w, None, stride, padding, dilation, transposed, output_padding, groups,
-                    grad_output.dtype)
+        return conv(
+            x,
+            w,
+            None,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            grad_output.dtype,
+        )
 
     _, vjp = jax.vjp(forward, input, weight)
     grad_input, grad_weight = vjp(as_dtype(grad_output, grad_output.dtype))
@@ -41,10 +62,12 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     )
 
 
-@register(aten.max_pool2d_with_indices_backward.default,
-          aten.max_pool3d_with_indices_backward.default)
-def max_pool_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
-                                   ceil_mode, indices):
+@register(
+    aten.max_pool2d_with_indices_backward.default, aten.max_pool3d_with_indices_backward.default
+)
+def max_pool_with_indices_backward(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
     nd = 3 if ctx().node.target is aten.max_pool3d_with_indices_backward.default else 2
     lead = self.ndim - nd
     flat_shape = self.shape[:lead] + (-1,)
@@ -58,20 +81,29 @@ def max_pool_with_indices_backward(grad_output, self, kernel_size, stride, paddi
 
 
 @register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
-def avg_pool_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
-                      count_include_pad, divisor_override):
+def avg_pool_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     nd = 3 if ctx().node.target is aten.avg_pool3d_backward.default else 2
 
     def forward(x):
-        return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                         divisor_override, nd, grad_output.shape)
+        return _avg_pool(
+            x,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+            nd,
+            grad_output.shape,
+        )
 
     _, vjp = jax.vjp(forward, self)
     return vjp(as_dtype(grad_output, self.dtype))[0]
 
 
-@register(aten._adaptive_avg_pool2d_backward.default,
-          aten._adaptive_avg_pool3d_backward.default)
+@register(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
 def adaptive_avg_pool_backward(grad_output, self):
     nd = 3 if ctx().node.target is aten._adaptive_avg_pool3d_backward.default else 2
     _, vjp = jax.vjp(lambda x: adaptive_avg_pool(x, grad_output.shape[-nd:]), self)
@@ -79,8 +111,7 @@ def adaptive_avg_pool_backward(grad_output, self):
 
 
 @register(aten.embedding_dense_backward.default)
-def embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
-                             scale_grad_by_freq):
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     d = grad_output.shape[-1]
     idx = indices.reshape(-1)
     grad = grad_output.reshape(-1, d)
@@ -96,19 +127,24 @@ def _norm_backward(forward, grad_out, input, weight, bias, output_mask):
     args = [input] + [t for t in (weight, bias) if t is not None]
     _, vjp = jax.vjp(forward, *args)
     grads = list(vjp(grad_out))
-    full = [grads.pop(0), grads.pop(0) if weight is not None else None,
-            grads.pop(0) if bias is not None else None]
+    full = [
+        grads.pop(0),
+        grads.pop(0) if weight is not None else None,
+        grads.pop(0) if bias is not None else None,
+    ]
     out = []
     for i, (g, want) in enumerate(zip(full, output_mask)):
         shape = tuple(ctx().out[i].shape)
-        out.append(as_dtype(g, out_dtype(i)) if want and g is not None else
-                   jnp.zeros(shape, out_dtype(i)))
+        out.append(
+            as_dtype(g, out_dtype(i)) if want and g is not None else jnp.zeros(shape, out_dtype(i))
+        )
     return tuple(out)
 
 
 @register(aten.native_layer_norm_backward.default)
-def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
-                               output_mask):
+def native_layer_norm_backward(
+    grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask
+):
     axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
 
     def forward(x, *affine):
@@ -131,8 +167,7 @@ def _eps_from(var, rstd):
 
 
 @register(aten.native_group_norm_backward.default)
-def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
-                               output_mask):
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
     shape = (1, C) + (1,) * (input.ndim - 2)
 
     def forward(x, *affine):
@@ -145,10 +180,12 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
             y = y * next(it).reshape(shape)
         return y
 
-    grad_input, grad_weight, _ = _norm_backward(forward, grad_out, input, weight, None,
-                                                output_mask)
+    grad_input, grad_weight, _ = _norm_backward(forward, grad_out, input, weight, None, output_mask)
     # There is no bias argument, but its gradient is an output: the per-channel sum.
     axes = (0, *range(2, grad_out.ndim))
-    grad_bias = (as_dtype(jnp.sum(grad_out, axis=axes), out_dtype(2)) if output_mask[2] else
-                 jnp.zeros(tuple(ctx().out[2].shape), out_dtype(2)))
+    grad_bias = (
+        as_dtype(jnp.sum(grad_out, axis=axes), out_dtype(2))
+        if output_mask[2]
+        else jnp.zeros(tuple(ctx().out[2].shape), out_dtype(2))
+    )
     return grad_input, grad_weight, grad_bias

@@ -10,8 +10,8 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
-from torch2xla.runtime._interop import jax_dtype, torch_dtype
 from torch2xla.ops._registry import ctx
+from torch2xla.runtime._interop import jax_dtype, torch_dtype
 
 __all__ = [
     "HALF_FLOATS",

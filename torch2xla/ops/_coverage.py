@@ -53,29 +53,55 @@ class NotLowered:
 NOT_LOWERED: tuple[NotLowered, ...] = (
     NotLowered(aten.nonzero.default, Why.DATA_DEPENDENT, "one row per nonzero element"),
     NotLowered(aten.masked_select.default, Why.DATA_DEPENDENT, "one element per True"),
-    NotLowered(aten._local_scalar_dense.default, Why.DATA_DEPENDENT,
-               "reads a tensor value into Python (.item())"),
+    NotLowered(
+        aten._local_scalar_dense.default,
+        Why.DATA_DEPENDENT,
+        "reads a tensor value into Python (.item())",
+    ),
     NotLowered(aten.unique_dim.default, Why.DATA_DEPENDENT, "one entry per distinct value"),
     NotLowered(aten._unique2.default, Why.DATA_DEPENDENT, "one entry per distinct value"),
     NotLowered(aten.unique_consecutive.default, Why.DATA_DEPENDENT, "one entry per run"),
-    NotLowered(aten._native_batch_norm_legit.default, Why.FUNCTIONALIZED,
-               "updates running stats in place; becomes _native_batch_norm_legit_functional"),
+    NotLowered(
+        aten._native_batch_norm_legit.default,
+        Why.FUNCTIONALIZED,
+        "updates running stats in place; becomes _native_batch_norm_legit_functional",
+    ),
     NotLowered(aten.atan2.out, Why.FUNCTIONALIZED, "out= variant; becomes atan2.default"),
-    NotLowered(aten.resize_.default, Why.NOT_TRACED,
-               "resizes a tensor's storage in place; Dynamo breaks the graph on Tensor.resize_"),
+    NotLowered(
+        aten.resize_.default,
+        Why.NOT_TRACED,
+        "resizes a tensor's storage in place; Dynamo breaks the graph on Tensor.resize_",
+    ),
     # The copying variants of views (functionalization's form of each view) without a lowering.
-    *(NotLowered(op, Why.LAYOUT, "a view of a sparse tensor's parts") for op in (
-        aten._indices_copy.default, aten._values_copy.default, aten.indices_copy.default,
-        aten.values_copy.default, aten.crow_indices_copy.default, aten.col_indices_copy.default,
-        aten.ccol_indices_copy.default, aten.row_indices_copy.default,
-        aten._sparse_broadcast_to_copy.default)),
-    *(NotLowered(op, Why.LAYOUT, "a view between a nested tensor and its buffer") for op in (
-        aten._nested_get_values_copy.default, aten._nested_view_from_buffer_copy.default,
-        aten._nested_view_from_jagged_copy.default)),
+    *(
+        NotLowered(op, Why.LAYOUT, "a view of a sparse tensor's parts")
+        for op in (
+            aten._indices_copy.default,
+            aten._values_copy.default,
+            aten.indices_copy.default,
+            aten.values_copy.default,
+            aten.crow_indices_copy.default,
+            aten.col_indices_copy.default,
+            aten.ccol_indices_copy.default,
+            aten.row_indices_copy.default,
+            aten._sparse_broadcast_to_copy.default,
+        )
+    ),
+    *(
+        NotLowered(op, Why.LAYOUT, "a view between a nested tensor and its buffer")
+        for op in (
+            aten._nested_get_values_copy.default,
+            aten._nested_view_from_buffer_copy.default,
+            aten._nested_view_from_jagged_copy.default,
+        )
+    ),
     NotLowered(aten._fw_primal_copy.default, Why.FORWARD_AD, "the primal of a dual tensor"),
     NotLowered(aten._make_dual_copy.default, Why.FORWARD_AD, "makes a dual tensor"),
-    NotLowered(aten._test_autograd_multiple_dispatch_view_copy.default, Why.TORCH_TESTS,
-               "tests autograd's dispatch of views"),
+    NotLowered(
+        aten._test_autograd_multiple_dispatch_view_copy.default,
+        Why.TORCH_TESTS,
+        "tests autograd's dispatch of views",
+    ),
 )
 
 #: op -> reason, for the ops that must run in eager PyTorch whatever we do.

@@ -25,8 +25,9 @@ torch.fx.node.has_side_effect(aten._linalg_check_errors.default)
 
 
 def _check_on_host(info: np.ndarray, api_name: str, is_matrix: bool) -> None:
-    torch.ops.aten._linalg_check_errors(torch.from_numpy(np.array(info)), api_name,
-                                        is_matrix=is_matrix)
+    torch.ops.aten._linalg_check_errors(
+        torch.from_numpy(np.array(info)), api_name, is_matrix=is_matrix
+    )
 
 
 @register(aten._linalg_check_errors.default)
@@ -34,5 +35,6 @@ def _linalg_check_errors(info, api_name, *, is_matrix):
     # NOTE: XLA cannot raise from inside a program; the check runs on the host through a
     # callback with torch's own kernel, so a singular input raises torch's message (wrapped
     # in a JaxRuntimeError) at the call, as eager raises.
-    jax.debug.callback(functools.partial(_check_on_host, api_name=api_name, is_matrix=is_matrix),
-                       info)
+    jax.debug.callback(
+        functools.partial(_check_on_host, api_name=api_name, is_matrix=is_matrix), info
+    )

@@ -189,9 +189,7 @@ def _after_cpu_convolution(x) -> bool:
     the data channels-last (see ``_channels_last``). Elsewhere channels-last would add
     transposed reads (measured on a 4-D attention's gradient)."""
     device = getattr(getattr(ctx().out, "device", None), "type", None)
-    return (
-        device == "cpu" and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
-    )
+    return device == "cpu" and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
 
 
 def _relu(x):
@@ -211,16 +209,33 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
 
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
-    (aten.exp, jnp.exp), (aten.exp2, _wide(jnp.exp2)), (aten.expm1, jnp.expm1),
+    (aten.exp, jnp.exp),
+    (aten.exp2, _wide(jnp.exp2)),
+    (aten.expm1, jnp.expm1),
     (aten.log, jnp.log),
-    (aten.log2, jnp.log2), (aten.log10, jnp.log10), (aten.log1p, jnp.log1p),
-    (aten.sqrt, jnp.sqrt), (aten.rsqrt, lax.rsqrt), (aten.sin, jnp.sin), (aten.cos, jnp.cos),
-    (aten.tan, jnp.tan), (aten.asin, jnp.arcsin), (aten.acos, jnp.arccos),
-    (aten.atan, jnp.arctan), (aten.sinh, _wide(jnp.sinh)), (aten.cosh, _wide(jnp.cosh)),
-    (aten.tanh, jnp.tanh), (aten.asinh, jnp.arcsinh), (aten.acosh, jnp.arccosh),
-    (aten.atanh, jnp.arctanh), (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
-    (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
-    (aten.lgamma, jax.scipy.special.gammaln), (aten.reciprocal, jnp.reciprocal),
+    (aten.log2, jnp.log2),
+    (aten.log10, jnp.log10),
+    (aten.log1p, jnp.log1p),
+    (aten.sqrt, jnp.sqrt),
+    (aten.rsqrt, lax.rsqrt),
+    (aten.sin, jnp.sin),
+    (aten.cos, jnp.cos),
+    (aten.tan, jnp.tan),
+    (aten.asin, jnp.arcsin),
+    (aten.acos, jnp.arccos),
+    (aten.atan, jnp.arctan),
+    (aten.sinh, _wide(jnp.sinh)),
+    (aten.cosh, _wide(jnp.cosh)),
+    (aten.tanh, jnp.tanh),
+    (aten.asinh, jnp.arcsinh),
+    (aten.acosh, jnp.arccosh),
+    (aten.atanh, jnp.arctanh),
+    (aten.sigmoid, jax.nn.sigmoid),
+    (aten.erf, jax.scipy.special.erf),
+    (aten.erfc, jax.scipy.special.erfc),
+    (aten.erfinv, jax.scipy.special.erfinv),
+    (aten.lgamma, jax.scipy.special.gammaln),
+    (aten.reciprocal, jnp.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
 
@@ -243,12 +258,16 @@ _unary(aten.relu.default, _relu, Kind.NO_OPMATH)
 
 # -- unary ops that keep the input dtype -------------------------------------------------------
 for _op, _fn in [
-    (aten.neg, jnp.negative), (aten.ceil, jnp.ceil),
-    (aten.floor, jnp.floor), (aten.round, jnp.round), (aten.trunc, jnp.trunc),
+    (aten.neg, jnp.negative),
+    (aten.ceil, jnp.ceil),
+    (aten.floor, jnp.floor),
+    (aten.round, jnp.round),
+    (aten.trunc, jnp.trunc),
     (aten.sign, _sign),
     (aten.bitwise_not, jnp.invert),
 ]:
     _unary(_op.default, _fn, Kind.DEFAULT)
+
 
 @jax.custom_jvp
 def _abs(x):
@@ -275,7 +294,9 @@ _unary(aten.frac.default, lambda x: x - jnp.trunc(x), Kind.DEFAULT)
 
 @register(aten.isfinite.default)
 def isfinite(self):
-    return jnp.isfinite(self) if jnp.issubdtype(self.dtype, jnp.inexact) else jnp.ones_like(self, bool)
+    return (
+        jnp.isfinite(self) if jnp.issubdtype(self.dtype, jnp.inexact) else jnp.ones_like(self, bool)
+    )
 
 
 @register(aten.round.decimals)
@@ -328,7 +349,6 @@ def rsub(self, other, alpha=1):
 
 
 for _ops, _fn, _kind in [
-
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
     ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
@@ -341,10 +361,26 @@ for _ops, _fn, _kind in [
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
     ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, Kind.DEFAULT),
-    ((aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
-      aten.__lshift__.Tensor, aten.__lshift__.Scalar), jnp.left_shift, Kind.DEFAULT),
-    ((aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
-      aten.__rshift__.Tensor, aten.__rshift__.Scalar), jnp.right_shift, Kind.DEFAULT),
+    (
+        (
+            aten.bitwise_left_shift.Tensor,
+            aten.bitwise_left_shift.Tensor_Scalar,
+            aten.__lshift__.Tensor,
+            aten.__lshift__.Scalar,
+        ),
+        jnp.left_shift,
+        Kind.DEFAULT,
+    ),
+    (
+        (
+            aten.bitwise_right_shift.Tensor,
+            aten.bitwise_right_shift.Tensor_Scalar,
+            aten.__rshift__.Tensor,
+            aten.__rshift__.Scalar,
+        ),
+        jnp.right_shift,
+        Kind.DEFAULT,
+    ),
     ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, Kind.ALWAYS_BOOL),
     ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, Kind.ALWAYS_BOOL),
     ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, Kind.ALWAYS_BOOL),
@@ -359,9 +395,11 @@ for _ops, _fn, _kind in [
 
 
 register(aten.mul.Tensor, aten.mul.Scalar)(
-    _pointwise(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True))
+    _pointwise(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
+)
 register(aten.div.Tensor, aten.div.Scalar)(
-    _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True))
+    _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)
+)
 
 
 def _trunc_div(a, b):
@@ -613,8 +651,16 @@ def heaviside(self, values):
 
 
 @register(aten._to_copy.default)
-def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
-             non_blocking=False, memory_format=None):
+def _to_copy(
+    self,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    memory_format=None,
+):
     # NOTE: device moves are the bridge's job (outputs land on the input's device).
     if not is_array(self):  # a Python number (functorch's batching leaves wrapped numbers)
         return jnp.asarray(self, dtype=jdt(ctx().out.dtype))
@@ -641,8 +687,6 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     from torch2xla.ops._common import out_dtype
 
     return as_dtype(s, out_dtype())
-
-
 
 
 def _xlogy(x, y):

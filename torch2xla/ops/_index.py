@@ -25,8 +25,9 @@ def _bool_as_int(fn):
     def lowering(self, *args, **kwargs):
         if self.dtype != jnp.bool_:
             return fn(self, *args, **kwargs)
-        args = [a.astype(jnp.int32) if hasattr(a, "dtype") and a.dtype == jnp.bool_ else a
-                for a in args]
+        args = [
+            a.astype(jnp.int32) if hasattr(a, "dtype") and a.dtype == jnp.bool_ else a for a in args
+        ]
         return fn(self.astype(jnp.int32), *args, **kwargs) != 0
 
     return lowering
@@ -53,8 +54,9 @@ def _scatter_multiply_bwd(residuals, g):
     def others(x, z, n_zero, prod):
         # The product of the other factors: prod / x without zeros, else 0 or the product of
         # the nonzero ones when x is the only zero.
-        return jnp.where(z, jnp.where(n_zero == 1, prod, 0),
-                         jnp.where(n_zero == 0, prod / jnp.where(z, 1, x), 0))
+        return jnp.where(
+            z, jnp.where(n_zero == 1, prod, 0), jnp.where(n_zero == 0, prod / jnp.where(z, 1, x), 0)
+        )
 
     g_base = g * others(base, zb, zeros, nonzero)
     g_src = g[idx] * others(src, zs, zeros[idx], nonzero[idx])
@@ -125,7 +127,7 @@ def _count_check(count, n: int, values_shape, lead=(), trail=()) -> None:
 
 def _put_by_mask(self, dim, mask, values, accumulate):
     """``self[:, ..., mask] = values`` (``dim`` leading full slices): an elementwise select."""
-    lead, trail = self.shape[:dim], self.shape[dim + mask.ndim:]
+    lead, trail = self.shape[:dim], self.shape[dim + mask.ndim :]
     size = mask.size
     flat = mask.reshape(-1)
     if mask.ndim:  # the indexing result: lead + (N,) + trail
@@ -137,9 +139,13 @@ def _put_by_mask(self, dim, mask, values, accumulate):
             rank = jnp.cumsum(flat, dtype=jnp.int32) - 1
             _count_check(rank[-1] + 1, n, values.shape, lead, trail)
             flat = flat & (rank < n)  # (checks off: a mismatch writes no further)
-            values = (jnp.take(values, jnp.clip(rank, 0, n - 1), axis=axis) if n
-                      else jnp.zeros(values.shape[:axis] + (size,) + values.shape[axis + 1:],
-                                     values.dtype))
+            values = (
+                jnp.take(values, jnp.clip(rank, 0, n - 1), axis=axis)
+                if n
+                else jnp.zeros(
+                    values.shape[:axis] + (size,) + values.shape[axis + 1 :], values.dtype
+                )
+            )
         values = jnp.broadcast_to(values, lead + (size,) + trail).reshape(self.shape)
     # NOTE: a 0-d mask covers no dimension of self: all of self is written, or none of it.
     where = flat.reshape((1,) * dim + mask.shape + (1,) * len(trail))
@@ -167,11 +173,13 @@ def _put_by_positions(self, indices, values, accumulate):
     # The integer indices broadcast with the masks' (N,): their last axis is N's.
     ints = np.broadcast_shapes(*(t.shape for t in tensors))
     int_n = ints[-1] if ints and ints[-1] != 1 else None
-    batch = (ints[:-1] if ints else ())
+    batch = ints[:-1] if ints else ()
     # Where the broadcast positions sit in the indexing result (numpy's and torch's rule).
     used = [k for k, i in enumerate(indices) if i is not None]
-    dims = [list(range(slots[k], slots[k] + (indices[k].ndim if _is_mask(indices[k]) else 1)))
-            for k in used]
+    dims = [
+        list(range(slots[k], slots[k] + (indices[k].ndim if _is_mask(indices[k]) else 1)))
+        for k in used
+    ]
     flat_dims = [x for ds in dims for x in ds]
     adjacent = flat_dims == list(range(flat_dims[0], flat_dims[-1] + 1))
     rest = [s for x, s in enumerate(self.shape) if x not in flat_dims]
@@ -181,8 +189,10 @@ def _put_by_positions(self, indices, values, accumulate):
     axis = count_axis - (result_ndim - values.ndim)
     value_n = values.shape[axis] if axis >= 0 and values.shape[axis] != 1 else None
     if int_n is not None and value_n is not None and int_n != value_n:
-        raise ValueError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
-                         f"broadcast to the indexing result (count axis {int_n})")
+        raise ValueError(
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
+            f"broadcast to the indexing result (count axis {int_n})"
+        )
     size = next((s for s in (int_n, value_n) if s is not None), max(m.size for m in masks))
     counts = [jnp.sum(m, dtype=jnp.int32) for m in masks]
     # N: an integer index of extent n > 1 broadcasts masks of one True element to n.
@@ -208,8 +218,10 @@ def _put_by_positions(self, indices, values, accumulate):
     positions = {}
     for k, mask, count in zip([k for k in used if _is_mask(indices[k])], masks, counts):
         cols = jnp.nonzero(mask, size=size, fill_value=mask.shape)
-        cols = [jnp.where(valid, jnp.where(count == 1, c[0], c), bound)
-                for c, bound in zip(cols, mask.shape)]
+        cols = [
+            jnp.where(valid, jnp.where(count == 1, c[0], c), bound)
+            for c, bound in zip(cols, mask.shape)
+        ]
         positions[k] = cols
     idx = []
     for k, i in enumerate(indices):
@@ -318,8 +330,7 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
     else:
         values, idx = lax.top_k(-x, k)
         values = -values
-    return (jnp.moveaxis(values, -1, dim),
-            jnp.moveaxis(as_dtype(idx, np.dtype(np.int64)), -1, dim))
+    return (jnp.moveaxis(values, -1, dim), jnp.moveaxis(as_dtype(idx, np.dtype(np.int64)), -1, dim))
 
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
@@ -346,8 +357,14 @@ def scatter_legacy_reduce(self, dim, index, src, *, reduce):
 @_bool_as_int
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     if self.ndim == 0:
-        out = index_reduce(self.reshape(1), 0, index.reshape(-1), jnp.reshape(source, (-1,)),
-                           reduce, include_self=include_self)
+        out = index_reduce(
+            self.reshape(1),
+            0,
+            index.reshape(-1),
+            jnp.reshape(source, (-1,)),
+            reduce,
+            include_self=include_self,
+        )
         return out.reshape(())
     dim = canonical_dim(dim, self.ndim)
     check_index(index, self.shape[dim], dim)
@@ -398,6 +415,9 @@ def masked_scatter(self, mask, source):
     flat_self = jnp.broadcast_to(self, shape).reshape(-1)
     pos = jnp.cumsum(flat_mask.astype(jnp.int64)) - 1
     src = as_dtype(source, self.dtype).reshape(-1)
-    taken = src[jnp.clip(pos, 0, max(src.shape[0] - 1, 0))] if src.shape[0] else jnp.zeros_like(
-        pos, self.dtype)
+    taken = (
+        src[jnp.clip(pos, 0, max(src.shape[0] - 1, 0))]
+        if src.shape[0]
+        else jnp.zeros_like(pos, self.dtype)
+    )
     return jnp.where(flat_mask, taken, flat_self).reshape(shape)

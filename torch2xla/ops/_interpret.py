@@ -10,10 +10,10 @@ import jax
 import torch
 from torch.fx.node import map_aggregate
 
-from torch2xla.runtime import _checks, _interop
 from torch2xla._errors import LoweringError, OpError, describe
 from torch2xla.ops import LOWERINGS
 from torch2xla.ops._registry import LoweringContext, RngState, reset_ctx, set_ctx
+from torch2xla.runtime import _checks, _interop
 
 
 def uses_rng(gm: torch.fx.GraphModule) -> bool:
@@ -63,7 +63,9 @@ def to_jax_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[
                 run.checks = tuple(r.check for r in registered or ())
                 return (*outs, _checks.fold(registered)) if registered else outs
             else:
-                raise LoweringError(f"torch2xla: unexpected node kind {node.op} in {describe(node)}")
+                raise LoweringError(
+                    f"torch2xla: unexpected node kind {node.op} in {describe(node)}"
+                )
         raise LoweringError("torch2xla: graph has no output node")
 
     run.checks = ()
@@ -77,8 +79,14 @@ def _get_attr(gm: torch.nn.Module, target: str) -> Any:
     return obj
 
 
-def _call(node: torch.fx.Node, args: Sequence, kwargs: dict, rng: RngState | None, env: dict,
-          checks: list | None = None) -> Any:
+def _call(
+    node: torch.fx.Node,
+    args: Sequence,
+    kwargs: dict,
+    rng: RngState | None,
+    env: dict,
+    checks: list | None = None,
+) -> Any:
     if node.target is operator.getitem:
         return args[0][args[1]]
     lowering = LOWERINGS.get(node.target)

@@ -19,7 +19,10 @@ aten = ops.aten
 
 def precision() -> lax.Precision:
     """Matmul precision following torch's setting (TF32 only where torch allows it)."""
-    if torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32:
+    if (
+        torch.get_float32_matmul_precision() == "highest"
+        and not torch.backends.cuda.matmul.allow_tf32
+    ):
         return lax.Precision.HIGHEST
     return lax.Precision.DEFAULT
 
@@ -46,8 +49,12 @@ def product(a, b):
         if _half_out():
             return jnp.matmul(a, b), result
         return half_product(a, b), result
-    if (a.ndim == b.ndim == 2 and a.shape[0] >= 128 and not ctx().on_cuda
-            and jnp.issubdtype(result, jnp.floating)):
+    if (
+        a.ndim == b.ndim == 2
+        and a.shape[0] >= 128
+        and not ctx().on_cuda
+        and jnp.issubdtype(result, jnp.floating)
+    ):
         return cpu_product(a, b, precision()), result
     return jnp.matmul(a, b, precision=precision()), result
 

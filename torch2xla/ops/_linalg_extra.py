@@ -90,7 +90,7 @@ def _vector_norm(x, ord, axes, keepdim):
         return _safe_root(jnp.sum(a * a, axis=axes, keepdims=keepdim), 2)
     # NOTE: torch's p-norm gradient is 0 where the norm is 0; keep |x|**p finite there too.
     safe = jnp.where(a == 0, 1, a)
-    powered = jnp.where(a == 0, 0, safe ** ord)
+    powered = jnp.where(a == 0, 0, safe**ord)
     return _safe_root(jnp.sum(powered, axis=axes, keepdims=keepdim), ord)
 
 
@@ -148,14 +148,22 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     if is_half(result):
         # Sum over the batch inside one float32 contraction, rounded once: at least as
         # accurate as torch, which rounds after every batch.
-        prod = jnp.einsum("bnk,bkm->nm", b1, b2, precision=lax.Precision.HIGHEST,
-                          preferred_element_type=np.float32)
+        prod = jnp.einsum(
+            "bnk,bkm->nm",
+            b1,
+            b2,
+            precision=lax.Precision.HIGHEST,
+            preferred_element_type=np.float32,
+        )
         return scale_add(prod, self, beta, alpha, out_dtype())
     # NOTE: torch accumulates batch by batch (one GEMM per batch into the result); summing in
     # the same order keeps float32 results within tolerance when the sum cancels.
     shape = ctx().out.shape
-    out = (jnp.zeros(shape, result) if beta == 0 else
-           jnp.broadcast_to(as_dtype(self, result) * as_dtype(beta, result), shape))
+    out = (
+        jnp.zeros(shape, result)
+        if beta == 0
+        else jnp.broadcast_to(as_dtype(self, result) * as_dtype(beta, result), shape)
+    )
     for b in range(b1.shape[0]):
         prod = jnp.matmul(b1[b], b2[b], precision=lax.Precision.HIGHEST)
         out = out + (prod if alpha == 1 else prod * as_dtype(alpha, result))
@@ -246,8 +254,7 @@ def _geqrf_2d(a):
         # Apply H = I - t v v^T to the columns right of j.
         w = v @ a
         a = jnp.where(cols[None, :] > j, a - t * v[:, None] * w[None, :], a)
-        new_col = jnp.where(rows < j, col, jnp.where(rows == j, jnp.where(reflect, beta, alpha),
-                                                     v))
+        new_col = jnp.where(rows < j, col, jnp.where(rows == j, jnp.where(reflect, beta, alpha), v))
         a = lax.dynamic_update_index_in_dim(a, new_col[:, None], j, axis=1)
         return a, tau.at[j].set(t)
 
@@ -294,8 +301,9 @@ def _cholesky_lower_bwd(upper, low, g):
     # gA = L^{-H} (P + tril(P, -1)^H) / 2 L^{-1}.
     p = jnp.tril(_mm(_mH(low), jnp.conj(g)))
     p = 0.5 * (p + _mH(jnp.tril(p, -1)))
-    p = lax_linalg.triangular_solve(low, p, left_side=True, lower=True, transpose_a=True,
-                                    conjugate_a=True)
+    p = lax_linalg.triangular_solve(
+        low, p, left_side=True, lower=True, transpose_a=True, conjugate_a=True
+    )
     p = lax_linalg.triangular_solve(low, p, left_side=False, lower=True)
     return (jnp.conj(p),)
 
@@ -325,8 +333,9 @@ if hasattr(aten, "cholesky"):  # (deprecated for torch.linalg.cholesky; gone in 
 
 def _cho_solve(low, b):
     y = lax_linalg.triangular_solve(low, b, left_side=True, lower=True)
-    return lax_linalg.triangular_solve(low, y, left_side=True, lower=True, conjugate_a=True,
-                                       transpose_a=True)
+    return lax_linalg.triangular_solve(
+        low, y, left_side=True, lower=True, conjugate_a=True, transpose_a=True
+    )
 
 
 # NOTE: cholesky_solve and cholesky_inverse read one triangle of the factor, but torch's
@@ -446,10 +455,12 @@ def _lu_solve(lu, perm, b, adjoint):
         pb = jnp.take_along_axis(b, jnp.broadcast_to(perm[..., None], b.shape[:-1] + (1,)), -2)
         y = lax_linalg.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
         return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
-    y = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True,
-                                    conjugate_a=True)
-    z = lax_linalg.triangular_solve(lu, y, left_side=True, lower=True, unit_diagonal=True,
-                                    transpose_a=True, conjugate_a=True)
+    y = lax_linalg.triangular_solve(
+        lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=True
+    )
+    z = lax_linalg.triangular_solve(
+        lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True, conjugate_a=True
+    )
     inv = jnp.argsort(perm, axis=-1)
     return jnp.take_along_axis(z, jnp.broadcast_to(inv[..., None], z.shape[:-1] + (1,)), -2)
 
@@ -485,8 +496,7 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
         lub, bb = _batch(lu, _mH(b))
         x = _mH(_lu_solve(lub, jnp.broadcast_to(perm, lub.shape[:-1]), bb, True))
     x = x[..., 0] if vector else x
-    return (jnp.reshape(x, tuple(result.shape)), lu, as_dtype(piv, out_dtype(2)),
-            _lu_info(lu, 3))
+    return (jnp.reshape(x, tuple(result.shape)), lu, as_dtype(piv, out_dtype(2)), _lu_info(lu, 3))
 
 
 @register(aten.linalg_inv_ex.default)
@@ -508,22 +518,28 @@ def _linalg_det(A):
 def _linalg_slogdet(A):
     lu, piv, _ = _lu(A)
     sign, logabsdet = jnp.linalg.slogdet(A)
-    return (as_dtype(sign, out_dtype(0)), as_dtype(logabsdet, out_dtype(1)), lu,
-            as_dtype(piv, out_dtype(3)))
+    return (
+        as_dtype(sign, out_dtype(0)),
+        as_dtype(logabsdet, out_dtype(1)),
+        lu,
+        as_dtype(piv, out_dtype(3)),
+    )
 
 
 @register(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     a, b = _batch(self, B)
-    return lax_linalg.triangular_solve(a, b, left_side=left, lower=not upper,
-                                       unit_diagonal=unitriangular)
+    return lax_linalg.triangular_solve(
+        a, b, left_side=left, lower=not upper, unit_diagonal=unitriangular
+    )
 
 
 @register(aten.triangular_solve.default)
 def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     b, a = _batch(self, A)
-    x = lax_linalg.triangular_solve(a, b, left_side=True, lower=not upper, transpose_a=transpose,
-                                    unit_diagonal=unitriangular)
+    x = lax_linalg.triangular_solve(
+        a, b, left_side=True, lower=not upper, transpose_a=transpose, unit_diagonal=unitriangular
+    )
     return x, a
 
 
@@ -574,8 +590,11 @@ def _pinv_differentiable(A, atol, rtol, hermitian):
         eye_m = jnp.eye(m, dtype=a.dtype)
         eye_n = jnp.eye(n, dtype=a.dtype)
         gh, xh = _mH(g), _mH(x)
-        grad = (-_mm(_mm(xh, g), xh) + _mm(_mm(eye_m - _mm(a, x), gh), _mm(x, xh))
-                + _mm(_mm(xh, x), _mm(gh, eye_n - _mm(x, a))))
+        grad = (
+            -_mm(_mm(xh, g), xh)
+            + _mm(_mm(eye_m - _mm(a, x), gh), _mm(x, xh))
+            + _mm(_mm(xh, x), _mm(gh, eye_n - _mm(x, a)))
+        )
         return (grad,)
 
     pinv.defvjp(fwd, bwd)
@@ -590,4 +609,3 @@ def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
 @register(aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor)
 def linalg_pinv_rcond(self, rcond, hermitian=False):
     return as_dtype(_pinv_differentiable(self, 0, rcond, hermitian), out_dtype())
-

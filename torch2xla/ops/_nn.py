@@ -11,13 +11,13 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.runtime._interop import jax_dtype
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channels_last
+from torch2xla.ops._bounds import check_index
 from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype
 from torch2xla.ops._linalg import _half_out, precision
-from torch2xla.ops._bounds import check_index
 from torch2xla.ops._registry import AFTER_CONVOLUTION, ctx, register
+from torch2xla.runtime._interop import jax_dtype
 
 aten = ops.aten
 
@@ -32,12 +32,23 @@ def _tuple(v, n: int) -> tuple[int, ...]:
 # -- convolution ----------------------------------------------------------------------------------
 @register(aten.convolution.default)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    return conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-                out_dtype())
+    return conv(
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        out_dtype(),
+    )
 
 
-def conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-         result):
+def conv(
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, result
+):
     """``aten.convolution`` with an explicit result dtype (also used by its backward)."""
     nd = weight.ndim - 2
     stride, padding, dilation = _tuple(stride, nd), _tuple(padding, nd), _tuple(dilation, nd)
@@ -71,8 +82,14 @@ def _even_channels(x, w, geometry):
     """
     transposed, groups = geometry[3], geometry[5]
     c = x.shape[1]
-    if (transposed or groups != 1 or c % 2 == 0 or c == 1 or ctx().on_cuda
-            or not jnp.issubdtype(x.dtype, jnp.floating)):
+    if (
+        transposed
+        or groups != 1
+        or c % 2 == 0
+        or c == 1
+        or ctx().on_cuda
+        or not jnp.issubdtype(x.dtype, jnp.floating)
+    ):
         return x, w
     widths = [(0, 0)] * x.ndim
     widths[1] = (0, -c % 4)
@@ -85,11 +102,19 @@ def _conv_core(x, w, geometry, preferred=None):
     stride, padding, dilation, transposed, output_padding, groups = geometry
     nd = w.ndim - 2
     spatial = "DHW"[-nd:] if nd <= 3 else None
-    dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
+    dn = lax.conv_dimension_numbers(
+        x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}")
+    )
     if not transposed:
         return lax.conv_general_dilated(
-            x, w, stride, [(p, p) for p in padding], rhs_dilation=dilation,
-            dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+            x,
+            w,
+            stride,
+            [(p, p) for p in padding],
+            rhs_dilation=dilation,
+            dimension_numbers=dn,
+            feature_group_count=groups,
+            precision=precision(),
             preferred_element_type=preferred,
         )
     # Transposed conv = conv over the stride-dilated input with the flipped, in/out-swapped
@@ -103,10 +128,19 @@ def _conv_core(x, w, geometry, preferred=None):
         (d * (kk - 1) - p, d * (kk - 1) - p + op)
         for kk, p, d, op in zip(k, padding, dilation, output_padding)
     ]
-    dn = lax.conv_dimension_numbers(x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}"))
+    dn = lax.conv_dimension_numbers(
+        x.shape, w.shape, (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}")
+    )
     return lax.conv_general_dilated(
-        x, w, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
-        dimension_numbers=dn, feature_group_count=groups, precision=precision(),
+        x,
+        w,
+        (1,) * nd,
+        pads,
+        lhs_dilation=stride,
+        rhs_dilation=dilation,
+        dimension_numbers=dn,
+        feature_group_count=groups,
+        precision=precision(),
         preferred_element_type=preferred,
     )
 
@@ -208,8 +242,17 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
     return _max_pool(self, kernel_size, stride, padding, dilation, 3)
 
 
-def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
-              nd, out_shape=None):
+def _avg_pool(
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    nd,
+    out_shape=None,
+):
     kernel = _tuple(kernel_size, nd)
     stride = _tuple(stride, nd) if stride else kernel
     padding = _tuple(padding, nd)
@@ -218,8 +261,11 @@ def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, (1,) * nd)
     acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
-    cfg = {"window_dimensions": (1,) * lead + kernel, "window_strides": (1,) * lead + stride,
-               "padding": [(0, 0)] * lead + pads}
+    cfg = {
+        "window_dimensions": (1,) * lead + kernel,
+        "window_strides": (1,) * lead + stride,
+        "padding": [(0, 0)] * lead + pads,
+    }
     sums = lax.reduce_window(x, np.array(0, acc), lax.add, **cfg)
     if divisor_override:
         return as_dtype(sums / divisor_override, self.dtype)
@@ -236,10 +282,18 @@ def _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, 
 
 
 @register(aten.avg_pool2d.default)
-def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, 2)
+def avg_pool2d(
+    self,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    return _avg_pool(
+        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2
+    )
 
 
 @register(aten.avg_pool1d.default)
@@ -248,10 +302,18 @@ def avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
 
 
 @register(aten.avg_pool3d.default)
-def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, 3)
+def avg_pool3d(
+    self,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    return _avg_pool(
+        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3
+    )
 
 
 def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
@@ -262,8 +324,11 @@ def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     return m.astype(dtype)
 
 
-@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default,
-          aten.adaptive_avg_pool1d.default)
+@register(
+    aten._adaptive_avg_pool2d.default,
+    aten._adaptive_avg_pool3d.default,
+    aten.adaptive_avg_pool1d.default,
+)
 def adaptive_avg_pool(self, output_size):
     nd = len(output_size)
     acc = opmath_dtype(self.dtype)
@@ -271,7 +336,9 @@ def adaptive_avg_pool(self, output_size):
     for i, n_out in enumerate(output_size):
         axis = self.ndim - nd + i
         m = _adaptive_matrix(self.shape[axis], n_out, acc)
-        x = jnp.moveaxis(jnp.tensordot(x, m, axes=([axis], [1]), precision=lax.Precision.HIGHEST), -1, axis)
+        x = jnp.moveaxis(
+            jnp.tensordot(x, m, axes=([axis], [1]), precision=lax.Precision.HIGHEST), -1, axis
+        )
     return as_dtype(x, self.dtype)
 
 
@@ -281,9 +348,7 @@ def _channels_last_bn(x) -> bool:
     activation read from a convolution (``AFTER_CONVOLUTION``, ``capture/_annotate.py``) on
     CPU (see ``batch_norm_train_channels_last``; CPU CNN training step -8%, with relu's
     channels-last gradient -19%)."""
-    return (
-        not ctx().on_cuda and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
-    )
+    return not ctx().on_cuda and x.ndim in (4, 5) and ctx().node.meta.get(AFTER_CONVOLUTION, False)
 
 
 def _bn_train(input, weight, bias, eps):
@@ -316,8 +381,9 @@ def _bn_apply(x, axes, mean, invstd, weight, bias, dtype):
 @register(aten._native_batch_norm_legit_functional.default)
 def batch_norm_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
     if not training:
-        out, m, s = batch_norm_no_training(input, weight, bias, running_mean, running_var,
-                                           momentum, eps)
+        out, m, s = batch_norm_no_training(
+            input, weight, bias, running_mean, running_var, momentum, eps
+        )
         return out, m, s, running_mean, running_var
     out, mean, var, invstd = _bn_train(input, weight, bias, eps)
     n = input.size // input.shape[1]
@@ -379,8 +445,11 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         out = out * as_dtype(weight, acc).reshape(shape)
     if bias is not None:
         out = out + as_dtype(bias, acc).reshape(shape)
-    return (as_dtype(out, input.dtype), as_dtype(mean.reshape(N, group), out_dtype(1)),
-            as_dtype(rstd.reshape(N, group), out_dtype(2)))
+    return (
+        as_dtype(out, input.dtype),
+        as_dtype(mean.reshape(N, group), out_dtype(1)),
+        as_dtype(rstd.reshape(N, group), out_dtype(2)),
+    )
 
 
 # -- softmax ---------------------------------------------------------------------------------------
@@ -428,8 +497,17 @@ def native_dropout(input, p, train):
 
 
 # -- attention -------------------------------------------------------------------------------------
-def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False, seed=None):
+def attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    seed=None,
+):
     """(softmax(q k^T * scale + mask) v, logsumexp of the scores per row), with torch's mask
     conventions (bool: True attends). Dropout draws its mask from ``seed`` (a uint32 scalar;
     None: from the node's key)."""
@@ -440,20 +518,29 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         rep = query.shape[-3] // key.shape[-3]
         key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
-    if (
-        query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
-        and jnp.issubdtype(query.dtype, jnp.floating)
+    if query.shape[:-2] == key.shape[:-2] == value.shape[:-2] and jnp.issubdtype(
+        query.dtype, jnp.floating
     ):  # the backward keeps what fused attention keeps (_saved.attention)
         mask = bias = None
         if attn_mask is not None:
             mask, bias = (attn_mask, None) if attn_mask.dtype == jnp.bool_ else (None, attn_mask)
         if dropout_p > 0 and seed is None:
             seed = jax.random.bits(ctx().next_key(), (), jnp.uint32)
-        return _saved.attention(query, key, value, mask, bias, scale=scale,
-                                is_causal=is_causal, precision=precision(),
-                                dropout_p=dropout_p, seed=seed)
-    scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), precision=precision(),
-                        preferred_element_type=acc) * as_dtype(scale, acc)
+        return _saved.attention(
+            query,
+            key,
+            value,
+            mask,
+            bias,
+            scale=scale,
+            is_causal=is_causal,
+            precision=precision(),
+            dropout_p=dropout_p,
+            seed=seed,
+        )
+    scores = jnp.matmul(
+        query, jnp.swapaxes(key, -1, -2), precision=precision(), preferred_element_type=acc
+    ) * as_dtype(scale, acc)
     if is_causal:
         causal = jnp.tril(jnp.ones((L, S), bool))
         scores = jnp.where(causal, scores, -jnp.inf)
@@ -466,14 +553,24 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     if dropout_p > 0:
         rng = ctx().next_key() if seed is None else jax.random.key(seed)
         weights = _saved.dropout(weights, rng, dropout_p)[0]
-    out = jnp.matmul(as_dtype(weights, result), value, precision=precision(),
-                     preferred_element_type=acc)
+    out = jnp.matmul(
+        as_dtype(weights, result), value, precision=precision(), preferred_element_type=acc
+    )
     return as_dtype(out, result), jax.nn.logsumexp(scores, axis=-1)
 
 
 @register(aten.scaled_dot_product_attention.default)
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, *, scale=None, enable_gqa=False):
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    *,
+    scale=None,
+    enable_gqa=False,
+):
     fast = cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if fast is not None:
         return fast
@@ -498,15 +595,18 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
             mask = attn_mask
         else:
             bias = attn_mask.astype(query.dtype)
+
     def fused(q, k, v, mask, bias):
-        return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
-                                            is_causal=is_causal, implementation="cudnn")
+        return jax.nn.dot_product_attention(
+            q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal, implementation="cudnn"
+        )
 
     def math_path(q, k, v, mask, bias):  # where cuDNN refuses the backward (_saved)
         t = [jnp.swapaxes(x, 1, 2) for x in (q, k, v)]
         s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        out = _saved.attention(*t, mask, bias, scale=s, is_causal=is_causal,
-                               precision=precision())[0]
+        out = _saved.attention(*t, mask, bias, scale=s, is_causal=is_causal, precision=precision())[
+            0
+        ]
         return jnp.swapaxes(out, 1, 2)
 
     def padded(q, k, v, mask, bias):
@@ -538,22 +638,34 @@ def _even_length_attention(q, k, v, mask, bias, scale, is_causal):
         if x is None:
             return None
         x = x.reshape((1,) * (4 - x.ndim) + x.shape)
-        widths = [(0, 0), (0, 0), (0, pt if x.shape[2] == T else 0), (0, ps if x.shape[3] == S else 0)]
+        widths = [
+            (0, 0),
+            (0, 0),
+            (0, pt if x.shape[2] == T else 0),
+            (0, ps if x.shape[3] == S else 0),
+        ]
         return jnp.pad(x, widths, constant_values=fill)
 
     B = q.shape[0]
     out = jax.nn.dot_product_attention(
-        pad_seq(q, pt), pad_seq(k, ps), pad_seq(v, ps),
-        bias=pad_scores(bias, 0), mask=pad_scores(mask, True), scale=scale,
-        is_causal=is_causal, query_seq_lengths=jnp.full((B,), T, jnp.int32),
-        key_value_seq_lengths=jnp.full((B,), S, jnp.int32), implementation="cudnn",
+        pad_seq(q, pt),
+        pad_seq(k, ps),
+        pad_seq(v, ps),
+        bias=pad_scores(bias, 0),
+        mask=pad_scores(mask, True),
+        scale=scale,
+        is_causal=is_causal,
+        query_seq_lengths=jnp.full((B,), T, jnp.int32),
+        key_value_seq_lengths=jnp.full((B,), S, jnp.int32),
+        implementation="cudnn",
     )
     return out[:, :T]
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
-def sdpa_flash_cpu(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
-                   scale=None):
+def sdpa_flash_cpu(
+    query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None
+):
     out, lse = attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return out, as_dtype(lse, out_dtype(1))
 
@@ -582,28 +694,57 @@ def _fused_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
 
 
 @register(aten._scaled_dot_product_efficient_attention.default)
-def sdpa_efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
-                   is_causal=False, *, scale=None):
+def sdpa_efficient(
+    query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None
+):
     return _fused_sdpa(query, key, value, attn_bias, dropout_p, is_causal, scale)
 
 
 @register(aten._scaled_dot_product_flash_attention.default)
-def sdpa_flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
-               scale=None):
+def sdpa_flash(
+    query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None
+):
     return _fused_sdpa(query, key, value, None, dropout_p, is_causal, scale)
 
 
 @register(aten._scaled_dot_product_cudnn_attention.default)
-def sdpa_cudnn(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
-               is_causal=False, return_debug_mask=False, *, scale=None):
+def sdpa_cudnn(
+    query,
+    key,
+    value,
+    attn_bias,
+    compute_log_sumexp,
+    dropout_p=0.0,
+    is_causal=False,
+    return_debug_mask=False,
+    *,
+    scale=None,
+):
     return _fused_sdpa(query, key, value, attn_bias, dropout_p, is_causal, scale)
 
 
 @register(aten._transformer_encoder_layer_fwd.default)
 def transformer_encoder_layer_fwd(
-    src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
-    norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
-    ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None,
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask=None,
+    mask_type=None,
 ):
     """nn.TransformerEncoderLayer's eval fast path (batch-first, no dropout)."""
     B, T, E = src.shape

@@ -45,13 +45,14 @@ def _adaptive_max_pool(self, output_size):
         shape[d], shape[nd + d] = pos.shape
         index.append(pos.reshape(shape))
         valid = valid & ok.reshape(shape)
-        stride = int(np.prod(spatial[d + 1:]))
+        stride = int(np.prod(spatial[d + 1 :]))
         flat = flat + pos.reshape(shape) * stride
     windows = x[(Ellipsis, *index)]
-    k = int(np.prod(windows.shape[self.ndim:]))
-    windows = windows.reshape(windows.shape[:self.ndim] + (k,))
+    k = int(np.prod(windows.shape[self.ndim :]))
+    windows = windows.reshape(windows.shape[: self.ndim] + (k,))
     valid = np.broadcast_to(valid, tuple(output_size) + valid.shape[nd:]).reshape(
-        tuple(output_size) + (k,))
+        tuple(output_size) + (k,)
+    )
     flat = np.broadcast_to(flat, valid.shape[:nd] + flat.shape[nd:]).reshape(valid.shape)
     if jnp.issubdtype(self.dtype, jnp.floating):
         low = -jnp.inf
@@ -65,8 +66,9 @@ def _adaptive_max_pool(self, output_size):
     last_nan = k - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
     choice = jnp.where(jnp.any(nan, axis=-1), last_nan, first_max)
     values = jnp.take_along_axis(windows, choice[..., None], axis=-1)[..., 0]
-    indices = jnp.take_along_axis(jnp.broadcast_to(flat, windows.shape), choice[..., None],
-                                  axis=-1)[..., 0]
+    indices = jnp.take_along_axis(
+        jnp.broadcast_to(flat, windows.shape), choice[..., None], axis=-1
+    )[..., 0]
     return values, as_dtype(indices, _I64)
 
 
@@ -215,15 +217,25 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     result = out_dtype()
     acc = opmath_dtype(result)
-    out = _grid_sample(as_dtype(input, acc), as_dtype(grid, acc), interpolation_mode,
-                       padding_mode, align_corners)
+    out = _grid_sample(
+        as_dtype(input, acc), as_dtype(grid, acc), interpolation_mode, padding_mode, align_corners
+    )
     return as_dtype(out, result)
 
 
 # -- embedding bags --------------------------------------------------------------------------
 @register(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
-def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+def _embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
     if scale_grad_by_freq:
         raise NotImplementedError("embedding_bag(scale_grad_by_freq=True) is not supported")
     check_index(indices, weight.shape[0], 0)
@@ -293,8 +305,9 @@ def _upsample_aa(self, output_size, align_corners, scales):
     for i, (n_out, scale) in enumerate(zip(output_size, scales)):
         axis = self.ndim - len(output_size) + i
         m = _aa_matrix(self.shape[axis], n_out, align_corners, scale).astype(acc)
-        x = jnp.moveaxis(jnp.tensordot(x, m, axes=([axis], [1]),
-                                       precision=jax.lax.Precision.HIGHEST), -1, axis)
+        x = jnp.moveaxis(
+            jnp.tensordot(x, m, axes=([axis], [1]), precision=jax.lax.Precision.HIGHEST), -1, axis
+        )
     return as_dtype(x, self.dtype)
 
 
@@ -331,14 +344,21 @@ def _safe_softmax(self, dim, dtype=None):
 
 # -- batch norm with running-stat updates ----------------------------------------------------
 @register(aten._batch_norm_with_update_functional.default)
-def _batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum,
-                                       eps):
+def _batch_norm_with_update_functional(
+    input, weight, bias, running_mean, running_var, momentum, eps
+):
     out, mean, invstd, new_mean, new_var = batch_norm_functional(
-        input, weight, bias, running_mean, running_var, True, momentum, eps)
+        input, weight, bias, running_mean, running_var, True, momentum, eps
+    )
     reserve = jnp.zeros(tuple(ctx().out[3].shape), out_dtype(3))
-    return (out, as_dtype(mean, out_dtype(1)), as_dtype(invstd, out_dtype(2)), reserve, new_mean,
-            new_var)
-
+    return (
+        out,
+        as_dtype(mean, out_dtype(1)),
+        as_dtype(invstd, out_dtype(2)),
+        reserve,
+        new_mean,
+        new_var,
+    )
 
 
 # -- col2im (fold) ---------------------------------------------------------------------------
@@ -359,7 +379,7 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
             rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
             cols_ = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
             out = out.at[:, :, rows, cols_].add(blocks[:, :, i, j])
-    out = out[:, :, ph:ph + h, pw:pw + w]
+    out = out[:, :, ph : ph + h, pw : pw + w]
     return out[0] if unbatched else out
 
 
@@ -370,7 +390,7 @@ def _fractional_starts(sample, n_in: int, n_out: int, pool: int):
         return jnp.full(sample.shape + (1,), n_in - pool, jnp.int64)
     alpha = (n_in - pool) / (n_out - 1)
     i = jnp.arange(n_out - 1, dtype=sample.dtype)
-    starts = (jnp.floor((i + sample[..., None]) * alpha) - jnp.floor(sample[..., None] * alpha))
+    starts = jnp.floor((i + sample[..., None]) * alpha) - jnp.floor(sample[..., None] * alpha)
     last = jnp.full(sample.shape + (1,), n_in - pool, jnp.int64)
     return jnp.concatenate([starts.astype(jnp.int64), last], axis=-1)
 
@@ -386,23 +406,28 @@ def _fractional_max_pool(self, kernel_size, output_size, random_samples):
     order = [1, 0] if nd == 2 else [0, 1, 2]
     index, flat = [], 0
     for d in range(nd):
-        starts = _fractional_starts(samples[..., order[d]], spatial[d],
-                                    output_size[d], kernel_size[d])
+        starts = _fractional_starts(
+            samples[..., order[d]], spatial[d], output_size[d], kernel_size[d]
+        )
         pos = starts[..., :, None] + jnp.arange(kernel_size[d])  # (N, C, out_d, k_d)
         shape = [x.shape[0], x.shape[1]] + [1] * (2 * nd)
         shape[2 + d], shape[2 + nd + d] = output_size[d], kernel_size[d]
         pos = pos.reshape(shape)
         index.append(pos)
-        flat = flat + pos * int(np.prod(spatial[d + 1:]))
+        flat = flat + pos * int(np.prod(spatial[d + 1 :]))
     n = lead[0].reshape((-1, 1) + (1,) * (2 * nd))
     c = lead[1].reshape((1, -1) + (1,) * (2 * nd))
     windows = x[(n, c, *index)]
     k = int(np.prod(kernel_size))
-    windows = windows.reshape(windows.shape[:2 + nd] + (k,))
-    flat = jnp.broadcast_to(flat, windows.shape[:2 + nd] + flat.shape[2 + nd:]).reshape(
-        windows.shape)
-    nan = jnp.isnan(windows) if jnp.issubdtype(windows.dtype, jnp.floating) else jnp.zeros(
-        windows.shape, bool)
+    windows = windows.reshape(windows.shape[: 2 + nd] + (k,))
+    flat = jnp.broadcast_to(flat, windows.shape[: 2 + nd] + flat.shape[2 + nd :]).reshape(
+        windows.shape
+    )
+    nan = (
+        jnp.isnan(windows)
+        if jnp.issubdtype(windows.dtype, jnp.floating)
+        else jnp.zeros(windows.shape, bool)
+    )
     first_max = jnp.argmax(jnp.where(nan, -jnp.inf, windows), axis=-1)
     last_nan = k - 1 - jnp.argmax(nan[..., ::-1], axis=-1)
     choice = jnp.where(jnp.any(nan, axis=-1), last_nan, first_max)[..., None]

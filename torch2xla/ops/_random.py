@@ -115,8 +115,9 @@ def normal_functional(self, mean=0.0, std=1.0, *, generator=None):
 
 
 @register(aten.normal.float_float)
-def normal_float_float(mean, std, size, *, generator=None, dtype=None, layout=None, device=None,
-                       pin_memory=None):
+def normal_float_float(
+    mean, std, size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None
+):
     return mean + std * jax.random.normal(_key(), tuple(size), out_dtype())
 
 
@@ -148,8 +149,9 @@ def random_(self, *args, generator=None):
 
 
 @register(aten.randint_like.default, aten.randint_like.low_dtype)
-def randint_like(self, *args, dtype=None, layout=None, device=None, pin_memory=None,
-                 memory_format=None):
+def randint_like(
+    self, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
     low, high = (0, args[0]) if len(args) == 1 else args
     return as_dtype(jax.random.randint(_key(), self.shape, low, high, jnp.int64), out_dtype())
 
@@ -171,8 +173,9 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
 
 
 @register(aten.rrelu_with_noise_functional.default)
-def rrelu_with_noise_functional(self, noise, lower=0.125, upper=1.0 / 3.0, training=False,
-                                generator=None):
+def rrelu_with_noise_functional(
+    self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None
+):
     if not training:
         slope = as_dtype((lower + upper) / 2, self.dtype)
         return jnp.where(self >= 0, self, self * slope), noise
@@ -196,5 +199,6 @@ def _standard_gamma(self, generator=None):
 @register(aten.binomial.default)
 def binomial(count, prob, generator=None):
     wide = jnp.promote_types(count.dtype, jnp.float32)
-    return as_dtype(jax.random.binomial(_key(), as_dtype(count, wide), as_dtype(prob, wide)),
-                    count.dtype)
+    return as_dtype(
+        jax.random.binomial(_key(), as_dtype(count, wide), as_dtype(prob, wide)), count.dtype
+    )

@@ -94,7 +94,9 @@ def _correction(correction, unbiased=None):
 
 @register(aten.var.correction)
 def var(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(jnp.var, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
+    return _reduce(
+        jnp.var, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction)
+    )
 
 
 @register(aten.var.dim)
@@ -113,7 +115,9 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 
 @register(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(jnp.std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
+    return _reduce(
+        jnp.std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction)
+    )
 
 
 def _arg(jfn, self, dim, keepdim):

@@ -86,9 +86,7 @@ def register(*ops: Any) -> Callable[[Lowering], Lowering]:
                 if ov in LOWERINGS:
                     raise RuntimeError(f"torch2xla: a second lowering registered for {ov}")
                 LOWERINGS[ov] = fn
-                _WHERE[ov] = _location(
-                    filename, line if own else _row(filename, line, ov, op)
-                )
+                _WHERE[ov] = _location(filename, line if own else _row(filename, line, ov, op))
         if ops:
             _name_after(fn, ops[0])
         return fn
@@ -243,8 +241,8 @@ class LoweringContext:
         """
         if self.checks is None:
             return
-        from torch2xla.runtime._checks import Check, Registered
         from torch2xla._errors import OpError
+        from torch2xla.runtime._checks import Check, Registered
 
         self.checks.append(Registered(Check(self.node, error or OpError, message), failed, value))
 

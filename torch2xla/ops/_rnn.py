@@ -107,8 +107,9 @@ def lstm(
 
 
 @lstm.register_fake
-def _lstm_fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-               batch_first):
+def _lstm_fake(
+    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+):
     directions = _check_args(input, params, has_biases, num_layers, bidirectional)
     out, state = _out_shapes(input, hx[0].shape[-1], num_layers, directions, batch_first)
     return input.new_empty(out), hx[0].new_empty(state), hx[1].new_empty(state)
@@ -123,10 +124,30 @@ def _batching_rule(op):
     dimension (one call over ``vmap size * batch`` sequences), unless the weights are batched
     or dropout draws masks, where the op runs once per batch element."""
 
-    def rule(info, in_dims, input, hx, params, has_biases, num_layers, dropout, train,
-             bidirectional, batch_first):
-        args = (input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                batch_first)
+    def rule(
+        info,
+        in_dims,
+        input,
+        hx,
+        params,
+        has_biases,
+        num_layers,
+        dropout,
+        train,
+        bidirectional,
+        batch_first,
+    ):
+        args = (
+            input,
+            hx,
+            params,
+            has_biases,
+            num_layers,
+            dropout,
+            train,
+            bidirectional,
+            batch_first,
+        )
         if any(d is not None for d in in_dims[2]) or (train and dropout > 0):
             return _vmap.per_element(op, info, in_dims, args)
         size = info.batch_size
@@ -137,8 +158,10 @@ def _batching_rule(op):
         x = x.flatten(0, 1) if batch_first else x.movedim(0, 1).flatten(1, 2)
         states = hx if isinstance(hx, list | tuple) else [hx]
         state_dims = in_dims[1] if isinstance(hx, list | tuple) else [in_dims[1]]
-        states = [_vmap.front(h, d, size).movedim(0, 1).flatten(1, 2)
-                  for h, d in zip(states, state_dims, strict=True)]
+        states = [
+            _vmap.front(h, d, size).movedim(0, 1).flatten(1, 2)
+            for h, d in zip(states, state_dims, strict=True)
+        ]
         outs = op(x, states if isinstance(hx, list | tuple) else states[0], *args[2:])
         out, *new_states = outs
         out = out.unflatten(0, (size, n)) if batch_first else out.unflatten(1, (size, n))
@@ -170,8 +193,9 @@ def _single_state_op(name: str, aten_op):
         return tuple(t.clone() for t in out)
 
     @op.register_fake
-    def _fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-              batch_first):
+    def _fake(
+        input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+    ):
         directions = _check_args(input, params, has_biases, num_layers, bidirectional)
         out, state = _out_shapes(input, hx.shape[-1], num_layers, directions, batch_first)
         return input.new_empty(out), hx.new_empty(state)
@@ -185,6 +209,7 @@ def _single_state_op(name: str, aten_op):
 gru = _single_state_op("gru", torch.ops.aten.gru.input)
 rnn_tanh = _single_state_op("rnn_tanh", torch.ops.aten.rnn_tanh.input)
 rnn_relu = _single_state_op("rnn_relu", torch.ops.aten.rnn_relu.input)
+
 
 # -- lowerings ----------------------------------------------------------------------------------
 def _matmul(a, b):
@@ -235,8 +260,12 @@ def _lstm_recurrence_bwd(res, cts):
         tc = jnp.tanh(c)
         dc = dc + dh * o * (1 - tc * tc)
         d_pre = jnp.concatenate(
-            [dc * g * i * (1 - i), dc * cp * f * (1 - f), dc * i * (1 - g * g),
-             dh * tc * o * (1 - o)],
+            [
+                dc * g * i * (1 - i),
+                dc * cp * f * (1 - f),
+                dc * i * (1 - g * g),
+                dh * tc * o * (1 - o),
+            ],
             axis=-1,
         )
         return (_matmul(d_pre, w_hh_t.T), dc * f), d_pre
@@ -297,8 +326,9 @@ def _layer(kind, x, states, weights, has_biases, reverse):
     return (jnp.flip(ys, 0) if reverse else ys), new
 
 
-def _rnn(kind, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-         batch_first):
+def _rnn(
+    kind, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+):
     if train and dropout > 0 and num_layers > 1:
         raise NotImplementedError("torch2xla: RNN inter-layer dropout is left to the decomposition")
     directions = 2 if bidirectional else 1
@@ -320,17 +350,39 @@ def _rnn(kind, input, hx, params, has_biases, num_layers, dropout, train, bidire
 
 
 @register(torch.ops.torch2xla.lstm.default)
-def lstm_lowering(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                  batch_first):
-    return _rnn("lstm", input, list(hx), params, has_biases, num_layers, dropout, train,
-                bidirectional, batch_first)
+def lstm_lowering(
+    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+):
+    return _rnn(
+        "lstm",
+        input,
+        list(hx),
+        params,
+        has_biases,
+        num_layers,
+        dropout,
+        train,
+        bidirectional,
+        batch_first,
+    )
 
 
 def _single_state_lowering(kind):
-    def lowering(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-                 batch_first):
-        return _rnn(kind, input, [hx], params, has_biases, num_layers, dropout, train,
-                    bidirectional, batch_first)
+    def lowering(
+        input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
+    ):
+        return _rnn(
+            kind,
+            input,
+            [hx],
+            params,
+            has_biases,
+            num_layers,
+            dropout,
+            train,
+            bidirectional,
+            batch_first,
+        )
 
     return lowering
 

@@ -179,7 +179,11 @@ def _layer_norm_bwd(axes, eps, stat_dtypes, res, cts):
     dx = dx + d_mean.astype(acc) / n - d_rstd.astype(acc) * rstd**3 * (xf - mean) / n
     batch = tuple(a for a in range(x.ndim) if a not in axes)
     dw = None if weight is None else jnp.sum(g * xhat, axis=batch).astype(weight.dtype)
-    db = jnp.sum(g, axis=batch).astype(x.dtype if weight is None else weight.dtype) if has_bias else None
+    db = (
+        jnp.sum(g, axis=batch).astype(x.dtype if weight is None else weight.dtype)
+        if has_bias
+        else None
+    )
     return dx.astype(x.dtype), dw, db
 
 
@@ -187,8 +191,19 @@ layer_norm.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 # -- attention -------------------------------------------------------------------------------
-def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision,
-              dropout_p: float = 0.0, seed=None):
+def attention(
+    q,
+    k,
+    v,
+    mask,
+    bias,
+    *,
+    scale: float,
+    is_causal: bool,
+    precision,
+    dropout_p: float = 0.0,
+    seed=None,
+):
     """softmax(q k^T * scale [+ causal/bool mask] [+ bias]) v, and the per-row logsumexp of the
     scores, in the opmath dtype of ``q``. The backward keeps q, k, v and the masks (eager's
     fused attention keeps the output and the logsumexp too) and recomputes the scores and
@@ -202,8 +217,9 @@ def attention(q, k, v, mask, bias, *, scale: float, is_causal: bool, precision,
 
 def _scores(q, k, mask, bias, scale, is_causal, precision):
     acc = opmath_dtype(q.dtype)
-    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision,
-                   preferred_element_type=acc) * jnp.asarray(scale, acc)
+    s = jnp.matmul(
+        q, jnp.swapaxes(k, -1, -2), precision=precision, preferred_element_type=acc
+    ) * jnp.asarray(scale, acc)
     if is_causal:
         L, S = q.shape[-2], k.shape[-2]
         s = jnp.where(jnp.tril(jnp.ones((L, S), bool)), s, -jnp.inf)
@@ -271,8 +287,12 @@ def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
     p, _ = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
     kept, keep = _dropped(p, seed, dropout_p)
     do = d_out.astype(q.dtype)
-    dv = jnp.matmul(jnp.swapaxes(kept.astype(q.dtype), -1, -2), do, precision=precision,
-                    preferred_element_type=acc).astype(v.dtype)
+    dv = jnp.matmul(
+        jnp.swapaxes(kept.astype(q.dtype), -1, -2),
+        do,
+        precision=precision,
+        preferred_element_type=acc,
+    ).astype(v.dtype)
     dp = jnp.matmul(do, jnp.swapaxes(v, -1, -2), precision=precision, preferred_element_type=acc)
     if keep is not None:  # through the dropout: the gradient of the kept, scaled values
         dp = jnp.where(keep, dp * jnp.asarray(1.0 / (1.0 - dropout_p), acc), 0)
@@ -281,8 +301,9 @@ def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
     d_bias = None if bias is None else _sum_to(ds, bias.shape).astype(bias.dtype)
     ds = (ds * jnp.asarray(scale, acc)).astype(q.dtype)
     dq = jnp.matmul(ds, k, precision=precision, preferred_element_type=acc).astype(q.dtype)
-    dk = jnp.matmul(jnp.swapaxes(ds, -1, -2), q, precision=precision,
-                    preferred_element_type=acc).astype(k.dtype)
+    dk = jnp.matmul(
+        jnp.swapaxes(ds, -1, -2), q, precision=precision, preferred_element_type=acc
+    ).astype(k.dtype)
     d_mask = None if mask is None else np.zeros(mask.shape, jax.dtypes.float0)
     d_seed = None if seed is None else np.zeros(np.shape(seed), jax.dtypes.float0)
     return dq, dk, dv, d_mask, d_bias, d_seed

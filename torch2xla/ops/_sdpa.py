@@ -26,10 +26,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from torch2xla.runtime._interop import jax_dtype, torch_dtype
 from torch2xla.ops import _vmap
 from torch2xla.ops._nn import attention, scaled_dot_product_attention
 from torch2xla.ops._registry import register
+from torch2xla.runtime._interop import jax_dtype, torch_dtype
 
 
 def _cast_to(dtype: torch.dtype, autocast_dtype: torch.dtype | None) -> torch.dtype:
@@ -93,8 +93,10 @@ def _recomputing_backward(eager):
         tensors = [query, key, value, attn_mask]
         wanted = [i for i, t in enumerate(tensors) if t is not None and t.requires_grad]
         with torch.enable_grad():
-            leaves = [t.detach().requires_grad_(i in wanted) if t is not None else None
-                      for i, t in enumerate(tensors)]
+            leaves = [
+                t.detach().requires_grad_(i in wanted) if t is not None else None
+                for i, t in enumerate(tensors)
+            ]
             out = eager(*leaves, *rest)
             got = torch.autograd.grad(out, [leaves[i] for i in wanted], grad, allow_unused=True)
         grads: list = [None] * (len(tensors) + len(rest))
@@ -109,8 +111,9 @@ sdpa.register_autograd(_recomputing_backward(_eager), setup_context=_setup)
 
 
 @sdpa.register_vmap
-def _sdpa_vmap(info, in_dims, query, key, value, attn_mask, is_causal, scale, enable_gqa,
-               autocast_dtype):
+def _sdpa_vmap(
+    info, in_dims, query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype
+):
     # Attention treats every dimension before the last two (three with GQA: the heads) as a
     # batch, so vmap's dimension becomes one more: folded into the first batch dimension where
     # query, key and value share it (the 4-D layout fused kernels take), else put in front.
@@ -130,8 +133,9 @@ def _sdpa_vmap(info, in_dims, query, key, value, attn_mask, is_causal, scale, en
     return (out.unflatten(0, (size, n)) if fold else out), 0
 
 
-def _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                   autocast_dtype, seed):
+def _eager_dropout(
+    query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, autocast_dtype, seed
+):
     """sdpa's math with dropout, its mask from torch's generator seeded with ``seed``."""
     q, k, v, m = (_autocast_cast(t, autocast_dtype) for t in (query, key, value, attn_mask))
     with torch.autocast(q.device.type, enabled=False):
@@ -140,8 +144,9 @@ def _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, en
             v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
         s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
         if is_causal:
-            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(),
-                              float("-inf"))
+            s = s.masked_fill(
+                ~torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril(), float("-inf")
+            )
         if m is not None:
             s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
         w = torch.ops.aten._safe_softmax(s, -1)
@@ -165,13 +170,15 @@ def sdpa_dropout(
 ) -> torch.Tensor:
     """``sdpa`` with dropout, its mask drawn from ``seed`` (an int32 scalar on the CPU): the
     same seed gives the same mask."""
-    return _eager_dropout(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                          autocast_dtype, seed)
+    return _eager_dropout(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, autocast_dtype, seed
+    )
 
 
 @sdpa_dropout.register_fake
-def _sdpa_dropout_fake(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                       autocast_dtype, seed):
+def _sdpa_dropout_fake(
+    query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, autocast_dtype, seed
+):
     return _sdpa_fake(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype)
 
 
@@ -201,16 +208,27 @@ def _autocast_operands(autocast_dtype, *xs):
 @register(torch.ops.torch2xla.sdpa.default)
 def _sdpa_lowering(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype):
     query, key, value, attn_mask = _autocast_operands(autocast_dtype, query, key, value, attn_mask)
-    return scaled_dot_product_attention(query, key, value, attn_mask, 0.0, is_causal,
-                                        scale=scale, enable_gqa=enable_gqa)
+    return scaled_dot_product_attention(
+        query, key, value, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
 
 
 @register(torch.ops.torch2xla.sdpa_dropout.default)
-def _sdpa_dropout_lowering(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                           autocast_dtype, seed):
+def _sdpa_dropout_lowering(
+    query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, autocast_dtype, seed
+):
     query, key, value, attn_mask = _autocast_operands(autocast_dtype, query, key, value, attn_mask)
-    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                     seed=seed.astype(jnp.uint32))[0]
+    return attention(
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        seed=seed.astype(jnp.uint32),
+    )[0]
 
 
 __all__ = ["sdpa", "sdpa_dropout"]

@@ -86,9 +86,11 @@ def slice_(self, dim=0, start=None, end=None, step=1):
     # NOTE: ends may be INT64_MAX and starts/ends may be negative or out of range.
     start, end, _ = slice(start, None if end is None or end >= _INT64_MAX else end).indices(n)
     end = max(end, start)
-    return lax.slice_in_dim(self, start, end, step, axis=dim) if step == 1 else self[
-        (slice(None),) * dim + (slice(start, end, step),)
-    ]
+    return (
+        lax.slice_in_dim(self, start, end, step, axis=dim)
+        if step == 1
+        else self[(slice(None),) * dim + (slice(start, end, step),)]
+    )
 
 
 @register(aten.select.int)
@@ -122,7 +124,9 @@ def stack(tensors, dim=0):
 def split_with_sizes(self, split_sizes, dim=0):
     dim = canonical_dim(dim, self.ndim)
     offsets = np.cumsum([0, *split_sizes])
-    return [lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in itertools.pairwise(offsets)]
+    return [
+        lax.slice_in_dim(self, int(a), int(b), axis=dim) for a, b in itertools.pairwise(offsets)
+    ]
 
 
 @register(aten.split.Tensor)
@@ -209,8 +213,9 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_mem
 
 
 @register(aten.full_like.default)
-def full_like(self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None,
-              memory_format=None):
+def full_like(
+    self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
     return jnp.full(self.shape, fill_value, out_dtype())
 
 
@@ -240,8 +245,7 @@ def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pi
 
 
 @register(aten.new_empty_strided.default)
-def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None,
-                      pin_memory=None):
+def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.zeros(_shape(size), out_dtype())
 
 
@@ -252,9 +256,9 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
     result = out_dtype()
     acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
-    return (jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)).astype(
-        result
-    )
+    return (
+        jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)
+    ).astype(result)
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)
@@ -317,8 +321,7 @@ def detach_copy(self):
 
 
 @register(aten.empty_permuted.default)
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
-                   pin_memory=None):
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.zeros(_shape(size), out_dtype())
 
 
@@ -425,7 +428,7 @@ def sym_numel(self):
 @register(aten.sym_stride.int)
 def sym_stride(self, dim):
     # The bridge's arrays are logically contiguous.
-    return int(np.prod(self.shape[dim % self.ndim + 1:])) if self.ndim else 1
+    return int(np.prod(self.shape[dim % self.ndim + 1 :])) if self.ndim else 1
 
 
 @register(aten.sym_storage_offset.default)
@@ -442,14 +445,16 @@ def _pad_widths(self, padding) -> list[tuple[int, int]]:
     return widths
 
 
-@register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
-          aten.reflection_pad3d.default)
+@register(
+    aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default
+)
 def reflection_pad(self, padding):
     return jnp.pad(self, _pad_widths(self, padding), mode="reflect")
 
 
-@register(aten.replication_pad1d.default, aten.replication_pad2d.default,
-          aten.replication_pad3d.default)
+@register(
+    aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default
+)
 def replication_pad(self, padding):
     # out[i] = x[clip(i - before, 0, n - 1)] along each padded dim; negative widths crop.
     out = self

@@ -51,7 +51,7 @@ def _median(self, dim, keepdim, ignore_nan):
             # torch.median returns NaN (the first one) when a slice holds any.
             pos = jnp.where(nans > 0, n - nans, (n - 1) // 2)
     else:
-        pos = jnp.full(order.shape[:dim] + order.shape[dim + 1:], (n - 1) // 2)
+        pos = jnp.full(order.shape[:dim] + order.shape[dim + 1 :], (n - 1) // 2)
     return _pick(self, order, pos, dim, keepdim)
 
 
@@ -85,7 +85,7 @@ def kthvalue(self, k, dim=-1, keepdim=False):
         return _scalar_pair(self)
     dim = canonical_dim(dim, self.ndim)
     order = jnp.argsort(self, axis=dim, stable=True)
-    pos = jnp.full(order.shape[:dim] + order.shape[dim + 1:], k - 1)
+    pos = jnp.full(order.shape[:dim] + order.shape[dim + 1 :], k - 1)
     return _pick(self, order, pos, dim, keepdim)
 
 
@@ -196,7 +196,7 @@ def _searchsorted(seq, values, right):
     flat_seq = seq.reshape((-1, seq.shape[-1]))
     flat_val = values.reshape((flat_seq.shape[0], -1))
     out = jnp.stack([jnp.searchsorted(s, v, side=side) for s, v in zip(flat_seq, flat_val)])
-    return out.reshape(batch + values.shape[len(batch):])
+    return out.reshape(batch + values.shape[len(batch) :])
 
 
 @register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
@@ -214,8 +214,9 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
 @register(aten.bucketize.Tensor, aten.bucketize.Scalar)
 def bucketize(self, boundaries, *, out_int32=False, right=False):
     values = jnp.asarray(self, boundaries.dtype) if not hasattr(self, "shape") else self
-    return as_dtype(jnp.searchsorted(boundaries, values, side="right" if right else "left"),
-                    out_dtype())
+    return as_dtype(
+        jnp.searchsorted(boundaries, values, side="right" if right else "left"), out_dtype()
+    )
 
 
 # -- histograms ----------------------------------------------------------------------------------
@@ -289,8 +290,9 @@ def nonzero_static(self, *, size, fill_value=-1):
 
 # -- segment reductions ------------------------------------------------------------------------
 @register(aten.segment_reduce.default)
-def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
-                   unsafe=False, initial=None):
+def segment_reduce(
+    data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None
+):
     if indices is not None:
         raise NotImplementedError("segment_reduce(indices=...) is not supported by torch either")
     counts = lengths if lengths is not None else offsets[..., 1:] - offsets[..., :-1]
@@ -317,8 +319,13 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     empty = (counts == 0).reshape(shape)
     if initial is not None:
         init = jnp.asarray(initial, x.dtype)
-        combine = {"sum": jnp.add, "mean": jnp.add, "prod": jnp.multiply, "max": jnp.maximum,
-                   "min": jnp.minimum}[reduce]
+        combine = {
+            "sum": jnp.add,
+            "mean": jnp.add,
+            "prod": jnp.multiply,
+            "max": jnp.maximum,
+            "min": jnp.minimum,
+        }[reduce]
         out = jnp.where(empty, init, combine(out, init))
     if reduce == "mean":
         n = counts.reshape(shape).astype(x.dtype)
@@ -358,7 +365,10 @@ def _dd_edges(points, bins, range_, dtype):
     for d, n in enumerate(bins):
         col = points[:, d]
         if range_ is not None:
-            lo, hi = jnp.asarray(range_[2 * d], col.dtype), jnp.asarray(range_[2 * d + 1], col.dtype)
+            lo, hi = (
+                jnp.asarray(range_[2 * d], col.dtype),
+                jnp.asarray(range_[2 * d + 1], col.dtype),
+            )
         elif col.size:
             lo, hi = jnp.min(col), jnp.max(col)
         else:

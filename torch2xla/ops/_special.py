@@ -125,10 +125,16 @@ def _safe(x):
 _i0.defjvp(lambda p, t: (_i0(p[0]), _i1(p[0]) * t[0]))
 _i0e.defjvp(lambda p, t: (_i0e(p[0]), (_i1e(p[0]) - jnp.sign(p[0]) * _i0e(p[0])) * t[0]))
 # Both derivatives are 1/2 at 0 (torch's special case of the i1(x)/x limit).
-_i1.defjvp(lambda p, t: (_i1(p[0]), jnp.where(
-    p[0] == 0, 0.5, _i0(p[0]) - _i1(p[0]) / _safe(p[0])) * t[0]))
-_i1e.defjvp(lambda p, t: (_i1e(p[0]), jnp.where(
-    p[0] == 0, 0.5, _i0e(p[0]) - _i1e(p[0]) * (jnp.sign(p[0]) + 1 / _safe(p[0]))) * t[0]))
+_i1.defjvp(
+    lambda p, t: (_i1(p[0]), jnp.where(p[0] == 0, 0.5, _i0(p[0]) - _i1(p[0]) / _safe(p[0])) * t[0])
+)
+_i1e.defjvp(
+    lambda p, t: (
+        _i1e(p[0]),
+        jnp.where(p[0] == 0, 0.5, _i0e(p[0]) - _i1e(p[0]) * (jnp.sign(p[0]) + 1 / _safe(p[0])))
+        * t[0],
+    )
+)
 
 for _op, _fn in [
     (aten.special_erfcx.default, jsp.erfcx),
@@ -205,8 +211,11 @@ def _bessel_j(order: int, x):
     mu = 4.0 * order * order
     # Hankel expansion to four terms: J = sqrt(2/(pi x)) (P cos(w) - Q sin(w)).
     z8 = 8.0 * ax
-    p = 1 - (mu - 1) * (mu - 9) / (2 * z8**2) + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (
-        24 * z8**4)
+    p = (
+        1
+        - (mu - 1) * (mu - 9) / (2 * z8**2)
+        + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (24 * z8**4)
+    )
     q = (mu - 1) / z8 - (mu - 1) * (mu - 9) * (mu - 25) / (6 * z8**3)
     w = ax - (0.5 * order + 0.25) * np.pi
     large = jnp.sqrt(2 / (np.pi * ax)) * (p * jnp.cos(w) - q * jnp.sin(w))
@@ -215,9 +224,11 @@ def _bessel_j(order: int, x):
 
 
 register(aten.special_bessel_j0.default)(
-    _pointwise(_f64(lambda x: _bessel_j(0, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_j(0, x)), Kind.INT_TO_FLOAT)
+)
 register(aten.special_bessel_j1.default)(
-    _pointwise(_f64(lambda x: _bessel_j(1, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_j(1, x)), Kind.INT_TO_FLOAT)
+)
 
 
 def _gauss_legendre(lo: float, hi: float, panels: int, n: int):
@@ -248,8 +259,11 @@ def _bessel_y(order: int, x):
     ax = jnp.maximum(safe, 1.0)
     mu = 4.0 * order * order
     z8 = 8.0 * ax
-    p = 1 - (mu - 1) * (mu - 9) / (2 * z8**2) + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (
-        24 * z8**4)
+    p = (
+        1
+        - (mu - 1) * (mu - 9) / (2 * z8**2)
+        + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (24 * z8**4)
+    )
     q = (mu - 1) / z8 - (mu - 1) * (mu - 9) * (mu - 25) / (6 * z8**3)
     w = ax - (0.5 * order + 0.25) * np.pi
     large = jnp.sqrt(2 / (np.pi * ax)) * (p * jnp.sin(w) + q * jnp.cos(w))
@@ -259,9 +273,11 @@ def _bessel_y(order: int, x):
 
 
 register(aten.special_bessel_y0.default)(
-    _pointwise(_f64(lambda x: _bessel_y(0, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_y(0, x)), Kind.INT_TO_FLOAT)
+)
 register(aten.special_bessel_y1.default)(
-    _pointwise(_f64(lambda x: _bessel_y(1, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_y(1, x)), Kind.INT_TO_FLOAT)
+)
 
 
 # -- the Airy function ---------------------------------------------------------------------------
@@ -272,8 +288,11 @@ def _hankel(nu: float, z):
     """J_nu(z) for large z > 0 from the Hankel expansion (four terms)."""
     mu = 4.0 * nu * nu
     z8 = 8.0 * z
-    p = 1 - (mu - 1) * (mu - 9) / (2 * z8**2) + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (
-        24 * z8**4)
+    p = (
+        1
+        - (mu - 1) * (mu - 9) / (2 * z8**2)
+        + (mu - 1) * (mu - 9) * (mu - 25) * (mu - 49) / (24 * z8**4)
+    )
     q = (mu - 1) / z8 - (mu - 1) * (mu - 9) * (mu - 25) / (6 * z8**3)
     w = z - (0.5 * nu + 0.25) * np.pi
     return jnp.sqrt(2 / (np.pi * z)) * (p * jnp.cos(w) - q * jnp.sin(w))
@@ -297,8 +316,9 @@ def _airy_ai(x):
     y = jnp.where(y > 0, y, 1.0)
     z = (2.0 / 3.0) * y**1.5
     s = jnp.asarray(_A_S)
-    k_scaled = jnp.sum(jnp.exp(-z[..., None] * (jnp.cosh(s) - 1)) * jnp.cosh(s / 3) * _A_SW,
-                       axis=-1)
+    k_scaled = jnp.sum(
+        jnp.exp(-z[..., None] * (jnp.cosh(s) - 1)) * jnp.cosh(s / 3) * _A_SW, axis=-1
+    )
     right = jnp.sqrt(y / 3) * k_scaled * jnp.exp(-z) / np.pi
     left = jnp.sqrt(y) / 3 * (_bessel_j_nu(1 / 3, z) + _bessel_j_nu(-1 / 3, z))
     out = jnp.where(pos, right, left)
@@ -322,13 +342,17 @@ def _bessel_k_scaled(order: int, x):
 
 
 register(aten.special_modified_bessel_k0.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT)
+)
 register(aten.special_modified_bessel_k1.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x) * jnp.exp(-x)), Kind.INT_TO_FLOAT)
+)
 register(aten.special_scaled_modified_bessel_k0.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(0, x)), Kind.INT_TO_FLOAT)
+)
 register(aten.special_scaled_modified_bessel_k1.default)(
-    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x)), Kind.INT_TO_FLOAT))
+    _pointwise(_f64(lambda x: _bessel_k_scaled(1, x)), Kind.INT_TO_FLOAT)
+)
 
 
 # -- orthogonal polynomials ----------------------------------------------------------------
@@ -350,8 +374,11 @@ def _recurrence(x, n, p0, p1, step):
 def _degree(n, x):
     # NOTE: torch truncates a floating degree toward zero (a C cast to int64).
     n = jnp.broadcast_to(n, jnp.broadcast_shapes(jnp.shape(n), jnp.shape(x)))
-    return jnp.trunc(n).astype(jnp.int64) if jnp.issubdtype(n.dtype, jnp.inexact) else n.astype(
-        jnp.int64)
+    return (
+        jnp.trunc(n).astype(jnp.int64)
+        if jnp.issubdtype(n.dtype, jnp.inexact)
+        else n.astype(jnp.int64)
+    )
 
 
 def _poly(fn):
@@ -379,8 +406,11 @@ def _cheb_u(x, n):
     rec = _recurrence(x, n, one, x + x, lambda k, q, p: (x + x) * q - p)
     theta = jnp.arccos(x)
     s = jnp.sin(theta)
-    trig = jnp.where(s != 0, jnp.sin((n + 1) * theta) / jnp.where(s != 0, s, 1),
-                     (n + 1) * jnp.cos((n + 1) * theta) / x)
+    trig = jnp.where(
+        s != 0,
+        jnp.sin((n + 1) * theta) / jnp.where(s != 0, s, 1),
+        (n + 1) * jnp.cos((n + 1) * theta) / x,
+    )
     out = jnp.where((n > 8) & (jnp.abs(x) < 1), trig, rec)
     edge = jnp.where((x > 0) | (n % 2 == 0), n + 1, -(n + 1)).astype(x.dtype)
     out = jnp.where(jnp.abs(x) == 1, edge, out)
@@ -429,8 +459,7 @@ def _hermite_he(x, n):
 
 def _laguerre_l(x, n):
     one = jnp.ones_like(x)
-    rec = _recurrence(x, n, one, one - x,
-                      lambda k, q, p: ((k + k - 1 - x) * q - (k - 1) * p) / k)
+    rec = _recurrence(x, n, one, one - x, lambda k, q, p: ((k + k - 1 - x) * q - (k - 1) * p) / k)
     out = jnp.where(jnp.abs(x) == 0, 1, rec)
     return jnp.where(n < 0, 0, out)
 
@@ -478,8 +507,12 @@ def ldexp(self, other):
 
 
 # -- complex numbers -------------------------------------------------------------------------
-@register(aten._conj.default, aten._conj_copy.default, aten._conj_physical.default,
-          aten.conj_physical.default)
+@register(
+    aten._conj.default,
+    aten._conj_copy.default,
+    aten._conj_physical.default,
+    aten.conj_physical.default,
+)
 def conj(self):
     return jnp.conj(self) if jnp.iscomplexobj(self) else self
 
@@ -520,4 +553,3 @@ def angle(self):
     x = as_dtype(self, result)
     # NOTE: torch.angle of a real number is pi for negatives, 0 otherwise, NaN for NaN.
     return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, np.pi, 0).astype(result))
-

@@ -132,6 +132,12 @@ _roi_align.defvjp(_roi_align_fwd, _roi_align_bwd)
 def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
     # Half precision accumulates in float32, as torchvision's kernels (acc_type) do.
     acc = opmath_dtype(input.dtype)
-    out = _roi_align(as_dtype(input, acc), as_dtype(rois, acc), float(spatial_scale),
-                     (int(pooled_height), int(pooled_width)), int(sampling_ratio), bool(aligned))
+    out = _roi_align(
+        as_dtype(input, acc),
+        as_dtype(rois, acc),
+        float(spatial_scale),
+        (int(pooled_height), int(pooled_width)),
+        int(sampling_ratio),
+        bool(aligned),
+    )
     return as_dtype(out, input.dtype)

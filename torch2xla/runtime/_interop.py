@@ -106,6 +106,7 @@ def no_stack_capture():
         return contextlib.nullcontext()
     return _TracebackScope()
 
+
 # --- GPU memory split ----------------------------------------------------------------------
 # NOTE: by default JAX's GPU client grabs 75% of device memory when it starts, leaving PyTorch's
 # caching allocator starved. Our programs share the GPU with PyTorch, so unless the user chose

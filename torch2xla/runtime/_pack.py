@@ -77,7 +77,7 @@ class Packing:
         full: list = [None] * self.n
         for i, o in zip(self.rest, outs):
             full[i] = o
-        for g, buf in zip(self.groups, outs[len(self.rest):]):
+        for g, buf in zip(self.groups, outs[len(self.rest) :]):
             pieces = (buf if convert is None else convert(buf)).split(g.sizes)
             for i, shape, piece in zip(g.positions, g.shapes, pieces):
                 full[i] = piece.view(shape)

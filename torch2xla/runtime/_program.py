@@ -13,11 +13,15 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla.runtime import _checks, _pack
-
 from torch2xla.autodiff import _split
-from torch2xla.autodiff._connected import run_fake, traced_links
 from torch2xla.autodiff._autograd import TrainFns, apply_differentiable, build_train_fns
+from torch2xla.autodiff._connected import run_fake, traced_links
+from torch2xla.autodiff._remat import checkpointed_function
+from torch2xla.capture._annotate import annotate
+from torch2xla.debug._profile import profiled
+from torch2xla.guards import _persistent
+from torch2xla.ops._interpret import to_jax_function, uses_rng
+from torch2xla.runtime import _checks, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
@@ -31,15 +35,12 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
-from torch2xla.ops._interpret import to_jax_function, uses_rng
-from torch2xla.debug._profile import profiled
-from torch2xla.autodiff._remat import checkpointed_function
-from torch2xla.capture._annotate import annotate
-from torch2xla.guards import _persistent
 
 
 def _is_float(meta) -> bool:
-    return isinstance(meta, torch.Tensor) and (meta.dtype.is_floating_point or meta.dtype.is_complex)
+    return isinstance(meta, torch.Tensor) and (
+        meta.dtype.is_floating_point or meta.dtype.is_complex
+    )
 
 
 _NO_PLACEMENT = contextlib.nullcontext()
@@ -71,8 +72,9 @@ class _Aot:
 
     __slots__ = ("compiled", "device", "exe_key", "jitted", "options", "traced")
 
-    def __init__(self, jitted, device: jax.Device | None = None,
-                 options: dict | None = None) -> None:
+    def __init__(
+        self, jitted, device: jax.Device | None = None, options: dict | None = None
+    ) -> None:
         self.jitted = jitted
         self.compiled = None
         self.traced = None
@@ -246,7 +248,8 @@ class XlaProgram:
             k for k, t in enumerate(tensors) if not same_device(t.device, self.torch_device)
         )
         self.foreign_out = tuple(
-            (i, m.device) for i, m in enumerate(metas)
+            (i, m.device)
+            for i, m in enumerate(metas)
             if isinstance(m, torch.Tensor) and not same_device(m.device, self.torch_device)
         )
         self.checks = _checks.enabled(checks, self.device.platform != "cpu")
@@ -256,7 +259,9 @@ class XlaProgram:
         with x64(), jax.default_device(self.device):  # graph constants land where the program runs
             fn = to_jax_function(gm, self.checks)
         self.rng = uses_rng(gm)
-        self.tensor_pos = tuple(i for i, a in enumerate(example_args) if isinstance(a, torch.Tensor))
+        self.tensor_pos = tuple(
+            i for i, a in enumerate(example_args) if isinstance(a, torch.Tensor)
+        )
         statics = {i: a for i, a in enumerate(example_args) if not isinstance(a, torch.Tensor)}
         n_args = len(example_args)
         n_out = len(metas)
@@ -264,9 +269,7 @@ class XlaProgram:
         self._graph_metas = metas  # the ATen graph's outputs (fake)
         # Outputs eager lays out as a permutation of row-major (channels_last, a transpose's
         # result), or expands, are returned so and viewed back (see OutputLayout).
-        layouts = [
-            None if i in packable else OutputLayout.of(m) for i, m in enumerate(metas)
-        ]
+        layouts = [None if i in packable else OutputLayout.of(m) for i, m in enumerate(metas)]
         self._layouts = tuple((i, lay) for i, lay in enumerate(layouts) if lay is not None)
         transposes = tuple((i, lay.compute) for i, lay in self._layouts)
         if transposes:
@@ -315,8 +318,11 @@ class XlaProgram:
         self.remat = remat
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
-        self._infer = _Aot(jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options),
-                           self.device, compiler_options)
+        self._infer = _Aot(
+            jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options),
+            self.device,
+            compiler_options,
+        )
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
@@ -417,11 +423,17 @@ class XlaProgram:
         fns = self._train_cache.get(diff_in)
         if fns is None:
             fns = self._train_cache[diff_in] = build_train_fns(
-                self.train_flat_fn(), len(self.tensor_pos), diff_in, self.diff_out,
-                self.num_outputs, recompute_layout=not self.remat,
-                compiler_options=self.compiler_options, auto_layouts=self.auto_layouts,
+                self.train_flat_fn(),
+                len(self.tensor_pos),
+                diff_in,
+                self.diff_out,
+                self.num_outputs,
+                recompute_layout=not self.remat,
+                compiler_options=self.compiler_options,
+                auto_layouts=self.auto_layouts,
                 pack_limit=_pack.limit_for(self._cuda),
-                split=_split.policy(self.split_backward, self._cuda), device=self.device,
+                split=_split.policy(self.split_backward, self._cuda),
+                device=self.device,
             )
             # parameters change kind after the first calls (see _Aot)
             fns.fwd = _Aot(fns.fwd, self.device, self.compiler_options)
@@ -454,7 +466,10 @@ class XlaProgram:
         if diff_in not in self._links:
             grad = [k in diff_in for k in range(len(self.tensor_pos))]
             self._links[diff_in] = traced_links(
-                self.autograd_outputs, self.input_metas(), grad, len(self._graph_metas),
+                self.autograd_outputs,
+                self.input_metas(),
+                grad,
+                len(self._graph_metas),
                 getattr(self, "label", "torch2xla"),
             )
         return self._links[diff_in]

@@ -45,17 +45,33 @@ import jax
 import torch
 
 from torch2xla.autodiff import _autograd, _residuals
-from torch2xla.runtime._interop import ViewCache, jax_device, no_stack_capture, to_torch, to_torch_cpu
-from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
-from torch2xla.runtime._program import XlaProgram
 from torch2xla.autodiff._split import SplitBackward
+from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
+from torch2xla.runtime._interop import (
+    ViewCache,
+    jax_device,
+    no_stack_capture,
+    to_torch,
+    to_torch_cpu,
+)
+from torch2xla.runtime._program import XlaProgram
 
 log = logging.getLogger("torch2xla")
 
 # Namespaces whose ops behave as the torch version (in the key) and torch2xla's source say.
-_KNOWN_NAMESPACES = frozenset({"aten", "prims", "torch2xla", "higher_order", "_c10d_functional",
-                               "c10d_functional", "_dtensor", "rngprims"})
+_KNOWN_NAMESPACES = frozenset(
+    {
+        "aten",
+        "prims",
+        "torch2xla",
+        "higher_order",
+        "_c10d_functional",
+        "c10d_functional",
+        "_dtensor",
+        "rngprims",
+    }
+)
 # Modules whose functions are fixed by the Python and torch versions in the key.
 _KNOWN_MODULES = ("torch", "builtins", "_operator", "operator", "math")
 
@@ -122,8 +138,9 @@ def _function_digest(fn: Any) -> str | None:
 
 def _global_state() -> str:
     """torch's process state that the export or the lowerings read."""
-    autocast = [(d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d)))
-                for d in ("cpu", "cuda")]
+    autocast = [
+        (d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d))) for d in ("cpu", "cuda")
+    ]
     cuda = torch.backends.cuda
     state = (
         torch.is_grad_enabled(),
@@ -168,9 +185,18 @@ def _describe_options(options) -> str:
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple:
-    return (type(t).__name__, str(t.dtype), tuple(map(str, t.shape)), tuple(map(str, t.stride())),
-            str(t.storage_offset()) if not t.is_sparse else "sparse", t.requires_grad,
-            str(t.device), str(t.layout), t.is_conj(), t.is_neg())
+    return (
+        type(t).__name__,
+        str(t.dtype),
+        tuple(map(str, t.shape)),
+        tuple(map(str, t.stride())),
+        str(t.storage_offset()) if not t.is_sparse else "sparse",
+        t.requires_grad,
+        str(t.device),
+        str(t.layout),
+        t.is_conj(),
+        t.is_neg(),
+    )
 
 
 def _value_meta(v: Any) -> Any:
@@ -180,8 +206,18 @@ def _value_meta(v: Any) -> Any:
         return type(v).__name__, tuple(_value_meta(x) for x in v)
     if isinstance(v, dict):
         return tuple((k, _value_meta(x)) for k, x in v.items())
-    if v is None or isinstance(v, bool | int | float | str | torch.SymInt | torch.SymFloat
-                               | torch.SymBool | torch.dtype | torch.device):
+    if v is None or isinstance(
+        v,
+        bool
+        | int
+        | float
+        | str
+        | torch.SymInt
+        | torch.SymFloat
+        | torch.SymBool
+        | torch.dtype
+        | torch.device,
+    ):
         return type(v).__name__, str(v)
     return type(v).__qualname__  # (metadata Dynamo attaches to other values: their kind)
 
@@ -204,8 +240,20 @@ def _target(t: Any) -> str | None:
     return None if digest is None else f"{module}.{name}:{digest}"
 
 
-_PLAIN = (bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
-          torch.memory_format, torch.SymInt, torch.SymFloat, torch.SymBool)
+_PLAIN = (
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    torch.SymInt,
+    torch.SymFloat,
+    torch.SymBool,
+)
 
 
 def _leaf(a: Any) -> str | None:
@@ -235,8 +283,10 @@ def _describe_args_of(node: torch.fx.Node) -> list | None:
 def _describe_graph(gm: torch.nn.Module) -> str | None:
     """Everything of the Dynamo graph that the export and the lowering read, or None."""
     parts: list = []
-    own = {**dict(gm.named_parameters(remove_duplicate=False)),
-           **dict(gm.named_buffers(remove_duplicate=False))}
+    own = {
+        **dict(gm.named_parameters(remove_duplicate=False)),
+        **dict(gm.named_buffers(remove_duplicate=False)),
+    }
     parts.append(sorted((name, _tensor_meta(t)) for name, t in own.items()))
     seen: set[str] = set()
 
@@ -253,12 +303,21 @@ def _describe_graph(gm: torch.nn.Module) -> str | None:
             parts.append(arguments)
             meta = node.meta
             stack = meta.get("nn_module_stack")
-            parts.append((node.name, node.op, target,
-                          _value_meta(meta.get("example_value", meta.get("val"))),
-                          None if stack is None else
-                          # (its keys are ids of module objects: left out)
-                          [(str(v[0]), getattr(v[1], "__qualname__", str(v[1])))
-                           for v in stack.values()]))
+            parts.append(
+                (
+                    node.name,
+                    node.op,
+                    target,
+                    _value_meta(meta.get("example_value", meta.get("val"))),
+                    None
+                    if stack is None
+                    # (its keys are ids of module objects: left out)
+                    else [
+                        (str(v[0]), getattr(v[1], "__qualname__", str(v[1])))
+                        for v in stack.values()
+                    ],
+                )
+            )
             if node.op in ("get_attr", "call_module"):
                 name = f"{prefix}{node.target}"
                 if name in seen:
@@ -402,8 +461,13 @@ class _Record:
     training: _Training | None = None
 
 
-def remember(key: str | None, lowered: LoweredGraph, program: XlaProgram, inputs: Sequence,
-             program_options: dict) -> None:
+def remember(
+    key: str | None,
+    lowered: LoweredGraph,
+    program: XlaProgram,
+    inputs: Sequence,
+    program_options: dict,
+) -> None:
     """Record the signature whose build just compiled ``program`` for ``inputs``: now for an
     inference program, at the first freed backward for a training one."""
     if key is None or _persistent.store() is None:
@@ -411,11 +475,18 @@ def remember(key: str | None, lowered: LoweredGraph, program: XlaProgram, inputs
     tensors = [inputs[i] for i in program.tensor_pos]
     diff_in = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
     base = {
-        "key": key, "lifted": lowered.lifted_names, "mutations": lowered.mutations,
-        "num_user_outputs": lowered.num_user_outputs, "tensor_pos": program.tensor_pos,
-        "n_inputs": len(inputs), "single_output": program.single_output,
-        "diff_out": program.diff_out, "num_outputs": program.num_outputs,
-        "packing": program.packing, "rng": program.rng, "wide": program.wide,
+        "key": key,
+        "lifted": lowered.lifted_names,
+        "mutations": lowered.mutations,
+        "num_user_outputs": lowered.num_user_outputs,
+        "tensor_pos": program.tensor_pos,
+        "n_inputs": len(inputs),
+        "single_output": program.single_output,
+        "diff_out": program.diff_out,
+        "num_outputs": program.num_outputs,
+        "packing": program.packing,
+        "rng": program.rng,
+        "wide": program.wide,
         "mark_untracked": program.mark_untracked,
         "options": dict(program_options),
     }
@@ -424,22 +495,31 @@ def remember(key: str | None, lowered: LoweredGraph, program: XlaProgram, inputs
     # What a record does not hold, such signatures are built again in each process: inputs
     # that share memory (``_aliases``), outputs viewed with eager's strides (``OutputLayout``),
     # tensors on another device than the program's, runtime checks (``_checks``).
-    if (lowered.aliasing is not None or program._layouts or program.foreign_in
-            or program.foreign_out or program._flat_fn.checks):
+    if (
+        lowered.aliasing is not None
+        or program._layouts
+        or program.foreign_in
+        or program.foreign_out
+        or program._flat_fn.checks
+    ):
         return
     if not (torch.is_grad_enabled() and diff_in and program.diff_out):
         exe = program._infer
         if exe.exe_key is None or exe.compiled is None:
             return
-        _write(_Record(**base, inference=_Exe(exe.exe_key, exe.compiled.in_tree,
-                                                  exe.compiled.out_tree)))
+        _write(
+            _Record(
+                **base, inference=_Exe(exe.exe_key, exe.compiled.in_tree, exe.compiled.out_tree)
+            )
+        )
         return
     fns = program.train_fns(diff_in)
     fns.bwd.on_compiled = functools.partial(_remember_training, base, fns, diff_in, program)
 
 
-def _remember_training(base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...],
-                       program: XlaProgram) -> None:
+def _remember_training(
+    base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...], program: XlaProgram
+) -> None:
     fwd, bwd = fns.fwd, fns.bwd
     if fns.deps is None:  # (found where first needed, which a backward may not have been)
         fns.deps = program.connected(diff_in)
@@ -460,9 +540,14 @@ def _remember_training(base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, 
             return
         backward = _Exe(key, exe.in_tree, exe.out_tree)
     training = _Training(
-        diff_in=diff_in, aux_out=fns.aux_out, input_pos=layout.input_pos, deps=fns.deps,
-        forward=_Exe(fwd.exe_key, stage.in_tree, stage.out_tree), backward=backward,
-        split=plan, packing=bwd.packing,
+        diff_in=diff_in,
+        aux_out=fns.aux_out,
+        input_pos=layout.input_pos,
+        deps=fns.deps,
+        forward=_Exe(fwd.exe_key, stage.in_tree, stage.out_tree),
+        backward=backward,
+        split=plan,
+        packing=bwd.packing,
     )
     _write(_Record(**base, training=training))
 
@@ -595,8 +680,9 @@ class _StoredBackward:
                 return runner(res.kept, res.inputs, cts)
         with no_stack_capture():
             fns, layout = self.program.full_training(self.diff_in)
-        grads = fns.bwd(_residuals.Residuals(res.kept, list(res.inputs), layout), cts,
-                        donate=donate)
+        grads = fns.bwd(
+            _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
+        )
         if fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
             raise RuntimeError(
                 "torch2xla internal error: a backward rebuilt from the persistent cache packs "
@@ -621,16 +707,22 @@ class StoredProgram(XlaProgram):
     does not hold; that happens at most once.
     """
 
-    def __init__(self, record: _Record, device: jax.Device, exes: dict[str, Any],
-                 materialize: Callable[[], XlaProgram]) -> None:
+    def __init__(
+        self,
+        record: _Record,
+        device: jax.Device,
+        exes: dict[str, Any],
+        materialize: Callable[[], XlaProgram],
+    ) -> None:
         # (XlaProgram.__init__ is not called: it traces the graph)
         opts = record.options
         self.gm = None
         self.split_backward, self.remat = opts["split_backward"], opts["remat"]
         self.compiler_options, self.auto_layouts = opts["compiler_options"], opts["auto_layouts"]
         self.device = device
-        self.torch_device = (torch.device("cpu") if device.platform == "cpu"
-                             else torch.device("cuda", device.id))
+        self.torch_device = (
+            torch.device("cpu") if device.platform == "cpu" else torch.device("cuda", device.id)
+        )
         self.rng = record.rng
         # (``remember`` records no program with these; see there)
         self._layouts, self.foreign_in, self.foreign_out = (), (), ()
@@ -639,7 +731,10 @@ class StoredProgram(XlaProgram):
         self.tensor_pos = record.tensor_pos
         self.single_output = record.single_output
         self.packing, self.diff_out, self.num_outputs = (
-            record.packing, record.diff_out, record.num_outputs)
+            record.packing,
+            record.diff_out,
+            record.num_outputs,
+        )
         self._cuda = device.platform != "cpu"
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos))
@@ -666,8 +761,10 @@ class StoredProgram(XlaProgram):
         """The program built the usual way (export and lowering run once, at the first need)."""
         with self._lock:
             if self._full is None:
-                log.info("torch2xla: %s: building what the persistent cache does not hold",
-                         getattr(self, "label", "program"))
+                log.info(
+                    "torch2xla: %s: building what the persistent cache does not hold",
+                    getattr(self, "label", "program"),
+                )
                 self._full = self._materialize()
             return self._full
 
@@ -684,7 +781,8 @@ class StoredProgram(XlaProgram):
             sharding = jax.sharding.SingleDeviceSharding(self.device) if self._cuda else None
             args = jax.tree.map(
                 lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=sharding),
-                stored.args_info[0])
+                stored.args_info[0],
+            )
             compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout and formats
             fns.fwd.adopt(compiled, compiled.exe_key)
             layout = fns.fwd.layout
@@ -775,8 +873,9 @@ def _executables(record: _Record) -> dict[str, _Exe]:
     return wanted
 
 
-def restore(fetched, gm: torch.fx.GraphModule,
-            materialize: Callable[[], XlaProgram]) -> tuple[LoweredGraph, StoredProgram] | None:
+def restore(
+    fetched, gm: torch.fx.GraphModule, materialize: Callable[[], XlaProgram]
+) -> tuple[LoweredGraph, StoredProgram] | None:
     """The lowered-graph stand-in and the program of ``fetch``'s result (None where the
     executables needed first are unusable: the signature is then built as usual). The
     backward's executables are loaded at the first backward."""
@@ -797,8 +896,9 @@ def restore(fetched, gm: torch.fx.GraphModule,
         else:
             exes[role] = p
     program = StoredProgram(record, device, exes, materialize)
-    lowered = LoweredGraph(None, lifted, record.mutations, record.num_user_outputs,
-                          lifted_names=record.lifted)
+    lowered = LoweredGraph(
+        None, lifted, record.mutations, record.num_user_outputs, lifted_names=record.lifted
+    )
     _persistent.count_hit(len(exes))
     return lowered, program
 
@@ -809,8 +909,17 @@ def arg_spec(args: Sequence) -> list:
     for a in args:
         if isinstance(a, torch.Tensor):
             value = a.item() if a.dim() == 0 and a.numel() == 1 and not a.is_cuda else None
-            spec.append(("tensor", tuple(a.shape), tuple(a.stride()), a.dtype, a.device,
-                         a.requires_grad, value))
+            spec.append(
+                (
+                    "tensor",
+                    tuple(a.shape),
+                    tuple(a.stride()),
+                    a.dtype,
+                    a.device,
+                    a.requires_grad,
+                    value,
+                )
+            )
         else:
             spec.append(("value", a))
     return spec

@@ -192,8 +192,7 @@ def compare_tensors(
     rel = err / abs(ev) if ev != 0 else math.inf
     where = _index(worst, tuple(e.shape))
     details = [
-        f"worst at index {where}: eager={ev!r}, xla={xv!r} (abs err {err:.3g}, rel err "
-        f"{rel:.3g})",
+        f"worst at index {where}: eager={ev!r}, xla={xv!r} (abs err {err:.3g}, rel err {rel:.3g})",
     ]
     nan_only_x = int((x_nan & ~e_nan).sum())
     nan_only_e = int((e_nan & ~x_nan).sum())

@@ -98,8 +98,7 @@ class ParityReport:
     def __repr__(self) -> str:
         if self.error is not None:
             return (
-                f"ParityReport(both raised {type(self.error).__name__}, "
-                f"xla_runs={self.xla_runs})"
+                f"ParityReport(both raised {type(self.error).__name__}, xla_runs={self.xla_runs})"
             )
         return (
             f"ParityReport(agree, outputs: {self._outputs()}, xla_runs={self.xla_runs}, "
@@ -110,8 +109,11 @@ class ParityReport:
         rows = (
             [("result", f"both raised {type(self.error).__name__}: {self.error}")]
             if self.error is not None
-            else [("result", "XLA agrees with eager PyTorch"), ("outputs", self._outputs()),
-                  ("max |xla - eager|", f"{self.max_abs_diff:.3g}")]
+            else [
+                ("result", "XLA agrees with eager PyTorch"),
+                ("outputs", self._outputs()),
+                ("max |xla - eager|", f"{self.max_abs_diff:.3g}"),
+            ]
         )
         rows.append(("XLA graphs run", str(self.xla_runs)))
         body = "".join(
@@ -267,8 +269,14 @@ def _call_name(fn: Any) -> str:
 
 
 def _report(
-    fn: Any, head: str, body: list[str], args: tuple, kwargs: Mapping, options: Mapping,
-    what: str, limitations: tuple = (),
+    fn: Any,
+    head: str,
+    body: list[str],
+    args: tuple,
+    kwargs: Mapping,
+    options: Mapping,
+    what: str,
+    limitations: tuple = (),
 ) -> ParityError:
     """A ``ParityError`` whose message is the short report: what differs, inputs, known
     limitations hit, how to reproduce."""
@@ -276,7 +284,7 @@ def _report(
     for lim in limitations:
         lines.append(
             f"known limitation ({lim.op}): {lim.reason}. The default strategies avoid it; see "
-            "torch2xla/testing/README.md, \"Limitations\"."
+            'torch2xla/testing/README.md, "Limitations".'
         )
     reproduce = _reproduction(fn, args, kwargs, options)
     if reproduce is not None:
@@ -292,21 +300,30 @@ def _limitations_hit(tensors: list[torch.Tensor], mismatches: list[Mismatch]) ->
 
 
 def _fail(
-    fn: Any, mismatches: list[Mismatch], args: tuple, kwargs: Mapping, eager_out: Any,
+    fn: Any,
+    mismatches: list[Mismatch],
+    args: tuple,
+    kwargs: Mapping,
+    eager_out: Any,
     options: Mapping,
 ) -> ParityError:
     shown = mismatches[:_SHOWN]
     body = [str(m) for m in shown]
     if len(mismatches) > len(shown):
-        rest = ", ".join(m.what for m in mismatches[len(shown):])
+        rest = ", ".join(m.what for m in mismatches[len(shown) :])
         body.append(f"... and {len(mismatches) - len(shown)} more: {rest}")
     tensors = [
         t for t in pytree.tree_leaves((args, kwargs, eager_out)) if isinstance(t, torch.Tensor)
     ]
     return _report(
         fn,
-        f"{_name(fn)} gives different results with backend=\"xla\" than in eager PyTorch:",
-        body, args, kwargs, options, shown[0].what, _limitations_hit(tensors, mismatches),
+        f'{_name(fn)} gives different results with backend="xla" than in eager PyTorch:',
+        body,
+        args,
+        kwargs,
+        options,
+        shown[0].what,
+        _limitations_hit(tensors, mismatches),
     )
 
 
@@ -370,10 +387,17 @@ def assert_parity(
     """
     __tracebackhide__ = True  # pytest shows the user's frame, not the kit's
     given = {
-        "grad": grad, "rtol": rtol, "atol": atol, "check_dtype": check_dtype,
-        "check_signed_zero": check_signed_zero, "check_errors": check_errors,
-        "allow_fallback": allow_fallback, "require_xla": require_xla, "fullgraph": fullgraph,
-        "dynamic": dynamic, "options": options,
+        "grad": grad,
+        "rtol": rtol,
+        "atol": atol,
+        "check_dtype": check_dtype,
+        "check_signed_zero": check_signed_zero,
+        "check_errors": check_errors,
+        "allow_fallback": allow_fallback,
+        "require_xla": require_xla,
+        "fullgraph": fullgraph,
+        "dynamic": dynamic,
+        "options": options,
     }
     given = {k: v for k, v in given.items() if v != _DEFAULTS[k]}  # for the reproduction
     kwargs = dict(kwargs or {})
@@ -428,15 +452,22 @@ def assert_parity(
             return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
         raise _report(
             fn,
-            f"{_name(fn)} ran in eager PyTorch but raised with backend=\"xla\":",
-            [f"{type(e).__name__}: {e}"], args, kwargs, given, "error",
+            f'{_name(fn)} ran in eager PyTorch but raised with backend="xla":',
+            [f"{type(e).__name__}: {e}"],
+            args,
+            kwargs,
+            given,
+            "error",
         ) from e
     runs = _Counter.runs - runs_before
     if eager_error is not None:
         raise _report(
             fn,
-            f"{_name(fn)} raised in eager PyTorch but returned with backend=\"xla\":",
-            [f"eager raised {type(eager_error).__name__}: {eager_error}"], args, kwargs, given,
+            f'{_name(fn)} raised in eager PyTorch but returned with backend="xla":',
+            [f"eager raised {type(eager_error).__name__}: {eager_error}"],
+            args,
+            kwargs,
+            given,
             "error",
         ) from eager_error
     if require_xla and runs == 0:

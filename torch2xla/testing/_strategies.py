@@ -255,9 +255,7 @@ def elements(
     """
     _check_dtype(dtype)
     full = _settings.full_range if full_range is None else full_range
-    model_range = (
-        dtype.is_floating_point and not full and min_value is None and max_value is None
-    )
+    model_range = dtype.is_floating_point and not full and min_value is None and max_value is None
     if model_range:
         min_value, max_value = -DEFAULT_RANGE, DEFAULT_RANGE
     if dtype is torch.bool:

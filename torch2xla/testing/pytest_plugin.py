@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-
 _TRACE_ENV = ("TORCH_TRACE", "TORCH_DTRACE", "TORCH_COMPILE_DEBUG")
 
 

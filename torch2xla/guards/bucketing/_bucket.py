@@ -320,8 +320,9 @@ class Bucketing:
             return ()
         from torch2xla._errors import source_line
 
-        return tuple(f"{f.what} ({f.node.target}, at {source_line(f.node)})"
-                     for f in self.analysis.fixes)
+        return tuple(
+            f"{f.what} ({f.node.target}, at {source_line(f.node)})" for f in self.analysis.fixes
+        )
 
     def length_tensors(
         self, lengths: tuple[int, ...], values: tuple, device: torch.device
@@ -432,8 +433,9 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
         mutations.append(index[target])
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted = tuple(named[n] for n in [*sig.parameters, *sig.buffers])
-    return _Symbolic(aten_gm, env, ours, len(lifted), tuple(mutations), len(sig.user_outputs),
-                     lifted)
+    return _Symbolic(
+        aten_gm, env, ours, len(lifted), tuple(mutations), len(sig.user_outputs), lifted
+    )
 
 
 @dataclasses.dataclass
@@ -612,8 +614,9 @@ def _unpad(out, spec):
         strides, step = [0] * out.ndim, 1
         for d in reversed(order):
             strides[d], step = step, step * real.shape[d]
-        return torch.empty_strided(real.shape, strides, dtype=out.dtype,
-                                   device=out.device).copy_(real)
+        return torch.empty_strided(real.shape, strides, dtype=out.dtype, device=out.device).copy_(
+            real
+        )
     atoms = [n for p, _ in spec for n in p]
     index = tuple(slice(0, n) for _, r in spec for n in r)
     real_shape = [math.prod(r) for _, r in spec]

@@ -49,22 +49,24 @@ aten = torch.ops.aten
 _INDEX_DTYPES = frozenset({torch.int32, torch.int64})
 # Ops whose every output position holds the value of one input position (real ones of real
 # ones), so an index bound carries over.
-_BOUND_KEEPING = frozenset({
-    aten.view.default,
-    aten._unsafe_view.default,
-    aten.reshape.default,
-    aten.unsqueeze.default,
-    aten.squeeze.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.expand.default,
-    aten.permute.default,
-    aten.transpose.int,
-    aten.clone.default,
-    aten.alias.default,
-    aten.lift_fresh_copy.default,
-    aten._to_copy.default,
-})
+_BOUND_KEEPING = frozenset(
+    {
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.reshape.default,
+        aten.unsqueeze.default,
+        aten.squeeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.dims,
+        aten.expand.default,
+        aten.permute.default,
+        aten.transpose.int,
+        aten.clone.default,
+        aten.alias.default,
+        aten.lift_fresh_copy.default,
+        aten._to_copy.default,
+    }
+)
 
 Atom = tuple[sympy.Expr, Any]  # (size, padded symbol or None)
 Dim = tuple[Atom, ...]
@@ -165,7 +167,11 @@ def analyze(
         assert len(user) == num_user_outputs, (len(user), num_user_outputs)
         mutated = tuple(i - num_lifted for i in mutations if i >= num_lifted)
         return Analysis(
-            frozenset(cands), refused, user, mutated, tuple(interp.fixes),
+            frozenset(cands),
+            refused,
+            user,
+            mutated,
+            tuple(interp.fixes),
             tuple(dict.fromkeys(interp.assumptions)),
         )
 

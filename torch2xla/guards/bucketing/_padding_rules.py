@@ -19,10 +19,10 @@ from torch2xla.guards.bucketing._padding import (
     _ONE,
     RULES,
     Atom,
-    _bind,
     Dim,
     Rule,
     State,
+    _bind,
     _dim_pads,
     _equal,
     _is_one,
@@ -43,6 +43,7 @@ fill_tail = torch.ops.torch2xla.fill_tail.default
 write_at = torch.ops.torch2xla.write_at.default
 key_mask = torch.ops.torch2xla.key_mask.default
 slice_at = torch.ops.torch2xla.slice_at.default
+
 
 def _mask(interp, node, arg: str, state: State, d: int, fill: str, what: str) -> None:
     """Set the positions of ``node``'s argument ``arg`` past the real length of its padded
@@ -557,8 +558,15 @@ def _softmax(interp, node, bound):
     d = _norm(bound["dim"], len(state)) if state else 0
     if state and _dim_pads(state[d]):
         # -inf past the real length: exp gives 0 there (log_softmax: -inf), real rows exact.
-        _mask(interp, node, "self", state, d, "lowest",
-              f"normalizes (softmax) over padded dimension {d}")
+        _mask(
+            interp,
+            node,
+            "self",
+            state,
+            d,
+            "lowest",
+            f"normalizes (softmax) over padded dimension {d}",
+        )
     return state
 
 
@@ -903,9 +911,7 @@ def _key_mask(interp, node, keys: Dim, what: str) -> None:
 
 # torch2xla's sdpa ops take any mask: the key mask is added there (export's aten kernels
 # are left as they are).
-_MASKABLE_ATTENTION = frozenset(
-    {sdpa._opoverload, torch.ops.torch2xla.sdpa_dropout.default}
-)
+_MASKABLE_ATTENTION = frozenset({sdpa._opoverload, torch.ops.torch2xla.sdpa_dropout.default})
 
 for _name in (
     "scaled_dot_product_attention",
