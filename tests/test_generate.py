@@ -24,11 +24,17 @@ DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
-    # Program counts are those of a fresh process: Dynamo remembers, per code object, which
-    # sizes changed (automatic dynamic shapes), and an earlier test that compiled the same HF
-    # forward would make this one's first graph dynamic (one program fewer).
-    torch._dynamo.reset()
-    yield
+    # Program counts are those of a fresh process on a fresh machine: Dynamo remembers, per
+    # code object, which sizes changed (automatic dynamic shapes), in the process and in a
+    # profile on disk (PGO, torch 2.11's cache dir), and an earlier test or run that compiled
+    # the same HF forward would make this one's first graph dynamic (one program fewer; seen
+    # on the GPU host).
+    pgo = getattr(torch._dynamo, "pgo", None)
+    with torch._dynamo.config.patch(automatic_dynamic_local_pgo=False):
+        torch._dynamo.reset()
+        if pgo is not None and hasattr(pgo, "reset_code_state"):
+            pgo.reset_code_state()
+        yield
 
 
 def _model(kind: str, device: str = "cpu") -> torch.nn.Module:
