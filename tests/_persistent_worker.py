@@ -76,11 +76,34 @@ class Elementwise(nn.Module):
         return self.op(x * self.w)
 
 
+class Embed(nn.Module):
+    """An embedding: its lowering checks the indices at run time (``checks``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 16)
+
+    def forward(self, i):
+        return self.emb(i).tanh()
+
+
 def build(name: str) -> nn.Module:
     torch.manual_seed(0)
     if name == "mlp":
         return Scaled(config.get("scale", 1.0))
+    if name == "embed":
+        return Embed()
     return Elementwise(name)
+
+
+def bad_index(name: str, compiled, device) -> None:
+    """The error of a call with an index out of range (eager raises IndexError)."""
+    try:
+        compiled(torch.tensor([1, 2, 3, 12, 0, 4, 5, 6], device=device))  # (same signature)
+    except IndexError as e:
+        errors[name] = [type(e).__name__, str(e)]
+    else:
+        errors[name] = None
 
 
 def max_diff(a, b) -> float:
@@ -96,9 +119,20 @@ def check(name: str) -> None:
     model = build(name).to(device)
     compiled = torch.compile(model, backend="xla", options=config.get("options"))
     x = torch.randn(8, 16, device=device)
+    if name == "embed":
+        x = torch.tensor([1, 2, 3, 9, 0, 4, 5, 6], device=device)
     with torch.no_grad():
         diffs[f"{name} inference"] = max_diff(compiled(x), model(x))
+        if name == "embed":
+            bad_index(f"{name} inference", compiled, device)
     if not config.get("train", False):
+        return
+    if name == "embed":
+        ref = copy.deepcopy(model)
+        for net in (compiled, ref):
+            net(x).sum().backward()
+        diffs[f"{name} grads"] = grad_diff(model, ref)
+        bad_index(f"{name} training", compiled, device)
         return
     ref = copy.deepcopy(model)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref)]
@@ -120,6 +154,7 @@ def check(name: str) -> None:
 
 
 diffs = {}
+errors = {}
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     for name in config.get("models", ["mlp"]):
@@ -131,6 +166,7 @@ print(
             "xla_compiles": len(compiles),
             "loaded": _persistent.hits(),
             "diffs": diffs,
+            "errors": errors,
             "dir": str(torch2xla.persistent_cache_dir()),
             "warnings": [str(w.message) for w in caught if "torch2xla" in str(w.message)],
             "logged": logged,

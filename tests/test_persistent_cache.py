@@ -56,6 +56,20 @@ def _sound(root: pathlib.Path) -> bool:
     )
 
 
+def test_warm_start_keeps_the_runtime_checks(tmp_path):
+    # An embedding checks its indices at run time: its programs return the checks' status,
+    # and a restored program must raise eager's IndexError, naming the op and the user's line.
+    first = _run_worker(tmp_path, models=["embed"], train=True)
+    warm = _run_worker(tmp_path, models=["embed"], train=True)
+    assert warm["exports"] == 0 and warm["xla_compiles"] == 0, warm
+    for run in (first, warm):
+        for mode in ("inference", "training"):
+            kind, message = run["errors"][f"embed {mode}"]
+            assert kind == "OpIndexError", run["errors"]
+            assert "index out of range" in message and "_persistent_worker.py" in message
+    assert warm["errors"] == first["errors"]
+
+
 def test_warm_start_in_a_moved_cache_skips_export_tracing_and_compile(tmp_path):
     first = _run_worker(tmp_path / "a", train=True)
     assert first["dir"] == str(tmp_path / "a" / _persistent.version_tag())

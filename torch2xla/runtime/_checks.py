@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch2xla._errors import OpError
+from torch2xla._errors import OpError, source_line
 
 _HINT = (
     "(torch2xla checks this after the XLA program ran; options={'checks': False} turns the "
@@ -40,6 +40,28 @@ class Check:
 
     def exception(self, value: int) -> OpError:
         return self.error(self.message.format(value=value), self.node, hint=_HINT)
+
+    def portable(self) -> StoredCheck:
+        """The same check without its node (for the persistent cache's records): the op and
+        the user's line are kept as text."""
+        return StoredCheck(
+            self.error, self.message, self.error("", self.node).args[0], source_line(self.node)
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredCheck:
+    """A ``Check`` restored from a record: raises the same error with the same text."""
+
+    error: type[OpError]
+    message: str
+    details: str  # the op and the user's line, as ``OpError`` writes them after the message
+    source: str
+
+    def exception(self, value: int) -> OpError:
+        e = self.error(self.message.format(value=value) + self.details, hint=_HINT)
+        e.source = self.source
+        return e
 
 
 class Registered(NamedTuple):
@@ -89,4 +111,4 @@ def enabled(option: Any, cuda: bool) -> bool:
     return option is True or (option == "auto" and not cuda)
 
 
-__all__ = ["Check", "Registered", "chain", "enabled", "fold", "raise_failed"]
+__all__ = ["Check", "Registered", "StoredCheck", "chain", "enabled", "fold", "raise_failed"]

@@ -457,6 +457,7 @@ class _Record:
     wide: bool  # some input or output is 64-bit (calls run inside x64)
     options: dict  # the XlaProgram options (remat, compiler_options, auto_layouts, split)
     mark_untracked: bool  # outputs connected to no differentiated input are not tracked
+    checks: tuple = ()  # the runtime checks (``_checks.StoredCheck``) whose status comes last
     inference: _Exe | None = None
     training: _Training | None = None
 
@@ -494,22 +495,25 @@ def remember(
         return
     # What a record does not hold, such signatures are built again in each process: inputs
     # that share memory (``_aliases``), outputs viewed with eager's strides (``OutputLayout``),
-    # tensors on another device than the program's, runtime checks (``_checks``).
+    # tensors on another device than the program's.
     if (
         lowered.aliasing is not None
         or program._layouts
         or program.foreign_in
         or program.foreign_out
-        or program._flat_fn.checks
     ):
         return
     if not (torch.is_grad_enabled() and diff_in and program.diff_out):
         exe = program._infer
         if exe.exe_key is None or exe.compiled is None:
             return
+        # the runtime checks whose status the executable returns last (``_checks``)
+        checks = tuple(c.portable() for c in program._flat_fn.checks)
         _write(
             _Record(
-                **base, inference=_Exe(exe.exe_key, exe.compiled.in_tree, exe.compiled.out_tree)
+                **base,
+                checks=checks,
+                inference=_Exe(exe.exe_key, exe.compiled.in_tree, exe.compiled.out_tree),
             )
         )
         return
@@ -539,6 +543,7 @@ def _remember_training(
         if exe is None or key is None:
             return
         backward = _Exe(key, exe.in_tree, exe.out_tree)
+    checks = tuple(c.portable() for c in getattr(program.checked_fn(), "checks", ()))
     training = _Training(
         diff_in=diff_in,
         aux_out=fns.aux_out,
@@ -549,7 +554,7 @@ def _remember_training(
         split=plan,
         packing=bwd.packing,
     )
-    _write(_Record(**base, training=training))
+    _write(_Record(**base, checks=checks, training=training))
 
 
 def _write(record: _Record) -> None:
@@ -692,12 +697,15 @@ class _StoredBackward:
         return grads
 
 
-def _no_checks(*args):
-    raise AssertionError("a stored program is not traced")
+class _Checked:
+    """Stands in for a stored program's traced function: what ``XlaProgram`` and training read
+    of it after a call, the runtime checks whose status its executables return last."""
 
+    def __init__(self, checks: tuple) -> None:
+        self.checks = checks
 
-_no_checks.checks = ()  # what XlaProgram reads of its flat function after a call
-_NO_CHECKS = _no_checks
+    def __call__(self, *args):
+        raise AssertionError("a stored program is not traced")
 
 
 class StoredProgram(XlaProgram):
@@ -726,7 +734,7 @@ class StoredProgram(XlaProgram):
         self.rng = record.rng
         # (``remember`` records no program with these; see there)
         self._layouts, self.foreign_in, self.foreign_out = (), (), ()
-        self._flat_fn = _NO_CHECKS
+        self._flat_fn = _Checked(record.checks)
         self.mark_untracked = record.mark_untracked
         self.tensor_pos = record.tensor_pos
         self.single_output = record.single_output
@@ -798,7 +806,7 @@ class StoredProgram(XlaProgram):
         return self.full().train_flat_fn()
 
     def checked_fn(self):
-        return _NO_CHECKS  # (``remember`` records no program with runtime checks)
+        return self._flat_fn
 
 
 class _Rebuilt:
