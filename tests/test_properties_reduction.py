@@ -103,17 +103,21 @@ def _case(draw):
     return shape, draw(st.sampled_from(_dims(shape))), draw(st.booleans())
 
 
+@functools.cache
 def _std0(dim, keepdim):
-    return lambda x: torch.std(x, dim=dim, keepdim=keepdim, correction=0)
+    """(the compiled function, eager's), once per case: a new function would compile anew"""
+    fn = lambda x: torch.std(x, dim=dim, keepdim=keepdim, correction=0)
+    return torch.compile(fn, backend="xla", fullgraph=True), fn
 
 
-def _assert_as_close_to_float64(fn, x):
+def _assert_as_close_to_float64(fns, x):
     """``fn``'s compiled result at least as close to float64's as eager's (twice its error, or
     the default tolerance): the standard deviation of nearly equal values is cancellation
     noise in float32, which eager and XLA draw differently (a hypothesis run found
     std([205.2167] * 12): eager 3.1e-5, xla 1.5e-5, float64 0)."""
+    compiled, fn = fns
     ref = fn(x.double())
-    eager, got = fn(x), torch.compile(fn, backend="xla", fullgraph=True)(x)
+    eager, got = fn(x), compiled(x)
     assert got.dtype == eager.dtype and got.shape == eager.shape
     assert torch.equal(got.isnan(), eager.isnan())
     ok = ~eager.isnan()

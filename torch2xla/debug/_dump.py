@@ -180,16 +180,21 @@ _runs: dict[Path, DumpRun] = {}
 _runs_lock = threading.Lock()
 
 
+def _dump_path(option: str | os.PathLike | None) -> str | os.PathLike | None:
+    """The option's directory, else ``TORCH2XLA_DUMP_DIR``; None: no dumps."""
+    return option or os.environ.get(DUMP_DIR_ENV) or None
+
+
 def dumping(option: str | os.PathLike | None) -> bool:
     """Whether the option or ``TORCH2XLA_DUMP_DIR`` asks for dumps."""
-    return bool(option or os.environ.get(DUMP_DIR_ENV))
+    return _dump_path(option) is not None
 
 
 def dump_run(option: str | os.PathLike | None) -> DumpRun | None:
     """This process's dump folder under the option's directory, else under
     ``TORCH2XLA_DUMP_DIR``; None: no dumps."""
-    path = option or os.environ.get(DUMP_DIR_ENV)
-    if not path:
+    path = _dump_path(option)
+    if path is None:
         return None
     root = Path(path).expanduser().absolute()
     with _runs_lock:

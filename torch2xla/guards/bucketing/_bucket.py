@@ -588,15 +588,20 @@ def _eager_shapes(gm: torch.fx.GraphModule, binding: dict) -> tuple:
     return tuple(shapes)
 
 
+def _dims_outermost_first(t: torch.Tensor) -> list[int]:
+    """``t``'s dims in memory order, outermost first (stable for equal strides)."""
+    return sorted(range(t.ndim), key=lambda d: -t.stride(d))
+
+
 def _zeros_in_layout_of(t: torch.Tensor, shape) -> torch.Tensor:
     """Zeros of ``shape`` laid out in memory as ``t`` is (its dims in the same order, dense):
     the padded program sees the input's layout, so its outputs have eager's (a channels_last
     input gives a channels_last result)."""
     if t.is_contiguous() or t.ndim < 2:
         return t.new_zeros(shape)
-    order = sorted(range(t.ndim), key=lambda d: -t.stride(d))  # outermost first (stable)
-    inverse = [order.index(d) for d in range(t.ndim)]
-    return t.new_zeros([shape[d] for d in order]).permute(inverse)
+    return torch.empty_permuted(
+        shape, _dims_outermost_first(t), dtype=t.dtype, device=t.device
+    ).zero_()
 
 
 def _unpad(out, spec):
@@ -610,11 +615,8 @@ def _unpad(out, spec):
             return real
         # a dense copy in the padded output's dim order: eager's strides for the real sizes
         # (row-major for most outputs; a transposed or channels_last result keeps its order)
-        order = sorted(range(out.ndim), key=lambda d: -out.stride(d))
-        strides, step = [0] * out.ndim, 1
-        for d in reversed(order):
-            strides[d], step = step, step * real.shape[d]
-        return torch.empty_strided(real.shape, strides, dtype=out.dtype, device=out.device).copy_(
+        order = _dims_outermost_first(out)
+        return torch.empty_permuted(real.shape, order, dtype=out.dtype, device=out.device).copy_(
             real
         )
     atoms = [n for p, _ in spec for n in p]
