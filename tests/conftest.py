@@ -7,6 +7,10 @@ os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
 
 import pytest
 import torch
+
+# Imported before any test: pytester's in-process runs drop the modules imported while they run,
+# and torch's first compile imports this one, whose re-import registers its backend twice.
+import torch._dynamo.repro.after_dynamo
 from hypothesis import settings
 
 from torch2xla.testing import _settings as _parity_settings

@@ -105,7 +105,10 @@ def _case(draw):
 
 @functools.cache
 def _std0(dim, keepdim):
-    """(the compiled function, eager's), once per case: a new function would compile anew"""
+    """(the compiled function, eager's), once per case: a new function would compile anew.
+    The lambdas of all cases share one code object, which Dynamo caches by: each case, shape
+    and dtype is an entry of that one cache, so the test raises the recompile limit (with
+    fullgraph=True, reaching it raises)."""
     fn = lambda x: torch.std(x, dim=dim, keepdim=keepdim, correction=0)
     return torch.compile(fn, backend="xla", fullgraph=True), fn
 
@@ -128,6 +131,7 @@ def _assert_as_close_to_float64(fns, x):
 
 
 @pytest.mark.parametrize("dtype", [f32, bf16, f64, torch.int32, torch.int8, torch.bool], ids=str)
+@torch._dynamo.config.patch(recompile_limit=512)
 def test_reductions_over_dims_with_keepdim(dtype):
     if dtype.is_floating_point:
         # Bounded magnitudes keep sums finite whatever the summation order, NaN and inf

@@ -618,7 +618,10 @@ def test_a_failing_parity_test_prints_a_short_report(pytester):
     assert "torch.__trace" not in out  # no torch trace-log lines
     assert "always and only run by failing test cases" not in out
     assert "reproduce:" in out and "test_planted.parity_target" in out
-    assert len(out.splitlines()) <= 45, out
+    # Under CI (CI=true) pytest repeats the whole message in its short summary, and
+    # hypothesis's ci profile adds its reproduce_failure line: the report before it is bounded.
+    report = out.split("short test summary info")[0]
+    assert len(report.splitlines()) <= 45, out
 
 
 PROFILE_TESTS = """
