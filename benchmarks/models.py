@@ -217,6 +217,36 @@ def _hf_bert(device):
     return model, (_tokens(config.vocab_size, (32, 128), device),), _mean_square
 
 
+class OwnLoss:
+    """A transformers model's own loss, as its users train it: the step calls
+    ``model(*inputs, **kwargs)`` (``labels=`` among them) and differentiates ``output.loss``;
+    inference calls it without them."""
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+
+    def __call__(self, out) -> torch.Tensor:
+        return out.loss
+
+
+def _hf_gpt2_lm(device):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    # transformers' defaults, dropout 0.1 included, as a user builds it
+    config = GPT2Config(use_cache=False)
+    model = GPT2LMHeadModel(config).to(device)
+    ids = _tokens(config.vocab_size, (8, 512), device)
+    return model, (ids,), OwnLoss(labels=ids)
+
+
+def _hf_bert_cls(device):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    model = BertForSequenceClassification(BertConfig(num_labels=2)).to(device)
+    labels = torch.randint(0, 2, (32,), generator=torch.Generator().manual_seed(1)).to(device)
+    return model, (_tokens(30522, (32, 128), device),), OwnLoss(labels=labels)
+
+
 def _resnet50(device):
     import torchvision
 
@@ -261,6 +291,22 @@ CASES: dict[str, Case] = {
             "bert",
             "BERT-base (transformers config, random weights), 32x128 tokens",
             _hf_bert,
+            gpu_only=True,
+            tokens=32 * 128,
+        ),
+        Case(
+            "gpt2-lm",
+            "GPT-2 124M as users train it: transformers' default config (dropout 0.1), its own"
+            " `labels=` loss over the 50257-wide LM head, 8x512 tokens",
+            _hf_gpt2_lm,
+            gpu_only=True,
+            tokens=8 * 512,
+        ),
+        Case(
+            "bert-cls",
+            "BertForSequenceClassification (default config, dropout 0.1, pooler), its own"
+            " `labels=` loss, 32x128 tokens",
+            _hf_bert_cls,
             gpu_only=True,
             tokens=32 * 128,
         ),

@@ -153,6 +153,8 @@ def suite_section(result: dict, title: str) -> list[str]:
 
 def _notes(run: dict) -> str:
     notes = [run["note"]] if run.get("note") else []
+    if run.get("cudnn_benchmark"):
+        notes.append("cudnn.benchmark on")
     for mode in MODES:
         info = run["modes"].get(mode, {})
         if "error" in info:

@@ -52,6 +52,9 @@ PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H200": 989.0, 
 def _setup(case: str, dtype: str, device: str):
     if device.startswith("cuda"):
         _common.allow_tf32()  # fp32 means TF32 allowed, for every mode
+        # CNN users' usual setting (torchvision's and timm's training scripts): cuDNN picks its
+        # convolution algorithms by timing them, as XLA's autotuner does for ours.
+        torch.backends.cudnn.benchmark = os.environ.get("CUDNN_BENCHMARK", "0") == "1"
     base, inputs, loss_fn = models.build(case, device)
     autocast = (
         (lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16))
@@ -73,6 +76,8 @@ def run_one(
     cuda = device.startswith("cuda")
     base, inputs, loss_fn, autocast = _setup(case, dtype, device)
     result: dict = {"case": case, "task": task, "dtype": dtype, "device": device, "modes": {}}
+    if cuda:
+        result["cudnn_benchmark"] = torch.backends.cudnn.benchmark
     result["params"] = sum(p.numel() for p in base.parameters())
     steps, firsts = {}, {}
     for mode in _common.MODES:  # eager first: the others are compared with its first call
@@ -170,6 +175,8 @@ def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=
     before the model, "after_forward" after it, "backward" when the output's gradient is ready
     and "end" after the step."""
     compile_kw = compile_kw or {}
+    # a model's own loss takes its labels as keyword arguments of the training call
+    train_kw = getattr(loss_fn, "kwargs", {})
     if task == "infer":
         model.eval()
         fn = _common.compile_fn(model, mode, **compile_kw)
@@ -190,10 +197,10 @@ def _make_step(model, mode, task, inputs, loss_fn, autocast, device, compile_kw=
         opt.zero_grad(set_to_none=True)
         with autocast():
             if probe is None:
-                loss = loss_fn(fn(*inputs))
+                loss = loss_fn(fn(*inputs, **train_kw))
             else:
                 probe("forward")
-                out = fn(*inputs)
+                out = fn(*inputs, **train_kw)
                 probe("after_forward")
                 logits = models._logits(out)
                 if logits.requires_grad:
