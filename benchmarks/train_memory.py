@@ -46,7 +46,15 @@ AUTOCAST = contextlib.nullcontext
 
 def _build(case: str):
     """A case of ``benchmarks/models.py`` on ``DEVICE``, or a 2-layer cut of a GPU case
-    (``gpt2-2l``, ``bert-2l``: the GPU case's width and sequence length, batch 2, two layers)."""
+    (``gpt2-2l``, ``bert-2l``: the GPU case's width and sequence length, batch 2, two layers;
+    ``gpt2lm-2l``: ``gpt2-lm``, likewise cut)."""
+    if case == "gpt2lm-2l":  # as users train it: default dropout, transformers' own loss
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(n_layer=2, use_cache=False)).to(DEVICE)
+        ids = models._tokens(50257, (2, 512), DEVICE)
+        return model, (ids,), models.OwnLoss(labels=ids)
     if case in ("gpt2-2l", "bert-2l"):
         from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
@@ -68,6 +76,11 @@ def _build(case: str):
     return models.build(case, DEVICE)
 
 
+def _kw(loss_fn) -> dict:
+    """The training call's keyword arguments (a model's own loss takes its labels)."""
+    return getattr(loss_fn, "kwargs", {})
+
+
 def eager_saved(case: str) -> dict:
     """Bytes eager autograd saves for the backward of one forward and loss."""
     model, inputs, loss_fn = _build(case)
@@ -83,7 +96,7 @@ def eager_saved(case: str) -> dict:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), AUTOCAST():
-        loss = loss_fn(model(*inputs))
+        loss = loss_fn(model(*inputs, **_kw(loss_fn)))
     del loss
     return {"saved_MiB": sum(seen.values()) / MiB, "tensors": len(seen)}
 
@@ -96,9 +109,9 @@ def xla_residuals(case: str, top: int) -> dict:
     model.train()
     compiled = torch.compile(model, backend="xla", options={"strict": True})
     with AUTOCAST():
-        loss_fn(compiled(*inputs)).backward()  # compile forward and backward
+        loss_fn(compiled(*inputs, **_kw(loss_fn))).backward()  # compile forward and backward
         recorded: list = []
-        node = _xla_node(compiled(*inputs))
+        node = _xla_node(compiled(*inputs, **_kw(loss_fn)))
     fns = node.fns
     original = fns.fwd
 
@@ -108,7 +121,7 @@ def xla_residuals(case: str, top: int) -> dict:
 
     fns.fwd = recording
     with AUTOCAST():
-        out = compiled(*inputs)
+        out = compiled(*inputs, **_kw(loss_fn))
     fns.fwd = original
     node = _xla_node(out)
     _seed, diff, rest = recorded[0]
@@ -173,7 +186,7 @@ def _step_peak(case: str, mode: str, options: dict | None) -> dict:
     def step():
         opt.zero_grad(set_to_none=True)
         with AUTOCAST():
-            loss = loss_fn(fn(*inputs))
+            loss = loss_fn(fn(*inputs, **_kw(loss_fn)))
         loss.backward()
         opt.step()
 
