@@ -646,3 +646,145 @@ def test_gpu_checks_by_option(checks):
     a, b = torch.tensor([4, 5], device="cuda"), torch.tensor([0, 2], device="cuda")
     fdiv = torch.compile(floor_div, backend="xla", options={"checks": checks})
     assert fdiv(a, b).shape == (2,)
+
+
+# -- side effects of a call that raises (issue 22) --------------------------------------------
+# Eager has applied every in-place change before the failing op when it raises, and none after.
+# A compiled call is run again in eager PyTorch from the same inputs to reproduce them.
+def _raises_like_eager(fn, make_args, error_type, line):
+    """Calls ``fn`` compiled and eager on fresh copies of ``make_args()``; both raise
+    ``error_type``; returns (compiled args after, eager args after)."""
+    a_xla, a_eager = make_args(), make_args()
+    with pytest.raises(error_type) as eager:
+        fn(*a_eager)
+    with pytest.raises(error_type) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*a_xla)
+    assert isinstance(info.value, torch2xla.OpError)
+    assert info.value.replayed and type(info.value.__cause__) is type(eager.value)
+    _assert_names_op_and_line(info.value, line)
+    return a_xla, a_eager
+
+
+def mutate_then_index(x, counter, i):
+    x.add_(1)
+    counter += 1
+    y = x[i]
+    x.mul_(10)  # after the failing op: not applied
+    return y
+
+
+def mask_assign_then_divide(t, mask, v, a, b):
+    t[mask] = v
+    q = a // b
+    t.zero_()
+    return q
+
+
+def test_mutations_before_a_failed_index_are_applied_as_in_eager():
+    def make():
+        return torch.zeros(3), torch.tensor(0), _i(0, 3)
+
+    a_xla, a_eager = _raises_like_eager(mutate_then_index, make, IndexError, "y = x[i]")
+    assert_same(a_xla, a_eager)
+    assert a_xla[0].tolist() == [1.0, 1.0, 1.0] and a_xla[1].item() == 1
+
+
+def test_mask_assignment_before_a_division_by_zero_is_applied_as_in_eager():
+    def make():
+        t = torch.zeros(2, 3)
+        mask = torch.tensor([[True, False, True], [False, True, False]])
+        return t, mask, torch.tensor([10.0, 20.0, 30.0]), _A, _B
+
+    a_xla, a_eager = _raises_like_eager(mask_assign_then_divide, make, RuntimeError, "q = a // b")
+    assert_same(a_xla, a_eager)
+    assert a_xla[0].tolist() == [[10.0, 0.0, 20.0], [0.0, 30.0, 0.0]]
+
+
+def mutate_then_matmul(x, a, b):
+    x.add_(1)
+    return a @ b
+
+
+def test_mutations_before_a_dtype_error_are_applied_as_in_eager():
+    def make():
+        return torch.zeros(2), torch.randn(2, 2, dtype=_D), torch.randn(2, 2)
+
+    a_xla, a_eager = _raises_like_eager(mutate_then_matmul, make, RuntimeError, "return a @ b")
+    assert a_xla[0].tolist() == a_eager[0].tolist() == [1.0, 1.0]
+
+
+class Counted(nn.Module):
+    """A model whose forward updates buffers (batch norm statistics, a step counter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.register_buffer("steps", torch.tensor(0))
+
+    def forward(self, tokens, target):
+        self.steps += 1
+        h = self.norm(self.embed(tokens).mean(1))
+        return F.cross_entropy(h, target)
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "no_grad"])
+def test_buffer_updates_before_a_failed_target_are_applied_as_in_eager(grad):
+    torch.manual_seed(0)
+    model, ref = Counted(), Counted()
+    ref.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="xla")
+    tokens, good, bad = torch.randint(0, 10, (4, 3)), _i(0, 1, 2, 3), _i(0, 1, 9, 3)
+    with torch.set_grad_enabled(grad):
+        assert_same(compiled(tokens, good), ref(tokens, good))
+        with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+            ref(tokens, bad)
+        with pytest.raises(IndexError, match="Target 9 is out of bounds") as info:
+            compiled(tokens, bad)
+    assert "F.cross_entropy(h, target)" in str(info.value)
+    assert_same(dict(model.named_buffers()), dict(ref.named_buffers()))
+    assert model.steps.item() == 2
+    with torch.set_grad_enabled(grad):  # and the program is kept
+        assert_same(compiled(tokens, good), ref(tokens, good))
+    assert_same(dict(model.named_buffers()), dict(ref.named_buffers()))
+
+
+def dropout_then_index(x, acc, i):
+    acc.add_(F.dropout(x, 0.5))
+    return acc[i]
+
+
+def test_a_failed_call_leaves_the_random_generator_as_eager_does():
+    def run(fn):
+        torch.manual_seed(1)
+        x, acc = torch.ones(8), torch.zeros(8)
+        with pytest.raises(IndexError):
+            fn(x, acc, _i(9))
+        return acc, torch.rand(4)  # the generator's next numbers
+
+    compiled = torch.compile(dropout_then_index, backend="xla")
+    assert_same(run(compiled), run(dropout_then_index))
+    assert_same(run(compiled), run(dropout_then_index))  # a call of the cached program too
+
+
+def mutate_then_index_other(x, w, i):
+    x.add_(1)
+    y = w[i]
+    x.mul_(3)
+    return y + x.sum()
+
+
+def test_mutations_before_a_failed_index_in_a_padded_program():
+    # x's size is padded to a bucket: the replay runs on the real inputs
+    compiled = torch.compile(mutate_then_index_other, backend="xla")
+    for n in (3, 5):
+        x, x_eager, w = torch.zeros(n), torch.zeros(n), torch.ones(4)
+        torch._dynamo.mark_dynamic(x, 0)
+        assert_same(compiled(x, w, _i(1)), mutate_then_index_other(x_eager, w, _i(1)))
+        with pytest.raises(IndexError):
+            mutate_then_index_other(x_eager, w, _i(7))
+        with pytest.raises(IndexError):
+            compiled(x, w, _i(7))
+        assert_same(x, x_eager)
+    (graph,) = torch2xla.cache_info(compiled).graphs
+    assert graph.bucketed == ("x dim 0",), graph

@@ -39,7 +39,9 @@ class Check:
     message: str
 
     def exception(self, value: int) -> OpError:
-        return self.error(self.message.format(value=value), self.node, hint=_HINT)
+        e = self.error(self.message.format(value=value), self.node, hint=_HINT)
+        e.after_run = True
+        return e
 
     def portable(self) -> StoredCheck:
         """The same check without its node (for the persistent cache's records): the op and
@@ -61,6 +63,7 @@ class StoredCheck:
     def exception(self, value: int) -> OpError:
         e = self.error(self.message.format(value=value) + self.details, hint=_HINT)
         e.source = self.source
+        e.after_run = True
         return e
 
 
