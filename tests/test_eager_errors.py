@@ -9,6 +9,8 @@ autocast, type promotion) must still match eager.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import pytest
 import torch
@@ -788,3 +790,265 @@ def test_mutations_before_a_failed_index_in_a_padded_program():
         assert_same(x, x_eager)
     (graph,) = torch2xla.cache_info(compiled).graphs
     assert graph.bucketed == ("x dim 0",), graph
+
+
+# -- dtype errors, the class: ops whose eager kernels reject operands of different dtypes -------
+# Each case raises in eager. Where Dynamo's fake tensors raise it (their meta kernels check),
+# Dynamo reports it before the backend runs, naming the user's line ("from user code"); the
+# rest reach the ATen graph (some decomposed: linalg_cross, nll_loss, binary_cross_entropy),
+# where we raise eager's message naming the op and the user's line.
+r = torch.randn
+
+
+def _f64(*shape):
+    return torch.randn(*shape, dtype=_D)
+
+
+def _probs(*shape, dtype=torch.float32):
+    return torch.rand(*shape, dtype=dtype)
+
+
+# (name, function, arguments, the user's line as it appears in the message)
+DTYPE_CLASS_OURS = [
+    ("linalg_cross", lambda a, b: torch.linalg.cross(a, b), (r(2, 3), _f64(2, 3)), "linalg.cross"),
+    ("cross", lambda a, b: torch.cross(a, b, dim=1), (_f64(2, 3), r(2, 3)), "torch.cross(a, b"),
+    (
+        "nll_loss_weight",
+        lambda x, t, w: F.nll_loss(x, t, weight=w),
+        (r(4, 3), _i(0, 1, 2, 0), _probs(3, dtype=_D)),
+        "F.nll_loss(x, t, weight=w)",
+    ),
+    (
+        "nll_loss2d_weight",
+        lambda x, t, w: F.nll_loss(x, t, weight=w),
+        (_f64(2, 3, 2, 2), torch.zeros(2, 2, 2, dtype=torch.long), _probs(3)),
+        "F.nll_loss(x, t, weight=w)",
+    ),
+    (
+        "cross_entropy_weight",
+        lambda x, t, w: F.cross_entropy(x, t, weight=w),
+        (r(4, 3), _i(0, 1, 2, 0), _probs(3, dtype=_D)),
+        "F.cross_entropy(x, t, weight=w)",
+    ),
+    (
+        "binary_cross_entropy_target",
+        lambda x, t: F.binary_cross_entropy(x, t),
+        (_probs(4), _probs(4, dtype=_D)),
+        "F.binary_cross_entropy(x, t)",
+    ),
+    (
+        "embedding_bag_per_sample_weights",
+        lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        (r(4, 3), _i(0, 1, 2), _i(0, 1), _f64(3)),
+        "F.embedding_bag(i, w, o",
+    ),
+    ("mm", lambda a, b: torch.mm(a, b), (r(2, 3), _f64(3, 2)), "torch.mm(a, b)"),
+    ("addmm_self", lambda s, a, b: torch.addmm(s, a, b), (_f64(2, 2), r(2, 3), r(3, 2)), "addmm"),
+    (
+        "addbmm_self",
+        lambda s, a, b: torch.addbmm(s, a, b),
+        (r(2, 2), r(2, 2, 3), _f64(2, 3, 2)),
+        "torch.addbmm(s, a, b)",
+    ),
+    (
+        "addbmm_batches",
+        lambda s, a, b: torch.addbmm(s, a, b),
+        (r(2, 2), _f64(2, 2, 3), r(2, 3, 2)),
+        "torch.addbmm(s, a, b)",
+    ),
+    ("linear_weight", lambda x, w: F.linear(x, w), (r(2, 3), _f64(4, 3)), "F.linear(x, w)"),
+    (
+        "layer_norm_bias",
+        lambda x, w, b: F.layer_norm(x, (3,), w, b),
+        (r(2, 3), r(3), _f64(3)),
+        "F.layer_norm(x, (3,), w, b)",
+    ),
+    (
+        "layer_norm_weight_only_bias",
+        lambda x, b: F.layer_norm(x, (3,), None, b),
+        (r(2, 3), _f64(3)),
+        "F.layer_norm(x, (3,), None, b)",
+    ),
+    (
+        "group_norm_weight",
+        lambda x, w: F.group_norm(x, 1, w),
+        (r(2, 3, 4), _f64(3)),
+        "F.group_norm(x, 1, w)",
+    ),
+    (
+        "batch_norm_stats",
+        lambda x, m, v: F.batch_norm(x, m, v),
+        (r(2, 3), torch.zeros(3, dtype=_D), torch.ones(3, dtype=_D)),
+        "F.batch_norm(x, m, v)",
+    ),
+    (
+        "index_add_source",
+        lambda x, i, s: x.index_add(0, i, s),
+        (r(3, 2), _i(0), _f64(1, 2)),
+        "x.index_add(0, i, s)",
+    ),
+    (
+        "index_copy_source",
+        lambda x, i, s: x.index_copy(0, i, s),
+        (r(3, 2), _i(0), _f64(1, 2)),
+        "x.index_copy(0, i, s)",
+    ),
+    (
+        "index_put_values",
+        lambda x, i, v: x.index_put((i,), v, accumulate=True),
+        (r(3, 2), _i(0), _f64(2)),
+        "x.index_put((i,), v",
+    ),
+    ("put_source", lambda x, i, s: x.put(i, s), (r(3), _i(0), _f64(1)), "x.put(i, s)"),
+    ("cdist", lambda a, b: torch.cdist(a, b), (r(2, 3), _f64(2, 3)), "torch.cdist(a, b)"),
+    ("heaviside", lambda a, b: torch.heaviside(a, b), (r(3), _f64(3)), "torch.heaviside(a, b)"),
+    ("complex", lambda a, b: torch.complex(a, b), (r(3), _f64(3)), "torch.complex(a, b)"),
+    (
+        "grid_sample",
+        lambda x, g: F.grid_sample(x, g, align_corners=False),
+        (r(1, 1, 3, 3), _f64(1, 2, 2, 2)),
+        "F.grid_sample(x, g",
+    ),
+    (
+        "index_select_float_index",
+        lambda x, i: x.index_select(0, i),
+        (r(3), torch.tensor([0.0])),
+        "x.index_select(0, i)",
+    ),
+    (
+        "index_add_short_index",
+        lambda x, i, s: x.index_add(0, i, s),
+        (r(3), torch.tensor([0], dtype=torch.int16), r(1)),
+        "x.index_add(0, i, s)",
+    ),
+    (
+        "index_copy_int_index",
+        lambda x, i, s: x.index_copy(0, i, s),
+        (r(3), torch.tensor([0], dtype=torch.int32), r(1)),
+        "x.index_copy(0, i, s)",
+    ),
+    (
+        "index_fill_int_index",
+        lambda x, i: x.index_fill(0, i, 1.0),
+        (r(3), torch.tensor([0], dtype=torch.int32)),
+        "x.index_fill(0, i, 1.0)",
+    ),
+    (
+        "index_put_float_index",
+        lambda x, i: x.index_put((i,), torch.tensor(1.0)),
+        (r(3), torch.tensor([0.0])),
+        "x.index_put((i,), torch.tensor(1.0))",
+    ),
+]
+
+DTYPE_CLASS_DYNAMO = [
+    ("dot", lambda a, b: torch.dot(a, b), (r(3), _f64(3))),
+    ("vdot", lambda a, b: torch.vdot(a, b), (r(3), _f64(3))),
+    ("inner", lambda a, b: torch.inner(a, b), (r(2, 3), _f64(2, 3))),
+    ("bmm", lambda a, b: torch.bmm(a, b), (r(2, 2, 3), _f64(2, 3, 2))),
+    ("baddbmm", lambda s, a, b: torch.baddbmm(s, a, b), (_f64(2, 2, 2), r(2, 2, 3), r(2, 3, 2))),
+    ("addmv", lambda s, a, b: torch.addmv(s, a, b), (_f64(2), r(2, 3), r(3))),
+    ("einsum", lambda a, b: torch.einsum("ij,jk->ik", a, b), (r(2, 3), _f64(3, 2))),
+    ("conv2d_bias", lambda x, w, b: F.conv2d(x, w, b), (r(1, 2, 4, 4), r(3, 2, 2, 2), _f64(3))),
+    ("prelu", lambda x, w: F.prelu(x, w), (r(2, 3), _f64(3))),
+    ("scatter_src", lambda x, i, s: x.scatter(0, i, s), (r(3, 2), _i(0, 1).view(1, 2), _f64(1, 2))),
+    ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), (r(3), _i(1, 0, 1).bool(), _f64(3))),
+    ("lerp_end", lambda a, b: torch.lerp(a, b, 0.5), (r(3), _f64(3))),
+    ("lerp_weight", lambda a, b, w: torch.lerp(a, b, w), (r(3), r(3), _f64(3))),
+    ("linalg_solve", lambda a, b: torch.linalg.solve(a, b), (r(3, 3) + 3 * torch.eye(3), _f64(3))),
+    (
+        "sdpa",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        (r(1, 2, 3, 4), _f64(1, 2, 3, 4), r(1, 2, 3, 4)),
+    ),
+    ("take_float_index", lambda x, i: x.take(i), (r(3), torch.tensor([0.0]))),
+    ("gather_float_index", lambda x, i: x.gather(0, i), (r(3), torch.tensor([0.0]))),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, args, line", DTYPE_CLASS_OURS, ids=[c[0] for c in DTYPE_CLASS_OURS]
+)
+def test_dtype_class_raises_what_eager_raises(name, fn, args, line):
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, line)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    "name, fn, args", DTYPE_CLASS_DYNAMO, ids=[c[0] for c in DTYPE_CLASS_DYNAMO]
+)
+def test_dtype_class_dynamo_raises_naming_the_users_line(name, fn, args):
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert "from user code" in str(info.value) and THIS in str(info.value), info.value
+
+
+VALID_DTYPE_CLASS = [
+    (
+        "solve_triangular_mixed",
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        (r(3, 3).triu() + 3 * torch.eye(3), _f64(3, 2)),
+    ),
+    (
+        "solve_triangular_mixed_float64_matrix",
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        (_f64(3, 3).triu() + 3 * torch.eye(3), r(3, 2)),
+    ),
+    ("cross_same", lambda a, b: torch.linalg.cross(a, b), (_f64(2, 3), _f64(2, 3))),
+    (
+        "bf16_layer_norm_float_params",
+        lambda x, w, b: F.layer_norm(x, (3,), w, b),
+        (r(2, 3).bfloat16(), r(3), r(3)),
+    ),
+    ("copysign_promotes", lambda a, b: torch.copysign(a, b), (r(3), _f64(3))),
+    ("cat_promotes", lambda a, b: torch.cat([a, b]), (r(2), _f64(2))),
+    (
+        "index_put_int32_index",
+        lambda x, i: x.index_put((i,), torch.tensor(1.0)),
+        (r(3), _i(1).int()),
+    ),
+    ("index_add_int32_index", lambda x, i, s: x.index_add(0, i, s), (r(3), _i(1).int(), r(1))),
+]
+
+
+@pytest.mark.parametrize("name, fn, args", VALID_DTYPE_CLASS, ids=[c[0] for c in VALID_DTYPE_CLASS])
+def test_valid_dtype_class_matches_eager(name, fn, args):
+    out = torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    ref = fn(*args)
+    if ref.dtype == torch.bfloat16:
+        assert_same(out, ref, rtol=1.6e-2, atol=1e-2)  # bfloat16 results: one ulp
+    elif name.startswith("solve_triangular") and ref.dtype == torch.float32:
+        assert_same(out, ref, rtol=1e-5, atol=1e-5)  # a float32 solve
+    else:
+        assert_same(out, ref)
+
+
+def test_norm_dtype_rule_matches_eager_on_every_mix():
+    # eager's CPU "mixed dtype" rule, over every dtype of input, weight and bias (no compile:
+    # the checker is called as a decomposition calls it)
+    from torch2xla.ops._arg_checks import CHECKS
+
+    aten = torch.ops.aten
+    dtypes = [None, torch.float32, torch.float64, torch.bfloat16]
+    for x_dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for w_dtype, b_dtype in itertools.product(dtypes, dtypes):
+            x = torch.randn(2, 3, dtype=x_dtype)
+            w = None if w_dtype is None else torch.randn(3, dtype=w_dtype)
+            b = None if b_dtype is None else torch.randn(3, dtype=b_dtype)
+            for op, call, shaped in (
+                (aten.native_layer_norm.default, F.layer_norm, (x, (3,), w, b)),
+                (aten.native_group_norm.default, F.group_norm, (x.view(2, 3, 1), 1, w, b)),
+            ):
+                try:
+                    call(*shaped)
+                    eager = None
+                except RuntimeError as e:
+                    eager = str(e)
+                ours = CHECKS[op]({"input": x, "weight": w, "bias": b}, None)
+                assert ours == eager, (op, x_dtype, w_dtype, b_dtype)

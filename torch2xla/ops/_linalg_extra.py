@@ -528,7 +528,9 @@ def _linalg_slogdet(A):
 
 @register(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
-    a, b = _batch(self, B)
+    # NOTE: eager accepts operands of different dtypes (the result's is the fake tensor's)
+    dtype = out_dtype()
+    a, b = _batch(as_dtype(self, dtype), as_dtype(B, dtype))
     return lax_linalg.triangular_solve(
         a, b, left_side=left, lower=not upper, unit_diagonal=unitriangular
     )
