@@ -1052,3 +1052,59 @@ def test_norm_dtype_rule_matches_eager_on_every_mix():
                     eager = str(e)
                 ours = CHECKS[op]({"input": x, "weight": w, "bias": b}, None)
                 assert ours == eager, (op, x_dtype, w_dtype, b_dtype)
+
+
+# -- matrices eager's linear algebra rejects (torch.linalg.LinAlgError) ------------------------
+_NOT_PD = torch.tensor([[4.0, 2.0, 1.0], [2.0, 1.0, 3.0], [1.0, 3.0, 5.0]])  # minor 2 is not
+_SINGULAR = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+_FACTOR = torch.tensor([[1.0, 0.0], [2.0, 0.0]])  # a Cholesky factor with a zero pivot
+
+# (name, function, argument, the user's line as it appears in the message)
+LINALG_CASES = [
+    ("cholesky", lambda a: torch.cholesky(a), _NOT_PD, "torch.cholesky(a)"),
+    ("cholesky_upper", lambda a: torch.cholesky(a, upper=True), _NOT_PD, "upper=True"),
+    (
+        "cholesky_batched",
+        lambda a: torch.cholesky(a),
+        torch.stack([torch.eye(3), _NOT_PD]),
+        "torch.cholesky(a)",
+    ),
+    ("linalg_cholesky", lambda a: torch.linalg.cholesky(a), _NOT_PD, "linalg.cholesky(a)"),
+    ("cholesky_inverse", lambda a: torch.cholesky_inverse(a), _FACTOR, "cholesky_inverse(a)"),
+    ("inv", lambda a: torch.linalg.inv(a), _SINGULAR, "torch.linalg.inv(a)"),
+    ("inverse", lambda a: torch.inverse(a) + 1, _SINGULAR, "torch.inverse(a)"),
+    (
+        "inv_batched",
+        lambda a: torch.linalg.inv(a),
+        torch.stack([torch.eye(2), _SINGULAR]),
+        "torch.linalg.inv(a)",
+    ),
+    ("solve", lambda a: torch.linalg.solve(a, torch.ones(2)), _SINGULAR, "linalg.solve(a"),
+    ("matrix_power", lambda a: torch.linalg.matrix_power(a, -1), _SINGULAR, "matrix_power"),
+    ("lu_factor", lambda a: torch.linalg.lu_factor(a), torch.zeros(2, 2), "lu_factor(a)"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+@pytest.mark.parametrize("name, fn, a, line", LINALG_CASES, ids=[c[0] for c in LINALG_CASES])
+def test_linalg_errors_raise_what_eager_raises(name, fn, a, line):
+    eager = _eager_error(fn, (a,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(a)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, line)
+    if isinstance(eager, torch.linalg.LinAlgError):
+        assert isinstance(info.value, torch2xla.OpLinAlgError)
+
+
+@pytest.mark.parametrize(
+    "a",
+    [_NOT_PD, torch.stack([torch.eye(3), -torch.eye(3), _NOT_PD]), torch.eye(3), _NOT_PD[:0, :0]],
+    ids=["not_pd", "batched", "pd", "empty"],
+)
+def test_cholesky_ex_reports_eagers_info_without_raising(a):
+    def f(a):
+        return torch.linalg.cholesky_ex(a).info
+
+    assert_same(torch.compile(f, backend="xla")(a), f(a))

@@ -258,6 +258,11 @@ class OpZeroDivisionError(OpError, ZeroDivisionError):
     ``RuntimeError("ZeroDivisionError")``)."""
 
 
+class OpLinAlgError(OpError, torch.linalg.LinAlgError):
+    """A matrix eager's linear algebra rejects: singular, not positive-definite (eager raises
+    ``torch.linalg.LinAlgError``)."""
+
+
 def user_op(node: torch.fx.Node) -> str:
     """The op the user called for ``node``: the op a decomposition came from
     (``aten.nll_loss_forward.default`` for its ``gather``), else the node's own."""
