@@ -9,6 +9,8 @@ autocast, type promotion) must still match eager.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import pytest
 import torch
@@ -646,3 +648,463 @@ def test_gpu_checks_by_option(checks):
     a, b = torch.tensor([4, 5], device="cuda"), torch.tensor([0, 2], device="cuda")
     fdiv = torch.compile(floor_div, backend="xla", options={"checks": checks})
     assert fdiv(a, b).shape == (2,)
+
+
+# -- side effects of a call that raises (issue 22) --------------------------------------------
+# Eager has applied every in-place change before the failing op when it raises, and none after.
+# A compiled call is run again in eager PyTorch from the same inputs to reproduce them.
+def _raises_like_eager(fn, make_args, error_type, line):
+    """Calls ``fn`` compiled and eager on fresh copies of ``make_args()``; both raise
+    ``error_type``; returns (compiled args after, eager args after)."""
+    a_xla, a_eager = make_args(), make_args()
+    with pytest.raises(error_type) as eager:
+        fn(*a_eager)
+    with pytest.raises(error_type) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*a_xla)
+    assert isinstance(info.value, torch2xla.OpError)
+    assert info.value.replayed and type(info.value.__cause__) is type(eager.value)
+    _assert_names_op_and_line(info.value, line)
+    return a_xla, a_eager
+
+
+def mutate_then_index(x, counter, i):
+    x.add_(1)
+    counter += 1
+    y = x[i]
+    x.mul_(10)  # after the failing op: not applied
+    return y
+
+
+def mask_assign_then_divide(t, mask, v, a, b):
+    t[mask] = v
+    q = a // b
+    t.zero_()
+    return q
+
+
+def test_mutations_before_a_failed_index_are_applied_as_in_eager():
+    def make():
+        return torch.zeros(3), torch.tensor(0), _i(0, 3)
+
+    a_xla, a_eager = _raises_like_eager(mutate_then_index, make, IndexError, "y = x[i]")
+    assert_same(a_xla, a_eager)
+    assert a_xla[0].tolist() == [1.0, 1.0, 1.0] and a_xla[1].item() == 1
+
+
+def test_mask_assignment_before_a_division_by_zero_is_applied_as_in_eager():
+    def make():
+        t = torch.zeros(2, 3)
+        mask = torch.tensor([[True, False, True], [False, True, False]])
+        return t, mask, torch.tensor([10.0, 20.0, 30.0]), _A, _B
+
+    a_xla, a_eager = _raises_like_eager(mask_assign_then_divide, make, RuntimeError, "q = a // b")
+    assert_same(a_xla, a_eager)
+    assert a_xla[0].tolist() == [[10.0, 0.0, 20.0], [0.0, 30.0, 0.0]]
+
+
+def mutate_then_matmul(x, a, b):
+    x.add_(1)
+    return a @ b
+
+
+def test_mutations_before_a_dtype_error_are_applied_as_in_eager():
+    def make():
+        return torch.zeros(2), torch.randn(2, 2, dtype=_D), torch.randn(2, 2)
+
+    a_xla, a_eager = _raises_like_eager(mutate_then_matmul, make, RuntimeError, "return a @ b")
+    assert a_xla[0].tolist() == a_eager[0].tolist() == [1.0, 1.0]
+
+
+class Counted(nn.Module):
+    """A model whose forward updates buffers (batch norm statistics, a step counter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.register_buffer("steps", torch.tensor(0))
+
+    def forward(self, tokens, target):
+        self.steps += 1
+        h = self.norm(self.embed(tokens).mean(1))
+        return F.cross_entropy(h, target)
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "no_grad"])
+def test_buffer_updates_before_a_failed_target_are_applied_as_in_eager(grad):
+    torch.manual_seed(0)
+    model, ref = Counted(), Counted()
+    ref.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="xla")
+    tokens, good, bad = torch.randint(0, 10, (4, 3)), _i(0, 1, 2, 3), _i(0, 1, 9, 3)
+    with torch.set_grad_enabled(grad):
+        assert_same(compiled(tokens, good), ref(tokens, good))
+        with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+            ref(tokens, bad)
+        with pytest.raises(IndexError, match="Target 9 is out of bounds") as info:
+            compiled(tokens, bad)
+    assert "F.cross_entropy(h, target)" in str(info.value)
+    assert_same(dict(model.named_buffers()), dict(ref.named_buffers()))
+    assert model.steps.item() == 2
+    with torch.set_grad_enabled(grad):  # and the program is kept
+        assert_same(compiled(tokens, good), ref(tokens, good))
+    assert_same(dict(model.named_buffers()), dict(ref.named_buffers()))
+
+
+def dropout_then_index(x, acc, i):
+    acc.add_(F.dropout(x, 0.5))
+    return acc[i]
+
+
+def test_a_failed_call_leaves_the_random_generator_as_eager_does():
+    def run(fn):
+        torch.manual_seed(1)
+        x, acc = torch.ones(8), torch.zeros(8)
+        with pytest.raises(IndexError):
+            fn(x, acc, _i(9))
+        return acc, torch.rand(4)  # the generator's next numbers
+
+    compiled = torch.compile(dropout_then_index, backend="xla")
+    assert_same(run(compiled), run(dropout_then_index))
+    assert_same(run(compiled), run(dropout_then_index))  # a call of the cached program too
+
+
+def mutate_then_index_other(x, w, i):
+    x.add_(1)
+    y = w[i]
+    x.mul_(3)
+    return y + x.sum()
+
+
+def test_mutations_before_a_failed_index_in_a_padded_program():
+    # x's size is padded to a bucket: the replay runs on the real inputs
+    compiled = torch.compile(mutate_then_index_other, backend="xla")
+    for n in (3, 5):
+        x, x_eager, w = torch.zeros(n), torch.zeros(n), torch.ones(4)
+        torch._dynamo.mark_dynamic(x, 0)
+        assert_same(compiled(x, w, _i(1)), mutate_then_index_other(x_eager, w, _i(1)))
+        with pytest.raises(IndexError):
+            mutate_then_index_other(x_eager, w, _i(7))
+        with pytest.raises(IndexError):
+            compiled(x, w, _i(7))
+        assert_same(x, x_eager)
+    (graph,) = torch2xla.cache_info(compiled).graphs
+    assert graph.bucketed == ("x dim 0",), graph
+
+
+# -- dtype errors, the class: ops whose eager kernels reject operands of different dtypes -------
+# Each case raises in eager. Where Dynamo's fake tensors raise it (their meta kernels check),
+# Dynamo reports it before the backend runs, naming the user's line ("from user code"); the
+# rest reach the ATen graph (some decomposed: linalg_cross, nll_loss, binary_cross_entropy),
+# where we raise eager's message naming the op and the user's line.
+r = torch.randn
+
+
+def _f64(*shape):
+    return torch.randn(*shape, dtype=_D)
+
+
+def _probs(*shape, dtype=torch.float32):
+    return torch.rand(*shape, dtype=dtype)
+
+
+# (name, function, arguments, the user's line as it appears in the message)
+DTYPE_CLASS_OURS = [
+    ("linalg_cross", lambda a, b: torch.linalg.cross(a, b), (r(2, 3), _f64(2, 3)), "linalg.cross"),
+    ("cross", lambda a, b: torch.cross(a, b, dim=1), (_f64(2, 3), r(2, 3)), "torch.cross(a, b"),
+    (
+        "nll_loss_weight",
+        lambda x, t, w: F.nll_loss(x, t, weight=w),
+        (r(4, 3), _i(0, 1, 2, 0), _probs(3, dtype=_D)),
+        "F.nll_loss(x, t, weight=w)",
+    ),
+    (
+        "nll_loss2d_weight",
+        lambda x, t, w: F.nll_loss(x, t, weight=w),
+        (_f64(2, 3, 2, 2), torch.zeros(2, 2, 2, dtype=torch.long), _probs(3)),
+        "F.nll_loss(x, t, weight=w)",
+    ),
+    (
+        "cross_entropy_weight",
+        lambda x, t, w: F.cross_entropy(x, t, weight=w),
+        (r(4, 3), _i(0, 1, 2, 0), _probs(3, dtype=_D)),
+        "F.cross_entropy(x, t, weight=w)",
+    ),
+    (
+        "binary_cross_entropy_target",
+        lambda x, t: F.binary_cross_entropy(x, t),
+        (_probs(4), _probs(4, dtype=_D)),
+        "F.binary_cross_entropy(x, t)",
+    ),
+    (
+        "embedding_bag_per_sample_weights",
+        lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        (r(4, 3), _i(0, 1, 2), _i(0, 1), _f64(3)),
+        "F.embedding_bag(i, w, o",
+    ),
+    ("mm", lambda a, b: torch.mm(a, b), (r(2, 3), _f64(3, 2)), "torch.mm(a, b)"),
+    ("addmm_self", lambda s, a, b: torch.addmm(s, a, b), (_f64(2, 2), r(2, 3), r(3, 2)), "addmm"),
+    (
+        "addbmm_self",
+        lambda s, a, b: torch.addbmm(s, a, b),
+        (r(2, 2), r(2, 2, 3), _f64(2, 3, 2)),
+        "torch.addbmm(s, a, b)",
+    ),
+    (
+        "addbmm_batches",
+        lambda s, a, b: torch.addbmm(s, a, b),
+        (r(2, 2), _f64(2, 2, 3), r(2, 3, 2)),
+        "torch.addbmm(s, a, b)",
+    ),
+    ("linear_weight", lambda x, w: F.linear(x, w), (r(2, 3), _f64(4, 3)), "F.linear(x, w)"),
+    (
+        "layer_norm_bias",
+        lambda x, w, b: F.layer_norm(x, (3,), w, b),
+        (r(2, 3), r(3), _f64(3)),
+        "F.layer_norm(x, (3,), w, b)",
+    ),
+    (
+        "layer_norm_weight_only_bias",
+        lambda x, b: F.layer_norm(x, (3,), None, b),
+        (r(2, 3), _f64(3)),
+        "F.layer_norm(x, (3,), None, b)",
+    ),
+    (
+        "group_norm_weight",
+        lambda x, w: F.group_norm(x, 1, w),
+        (r(2, 3, 4), _f64(3)),
+        "F.group_norm(x, 1, w)",
+    ),
+    (
+        "batch_norm_stats",
+        lambda x, m, v: F.batch_norm(x, m, v),
+        (r(2, 3), torch.zeros(3, dtype=_D), torch.ones(3, dtype=_D)),
+        "F.batch_norm(x, m, v)",
+    ),
+    (
+        "index_add_source",
+        lambda x, i, s: x.index_add(0, i, s),
+        (r(3, 2), _i(0), _f64(1, 2)),
+        "x.index_add(0, i, s)",
+    ),
+    (
+        "index_copy_source",
+        lambda x, i, s: x.index_copy(0, i, s),
+        (r(3, 2), _i(0), _f64(1, 2)),
+        "x.index_copy(0, i, s)",
+    ),
+    (
+        "index_put_values",
+        lambda x, i, v: x.index_put((i,), v, accumulate=True),
+        (r(3, 2), _i(0), _f64(2)),
+        "x.index_put((i,), v",
+    ),
+    ("put_source", lambda x, i, s: x.put(i, s), (r(3), _i(0), _f64(1)), "x.put(i, s)"),
+    ("cdist", lambda a, b: torch.cdist(a, b), (r(2, 3), _f64(2, 3)), "torch.cdist(a, b)"),
+    ("heaviside", lambda a, b: torch.heaviside(a, b), (r(3), _f64(3)), "torch.heaviside(a, b)"),
+    ("complex", lambda a, b: torch.complex(a, b), (r(3), _f64(3)), "torch.complex(a, b)"),
+    (
+        "grid_sample",
+        lambda x, g: F.grid_sample(x, g, align_corners=False),
+        (r(1, 1, 3, 3), _f64(1, 2, 2, 2)),
+        "F.grid_sample(x, g",
+    ),
+    (
+        "index_select_float_index",
+        lambda x, i: x.index_select(0, i),
+        (r(3), torch.tensor([0.0])),
+        "x.index_select(0, i)",
+    ),
+    (
+        "index_add_short_index",
+        lambda x, i, s: x.index_add(0, i, s),
+        (r(3), torch.tensor([0], dtype=torch.int16), r(1)),
+        "x.index_add(0, i, s)",
+    ),
+    (
+        "index_copy_int_index",
+        lambda x, i, s: x.index_copy(0, i, s),
+        (r(3), torch.tensor([0], dtype=torch.int32), r(1)),
+        "x.index_copy(0, i, s)",
+    ),
+    (
+        "index_fill_int_index",
+        lambda x, i: x.index_fill(0, i, 1.0),
+        (r(3), torch.tensor([0], dtype=torch.int32)),
+        "x.index_fill(0, i, 1.0)",
+    ),
+    (
+        "index_put_float_index",
+        lambda x, i: x.index_put((i,), torch.tensor(1.0)),
+        (r(3), torch.tensor([0.0])),
+        "x.index_put((i,), torch.tensor(1.0))",
+    ),
+]
+
+DTYPE_CLASS_DYNAMO = [
+    ("dot", lambda a, b: torch.dot(a, b), (r(3), _f64(3))),
+    ("vdot", lambda a, b: torch.vdot(a, b), (r(3), _f64(3))),
+    ("inner", lambda a, b: torch.inner(a, b), (r(2, 3), _f64(2, 3))),
+    ("bmm", lambda a, b: torch.bmm(a, b), (r(2, 2, 3), _f64(2, 3, 2))),
+    ("baddbmm", lambda s, a, b: torch.baddbmm(s, a, b), (_f64(2, 2, 2), r(2, 2, 3), r(2, 3, 2))),
+    ("addmv", lambda s, a, b: torch.addmv(s, a, b), (_f64(2), r(2, 3), r(3))),
+    ("einsum", lambda a, b: torch.einsum("ij,jk->ik", a, b), (r(2, 3), _f64(3, 2))),
+    ("conv2d_bias", lambda x, w, b: F.conv2d(x, w, b), (r(1, 2, 4, 4), r(3, 2, 2, 2), _f64(3))),
+    ("prelu", lambda x, w: F.prelu(x, w), (r(2, 3), _f64(3))),
+    ("scatter_src", lambda x, i, s: x.scatter(0, i, s), (r(3, 2), _i(0, 1).view(1, 2), _f64(1, 2))),
+    ("masked_scatter", lambda x, m, s: x.masked_scatter(m, s), (r(3), _i(1, 0, 1).bool(), _f64(3))),
+    ("lerp_end", lambda a, b: torch.lerp(a, b, 0.5), (r(3), _f64(3))),
+    ("lerp_weight", lambda a, b, w: torch.lerp(a, b, w), (r(3), r(3), _f64(3))),
+    ("linalg_solve", lambda a, b: torch.linalg.solve(a, b), (r(3, 3) + 3 * torch.eye(3), _f64(3))),
+    (
+        "sdpa",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        (r(1, 2, 3, 4), _f64(1, 2, 3, 4), r(1, 2, 3, 4)),
+    ),
+    ("take_float_index", lambda x, i: x.take(i), (r(3), torch.tensor([0.0]))),
+    ("gather_float_index", lambda x, i: x.gather(0, i), (r(3), torch.tensor([0.0]))),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, args, line", DTYPE_CLASS_OURS, ids=[c[0] for c in DTYPE_CLASS_OURS]
+)
+def test_dtype_class_raises_what_eager_raises(name, fn, args, line):
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, line)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    "name, fn, args", DTYPE_CLASS_DYNAMO, ids=[c[0] for c in DTYPE_CLASS_DYNAMO]
+)
+def test_dtype_class_dynamo_raises_naming_the_users_line(name, fn, args):
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert "from user code" in str(info.value) and THIS in str(info.value), info.value
+
+
+VALID_DTYPE_CLASS = [
+    (
+        "solve_triangular_mixed",
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        (r(3, 3).triu() + 3 * torch.eye(3), _f64(3, 2)),
+    ),
+    (
+        "solve_triangular_mixed_float64_matrix",
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+        (_f64(3, 3).triu() + 3 * torch.eye(3), r(3, 2)),
+    ),
+    ("cross_same", lambda a, b: torch.linalg.cross(a, b), (_f64(2, 3), _f64(2, 3))),
+    (
+        "bf16_layer_norm_float_params",
+        lambda x, w, b: F.layer_norm(x, (3,), w, b),
+        (r(2, 3).bfloat16(), r(3), r(3)),
+    ),
+    ("copysign_promotes", lambda a, b: torch.copysign(a, b), (r(3), _f64(3))),
+    ("cat_promotes", lambda a, b: torch.cat([a, b]), (r(2), _f64(2))),
+    (
+        "index_put_int32_index",
+        lambda x, i: x.index_put((i,), torch.tensor(1.0)),
+        (r(3), _i(1).int()),
+    ),
+    ("index_add_int32_index", lambda x, i, s: x.index_add(0, i, s), (r(3), _i(1).int(), r(1))),
+]
+
+
+@pytest.mark.parametrize("name, fn, args", VALID_DTYPE_CLASS, ids=[c[0] for c in VALID_DTYPE_CLASS])
+def test_valid_dtype_class_matches_eager(name, fn, args):
+    out = torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    ref = fn(*args)
+    if ref.dtype == torch.bfloat16:
+        assert_same(out, ref, rtol=1.6e-2, atol=1e-2)  # bfloat16 results: one ulp
+    elif name.startswith("solve_triangular") and ref.dtype == torch.float32:
+        assert_same(out, ref, rtol=1e-5, atol=1e-5)  # a float32 solve
+    else:
+        assert_same(out, ref)
+
+
+def test_norm_dtype_rule_matches_eager_on_every_mix():
+    # eager's CPU "mixed dtype" rule, over every dtype of input, weight and bias (no compile:
+    # the checker is called as a decomposition calls it)
+    from torch2xla.ops._arg_checks import CHECKS
+
+    aten = torch.ops.aten
+    dtypes = [None, torch.float32, torch.float64, torch.bfloat16]
+    for x_dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for w_dtype, b_dtype in itertools.product(dtypes, dtypes):
+            x = torch.randn(2, 3, dtype=x_dtype)
+            w = None if w_dtype is None else torch.randn(3, dtype=w_dtype)
+            b = None if b_dtype is None else torch.randn(3, dtype=b_dtype)
+            for op, call, shaped in (
+                (aten.native_layer_norm.default, F.layer_norm, (x, (3,), w, b)),
+                (aten.native_group_norm.default, F.group_norm, (x.view(2, 3, 1), 1, w, b)),
+            ):
+                try:
+                    call(*shaped)
+                    eager = None
+                except RuntimeError as e:
+                    eager = str(e)
+                ours = CHECKS[op]({"input": x, "weight": w, "bias": b}, None)
+                assert ours == eager, (op, x_dtype, w_dtype, b_dtype)
+
+
+# -- matrices eager's linear algebra rejects (torch.linalg.LinAlgError) ------------------------
+_NOT_PD = torch.tensor([[4.0, 2.0, 1.0], [2.0, 1.0, 3.0], [1.0, 3.0, 5.0]])  # minor 2 is not
+_SINGULAR = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+_FACTOR = torch.tensor([[1.0, 0.0], [2.0, 0.0]])  # a Cholesky factor with a zero pivot
+
+# (name, function, argument, the user's line as it appears in the message)
+LINALG_CASES = [
+    ("cholesky", lambda a: torch.cholesky(a), _NOT_PD, "torch.cholesky(a)"),
+    ("cholesky_upper", lambda a: torch.cholesky(a, upper=True), _NOT_PD, "upper=True"),
+    (
+        "cholesky_batched",
+        lambda a: torch.cholesky(a),
+        torch.stack([torch.eye(3), _NOT_PD]),
+        "torch.cholesky(a)",
+    ),
+    ("linalg_cholesky", lambda a: torch.linalg.cholesky(a), _NOT_PD, "linalg.cholesky(a)"),
+    ("cholesky_inverse", lambda a: torch.cholesky_inverse(a), _FACTOR, "cholesky_inverse(a)"),
+    ("inv", lambda a: torch.linalg.inv(a), _SINGULAR, "torch.linalg.inv(a)"),
+    ("inverse", lambda a: torch.inverse(a) + 1, _SINGULAR, "torch.inverse(a)"),
+    (
+        "inv_batched",
+        lambda a: torch.linalg.inv(a),
+        torch.stack([torch.eye(2), _SINGULAR]),
+        "torch.linalg.inv(a)",
+    ),
+    ("solve", lambda a: torch.linalg.solve(a, torch.ones(2)), _SINGULAR, "linalg.solve(a"),
+    ("matrix_power", lambda a: torch.linalg.matrix_power(a, -1), _SINGULAR, "matrix_power"),
+    ("lu_factor", lambda a: torch.linalg.lu_factor(a), torch.zeros(2, 2), "lu_factor(a)"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+@pytest.mark.parametrize("name, fn, a, line", LINALG_CASES, ids=[c[0] for c in LINALG_CASES])
+def test_linalg_errors_raise_what_eager_raises(name, fn, a, line):
+    eager = _eager_error(fn, (a,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(a)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, line)
+    if isinstance(eager, torch.linalg.LinAlgError):
+        assert isinstance(info.value, torch2xla.OpLinAlgError)
+
+
+@pytest.mark.parametrize(
+    "a",
+    [_NOT_PD, torch.stack([torch.eye(3), -torch.eye(3), _NOT_PD]), torch.eye(3), _NOT_PD[:0, :0]],
+    ids=["not_pd", "batched", "pd", "empty"],
+)
+def test_cholesky_ex_reports_eagers_info_without_raising(a):
+    def f(a):
+        return torch.linalg.cholesky_ex(a).info
+
+    assert_same(torch.compile(f, backend="xla")(a), f(a))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from torch2xla._errors import UnsupportedOpsError, op_name, source_line, warn
+from torch2xla._errors import OpError, UnsupportedOpsError, op_name, source_line, warn
 from torch2xla._options import Options
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
@@ -28,6 +28,7 @@ from torch2xla.debug._stages import (
 )
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.ops._arg_checks import check_graph
+from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _stored
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
@@ -91,9 +92,47 @@ class CompiledGraph:
         self._warned = False
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
+        self._draws: bool | None = None  # whether a signature's ops draw random numbers
 
     def __call__(self, *args):
-        return self.guards.run(args)
+        # (a graph that draws random numbers: the generator's state, for a replay; None until
+        # its first build says whether it draws)
+        state = torch.default_generator.get_state() if self._draws is not False else None
+        try:
+            return self.guards.run(args)
+        except OpError as e:  # eager's error: eager's side effects too
+            error = e
+        return self._replay(error, args, state)  # (outside the handler: no chained context)
+
+    @torch._disable_dynamo
+    def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
+        """Run the call that raised ``error`` again in eager PyTorch from the same inputs (the
+        failed call changed none of them: mutations are written back after the program), so
+        that what eager changes before the failing op is changed and nothing after it, with
+        the random generator's state as eager leaves it. Eager's own error becomes the
+        cause of ours; a call eager runs without error (a check of ours stricter than eager)
+        returns eager's results. Not replayed: a value check's error beside CUDA tensors,
+        where eager's kernel would assert on the device (such a call changes no input)."""
+        if error.replayed or (error.after_run and _on_gpu(args)):
+            raise error
+        if state is not None:
+            torch.default_generator.set_state(state)
+        gm = self.gm
+        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            gm.real_recompile()
+        try:
+            out = gm.forward(*args)  # (not through FX's wrapper: it prints the error's code)
+        except Exception as eager:
+            error.replayed = True
+            if isinstance(error, type(eager)):
+                raise error from eager
+            raise
+        warn(
+            f"torch2xla: {self.name} raised where eager PyTorch, run again from the same "
+            f"inputs, does not; the call returns eager's results. Please report this.\n{error}",
+            UserWarning,
+        )
+        return out
 
     def __deepcopy__(self, memo: dict) -> CompiledGraph:
         # Like the function other backends return, a compiled graph is used as immutable: its
@@ -139,7 +178,7 @@ class CompiledGraph:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
-                    return b.done(entry)
+                    return b.done(self._drawing(entry))
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -173,9 +212,8 @@ class CompiledGraph:
                 )
                 program = b.program(program, inputs)
                 _stored.remember(key, lowered, program, inputs, self.program_options)
-                return b.done(
-                    _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
-                )
+                entry = _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
+                return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:
@@ -184,10 +222,16 @@ class CompiledGraph:
                 program = XlaProgram(sub, example, None, **self.program_options)
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
-            return b.done(
-                _Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases),
-                unsupported,
-            )
+            entry = _Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases)
+            return b.done(self._drawing(entry, lowered.gm), unsupported)
+
+    def _drawing(self, entry: _Entry, gm: torch.fx.GraphModule | None = None) -> _Entry:
+        """``entry`` (of the ATen graph ``gm`` where split), noting whether it draws random
+        numbers (``_replay``)."""
+        program = entry.program
+        draws = program.rng if program is not None else uses_rng(gm)
+        self._draws = bool(self._draws) or draws
+        return entry
 
     def _stored_key(self, args: Sequence) -> str | None:
         """The signature's key in the persistent cache (None: off, or not recordable; dumps and
@@ -266,7 +310,12 @@ class CompiledGraph:
             for n in found
         ]
         self._cut = _Cut(top)
+        self._draws = False  # (its pieces replay themselves)
         return b.done(self._cut)
+
+
+def _on_gpu(args: Sequence) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
 
 
 class _Piece(torch.nn.Module):

@@ -222,10 +222,21 @@ class OpError(RuntimeError):
     ``IndexError`` and ``ZeroDivisionError`` cases raise the subclasses ``OpIndexError`` and
     ``OpZeroDivisionError``, which are ``RuntimeError`` too (as eager's are, by op).
 
+    Before the error reaches the user, the call is run again in eager PyTorch from the same
+    inputs (the compiled graph's ``replay``), so that what eager changed before the failing op
+    (in-place updates of inputs and buffers) is changed, and nothing after it; not for value
+    errors of CUDA programs, where eager's kernels would assert on the device.
+
     Attributes:
         node: the ATen node (None where unknown).
         source: ``file:line: code`` of the user code that called the op.
+        after_run: found from tensor values after the XLA program ran (a runtime check).
+        replayed: the call ran again in eager PyTorch, which raised the error (its own is the
+            ``__cause__``), with eager's side effects.
     """
+
+    after_run: bool = False
+    replayed: bool = False
 
     def __init__(self, message: str, node: torch.fx.Node | None = None, *, hint: str = "") -> None:
         self.node = node
@@ -245,6 +256,11 @@ class OpIndexError(OpError, IndexError):
 class OpZeroDivisionError(OpError, ZeroDivisionError):
     """An integer division or remainder by zero (eager's CPU kernels raise
     ``RuntimeError("ZeroDivisionError")``)."""
+
+
+class OpLinAlgError(OpError, torch.linalg.LinAlgError):
+    """A matrix eager's linear algebra rejects: singular, not positive-definite (eager raises
+    ``torch.linalg.LinAlgError``)."""
 
 
 def user_op(node: torch.fx.Node) -> str:

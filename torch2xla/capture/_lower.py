@@ -15,6 +15,7 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
 from torch2xla.capture._stop_gradient import insert_stop_gradients
+from torch2xla.ops import _arg_checks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,8 @@ def decomposition_table() -> dict:
     for op in list(table):
         if op in LOWERINGS:
             del table[op]
-    return table
+    # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
+    return _arg_checks.checked_decompositions(table)
 
 
 def scalar_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:
@@ -148,10 +150,18 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         args = aliasing.export_args(args)
     # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
     # preserve_node_meta keeps each node's user stack trace, for error messages.
-    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+    with (
+        exporting(),
+        _mkldnn_disabled(),
+        torch.no_grad(),
+        torch.fx.traceback.preserve_node_meta(),
+        _arg_checks.recording() as rejected,
+    ):
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
+    # decomposed calls eager rejects by their dtypes, for _arg_checks.check_graph
+    _arg_checks.mark_decomposed(aten_gm, rejected)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}

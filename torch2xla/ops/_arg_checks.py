@@ -7,16 +7,25 @@ dtype". ``check_graph`` checks the ATen graph before translation and raises eage
 (``OpError``) naming the op and the user's source line. The ATen graph is checked, not the
 user's calls: autocast's casts are nodes of their own by then, so the operands of a matmul
 under autocast have one dtype, and type-promoting ops never reach these checks.
+
+Ops that reach the ATen graph decomposed (``linalg_cross``, ``nll_loss_forward``, ...) are
+checked where they are decomposed: ``checked_decompositions`` wraps their entries of the
+decomposition table so that, during an export inside ``recording()``, a call eager rejects is
+recorded with the user's stack trace; ``mark_decomposed`` then finds the first node that
+decomposition made (its ``original_aten`` and stack trace) and marks it, and ``check_graph``
+raises for it in graph order. One table, ``CHECKS``, serves both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 
 import torch
 from torch._ops import ops
 
-from torch2xla._errors import OpError
+from torch2xla._errors import OpError, OpIndexError
 from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
@@ -32,20 +41,29 @@ def _c_name(dtype: torch.dtype) -> str:
     return dtype_name(dtype, "c")
 
 
-Checker = Callable[[dict, torch.fx.Node], "str | None"]
+# (arguments by schema name: graph nodes, or the tensors a decomposition is called with;
+# the node, None for a decomposition's call) -> eager's message, or the message and the
+# error class where eager raises another than RuntimeError; None where eager accepts them
+Checker = Callable[[dict, "torch.fx.Node | None"], "str | tuple[str, type[OpError]] | None"]
+
+
+def _value(kwargs: dict, name: str) -> torch.Tensor | None:
+    value = kwargs.get(name)
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val")
+    return value if isinstance(value, torch.Tensor) else None
 
 
 def _dtype(kwargs: dict, name: str) -> torch.dtype | None:
-    value = kwargs.get(name)
-    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
-    return val.dtype if isinstance(val, torch.Tensor) else None
+    value = _value(kwargs, name)
+    return None if value is None else value.dtype
 
 
 def _pairs(*pairs: tuple[str, str, str]) -> Checker:
     """A checker of operands that must share a dtype: ``(a, b, message)`` per pair, the
     message formatted with ``{a}``/``{b}`` (eager's names) and ``{ca}``/``{cb}`` (C++ names)."""
 
-    def checker(kwargs: dict, node: torch.fx.Node) -> str | None:
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
         for a, b, message in pairs:
             da, db = _dtype(kwargs, a), _dtype(kwargs, b)
             if da is not None and db is not None and da != db:
@@ -56,26 +74,47 @@ def _pairs(*pairs: tuple[str, str, str]) -> Checker:
 
 
 def _norm(*params: str) -> Checker:
-    """CPU norms: every parameter in the input's dtype, or float32 ones for a reduced-precision
-    input (eager's "mixed dtype" rule)."""
+    """CPU norms, by eager's "mixed dtype" rule (ATen's ``cpu/mixed_data_type.h``): the first
+    given parameter in another dtype than the input's makes the call mixed, where every
+    parameter must be float32 and the input of reduced precision; otherwise the kernel reads
+    every parameter in the input's dtype."""
 
-    def checker(kwargs: dict, node: torch.fx.Node) -> str | None:
-        x = _dtype(kwargs, "input")
-        if x is None or node.meta["val"][0].device.type != "cpu":
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        x = _value(kwargs, "input")
+        if x is None or x.device.type != "cpu":
             return None
-        dtypes = {d for d in (_dtype(kwargs, p) for p in params) if d is not None}
-        if not dtypes or dtypes == {x}:
-            return None
-        if x in (torch.float16, torch.bfloat16) and dtypes == {torch.float32}:
-            return None
-        if x in (torch.float16, torch.bfloat16):
+        dtypes = [d for d in (_dtype(kwargs, p) for p in params) if d is not None]
+        if not dtypes or dtypes[0] == x.dtype:  # not mixed
+            other = next((d for d in dtypes if d != x.dtype), None)
+            return None if other is None else _SCALAR_TYPE.format(a=_name(x.dtype), b=_name(other))
+        if any(d != torch.float32 for d in dtypes):
+            return "mixed dtype (CPU): expect parameter to have scalar type of Float"
+        if x.dtype not in (torch.float16, torch.bfloat16):
             return "mixed dtype (CPU): all inputs must share same datatype."
-        return f"mixed dtype (CPU): expect parameter to have scalar type of {_name(x)}"
+        return None
 
     return checker
 
 
-def _integer_power(kwargs: dict, node: torch.fx.Node) -> str | None:
+def _index_select_index(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    index = _dtype(kwargs, "index")
+    if index is None or index in (torch.int32, torch.int64):
+        return None
+    return "index_select(): Expected dtype int32 or int64 for index"
+
+
+def _embedding_bag_weights(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    w, p = _dtype(kwargs, "weight"), _dtype(kwargs, "per_sample_weights")
+    if w is None or p is None or w == p:
+        return None
+    return (
+        "Expected tensor for argument #1 'weight' to have the same type as tensor for argument "
+        f"#1 'per_sample_weights'; but type torch.{_name(w)}Tensor does not equal "
+        f"torch.{_name(p)}Tensor (while checking arguments for embedding_bag)"
+    )
+
+
+def _integer_power(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     exponent, base = kwargs.get("exponent"), _dtype(kwargs, "self")
     if (
         base is not None
@@ -88,13 +127,55 @@ def _integer_power(kwargs: dict, node: torch.fx.Node) -> str | None:
     return None
 
 
-def _index_put_source(kwargs: dict, node: torch.fx.Node) -> str | None:
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
+_I32_64 = (torch.int32, torch.int64)
+# ops decomposed to index_put: (the index dtypes eager accepts, (its message, error class))
+_INDEX_RULES = {
+    aten.index_add: (
+        _I32_64,
+        ("index_add_(): Expected dtype int32/int64 for index but got: {d}", OpError),
+    ),
+    aten.index_add_: (
+        _I32_64,
+        ("index_add_(): Expected dtype int32/int64 for index but got: {d}", OpError),
+    ),
+    aten.index_copy: (
+        (torch.int64,),
+        ("index_copy_(): Expected a long tensor for index, but got {d}", OpError),
+    ),
+    aten.index_copy_: (
+        (torch.int64,),
+        ("index_copy_(): Expected a long tensor for index, but got {d}", OpError),
+    ),
+    aten.index_fill: (
+        (torch.int64,),
+        ("index_fill_(): Expected dtype int64 for index.", OpIndexError),
+    ),
+    aten.index_fill_: (
+        (torch.int64,),
+        ("index_fill_(): Expected dtype int64 for index.", OpIndexError),
+    ),
+}
+
+
+def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple | None:
     # eager's message is that of the op the user called (index_add and index_copy decompose
     # to index_put)
+    called = getattr(node and node.meta.get("original_aten"), "overloadpacket", None)
+    indices = kwargs.get("indices") or ()
+    for index in indices:
+        if isinstance(index, torch.fx.Node):
+            index = index.meta.get("val")
+        d = index.dtype if isinstance(index, torch.Tensor) else None
+        if d is None or d in _INDEX_RULES.get(called, (_INDEX_DTYPES, None))[0]:
+            continue
+        if called in _INDEX_RULES:
+            message, error = _INDEX_RULES[called][1]
+            return message.format(d=_name(d)), error
+        return "tensors used as indices must be long, int, byte or bool tensors", OpIndexError
     s, v = _dtype(kwargs, "self"), _dtype(kwargs, "values")
     if s is None or v is None or s == v:
         return None
-    called = getattr(node.meta.get("original_aten"), "overloadpacket", None)
     if called in (aten.index_add, aten.index_add_):
         return (
             f"index_add_(): self ({_name(s)}) and source ({_name(v)}) must have the same scalar "
@@ -124,8 +205,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         ("self", "mat2", "self and mat2 must have the same dtype, but got {a} and {b}"),
     ),
     aten.addbmm.default: _pairs(
-        ("batch1", "batch2", "batch1 and batch2 must have the same dtype, but got {a} and {b}"),
         ("self", "batch2", "self and mat2 must have the same dtype, but got {a} and {b}"),
+        ("batch1", "batch2", "mat1 and mat2 must have the same dtype, but got {a} and {b}"),
     ),
     aten.baddbmm.default: _pairs(
         ("batch1", "batch2", _SCALAR_TYPE),
@@ -192,6 +273,17 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         "weight", "bias", "running_mean", "running_var"
     ),
     aten.pow.Tensor_Scalar: _integer_power,
+    aten.index_select.default: _index_select_index,
+    aten._embedding_bag.default: _embedding_bag_weights,
+    aten._embedding_bag_forward_only.default: _embedding_bag_weights,
+    # decomposed before they reach the graph (``checked_decompositions``)
+    aten.linalg_cross.default: _pairs(("self", "other", _SCALAR_TYPE)),
+    aten.nll_loss_forward.default: _pairs(("self", "weight", _SCALAR_TYPE)),
+    aten.nll_loss2d_forward.default: _pairs(("self", "weight", _SCALAR_TYPE)),
+    aten.multi_margin_loss.default: _pairs(("self", "weight", _SCALAR_TYPE)),
+    aten.binary_cross_entropy.default: _pairs(
+        ("target", "self", "Found dtype {a} but expected {b}")
+    ),
 }
 
 
@@ -203,14 +295,74 @@ def _by_name(node: torch.fx.Node) -> dict:
 
 def check_graph(gm: torch.fx.GraphModule) -> None:
     """Raise eager's error (``OpError``) for the first node of ``gm`` whose arguments eager
-    rejects by their dtypes or constant values (``CHECKS``)."""
+    rejects by their dtypes or constant values (``CHECKS``), or that ``mark_decomposed``
+    marked."""
     for node in gm.graph.nodes:
-        checker = CHECKS.get(node.target) if node.op == "call_function" else None
-        if checker is None:
+        if node.op != "call_function":
             continue
-        message = checker(_by_name(node), node)
-        if message is not None:
-            raise OpError(message, node)
+        rejected = node.meta.get(_REJECTED)
+        checker = CHECKS.get(node.target)
+        if rejected is None and checker is not None:
+            rejected = checker(_by_name(node), node)
+        if rejected is not None:
+            message, error = rejected if isinstance(rejected, tuple) else (rejected, OpError)
+            raise error(message, node)
 
 
-__all__ = ["CHECKS", "check_graph"]
+# -- ops checked where they are decomposed ------------------------------------------------------
+_REJECTED = "torch2xla.rejected"  # node.meta: eager's message for the decomposed call
+# (op, the user's stack trace, eager's message) per rejected call of the export in progress
+_recorded: contextvars.ContextVar[list | None] = contextvars.ContextVar("recorded", default=None)
+
+
+def checked_decompositions(table: dict) -> dict:
+    """``table`` (op -> decomposition) with the decompositions of ops in ``CHECKS`` wrapped to
+    record the calls eager rejects (inside ``recording()``)."""
+    return {op: _checked(op, fn) if op in CHECKS else fn for op, fn in table.items()}
+
+
+def _checked(op: torch._ops.OpOverload, decomposition: Callable) -> Callable:
+    checker, names = CHECKS[op], [a.name for a in op._schema.arguments]
+
+    def decompose(*args, **kwargs):
+        recorded = _recorded.get()
+        if recorded is not None:
+            rejected = checker({**dict(zip(names, args)), **kwargs}, None)
+            if rejected is not None:
+                stack = torch.fx.traceback.get_current_meta().get("stack_trace")
+                recorded.append((op, stack, rejected))
+        return decomposition(*args, **kwargs)
+
+    decompose.__name__ = decompose.__qualname__ = op.__name__
+    return decompose
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list]:
+    """Record the decomposed calls eager rejects during an export (``mark_decomposed``)."""
+    token = _recorded.set([])
+    try:
+        yield _recorded.get()
+    finally:
+        _recorded.reset(token)
+
+
+def mark_decomposed(gm: torch.fx.GraphModule, recorded: list) -> None:
+    """Mark the first node each ``recorded`` call's decomposition made in ``gm`` (same
+    ``original_aten`` and stack trace) with eager's message, for ``check_graph``."""
+    for op, stack, rejected in recorded:
+        # (by name: node metas hold copies of the op object)
+        made = [
+            n
+            for n in gm.graph.nodes
+            if n.op == "call_function" and str(n.meta.get("original_aten")) == str(op)
+        ]
+        node = next((n for n in made if n.meta.get("stack_trace") == stack), None)
+        if node is None and not made:
+            message, error = rejected if isinstance(rejected, tuple) else (rejected, OpError)
+            raise error(f"{message}\n  op: {op}")
+        node = node if node is not None else made[0]
+        node.meta.setdefault(_REJECTED, rejected)
+
+
+__all__ = ["CHECKS", "check_graph", "checked_decompositions", "mark_decomposed", "recording"]

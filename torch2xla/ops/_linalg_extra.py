@@ -25,6 +25,7 @@ from torch2xla.ops._common import (
     out_dtype,
     promote,
 )
+from torch2xla.ops._effects import check_linalg
 from torch2xla.ops._linalg import scale_add
 from torch2xla.ops._registry import ctx, register
 
@@ -49,23 +50,57 @@ def _empty(index: int):
     return jnp.zeros(tuple(val.shape), out_dtype(index))
 
 
-def _first_bad(bad, index: int):
-    """LAPACK's info: 1 + the position of the first True along the last dim, else 0."""
+def _first_bad(bad, index: int | None):
+    """LAPACK's info: 1 + the position of the first True along the last dim, else 0; as the
+    node's output ``index``, or (None) as int32 codes for a check (``check_linalg``)."""
     if bad.shape[-1] == 0:
-        return _empty(index)
+        return jnp.zeros(bad.shape[:-1], jnp.int32) if index is None else _empty(index)
     pos = jnp.argmax(bad, axis=-1) + 1
     info = jnp.where(jnp.any(bad, axis=-1), pos, 0)
+    if index is None:
+        return info.astype(jnp.int32)
     return as_dtype(info.reshape(ctx().out[index].shape), out_dtype(index))
 
 
-def _lu_info(lu, index: int):
+def _lu_info(lu, index: int | None):
     """info of an LU factorization: the first zero pivot of U (1-based), else 0."""
     return _first_bad(jnp.diagonal(lu, axis1=-2, axis2=-1) == 0, index)
 
 
-def _chol_info(low, index: int):
-    """info of a Cholesky factorization: the order of the first non-positive-definite minor."""
-    return _first_bad(~jnp.isfinite(jnp.diagonal(low, axis1=-2, axis2=-1)), index)
+def _chol_info(low, index: int | None, a=None):
+    """info of a Cholesky factorization: the order of the first non-positive-definite leading
+    minor of the Hermitian ``a`` (what LAPACK reads), found only where the factorization
+    failed (XLA's factor is then NaN throughout); without ``a``, the first NaN of ``low``."""
+    failed = ~jnp.isfinite(jnp.diagonal(low, axis1=-2, axis2=-1))
+    if a is None or a.shape[-1] == 0:
+        return _first_bad(failed, index)
+    info = jax.lax.cond(
+        jnp.any(failed), _first_minor, lambda a: jnp.zeros(a.shape[:-2], jnp.int32), a
+    )
+    if index is None:
+        return info
+    return as_dtype(info.reshape(ctx().out[index].shape), out_dtype(index))
+
+
+def _first_minor(a):
+    """The order of the first leading minor of the Hermitian ``a`` that is not positive
+    definite, else 0: an unblocked Cholesky's first pivot that is not positive, as LAPACK's
+    potrf reports it (one Schur-complement update per column)."""
+    n = a.shape[-1]
+    idx = jnp.arange(n)
+
+    def step(k, state):
+        a, info = state
+        d = jnp.real(a[..., k, k])
+        bad = ~(d > 0)
+        info = jnp.where((info == 0) & bad, k + 1, info)
+        col = jnp.where(idx > k, a[..., :, k], 0)
+        scale = jnp.where(bad, 0, 1 / jnp.where(bad, 1, d))
+        a = a - col[..., :, None] * jnp.conj(col)[..., None, :] * scale[..., None, None]
+        return a, info
+
+    _, info = jax.lax.fori_loop(0, n, step, (a, jnp.zeros(a.shape[:-2], jnp.int32)))
+    return info
 
 
 # -- norms and distances -------------------------------------------------------------------------
@@ -319,12 +354,15 @@ def _cholesky(x, upper):
 @register(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     low = _cholesky_lower(self, upper)
-    info = _chol_info(low, 1)
+    info = _chol_info(low, 1, _hermitian(self, not upper))
     return (_mH(low) if upper else low), info
 
 
 def cholesky(self, upper=False):
-    return _cholesky(self, upper)
+    # (the deprecated torch.cholesky: eager raises for a matrix that is not positive-definite)
+    low = _cholesky_lower(self, upper)
+    check_linalg(_chol_info(low, None, _hermitian(self, not upper)), "cholesky", self.ndim == 2)
+    return _mH(low) if upper else low
 
 
 if hasattr(aten, "cholesky"):  # (deprecated for torch.linalg.cholesky; gone in torch 2.14)
@@ -395,6 +433,8 @@ _cholesky_inverse.defvjp(_cholesky_inverse_fwd, _cholesky_inverse_bwd)
 
 @register(aten.cholesky_inverse.default)
 def cholesky_inverse(self, upper=False):
+    # eager raises for a factor with a zero on its diagonal (a singular matrix)
+    check_linalg(_lu_info(self, None), "cholesky_inverse", self.ndim == 2)
     return _cholesky_inverse(self, upper)
 
 
@@ -528,7 +568,9 @@ def _linalg_slogdet(A):
 
 @register(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
-    a, b = _batch(self, B)
+    # NOTE: eager accepts operands of different dtypes (the result's is the fake tensor's)
+    dtype = out_dtype()
+    a, b = _batch(as_dtype(self, dtype), as_dtype(B, dtype))
     return lax_linalg.triangular_solve(
         a, b, left_side=left, lower=not upper, unit_diagonal=unitriangular
     )

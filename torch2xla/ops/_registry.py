@@ -232,19 +232,26 @@ class LoweringContext:
         return self.checks is not None
 
     def check(
-        self, failed: Any, message: str, value: Any = None, error: type | None = None
+        self,
+        failed: Any,
+        message: str,
+        value: Any = None,
+        error: type | None = None,
+        explain: Callable | None = None,
     ) -> None:
         """Register a runtime check of this node: ``failed`` (a traced bool scalar) is True
         where eager raises ``error`` (an ``OpError`` class; default ``OpError``) with
-        ``message``, whose ``{value}`` is filled with ``value`` (a traced integer scalar). The
-        program reports it after it ran (``torch2xla/runtime/_checks.py``); a no-op when checks are off.
+        ``message``, whose ``{value}`` is filled with ``value`` (a traced integer scalar), or
+        what ``explain(value)`` returns (message, error class). The program reports it after
+        it ran (``torch2xla/runtime/_checks.py``); a no-op when checks are off.
         """
         if self.checks is None:
             return
         from torch2xla._errors import OpError
         from torch2xla.runtime._checks import Check, Registered
 
-        self.checks.append(Registered(Check(self.node, error or OpError, message), failed, value))
+        check = Check(self.node, error or OpError, message, explain)
+        self.checks.append(Registered(check, failed, value))
 
     def value(self, node: torch.fx.Node) -> Any:
         """The lowered value of an earlier node of the graph (``node.args`` hold nodes)."""

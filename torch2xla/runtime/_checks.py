@@ -14,7 +14,7 @@ off (``options={"checks": False}``) are never traced.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -30,22 +30,43 @@ _HINT = (
 )
 
 
+# (the failed check's value -> eager's message and the error class), for messages that are
+# not one template (``torch.linalg``'s, made by its own kernel); picklable (records keep it)
+Explain = Callable[[int], "tuple[str, type[OpError]]"]
+
+
+def _raised(error: type[OpError], message: str, value: int, explain: Explain | None):
+    if explain is not None:
+        message, error = explain(value)
+        return error, message
+    return error, message.format(value=value)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Check:
-    """What a failed check raises: ``error(message.format(value=...), node)``."""
+    """What a failed check raises: ``error(message.format(value=...), node)``, or what
+    ``explain(value)`` says."""
 
     node: torch.fx.Node
     error: type[OpError]
     message: str
+    explain: Explain | None = None
 
     def exception(self, value: int) -> OpError:
-        return self.error(self.message.format(value=value), self.node, hint=_HINT)
+        error, message = _raised(self.error, self.message, value, self.explain)
+        e = error(message, self.node, hint=_HINT)
+        e.after_run = True
+        return e
 
     def portable(self) -> StoredCheck:
         """The same check without its node (for the persistent cache's records): the op and
         the user's line are kept as text."""
         return StoredCheck(
-            self.error, self.message, self.error("", self.node).args[0], source_line(self.node)
+            self.error,
+            self.message,
+            self.error("", self.node).args[0],
+            source_line(self.node),
+            self.explain,
         )
 
 
@@ -57,10 +78,13 @@ class StoredCheck:
     message: str
     details: str  # the op and the user's line, as ``OpError`` writes them after the message
     source: str
+    explain: Explain | None = None
 
     def exception(self, value: int) -> OpError:
-        e = self.error(self.message.format(value=value) + self.details, hint=_HINT)
+        error, message = _raised(self.error, self.message, value, self.explain)
+        e = error(message + self.details, hint=_HINT)
         e.source = self.source
+        e.after_run = True
         return e
 
 
