@@ -37,7 +37,8 @@ def main() -> None:
             keep = jax.random.bernoulli(jax.random.fold_in(key, 1), 0.9, x.shape)
             return jnp.where(keep, x / 0.9, 0.0)
 
-        print(f"jax {impl}: {_time(lambda: drop(x, key).block_until_ready()):.3f} ms")
+        ms = _time(lambda key=key: drop(x, key).block_until_ready())
+        print(f"jax {impl}: {ms:.3f} ms")
     if torch.cuda.is_available():
         t = torch.ones(SHAPE, device="cuda")
 
