@@ -583,3 +583,34 @@ def test_complex32_runs_in_eager_with_a_warning():
     torch._dynamo.reset()
     with pytest.raises(torch2xla.UnsupportedOpsError, match="complex32 has no XLA type"):
         _compiled(f)(x)
+
+
+# -- casts and integer powers where C++ leaves the value to the platform -------------------------
+_UNDEFINED_CASTS = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, -0.7, -2.5]
+_UNDEFINED_CASTS += [255.9, 256.0, -1.0, 65504.0, -200.0, 2.0**31, -(2.0**31), 2.0**63]
+
+
+@pytest.mark.parametrize("source", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_float_to_int_casts_give_eager_values(source):
+    """NaN, infinities and out-of-range floats cast to integers as eager's CPU kernels cast
+    them (``(x * 255).byte()`` of a negative pixel is 255 - 1, not 0)."""
+    x = torch.tensor(_UNDEFINED_CASTS, dtype=source)
+
+    def fn(x, into):
+        casts = [x.to(d) for d in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)]
+        return casts, x.long() + 1, into.copy_(x), x.bool()
+
+    out, ref, into, into_ref = run_both(fn, x, torch.zeros(len(x), dtype=torch.int32))
+    for o, r in zip(torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(ref)):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o, r)
+    assert torch.equal(into[1], into_ref[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_integer_powers_wrap_as_eager(dtype):
+    info = torch.iinfo(dtype)
+    base = torch.tensor([2, 3, info.max, 0, 1, 7, 2, -1 if info.min else 5], dtype=dtype)
+    exponent = torch.tensor([info.max // 2 + 1, 100, 63, 0, 5, info.max, 7, 3], dtype=dtype)
+    out, ref, *_ = run_both(lambda a, b: (a**b, 2**b, a ** b.abs()), base, exponent)
+    for o, r in zip(out, ref):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o, r)

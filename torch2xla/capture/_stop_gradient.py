@@ -144,9 +144,7 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
         target = _mutated(node)
         if target is not None and not (enabled and _tracked(target)):
             memory = _storage(target)
-            written = [
-                t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
-            ]
+            written = [t for t in tracked if last_use[t] > order[node] and _storage(t) == memory]
             if memory is not None and written:
                 _straight_through_after(graph, node, written)
         if _tracked(node) and _storage(node) is not None:

@@ -14,8 +14,8 @@ write. ``straight_through(value, source)`` is ``value`` with the gradient of ``s
 
 from __future__ import annotations
 
-import torch
 import jax
+import torch
 from jax import lax
 
 from torch2xla.ops import _vmap
@@ -76,7 +76,9 @@ def _(info, in_dims, value: torch.Tensor, source: torch.Tensor):
     if in_dims[0] == in_dims[1]:  # elementwise: the batched values go through as they are
         return straight_through(value, source), in_dims[0]
     n = info.batch_size
-    return straight_through(_vmap.front(value, in_dims[0], n), _vmap.front(source, in_dims[1], n)), 0
+    return straight_through(
+        _vmap.front(value, in_dims[0], n), _vmap.front(source, in_dims[1], n)
+    ), 0
 
 
 @jax.custom_jvp

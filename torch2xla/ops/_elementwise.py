@@ -12,7 +12,7 @@ from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, jdt, promote
+from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
 aten = ops.aten
@@ -330,8 +330,20 @@ def _power(a, b):
         # +-1 by parity); jnp's is not defined for it.
         neg = b < 0
         unit = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(b % 2 == 0, 1, -1), 0))
-        return jnp.where(neg, unit.astype(a.dtype), jnp.power(a, jnp.where(neg, 0, b)))
+        return jnp.where(neg, unit.astype(a.dtype), _int_power(a, jnp.where(neg, 0, b)))
     return jnp.power(a, b)
+
+
+def _int_power(a, b):
+    """``a ** b`` for integer arrays of one dtype, ``b >= 0``, wrapping as eager's squarings.
+
+    NOTE: jnp.power skips an unsigned exponent's top bit (uint8 ``2 ** 128`` gave 1, not 0)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    result = jnp.ones_like(a)
+    for _ in range(jnp.iinfo(b.dtype).bits):
+        result = jnp.where((b & 1) == 1, result * a, result)
+        a, b = a * a, lax.shift_right_logical(b, jnp.ones_like(b))
+    return result
 
 
 def _nextafter(a, b):
@@ -664,12 +676,12 @@ def _to_copy(
     # NOTE: device moves are the bridge's job (outputs land on the input's device).
     if not is_array(self):  # a Python number (functorch's batching leaves wrapped numbers)
         return jnp.asarray(self, dtype=jdt(ctx().out.dtype))
-    return self if dtype is None else self.astype(jdt(dtype))
+    return self if dtype is None else cast(self, jdt(dtype))
 
 
 @register(ops.prims.convert_element_type.default)
 def convert_element_type(a, dtype):
-    return a.astype(jdt(dtype))
+    return cast(a, jdt(dtype))
 
 
 @register(aten.clone.default)
