@@ -331,7 +331,41 @@ def _power(a, b):
         neg = b < 0
         unit = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(b % 2 == 0, 1, -1), 0))
         return jnp.where(neg, unit.astype(a.dtype), _int_power(a, jnp.where(neg, 0, b)))
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        return _float_power(*jnp.broadcast_arrays(a, b))
     return jnp.power(a, b)
+
+
+@jax.custom_jvp
+def _float_power(a, b):
+    return jnp.power(a, b)
+
+
+@_float_power.defjvp
+def _float_power_jvp(primals, tangents):
+    # NOTE: eager's derivatives of pow are 0 where the exponent is 0 (x ** 0 at x = 0, where
+    # 0 * 0 ** -1 is NaN) and, for the exponent, where the base is 0 and the exponent >= 0.
+    a, b = primals
+    ta, tb = tangents
+    out = jnp.power(a, b)
+    da = jnp.where(b == 0, 0, b * jnp.power(a, b - 1))
+    db = jnp.where((a == 0) & (b >= 0), 0, out * jnp.log(a))
+    return out, da * ta + db * tb
+
+
+@jax.custom_jvp
+def _atan2(a, b):
+    return jnp.arctan2(a, b)
+
+
+@_atan2.defjvp
+def _atan2_jvp(primals, tangents):
+    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0.
+    a, b = primals
+    ta, tb = tangents
+    denom = a * a + b * b
+    recip = jnp.where(denom == 0, 0, 1 / jnp.where(denom == 0, 1, denom))
+    return jnp.arctan2(a, b), (b * ta - a * tb) * recip
 
 
 def _int_power(a, b):
@@ -366,7 +400,7 @@ for _ops, _fn, _kind in [
     ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
     ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), Kind.DEFAULT),
     ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), Kind.DEFAULT),
-    ((aten.atan2.default,), jnp.arctan2, Kind.INT_TO_FLOAT),
+    ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
