@@ -200,14 +200,6 @@ LIMITATIONS = (
         (torch.tensor([False, True]), INF),
     ),
     Limitation(
-        "float_to_int",
-        "converting NaN, inf or out-of-range floats to an integer dtype is undefined in C: "
-        "eager on x86 gives the 'integer indefinite' value (int min), XLA saturates",
-        (f32, f64, f16, bf16),
-        lambda x: x.to(torch.int32),
-        (torch.tensor([INF, 3e9]),),
-    ),
-    Limitation(
         "digamma_near_poles",
         "within ~1e-14 of a negative integer eager's digamma is off by up to 2e-4 relative "
         "(its reflection loses the argument's precision); XLA's is closer to the true value",

@@ -143,7 +143,7 @@ def test_cat_promotes_dtypes():
         return {"cat": torch.cat([a, b, c], 0), "stack": torch.stack([a, b.to(a.dtype)], 1)}
 
     @parity_settings(max_examples=10)
-    # b converts to int32: in range (see the float_to_int limitation of the elementwise tests).
+    # b converts to int32, in range.
     @given(
         a=tensors(torch.int32, (2, 3)),
         b=tensors(torch.float16, (2, 3), min_value=-1e3, max_value=1e3),

@@ -583,3 +583,102 @@ def test_complex32_runs_in_eager_with_a_warning():
     torch._dynamo.reset()
     with pytest.raises(torch2xla.UnsupportedOpsError, match="complex32 has no XLA type"):
         _compiled(f)(x)
+
+
+# -- casts and integer powers where C++ leaves the value to the platform -------------------------
+_UNDEFINED_CASTS = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, -0.7, -2.5]
+_UNDEFINED_CASTS += [255.9, 256.0, -1.0, 65504.0, -200.0, 2.0**31, -(2.0**31), 2.0**63]
+
+
+@pytest.mark.parametrize("source", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_float_to_int_casts_give_eager_values(source):
+    """NaN, infinities and out-of-range floats cast to integers as eager's CPU kernels cast
+    them (``(x * 255).byte()`` of a negative pixel is 255 - 1, not 0)."""
+    x = torch.tensor(_UNDEFINED_CASTS, dtype=source)
+
+    def fn(x, into):
+        casts = [x.to(d) for d in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)]
+        return casts, x.long() + 1, into.copy_(x), x.bool()
+
+    out, ref, into, into_ref = run_both(fn, x, torch.zeros(len(x), dtype=torch.int32))
+    for o, r in zip(torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(ref)):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o, r)
+    assert torch.equal(into[1], into_ref[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_integer_powers_wrap_as_eager(dtype):
+    info = torch.iinfo(dtype)
+    base = torch.tensor([2, 3, info.max, 0, 1, 7, 2, -1 if info.min else 5], dtype=dtype)
+    exponent = torch.tensor([info.max // 2 + 1, 100, 63, 0, 5, info.max, 7, 3], dtype=dtype)
+    out, ref, *_ = run_both(lambda a, b: (a**b, 2**b, a ** b.abs()), base, exponent)
+    for o, r in zip(out, ref):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o, r)
+
+
+# -- gradients where eager's formula decides ties, zeros and duplicates --------------------------
+def _backward_grads(fn, *args):
+    """Each arg's ``.grad`` after ``fn(*args).sum().backward()``, by XLA and by eager (None
+    for args that do not require grad)."""
+    results = []
+    for f in (_compiled(fn), fn):
+        leaves = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+        f(*leaves).sum().backward()
+        results.append([x.grad for x in leaves])
+    return results
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.max(dim=0).values,  # ties: the gradient goes to the index max returns
+        lambda x: torch.min(x + 1, 1)[0],  # a constant row ties everywhere
+        lambda x: x.std(dim=1),  # a constant row: 0, not NaN
+        lambda x: torch.std_mean(x, dim=1)[0],
+        lambda x: x ** torch.arange(3.0),  # 0 ** 0: 0, not NaN
+        lambda x: x**0.0,
+        lambda x: torch.pow(2.0, x) + torch.pow(x.relu(), x),
+        lambda x: torch.atan2(x, x.relu()),  # atan2(0, 0): 0, not NaN
+    ],
+    ids=[
+        "max-dim-ties",
+        "min-dim-constant-row",
+        "std-const",
+        "std_mean",
+        "pow-0-0",
+        "pow-0.0",
+        "pow-base-0",
+        "atan2-origin",
+    ],
+)
+def test_gradients_at_ties_and_zeros_follow_eager(fn):
+    x = torch.tensor([[1.0, 0.0, 2.0], [1.0, 0.0, -2.0], [0.0, 0.0, 0.0]])
+    got, expected = _backward_grads(fn, x.requires_grad_())
+    torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, v: t.index_put((torch.tensor([0, 0, 2]),), v),
+        lambda t, v: _assign_at(t, torch.tensor([2, 0, 2]), v),
+        lambda t, v: t.scatter(0, torch.tensor([0, 0, 1]), v),
+        lambda t, v: t.put(torch.tensor([1, 1, 0]), v),
+        lambda t, v: _assign(t.clone(), torch.tensor([True, False, True, False]), v[:2]),
+    ],
+    ids=["index_put", "setitem", "scatter", "put", "mask"],
+)
+def test_values_written_twice_get_the_gradient_of_their_position(fn):
+    """Eager's gradient of written values is the output's gradient where each was written,
+    duplicates included (JAX gives it to the value that won the position only)."""
+    t = torch.zeros(4, requires_grad=True)
+    v = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    weighted = lambda t, v: fn(t, v) * torch.arange(1.0, 5.0)
+    got, expected = _backward_grads(weighted, t, v)
+    torch.testing.assert_close(got, expected)
+
+
+def _assign_at(t, i, v):
+    t = t.clone()
+    t[i] = v
+    return t

@@ -251,6 +251,101 @@ def test_detach_data_and_no_grad_blocks_stop_gradients():
     _assert_same_grads(f, _leaf(4), _leaf(3, seed=1))
 
 
+def _scale_in_place(w):  # an optimizer-like step on a leaf, then a use of its new value
+    with torch.no_grad():
+        w.mul_(2)
+    return w * 3
+
+
+def _write_a_row(w):
+    with torch.no_grad():
+        w[0].add_(1)
+    return w * w
+
+
+def _write_a_transposed_view(w):
+    with torch.no_grad():
+        w.t().mul_(2)
+    return w.sin()
+
+
+def _write_an_intermediate(w, x):
+    h = w * x
+    with torch.no_grad():
+        h.add_(1)
+    return h * x
+
+
+def _write_through_data(w):
+    w.data.mul_(2)
+    w.detach()[1] = 5
+    return w * w
+
+
+def _init_zeros(w):
+    nn.init.zeros_(w)
+    return w * 2
+
+
+def _write_out_argument(w, x):
+    with torch.no_grad():
+        torch.mul(x, 2, out=w)
+    return w * x
+
+
+def _read_a_view_and_the_value_before(w):
+    v, y = w[1:], w * 2
+    with torch.no_grad():
+        w.sub_(0.1 * w)
+    return (v * v).sum() + (y * w).sum()
+
+
+@pytest.mark.parametrize(
+    "fn, shapes",
+    [
+        (_scale_in_place, [(3,)]),
+        (_write_a_row, [(3, 2)]),
+        (_write_a_transposed_view, [(2, 3)]),
+        (_write_an_intermediate, [(3,), (3,)]),
+        (_write_through_data, [(3,)]),
+        (_init_zeros, [(3,)]),
+        (_write_out_argument, [(3,), (3,)]),
+        (_read_a_view_and_the_value_before, [(4,)]),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else "f",
+)
+def test_writes_autograd_does_not_record_keep_the_gradient(fn, shapes):
+    """A write under no_grad or through .data changes a tracked tensor's value, not its
+    gradient: eager differentiates later uses as if it had held the new value all along
+    (w.mul_(2) under no_grad, then w * 3: w.grad is 3, not 6)."""
+    leaves = [_leaf(*s, seed=i) for i, s in enumerate(shapes)]
+    out = _assert_same_grads(fn, *leaves)
+    assert ran_in_xla(out)
+
+
+def test_backward_and_optimizer_step_inside_the_compiled_function():
+    """loss.backward() inside a compiled function: autograd runs our backward from the graph
+    break's eager code, where Dynamo must not trace it (it failed in a JAX pytree call)."""
+    torch.manual_seed(0)
+    model, ref = nn.Linear(3, 2), nn.Linear(3, 2)
+    ref.load_state_dict(model.state_dict())
+
+    def step(m, opt, x):
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref))
+    compiled = torch.compile(step, backend="xla")
+    for i in range(2):
+        x = torch.randn(4, 3, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(compiled(model, opt, x), step(ref, ref_opt, x))
+    torch.testing.assert_close(model.weight, ref.weight)
+    torch.testing.assert_close(model.bias, ref.bias)
+
+
 @pytest.mark.parametrize(
     "act",
     [nn.ELU(), nn.CELU(0.8), nn.SELU(), nn.Softplus(3, 0.2), nn.Mish()],

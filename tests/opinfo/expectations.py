@@ -128,7 +128,7 @@ _DD, _DY, _NJ, _TI, _DT, _DU, _GR = (
 _EX, _EG = Cause.EXPORT, Cause.EAGER
 _RC, _KC, _FK, _OA = Cause.RUNTIME_CHECK, Cause.KERNEL_CHECK, Cause.FAKE_KERNEL, Cause.OUT_ARGUMENT
 _DS, _LE, _MI, _WR = Cause.DYNAMO_SEMANTICS, Cause.LOWERING_ERROR, Cause.MISSING, Cause.WRONG
-_UB, _XT, _KI, _BF = Cause.UNDEFINED, Cause.EXTREMAL, Cause.KINK, Cause.BF16_GRADIENT
+_XT, _KI, _BF = Cause.EXTREMAL, Cause.KINK, Cause.BF16_GRADIENT
 _EN = Cause.EAGER_NONE
 _E, _F, _G = (ERROR,), (FORWARD,), (GRAD,)
 _BCAST_BF16 = (
@@ -387,18 +387,6 @@ XFAILS: tuple[XFail, ...] = (
         "prims.scalar_tensor, from the decomposition of xlog1py with a Python number as self",
         dtypes=(f32,),
         checks=(FORWARD, GRAD),
-    ),
-    XFail("byte", _UB, "negative floats converted to uint8", dtypes=(f32, f64, bf16), checks=_F),
-    *(
-        XFail(
-            name,
-            _UB,
-            "floats out of the integer type's range converted to it (eager wraps "
-            "or gives the minimum, XLA saturates)",
-            dtypes=(f32,),
-            checks=_F,
-        )
-        for name in ("char", "short", "int", "long")
     ),
     XFail(
         "narrow_copy",

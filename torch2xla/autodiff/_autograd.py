@@ -288,6 +288,9 @@ class XlaFunction(torch.autograd.Function):
         return outs
 
     @staticmethod
+    # NOTE: autograd runs this from the user's frame: for ``loss.backward()`` inside a
+    # compiled function, the graph break's eager region, where Dynamo would trace it.
+    @torch.compiler.disable
     @profiled_backward
     def backward(ctx, *grads):
         plan = ctx.plan

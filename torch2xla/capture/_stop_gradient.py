@@ -7,6 +7,12 @@ them. Dynamo records, for every node of its graph, whether eager would track the
 (``meta["example_value"].requires_grad``). A float value that eager does not track although an
 input of its node is tracked is a stop point; this pass routes its uses through
 ``torch2xla::stop_gradient`` (``lax.stop_gradient`` in JAX) and drops the grad-mode switches.
+
+An in-place write eager does not record (under ``no_grad``, or into ``.data`` / ``.detach()``
+of a tracked tensor: an optimizer step, ``nn.init.zeros_(w)``) changes the value of the
+tracked tensors sharing its memory, not their gradients: eager differentiates later uses as
+if the tensor had been that value all along. Each such tensor still read after the write is
+taken again after it as ``torch2xla::straight_through(new value, value before)``.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import copy
 import operator
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
-from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the op)
+from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the ops)
 
 _STOP = torch.ops.torch2xla.stop_gradient.default
+_STRAIGHT = torch.ops.torch2xla.straight_through.default
 _GRAD_MODE_SWITCHES = frozenset({torch._C._set_grad_enabled})
 _IN_PLACE_FUNCTIONS = frozenset({operator.setitem})
 
@@ -33,6 +41,8 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     if not stops and not any(_is_switch(n) for n in gm.graph.nodes):
         return gm
     graph = copy.deepcopy(gm.graph)
+    if grad_enabled:
+        _keep_unrecorded_writes(graph)
     for node in list(graph.nodes):
         if _is_switch(node):
             graph.erase_node(node)
@@ -94,3 +104,65 @@ def _mutates(user: torch.fx.Node, node: torch.fx.Node) -> bool:
         return bool(user.args) and user.args[0] is node
     name = user.target if user.op == "call_method" else getattr(user.target, "__name__", "")
     return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+
+
+def _mutated(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The value ``node`` writes into in place (its first argument or ``out=``), if any."""
+    out = node.kwargs.get("out")
+    if isinstance(out, torch.fx.Node):
+        return out
+    if node.op in ("call_function", "call_method", "call_module") and node.args:
+        first = node.args[0]
+        if isinstance(first, torch.fx.Node) and _mutates(node, first):
+            return first
+    return None
+
+
+def _storage(node: torch.fx.Node) -> StorageWeakRef | None:
+    value = node.meta.get("example_value")
+    if not isinstance(value, torch.Tensor) or not (
+        value.dtype.is_floating_point or value.dtype.is_complex
+    ):
+        return None
+    while torch._C._functorch.is_functorch_wrapped_tensor(value):
+        value = torch._C._functorch.get_unwrapped(value)
+    return StorageWeakRef(value.untyped_storage())
+
+
+def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
+    """After each in-place write eager autograd does not record, take every tracked tensor
+    sharing its memory and still read later as ``straight_through(new, before)`` (see the
+    module docstring). Runs before the grad-mode switches are removed."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    last_use = {n: max((order[u] for u in n.users), default=-1) for n in graph.nodes}
+    enabled = True
+    tracked: list[torch.fx.Node] = []  # tracked float values so far, in graph order
+    for node in list(graph.nodes):
+        if _is_switch(node):
+            enabled = bool(node.args[0])
+            continue
+        target = _mutated(node)
+        if target is not None and not (enabled and _tracked(target)):
+            memory = _storage(target)
+            written = [t for t in tracked if last_use[t] > order[node] and _storage(t) == memory]
+            if memory is not None and written:
+                _straight_through_after(graph, node, written)
+        if _tracked(node) and _storage(node) is not None:
+            tracked.append(node)
+
+
+def _straight_through_after(
+    graph: torch.fx.Graph, write: torch.fx.Node, written: list[torch.fx.Node]
+) -> None:
+    before = []
+    for t in written:
+        with graph.inserting_before(write):
+            before.append(graph.call_method("clone", (t,)))
+    anchor = write
+    for t, b in zip(written, before):
+        with graph.inserting_after(anchor):
+            value = graph.call_function(_STRAIGHT, (t, b))
+        with graph.inserting_after(value):
+            anchor = graph.call_method("copy_", (t, value))
+        for n in (b, value, anchor):
+            n.meta["example_value"] = t.meta["example_value"]

@@ -1,16 +1,24 @@
-"""``torch2xla::stop_gradient``: where eager autograd stops tracking a value.
+"""``torch2xla::stop_gradient``: where eager autograd stops tracking a value, and
+``torch2xla::straight_through``: where eager writes a value it does not record.
 
 The ATen graph is exported without autograd, so ``.detach()``, ``.data`` and values computed
 under ``torch.no_grad()`` reach it as plain aliases or ops. ``torch2xla.capture._stop_gradient`` marks
 those points in the Dynamo graph with this op, which survives export and lowers to
 ``lax.stop_gradient``, so ``jax.vjp`` gives the gradients eager autograd gives.
+
+An in-place write that eager autograd does not record (under ``no_grad``, or through
+``.data`` / ``.detach()``) changes a tracked tensor's value but not its place in the autograd
+graph: a later use is differentiated as if the tensor still held the value it had before the
+write. ``straight_through(value, source)`` is ``value`` with the gradient of ``source``.
 """
 
 from __future__ import annotations
 
+import jax
 import torch
 from jax import lax
 
+from torch2xla.ops import _vmap
 from torch2xla.ops._registry import register
 
 
@@ -43,3 +51,46 @@ def _(info, in_dims, self: torch.Tensor):
 @register(torch.ops.torch2xla.stop_gradient.default)
 def stop_gradient_lowering(self):
     return lax.stop_gradient(self)
+
+
+@torch.library.custom_op("torch2xla::straight_through", mutates_args=())
+def straight_through(value: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``value`` (a copy) whose gradient goes to ``source`` unchanged (same shape and dtype):
+    a tracked tensor after a write eager autograd did not record, ``source`` its value
+    before the write."""
+    return value.detach().clone()
+
+
+@straight_through.register_fake
+def _(value: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(value)
+
+
+straight_through.register_autograd(
+    lambda ctx, grad: (None, grad), setup_context=lambda ctx, inputs, output: None
+)
+
+
+@straight_through.register_vmap
+def _(info, in_dims, value: torch.Tensor, source: torch.Tensor):
+    if in_dims[0] == in_dims[1]:  # elementwise: the batched values go through as they are
+        return straight_through(value, source), in_dims[0]
+    n = info.batch_size
+    return straight_through(
+        _vmap.front(value, in_dims[0], n), _vmap.front(source, in_dims[1], n)
+    ), 0
+
+
+@jax.custom_jvp
+def _straight_through(value, source):
+    return value
+
+
+@_straight_through.defjvp
+def _(primals, tangents):
+    return primals[0], tangents[1]
+
+
+@register(torch.ops.torch2xla.straight_through.default)
+def straight_through_lowering(value, source):
+    return _straight_through(value, source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 import jax.numpy as jnp
@@ -18,6 +19,7 @@ __all__ = [
     "Kind",
     "as_dtype",
     "canonical_dim",
+    "cast",
     "is_array",
     "is_half",
     "jdt",
@@ -59,10 +61,45 @@ def promote(kind: Kind, *args: Any) -> tuple[np.dtype, np.dtype]:
     return jax_dtype(compute), jax_dtype(result)
 
 
+# Float to integer casts where C++ leaves them undefined (NaN, infinities, out of range) give
+# what eager's kernels give: c10 converts to uint8 through int64 (on every device), and on an
+# x86 CPU the conversion instructions (``cvttss2si``, 32 or 64 bits) give the lowest integer,
+# which int8 and int16 then wrap. CUDA's and ARM's conversions saturate (NaN to 0), as XLA's.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+_NARROW_INTS = frozenset(np.dtype(d) for d in (np.int8, np.int16))
+
+
+def cast(x: Any, dtype: Any) -> Any:
+    """The array ``x`` as ``dtype``, with eager's values for a float to integer cast."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
+        return x.astype(dtype)
+    try:
+        on_cuda = ctx().on_cuda
+    except LookupError:  # outside a lowering (a constant): the CPU's rule
+        on_cuda = False
+    if dtype == np.uint8:
+        wide = np.dtype(np.int64)
+    elif dtype in _NARROW_INTS and not on_cuda:
+        wide = np.dtype(np.int32)
+    else:
+        wide = dtype
+    if x.dtype in HALF_FLOATS:  # eager converts half precision to float32 first
+        x = x.astype(np.float32)
+    out = x.astype(wide)  # saturating, NaN to 0
+    if _X86 and not on_cuda and wide.itemsize >= 4:
+        bound = float(2 ** (8 * wide.itemsize - 1))
+        inside = (x >= -bound) & (x < bound)  # False for NaN
+        out = jnp.where(inside, out, jnp.asarray(np.iinfo(wide).min, wide))
+    return out if wide == dtype else out.astype(dtype)  # integer narrowing wraps
+
+
 def as_dtype(x: Any, dtype: np.dtype) -> Any:
     """``x`` (array or Python scalar) as an array of ``dtype``."""
     if is_array(x):
-        return x if x.dtype == dtype else x.astype(dtype)
+        return x if x.dtype == dtype else cast(x, dtype)
     if isinstance(x, bool | int | float):
         # NOTE: torch converts Python scalars with C casts: 300 into int8 wraps to 44, 1e6 into
         # float16 is inf; jnp.asarray raises on out-of-range ints instead.

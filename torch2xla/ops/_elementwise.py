@@ -12,7 +12,7 @@ from torch._ops import ops
 
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, jdt, promote
+from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
 aten = ops.aten
@@ -330,8 +330,54 @@ def _power(a, b):
         # +-1 by parity); jnp's is not defined for it.
         neg = b < 0
         unit = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(b % 2 == 0, 1, -1), 0))
-        return jnp.where(neg, unit.astype(a.dtype), jnp.power(a, jnp.where(neg, 0, b)))
+        return jnp.where(neg, unit.astype(a.dtype), _int_power(a, jnp.where(neg, 0, b)))
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        return _float_power(*jnp.broadcast_arrays(a, b))
     return jnp.power(a, b)
+
+
+@jax.custom_jvp
+def _float_power(a, b):
+    return jnp.power(a, b)
+
+
+@_float_power.defjvp
+def _float_power_jvp(primals, tangents):
+    # NOTE: eager's derivatives of pow are 0 where the exponent is 0 (x ** 0 at x = 0, where
+    # 0 * 0 ** -1 is NaN) and, for the exponent, where the base is 0 and the exponent >= 0.
+    a, b = primals
+    ta, tb = tangents
+    out = jnp.power(a, b)
+    da = jnp.where(b == 0, 0, b * jnp.power(a, b - 1))
+    db = jnp.where((a == 0) & (b >= 0), 0, out * jnp.log(a))
+    return out, da * ta + db * tb
+
+
+@jax.custom_jvp
+def _atan2(a, b):
+    return jnp.arctan2(a, b)
+
+
+@_atan2.defjvp
+def _atan2_jvp(primals, tangents):
+    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0.
+    a, b = primals
+    ta, tb = tangents
+    denom = a * a + b * b
+    recip = jnp.where(denom == 0, 0, 1 / jnp.where(denom == 0, 1, denom))
+    return jnp.arctan2(a, b), (b * ta - a * tb) * recip
+
+
+def _int_power(a, b):
+    """``a ** b`` for integer arrays of one dtype, ``b >= 0``, wrapping as eager's squarings.
+
+    NOTE: jnp.power skips an unsigned exponent's top bit (uint8 ``2 ** 128`` gave 1, not 0)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    result = jnp.ones_like(a)
+    for _ in range(jnp.iinfo(b.dtype).bits):
+        result = jnp.where((b & 1) == 1, result * a, result)
+        a, b = a * a, lax.shift_right_logical(b, jnp.ones_like(b))
+    return result
 
 
 def _nextafter(a, b):
@@ -354,7 +400,7 @@ for _ops, _fn, _kind in [
     ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
     ((aten.fmax.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a >= b), a, b), Kind.DEFAULT),
     ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), Kind.DEFAULT),
-    ((aten.atan2.default,), jnp.arctan2, Kind.INT_TO_FLOAT),
+    ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
@@ -664,12 +710,12 @@ def _to_copy(
     # NOTE: device moves are the bridge's job (outputs land on the input's device).
     if not is_array(self):  # a Python number (functorch's batching leaves wrapped numbers)
         return jnp.asarray(self, dtype=jdt(ctx().out.dtype))
-    return self if dtype is None else self.astype(jdt(dtype))
+    return self if dtype is None else cast(self, jdt(dtype))
 
 
 @register(ops.prims.convert_element_type.default)
 def convert_element_type(a, dtype):
-    return a.astype(jdt(dtype))
+    return cast(a, jdt(dtype))
 
 
 @register(aten.clone.default)

@@ -66,6 +66,40 @@ def _scatter_multiply_bwd(residuals, g):
 _scatter_multiply.defvjp(_scatter_multiply_fwd, _scatter_multiply_bwd)
 
 
+def _scatter_set(x, idx: tuple, values, mode: str | None = None):
+    """``x.at[idx].set(values, mode=mode)`` with eager's gradient of ``values``: the output's
+    gradient at the position each value was written to, duplicates included (eager's is
+    ``grad[idx]``); JAX gives a position's gradient only to the value that won it."""
+    slots = [k for k, i in enumerate(idx) if hasattr(i, "shape")]
+
+    def at(arrays):
+        full = list(idx)
+        for k, a in zip(slots, arrays):
+            full[k] = a
+        return tuple(full)
+
+    arrays = [idx[k] for k in slots]
+    shape = jax.eval_shape(lambda x, arrays: x[at(arrays)], x, arrays).shape
+    values = jnp.broadcast_to(as_dtype(values, x.dtype), shape)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return x.at[idx].set(values, mode=mode)
+    get = {"mode": "fill", "fill_value": 0} if mode == "drop" else {}
+
+    @jax.custom_vjp
+    def put(x, values, arrays):
+        return x.at[at(arrays)].set(values, mode=mode)
+
+    def put_fwd(x, values, arrays):
+        return put(x, values, arrays), arrays
+
+    def put_bwd(arrays, g):
+        where = at(arrays)
+        return g.at[where].set(0, mode=mode), g.at[where].get(**get), None
+
+    put.defvjp(put_fwd, put_bwd)
+    return put(x, values, arrays)
+
+
 def _index_tuple(indices):
     # NOTE: None entries mean "whole dim"; jnp reads None as newaxis, so use slices.
     return tuple(slice(None) if i is None else i for i in indices)
@@ -94,7 +128,7 @@ def index_put(self, indices, values, accumulate=False):
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
     if not masks:
         idx = _index_tuple(indices)
-        return self.at[idx].add(values) if accumulate else self.at[idx].set(values)
+        return self.at[idx].add(values) if accumulate else _scatter_set(self, idx, values)
     if len(masks) == 1 and all(i is None for k, i in enumerate(indices) if k != masks[0]):
         return _put_by_mask(self, masks[0], indices[masks[0]] != 0, values, accumulate)
     return _put_by_positions(self, indices, values, accumulate)
@@ -229,8 +263,9 @@ def _put_by_positions(self, indices, values, accumulate):
             idx.extend(positions[k])
         else:
             idx.append(slice(None) if i is None else i)
-    ref = self.at[tuple(idx)]
-    return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
+    if accumulate:
+        return self.at[tuple(idx)].add(values, mode="drop")
+    return _scatter_set(self, tuple(idx), values, mode="drop")
 
 
 @register(aten.index_select.default)
@@ -267,7 +302,7 @@ def scatter(self, dim, index, src):
     if not hasattr(src, "shape"):
         src = jnp.full(index.shape, src, self.dtype)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
-    return self.at[_along(dim, index, self.ndim)].set(src)
+    return _scatter_set(self, _along(dim, index, self.ndim), src)
 
 
 @register(aten.scatter_add.default)
@@ -403,7 +438,7 @@ def put(self, index, source, accumulate=False):
     idx = index.reshape(-1)
     idx = jnp.where(idx < 0, idx + flat.shape[0], idx)
     values = as_dtype(source, self.dtype).reshape(-1)
-    flat = flat.at[idx].add(values) if accumulate else flat.at[idx].set(values)
+    flat = flat.at[idx].add(values) if accumulate else _scatter_set(flat, (idx,), values)
     return flat.reshape(self.shape)
 
 

@@ -113,11 +113,25 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
     return as_dtype(v, out_dtype(0)), as_dtype(m, out_dtype(1))
 
 
+def _std(x, axis=None, keepdims=False, ddof=0):
+    # NOTE: eager's std gradient is 0 where std is 0 (a constant row), not 0 * inf = NaN.
+    v = jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    zero = v == 0
+    return jnp.where(zero, 0, jnp.sqrt(jnp.where(zero, 1, v)))
+
+
+@register(aten.std_mean.correction)
+def std_mean(self, dim=None, *, correction=None, keepdim=False):
+    acc = _acc_dtype(self, None, 0)
+    x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
+    s = _std(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
+    m = jnp.mean(x, axis=axes, keepdims=keepdim)
+    return as_dtype(s, out_dtype(0)), as_dtype(m, out_dtype(1))
+
+
 @register(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(
-        jnp.std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction)
-    )
+    return _reduce(_std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
 
 
 def _arg(jfn, self, dim, keepdim):
@@ -139,21 +153,26 @@ def argmin(self, dim=None, keepdim=False):
     return as_dtype(_arg(jnp.argmin, self, dim, keepdim), out_dtype())
 
 
-def _max_min_dim(jfn, argfn, self, dim, keepdim):
+def _max_min_dim(argfn, self, dim, keepdim):
     if self.ndim == 0:
         return self, jnp.zeros((), jnp.int64)
-    values = jfn(self, axis=dim, keepdims=keepdim)
-    return values, as_dtype(argfn(self, axis=dim, keepdims=keepdim), np.dtype(np.int64))
+    # NOTE: the values are read at the indices, so that their gradient goes to the index
+    # returned (the first of tied elements), as eager's; jnp.max's is shared among ties.
+    index = argfn(self, axis=dim, keepdims=True)
+    values = jnp.take_along_axis(self, index, axis=dim)
+    if not keepdim:
+        values, index = jnp.squeeze(values, dim), jnp.squeeze(index, dim)
+    return values, as_dtype(index, np.dtype(np.int64))
 
 
 @register(aten.max.dim)
 def max_dim(self, dim, keepdim=False):
-    return _max_min_dim(jnp.max, jnp.argmax, self, dim, keepdim)
+    return _max_min_dim(jnp.argmax, self, dim, keepdim)
 
 
 @register(aten.min.dim)
 def min_dim(self, dim, keepdim=False):
-    return _max_min_dim(jnp.min, jnp.argmin, self, dim, keepdim)
+    return _max_min_dim(jnp.argmin, self, dim, keepdim)
 
 
 @register(aten.max.default)
