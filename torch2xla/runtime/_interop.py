@@ -273,14 +273,17 @@ class ViewCache:
     counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
     """
 
-    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views")
+    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views", "_writes")
 
-    def __init__(self, n: int, fresh: Sequence[int] = ()) -> None:
-        """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call."""
+    def __init__(self, n: int, fresh: Sequence[int] = (), writes: bool = True) -> None:
+        """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call.
+        With ``writes`` False (CPU programs, which need no fence), torch's writes to cached
+        tensors are not tracked and no call asks for a fence."""
         self._refs: list = [None] * n
         self._ptrs: list[int] = [0] * n
         self._versions: list[int] = [0] * n
         self._views: list = [None] * n
+        self._writes = writes
         for i in fresh:
             self._refs[i] = _NEVER
 
@@ -288,6 +291,7 @@ class ViewCache:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no
         tensor was imported afresh, and torch wrote to a cached one since the last call."""
         refs, ptrs, versions, views = self._refs, self._ptrs, self._versions, self._views
+        writes = self._writes
         out = []
         fresh = written = False
         for i, t in enumerate(tensors):
@@ -298,7 +302,7 @@ class ViewCache:
                     if view is None:
                         view = views[i] = self._import(i, t)
                         fresh = True
-                    elif t._version != versions[i]:
+                    elif writes and t._version != versions[i]:
                         versions[i] = t._version
                         written = True
                     out.append(view)
