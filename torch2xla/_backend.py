@@ -371,14 +371,26 @@ class _Entry:
         # Some output requires grad in eager although the graph is called under no_grad: the
         # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
         self.enables_grad = any(output_requires_grad)
+        # The program takes the graph's arguments as they are, and its outputs are the user's.
+        self.direct = self.program is not None and not (
+            self.lifted or self.aliasing or self.mutations or aliases
+        )
 
     def __call__(self, args: Sequence):
+        if self.direct:  # (the hot path)
+            if self.enables_grad and not torch.is_grad_enabled():
+                with torch.enable_grad():
+                    outs = self.program(args)
+            else:
+                outs = self.program(args)
+            for i in self.detach:
+                if outs[i].requires_grad:
+                    outs[i] = outs[i].detach()
+            return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():
                 outs = self._run(inputs)
-        elif self.program is not None:  # (the hot path, inlined)
-            outs = self.program(inputs)
         else:
             outs = self._run(inputs)
         n = len(self.mutations)

@@ -121,7 +121,7 @@ class GraphGuards:
 
     # -- the per-call path ----------------------------------------------------------------
     def _run(self, args: Sequence):
-        key = self.key(args)
+        key = self.key.compute(args)
         entry = self.cache.get(key)
         if entry is None:
             return self._miss(key, args)

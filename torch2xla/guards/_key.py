@@ -138,11 +138,12 @@ class SignatureKey:
         )
         self.num_symbols = len(self.sources)
         self._bucket: Callable[[tuple, bool], tuple] | None = None
-        self._fn = self._make()
+        # ``compute(args)``, the key of a call: what ``__call__`` runs (one frame less).
+        self.compute: Callable[[Sequence], tuple] = self._make()
 
     # -- the per-call key -------------------------------------------------------------------
     def __call__(self, args: Sequence) -> tuple:
-        return self._fn(args)
+        return self.compute(args)
 
     def _make(self) -> Callable[[Sequence], tuple]:
         grad_enabled = torch.is_grad_enabled
@@ -190,7 +191,7 @@ class SignatureKey:
     def set_bucketing(self, bucket: Callable[[tuple, bool], tuple] | None) -> None:
         """Install ``bucket(symbol_values, exact) -> keyed values`` (None: exact sizes)."""
         self._bucket = bucket
-        self._fn = self._make()
+        self.compute = self._make()
 
     def symbol_values(self, args: Sequence) -> tuple[int, ...]:
         """The exact value of every size symbol in this call, in ``self.sources`` order."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import math
 import os
 import weakref
 from collections.abc import Sequence
@@ -215,26 +217,20 @@ def to_torch(a: jax.Array) -> torch.Tensor:
     return torch.from_dlpack(a)
 
 
-class _HostBuffer:
-    """The memory of a ready jax.Array on JAX's CPU device, as numpy's array interface presents
-    it (writable); holds the array, so the memory lives as long as whatever views it."""
-
-    __slots__ = ("__array_interface__", "array")
-
-
-def _host_types() -> dict[np.dtype, tuple[str, torch.dtype | None]]:
-    """numpy type string to view each JAX dtype's memory as, and the torch dtype to view that
-    tensor as where torch reads the memory as another type (bfloat16, float8)."""
-    out: dict[np.dtype, tuple[str, torch.dtype | None]] = {}
+def _host_types() -> dict[np.dtype, tuple[np.dtype, torch.dtype | None]]:
+    """numpy dtype to view each JAX dtype's memory as, and the torch dtype to view that tensor
+    as where torch reads the memory as another type (bfloat16, float8)."""
+    out: dict[np.dtype, tuple[np.dtype, torch.dtype | None]] = {}
     for tdtype, ndtype in TORCH_TO_JAX_DTYPE.items():
         if ndtype.kind in "biufc" and ndtype.type.__module__ == "numpy":
-            out[ndtype] = (ndtype.str, None)
+            out[ndtype] = (ndtype, None)
         else:  # ml_dtypes' types, which torch.from_numpy does not know: same-size integers
-            out[ndtype] = ({2: "<i2", 1: "|u1"}[ndtype.itemsize], tdtype)
+            out[ndtype] = (np.dtype({2: "<i2", 1: "|u1"}[ndtype.itemsize]), tdtype)
     return out
 
 
 _HOST_TYPES = _host_types()
+_BYTE = ctypes.c_char
 
 
 def to_torch_cpu(a: jax.Array) -> torch.Tensor:
@@ -242,22 +238,22 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
 
     NOTE: ``torch.from_dlpack`` costs ~6 us per fresh JAX array (JAX's export runs in Python),
     ``np.asarray`` ~1.3 us but yields a read-only array (torch warns on those). The array's
-    own buffer, presented through numpy's array interface, costs ~1.5 us: the program has
-    finished writing it (``block_until_ready``), JAX never hands it to anyone else (outputs
-    alias no input), and the tensor keeps the array alive.
+    own buffer, presented to numpy as writable ctypes memory, costs ~1.2 us (~0.5 less than
+    numpy's array interface, whose dict numpy parses): the program has finished writing it
+    (``block_until_ready``), JAX never hands it to anyone else (outputs alias no input), and
+    the tensor keeps the array alive (tensor -> numpy array -> ctypes memory -> array).
     """
     a.block_until_ready()
-    typestr, view = _HOST_TYPES[a.dtype]
-    host = _HostBuffer()
-    host.array = a
-    host.__array_interface__ = {
-        "data": (a.unsafe_buffer_pointer(), False),
-        "shape": a.shape,
-        "typestr": typestr,
-        "version": 3,
-    }
-    t = torch.from_numpy(np.asarray(host))
-    return t if view is None else t.view(view)
+    shape = a.shape
+    view, tdtype = _HOST_TYPES[a.dtype]
+    nbytes = math.prod(shape) * view.itemsize
+    if nbytes:
+        memory = (_BYTE * nbytes).from_address(a.unsafe_buffer_pointer())
+        memory.array = a
+        t = torch.from_numpy(np.ndarray(shape, view, memory))
+    else:
+        t = torch.from_numpy(np.empty(shape, view))
+    return t if tdtype is None else t.view(tdtype)
 
 
 class ViewCache:
@@ -277,14 +273,17 @@ class ViewCache:
     counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
     """
 
-    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views")
+    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views", "_writes")
 
-    def __init__(self, n: int, fresh: Sequence[int] = ()) -> None:
-        """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call."""
+    def __init__(self, n: int, fresh: Sequence[int] = (), writes: bool = True) -> None:
+        """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call.
+        With ``writes`` False (CPU programs, which need no fence), torch's writes to cached
+        tensors are not tracked and no call asks for a fence."""
         self._refs: list = [None] * n
         self._ptrs: list[int] = [0] * n
         self._versions: list[int] = [0] * n
         self._views: list = [None] * n
+        self._writes = writes
         for i in fresh:
             self._refs[i] = _NEVER
 
@@ -292,6 +291,7 @@ class ViewCache:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no
         tensor was imported afresh, and torch wrote to a cached one since the last call."""
         refs, ptrs, versions, views = self._refs, self._ptrs, self._versions, self._views
+        writes = self._writes
         out = []
         fresh = written = False
         for i, t in enumerate(tensors):
@@ -302,7 +302,7 @@ class ViewCache:
                     if view is None:
                         view = views[i] = self._import(i, t)
                         fresh = True
-                    elif t._version != versions[i]:
+                    elif writes and t._version != versions[i]:
                         versions[i] = t._version
                         written = True
                     out.append(view)

@@ -324,7 +324,7 @@ class XlaProgram:
             compiler_options,
         )
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
-        self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in)
+        self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
@@ -373,11 +373,10 @@ class XlaProgram:
         if checks:
             _checks.raise_failed(outs[-1], checks)
             outs = outs[:-1]
-        convert = self.to_torch
         if self.packing is None:
-            outs = [convert(o) for o in outs]
+            outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack([convert(o) for o in outs], None)
+            outs = self.packing.unpack(list(map(self.to_torch, outs)), None)
         return self._laid_out(outs) if self._layouts else outs
 
     def _laid_out(self, outs: list) -> list:

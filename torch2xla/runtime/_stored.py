@@ -745,7 +745,7 @@ class StoredProgram(XlaProgram):
         )
         self._cuda = device.platform != "cpu"
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
-        self._views = ViewCache(len(self.tensor_pos))
+        self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
