@@ -97,6 +97,12 @@ NOT_CONNECTED = {
     "factory": lambda x, w: torch.zeros_like(x) + torch.ones(x.shape[0]) * w,
     "histc": lambda x, w: torch.histc(x, bins=4) + w,
     "unused": lambda x, w: w * 2,
+    # connected, but the p = 0 norm's backward returns an undefined gradient, which stays
+    # undefined down the graph (through x * 2 too)
+    "vector_norm_ord0": lambda x, w: torch.linalg.vector_norm(x * 2, ord=0) * w,
+    "norm_p0": lambda x, w: torch.norm(x, p=0) + w,
+    "linalg_norm_ord0_dim": lambda x, w: torch.linalg.norm(x[None], ord=0, dim=1) * w,
+    "pairwise_distance_p0": lambda x, w: F.pairwise_distance(x[None], w[None].detach(), p=0) + w,
 }
 
 
@@ -205,6 +211,24 @@ def test_graph_split_around_an_eager_op():
     compiled = torch.compile(f, backend="xla", options={"eager_ops": [torch.ops.aten.sin]})
     got = _grads(compiled, leaves, allow_unused=True)
     _assert_same(got, _grads(f, leaves, allow_unused=True))
+
+
+def test_norm_p0_in_a_split_graph_and_beside_a_connected_use():
+    """The ATen partition's own fake run sees the p = 0 norm's undefined gradient too (x:
+    None through the eager sin); a second, differentiable use of an input still gives it a
+    gradient (v)."""
+
+    def f(x, w, v):
+        n = torch.linalg.vector_norm(x.sin(), ord=0)  # sin runs in eager
+        return n * w + torch.linalg.vector_norm(v, ord=0) * v.cos()
+
+    leaves = (_leaf(4), _leaf(4, seed=1), _leaf(4, seed=2))
+    compiled = torch.compile(f, backend="xla", options={"eager_ops": [torch.ops.aten.sin]})
+    for allow_unused in (True, False):
+        _assert_same(
+            _grads(compiled, leaves, allow_unused=allow_unused),
+            _grads(f, leaves, allow_unused=allow_unused),
+        )
 
 
 def test_split_partition_output_eager_would_not_track_is_not_tracked():

@@ -58,10 +58,6 @@ class Cause(enum.Enum):
         "bfloat16 gradient less accurate than eager's: JAX's autodiff sums or "
         "rounds in bfloat16 where torch's kernels accumulate in float32"
     )
-    EAGER_NONE = (
-        "eager's backward formula gives no gradient (None) to an input connected "
-        "to the output; we follow connectivity and give zeros"
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +125,7 @@ _EX, _EG = Cause.EXPORT, Cause.EAGER
 _RC, _KC, _FK, _OA = Cause.RUNTIME_CHECK, Cause.KERNEL_CHECK, Cause.FAKE_KERNEL, Cause.OUT_ARGUMENT
 _DS, _LE, _MI, _WR = Cause.DYNAMO_SEMANTICS, Cause.LOWERING_ERROR, Cause.MISSING, Cause.WRONG
 _XT, _KI, _BF = Cause.EXTREMAL, Cause.KINK, Cause.BF16_GRADIENT
-_EN = Cause.EAGER_NONE
 _E, _F, _G = (ERROR,), (FORWARD,), (GRAD,)
-_BCAST_BF16 = (
-    "the gradient of a broadcast is summed in bfloat16 (JAX's transpose of "
-    "broadcast_in_dim) where torch accumulates in float32"
-)
 
 
 def _no_lowering(op: torch._ops.OpOverload) -> str:
@@ -490,13 +481,22 @@ XFAILS: tuple[XFail, ...] = (
         dtypes=(bf16,),
         checks=_G,
     ),
-    XFail("linalg.norm", _EN, "ord=0 (a count of nonzeros)", dtypes=(f32,), checks=_G),
-    XFail("linalg.norm.subgradients_at_zero", _EN, "ord=0 (a count of nonzeros)", checks=_G),
-    XFail("norm", _EN, "p=0 (a count of nonzeros)", checks=_G),
     # -- bfloat16 gradients ------------------------------------------------------------------
-    *(
-        XFail(name, _BF, _BCAST_BF16, dtypes=(bf16,), checks=_G)
-        for name in ("expand_copy", "where", "clamp", "nn.functional.cosine_similarity")
+    XFail(
+        "nn.functional.cosine_similarity",
+        _BF,
+        "torch's composite rounds its steps in bfloat16 at other points than our lowerings "
+        "(sample 1, the second input's gradient: 1.2e-3 from float64, eager's 1.0e-3)",
+        dtypes=(bf16,),
+        checks=_G,
+    ),
+    XFail(
+        "renorm",
+        _BF,
+        "we differentiate torch's decomposition, which rounds the norm factor's "
+        "cotangent to bfloat16; eager's renorm_backward keeps it float32",
+        dtypes=(bf16,),
+        checks=_G,
     ),
     *(
         XFail(
@@ -508,7 +508,6 @@ XFAILS: tuple[XFail, ...] = (
         )
         for name in ("cummax", "cummin")
     ),
-    XFail("renorm", _BF, "the norm's gradient is summed in bfloat16", dtypes=(bf16,), checks=_G),
     XFail(
         "nn.functional.scaled_dot_product_attention",
         _BF,

@@ -30,6 +30,7 @@ import torch
 
 from torch2xla.autodiff import _residuals
 from torch2xla.autodiff._connected import traced_links
+from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks
 from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
@@ -427,7 +428,7 @@ class _VjpProgram:
                 return [outs[i] for i in outs_active]
 
             _, vjp = jax.vjp(f, *(inputs[k] for k in diff_in))
-            grads = vjp([_conj(ct) for ct in cts])  # NOTE: torch's convention, see _cotangent
+            grads = float32_sums(vjp)([_conj(ct) for ct in cts])  # NOTE: torch's convention, see _cotangent
             return tuple(_conj(g) for g in grads)
 
         self._base, self._base_diff_in, self._active, self._n = program, diff_in, active, n

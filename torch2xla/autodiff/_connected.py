@@ -68,7 +68,7 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
         return hit
     if id(node) in memo:
         return memo[id(node)]
-    stack = [(node, iter(node.next_functions), 0)]
+    stack = [(node, _edges(node), 0)]
     keep.append(node)
     while stack:
         current, edges, mask = stack[-1]
@@ -83,7 +83,7 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
                 mask |= memo[id(nxt)]
             else:
                 stack[-1] = (current, edges, mask)
-                stack.append((nxt, iter(nxt.next_functions), 0))
+                stack.append((nxt, _edges(nxt), 0))
                 keep.append(nxt)
                 pushed = True
                 break
@@ -95,6 +95,28 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
             parent, parent_edges, parent_mask = stack[-1]
             stack[-1] = (parent, parent_edges, parent_mask | mask)
     return memo[id(node)]
+
+
+# Backward nodes whose formula returns an undefined gradient (None, not zeros) whatever the
+# incoming gradient, by the value of one saved argument: the p = 0 "norm" is a count, and
+# ``norm_backward`` returns ``Tensor()`` for it. An undefined gradient stays undefined down the
+# graph (a node that receives only undefined gradients passes on none), so cutting the node's
+# edges gives eager's None-ness.
+_UNDEFINED_WHEN = {
+    "LinalgVectorNormBackward0": ("_saved_ord", 0),
+    "NormBackward0": ("_saved_p", 0),
+    "NormBackward1": ("_saved_p", 0),
+    "NormBackward2": ("_saved_p", 0),
+    "NormBackward3": ("_saved_p", 0),
+}
+
+
+def _edges(node):
+    """The edges of ``node`` along which eager passes a defined gradient."""
+    rule = _UNDEFINED_WHEN.get(node.name())
+    if rule is not None and getattr(node, rule[0], None) == rule[1]:
+        return iter(())
+    return iter(node.next_functions)
 
 
 def example_links(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:

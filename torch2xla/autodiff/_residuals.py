@@ -39,6 +39,7 @@ import numpy as np
 from jax.experimental.layout import Format, Layout
 
 from torch2xla.autodiff import _split
+from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
 from torch2xla.runtime._interop import no_stack_capture, pin_row_major
@@ -302,12 +303,13 @@ def _struct(x) -> jax.ShapeDtypeStruct:
 
 
 def apply_vjp(res: Residuals, cts):
-    """The input gradients of the vjp closure ``res`` for the cotangents ``cts``."""
-    return res.vjp_fn()(cts)
+    """The input gradients of the vjp closure ``res`` for the cotangents ``cts`` (half-precision
+    sums accumulated in float32, ``_half_sums``)."""
+    return float32_sums(res.vjp_fn())(cts)
 
 
 def _apply_split(kept, inputs, cts, layout):
-    return layout.rebuild(kept, inputs)(cts)
+    return float32_sums(layout.rebuild(kept, inputs))(cts)
 
 
 _NOT_USABLE = "Some donated buffers were not usable"
