@@ -181,6 +181,11 @@ def _pool_padding(in_sizes, out_sizes, kernel, stride, padding, dilation):
     ]
 
 
+# Windows of more elements than this are pooled by a window reduction (a slice per element,
+# each of the output's size, would grow the program with the window).
+_MAX_TAPS = 27
+
+
 def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     """Max pooling as torch's kernels scan each window, over whole strided slices of the input
     (one per window tap): the tap each window chose (an int8 per output), then the values as
@@ -200,6 +205,8 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     kernel = _tuple(kernel_size, nd)
     stride = _tuple(stride, nd) if stride else kernel
     padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    if math.prod(kernel) > _MAX_TAPS:
+        return _max_pool_windowed(self, kernel, stride, padding, dilation, nd)
     out_shape = ctx().out[0].shape
     lead = self.ndim - nd
     sizes, out_sizes = self.shape[lead:], tuple(out_shape[lead:])
@@ -223,12 +230,13 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     grids = [np.arange(o) * s - p for o, s, p in zip(out_sizes, stride, padding)]
     inside = []
     for tap in taps:
-        axes = [(g + t * d >= 0) & (g + t * d < n) for g, t, d, n in zip(grids, tap, dilation, sizes)]
+        axes = [
+            (g + t * d >= 0) & (g + t * d < n) for g, t, d, n in zip(grids, tap, dilation, sizes)
+        ]
         mask = functools.reduce(np.logical_and, _outer(axes))
         inside.append(None if mask.all() else mask)
     first = np.argmax(np.stack([np.ones(out_sizes, bool) if m is None else m for m in inside]), 0)
-    tap_dtype = np.int8 if len(taps) <= 127 else np.int32
-    chosen = jnp.broadcast_to(first.astype(tap_dtype), out_shape)
+    chosen = jnp.broadcast_to(first.astype(np.int8), out_shape)
     best = jnp.full(out_shape, low)
     scanned = lax.stop_gradient(x)
     for i, tap in enumerate(taps):
@@ -237,7 +245,7 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
         if inside[i] is not None:
             take = take & inside[i]
         best = jnp.where(take, v, best)
-        chosen = jnp.where(take, np.array(i, tap_dtype), chosen)
+        chosen = jnp.where(take, np.array(i, np.int8), chosen)
     values = lax.select_n(chosen, *(window(x, tap) for tap in taps))
     # torch's index: the chosen element's flat position in its input plane.
     plane = np.cumprod((1,) + tuple(sizes[::-1]))[:-1][::-1]  # element strides of the plane
@@ -247,10 +255,10 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     return values, indices
 
 
-def _max_pool_old(self, kernel_size, stride, padding, dilation, nd):
-    kernel = _tuple(kernel_size, nd)
-    stride = _tuple(stride, nd) if stride else kernel
-    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+def _max_pool_windowed(self, kernel, stride, padding, dilation, nd):
+    """``_max_pool`` for windows of many elements: the indices by a window reduction, the
+    values gathered at them (so the gradient reaches each window's index, as torch's backward
+    does; a max window reduction's own gradient differs at NaN and -inf)."""
     out_shape = ctx().out[0].shape
     lead = self.ndim - nd
     pads = _pool_padding(self.shape[lead:], out_shape[lead:], kernel, stride, padding, dilation)
@@ -288,16 +296,10 @@ def _max_pool_old(self, kernel_size, stride, padding, dilation, nd):
     _, indices = lax.reduce_window(
         (lax.stop_gradient(self), flat), (init, np.array(-1, np.int64)), pick, **cfg
     )
-    if any(d != 1 for d in dilation):
-        # JAX has no gradient for dilated max windows: gather the chosen elements instead
-        # (the gradient then reaches each window's index, as torch's backward does).
-        flat_x = self.reshape(self.shape[:lead] + (-1,))
-        picked = indices.reshape(indices.shape[:lead] + (-1,))
-        values = jnp.take_along_axis(flat_x, picked, axis=-1).reshape(indices.shape)
-    else:
-        values = lax.reduce_window(self, init, lax.max, **cfg)
+    flat_x = self.reshape(self.shape[:lead] + (-1,))
+    picked = indices.reshape(indices.shape[:lead] + (-1,))
+    values = jnp.take_along_axis(flat_x, picked, axis=-1).reshape(indices.shape)
     return values, indices
-
 
 
 def _outer(vectors):
@@ -309,9 +311,6 @@ def _outer(vectors):
 
 @register(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    import os  # TEMP A/B
-    if os.environ.get("T2X_OLDPOOL"):
-        return _max_pool_old(self, kernel_size, stride, padding, dilation, 2)
     return _max_pool(self, kernel_size, stride, padding, dilation, 2)
 
 
