@@ -188,13 +188,14 @@ _MAX_TAPS = 27
 
 def _max_pool(self, kernel_size, stride, padding, dilation, nd):
     """Max pooling as torch's kernels scan each window, over whole strided slices of the input
-    (one per window tap): the tap each window chose (an int8 per output), then the values as
-    that tap's slice (``select_n``), and torch's flat indices from the tap.
+    (one per window element, "tap"): each window's value and the tap it chose (an int8 per
+    output), and torch's flat indices from the tap.
 
     Exact where eager is: a window keeps its first maximum, but the last NaN; padding is never
     chosen, and a window of -inf only keeps its first real element. The gradient goes to the
-    chosen element (``select_n``'s, transposed into interior-padded slices, summed where windows
-    overlap), as torch's backward scatters by the indices.
+    chosen element (a ``custom_jvp``: ``select_n`` of the tangent's slices by the chosen tap,
+    transposed into interior-padded slices summed where windows overlap), as torch's backward
+    scatters by the indices; a call without gradients runs the scan alone.
 
     NOTE: XLA's CPU window reductions are slow here, and the gradient of a max
     ``reduce_window`` (``select_and_scatter_add``) slower still: the 2x2 pool of a
@@ -236,17 +237,33 @@ def _max_pool(self, kernel_size, stride, padding, dilation, nd):
         mask = functools.reduce(np.logical_and, _outer(axes))
         inside.append(None if mask.all() else mask)
     first = np.argmax(np.stack([np.ones(out_sizes, bool) if m is None else m for m in inside]), 0)
-    chosen = jnp.broadcast_to(first.astype(np.int8), out_shape)
-    best = jnp.full(out_shape, low)
-    scanned = lax.stop_gradient(x)
-    for i, tap in enumerate(taps):
-        v = window(scanned, tap)
-        take = (v > best) | jnp.isnan(v) if floating else v > best
-        if inside[i] is not None:
-            take = take & inside[i]
-        best = jnp.where(take, v, best)
-        chosen = jnp.where(take, np.array(i, np.int8), chosen)
-    values = lax.select_n(chosen, *(window(x, tap) for tap in taps))
+
+    def scan(a):
+        """torch's scan over the taps: (each window's value, the tap it chose)."""
+        chosen = jnp.broadcast_to(first.astype(np.int8), out_shape)
+        best = jnp.full(out_shape, low)
+        for i, tap in enumerate(taps):
+            v = window(a, tap)
+            take = (v > best) | jnp.isnan(v) if floating else v > best
+            if inside[i] is not None:
+                take = take & inside[i]
+            best = jnp.where(take, v, best)
+            chosen = jnp.where(take, np.int8(i), chosen)
+        return best, chosen
+
+    @jax.custom_jvp
+    def pooled(a):
+        return scan(a)[0]
+
+    @pooled.defjvp
+    def _(primals, tangents):
+        # The tangent of the chosen tap's element: linear in the tangent, so the gradient
+        # is ``select_n``'s transpose (each window's cotangent at its chosen element).
+        values, chosen = scan(primals[0])
+        return values, lax.select_n(chosen, *(window(tangents[0], tap) for tap in taps))
+
+    values = pooled(x) if floating else scan(x)[0]
+    chosen = scan(lax.stop_gradient(x))[1]  # the same scan (XLA computes it once)
     # torch's index: the chosen element's flat position in its input plane.
     plane = np.cumprod((1,) + tuple(sizes[::-1]))[:-1][::-1]  # element strides of the plane
     base = sum(_outer([g * e for g, e in zip(grids, plane)])).astype(np.int64)
