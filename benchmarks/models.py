@@ -70,6 +70,30 @@ class ResNetSmall(nn.Module):
         return self.head(self.layers(self.stem(x)))
 
 
+class BNCNN(nn.Module):
+    """Two conv-BatchNorm-ReLU-maxpool blocks (3 -> 32 -> 64 channels), dropout and a linear
+    classifier: the CPU workload of issue 25, at 64x64 images."""
+
+    def __init__(self, size: int = 64, classes: int = 10) -> None:
+        super().__init__()
+
+        def block(c_in: int, c_out: int) -> nn.Sequential:
+            return nn.Sequential(
+                nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                nn.BatchNorm2d(c_out),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+            )
+
+        self.features = nn.Sequential(block(3, 32), block(32, 64))
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Dropout(0.5), nn.Linear(64 * (size // 4) ** 2, classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
 class GPTBlock(nn.Module):
     """GPT-2 block in plain torch: pre-norm causal self-attention, GELU(tanh) MLP, residuals."""
 
@@ -183,6 +207,10 @@ def _cnn(device):
     return model, (_images((16, 3, 32, 32), device),), _classify(10, 16, device)
 
 
+def _bncnn(device):
+    return BNCNN().to(device), (_images((32, 3, 64, 64), device),), _classify(10, 32, device)
+
+
 def _transformer(device, cpu=True):
     b, t, d = (8, 64, 256) if cpu else (32, 256, 768)
     # dropout 0: with it, the training step's numbers could not be compared with eager's.
@@ -268,6 +296,12 @@ CASES: dict[str, Case] = {
     for c in (
         Case("mlp", "MLP 512-1024-1024-10, batch 64", _mlp),
         Case("cnn", "ResNet-style CNN (3 residual blocks, BatchNorm), 16x3x32x32", _cnn),
+        Case(
+            "bncnn",
+            "2x (conv 3x3 - BatchNorm - ReLU - maxpool 2), 3 -> 32 -> 64 channels, dropout 0.5,"
+            " linear; 32x3x64x64",
+            _bncnn,
+        ),
         Case(
             "transformer",
             "nn.TransformerEncoderLayer d=256 h=4, 8x64 tokens (GPU: d=768, 32x256)",
