@@ -393,7 +393,18 @@ class Backward:
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:
         return (res.kept, res.inputs, cts) if donate else (res, cts)
 
+    def ready(self) -> tuple[int, ...] | None:
+        """Per gradient, the number of segments of the split backward that must run before it
+        is known (``_split.SplitBackward.ready``); () where a freed graph's backward is one
+        program, None until that is decided."""
+        split = self._split
+        if split is None:
+            return None
+        return split.ready if isinstance(split, _split.SplitBackward) else ()
+
     def __call__(self, res: Residuals, cts, donate: bool = False):
+        """The gradients; for a freed graph whose backward is split, a ``_split.Run`` that
+        hands them out segment by segment."""
         if donate and self._split is not False:
             split = self._split if self._split is not None else self._decide_split(res, cts)
             if split is not False:
@@ -432,8 +443,9 @@ class Backward:
         if schedule is not None:
             fwd = self._forward
             with no_stack_capture():
+                # (unpacked: each segment packs the gradients it computes)
                 split = _split.SplitBackward(
-                    functools.partial(self._backward_freed, layout=res.layout),
+                    functools.partial(_apply_split, layout=res.layout),
                     res.kept,
                     res.inputs,
                     cts,
@@ -441,9 +453,14 @@ class Backward:
                     kept_formats=fwd.kept_formats if fwd is not None else None,
                     compiler_options=fwd.compiler_options if fwd is not None else None,
                     device=fwd.device if fwd is not None else None,
+                    pack_limit=self._pack_limit,
                 )
             if len(split.segments) < 2:
                 split = False
+            elif self._pack_limit is not None and self.packing is None:
+                # how the one program (a retained graph's) packs them, as its trace would say
+                metas = split.out_metas
+                self.packing = _pack.plan(metas, range(len(metas)), self._pack_limit)
         self._split = split
         if split is not False:
             self._compiled_freed()

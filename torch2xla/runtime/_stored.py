@@ -45,7 +45,7 @@ import jax
 import torch
 
 from torch2xla.autodiff import _autograd, _residuals
-from torch2xla.autodiff._split import SplitBackward
+from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
@@ -669,7 +669,7 @@ class _StoredBackward:
         if self._runner is None and self._pending:
             if self._split_plan is None:
                 self._runner = self._pending["backward"].result()
-            else:
+            elif "ready" in self._split_plan:  # (a record of a version that has it)
                 n = len(self._split_plan["segments"])
                 exes = [self._pending[f"segment{i}"].result() for i in range(n)]
                 if None not in exes:
@@ -677,6 +677,11 @@ class _StoredBackward:
                     self._runner = split
             self._pending = {}
         return self._runner
+
+    def ready(self) -> tuple[int, ...]:
+        """As ``_residuals.Backward.ready``: from the record (a backward that runs otherwise
+        hands every gradient out at once, which the chain of nodes also takes)."""
+        return tuple((self._split_plan or {}).get("ready", ()))
 
     def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
         if donate:
@@ -688,7 +693,7 @@ class _StoredBackward:
         grads = fns.bwd(
             _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
         )
-        if fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
+        if not isinstance(grads, Run) and fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
             raise RuntimeError(
                 "torch2xla internal error: a backward rebuilt from the persistent cache packs "
                 "its gradients otherwise than the stored one; please report this (workaround: "
