@@ -240,8 +240,10 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     if _functorch_active():
         return XlaFunction.apply(plan, seed, None, *tensors)
     groups = plan.groups if plan.groups is not None else _chain_groups(plan)
+    if groups is None:  # the split is decided by this first call
+        return _apply_first(plan, seed, tensors)
     if groups:
-        return _apply_chained(plan, groups, seed, tensors)
+        return _apply_chained(plan, groups, seed, _Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
     return _apply(plan, seed, None, *tensors)
@@ -277,8 +279,23 @@ def _chain_groups(plan: _Plan) -> tuple[tuple[int, ...], ...] | None:
     return plan.groups
 
 
-def _apply_chained(plan: _Plan, groups: tuple, seed, tensors: Sequence) -> tuple:
-    chain = _Chain(plan, groups)
+def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:
+    """The first call of a program whose backward may be split: the forward runs first, and
+    the backward is cut (and compiled) on its residuals, so that the gates come before the
+    program's node from the first step on (DDP orders its buckets by the order the first
+    step's gradients come in)."""
+    with x64(), plan.program.placement():
+        pending = _forward(plan, seed, tensors)
+        douts, _, vjp_fn = pending
+        plan.fns.bwd.decide_split(vjp_fn, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in douts])
+    groups = _chain_groups(plan) or ()
+    chain = _Chain(plan, groups, pending)
+    if groups:
+        return _apply_chained(plan, groups, seed, chain, tensors)
+    return _apply(plan, seed, chain, *tensors)
+
+
+def _apply_chained(plan: _Plan, groups: tuple, seed, chain: _Chain, tensors: Sequence) -> tuple:
     diff_in, token = plan.diff_in, None
     for g in range(len(groups) - 1, 0, -1):
         token = _Gate.apply(chain, g, token, *(tensors[diff_in[p]] for p in groups[g]))
@@ -288,12 +305,13 @@ def _apply_chained(plan: _Plan, groups: tuple, seed, tensors: Sequence) -> tuple
 class _Chain:
     """What the nodes of one chained call share: the gradients of the running backward
     (``source``: a ``_split.Run``, or a dict from position in ``diff_in`` to gradient), and
-    which positions have one (``live``)."""
+    which positions have one (``live``); ``pending``: the outputs of a forward that ran
+    before its node was made (``_apply_first``)."""
 
-    __slots__ = ("groups", "live", "plan", "source")
+    __slots__ = ("groups", "live", "pending", "plan", "source")
 
-    def __init__(self, plan: _Plan, groups: tuple[tuple[int, ...], ...]) -> None:
-        self.plan, self.groups = plan, groups
+    def __init__(self, plan: _Plan, groups: tuple[tuple[int, ...], ...], pending=None) -> None:
+        self.plan, self.groups, self.pending = plan, groups, pending
         self.source: _split.Run | dict | None = None
         self.live: frozenset[int] = frozenset()
 
@@ -360,14 +378,22 @@ class _Gate(torch.autograd.Function):
 
 class XlaFunction(torch.autograd.Function):
     """Runs an ``XlaProgram`` differentiably: ``apply(plan, seed, chain, *tensors)``
-    (``apply_differentiable`` makes the plan; ``chain``: None, or a ``_Chain`` whose first
-    gate's token follows the tensors)."""
+    (``apply_differentiable`` makes the plan; ``chain``: None, or a ``_Chain``: with groups,
+    its first gate's token follows the tensors)."""
 
     @staticmethod
     def forward(ctx, plan: _Plan, seed, chain: _Chain | None, *tensors):
-        if chain is not None:  # (its token last)
-            tensors = tensors[:-1]
-        if plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
+        pending = None
+        if chain is not None:
+            pending, chain.pending = chain.pending, None
+            if chain.groups:  # (its token last)
+                tensors = tensors[:-1]
+            else:
+                chain = None
+        if pending is not None:
+            douts, aux, vjp_fn = pending
+            del pending
+        elif plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
             with x64(), plan.program.placement():
                 douts, aux, vjp_fn = _forward(plan, seed, tensors)
         else:

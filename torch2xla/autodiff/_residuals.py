@@ -434,6 +434,13 @@ class Backward:
         fwd = self._forward
         return (None, None) if fwd is None else (fwd.compiler_options, fwd.device)
 
+    def decide_split(self, res: Residuals, cts) -> None:
+        """Decides, where not done yet, whether a freed graph's backward is split (``ready``
+        tells after), from the first forward's residuals (``cts``: arrays or
+        ``ShapeDtypeStruct``s)."""
+        if self._split is None:
+            self._decide_split(res, cts)
+
     def _decide_split(self, res: Residuals, cts):
         """At the first freed call: a SplitBackward where the policy asks for segments and the
         backward has at least two, else False (one program)."""

@@ -669,7 +669,7 @@ class _StoredBackward:
         if self._runner is None and self._pending:
             if self._split_plan is None:
                 self._runner = self._pending["backward"].result()
-            elif "ready" in self._split_plan:  # (a record of a version that has it)
+            else:
                 n = len(self._split_plan["segments"])
                 exes = [self._pending[f"segment{i}"].result() for i in range(n)]
                 if None not in exes:
@@ -681,7 +681,7 @@ class _StoredBackward:
     def ready(self) -> tuple[int, ...]:
         """As ``_residuals.Backward.ready``: from the record (a backward that runs otherwise
         hands every gradient out at once, which the chain of nodes also takes)."""
-        return tuple((self._split_plan or {}).get("ready", ()))
+        return () if self._split_plan is None else tuple(self._split_plan["ready"])
 
     def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
         if donate:
