@@ -2,6 +2,8 @@
 
     python benchmarks/ddp_scaling.py                  # CPU: gloo, SmallGPT, 1 thread per rank
     python benchmarks/ddp_scaling.py --case gpt2      # GPU: NCCL, GPT-2 124M (needs 2 GPUs)
+    python benchmarks/ddp_scaling.py --modes xla --bucket-cap-mb 2 --no-ddp-optimizer \
+        --split-backward true     # one graph whose backward's segments feed DDP's buckets
 
 Weak scaling: every rank keeps the same per-rank batch, so ideal 2-rank step time equals the
 1-rank step time; efficiency = t(1 rank) / t(2 ranks). Each (mode, world size) runs in fresh
@@ -34,7 +36,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue):
+def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=None):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from benchmarks.models import build
@@ -48,8 +50,16 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue):
     dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
     device = f"cuda:{rank}" if cuda else "cpu"
     model, inputs, loss_fn = build(case, device)
+    extra = extra or {}
+    if extra.get("no_ddp_optimizer"):
+        torch._dynamo.config.optimize_ddp = False
     ddp = DDP(model, device_ids=[rank] if cuda else None, bucket_cap_mb=bucket_cap_mb)
-    run = ddp if mode == "eager" else torch.compile(ddp, backend=mode)
+    options = (
+        {"split_backward": extra["split_backward"]}
+        if mode == "xla" and extra.get("split_backward") is not None
+        else None
+    )
+    run = ddp if mode == "eager" else torch.compile(ddp, backend=mode, options=options)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times = []
     for _ in range(steps):
@@ -74,12 +84,17 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue):
     dist.destroy_process_group()
 
 
-def run(case: str, mode: str, world: int, steps: int, bucket_cap_mb: float = 25.0) -> dict:
+def run(
+    case: str, mode: str, world: int, steps: int, bucket_cap_mb: float = 25.0, extra=None
+) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _port()
     procs = [
-        ctx.Process(target=_worker, args=(r, world, port, case, mode, steps, bucket_cap_mb, queue))
+        ctx.Process(
+            target=_worker,
+            args=(r, world, port, case, mode, steps, bucket_cap_mb, queue, extra),
+        )
         for r in range(world)
     ]
     for p in procs:
@@ -103,8 +118,23 @@ def main() -> None:
         default=25.0,
         help="DDP's bucket size (25 is DDP's default); Dynamo splits graphs at buckets",
     )
+    parser.add_argument(
+        "--no-ddp-optimizer",
+        action="store_true",
+        help="torch._dynamo.config.optimize_ddp = False: one graph, not one per bucket",
+    )
+    parser.add_argument(
+        "--split-backward",
+        default=None,
+        help="xla's split_backward option (true, false, auto or MiB per segment)",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    split = args.split_backward
+    if split is not None:
+        split = {"true": True, "false": False, "auto": "auto"}.get(split.lower(), split)
+        split = float(split) if isinstance(split, str) else split
+    extra = {"no_ddp_optimizer": args.no_ddp_optimizer, "split_backward": split}
     cuda = torch.cuda.is_available()
     case = args.case or ("gpt2" if cuda else "gpt")
     worlds = [1, 2]
@@ -113,11 +143,12 @@ def main() -> None:
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "gpus": torch.cuda.device_count() if cuda else 0,
         "bucket_cap_mb": args.bucket_cap_mb,
+        "extra": extra,
         "runs": {},
     }
     for mode in args.modes.split(","):
         for world in worlds:
-            r = run(case, mode, world, args.steps, args.bucket_cap_mb)
+            r = run(case, mode, world, args.steps, args.bucket_cap_mb, extra)
             results["runs"][f"{mode}/{world}"] = r
             print(
                 f"{mode:9s} world={world}: {r['median_ms']:8.2f} ms/step "

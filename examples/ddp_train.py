@@ -2,6 +2,7 @@
 
     torchrun --nproc-per-node 2 examples/ddp_train.py          # CPU (gloo) or GPU (NCCL)
     torchrun --nproc-per-node 2 examples/ddp_train.py --steps 50
+    python scripts/multinode_sim.py OUT_DIR      # two torchrun "nodes" of one process each
 
 Each rank trains the same GPT-2-style model on its own synthetic batches; DDP all-reduces the
 gradients that torch2xla's backward produces. Rank 0 prints loss and step time.
@@ -10,6 +11,7 @@ gradients that torch2xla's backward produces. Rank 0 prints loss and step time.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import time
@@ -62,6 +64,9 @@ def main() -> None:
     parser.add_argument(
         "--backend", default="xla", help="torch.compile backend, or 'none' for eager"
     )
+    parser.add_argument(
+        "--record", default=None, help="rank 0 writes every loss and a parameter digest here"
+    )
     args = parser.parse_args()
 
     use_cuda = torch.cuda.is_available()
@@ -81,7 +86,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     gen = torch.Generator(device=device).manual_seed(1000 + rank)  # each rank its own data
 
-    times = []
+    times, losses = [], []
     for step in range(args.steps):
         idx = torch.randint(0, 512, (args.batch, 64), device=device, generator=gen)
         start = time.perf_counter()
@@ -93,6 +98,7 @@ def main() -> None:
         if use_cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+        losses.append(loss.item())
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
             print(f"step {step:3d}  loss {loss.item():.4f}  step time {times[-1] * 1e3:.1f} ms")
     if rank == 0:
@@ -101,6 +107,11 @@ def main() -> None:
             f"world {world}, backend {args.backend}: median steady step "
             f"{steady[len(steady) // 2] * 1e3:.1f} ms (log(vocab) = {math.log(512):.2f})"
         )
+        if args.record:
+            with torch.no_grad():
+                digest = [p.double().sum().item() for p in model.parameters()]
+            with open(args.record, "w") as f:
+                json.dump({"world": world, "losses": losses, "param_sums": digest}, f)
     dist.destroy_process_group()
 
 

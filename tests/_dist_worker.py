@@ -100,6 +100,78 @@ def scenario_buckets(rank):
     return losses, diff, len(built)
 
 
+class _Deep(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.Linear(64, 256), nn.Linear(256, 256), nn.Linear(256, 256), nn.Linear(256, 8)]
+        )
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = torch.tanh(layer(x))
+        return self.layers[-1](x)
+
+
+def scenario_overlap(rank):
+    """DDP(torch.compile(model)) with a split backward: DDP's buckets are all-reduced as the
+    segments computing their gradients end, before the backward's last segment runs (issue
+    28.2); the losses and parameters those of eager DDP. Dynamo's DDP optimizer is off: the
+    model is one graph (it would split it at the buckets, each graph a backward of its own)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    from torch2xla.autodiff import _split
+
+    ran: list[int] = []
+    original = _split._Program.__call__
+
+    def counting(self, args):
+        out = original(self, args)
+        ran.append(1)
+        return out
+
+    _split._Program.__call__ = counting
+    optimize_ddp = torch._dynamo.config.optimize_ddp
+    torch._dynamo.config.optimize_ddp = False
+    try:
+        torch.manual_seed(0)
+        base = _Deep().to(DEVICE)  # ~260 KB per hidden layer, buckets of 0.25 MB
+        ref = DDP(copy.deepcopy(base), bucket_cap_mb=0.25)
+        inner = torch.compile(
+            copy.deepcopy(base), backend="xla", options={"split_backward": 0.002}
+        )
+        model = DDP(inner, bucket_cap_mb=0.25)
+        at_bucket: list[int] = []
+
+        def hook(state, bucket):
+            at_bucket.append(len(ran))
+            return allreduce_hook(state, bucket)
+
+        model.register_comm_hook(None, hook)
+        steps = []
+        opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=1e-2) for m in (model, ref))
+        gen = torch.Generator().manual_seed(100 + rank)
+        losses = []
+        for _ in range(4):
+            x, y = torch.randn(8, 64, generator=gen), torch.randn(8, 8, generator=gen)
+            x, y = x.to(DEVICE), y.to(DEVICE)
+            ran.clear()
+            at_bucket.clear()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            steps.append((list(at_bucket), len(ran)))
+            ref_loss = nn.functional.mse_loss(ref(x), y)
+            ref_loss.backward()
+            for o in (opt, ref_opt):
+                o.step()
+                o.zero_grad()
+            losses.append((loss.item(), ref_loss.item()))
+    finally:
+        _split._Program.__call__ = original
+        torch._dynamo.config.optimize_ddp = optimize_ddp
+    return losses, _max_diff(model.parameters(), ref.parameters()), steps
+
+
 def scenario_collectives(rank):
     def f(x):
         y = fc.all_reduce(x * 2, "sum", dist.group.WORLD)
@@ -150,6 +222,7 @@ def scenario_fsdp2(rank):
 SCENARIOS = {
     "ddp": scenario_ddp,
     "buckets": scenario_buckets,
+    "overlap": scenario_overlap,
     "collectives": scenario_collectives,
     "fsdp2": scenario_fsdp2,
 }

@@ -78,6 +78,20 @@ def test_ddp_buckets_split_graph_and_match(results, rank):
 
 
 @pytest.mark.parametrize("rank", [0, 1])
+def test_ddp_buckets_ready_before_the_backward_ends(results, rank):
+    losses, param_diff, steps = _get(results, rank, "overlap")
+    for loss, ref in losses:
+        assert abs(loss - ref) <= 1e-5 * max(1.0, abs(ref))
+    assert param_diff < 1e-5
+    # a bucket is all-reduced while segments of the backward are still to run (from the
+    # second step: DDP's first puts this model in one bucket of 1 MB, then rebuilds them in
+    # the order that step's gradients came in)
+    for at_bucket, total in steps[1:]:
+        assert len(at_bucket) >= 2 and total >= 3, steps
+        assert min(at_bucket) < total, steps
+
+
+@pytest.mark.parametrize("rank", [0, 1])
 def test_functional_collectives_in_graph(results, rank):
     assert _get(results, rank, "collectives") == 0.0
 

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 import torch
 
-from torch2xla.autodiff import _residuals
+from torch2xla.autodiff import _residuals, _split
 from torch2xla.autodiff._connected import traced_links
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.debug._profile import profiled_backward
@@ -162,6 +162,7 @@ class _Plan:
         "diff_out",
         "flat_fn",
         "fns",
+        "groups",
         "live_slots",
         "n_inputs",
         "plain_cts",
@@ -191,6 +192,9 @@ class _Plan:
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
         self.live_slots: tuple[tuple[int, int], ...] | None = None
+        # Positions in diff_in per group of the chained backward (``_chain_groups``): () for
+        # one node, None until the backward decided whether it is split.
+        self.groups: tuple[tuple[int, ...], ...] | None = None
         self.backward_ran = False
         # Differentiated outputs connected to no differentiated input, which eager would not
         # track: marked non-differentiable where the program asks (``mark_untracked``).
@@ -235,19 +239,162 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     ``diff_in`` (``XlaFunction``)."""
     plan = _Plan.of(program, diff_in)
     if _functorch_active():
-        return XlaFunction.apply(plan, seed, *tensors)
+        return XlaFunction.apply(plan, seed, None, *tensors)
+    groups = plan.groups if plan.groups is not None else _chain_groups(plan)
+    if groups is None:  # the split is decided by this first call
+        return _apply_first(plan, seed, tensors)
+    if groups:
+        return _apply_chained(plan, groups, seed, _Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
-    return _apply(plan, seed, *tensors)
+    return _apply(plan, seed, None, *tensors)
+
+
+# -- gradients released segment by segment ------------------------------------------------------
+#
+# A split backward (``_split``) computes the gradients in segments; each one is final when the
+# segment that computes it ends. So that each leaves the backward then (DDP's bucket hooks and
+# FSDP2's reduce-scatter, fired as autograd accumulates a parameter's gradient, overlap the
+# segments after it; a post-accumulate-grad hook sees it early), the forward builds a chain of
+# autograd nodes in front of the program's node: one ``_Gate`` per later group of inputs
+# (grouped by the segment that finishes their gradients), each taking its group's tensors and a
+# token from the next gate. The program's node takes the first group's gradients and hands a
+# token gradient on, which makes autograd run the next gate's backward: it runs the segments
+# its group needs (the state is shared: ``_Chain``), returns their gradients, which autograd
+# accumulates, and hands the token on. Every input also stays an input of the program's node,
+# whose backward returns None for the later groups (their gradients come from the gates).
+
+
+def _chain_groups(plan: _Plan) -> tuple[tuple[int, ...], ...] | None:
+    """The positions in ``diff_in`` grouped by the segment after which their gradients are
+    known, in order (``plan.groups``; None until the backward decided whether it is split)."""
+    ready = plan.fns.bwd.ready()
+    if ready is None:
+        return None
+    by: dict[int, list[int]] = {}
+    if len(ready) == len(plan.diff_in):
+        for p, r in enumerate(ready):
+            by.setdefault(max(r, 1), []).append(p)
+    groups = tuple(tuple(by[r]) for r in sorted(by))
+    plan.groups = groups if len(groups) > 1 else ()
+    return plan.groups
+
+
+def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:
+    """The first call of a program whose backward may be split: the forward runs first, and
+    the backward is cut (and compiled) on its residuals, so that the gates come before the
+    program's node from the first step on (DDP orders its buckets by the order the first
+    step's gradients come in)."""
+    with x64(), plan.program.placement():
+        pending = _forward(plan, seed, tensors)
+        douts, _, vjp_fn = pending
+        plan.fns.bwd.decide_split(vjp_fn, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in douts])
+    groups = _chain_groups(plan) or ()
+    chain = _Chain(plan, groups, pending)
+    if groups:
+        return _apply_chained(plan, groups, seed, chain, tensors)
+    return _apply(plan, seed, chain, *tensors)
+
+
+def _apply_chained(plan: _Plan, groups: tuple, seed, chain: _Chain, tensors: Sequence) -> tuple:
+    diff_in, token = plan.diff_in, None
+    for g in range(len(groups) - 1, 0, -1):
+        token = _Gate.apply(chain, g, token, *(tensors[diff_in[p]] for p in groups[g]))
+    return _apply(plan, seed, chain, *tensors, token)
+
+
+class _Chain:
+    """What the nodes of one chained call share: the gradients of the running backward
+    (``source``: a ``_split.Run``, or a dict from position in ``diff_in`` to gradient), and
+    which positions have one (``live``); ``pending``: the outputs of a forward that ran
+    before its node was made (``_apply_first``)."""
+
+    __slots__ = ("groups", "live", "pending", "plan", "source")
+
+    def __init__(self, plan: _Plan, groups: tuple[tuple[int, ...], ...], pending=None) -> None:
+        self.plan, self.groups, self.pending = plan, groups, pending
+        self.source: _split.Run | dict | None = None
+        self.live: frozenset[int] = frozenset()
+
+    def more_after(self, g: int) -> bool:
+        """Whether a group after ``g`` has a gradient."""
+        return self.source is not None and any(
+            p in self.live for h in self.groups[g + 1 :] for p in h
+        )
+
+    def take(self, g: int, later: bool) -> dict[int, torch.Tensor]:
+        """Group ``g``'s gradients by position. Where a later gate runs (``later``), the
+        segment after the ones it needs is started first, so that the device has work while
+        torch takes these; else the backward's values are let go."""
+        source, live = self.source, self.live
+        positions = [p for p in self.groups[g] if p in live]
+        if isinstance(source, _split.Run):
+            if later:
+                need = max((source.ready[p] for p in positions), default=source.done)
+                source.advance(max(need, source.done) + 1)
+            plan = self.plan
+            got = source.take(positions, plan.convert)
+            if plan.conj_grads:
+                got = [_from_cotangent(t) for t in got]
+            out = dict(zip(positions, got))
+        else:
+            out = {p: source.pop(p) for p in positions}
+        if not later:
+            self.source = None  # the rest of the backward's values go now
+        return out
+
+
+_TOKEN_GRADS: dict[torch.device, torch.Tensor] = {}
+
+
+def _token_grad(device: torch.device) -> torch.Tensor:
+    t = _TOKEN_GRADS.get(device)
+    if t is None:
+        t = _TOKEN_GRADS[device] = torch.empty(0, device=device)
+    return t
+
+
+class _Gate(torch.autograd.Function):
+    """One later group of the chain (``_apply_chained``): ``apply(chain, g, token, *tensors)``
+    returns a token; its backward returns group ``g``'s gradients."""
+
+    @staticmethod
+    def forward(ctx, chain: _Chain, g: int, token, *tensors):
+        ctx.set_materialize_grads(False)
+        ctx.chain, ctx.g, ctx.plan, ctx.n = chain, g, chain.plan, len(tensors)
+        return torch.empty(0, device=chain.plan.program.torch_device)
+
+    @staticmethod
+    @profiled_backward
+    def backward(ctx, token_grad):
+        chain, g = ctx.chain, ctx.g
+        if token_grad is None or chain.source is None:
+            return (None, None, None, *([None] * ctx.n))
+        later = chain.more_after(g)
+        grads = chain.take(g, later)
+        group = chain.groups[g]
+        next_token = _token_grad(token_grad.device) if later else None
+        return (None, None, next_token, *(grads.get(p) for p in group))
 
 
 class XlaFunction(torch.autograd.Function):
-    """Runs an ``XlaProgram`` differentiably: ``apply(plan, seed, *tensors)``
-    (``apply_differentiable`` makes the plan)."""
+    """Runs an ``XlaProgram`` differentiably: ``apply(plan, seed, chain, *tensors)``
+    (``apply_differentiable`` makes the plan; ``chain``: None, or a ``_Chain``: with groups,
+    its first gate's token follows the tensors)."""
 
     @staticmethod
-    def forward(ctx, plan: _Plan, seed, *tensors):
-        if plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
+    def forward(ctx, plan: _Plan, seed, chain: _Chain | None, *tensors):
+        pending = None
+        if chain is not None:
+            pending, chain.pending = chain.pending, None
+            if chain.groups:  # (its token last)
+                tensors = tensors[:-1]
+            else:
+                chain = None
+        if pending is not None:
+            douts, aux, vjp_fn = pending
+            del pending
+        elif plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
             with x64(), plan.program.placement():
                 douts, aux, vjp_fn = _forward(plan, seed, tensors)
         else:
@@ -282,7 +429,7 @@ class XlaFunction(torch.autograd.Function):
             ctx.save_for_backward(_FREED_MARKER, *[tensors[k] for k in saved])
         else:
             ctx.save_for_backward(_FREED_MARKER)
-        ctx.plan, ctx.fns, ctx.diff_meta = plan, plan.fns, plan.diff_meta
+        ctx.plan, ctx.fns, ctx.diff_meta, ctx.chain = plan, plan.fns, plan.diff_meta, chain
         ctx.vjp_fn = vjp_fn
         # For a create_graph backward only (it recomputes from them); no copy is made.
         ctx.inputs, ctx.seed = tensors, seed
@@ -316,7 +463,7 @@ def _forward(plan: _Plan, seed, tensors: Sequence):
 
 def _backward(ctx, grads: tuple) -> tuple:
     ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
-    plan = ctx.plan
+    plan, chain = ctx.plan, ctx.chain
     vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
     freed = not _keep_graph()
     if freed:
@@ -324,41 +471,66 @@ def _backward(ctx, grads: tuple) -> tuple:
     fns = plan.fns
     diff_grads = grads if plan.dense_out else [grads[i] for i in plan.diff_out]
     active = [j for j, g in enumerate(diff_grads) if g is not None]
+    n_args = 3 + plan.n_inputs + (chain is not None)  # (plan, seed, chain, *tensors, token)
     if not active:
-        return (None, None, *([None] * plan.n_inputs))
-    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients
-        return _differentiable_backward(ctx, plan, vjp_fn, inputs, diff_grads, active)
-    # (grad mode is off from here)
+        if chain is not None:
+            chain.source = None
+        return (None,) * n_args
     dense = len(active) == len(diff_grads)
-    with x64(), plan.program.placement():
-        if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
-            cts = [to_jax(g) for g in diff_grads]
-        else:
-            cts = [
-                jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
-                for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
-            ]
-        in_grads = fns.bwd(vjp_fn, cts, donate=freed)
-    packing = fns.bwd.packing
-    if packing is not None:  # small gradients: torch views of one buffer (converted below)
-        in_grads = packing.unpack(in_grads, plan.convert)
     if dense:
         slots = plan.dense_slots()
     else:
         deps = plan.deps()
         live = frozenset().union(*(deps[j] for j in active))
         slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients
+        source = _differentiable_backward(ctx, plan, inputs, diff_grads, active, slots)
+    else:  # (grad mode is off from here)
+        with x64(), plan.program.placement():
+            if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
+                cts = [to_jax(g) for g in diff_grads]
+            else:
+                cts = [
+                    jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
+                    for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
+                ]
+            source = fns.bwd(vjp_fn, cts, donate=freed)
+        if not isinstance(source, _split.Run):
+            source = _converted(plan, fns.bwd.packing, source, slots)
+    result: list = [None] * n_args
+    if chain is None:
+        if isinstance(source, _split.Run):
+            got = source.take([p for p, _ in slots], plan.convert)
+            del source
+            for (_, k), g in zip(slots, got):
+                result[3 + k] = _from_cotangent(g) if plan.conj_grads else g
+        else:
+            for p, k in slots:
+                result[3 + k] = source.pop(p)
+        return tuple(result)
+    chain.source, chain.live = source, frozenset(p for p, _ in slots)
+    del source
+    later = ctx.needs_input_grad[-1] and chain.more_after(0)
+    got = chain.take(0, later)
+    diff_in = plan.diff_in
+    for p, g in got.items():
+        result[3 + diff_in[p]] = g
+    if later:
+        result[-1] = _token_grad(plan.program.torch_device)
+    return tuple(result)
+
+
+def _converted(plan: _Plan, packing, in_grads, slots) -> dict:
+    """The gradients of one program's backward (``in_grads``, packed by ``packing``) at
+    ``slots``, as torch tensors by position in ``diff_in``."""
+    if packing is not None:  # small gradients: torch views of one buffer (converted below)
+        in_grads = packing.unpack(in_grads, plan.convert)
     convert = plan.convert
-    result: list = [None] * (2 + plan.n_inputs)  # (no gradient for plan and seed)
     if packing is not None:
         convert = _converting(convert)
     if plan.conj_grads:
-        for p, k in slots:
-            result[2 + k] = _from_cotangent(convert(in_grads[p]))
-    else:
-        for p, k in slots:
-            result[2 + k] = convert(in_grads[p])
-    return tuple(result)
+        return {p: _from_cotangent(convert(in_grads[p])) for p, _ in slots}
+    return {p: convert(in_grads[p]) for p, _ in slots}
 
 
 def _converting(convert: Callable) -> Callable:
@@ -366,18 +538,13 @@ def _converting(convert: Callable) -> Callable:
     return lambda g: g if isinstance(g, torch.Tensor) else convert(g)
 
 
-def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, active) -> tuple:
-    """A create_graph backward: gradients that autograd tracks (``_differentiable_vjp``)."""
-    deps = plan.deps()
-    live = frozenset().union(*(deps[j] for j in active))
+def _differentiable_backward(ctx, plan: _Plan, inputs, diff_grads, active, slots) -> dict:
+    """A create_graph backward: gradients that autograd tracks (``_differentiable_vjp``), by
+    position in ``diff_in``."""
     in_grads = _differentiable_vjp(
         plan, ctx.seed, inputs, [diff_grads[j] for j in active], tuple(active)
     )
-    result: list = [None] * (2 + plan.n_inputs)
-    for p, (k, g) in enumerate(zip(plan.diff_in, in_grads)):
-        if p in live:
-            result[2 + k] = g
-    return tuple(result)
+    return {p: in_grads[p] for p, _ in slots}
 
 
 def _differentiable_vjp(

@@ -395,7 +395,18 @@ class Backward:
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:
         return (res.kept, res.inputs, cts) if donate else (res, cts)
 
+    def ready(self) -> tuple[int, ...] | None:
+        """Per gradient, the number of segments of the split backward that must run before it
+        is known (``_split.SplitBackward.ready``); () where a freed graph's backward is one
+        program, None until that is decided."""
+        split = self._split
+        if split is None:
+            return None
+        return split.ready if isinstance(split, _split.SplitBackward) else ()
+
     def __call__(self, res: Residuals, cts, donate: bool = False):
+        """The gradients; for a freed graph whose backward is split, a ``_split.Run`` that
+        hands them out segment by segment."""
         if donate and self._split is not False:
             split = self._split if self._split is not None else self._decide_split(res, cts)
             if split is not False:
@@ -425,6 +436,13 @@ class Backward:
         fwd = self._forward
         return (None, None) if fwd is None else (fwd.compiler_options, fwd.device)
 
+    def decide_split(self, res: Residuals, cts) -> None:
+        """Decides, where not done yet, whether a freed graph's backward is split (``ready``
+        tells after), from the first forward's residuals (``cts``: arrays or
+        ``ShapeDtypeStruct``s)."""
+        if self._split is None:
+            self._decide_split(res, cts)
+
     def _decide_split(self, res: Residuals, cts):
         """At the first freed call: a SplitBackward where the policy asks for segments and the
         backward has at least two, else False (one program)."""
@@ -434,8 +452,9 @@ class Backward:
         if schedule is not None:
             fwd = self._forward
             with no_stack_capture():
+                # (unpacked: each segment packs the gradients it computes)
                 split = _split.SplitBackward(
-                    functools.partial(self._backward_freed, layout=res.layout),
+                    functools.partial(_apply_split, layout=res.layout),
                     res.kept,
                     res.inputs,
                     cts,
@@ -443,9 +462,14 @@ class Backward:
                     kept_formats=fwd.kept_formats if fwd is not None else None,
                     compiler_options=fwd.compiler_options if fwd is not None else None,
                     device=fwd.device if fwd is not None else None,
+                    pack_limit=self._pack_limit,
                 )
             if len(split.segments) < 2:
                 split = False
+            elif self._pack_limit is not None and self.packing is None:
+                # how the one program (a retained graph's) packs them, as its trace would say
+                metas = split.out_metas
+                self.packing = _pack.plan(metas, range(len(metas)), self._pack_limit)
         self._split = split
         if split is not False:
             self._compiled_freed()

@@ -32,6 +32,7 @@ import jax
 import jax.extend.core as jcore
 
 from torch2xla.guards import _persistent
+from torch2xla.runtime import _pack
 from torch2xla.runtime._interop import no_stack_capture
 
 MiB = 1 << 20
@@ -474,6 +475,14 @@ class SplitBackward:
         kept_formats: the residuals' formats as the forward returns them (None: row-major).
         compiler_options: XLA compiler options for every segment.
         device: the device they run on, for the persistent cache (None: not stored).
+        pack_limit: each segment returns the outputs of ``fn`` it computes of at most that
+            many bytes packed (``_pack``; None: none are), so that a segment's gradients
+            reach torch when it ends, not with the last one.
+
+    Attributes:
+        ready: per output of ``fn`` (flattened), the number of segments that must have run
+            before it is known (0: a constant or one of the arguments).
+        out_metas: per output of ``fn``, its (shape, dtype).
     """
 
     def __init__(
@@ -486,14 +495,18 @@ class SplitBackward:
         kept_formats: Sequence | None = None,
         compiler_options: dict | None = None,
         device: jax.Device | None = None,
+        pack_limit: int | None = None,
     ) -> None:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
         self._out_tree = jax.tree_util.tree_structure(out_shape)
+        self.out_metas = [(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out_shape)]
         n_kept = len(jax.tree_util.tree_leaves(kept))
         flat = flatten(closed)
         self._outs = flat.outs
         self.segments = partition(flat, n_kept, schedule.segment_bytes, schedule.max_segments)
         finals = {a for a in flat.outs if isinstance(a, int)}
+        self.ready = _ready(self.segments, flat.outs)
+        self._packs = _packings(self.segments, flat.avals, finals, pack_limit)
         used = {k for seg in self.segments for k in seg.ins} | finals
         # inputs no segment reads (residuals the backward does not need): freed at once
         self._unused = tuple(k for k in range(n_kept) if k not in used)
@@ -504,7 +517,8 @@ class SplitBackward:
             # traced here (JAX's configuration, x64 included, is the calling thread's), only
             # XLA's compilations run in the threads
             self._programs = [
-                _Program(seg, flat, formats, compiler_options, device) for seg in self.segments
+                _Program(seg, flat, formats, compiler_options, device, packing)
+                for seg, packing in zip(self.segments, self._packs)
             ]
             # segments with convolutions compile one after another, in one lane of their own
             lanes: list[list[_Program]] = [[]]
@@ -529,6 +543,9 @@ class SplitBackward:
             "unused": self._unused,
             "outs": self._outs,
             "out_tree": self._out_tree,
+            "out_metas": self.out_metas,
+            "ready": self.ready,
+            "packs": self._packs,
             "executables": [
                 (k, p._exe.in_tree, p._exe.out_tree) for k, p in zip(keys, self._programs)
             ],
@@ -544,29 +561,15 @@ class SplitBackward:
         ]
         self._unused, self._outs = tuple(plan["unused"]), list(plan["outs"])
         self._out_tree = plan["out_tree"]
+        self.out_metas, self.ready, self._packs = plan["out_metas"], plan["ready"], plan["packs"]
         self._programs = list(programs)
         return self
 
-    def __call__(self, kept: list, inputs: Sequence, cts: Sequence):
-        """The backward's outputs. ``kept`` is emptied: each residual is freed by the segment
-        that uses it last."""
-        leaves = jax.tree_util.tree_leaves((kept, inputs, cts))
-        kept.clear()
-        env = dict(enumerate(leaves))
-        del leaves
-        for k in self._unused:
-            del env[k]
-        for seg, program in zip(self.segments, self._programs):
-            args = [env[k] for k in seg.ins]
-            for p in seg.last:
-                del env[seg.ins[p]]
-            outs = program(args)
-            del args
-            env.update(zip(seg.outs, outs))
-        flat_out = [
-            jax.numpy.asarray(a.value) if isinstance(a, _Const) else env[a] for a in self._outs
-        ]
-        return jax.tree_util.tree_unflatten(self._out_tree, flat_out)
+    def __call__(self, kept: list, inputs: Sequence, cts: Sequence) -> Run:
+        """A run of the chain on these arguments (``Run``: its segments run as their outputs
+        are asked for). ``kept`` is emptied: each residual is freed by the segment that uses
+        it last."""
+        return Run(self, kept, inputs, cts)
 
     def profile(self) -> list[dict]:
         """Per segment, in MiB: XLA's analysis of its program (arguments, temporaries,
@@ -602,6 +605,106 @@ class SplitBackward:
         return rows
 
 
+class Run:
+    """One call of a ``SplitBackward``: its segments run in order as far as they are asked for
+    (``advance``), and each output is handed out once the segments that compute it ran
+    (``take``), so that a gradient reaches torch when its segment ends (``_autograd``'s chain
+    of nodes). Each residual is freed by the segment that uses it last, as in a run of all
+    the segments at once."""
+
+    def __init__(self, split: SplitBackward, kept: list, inputs: Sequence, cts: Sequence) -> None:
+        leaves = jax.tree_util.tree_leaves((kept, inputs, cts))
+        kept.clear()
+        env = dict(enumerate(leaves))
+        del leaves
+        for k in split._unused:
+            del env[k]
+        self._env = env
+        self._segments, self._programs, self._packs = split.segments, split._programs, split._packs
+        self._outs, self.ready = split._outs, split.ready
+        self._out_tree = split._out_tree
+        self._buffers: dict[int, list] = {}  # per segment run, its packed outputs
+        self._views: dict[int, Any] = {}  # key -> torch view of a packed buffer
+        self.done = 0  # segments run
+
+    @property
+    def n_segments(self) -> int:
+        return len(self._segments)
+
+    def advance(self, n: int) -> None:
+        """Runs the segments up to the ``n``-th (those not run yet)."""
+        env = self._env
+        while self.done < min(n, len(self._segments)):
+            j = self.done
+            seg = self._segments[j]
+            args = [env[k] for k in seg.ins]
+            for p in seg.last:
+                del env[seg.ins[p]]
+            outs = self._programs[j](args)
+            del args
+            packing = self._packs[j]
+            if packing is None:
+                env.update(zip(seg.outs, outs))
+            else:
+                n_rest = len(packing.rest)
+                env.update(zip((seg.outs[i] for i in packing.rest), outs[:n_rest]))
+                self._buffers[j] = list(outs[n_rest:])
+            self.done = j + 1
+
+    def take(self, positions: Sequence[int], convert: Callable) -> list:
+        """The outputs at ``positions`` (among the flattened outputs) as torch tensors
+        (``convert``), running the segments they need first; a packed one is a view of its
+        segment's buffer, converted once."""
+        if positions:
+            self.advance(max(self.ready[i] for i in positions))
+        got = []
+        for i in positions:
+            a = self._outs[i]
+            if isinstance(a, _Const):
+                got.append(convert(jax.numpy.asarray(a.value)))
+                continue
+            got.append(self._value(a, convert))
+        return got
+
+    def _value(self, key: int, convert: Callable):
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        if key in self._env:
+            return convert(self._env[key])
+        for j, buffers in list(self._buffers.items()):  # the packed outputs of segment j
+            seg, packing = self._segments[j], self._packs[j]
+            full = packing.unpack([None] * len(packing.rest) + buffers, convert)
+            for g in packing.groups:
+                for i in g.positions:
+                    self._views[seg.outs[i]] = full[i]
+            del self._buffers[j]
+        return self._views[key]
+
+
+def _ready(segments: Sequence[Segment], outs: Sequence) -> tuple[int, ...]:
+    """Per output (key or ``_Const``), the number of segments that must run before it is known."""
+    made = {k: j + 1 for j, seg in enumerate(segments) for k in seg.outs}
+    return tuple(made.get(a, 0) if isinstance(a, int) else 0 for a in outs)
+
+
+def _packings(
+    segments: Sequence[Segment], avals: dict, finals: set, limit: int | None
+) -> list[_pack.Packing | None]:
+    """Per segment, how it packs the outputs of the backward it computes (over its
+    ``outs``): those no later segment reads."""
+    if limit is None:
+        return [None] * len(segments)
+    read_later: set[int] = set()
+    packings: list[_pack.Packing | None] = []
+    for seg in reversed(segments):
+        metas = [(avals[k].shape, avals[k].dtype) for k in seg.outs]
+        mine = [i for i, k in enumerate(seg.outs) if k in finals and k not in read_later]
+        packings.append(_pack.plan(metas, mine, limit))
+        read_later.update(seg.ins)
+    return packings[::-1]
+
+
 def _compile_all(programs: list[_Program]) -> None:
     for program in programs:
         program.compile()
@@ -610,7 +713,8 @@ def _compile_all(programs: list[_Program]) -> None:
 class _Program:
     """One segment, compiled ahead of time (``compile``); ``formats`` (key -> Format or None)
     gives the residuals' layouts, every other value is row-major. Arguments the executable
-    rejects (another layout) go through the jit."""
+    rejects (another layout) go through the jit. With ``packing`` (over ``seg.outs``) it
+    returns the unpacked outputs, then the packed buffers."""
 
     def __init__(
         self,
@@ -619,11 +723,13 @@ class _Program:
         formats: dict,
         compiler_options: dict | None,
         device: jax.Device | None = None,
+        packing: _pack.Packing | None = None,
     ) -> None:
         def body(*args):
             env = dict(zip(seg.ins, args))
             _run(seg.steps, env)
-            return tuple(env[k] for k in seg.outs)
+            outs = [env[k] for k in seg.outs]
+            return tuple(outs if packing is None else packing.pack(outs))
 
         structs = [jax.ShapeDtypeStruct(flat.avals[k].shape, flat.avals[k].dtype) for k in seg.ins]
         in_formats = tuple(formats.get(k) for k in seg.ins)
@@ -684,4 +790,4 @@ def policy(option, cuda: bool) -> Callable[[int], Schedule | None] | None:
     return lambda total: Schedule(segment_bytes=size)
 
 
-__all__ = ["Schedule", "Segment", "SplitBackward", "flatten", "partition", "policy"]
+__all__ = ["Run", "Schedule", "Segment", "SplitBackward", "flatten", "partition", "policy"]

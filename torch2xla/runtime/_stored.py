@@ -45,7 +45,7 @@ import jax
 import torch
 
 from torch2xla.autodiff import _autograd, _residuals
-from torch2xla.autodiff._split import SplitBackward
+from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
@@ -678,6 +678,11 @@ class _StoredBackward:
             self._pending = {}
         return self._runner
 
+    def ready(self) -> tuple[int, ...]:
+        """As ``_residuals.Backward.ready``: from the record (a backward that runs otherwise
+        hands every gradient out at once, which the chain of nodes also takes)."""
+        return () if self._split_plan is None else tuple(self._split_plan["ready"])
+
     def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
         if donate:
             runner = self._stored_runner()
@@ -688,7 +693,7 @@ class _StoredBackward:
         grads = fns.bwd(
             _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
         )
-        if fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
+        if not isinstance(grads, Run) and fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
             raise RuntimeError(
                 "torch2xla internal error: a backward rebuilt from the persistent cache packs "
                 "its gradients otherwise than the stored one; please report this (workaround: "
