@@ -137,9 +137,7 @@ def scenario_overlap(rank):
         torch.manual_seed(0)
         base = _Deep().to(DEVICE)  # ~260 KB per hidden layer, buckets of 0.25 MB
         ref = DDP(copy.deepcopy(base), bucket_cap_mb=0.25)
-        inner = torch.compile(
-            copy.deepcopy(base), backend="xla", options={"split_backward": 0.002}
-        )
+        inner = torch.compile(copy.deepcopy(base), backend="xla", options={"split_backward": 0.002})
         model = DDP(inner, bucket_cap_mb=0.25)
         at_bucket: list[int] = []
 

@@ -595,7 +595,8 @@ class _VjpProgram:
                 return [outs[i] for i in outs_active]
 
             _, vjp = jax.vjp(f, *(inputs[k] for k in diff_in))
-            grads = float32_sums(vjp)([_conj(ct) for ct in cts])  # NOTE: torch's convention, see _cotangent
+            # NOTE: torch's convention, see _cotangent
+            grads = float32_sums(vjp)([_conj(ct) for ct in cts])
             return tuple(_conj(g) for g in grads)
 
         self._base, self._base_diff_in, self._active, self._n = program, diff_in, active, n

@@ -693,7 +693,8 @@ class _StoredBackward:
         grads = fns.bwd(
             _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
         )
-        if not isinstance(grads, Run) and fns.bwd.packing != self.packing:  # (known once it ran: the caller unpacks by ours)
+        # (known once it ran: the caller unpacks by ours)
+        if not isinstance(grads, Run) and fns.bwd.packing != self.packing:
             raise RuntimeError(
                 "torch2xla internal error: a backward rebuilt from the persistent cache packs "
                 "its gradients otherwise than the stored one; please report this (workaround: "
