@@ -2,7 +2,7 @@
 (separate launchers, c10d rendezvous on localhost) train ``examples/ddp_train.py`` with backend
 xla over gloo and get the losses and parameters of one node of two processes, to the bit.
 
-It starts three launchers and five processes (~40 s on 2 cores), so it runs where
+It starts three launchers and five processes (~90 s on 2 shared cores), so it runs where
 ``T2X_MULTINODE=1`` is set; ``python scripts/multinode_sim.py OUT_DIR`` runs the same
 (and on a machine with 2 GPUs, NCCL with one GPU per node)."""
 
@@ -18,7 +18,7 @@ import torch.distributed as dist
 pytestmark = [
     pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
     pytest.mark.skipif(
-        os.environ.get("T2X_MULTINODE") != "1", reason="slow (~40 s): set T2X_MULTINODE=1"
+        os.environ.get("T2X_MULTINODE") != "1", reason="slow (~90 s): set T2X_MULTINODE=1"
     ),
 ]
 
