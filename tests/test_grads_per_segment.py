@@ -5,6 +5,7 @@ hook) run while later segments are still to come; gradients and their semantics 
 from __future__ import annotations
 
 import copy
+import tempfile
 
 import pytest
 import torch
@@ -56,7 +57,24 @@ def _loss(out):
     return out.square().mean()
 
 
-def test_gradients_reach_hooks_before_the_last_segment(segments_run):
+@pytest.fixture(params=["alone", "process group"])
+def process_group(request):
+    """In a process group (one rank, gloo), where the split is decided by the first forward,
+    or outside one, where the first backward decides; the steps whose hooks must come early."""
+    import torch.distributed as dist
+
+    if request.param == "alone":
+        yield range(1, 3)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0, world_size=1)
+        try:
+            yield range(3)
+        finally:
+            dist.destroy_process_group()
+
+
+def test_gradients_reach_hooks_before_the_last_segment(segments_run, process_group):
     compiled, model, ref = _twins()
     x = torch.randn(64, 16)
     at_hook: dict[str, int] = {}
@@ -66,8 +84,9 @@ def test_gradients_reach_hooks_before_the_last_segment(segments_run):
 
     for name, p in model.named_parameters():
         p.register_post_accumulate_grad_hook(hook(name))
-    # from the first step on (DDP orders its buckets by the first step's gradients)
-    for _ in range(2):
+    # in a process group from the first step on (DDP orders its buckets by the first step's
+    # gradients), else from the second
+    for step in range(3):
         model.zero_grad(set_to_none=True)
         ref.zero_grad(set_to_none=True)
         at_hook.clear()
@@ -76,12 +95,14 @@ def test_gradients_reach_hooks_before_the_last_segment(segments_run):
         _loss(ref(x)).backward()
         total = len(segments_run)
         assert total >= 3, "the backward should run as several segments"
+        assert_grads(model, ref, rtol=1e-5, atol=1e-6)
+        if step not in process_group:
+            continue
         assert "unused" not in at_hook and model.unused.grad is None
         # the last layer's gradients are final early; the first layer's in a later segment
         assert at_hook["layers.3.weight"] < total, at_hook
         assert at_hook["layers.3.weight"] < at_hook["layers.0.weight"], at_hook
         assert len(set(at_hook.values())) >= 2, at_hook
-        assert_grads(model, ref, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("which", ["first_group", "last_group", "both"])

@@ -241,8 +241,10 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     if _functorch_active():
         return XlaFunction.apply(plan, seed, None, *tensors)
     groups = plan.groups if plan.groups is not None else _chain_groups(plan)
-    if groups is None:  # the split is decided by this first call
+    if groups is None and _distributed():  # the split is decided by this first call
         return _apply_first(plan, seed, tensors)
+    if groups is None:  # (decided by the first backward, where one runs)
+        return _apply(plan, seed, None, *tensors)
     if groups:
         return _apply_chained(plan, groups, seed, _Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
@@ -280,11 +282,20 @@ def _chain_groups(plan: _Plan) -> tuple[tuple[int, ...], ...] | None:
     return plan.groups
 
 
+def _distributed() -> bool:
+    """Whether a process group runs (DDP and FSDP2 order their buckets by the first step)."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized()
+
+
 def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:
-    """The first call of a program whose backward may be split: the forward runs first, and
-    the backward is cut (and compiled) on its residuals, so that the gates come before the
-    program's node from the first step on (DDP orders its buckets by the order the first
-    step's gradients come in)."""
+    """The first call, in a process group, of a program whose backward may be split: the
+    forward runs first, and the backward is cut (and compiled) on its residuals, so that the
+    gates come before the program's node from the first step on (DDP orders its buckets by
+    the order the first step's gradients come in). Outside a process group the first
+    backward decides, as it runs: a forward whose graph is never differentiated (an
+    evaluation without ``torch.no_grad()``) then compiles no backward, and the gates start
+    with the second step."""
     with x64(), plan.program.placement():
         pending = _forward(plan, seed, tensors)
         douts, _, vjp_fn = pending
