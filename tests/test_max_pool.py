@@ -14,7 +14,7 @@ from torch import nn
 
 from tests.test_conv_cpu import _programs
 
-# (kernel, stride, padding, dilation, ceil_mode) per dimension count.
+# (kernel, stride, padding, dilation, ceil_mode), each size the same along every spatial dim.
 CONFIGS = {
     "2x2": (2, 2, 0, 1, False),
     "3x3/2 padded": (3, 2, 1, 1, False),
