@@ -25,6 +25,7 @@ from torch2xla.ops._common import (
     out_dtype,
     promote,
 )
+from torch2xla.ops._elementwise import _abs
 from torch2xla.ops._linalg import scale_add
 from torch2xla.ops._registry import ctx, register
 
@@ -77,7 +78,7 @@ def _safe_root(s, p):
 
 
 def _vector_norm(x, ord, axes, keepdim):
-    a = jnp.abs(x)
+    a = jnp.abs(x) if jnp.iscomplexobj(x) else _abs(x)  # (torch's derivative: 0 at 0)
     if ord == float("inf"):
         return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)
     if ord == float("-inf"):
