@@ -646,3 +646,22 @@ def test_gpu_checks_by_option(checks):
     a, b = torch.tensor([4, 5], device="cuda"), torch.tensor([0, 2], device="cuda")
     fdiv = torch.compile(floor_div, backend="xla", options={"checks": checks})
     assert fdiv(a, b).shape == (2,)
+
+
+def _one_hot(t):
+    return F.one_hot(t, 3)
+
+
+@pytest.mark.parametrize("classes", [[3], [-1], [0, 2]], ids=["too-large", "negative", "valid"])
+def test_asserts_of_decompositions_raise_what_eager_raises(classes):
+    """F.one_hot's decomposition asserts its classes are in range (aten._assert_async): in
+    strict mode it compiled not at all, without checks it gave a row of zeros."""
+    t = torch.tensor(classes)
+    compiled = torch.compile(_one_hot, backend="xla", options={"strict": True})
+    if min(classes) >= 0 and max(classes) < 3:
+        assert torch.equal(compiled(t), _one_hot(t))
+        return
+    eager = _eager_error(_one_hot, (t,))
+    with pytest.raises(type(eager), match=str(eager)) as info:
+        compiled(t)
+    _assert_names_op_and_line(info.value, "return F.one_hot(t, 3)")
