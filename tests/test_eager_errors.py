@@ -665,3 +665,16 @@ def test_asserts_of_decompositions_raise_what_eager_raises(classes):
     with pytest.raises(type(eager), match=str(eager)) as info:
         compiled(t)
     _assert_names_op_and_line(info.value, "return F.one_hot(t, 3)")
+
+
+def _bce(p, t):
+    return F.binary_cross_entropy(p, t)
+
+
+@pytest.mark.parametrize("p", [1.5, -0.1, float("nan")])
+def test_binary_cross_entropy_of_a_non_probability_raises_as_eager(p):
+    args = (torch.tensor([0.5, p]), torch.tensor([1.0, 0.0]))
+    eager = _eager_error(_bce, args)
+    with pytest.raises(type(eager), match=str(eager)) as info:
+        torch.compile(_bce, backend="xla", options={"strict": True})(*args)
+    _assert_names_op_and_line(info.value, "return F.binary_cross_entropy(p, t)")

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, opmath_dtype, out_dtype, promote
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -111,6 +111,10 @@ _bce = with_partials(_bce_value, _bce_partials)
 def binary_cross_entropy(self, target, weight=None, reduction=1):
     compute = opmath_dtype(promote(Kind.DEFAULT, self, target)[0])
     x, t = jnp.broadcast_arrays(as_dtype(self, compute), as_dtype(target, compute))
+    c = ctx()
+    if c.checking and not c.on_cuda:  # eager's CPU kernel checks (NaN fails it too)
+        inside = (x >= 0) & (x <= 1)
+        c.check(~jnp.all(inside), "all elements of input should be between 0 and 1")
     loss = _bce(x, t)
     if weight is not None:
         loss = loss * as_dtype(weight, compute)
