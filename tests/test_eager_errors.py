@@ -1108,3 +1108,35 @@ def test_cholesky_ex_reports_eagers_info_without_raising(a):
         return torch.linalg.cholesky_ex(a).info
 
     assert_same(torch.compile(f, backend="xla")(a), f(a))
+
+
+def _one_hot(t):
+    return F.one_hot(t, 3)
+
+
+@pytest.mark.parametrize("classes", [[3], [-1], [0, 2]], ids=["too-large", "negative", "valid"])
+def test_asserts_of_decompositions_raise_what_eager_raises(classes):
+    """F.one_hot's decomposition asserts its classes are in range (aten._assert_async): in
+    strict mode it compiled not at all, without checks it gave a row of zeros."""
+    t = torch.tensor(classes)
+    compiled = torch.compile(_one_hot, backend="xla", options={"strict": True})
+    if min(classes) >= 0 and max(classes) < 3:
+        assert torch.equal(compiled(t), _one_hot(t))
+        return
+    eager = _eager_error(_one_hot, (t,))
+    with pytest.raises(type(eager), match=str(eager)) as info:
+        compiled(t)
+    _assert_names_op_and_line(info.value, "return F.one_hot(t, 3)")
+
+
+def _bce(p, t):
+    return F.binary_cross_entropy(p, t)
+
+
+@pytest.mark.parametrize("p", [1.5, -0.1, float("nan")])
+def test_binary_cross_entropy_of_a_non_probability_raises_as_eager(p):
+    args = (torch.tensor([0.5, p]), torch.tensor([1.0, 0.0]))
+    eager = _eager_error(_bce, args)
+    with pytest.raises(type(eager), match=str(eager)) as info:
+        torch.compile(_bce, backend="xla", options={"strict": True})(*args)
+    _assert_names_op_and_line(info.value, "return F.binary_cross_entropy(p, t)")

@@ -682,3 +682,52 @@ def _assign_at(t, i, v):
     t = t.clone()
     t[i] = v
     return t
+
+
+_EDGES = {  # an op and inputs on its edges: boundaries of pieces, zeros
+    "hardsigmoid": (F.hardsigmoid, [torch.tensor([-3.0, 3.0, 0.0, 4.0, -2.9])]),
+    "hardswish": (F.hardswish, [torch.tensor([-3.0, 3.0, 0.0, 4.0, -2.9])]),
+    "rrelu-eval": (lambda x: F.rrelu(x, training=False), [torch.tensor([0.0, -0.0, 1.0, -1.0])]),
+    "bce-at-0-and-1": (
+        lambda p, t: F.binary_cross_entropy(p, t, reduction="none"),
+        [torch.tensor([0.0, 1.0, 0.5, 1.0, 0.0]), torch.tensor([0.0, 1.0, 1.0, 0.0, 0.3])],
+    ),
+    "bce-of-saturated-sigmoid": (
+        lambda z, t: F.binary_cross_entropy(torch.sigmoid(z), t),
+        [torch.tensor([40.0, -120.0, 0.5]), torch.tensor([1.0, 0.0, 1.0])],
+    ),
+    "xlogy": (
+        torch.xlogy,
+        [torch.tensor([0.0, 0.0, 1.0, 2.0]), torch.tensor([0.0, 1.0, 0.0, 3.0])],
+    ),
+    "xlog1py": (
+        torch.special.xlog1py,
+        [torch.tensor([0.0, 0.0, 1.0, 2.0]), torch.tensor([-1.0, 1.0, 0.0, 3.0])],
+    ),
+    "sinc": (torch.sinc, [torch.tensor([0.0, 1.0, 0.5, -2.5])]),
+    "logit": (torch.logit, [torch.tensor([0.0, 1.0, 0.5, -0.1, 1.1])]),
+    "logit-eps": (lambda x: torch.logit(x, eps=0.1), [torch.tensor([0.0, 0.1, 0.9, 0.5, 1.0])]),
+    "angle": (torch.angle, [torch.tensor([0j, 1 + 1j, -1 + 0j])]),
+    "l1-norm": (
+        lambda x: torch.linalg.vector_norm(x, 1, dim=1),
+        [torch.tensor([[0.0, 1.0], [0.0, 0.0]])],
+    ),
+    "inf-norm": (lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1), [torch.zeros(2, 3)]),
+    "cdist-p1": (
+        lambda a, b: torch.cdist(a, b, p=1),
+        [torch.tensor([[0.0, 1.0], [2.0, 2.0]]), torch.tensor([[0.0, 1.0], [1.0, 1.0]])],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EDGES))
+def test_gradients_at_edges_follow_eager_formulas(name):
+    fn, args = _EDGES[name]
+
+    def weighted(*a):
+        out = fn(*a)
+        out = out.real if out.is_complex() else out
+        return out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape)
+
+    got, expected = _backward_grads(weighted, *(a.requires_grad_() for a in args))
+    torch.testing.assert_close(got, expected, equal_nan=True)

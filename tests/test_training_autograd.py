@@ -346,6 +346,25 @@ def test_backward_and_optimizer_step_inside_the_compiled_function():
     torch.testing.assert_close(model.bias, ref.bias)
 
 
+def test_hooks_on_intermediates_change_gradients_as_in_eager():
+    """y.register_hook(fn) inside a compiled function (the ATen export, traced without
+    autograd, could not run it): the hook runs in eager on the value XLA computed."""
+    import torch2xla
+
+    def f(x, w):
+        y = x * w
+        y.register_hook(lambda g: g * 10)
+        z = y.sin()
+        z.register_hook(lambda g: g + 1)
+        return (z * w).sum()
+
+    compiled = torch.compile(f, backend="xla")
+    with pytest.warns(torch2xla.FallbackWarning, match="autograd hook"):
+        _, got = _grads_of(compiled, _leaf(3), _leaf(3, seed=1))
+    _, expected = _grads_of(f, _leaf(3), _leaf(3, seed=1))
+    torch.testing.assert_close(got, expected)
+
+
 @pytest.mark.parametrize(
     "act",
     [nn.ELU(), nn.CELU(0.8), nn.SELU(), nn.Softplus(3, 0.2), nn.Mish()],

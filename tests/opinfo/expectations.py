@@ -373,13 +373,6 @@ XFAILS: tuple[XFail, ...] = (
     ),
     # -- reference_inputs --------------------------------------------------------------------
     XFail(
-        "special.xlog1py",
-        _MI,
-        "prims.scalar_tensor, from the decomposition of xlog1py with a Python number as self",
-        dtypes=(f32,),
-        checks=(FORWARD, GRAD),
-    ),
-    XFail(
         "narrow_copy",
         _WR,
         "a negative start (-20 on a dimension of 20) gives an empty "
@@ -472,13 +465,6 @@ XFAILS: tuple[XFail, ...] = (
         _XT,
         "at NaN inputs eager's gradient is 0 (its "
         "clamp passes no gradient at NaN), ours the cotangent",
-        checks=_G,
-    ),
-    XFail(
-        "nn.functional.hardsigmoid",
-        _KI,
-        "at x = -3 exactly our gradient is 1/6, eager's 0",
-        dtypes=(bf16,),
         checks=_G,
     ),
     # -- bfloat16 gradients ------------------------------------------------------------------

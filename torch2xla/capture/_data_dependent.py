@@ -13,6 +13,8 @@ concrete values at each call.
 Which nodes are data-dependent: those Dynamo recorded as binding new unbacked symbols
 (``unbacked_bindings``), and those the export finds (``failing_node``), which Dynamo traced
 with sizes it already knew (``narrow`` with a tensor start reads it with ``.item()``).
+Hooks on intermediates (``y.register_hook(fn)``) are cut out the same way: the export, traced
+without autograd, cannot register them.
 """
 
 from __future__ import annotations
@@ -40,14 +42,28 @@ REASON = "data-dependent output shape: runs in eager PyTorch inside the graph"
 REASON_VALUE = "reads a tensor value into Python: runs in eager PyTorch inside the graph"
 
 
+# ``y.register_hook(fn)`` on an intermediate: Dynamo keeps it in the graph as this op, which
+# the ATen export (traced without autograd) cannot run. Run in eager PyTorch on the value the
+# XLA partition before it returns, the hook changes its gradient as eager's does.
+def _is_hook(node: torch.fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "register_hook"
+
+
+REASON_HOOK = (
+    "registers an autograd hook on an intermediate: runs in eager PyTorch inside the graph"
+)
+
+
 def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The nodes of a Dynamo graph that bind new unbacked symbols (data-dependent sizes or
-    values read into Python)."""
+    values read into Python), and those that register autograd hooks (``_is_hook``)."""
     calls = ("call_function", "call_method", "call_module")
     return [
         n
         for n in gm.graph.nodes
-        if n.op in calls and n.meta.get("unbacked_bindings") and not _specialized(n)
+        if n.op in calls
+        and ((n.meta.get("unbacked_bindings") and not _specialized(n)) or _is_hook(n))
     ]
 
 
@@ -75,7 +91,10 @@ def failing_node(exc: Exception, gm: torch.fx.GraphModule) -> torch.fx.Node | No
 
 
 def reason(node: torch.fx.Node) -> str:
-    """Why ``node`` runs in eager PyTorch: it makes a data-dependent shape or a Python value."""
+    """Why ``node`` runs in eager PyTorch: it makes a data-dependent shape or a Python value,
+    or registers a hook."""
+    if _is_hook(node):
+        return REASON_HOOK
     return REASON if _is_value(node.meta.get("example_value")) else REASON_VALUE
 
 

@@ -14,7 +14,8 @@ distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attent
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
-``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_vision``
+``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops lowered
+with eager's derivative formulas at boundaries and zeros), ``_vision``
 (torchvision's ops, registered once torchvision is loaded), ``_backward`` (ATen backward
 ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
 why).
@@ -24,6 +25,7 @@ from torch2xla.ops import (  # noqa: F401
     _autodiff,
     _backward,
     _checks,
+    _derivatives,
     _effects,
     _elementwise,
     _fft,

@@ -1,5 +1,6 @@
 """Runtime checks of lowerings (``ctx().check``, ``torch2xla/runtime/_checks.py``): indices within their
-dimension and integer divisors that are not zero, as eager checks them.
+dimension and integer divisors that are not zero, as eager checks them, and the asserts that
+decompositions leave in graphs (``F.one_hot`` asserts its classes are in range).
 
 Which indices eager accepts, the error it raises and its message depend on the op the user
 called, which for a decomposed op is the node's ``original_aten`` (``index_add`` arrives as
@@ -17,7 +18,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla._errors import OpIndexError, OpZeroDivisionError
-from torch2xla.ops._registry import ctx
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -130,6 +131,18 @@ def check_divisor(other: Any) -> None:
     else:
         failed = jnp.any(other == 0)
     c.check(failed, "ZeroDivisionError", error=OpZeroDivisionError)
+
+
+@register(aten._assert_async.msg, aten._assert_async.default)
+def assert_async(self, assert_msg="Expected Tensor with single nonzero value, but got zero"):
+    # NOTE: eager's CPU kernel raises RuntimeError(assert_msg) where ``self`` is zero; on CUDA
+    # it is a device-side assert, not checked here (as the divisor checks).
+    c = ctx()
+    source = c.node.args[0].meta.get("val") if c.node.args else None
+    if not c.checking or getattr(getattr(source, "device", None), "type", "cpu") == "cuda":
+        return
+    c.check(jnp.logical_not(self.astype(bool)), assert_msg.replace("{", "{{").replace("}", "}}"))
+    return
 
 
 __all__ = ["check_divisor", "check_flat_index", "check_index", "check_indices"]

@@ -13,6 +13,7 @@ from torch._ops import ops
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
+from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
 aten = ops.aten
@@ -629,8 +630,27 @@ def softplus(self, beta=1, threshold=20):
     return _pointwise(fn, Kind.DEFAULT)(self)
 
 
+def _logit_partials(eps):
+    # NOTE: eager's derivative is 1 / (x (1 - x)) inside [eps, 1 - eps], both ends included,
+    # 0 outside (JAX's clip would halve it at the ends); without eps, NaN outside [0, 1].
+    def partials(x):
+        x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+        d = 1 / (x * (1 - x))
+        if eps is None:
+            return (jnp.where((x < 0) | (x > 1), jnp.nan, d),)
+        return (jnp.where((x < eps) | (x > 1 - eps), 0, d),)
+
+    return partials
+
+
 @register(aten.logit.default)
 def logit(self, eps=None):
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return _logit(self, eps)
+    return with_partials(lambda x: _logit(x, eps), _logit_partials(eps))(self)
+
+
+def _logit(self, eps):
     def fn(x):
         x = x if eps is None else jnp.clip(x, eps, 1 - eps)
         return jnp.log(x / (1 - x))
@@ -735,9 +755,19 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return as_dtype(s, out_dtype())
 
 
-def _xlogy(x, y):
+def _xlogy_value(x, y):
     # NOTE: 0 * log(y) is 0 (even for y = 0 or inf) unless y is NaN, as torch.xlogy.
     return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
+
+
+def _xlogy(x, y):
+    # NOTE: eager's derivative in x is xlogy(x != 0, y): 0 at x = 0, where JAX's is log(y).
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return _xlogy_value(x, y)
+    x, y = jnp.broadcast_arrays(x, y)
+    return with_partials(
+        _xlogy_value, lambda x, y: (_xlogy_value((x != 0).astype(x.dtype), y), x / y)
+    )(x, y)
 
 
 # Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand

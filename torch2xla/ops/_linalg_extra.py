@@ -26,6 +26,7 @@ from torch2xla.ops._common import (
     promote,
 )
 from torch2xla.ops._effects import check_linalg
+from torch2xla.ops._elementwise import _abs
 from torch2xla.ops._linalg import scale_add
 from torch2xla.ops._registry import ctx, register
 
@@ -112,7 +113,7 @@ def _safe_root(s, p):
 
 
 def _vector_norm(x, ord, axes, keepdim):
-    a = jnp.abs(x)
+    a = jnp.abs(x) if jnp.iscomplexobj(x) else _abs(x)  # (torch's derivative: 0 at 0)
     if ord == float("inf"):
         return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)
     if ord == float("-inf"):

@@ -13,7 +13,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
-from torch2xla.ops._elementwise import _pointwise
+from torch2xla.ops._elementwise import _atan2, _pointwise
 from torch2xla.ops._registry import register
 
 aten = ops.aten
@@ -548,8 +548,8 @@ def polar(abs, angle):
 @register(aten.angle.default)
 def angle(self):
     result = out_dtype()
-    if jnp.iscomplexobj(self):
-        return as_dtype(jnp.angle(self), result)
+    if jnp.iscomplexobj(self):  # (eager's derivative at 0 is 0, as _atan2's)
+        return as_dtype(_atan2(jnp.imag(self), jnp.real(self)), result)
     x = as_dtype(self, result)
     # NOTE: torch.angle of a real number is pi for negatives, 0 otherwise, NaN for NaN.
     return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, np.pi, 0).astype(result))

@@ -1,0 +1,127 @@
+"""Ops whose eager derivative is a formula of its own, unlike JAX's derivative of the forward
+at the edges: the boundaries of piecewise functions (hardsigmoid's is 0 at +-3, clamp's
+would pass there) and the points where the chain rule meets 0 * inf (binary cross entropy at
+a probability of exactly 0 or 1, sinc at 0). ``with_partials`` gives a forward the partial
+derivatives eager's formulas give; the ops below would otherwise be decomposed into ops whose
+derivatives disagree there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from torch._ops import ops
+
+from torch2xla.ops._common import Kind, as_dtype, opmath_dtype, out_dtype, promote
+from torch2xla.ops._registry import ctx, register
+
+aten = ops.aten
+
+
+def with_partials(forward: Callable, partials: Callable) -> Callable:
+    """``forward`` (elementwise, on arrays of one shape) whose derivative in its i-th argument
+    is ``partials(*args)[i]``."""
+    fn = jax.custom_jvp(forward)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        out = forward(*primals)
+        total = None
+        for d, t in zip(partials(*primals), tangents, strict=True):
+            term = as_dtype(d, t.dtype) * t
+            total = term if total is None else total + term
+        return out, total
+
+    fn.__name__ = getattr(forward, "__name__", "with_partials")
+    return fn
+
+
+def _opmath(lowering: Callable, kind: Kind = Kind.DEFAULT) -> Callable:
+    """Run ``lowering`` on its tensor arguments broadcast and in the computation dtype (half
+    precision in float32, as torch's decompositions), returning the node's dtype."""
+
+    def run(*args):
+        compute, _ = promote(kind, *args)
+        compute = opmath_dtype(compute)
+        arrays = jnp.broadcast_arrays(*(as_dtype(a, compute) for a in args))
+        return as_dtype(lowering(*arrays), out_dtype())
+
+    return run
+
+
+_hardsigmoid = with_partials(
+    lambda x: jnp.clip(x + 3, 0, 6) / 6,
+    lambda x: (jnp.where((x > -3) & (x < 3), 1 / 6, 0),),
+)
+_hardswish = with_partials(
+    lambda x: x * jnp.clip(x + 3, 0, 6) / 6,
+    lambda x: (jnp.where(x <= -3, 0, jnp.where(x < 3, x / 3 + 0.5, 1)),),
+)
+register(aten.hardsigmoid.default)(_opmath(_hardsigmoid))
+register(aten.hardswish.default)(_opmath(_hardswish))
+
+
+def _sinc_value(x):
+    a = math.pi * x
+    return jnp.where(a == 0, 1, jnp.sin(a) / jnp.where(a == 0, 1, a))
+
+
+def _sinc_partial(x):
+    a = math.pi * x
+    safe = jnp.where(x == 0, 1, x)
+    return (jnp.where(x == 0, 0, (a * jnp.cos(a) - jnp.sin(a)) / (math.pi * safe * safe)),)
+
+
+register(aten.sinc.default)(_opmath(with_partials(_sinc_value, _sinc_partial), Kind.INT_TO_FLOAT))
+
+
+def _xlog1py_value(x, y):
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log1p(y)))
+
+
+def _xlog1py_partials(x, y):
+    dx = jnp.where((x == 0) & (y <= -1), 0, jnp.log1p(y))
+    return dx, x / (y + 1)
+
+
+register(
+    aten.special_xlog1py.default,
+    aten.special_xlog1py.self_scalar,
+    aten.special_xlog1py.other_scalar,
+)(_opmath(with_partials(_xlog1py_value, _xlog1py_partials), Kind.INT_TO_FLOAT))
+
+
+def _bce_value(x, t):
+    return (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100)
+
+
+def _bce_partials(x, t):
+    # eager: (x - t) / max((1 - x) * x, 1e-12), finite at x = 0 and 1
+    dx = (x - t) / jnp.maximum((1 - x) * x, 1e-12)
+    return dx, -jnp.log(x / (1 - x))  # eager: -logit(x), not clamped
+
+
+_bce = with_partials(_bce_value, _bce_partials)
+
+
+@register(aten.binary_cross_entropy.default)
+def binary_cross_entropy(self, target, weight=None, reduction=1):
+    compute = opmath_dtype(promote(Kind.DEFAULT, self, target)[0])
+    x, t = jnp.broadcast_arrays(as_dtype(self, compute), as_dtype(target, compute))
+    c = ctx()
+    if c.checking and not c.on_cuda:  # eager's CPU kernel checks (NaN fails it too)
+        inside = (x >= 0) & (x <= 1)
+        c.check(~jnp.all(inside), "all elements of input should be between 0 and 1")
+    loss = _bce(x, t)
+    if weight is not None:
+        loss = loss * as_dtype(weight, compute)
+    if reduction == 1:
+        loss = jnp.mean(loss)
+    elif reduction == 2:
+        loss = jnp.sum(loss)
+    elif reduction != 0:
+        raise ValueError(f"binary_cross_entropy: reduction {reduction} is not 0, 1 or 2")
+    return as_dtype(loss, out_dtype())
