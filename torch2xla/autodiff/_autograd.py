@@ -155,6 +155,7 @@ class _Plan:
         "backward_ran",
         "conj_grads",
         "convert",
+        "cut",
         "dense_out",
         "diff_in",
         "diff_meta",
@@ -185,6 +186,7 @@ class _Plan:
         self.dense_out = program.diff_out == tuple(range(program.num_outputs))
         self.scoped = program.scoped
         self.convert = program.to_torch
+        self.cut = getattr(program, "cut", None)  # packed gradients' pieces (``_pack``)
         self.saved_pos: tuple[int, ...] | None = None
         self.diff_meta: tuple | None = None
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
@@ -336,18 +338,17 @@ def _backward(ctx, grads: tuple) -> tuple:
             ]
         in_grads = fns.bwd(vjp_fn, cts, donate=freed)
     packing = fns.bwd.packing
-    if packing is not None:  # small gradients: torch views of one buffer (converted below)
-        in_grads = packing.unpack(in_grads, plan.convert)
+    convert = plan.convert
+    if packing is not None:  # small gradients: cut from one buffer, all converted here
+        in_grads = packing.unpack(in_grads, convert, plan.cut)
+        convert = _same
     if dense:
         slots = plan.dense_slots()
     else:
         deps = plan.deps()
         live = frozenset().union(*(deps[j] for j in active))
         slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
-    convert = plan.convert
     result: list = [None] * (2 + plan.n_inputs)  # (no gradient for plan and seed)
-    if packing is not None:
-        convert = _converting(convert)
     if plan.conj_grads:
         for p, k in slots:
             result[2 + k] = _from_cotangent(convert(in_grads[p]))
@@ -357,9 +358,8 @@ def _backward(ctx, grads: tuple) -> tuple:
     return tuple(result)
 
 
-def _converting(convert: Callable) -> Callable:
-    """``convert`` for a mix of JAX arrays and torch tensors (unpacked gradients)."""
-    return lambda g: g if isinstance(g, torch.Tensor) else convert(g)
+def _same(g: torch.Tensor) -> torch.Tensor:
+    return g
 
 
 def _differentiable_backward(ctx, plan: _Plan, vjp_fn, inputs, diff_grads, active) -> tuple:

@@ -25,6 +25,7 @@ from torch2xla.runtime import _checks, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
+    cut_cpu,
     host_copy,
     jax_device,
     no_stack_capture,
@@ -326,6 +327,7 @@ class XlaProgram:
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
         default = jax.config.jax_default_device or jax.devices()[0]
@@ -376,7 +378,7 @@ class XlaProgram:
         if self.packing is None:
             outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack(list(map(self.to_torch, outs)), None)
+            outs = self.packing.unpack(outs, self.to_torch, self.cut)
         return self._laid_out(outs) if self._layouts else outs
 
     def _laid_out(self, outs: list) -> list:

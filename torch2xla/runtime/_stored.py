@@ -50,6 +50,7 @@ from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
     ViewCache,
+    cut_cpu,
     jax_device,
     no_stack_capture,
     to_torch,
@@ -747,6 +748,7 @@ class StoredProgram(XlaProgram):
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.cut = None if self._cuda else cut_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
         self.wide = record.wide
