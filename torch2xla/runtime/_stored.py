@@ -51,6 +51,7 @@ from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
     ViewCache,
     cut_cpu,
+    direct_call,
     jax_device,
     no_stack_capture,
     to_torch,
@@ -594,17 +595,22 @@ class _Loaded:
     """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
     array in another layout) are laid out as it takes them, and passed again."""
 
-    __slots__ = ("compiled", "exe_key")
+    __slots__ = ("call", "compiled", "exe_key")
 
     def __init__(self, compiled, key: str) -> None:
         self.compiled, self.exe_key = compiled, key
+        self.call = compiled  # then its call without Compiled.__call__ (``direct_call``)
 
     def __call__(self, *args):
+        call = self.call
         try:
-            return self.compiled(*args)
+            out = call(*args)
         except (TypeError, ValueError):  # raised before it runs anything
             formats = self.compiled.input_formats[0]
             return self.compiled(*jax.tree.map(_conform, tuple(args), tuple(formats)))
+        if call is self.compiled:  # it ran: from now on called directly
+            self.call = direct_call(call)
+        return out
 
 
 def _conform(x, fmt):
