@@ -261,7 +261,7 @@ class XlaFunction(torch.autograd.Function):
             plan.learn(douts, tensors)
         convert = plan.convert
         if plan.dense_out:
-            outs = tuple([convert(o) for o in douts])
+            outs = tuple(map(convert, douts))
             if plan.untracked:
                 ctx.mark_non_differentiable(*(outs[i] for i in plan.untracked))
         else:
@@ -309,7 +309,8 @@ def _forward(plan: _Plan, seed, tensors: Sequence):
     rest_in = plan.rest_in
     if rest_in is None:
         return plan.fns.fwd(seed, views, [])
-    return plan.fns.fwd(seed, [views[k] for k in plan.diff_in], [views[k] for k in rest_in])
+    take = views.__getitem__
+    return plan.fns.fwd(seed, list(map(take, plan.diff_in)), list(map(take, rest_in)))
 
 
 def _backward(ctx, grads: tuple) -> tuple:
@@ -330,7 +331,7 @@ def _backward(ctx, grads: tuple) -> tuple:
     dense = len(active) == len(diff_grads)
     with x64(), plan.program.placement():
         if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
-            cts = [to_jax(g) for g in diff_grads]
+            cts = list(map(to_jax, diff_grads))
         else:
             cts = [
                 jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
