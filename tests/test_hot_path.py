@@ -169,6 +169,50 @@ def test_view_cache_fence_after_write():
         assert cache([p])[1] is False
 
 
+def test_view_cache_of_a_cpu_program_tracks_no_writes():
+    cache = ViewCache(1, writes=False)  # (a CPU program's: its calls need no fence)
+    p = torch.randn(8)
+    with x64():
+        cache([p]), cache([p])
+        p.add_(1.0)
+        views, fence = cache([p])
+    assert fence is False
+    assert torch.equal(torch.from_dlpack(views[0]), p)  # the cached view sees the write
+
+
+def test_steady_calls_skip_compiled_call_frame_and_keep_eager_results(monkeypatch):
+    # After its first call, an executable is called through the C++ callable that
+    # jax.stages.Compiled.__call__ hands every call to (``direct_call``): inference, the
+    # training forward and the backward alike, with eager's results step after step.
+    import jax
+
+    from tests._util import ProgramCounter
+
+    counter = ProgramCounter(monkeypatch)
+    torch.manual_seed(0)
+    compiled, model, ref = _pair(nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2)))
+    x = torch.randn(4, 6)
+    for _ in range(3):
+        with torch.no_grad():
+            assert_same(compiled(x), ref(x))
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        compiled(x).square().sum().backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert_same(p.grad, q.grad)
+    # (Dynamo traces the no_grad call and the training call as two graphs)
+    (inference,) = [p for p in counter.programs if p._infer.compiled is not None]
+    (training,) = [p for p in counter.programs if p._train_cache]
+    if getattr(inference._infer.compiled, "_call", None) is None:
+        pytest.skip("this jax's Compiled keeps no C++ callable: called as it is")
+    assert inference._infer.call is not inference._infer.compiled
+    assert not isinstance(inference._infer.call, jax.stages.Compiled)
+    (fns,) = training._train_cache.values()
+    assert fns.fwd.compiled._direct is not None
+    assert fns.bwd._direct  # the freed graph's backward
+
+
 def _dot_result_types(fn, *args) -> list[str]:
     import jax
 

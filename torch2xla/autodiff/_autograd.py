@@ -156,6 +156,7 @@ class _Plan:
         "backward_ran",
         "conj_grads",
         "convert",
+        "cut",
         "dense_out",
         "diff_in",
         "diff_meta",
@@ -187,6 +188,7 @@ class _Plan:
         self.dense_out = program.diff_out == tuple(range(program.num_outputs))
         self.scoped = program.scoped
         self.convert = program.to_torch
+        self.cut = getattr(program, "cut", None)  # packed gradients' pieces (``_pack``)
         self.saved_pos: tuple[int, ...] | None = None
         self.diff_meta: tuple | None = None
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
@@ -418,7 +420,7 @@ class XlaFunction(torch.autograd.Function):
             plan.learn(douts, tensors)
         convert = plan.convert
         if plan.dense_out:
-            outs = tuple([convert(o) for o in douts])
+            outs = tuple(map(convert, douts))
             if plan.untracked:
                 ctx.mark_non_differentiable(*(outs[i] for i in plan.untracked))
         else:
@@ -469,7 +471,8 @@ def _forward(plan: _Plan, seed, tensors: Sequence):
     rest_in = plan.rest_in
     if rest_in is None:
         return plan.fns.fwd(seed, views, [])
-    return plan.fns.fwd(seed, [views[k] for k in plan.diff_in], [views[k] for k in rest_in])
+    take = views.__getitem__
+    return plan.fns.fwd(seed, list(map(take, plan.diff_in)), list(map(take, rest_in)))
 
 
 def _backward(ctx, grads: tuple) -> tuple:
@@ -534,19 +537,17 @@ def _backward(ctx, grads: tuple) -> tuple:
 def _converted(plan: _Plan, packing, in_grads, slots) -> dict:
     """The gradients of one program's backward (``in_grads``, packed by ``packing``) at
     ``slots``, as torch tensors by position in ``diff_in``."""
-    if packing is not None:  # small gradients: torch views of one buffer (converted below)
-        in_grads = packing.unpack(in_grads, plan.convert)
     convert = plan.convert
-    if packing is not None:
-        convert = _converting(convert)
+    if packing is not None:  # small gradients: cut from one buffer, all converted here
+        in_grads = packing.unpack(in_grads, convert, plan.cut)
+        convert = _same
     if plan.conj_grads:
         return {p: _from_cotangent(convert(in_grads[p])) for p, _ in slots}
     return {p: convert(in_grads[p]) for p, _ in slots}
 
 
-def _converting(convert: Callable) -> Callable:
-    """``convert`` for a mix of JAX arrays and torch tensors (unpacked gradients)."""
-    return lambda g: g if isinstance(g, torch.Tensor) else convert(g)
+def _same(g: torch.Tensor) -> torch.Tensor:
+    return g
 
 
 def _differentiable_backward(ctx, plan: _Plan, inputs, diff_grads, active, slots) -> dict:

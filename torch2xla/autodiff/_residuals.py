@@ -42,7 +42,7 @@ from torch2xla.autodiff import _split
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
-from torch2xla.runtime._interop import no_stack_capture, pin_row_major
+from torch2xla.runtime._interop import direct_call, no_stack_capture, pin_row_major
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).
@@ -266,6 +266,7 @@ class _Wrapped:
     def __init__(self, fwd: Forward, stage) -> None:
         self._fwd, self._stage = fwd, stage
         self.exe_key: str | None = None  # the compiled stage's key in the persistent cache
+        self._direct = None  # the compiled stage's call, once it ran (``direct_call``)
 
     def compile(self) -> _Wrapped:
         compiled, key = _persistent.compile_any(
@@ -286,7 +287,12 @@ class _Wrapped:
         return wrapped
 
     def __call__(self, seed, diff: Sequence, rest: Sequence):
-        douts, aux, kept = self._stage(seed, diff, rest)
+        call = self._direct
+        if call is None:
+            douts, aux, kept = self._stage(seed, diff, rest)
+            self._direct = direct_call(self._stage)
+        else:
+            douts, aux, kept = call(seed, diff, rest)
         return douts, aux, self._fwd.residuals(kept, seed, diff, rest)
 
     def __getattr__(self, name: str):
@@ -340,6 +346,7 @@ class Backward:
         self._keep = None  # jax.jit of apply_vjp
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
+        self._direct: dict[bool, Any] = {}  # their calls, once they ran (``direct_call``)
         self.exe_keys: dict[bool, str | None] = {}  # per variant, its persistent cache key
         self._pack_limit = pack_limit
         # How the gradients are packed (``_pack``), known once traced; None: they are not.
@@ -412,6 +419,12 @@ class Backward:
             if split is not False:
                 return split(res.kept, res.inputs, cts)
         args = self._args(res, cts, donate)
+        call = self._direct.get(donate)
+        if call is not None:
+            try:
+                return call(*args)
+            except TypeError:  # arguments unlike the first call's kinds: the jit takes them
+                return self._fallback(res, args, donate)
         exe = self._compiled.get(donate)
         if exe is None:
             with no_stack_capture(), warnings.catch_warnings():
@@ -425,11 +438,16 @@ class Backward:
             if donate:
                 self._compiled_freed()
         try:
-            return exe(*args)
+            grads = exe(*args)
         except TypeError:  # arguments unlike the first call's kinds: the jit takes them
-            with no_stack_capture(), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=_NOT_USABLE)
-                return self._jitted(res.layout, donate)(*args)
+            return self._fallback(res, args, donate)
+        self._direct[donate] = direct_call(exe)
+        return grads
+
+    def _fallback(self, res: Residuals, args: tuple, donate: bool):
+        with no_stack_capture(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_NOT_USABLE)
+            return self._jitted(res.layout, donate)(*args)
 
     def _target(self) -> tuple[dict | None, jax.Device | None]:
         """The compiler options and the device of the programs (for the persistent cache)."""

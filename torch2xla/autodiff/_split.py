@@ -674,7 +674,9 @@ class Run:
             return convert(self._env[key])
         for j, buffers in list(self._buffers.items()):  # the packed outputs of segment j
             seg, packing = self._segments[j], self._packs[j]
-            full = packing.unpack([None] * len(packing.rest) + buffers, convert)
+            # (the others were taken from the environment: only the buffers convert here)
+            rest = [None] * len(packing.rest)
+            full = packing.unpack(rest + buffers, lambda a: a if a is None else convert(a))
             for g in packing.groups:
                 for i in g.positions:
                     self._views[seg.outs[i]] = full[i]

@@ -109,6 +109,16 @@ def no_stack_capture():
     return _TracebackScope()
 
 
+def direct_call(exe):
+    """What runs the ahead-of-time executable ``exe`` (a ``jax.stages.Compiled`` called once
+    already) without ``Compiled.__call__``'s Python frame (~0.8 us a call): the C++ callable
+    that frame creates at the first call and hands every call to, unchanged (rejected
+    arguments raise the same errors). ``exe`` itself where there is none (another object,
+    or a jax that keeps no such callable)."""
+    call = getattr(exe, "_call", None) if isinstance(exe, jax.stages.Compiled) else None
+    return call if callable(call) else exe
+
+
 # --- GPU memory split ----------------------------------------------------------------------
 # NOTE: by default JAX's GPU client grabs 75% of device memory when it starts, leaving PyTorch's
 # caching allocator starved. Our programs share the GPU with PyTorch, so unless the user chose
@@ -254,6 +264,27 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     else:
         t = torch.from_numpy(np.empty(shape, view))
     return t if tdtype is None else t.view(tdtype)
+
+
+def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list:
+    """Torch tensors over consecutive pieces of the flat array ``a`` on JAX's CPU device (a
+    packed buffer, ``_pack``): piece ``j`` has ``sizes[j]`` elements, viewed as ``shapes[j]``.
+
+    NOTE: zero-copy as ``to_torch_cpu``, without torch ops: converting the buffer and cutting
+    it with torch's ``split`` and a ``view`` per piece cost ~3x as much. Each piece is a tensor
+    of its own (not a view), as eager's gradients are.
+    """
+    a.block_until_ready()
+    view, tdtype = _HOST_TYPES[a.dtype]
+    itemsize = view.itemsize
+    memory = (_BYTE * (math.prod(a.shape) * itemsize)).from_address(a.unsafe_buffer_pointer())
+    memory.array = a
+    out, offset = [], 0
+    for shape, size in zip(shapes, sizes):
+        t = torch.from_numpy(np.ndarray(shape, view, memory, offset))
+        out.append(t if tdtype is None else t.view(tdtype))
+        offset += size * itemsize
+    return out
 
 
 class ViewCache:

@@ -70,17 +70,23 @@ class Packing:
         """Where the unpacked output ``i`` is among the packed function's outputs."""
         return self.rest.index(i)
 
-    def unpack(self, outs: Sequence, convert: Callable | None) -> list:
-        """The ``n`` outputs from the packed function's ``outs``: packed members as torch views
-        of their buffer (converted by ``convert``, None where ``outs`` are torch tensors
-        already), the others as they came (converted by the caller)."""
+    def unpack(self, outs: Sequence, convert: Callable | None, cut: Callable | None = None) -> list:
+        """The ``n`` outputs, as torch tensors, from the packed function's ``outs`` (JAX arrays
+        converted by ``convert``; None where they are torch tensors already): packed members
+        cut from their buffer by ``cut(buffer, shapes, sizes)`` where given (JAX arrays on
+        the CPU: ``_interop.cut_cpu``), else as torch views of the converted buffer."""
         full: list = [None] * self.n
-        for i, o in zip(self.rest, outs):
+        rest = len(self.rest)
+        for i, o in zip(self.rest, outs if convert is None else map(convert, outs[:rest])):
             full[i] = o
-        for g, buf in zip(self.groups, outs[len(self.rest) :]):
-            pieces = (buf if convert is None else convert(buf)).split(g.sizes)
-            for i, shape, piece in zip(g.positions, g.shapes, pieces):
-                full[i] = piece.view(shape)
+        for g, buf in zip(self.groups, outs[rest:]):
+            if convert is not None and cut is not None:
+                pieces = cut(buf, g.shapes, g.sizes)
+            else:
+                split = torch.split_with_sizes(buf if convert is None else convert(buf), g.sizes)
+                pieces = [p.view(shape) for p, shape in zip(split, g.shapes)]
+            for i, piece in zip(g.positions, pieces):
+                full[i] = piece
         return full
 
 

@@ -25,6 +25,8 @@ from torch2xla.runtime import _checks, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
+    cut_cpu,
+    direct_call,
     host_copy,
     jax_device,
     no_stack_capture,
@@ -70,13 +72,14 @@ class _Aot:
     (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
     """
 
-    __slots__ = ("compiled", "device", "exe_key", "jitted", "options", "traced")
+    __slots__ = ("call", "compiled", "device", "exe_key", "jitted", "options", "traced")
 
     def __init__(
         self, jitted, device: jax.Device | None = None, options: dict | None = None
     ) -> None:
         self.jitted = jitted
         self.compiled = None
+        self.call = None  # the executable, then its call without Compiled.__call__ (direct_call)
         self.traced = None
         # Where the executable runs and the jit's compiler options: part of its key in the
         # persistent cache (``exe_key``, None where it is not stored).
@@ -86,6 +89,7 @@ class _Aot:
     def adopt(self, compiled, key: str | None) -> None:
         """Use ``compiled`` (what ``precompile`` compiled from ``trace``) from the first call."""
         self.compiled, self.exe_key, self.traced = compiled, key, None
+        self.call = compiled
 
     def trace(self, *args):
         """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
@@ -107,16 +111,20 @@ class _Aot:
                 compiled, self.exe_key = _persistent.compile_any(
                     traced.lower(), self.options, self.device
                 )
-                self.compiled = compiled
+                self.compiled = self.call = compiled
             self.traced = None
+        call = self.call
         try:
-            return compiled(*args)
+            out = call(*args)
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
             # NOTE: not through a Compiled made for them: jax 0.10 drops the hoisted constants
             # of some programs (linalg.pinv) when a Compiled is called, which raises the
             # TypeError that brought us here.
             with x64(), no_stack_capture():  # traced and compiled here, into JAX's caches
                 return self.jitted(*args)
+        if call is compiled:  # it ran: from now on called directly
+            self.call = direct_call(compiled)
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,6 +334,7 @@ class XlaProgram:
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
         default = jax.config.jax_default_device or jax.devices()[0]
@@ -376,7 +385,7 @@ class XlaProgram:
         if self.packing is None:
             outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack(list(map(self.to_torch, outs)), None)
+            outs = self.packing.unpack(outs, self.to_torch, self.cut)
         return self._laid_out(outs) if self._layouts else outs
 
     def _laid_out(self, outs: list) -> list:

@@ -50,6 +50,8 @@ from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
     ViewCache,
+    cut_cpu,
+    direct_call,
     jax_device,
     no_stack_capture,
     to_torch,
@@ -593,17 +595,22 @@ class _Loaded:
     """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
     array in another layout) are laid out as it takes them, and passed again."""
 
-    __slots__ = ("compiled", "exe_key")
+    __slots__ = ("call", "compiled", "exe_key")
 
     def __init__(self, compiled, key: str) -> None:
         self.compiled, self.exe_key = compiled, key
+        self.call = compiled  # then its call without Compiled.__call__ (``direct_call``)
 
     def __call__(self, *args):
+        call = self.call
         try:
-            return self.compiled(*args)
+            out = call(*args)
         except (TypeError, ValueError):  # raised before it runs anything
             formats = self.compiled.input_formats[0]
             return self.compiled(*jax.tree.map(_conform, tuple(args), tuple(formats)))
+        if call is self.compiled:  # it ran: from now on called directly
+            self.call = direct_call(call)
+        return out
 
 
 def _conform(x, fmt):
@@ -753,6 +760,7 @@ class StoredProgram(XlaProgram):
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.cut = None if self._cuda else cut_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
         self.wide = record.wide
