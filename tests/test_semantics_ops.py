@@ -583,3 +583,37 @@ def test_complex32_runs_in_eager_with_a_warning():
     torch._dynamo.reset()
     with pytest.raises(torch2xla.UnsupportedOpsError, match="complex32 has no XLA type"):
         _compiled(f)(x)
+
+
+# -- loss dtypes -----------------------------------------------------------------------------
+# Eager's huber, soft-margin and binary-cross-entropy kernels write the loss into a tensor of
+# the input's dtype: a float64 target or weight does not widen it (torch's decompositions do).
+WIDER_ARGUMENT_LOSSES = {
+    "huber": lambda x, t, w: F.huber_loss(x, t, delta=0.5),
+    "huber_none": lambda x, t, w: F.huber_loss(x, t, reduction="none"),
+    "huber_sum": lambda x, t, w: F.huber_loss(x, t, reduction="sum"),
+    "soft_margin": lambda x, t, w: F.soft_margin_loss(x, t),
+    "soft_margin_none": lambda x, t, w: torch.nn.SoftMarginLoss(reduction="none")(x, t),
+    "bce_weight": lambda x, t, w: F.binary_cross_entropy(x.sigmoid(), t.to(x.dtype).sigmoid(), w),
+    "bce_weight_sum": lambda x, t, w: torch.nn.BCELoss(w, reduction="sum")(
+        x.sigmoid(), t.to(x.dtype).sigmoid()
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(WIDER_ARGUMENT_LOSSES))
+def test_loss_with_a_wider_target_or_weight_keeps_the_input_dtype(name, dtype):
+    fn = WIDER_ARGUMENT_LOSSES[name]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, generator=gen).to(dtype).requires_grad_()
+    t = torch.randn(6, 5, generator=gen, dtype=torch.float64)
+    w = torch.rand(6, 5, generator=gen, dtype=torch.float64)
+    if name.startswith("huber"):  # eager's huber_loss_backward raises on the float64 target
+        x = x.detach()
+        got, expected = _compiled(fn)(x, t, w), fn(x, t, w)
+    else:
+        (got, got_grads), (expected, expected_grads) = _grads_both(lambda x: fn(x, t, w), x)
+        torch.testing.assert_close(got_grads, expected_grads)
+    assert got.dtype == expected.dtype == dtype
+    torch.testing.assert_close(got, expected)

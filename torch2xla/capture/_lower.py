@@ -51,8 +51,45 @@ def decomposition_table() -> dict:
     for op in list(table):
         if op in LOWERINGS:
             del table[op]
+    for op in _LOSS_IN_INPUT_DTYPE:
+        table[op] = _in_input_dtype(op, table[op])
     # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
     return _arg_checks.checked_decompositions(table)
+
+
+# Losses whose eager kernels write the unreduced loss into a tensor of the input's dtype
+# (``at::empty_like(input)``), then reduce it there: a float64 target or weight does not
+# widen the result. torch's decompositions (and meta kernels) promote instead.
+_aten = torch.ops.aten
+_LOSS_IN_INPUT_DTYPE = (
+    _aten.huber_loss.default,
+    _aten.soft_margin_loss.default,
+    _aten.binary_cross_entropy.default,
+)
+
+
+def _in_input_dtype(op: torch._ops.OpOverload, decomposition):
+    """``decomposition`` of the loss ``op`` with eager's result dtype: the unreduced loss in
+    the input's dtype, then reduced in it (``reduction``: 0 none, 1 mean, 2 sum)."""
+    names = [a.name for a in op._schema.arguments]
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+
+    def decompose(*args, **kwargs):
+        bound = {**dict(zip(names, args)), **kwargs}
+        self = bound["self"]
+        others = [v for k, v in bound.items() if k != "self" and isinstance(v, torch.Tensor)]
+        if all(t.dtype == self.dtype for t in others):
+            return decomposition(*args, **kwargs)
+        bound = {**defaults, **bound}
+        reduction, bound["reduction"] = bound["reduction"], 0
+        # (positionally: decompositions name their parameters otherwise than the schema)
+        loss = decomposition(*(bound[n] for n in names)).to(self.dtype)
+        if reduction == 1:
+            return loss.mean()
+        return loss.sum() if reduction == 2 else loss
+
+    decompose.__name__ = decompose.__qualname__ = op.__name__
+    return decompose
 
 
 def scalar_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:
