@@ -1108,3 +1108,43 @@ def test_cholesky_ex_reports_eagers_info_without_raising(a):
         return torch.linalg.cholesky_ex(a).info
 
     assert_same(torch.compile(f, backend="xla")(a), f(a))
+
+
+def multi_margin_weight(x, y, w):
+    return F.multi_margin_loss(x, y, weight=w)
+
+
+def multi_margin_int_target(x, y, w):
+    return nn.MultiMarginLoss()(x, y.int())
+
+
+def multilabel_margin_int_target(x, y, w):
+    return F.multilabel_margin_loss(x, y.int())
+
+
+# torch decomposes these two at the Autograd key, before any table of ours sees the ATen op
+MARGIN_DTYPE_CASES = [
+    ("multi_margin_weight", multi_margin_weight, "F.multi_margin_loss(x, y, weight=w)", _D),
+    ("multi_margin_int_target", multi_margin_int_target, "nn.MultiMarginLoss()(x, y.int())", None),
+    (
+        "multilabel_margin_int_target",
+        multilabel_margin_int_target,
+        "F.multilabel_margin_loss(x, y.int())",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, line, wdtype", MARGIN_DTYPE_CASES, ids=[c[0] for c in MARGIN_DTYPE_CASES]
+)
+def test_margin_loss_dtypes_raise_what_eager_raises(name, fn, line, wdtype):
+    y = torch.tensor([1, 0, 3]) if "multilabel" not in name else torch.tensor([[1, -1, 0, 0]] * 3)
+    args = (torch.randn(3, 4), y, torch.ones(4, dtype=wdtype or torch.float32))
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    err = info.value
+    assert isinstance(err, torch2xla.OpError), err
+    assert str(err).startswith(str(eager)), (err, eager)
+    assert "op: F.multi" in str(err) and f"user code: {THIS}:" in str(err) and line in str(err)

@@ -617,3 +617,41 @@ def test_loss_with_a_wider_target_or_weight_keeps_the_input_dtype(name, dtype):
         torch.testing.assert_close(got_grads, expected_grads)
     assert got.dtype == expected.dtype == dtype
     torch.testing.assert_close(got, expected)
+
+
+# -- margin losses -------------------------------------------------------------------------------
+# A target list ends at its first -1 (later entries are not targets); a repeated target counts
+# again; an unbatched input's unreduced loss is 0-d. torch's decomposition of
+# multilabel_margin_loss counted the positions after -1 as targets (class 0).
+MULTILABEL_TARGETS = {
+    "ends_at_minus_one": [[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]],
+    "repeated": [[1, 1, -1, 2], [2, 0, 2, -1], [-1, 3, 3, 3]],
+}
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("targets", list(MULTILABEL_TARGETS))
+def test_multilabel_margin_loss_values_and_gradients(targets, reduction):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    y = torch.tensor(MULTILABEL_TARGETS[targets])
+    fn = lambda x: F.multilabel_margin_loss(x, y, reduction=reduction)  # noqa: E731
+    assert_same(*_grads_both(fn, x))
+    module = torch.nn.MultiLabelMarginLoss(reduction=reduction)
+    assert_same(*_grads_both(lambda x: module(x[0], y[0]), x))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: F.multilabel_margin_loss(x[0], y[0], reduction="none"),
+        lambda x, y: F.multi_margin_loss(x[0], y[0, 0], reduction="none"),
+        lambda x, y: F.multi_margin_loss(x[0], y[0, 0], p=2, weight=x[1].detach(), reduction="none"),
+    ],
+    ids=["multilabel", "multi", "multi_p2_weight"],
+)
+def test_unbatched_margin_loss_is_0d_as_eager(fn):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    y = torch.tensor([[2, 0, -1, 1]])
+    (got, got_grads), (expected, expected_grads) = _grads_both(lambda x: fn(x, y), x)
+    assert got.shape == expected.shape == ()
+    assert_same((got, got_grads), (expected, expected_grads))

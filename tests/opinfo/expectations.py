@@ -400,21 +400,6 @@ XFAILS: tuple[XFail, ...] = (
         checks=_F,
     ),
     XFail(
-        "nn.functional.multi_margin_loss",
-        _WR,
-        "a 0-d input with reduction='none': our result has shape (1,), eager's ()",
-        dtypes=(f32,),
-        checks=_F,
-    ),
-    XFail(
-        "nn.functional.multilabel_margin_loss",
-        _WR,
-        "a 0-d input with reduction='none' "
-        "gives shape (1,) (eager's ()), and an unbatched 1-D input a wrong value",
-        dtypes=(f32, f64),
-        checks=(FORWARD, GRAD),
-    ),
-    XFail(
         "special.airy_ai",
         _EG,
         "eager's float64 airy_ai is off by up to ~3e-6 (at "

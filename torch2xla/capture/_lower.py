@@ -13,7 +13,12 @@ import torch
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture._aliases import InputAliasing
-from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
+from torch2xla.capture._rewrites import (
+    margin_losses,
+    preserve_rnns,
+    preserve_sdpa,
+    strip_effect_tokens,
+)
 from torch2xla.capture._stop_gradient import insert_stop_gradients
 from torch2xla.ops import _arg_checks
 
@@ -139,6 +144,8 @@ def prepare(
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
     gm = preserve_sdpa(gm)
+    # margin losses as eager computes them (torch decomposes them before our table)
+    gm = margin_losses(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     return insert_stop_gradients(gm, torch.is_grad_enabled())
 
