@@ -1110,6 +1110,36 @@ def test_cholesky_ex_reports_eagers_info_without_raising(a):
     assert_same(torch.compile(f, backend="xla")(a), f(a))
 
 
+def _not_pd(n, bad, dtype=torch.float64, seed=0):
+    a = torch.randn(n, n, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+    a = a @ a.mH / n + torch.eye(n, dtype=dtype)
+    a[bad, bad] = -5
+    return a
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize(
+    "a",
+    [
+        _not_pd(5, 3),
+        _not_pd(40, 0, torch.float32),
+        _not_pd(100, 70),
+        torch.stack([_not_pd(6, 2), _not_pd(6, 5, seed=1).mT @ _not_pd(6, 5, seed=1), -_not_pd(6, 4)]),
+        _not_pd(4, 2, torch.complex128),
+    ],
+    ids=["5x5", "first_pivot_f32", "100x100", "batched", "complex"],
+)
+def test_cholesky_ex_factor_of_a_matrix_not_positive_definite_is_eagers(a, upper):
+    """What LAPACK's potrf leaves: the factor's columns before the failed pivot, that pivot's
+    Schur complement, the rest of the input's triangle (as eager's MKL leaves it up to 128)."""
+    def f(a):
+        return torch.linalg.cholesky_ex(a, upper=upper)
+
+    got, expected = torch.compile(f, backend="xla")(a), f(a)
+    assert_same(got.info, expected.info)
+    torch.testing.assert_close(got.L, expected.L)
+
+
 def multi_margin_weight(x, y, w):
     return F.multi_margin_loss(x, y, weight=w)
 
