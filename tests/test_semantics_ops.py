@@ -655,3 +655,10 @@ def test_unbatched_margin_loss_is_0d_as_eager(fn):
     (got, got_grads), (expected, expected_grads) = _grads_both(lambda x: fn(x, y), x)
     assert got.shape == expected.shape == ()
     assert_same((got, got_grads), (expected, expected_grads))
+
+
+@pytest.mark.parametrize("start, length", [(-20, 20), (-3, 2), (-20, 0), (5, 10)])
+def test_narrow_copy_counts_a_negative_start_from_the_end(start, length):
+    x = torch.arange(200.0).reshape(10, 20)
+    fn = lambda x: torch.narrow_copy(x, 1, start, length) * 2  # noqa: E731
+    assert_same(_compiled(fn)(x), fn(x))

@@ -392,14 +392,6 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("char", "short", "int", "long")
     ),
     XFail(
-        "narrow_copy",
-        _WR,
-        "a negative start (-20 on a dimension of 20) gives an empty "
-        "result; eager counts it from the end",
-        dtypes=(f32,),
-        checks=_F,
-    ),
-    XFail(
         "special.airy_ai",
         _EG,
         "eager's float64 airy_ai is off by up to ~3e-6 (at "
