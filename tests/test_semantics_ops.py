@@ -662,3 +662,9 @@ def test_narrow_copy_counts_a_negative_start_from_the_end(start, length):
     x = torch.arange(200.0).reshape(10, 20)
     fn = lambda x: torch.narrow_copy(x, 1, start, length) * 2  # noqa: E731
     assert_same(_compiled(fn)(x), fn(x))
+
+
+def test_xlog1py_of_a_python_number_and_its_gradient():
+    """torch decomposes it with prims.scalar_tensor for the number (issue 22 item 4)."""
+    y = torch.rand(5, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    assert_same(*_grads_both(lambda y: torch.special.xlog1py(2.0, y), y))

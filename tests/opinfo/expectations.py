@@ -372,13 +372,6 @@ XFAILS: tuple[XFail, ...] = (
         checks=_E,
     ),
     # -- reference_inputs --------------------------------------------------------------------
-    XFail(
-        "special.xlog1py",
-        _MI,
-        "prims.scalar_tensor, from the decomposition of xlog1py with a Python number as self",
-        dtypes=(f32,),
-        checks=(FORWARD, GRAD),
-    ),
     XFail("byte", _UB, "negative floats converted to uint8", dtypes=(f32, f64, bf16), checks=_F),
     *(
         XFail(

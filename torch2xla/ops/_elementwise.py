@@ -682,7 +682,7 @@ def alias(self):
     return self
 
 
-@register(aten.scalar_tensor.default)
+@register(aten.scalar_tensor.default, ops.prims.scalar_tensor.default)
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     from torch2xla.ops._common import out_dtype
 
