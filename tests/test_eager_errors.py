@@ -1178,3 +1178,18 @@ def test_margin_loss_dtypes_raise_what_eager_raises(name, fn, line, wdtype):
     assert isinstance(err, torch2xla.OpError), err
     assert str(err).startswith(str(eager)), (err, eager)
     assert "op: F.multi" in str(err) and f"user code: {THIS}:" in str(err) and line in str(err)
+
+
+def bucketize_2d(x, b):
+    return torch.bucketize(x, b, right=True)
+
+
+@pytest.mark.parametrize("boundaries", [torch.rand(3, 4), torch.tensor(0.5)], ids=["2d", "0d"])
+def test_bucketize_boundaries_of_another_rank_raise_what_eager_raises(boundaries):
+    args = (torch.rand(3, 4), boundaries)
+    eager = _eager_error(bucketize_2d, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(bucketize_2d, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager))
+    _assert_names_op_and_line(info.value, "torch.bucketize(x, b, right=True)")

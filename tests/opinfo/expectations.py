@@ -299,13 +299,6 @@ XFAILS: tuple[XFail, ...] = (
         checks=_E,
     ),
     XFail(
-        "bucketize",
-        _LE,
-        "2-D boundaries: our lowering fails (jnp.searchsorted: 'a should "
-        "be 1-dimensional') instead of raising eager's error",
-        checks=_E,
-    ),
-    XFail(
         "index_add",
         _KC,
         "eager checks that source's shape matches self's outside dim; the "

@@ -195,7 +195,16 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
 _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
+def _bucketize_boundaries(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    boundaries = _value(kwargs, "boundaries")
+    if boundaries is None or boundaries.dim() == 1:
+        return None
+    return f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})"
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
+    aten.bucketize.Tensor: _bucketize_boundaries,
+    aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
         ("self", "mat2", "expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")
     ),
