@@ -1193,3 +1193,32 @@ def test_bucketize_boundaries_of_another_rank_raise_what_eager_raises(boundaries
     assert isinstance(info.value, torch2xla.OpError), info.value
     assert str(info.value).startswith(str(eager))
     _assert_names_op_and_line(info.value, "torch.bucketize(x, b, right=True)")
+
+
+def index_add_rows(y, idx, src):
+    y = y.clone()
+    y.index_add_(1, idx, src)
+    return y
+
+
+def index_reduce_rows(y, idx, src):
+    return y.index_reduce(0, idx, src, "amax")
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+@pytest.mark.parametrize(
+    "fn, src, line",
+    [
+        (index_add_rows, torch.randn(1, 5), "y.index_add_(1, idx, src)"),
+        (index_reduce_rows, torch.randn(5, 4), 'y.index_reduce(0, idx, src, "amax")'),
+    ],
+    ids=["index_add_broadcast", "index_reduce"],
+)
+def test_index_add_source_shape_raises_what_eager_raises(fn, src, line):
+    args = (torch.ones(5, 5), torch.tensor([0, 1, 1, 1, 2]), src)
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)

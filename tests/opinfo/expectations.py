@@ -299,13 +299,6 @@ XFAILS: tuple[XFail, ...] = (
         checks=_E,
     ),
     XFail(
-        "index_add",
-        _KC,
-        "eager checks that source's shape matches self's outside dim; the "
-        "fake kernel does not, so the call compiles and runs",
-        checks=_E,
-    ),
-    XFail(
         "masked_scatter", _KC, "eager rejects a uint8 mask; the fake kernel accepts it", checks=_E
     ),
     XFail(

@@ -202,7 +202,35 @@ def _bucketize_boundaries(kwargs: dict, node: torch.fx.Node | None) -> str | Non
     return f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})"
 
 
+def _first(*checkers: Checker) -> Checker:
+    """The first of ``checkers``' rejections, in eager's order."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None):
+        return next((r for c in checkers if (r := c(kwargs, node)) is not None), None)
+
+    return checker
+
+
+def _index_add_source(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    self, source, dim = _value(kwargs, "self"), _value(kwargs, "source"), kwargs.get("dim")
+    if self is None or source is None or not isinstance(dim, int):
+        return None
+    self_sizes, source_sizes = list(self.shape), list(source.shape)
+    if self.dim() and source.dim():  # (eager's rule: sizes outside dim, 0-d tensors as they are)
+        d = dim % self.dim()
+        del self_sizes[d]
+        if d < source.dim():
+            del source_sizes[d]
+    if self_sizes == source_sizes:
+        return None
+    return (
+        "source tensor shape must match self tensor shape, excluding the specified dimension. "
+        f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}"
+    )
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
+    aten.index_add.default: _index_add_source,
     aten.bucketize.Tensor: _bucketize_boundaries,
     aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
@@ -254,12 +282,15 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.heaviside.default: _pairs(
         ("self", "values", "heaviside is not yet implemented for tensors with different dtypes.")
     ),
-    aten.index_reduce.default: _pairs(
-        (
-            "self",
-            "source",
-            "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type",
-        )
+    aten.index_reduce.default: _first(
+        _index_add_source,  # (eager's meta function checks shapes before its kernel dtypes)
+        _pairs(
+            (
+                "self",
+                "source",
+                "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type",
+            )
+        ),
     ),
     aten.put.default: _pairs(
         (
