@@ -1222,3 +1222,30 @@ def test_index_add_source_shape_raises_what_eager_raises(fn, src, line):
     assert isinstance(info.value, torch2xla.OpError), info.value
     assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
     assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)
+
+
+def masked_scatter_byte_mask(x, mask, src):
+    return x.masked_scatter(mask.to(torch.uint8), src)
+
+
+def uniform_reversed(x, mask, src):
+    return x.clone().uniform_(3.5, -1.25) + src.sum()
+
+
+@pytest.mark.filterwarnings("ignore:masked_scatter_ received a mask with dtype torch.uint8")
+@pytest.mark.parametrize(
+    "fn, line",
+    [
+        (masked_scatter_byte_mask, "x.masked_scatter(mask.to(torch.uint8), src)"),
+        (uniform_reversed, "x.clone().uniform_(3.5, -1.25)"),
+    ],
+    ids=["masked_scatter_uint8_mask", "uniform_from_above_to"],
+)
+def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, line):
+    args = (torch.zeros(2, 3), torch.tensor([[True, False, True], [False, True, True]]), torch.ones(6))
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)

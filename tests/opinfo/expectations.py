@@ -299,16 +299,12 @@ XFAILS: tuple[XFail, ...] = (
         checks=_E,
     ),
     XFail(
-        "masked_scatter", _KC, "eager rejects a uint8 mask; the fake kernel accepts it", checks=_E
-    ),
-    XFail(
         "multinomial",
         _KC,
         "eager rejects an integer input, an out= tensor of another dtype "
         "and invalid probabilities (those at run time); the traced call checks none",
         checks=_E,
     ),
-    XFail("uniform", _KC, "eager checks from <= to; the traced call does not", checks=_E),
     XFail(
         "kthvalue",
         _OA,

@@ -202,6 +202,20 @@ def _bucketize_boundaries(kwargs: dict, node: torch.fx.Node | None) -> str | Non
     return f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})"
 
 
+def _masked_scatter_mask(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    mask = _dtype(kwargs, "mask")
+    if mask is None or mask == torch.bool:
+        return None
+    return f"masked_scatter_ only supports boolean masks, but got mask with dtype {_name(mask)}"
+
+
+def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    low, high = kwargs.get("from", 0.0), kwargs.get("to", 1.0)
+    if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= high:
+        return None
+    return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+
+
 def _first(*checkers: Checker) -> Checker:
     """The first of ``checkers``' rejections, in eager's order."""
 
@@ -231,6 +245,8 @@ def _index_add_source(kwargs: dict, node: torch.fx.Node | None) -> str | None:
 
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.index_add.default: _index_add_source,
+    aten.masked_scatter.default: _masked_scatter_mask,
+    aten.uniform.default: _uniform_range,
     aten.bucketize.Tensor: _bucketize_boundaries,
     aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
