@@ -668,3 +668,16 @@ def test_xlog1py_of_a_python_number_and_its_gradient():
     """torch decomposes it with prims.scalar_tensor for the number (issue 22 item 4)."""
     y = torch.rand(5, generator=torch.Generator().manual_seed(0)).requires_grad_()
     assert_same(*_grads_both(lambda y: torch.special.xlog1py(2.0, y), y))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "fn",
+    [F.hardsigmoid, F.hardswish, torch.nn.Hardswish(inplace=True)],
+    ids=["hardsigmoid", "hardswish", "hardswish_"],
+)
+def test_hard_activations_at_their_kinks_differentiate_as_eager(fn, dtype):
+    """Eager's kernels: hardsigmoid's gradient is 0 at x = +-3, hardswish's 0 at -3 and 1 at
+    3 (torch's decompositions clamp, whose gradient passes at the bounds)."""
+    x = torch.tensor([-3.0, 3.0, -4.0, -1.0, 0.0, 2.5, 6.0, float("nan")], dtype=dtype)
+    assert_same(*_grads_both(lambda x: fn(x * 1), x.requires_grad_()))

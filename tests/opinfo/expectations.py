@@ -438,13 +438,6 @@ XFAILS: tuple[XFail, ...] = (
         "clamp passes no gradient at NaN), ours the cotangent",
         checks=_G,
     ),
-    XFail(
-        "nn.functional.hardsigmoid",
-        _KI,
-        "at x = -3 exactly our gradient is 1/6, eager's 0",
-        dtypes=(bf16,),
-        checks=_G,
-    ),
     # -- bfloat16 gradients ------------------------------------------------------------------
     XFail(
         "nn.functional.cosine_similarity",
