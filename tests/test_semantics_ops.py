@@ -681,3 +681,9 @@ def test_hard_activations_at_their_kinks_differentiate_as_eager(fn, dtype):
     3 (torch's decompositions clamp, whose gradient passes at the bounds)."""
     x = torch.tensor([-3.0, 3.0, -4.0, -1.0, 0.0, 2.5, 6.0, float("nan")], dtype=dtype)
     assert_same(*_grads_both(lambda x: fn(x * 1), x.requires_grad_()))
+
+
+def test_rrelu_in_eval_mode_differentiates_at_zero_as_eager():
+    x = torch.tensor([-2.0, -0.0, 0.0, 1.5]).requires_grad_()
+    module = torch.nn.RReLU(0.1, 0.3).eval()
+    assert_same(*_grads_both(lambda x: module(x * 1), x))
