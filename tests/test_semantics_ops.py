@@ -687,3 +687,13 @@ def test_rrelu_in_eval_mode_differentiates_at_zero_as_eager():
     x = torch.tensor([-2.0, -0.0, 0.0, 1.5]).requires_grad_()
     module = torch.nn.RReLU(0.1, 0.3).eval()
     assert_same(*_grads_both(lambda x: module(x * 1), x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_copysign_gradient_at_zero_infinity_and_nan_is_eagers(dtype):
+    """Eager's formula: the cotangent times result / self, 0 where self is 0 (so NaN at +-inf
+    and NaN); the sign's operand gets zeros."""
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 2.0], dtype=dtype)
+    y = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -3.0], dtype=dtype)
+    assert_same(*_grads_both(torch.copysign, x.requires_grad_(), y.requires_grad_()))
+    assert_same(*_grads_both(lambda x: torch.copysign(x, -2.0), x))

@@ -401,14 +401,6 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
     ),
     XFail(
-        "copysign",
-        _XT,
-        "at ±inf and NaN eager's gradient formula (result / self) is NaN, "
-        "ours the product of the signs",
-        dtypes=(f32,),
-        checks=_G,
-    ),
-    XFail(
         "digamma",
         _XT,
         "at the poles (negative integers) our gradient is inf; eager's "

@@ -348,6 +348,26 @@ def rsub(self, other, alpha=1):
     return _with_alpha(jnp.subtract)(other, self, alpha)
 
 
+@jax.custom_jvp
+def _copysign_exact(a, b):
+    return jnp.copysign(a, b)
+
+
+@_copysign_exact.defjvp
+def _copysign_exact_jvp(primals, tangents):
+    # eager's formula: the cotangent times result / self, 0 where self is 0 (NaN at +-inf and
+    # NaN); nothing for the sign's operand
+    (a, b), (ta, _) = primals, tangents
+    out = jnp.copysign(a, b)
+    return out, ta * jnp.where(a == 0, 0, out / jnp.where(a == 0, 1, a))
+
+
+def _copysign(a, b):
+    if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
+        return jnp.copysign(a, b)
+    return _copysign_exact(a, jnp.asarray(b, jnp.result_type(a)))
+
+
 for _ops, _fn, _kind in [
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
@@ -356,7 +376,7 @@ for _ops, _fn, _kind in [
     ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), Kind.DEFAULT),
     ((aten.atan2.default,), jnp.arctan2, Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
-    ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, Kind.INT_TO_FLOAT),
+    ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
