@@ -1140,3 +1140,151 @@ def test_binary_cross_entropy_of_a_non_probability_raises_as_eager(p):
     with pytest.raises(type(eager), match=str(eager)) as info:
         torch.compile(_bce, backend="xla", options={"strict": True})(*args)
     _assert_names_op_and_line(info.value, "return F.binary_cross_entropy(p, t)")
+
+
+def _not_pd(n, bad, dtype=torch.float64, seed=0):
+    a = torch.randn(n, n, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+    a = a @ a.mH / n + torch.eye(n, dtype=dtype)
+    a[bad, bad] = -5
+    return a
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize(
+    "a",
+    [
+        _not_pd(5, 3),
+        _not_pd(40, 0, torch.float32),
+        _not_pd(100, 70),
+        torch.stack(
+            [_not_pd(6, 2), _not_pd(6, 5, seed=1).mT @ _not_pd(6, 5, seed=1), -_not_pd(6, 4)]
+        ),
+        _not_pd(4, 2, torch.complex128),
+    ],
+    ids=["5x5", "first_pivot_f32", "100x100", "batched", "complex"],
+)
+def test_cholesky_ex_factor_of_a_matrix_not_positive_definite_is_eagers(a, upper):
+    """What LAPACK's potrf leaves: the factor's columns before the failed pivot, that pivot's
+    Schur complement, the rest of the input's triangle (as eager's MKL leaves it up to 128)."""
+
+    def f(a):
+        return torch.linalg.cholesky_ex(a, upper=upper)
+
+    got, expected = torch.compile(f, backend="xla")(a), f(a)
+    assert_same(got.info, expected.info)
+    torch.testing.assert_close(got.L, expected.L)
+
+
+def multi_margin_weight(x, y, w):
+    return F.multi_margin_loss(x, y, weight=w)
+
+
+def multi_margin_int_target(x, y, w):
+    return nn.MultiMarginLoss()(x, y.int())
+
+
+def multilabel_margin_int_target(x, y, w):
+    return F.multilabel_margin_loss(x, y.int())
+
+
+# torch decomposes these two at the Autograd key, before any table of ours sees the ATen op
+MARGIN_DTYPE_CASES = [
+    ("multi_margin_weight", multi_margin_weight, "F.multi_margin_loss(x, y, weight=w)", _D),
+    ("multi_margin_int_target", multi_margin_int_target, "nn.MultiMarginLoss()(x, y.int())", None),
+    (
+        "multilabel_margin_int_target",
+        multilabel_margin_int_target,
+        "F.multilabel_margin_loss(x, y.int())",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, line, wdtype", MARGIN_DTYPE_CASES, ids=[c[0] for c in MARGIN_DTYPE_CASES]
+)
+def test_margin_loss_dtypes_raise_what_eager_raises(name, fn, line, wdtype):
+    y = torch.tensor([1, 0, 3]) if "multilabel" not in name else torch.tensor([[1, -1, 0, 0]] * 3)
+    args = (torch.randn(3, 4), y, torch.ones(4, dtype=wdtype or torch.float32))
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    err = info.value
+    assert isinstance(err, torch2xla.OpError), err
+    assert str(err).startswith(str(eager)), (err, eager)
+    assert "op: F.multi" in str(err) and f"user code: {THIS}:" in str(err) and line in str(err)
+
+
+def bucketize_2d(x, b):
+    return torch.bucketize(x, b, right=True)
+
+
+@pytest.mark.parametrize("boundaries", [torch.rand(3, 4), torch.tensor(0.5)], ids=["2d", "0d"])
+def test_bucketize_boundaries_of_another_rank_raise_what_eager_raises(boundaries):
+    args = (torch.rand(3, 4), boundaries)
+    eager = _eager_error(bucketize_2d, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(bucketize_2d, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager))
+    _assert_names_op_and_line(info.value, "torch.bucketize(x, b, right=True)")
+
+
+def index_add_rows(y, idx, src):
+    y = y.clone()
+    y.index_add_(1, idx, src)
+    return y
+
+
+def index_reduce_rows(y, idx, src):
+    return y.index_reduce(0, idx, src, "amax")
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+@pytest.mark.parametrize(
+    "fn, src, line",
+    [
+        (index_add_rows, torch.randn(1, 5), "y.index_add_(1, idx, src)"),
+        (index_reduce_rows, torch.randn(5, 4), 'y.index_reduce(0, idx, src, "amax")'),
+    ],
+    ids=["index_add_broadcast", "index_reduce"],
+)
+def test_index_add_source_shape_raises_what_eager_raises(fn, src, line):
+    args = (torch.ones(5, 5), torch.tensor([0, 1, 1, 1, 2]), src)
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)
+
+
+def masked_scatter_byte_mask(x, mask, src):
+    return x.masked_scatter(mask.to(torch.uint8), src)
+
+
+def uniform_reversed(x, mask, src):
+    return x.clone().uniform_(3.5, -1.25) + src.sum()
+
+
+@pytest.mark.filterwarnings("ignore:masked_scatter_ received a mask with dtype torch.uint8")
+@pytest.mark.parametrize(
+    "fn, line",
+    [
+        (masked_scatter_byte_mask, "x.masked_scatter(mask.to(torch.uint8), src)"),
+        (uniform_reversed, "x.clone().uniform_(3.5, -1.25)"),
+    ],
+    ids=["masked_scatter_uint8_mask", "uniform_from_above_to"],
+)
+def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, line):
+    args = (
+        torch.zeros(2, 3),
+        torch.tensor([[True, False, True], [False, True, True]]),
+        torch.ones(6),
+    )
+    eager = _eager_error(fn, args)
+    with pytest.raises(RuntimeError) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)

@@ -384,3 +384,47 @@ def test_jax_cache_settings_are_left_alone(tmp_path, fresh_cache):
     torch2xla.set_persistent_cache(tmp_path)
     _compile_and_check(2.0)
     assert jax.config.jax_compilation_cache_dir == before
+
+
+_LOOKUP = """
+import torch
+
+
+def lookup(table, i):
+    rows = table * 2
+    return rows[i]  # {tag}
+"""
+
+
+def _load(path: pathlib.Path, name: str, padding: int):
+    import importlib.util
+
+    path.write_text("\n" * padding + _LOOKUP.format(tag=name))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.lookup
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_a_restored_check_names_the_line_of_the_code_that_calls_it(tmp_path, fresh_cache, train):
+    """Two files hold the same function at different lines: the graph key holds no source
+    line, so the second one's call restores the first one's record; its runtime check must
+    name the second file's line."""
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+    first = _load(tmp_path / "first.py", "first", padding=0)
+    second = _load(tmp_path / "second.py", "second", padding=7)
+    table = torch.randn(4, 3, requires_grad=train)
+    good = torch.tensor([1, 3])
+    out = torch.compile(first, backend="xla")(table, good)
+    if train:
+        out.sum().backward()  # (a training record is written at the first freed backward)
+    torch._dynamo.reset()
+    hits = _persistent.hits()
+    with pytest.raises(torch2xla.OpIndexError) as info:
+        torch.compile(second, backend="xla")(table, torch.tensor([1, 9]))
+    assert _persistent.hits() > hits  # restored, not built again
+    message = str(info.value)
+    assert f"{tmp_path / 'second.py'}:14" in message and "# second" in message, message
+    assert "first.py" not in message, message
+    assert info.value.source.startswith(str(tmp_path / "second.py")), info.value.source

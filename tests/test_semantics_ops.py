@@ -731,3 +731,119 @@ def test_gradients_at_edges_follow_eager_formulas(name):
 
     got, expected = _backward_grads(weighted, *(a.requires_grad_() for a in args))
     torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+# -- loss dtypes -----------------------------------------------------------------------------
+# Eager's huber, soft-margin and binary-cross-entropy kernels write the loss into a tensor of
+# the input's dtype: a float64 target or weight does not widen it (torch's decompositions do).
+WIDER_ARGUMENT_LOSSES = {
+    "huber": lambda x, t, w: F.huber_loss(x, t, delta=0.5),
+    "huber_none": lambda x, t, w: F.huber_loss(x, t, reduction="none"),
+    "huber_sum": lambda x, t, w: F.huber_loss(x, t, reduction="sum"),
+    "soft_margin": lambda x, t, w: F.soft_margin_loss(x, t),
+    "soft_margin_none": lambda x, t, w: torch.nn.SoftMarginLoss(reduction="none")(x, t),
+    "bce_weight": lambda x, t, w: F.binary_cross_entropy(x.sigmoid(), t.to(x.dtype).sigmoid(), w),
+    "bce_weight_sum": lambda x, t, w: torch.nn.BCELoss(w, reduction="sum")(
+        x.sigmoid(), t.to(x.dtype).sigmoid()
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", list(WIDER_ARGUMENT_LOSSES))
+def test_loss_with_a_wider_target_or_weight_keeps_the_input_dtype(name, dtype):
+    fn = WIDER_ARGUMENT_LOSSES[name]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, generator=gen).to(dtype).requires_grad_()
+    t = torch.randn(6, 5, generator=gen, dtype=torch.float64)
+    w = torch.rand(6, 5, generator=gen, dtype=torch.float64)
+    if name.startswith("huber"):  # eager's huber_loss_backward raises on the float64 target
+        x = x.detach()
+        got, expected = _compiled(fn)(x, t, w), fn(x, t, w)
+    else:
+        (got, got_grads), (expected, expected_grads) = _grads_both(lambda x: fn(x, t, w), x)
+        torch.testing.assert_close(got_grads, expected_grads)
+    assert got.dtype == expected.dtype == dtype
+    torch.testing.assert_close(got, expected)
+
+
+# -- margin losses -------------------------------------------------------------------------------
+# A target list ends at its first -1 (later entries are not targets); a repeated target counts
+# again; an unbatched input's unreduced loss is 0-d. torch's decomposition of
+# multilabel_margin_loss counted the positions after -1 as targets (class 0).
+MULTILABEL_TARGETS = {
+    "ends_at_minus_one": [[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0]],
+    "repeated": [[1, 1, -1, 2], [2, 0, 2, -1], [-1, 3, 3, 3]],
+}
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("targets", list(MULTILABEL_TARGETS))
+def test_multilabel_margin_loss_values_and_gradients(targets, reduction):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    y = torch.tensor(MULTILABEL_TARGETS[targets])
+    fn = lambda x: F.multilabel_margin_loss(x, y, reduction=reduction)
+    assert_same(*_grads_both(fn, x))
+    module = torch.nn.MultiLabelMarginLoss(reduction=reduction)
+    assert_same(*_grads_both(lambda x: module(x[0], y[0]), x))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: F.multilabel_margin_loss(x[0], y[0], reduction="none"),
+        lambda x, y: F.multi_margin_loss(x[0], y[0, 0], reduction="none"),
+        lambda x, y: F.multi_margin_loss(
+            x[0], y[0, 0], p=2, weight=x[1].detach(), reduction="none"
+        ),
+    ],
+    ids=["multilabel", "multi", "multi_p2_weight"],
+)
+def test_unbatched_margin_loss_is_0d_as_eager(fn):
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    y = torch.tensor([[2, 0, -1, 1]])
+    (got, got_grads), (expected, expected_grads) = _grads_both(lambda x: fn(x, y), x)
+    assert got.shape == expected.shape == ()
+    assert_same((got, got_grads), (expected, expected_grads))
+
+
+@pytest.mark.parametrize("start, length", [(-20, 20), (-3, 2), (-20, 0), (5, 10)])
+def test_narrow_copy_counts_a_negative_start_from_the_end(start, length):
+    x = torch.arange(200.0).reshape(10, 20)
+    fn = lambda x: torch.narrow_copy(x, 1, start, length) * 2
+    assert_same(_compiled(fn)(x), fn(x))
+
+
+def test_xlog1py_of_a_python_number_and_its_gradient():
+    """torch decomposes it with prims.scalar_tensor for the number (issue 22 item 4)."""
+    y = torch.rand(5, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    assert_same(*_grads_both(lambda y: torch.special.xlog1py(2.0, y), y))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "fn",
+    [F.hardsigmoid, F.hardswish, torch.nn.Hardswish(inplace=True)],
+    ids=["hardsigmoid", "hardswish", "hardswish_"],
+)
+def test_hard_activations_at_their_kinks_differentiate_as_eager(fn, dtype):
+    """Eager's kernels: hardsigmoid's gradient is 0 at x = +-3, hardswish's 0 at -3 and 1 at
+    3 (torch's decompositions clamp, whose gradient passes at the bounds)."""
+    x = torch.tensor([-3.0, 3.0, -4.0, -1.0, 0.0, 2.5, 6.0, float("nan")], dtype=dtype)
+    assert_same(*_grads_both(lambda x: fn(x * 1), x.requires_grad_()))
+
+
+def test_rrelu_in_eval_mode_differentiates_at_zero_as_eager():
+    x = torch.tensor([-2.0, -0.0, 0.0, 1.5]).requires_grad_()
+    module = torch.nn.RReLU(0.1, 0.3).eval()
+    assert_same(*_grads_both(lambda x: module(x * 1), x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_copysign_gradient_at_zero_infinity_and_nan_is_eagers(dtype):
+    """Eager's formula: the cotangent times result / self, 0 where self is 0 (so NaN at +-inf
+    and NaN); the sign's operand gets zeros."""
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 2.0], dtype=dtype)
+    y = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -3.0], dtype=dtype)
+    assert_same(*_grads_both(torch.copysign, x.requires_grad_(), y.requires_grad_()))
+    assert_same(*_grads_both(lambda x: torch.copysign(x, -2.0), x))

@@ -211,7 +211,9 @@ class CompiledGraph:
                     **self.program_options,
                 )
                 program = b.program(program, inputs)
-                _stored.remember(key, lowered, program, inputs, self.program_options)
+                _stored.remember(
+                    key, lowered, program, inputs, self.program_options, list(self.gm.graph.nodes)
+                )
                 entry = _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])

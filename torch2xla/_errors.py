@@ -269,7 +269,7 @@ def user_op(node: torch.fx.Node) -> str:
     original = node.meta.get("original_aten")
     if original is not None and str(original) != str(node.target):
         return f"{original} (decomposed; this node: {node.target})"
-    return str(node.target)
+    return op_name(node)  # (a Dynamo node's function by its public name: F.multi_margin_loss)
 
 
 class PassError(CompileError):

@@ -299,30 +299,12 @@ XFAILS: tuple[XFail, ...] = (
         checks=_E,
     ),
     XFail(
-        "bucketize",
-        _LE,
-        "2-D boundaries: our lowering fails (jnp.searchsorted: 'a should "
-        "be 1-dimensional') instead of raising eager's error",
-        checks=_E,
-    ),
-    XFail(
-        "index_add",
-        _KC,
-        "eager checks that source's shape matches self's outside dim; the "
-        "fake kernel does not, so the call compiles and runs",
-        checks=_E,
-    ),
-    XFail(
-        "masked_scatter", _KC, "eager rejects a uint8 mask; the fake kernel accepts it", checks=_E
-    ),
-    XFail(
         "multinomial",
         _KC,
         "eager rejects an integer input, an out= tensor of another dtype "
         "and invalid probabilities (those at run time); the traced call checks none",
         checks=_E,
     ),
-    XFail("uniform", _KC, "eager checks from <= to; the traced call does not", checks=_E),
     XFail(
         "kthvalue",
         _OA,
@@ -373,29 +355,6 @@ XFAILS: tuple[XFail, ...] = (
     ),
     # -- reference_inputs --------------------------------------------------------------------
     XFail(
-        "narrow_copy",
-        _WR,
-        "a negative start (-20 on a dimension of 20) gives an empty "
-        "result; eager counts it from the end",
-        dtypes=(f32,),
-        checks=_F,
-    ),
-    XFail(
-        "nn.functional.multi_margin_loss",
-        _WR,
-        "a 0-d input with reduction='none': our result has shape (1,), eager's ()",
-        dtypes=(f32,),
-        checks=_F,
-    ),
-    XFail(
-        "nn.functional.multilabel_margin_loss",
-        _WR,
-        "a 0-d input with reduction='none' "
-        "gives shape (1,) (eager's ()), and an unbatched 1-D input a wrong value",
-        dtypes=(f32, f64),
-        checks=(FORWARD, GRAD),
-    ),
-    XFail(
         "special.airy_ai",
         _EG,
         "eager's float64 airy_ai is off by up to ~3e-6 (at "
@@ -428,14 +387,6 @@ XFAILS: tuple[XFail, ...] = (
             checks=_F,
         )
         for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
-    ),
-    XFail(
-        "copysign",
-        _XT,
-        "at ±inf and NaN eager's gradient formula (result / self) is NaN, "
-        "ours the product of the signs",
-        dtypes=(f32,),
-        checks=_G,
     ),
     XFail(
         "digamma",

@@ -13,7 +13,12 @@ import torch
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture._aliases import InputAliasing
-from torch2xla.capture._rewrites import preserve_rnns, preserve_sdpa, strip_effect_tokens
+from torch2xla.capture._rewrites import (
+    margin_losses,
+    preserve_rnns,
+    preserve_sdpa,
+    strip_effect_tokens,
+)
 from torch2xla.capture._stop_gradient import insert_stop_gradients
 from torch2xla.ops import _arg_checks
 
@@ -51,8 +56,45 @@ def decomposition_table() -> dict:
     for op in list(table):
         if op in LOWERINGS:
             del table[op]
+    for op in _LOSS_IN_INPUT_DTYPE:
+        table[op] = _in_input_dtype(op, table[op])
     # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
     return _arg_checks.checked_decompositions(table)
+
+
+# Losses whose eager kernels write the unreduced loss into a tensor of the input's dtype
+# (``at::empty_like(input)``), then reduce it there: a float64 target or weight does not
+# widen the result. torch's decompositions (and meta kernels) promote instead.
+_aten = torch.ops.aten
+_LOSS_IN_INPUT_DTYPE = (
+    _aten.huber_loss.default,
+    _aten.soft_margin_loss.default,
+    _aten.binary_cross_entropy.default,
+)
+
+
+def _in_input_dtype(op: torch._ops.OpOverload, decomposition):
+    """``decomposition`` of the loss ``op`` with eager's result dtype: the unreduced loss in
+    the input's dtype, then reduced in it (``reduction``: 0 none, 1 mean, 2 sum)."""
+    names = [a.name for a in op._schema.arguments]
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+
+    def decompose(*args, **kwargs):
+        bound = {**dict(zip(names, args)), **kwargs}
+        self = bound["self"]
+        others = [v for k, v in bound.items() if k != "self" and isinstance(v, torch.Tensor)]
+        if all(t.dtype == self.dtype for t in others):
+            return decomposition(*args, **kwargs)
+        bound = {**defaults, **bound}
+        reduction, bound["reduction"] = bound["reduction"], 0
+        # (positionally: decompositions name their parameters otherwise than the schema)
+        loss = decomposition(*(bound[n] for n in names)).to(self.dtype)
+        if reduction == 1:
+            return loss.mean()
+        return loss.sum() if reduction == 2 else loss
+
+    decompose.__name__ = decompose.__qualname__ = op.__name__
+    return decompose
 
 
 def scalar_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:
@@ -102,6 +144,8 @@ def prepare(
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
     gm = preserve_sdpa(gm)
+    # margin losses as eager computes them (torch decomposes them before our table)
+    gm = margin_losses(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     return insert_stop_gradients(gm, torch.is_grad_enabled())
 

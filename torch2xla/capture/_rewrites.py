@@ -5,6 +5,10 @@
   scans: ``ops/_rnn.py`` tells which calls stay decomposed).
 - ``preserve_sdpa``: sdpa calls retargeted to ``torch2xla::sdpa``/``sdpa_dropout``, which
   export keeps whole (``ops/_sdpa.py`` tells why).
+- ``margin_losses``: ``F.multi_margin_loss``/``F.multilabel_margin_loss`` calls retargeted to
+  eager's semantics (torch decomposes both at the Autograd key, before any table of ours:
+  the multilabel decomposition counts the positions after a target list's ``-1`` as targets,
+  and neither checks dtypes nor keeps a 1-D input's 0-d result).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -14,12 +18,17 @@ The custom ops and their lowerings stay in ``ops/``; only the graph rewriting is
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 
 import torch
+import torch.nn.functional as F
+
+from torch2xla._errors import OpError
 
 # (imported for the custom ops ``torch.ops.torch2xla.*`` they define)
 from torch2xla.ops import _rnn, _sdpa  # noqa: F401
+from torch2xla.runtime._interop import dtype_name
 
 # -- nn.LSTM/GRU/RNN kept whole (ops/_rnn.py) ----------------------------------------------------
 _REPLACEMENTS = {
@@ -191,3 +200,83 @@ def strip_effect_tokens(gm: torch.fx.GraphModule, n_inputs: int, n_outputs: int)
         graph.erase_node(node)
     graph.lint()
     gm.recompile()
+
+
+# -- margin losses as eager computes them -------------------------------------------------------
+def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose margin-loss calls compute eager's values and shapes (``gm``
+    itself is never changed). Arguments eager rejects by their dtypes raise eager's error,
+    naming the user's line."""
+    positions = [
+        i
+        for i, n in enumerate(gm.graph.nodes)
+        if n.op == "call_function" and n.target in _MARGIN_LOSSES
+    ]
+    if not positions:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        node = nodes[i]
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
+        meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
+        _check_margin_dtypes(meta, node)
+        node.target = _MARGIN_LOSSES[node.target]
+    gm.recompile()
+    return gm
+
+
+def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
+    """Eager's kernels' dtype errors: a Long target, a weight of the input's dtype."""
+    x, target, weight = meta.get("input"), meta.get("target"), meta.get("weight")
+    for t, want in ((target, torch.long), (weight, getattr(x, "dtype", None))):
+        if isinstance(t, torch.Tensor) and want is not None and t.dtype != want:
+            raise OpError(
+                f"expected scalar type {dtype_name(want, 'eager')} but found "
+                f"{dtype_name(t.dtype, 'eager')}",
+                node,
+            )
+
+
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is not None or reduce is not None:
+        return torch.nn._reduction.legacy_get_string(size_average, reduce)
+    return reduction
+
+
+def _multi_margin_loss(
+    input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"
+):
+    """``F.multi_margin_loss`` whose unreduced loss of an unbatched input is 0-d, as eager's."""
+    reduction = _reduction(size_average, reduce, reduction)
+    loss = F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
+    return loss.reshape(()) if input.dim() < 2 and reduction == "none" else loss
+
+
+def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``F.multilabel_margin_loss`` as eager's kernel computes it: per sample, the targets are
+    the entries of ``target`` before the first -1 (a repeated one counts again), and the loss
+    is ``sum over targets j and non-targets i of max(0, 1 - (x[j] - x[i])) / dim``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    x, t = torch.atleast_2d(input), torch.atleast_2d(target)
+    dim = x.shape[-1]
+    idx = torch.arange(dim, device=x.device)
+    end = torch.amin(torch.where(t == -1, idx, dim), dim=-1, keepdim=True)
+    listed = idx < end  # (N, dim): target positions before the first -1
+    tidx = torch.where(listed, t, 0)
+    u = torch.gather(x, -1, tidx)  # (N, dim): the score of each listed target
+    is_target = ((idx == tidx.unsqueeze(-1)) & listed.unsqueeze(-1)).any(dim=1)  # (N, dim)
+    z = (1 - u.unsqueeze(-1) + x.unsqueeze(1)).clamp_min(0)  # (N, target pos, class)
+    z = torch.where(listed.unsqueeze(-1) & ~is_target.unsqueeze(1), z, 0)
+    loss = z.sum(dim=(1, 2)) / dim
+    if input.dim() < 2:
+        loss = loss.reshape(())
+    if reduction == "mean":
+        return loss.mean()
+    return loss.sum() if reduction == "sum" else loss
+
+
+_MARGIN_LOSSES = {
+    F.multi_margin_loss: _multi_margin_loss,
+    F.multilabel_margin_loss: _multilabel_margin_loss,
+}

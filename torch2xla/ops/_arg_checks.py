@@ -195,7 +195,61 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
 _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
+
+def _bucketize_boundaries(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    boundaries = _value(kwargs, "boundaries")
+    if boundaries is None or boundaries.dim() == 1:
+        return None
+    return f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})"
+
+
+def _masked_scatter_mask(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    mask = _dtype(kwargs, "mask")
+    if mask is None or mask == torch.bool:
+        return None
+    return f"masked_scatter_ only supports boolean masks, but got mask with dtype {_name(mask)}"
+
+
+def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    low, high = kwargs.get("from", 0.0), kwargs.get("to", 1.0)
+    if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= high:
+        return None
+    return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+
+
+def _first(*checkers: Checker) -> Checker:
+    """The first of ``checkers``' rejections, in eager's order."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None):
+        return next((r for c in checkers if (r := c(kwargs, node)) is not None), None)
+
+    return checker
+
+
+def _index_add_source(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    self, source, dim = _value(kwargs, "self"), _value(kwargs, "source"), kwargs.get("dim")
+    if self is None or source is None or not isinstance(dim, int):
+        return None
+    self_sizes, source_sizes = list(self.shape), list(source.shape)
+    if self.dim() and source.dim():  # (eager's rule: sizes outside dim, 0-d tensors as they are)
+        d = dim % self.dim()
+        del self_sizes[d]
+        if d < source.dim():
+            del source_sizes[d]
+    if self_sizes == source_sizes:
+        return None
+    return (
+        "source tensor shape must match self tensor shape, excluding the specified dimension. "
+        f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}"
+    )
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
+    aten.index_add.default: _index_add_source,
+    aten.masked_scatter.default: _masked_scatter_mask,
+    aten.uniform.default: _uniform_range,
+    aten.bucketize.Tensor: _bucketize_boundaries,
+    aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
         ("self", "mat2", "expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")
     ),
@@ -245,12 +299,15 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.heaviside.default: _pairs(
         ("self", "values", "heaviside is not yet implemented for tensors with different dtypes.")
     ),
-    aten.index_reduce.default: _pairs(
-        (
-            "self",
-            "source",
-            "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type",
-        )
+    aten.index_reduce.default: _first(
+        _index_add_source,  # (eager's meta function checks shapes before its kernel dtypes)
+        _pairs(
+            (
+                "self",
+                "source",
+                "index_reduce_(): self ({a}) and source ({b}) must have the same scalar type",
+            )
+        ),
     ),
     aten.put.default: _pairs(
         (

@@ -395,6 +395,26 @@ def rsub(self, other, alpha=1):
     return _with_alpha(jnp.subtract)(other, self, alpha)
 
 
+@jax.custom_jvp
+def _copysign_exact(a, b):
+    return jnp.copysign(a, b)
+
+
+@_copysign_exact.defjvp
+def _copysign_exact_jvp(primals, tangents):
+    # eager's formula: the cotangent times result / self, 0 where self is 0 (NaN at +-inf and
+    # NaN); nothing for the sign's operand
+    (a, b), (ta, _) = primals, tangents
+    out = jnp.copysign(a, b)
+    return out, ta * jnp.where(a == 0, 0, out / jnp.where(a == 0, 1, a))
+
+
+def _copysign(a, b):
+    if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
+        return jnp.copysign(a, b)
+    return _copysign_exact(a, jnp.asarray(b, jnp.result_type(a)))
+
+
 for _ops, _fn, _kind in [
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
@@ -403,7 +423,7 @@ for _ops, _fn, _kind in [
     ((aten.fmin.default,), lambda a, b: jnp.where(jnp.isnan(b) | (a <= b), a, b), Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
-    ((aten.copysign.Tensor, aten.copysign.Scalar), jnp.copysign, Kind.INT_TO_FLOAT),
+    ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
@@ -592,6 +612,41 @@ def _hardtanh_exact_jvp(min_val, max_val, channels_last, primals, tangents):
     return _channels_last(fn, x, t) if channels_last else fn(x, t)  # see relu's
 
 
+# Not decomposed: torch's decompositions clamp, whose gradient passes at the bounds; eager's
+# kernels give hardsigmoid's 0 at x = +-3, hardswish's 0 at -3 and 1 at 3.
+@register(aten.hardsigmoid.default)
+def hardsigmoid(self):
+    return _pointwise(_hardsigmoid_exact, Kind.DEFAULT)(self)
+
+
+@register(aten.hardswish.default)
+def hardswish(self):
+    return _pointwise(_hardswish_exact, Kind.DEFAULT)(self)
+
+
+@jax.custom_jvp
+def _hardsigmoid_exact(x):
+    return jnp.clip(x + 3, 0, 6) / 6
+
+
+@_hardsigmoid_exact.defjvp
+def _hardsigmoid_exact_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _hardsigmoid_exact(x), jnp.where((x > -3) & (x < 3), t / 6, 0)
+
+
+@jax.custom_jvp
+def _hardswish_exact(x):
+    return x * jnp.clip(x + 3, 0, 6) / 6
+
+
+@_hardswish_exact.defjvp
+def _hardswish_exact_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    slope = jnp.where(x <= -3, 0, jnp.where(x < 3, x / 3 + 0.5, 1))
+    return _hardswish_exact(x), t * slope
+
+
 @register(aten.leaky_relu.default)
 def leaky_relu(self, negative_slope=0.01):
     return jnp.where(self > 0, self, self * as_dtype(negative_slope, self.dtype))
@@ -748,7 +803,7 @@ def alias(self):
     return self
 
 
-@register(aten.scalar_tensor.default)
+@register(aten.scalar_tensor.default, ops.prims.scalar_tensor.default)
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     from torch2xla.ops._common import out_dtype
 

@@ -355,8 +355,56 @@ def _cholesky(x, upper):
 @register(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     low = _cholesky_lower(self, upper)
-    info = _chol_info(low, 1, _hermitian(self, not upper))
+    a = _mH(self) if upper else self  # (potf2 reads the lower triangle as given)
+    if a.shape[-1] == 0:
+        return (_mH(low) if upper else low), _empty(1)
+    # XLA's factor of a matrix that is not positive-definite is NaN throughout; eager's is what
+    # LAPACK's potrf leaves: computed only where some factorization failed.
+    failed = ~jnp.isfinite(jnp.diagonal(low, axis1=-2, axis2=-1))
+    low, info = jax.lax.cond(
+        jnp.any(failed),
+        _partial_factor,
+        lambda low, a: (low, jnp.zeros(a.shape[:-2], jnp.int32)),
+        low,
+        a,
+    )
+    info = as_dtype(info.reshape(ctx().out[1].shape), out_dtype(1))
     return (_mH(low) if upper else low), info
+
+
+def _partial_factor(low, a):
+    """``low`` where the factorization succeeded, else LAPACK's partial factor of ``a`` (not
+    differentiated), and LAPACK's info."""
+    partial, info = _potf2(a)
+    ok = (info == 0)[..., None, None]
+    return jnp.where(ok, low, lax.stop_gradient(partial)), info
+
+
+def _potf2(a):
+    """LAPACK's unblocked lower Cholesky (``potf2``) of the Hermitian ``a`` and its info: the
+    columns before the first pivot that is not positive are the factor's, that pivot holds its
+    Schur complement (not a square root), the rest is ``a``'s lower triangle as given. MKL's
+    potrf leaves exactly this for matrices up to 128 (measured); on larger ones it works in
+    blocks and the entries after the failed minor differ (the leading minor is the same)."""
+    n = a.shape[-1]
+    idx = jnp.arange(n)
+    a = jnp.tril(a)
+
+    def step(j, state):
+        a, info = state
+        row = jnp.where(idx < j, a[..., j, :], 0)  # L[j, :j]
+        d = jnp.real(a[..., j, j]) - jnp.sum(jnp.real(row * jnp.conj(row)), axis=-1)
+        active, bad = info == 0, ~(d > 0)
+        pivot = jnp.where(bad, d, jnp.sqrt(jnp.where(bad, 1, d))).astype(a.dtype)
+        below = (a[..., :, j] - _mm(a, jnp.conj(row)[..., :, None])[..., 0]) / pivot[..., None]
+        old = a[..., :, j]
+        solved = (active & ~bad)[..., None]
+        col = jnp.where(idx > j, jnp.where(solved, below, old), old)
+        col = jnp.where((idx == j) & active[..., None], pivot[..., None], col)
+        info = jnp.where(active & bad, j + 1, info)
+        return a.at[..., :, j].set(col), info
+
+    return jax.lax.fori_loop(0, n, step, (a, jnp.zeros(a.shape[:-2], jnp.int32)))
 
 
 def cholesky(self, upper=False):

@@ -178,7 +178,8 @@ def rrelu_with_noise_functional(
 ):
     if not training:
         slope = as_dtype((lower + upper) / 2, self.dtype)
-        return jnp.where(self > 0, self, self * slope), noise  # (the slope's gradient at 0)
+        # (eager's backward is leaky_relu's: the slope at x = 0)
+        return jnp.where(self > 0, self, self * slope), noise
     wide = jnp.promote_types(self.dtype, jnp.float32)
     r = as_dtype(jax.random.uniform(_key(), self.shape, wide, lower, upper), self.dtype)
     slopes = jnp.where(self <= 0, r, as_dtype(1, self.dtype))

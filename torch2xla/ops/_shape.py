@@ -101,7 +101,9 @@ def select(self, dim, index):
 
 @register(aten.narrow.default)
 def narrow(self, dim, start, length):
-    return lax.slice_in_dim(self, start, start + length, axis=canonical_dim(dim, self.ndim))
+    axis = canonical_dim(dim, self.ndim)
+    start = start + self.shape[axis] if start < 0 else start  # (from the end, as eager)
+    return lax.slice_in_dim(self, start, start + length, axis=axis)
 
 
 @register(aten.cat.default)

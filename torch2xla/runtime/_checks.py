@@ -58,15 +58,23 @@ class Check:
         e.after_run = True
         return e
 
-    def portable(self) -> StoredCheck:
+    def portable(self, user_nodes: Sequence[torch.fx.Node] = ()) -> StoredCheck:
         """The same check without its node (for the persistent cache's records): the op and
-        the user's line are kept as text."""
+        the user's line are kept as text, and the position among ``user_nodes`` (the Dynamo
+        graph's) of the first node with the user's line, from which a process that restores
+        the record names its own line (``StoredCheck.at``)."""
+        trace = self.node.meta.get("stack_trace")
+        at = next(
+            (i for i, n in enumerate(user_nodes) if trace and n.meta.get("stack_trace") == trace),
+            None,
+        )
         return StoredCheck(
             self.error,
             self.message,
             self.error("", self.node).args[0],
             source_line(self.node),
             self.explain,
+            at,
         )
 
 
@@ -79,6 +87,21 @@ class StoredCheck:
     details: str  # the op and the user's line, as ``OpError`` writes them after the message
     source: str
     explain: Explain | None = None
+    user_node: int | None = None  # the position of a Dynamo graph node with the user's line
+
+    def at(self, user_nodes: Sequence[torch.fx.Node]) -> StoredCheck:
+        """This check naming the line of the code that calls it in this process: the graph
+        key holds no source line, so an identical function in another file (or a moved file)
+        restores a record another process wrote."""
+        i = self.user_node
+        if i is None or i >= len(user_nodes) or not user_nodes[i].meta.get("stack_trace"):
+            return self
+        source = source_line(user_nodes[i])
+        marker = f"user code: {self.source}"
+        if marker not in self.details:
+            return self
+        details = self.details.replace(marker, f"user code: {source}")
+        return dataclasses.replace(self, details=details, source=source)
 
     def exception(self, value: int) -> OpError:
         error, message = _raised(self.error, self.message, value, self.explain)

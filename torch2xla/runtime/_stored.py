@@ -470,9 +470,11 @@ def remember(
     program: XlaProgram,
     inputs: Sequence,
     program_options: dict,
+    user_nodes: Sequence[torch.fx.Node] = (),
 ) -> None:
     """Record the signature whose build just compiled ``program`` for ``inputs``: now for an
-    inference program, at the first freed backward for a training one."""
+    inference program, at the first freed backward for a training one. ``user_nodes``: the
+    Dynamo graph's nodes (the runtime checks' lines are found again from them on restore)."""
     if key is None or _persistent.store() is None:
         return
     tensors = [inputs[i] for i in program.tensor_pos]
@@ -510,7 +512,7 @@ def remember(
         if exe.exe_key is None or exe.compiled is None:
             return
         # the runtime checks whose status the executable returns last (``_checks``)
-        checks = tuple(c.portable() for c in program._flat_fn.checks)
+        checks = tuple(c.portable(user_nodes) for c in program._flat_fn.checks)
         _write(
             _Record(
                 **base,
@@ -520,11 +522,17 @@ def remember(
         )
         return
     fns = program.train_fns(diff_in)
-    fns.bwd.on_compiled = functools.partial(_remember_training, base, fns, diff_in, program)
+    fns.bwd.on_compiled = functools.partial(
+        _remember_training, base, fns, diff_in, program, tuple(user_nodes)
+    )
 
 
 def _remember_training(
-    base: dict, fns: _autograd.TrainFns, diff_in: tuple[int, ...], program: XlaProgram
+    base: dict,
+    fns: _autograd.TrainFns,
+    diff_in: tuple[int, ...],
+    program: XlaProgram,
+    user_nodes: Sequence[torch.fx.Node] = (),
 ) -> None:
     fwd, bwd = fns.fwd, fns.bwd
     if fns.deps is None:  # (found where first needed, which a backward may not have been)
@@ -545,7 +553,7 @@ def _remember_training(
         if exe is None or key is None:
             return
         backward = _Exe(key, exe.in_tree, exe.out_tree)
-    checks = tuple(c.portable() for c in getattr(program.checked_fn(), "checks", ()))
+    checks = tuple(c.portable(user_nodes) for c in getattr(program.checked_fn(), "checks", ()))
     training = _Training(
         diff_in=diff_in,
         aux_out=fns.aux_out,
@@ -917,6 +925,9 @@ def restore(
             exes[role] = loaded
         else:
             exes[role] = p
+    if record.checks:  # (their lines: this process's, from its Dynamo graph)
+        nodes = list(gm.graph.nodes)
+        record = dataclasses.replace(record, checks=tuple(c.at(nodes) for c in record.checks))
     program = StoredProgram(record, device, exes, materialize)
     lowered = LoweredGraph(
         None, lifted, record.mutations, record.num_user_outputs, lifted_names=record.lifted
