@@ -15,7 +15,8 @@ distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attent
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
 ``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_vision``
-(torchvision's ops, registered once torchvision is loaded), ``_backward`` (ATen backward
+(torchvision's ops, registered once torchvision is loaded), ``_transformers`` (transformers'
+grouped product of mixtures of experts, likewise), ``_backward`` (ATen backward
 ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
 why).
 """
@@ -40,6 +41,7 @@ from torch2xla.ops import (  # noqa: F401
     _shape,
     _sort,
     _special,
+    _transformers,
     _vision,
 )
 from torch2xla.ops._coverage import (
@@ -52,6 +54,7 @@ from torch2xla.ops._coverage import (
 from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
+defer("transformers", _transformers.register_lowerings)
 
 __all__ = [
     "DATA_DEPENDENT",
