@@ -125,6 +125,16 @@ def _whisper_inputs():
     return make
 
 
+def _audio():
+    def make():
+        wave = torch.randn(BATCH, 400)
+        labels = torch.randint(1, 32, (BATCH, 5))
+        labels[1, -2:] = -100
+        return {"input_values": wave}, {"labels": labels}
+
+    return make
+
+
 def _clip_inputs():
     def make():
         ids = _ids(seq=8)
@@ -189,6 +199,67 @@ ZOO = {
             num_local_experts=4,
             num_experts_per_tok=2,
             output_router_logits=True,
+        ),
+        _text(),
+        True,
+    ),
+    "qwen3": (_decoder_llm("Qwen3ForCausalLM", "Qwen3Config", head_dim=8), _text(), True),
+    "qwen2_moe": (
+        _decoder_llm(
+            "Qwen2MoeForCausalLM",
+            "Qwen2MoeConfig",
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=32,
+            output_router_logits=True,
+        ),
+        _text(),
+        True,
+    ),
+    "qwen3_moe": (
+        _decoder_llm(
+            "Qwen3MoeForCausalLM",
+            "Qwen3MoeConfig",
+            head_dim=8,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            norm_topk_prob=True,
+        ),
+        _text(),
+        True,
+    ),
+    "gemma3": (
+        _decoder_llm(
+            "Gemma3ForCausalLM", "Gemma3TextConfig", head_dim=8, sliding_window=8
+        ),
+        _text(),
+        True,
+    ),
+    "olmo2": (_decoder_llm("Olmo2ForCausalLM", "Olmo2Config"), _text(), True),
+    "starcoder2": (
+        _decoder_llm(
+            "Starcoder2ForCausalLM", "Starcoder2Config", sliding_window=8, residual_dropout=0.0, embedding_dropout=0.0
+        ),
+        _text(),
+        True,
+    ),
+    "gpt_bigcode": (
+        _causal(
+            "GPTBigCodeForCausalLM",
+            "GPTBigCodeConfig",
+            vocab_size=VOCAB,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            multi_query=True,
+            bos_token_id=1,
+            eos_token_id=2,
         ),
         _text(),
         True,
@@ -322,6 +393,13 @@ ZOO = {
     "roberta": (
         _causal(
             "RobertaForMaskedLM", "RobertaConfig", **{**_ENCODER, "pad_token_id": 1}
+        ),
+        _mlm(),
+        False,
+    ),
+    "xlm_roberta": (
+        _causal(
+            "XLMRobertaForMaskedLM", "XLMRobertaConfig", **{**_ENCODER, "pad_token_id": 1}
         ),
         _mlm(),
         False,
@@ -476,6 +554,60 @@ ZOO = {
         _pixels(),
         False,
     ),
+    "beit": (
+        _causal(
+            "BeitForImageClassification",
+            "BeitConfig",
+            **_VISION,
+            use_relative_position_bias=True,
+            use_mean_pooling=True,
+            drop_path_rate=0.0,
+        ),
+        _pixels(),
+        False,
+    ),
+    "resnet": (
+        _causal(
+            "ResNetForImageClassification",
+            "ResNetConfig",
+            num_channels=3,
+            embedding_size=16,
+            hidden_sizes=[16, 32],
+            depths=[1, 1],
+            layer_type="bottleneck",
+            num_labels=3,
+            problem_type="single_label_classification",
+        ),
+        _pixels(),
+        False,
+    ),
+    "wav2vec2": (
+        _causal(
+            "Wav2Vec2ForCTC",
+            "Wav2Vec2Config",
+            vocab_size=32,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            conv_dim=(16, 16),
+            conv_stride=(4, 2),
+            conv_kernel=(8, 4),
+            num_conv_pos_embeddings=8,
+            num_conv_pos_embedding_groups=4,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            feat_proj_dropout=0.0,
+            final_dropout=0.0,
+            layerdrop=0.0,
+            mask_time_prob=0.0,
+            pad_token_id=0,
+            ctc_loss_reduction="mean",
+        ),
+        _audio(),
+        False,
+    ),
     "clip": (
         lambda: transformers.CLIPModel(
             transformers.CLIPConfig(
@@ -579,6 +711,41 @@ def test_forward_eval(name):
     watch.check()
 
 
+def _float64_grads(model, inputs, extra):
+    """Every parameter's gradient (or None) of ``model``'s loss computed in float64."""
+    model = copy.deepcopy(model).double()
+    model.zero_grad()
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    model(**inputs, **extra).loss.backward()
+    return [p.grad for p in model.parameters()]
+
+
+# Eager's own largest error (relative to each gradient's largest entry) against float64, where
+# fp32 gradients are that far off whichever side computes them: wav2vec2's CTC loss (~40, its
+# gradient a difference of exponentials of log-space sums of that size): eager 1.2e-5 at the
+# first step and compiled 1e-6; compiled 8e-6 and eager 3e-6 at the second.
+FP32_GRAD_ERROR = {"wav2vec2": 1.2e-5}
+
+
+def _assert_grads(model, ref, inputs, extra, known_error=0.0):
+    """``model``'s gradients against eager's (``ref``'s): their None-ness, and their values
+    within fp32's default tolerance, or, where they are not, at least as close to the float64
+    gradient as eager's (largest error, to that tolerance): an ill-conditioned gradient (DeiT's class token,
+    zeros under a LayerNorm: gradients of 7e3) is as far from eager as eager is from exact."""
+    exact = None
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if q.grad is None or torch.allclose(p.grad, q.grad, rtol=1.3e-6, atol=1e-5):
+            continue
+        if exact is None:
+            exact = dict(zip([n for n, _ in ref.named_parameters()], _float64_grads(ref, inputs, extra)))
+        err_got = (p.grad.double() - exact[name]).abs().max().item()
+        err_eager = (q.grad.double() - exact[name]).abs().max().item()
+        scale = exact[name].abs().max().item()
+        bound = max(err_eager, known_error * scale) + 1e-5 + 1.3e-6 * scale
+        assert err_got <= bound, (name, err_got, err_eager)
+
+
 @pytest.mark.parametrize("name", list(ZOO))
 def test_train_step(name):
     model = _model(name).train()
@@ -593,10 +760,7 @@ def test_train_step(name):
         assert_same(_tensors(got), _tensors(expected))
         watch(got.loss.backward)
         expected.loss.backward()
-        for (pname, p), q in zip(model.named_parameters(), ref.parameters()):
-            assert (p.grad is None) == (q.grad is None), pname
-            if q.grad is not None:
-                assert_same(p.grad, q.grad), pname
+        _assert_grads(model, ref, inputs, extra, FP32_GRAD_ERROR.get(name, 0.0))
         if step == 0:
             programs = torch2xla.cache_info(compiled).misses
         # The second step starts from the same weights on both sides: it shows that the
@@ -617,6 +781,9 @@ GENERATES = [name for name in ZOO if ZOO[name][2]]
 @torch.no_grad()
 def test_generate(name, cache):
     model = _model(name).eval()
+    # (transformers' Qwen2-MoE fails in eager when generating with the static cache while it
+    # returns the router's logits: its load-balancing loss gets the cache's mask dict)
+    model.config.output_router_logits = False
     inputs, _ = _inputs(name)
     inputs = {k: v[:1] for k, v in inputs.items()}
     kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False)
