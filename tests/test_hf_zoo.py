@@ -638,6 +638,21 @@ ZOO = {
 }
 
 
+# The default run: one of each kind of check (about a minute on 2 cores); `-m slow` runs the rest.
+FAST = {
+    "forward": {"llama", "t5", "vit"},
+    "train": {"mixtral", "bert"},
+    "generate": {("mixtral", "static")},
+}
+
+
+def _cases(kind, cases):
+    marks = lambda case: () if case in FAST[kind] else pytest.mark.slow
+    return [
+        pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=marks(c)) for c in cases
+    ]
+
+
 def _model(name):
     torch.manual_seed(0)
     return ZOO[name][0]()
@@ -694,7 +709,7 @@ class _Watch:
         assert not self.fallbacks, self.fallbacks[0]
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", _cases("forward", ZOO))
 @torch.no_grad()
 def test_forward_eval(name):
     model = _model(name).eval()
@@ -746,7 +761,7 @@ def _assert_grads(model, ref, inputs, extra, known_error=0.0):
         assert err_got <= bound, (name, err_got, err_eager)
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", _cases("train", ZOO))
 def test_train_step(name):
     model = _model(name).train()
     ref = copy.deepcopy(model)
@@ -776,8 +791,10 @@ def test_train_step(name):
 GENERATES = [name for name in ZOO if ZOO[name][2]]
 
 
-@pytest.mark.parametrize("cache", ["dynamic", "static"])
-@pytest.mark.parametrize("name", GENERATES)
+@pytest.mark.parametrize(
+    ("name", "cache"),
+    _cases("generate", [(n, c) for n in GENERATES for c in ("dynamic", "static")]),
+)
 @torch.no_grad()
 def test_generate(name, cache):
     model = _model(name).eval()
