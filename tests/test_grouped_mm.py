@@ -129,3 +129,22 @@ def test_transformers_grouped_mm_fallback():
     backward = torch.ops.transformers.grouped_mm_fallback_backward
     compiled = torch.compile(backward, backend="xla", options=STRICT)
     assert_same(compiled(x, w, offs, ct), backward(x, w, offs, ct))
+
+
+@pytest.mark.parametrize("name", ["mixtral", "qwen3_moe"])
+@torch.no_grad()
+def test_moe_model_in_bfloat16(name):
+    # transformers runs bfloat16 experts through F.grouped_mm under torch.compile. Every op
+    # runs in XLA; the logits are as close to the float32 model's as eager's bfloat16 logits,
+    # to one rounding of the largest (eager's double can't be had: grouped_mm refuses float64).
+    from tests.test_hf_zoo import _inputs, _model
+
+    inputs, _ = _inputs(name)
+    exact = _model(name).eval()(**inputs, use_cache=False).logits.double()
+    model = _model(name).eval().to(bf16)
+    expected = model(**inputs, use_cache=False).logits
+    got = torch.compile(model, backend="xla", options=STRICT)(**inputs, use_cache=False).logits
+    assert got.dtype == expected.dtype == bf16
+    err_got = (got.double() - exact).abs().max().item()
+    err_eager = (expected.double() - exact).abs().max().item()
+    assert err_got <= err_eager + 2.0**-8 * exact.abs().max().item(), (err_got, err_eager)
