@@ -54,32 +54,32 @@ def _text(**extra):
 
 
 def _decoder_llm(cls_name, config_name, **kw):
-    base = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
+    base = {
+        "vocab_size": VOCAB,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
     base.update(kw)
     return _causal(cls_name, config_name, **base)
 
 
-_ENCODER = dict(
-    vocab_size=VOCAB,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-)
+_ENCODER = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 
 
 def _mlm():
@@ -146,25 +146,29 @@ def _clip_inputs():
     return make
 
 
-_VISION = dict(
-    image_size=32,
-    patch_size=8,
-    num_channels=3,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-    num_labels=3,
+_VISION = {
+    "image_size": 32,
+    "patch_size": 8,
+    "num_channels": 3,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "num_labels": 3,
     # set by the first call with labels otherwise: a second call would recompile, in Dynamo
-    problem_type="single_label_classification",
-)
+    "problem_type": "single_label_classification",
+}
 
 # name -> (build, inputs, generates)
 ZOO = {
     "llama": (_decoder_llm("LlamaForCausalLM", "LlamaConfig"), _text(), True),
-    "mistral": (_decoder_llm("MistralForCausalLM", "MistralConfig", sliding_window=8), _text(), True),
+    "mistral": (
+        _decoder_llm("MistralForCausalLM", "MistralConfig", sliding_window=8),
+        _text(),
+        True,
+    ),
     "qwen2": (_decoder_llm("Qwen2ForCausalLM", "Qwen2Config"), _text(), True),
     "gemma": (_decoder_llm("GemmaForCausalLM", "GemmaConfig", head_dim=8), _text(), True),
     "gemma2": (
@@ -231,16 +235,18 @@ ZOO = {
         True,
     ),
     "gemma3": (
-        _decoder_llm(
-            "Gemma3ForCausalLM", "Gemma3TextConfig", head_dim=8, sliding_window=8
-        ),
+        _decoder_llm("Gemma3ForCausalLM", "Gemma3TextConfig", head_dim=8, sliding_window=8),
         _text(),
         True,
     ),
     "olmo2": (_decoder_llm("Olmo2ForCausalLM", "Olmo2Config"), _text(), True),
     "starcoder2": (
         _decoder_llm(
-            "Starcoder2ForCausalLM", "Starcoder2Config", sliding_window=8, residual_dropout=0.0, embedding_dropout=0.0
+            "Starcoder2ForCausalLM",
+            "Starcoder2Config",
+            sliding_window=8,
+            residual_dropout=0.0,
+            embedding_dropout=0.0,
         ),
         _text(),
         True,
@@ -391,16 +397,12 @@ ZOO = {
     ),
     "bert": (_causal("BertForMaskedLM", "BertConfig", **_ENCODER), _mlm(), False),
     "roberta": (
-        _causal(
-            "RobertaForMaskedLM", "RobertaConfig", **{**_ENCODER, "pad_token_id": 1}
-        ),
+        _causal("RobertaForMaskedLM", "RobertaConfig", **{**_ENCODER, "pad_token_id": 1}),
         _mlm(),
         False,
     ),
     "xlm_roberta": (
-        _causal(
-            "XLMRobertaForMaskedLM", "XLMRobertaConfig", **{**_ENCODER, "pad_token_id": 1}
-        ),
+        _causal("XLMRobertaForMaskedLM", "XLMRobertaConfig", **{**_ENCODER, "pad_token_id": 1}),
         _mlm(),
         False,
     ),
@@ -421,16 +423,12 @@ ZOO = {
         False,
     ),
     "albert": (
-        _causal(
-            "AlbertForMaskedLM", "AlbertConfig", **{**_ENCODER, "embedding_size": 16}
-        ),
+        _causal("AlbertForMaskedLM", "AlbertConfig", **{**_ENCODER, "embedding_size": 16}),
         _mlm(),
         False,
     ),
     "electra": (
-        _causal(
-            "ElectraForMaskedLM", "ElectraConfig", **{**_ENCODER, "embedding_size": 16}
-        ),
+        _causal("ElectraForMaskedLM", "ElectraConfig", **{**_ENCODER, "embedding_size": 16}),
         _mlm(),
         False,
     ),
@@ -438,7 +436,13 @@ ZOO = {
         _causal(
             "DebertaV2ForMaskedLM",
             "DebertaV2Config",
-            **{**_ENCODER, "relative_attention": True, "position_buckets": 8, "max_relative_positions": 16, "pos_att_type": ["p2c", "c2p"]},
+            **{
+                **_ENCODER,
+                "relative_attention": True,
+                "position_buckets": 8,
+                "max_relative_positions": 16,
+                "pos_att_type": ["p2c", "c2p"],
+            },
         ),
         _mlm(),
         False,
@@ -611,24 +615,24 @@ ZOO = {
     "clip": (
         lambda: transformers.CLIPModel(
             transformers.CLIPConfig(
-                text_config=dict(
-                    vocab_size=VOCAB,
-                    hidden_size=32,
-                    intermediate_size=64,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    max_position_embeddings=16,
-                    projection_dim=16,
-                ),
-                vision_config=dict(
-                    image_size=32,
-                    patch_size=8,
-                    hidden_size=32,
-                    intermediate_size=64,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    projection_dim=16,
-                ),
+                text_config={
+                    "vocab_size": VOCAB,
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 4,
+                    "max_position_embeddings": 16,
+                    "projection_dim": 16,
+                },
+                vision_config={
+                    "image_size": 32,
+                    "patch_size": 8,
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 4,
+                    "projection_dim": 16,
+                },
                 projection_dim=16,
             )
         ),
@@ -648,9 +652,7 @@ FAST = {
 
 def _cases(kind, cases):
     marks = lambda case: () if case in FAST[kind] else pytest.mark.slow
-    return [
-        pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=marks(c)) for c in cases
-    ]
+    return [pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=marks(c)) for c in cases]
 
 
 def _model(name):
@@ -753,7 +755,9 @@ def _assert_grads(model, ref, inputs, extra, known_error=0.0):
         if q.grad is None or torch.allclose(p.grad, q.grad, rtol=1.3e-6, atol=1e-5):
             continue
         if exact is None:
-            exact = dict(zip([n for n, _ in ref.named_parameters()], _float64_grads(ref, inputs, extra)))
+            exact = dict(
+                zip([n for n, _ in ref.named_parameters()], _float64_grads(ref, inputs, extra))
+            )
         err_got = (p.grad.double() - exact[name]).abs().max().item()
         err_eager = (q.grad.double() - exact[name]).abs().max().item()
         scale = exact[name].abs().max().item()
@@ -803,7 +807,7 @@ def test_generate(name, cache):
     model.config.output_router_logits = False
     inputs, _ = _inputs(name)
     inputs = {k: v[:1] for k, v in inputs.items()}
-    kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False)
+    kw = {"max_new_tokens": 5, "min_new_tokens": 5, "do_sample": False}
     if cache == "static":
         kw["cache_implementation"] = "static"
     expected = model.generate(**inputs, **kw)
