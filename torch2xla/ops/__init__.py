@@ -14,9 +14,10 @@ distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attent
 ``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
-``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops lowered
-with eager's derivative formulas at boundaries and zeros), ``_vision``
-(torchvision's ops, registered once torchvision is loaded), ``_backward`` (ATen backward
+``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops
+lowered with eager's derivative formulas at boundaries and zeros), ``_vision`` (torchvision's
+ops, registered once torchvision is loaded), ``_transformers`` (transformers' grouped product
+of mixtures of experts, likewise), ``_backward`` (ATen backward
 ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
 why).
 """
@@ -42,6 +43,7 @@ from torch2xla.ops import (  # noqa: F401
     _shape,
     _sort,
     _special,
+    _transformers,
     _vision,
 )
 from torch2xla.ops._coverage import (
@@ -54,6 +56,7 @@ from torch2xla.ops._coverage import (
 from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
+defer("transformers", _transformers.register_lowerings)
 
 __all__ = [
     "DATA_DEPENDENT",

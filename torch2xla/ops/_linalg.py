@@ -11,6 +11,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops import _common
 from torch2xla.ops._common import Kind, as_dtype, is_half, out_dtype, promote
 from torch2xla.ops._registry import UNEXPANDED, ctx, register
 
@@ -182,3 +183,44 @@ def vdot(self, other):
 @register(aten.addmv.default)
 def addmv(self, mat, vec, *, beta=1, alpha=1):
     return addmm(self, mat, vec, beta=beta, alpha=alpha)
+
+
+def grouped_product(a, b, offs, result):
+    """torch's grouped matrix product (``torch._grouped_mm``, ``F.grouped_mm``), of ``result``
+    dtype: the product of each group of rows (or columns, or of the contracted dimension) with
+    its own matrix, the groups ending at ``offs`` (cumulative, int32), a count that only the
+    values know (the tokens routed to each expert of a mixture of experts).
+
+    ``a`` (M, K) and ``b`` (G, K, N): rows ``offs[g-1]:offs[g]`` times ``b[g]`` (M, N);
+    ``a`` (G, M, K) and ``b`` (K, N): columns ``offs[g-1]:offs[g]`` of ``a[g] @ b`` (M, N);
+    ``a`` (M, K) and ``b`` (K, N): ``a[:, s] @ b[s]`` for each group ``s`` of K (G, M, N);
+    ``a`` (G, M, K) and ``b`` (G, K, N): a batched product. Rows (columns) past ``offs[-1]``,
+    which torch leaves unwritten, are zeros. Half-precision operands accumulate in float32 and
+    round once, as torch's kernels do.
+    """
+    if is_half(result) and not _half_out():
+        # (exact in float32; XLA's CPU products of half operands into float32 are not
+        # implemented in every orientation that JAX's ragged products take)
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    kw = {"precision": precision()}
+    if a.ndim == 3 and b.ndim == 3:
+        return as_dtype(jnp.matmul(a, b, **kw), result)
+    ends = offs.astype(np.int32)
+    sizes = jnp.diff(ends, prepend=0)
+    if a.ndim == 2 and b.ndim == 3:
+        out = lax.ragged_dot(a, b, sizes, **kw)
+    elif a.ndim == 3:  # ragged columns: the same product, transposed
+        out = lax.ragged_dot(b.T, jnp.swapaxes(a, 1, 2), sizes, **kw).T
+    else:
+        # NOTE: JAX's ragged product over the contracted dimension has no gradient for ``b``:
+        # each group's slice of K is selected by a mask instead (G products of the full K).
+        k = jnp.arange(a.shape[1], dtype=np.int32)
+        mask = (k >= (ends - sizes)[:, None]) & (k < ends[:, None])  # (G, K)
+        out = jnp.matmul(jnp.where(mask[:, None, :], a, jnp.zeros((), a.dtype)), b, **kw)
+    return as_dtype(out, result)
+
+
+@register(aten._grouped_mm.default)
+def grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    # (torch's meta function refuses a bias, and out_dtypes other than bfloat16)
+    return grouped_product(self, mat2, offs, _common.out_dtype())
