@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 
 import torch
+import torch._decomp
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture._aliases import InputAliasing
@@ -57,7 +58,11 @@ def decomposition_table() -> dict:
         if op in LOWERINGS:
             del table[op]
     for op in _LOSS_IN_INPUT_DTYPE:
-        table[op] = _in_input_dtype(op, table[op])
+        if op in table:
+            table[op] = _in_input_dtype(op, table[op])
+        else:  # lowered whole (binary_cross_entropy: ops/_derivatives.py) where dtypes agree
+            decomposition = torch._decomp.decomposition_table[op]
+            table[op] = _in_input_dtype(op, decomposition, lowered=True)
     # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
     return _arg_checks.checked_decompositions(table)
 
@@ -73,9 +78,10 @@ _LOSS_IN_INPUT_DTYPE = (
 )
 
 
-def _in_input_dtype(op: torch._ops.OpOverload, decomposition):
+def _in_input_dtype(op: torch._ops.OpOverload, decomposition, lowered: bool = False):
     """``decomposition`` of the loss ``op`` with eager's result dtype: the unreduced loss in
-    the input's dtype, then reduced in it (``reduction``: 0 none, 1 mean, 2 sum)."""
+    the input's dtype, then reduced in it (``reduction``: 0 none, 1 mean, 2 sum). With
+    ``lowered``, arguments of one dtype are left to the op's lowering (NotImplemented)."""
     names = [a.name for a in op._schema.arguments]
     defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
 
@@ -84,7 +90,7 @@ def _in_input_dtype(op: torch._ops.OpOverload, decomposition):
         self = bound["self"]
         others = [v for k, v in bound.items() if k != "self" and isinstance(v, torch.Tensor)]
         if all(t.dtype == self.dtype for t in others):
-            return decomposition(*args, **kwargs)
+            return NotImplemented if lowered else decomposition(*args, **kwargs)
         bound = {**defaults, **bound}
         reduction, bound["reduction"] = bound["reduction"], 0
         # (positionally: decompositions name their parameters otherwise than the schema)

@@ -612,41 +612,6 @@ def _hardtanh_exact_jvp(min_val, max_val, channels_last, primals, tangents):
     return _channels_last(fn, x, t) if channels_last else fn(x, t)  # see relu's
 
 
-# Not decomposed: torch's decompositions clamp, whose gradient passes at the bounds; eager's
-# kernels give hardsigmoid's 0 at x = +-3, hardswish's 0 at -3 and 1 at 3.
-@register(aten.hardsigmoid.default)
-def hardsigmoid(self):
-    return _pointwise(_hardsigmoid_exact, Kind.DEFAULT)(self)
-
-
-@register(aten.hardswish.default)
-def hardswish(self):
-    return _pointwise(_hardswish_exact, Kind.DEFAULT)(self)
-
-
-@jax.custom_jvp
-def _hardsigmoid_exact(x):
-    return jnp.clip(x + 3, 0, 6) / 6
-
-
-@_hardsigmoid_exact.defjvp
-def _hardsigmoid_exact_jvp(primals, tangents):
-    (x,), (t,) = primals, tangents
-    return _hardsigmoid_exact(x), jnp.where((x > -3) & (x < 3), t / 6, 0)
-
-
-@jax.custom_jvp
-def _hardswish_exact(x):
-    return x * jnp.clip(x + 3, 0, 6) / 6
-
-
-@_hardswish_exact.defjvp
-def _hardswish_exact_jvp(primals, tangents):
-    (x,), (t,) = primals, tangents
-    slope = jnp.where(x <= -3, 0, jnp.where(x < 3, x / 3 + 0.5, 1))
-    return _hardswish_exact(x), t * slope
-
-
 @register(aten.leaky_relu.default)
 def leaky_relu(self, negative_slope=0.01):
     return jnp.where(self > 0, self, self * as_dtype(negative_slope, self.dtype))
