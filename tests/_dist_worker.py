@@ -217,12 +217,81 @@ def scenario_fsdp2(rank):
     return diffs
 
 
+def _gpt2_config():
+    """GPT-2 124M (transformers' config) on CUDA; a 2-layer model of the same architecture on
+    the CPU. Dropout off, so every mode draws nothing and losses can be compared step by step."""
+    from transformers import GPT2Config
+
+    small = (
+        {}
+        if DEVICE.type == "cuda"
+        else {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 512}
+    )
+    return GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, **small)
+
+
+def _gpt2_losses(rank, how: str, steps: int, dtype) -> list[float]:
+    """Trains GPT-2 with its own ``labels=`` loss and AdamW for ``steps`` steps on rank-specific
+    data, wrapped as ``how`` says: eager DDP, ``torch.compile(DDP(m))``, ``DDP(torch.compile(m))``
+    or FSDP2 (``fully_shard`` per block, each block compiled). Returns the losses."""
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(_gpt2_config()).to(DEVICE)
+    ids_on = [DEVICE.index] if DEVICE.type == "cuda" else None
+    if how == "eager_ddp":
+        run = DDP(model, device_ids=ids_on)
+    elif how == "compile_ddp":
+        run = torch.compile(DDP(model, device_ids=ids_on), backend="xla")
+    elif how == "ddp_compile":
+        run = DDP(torch.compile(model, backend="xla"), device_ids=ids_on)
+    elif how == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.transformer.h:
+            fully_shard(block)
+            block.compile(backend="xla")
+        run = fully_shard(model)
+    else:
+        raise ValueError(how)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(100 + rank)
+    batch, length = (4, 256) if DEVICE.type == "cuda" else (2, 32)
+    vocab = model.config.vocab_size
+    losses = []
+    for _ in range(steps):
+        ids = torch.randint(0, vocab, (batch, length), generator=gen).to(DEVICE)
+        with torch.autocast(DEVICE.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = run(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def scenario_gpt2(rank):
+    """Issue 28.1: GPT-2 trained under DDP (both ways of compiling) and FSDP2 with compiled
+    blocks, against eager DDP. On CUDA: GPT-2 124M, bf16 autocast, 20 steps; eager DDP in
+    float32 too, which measures how far bf16 itself moves the losses (the tolerance)."""
+    cuda = DEVICE.type == "cuda"
+    steps, dtype = (20, torch.bfloat16) if cuda else (3, torch.float32)
+    out = {"dtype": str(dtype)}
+    for how in ("eager_ddp", "compile_ddp", "ddp_compile", "fsdp2"):
+        torch._dynamo.reset()
+        out[how] = _gpt2_losses(rank, how, steps, dtype)
+    if cuda:
+        out["eager_ddp_fp32"] = _gpt2_losses(rank, "eager_ddp", steps, torch.float32)
+    return out
+
+
 SCENARIOS = {
     "ddp": scenario_ddp,
     "buckets": scenario_buckets,
     "overlap": scenario_overlap,
     "collectives": scenario_collectives,
     "fsdp2": scenario_fsdp2,
+    "gpt2": scenario_gpt2,
 }
 
 

@@ -49,9 +49,11 @@ from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph, scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
+    TORCH_TO_JAX_DTYPE,
     ViewCache,
     cut_cpu,
     direct_call,
+    host_view,
     jax_device,
     no_stack_capture,
     to_torch,
@@ -383,13 +385,12 @@ def _module_state(mod: torch.nn.Module) -> str | None:
 
 
 def _tensor_digest(t: torch.Tensor) -> str:
+    # bytes through a host view, not ``.numpy()``: that would leave the storage non-resizable
     data = t.detach().cpu().contiguous()
-    if data.dtype is torch.bfloat16 or data.dtype.itemsize == 0:
-        data = data.view(torch.int16) if data.dtype is torch.bfloat16 else data
-    try:
-        raw = data.numpy().tobytes()
-    except TypeError:  # dtypes numpy lacks (float8...): their bytes
-        raw = data.view(torch.uint8).numpy().tobytes()
+    if data.numel() and data.dtype in TORCH_TO_JAX_DTYPE:
+        raw = host_view(data).tobytes()
+    else:
+        raw = repr((data.dtype, data.tolist())).encode() if data.numel() else b""
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
