@@ -2,6 +2,10 @@
 
     python benchmarks/ddp_scaling.py                  # CPU: gloo, SmallGPT, 1 thread per rank
     python benchmarks/ddp_scaling.py --case gpt2      # GPU: NCCL, GPT-2 124M (needs 2 GPUs)
+    python benchmarks/ddp_scaling.py --case gpt2-lm --dtype bf16 --profile DIR
+        # GPT-2 as users train it (own labels= loss, dropout), bf16 autocast; DIR gets a
+        # torch.profiler trace of 3 steps of xla on 2 ranks and how much of NCCL's time ran
+        # beside compute kernels
     python benchmarks/ddp_scaling.py --modes xla --bucket-cap-mb 2 --no-ddp-optimizer \
         --split-backward true     # one graph whose backward's segments feed DDP's buckets
 
@@ -36,10 +40,42 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
+def _overlap(prof) -> dict:
+    """NCCL kernels' time on the GPU of rank 0, and the part of it during which another
+    (compute) kernel ran too: all-reduce overlapping the backward."""
+    kernels = [
+        (e.name, e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start
+    ]
+    comm = sorted((a, b) for n, a, b in kernels if "nccl" in n.lower())
+    compute = sorted((a, b) for n, a, b in kernels if "nccl" not in n.lower())
+    total = sum(b - a for a, b in comm)
+    overlapped = 0
+    for a, b in comm:
+        covered, cursor = 0, a
+        for c, d in compute:
+            if d <= cursor or c >= b:
+                continue
+            lo, hi = max(c, cursor), min(d, b)
+            if hi > lo:
+                covered += hi - lo
+                cursor = hi
+        overlapped += covered
+    return {
+        "nccl_kernels": len(comm),
+        "nccl_us": total,
+        "nccl_overlapped_us": overlapped,
+        "overlap_fraction": overlapped / total if total else None,
+    }
+
+
 def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=None):
+    import contextlib
+
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from benchmarks.models import build
+    from benchmarks.models import OwnLoss, build
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = torch.cuda.is_available()
@@ -61,26 +97,48 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=No
     )
     run = ddp if mode == "eager" else torch.compile(ddp, backend=mode, options=options)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    kwargs = loss_fn.kwargs if isinstance(loss_fn, OwnLoss) else {}
+    autocast = (
+        torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16)
+        if extra.get("dtype") == "bf16"
+        else contextlib.nullcontext()
+    )
+    profile_dir = extra.get("profile") if mode == "xla" and world == 2 and rank == 0 else None
+    prof = None
     times = []
-    for _ in range(steps):
+    for step in range(steps):
+        if profile_dir and step == steps - 3:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if cuda:
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=activities)
+            prof.__enter__()
         t0 = time.perf_counter()
-        loss = loss_fn(run(*inputs))
+        with autocast:
+            loss = loss_fn(run(*inputs, **kwargs))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    overlap = None
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(Path(profile_dir) / f"ddp_{case}_xla_2ranks.json"))
+        overlap = _overlap(prof)
     if rank == 0:
-        steady = times[max(3, steps // 3) :]
-        queue.put(
-            {
-                "first_s": times[0],
-                "median_ms": statistics.median(steady) * 1e3,
-                "spread_ms": (max(steady) - min(steady)) * 1e3,
-                "loss": loss.item(),
-            }
-        )
+        steady = times[max(3, steps // 3) : len(times) - (3 if prof is not None else 0)]
+        result = {
+            "first_s": times[0],
+            "median_ms": statistics.median(steady) * 1e3,
+            "spread_ms": (max(steady) - min(steady)) * 1e3,
+            "loss": loss.item(),
+        }
+        if overlap is not None:
+            result["overlap"] = overlap
+        queue.put(result)
     dist.destroy_process_group()
 
 
@@ -128,13 +186,22 @@ def main() -> None:
         default=None,
         help="xla's split_backward option (true, false, auto or MiB per segment)",
     )
+    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="bf16: autocast")
+    parser.add_argument(
+        "--profile", default=None, help="folder for a profile of 3 steps of xla on 2 ranks"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     split = args.split_backward
     if split is not None:
         split = {"true": True, "false": False, "auto": "auto"}.get(split.lower(), split)
         split = float(split) if isinstance(split, str) else split
-    extra = {"no_ddp_optimizer": args.no_ddp_optimizer, "split_backward": split}
+    extra = {
+        "no_ddp_optimizer": args.no_ddp_optimizer,
+        "split_backward": split,
+        "dtype": args.dtype,
+        "profile": args.profile,
+    }
     cuda = torch.cuda.is_available()
     case = args.case or ("gpt2" if cuda else "gpt")
     worlds = [1, 2]
@@ -158,9 +225,13 @@ def main() -> None:
         one, two = results["runs"][f"{mode}/1"], results["runs"][f"{mode}/2"]
         one["efficiency_2v1"] = two["efficiency_2v1"] = one["median_ms"] / two["median_ms"]
         print(f"{mode:9s} scaling efficiency 2 vs 1: {one['efficiency_2v1']:.2f}", flush=True)
+        if "overlap" in two:
+            print(f"{mode:9s} NCCL beside compute on 2 ranks: {two['overlap']}", flush=True)
     out = Path(
         args.out
-        or Path(__file__).parent / "results" / f"ddp_scaling_{'gpu' if cuda else 'cpu'}.json"
+        or Path(__file__).parent
+        / "results"
+        / f"ddp_scaling_{'gpu' if cuda else 'cpu'}_{case}_{args.dtype}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
