@@ -104,6 +104,8 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=No
         else contextlib.nullcontext()
     )
     profile_dir = extra.get("profile") if mode == "xla" and world == 2 and rank == 0 else None
+    host_profile = extra.get("host_profile") if mode == "xla" and rank == 0 else None
+    host = None
     prof = None
     times = []
     for step in range(steps):
@@ -113,6 +115,11 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=No
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             prof = torch.profiler.profile(activities=activities)
             prof.__enter__()
+        if host_profile and step == steps - 2:
+            import cProfile
+
+            host = cProfile.Profile()
+            host.enable()
         t0 = time.perf_counter()
         with autocast:
             loss = loss_fn(run(*inputs, **kwargs))
@@ -122,6 +129,17 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=No
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    if host is not None:
+        import io
+        import pstats
+
+        host.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(host, stream=text)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(40)
+        Path(host_profile).mkdir(parents=True, exist_ok=True)
+        (Path(host_profile) / f"host_{case}_xla_{world}ranks.txt").write_text(text.getvalue())
     overlap = None
     if prof is not None:
         prof.__exit__(None, None, None)
@@ -129,7 +147,8 @@ def _worker(rank, world, port, case, mode, steps, bucket_cap_mb, queue, extra=No
         prof.export_chrome_trace(str(Path(profile_dir) / f"ddp_{case}_xla_2ranks.json"))
         overlap = _overlap(prof)
     if rank == 0:
-        steady = times[max(3, steps // 3) : len(times) - (3 if prof is not None else 0)]
+        profiled = 3 if prof is not None else 2 if host is not None else 0
+        steady = times[max(3, steps // 3) : len(times) - profiled]
         result = {
             "first_s": times[0],
             "median_ms": statistics.median(steady) * 1e3,
@@ -190,6 +209,9 @@ def main() -> None:
     parser.add_argument(
         "--profile", default=None, help="folder for a profile of 3 steps of xla on 2 ranks"
     )
+    parser.add_argument(
+        "--host-profile", default=None, help="folder for cProfile of xla's last 2 steps (rank 0)"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     split = args.split_backward
@@ -201,6 +223,7 @@ def main() -> None:
         "split_backward": split,
         "dtype": args.dtype,
         "profile": args.profile,
+        "host_profile": args.host_profile,
     }
     cuda = torch.cuda.is_available()
     case = args.case or ("gpt2" if cuda else "gpt")

@@ -125,6 +125,8 @@ def test_transformers_grouped_mm_fallback():
     assert_same(got, expected)
     assert_same(grads, expected_grads)
 
+    if not hasattr(torch.ops.transformers, "grouped_mm_fallback_backward"):
+        return  # older transformers (the GPU machine's) register no backward op of their own
     ct = torch.randn(20, 8)
     backward = torch.ops.transformers.grouped_mm_fallback_backward
     compiled = torch.compile(backward, backend="xla", options=STRICT)
