@@ -167,6 +167,8 @@ def test_auto_is_one_program_on_cpu(monkeypatch):
     assert spy.calls == 0
     assert _split.policy("auto", cuda=False) is None
     assert _split.policy("auto", cuda=True)(100 << 20) is None  # small: one program
+    # a bucket-sized graph of Dynamo's DDP optimizer: four dispatches cost more than they save
+    assert _split.policy("auto", cuda=True)(600 << 20) is None
     assert _split.policy("auto", cuda=True)(1 << 30) == _split.Schedule()  # cut for the peak
     assert _split.policy(4, cuda=False)(1 << 30) == _split.Schedule(segment_bytes=4 << 20)
 
