@@ -21,7 +21,7 @@ import torch
 
 import torch2xla
 from torch2xla.guards import _persistent
-from torch2xla.runtime import _stored
+from torch2xla.runtime import _stored_key
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOL = 1e-5  # float32 round-off: the same programs as eager's ops, fused differently
@@ -174,7 +174,7 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
         ((gm, example),) = captured
-        return _stored.graph_key(gm, example, torch2xla.Options.parse(None, options))
+        return _stored_key.graph_key(gm, example, torch2xla.Options.parse(None, options))
 
     x = torch.randn(4, 3)
     base = key_of(lambda t: t * 2.0, x)
@@ -202,7 +202,7 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     finally:
         torch.set_float32_matmul_precision(prev)
     with monkeypatch.context() as m:
-        m.setattr(_stored, "_source_digest", lambda: "another torch2xla")
+        m.setattr(_stored_key, "_source_digest", lambda: "another torch2xla")
         others["torch2xla source"] = key_of(lambda t: t * 2.0, x)
     with monkeypatch.context() as m:
         m.setattr(torch, "__version__", "9.9.9")
@@ -222,15 +222,15 @@ def test_key_holds_every_option_that_can_change_a_program():
     gm = torch.fx.symbolic_trace(lambda t: t * 2.0)
     x = torch.randn(3)
     base = torch2xla.Options.parse()
-    key = _stored.graph_key(gm, [x], base)
+    key = _stored_key.graph_key(gm, [x], base)
     for field in dataclasses.fields(base):
         other = dataclasses.replace(base, **{field.name: "another value"})
         if field.name in ("cache_size", "dump_dir"):
-            assert _stored.graph_key(gm, [x], other) == key
+            assert _stored_key.graph_key(gm, [x], other) == key
         elif field.name == "passes":
-            assert _stored.graph_key(gm, [x], other) is None  # user code: never recorded
+            assert _stored_key.graph_key(gm, [x], other) is None  # user code: never recorded
         else:
-            assert _stored.graph_key(gm, [x], other) != key, field.name
+            assert _stored_key.graph_key(gm, [x], other) != key, field.name
 
 
 def test_key_holds_constant_tensors_and_user_functions():
@@ -245,7 +245,7 @@ def test_key_holds_constant_tensors_and_user_functions():
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
         ((gm, example),) = captured
-        return _stored.graph_key(gm, example, torch2xla.Options.parse())
+        return _stored_key.graph_key(gm, example, torch2xla.Options.parse())
 
     x = torch.randn(3)
     a = key_of(lambda t: t + torch.tensor([1.0, 2.0, 3.0]), x)

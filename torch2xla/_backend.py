@@ -29,7 +29,7 @@ from torch2xla.debug._stages import (
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
-from torch2xla.runtime import _stored
+from torch2xla.runtime import _stored, _stored_key
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
 
@@ -245,12 +245,12 @@ class CompiledGraph:
         ``explain`` build as usual, to show every stage)."""
         if _persistent.activate() is None or dumping(self.options.dump_dir) or is_detailed():
             return None
-        return _stored.graph_key(self.gm, args, self.options)
+        return _stored_key.graph_key(self.gm, args, self.options)
 
     def _restore(self, b: Build, key: str, args: Sequence) -> _Entry | None:
         """The signature rebuilt from its record without export or tracing, or None."""
         with b.comp.stage("xla"):
-            fetched = _stored.fetch(key, _stored.device_of(args))
+            fetched = _stored.fetch(key, _stored_key.device_of(args))
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
             restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
         if restored is None:
