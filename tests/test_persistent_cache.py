@@ -215,6 +215,17 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     assert len(set(others.values())) == len(others)
 
 
+def test_the_source_digest_reads_every_module_of_the_package(monkeypatch):
+    # A changed lowering (ops/) must change the key: the digest read runtime/ alone once the
+    # key's module moved there, and a record would then restore a stale executable.
+    read = []
+    real = pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_bytes", lambda self: read.append(self) or real(self))
+    _stored_key._source_digest.__wrapped__()
+    package = pathlib.Path(torch2xla.__file__).resolve().parent
+    assert set(read) == set(package.rglob("*.py"))
+
+
 def test_key_holds_every_option_that_can_change_a_program():
     """Options added later are in the key too (only cache_size and dump_dir are left out)."""
     import dataclasses
