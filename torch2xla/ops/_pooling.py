@@ -223,8 +223,8 @@ def _avg_pool(
     return as_dtype(sums / counts, self.dtype)
 
 
-@register(aten.avg_pool2d.default)
-def avg_pool2d(
+@register(aten.avg_pool2d.default, aten.avg_pool3d.default)
+def avg_pool(
     self,
     kernel_size,
     stride=(),
@@ -233,29 +233,15 @@ def avg_pool2d(
     count_include_pad=True,
     divisor_override=None,
 ):
+    nd = 3 if ctx().node.target is aten.avg_pool3d.default else 2
     return _avg_pool(
-        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2
+        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd
     )
 
 
 @register(aten.avg_pool1d.default)
 def avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True):
     return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
-
-
-@register(aten.avg_pool3d.default)
-def avg_pool3d(
-    self,
-    kernel_size,
-    stride=(),
-    padding=0,
-    ceil_mode=False,
-    count_include_pad=True,
-    divisor_override=None,
-):
-    return _avg_pool(
-        self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3
-    )
 
 
 def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
