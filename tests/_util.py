@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.utils._pytree as pytree
@@ -52,3 +54,37 @@ class ProgramCounter:
             self.programs.append(prog)
 
         monkeypatch.setattr(torch2xla.runtime._program.XlaProgram, "__init__", counting_init)
+
+
+@contextlib.contextmanager
+def fresh_dynamo() -> Iterator[None]:
+    """Dynamo as in a fresh process on a fresh machine, for tests that count programs.
+
+    Dynamo remembers, per code object, which sizes changed (automatic dynamic shapes), in the
+    process and in a profile on disk (PGO, torch 2.11's cache dir): an earlier test or run that
+    compiled the same HF forward would make this one's first graph dynamic (one program fewer;
+    seen on the GPU host)."""
+    pgo = getattr(torch._dynamo, "pgo", None)
+    with torch._dynamo.config.patch(automatic_dynamic_local_pgo=False):
+        torch._dynamo.reset()
+        if pgo is not None and hasattr(pgo, "reset_code_state"):
+            pgo.reset_code_state()
+        yield
+
+
+def greedy_generate(model, inputs: dict, new_tokens: int, run: Callable | None = None, **kw):
+    """``model.generate``'s greedy tokens, exactly ``new_tokens`` of them (min_new_tokens: a
+    random model may draw its eos; every run generates the same length). ``run(fn, **kw)``
+    calls ``generate`` where given (a wrapper that keeps warnings)."""
+    kw = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False, **kw}
+    return model.generate(**inputs, **kw) if run is None else run(model.generate, **inputs, **kw)
+
+
+def assert_generate_matches_eager(
+    model, inputs: dict, new_tokens: int, run: Callable | None = None, **kw
+) -> None:
+    """Greedy ``generate`` with ``model.forward`` compiled by backend="xla" gives eager's tokens
+    (``model.forward`` stays compiled, for the caller's counts)."""
+    expected = greedy_generate(model, inputs, new_tokens, **kw)
+    model.forward = torch.compile(model.forward, backend="xla")
+    assert torch.equal(greedy_generate(model, inputs, new_tokens, run, **kw), expected)

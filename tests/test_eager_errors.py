@@ -769,6 +769,41 @@ def test_a_failed_call_leaves_the_random_generator_as_eager_does():
     assert_same(run(compiled), run(dropout_then_index))  # a call of the cached program too
 
 
+class _CountingGenerator:
+    """``torch.default_generator``, counting the reads of its state."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator, self.reads = generator, 0
+
+    def get_state(self) -> torch.Tensor:
+        self.reads += 1
+        return self.generator.get_state()
+
+    def __getattr__(self, name: str):
+        return getattr(self.generator, name)
+
+
+def test_the_generator_state_is_read_only_for_calls_that_can_raise_after_drawing(monkeypatch):
+    # The state is for the replay of a call that raises after drawing random numbers: a graph
+    # whose program has no runtime checks cannot, and its calls do not copy the state.
+    def dropout_only(x, acc):
+        acc.add_(F.dropout(x, 0.5))
+        return acc * 2
+
+    x, acc = torch.ones(8), torch.zeros(8)
+    unchecked = torch.compile(dropout_only, backend="xla")
+    checked = torch.compile(dropout_then_index, backend="xla")
+    unchecked(x, acc), checked(x, acc, _i(1))  # (built: the first call takes the state)
+    counting = _CountingGenerator(torch.default_generator)
+    monkeypatch.setattr(torch, "default_generator", counting)
+    for _ in range(3):
+        unchecked(x, acc)
+    assert counting.reads == 0
+    for _ in range(3):
+        checked(x, acc, _i(1))
+    assert counting.reads == 3
+
+
 def mutate_then_index_other(x, w, i):
     x.add_(1)
     y = w[i]

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch2xla
+from tests._util import assert_generate_matches_eager, fresh_dynamo, greedy_generate
 
 transformers = pytest.importorskip("transformers")
 
@@ -24,16 +25,7 @@ DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
-    # Program counts are those of a fresh process on a fresh machine: Dynamo remembers, per
-    # code object, which sizes changed (automatic dynamic shapes), in the process and in a
-    # profile on disk (PGO, torch 2.11's cache dir), and an earlier test or run that compiled
-    # the same HF forward would make this one's first graph dynamic (one program fewer; seen
-    # on the GPU host).
-    pgo = getattr(torch._dynamo, "pgo", None)
-    with torch._dynamo.config.patch(automatic_dynamic_local_pgo=False):
-        torch._dynamo.reset()
-        if pgo is not None and hasattr(pgo, "reset_code_state"):
-            pgo.reset_code_state()
+    with fresh_dynamo():  # program counts are those of a fresh process
         yield
 
 
@@ -75,15 +67,7 @@ def _prompt(batch: int, left_padding: int = 0, device: str = "cpu") -> dict:
 
 
 def _generate(model, prompt: dict, **kw) -> torch.Tensor:
-    # min_new_tokens: a random model may draw its eos; every run generates the same length.
-    return model.generate(
-        **prompt,
-        max_new_tokens=NEW_TOKENS,
-        min_new_tokens=NEW_TOKENS,
-        do_sample=False,
-        pad_token_id=0,
-        **kw,
-    )
+    return greedy_generate(model, prompt, NEW_TOKENS, pad_token_id=0, **kw)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -94,9 +78,7 @@ def test_generate_matches_eager_with_few_programs(kind, cache, device):
     model = _model(kind, device)
     prompt = _prompt(1, device=device)
     kw = {"cache_implementation": "static"} if cache == "static" else {}
-    expected = _generate(model, prompt, **kw)
-    model.forward = torch.compile(model.forward, backend="xla")
-    assert torch.equal(_generate(model, prompt, **kw), expected)
+    assert_generate_matches_eager(model, prompt, NEW_TOKENS, pad_token_id=0, **kw)
     info = torch2xla.cache_info(model.forward)
     if cache == "static":
         assert info.misses == 2  # the prompt, then every token on the same shapes
@@ -116,9 +98,7 @@ def test_generate_batch_with_left_padding_dynamic_cache(device):
     # it indexes the padded mask with arange and compares positions with the real length.
     model = _model("gpt2", device)
     prompt = _prompt(2, left_padding=2, device=device)
-    expected = _generate(model, prompt)
-    model.forward = torch.compile(model.forward, backend="xla")
-    assert torch.equal(_generate(model, prompt), expected)
+    assert_generate_matches_eager(model, prompt, NEW_TOKENS, pad_token_id=0)
     info = torch2xla.cache_info(model.forward)
     assert info.misses == 5
     assert "kwargs['attention_mask'] dim 1" in info[2].bucketed

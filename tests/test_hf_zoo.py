@@ -16,20 +16,31 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 import torch
 import torch.utils._pytree as pytree
 
 import torch2xla
-from tests._util import assert_same
+from tests._util import assert_generate_matches_eager, assert_same, fresh_dynamo
 
 transformers = pytest.importorskip("transformers")
 
 VOCAB, SEQ, BATCH = 256, 12, 2
 
 
-def _causal(cls_name, config_name, **kw):
+class Arch(NamedTuple):
+    """An architecture of the zoo: its model, its inputs, what is checked."""
+
+    build: Callable[[], torch.nn.Module]  # the tiny random model
+    inputs: Callable[[], tuple[dict, dict]]  # (the model's inputs, the loss's: labels=...)
+    generates: bool = False  # checked by ``generate`` (its forward runs without the cache)
+    encoder_decoder: bool = False  # its forward also takes the decoder's ids
+
+
+def _built(cls_name: str, config_name: str, **kw) -> Callable[[], torch.nn.Module]:
     def build():
         config = getattr(transformers, config_name)(**kw)
         return getattr(transformers, cls_name)(config)
@@ -37,115 +48,51 @@ def _causal(cls_name, config_name, **kw):
     return build
 
 
-def _ids(vocab=VOCAB, seq=SEQ, batch=BATCH):
-    return torch.randint(3, vocab, (batch, seq))
-
-
-def _text(**extra):
-    """Inputs of a text model: ids, a padded attention mask, and labels = the ids."""
-
-    def make():
-        ids = _ids()
-        mask = torch.ones_like(ids)
-        mask[1, -3:] = 0
-        return {"input_ids": ids, "attention_mask": mask, **extra}, {"labels": ids}
-
-    return make
-
-
-def _decoder_llm(cls_name, config_name, **kw):
-    base = {
-        "vocab_size": VOCAB,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 64,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": 0,
-    }
-    base.update(kw)
-    return _causal(cls_name, config_name, **base)
-
-
-_ENCODER = {
+# -- configs: the tiny sizes, and the settings families of configs share ------------------------
+_TOKENS = {"bos_token_id": 1, "eos_token_id": 2}
+_SMALL = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+_LLM = {
+    **_SMALL,
+    "intermediate_size": 64,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    **_TOKENS,
+    "pad_token_id": 0,
+}
+_GPT2 = {  # GPT-2's names
     "vocab_size": VOCAB,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
+    "n_embd": 32,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 64,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+    **_TOKENS,
+}
+_ENCODER = {
+    **_SMALL,
     "intermediate_size": 64,
     "max_position_embeddings": 64,
     "hidden_dropout_prob": 0.0,
     "attention_probs_dropout_prob": 0.0,
 }
-
-
-def _mlm():
-    def make():
-        ids = _ids()
-        mask = torch.ones_like(ids)
-        mask[1, -3:] = 0
-        labels = ids.clone()
-        labels[:, ::2] = -100
-        return {"input_ids": ids, "attention_mask": mask}, {"labels": labels}
-
-    return make
-
-
-def _seq2seq():
-    def make():
-        ids = _ids()
-        mask = torch.ones_like(ids)
-        mask[1, -3:] = 0
-        labels = _ids(seq=7)
-        labels[1, -2:] = -100
-        return {"input_ids": ids, "attention_mask": mask}, {"labels": labels}
-
-    make.decoder = True
-    return make
-
-
-def _pixels(size=32, channels=3, num_labels=3):
-    def make():
-        pixels = torch.randn(BATCH, channels, size, size)
-        return {"pixel_values": pixels}, {"labels": torch.tensor([0, num_labels - 1])}
-
-    return make
-
-
-def _whisper_inputs():
-    def make():
-        features = torch.randn(BATCH, 16, 32)  # num_mel_bins 16, 2 * max_source_positions
-        labels = _ids(seq=6)
-        return {"input_features": features}, {"labels": labels}
-
-    make.decoder = True
-    return make
-
-
-def _audio():
-    def make():
-        wave = torch.randn(BATCH, 400)
-        labels = torch.randint(1, 32, (BATCH, 5))
-        labels[1, -2:] = -100
-        return {"input_values": wave}, {"labels": labels}
-
-    return make
-
-
-def _clip_inputs():
-    def make():
-        ids = _ids(seq=8)
-        return (
-            {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, 32, 32)},
-            {"return_loss": True},
-        )
-
-    return make
-
-
+_ENCODER_DECODER = {
+    "vocab_size": VOCAB,
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "dropout": 0.0,
+    "attention_dropout": 0.0,
+    "activation_dropout": 0.0,
+}
+# num_labels and problem_type (set by the first call with labels otherwise: a second call would
+# recompile, in Dynamo)
+_CLASSIFIER = {"num_labels": 3, "problem_type": "single_label_classification"}
 _VISION = {
     "image_size": 32,
     "patch_size": 8,
@@ -156,212 +103,200 @@ _VISION = {
     "intermediate_size": 64,
     "hidden_dropout_prob": 0.0,
     "attention_probs_dropout_prob": 0.0,
-    "num_labels": 3,
-    # set by the first call with labels otherwise: a second call would recompile, in Dynamo
-    "problem_type": "single_label_classification",
+    **_CLASSIFIER,
 }
 
-# name -> (build, inputs, generates)
+
+def _llm(name: str, config_name: str | None = None, **kw) -> Callable[[], torch.nn.Module]:
+    """A Llama-like decoder, ``{name}ForCausalLM`` of ``{name}Config``."""
+    return _built(f"{name}ForCausalLM", config_name or f"{name}Config", **{**_LLM, **kw})
+
+
+# -- inputs -------------------------------------------------------------------------------------
+def _ids(vocab=VOCAB, seq=SEQ, batch=BATCH):
+    return torch.randint(3, vocab, (batch, seq))
+
+
+def _padded_ids() -> dict:
+    """Ids and an attention mask that pads the second sequence's last 3 tokens."""
+    ids = _ids()
+    mask = torch.ones_like(ids)
+    mask[1, -3:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _text():
+    """A text model's inputs; its labels are the ids."""
+    inputs = _padded_ids()
+    return inputs, {"labels": inputs["input_ids"]}
+
+
+def _mlm():
+    inputs = _padded_ids()
+    labels = inputs["input_ids"].clone()
+    labels[:, ::2] = -100
+    return inputs, {"labels": labels}
+
+
+def _seq2seq():
+    inputs = _padded_ids()
+    labels = _ids(seq=7)
+    labels[1, -2:] = -100
+    return inputs, {"labels": labels}
+
+
+def _pixels(size=32, channels=3, num_labels=3):
+    pixels = torch.randn(BATCH, channels, size, size)
+    return {"pixel_values": pixels}, {"labels": torch.tensor([0, num_labels - 1])}
+
+
+def _whisper_inputs():
+    features = torch.randn(BATCH, 16, 32)  # num_mel_bins 16, 2 * max_source_positions
+    return {"input_features": features}, {"labels": _ids(seq=6)}
+
+
+def _audio():
+    wave = torch.randn(BATCH, 400)
+    labels = torch.randint(1, 32, (BATCH, 5))
+    labels[1, -2:] = -100
+    return {"input_values": wave}, {"labels": labels}
+
+
+def _clip_inputs():
+    ids = _ids(seq=8)
+    return {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, 32, 32)}, {"return_loss": True}
+
+
+def _clip():
+    text = {**_SMALL, "intermediate_size": 64, "max_position_embeddings": 16, "projection_dim": 16}
+    vision = {
+        "image_size": 32,
+        "patch_size": 8,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "projection_dim": 16,
+    }
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    return transformers.CLIPModel(config)
+
+
 ZOO = {
-    "llama": (_decoder_llm("LlamaForCausalLM", "LlamaConfig"), _text(), True),
-    "mistral": (
-        _decoder_llm("MistralForCausalLM", "MistralConfig", sliding_window=8),
-        _text(),
-        True,
-    ),
-    "qwen2": (_decoder_llm("Qwen2ForCausalLM", "Qwen2Config"), _text(), True),
-    "gemma": (_decoder_llm("GemmaForCausalLM", "GemmaConfig", head_dim=8), _text(), True),
-    "gemma2": (
-        _decoder_llm(
-            "Gemma2ForCausalLM",
-            "Gemma2Config",
+    "llama": Arch(_llm("Llama"), _text, generates=True),
+    "mistral": Arch(_llm("Mistral", sliding_window=8), _text, generates=True),
+    "qwen2": Arch(_llm("Qwen2"), _text, generates=True),
+    "gemma": Arch(_llm("Gemma", head_dim=8), _text, generates=True),
+    "gemma2": Arch(
+        _llm(
+            "Gemma2",
             head_dim=8,
             sliding_window=8,
             attn_logit_softcapping=50.0,
             final_logit_softcapping=30.0,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "phi": (
-        _decoder_llm(
-            "PhiForCausalLM",
-            "PhiConfig",
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attention_dropout=0.0,
-            partial_rotary_factor=0.5,
+    "phi": Arch(
+        _llm(
+            "Phi", resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, partial_rotary_factor=0.5
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "phi3": (_decoder_llm("Phi3ForCausalLM", "Phi3Config", pad_token_id=0), _text(), True),
-    "mixtral": (
-        _decoder_llm(
-            "MixtralForCausalLM",
-            "MixtralConfig",
-            num_local_experts=4,
-            num_experts_per_tok=2,
-            output_router_logits=True,
-        ),
-        _text(),
-        True,
+    "phi3": Arch(_llm("Phi3"), _text, generates=True),
+    "mixtral": Arch(
+        _llm("Mixtral", num_local_experts=4, num_experts_per_tok=2, output_router_logits=True),
+        _text,
+        generates=True,
     ),
-    "qwen3": (_decoder_llm("Qwen3ForCausalLM", "Qwen3Config", head_dim=8), _text(), True),
-    "qwen2_moe": (
-        _decoder_llm(
-            "Qwen2MoeForCausalLM",
-            "Qwen2MoeConfig",
+    "qwen3": Arch(_llm("Qwen3", head_dim=8), _text, generates=True),
+    "qwen2_moe": Arch(
+        _llm(
+            "Qwen2Moe",
             num_experts=4,
             num_experts_per_tok=2,
             moe_intermediate_size=16,
             shared_expert_intermediate_size=32,
             output_router_logits=True,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "qwen3_moe": (
-        _decoder_llm(
-            "Qwen3MoeForCausalLM",
-            "Qwen3MoeConfig",
+    "qwen3_moe": Arch(
+        _llm(
+            "Qwen3Moe",
             head_dim=8,
             num_experts=4,
             num_experts_per_tok=2,
             moe_intermediate_size=16,
             norm_topk_prob=True,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "gemma3": (
-        _decoder_llm("Gemma3ForCausalLM", "Gemma3TextConfig", head_dim=8, sliding_window=8),
-        _text(),
-        True,
+    "gemma3": Arch(
+        _llm("Gemma3", "Gemma3TextConfig", head_dim=8, sliding_window=8), _text, generates=True
     ),
-    "olmo2": (_decoder_llm("Olmo2ForCausalLM", "Olmo2Config"), _text(), True),
-    "starcoder2": (
-        _decoder_llm(
-            "Starcoder2ForCausalLM",
-            "Starcoder2Config",
-            sliding_window=8,
-            residual_dropout=0.0,
-            embedding_dropout=0.0,
-        ),
-        _text(),
-        True,
+    "olmo2": Arch(_llm("Olmo2"), _text, generates=True),
+    "starcoder2": Arch(
+        _llm("Starcoder2", sliding_window=8, residual_dropout=0.0, embedding_dropout=0.0),
+        _text,
+        generates=True,
     ),
-    "gpt_bigcode": (
-        _causal(
-            "GPTBigCodeForCausalLM",
-            "GPTBigCodeConfig",
-            vocab_size=VOCAB,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            multi_query=True,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-        _text(),
-        True,
+    "gpt_bigcode": Arch(
+        _built("GPTBigCodeForCausalLM", "GPTBigCodeConfig", **_GPT2, multi_query=True),
+        _text,
+        generates=True,
     ),
-    "gpt2": (
-        _causal(
-            "GPT2LMHeadModel",
-            "GPT2Config",
-            vocab_size=VOCAB,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-        _text(),
-        True,
-    ),
-    "gpt_neox": (
-        _causal(
+    "gpt2": Arch(_built("GPT2LMHeadModel", "GPT2Config", **_GPT2), _text, generates=True),
+    "gpt_neox": Arch(
+        _built(
             "GPTNeoXForCausalLM",
             "GPTNeoXConfig",
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
+            **_SMALL,
             intermediate_size=64,
             max_position_embeddings=64,
             rotary_pct=0.5,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "gptj": (
-        _causal(
-            "GPTJForCausalLM",
-            "GPTJConfig",
-            vocab_size=VOCAB,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            rotary_dim=4,
-            n_positions=64,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-        _text(),
-        True,
+    "gptj": Arch(
+        _built("GPTJForCausalLM", "GPTJConfig", **_GPT2, rotary_dim=4), _text, generates=True
     ),
-    "opt": (
-        _causal(
+    "opt": Arch(
+        _built(
             "OPTForCausalLM",
             "OPTConfig",
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
+            **_SMALL,
             ffn_dim=64,
             word_embed_proj_dim=32,
             max_position_embeddings=64,
             dropout=0.0,
             attention_dropout=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
             pad_token_id=0,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "falcon": (
-        _causal(
+    "falcon": Arch(
+        _built(
             "FalconForCausalLM",
             "FalconConfig",
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
+            **_SMALL,
             hidden_dropout=0.0,
             attention_dropout=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "bloom": (
-        _causal(
+    "bloom": Arch(
+        _built(
             "BloomForCausalLM",
             "BloomConfig",
             vocab_size=VOCAB,
@@ -370,15 +305,14 @@ ZOO = {
             n_head=4,
             hidden_dropout=0.0,
             attention_dropout=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
             pad_token_id=0,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "mamba": (
-        _causal(
+    "mamba": Arch(
+        _built(
             "MambaForCausalLM",
             "MambaConfig",
             vocab_size=VOCAB,
@@ -388,26 +322,22 @@ ZOO = {
             expand=2,
             conv_kernel=4,
             time_step_rank=4,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
             pad_token_id=0,
         ),
-        _text(),
-        True,
+        _text,
+        generates=True,
     ),
-    "bert": (_causal("BertForMaskedLM", "BertConfig", **_ENCODER), _mlm(), False),
-    "roberta": (
-        _causal("RobertaForMaskedLM", "RobertaConfig", **{**_ENCODER, "pad_token_id": 1}),
-        _mlm(),
-        False,
+    "bert": Arch(_built("BertForMaskedLM", "BertConfig", **_ENCODER), _mlm),
+    "roberta": Arch(
+        _built("RobertaForMaskedLM", "RobertaConfig", **{**_ENCODER, "pad_token_id": 1}), _mlm
     ),
-    "xlm_roberta": (
-        _causal("XLMRobertaForMaskedLM", "XLMRobertaConfig", **{**_ENCODER, "pad_token_id": 1}),
-        _mlm(),
-        False,
+    "xlm_roberta": Arch(
+        _built("XLMRobertaForMaskedLM", "XLMRobertaConfig", **{**_ENCODER, "pad_token_id": 1}),
+        _mlm,
     ),
-    "distilbert": (
-        _causal(
+    "distilbert": Arch(
+        _built(
             "DistilBertForMaskedLM",
             "DistilBertConfig",
             vocab_size=VOCAB,
@@ -419,36 +349,28 @@ ZOO = {
             dropout=0.0,
             attention_dropout=0.0,
         ),
-        _mlm(),
-        False,
+        _mlm,
     ),
-    "albert": (
-        _causal("AlbertForMaskedLM", "AlbertConfig", **{**_ENCODER, "embedding_size": 16}),
-        _mlm(),
-        False,
+    "albert": Arch(
+        _built("AlbertForMaskedLM", "AlbertConfig", **_ENCODER, embedding_size=16), _mlm
     ),
-    "electra": (
-        _causal("ElectraForMaskedLM", "ElectraConfig", **{**_ENCODER, "embedding_size": 16}),
-        _mlm(),
-        False,
+    "electra": Arch(
+        _built("ElectraForMaskedLM", "ElectraConfig", **_ENCODER, embedding_size=16), _mlm
     ),
-    "deberta_v2": (
-        _causal(
+    "deberta_v2": Arch(
+        _built(
             "DebertaV2ForMaskedLM",
             "DebertaV2Config",
-            **{
-                **_ENCODER,
-                "relative_attention": True,
-                "position_buckets": 8,
-                "max_relative_positions": 16,
-                "pos_att_type": ["p2c", "c2p"],
-            },
+            **_ENCODER,
+            relative_attention=True,
+            position_buckets=8,
+            max_relative_positions=16,
+            pos_att_type=["p2c", "c2p"],
         ),
-        _mlm(),
-        False,
+        _mlm,
     ),
-    "t5": (
-        _causal(
+    "t5": Arch(
+        _built(
             "T5ForConditionalGeneration",
             "T5Config",
             vocab_size=VOCAB,
@@ -463,66 +385,48 @@ ZOO = {
             pad_token_id=0,
             eos_token_id=1,
         ),
-        _seq2seq(),
-        True,
+        _seq2seq,
+        generates=True,
+        encoder_decoder=True,
     ),
-    "bart": (
-        _causal(
+    "bart": Arch(
+        _built(
             "BartForConditionalGeneration",
             "BartConfig",
-            vocab_size=VOCAB,
-            d_model=32,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
+            **_ENCODER_DECODER,
             max_position_embeddings=64,
-            dropout=0.0,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
             pad_token_id=1,
             bos_token_id=0,
             eos_token_id=2,
             decoder_start_token_id=2,
             forced_eos_token_id=None,
         ),
-        _seq2seq(),
-        True,
+        _seq2seq,
+        generates=True,
+        encoder_decoder=True,
     ),
-    "whisper": (
-        _causal(
+    "whisper": Arch(
+        _built(
             "WhisperForConditionalGeneration",
             "WhisperConfig",
-            vocab_size=VOCAB,
+            **_ENCODER_DECODER,
             num_mel_bins=16,
-            d_model=32,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
             max_source_positions=16,
             max_target_positions=32,
-            dropout=0.0,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
             pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **_TOKENS,
             decoder_start_token_id=1,
             suppress_tokens=None,
             begin_suppress_tokens=None,
         ),
-        _whisper_inputs(),
-        True,
+        _whisper_inputs,
+        generates=True,
+        encoder_decoder=True,
     ),
-    "vit": (_causal("ViTForImageClassification", "ViTConfig", **_VISION), _pixels(), False),
-    "deit": (_causal("DeiTForImageClassification", "DeiTConfig", **_VISION), _pixels(), False),
-    "swin": (
-        _causal(
+    "vit": Arch(_built("ViTForImageClassification", "ViTConfig", **_VISION), _pixels),
+    "deit": Arch(_built("DeiTForImageClassification", "DeiTConfig", **_VISION), _pixels),
+    "swin": Arch(
+        _built(
             "SwinForImageClassification",
             "SwinConfig",
             image_size=32,
@@ -535,14 +439,12 @@ ZOO = {
             hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0,
             drop_path_rate=0.0,
-            num_labels=3,
-            problem_type="single_label_classification",
+            **_CLASSIFIER,
         ),
-        _pixels(),
-        False,
+        _pixels,
     ),
-    "convnext": (
-        _causal(
+    "convnext": Arch(
+        _built(
             "ConvNextForImageClassification",
             "ConvNextConfig",
             num_channels=3,
@@ -552,14 +454,12 @@ ZOO = {
             num_stages=2,
             drop_path_rate=0.0,
             image_size=32,
-            num_labels=3,
-            problem_type="single_label_classification",
+            **_CLASSIFIER,
         ),
-        _pixels(),
-        False,
+        _pixels,
     ),
-    "beit": (
-        _causal(
+    "beit": Arch(
+        _built(
             "BeitForImageClassification",
             "BeitConfig",
             **_VISION,
@@ -567,11 +467,10 @@ ZOO = {
             use_mean_pooling=True,
             drop_path_rate=0.0,
         ),
-        _pixels(),
-        False,
+        _pixels,
     ),
-    "resnet": (
-        _causal(
+    "resnet": Arch(
+        _built(
             "ResNetForImageClassification",
             "ResNetConfig",
             num_channels=3,
@@ -579,14 +478,12 @@ ZOO = {
             hidden_sizes=[16, 32],
             depths=[1, 1],
             layer_type="bottleneck",
-            num_labels=3,
-            problem_type="single_label_classification",
+            **_CLASSIFIER,
         ),
-        _pixels(),
-        False,
+        _pixels,
     ),
-    "wav2vec2": (
-        _causal(
+    "wav2vec2": Arch(
+        _built(
             "Wav2Vec2ForCTC",
             "Wav2Vec2Config",
             vocab_size=32,
@@ -609,36 +506,9 @@ ZOO = {
             pad_token_id=0,
             ctc_loss_reduction="mean",
         ),
-        _audio(),
-        False,
+        _audio,
     ),
-    "clip": (
-        lambda: transformers.CLIPModel(
-            transformers.CLIPConfig(
-                text_config={
-                    "vocab_size": VOCAB,
-                    "hidden_size": 32,
-                    "intermediate_size": 64,
-                    "num_hidden_layers": 2,
-                    "num_attention_heads": 4,
-                    "max_position_embeddings": 16,
-                    "projection_dim": 16,
-                },
-                vision_config={
-                    "image_size": 32,
-                    "patch_size": 8,
-                    "hidden_size": 32,
-                    "intermediate_size": 64,
-                    "num_hidden_layers": 2,
-                    "num_attention_heads": 4,
-                    "projection_dim": 16,
-                },
-                projection_dim=16,
-            )
-        ),
-        _clip_inputs(),
-        False,
-    ),
+    "clip": Arch(_clip, _clip_inputs),
 }
 
 
@@ -657,12 +527,12 @@ def _cases(kind, cases):
 
 def _model(name):
     torch.manual_seed(0)
-    return ZOO[name][0]()
+    return ZOO[name].build()
 
 
 def _inputs(name):
     torch.manual_seed(1)
-    return ZOO[name][1]()
+    return ZOO[name].inputs()
 
 
 def _tensors(out):
@@ -680,11 +550,7 @@ def _tensors(out):
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
-    pgo = getattr(torch._dynamo, "pgo", None)
-    with torch._dynamo.config.patch(automatic_dynamic_local_pgo=False):
-        torch._dynamo.reset()
-        if pgo is not None and hasattr(pgo, "reset_code_state"):
-            pgo.reset_code_state()
+    with fresh_dynamo():
         yield
 
 
@@ -716,8 +582,8 @@ class _Watch:
 def test_forward_eval(name):
     model = _model(name).eval()
     inputs, _ = _inputs(name)
-    kw = {"use_cache": False} if ZOO[name][2] else {}
-    if getattr(ZOO[name][1], "decoder", False):  # an encoder-decoder: its decoder's ids too
+    kw = {"use_cache": False} if ZOO[name].generates else {}
+    if ZOO[name].encoder_decoder:  # its decoder's ids too
         kw["decoder_input_ids"] = _ids(seq=5)
     expected = model(**inputs, **kw)
     watch = _Watch()
@@ -792,7 +658,7 @@ def test_train_step(name):
     watch.check()
 
 
-GENERATES = [name for name in ZOO if ZOO[name][2]]
+GENERATES = [name for name in ZOO if ZOO[name].generates]
 
 
 @pytest.mark.parametrize(
@@ -807,12 +673,7 @@ def test_generate(name, cache):
     model.config.output_router_logits = False
     inputs, _ = _inputs(name)
     inputs = {k: v[:1] for k, v in inputs.items()}
-    kw = {"max_new_tokens": 5, "min_new_tokens": 5, "do_sample": False}
-    if cache == "static":
-        kw["cache_implementation"] = "static"
-    expected = model.generate(**inputs, **kw)
-    model.forward = torch.compile(model.forward, backend="xla")
+    kw = {"cache_implementation": "static"} if cache == "static" else {}
     watch = _Watch()
-    got = watch(model.generate, **inputs, **kw)
-    assert torch.equal(got, expected)
+    assert_generate_matches_eager(model, inputs, 5, run=watch, **kw)
     watch.check()

@@ -1,4 +1,4 @@
-"""Max pooling as strided slices (``ops/_nn._max_pool``): values, indices and gradients against
+"""Max pooling as strided slices (``ops/_pooling._max_pool``): values, indices and gradients against
 eager where windows tie, hold NaN, -inf or -0.0, overlap, are padded or overhang (ceil mode);
 and the training programs of a conv-relu-pool stack without XLA's window reductions (the
 gradient of a max ``reduce_window`` is a ``select_and_scatter`` XLA's CPU compiler runs ~20x

@@ -21,7 +21,7 @@ import torch
 
 import torch2xla
 from torch2xla.guards import _persistent
-from torch2xla.runtime import _stored
+from torch2xla.runtime import _stored_key
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOL = 1e-5  # float32 round-off: the same programs as eager's ops, fused differently
@@ -174,7 +174,7 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
         ((gm, example),) = captured
-        return _stored.graph_key(gm, example, torch2xla.Options.parse(None, options))
+        return _stored_key.graph_key(gm, example, torch2xla.Options.parse(None, options))
 
     x = torch.randn(4, 3)
     base = key_of(lambda t: t * 2.0, x)
@@ -202,7 +202,7 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     finally:
         torch.set_float32_matmul_precision(prev)
     with monkeypatch.context() as m:
-        m.setattr(_stored, "_source_digest", lambda: "another torch2xla")
+        m.setattr(_stored_key, "_source_digest", lambda: "another torch2xla")
         others["torch2xla source"] = key_of(lambda t: t * 2.0, x)
     with monkeypatch.context() as m:
         m.setattr(torch, "__version__", "9.9.9")
@@ -215,6 +215,17 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     assert len(set(others.values())) == len(others)
 
 
+def test_the_source_digest_reads_every_module_of_the_package(monkeypatch):
+    # A changed lowering (ops/) must change the key: the digest read runtime/ alone once the
+    # key's module moved there, and a record would then restore a stale executable.
+    read = []
+    real = pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_bytes", lambda self: read.append(self) or real(self))
+    _stored_key._source_digest.__wrapped__()
+    package = pathlib.Path(torch2xla.__file__).resolve().parent
+    assert set(read) == set(package.rglob("*.py"))
+
+
 def test_key_holds_every_option_that_can_change_a_program():
     """Options added later are in the key too (only cache_size and dump_dir are left out)."""
     import dataclasses
@@ -222,15 +233,15 @@ def test_key_holds_every_option_that_can_change_a_program():
     gm = torch.fx.symbolic_trace(lambda t: t * 2.0)
     x = torch.randn(3)
     base = torch2xla.Options.parse()
-    key = _stored.graph_key(gm, [x], base)
+    key = _stored_key.graph_key(gm, [x], base)
     for field in dataclasses.fields(base):
         other = dataclasses.replace(base, **{field.name: "another value"})
         if field.name in ("cache_size", "dump_dir"):
-            assert _stored.graph_key(gm, [x], other) == key
+            assert _stored_key.graph_key(gm, [x], other) == key
         elif field.name == "passes":
-            assert _stored.graph_key(gm, [x], other) is None  # user code: never recorded
+            assert _stored_key.graph_key(gm, [x], other) is None  # user code: never recorded
         else:
-            assert _stored.graph_key(gm, [x], other) != key, field.name
+            assert _stored_key.graph_key(gm, [x], other) != key, field.name
 
 
 def test_key_holds_constant_tensors_and_user_functions():
@@ -245,7 +256,7 @@ def test_key_holds_constant_tensors_and_user_functions():
         torch._dynamo.reset()
         torch.compile(fn, backend=capture)(*args)
         ((gm, example),) = captured
-        return _stored.graph_key(gm, example, torch2xla.Options.parse())
+        return _stored_key.graph_key(gm, example, torch2xla.Options.parse())
 
     x = torch.randn(3)
     a = key_of(lambda t: t + torch.tensor([1.0, 2.0, 3.0]), x)

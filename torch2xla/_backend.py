@@ -29,7 +29,7 @@ from torch2xla.debug._stages import (
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
-from torch2xla.runtime import _stored
+from torch2xla.runtime import _stored, _stored_key
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
 
@@ -92,12 +92,14 @@ class CompiledGraph:
         self._warned = False
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
-        self._draws: bool | None = None  # whether a signature's ops draw random numbers
+        # whether a call can raise eager's error after drawing random numbers (a signature
+        # that draws and has runtime checks), so that its replay needs the generator's state
+        self._keeps_state: bool | None = None
 
     def __call__(self, *args):
-        # (a graph that draws random numbers: the generator's state, for a replay; None until
-        # its first build says whether it draws)
-        state = torch.default_generator.get_state() if self._draws is not False else None
+        # (the generator's state, for the replay of a call that raises after drawing random
+        # numbers; taken until the first build says whether a call can)
+        state = torch.default_generator.get_state() if self._keeps_state is not False else None
         try:
             return self.guards.run(args)
         except OpError as e:  # eager's error: eager's side effects too
@@ -228,11 +230,14 @@ class CompiledGraph:
             return b.done(self._drawing(entry, lowered.gm), unsupported)
 
     def _drawing(self, entry: _Entry, gm: torch.fx.GraphModule | None = None) -> _Entry:
-        """``entry`` (of the ATen graph ``gm`` where split), noting whether it draws random
-        numbers (``_replay``)."""
+        """``entry`` (of the ATen graph ``gm`` where split), noting whether a call can raise
+        eager's error after drawing random numbers (``_replay``). A build's dtype checks raise
+        before anything is drawn; a whole-graph program raises after its run only from its
+        runtime checks; a split graph's partitions compile at their first call, so a split
+        graph that draws is counted as one that can raise."""
         program = entry.program
-        draws = program.rng if program is not None else uses_rng(gm)
-        self._draws = bool(self._draws) or draws
+        keeps = program.rng and program.can_raise() if program is not None else uses_rng(gm)
+        self._keeps_state = bool(self._keeps_state) or keeps
         return entry
 
     def _stored_key(self, args: Sequence) -> str | None:
@@ -240,12 +245,12 @@ class CompiledGraph:
         ``explain`` build as usual, to show every stage)."""
         if _persistent.activate() is None or dumping(self.options.dump_dir) or is_detailed():
             return None
-        return _stored.graph_key(self.gm, args, self.options)
+        return _stored_key.graph_key(self.gm, args, self.options)
 
     def _restore(self, b: Build, key: str, args: Sequence) -> _Entry | None:
         """The signature rebuilt from its record without export or tracing, or None."""
         with b.comp.stage("xla"):
-            fetched = _stored.fetch(key, _stored.device_of(args))
+            fetched = _stored.fetch(key, _stored_key.device_of(args))
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
             restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
         if restored is None:
@@ -312,7 +317,7 @@ class CompiledGraph:
             for n in found
         ]
         self._cut = _Cut(top)
-        self._draws = False  # (its pieces replay themselves)
+        self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
 
 

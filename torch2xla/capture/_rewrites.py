@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import inspect
 import operator
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,26 @@ from torch2xla._errors import OpError
 # (imported for the custom ops ``torch.ops.torch2xla.*`` they define)
 from torch2xla.ops import _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
+
+
+def _rewritten(
+    gm: torch.fx.GraphModule,
+    select: Callable[[torch.fx.Node], bool],
+    rewrite: Callable[[torch.fx.Graph, torch.fx.Node], None],
+) -> torch.fx.GraphModule:
+    """``gm``, or, where ``select`` picks any of its nodes, a copy whose picked nodes
+    ``rewrite`` has changed in place (``gm`` itself is never changed: Dynamo may still run it
+    eagerly)."""
+    positions = [i for i, n in enumerate(gm.graph.nodes) if select(n)]
+    if not positions:
+        return gm
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        rewrite(gm.graph, nodes[i])
+    gm.recompile()
+    return gm
+
 
 # -- nn.LSTM/GRU/RNN kept whole (ops/_rnn.py) ----------------------------------------------------
 _REPLACEMENTS = {
@@ -46,15 +67,11 @@ def preserve_rnns(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm  # autocast casts aten's RNN ops; the custom ops would escape it
     if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
         return gm
-    positions = [i for i, n in enumerate(gm.graph.nodes) if _supported(n)]
-    if not positions:
-        return gm
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        nodes[i].target = _REPLACEMENTS[nodes[i].target][1]
-    gm.recompile()
-    return gm
+    return _rewritten(gm, _supported, _retarget_rnn)
+
+
+def _retarget_rnn(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    node.target = _REPLACEMENTS[node.target][1]
 
 
 def _supported(node: torch.fx.Node) -> bool:
@@ -108,31 +125,26 @@ def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     changed: Dynamo may still run it eagerly)."""
     if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
         return gm  # autocast entered inside the graph: which calls it covers is not tracked here
-    positions = [i for i, node in enumerate(gm.graph.nodes) if _bound(node) is not None]
-    if not positions:
-        return gm
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        node = nodes[i]
-        bound = _bound(node)
-        device = bound["query"].meta["example_value"].device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"])
-        rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
-        if bound["dropout_p"]:
-            with gm.graph.inserting_before(node):
-                seed = gm.graph.call_function(
-                    torch.randint, (2**31 - 1, ()), {"dtype": torch.int32, "device": "cpu"}
-                )
-            node.target = torch.ops.torch2xla.sdpa_dropout.default
-            node.args = (*args, float(bound["dropout_p"]), *rest, seed)
-        else:
-            node.target = torch.ops.torch2xla.sdpa.default
-            node.args = (*args, *rest)
-        node.kwargs = {}
-    gm.recompile()
-    return gm
+    return _rewritten(gm, lambda node: _bound(node) is not None, _retarget_sdpa)
+
+
+def _retarget_sdpa(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    bound = _bound(node)
+    device = bound["query"].meta["example_value"].device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"])
+    rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
+    if bound["dropout_p"]:
+        with graph.inserting_before(node):
+            seed = graph.call_function(
+                torch.randint, (2**31 - 1, ()), {"dtype": torch.int32, "device": "cpu"}
+            )
+        node.target = torch.ops.torch2xla.sdpa_dropout.default
+        node.args = (*args, float(bound["dropout_p"]), *rest, seed)
+    else:
+        node.target = torch.ops.torch2xla.sdpa.default
+        node.args = (*args, *rest)
+    node.kwargs = {}
 
 
 def _bound(node: torch.fx.Node) -> dict | None:
@@ -207,23 +219,16 @@ def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose margin-loss calls compute eager's values and shapes (``gm``
     itself is never changed). Arguments eager rejects by their dtypes raise eager's error,
     naming the user's line."""
-    positions = [
-        i
-        for i, n in enumerate(gm.graph.nodes)
-        if n.op == "call_function" and n.target in _MARGIN_LOSSES
-    ]
-    if not positions:
-        return gm
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        node = nodes[i]
-        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
-        meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
-        _check_margin_dtypes(meta, node)
-        node.target = _MARGIN_LOSSES[node.target]
-    gm.recompile()
-    return gm
+    return _rewritten(
+        gm, lambda n: n.op == "call_function" and n.target in _MARGIN_LOSSES, _retarget_margin
+    )
+
+
+def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
+    meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
+    _check_margin_dtypes(meta, node)
+    node.target = _MARGIN_LOSSES[node.target]
 
 
 def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:

@@ -10,8 +10,9 @@ shape depends on tensor values. ``where_is(aten.relu.default)`` says where a low
 Modules: ``_elementwise`` (pointwise math, type promotion), ``_reduction``, ``_shape`` (views,
 creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
-distances, factorizations, solvers), ``_nn`` (conv, pool, norms, softmax, attention),
-``_nn_extra`` (adaptive max pool, grid sampling, embedding bags, anti-aliased resize),
+distances, factorizations, solvers), ``_nn`` (conv, norms, softmax, attention), ``_pooling``
+(max, average and adaptive average pooling), ``_nn_extra`` (adaptive max pool, grid sampling,
+embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
 ``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops
@@ -36,6 +37,7 @@ from torch2xla.ops import (  # noqa: F401
     _nn,
     _nn_extra,
     _padded,
+    _pooling,
     _random,
     _reduction,
     _rnn,

@@ -14,7 +14,8 @@ import jax.numpy as jnp
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, out_dtype
-from torch2xla.ops._nn import _avg_pool, adaptive_avg_pool, conv
+from torch2xla.ops._nn import conv
+from torch2xla.ops._pooling import _avg_pool, adaptive_avg_pool
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten

@@ -337,36 +337,23 @@ def _power(a, b):
     return jnp.power(a, b)
 
 
-@jax.custom_jvp
-def _float_power(a, b):
-    return jnp.power(a, b)
-
-
-@_float_power.defjvp
-def _float_power_jvp(primals, tangents):
+def _float_power_partials(a, b):
     # NOTE: eager's derivatives of pow are 0 where the exponent is 0 (x ** 0 at x = 0, where
     # 0 * 0 ** -1 is NaN) and, for the exponent, where the base is 0 and the exponent >= 0.
-    a, b = primals
-    ta, tb = tangents
-    out = jnp.power(a, b)
     da = jnp.where(b == 0, 0, b * jnp.power(a, b - 1))
-    db = jnp.where((a == 0) & (b >= 0), 0, out * jnp.log(a))
-    return out, da * ta + db * tb
+    db = jnp.where((a == 0) & (b >= 0), 0, jnp.power(a, b) * jnp.log(a))
+    return da, db
 
 
-@jax.custom_jvp
-def _atan2(a, b):
-    return jnp.arctan2(a, b)
-
-
-@_atan2.defjvp
-def _atan2_jvp(primals, tangents):
+def _atan2_partials(a, b):
     # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0.
-    a, b = primals
-    ta, tb = tangents
     denom = a * a + b * b
     recip = jnp.where(denom == 0, 0, 1 / jnp.where(denom == 0, 1, denom))
-    return jnp.arctan2(a, b), (b * ta - a * tb) * recip
+    return b * recip, -a * recip
+
+
+_float_power = with_partials(jnp.power, _float_power_partials)
+_atan2 = with_partials(jnp.arctan2, _atan2_partials)
 
 
 def _int_power(a, b):

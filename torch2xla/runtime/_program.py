@@ -499,6 +499,11 @@ class XlaProgram:
         full = [self._statics[i] if i in self._statics else next(it) for i in range(n)]
         return run_fake(self.gm, full)
 
+    def can_raise(self) -> bool:
+        """Whether a call can raise a runtime check's error (``_checks``): the traced function
+        registered checks (the training function too, where remat makes it another)."""
+        return any(getattr(fn, "checks", ()) for fn in (self._flat_fn, self._remat_fn))
+
     def checked_fn(self):
         """The function training differentiates, whose ``checks`` (set when it is traced) are
         the runtime checks whose status the forward returns (``_checks``)."""

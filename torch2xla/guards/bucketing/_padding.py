@@ -509,7 +509,7 @@ def _bind(node: torch.fx.Node) -> dict[str, Any]:
     return bound
 
 
-# -- the rule registry (rules: _padding_rules.py) ---------------------------------------------
+# -- the rule registry (rules: _padding_rules.py, _padding_reductions.py) -------------------
 @dataclasses.dataclass(frozen=True)
 class Rule:
     fn: Callable
@@ -547,4 +547,4 @@ def _pointwise(interp: _Interpreter, node, bound):
 
 
 # Registers the rules (after RULES exists).
-from torch2xla.guards.bucketing import _padding_rules  # noqa: F401
+from torch2xla.guards.bucketing import _padding_reductions, _padding_rules  # noqa: F401

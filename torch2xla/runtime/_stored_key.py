@@ -1,0 +1,387 @@
+"""The key of a stored signature (``_stored.py``): everything the export and the lowering read.
+
+NOTE: a key collision would be a silent wrong answer, so the key holds every input of the
+export and of the lowering: the Dynamo graph (its code, every node's target and the metadata
+the lowering reads, its submodules, the values of its constant tensors, the metadata of its
+parameters), the call's inputs (dtype, shape, strides, storage offset, requires_grad, device,
+aliasing, the values of Python scalars the export specializes), the backend options, torch's
+global state (grad mode, autocast, default dtype, matmul precision, deterministic mode, sdpa
+and oneDNN switches, functorch's configuration), the environment (versions, XLA flags, JAX's
+configuration, torch2xla's environment variables), a digest of torch2xla's source and of any
+lowering registered outside it, and the device. Graphs whose behaviour the key cannot
+describe (user graph passes, custom ops of other namespaces, tensor subclasses, opaque
+attributes) are not recorded; their executables still come from the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import marshal
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import torch
+
+from torch2xla.capture._lower import scalar_placeholders
+from torch2xla.guards import _persistent
+from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE, host_view, jax_device
+
+# Namespaces whose ops behave as the torch version (in the key) and torch2xla's source say.
+_KNOWN_NAMESPACES = frozenset(
+    {
+        "aten",
+        "prims",
+        "torch2xla",
+        "higher_order",
+        "_c10d_functional",
+        "c10d_functional",
+        "_dtensor",
+        "rngprims",
+    }
+)
+# Modules whose functions are fixed by the Python and torch versions in the key.
+_KNOWN_MODULES = ("torch", "builtins", "_operator", "operator", "math")
+
+
+# -- the key ------------------------------------------------------------------------------------
+def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
+    """The key of the signature ``args`` of ``gm`` compiled with ``options``, or None where the
+    key cannot describe what the compile depends on (see the module's note)."""
+    if options.passes:  # user callables: their behaviour is not in any key
+        return None
+    graph = _describe_graph(gm)
+    inputs = _describe_args(gm, args)
+    if graph is None or inputs is None:
+        return None
+    return _persistent.key_of(
+        "graph",
+        _persistent.environment(),
+        _source_digest(),
+        _lowerings_digest(),
+        _global_state(),
+        _describe_options(options),
+        graph,
+        inputs,
+        _persistent.device_tag(device_of(args)),
+    )
+
+
+@functools.cache
+def _source_digest() -> str:
+    """blake2b of every source file of the torch2xla package (relative path and contents)."""
+    root = pathlib.Path(__file__).resolve().parents[1]  # (this module is in runtime/)
+    h = hashlib.blake2b(digest_size=32)
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _lowerings_digest() -> str:
+    """The lowerings registered from outside torch2xla (their code is in no source digest)."""
+    from torch2xla.ops import LOWERINGS
+
+    h = hashlib.blake2b(digest_size=32)
+    for op, fn in LOWERINGS.items():
+        if not getattr(fn, "__module__", "").startswith("torch2xla"):
+            h.update(f"{op}:{_function_digest(fn)}".encode())
+    return h.hexdigest()
+
+
+def _function_digest(fn: Any) -> str | None:
+    """A digest of a Python function's code, defaults and closure (None: not a function)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    if isinstance(fn, functools.partial):
+        inner = _function_digest(fn.func)
+        return None if inner is None else f"{inner}{fn.args!r}{sorted(fn.keywords.items())!r}"
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    cells = tuple(c.cell_contents for c in (fn.__closure__ or ()))
+    h = hashlib.blake2b(marshal.dumps(code), digest_size=16)
+    h.update(repr((fn.__defaults__, fn.__kwdefaults__, cells)).encode())
+    return h.hexdigest()
+
+
+def _global_state() -> str:
+    """torch's process state that the export or the lowerings read."""
+    autocast = [
+        (d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d))) for d in ("cpu", "cuda")
+    ]
+    cuda = torch.backends.cuda
+    state = (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        autocast,
+        torch.is_autocast_cache_enabled(),
+        str(torch.get_default_dtype()),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_float32_matmul_precision(),
+        cuda.matmul.allow_tf32,
+        cuda.matmul.allow_fp16_reduced_precision_reduction,
+        cuda.matmul.allow_bf16_reduced_precision_reduction,
+        torch.backends.cudnn.enabled,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.deterministic,
+        cuda.flash_sdp_enabled(),
+        cuda.mem_efficient_sdp_enabled(),
+        cuda.math_sdp_enabled(),
+        cuda.cudnn_sdp_enabled(),
+        torch._C._get_mkldnn_enabled(),
+        sorted((k, repr(v)) for k, v in torch._functorch.config.get_config_copy().items()),
+    )
+    return repr(state)
+
+
+# Options that do not change a compiled program (cache_size: how many are kept; dump_dir: where
+# they are written); passes make the signature unrecordable (``graph_key``).
+_OPTIONS_IGNORED = frozenset({"cache_size", "dump_dir", "passes"})
+
+
+def _describe_options(options) -> str:
+    """Every backend option but those of ``_OPTIONS_IGNORED`` (options added later included)."""
+    parts = []
+    for field in dataclasses.fields(options):
+        if field.name in _OPTIONS_IGNORED:
+            continue
+        value = getattr(options, field.name)
+        if isinstance(value, set | frozenset):
+            value = sorted(map(str, value))
+        parts.append((field.name, repr(value)))
+    return repr(parts)
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple:
+    return (
+        type(t).__name__,
+        str(t.dtype),
+        tuple(map(str, t.shape)),
+        tuple(map(str, t.stride())),
+        str(t.storage_offset()) if not t.is_sparse else "sparse",
+        t.requires_grad,
+        str(t.device),
+        str(t.layout),
+        t.is_conj(),
+        t.is_neg(),
+    )
+
+
+def _value_meta(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return _tensor_meta(v)
+    if isinstance(v, list | tuple):
+        return type(v).__name__, tuple(_value_meta(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _value_meta(x)) for k, x in v.items())
+    if v is None or isinstance(
+        v,
+        bool
+        | int
+        | float
+        | str
+        | torch.SymInt
+        | torch.SymFloat
+        | torch.SymBool
+        | torch.dtype
+        | torch.device,
+    ):
+        return type(v).__name__, str(v)
+    return type(v).__qualname__  # (metadata Dynamo attaches to other values: their kind)
+
+
+def _target(t: Any) -> str | None:
+    """A node's target (or a callable among its arguments) in words; None: a behaviour no key
+    holds."""
+    if isinstance(t, str):  # call_method, get_attr, call_module, placeholder, output
+        return t
+    if isinstance(t, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        # (ops of other namespaces are user code whose behaviour no key holds)
+        return str(t) if str(t).split(".")[0] in _KNOWN_NAMESPACES else None
+    if isinstance(t, torch._ops.HigherOrderOperator):
+        return f"hop:{t.name()}"
+    module = getattr(t, "__module__", None) or ""
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or repr(t)
+    if module.split(".")[0] in _KNOWN_MODULES:
+        return f"{module}.{name}"
+    digest = _function_digest(t)  # a user function Dynamo put in the graph (allow_in_graph)
+    return None if digest is None else f"{module}.{name}:{digest}"
+
+
+_PLAIN = (
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    torch.SymInt,
+    torch.SymFloat,
+    torch.SymBool,
+)
+
+
+def _leaf(a: Any) -> str | None:
+    """A node argument in words (FX's code names some objects only by a generated global)."""
+    if a is None or a is Ellipsis or isinstance(a, _PLAIN):
+        return f"{type(a).__name__}:{a!r}"
+    if isinstance(a, torch.fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, slice):
+        return f"slice:{a.start!r}:{a.stop!r}:{a.step!r}"
+    if isinstance(a, torch.Tensor):
+        if type(a) not in (torch.Tensor, torch.nn.Parameter):
+            return None
+        return f"tensor:{_tensor_meta(a)}:{_tensor_digest(a)}"
+    if callable(a):
+        return _target(a)
+    text = repr(a)
+    return None if " at 0x" in text else f"{type(a).__qualname__}:{text}"
+
+
+def _describe_args_of(node: torch.fx.Node) -> list | None:
+    leaves: list = []
+    torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: leaves.append(_leaf(a)))
+    return None if None in leaves else leaves
+
+
+def _describe_graph(gm: torch.nn.Module) -> str | None:
+    """Everything of the Dynamo graph that the export and the lowering read, or None."""
+    parts: list = []
+    own = {
+        **dict(gm.named_parameters(remove_duplicate=False)),
+        **dict(gm.named_buffers(remove_duplicate=False)),
+    }
+    parts.append(sorted((name, _tensor_meta(t)) for name, t in own.items()))
+    seen: set[str] = set()
+
+    def visit(mod: torch.nn.Module, prefix: str) -> bool:
+        if not isinstance(mod, torch.fx.GraphModule):
+            return False
+        # (without FX's comments: they name the user's files and lines)
+        code = "\n".join(ln for ln in mod.code.splitlines() if not ln.lstrip().startswith("#"))
+        parts.append((prefix, code))
+        for node in mod.graph.nodes:
+            target, arguments = _target(node.target), _describe_args_of(node)
+            if target is None or arguments is None:
+                return False
+            parts.append(arguments)
+            meta = node.meta
+            stack = meta.get("nn_module_stack")
+            parts.append(
+                (
+                    node.name,
+                    node.op,
+                    target,
+                    _value_meta(meta.get("example_value", meta.get("val"))),
+                    None
+                    if stack is None
+                    # (its keys are ids of module objects: left out)
+                    else [
+                        (str(v[0]), getattr(v[1], "__qualname__", str(v[1])))
+                        for v in stack.values()
+                    ],
+                )
+            )
+            if node.op in ("get_attr", "call_module"):
+                name = f"{prefix}{node.target}"
+                if name in seen:
+                    continue
+                seen.add(name)
+                obj = _resolve(mod, node.target)
+                if not describe_attr(obj, name):
+                    return False
+        return True
+
+    def describe_attr(obj: Any, name: str) -> bool:
+        if isinstance(obj, torch.fx.GraphModule):
+            return visit(obj, f"{name}.")
+        if isinstance(obj, torch.Tensor):
+            if name in own:  # a lifted parameter or buffer: an input, described above
+                return True
+            if type(obj) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+                return False
+            parts.append((name, _tensor_meta(obj), _tensor_digest(obj)))  # a constant
+            return True
+        if isinstance(obj, torch.nn.Module):  # a torch module Dynamo did not inline
+            described = _module_state(obj)
+            if described is None:
+                return False
+            parts.append((name, described))
+            return True
+        if obj is None or isinstance(obj, bool | int | float | str):
+            parts.append((name, repr(obj)))
+            return True
+        return False
+
+    if not visit(gm, ""):
+        return None
+    return repr(parts)
+
+
+def _resolve(mod: torch.nn.Module, target: str) -> Any:
+    obj: Any = mod
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _module_state(mod: torch.nn.Module) -> str | None:
+    """A torch module's type and plain attributes (eps, num_heads...), children included."""
+    if not type(mod).__module__.startswith("torch."):
+        return None
+    items = []
+    for k, v in sorted(vars(mod).items()):
+        if k in ("_parameters", "_buffers", "_modules") or k.startswith("_forward") or "hook" in k:
+            continue
+        if v is None or isinstance(v, bool | int | float | str | tuple | torch.dtype):
+            items.append((k, repr(v)))
+    children = []
+    for name, child in mod.named_children():
+        state = _module_state(child)
+        if state is None:
+            return None
+        children.append((name, state))
+    return repr((type(mod).__qualname__, items, children))
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    # bytes through a host view, not ``.numpy()``: that would leave the storage non-resizable
+    data = t.detach().cpu().contiguous()
+    if data.numel() and data.dtype in TORCH_TO_JAX_DTYPE:
+        raw = host_view(data).tobytes()
+    else:
+        raw = repr((data.dtype, data.tolist())).encode() if data.numel() else b""
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _describe_args(gm: torch.fx.GraphModule, args: Sequence) -> str | None:
+    scalars = set(scalar_placeholders(gm))
+    storages: dict[int, int] = {}
+    parts = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            if type(a) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) or a.is_sparse:
+                return None
+            # which inputs share memory (aliasing changes the functionalized graph)
+            alias = storages.setdefault(a.untyped_storage().data_ptr(), i) if a.numel() else None
+            value = repr(a.item()) if i in scalars else None  # specialized by the export
+            parts.append((_tensor_meta(a), a.is_leaf, alias, value))
+        elif a is None or isinstance(a, bool | int | float | str | torch.dtype | torch.device):
+            parts.append((type(a).__name__, repr(a)))
+        else:
+            return None
+    return repr(parts)
+
+
+def device_of(args: Sequence) -> jax.Device:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return jax_device(a.device)
+    return jax_device(torch.device("cpu"))
