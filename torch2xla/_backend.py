@@ -27,6 +27,7 @@ from torch2xla.debug._stages import (
     wrapped_module,
 )
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
+from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _stored
@@ -61,7 +62,9 @@ def xla_backend(
 class CompiledGraph:
     """A Dynamo graph, compiled to XLA once per signature of its inputs."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: Options) -> None:
+    def __init__(
+        self, gm: torch.fx.GraphModule, options: Options, context: DynamoContext | None = None
+    ) -> None:
         self.gm = gm
         self.options = options
         self.program_options = {  # what every XlaProgram of this graph is built with
@@ -76,7 +79,12 @@ class CompiledGraph:
         self.input_names = input_names(gm, wrapped_module())
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
-            gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)
+            gm,
+            self.name,
+            self._build,
+            options.cache_size,
+            BucketSpec.parse(options.buckets),
+            context,  # (None: read from Dynamo's compile in progress)
         )
         self.key, self.cache = self.guards.key, self.guards.cache
         self.recompile_reasons = self.guards.recompile_reasons
@@ -303,8 +311,12 @@ class CompiledGraph:
         missing = data_dependent.unsupported(found)
         self._report(missing)
         eager = data_dependent.eager_nodes(self.gm, found)
+        # (the pieces are made at this graph's first call, after Dynamo's compile: they take
+        # this graph's frame for their names, which Dynamo no longer tells)
         top = data_dependent.split(
-            self.gm, eager, lambda piece: _Piece(CompiledGraph(piece, self.options))
+            self.gm,
+            eager,
+            lambda piece: _Piece(CompiledGraph(piece, self.options, self.guards.context)),
         )
         b.record.mode = "split"
         b.record.ops = [
