@@ -323,6 +323,7 @@ class CompiledGraph:
             OpPlacement(n.name, op_name(n), "eager", data_dependent.reason(n), source_line(n))
             for n in found
         ]
+        b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, _Piece)]
         self._cut = _Cut(top)
         self._draws = False  # (its pieces replay themselves)
         return b.done(self._cut)
