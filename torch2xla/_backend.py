@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from torch2xla._errors import OpError, UnsupportedOpsError, op_name, source_line, warn
-from torch2xla._options import Options
+from torch2xla._options import OptionError, Options
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture._aliases import output_aliases
@@ -54,9 +54,20 @@ def xla_backend(
     """Dynamo backend: ``torch.compile(model, backend="xla", mode=..., options={...})``.
 
     Returns a callable that runs ``gm`` through JAX/XLA, compiling one XLA program per input
-    signature on first use.
+    signature on first use. Where ``mode`` or ``options`` are not ones torch2xla takes, the
+    callable raises ``OptionError`` instead: raised here, Dynamo would hand the user its
+    ``BackendCompilerFailed`` wrapping it, which ``except torch2xla.OptionError`` misses.
     """
-    return CompiledGraph(gm, Options.parse(mode, options))
+    try:
+        parsed = Options.parse(mode, options)
+    except OptionError as e:
+        message = str(e)
+
+        def refuse(*args):
+            raise OptionError(message)
+
+        return refuse
+    return CompiledGraph(gm, parsed)
 
 
 class CompiledGraph:

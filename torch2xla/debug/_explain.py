@@ -21,6 +21,7 @@ import torch
 from torch._dynamo.backends.debugging import ExplainWithBackend
 
 from torch2xla._backend import CompiledGraph, xla_backend
+from torch2xla._options import Options
 from torch2xla.debug._stages import (
     STAGES,
     CompileRecord,
@@ -133,6 +134,7 @@ class Explanation:
         options: dict | None = None,
         dynamic: bool | None = None,
     ) -> None:
+        Options.parse(mode, options)  # (an OptionError now, not Dynamo's wrapping of it)
         self.fn = _unwrap(fn)
         self.graphs: list[GraphReport] = []
         self.breaks: list[GraphBreak] = []
