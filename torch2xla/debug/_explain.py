@@ -114,7 +114,8 @@ class Explanation:
     that the call caused.
 
     Attributes:
-        graphs: one ``GraphReport`` per Dynamo graph, in capture order.
+        graphs: one ``GraphReport`` per Dynamo graph, in capture order, each followed by
+            its XLA pieces where data-dependent ops cut it (``piece_of`` set).
         breaks: the graph breaks, with Dynamo's reason and the user's source line.
         recompiles: Dynamo's reasons for recompiling a frame (guard failures).
         output: what the last ``run`` returned.
