@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx.passes.split_module import split_module
 
+from torch2xla._errors import LoweringError
 from torch2xla.capture._annotate import annotate
 from torch2xla.capture._lower import lower
 from torch2xla.ops._interpret import to_jax_function
@@ -24,6 +25,8 @@ from torch2xla.ops._registry import (
     AFTER_CONVOLUTION,
     CONVOLUTION_PATH,
     KEPT_BY_USERS,
+    ON_CUDA,
+    STORAGE_ORDER,
     UNEXPANDED,
 )
 from torch2xla.runtime._interop import x64
@@ -209,6 +212,68 @@ def test_bmm_against_a_batch_of_one_broadcast_to_a_batch_of_one_is_not():
     )
     (bmm,) = _nodes(gm, aten.bmm.default)
     assert bmm.meta[UNEXPANDED] is None
+
+
+# -- STORAGE_ORDER -------------------------------------------------------------------------------
+def _transposed_as_strided(m, x):
+    return x.t().as_strided((2, 3), (1, 2)) * 2
+
+
+def _transposed_as_strided_scatter(m, x):
+    return x.t().as_strided_scatter(torch.ones(2, 3), (2, 3), (1, 2)) * 2
+
+
+@pytest.mark.parametrize(
+    "fn,target",
+    [
+        (_transposed_as_strided, aten.as_strided.default),
+        (_transposed_as_strided_scatter, aten.as_strided_scatter.default),
+    ],
+    ids=["as_strided", "as_strided_scatter"],
+)
+def test_as_strided_reads_its_inputs_storage_order_from_its_own_node(fn, target):
+    """as_strided indexes its input's storage: the pass records the input's dims in storage
+    order (a transposed input: (1, 0)); the lowering reads that, not the input node's fake
+    value (removed here after annotating), and gives eager's values."""
+    x = torch.randn(3, 4)
+    lowered = _lowered(fn, x)
+    annotate(lowered.gm)
+    (node,) = _nodes(lowered.gm, target)
+    assert node.meta[STORAGE_ORDER] == (1, 0)
+    del node.args[0].meta["val"]
+    (got,), _ = _run(lowered, (x,), annotated=False)
+    torch.testing.assert_close(torch.tensor(got), fn(None, x))
+
+
+def test_as_strided_of_an_input_not_dense_in_memory_is_recorded_as_such():
+    """A strided (every other column) input: no storage order (None); its lowering refuses."""
+    x = torch.randn(3, 4)
+    lowered = _lowered(lambda m, x: x[:, ::2].as_strided((2, 2), (1, 2)), x)
+    (node,) = _nodes(annotate(lowered.gm), aten.as_strided.default)
+    assert node.meta[STORAGE_ORDER] is None
+    with pytest.raises(LoweringError, match="not dense in memory"):
+        _run(lowered, (x,), annotated=False)
+
+
+# -- ON_CUDA -------------------------------------------------------------------------------------
+def test_assert_async_reads_its_arguments_device_from_its_own_node():
+    """F.one_hot asserts its classes are in range (aten._assert_async, which has no output to
+    take a device from): the pass records its argument's device; the lowering checks on CPU
+    only (on CUDA eager's assert is device-side), reading the record, not the argument's
+    fake value (on CPU here, while the record is set by hand)."""
+    t = torch.tensor([0, 2])
+    lowered = _lowered(lambda m, t: F.one_hot(t, 3), t)
+    gm = annotate(lowered.gm)
+    asserts = _nodes(gm, aten._assert_async.msg) + _nodes(gm, aten._assert_async.default)
+    assert asserts and all(n.meta[ON_CUDA] is False for n in asserts)
+    inputs = [jnp.asarray(a.numpy()) for a in lowered.inputs((t,))]
+    for on_cuda in (False, True):
+        for node in asserts:
+            node.meta[ON_CUDA] = on_cuda
+        fn = to_jax_function(gm, checks=True)
+        with x64():
+            fn(None, *inputs)
+        assert len(fn.checks) == (0 if on_cuda else len(asserts))
 
 
 # -- the lowerings read the annotation, and work without it --------------------------------------

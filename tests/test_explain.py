@@ -130,6 +130,40 @@ def test_explain_split_graph_names_inputs_and_renders_its_text_as_html():
     assert not missing, missing
 
 
+def _masked_sum(x):
+    y = x.relu()
+    return x[y > 0].sum() + y
+
+
+@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+def test_explain_of_a_graph_cut_around_data_dependent_ops_lists_its_xla_pieces():
+    """A graph cut around ``x[mask]`` runs its other ops in XLA pieces, compiled as graphs of
+    their own during explain's call: explain said "0 XLA partitions" and counted 0 ops in XLA.
+    Now it names the pieces and reports each (its ops in XLA, its compile), in text and HTML;
+    Dynamo's graph count stays Dynamo's."""
+    x = torch.randn(6)
+    with torch.no_grad(), pytest.warns(torch2xla.FallbackWarning):
+        report = torch2xla.explain(_masked_sum, x)
+    torch.testing.assert_close(report.output, _masked_sum(x))
+    text = str(report)
+    assert "Dynamo captured 1 graph with 0 graph breaks." in text
+    assert "0 XLA partitions" not in text
+    top, *pieces = report.graphs
+    (rec,) = top.records
+    assert rec.mode == "split" and len(rec.pieces) == len(pieces) >= 2
+    assert [p.name for p in pieces] == rec.pieces
+    for piece in pieces:
+        assert piece.piece_of == top.name and f", a piece of {top.name}" in piece.title
+        (prec,) = piece.records
+        assert prec.mode == "inference" and prec.ops and all(op.where == "xla" for op in prec.ops)
+        assert "xla" in prec.times
+        assert f"{prec.name}: inference" in text
+    assert f"XLA pieces compiled as graphs of their own: {', '.join(rec.pieces)}" in text
+    page = report._repr_html_()
+    missing = _words(text) - _html_words(page)
+    assert not missing, missing
+
+
 def test_cache_info_renders_its_text_as_html():
     f = torch.compile(lambda x: x.cos() * 2, backend="xla", dynamic=True)
     f(torch.randn(3))

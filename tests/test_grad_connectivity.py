@@ -334,9 +334,10 @@ def test_a_graph_torch_cannot_run_on_fake_tensors_warns_and_gives_gradients(monk
 
     leaves = (_leaf(4), _leaf(4, seed=1))
     compiled = torch.compile(f, backend="xla", options={"eager_ops": [torch.ops.aten.sin]})
-    with pytest.warns(torch2xla.GradientConnectivityWarning, match="no fake kernel"):
+    with pytest.warns(torch2xla.GradientConnectivityWarning, match="no fake kernel") as record:
         got = _grads(compiled, leaves)
     _assert_same(got, _grads(f, leaves))
+    assert record[0].filename == __file__  # the user's call, not torch2xla's frame
 
 
 def test_a_whole_graph_reads_connectivity_from_dynamo_without_running_anything(monkeypatch):

@@ -309,6 +309,26 @@ def test_graphs_are_named_by_the_users_module_or_function(caplog):
     assert ".s0 'Sequential' (torch.nn.Sequential): compiled (" in text
 
 
+def _nonzero_sum(x):
+    y = x.sin()
+    return torch.nonzero(y).float().sum() + y
+
+
+@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+def test_pieces_of_a_graph_cut_around_eager_ops_are_named_by_the_users_function(caplog):
+    """A graph cut around a data-dependent op compiles its pieces as graphs of their own,
+    after Dynamo's compile: their logs and cache_info named no function (``graph_3.s0:``)."""
+    caplog.set_level(logging.INFO, logger="torch2xla")
+    f = torch.compile(_nonzero_sum, backend="xla")
+    x = torch.randn(5)
+    with pytest.warns(torch2xla.FallbackWarning):
+        assert_same(f(x), _nonzero_sum(x))
+    frame = f"'_nonzero_sum' ({__file__}:{_nonzero_sum.__code__.co_firstlineno})"
+    compiles = [r.getMessage() for r in caplog.records if r.name == "torch2xla"]
+    compiles = [m for m in compiles if ": compiled (" in m]
+    assert len(compiles) >= 2 and all(f".s0 {frame}: compiled (" in m for m in compiles), compiles
+
+
 def test_torch_logs_shows_compiles_and_recompiles(tmp_path):
     """TORCH_LOGS, torch.compile's switch: "+torch2xla" logs our compiles with their stages,
     "recompiles" our per-size recompiles (which Dynamo's own recompile log never sees)."""

@@ -19,6 +19,7 @@ import torch
 import torch2xla
 from torch2xla import OptionError, Options
 from torch2xla._options import MODES
+from torch2xla.testing import assert_parity
 
 # (option, value): each is rejected. A string or an int where a bool is meant is a mistake
 # (options={"strict": "false"} used to turn strict mode on).
@@ -78,12 +79,22 @@ def test_every_option_has_a_check():
 
 
 def test_the_error_comes_on_the_first_call_of_the_compiled_function():
+    """The error is torch2xla.OptionError, as the README says (it was Dynamo's
+    BackendCompilerFailed wrapping it, which ``except OptionError`` misses), every call."""
     f = torch.compile(lambda x: x + 1, backend="xla", options={"strict": "false"})
-    with pytest.raises(Exception, match=r"option strict must be True or False, got 'false'"):
-        f(torch.ones(2))
+    for _ in range(2):
+        with pytest.raises(OptionError, match=r"option strict must be True or False, got 'false'"):
+            f(torch.ones(2))
     g = torch.compile(lambda x: x + 1, backend="xla", options={"dump_dir": 123})
-    with pytest.raises(Exception, match=r"option dump_dir must be .*, got 123 \(int\)"):
+    with pytest.raises(OptionError, match=r"option dump_dir must be .*, got 123 \(int\)"):
         g(torch.ones(2))
+
+
+def test_explain_and_the_parity_kit_check_options_first():
+    with pytest.raises(OptionError, match="option remat must be True or False, got 1"):
+        torch2xla.Explanation(lambda x: x + 1, options={"remat": 1})
+    with pytest.raises(OptionError, match="option cache_size must be a positive int"):
+        assert_parity(lambda x: x + 1, torch.ones(2), options={"cache_size": True})
 
 
 @pytest.mark.parametrize("mode", ["fast", 3, "max_autotune"])

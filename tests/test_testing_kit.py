@@ -431,6 +431,18 @@ def test_parity_test_draws_kwargs_and_rejects_unknown_options():
         parity_test(tensors(), tolerance=1)
 
 
+def test_parity_test_says_what_its_strategy_arguments_take():
+    """``args=(s1, s2)`` (a tuple, not a strategy) failed at import with "'tuple' object has
+    no attribute 'map'"; a tensor where a strategy belongs, deep inside hypothesis."""
+    x, w = tensors(torch.float32, (4, 8)), tensors(torch.float32, (8, 3))
+    with pytest.raises(TypeError, match=r"args= takes one strategy .* parity_test\(s1, s2\)"):
+        parity_test(args=(x, w))
+    with pytest.raises(TypeError, match="argument 1 must be a hypothesis strategy, got Tensor"):
+        parity_test(x, torch.ones(3))
+    with pytest.raises(TypeError, match="kwargs\\['dim'\\] must be a hypothesis strategy, got int"):
+        parity_test(x, kwargs={"dim": 0})
+
+
 def test_parity_settings_follow_the_command_line_override(monkeypatch):
     assert parity_settings(7).max_examples == 7
     assert parity_settings().max_examples == hypothesis.settings().max_examples  # the profile's

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from torch2xla._errors import OpError, UnsupportedOpsError, op_name, source_line, warn
-from torch2xla._options import Options
+from torch2xla._options import OptionError, Options
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture._aliases import output_aliases
@@ -27,6 +27,7 @@ from torch2xla.debug._stages import (
     wrapped_module,
 )
 from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
+from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _stored, _stored_key
@@ -53,15 +54,28 @@ def xla_backend(
     """Dynamo backend: ``torch.compile(model, backend="xla", mode=..., options={...})``.
 
     Returns a callable that runs ``gm`` through JAX/XLA, compiling one XLA program per input
-    signature on first use.
+    signature on first use. Where ``mode`` or ``options`` are not ones torch2xla takes, the
+    callable raises ``OptionError`` instead: raised here, Dynamo would hand the user its
+    ``BackendCompilerFailed`` wrapping it, which ``except torch2xla.OptionError`` misses.
     """
-    return CompiledGraph(gm, Options.parse(mode, options))
+    try:
+        parsed = Options.parse(mode, options)
+    except OptionError as e:
+        message = str(e)
+
+        def refuse(*args):
+            raise OptionError(message)
+
+        return refuse
+    return CompiledGraph(gm, parsed)
 
 
 class CompiledGraph:
     """A Dynamo graph, compiled to XLA once per signature of its inputs."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: Options) -> None:
+    def __init__(
+        self, gm: torch.fx.GraphModule, options: Options, context: DynamoContext | None = None
+    ) -> None:
         self.gm = gm
         self.options = options
         self.program_options = {  # what every XlaProgram of this graph is built with
@@ -76,7 +90,12 @@ class CompiledGraph:
         self.input_names = input_names(gm, wrapped_module())
         # Key, cache, bucketing, compile records and logs: torch2xla/guards.
         self.guards = GraphGuards(
-            gm, self.name, self._build, options.cache_size, BucketSpec.parse(options.buckets)
+            gm,
+            self.name,
+            self._build,
+            options.cache_size,
+            BucketSpec.parse(options.buckets),
+            context,  # (None: read from Dynamo's compile in progress)
         )
         self.key, self.cache = self.guards.key, self.guards.cache
         self.recompile_reasons = self.guards.recompile_reasons
@@ -308,14 +327,19 @@ class CompiledGraph:
         missing = data_dependent.unsupported(found)
         self._report(missing)
         eager = data_dependent.eager_nodes(self.gm, found)
+        # (the pieces are made at this graph's first call, after Dynamo's compile: they take
+        # this graph's frame for their names, which Dynamo no longer tells)
         top = data_dependent.split(
-            self.gm, eager, lambda piece: _Piece(CompiledGraph(piece, self.options))
+            self.gm,
+            eager,
+            lambda piece: _Piece(CompiledGraph(piece, self.options, self.guards.context)),
         )
         b.record.mode = "split"
         b.record.ops = [
             OpPlacement(n.name, op_name(n), "eager", data_dependent.reason(n), source_line(n))
             for n in found
         ]
+        b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, _Piece)]
         self._cut = _Cut(top)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)

@@ -23,13 +23,14 @@ tensors from each output back to the inputs.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import map_aggregate
+
+from torch2xla._errors import warn
 
 
 def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
@@ -163,12 +164,11 @@ def traced_links(
             outs = run(fakes)
             return links(list(outs), fakes)
     except Exception as e:  # noqa: BLE001 - reported, and the fallback is stated
-        warnings.warn(
+        warn(
             f"torch2xla: {label}: could not run the graph on fake tensors to find which inputs "
             f"get gradients ({type(e).__name__}: {e}); every input that requires grad gets one "
             "(zeros where eager may give None). Please report this.",
             GradientConnectivityWarning,
-            stacklevel=2,
         )
         every = sum(1 << k for k, rg in enumerate(requires_grad) if rg)
         return (every,) * n_outputs

@@ -11,6 +11,10 @@ translation, under a key of ``torch2xla/ops/_registry.py``:
   then recomputes its gradient's mask from the output instead of keeping a mask.
 - ``UNEXPANDED`` (bmm): an operand that is one matrix expanded over the batch, multiplied as
   that matrix (``ops/_linalg.py``).
+- ``ON_CUDA`` (_assert_async, which has no output): whether its argument is on a CUDA device,
+  where eager's assert is a device-side one, not checked (``ops/_bounds.py``).
+- ``STORAGE_ORDER`` (the as_strided family): the order of the input's dims in memory, from
+  which the lowering rebuilds the storage it indexes (``ops/_shape.py``).
 
 ``annotate`` runs them all on the graph about to be translated (``XlaProgram``, each remat
 segment): the answers describe that graph, so a partition of a graph is annotated on its own.
@@ -29,6 +33,8 @@ from torch2xla.ops._registry import (
     AFTER_CONVOLUTION,
     CONVOLUTION_PATH,
     KEPT_BY_USERS,
+    ON_CUDA,
+    STORAGE_ORDER,
     UNEXPANDED,
 )
 
@@ -46,6 +52,15 @@ _READS_AFTER_CONVOLUTION = frozenset(
 )
 _READS_KEPT_BY_USERS = frozenset({aten.relu.default})
 _READS_UNEXPANDED = frozenset({aten.bmm.default})
+_READS_ON_CUDA = frozenset({aten._assert_async.default, aten._assert_async.msg})
+_READS_STORAGE_ORDER = frozenset(
+    {
+        aten.as_strided.default,
+        aten.as_strided_copy.default,
+        aten.as_strided_scatter.default,
+        aten._reshape_alias_copy.default,
+    }
+)
 
 # Ops that keep their (first) input as it is for their backward: a relu feeding only these
 # need not keep a mask of its own (the mask is recomputed from the kept output).
@@ -71,6 +86,11 @@ def annotate(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             node.meta[KEPT_BY_USERS] = kept_by_users(node)
         if node.target in _READS_UNEXPANDED:
             node.meta[UNEXPANDED] = unexpanded_operand(node)
+        if node.target in _READS_ON_CUDA:
+            val = node.args[0].meta.get("val") if node.args else None
+            node.meta[ON_CUDA] = getattr(getattr(val, "device", None), "type", "cpu") == "cuda"
+        if node.target in _READS_STORAGE_ORDER:
+            node.meta[STORAGE_ORDER] = storage_order(node.args[0])
     return gm
 
 
@@ -155,3 +175,21 @@ def _expanded_from(arg) -> tuple[torch.fx.Node, bool] | None:
     if src_shape == (1, *shape[1:]) and shape[0] != 1:
         return src, True
     return None
+
+
+def storage_order(arg) -> tuple[int, ...] | None:
+    """The dims of ``arg`` (a graph node) ordered outermost-first in memory, from its fake
+    value's strides, so that ``transpose(x, order).reshape(-1)`` lists its elements in storage
+    order; None where it is not dense in memory (overlapping or with gaps). A node without a
+    fake value is taken as contiguous."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return tuple(range(len(_shape(arg) or ())))
+    strides, sizes = val.stride(), val.shape
+    order = sorted(range(val.ndim), key=lambda d: (-strides[d], -sizes[d]))
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return tuple(order)

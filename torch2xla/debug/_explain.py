@@ -21,6 +21,7 @@ import torch
 from torch._dynamo.backends.debugging import ExplainWithBackend
 
 from torch2xla._backend import CompiledGraph, xla_backend
+from torch2xla._options import Options
 from torch2xla.debug._stages import (
     STAGES,
     CompileRecord,
@@ -65,12 +66,15 @@ class GraphReport:
         gm: the FX graph Dynamo captured.
         capture_time: seconds Dynamo spent tracing the frame that produced the graph.
         compiled: the backend's ``CompiledGraph`` (its ``records`` are the signatures).
+        piece_of: for an XLA piece of a graph cut around data-dependent ops (a graph of its
+            own, not Dynamo's), the name of the graph it is a piece of.
     """
 
     name: str
     gm: torch.fx.GraphModule
     capture_time: float | None
     compiled: CompiledGraph
+    piece_of: str | None = None
 
     @property
     def records(self) -> list[CompileRecord]:
@@ -83,7 +87,8 @@ class GraphReport:
 
     @property
     def title(self) -> str:
-        return f"{self.name} {self.frame}" if self.frame else self.name
+        title = f"{self.name} {self.frame}" if self.frame else self.name
+        return f"{title}, a piece of {self.piece_of}" if self.piece_of else title
 
     @property
     def dynamo_ops(self) -> int:
@@ -109,7 +114,8 @@ class Explanation:
     that the call caused.
 
     Attributes:
-        graphs: one ``GraphReport`` per Dynamo graph, in capture order.
+        graphs: one ``GraphReport`` per Dynamo graph, in capture order, each followed by
+            its XLA pieces where data-dependent ops cut it (``piece_of`` set).
         breaks: the graph breaks, with Dynamo's reason and the user's source line.
         recompiles: Dynamo's reasons for recompiling a frame (guard failures).
         output: what the last ``run`` returned.
@@ -129,6 +135,7 @@ class Explanation:
         options: dict | None = None,
         dynamic: bool | None = None,
     ) -> None:
+        Options.parse(mode, options)  # (an OptionError now, not Dynamo's wrapping of it)
         self.fn = _unwrap(fn)
         self.graphs: list[GraphReport] = []
         self.breaks: list[GraphBreak] = []
@@ -170,12 +177,33 @@ class Explanation:
             if count > counted.get(reason, 0) and _first_lines(reason) not in known:
                 new.append(GraphBreak(str(reason).strip(), ()))
         self.breaks.extend(new)
+        self._add_pieces()
         return self
+
+    def _add_pieces(self) -> None:
+        """Report the XLA pieces of graphs cut around data-dependent ops (made at the graph's
+        first call, each a graph of its own) after the graph they are pieces of."""
+        known = {g.name for g in self.graphs}
+        graphs: list[GraphReport] = []
+        for g in self.graphs:
+            graphs.append(g)
+            cut = getattr(g.compiled, "_cut", None)
+            if g.piece_of is not None or cut is None:
+                continue
+            for module in cut.top.children():
+                piece = getattr(module, "compiled", None)
+                if isinstance(piece, CompiledGraph) and piece.name not in known:
+                    graphs.append(GraphReport(piece.name, piece.gm, None, piece, g.name))
+        self.graphs[:] = graphs
+
+    @property
+    def _dynamo_graphs(self) -> int:
+        return sum(1 for g in self.graphs if g.piece_of is None)
 
     # -- rendering ---------------------------------------------------------------------------
     def __str__(self) -> str:
         name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
-        n = len(self.graphs)
+        n = self._dynamo_graphs
         lines = [
             f"torch2xla.explain: {name}",
             (
@@ -212,13 +240,13 @@ class Explanation:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<torch2xla Explanation: {len(self.graphs)} graphs, {len(self.breaks)} breaks>"
+        return f"<torch2xla Explanation: {self._dynamo_graphs} graphs, {len(self.breaks)} breaks>"
 
     def _repr_html_(self) -> str:
         """The report as HTML (Jupyter): the text's content, with tables."""
         e = html.escape
         name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
-        n, nb = len(self.graphs), len(self.breaks)
+        n, nb = self._dynamo_graphs, len(self.breaks)
         parts = [
             "<div class='torch2xla-explain'>",
             f"<h3>torch2xla.explain: <code>{e(name)}</code></h3>",
@@ -262,7 +290,11 @@ def _record_html(rec: CompileRecord) -> str:
     stages = [s for s in STAGES if s in rec.times]
     head = "".join(f"<th>{s}</th>" for s in stages)
     times = "".join(f"<td>{rec.times[s]:.2f}s</td>" for s in stages)
-    partitions = f"<p>{e(format_partitions(rec.partitions))}</p>" if rec.mode == "split" else ""
+    if not stages:  # (the text's "no stages")
+        head, times = "<th>stages</th>", "<td>no stages</td>"
+    partitions = (
+        f"<p>{e(format_partitions(rec.partitions, rec.pieces))}</p>" if rec.mode == "split" else ""
+    )
     grad = " (* requires grad)" if "]*" in rec.inputs else ""
     n_eager = sum(1 for op in rec.ops if op.where == "eager")
     rows = []

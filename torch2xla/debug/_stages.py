@@ -434,7 +434,7 @@ def format_record(record: CompileRecord) -> str:
         f"  compile time: {format_times(record.times)} (total {record.total_time:.2f}s)",
     ]
     if record.mode == "split":
-        lines[-1] += f"; {format_partitions(record.partitions)}"
+        lines[-1] += f"; {format_partitions(record.partitions, record.pieces)}"
     if record.cost:
         lines.append(f"  XLA cost: {format_cost(record.cost)}")
     lines.append(
@@ -451,8 +451,11 @@ def format_record(record: CompileRecord) -> str:
     return "\n".join(lines)
 
 
-def format_partitions(partitions: dict[str, bool]) -> str:
-    """``2 XLA partitions, compiled on first call`` (or ``compile on first call`` before it)."""
+def format_partitions(partitions: dict[str, bool], pieces: Sequence[str] = ()) -> str:
+    """``2 XLA partitions, compiled on first call`` (or ``compile on first call`` before it);
+    for a graph cut around data-dependent ops, the graphs its ``pieces`` compile as."""
+    if pieces:
+        return f"XLA pieces compiled as graphs of their own: {', '.join(pieces)}"
     n = len(partitions)
     head = f"{n} XLA partition{'s' * (n != 1)}"
     if all(partitions.values()):

@@ -44,6 +44,8 @@ class CompileRecord:
             ``bytes accessed``, ``transcendentals``), None when nothing was compiled ahead.
         partitions: in ``split`` mode, the XLA partitions (``fused_0``...) and whether each
             has compiled (on the signature's first call, which its times and cost include).
+        pieces: in ``split`` mode of a graph cut around data-dependent ops, the graphs its XLA
+            pieces compile as (``graph_3``...), each with records of its own.
     """
 
     graph: str
@@ -59,6 +61,7 @@ class CompileRecord:
     ops: list[OpPlacement] = dataclasses.field(default_factory=list)
     cost: dict[str, float] | None = None
     partitions: dict[str, bool] = dataclasses.field(default_factory=dict)
+    pieces: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -138,8 +138,7 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
     # NOTE: eager's CPU kernel raises RuntimeError(assert_msg) where ``self`` is zero; on CUDA
     # it is a device-side assert, not checked here (as the divisor checks).
     c = ctx()
-    source = c.node.args[0].meta.get("val") if c.node.args else None
-    if not c.checking or getattr(getattr(source, "device", None), "type", "cpu") == "cuda":
+    if not c.checking or c.on_cuda:  # (ON_CUDA: the argument's device, capture/_annotate.py)
         return
     c.check(jnp.logical_not(self.astype(bool)), assert_msg.replace("{", "{{").replace("}", "}}"))
     return

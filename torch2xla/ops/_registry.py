@@ -214,6 +214,13 @@ UNEXPANDED = "torch2xla.unexpanded"
 """bmm: None, or ``(operand, source, first)``: the operand (0 or 1) is the graph node
 ``source`` expanded over the batch (through views that keep its shape); ``first``: take
 ``source[0]`` (``source`` has a batch dim of 1). Absent: None."""
+STORAGE_ORDER = "torch2xla.storage_order"
+"""as_strided, as_strided_copy, as_strided_scatter, _reshape_alias_copy: the first argument's
+dims ordered outermost-first in memory (from its strides), or None where it is not dense in
+memory (overlapping or with gaps). Absent: a contiguous argument."""
+ON_CUDA = "torch2xla.on_cuda"
+"""_assert_async (an op without an output to take the device from): bool, whether its
+argument is on a CUDA device. Absent: the node's output's device (``LoweringContext.on_cuda``)."""
 CONVOLUTION_PATH = 8  # how many elementwise/batch-norm nodes back a relu looks for a convolution
 
 
@@ -266,7 +273,10 @@ class LoweringContext:
 
     @property
     def on_cuda(self) -> bool:
-        """Whether the node runs on a CUDA device (its first tensor output's device)."""
+        """Whether the node runs on a CUDA device (``ON_CUDA`` where a pass recorded it, else
+        its first tensor output's device)."""
+        if ON_CUDA in self.node.meta:
+            return self.node.meta[ON_CUDA]
         outs = self.out if isinstance(self.out, list | tuple) else (self.out,)
         for out in outs:
             device = getattr(out, "device", None)

@@ -11,7 +11,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import STORAGE_ORDER, ctx, register
 
 aten = ops.aten
 _INT64_MAX = 2**63 - 1
@@ -328,22 +328,16 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
 
 
 # -- strided views over the input's storage -----------------------------------------------------
-def _storage_order(node_arg) -> tuple[int, ...]:
-    """The dims of a dense input ordered outermost-first in memory (its fake tensor's strides),
-    so ``transpose(x, order).reshape(-1)`` lists elements in storage order."""
-    val = node_arg.meta.get("val") if hasattr(node_arg, "meta") else None
-    if val is None or val.ndim == 0:
-        return tuple(range(0 if val is None else val.ndim))
-    strides, sizes = val.stride(), val.shape
-    order = sorted(range(val.ndim), key=lambda d: (-strides[d], -sizes[d]))
-    expected = 1
-    for d in reversed(order):
-        if sizes[d] != 1 and strides[d] != expected:
-            raise NotImplementedError(
-                "as_strided on an input that is not dense in memory (overlapping or with gaps)"
-            )
-        expected *= sizes[d]
-    return tuple(order)
+def _storage_order(ndim: int) -> tuple[int, ...]:
+    """The node's first argument's dims ordered outermost-first in memory (``STORAGE_ORDER``,
+    ``capture/_annotate.py``; contiguous where unannotated), so ``transpose(x, order)
+    .reshape(-1)`` lists its elements in storage order."""
+    order = ctx().node.meta.get(STORAGE_ORDER, tuple(range(ndim)))
+    if order is None:
+        raise NotImplementedError(
+            "as_strided on an input that is not dense in memory (overlapping or with gaps)"
+        )
+    return order
 
 
 def _strided_index(size, stride, offset) -> np.ndarray:
@@ -359,7 +353,7 @@ def _strided_index(size, stride, offset) -> np.ndarray:
 def as_strided(self, size, stride, storage_offset=None):
     # NOTE: torch indexes the input's storage; the bridge sees logical values, so the storage
     # is rebuilt from the input's strides (dense inputs only, storage offset 0).
-    order = _storage_order(ctx().node.args[0])
+    order = _storage_order(self.ndim)
     storage = jnp.transpose(self, order).reshape(-1) if self.ndim else self.reshape(-1)
     return storage[_strided_index(_shape(size), _shape(stride), storage_offset)]
 
@@ -389,7 +383,7 @@ _scatter_set.defvjp(_scatter_set_fwd, _scatter_set_bwd)
 
 @register(aten.as_strided_scatter.default)
 def as_strided_scatter(self, src, size, stride, storage_offset=None):
-    order = _storage_order(ctx().node.args[0])
+    order = _storage_order(self.ndim)
     moved = jnp.transpose(self, order) if self.ndim else self
     storage = moved.reshape(-1)
     idx = _strided_index(_shape(size), _shape(stride), storage_offset)

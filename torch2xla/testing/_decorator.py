@@ -91,6 +91,7 @@ def parity_test(
         inspect.signature(assert_parity).bind_partial(None, **parity_options)
     except TypeError as e:
         raise TypeError(f"torch2xla.testing.parity_test: {e} (options of assert_parity)") from None
+    _check_strategies(arg_strategies, args, kwargs)
     args_strategy = args if args is not None else st.tuples(*arg_strategies)
     kwargs_strategy = st.fixed_dictionaries(dict(kwargs or {}))
 
@@ -112,6 +113,25 @@ def parity_test(
         return wrapped
 
     return decorate
+
+
+def _check_strategies(arg_strategies: tuple, args: Any, kwargs: Mapping[str, Any] | None) -> None:
+    """A clear error where a strategy argument of ``parity_test`` is not a strategy."""
+    where = "torch2xla.testing.parity_test"
+    if args is not None and not isinstance(args, st.SearchStrategy):
+        raise TypeError(
+            f"{where}: args= takes one strategy for the whole tuple of positional arguments "
+            f"(module_inputs(...), st.tuples(...)), got {type(args).__name__}; give one "
+            "strategy per argument positionally instead: parity_test(s1, s2)"
+        )
+    named = [(f"argument {i}", s) for i, s in enumerate(arg_strategies)]
+    named += [(f"kwargs[{k!r}]", s) for k, s in (kwargs or {}).items()]
+    for name, strategy in named:
+        if not isinstance(strategy, st.SearchStrategy):
+            raise TypeError(
+                f"{where}: {name} must be a hypothesis strategy, got "
+                f"{type(strategy).__name__} (for a fixed value: st.just(value))"
+            )
 
 
 class _Drawn(tuple):

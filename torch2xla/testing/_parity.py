@@ -22,6 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from torch2xla._backend import FallbackWarning, xla_backend
+from torch2xla._options import Options
 from torch2xla.testing._compare import (
     Mismatch,
     ParityError,
@@ -402,6 +403,7 @@ def assert_parity(
     given = {k: v for k, v in given.items() if v != _DEFAULTS[k]}  # for the reproduction
     kwargs = dict(kwargs or {})
     opts = {"strict": not allow_fallback, **dict(options or {})}
+    Options.parse(None, opts)  # (an OptionError now, not Dynamo's wrapping of it)
     backend = _backend(tuple(sorted(opts.items())))
     is_module = isinstance(fn, torch.nn.Module)
     if is_module:
