@@ -360,8 +360,10 @@ class ViewCache:
                     fresh = True
                     continue
             fresh = True
-            refs[i], ptrs[i], versions[i], views[i] = weakref.ref(t), t.data_ptr(), t._version, None
             out.append(to_jax(t))
+            if t.is_inference():  # no version counter to see torch's writes by: never cached
+                continue
+            refs[i], ptrs[i], versions[i], views[i] = weakref.ref(t), t.data_ptr(), t._version, None
         return out, written and not fresh
 
     def _import(self, i: int, t: torch.Tensor):
