@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from torch._ops import ops
 
+from torch2xla._errors import OpIndexError
 from torch2xla.ops import _saved
 from torch2xla.ops._bounds import check_index
 from torch2xla.ops._common import as_dtype, jdt, opmath_dtype, out_dtype
@@ -240,6 +241,7 @@ def _embedding_bag(
         raise NotImplementedError("embedding_bag(scale_grad_by_freq=True) is not supported")
     check_index(indices, weight.shape[0], 0)
     n = indices.shape[0]
+    _check_offsets(offsets, n)
     n_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     bag = jnp.searchsorted(offsets, jnp.arange(n), side="right") - 1
     bag = jnp.clip(bag, 0, max(n_bags - 1, 0))
@@ -275,6 +277,28 @@ def _embedding_bag(
         else:
             result.append(jnp.zeros(shape, out_dtype(i)))
     return tuple(result)
+
+
+def _check_offsets(offsets, n: int) -> None:
+    """Eager's checks of a bag's offsets, in its order: the first is 0, the last is at most
+    the number of indices, and none is negative (a bag would start before the indices)."""
+    c = ctx()
+    if not c.checking or offsets.shape[0] == 0:
+        return
+    first, last = offsets[0].astype(jnp.int64), offsets[-1].astype(jnp.int64)
+    c.check(
+        first != 0,
+        "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+        "position 0. However, got {value}",
+        first,
+    )
+    c.check(
+        last > n,
+        f"offsets[-1] can not be greater than input's length {n} but got offsets[-1] of {{value}}",
+        last,
+    )
+    low = jnp.min(offsets).astype(jnp.int64)
+    c.check(low < 0, "index out of range in self", low, OpIndexError)
 
 
 # -- anti-aliased bilinear resize ------------------------------------------------------------
