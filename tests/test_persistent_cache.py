@@ -162,6 +162,19 @@ def test_torn_and_corrupt_entries_are_recompiled(tmp_path):
     assert _sound(tmp_path)
 
 
+def _source_digest_with_a_changed_lowering(m: pytest.MonkeyPatch):
+    """``_stored._source_digest`` of torch2xla with one line of ``ops/_arg_checks.py`` added
+    (the digest once covered only ``runtime/``: a record outlived a change of the checks)."""
+    changed = pathlib.Path(torch2xla.__file__).parent / "ops" / "_arg_checks.py"
+    read = pathlib.Path.read_bytes
+    m.setattr(
+        pathlib.Path,
+        "read_bytes",
+        lambda p: read(p) + (b"# changed" if p.resolve() == changed.resolve() else b""),
+    )
+    return _stored._source_digest.__wrapped__
+
+
 def test_key_differs_for_every_input_of_the_program(monkeypatch):
     captured = []
 
@@ -207,6 +220,9 @@ def test_key_differs_for_every_input_of_the_program(monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(torch, "__version__", "9.9.9")
         others["torch version"] = key_of(lambda t: t * 2.0, x)
+    with monkeypatch.context() as m:  # a lowering's or a check's source, not only runtime/'s
+        m.setattr(_stored, "_source_digest", _source_digest_with_a_changed_lowering(m))
+        others["a lowering's source"] = key_of(lambda t: t * 2.0, x)
     with monkeypatch.context() as m:
         m.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
         others["XLA flags"] = key_of(lambda t: t * 2.0, x)

@@ -106,7 +106,7 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
 @functools.cache
 def _source_digest() -> str:
     """blake2b of every source file of the torch2xla package (relative path and contents)."""
-    root = pathlib.Path(__file__).resolve().parent
+    root = pathlib.Path(__file__).resolve().parent.parent  # (torch2xla/, not runtime/)
     h = hashlib.blake2b(digest_size=32)
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode() + b"\0")
