@@ -28,8 +28,15 @@ _parity_settings.full_range = True
 
 @pytest.fixture(autouse=True)
 def _reset_dynamo():
-    torch._dynamo.reset()
-    yield
+    # Each test's first graph as in a fresh process: where a job id is set (the GPU host),
+    # Dynamo keeps the sizes each code object saw in a profile on disk (PGO), and a function
+    # of an earlier run at the same file and line that saw two sizes made this test's first
+    # graph dynamic (example inputs holding SymInts, which no persistent-cache key describes).
+    with torch._dynamo.config.patch(
+        automatic_dynamic_local_pgo=False, automatic_dynamic_remote_pgo=False
+    ):
+        torch._dynamo.reset()
+        yield
 
 
 @pytest.fixture

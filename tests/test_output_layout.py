@@ -134,3 +134,22 @@ def test_bucketed_outputs_have_eager_strides(name):
             assert_same(got, want)
             if want.is_contiguous():
                 assert_same(got.view(-1), want.view(-1))
+
+
+@pytest.mark.parametrize("buckets", [None, "auto"])
+@pytest.mark.parametrize("name", ["strided view of the input", "view of a channels_last input"])
+def test_views_of_inputs_stay_views_in_dynamic_graphs(name, buckets):
+    # A graph traced with symbolic sizes (dynamic=True, Dynamo's automatic dynamic shapes after
+    # a size change, or its profile of an earlier run on disk) returned a copy of the input's
+    # view: eager's strides lost, and writes through it no longer reached the input.
+    fn, make = CASES[name]
+    compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": buckets})
+    with torch.no_grad():
+        for x in (make(), make()[:-1]):
+            want, got = fn(x), compiled(x)
+            assert _strides(got) == _strides(want)
+            assert got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+            assert got.storage_offset() == want.storage_offset()
+            assert_same(got, want)
+            got.add_(1)
+            assert_same(fn(x), want)  # (want is a view of x too: the same memory)

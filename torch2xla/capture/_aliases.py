@@ -12,7 +12,9 @@ import copy
 import dataclasses
 import operator
 from collections.abc import Sequence
+from typing import Any
 
+import sympy
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -24,19 +26,42 @@ class OutputAlias:
 
     output: int
     input: int
-    size: tuple[int, ...] | None = None
-    stride: tuple[int, ...] | None = None
-    offset: int = 0  # relative to the input's own storage offset (Dynamo does not guard it)
+    size: tuple | None = None
+    stride: tuple | None = None
+    offset: Any = 0  # relative to the input's own storage offset (Dynamo does not guard it)
+    # Of a dynamic-shape graph: ``size``, ``stride`` and ``offset`` hold sympy expressions of
+    # the size symbols, each the value of the graph's input at its position here.
+    symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
 
     def regenerate(self, args) -> torch.Tensor:
         if self.size is None:
             return args[self.input]
         base = args[self.input]
-        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
+        size, stride, offset = self.size, self.stride, self.offset
+        if self.symbols:
+            values = {s: int(args[i]) for s, i in self.symbols}
+            size, stride, offset = (
+                tuple(int(sympy.sympify(e).xreplace(values)) for e in size),
+                tuple(int(sympy.sympify(e).xreplace(values)) for e in stride),
+                int(sympy.sympify(offset).xreplace(values)),
+            )
+        return base.as_strided(size, stride, base.storage_offset() + offset)
 
 
-def _static(values) -> tuple[int, ...] | None:
-    return tuple(values) if all(isinstance(v, int) for v in values) else None
+def _static(values, symbols: dict | None = None) -> tuple | None:
+    """``values`` as ints, or (with ``symbols``: the size symbols that inputs of the graph
+    give) as sympy expressions of those symbols; None where another symbol is in them."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.SymInt) and symbols is not None:
+            expr = v.node.expr
+            if not expr.free_symbols <= symbols.keys():
+                return None
+            v = int(expr) if expr.is_Integer else expr
+        elif not isinstance(v, int):
+            return None
+        out.append(v)
+    return tuple(out)
 
 
 # Calls whose fake kernel returns its input where the eager kernel returns a copy: torch's
@@ -64,6 +89,12 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         ex = node.meta.get("example_value")
         if isinstance(ex, torch.Tensor):
             storages.setdefault(StorageWeakRef(ex.untyped_storage()), i)
+    # (a dynamic-shape graph: its size symbols, by the position of the input giving each)
+    symbols = {}
+    for i, node in enumerate(placeholders):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.SymInt) and isinstance(ex.node.expr, sympy.Symbol):
+            symbols.setdefault(ex.node.expr, i)
     out = gm.graph.find_nodes(op="output")[0].args[0]
     found = []
     for k, node in enumerate(out if isinstance(out, list | tuple) else (out,)):
@@ -74,16 +105,20 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         if not isinstance(ex, torch.Tensor) or _fresh_in_eager(node):
             continue
         src = storages.get(StorageWeakRef(ex.untyped_storage()))
-        size, stride = _static(ex.shape), _static(ex.stride())
+        size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
         offset = ex.storage_offset()
         if src is not None:
             offset = offset - placeholders[src].meta["example_value"].storage_offset()
+        offset = (_static((offset,), symbols) or (None,))[0]
         # Views that reinterpret the dtype (view_as_complex, view(dtype)) stay fresh buffers:
         # as_strided on the input would keep the input's dtype.
         if src is not None and placeholders[src].meta["example_value"].dtype != ex.dtype:
             continue
-        if src is not None and size is not None and stride is not None and isinstance(offset, int):
-            found.append(OutputAlias(k, src, size, stride, offset))
+        if src is not None and size is not None and stride is not None and offset is not None:
+            used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
+            free = set().union(*(e.free_symbols for e in used))
+            bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
+            found.append(OutputAlias(k, src, size, stride, offset, bound))
     return tuple(found)
 
 

@@ -8,7 +8,9 @@
 - ``margin_losses``: ``F.multi_margin_loss``/``F.multilabel_margin_loss`` calls retargeted to
   eager's semantics (torch decomposes both at the Autograd key, before any table of ours:
   the multilabel decomposition counts the positions after a target list's ``-1`` as targets,
-  and neither checks dtypes nor keeps a 1-D input's 0-d result).
+  and neither checks dtypes nor keeps a 1-D input's 0-d result). ``F.one_hot`` calls too:
+  torch 2.11 decomposes it at the Autograd key without eager's checks of its classes
+  (out-of-range classes gave rows of zeros); ``_one_hot`` asserts them (``_assert_async``).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -220,15 +222,16 @@ def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     itself is never changed). Arguments eager rejects by their dtypes raise eager's error,
     naming the user's line."""
     return _rewritten(
-        gm, lambda n: n.op == "call_function" and n.target in _MARGIN_LOSSES, _retarget_margin
+        gm, lambda n: n.op == "call_function" and n.target in _REPLACED, _retarget_margin
     )
 
 
 def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
-    bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
-    meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
-    _check_margin_dtypes(meta, node)
-    node.target = _MARGIN_LOSSES[node.target]
+    if node.target in _MARGIN_LOSSES:
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
+        meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
+        _check_margin_dtypes(meta, node)
+    node.target = _REPLACED[node.target]
 
 
 def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
@@ -285,3 +288,20 @@ _MARGIN_LOSSES = {
     F.multi_margin_loss: _multi_margin_loss,
     F.multilabel_margin_loss: _multilabel_margin_loss,
 }
+
+
+def _one_hot(input, num_classes=-1):
+    """``F.one_hot`` with eager's checks of its classes, raised by the asserts' lowering with
+    eager's messages. Without ``num_classes`` (inferred from the values) or of a dtype other
+    than int64, ``F.one_hot`` itself (its own errors)."""
+    if num_classes == -1 or input.dtype != torch.int64:
+        return F.one_hot(input, num_classes)
+    torch._assert_async(torch.all(input >= 0), "Class values must be non-negative.")
+    torch._assert_async(
+        torch.all(input < num_classes), "Class values must be smaller than num_classes."
+    )
+    classes = torch.arange(num_classes, dtype=input.dtype, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(torch.int64)
+
+
+_REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot}
