@@ -103,6 +103,7 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
 # graph (a node that receives only undefined gradients passes on none), so cutting the node's
 # edges gives eager's None-ness.
 _UNDEFINED_WHEN = {
+    "DistBackward0": ("_saved_p", 0),
     "LinalgVectorNormBackward0": ("_saved_ord", 0),
     "NormBackward0": ("_saved_p", 0),
     "NormBackward1": ("_saved_p", 0),

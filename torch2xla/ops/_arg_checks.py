@@ -341,6 +341,10 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.binary_cross_entropy.default: _pairs(
         ("target", "self", "Found dtype {a} but expected {b}")
     ),
+    # Backward kernels: checked in the fake backward of eager's graph (autodiff/_eager_backward)
+    aten.huber_loss_backward.default: _pairs(
+        ("target", "self", "Found dtype {a} but expected {b}")
+    ),
 }
 
 
