@@ -428,3 +428,11 @@ def test_a_restored_check_names_the_line_of_the_code_that_calls_it(tmp_path, fre
     assert f"{tmp_path / 'second.py'}:14" in message and "# second" in message, message
     assert "first.py" not in message, message
     assert info.value.source.startswith(str(tmp_path / "second.py")), info.value.source
+
+
+def test_source_digest_covers_every_module_of_the_package():
+    # The record of a signature must not outlive a change to any lowering: the digest of
+    # torch2xla's source in its key reads the whole package (it read only ``runtime/`` after
+    # the session-11 move, so a changed lowering or check restored stale programs).
+    assert _stored.PACKAGE_ROOT == pathlib.Path(torch2xla.__file__).resolve().parent
+    assert (_stored.PACKAGE_ROOT / "ops" / "_registry.py").is_file()

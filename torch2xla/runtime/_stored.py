@@ -101,10 +101,14 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
     )
 
 
+# The torch2xla package's directory (this module is in its ``runtime`` sub-package).
+PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
 @functools.cache
 def _source_digest() -> str:
     """blake2b of every source file of the torch2xla package (relative path and contents)."""
-    root = pathlib.Path(__file__).resolve().parent
+    root = PACKAGE_ROOT
     h = hashlib.blake2b(digest_size=32)
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode() + b"\0")
