@@ -1288,3 +1288,75 @@ def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, line):
     assert isinstance(info.value, torch2xla.OpError), info.value
     assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
     assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)
+
+
+# -- probabilities eager's multinomial rejects, softmax of integers -------------------------------
+def multinomial(p, n, replacement):
+    return torch.multinomial(p, n, replacement) + 0
+
+
+_INF, _NAN = float("inf"), float("nan")
+_BAD_PROBS = {
+    "negative": [[0.5, -0.1, 0.6], [1.0, 1.0, 1.0]],
+    "inf": [[0.5, _INF, 0.6], [1.0, 1.0, 1.0]],
+    "nan": [[1.0, 1.0, 1.0], [_NAN, 0.2, 0.3]],
+    "zero_row": [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]],
+    "inf_after_zero_row": [[0.0, 0.0, 0.0], [1.0, _INF, 1.0]],  # the scan meets the zero row first
+    "nan_1d": [_NAN, 1.0, 1.0],
+}
+
+
+@pytest.mark.parametrize(("n", "replacement"), [(1, False), (2, False), (1, True), (2, True)])
+@pytest.mark.parametrize("case", list(_BAD_PROBS))
+def test_multinomial_bad_probabilities(case, n, replacement):
+    p = torch.tensor(_BAD_PROBS[case])
+    eager = _eager_error(multinomial, (p, n, replacement))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(multinomial, backend="xla")(p, n, replacement)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, "torch.multinomial(p, n, replacement)")
+
+
+@pytest.mark.parametrize(
+    "p",
+    [[[0.0, 0.0, 1.0]], [[1e-45, 0.0, 0.0]], [[-0.0, 2.0, 0.0]]],
+    ids=["one_nonzero", "subnormal", "negative_zero"],
+)
+@pytest.mark.filterwarnings("error:torch2xla")  # (not a replay of eager's results)
+def test_multinomial_valid_edge_probabilities(p):
+    # Rows eager accepts: one category left, a subnormal weight (XLA's CPU flushes it), -0.0.
+    p = torch.tensor(p)
+    out = torch.compile(multinomial, backend="xla")(p, 1, False)
+    assert out.tolist() == multinomial(p, 1, False).tolist()
+
+
+def log_softmax_last(x):
+    return F.log_softmax(x, -1)
+
+
+def softmax_first(x):
+    return torch.softmax(x, 0)
+
+
+def softmin_last(x):
+    return F.softmin(x, -1)
+
+
+# (bool is left out: Dynamo's fake run of log_softmax subtracts two bool tensors and raises its
+# own error before any backend sees the graph)
+@pytest.mark.parametrize("fn", [log_softmax_last, softmax_first, softmin_last])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_softmax_of_integers_raises_what_eager_raises(fn, dtype):
+    x = torch.arange(6).reshape(2, 3).to(dtype)
+    eager = _eager_error(fn, (x,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla")(x)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+
+
+def test_softmax_of_integers_with_a_float_dtype_runs():
+    def fn(x):
+        return F.softmax(x, -1, dtype=torch.float32), F.log_softmax(x[:0], -1)
+
+    x = torch.arange(6).reshape(2, 3)
+    assert_same(torch.compile(fn, backend="xla")(x), fn(x))

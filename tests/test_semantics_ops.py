@@ -557,13 +557,22 @@ def test_view_copies_are_lowered(name, lowered_ops):
     assert getattr(getattr(aten, packet), overload) in lowered_ops
 
 
-def test_detach_copy_stops_the_gradient():
-    # Eager's detach_copy has no derivative (backward raises "not implemented"); ours is
-    # detach's: compared with eager's detach.
+def test_detach_copy_backward_raises_as_eager():
+    # Eager's detach_copy has no derivative: its backward raises "not implemented", ours too
+    # (autodiff/_eager_backward.py); the forward's value is still computed in XLA.
+    def f(x):
+        return x * torch.detach_copy(x)
+
     x = torch.randn(4, requires_grad=True)
-    _, grads = _grads(_compiled(lambda x: x * torch.detach_copy(x)), x)
-    _, ref_grads = _grads(lambda x: x * x.detach(), x)
-    assert_same(grads, ref_grads)
+    with pytest.raises(RuntimeError) as eager:
+        f(x).sum().backward()
+    out = _compiled(f)(x)
+    assert_same(out, f(x))
+    with pytest.raises(RuntimeError) as ours:
+        out.sum().backward()
+    assert (
+        str(ours.value) == str(eager.value) == "derivative for aten::detach_copy is not implemented"
+    )
 
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
