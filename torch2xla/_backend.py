@@ -9,11 +9,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from torch2xla._errors import OpError, UnsupportedOpsError, op_name, source_line, warn
+from torch2xla._errors import (
+    OpError,
+    Unsupported,
+    UnsupportedOpsError,
+    op_name,
+    source_line,
+    warn,
+)
 from torch2xla._options import Options
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
+from torch2xla.capture import _overlap as overlap
 from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -95,6 +103,9 @@ class CompiledGraph:
         self._backward_errors: dict[int, RuntimeError] | None = None
         self._saved: tuple[frozenset[int], frozenset[int]] | None = None
         self._warned = False
+        # writes into self-overlapping tensors that eager accepts (capture/_overlap.py; None:
+        # not looked for yet)
+        self._overlapping: list[torch.fx.Node] | None = None
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
         self._draws: bool | None = None  # whether a signature's ops draw random numbers
@@ -205,12 +216,17 @@ class CompiledGraph:
         # the signature for explain and writes dumps (torch2xla/debug/_stages.py). ``lowering``
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
+        if self._overlapping is None:  # (raises eager's error where eager rejects the write)
+            self._overlapping = overlap.check_overlapping_writes(self.gm)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
                     return b.done(self._drawing(entry))
+            if self._overlapping:
+                missing = [Unsupported(n, overlap.REASON) for n in self._overlapping]
+                return self._in_eager(missing, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -335,6 +351,19 @@ class CompiledGraph:
                 FallbackWarning,
                 node=missing[0].node,
             )
+
+    def _in_eager(self, missing: list[Unsupported], b: Build) -> _Cut:
+        """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
+        nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
+        self._report(missing)
+        b.record.mode = "eager"
+        b.record.ops = [
+            OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
+            for u in missing
+        ]
+        self._cut = _Cut(self.gm)
+        self._draws = False  # (eager draws its own numbers: nothing to replay)
+        return b.done(self._cut)
 
     def _cut_around(self, found: list[torch.fx.Node], b: Build) -> _Cut:
         """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the
