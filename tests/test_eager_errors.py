@@ -1485,3 +1485,57 @@ def test_masked_write_into_an_expanded_tensor_runs_in_eager():
     with pytest.warns(torch2xla.FallbackWarning, match="share memory"):
         out = torch.compile(f, backend="xla")(x, v)
     assert_same(out, f(x, v))
+
+
+# -- out= tensors and arguments eager's kernels reject -------------------------------------------
+def multinomial_into_float(p):
+    return torch.multinomial(p, 2, out=torch.empty(2))
+
+
+def multinomial_of_integers(p):
+    return torch.multinomial(p.long(), 2)
+
+
+def multinomial_no_samples(p):
+    return torch.multinomial(p, 0)
+
+
+def aminmax_into_mixed(x):
+    return torch.aminmax(x, dim=0, out=(torch.empty(()), torch.empty((), dtype=torch.float64)))
+
+
+def complex_into_complex64(x):
+    return torch.complex(x.double(), x.double(), out=torch.empty(3, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        multinomial_into_float,
+        multinomial_of_integers,
+        multinomial_no_samples,
+        aminmax_into_mixed,
+        complex_into_complex64,
+    ],
+)
+def test_out_tensors_and_arguments_eager_rejects(fn):
+    x = torch.ones(3)
+    eager = _eager_error(fn, (x,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla")(x)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value)
+
+
+def out_tensors_eager_accepts(x):
+    a = torch.multinomial(x, 2, out=torch.empty(2, dtype=torch.long))
+    b = torch.exp(x, out=torch.empty(3, dtype=torch.float64))  # (float32 into float64: allowed)
+    lo, hi = torch.aminmax(x, dim=0, out=(torch.empty(()), torch.empty(())))
+    return a * 0, b * 2, lo + hi  # (a: random draws; its dtype and shape)
+
+
+def test_out_tensors_eager_accepts_compile():
+    x = torch.ones(3)
+    assert_same(
+        torch.compile(out_tensors_eager_accepts, backend="xla")(x), out_tensors_eager_accepts(x)
+    )

@@ -21,7 +21,7 @@ from torch2xla._options import Options
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
-from torch2xla.capture import _overlap as overlap
+from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -103,7 +103,7 @@ class CompiledGraph:
         self._backward_errors: dict[int, RuntimeError] | None = None
         self._saved: tuple[frozenset[int], frozenset[int]] | None = None
         self._warned = False
-        # writes into self-overlapping tensors that eager accepts (capture/_overlap.py; None:
+        # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
@@ -217,7 +217,7 @@ class CompiledGraph:
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
-            self._overlapping = overlap.check_overlapping_writes(self.gm)
+            self._overlapping = writes.check_writes(self.gm)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
@@ -225,7 +225,7 @@ class CompiledGraph:
                 if entry is not None:
                     return b.done(self._drawing(entry))
             if self._overlapping:
-                missing = [Unsupported(n, overlap.REASON) for n in self._overlapping]
+                missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
                 return self._in_eager(missing, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)

@@ -285,27 +285,6 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("__radd__", "__rand__", "__rmul__", "__ror__", "__rxor__")
     ),
     XFail(
-        "aminmax",
-        _OA,
-        "eager rejects an out= tensor of another dtype; the functionalized "
-        "call converts the result into it",
-        checks=_E,
-    ),
-    XFail(
-        "complex",
-        _KC,
-        "eager rejects real and imaginary parts of different dtypes and an "
-        "out= tensor of another dtype; the traced call promotes and converts",
-        checks=_E,
-    ),
-    XFail(
-        "multinomial",
-        _KC,
-        "eager rejects an integer input, an out= tensor of another dtype "
-        "and invalid probabilities (those at run time); the traced call checks none",
-        checks=_E,
-    ),
-    XFail(
         "kthvalue",
         _OA,
         "eager rejects an out= tensor that aliases the input; Dynamo refuses "

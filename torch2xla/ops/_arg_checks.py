@@ -236,6 +236,16 @@ def _softmax_dtype(prefix: str) -> Checker:
     return checker
 
 
+def _multinomial_input(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    x = _dtype(kwargs, "self")
+    if x is not None and not x.is_floating_point:
+        return f"multinomial only supports floating-point dtypes for input, got: {_name(x)}"
+    n = kwargs.get("num_samples")
+    if isinstance(n, int) and n <= 0:  # (the meta kernel checks the other arguments)
+        return "cannot sample n_sample <= 0 samples"
+    return None
+
+
 def _first(*checkers: Checker) -> Checker:
     """The first of ``checkers``' rejections, in eager's order."""
 
@@ -350,6 +360,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     ),
     aten.pow.Tensor_Scalar: _integer_power,
     aten._softmax.default: _softmax_dtype(""),
+    aten.multinomial.default: _multinomial_input,
     aten._log_softmax.default: _softmax_dtype("log_"),
     aten.index_select.default: _index_select_index,
     aten._embedding_bag.default: _embedding_bag_weights,

@@ -1,8 +1,9 @@
-"""Writes into a tensor whose elements share memory (``x.expand(4, 3).add_(1)``), which eager
-rejects: "unsupported operation: more than one element of the written-to tensor refers to a
-single memory location".
+"""Writes eager checks and tracing does not: into a tensor whose elements share memory, and
+into an ``out=`` tensor eager's kernel rejects.
 
-Fake and meta kernels skip that check, and the functional ATen graph no longer holds the
+**Overlapping memory** (``x.expand(4, 3).add_(1)``): eager raises "unsupported operation: more
+than one element of the written-to tensor refers to a single memory location". Fake and meta
+kernels skip that check, and the functional ATen graph no longer holds the
 write, so it is found on the Dynamo graph: a call that writes (an in-place method or function,
 ``x[i] = v``, ``+=``, ``out=``, ``inplace=True``) into a tensor whose example value overlaps
 itself (a stride 0 over a dimension of size > 1; ``x.expand(4, 3)[1] = v`` writes a row that
@@ -15,11 +16,20 @@ The writes eager accepts cannot be compiled as eager runs them: functionalizatio
 view's new value back into its base through the view's inverse, which for ``expand`` adds the
 expanded copies up (``y.expand(4, 3).fill_(2)`` made ``y`` 8 + ... where eager's is 2). Such
 a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises).
+
+**out= tensors** (``torch.multinomial(p, 2, out=float_tensor)``, ``torch.aminmax(x, dim=0,
+out=(f32, f64))``): eager's kernels check the out tensor's dtype; the meta kernels of some do
+not, and functionalization converts the result into it. A call with ``out=`` is run by eager
+on real tensors like its arguments (zeros, else ones, where zeros are not valid values), once
+without ``out=`` (its result) and once with it: where only the latter raises, and the call
+into out tensors made like the result runs, the out tensor is what eager rejects, and its
+error is raised.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import operator
 import warnings
@@ -114,14 +124,15 @@ def _overlaps(t: Any) -> bool:
     return any(stride == 0 and size > 1 for size, stride in zip(t.shape, t.stride()))
 
 
-def _real(t: Any) -> Any:
-    """A real CPU tensor of zeros with ``t``'s sizes, strides and dtype (``t`` if no tensor)."""
+def _real(t: Any, fill: int = 0) -> Any:
+    """A real CPU tensor filled with ``fill``, with ``t``'s sizes, strides and dtype (``t`` if
+    no tensor)."""
     if not isinstance(t, torch.Tensor):
         return t
     if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
         raise _Symbolic
     extent = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    base = torch.zeros(max(extent, 0) if t.numel() else 0, dtype=t.dtype)
+    base = torch.full((max(extent, 0) if t.numel() else 0,), fill, dtype=t.dtype)
     return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
 
 
@@ -129,16 +140,21 @@ class _Symbolic(Exception):
     """An argument with symbolic sizes: the call cannot be run for real."""
 
 
-def check_overlapping_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """Raise eager's error (``OpError``, naming the user's line) for the first call of the
-    Dynamo graph ``gm`` that writes into a tensor whose elements share memory, where eager's
-    kernel rejects it; returns the calls that do so where eager accepts it."""
+    Dynamo graph ``gm`` that writes into a tensor whose elements share memory, or into an
+    ``out=`` tensor, where eager's kernel rejects it; returns the calls that write into
+    overlapping memory where eager accepts it."""
     accepted = []
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function"):
             continue
         args = map_aggregate(node.args, _example)
         kwargs = map_aggregate(node.kwargs, _example)
+        if node.op == "call_function" and "out" in kwargs:
+            message = _out_error(node.target, args, kwargs)
+            if message is not None:
+                raise OpError(message, node)
         if not _overlaps(_written(node, args, kwargs)):
             continue
         message = _eager_error(node, args, kwargs)
@@ -175,9 +191,45 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
     return None
 
 
+def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
+    """Eager's error for the call ``target(*args, **kwargs)`` (example values) that comes from
+    its ``out=`` tensors, or None (see the module's docstring)."""
+    for fill in (0, 1):
+        try:
+            real_args, real_kwargs = map_aggregate(
+                (args, kwargs), functools.partial(_real, fill=fill)
+            )
+        except _Symbolic:
+            return None
+        real_functional = {k: v for k, v in real_kwargs.items() if k != "out"}
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = target(*real_args, **real_functional)
+            except Exception as e:  # noqa: BLE001 - values not valid for the op: try others
+                log.debug("torch2xla: out= check of %s with %s: %r", target, fill, e)
+                continue
+            try:
+                target(*real_args, **real_kwargs)
+                return None
+            except RuntimeError as e:
+                error = e
+            like = map_aggregate(result, lambda r: torch.empty_like(r) if _tensor(r) else r)
+            try:
+                target(*real_args, **real_functional, out=like)
+            except Exception:  # noqa: BLE001 - not the out tensor's dtype alone: no answer
+                return None
+        return str(error)
+    return None
+
+
+def _tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
 REASON = (
     "writes into a tensor whose elements share memory (an expanded tensor): eager writes each "
     "location once, the functional graph's write-back would add the copies up"
 )
 
-__all__ = ["REASON", "check_overlapping_writes"]
+__all__ = ["REASON", "check_writes"]
