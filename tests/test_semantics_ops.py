@@ -856,3 +856,30 @@ def test_copysign_gradient_at_zero_infinity_and_nan_is_eagers(dtype):
     y = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -3.0], dtype=dtype)
     assert_same(*_grads_both(torch.copysign, x.requires_grad_(), y.requires_grad_()))
     assert_same(*_grads_both(lambda x: torch.copysign(x, -2.0), x))
+
+
+# -- clamp's gradient: eager's masks (NaN passes nothing; bounds get it where they win) ---------
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("fn", "bounds_require_grad"),
+    [
+        (lambda x, lo, hi: x.clamp_min(0.0), (False, False)),
+        (lambda x, lo, hi: x.clamp(-0.5, 0.5), (False, False)),
+        (lambda x, lo, hi: torch.clamp(x, max=0.0), (False, False)),
+        (lambda x, lo, hi: torch.clamp(x, min=lo), (True, False)),
+        (lambda x, lo, hi: torch.clamp(x, lo, hi), (True, True)),  # last: lo > hi, hi wins
+        (lambda x, lo, hi: torch.clamp(x, max=hi), (False, True)),
+        (lambda x, lo, hi: F.margin_ranking_loss(x, lo, hi, reduction="none"), (True, False)),
+    ],
+    ids=["clamp_min", "clamp", "clamp_max", "min_tensor", "min_max_tensors", "max_tensor", "mrl"],
+)
+def test_clamp_gradient_at_nan_ties_and_crossed_bounds(fn, bounds_require_grad):
+    # (position 0 gets no cotangent from _grads' weights: the NaN is at 1)
+    x = torch.tensor([1.0, _NAN, -1.0, 0.5, -0.5], requires_grad=True)
+    lo = torch.tensor([0.0, 0.0, 0.0, 0.5, 2.0], requires_grad=bounds_require_grad[0])
+    hi = torch.tensor([0.5, 1.0, 1.0, 0.5, 1.0], requires_grad=bounds_require_grad[1])
+    (out, grads), (ref, ref_grads) = _grads_both(fn, x, lo, hi)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)
