@@ -883,3 +883,22 @@ def test_clamp_gradient_at_nan_ties_and_crossed_bounds(fn, bounds_require_grad):
     (out, grads), (ref, ref_grads) = _grads_both(fn, x, lo, hi)
     assert_same(out, ref)
     assert_same(grads, ref_grads)
+
+
+# -- trigamma (digamma's gradient, polygamma(1, x)) as eager's own formula -----------------------
+_TRIGAMMA_POINTS = [-2.0, -3.973, 0.0, float("inf"), -float("inf"), -1e30, 1e30, 1e-30, 2.5, _NAN]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_trigamma_at_poles_infinities_and_huge_values(dtype):
+    # Eager evaluates calc_trigamma: finite at the poles (sin of the rounded pi x), 0 at +inf,
+    # NaN at -inf; jax.scipy's polygamma gave inf, NaN, inf there.
+    x = torch.tensor([1.0, *_TRIGAMMA_POINTS], dtype=dtype, requires_grad=True)
+    (out, grads), (ref, ref_grads) = _grads_both(torch.digamma, x)
+    # (bfloat16: ours and eager's are each within one bfloat16 ulp of the float64 reference,
+    # on either side of it: at -3.96875, 187 and 186 for 186.74; torch's bfloat16 tolerance)
+    tol = {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {}
+    assert_same(grads, ref_grads, **tol)
+    assert_same(
+        _compiled(lambda x: torch.polygamma(1, x))(x.detach()), torch.polygamma(1, x.detach())
+    )

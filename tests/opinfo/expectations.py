@@ -368,33 +368,12 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
     ),
     XFail(
-        "digamma",
-        _XT,
-        "at the poles (negative integers) our gradient is inf; eager's "
-        "finite value is far from the float64 reference too",
-        dtypes=(f32, bf16),
-        checks=_G,
-    ),
-    *(
-        XFail(
-            name, _XT, "at +inf our gradient (trigamma) is NaN, eager's 0", dtypes=(f32,), checks=_G
-        )
-        for name in ("polygamma.polygamma_n_0", "special.polygamma.special_polygamma_n_0")
-    ),
-    XFail(
         "special.log_ndtr",
         _XT,
         "at large negative x (~-1e6) our gradient overflows to "
         "±inf where the float64 reference is about -x times the cotangent (eager's float32 "
         "is off too)",
         dtypes=(f32,),
-        checks=_G,
-    ),
-    XFail(
-        "nn.functional.margin_ranking_loss",
-        _XT,
-        "at NaN inputs eager's gradient is 0 (its "
-        "clamp passes no gradient at NaN), ours the cotangent",
         checks=_G,
     ),
     # -- bfloat16 gradients ------------------------------------------------------------------

@@ -63,7 +63,48 @@ def _polygamma(n: int, x):
     Hurwitz zeta), so negative arguments go through the reflection formula."""
     if n == 0:
         return _digamma(x)
+    if n == 1:
+        return _trigamma(x)
     return _polygamma_n(n, x)
+
+
+def _trigamma_value(x):
+    """Eager's own trigamma (``calc_trigamma`` in ATen's Math.h), step by step in ``x``'s
+    dtype: the reflection ``pi^2 / sin(pi x)^2`` below 1/2, six terms of the series, then the
+    asymptotic tail, whose coefficients are C++ double literals (so the tail of a float is
+    computed in double). Its values at the poles (finite: ``sin`` of the rounded ``pi x`` is
+    not 0), at +-inf (0, NaN) and beyond float32's integers are eager's; jax.scipy's polygamma
+    gives inf, NaN, inf there and loses float32 values below ~1e-30 to underflow."""
+    dtype = x.dtype
+    pi = jnp.asarray(np.pi, dtype)
+    reflect = x < 0.5
+    s = jnp.sin(pi * x)
+    result = jnp.where(reflect, -((pi * pi) / (s * s)), jnp.zeros((), dtype))
+    y = jnp.where(reflect, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (y * y)
+        y = y + 1
+    ixx = 1 / (y * y)
+    wide = jnp.promote_types(dtype, jnp.float64)
+    tail = (1 + 1 / (2 * y)).astype(wide) + ixx.astype(wide) * (
+        1.0 / 6 - ixx.astype(wide) * (1.0 / 30 - ixx.astype(wide) * (1.0 / 42))
+    )
+    result = (result.astype(wide) + tail / y.astype(wide)).astype(dtype)
+    return jnp.where(reflect, -result, result)
+
+
+@jax.custom_jvp
+def _trigamma(x):
+    if x.dtype in (jnp.float16, jnp.bfloat16):  # (eager computes in float32, rounds once)
+        return _trigamma_value(x.astype(jnp.float32)).astype(x.dtype)
+    return _trigamma_value(x)
+
+
+@_trigamma.defjvp
+def _trigamma_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    # (the reflection formula cancels badly in float32: evaluated in float64, as polygamma)
+    return _trigamma(x), _f64(lambda y: _polygamma_n(2, y))(x) * t
 
 
 def _polygamma_n(n: int, x):
@@ -92,6 +133,8 @@ register(aten.digamma.default)(_pointwise(_digamma, Kind.INT_TO_FLOAT))
 def polygamma(n, self):
     if n == 0:
         return _pointwise(_digamma, Kind.INT_TO_FLOAT)(self)
+    if n == 1:
+        return _pointwise(_trigamma, Kind.INT_TO_FLOAT)(self)
     # The reflection formula cancels badly in float32: evaluate in float64, round once.
     return _pointwise(_f64(lambda x: _polygamma(n, x)), Kind.INT_TO_FLOAT)(self)
 
