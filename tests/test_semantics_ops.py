@@ -902,3 +902,16 @@ def test_trigamma_at_poles_infinities_and_huge_values(dtype):
     assert_same(
         _compiled(lambda x: torch.polygamma(1, x))(x.detach()), torch.polygamma(1, x.detach())
     )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [torch.special.scaled_modified_bessel_k0, torch.special.scaled_modified_bessel_k1],
+    ids=["k0e", "k1e"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_scaled_modified_bessel_k_at_large_x(fn, dtype):
+    # ~sqrt(pi / 2x) far out: the quadrature's step was wider than the integrand there (1e20
+    # gave 1/32).
+    x = torch.tensor([0.5, 30.0, 64.0, 64.5, 1e3, 1e20, 3e38, float("inf")], dtype=dtype)
+    assert_same(_compiled(fn)(x), fn(x))

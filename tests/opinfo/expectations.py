@@ -357,16 +357,6 @@ XFAILS: tuple[XFail, ...] = (
         dtypes=(f64,),
         checks=_F,
     ),
-    *(
-        XFail(
-            name,
-            _XT,
-            "at x=1e20 ours is 0.03125, eager's the asymptotic ~1.25e-10",
-            dtypes=(f32,),
-            checks=_F,
-        )
-        for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
-    ),
     XFail(
         "special.log_ndtr",
         _XT,

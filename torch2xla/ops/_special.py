@@ -375,12 +375,25 @@ register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), Kind.INT_TO_FL
 _K_T, _K_W = _trapezoid_nodes(20.0, 320)
 
 
+# Above this, exp(x) K_v(x) by its asymptotic series: the integrand's width, ~1/sqrt(x),
+# falls below the trapezoid's step (at x = 1e20 the rule gave its first weight, 1/32).
+_K_ASYMPTOTIC = 64.0
+
+
 def _bessel_k_scaled(order: int, x):
     """exp(x) K_order(x) for x > 0; inf at 0 and NaN below, as torch."""
     t = jnp.asarray(_K_T)
-    safe = jnp.where(x > 0, x, 1.0)
+    safe = jnp.where(x > 0, jnp.minimum(x, _K_ASYMPTOTIC), 1.0)
     integrand = jnp.exp(-safe[..., None] * (jnp.cosh(t) - 1)) * jnp.cosh(order * t)
     val = jnp.sum(integrand * _K_W, axis=-1)
+    # exp(x) K_v(x) ~ sqrt(pi / 2x) sum_k prod_{j<=k} (4v^2 - (2j-1)^2) / (j 8x): at x >= 64
+    # the ninth term is below float64 rounding for v = 0, 1.
+    big = jnp.where(x > _K_ASYMPTOTIC, x, 2 * _K_ASYMPTOTIC)
+    mu, term, series = 4.0 * order * order, jnp.ones_like(big), jnp.ones_like(big)
+    for k in range(1, 10):
+        term = term * (mu - (2 * k - 1) ** 2) / (k * 8 * big)
+        series = series + term
+    val = jnp.where(x > _K_ASYMPTOTIC, jnp.sqrt(np.pi / (2 * big)) * series, val)
     return jnp.where(x > 0, val, jnp.where(x == 0, jnp.inf, jnp.nan))
 
 
