@@ -211,3 +211,48 @@ def test_no_grad_region_stays_untracked():
     (g,) = torch.autograd.grad(out, w)
     (g_ref,) = torch.autograd.grad(ref, w)
     assert_same(g, g_ref)
+
+
+# -- x.data = y of a graph input: the storage swap runs in eager inside the graph ----------------
+def _scale_data(x):
+    x.data = x.data * 3
+    return x + 1
+
+
+def _new_shape_data(x):
+    x.data = torch.ones(5)
+    return x * 2
+
+
+def _grad_then_data(w, x):
+    before = (w * x).sum()  # differentiated before the swap
+    w.data = w.data.clamp(-0.5, 0.5)  # weight clipping (WGAN)
+    return before + (w * x).sum()
+
+
+@pytest.mark.parametrize("fn", [_scale_data, _new_shape_data])
+def test_set_data_of_an_input_matches_eager(fn):
+    x = torch.randn(3)
+    x_eager = x.clone()
+    with pytest.warns(torch2xla.FallbackWarning, match=r"x\.data = y"):
+        out = torch.compile(fn, backend="xla")(x)
+    assert_same(out, fn(x_eager))
+    assert_same(x, x_eager)
+
+
+def test_set_data_of_a_parameter_trains_as_eager():
+    w, x = torch.randn(3, requires_grad=True), torch.randn(3)
+    w_eager = w.detach().clone().requires_grad_()
+    with pytest.warns(torch2xla.FallbackWarning, match=r"x\.data = y"):
+        out = torch.compile(_grad_then_data, backend="xla")(w, x)
+    ref = _grad_then_data(w_eager, x)
+    out.backward()
+    ref.backward()
+    assert_same(out, ref)
+    assert_same(w, w_eager)
+    assert_same(w.grad, w_eager.grad)
+
+
+def test_set_data_of_an_input_in_strict_mode_names_the_line():
+    with pytest.raises(torch2xla.UnsupportedOpsError, match=r"x\.data = x\.data \* 3"):
+        torch.compile(_scale_data, backend="xla", options={"strict": True})(torch.randn(3))

@@ -1344,3 +1344,254 @@ def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, line):
     assert isinstance(info.value, torch2xla.OpError), info.value
     assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
     assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)
+
+
+# -- probabilities eager's multinomial rejects, softmax of integers -------------------------------
+def multinomial(p, n, replacement):
+    return torch.multinomial(p, n, replacement) + 0
+
+
+_INF, _NAN = float("inf"), float("nan")
+_BAD_PROBS = {
+    "negative": [[0.5, -0.1, 0.6], [1.0, 1.0, 1.0]],
+    "inf": [[0.5, _INF, 0.6], [1.0, 1.0, 1.0]],
+    "nan": [[1.0, 1.0, 1.0], [_NAN, 0.2, 0.3]],
+    "zero_row": [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]],
+    "inf_after_zero_row": [[0.0, 0.0, 0.0], [1.0, _INF, 1.0]],  # the scan meets the zero row first
+    "nan_1d": [_NAN, 1.0, 1.0],
+}
+
+
+@pytest.mark.parametrize(("n", "replacement"), [(1, False), (2, False), (1, True), (2, True)])
+@pytest.mark.parametrize("case", list(_BAD_PROBS))
+def test_multinomial_bad_probabilities(case, n, replacement):
+    p = torch.tensor(_BAD_PROBS[case])
+    eager = _eager_error(multinomial, (p, n, replacement))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(multinomial, backend="xla")(p, n, replacement)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    _assert_names_op_and_line(info.value, "torch.multinomial(p, n, replacement)")
+
+
+@pytest.mark.parametrize(
+    "p",
+    [[[0.0, 0.0, 1.0]], [[1e-45, 0.0, 0.0]], [[-0.0, 2.0, 0.0]]],
+    ids=["one_nonzero", "subnormal", "negative_zero"],
+)
+@pytest.mark.filterwarnings("error:torch2xla")  # (not a replay of eager's results)
+def test_multinomial_valid_edge_probabilities(p):
+    # Rows eager accepts: one category left, a subnormal weight (XLA's CPU flushes it), -0.0.
+    p = torch.tensor(p)
+    out = torch.compile(multinomial, backend="xla")(p, 1, False)
+    assert out.tolist() == multinomial(p, 1, False).tolist()
+
+
+def log_softmax_last(x):
+    return F.log_softmax(x, -1)
+
+
+def softmax_first(x):
+    return torch.softmax(x, 0)
+
+
+def softmin_last(x):
+    return F.softmin(x, -1)
+
+
+# (bool is left out: Dynamo's fake run of log_softmax subtracts two bool tensors and raises its
+# own error before any backend sees the graph)
+@pytest.mark.parametrize("fn", [log_softmax_last, softmax_first, softmin_last])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_softmax_of_integers_raises_what_eager_raises(fn, dtype):
+    x = torch.arange(6).reshape(2, 3).to(dtype)
+    eager = _eager_error(fn, (x,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla")(x)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+
+
+def test_softmax_of_integers_with_a_float_dtype_runs():
+    def fn(x):
+        return F.softmax(x, -1, dtype=torch.float32), F.log_softmax(x[:0], -1)
+
+    x = torch.arange(6).reshape(2, 3)
+    assert_same(torch.compile(fn, backend="xla")(x), fn(x))
+
+
+# -- writes into a tensor whose elements share memory --------------------------------------------
+def expand_add_(x):
+    y = x.clone()
+    y.expand(4, 3).add_(1)
+    return y
+
+
+def expand_iadd(x):
+    y = x.clone()
+    z = y.expand(4, 3)
+    z += 1
+    return y
+
+
+def expand_setitem_column(x):
+    y = x.clone()
+    y.expand(4, 3)[:, 0] = 5.0
+    return y
+
+
+def expand_relu_inplace(x):
+    y = x.clone()
+    F.relu(y.expand(4, 3), inplace=True)
+    return y
+
+
+def changed_then_expand_mul_(x):
+    x.add_(1)  # applied by eager before the failing write: replayed
+    x.expand(2, 3).mul_(2)
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        expand_add_,
+        expand_iadd,
+        expand_setitem_column,
+        expand_relu_inplace,
+        changed_then_expand_mul_,
+    ],
+)
+def test_write_into_overlapping_memory_raises_what_eager_raises(fn):
+    x, x_eager = torch.randn(1, 3), torch.randn(1, 3)
+    x_eager.copy_(x)
+    eager = _eager_error(fn, (x_eager,))
+    assert "more than one element of the written-to tensor" in str(eager)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla")(x)
+    # (not here: copy_, out= and uniform_, whose fake kernels check: Dynamo raises)
+    assert str(info.value).startswith(str(eager))
+    assert f"user code: {THIS}:" in str(info.value)
+    assert torch.equal(x, x_eager)  # (eager's side effects before the failing write)
+
+
+def expand_fill_(x):
+    y = x.clone()
+    y.expand(4, 3).fill_(2.0)
+    return y
+
+
+def expand_setitem_row(x):
+    y = x.clone()
+    y.expand(4, 3)[1] = 7.0  # one row: no element of the view shares memory
+    return y
+
+
+def expand_masked_fill_(x):
+    y = x.clone()
+    y.expand(4, 3).masked_fill_(torch.ones(4, 3, dtype=torch.bool), 3.0)
+    return y
+
+
+def expanded_read(x):
+    return x.expand(4, 3) * 2 + x.expand(4, 3).sum(0)
+
+
+@pytest.mark.filterwarnings("ignore:Use of masked_fill_ on expanded tensors is deprecated")
+@pytest.mark.parametrize("fn", [expand_fill_, expand_masked_fill_])
+def test_writes_eager_accepts_into_overlapping_memory_run_in_eager(fn):
+    # Functionalization would add the expanded copies up on the way back to the base: the
+    # graph runs in eager PyTorch, with a warning (strict mode raises).
+    x = torch.randn(1, 3)
+    with pytest.warns(torch2xla.FallbackWarning, match="share memory"):
+        out = torch.compile(fn, backend="xla")(x.clone())
+    assert_same(out, fn(x.clone()))
+    torch._dynamo.reset()
+    with pytest.raises(torch2xla.UnsupportedOpsError, match="share memory"):
+        torch.compile(fn, backend="xla", options={"strict": True})(x.clone())
+
+
+@pytest.mark.parametrize("fn", [expand_setitem_row, expanded_read])
+def test_writes_into_expanded_tensors_without_overlap_compile(monkeypatch, fn):
+    counter = ProgramCounter(monkeypatch)
+    x = torch.randn(1, 3)
+    out = torch.compile(fn, backend="xla", options={"strict": True})(x.clone())
+    assert_same(out, fn(x.clone()))
+    assert counter.count == 1
+
+
+def test_write_into_an_expanded_input_raises_what_eager_raises():
+    def f(x):
+        x.mul_(2)
+        return x
+
+    x = torch.randn(1, 3).expand(4, 3)
+    eager = _eager_error(f, (x,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(f, backend="xla")(x)
+    assert str(info.value).startswith(str(eager))
+
+
+@pytest.mark.filterwarnings("ignore:Use of index_put_ on expanded tensors is deprecated")
+def test_masked_write_into_an_expanded_tensor_runs_in_eager():
+    def f(x, v):
+        y = x.clone()
+        y.expand(4, 3)[y.expand(4, 3) > 0] = v
+        return y
+
+    x, v = torch.randn(1, 3), torch.tensor(9.0)
+    with pytest.warns(torch2xla.FallbackWarning, match="share memory"):
+        out = torch.compile(f, backend="xla")(x, v)
+    assert_same(out, f(x, v))
+
+
+# -- out= tensors and arguments eager's kernels reject -------------------------------------------
+def multinomial_into_float(p):
+    return torch.multinomial(p, 2, out=torch.empty(2))
+
+
+def multinomial_of_integers(p):
+    return torch.multinomial(p.long(), 2)
+
+
+def multinomial_no_samples(p):
+    return torch.multinomial(p, 0)
+
+
+def aminmax_into_mixed(x):
+    return torch.aminmax(x, dim=0, out=(torch.empty(()), torch.empty((), dtype=torch.float64)))
+
+
+def complex_into_complex64(x):
+    return torch.complex(x.double(), x.double(), out=torch.empty(3, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        multinomial_into_float,
+        multinomial_of_integers,
+        multinomial_no_samples,
+        aminmax_into_mixed,
+        complex_into_complex64,
+    ],
+)
+def test_out_tensors_and_arguments_eager_rejects(fn):
+    x = torch.ones(3)
+    eager = _eager_error(fn, (x,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla")(x)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert f"user code: {THIS}:" in str(info.value)
+
+
+def out_tensors_eager_accepts(x):
+    a = torch.multinomial(x, 2, out=torch.empty(2, dtype=torch.long))
+    b = torch.exp(x, out=torch.empty(3, dtype=torch.float64))  # (float32 into float64: allowed)
+    lo, hi = torch.aminmax(x, dim=0, out=(torch.empty(()), torch.empty(())))
+    return a * 0, b * 2, lo + hi  # (a: random draws; its dtype and shape)
+
+
+def test_out_tensors_eager_accepts_compile():
+    x = torch.ones(3)
+    assert_same(
+        torch.compile(out_tensors_eager_accepts, backend="xla")(x), out_tensors_eager_accepts(x)
+    )

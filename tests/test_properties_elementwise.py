@@ -396,7 +396,8 @@ def test_division_rounding_modes(da, db):
     """Division: true, trunc and floor division, remainder and fmod, with inf and -0.0.
 
     Divisors stay below 2**100 in magnitude (see the ``div`` limitation); integer divisors
-    avoid 0 (eager raises) and int-min // -1 (undefined in C)."""
+    avoid 0 (eager raises) and int-min // -1 (undefined in C). Float operands stay where no
+    result is subnormal (``_no_subnormal_results``)."""
 
     def fn(a, b):
         if not (a.dtype.is_floating_point or b.dtype.is_floating_point):
@@ -404,17 +405,64 @@ def test_division_rounding_modes(da, db):
             b = torch.where((b == 0) | ((a == low) & (b == -1)), torch.ones_like(b), b)
         return {name: op(a, b) for name, op in DIVISION.items()}
 
-    bound = 2.0**100 if db.is_floating_point else None
-    divisor = elements(db, min_value=-bound if bound else None, max_value=bound)
+    dividend, divisor = _division_operands(da, db)
 
     @parity_settings(max_examples=15)
     @given(shapes=st.sampled_from(SHAPE_PAIRS), data=st.data())
     def check(shapes, data):
-        a = data.draw(tensors(da, shapes[0]), label="a")
+        a = data.draw(tensors(da, shapes[0], elements=dividend), label="a")
         b = data.draw(tensors(db, shapes[1], elements=divisor), label="b")
         parity(fn, a, b)
 
     check()
+
+
+def _division_operands(da, db):
+    """The strategies of ``test_division_rounding_modes``'s dividend and divisor elements."""
+    if not db.is_floating_point:
+        return elements(da), elements(db)
+    bound = 2.0**100
+    divisor = elements(db, min_value=-bound, max_value=bound)
+    return _no_subnormal_results(da, db, elements(da), divisor, bound)
+
+
+@pytest.mark.parametrize(("da", "db"), [(f32, f32), (f16, f32), (f64, f32)], ids=str)
+def test_division_operands_make_no_subnormal_results(da, db):
+    # The strategies themselves (eager only, no compile): no division result is subnormal,
+    # as the parity test above needs (it found 5.9e-39 = float32's smallest normal / 2).
+    dividend, divisor = _division_operands(da, db)
+    tiny = torch.finfo(torch.promote_types(da, db)).tiny
+
+    @parity_settings(max_examples=200)
+    @given(a=tensors(da, (8,), elements=dividend), b=tensors(db, (8,), elements=divisor))
+    def check(a, b):
+        for name, op in DIVISION.items():
+            r = op(a, b)
+            subnormal = (r != 0) & (r.abs() < tiny)
+            assert not subnormal.any(), (name, a[subnormal], b[subnormal], r[subnormal])
+
+    check()
+
+
+def _no_subnormal_results(da, db, dividend, divisor, bound: float):
+    """``dividend`` and ``divisor`` (strategies of floats, ``|divisor| <= bound``) without the
+    nonzero magnitudes for which a result of the division ops could be subnormal in the
+    result's dtype (XLA on CPU flushes those to zero: the ``subnormal`` limitation; a float32
+    dividend at the smallest normal, 1.2e-38, halved gives 5.9e-39).
+
+    With ``tiny`` the result dtype's smallest normal: a nonzero quotient is at least ``|a| /
+    bound``, so dividends keep ``|a| >= tiny * bound``; a nonzero ``fmod``/``remainder`` is
+    exact, a multiple of the smaller operand's ulp, so both operands keep ``ulp >= tiny``,
+    that is ``|x| >= tiny / eps``. Zero, the infinities and NaN stay (no subnormal comes of
+    them)."""
+    fi = torch.finfo(torch.promote_types(da, db))
+    least_divisor = fi.tiny / fi.eps
+    least_dividend = max(fi.tiny * bound, least_divisor)
+
+    def keeps(least: float):
+        return lambda v: v == 0 or not math.isfinite(v) or abs(v) >= least
+
+    return dividend.filter(keeps(least_dividend)), divisor.filter(keeps(least_divisor))
 
 
 @pytest.mark.parametrize("dtype", [f32, f16, torch.int32, torch.int8], ids=str)

@@ -557,13 +557,22 @@ def test_view_copies_are_lowered(name, lowered_ops):
     assert getattr(getattr(aten, packet), overload) in lowered_ops
 
 
-def test_detach_copy_stops_the_gradient():
-    # Eager's detach_copy has no derivative (backward raises "not implemented"); ours is
-    # detach's: compared with eager's detach.
+def test_detach_copy_backward_raises_as_eager():
+    # Eager's detach_copy has no derivative: its backward raises "not implemented", ours too
+    # (autodiff/_eager_backward.py); the forward's value is still computed in XLA.
+    def f(x):
+        return x * torch.detach_copy(x)
+
     x = torch.randn(4, requires_grad=True)
-    _, grads = _grads(_compiled(lambda x: x * torch.detach_copy(x)), x)
-    _, ref_grads = _grads(lambda x: x * x.detach(), x)
-    assert_same(grads, ref_grads)
+    with pytest.raises(RuntimeError) as eager:
+        f(x).sum().backward()
+    out = _compiled(f)(x)
+    assert_same(out, f(x))
+    with pytest.raises(RuntimeError) as ours:
+        out.sum().backward()
+    assert (
+        str(ours.value) == str(eager.value) == "derivative for aten::detach_copy is not implemented"
+    )
 
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
@@ -847,3 +856,62 @@ def test_copysign_gradient_at_zero_infinity_and_nan_is_eagers(dtype):
     y = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -3.0], dtype=dtype)
     assert_same(*_grads_both(torch.copysign, x.requires_grad_(), y.requires_grad_()))
     assert_same(*_grads_both(lambda x: torch.copysign(x, -2.0), x))
+
+
+# -- clamp's gradient: eager's masks (NaN passes nothing; bounds get it where they win) ---------
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("fn", "bounds_require_grad"),
+    [
+        (lambda x, lo, hi: x.clamp_min(0.0), (False, False)),
+        (lambda x, lo, hi: x.clamp(-0.5, 0.5), (False, False)),
+        (lambda x, lo, hi: torch.clamp(x, max=0.0), (False, False)),
+        (lambda x, lo, hi: torch.clamp(x, min=lo), (True, False)),
+        (lambda x, lo, hi: torch.clamp(x, lo, hi), (True, True)),  # last: lo > hi, hi wins
+        (lambda x, lo, hi: torch.clamp(x, max=hi), (False, True)),
+        (lambda x, lo, hi: F.margin_ranking_loss(x, lo, hi, reduction="none"), (True, False)),
+    ],
+    ids=["clamp_min", "clamp", "clamp_max", "min_tensor", "min_max_tensors", "max_tensor", "mrl"],
+)
+def test_clamp_gradient_at_nan_ties_and_crossed_bounds(fn, bounds_require_grad):
+    # (position 0 gets no cotangent from _grads' weights: the NaN is at 1)
+    x = torch.tensor([1.0, _NAN, -1.0, 0.5, -0.5], requires_grad=True)
+    lo = torch.tensor([0.0, 0.0, 0.0, 0.5, 2.0], requires_grad=bounds_require_grad[0])
+    hi = torch.tensor([0.5, 1.0, 1.0, 0.5, 1.0], requires_grad=bounds_require_grad[1])
+    (out, grads), (ref, ref_grads) = _grads_both(fn, x, lo, hi)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)
+
+
+# -- trigamma (digamma's gradient, polygamma(1, x)) as eager's own formula -----------------------
+_TRIGAMMA_POINTS = [-2.0, -3.973, 0.0, float("inf"), -float("inf"), -1e30, 1e30, 1e-30, 2.5, _NAN]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_trigamma_at_poles_infinities_and_huge_values(dtype):
+    # Eager evaluates calc_trigamma: finite at the poles (sin of the rounded pi x), 0 at +inf,
+    # NaN at -inf; jax.scipy's polygamma gave inf, NaN, inf there.
+    x = torch.tensor([1.0, *_TRIGAMMA_POINTS], dtype=dtype, requires_grad=True)
+    (out, grads), (ref, ref_grads) = _grads_both(torch.digamma, x)
+    # (bfloat16: ours and eager's are each within one bfloat16 ulp of the float64 reference,
+    # on either side of it: at -3.96875, 187 and 186 for 186.74; torch's bfloat16 tolerance)
+    tol = {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {}
+    assert_same(grads, ref_grads, **tol)
+    assert_same(
+        _compiled(lambda x: torch.polygamma(1, x))(x.detach()), torch.polygamma(1, x.detach())
+    )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [torch.special.scaled_modified_bessel_k0, torch.special.scaled_modified_bessel_k1],
+    ids=["k0e", "k1e"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_scaled_modified_bessel_k_at_large_x(fn, dtype):
+    # ~sqrt(pi / 2x) far out: the quadrature's step was wider than the integrand there (1e20
+    # gave 1/32).
+    x = torch.tensor([0.5, 30.0, 64.0, 64.5, 1e3, 1e20, 3e38, float("inf")], dtype=dtype)
+    assert_same(_compiled(fn)(x), fn(x))

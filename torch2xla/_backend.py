@@ -9,10 +9,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from torch2xla._errors import OpError, UnsupportedOpsError, op_name, source_line, warn
+from torch2xla._errors import (
+    OpError,
+    Unsupported,
+    UnsupportedOpsError,
+    op_name,
+    source_line,
+    warn,
+)
 from torch2xla._options import OptionError, Options
+from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
+from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -108,7 +117,14 @@ class CompiledGraph:
         )
         self.output_aliases = output_aliases(gm)
         self._example_links: tuple[int, ...] | None = None
+        # eager's backward-time errors per output, and the outputs its graph saves (None: not
+        # looked for yet; only graphs that differentiate look: _eager_backward)
+        self._backward_errors: dict[int, RuntimeError] | None = None
+        self._saved: tuple[frozenset[int], frozenset[int]] | None = None
         self._warned = False
+        # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
+        # not looked for yet)
+        self._overlapping: list[torch.fx.Node] | None = None
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
         # whether a call can raise eager's error after drawing random numbers (a signature
@@ -186,6 +202,33 @@ class CompiledGraph:
             return None
         return (0,) * len(lowered.mutations) + links
 
+    def _eager_backward(self, args: Sequence, lowered: LoweredGraph, program=None) -> dict:
+        """Eager's backward-time errors per user output (``_eager_backward``) for a call with
+        ``args``, none where nothing is differentiated; ``program`` (the signature's, where one
+        program runs it) is told which of its inputs and outputs eager's graph saves."""
+        if not any(self.output_requires_grad) or not any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        ):
+            return {}
+        if self._backward_errors is None:
+            self._backward_errors = _eager_backward.backward_errors(self.gm)
+            self._saved = _eager_backward.saved_values(self.gm)
+        if program is not None:
+            saved_in, saved_out = self._saved
+            n_mut, n_lifted = len(lowered.mutations), len(lowered.lifted)
+            program.saved_outputs = tuple(n_mut + i for i in sorted(saved_out))
+            # (not with synthetic bases for inputs; not the inputs the graph changes: their new
+            # values are written back after the call, where eager's kernel saved them after
+            # its change, and a change inside the graph is found by ``backward_errors``)
+            if lowered.aliasing is None:
+                mutated = frozenset(lowered.mutations)
+                program.saved_inputs = tuple(
+                    k
+                    for k, i in enumerate(program.tensor_pos)
+                    if i - n_lifted in saved_in and i not in mutated
+                )
+        return self._backward_errors
+
     @torch._disable_dynamo
     def _build(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
@@ -194,12 +237,17 @@ class CompiledGraph:
         # the signature for explain and writes dumps (torch2xla/debug/_stages.py). ``lowering``
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
+        if self._overlapping is None:  # (raises eager's error where eager rejects the write)
+            self._overlapping = writes.check_writes(self.gm)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
                     return b.done(self._drawing(entry))
+            if self._overlapping:
+                missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
+                return self._in_eager(missing, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -231,11 +279,14 @@ class CompiledGraph:
                     links=functools.partial(self._links, lowered, grad),
                     **self.program_options,
                 )
+                errors = self._eager_backward(args, lowered, program)
                 program = b.program(program, inputs)
                 _stored.remember(
                     key, lowered, program, inputs, self.program_options, list(self.gm.graph.nodes)
                 )
-                entry = _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
+                entry = _Entry(
+                    lowered, program, self.output_requires_grad, self.output_aliases, errors
+                )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
             split_gm, names = split(lowered.gm, unsupported)
@@ -245,7 +296,10 @@ class CompiledGraph:
                 program = XlaProgram(sub, example, None, **self.program_options)
                 setattr(split_gm, name, _Submodule(program))
             b.split(split_gm, names)
-            entry = _Entry(lowered, split_gm, self.output_requires_grad, self.output_aliases)
+            errors = self._eager_backward(args, lowered)
+            entry = _Entry(
+                lowered, split_gm, self.output_requires_grad, self.output_aliases, errors
+            )
             return b.done(self._drawing(entry, lowered.gm), unsupported)
 
     def _drawing(self, entry: _Entry, gm: torch.fx.GraphModule | None = None) -> _Entry:
@@ -279,7 +333,8 @@ class CompiledGraph:
         with x64():  # as precompile does: a first sighting of the inputs (ViewCache)
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
         b.record.mode = "training" if program.stored_training else "inference"
-        return _Entry(lowered, program, self.output_requires_grad, self.output_aliases)
+        errors = self._eager_backward(args, lowered, program)
+        return _Entry(lowered, program, self.output_requires_grad, self.output_aliases, errors)
 
     @torch._disable_dynamo
     def _materialize(self, spec: list) -> XlaProgram:
@@ -320,6 +375,19 @@ class CompiledGraph:
                 FallbackWarning,
                 node=missing[0].node,
             )
+
+    def _in_eager(self, missing: list[Unsupported], b: Build) -> _Cut:
+        """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
+        nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
+        self._report(missing)
+        b.record.mode = "eager"
+        b.record.ops = [
+            OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
+            for u in missing
+        ]
+        self._cut = _Cut(self.gm)
+        self._draws = False  # (eager draws its own numbers: nothing to replay)
+        return b.done(self._cut)
 
     def _cut_around(self, found: list[torch.fx.Node], b: Build) -> _Cut:
         """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the
@@ -390,7 +458,9 @@ class _Submodule(torch.nn.Module):
 class _Entry:
     """One compiled signature: runs the program, writes mutations back, returns user outputs."""
 
-    def __init__(self, lowered: LoweredGraph, runner, output_requires_grad, aliases=()) -> None:
+    def __init__(
+        self, lowered: LoweredGraph, runner, output_requires_grad, aliases=(), errors=None
+    ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
         self.inputs = lowered.inputs
@@ -399,12 +469,14 @@ class _Entry:
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
+        # output -> the error eager's backward raises through it (``_eager_backward``)
+        self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
         # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
         self.enables_grad = any(output_requires_grad)
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
-            self.lifted or self.aliasing or self.mutations or aliases
+            self.lifted or self.aliasing or self.mutations or aliases or self.errors
         )
 
     def __call__(self, args: Sequence):
@@ -434,6 +506,9 @@ class _Entry:
                 outs[i] = outs[i].detach()
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args)
+        for i, error in self.errors.items():
+            if outs[i].requires_grad:
+                outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         return outs
 
     def _run(self, inputs: Sequence) -> list:

@@ -263,6 +263,11 @@ class OpLinAlgError(OpError, torch.linalg.LinAlgError):
     ``torch.linalg.LinAlgError``)."""
 
 
+class OpNotImplementedError(OpError, NotImplementedError):
+    """A dtype eager's kernel has no implementation for (eager raises ``NotImplementedError``:
+    ``"softmax_lastdim_kernel_impl" not implemented for 'Long'``)."""
+
+
 def user_op(node: torch.fx.Node) -> str:
     """The op the user called for ``node``: the op a decomposition came from
     (``aten.nll_loss_forward.default`` for its ``gather``), else the node's own."""

@@ -285,27 +285,6 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("__radd__", "__rand__", "__rmul__", "__ror__", "__rxor__")
     ),
     XFail(
-        "aminmax",
-        _OA,
-        "eager rejects an out= tensor of another dtype; the functionalized "
-        "call converts the result into it",
-        checks=_E,
-    ),
-    XFail(
-        "complex",
-        _KC,
-        "eager rejects real and imaginary parts of different dtypes and an "
-        "out= tensor of another dtype; the traced call promotes and converts",
-        checks=_E,
-    ),
-    XFail(
-        "multinomial",
-        _KC,
-        "eager rejects an integer input, an out= tensor of another dtype "
-        "and invalid probabilities (those at run time); the traced call checks none",
-        checks=_E,
-    ),
-    XFail(
         "kthvalue",
         _OA,
         "eager rejects an out= tensor that aliases the input; Dynamo refuses "
@@ -378,30 +357,6 @@ XFAILS: tuple[XFail, ...] = (
         dtypes=(f64,),
         checks=_F,
     ),
-    *(
-        XFail(
-            name,
-            _XT,
-            "at x=1e20 ours is 0.03125, eager's the asymptotic ~1.25e-10",
-            dtypes=(f32,),
-            checks=_F,
-        )
-        for name in ("special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1")
-    ),
-    XFail(
-        "digamma",
-        _XT,
-        "at the poles (negative integers) our gradient is inf; eager's "
-        "finite value is far from the float64 reference too",
-        dtypes=(f32, bf16),
-        checks=_G,
-    ),
-    *(
-        XFail(
-            name, _XT, "at +inf our gradient (trigamma) is NaN, eager's 0", dtypes=(f32,), checks=_G
-        )
-        for name in ("polygamma.polygamma_n_0", "special.polygamma.special_polygamma_n_0")
-    ),
     XFail(
         "special.log_ndtr",
         _XT,
@@ -409,13 +364,6 @@ XFAILS: tuple[XFail, ...] = (
         "±inf where the float64 reference is about -x times the cotangent (eager's float32 "
         "is off too)",
         dtypes=(f32,),
-        checks=_G,
-    ),
-    XFail(
-        "nn.functional.margin_ranking_loss",
-        _XT,
-        "at NaN inputs eager's gradient is 0 (its "
-        "clamp passes no gradient at NaN), ours the cotangent",
         checks=_G,
     ),
     # -- bfloat16 gradients ------------------------------------------------------------------

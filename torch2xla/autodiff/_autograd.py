@@ -169,6 +169,7 @@ class _Plan:
         "plain_cts",
         "program",
         "rest_in",
+        "saved_out",
         "saved_pos",
         "scoped",
         "untracked",
@@ -190,6 +191,8 @@ class _Plan:
         self.convert = program.to_torch
         self.cut = getattr(program, "cut", None)  # packed gradients' pieces (``_pack``)
         self.saved_pos: tuple[int, ...] | None = None
+        # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
+        self.saved_out: tuple[int, ...] = getattr(program, "saved_outputs", ())
         self.diff_meta: tuple | None = None
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
@@ -436,10 +439,15 @@ class XlaFunction(torch.autograd.Function):
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
         ctx.set_materialize_grads(False)
         saved = plan.saved_pos
-        if saved is None:
-            saved = plan.saved_pos = plan.fns.saved_positions()
-        if saved:
-            ctx.save_for_backward(_FREED_MARKER, *[tensors[k] for k in saved])
+        if saved is None:  # (those our backward reads, and those eager's would)
+            ours = plan.fns.saved_positions()
+            saved = tuple(sorted({*(ours or ()), *getattr(plan.program, "saved_inputs", ())}))
+            if ours is not None:
+                plan.saved_pos = saved
+        if saved or plan.saved_out:
+            ctx.save_for_backward(
+                _FREED_MARKER, *[tensors[k] for k in saved], *[outs[i] for i in plan.saved_out]
+            )
         else:
             ctx.save_for_backward(_FREED_MARKER)
         ctx.plan, ctx.fns, ctx.diff_meta, ctx.chain = plan, plan.fns, plan.diff_meta, chain

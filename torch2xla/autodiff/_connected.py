@@ -44,12 +44,19 @@ def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
     # node seen is kept alive (``keep``) until the walk ends, and no id is reused meanwhile.
     keep: list = []
     bits: dict[tuple[int, int], int] = {}
+    # Leaves by their tensor too: a value traced before Dynamo's ``x.data = y`` (``set_``)
+    # reaches the leaf's accumulator of before the swap, which eager keeps and fake tensors
+    # replace.
+    leaves: dict[int, int] = {}
     for k, t in enumerate(inputs):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             edge = torch.autograd.graph.get_gradient_edge(t)
             keep.append(edge.node)
             key = (id(edge.node), edge.output_nr)
             bits[key] = bits.get(key, 0) | (1 << k)
+            if t.grad_fn is None:
+                leaves[id(t)] = leaves.get(id(t), 0) | (1 << k)
+    keep.extend(inputs)
     memo: dict[int, int] = {}
     result = []
     for o in outputs:
@@ -58,13 +65,23 @@ def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
             continue
         edge = torch.autograd.graph.get_gradient_edge(o)
         keep.append(edge.node)
-        result.append(_reach(edge.node, edge.output_nr, bits, memo, keep))
+        result.append(_reach(edge.node, edge.output_nr, bits, memo, keep, leaves))
     return tuple(result)
 
 
-def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
-    """The inputs reached from the edge ``(node, output_nr)`` (iterative: graphs are deep)."""
+def _hit(node, output_nr: int, bits: dict, leaves: dict) -> int | None:
+    """The inputs the edge ``(node, output_nr)`` is (None: none)."""
     hit = bits.get((id(node), output_nr))
+    if hit is None and leaves:
+        variable = getattr(node, "variable", None)  # (an AccumulateGrad's leaf)
+        if variable is not None:
+            hit = leaves.get(id(variable))
+    return hit
+
+
+def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list, leaves: dict) -> int:
+    """The inputs reached from the edge ``(node, output_nr)`` (iterative: graphs are deep)."""
+    hit = _hit(node, output_nr, bits, leaves)
     if hit is not None:
         return hit
     if id(node) in memo:
@@ -77,7 +94,7 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
         for nxt, nr in edges:
             if nxt is None:
                 continue
-            hit = bits.get((id(nxt), nr))
+            hit = _hit(nxt, nr, bits, leaves)
             if hit is not None:
                 mask |= hit
             elif id(nxt) in memo:
@@ -104,6 +121,7 @@ def _reach(node, output_nr: int, bits: dict, memo: dict, keep: list) -> int:
 # graph (a node that receives only undefined gradients passes on none), so cutting the node's
 # edges gives eager's None-ness.
 _UNDEFINED_WHEN = {
+    "DistBackward0": ("_saved_p", 0),
     "LinalgVectorNormBackward0": ("_saved_ord", 0),
     "NormBackward0": ("_saved_p", 0),
     "NormBackward1": ("_saved_p", 0),

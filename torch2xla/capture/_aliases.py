@@ -18,6 +18,8 @@ import sympy
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from torch2xla.capture._data_dependent import STORAGE_REPLACED_LATER
+
 
 @dataclasses.dataclass(frozen=True)
 class OutputAlias:
@@ -87,7 +89,9 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     position = {node: i for i, node in enumerate(placeholders)}
     for i, node in enumerate(placeholders):
         ex = node.meta.get("example_value")
-        if isinstance(ex, torch.Tensor):
+        # (an input whose storage the graph replaces afterwards, ``x.data = y``: its example
+        # value shares the storage of ``y``, which is no view of it here)
+        if isinstance(ex, torch.Tensor) and not node.meta.get(STORAGE_REPLACED_LATER):
             storages.setdefault(StorageWeakRef(ex.untyped_storage()), i)
     # (a dynamic-shape graph: its size symbols, by the position of the input giving each)
     symbols = {}

@@ -14,7 +14,9 @@ Which nodes are data-dependent: those Dynamo recorded as binding new unbacked sy
 (``unbacked_bindings``), and those the export finds (``failing_node``), which Dynamo traced
 with sizes it already knew (``narrow`` with a tensor start reads it with ``.item()``).
 Hooks on intermediates (``y.register_hook(fn)``) are cut out the same way: the export, traced
-without autograd, cannot register them.
+without autograd, cannot register them; so is ``x.data = y`` of a graph input (Dynamo's
+``Tensor.set_(x, y)``), which swaps the input's storage: the export keeps no ``set_`` of an
+input (AOTAutograd's "Encountered a set_ on a graph input" assertion).
 """
 
 from __future__ import annotations
@@ -55,15 +57,39 @@ REASON_HOOK = (
 )
 
 
+# ``x.data = y`` of a graph input: Dynamo records ``Tensor.set_(x, y)`` (under no_grad, which
+# the eager node keeps: ``_eager_node``).
+def _sets_input(node: torch.fx.Node) -> bool:
+    is_set = (node.op == "call_function" and node.target is torch.Tensor.set_) or (
+        node.op == "call_method" and node.target == "set_"
+    )
+    self = node.args[0] if node.args else None
+    return is_set and isinstance(self, torch.fx.Node) and self.op == "placeholder"
+
+
+# placeholder meta of a piece: the graph replaces this input's storage after the piece
+STORAGE_REPLACED_LATER = "torch2xla.storage_replaced_later"
+
+REASON_SET = (
+    "replaces a graph input's storage (x.data = y), which the functional export cannot keep: "
+    "runs in eager PyTorch inside the graph"
+)
+
+
 def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The nodes of a Dynamo graph that bind new unbacked symbols (data-dependent sizes or
-    values read into Python), and those that register autograd hooks (``_is_hook``)."""
+    values read into Python), those that register autograd hooks (``_is_hook``), and those
+    that replace an input's storage (``_sets_input``)."""
     calls = ("call_function", "call_method", "call_module")
     return [
         n
         for n in gm.graph.nodes
         if n.op in calls
-        and ((n.meta.get("unbacked_bindings") and not _specialized(n)) or _is_hook(n))
+        and (
+            (n.meta.get("unbacked_bindings") and not _specialized(n))
+            or _is_hook(n)
+            or _sets_input(n)
+        )
     ]
 
 
@@ -95,6 +121,8 @@ def reason(node: torch.fx.Node) -> str:
     or registers a hook."""
     if _is_hook(node):
         return REASON_HOOK
+    if _sets_input(node):
+        return REASON_SET
     return REASON if _is_value(node.meta.get("example_value")) else REASON_VALUE
 
 
@@ -170,6 +198,10 @@ def split(
     are the values it reads from before it, its outputs the values read after it."""
     top = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
+    # Inputs whose storage an eager node replaces later (``x.data = y``): their example
+    # values share ``y``'s storage (Dynamo traced the swap), which would make an earlier
+    # piece's output ``y`` look like a view of its input ``x`` (``_aliases.output_aliases``).
+    replaced = {n.args[0] for n in eager if _sets_input(n)}
     modules: dict[str, torch.nn.Module] = {}
     nodes = list(gm.graph.nodes)
     output = nodes[-1]
@@ -189,6 +221,8 @@ def split(
             p.meta = {k: v for k, v in i.meta.items() if k in ("example_value", "grapharg")}
             if "example_value" not in p.meta and i.op == "get_attr":
                 p.meta["example_value"] = _attr(gm, i.target)
+            if i in replaced:
+                p.meta[STORAGE_REPLACED_LATER] = True
             local[i] = p
         for n in run:
             local[n] = sub.node_copy(n, lambda a: local[a])
@@ -212,6 +246,8 @@ def split(
         elif node in eager:
             flush()
             env[node] = _eager_node(top, node, env)
+            if _sets_input(node):
+                replaced.discard(node.args[0])
         else:
             run.append(node)
     return torch.fx.GraphModule({**_targets(gm, nodes), **modules}, top)
@@ -222,7 +258,9 @@ def _eager_node(top: torch.fx.Graph, node: torch.fx.Node, env: dict) -> torch.fx
     value = node.meta.get("example_value")
     reads_tracked = any(_requires_grad(i.meta.get("example_value")) for i in node.all_input_nodes)
     untracked = _is_value(value) and not _requires_grad(value)
-    if node.op in ("call_function", "call_method") and reads_tracked and untracked:
+    if node.op in ("call_function", "call_method") and (
+        reads_tracked and untracked or _sets_input(node)
+    ):
         args = map_arg(node.args, lambda a: env[a])
         kwargs = map_arg(node.kwargs, lambda a: env[a])
         new = top.call_function(_untracked(node.target), args, kwargs)

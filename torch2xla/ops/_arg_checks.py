@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch._ops import ops
 
-from torch2xla._errors import OpError, OpIndexError
+from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
@@ -259,6 +259,35 @@ def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
 
 
+def _softmax_dtype(prefix: str) -> Checker:
+    """Eager's softmax kernels are implemented for floating dtypes only (the meta kernel
+    accepts any, so ``F.softmax(int_tensor, -1)`` traced to an integer result)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+        x = _value(kwargs, "self")
+        if x is None or x.dtype.is_floating_point or x.numel() == 0:
+            return None
+        dim, ndim = kwargs.get("dim", -1), x.dim()
+        if x.device.type == "cuda":
+            kernel = "host_softmax"
+        else:  # (the CPU kernel of the last dimension, of a 0-d or 1-d input too)
+            last = ndim <= 1 or dim % ndim == ndim - 1
+            kernel = f"{prefix}softmax{'_lastdim' if last else ''}_kernel_impl"
+        return f"\"{kernel}\" not implemented for '{_name(x.dtype)}'", OpNotImplementedError
+
+    return checker
+
+
+def _multinomial_input(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    x = _dtype(kwargs, "self")
+    if x is not None and not x.is_floating_point:
+        return f"multinomial only supports floating-point dtypes for input, got: {_name(x)}"
+    n = kwargs.get("num_samples")
+    if isinstance(n, int) and n <= 0:  # (the meta kernel checks the other arguments)
+        return "cannot sample n_sample <= 0 samples"
+    return None
+
+
 def _first(*checkers: Checker) -> Checker:
     """The first of ``checkers``' rejections, in eager's order."""
 
@@ -367,6 +396,9 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         "weight", "bias", "running_mean", "running_var"
     ),
     aten.pow.Tensor_Scalar: _integer_power,
+    aten._softmax.default: _softmax_dtype(""),
+    aten.multinomial.default: _multinomial_input,
+    aten._log_softmax.default: _softmax_dtype("log_"),
     aten.index_select.default: _index_select_index,
     aten._embedding_bag.default: _embedding_bag_weights,
     aten._embedding_bag_forward_only.default: _embedding_bag_weights,
@@ -376,6 +408,10 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.nll_loss2d_forward.default: _pairs(("self", "weight", _SCALAR_TYPE)),
     aten.multi_margin_loss.default: _pairs(("self", "weight", _SCALAR_TYPE)),
     aten.binary_cross_entropy.default: _pairs(
+        ("target", "self", "Found dtype {a} but expected {b}")
+    ),
+    # Backward kernels: checked in the fake backward of eager's graph (autodiff/_eager_backward)
+    aten.huber_loss_backward.default: _pairs(
         ("target", "self", "Found dtype {a} but expected {b}")
     ),
 }

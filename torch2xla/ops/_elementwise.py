@@ -516,13 +516,51 @@ def where(condition, self, other):
 @register(aten.clamp.default, aten.clamp.Tensor)
 def clamp(self, min=None, max=None):
     _compute, result = promote(Kind.DEFAULT, self, *(v for v in (min, max) if v is not None))
-    out = as_dtype(self, result)
+    lo = None if min is None else as_dtype(min, result)
+    hi = None if max is None else as_dtype(max, result)
+    x = as_dtype(self, result)
+    if not jnp.issubdtype(result, jnp.inexact):
+        return _clamp_value(x, lo, hi)
+    return _clamp_with_eagers_gradient(lo is not None, hi is not None)(x, lo, hi)
+
+
+def _clamp_value(x, lo, hi):
     # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
-    if min is not None:
-        out = _max(out, as_dtype(min, result))
-    if max is not None:
-        out = _min(out, as_dtype(max, result))
-    return out
+    out = x if lo is None else _max(x, lo)
+    return out if hi is None else _min(out, hi)
+
+
+@functools.cache
+def _clamp_with_eagers_gradient(has_lo: bool, has_hi: bool):
+    """clamp with eager's derivative (``clamp_backward``, ``clamp_backward_min_max``): masks
+    by comparisons, so a NaN input passes no gradient (JAX's max/min would pass it on), and a
+    bound gets the gradient where it is the result (``max`` also where ``min > max``)."""
+
+    @jax.custom_jvp
+    def fn(x, lo, hi):
+        return _clamp_value(x, lo, hi)
+
+    @fn.defjvp
+    def fn_jvp(primals, tangents):
+        x, lo, hi = primals
+        tx, tlo, thi = tangents
+        out = _clamp_value(x, lo, hi)
+        zero = jnp.zeros((), out.dtype)
+        if has_lo and has_hi:
+            keep = (x >= lo) & (x <= hi)
+            to_lo, to_hi = (x < lo) & (lo < hi), (x > hi) | (hi < lo)
+        else:
+            keep = (x >= lo) if has_lo else (x <= hi)
+            to_lo = (x < lo) if has_lo else None
+            to_hi = (x > hi) if has_hi else None
+        dout = jnp.broadcast_to(jnp.where(keep, tx, zero), out.shape)
+        if to_lo is not None:
+            dout = dout + jnp.where(to_lo, tlo, zero)
+        if to_hi is not None:
+            dout = dout + jnp.where(to_hi, thi, zero)
+        return out, dout
+
+    return fn
 
 
 @register(aten.clamp_min.default, aten.clamp_min.Tensor)

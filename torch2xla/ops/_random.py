@@ -156,9 +156,49 @@ def randint_like(
     return as_dtype(jax.random.randint(_key(), self.shape, low, high, jnp.int64), out_dtype())
 
 
+# Eager's CPU errors for the probabilities, by the code ``_multinomial_code`` finds.
+_MULTINOMIAL_ERRORS = (
+    "",
+    "probability tensor contains either `inf`, `nan` or element < 0",
+    "invalid multinomial distribution (sum of probabilities <= 0)",
+    "invalid multinomial distribution (encountering probability entry < 0)",
+    "invalid multinomial distribution (encountering probability entry = infinity or NaN)",
+)
+
+
+def _multinomial_error(code: int) -> tuple[str, type]:
+    from torch2xla._errors import OpError
+
+    return _MULTINOMIAL_ERRORS[code], OpError
+
+
+def _multinomial_code(probs, scan: bool):
+    """(traced) The index in ``_MULTINOMIAL_ERRORS`` of eager's error for ``probs`` (rows of
+    weights; 0: none). Without ``scan`` (no replacement, or one sample) eager checks the whole
+    tensor first (``max < inf`` and ``min >= 0``, so NaN fails), then every row's sum; with it,
+    the CPU kernel walks row by row, each element (``>= 0`` first, so NaN is "< 0"; then
+    finite), then the row's sum."""
+    # NOTE: a row of finite weights >= 0 sums to 0 iff every weight is +-0. Asked of the bits:
+    # XLA's CPU flushes subnormals to zero, so a row of subnormal weights, which eager accepts,
+    # would sum to (and compare equal to) 0.
+    bits = jax.lax.bitcast_convert_type(probs, jnp.dtype(f"uint{probs.dtype.itemsize * 8}"))
+    zero_row = jnp.all((bits << 1) == 0, -1)  # (the shift drops the sign bit)
+    if not scan:
+        bad = jnp.any(~(probs >= 0) | (probs == jnp.inf))
+        return jnp.where(bad, 1, jnp.where(jnp.any(zero_row), 2, 0))
+    element = jnp.where(~(probs >= 0), 3, jnp.where(jnp.isinf(probs), 4, 0))
+    first = jnp.take_along_axis(element, jnp.argmax(element != 0, -1)[:, None], -1)[:, 0]
+    row = jnp.where(first != 0, first, jnp.where(zero_row, 2, 0))
+    return row[jnp.argmax(row != 0)]
+
+
 @register(aten.multinomial.default)
 def multinomial(self, num_samples, replacement=False, *, generator=None):
     probs = self if self.ndim == 2 else self[None]
+    c = ctx()
+    if c.checking and not c.on_cuda and probs.size:  # (CUDA's kernel asserts on the device)
+        code = _multinomial_code(probs, replacement and num_samples > 1)
+        c.check(code != 0, "", code, explain=_multinomial_error)
     logits = jnp.log(as_dtype(probs, jnp.float32))
     key = _key()
     if replacement:

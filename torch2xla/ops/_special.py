@@ -63,7 +63,48 @@ def _polygamma(n: int, x):
     Hurwitz zeta), so negative arguments go through the reflection formula."""
     if n == 0:
         return _digamma(x)
+    if n == 1:
+        return _trigamma(x)
     return _polygamma_n(n, x)
+
+
+def _trigamma_value(x):
+    """Eager's own trigamma (``calc_trigamma`` in ATen's Math.h), step by step in ``x``'s
+    dtype: the reflection ``pi^2 / sin(pi x)^2`` below 1/2, six terms of the series, then the
+    asymptotic tail, whose coefficients are C++ double literals (so the tail of a float is
+    computed in double). Its values at the poles (finite: ``sin`` of the rounded ``pi x`` is
+    not 0), at +-inf (0, NaN) and beyond float32's integers are eager's; jax.scipy's polygamma
+    gives inf, NaN, inf there and loses float32 values below ~1e-30 to underflow."""
+    dtype = x.dtype
+    pi = jnp.asarray(np.pi, dtype)
+    reflect = x < 0.5
+    s = jnp.sin(pi * x)
+    result = jnp.where(reflect, -((pi * pi) / (s * s)), jnp.zeros((), dtype))
+    y = jnp.where(reflect, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (y * y)
+        y = y + 1
+    ixx = 1 / (y * y)
+    wide = jnp.promote_types(dtype, jnp.float64)
+    tail = (1 + 1 / (2 * y)).astype(wide) + ixx.astype(wide) * (
+        1.0 / 6 - ixx.astype(wide) * (1.0 / 30 - ixx.astype(wide) * (1.0 / 42))
+    )
+    result = (result.astype(wide) + tail / y.astype(wide)).astype(dtype)
+    return jnp.where(reflect, -result, result)
+
+
+@jax.custom_jvp
+def _trigamma(x):
+    if x.dtype in (jnp.float16, jnp.bfloat16):  # (eager computes in float32, rounds once)
+        return _trigamma_value(x.astype(jnp.float32)).astype(x.dtype)
+    return _trigamma_value(x)
+
+
+@_trigamma.defjvp
+def _trigamma_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    # (the reflection formula cancels badly in float32: evaluated in float64, as polygamma)
+    return _trigamma(x), _f64(lambda y: _polygamma_n(2, y))(x) * t
 
 
 def _polygamma_n(n: int, x):
@@ -92,6 +133,8 @@ register(aten.digamma.default)(_pointwise(_digamma, Kind.INT_TO_FLOAT))
 def polygamma(n, self):
     if n == 0:
         return _pointwise(_digamma, Kind.INT_TO_FLOAT)(self)
+    if n == 1:
+        return _pointwise(_trigamma, Kind.INT_TO_FLOAT)(self)
     # The reflection formula cancels badly in float32: evaluate in float64, round once.
     return _pointwise(_f64(lambda x: _polygamma(n, x)), Kind.INT_TO_FLOAT)(self)
 
@@ -332,12 +375,25 @@ register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), Kind.INT_TO_FL
 _K_T, _K_W = _trapezoid_nodes(20.0, 320)
 
 
+# Above this, exp(x) K_v(x) by its asymptotic series: the integrand's width, ~1/sqrt(x),
+# falls below the trapezoid's step (at x = 1e20 the rule gave its first weight, 1/32).
+_K_ASYMPTOTIC = 64.0
+
+
 def _bessel_k_scaled(order: int, x):
     """exp(x) K_order(x) for x > 0; inf at 0 and NaN below, as torch."""
     t = jnp.asarray(_K_T)
-    safe = jnp.where(x > 0, x, 1.0)
+    safe = jnp.where(x > 0, jnp.minimum(x, _K_ASYMPTOTIC), 1.0)
     integrand = jnp.exp(-safe[..., None] * (jnp.cosh(t) - 1)) * jnp.cosh(order * t)
     val = jnp.sum(integrand * _K_W, axis=-1)
+    # exp(x) K_v(x) ~ sqrt(pi / 2x) sum_k prod_{j<=k} (4v^2 - (2j-1)^2) / (j 8x): at x >= 64
+    # the ninth term is below float64 rounding for v = 0, 1.
+    big = jnp.where(x > _K_ASYMPTOTIC, x, 2 * _K_ASYMPTOTIC)
+    mu, term, series = 4.0 * order * order, jnp.ones_like(big), jnp.ones_like(big)
+    for k in range(1, 10):
+        term = term * (mu - (2 * k - 1) ** 2) / (k * 8 * big)
+        series = series + term
+    val = jnp.where(x > _K_ASYMPTOTIC, jnp.sqrt(np.pi / (2 * big)) * series, val)
     return jnp.where(x > 0, val, jnp.where(x == 0, jnp.inf, jnp.nan))
 
 

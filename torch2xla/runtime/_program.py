@@ -238,6 +238,11 @@ class XlaProgram:
     ) -> None:
         self.gm = gm
         self._links_source = links
+        # Tensor inputs and outputs whose memory eager's autograd graph saves: the training
+        # Function saves them, so that an in-place change before the backward raises eager's
+        # error (set by the backend: autodiff/_eager_backward.py).
+        self.saved_inputs: tuple[int, ...] = ()
+        self.saved_outputs: tuple[int, ...] = ()
         # None: not asked yet; a tuple: from ``links``; a dict: traced, per ``diff_in``
         self._links: tuple[int, ...] | dict | None = None
         self.split_backward = split_backward

@@ -1,0 +1,190 @@
+"""What eager's backward of a Dynamo graph does besides computing gradients: the errors it
+raises, and the outputs whose in-place changes make it raise.
+
+Our backward is ``jax.vjp``'s, which has no version counters, no "not implemented"
+derivatives and no dtype checks of its own, so eager's backward-time errors are found from
+eager's autograd graph of the Dynamo graph's example values (fake tensors Dynamo computed with
+autograd on, user-level ops as the user called them):
+
+- ``backward_errors``: the backward of those values is run once, on fake tensors, with every
+  output's gradient defined. It raises what eager's would: a tensor saved for the backward and
+  changed in place afterwards inside the graph (``y = x.exp(); y.add_(1)``), an op whose
+  derivative eager does not implement (``floor_divide``, ``NotImplemented`` nodes), a formula
+  that fails on an undefined gradient (``dist(a, b, p=0)`` with both requiring grad), and the
+  dtype checks of backward kernels that fake kernels skip (``ops._arg_checks.CHECKS``:
+  ``huber_loss_backward`` with a target of another dtype). Only those errors are trusted; any
+  other failure of the fake run (an op fake tensors cannot run) is logged and ignored. Where
+  it raises, each output is run alone to find which outputs lead to it: the compiled graph's
+  call attaches the error to those outputs (``RaiseAtBackward``), so it is raised when a
+  gradient flows through them, as eager raises when its backward reaches the node.
+- ``saved_values``: the inputs and outputs whose memory some node of eager's graph saves (an
+  ``exp`` or ``softmax`` output, ``sin``'s input). The training ``autograd.Function`` saves
+  those tensors too (beside the inputs our backward reads), so that a user's in-place change
+  of one between the call and the backward raises eager's error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+
+log = logging.getLogger(__name__)
+
+# Eager's backward errors that a fake run raises as eager does (by message): anything else a
+# fake run raises is a limitation of fake tensors, not eager's error.
+_TRUSTED = (
+    "modified by an inplace operation",  # a saved tensor's version counter
+    "is not implemented",  # ``NotImplemented`` nodes, ``not_implemented(...)`` formulas
+    "Expected a proper Tensor but got None",  # a formula given an undefined gradient
+)
+
+
+class _Rejected(RuntimeError):
+    """A backward kernel's arguments that eager rejects (``CHECKS``), raised in a fake run."""
+
+
+class _Checked(TorchDispatchMode):
+    """Applies ``CHECKS`` to the ATen calls of a fake backward (their fake kernels skip them)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # (imported here: the op registry needs torch's prims, which the backend loads first)
+        from torch2xla.ops._arg_checks import CHECKS
+
+        kwargs = kwargs or {}
+        checker = CHECKS.get(func)
+        if checker is not None:
+            names = [a.name for a in func._schema.arguments]
+            rejected = checker({**dict(zip(names, args)), **kwargs}, None)
+            if rejected is not None:
+                raise _Rejected(rejected if isinstance(rejected, str) else rejected[0])
+        return func(*args, **kwargs)
+
+
+def _example_values(gm: torch.fx.GraphModule) -> tuple[list, list] | None:
+    """The Dynamo graph's inputs and outputs as example values (None where some is missing)."""
+    inputs = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    outputs = []
+    for o in out if isinstance(out, list | tuple) else (out,):
+        if isinstance(o, torch.fx.Node) and "example_value" not in o.meta:
+            return None
+        outputs.append(o.meta["example_value"] if isinstance(o, torch.fx.Node) else None)
+    return inputs, outputs
+
+
+def _fake_mode(values: Sequence[Any]):
+    return next((t.fake_mode for t in values if hasattr(t, "fake_mode")), None)
+
+
+def _differentiated(values: Sequence[Any]) -> list[int]:
+    return [i for i, t in enumerate(values) if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def backward_errors(gm: torch.fx.GraphModule) -> dict[int, RuntimeError]:
+    """Per output of the Dynamo graph ``gm`` whose gradient eager's backward cannot compute,
+    the error it raises (see the module's docstring); empty where none raises."""
+    found = _example_values(gm)
+    if found is None:
+        return {}
+    inputs, outputs = found
+    leaves = [inputs[i] for i in _differentiated(inputs)]
+    roots = _differentiated(outputs)
+    mode = _fake_mode([*inputs, *outputs])
+    if not leaves or not roots or mode is None:
+        return {}
+    error = _run(mode, [outputs[i] for i in roots], leaves)
+    if error is None:
+        return {}
+    errors = {}
+    for i in roots:
+        error = _run(mode, [outputs[i]], leaves)
+        if error is not None:
+            errors[i] = error
+    return errors
+
+
+def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
+    """The error eager's backward raises from ``outputs`` (fake) to ``inputs``, or None."""
+    try:
+        with mode, _Checked():
+            grads = [torch.ones_like(o) for o in outputs]
+            torch.autograd.grad(outputs, inputs, grads, retain_graph=True, allow_unused=True)
+    except _Rejected as e:
+        return RuntimeError(str(e))
+    except RuntimeError as e:
+        if type(e) in (RuntimeError, NotImplementedError) and any(m in str(e) for m in _TRUSTED):
+            return type(e)(str(e))
+        log.debug("torch2xla: the fake backward of the example values failed: %r", e)
+    return None
+
+
+def saved_values(gm: torch.fx.GraphModule) -> tuple[frozenset[int], frozenset[int]]:
+    """The inputs and the outputs of the Dynamo graph ``gm`` whose memory a node of eager's
+    autograd graph saves for the backward (an in-place change of one between the call and the
+    backward makes eager's backward raise)."""
+    found = _example_values(gm)
+    if found is None:
+        return frozenset(), frozenset()
+    storages: dict[StorageWeakRef, list[tuple[int, int]]] = {}
+    for side, values in enumerate(found):
+        for i, t in enumerate(values):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                storages.setdefault(StorageWeakRef(t.untyped_storage()), []).append((side, i))
+    saved: set[tuple[int, int]] = set()
+    seen: set[int] = set()
+    keep: list = []  # (nodes are keyed by id(): kept alive until the walk ends)
+    outputs = found[1]
+    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        for t in _saved_tensors(node):
+            saved.update(storages.get(StorageWeakRef(t.untyped_storage()), ()))
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return (
+        frozenset(i for side, i in saved if side == 0),
+        frozenset(i for side, i in saved if side == 1),
+    )
+
+
+def _saved_tensors(node) -> list[torch.Tensor]:
+    """The tensors ``node`` saved for the backward (``_saved_*`` attributes)."""
+    tensors = []
+    for name in dir(node):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, name)
+        except RuntimeError:  # changed in place since: ``backward_errors`` reports it
+            continue
+        for t in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                tensors.append(t)
+    return tensors
+
+
+class RaiseAtBackward(torch.autograd.Function):
+    """``apply(error, t)``: a copy of ``t`` whose backward raises ``error`` (eager's error from
+    the backward of the graph that computed ``t``). A copy: an output of a custom Function
+    that returns its input as is may not be changed in place."""
+
+    @staticmethod
+    def forward(ctx, error: RuntimeError, t: torch.Tensor) -> torch.Tensor:
+        ctx.error = error
+        return t.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        error = ctx.error
+        raise type(error)(str(error))
+
+
+__all__ = ["RaiseAtBackward", "backward_errors", "saved_values"]

@@ -1,0 +1,235 @@
+"""Writes eager checks and tracing does not: into a tensor whose elements share memory, and
+into an ``out=`` tensor eager's kernel rejects.
+
+**Overlapping memory** (``x.expand(4, 3).add_(1)``): eager raises "unsupported operation: more
+than one element of the written-to tensor refers to a single memory location". Fake and meta
+kernels skip that check, and the functional ATen graph no longer holds the
+write, so it is found on the Dynamo graph: a call that writes (an in-place method or function,
+``x[i] = v``, ``+=``, ``out=``, ``inplace=True``) into a tensor whose example value overlaps
+itself (a stride 0 over a dimension of size > 1; ``x.expand(4, 3)[1] = v`` writes a row that
+does not) is run once more by eager PyTorch
+on real tensors of the same sizes and strides (zeros, on the CPU; small, since the overlapping
+tensor's memory is), and only eager's overlap error is taken from it: eager decides per op
+(``fill_``, ``masked_fill_``, ``index_put_`` only warn), so no op list is kept here.
+
+The writes eager accepts cannot be compiled as eager runs them: functionalization writes a
+view's new value back into its base through the view's inverse, which for ``expand`` adds the
+expanded copies up (``y.expand(4, 3).fill_(2)`` made ``y`` 8 + ... where eager's is 2). Such
+a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises).
+
+**out= tensors** (``torch.multinomial(p, 2, out=float_tensor)``, ``torch.aminmax(x, dim=0,
+out=(f32, f64))``): eager's kernels check the out tensor's dtype; the meta kernels of some do
+not, and functionalization converts the result into it. A call with ``out=`` is run by eager
+on real tensors like its arguments (zeros, else ones, where zeros are not valid values), once
+without ``out=`` (its result) and once with it: where only the latter raises, and the call
+into out tensors made like the result runs, the out tensor is what eager rejects, and its
+error is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import operator
+import warnings
+from typing import Any
+
+import torch
+from torch.fx.node import map_aggregate
+
+from torch2xla._errors import OpError
+
+log = logging.getLogger(__name__)
+
+OVERLAP = "unsupported operation: more than one element of the written-to tensor refers to a "
+
+# (``x += 1`` reaches the Dynamo graph as operator.iadd)
+_IN_PLACE_OPERATORS = frozenset(
+    (
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+        operator.ifloordiv,
+        operator.imod,
+        operator.ipow,
+        operator.iand,
+        operator.ior,
+        operator.ixor,
+        operator.ilshift,
+        operator.irshift,
+        operator.imatmul,
+    )
+)
+
+
+def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
+    """The tensor (example value) that ``node`` writes into, or None where it writes none:
+    ``self`` of in-place methods and functions, ``out=``, ``t[i]`` of ``t[i] = v`` (``t``
+    itself where ``i`` holds tensors: ``index_put_`` writes ``t``)."""
+    if node.op == "call_method":
+        name = node.target
+        if name.startswith("__"):  # (``x.__iadd__(1)``)
+            writes = getattr(operator, name.strip("_"), None) in _IN_PLACE_OPERATORS
+        else:
+            writes = name.endswith("_") and not name.startswith("_")
+        return args[0] if writes and args else None
+    if node.op != "call_function":
+        return None
+    target = node.target
+    if "out" in kwargs:
+        return kwargs["out"]
+    if target is operator.setitem:
+        t, index = args[0], args[1]
+        if not isinstance(t, torch.Tensor) or _holds_tensors(index):
+            return t
+        with _fake_mode(t):
+            return t[index]
+    name = getattr(target, "__name__", "")
+    in_place = name.endswith("_") and not name.startswith("_")
+    if target in _IN_PLACE_OPERATORS or in_place or kwargs.get("inplace") is True:
+        return args[0] if args else kwargs.get("input")
+    return None
+
+
+def _holds_tensors(index: Any) -> bool:
+    return any(isinstance(i, torch.Tensor | list) for i in _leaves(index)) or isinstance(
+        index, list
+    )
+
+
+def _fake_mode(t: torch.Tensor):
+    mode = getattr(t, "fake_mode", None)
+    return mode if mode is not None else contextlib.nullcontext()
+
+
+def _leaves(tree: Any) -> list:
+    found: list = []
+    map_aggregate(tree, found.append)
+    return found
+
+
+def _example(a: Any) -> Any:
+    return a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
+
+
+def _overlaps(t: Any) -> bool:
+    """Whether ``t`` (an example value) is a tensor whose elements share memory, with concrete
+    sizes and strides."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        return False
+    if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
+        return False
+    return any(stride == 0 and size > 1 for size, stride in zip(t.shape, t.stride()))
+
+
+def _real(t: Any, fill: int = 0) -> Any:
+    """A real CPU tensor filled with ``fill``, with ``t``'s sizes, strides and dtype (``t`` if
+    no tensor)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
+        raise _Symbolic
+    extent = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    base = torch.full((max(extent, 0) if t.numel() else 0,), fill, dtype=t.dtype)
+    return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+
+
+class _Symbolic(Exception):
+    """An argument with symbolic sizes: the call cannot be run for real."""
+
+
+def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """Raise eager's error (``OpError``, naming the user's line) for the first call of the
+    Dynamo graph ``gm`` that writes into a tensor whose elements share memory, or into an
+    ``out=`` tensor, where eager's kernel rejects it; returns the calls that write into
+    overlapping memory where eager accepts it."""
+    accepted = []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_method", "call_function"):
+            continue
+        args = map_aggregate(node.args, _example)
+        kwargs = map_aggregate(node.kwargs, _example)
+        if node.op == "call_function" and "out" in kwargs:
+            message = _out_error(node.target, args, kwargs)
+            if message is not None:
+                raise OpError(message, node)
+        if not _overlaps(_written(node, args, kwargs)):
+            continue
+        message = _eager_error(node, args, kwargs)
+        if message is not None:
+            raise OpError(message, node)
+        accepted.append(node)
+    return accepted
+
+
+def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's overlap error for ``node`` called with real tensors like ``args``/``kwargs``,
+    or None where eager accepts the call (or it cannot be run for real)."""
+    try:
+        real_args, real_kwargs = map_aggregate((args, kwargs), _real)
+    except _Symbolic:
+        return None
+    target = node.target
+    if node.op == "call_method":
+        self, *rest = real_args
+        call = lambda: getattr(self, target)(*rest, **real_kwargs)
+    else:
+        call = lambda: target(*real_args, **real_kwargs)
+    try:
+        # (the generator's state is restored: ``uniform_`` draws; warnings are eager's
+        # deprecation warnings of writes it accepts, which the user's call gives itself)
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            call()
+    except RuntimeError as e:
+        if str(e).startswith(OVERLAP):
+            return str(e)
+        # values of zeros may fail where the user's do not: not eager's answer for the call
+        log.debug("torch2xla: overlap check of %s could not run: %r", node.format_node(), e)
+    return None
+
+
+def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
+    """Eager's error for the call ``target(*args, **kwargs)`` (example values) that comes from
+    its ``out=`` tensors, or None (see the module's docstring)."""
+    for fill in (0, 1):
+        try:
+            real_args, real_kwargs = map_aggregate(
+                (args, kwargs), functools.partial(_real, fill=fill)
+            )
+        except _Symbolic:
+            return None
+        real_functional = {k: v for k, v in real_kwargs.items() if k != "out"}
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = target(*real_args, **real_functional)
+            except Exception as e:  # noqa: BLE001 - values not valid for the op: try others
+                log.debug("torch2xla: out= check of %s with %s: %r", target, fill, e)
+                continue
+            try:
+                target(*real_args, **real_kwargs)
+                return None
+            except RuntimeError as e:
+                error = e
+            like = map_aggregate(result, lambda r: torch.empty_like(r) if _tensor(r) else r)
+            try:
+                target(*real_args, **real_functional, out=like)
+            except Exception:  # noqa: BLE001 - not the out tensor's dtype alone: no answer
+                return None
+        return str(error)
+    return None
+
+
+def _tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+REASON = (
+    "writes into a tensor whose elements share memory (an expanded tensor): eager writes each "
+    "location once, the functional graph's write-back would add the copies up"
+)
+
+__all__ = ["REASON", "check_writes"]
