@@ -135,6 +135,34 @@ def test_output_view_changed_by_the_user():
     assert_like_eager(torch.exp, [_x()], backward)
 
 
+@pytest.mark.parametrize("change", [False, True], ids=["unchanged", "changed"])
+def test_output_of_a_graph_that_updates_buffers(change):
+    # BatchNorm's running statistics come back as packed outputs beside the user's: the outputs
+    # eager's graph saves (relu's result) are found among the program's packed outputs
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
+    compiled = torch.compile(model, backend="xla")
+    x = torch.randn(4, 8)
+
+    def run(m):
+        out = m(x)
+        if change:
+            out.add_(1)
+        out.sum().backward()
+
+    try:
+        run(model)
+    except RuntimeError as eager:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(compiled)
+        assert "modified by an inplace operation" in str(eager)
+        return
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    run(compiled)
+    assert_same([p.grad for p in model.parameters()], want)
+
+
 def test_input_changed_after_the_call():
     def fn(h):
         return h.sin()

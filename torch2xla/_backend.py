@@ -216,7 +216,12 @@ class CompiledGraph:
         if program is not None:
             saved_in, saved_out = self._saved
             n_mut, n_lifted = len(lowered.mutations), len(lowered.lifted)
-            program.saved_outputs = tuple(n_mut + i for i in sorted(saved_out))
+            saved = [n_mut + i for i in sorted(saved_out)]
+            packing = getattr(program, "packing", None)
+            if packing is not None:  # (as the packed program returns them; packed members are
+                # never differentiable, so no autograd node saves them)
+                saved = [packing.index(k) for k in saved if k in packing.rest]
+            program.saved_outputs = tuple(saved)
             # (not with synthetic bases for inputs; not the inputs the graph changes: their new
             # values are written back after the call, where eager's kernel saved them after
             # its change, and a change inside the graph is found by ``backward_errors``)
