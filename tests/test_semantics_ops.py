@@ -923,3 +923,19 @@ def test_scaled_modified_bessel_k_at_large_x(fn, dtype):
     # gave 1/32).
     x = torch.tensor([0.5, 30.0, 64.0, 64.5, 1e3, 1e20, 3e38, float("inf")], dtype=dtype)
     assert_same(_compiled(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("eps", [0.6, 0.5])
+def test_logit_clamps_as_eager_when_eps_exceeds_one_half(eps, dtype):
+    # Eager clamps logit's input by x < eps ? eps : (x > 1 - eps ? 1 - eps : x): with eps > 0.5
+    # the lower end wins below it; jnp.clip gave the upper end everywhere (0.81 off).
+    x = torch.tensor([0.0, 0.1, 0.45, 0.5, 0.55, 0.9, 1.0, float("nan")], dtype=dtype)
+    x.requires_grad_()
+
+    def f(x):
+        return torch.logit(x, eps=eps) * 2
+
+    (out, grads), (ref, ref_grads) = _grads_both(f, x)
+    assert_same(out, ref)
+    assert_same(grads, ref_grads)

@@ -695,9 +695,15 @@ def logit(self, eps=None):
     return with_partials(lambda x: _logit(x, eps), _logit_partials(eps))(self)
 
 
+def _logit_clamp(x, lo, hi):
+    """Eager's clamp of logit's input: ``x < lo ? lo : (x > hi ? hi : x)``. The lower end wins
+    where eps > 0.5 makes lo > hi (jnp.clip gives the upper one there)."""
+    return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
+
+
 def _logit(self, eps):
     def fn(x):
-        x = x if eps is None else jnp.clip(x, eps, 1 - eps)
+        x = x if eps is None else _logit_clamp(x, eps, 1 - eps)
         return jnp.log(x / (1 - x))
 
     if self.dtype == jnp.float16:
@@ -708,13 +714,13 @@ def _logit(self, eps):
         bf16 = functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
         x = self.astype(jnp.float32)
         if eps is not None:
-            x = jnp.clip(x, bf16(jnp.float32(eps)), bf16(jnp.float32(1 - eps)))
+            x = _logit_clamp(x, bf16(jnp.float32(eps)), bf16(jnp.float32(1 - eps)))
         return as_dtype(jnp.log(bf16(x / bf16(1 - x))), self.dtype)
     return _pointwise(fn, Kind.INT_TO_FLOAT)(self)
 
 
 def _half_ratio(x, eps):
-    x = x if eps is None else jnp.clip(x, as_dtype(eps, x.dtype), as_dtype(1 - eps, x.dtype))
+    x = x if eps is None else _logit_clamp(x, as_dtype(eps, x.dtype), as_dtype(1 - eps, x.dtype))
     return x / (1 - x)
 
 
