@@ -1147,6 +1147,9 @@ def test_linalg_errors_raise_what_eager_raises(name, fn, a, line):
     eager = _eager_error(fn, (a,))
     with pytest.raises(type(eager)) as info:
         torch.compile(fn, backend="xla", options={"strict": True})(a)
+    if "is now removed" in str(eager):  # torch.cholesky on torch >= 2.14: the same error
+        assert str(info.value) == str(eager)
+        return
     assert isinstance(info.value, torch2xla.OpError), info.value
     assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
     _assert_names_op_and_line(info.value, line)

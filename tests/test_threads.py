@@ -21,8 +21,17 @@ import torch
 
 import torch2xla
 from tests._util import assert_same
+from torch2xla.capture import _lower
 
 _WAIT = 60.0  # seconds; a rendezvous that takes longer is a deadlock
+
+
+def _fx_tracing() -> bool:
+    """FX's tracing flag: process-wide up to torch 2.13, per-thread since torch 2.14."""
+    fx = torch.fx._symbolic_trace
+    if hasattr(fx, "_is_fx_tracing_flag"):
+        return fx._is_fx_tracing_flag
+    return fx._get_is_fx_tracing()
 
 
 class _Rendezvous:
@@ -40,7 +49,9 @@ class _Rendezvous:
         self.ran = 0
 
     def marker(self, x):
-        if self.armed and torch.fx._symbolic_trace._is_fx_tracing_flag:
+        # Only inside torch2xla's export: torch 2.14's Dynamo also calls allow_in_graph
+        # functions on fake tensors (with FX's flag set) during its own trace.
+        if self.armed and _lower._compiling > 0 and _fx_tracing():
             self.armed = False
             thread = threading.Thread(target=self._run)
             thread.start()
