@@ -263,7 +263,8 @@ def exporting():
     global _compiling, _was_compiling
     compiler = torch.compiler
     if not hasattr(compiler, "_is_compiling_flag"):  # a torch without the flag
-        yield
+        with _trace_records_released():
+            yield
         return
     with _compiling_lock:
         if _compiling == 0:
@@ -271,12 +272,58 @@ def exporting():
             compiler._is_compiling_flag = True
         _compiling += 1
     try:
-        yield
+        with _trace_records_released():
+            yield
     finally:
         with _compiling_lock:
             _compiling -= 1
             if _compiling == 0:
                 compiler._is_compiling_flag = _was_compiling
+
+
+# make_fx's record of its last trace (fake tensor id -> graph node), for torch.export's leak
+# check; torch 2.11-2.13 name it so.
+_LAST_TRACE = getattr(
+    torch.fx.experimental.proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", None
+)
+
+
+@contextlib.contextmanager
+def _trace_records_released():
+    """Forgets what torch's tracing keeps of the exports made inside, once they end.
+
+    NOTE: two process-wide records of torch's tracing outlive an export, each holding its fake
+    tensors, and through them its fake mode and shape environment, until the next export:
+    - make_fx leaves the last trace's placeholders in a module-level map (emptied only by the
+      next trace) for torch.export's own check within that export. Only the entries made
+      inside are removed: a torch.export running in another thread keeps its own.
+    - AOT autograd's philox RNG tracker resets its states as its trace ends, still inside the
+      trace's fake mode, so its empty seed tensors are fake tensors of that mode. They are
+      reset again, outside, where no state is recorded (a trace in another thread records
+      into states it resets itself first).
+    """
+    before = dict(_LAST_TRACE) if _LAST_TRACE is not None else {}
+    try:
+        yield
+    finally:
+        if _LAST_TRACE is not None:
+            for key, node in list(_LAST_TRACE.items()):
+                if before.get(key) is not node:
+                    _LAST_TRACE.pop(key, None)
+        _reset_philox_tracker()
+
+
+def _reset_philox_tracker() -> None:
+    from torch._decomp.decompositions_for_rng import PhiloxStateTracker
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    states = [
+        getattr(PhiloxStateTracker, n, None) for n in ("running_state", "fwd_state", "bwd_state")
+    ]
+    seeds = [getattr(st, "seed", None) for st in states]
+    if all(isinstance(t, FakeTensor) and t.numel() == 0 for t in seeds):
+        with torch._subclasses.fake_tensor.unset_fake_temporarily():
+            PhiloxStateTracker.reset()
 
 
 @contextlib.contextmanager
