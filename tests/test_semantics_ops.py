@@ -968,3 +968,17 @@ def test_clamp_fmax_fmin_gradients_at_ties_nan_and_crossed_bounds_are_eagers(fn)
     ref_grads = torch.autograd.grad(ref.sum(), args, allow_unused=True, materialize_grads=True)
     assert_same(out, ref)
     assert_same(grads, ref_grads)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+def test_heaviside_at_nan_zero_and_subnormals(dtype):
+    # eager: values where x == 0, else x > 0: 0 at NaN (jnp.heaviside gave NaN), 1 at a
+    # positive subnormal (XLA on CPU compares it as zero).
+    if dtype.is_floating_point:
+        x = torch.tensor([float("nan"), 0.0, -0.0, 1e-40, -1e-40, -2.0, 3.0, float("inf")])
+        x = x.to(dtype)
+    else:
+        x = torch.tensor([0, -3, 4, 0])
+    values = torch.arange(x.numel()).to(dtype) + 5
+    out, ref, _, _ = run_both(torch.heaviside, x, values)
+    assert_same(out, ref)

@@ -862,8 +862,15 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None):
 
 @register(aten.heaviside.default)
 def heaviside(self, values):
+    # torch's rule: ``values`` where x == 0, else x > 0 (0 at NaN, where jnp.heaviside gives
+    # NaN); compared from the bits, as subnormals are not zero to eager.
     compute, result = promote(Kind.DEFAULT, self, values)
-    return as_dtype(jnp.heaviside(as_dtype(self, compute), as_dtype(values, compute)), result)
+    x, v = as_dtype(self, compute), as_dtype(values, compute)
+    if jnp.issubdtype(compute, jnp.floating):
+        zero, positive = _is_zero(x), ~_negative(x) & _nonzero(x) & ~jnp.isnan(x)
+    else:
+        zero, positive = x == 0, x > 0
+    return as_dtype(jnp.where(zero, v, positive.astype(compute)), result)
 
 
 @register(aten._to_copy.default)
