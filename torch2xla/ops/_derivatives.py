@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from torch._ops import ops
 
+from torch2xla._errors import OpError
 from torch2xla.ops._common import Kind, as_dtype, opmath_dtype, out_dtype, promote
 from torch2xla.ops._registry import ctx, register
 
@@ -107,14 +108,25 @@ def _bce_partials(x, t):
 _bce = with_partials(_bce_value, _bce_partials)
 
 
+def _bce_error(value: int) -> tuple[str, type]:
+    which = "target" if value % 2 else "input"
+    return f"all elements of {which} should be between 0 and 1", OpError
+
+
 @register(aten.binary_cross_entropy.default)
 def binary_cross_entropy(self, target, weight=None, reduction=1):
     compute = opmath_dtype(promote(Kind.DEFAULT, self, target)[0])
     x, t = jnp.broadcast_arrays(as_dtype(self, compute), as_dtype(target, compute))
     c = ctx()
-    if c.checking and not c.on_cuda:  # eager's CPU kernel checks (NaN fails it too)
-        inside = (x >= 0) & (x <= 1)
-        c.check(~jnp.all(inside), "all elements of input should be between 0 and 1")
+    if c.checking and not c.on_cuda:  # eager's CPU kernel checks (NaN fails them too),
+        # element by element, the input before the target: the first element outside [0, 1]
+        # names which. (value: 2 * its position, + 1 where its input is inside)
+        bad_x, bad_t = ~((x >= 0) & (x <= 1)), ~((t >= 0) & (t <= 1))
+        bad, bad_x = (bad_x | bad_t).reshape(-1), bad_x.reshape(-1)
+        if bad.size:
+            first = jnp.argmax(bad)
+            value = 2 * first.astype(jnp.int64) + (~bad_x[first]).astype(jnp.int64)
+            c.check(jnp.any(bad), "", value, explain=_bce_error)
     loss = _bce(x, t)
     if weight is not None:
         loss = loss * as_dtype(weight, compute)

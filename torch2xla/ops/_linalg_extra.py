@@ -223,11 +223,36 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
 def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     if driver is not None:
         raise NotImplementedError("svd(driver=...) selects a cuSOLVER routine; CPU has none")
+    _check_svd_input(A)
     if not compute_uv:
         s = jnp.linalg.svd(A, compute_uv=False)
         return _empty(0), as_dtype(s, out_dtype(1)), _empty(2)
-    u, s, vh = jnp.linalg.svd(A, full_matrices=full_matrices)
+    u, s, vh = _svd(A, full_matrices)
     return u, as_dtype(s, out_dtype(1)), vh
+
+
+def _check_svd_input(A) -> None:
+    """Eager's CPU error for an SVD of a matrix with a NaN.
+
+    NOTE: LAPACK's gesdd refuses such a matrix (info -4) and eager raises its "contained
+    non-finite values" error (an inf alone passes); XLA's SVD returns NaNs."""
+    c = ctx()
+    if c.checking and not c.on_cuda and A.size:
+        has_nan = jnp.any(jnp.isnan(A), axis=(-2, -1))
+        check_linalg(jnp.where(has_nan, -4, 0).astype(jnp.int32), "linalg.svd", A.ndim == 2)
+
+
+def _svd(A, full_matrices: bool):
+    """``jnp.linalg.svd`` with singular vectors; NaN factors for a matrix with an inf or NaN.
+
+    NOTE: XLA's CPU SVD with singular vectors never returns on a matrix holding an inf (jax
+    0.10; without vectors it gives NaNs). Such matrices are factored as zeros and their
+    factors replaced by NaN: eager's singular values there are NaN as well (its vectors are
+    whatever LAPACK left)."""
+    finite = jnp.all(jnp.isfinite(A), axis=(-2, -1))[..., None, None]
+    u, s, vh = jnp.linalg.svd(jnp.where(finite, A, 0), full_matrices=full_matrices)
+    nan = jnp.asarray(jnp.nan, s.dtype)
+    return jnp.where(finite, u, nan), jnp.where(finite[..., 0], s, nan), jnp.where(finite, vh, nan)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
@@ -259,8 +284,21 @@ def _linalg_eigh(A, UPLO="L", compute_v=True):
 
 @register(aten.linalg_eig.default)
 def linalg_eig(self):
+    # eager checks its input first, on every device
+    ctx().check(
+        ~jnp.all(jnp.isfinite(self)),
+        "torch.linalg.eig: input tensor should not contain infs or NaNs.",
+    )
     w, v = jnp.linalg.eig(self)
     return as_dtype(w, out_dtype(0)), as_dtype(v, out_dtype(1))
+
+
+@register(aten.linalg_eigvals.default)
+def linalg_eigvals(self):
+    # NOTE: not decomposed into linalg_eig: eager's eigvals of an input that does not require
+    # grad skips eig's finiteness check (NaN eigenvalues); one that requires grad goes
+    # through eig and raises, which the ATen graph (exported without grad) cannot tell.
+    return as_dtype(jnp.linalg.eigvals(self), out_dtype())
 
 
 @register(aten.linalg_qr.default)
@@ -649,7 +687,7 @@ def _pinv(A, atol, rtol, hermitian):
         v, w = lax_linalg.eigh(A, lower=True, symmetrize_input=False)
         s, u, vh = jnp.abs(w), v, _mH(v) * jnp.sign(w)[..., :, None]
     else:
-        u, s, vh = jnp.linalg.svd(A, full_matrices=False)
+        u, s, vh = _svd(A, full_matrices=False)
     smax = jnp.max(s, axis=-1, keepdims=True, initial=0)
     if atol is None and rtol is None:
         rtol = np.finfo(np.dtype(s.dtype)).eps * max(m, n)
@@ -694,9 +732,13 @@ def _pinv_differentiable(A, atol, rtol, hermitian):
 
 @register(aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float)
 def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
+    if not hermitian:
+        _check_svd_input(self)
     return as_dtype(_pinv_differentiable(self, atol, rtol, hermitian), out_dtype())
 
 
 @register(aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor)
 def linalg_pinv_rcond(self, rcond, hermitian=False):
+    if not hermitian:
+        _check_svd_input(self)
     return as_dtype(_pinv_differentiable(self, 0, rcond, hermitian), out_dtype())
