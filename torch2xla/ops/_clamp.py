@@ -2,12 +2,8 @@
 ``_elementwise``'s ``_max``/``_min``/``_fmax``/``_fmin`` with eager's derivative, which changed
 in torch 2.14. One mechanism, ``_masked``, gives each operand the gradient where a rule's mask
 says (half of it at a tie); the rule tables below say which mask each torch version uses.
-
-# NOTE: eager's derivatives select (``where(mask, grad, 0)``), so an operand that loses gets 0
-# even from an infinite or NaN gradient; ``with_partials`` multiplies by its partials, which
-# would turn those into NaN. hardtanh (relu6) keeps its own derivative beside relu's in
-# ``_elementwise`` (it reads the sign bit of zero bounds and runs channels-last after a CPU
-# convolution, as relu).
+hardtanh (relu6) keeps its own derivative beside relu's in ``_elementwise``: it reads the sign
+bit of zero bounds and runs channels-last after a CPU convolution, as relu does.
 """
 
 from __future__ import annotations
@@ -34,6 +30,9 @@ Share = tuple[jax.Array, jax.Array | None] | None
 Rule = Callable[..., tuple[Share, ...]]
 
 
+# NOTE: eager's derivatives select (``where(mask, grad, 0)``), so an operand that loses gets 0
+# even from an infinite or NaN gradient; ``_derivatives.with_partials`` multiplies by its
+# partials, which would turn those into NaN.
 def _masked(value: Callable, rule: Rule) -> Callable:
     """``value`` with the derivative ``rule`` gives (see ``Rule``); operands may be None."""
 

@@ -67,8 +67,8 @@ def _wide(jfn):
 
 def _max(a, b):
     # NOTE: torch's max/min keep the first operand on ties (maximum(-0.0, 0.0) is -0.0) and
-    # propagate NaN from either; XLA's max/min may return the other zero. (clamp's gradient
-    # goes to self on ties, as this gives; maximum/minimum split it, see _balanced.)
+    # propagate NaN from either; XLA's max/min may return the other zero. (maximum/minimum
+    # split the gradient at ties, see _balanced; clamp's derivative is in _clamp.py.)
     return jnp.where(jnp.isnan(a) | (a >= b), a, b)
 
 
