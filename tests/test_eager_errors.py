@@ -1299,25 +1299,6 @@ def index_reduce_rows(y, idx, src):
     return y.index_reduce(0, idx, src, "amax")
 
 
-@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
-@pytest.mark.parametrize(
-    "fn, src, line",
-    [
-        (index_add_rows, torch.randn(1, 5), "y.index_add_(1, idx, src)"),
-        (index_reduce_rows, torch.randn(5, 4), 'y.index_reduce(0, idx, src, "amax")'),
-    ],
-    ids=["index_add_broadcast", "index_reduce"],
-)
-def test_index_add_source_shape_raises_what_eager_raises(fn, src, line):
-    args = (torch.ones(5, 5), torch.tensor([0, 1, 1, 1, 2]), src)
-    eager = _eager_error(fn, args)
-    with pytest.raises(RuntimeError) as info:
-        torch.compile(fn, backend="xla", options={"strict": True})(*args)
-    assert isinstance(info.value, torch2xla.OpError), info.value
-    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
-    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value)
-
-
 def masked_scatter_byte_mask(x, mask, src):
     return x.masked_scatter(mask.to(torch.uint8), src)
 
@@ -1326,21 +1307,51 @@ def uniform_reversed(x, mask, src):
     return x.clone().uniform_(3.5, -1.25) + src.sum()
 
 
-@pytest.mark.filterwarnings("ignore:masked_scatter_ received a mask with dtype torch.uint8")
-@pytest.mark.parametrize(
-    "fn, line",
-    [
-        (masked_scatter_byte_mask, "x.masked_scatter(mask.to(torch.uint8), src)"),
-        (uniform_reversed, "x.clone().uniform_(3.5, -1.25)"),
-    ],
-    ids=["masked_scatter_uint8_mask", "uniform_from_above_to"],
+_INDEX_ROWS = (torch.ones(5, 5), torch.tensor([0, 1, 1, 1, 2]))
+_MASK_ARGS = (
+    torch.zeros(2, 3),
+    torch.tensor([[True, False, True], [False, True, True]]),
+    torch.ones(6),
 )
-def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, line):
-    args = (
-        torch.zeros(2, 3),
-        torch.tensor([[True, False, True], [False, True, True]]),
-        torch.ones(6),
-    )
+_INDEX_REDUCE_BETA = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+_UINT8_MASK = pytest.mark.filterwarnings(
+    "ignore:masked_scatter_ received a mask with dtype torch.uint8"
+)
+# Arguments eager's kernels reject and the trace does not: (function, arguments, the user's line)
+KERNEL_REJECTS = [
+    pytest.param(
+        index_add_rows,
+        (*_INDEX_ROWS, torch.randn(1, 5)),
+        "y.index_add_(1, idx, src)",
+        id="index_add_broadcast",
+        marks=_INDEX_REDUCE_BETA,
+    ),
+    pytest.param(
+        index_reduce_rows,
+        (*_INDEX_ROWS, torch.randn(5, 4)),
+        'y.index_reduce(0, idx, src, "amax")',
+        id="index_reduce",
+        marks=_INDEX_REDUCE_BETA,
+    ),
+    pytest.param(
+        masked_scatter_byte_mask,
+        _MASK_ARGS,
+        "x.masked_scatter(mask.to(torch.uint8), src)",
+        id="masked_scatter_uint8_mask",
+        marks=_UINT8_MASK,
+    ),
+    pytest.param(
+        uniform_reversed,
+        _MASK_ARGS,
+        "x.clone().uniform_(3.5, -1.25)",
+        id="uniform_from_above_to",
+        marks=_UINT8_MASK,
+    ),
+]
+
+
+@pytest.mark.parametrize("fn, args, line", KERNEL_REJECTS)
+def test_arguments_eagers_kernel_rejects_raise_what_eager_raises(fn, args, line):
     eager = _eager_error(fn, args)
     with pytest.raises(RuntimeError) as info:
         torch.compile(fn, backend="xla", options={"strict": True})(*args)
@@ -1355,20 +1366,30 @@ def multinomial(p, n, replacement):
 
 
 _INF, _NAN = float("inf"), float("nan")
-_BAD_PROBS = {
-    "negative": [[0.5, -0.1, 0.6], [1.0, 1.0, 1.0]],
-    "inf": [[0.5, _INF, 0.6], [1.0, 1.0, 1.0]],
-    "nan": [[1.0, 1.0, 1.0], [_NAN, 0.2, 0.3]],
-    "zero_row": [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]],
-    "inf_after_zero_row": [[0.0, 0.0, 0.0], [1.0, _INF, 1.0]],  # the scan meets the zero row first
-    "nan_1d": [_NAN, 1.0, 1.0],
+# (probability rows, whether eager rejects them)
+MULTINOMIAL_ROWS = {
+    "negative": ([[0.5, -0.1, 0.6], [1.0, 1.0, 1.0]], True),
+    "inf": ([[0.5, _INF, 0.6], [1.0, 1.0, 1.0]], True),
+    "nan": ([[1.0, 1.0, 1.0], [_NAN, 0.2, 0.3]], True),
+    "zero_row": ([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]], True),
+    # (the scan meets the zero row first)
+    "inf_after_zero_row": ([[0.0, 0.0, 0.0], [1.0, _INF, 1.0]], True),
+    "nan_1d": ([_NAN, 1.0, 1.0], True),
+    # rows eager accepts: one category left, a subnormal weight (XLA's CPU flushes it), -0.0
+    "one_nonzero": ([[0.0, 0.0, 1.0]], False),
+    "subnormal": ([[1e-45, 0.0, 0.0]], False),
+    "negative_zero": ([[-0.0, 2.0, 0.0]], False),
 }
 
 
+def _multinomial_rows(rejected: bool) -> list[str]:
+    return [name for name, (_, bad) in MULTINOMIAL_ROWS.items() if bad is rejected]
+
+
 @pytest.mark.parametrize(("n", "replacement"), [(1, False), (2, False), (1, True), (2, True)])
-@pytest.mark.parametrize("case", list(_BAD_PROBS))
+@pytest.mark.parametrize("case", _multinomial_rows(rejected=True))
 def test_multinomial_bad_probabilities(case, n, replacement):
-    p = torch.tensor(_BAD_PROBS[case])
+    p = torch.tensor(MULTINOMIAL_ROWS[case][0])
     eager = _eager_error(multinomial, (p, n, replacement))
     with pytest.raises(type(eager)) as info:
         torch.compile(multinomial, backend="xla")(p, n, replacement)
@@ -1376,15 +1397,10 @@ def test_multinomial_bad_probabilities(case, n, replacement):
     _assert_names_op_and_line(info.value, "torch.multinomial(p, n, replacement)")
 
 
-@pytest.mark.parametrize(
-    "p",
-    [[[0.0, 0.0, 1.0]], [[1e-45, 0.0, 0.0]], [[-0.0, 2.0, 0.0]]],
-    ids=["one_nonzero", "subnormal", "negative_zero"],
-)
+@pytest.mark.parametrize("case", _multinomial_rows(rejected=False))
 @pytest.mark.filterwarnings("error:torch2xla")  # (not a replay of eager's results)
-def test_multinomial_valid_edge_probabilities(p):
-    # Rows eager accepts: one category left, a subnormal weight (XLA's CPU flushes it), -0.0.
-    p = torch.tensor(p)
+def test_multinomial_valid_edge_probabilities(case):
+    p = torch.tensor(MULTINOMIAL_ROWS[case][0])
     out = torch.compile(multinomial, backend="xla")(p, 1, False)
     assert out.tolist() == multinomial(p, 1, False).tolist()
 
@@ -1422,29 +1438,27 @@ def test_softmax_of_integers_with_a_float_dtype_runs():
 
 
 # -- writes into a tensor whose elements share memory --------------------------------------------
-def expand_add_(x):
-    y = x.clone()
-    y.expand(4, 3).add_(1)
-    return y
+def _into_expanded_copy(write):
+    """``y = x.clone()``, ``write(y.expand(4, 3))``, ``y``."""
+
+    def fn(x):
+        y = x.clone()
+        write(y.expand(4, 3))
+        return y
+
+    return fn
 
 
-def expand_iadd(x):
-    y = x.clone()
-    z = y.expand(4, 3)
-    z += 1
-    return y
+def _iadd(view):
+    view += 1
 
 
-def expand_setitem_column(x):
-    y = x.clone()
-    y.expand(4, 3)[:, 0] = 5.0
-    return y
+def _setitem_column(view):
+    view[:, 0] = 5.0
 
 
-def expand_relu_inplace(x):
-    y = x.clone()
-    F.relu(y.expand(4, 3), inplace=True)
-    return y
+def _setitem_row(view):
+    view[1] = 7.0  # one row: no element of the view shares memory
 
 
 def changed_then_expand_mul_(x):
@@ -1453,16 +1467,35 @@ def changed_then_expand_mul_(x):
     return x
 
 
-@pytest.mark.parametrize(
-    "fn",
-    [
-        expand_add_,
-        expand_iadd,
-        expand_setitem_column,
-        expand_relu_inplace,
-        changed_then_expand_mul_,
-    ],
-)
+def expanded_read(x):
+    return x.expand(4, 3) * 2 + x.expand(4, 3).sum(0)
+
+
+# (function, what eager does: "raises", "writes" (the write is one eager accepts) or "no
+# overlap" (no element is written twice))
+OVERLAPPING_WRITES = {
+    "expand_add_": (_into_expanded_copy(lambda view: view.add_(1)), "raises"),
+    "expand_iadd": (_into_expanded_copy(_iadd), "raises"),
+    "expand_setitem_column": (_into_expanded_copy(_setitem_column), "raises"),
+    "expand_relu_inplace": (_into_expanded_copy(lambda view: F.relu(view, inplace=True)), "raises"),
+    "changed_then_expand_mul_": (changed_then_expand_mul_, "raises"),
+    "expand_fill_": (_into_expanded_copy(lambda view: view.fill_(2.0)), "writes"),
+    "expand_masked_fill_": (
+        _into_expanded_copy(
+            lambda view: view.masked_fill_(torch.ones(4, 3, dtype=torch.bool), 3.0)
+        ),
+        "writes",
+    ),
+    "expand_setitem_row": (_into_expanded_copy(_setitem_row), "no overlap"),
+    "expanded_read": (expanded_read, "no overlap"),
+}
+
+
+def _overlapping_writes(eager: str) -> list:
+    return [pytest.param(fn, id=name) for name, (fn, e) in OVERLAPPING_WRITES.items() if e == eager]
+
+
+@pytest.mark.parametrize("fn", _overlapping_writes("raises"))
 def test_write_into_overlapping_memory_raises_what_eager_raises(fn):
     x, x_eager = torch.randn(1, 3), torch.randn(1, 3)
     x_eager.copy_(x)
@@ -1476,30 +1509,8 @@ def test_write_into_overlapping_memory_raises_what_eager_raises(fn):
     assert torch.equal(x, x_eager)  # (eager's side effects before the failing write)
 
 
-def expand_fill_(x):
-    y = x.clone()
-    y.expand(4, 3).fill_(2.0)
-    return y
-
-
-def expand_setitem_row(x):
-    y = x.clone()
-    y.expand(4, 3)[1] = 7.0  # one row: no element of the view shares memory
-    return y
-
-
-def expand_masked_fill_(x):
-    y = x.clone()
-    y.expand(4, 3).masked_fill_(torch.ones(4, 3, dtype=torch.bool), 3.0)
-    return y
-
-
-def expanded_read(x):
-    return x.expand(4, 3) * 2 + x.expand(4, 3).sum(0)
-
-
 @pytest.mark.filterwarnings("ignore:Use of masked_fill_ on expanded tensors is deprecated")
-@pytest.mark.parametrize("fn", [expand_fill_, expand_masked_fill_])
+@pytest.mark.parametrize("fn", _overlapping_writes("writes"))
 def test_writes_eager_accepts_into_overlapping_memory_run_in_eager(fn):
     # Functionalization would add the expanded copies up on the way back to the base: the
     # graph runs in eager PyTorch, with a warning (strict mode raises).
@@ -1512,7 +1523,7 @@ def test_writes_eager_accepts_into_overlapping_memory_run_in_eager(fn):
         torch.compile(fn, backend="xla", options={"strict": True})(x.clone())
 
 
-@pytest.mark.parametrize("fn", [expand_setitem_row, expanded_read])
+@pytest.mark.parametrize("fn", _overlapping_writes("no overlap"))
 def test_writes_into_expanded_tensors_without_overlap_compile(monkeypatch, fn):
     counter = ProgramCounter(monkeypatch)
     x = torch.randn(1, 3)

@@ -14,7 +14,7 @@ import torch2xla
 from tests._training import assert_grads, twins
 from tests._util import assert_same
 from tests.models import CNN, MLP, LSTMTagger, TinyGPT
-from torch2xla.autodiff import _split
+from torch2xla.autodiff import _segments, _split
 
 SEGMENT_MIB = 0.004  # ~4 KiB of residuals per segment: many segments for these small models
 
@@ -193,8 +193,8 @@ def test_partition_covers_every_step_once():
 
     arr = jnp.ones((64, 64))
     closed = jax.make_jaxpr(f)([arr, arr, arr], [arr], [arr])
-    flat = _split.flatten(closed)
-    segments = _split.partition(flat, n_kept=3, segment_bytes=1)
+    flat = _segments.flatten(closed)
+    segments = _segments.partition(flat, n_kept=3, segment_bytes=1)
     assert len(segments) >= 2
     steps = [s for seg in segments for s in seg.steps]
     assert sorted(map(id, steps)) == sorted(id(s) for s in flat.steps)
@@ -222,9 +222,9 @@ def test_cuts_for_peak_keep_the_first_segment_small():
 
     arr = jnp.ones((32, 32))
     n_kept = 32
-    flat = _split.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
-    order = _split._order(flat, n_kept)
-    usage = _split._Usage(order, flat, n_kept)
+    flat = _segments.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
+    order = _segments._order(flat, n_kept)
+    usage = _segments._Usage(order, flat, n_kept)
     quarter = n_kept * arr.nbytes // 4
     cuts = usage.cuts_for_peak(max_segments=6)
     fixed = usage.cuts_by_bytes(quarter)
@@ -232,7 +232,7 @@ def test_cuts_for_peak_keep_the_first_segment_small():
     bounds = [0, *cuts, len(order)]
     freed = [sum(usage.freed_at[a:b]) for a, b in itertools.pairwise(bounds)]
     assert freed[0] < quarter and max(freed) <= quarter, freed
-    segments = _split.partition(flat, n_kept)
+    segments = _segments.partition(flat, n_kept)
     assert [len(seg.steps) for seg in segments] == [b - a for a, b in itertools.pairwise(bounds)]
 
 
@@ -255,8 +255,8 @@ def test_first_segment_is_halved_where_it_holds_the_peak():
 
     arr = jnp.ones((32, 32))
     n_kept = 24
-    flat = _split.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
-    usage = _split._Usage(_split._order(flat, n_kept), flat, n_kept)
+    flat = _segments.flatten(jax.make_jaxpr(f)([arr] * n_kept, [arr], [arr]))
+    usage = _segments._Usage(_segments._order(flat, n_kept), flat, n_kept)
     cuts = usage.cuts_for_peak(max_segments=6)
     lengths = [b - a for a, b in itertools.pairwise([0, *cuts, len(usage.inner)])]
     # two halves of a segment as long as the others (the last also holds the final steps)

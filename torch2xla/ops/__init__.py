@@ -7,7 +7,8 @@ overload's arguments (JAX arrays in place of tensors) and return JAX arrays.
 shape depends on tensor values. ``where_is(aten.relu.default)`` says where a lowering lives
 (``torch2xla/ops/_elementwise.py:278``); lowerings made by a factory are named after their op.
 
-Modules: ``_elementwise`` (pointwise math, type promotion), ``_reduction``, ``_shape`` (views,
+Modules: ``_elementwise`` (pointwise math, type promotion), ``_clamp`` (clamp, fmax and fmin
+with each torch version's derivative), ``_reduction``, ``_shape`` (views,
 creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
 distances, factorizations, solvers), ``_nn`` (conv, norms, softmax, attention), ``_pooling``
@@ -27,6 +28,7 @@ from torch2xla.ops import (  # noqa: F401
     _autodiff,
     _backward,
     _checks,
+    _clamp,
     _derivatives,
     _effects,
     _elementwise,

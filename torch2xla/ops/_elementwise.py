@@ -7,7 +7,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import torch
 from jax import lax
 from torch._ops import ops
 
@@ -68,8 +67,8 @@ def _wide(jfn):
 
 def _max(a, b):
     # NOTE: torch's max/min keep the first operand on ties (maximum(-0.0, 0.0) is -0.0) and
-    # propagate NaN from either; XLA's max/min may return the other zero. (clamp's gradient
-    # goes to self on ties, as this gives; maximum/minimum split it, see _balanced.)
+    # propagate NaN from either; XLA's max/min may return the other zero. (maximum/minimum
+    # split the gradient at ties, see _balanced; clamp's derivative is in _clamp.py.)
     return jnp.where(jnp.isnan(a) | (a >= b), a, b)
 
 
@@ -88,38 +87,6 @@ def _balanced(pick, jnp_fn):
     @fn.defjvp
     def fn_jvp(primals, tangents):
         return pick(*primals), jax.jvp(jnp_fn, primals, tangents)[1]
-
-    return fn
-
-
-# NOTE: torch 2.14 splits the gradient of fmax, fmin and clamp by a tensor bound at ties, as
-# maximum/minimum (derivatives.yaml: where(self == other, grad / 2, grad), masked to 0 where the
-# operand loses; a NaN on either side loses nowhere, so both get the whole gradient), and clamp
-# by a scalar bound passes none at the bound (self > min); torch <= 2.13 gave a tie to self.
-_SPLIT_TIES = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 14)
-
-
-def _split_at_ties(pick, larger: bool):
-    """``pick``'s values with torch 2.14's tie-splitting gradient of fmax (``larger``) or fmin."""
-
-    @jax.custom_jvp
-    def fn(a, b):
-        return pick(a, b)
-
-    @fn.defjvp
-    def fn_jvp(primals, tangents):
-        a, b = primals
-        ta, tb = tangents
-        out = pick(a, b)
-        a_loses, b_loses = (a < b, a > b) if larger else (a > b, a < b)
-        tie = a == b
-        zero = jnp.zeros((), out.dtype)
-
-        def part(t, loses):
-            t = jnp.broadcast_to(t, out.shape)
-            return jnp.where(tie, t / 2, jnp.where(loses, zero, t))
-
-        return out, part(ta, a_loses) + part(tb, b_loses)
 
     return fn
 
@@ -447,8 +414,6 @@ for _ops, _fn, _kind in [
     ((aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar), _power, Kind.BOOL_TO_LONG),
     ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
     ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
-    ((aten.fmax.default,), _split_at_ties(_fmax, True) if _SPLIT_TIES else _fmax, Kind.DEFAULT),
-    ((aten.fmin.default,), _split_at_ties(_fmin, False) if _SPLIT_TIES else _fmin, Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
@@ -552,124 +517,6 @@ register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Ten
 def where(condition, self, other):
     _compute, result = promote(Kind.DEFAULT, self, other)
     return jnp.where(condition, as_dtype(self, result), as_dtype(other, result))
-
-
-@register(aten.clamp.default, aten.clamp.Tensor)
-def clamp(self, min=None, max=None):
-    _compute, result = promote(Kind.DEFAULT, self, *(v for v in (min, max) if v is not None))
-    lo = None if min is None else as_dtype(min, result)
-    hi = None if max is None else as_dtype(max, result)
-    x = as_dtype(self, result)
-    if not jnp.issubdtype(result, jnp.inexact):
-        return _clamp_value(x, lo, hi)
-    if _SPLIT_TIES and (lo is None) != (hi is None):
-        bound = min if hi is None else max
-        if is_array(bound):  # clamp_min.Tensor/clamp_max.Tensor's rule in torch 2.14
-            if hi is None:
-                return _split_at_ties(_max, True)(x, lo)
-            return _split_at_ties(_min, False)(x, hi)
-        # torch 2.14: a scalar bound passes no gradient at the bound (self > min).
-        return _clamp_strict_at_scalar_bound(hi is None)(x, lo if hi is None else hi)
-    if _SPLIT_TIES and lo is not None and hi is not None:
-        return _clamp_both_2_14(is_array(min) or is_array(max))(x, lo, hi)
-    return _clamp_with_eagers_gradient(lo is not None, hi is not None)(x, lo, hi)
-
-
-@functools.cache
-def _clamp_both_2_14(tensor_bounds: bool):
-    """clamp with both bounds and torch 2.14's derivative. Scalar bounds: self gets the gradient
-    strictly inside (min, max). Tensor bounds (checked against eager on every combination of
-    0, 1, 2, 3, +-inf and NaN): where min < max, a tie of self with a bound splits the gradient
-    between them; min == max == self gives it to self; a NaN anywhere gives it to self, except
-    that max still gets it where max < min."""
-
-    @jax.custom_jvp
-    def fn(x, lo, hi):
-        return _clamp_value(x, lo, hi)
-
-    @fn.defjvp
-    def fn_jvp(primals, tangents):
-        x, lo, hi = primals
-        tx, tlo, thi = (
-            jnp.broadcast_to(t, jnp.broadcast_shapes(x.shape, lo.shape, hi.shape)) for t in tangents
-        )
-        out = _clamp_value(x, lo, hi)
-        zero = jnp.zeros((), out.dtype)
-        if not tensor_bounds:
-            return out, jnp.where((x > lo) & (x < hi), tx, zero)
-        tie_lo, tie_hi = (x == lo) & (lo < hi), (x == hi) & (lo < hi)
-        d_x = jnp.where((x < lo) | (x > hi), zero, jnp.where(tie_lo | tie_hi, tx / 2, tx))
-        d_lo = jnp.where(tie_lo, tlo / 2, jnp.where((x < lo) & (lo <= hi), tlo, zero))
-        to_hi = ((x > hi) & (x >= lo)) | (hi < lo)
-        d_hi = jnp.where(tie_hi, thi / 2, jnp.where(to_hi, thi, zero))
-        return out, d_x + d_lo + d_hi
-
-    return fn
-
-
-@functools.cache
-def _clamp_strict_at_scalar_bound(is_min: bool):
-    @jax.custom_jvp
-    def fn(x, bound):
-        return _max(x, bound) if is_min else _min(x, bound)
-
-    @fn.defjvp
-    def fn_jvp(primals, tangents):
-        x, bound = primals
-        out = fn(x, bound)
-        keep = (x > bound) if is_min else (x < bound)
-        return out, jnp.where(keep, jnp.broadcast_to(tangents[0], out.shape), 0).astype(out.dtype)
-
-    return fn
-
-
-def _clamp_value(x, lo, hi):
-    # NOTE: torch propagates NaN from the bounds and applies max last (min > max gives max).
-    out = x if lo is None else _max(x, lo)
-    return out if hi is None else _min(out, hi)
-
-
-@functools.cache
-def _clamp_with_eagers_gradient(has_lo: bool, has_hi: bool):
-    """clamp with eager's derivative (``clamp_backward``, ``clamp_backward_min_max``): masks
-    by comparisons, so a NaN input passes no gradient (JAX's max/min would pass it on), and a
-    bound gets the gradient where it is the result (``max`` also where ``min > max``)."""
-
-    @jax.custom_jvp
-    def fn(x, lo, hi):
-        return _clamp_value(x, lo, hi)
-
-    @fn.defjvp
-    def fn_jvp(primals, tangents):
-        x, lo, hi = primals
-        tx, tlo, thi = tangents
-        out = _clamp_value(x, lo, hi)
-        zero = jnp.zeros((), out.dtype)
-        if has_lo and has_hi:
-            keep = (x >= lo) & (x <= hi)
-            to_lo, to_hi = (x < lo) & (lo < hi), (x > hi) | (hi < lo)
-        else:
-            keep = (x >= lo) if has_lo else (x <= hi)
-            to_lo = (x < lo) if has_lo else None
-            to_hi = (x > hi) if has_hi else None
-        dout = jnp.broadcast_to(jnp.where(keep, tx, zero), out.shape)
-        if to_lo is not None:
-            dout = dout + jnp.where(to_lo, tlo, zero)
-        if to_hi is not None:
-            dout = dout + jnp.where(to_hi, thi, zero)
-        return out, dout
-
-    return fn
-
-
-@register(aten.clamp_min.default, aten.clamp_min.Tensor)
-def clamp_min(self, min):
-    return clamp(self, min=min)
-
-
-@register(aten.clamp_max.default, aten.clamp_max.Tensor)
-def clamp_max(self, max):
-    return clamp(self, max=max)
 
 
 @register(aten.gelu.default)
