@@ -155,7 +155,12 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             message = _out_error(node.target, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
-        if not _overlaps(_written(node, args, kwargs)):
+        written = _written(node, args, kwargs)
+        if _promotes_past(written, node, args, kwargs):
+            message = _cast_error(node, args, kwargs)
+            if message is not None:
+                raise OpError(message, node)
+        if not _overlaps(written):
             continue
         message = _eager_error(node, args, kwargs)
         if message is not None:
@@ -188,6 +193,76 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
             return str(e)
         # values of zeros may fail where the user's do not: not eager's answer for the call
         log.debug("torch2xla: overlap check of %s could not run: %r", node.format_node(), e)
+    return None
+
+
+CAST = "can't be cast to the desired output type"
+
+
+def _category(value: Any) -> int:
+    """bool 0 < integer 1 < floating 2 < complex 3, of a dtype or a Python number."""
+    if isinstance(value, torch.dtype):
+        return (
+            3
+            if value.is_complex
+            else 2
+            if value.is_floating_point
+            else 0
+            if value == torch.bool
+            else 1
+        )
+    return (
+        3
+        if isinstance(value, complex)
+        else 2
+        if isinstance(value, float)
+        else (0 if isinstance(value, bool) else 1)
+    )
+
+
+def _promotes_past(written: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
+    """Whether an in-place call may compute in a dtype of a higher kind than the tensor it
+    writes (``bool_t.mul_(2)``, ``long_t.addcmul_(f, f)``, ``float_t.add_(1j)``)."""
+    if not isinstance(written, torch.Tensor) or node.target is operator.setitem:
+        return False
+    if node.op == "call_function" and "out" in kwargs:
+        return False  # (``_out_error``)
+    own = _category(written.dtype)
+    for value in _leaves((args, kwargs)):
+        if isinstance(value, torch.Tensor):
+            if _category(value.dtype) > own:
+                return True
+        elif isinstance(value, bool | int | float | complex) and _category(value) > own:
+            return True
+    return False
+
+
+def _cast_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's error where the in-place call ``node`` cannot cast its result into the tensor
+    it writes (fake kernels skip the check for some: ``mul_`` with a Python number,
+    ``addcmul_``), found by calling eager on one-element tensors of the arguments' dtypes
+    (0-dim ones stay 0-dim: they promote differently); None where it casts."""
+
+    def small(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.ones((1,) * min(t.dim(), 1), dtype=t.dtype)
+
+    real_args, real_kwargs = map_aggregate((args, kwargs), small)
+    target = node.target
+    if node.op == "call_method":
+        self, *rest = real_args
+        call = lambda: getattr(self, target)(*rest, **real_kwargs)
+    else:
+        call = lambda: target(*real_args, **real_kwargs)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            call()
+    except RuntimeError as e:
+        if CAST in str(e):
+            return str(e)
+        log.debug("torch2xla: cast check of %s could not run: %r", node.format_node(), e)
     return None
 
 

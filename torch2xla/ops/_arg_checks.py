@@ -315,7 +315,26 @@ def _index_add_source(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
+def _floating_input(name: str) -> Checker:
+    """std/var and their ``_mean`` forms of an integer or bool tensor (their meta kernels
+    compute a float result where eager raises)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        dtype = _dtype(kwargs, "self")
+        if dtype is None or dtype.is_floating_point or dtype.is_complex:
+            return None
+        return f"{name} only support floating point and complex dtypes"
+
+    return checker
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
+    aten.var.correction: _floating_input("std and var"),
+    aten.var.dim: _floating_input("std and var"),
+    aten.std.correction: _floating_input("std and var"),
+    aten.std.dim: _floating_input("std and var"),
+    aten.var_mean.correction: _floating_input("var_mean"),
+    aten.std_mean.correction: _floating_input("std_mean"),
     aten.index_add.default: _index_add_source,
     aten.masked_scatter.default: _masked_scatter_mask,
     aten.uniform.default: _uniform_range,
