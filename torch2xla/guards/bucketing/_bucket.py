@@ -379,6 +379,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
+    from torch2xla.capture._dead import prune_kept
     from torch2xla.capture._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
     from torch2xla.capture._rewrites import strip_effect_tokens
 
@@ -419,6 +420,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
+    prune_kept(aten_gm)
     placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
     index = {name: i for i, name in enumerate(placeholders)}
     buffer_placeholder = {b: p for p, b in sig.inputs_to_buffers.items()}
