@@ -378,7 +378,7 @@ def set_unused_copy(x, i):
 
 
 def gather_unused(x, i):
-    z = torch.gather(x, 1, i)  # noqa: F841
+    z = torch.gather(x, 1, i)
     w = z.exp()  # noqa: F841  (dead too)
     return x.sum()
 

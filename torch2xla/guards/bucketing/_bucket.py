@@ -480,9 +480,15 @@ class PaddedEntry:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
         outs = self.inner(new_args)
+        # eager's version bumps per input (``_backend.eager_versions``), where not the copy's one
+        versions = getattr(self.inner, "versions", None)
         with torch.no_grad():
             for i in plan.writeback:
+                before = args[i]._version if not args[i].is_inference() else None
                 args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
+                bumps = versions[i] if versions is not None else None
+                if before is not None and bumps is not None and bumps != 1:
+                    torch._C._autograd._unsafe_set_version_counter((args[i],), (before + bumps,))
         result = [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
         for alias in getattr(self.inner, "aliases", ()):
