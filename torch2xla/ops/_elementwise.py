@@ -7,6 +7,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 from torch._ops import ops
@@ -774,24 +775,55 @@ def softplus(self, beta=1, threshold=20):
     return _pointwise(fn, Kind.DEFAULT)(self)
 
 
-def _logit_partials(eps):
-    # NOTE: eager's derivative is 1 / (x (1 - x)) inside [eps, 1 - eps], both ends included,
-    # 0 outside (JAX's clip would halve it at the ends); without eps, NaN outside [0, 1].
-    def partials(x):
-        x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
-        d = 1 / (x * (1 - x))
-        if eps is None:
-            return (jnp.where((x < 0) | (x > 1), jnp.nan, d),)
-        return (jnp.where((x < eps) | (x > 1 - eps), 0, d),)
+def _in_dtype(dtype):
+    """Rounding of a float32 value to ``dtype`` (half precision; identity otherwise), kept by
+    XLA (which may drop a float32 -> half -> float32 convert pair: excess precision)."""
+    if dtype == jnp.bfloat16:
+        return functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
+    if dtype == jnp.float16:
+        return functools.partial(lax.reduce_precision, exponent_bits=5, mantissa_bits=10)
+    return lambda v: v
 
-    return partials
+
+def _logit_with_gradient(eps):
+    """logit whose gradient is eager's kernel's (``logit_backward``): ``dy / (x * (1 - x))``
+    inside ``[lo, hi]``, both ends included, 0 outside (NaN outside [0, 1] without eps), each
+    operation rounded to the input's dtype (half precision computes each in float32 and
+    rounds it), with ``lo = eps`` and ``hi = 1 - lo`` in that dtype."""
+
+    @jax.custom_jvp
+    def fn(x):
+        return _logit(x, eps)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        dtype = x.dtype
+        compute = jnp.promote_types(dtype, jnp.float32)
+        r = _in_dtype(dtype)
+        xc = x.astype(compute)
+        den = r(xc * r(1 - xc))
+        t = t.astype(compute)
+        if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
+            den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
+        else:  # 0 outside [lo, hi]: masked before dividing by a denominator made 1 there
+            lo = np.float64(eps).astype(np.float32 if dtype != jnp.float64 else np.float64)
+            lo = np.asarray(lo).astype(dtype)
+            hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
+            # (a NaN x is inside, as in eager's scalar loop; its vectorized loop, which takes
+            # whole blocks of 2 vectors, gives 0 there: eager's result depends on the position)
+            inside = ~((x < lo) | (x > hi))
+            t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
+        return fn(x), (t / den).astype(dtype)
+
+    return fn
 
 
 @register(aten.logit.default)
 def logit(self, eps=None):
     if not jnp.issubdtype(self.dtype, jnp.floating):
         return _logit(self, eps)
-    return with_partials(lambda x: _logit(x, eps), _logit_partials(eps))(self)
+    return _logit_with_gradient(eps)(self)
 
 
 def _logit_clamp(x, lo, hi):
