@@ -997,6 +997,38 @@ def test_log_ndtr_values_as_eager_and_gradients_as_float64():
         assert (ours_err <= eager_err.clamp_min(1.2e-7)).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("n", [5, 33, 100, 40001], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize(
+    "fn",
+    [F.relu6, lambda x: F.hardtanh(x, -2.0, 3.0), lambda x: torch.logit(x, 0.2)],
+    ids=["relu6", "hardtanh", "logit"],
+)
+def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype):
+    # Eager's CPU kernels compare NaN false in their vectorized loop (gradient 0) and in their
+    # scalar loop for the elements after the last whole block (hardtanh: the cotangent; logit:
+    # NaN), per thread's chunk above 32768 elements; ours follows the position.
+    gen = torch.Generator().manual_seed(n)
+    x = torch.rand(n, generator=gen).to(dtype) * 4 - 1
+    x[torch.rand(n, generator=gen) < 0.3] = float("nan")
+    g = torch.randn(n, generator=gen).to(dtype)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(_compiled(fn)(a), a, g)
+    (want,) = torch.autograd.grad(fn(b), b, g)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_hardtanh_gradient_at_nan_in_a_channels_last_tensor():
+    x = torch.rand(2, 3, 5, 7, generator=torch.Generator().manual_seed(0)) * 4 - 1
+    x[x > 2] = float("nan")
+    x = x.to(memory_format=torch.channels_last)
+    g = torch.randn_like(x)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(_compiled(F.relu6)(a), a, g)
+    (want,) = torch.autograd.grad(F.relu6(b), b, g)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
 _GRID = [0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan")]
 _X, _LO, _HI = (torch.tensor(v) for v in zip(*itertools.product(_GRID, repeat=3), strict=True))
 
