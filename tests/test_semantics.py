@@ -414,3 +414,15 @@ def test_autograd_sees_eagers_version_of_an_input_changed_by_a_compiled_call():
 
     assert message(torch.compile(rescale, backend="xla")) == message(rescale)
     assert "is at version 2; expected version 0" in message(rescale)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_versions_on_cuda():
+    # eager's counts, except that a write eager's kernel does not count (batch norm's running
+    # statistics) still moves the version: cached views of the buffer read it as torch's write
+    x = torch.zeros(3, device="cuda")
+    torch.compile(chain, backend="xla")(x)
+    assert x._version == 2
+    m = nn.BatchNorm1d(3).cuda().train()
+    torch.compile(m, backend="xla")(torch.randn(4, 3, device="cuda"))
+    assert [b._version for b in m.buffers()] == [1, 1, 1]

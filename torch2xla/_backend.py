@@ -453,7 +453,14 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
 
 
 def _set_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
+    """Set the version counters of ``tensors``. NOTE: off the CPU a version never goes back
+    below the current one: a write of ours that eager's kernel would not count (batch norm's
+    running statistics) must still move it, since that is how the cached views of a program
+    on another stream see torch's writes (``runtime/_interop.ViewCache``)."""
     if tensors:
+        versions = [
+            v if t.device.type == "cpu" else max(v, t._version) for t, v in zip(tensors, versions)
+        ]
         torch._C._autograd._unsafe_set_version_counter(tuple(tensors), tuple(versions))
 
 

@@ -488,6 +488,9 @@ class PaddedEntry:
                 args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
                 bumps = versions[i] if versions is not None else None
                 if before is not None and bumps is not None and bumps != 1:
+                    # (off the CPU never below the copy's bump: _backend._set_versions)
+                    if args[i].device.type != "cpu":
+                        bumps = max(bumps, 1)
                     torch._C._autograd._unsafe_set_version_counter((args[i],), (before + bumps,))
         result = [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
