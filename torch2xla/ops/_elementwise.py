@@ -735,7 +735,7 @@ def _hardtanh_exact_jvp(min_val, max_val, channels_last, nan_walk, primals, tang
     (x,), (t,) = primals, tangents
     # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there. At NaN
     # eager's scalar loop passes the gradient and its vectorized one gives 0 (``_loops``).
-    nan_zero = None if nan_walk is None else _loops.vectorized(*nan_walk)
+    nan_zero = _loops.vectorized(*nan_walk) if _loops.fits(nan_walk, x) else None
 
     def fn(x, t, *nan_zero):
         inside = _above(x, min_val) & _below(x, max_val)
@@ -823,7 +823,7 @@ def _logit_with_gradient(eps, nan_walk=None):
             hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
             # (a NaN x is inside in eager's scalar loop, outside in its vectorized one: _loops)
             inside = ~((x < lo) | (x > hi))
-            if nan_walk is not None:
+            if _loops.fits(nan_walk, x):
                 inside = inside & ~(jnp.isnan(x) & _loops.vectorized(*nan_walk))
             t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
         return fn(x), (t / den).astype(dtype)

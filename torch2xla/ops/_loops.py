@@ -63,6 +63,11 @@ def walk(kernel: Callable[[torch.Tensor], torch.Tensor]) -> tuple | None:
     return tuple(value.shape), tuple(value.stride()), n_block, torch.get_num_threads()
 
 
+def fits(nan_walk: tuple | None, x) -> bool:
+    """Whether ``nan_walk`` (``walk``'s) describes the array ``x`` (not, e.g., a padded one)."""
+    return nan_walk is not None and tuple(x.shape) == nan_walk[0]
+
+
 def vectorized(shape: tuple, strides: tuple, n_block: int, threads: int):
     """(traced) Per element of a tensor of ``shape`` and eager's ``strides``, whether eager's
     CPU kernel computes it in its vectorized loop (blocks of ``n_block``)."""
