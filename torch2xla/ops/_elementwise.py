@@ -694,7 +694,7 @@ def hardtanh(self, min_val=-1.0, max_val=1.0):
     if not jnp.issubdtype(self.dtype, jnp.floating):
         return _hardtanh_value(self, min_val, max_val)
     lo, hi = float(min_val), float(max_val)
-    nan_walk = _loops.walk(functools.partial(_hardtanh_kernel, lo=lo, hi=hi))
+    nan_walk = _loops.walk(_hardtanh_kernel, lo, hi)
     return _hardtanh_exact(self, lo, hi, _after_cpu_convolution(self), nan_walk)
 
 
@@ -837,7 +837,7 @@ def logit(self, eps=None):
         return _logit(self, eps)
     nan_walk = None
     if eps is not None and eps >= 0:
-        nan_walk = _loops.walk(functools.partial(_logit_kernel, eps=float(eps)))
+        nan_walk = _loops.walk(_logit_kernel, float(eps))
     return _logit_with_gradient(eps, nan_walk)(self)
 
 

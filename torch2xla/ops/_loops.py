@@ -31,25 +31,26 @@ GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
 
 
 @functools.cache
-def block(kernel: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype) -> int | None:
-    """The block of ``kernel`` (a function of a NaN input of ``dtype`` returning its result)
-    in elements: the smallest run whose first element takes the vectorized rule, or None where
-    the two rules agree for runs up to 512."""
+def block(kernel: Callable[..., torch.Tensor], params: tuple, dtype: torch.dtype) -> int | None:
+    """The block of ``kernel`` (``kernel(x, *params)`` for a NaN input ``x`` of ``dtype``
+    returns its result) in elements: the smallest run whose first element takes the
+    vectorized rule, or None where the two rules agree for runs up to 512."""
     with torch.utils._python_dispatch._disable_current_modes():
-        scalar = kernel(torch.full((1,), float("nan"), dtype=dtype))[0]
+        scalar = kernel(torch.full((1,), float("nan"), dtype=dtype), *params)[0]
         n = 2
         while n <= 512:
-            first = kernel(torch.full((n,), float("nan"), dtype=dtype))[0]
+            first = kernel(torch.full((n,), float("nan"), dtype=dtype), *params)[0]
             if not (first == scalar or (first.isnan() and scalar.isnan())):
                 return n
             n *= 2
     return None
 
 
-def walk(kernel: Callable[[torch.Tensor], torch.Tensor]) -> tuple | None:
+def walk(kernel: Callable[..., torch.Tensor], *params) -> tuple | None:
     """For the node being lowered (whose first argument is the input ``kernel``, eager's
-    backward kernel on it, reads): ``(shape, strides, block, threads)`` for ``vectorized``, or
-    None where every element takes the scalar rule (CUDA; kernels whose rules agree)."""
+    backward kernel on it with ``params``, reads): ``(shape, strides, block, threads)`` for
+    ``vectorized``, or None where every element takes the scalar rule (CUDA; kernels whose
+    rules agree)."""
     from torch2xla.ops._registry import ctx
 
     c = ctx()
@@ -57,7 +58,7 @@ def walk(kernel: Callable[[torch.Tensor], torch.Tensor]) -> tuple | None:
     value = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
     if c.on_cuda or not isinstance(value, torch.Tensor) or value.numel() == 0:
         return None
-    n_block = block(kernel, value.dtype)
+    n_block = block(kernel, params, value.dtype)
     if n_block is None:
         return None
     return tuple(value.shape), tuple(value.stride()), n_block, torch.get_num_threads()
