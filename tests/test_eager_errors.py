@@ -348,6 +348,95 @@ def test_valid_divisions_match_eager(name, fn, args):
     assert_same(out, fn(*args))
 
 
+# -- ops whose result is never used -----------------------------------------------------------
+# Eager runs them and raises; the ATen export drops dead ops, so their checks are kept alive.
+def _unused(fn):
+    def unused_result(*args):
+        fn(*args)  # the result is never read
+        return args[0] + 1
+
+    return unused_result
+
+
+DEAD_CASES = [(f"dead_{c[0]}", _unused(c[1]), *c[2:]) for c in INDEX_CASES + DIV_CASES]
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+@pytest.mark.parametrize("name, fn, args, line", DEAD_CASES, ids=[c[0] for c in DEAD_CASES])
+def test_ops_whose_result_is_unused_raise_what_eager_raises(name, fn, args, line):
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    assert isinstance(info.value, torch2xla.OpError)
+    _assert_names_op_and_line(info.value, line)
+
+
+def set_unused_copy(x, i):
+    y = x.clone()
+    y[i] = 1.0
+    return x * 2
+
+
+def gather_unused(x, i):
+    z = torch.gather(x, 1, i)
+    w = z.exp()  # noqa: F841  (dead too)
+    return x.sum()
+
+
+def divide_unused(a, b):
+    q = a // b  # noqa: F841
+    return a + 1
+
+
+def embed_twice(w, i, j):
+    F.embedding(j, w)
+    return F.embedding(i, w).sum()
+
+
+@pytest.mark.parametrize(
+    "fn, args, line",
+    [
+        (set_unused_copy, (_x(), _i(1, 4)), "y[i] = 1.0"),
+        (gather_unused, (_x(), _i(0, 3, 1, 1).view(4, 1)), "z = torch.gather(x, 1, i)"),
+        (divide_unused, (_A, _B), "q = a // b"),
+        (embed_twice, (_x(), _i(1), _i(5)), "F.embedding(j, w)"),
+    ],
+    ids=["setitem", "gather", "floor_div", "embedding"],
+)
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_unused_results_of_user_code_raise_as_eager(fn, args, line, grad):
+    args = tuple(a.clone().requires_grad_(grad and a.is_floating_point()) for a in args)
+    eager = _eager_error(fn, args)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    _assert_names_op_and_line(info.value, line)
+    # valid indices and divisors: eager's values (and gradients)
+    good = tuple(a.clamp(-1, 1) if not a.is_floating_point() else a for a in args)
+    good = tuple(a if a.is_floating_point() or fn is not divide_unused else a + 3 for a in good)
+    out = torch.compile(fn, backend="xla", options={"strict": True})(*good)
+    assert_same(out, fn(*good))
+
+
+@torch.no_grad()
+def test_unused_results_without_checks_are_dropped(monkeypatch):
+    counter = ProgramCounter(monkeypatch)
+
+    def unused(x, i, a):
+        x.sin()
+        (a / 2).floor()  # (a float division: nothing to check)
+        torch.gather(x, 1, i)
+        return x.cos()
+
+    compiled = torch.compile(unused, backend="xla")
+    x, i = _x(), _i(0, 1, 2, 0).view(4, 1)
+    assert_same(compiled(x, i, _A.double()), unused(x, i, _A.double()))
+    (program,) = counter.programs
+    targets = {n.target for n in program.gm.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.sin.default not in targets and torch.ops.aten.div.Tensor not in targets
+    assert torch.ops.aten.gather.default in targets  # (kept for its check)
+    assert len(program._flat_fn.checks) == 1
+
+
 # -- integer powers ---------------------------------------------------------------------------
 def int_pow_literal(a):
     return a**-1

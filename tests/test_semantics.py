@@ -280,3 +280,149 @@ def test_enable_grad_inside_function_called_under_no_grad():
     lin.weight.grad = None
     ref[0].sum().backward()
     assert_same(grad, lin.weight.grad)
+
+
+# -- version counters (issue 22) ----------------------------------------------------------------
+# Eager bumps a tensor's ``_version`` once per in-place op on it or on a view of it (autograd's
+# saved-tensor checks and users read it); a compiled call must leave the same counts.
+def chain(x):
+    x.add_(1)
+    x.mul_(2)
+    return x.sum()
+
+
+def writes_through_views(x):
+    for i in range(3):
+        x[i].add_(1)
+    x[1] += 1  # (two writes: the view's add and the setitem)
+    x.clamp_(0, 1)
+    return x * 2
+
+
+def inplace_forms(x, mask):
+    F.relu(x, inplace=True)
+    torch.add(x, 1, out=x)
+    x[mask] = 0.0
+    return x.sum()
+
+
+def detached_writes(x):
+    x.data.add_(1)  # (.data has a counter of its own: x's is not bumped)
+    x.detach().mul_(2)
+    return x * 1
+
+
+def around_a_graph_break(x):
+    x.add_(1)
+    torch._dynamo.graph_break()
+    x.mul_(2)
+    x.sub_(1)
+    return x
+
+
+def around_a_data_dependent_op(x):
+    x.add_(1)
+    nz = x.nonzero()
+    x.mul_(2)
+    x.mul_(2)
+    return nz
+
+
+def two_views_of_one_base(a, b):
+    a.add_(1)
+    b.mul_(2)
+    b.add_(1)
+    return a + 1
+
+
+def _overlapping():
+    base = torch.zeros(6)
+    return base[0:4], base[2:6]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (chain, lambda: (torch.zeros(3),)),
+        (writes_through_views, lambda: (torch.zeros(3, 2),)),
+        (inplace_forms, lambda: (torch.randn(3), torch.tensor([True, False, True]))),
+        (detached_writes, lambda: (torch.zeros(3),)),
+        (around_a_graph_break, lambda: (torch.zeros(3),)),
+        (around_a_data_dependent_op, lambda: (torch.tensor([0.0, 1.0, -1.0]),)),
+        (two_views_of_one_base, _overlapping),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_inplace_ops_bump_versions_as_in_eager(fn, make):
+    def bumps(f):
+        args = make()
+        before = [a._version for a in args]
+        f(*args)
+        f(*args)
+        return [a._version - b for a, b in zip(args, before)]
+
+    torch._dynamo.reset()
+    assert bumps(torch.compile(fn, backend="xla")) == bumps(fn)
+
+
+def test_batchnorm_buffers_keep_eagers_versions():
+    # eager's kernel updates the running statistics without bumping their versions
+    torch.manual_seed(0)
+    m = nn.BatchNorm1d(3).train()
+    ref = nn.BatchNorm1d(3).train()
+
+    def bumps(module):
+        buffers = list(module.buffers())
+        before = [b._version for b in buffers]
+        module(torch.randn(4, 3))
+        return [b._version - v for b, v in zip(buffers, before)]
+
+    assert bumps(torch.compile(m, backend="xla")) == bumps(ref) == [0, 0, 1]
+
+
+def test_versions_in_a_padded_program():
+    def f(x, n):
+        x.add_(1)
+        x.mul_(2)
+        n.add_(1)
+        return x.sum(0)
+
+    compiled = torch.compile(f, backend="xla")
+    for size in (5, 6, 7):  # (dynamic sizes: run in a program padded to 8 rows)
+        x, n = torch.zeros(size, 3), torch.zeros(())
+        torch._dynamo.mark_dynamic(x, 0)
+        compiled(x, n)
+        assert (x._version, n._version) == (2, 1)
+        assert_same(x, torch.full((size, 3), 2.0))
+
+
+def test_autograd_sees_eagers_version_of_an_input_changed_by_a_compiled_call():
+    def rescale(x):
+        x.add_(1)
+        x.mul_(2)
+        return x
+
+    def message(f):
+        w = torch.ones(3, requires_grad=True)
+        x = torch.ones(3) * 1
+        loss = (x * w).sum()  # saves x at version 0
+        f(x)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+            loss.backward()
+        return str(info.value)
+
+    assert message(torch.compile(rescale, backend="xla")) == message(rescale)
+    assert "is at version 2; expected version 0" in message(rescale)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_versions_on_cuda():
+    # eager's counts, except that a write eager's kernel does not count (batch norm's running
+    # statistics) still moves the version: cached views of the buffer read it as torch's write
+    x = torch.zeros(3, device="cuda")
+    torch.compile(chain, backend="xla")(x)
+    assert x._version == 2
+    m = nn.BatchNorm1d(3).cuda().train()
+    torch.compile(m, backend="xla")(torch.randn(4, 3, device="cuda"))
+    assert [b._version for b in m.buffers()] == [1, 1, 1]

@@ -943,6 +943,92 @@ def test_logit_clamps_as_eager_when_eps_exceeds_one_half(eps, dtype):
     assert_same(grads, ref_grads)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [None, 0.2, 0.01, 0.0, 0.3])
+def test_logit_gradient_is_eagers_kernel_in_every_dtype(eps, dtype):
+    # Eager's logit_backward computes dy / (x * (1 - x)) in the input's dtype, each operation
+    # rounded to it (half precision: in float32, rounded per operation), inside [lo, hi] with
+    # lo = eps and hi = 1 - lo in that dtype, both ends included; 0 outside (NaN without
+    # eps). Ours multiplied by a float32 1 / (x (1 - x)) and compared x with 1 - eps in
+    # float64: bfloat16 at eps=0.2 was 0.03 off inside and 10.5 off at hi = 0.80078125.
+    x = torch.cat([torch.linspace(-0.1, 1.1, 601), torch.tensor([0.0, 1.0, 0.2, 0.8, 0.99])])
+    x = x.to(dtype).requires_grad_()
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+    def f(x):
+        return torch.logit(x, eps)
+
+    (got,) = torch.autograd.grad(_compiled(f)(x), x, g)
+    (want,) = torch.autograd.grad(f(x), x, g)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+_NDTR_X = [-1e30, -1e10, -1e4, -1e3, -100.0, -38.0, -30.0, -10.0, -3.0, -1.5, -1.0, 0.0, 1.0]
+_NDTR_X += [3.0, 5.0, 8.0, 10.0, float("inf"), -float("inf"), float("nan")]
+
+
+def test_log_ndtr_values_as_eager_and_gradients_as_float64():
+    # Values: eager's formula (JAX's log_ndtr was 4% off at x = 5 in float32, 7% at 8 in
+    # float64). Gradients: eager's formula exp(-(log_ndtr(x) + x^2 / 2)) / sqrt(2 pi) cancels
+    # in the lower tail, where eager's float32 gradient is 4% off at -1000, 0 at -1e10 and NaN
+    # at -1e30 (float64: inf at -1e10); ours (sqrt(2 / pi) / erfcx(-x / sqrt(2)) there) is
+    # compared with eager's float64 gradient where that is finite, else with the asymptote
+    # |x| + 1/|x| (exact to 1e-12 there), and must be closer to it than eager's. Where eager's
+    # gradient is accurate (x >= -10) both agree.
+    f = torch.special.log_ndtr
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor(_NDTR_X, dtype=dtype)
+        assert_same(_compiled(f)(x), f(x))
+        leaves = [x.clone().requires_grad_() for _ in range(3)]
+        x64 = leaves[2].detach().double().requires_grad_()
+        grads = [
+            torch.autograd.grad(fn(v).sum(), v)[0].double()
+            for fn, v in ((_compiled(f), leaves[0]), (f, leaves[1]), (f, x64))
+        ]
+        ours, eager, exact = grads
+        far = ~exact.isfinite() & x64.isfinite()
+        exact[far] = -x64[far] - 1 / x64[far]
+        torch.testing.assert_close(ours, exact, rtol=1e-6, atol=0, equal_nan=True)
+        accurate = x >= -10
+        assert_same(ours[accurate].to(dtype), eager[accurate].to(dtype))
+        known = exact.isfinite() & (exact != 0)
+        ours_err = ((ours - exact).abs() / exact.abs())[known]
+        eager_err = ((eager - exact).abs() / exact.abs()).nan_to_num(float("inf"))[known]
+        assert (ours_err <= eager_err.clamp_min(1.2e-7)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("n", [5, 33, 100, 40001], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize(
+    "fn",
+    [F.relu6, lambda x: F.hardtanh(x, -2.0, 3.0), lambda x: torch.logit(x, 0.2)],
+    ids=["relu6", "hardtanh", "logit"],
+)
+def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype):
+    # Eager's CPU kernels compare NaN false in their vectorized loop (gradient 0) and in their
+    # scalar loop for the elements after the last whole block (hardtanh: the cotangent; logit:
+    # NaN), per thread's chunk above 32768 elements; ours follows the position.
+    gen = torch.Generator().manual_seed(n)
+    x = torch.rand(n, generator=gen).to(dtype) * 4 - 1
+    x[torch.rand(n, generator=gen) < 0.3] = float("nan")
+    g = torch.randn(n, generator=gen).to(dtype)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(_compiled(fn)(a), a, g)
+    (want,) = torch.autograd.grad(fn(b), b, g)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_hardtanh_gradient_at_nan_in_a_channels_last_tensor():
+    x = torch.rand(2, 3, 5, 7, generator=torch.Generator().manual_seed(0)) * 4 - 1
+    x[x > 2] = float("nan")
+    x = x.to(memory_format=torch.channels_last)
+    g = torch.randn_like(x)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(_compiled(F.relu6)(a), a, g)
+    (want,) = torch.autograd.grad(F.relu6(b), b, g)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
 _GRID = [0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan")]
 _X, _LO, _HI = (torch.tensor(v) for v in zip(*itertools.product(_GRID, repeat=3), strict=True))
 

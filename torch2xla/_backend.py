@@ -116,6 +116,8 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        # eager's version-counter bumps per input, read before anything else runs the graph
+        self.versions = eager_versions(gm)
         self._example_links: tuple[int, ...] | None = None
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
         # looked for yet; only graphs that differentiate look: _eager_backward)
@@ -290,7 +292,12 @@ class CompiledGraph:
                     key, lowered, program, inputs, self.program_options, list(self.gm.graph.nodes)
                 )
                 entry = _Entry(
-                    lowered, program, self.output_requires_grad, self.output_aliases, errors
+                    lowered,
+                    program,
+                    self.output_requires_grad,
+                    self.output_aliases,
+                    errors,
+                    self.versions,
                 )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
@@ -303,7 +310,12 @@ class CompiledGraph:
             b.split(split_gm, names)
             errors = self._eager_backward(args, lowered)
             entry = _Entry(
-                lowered, split_gm, self.output_requires_grad, self.output_aliases, errors
+                lowered,
+                split_gm,
+                self.output_requires_grad,
+                self.output_aliases,
+                errors,
+                self.versions,
             )
             return b.done(self._drawing(entry, lowered.gm), unsupported)
 
@@ -339,7 +351,9 @@ class CompiledGraph:
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
         b.record.mode = "training" if program.stored_training else "inference"
         errors = self._eager_backward(args, lowered, program)
-        return _Entry(lowered, program, self.output_requires_grad, self.output_aliases, errors)
+        return _Entry(
+            lowered, program, self.output_requires_grad, self.output_aliases, errors, self.versions
+        )
 
     @torch._disable_dynamo
     def _materialize(self, spec: list) -> XlaProgram:
@@ -405,7 +419,7 @@ class CompiledGraph:
         top = data_dependent.split(
             self.gm,
             eager,
-            lambda piece: _Piece(CompiledGraph(piece, self.options, self.guards.context)),
+            lambda piece: _Piece(_piece_graph(piece, self.options, self.guards.context)),
         )
         b.record.mode = "split"
         b.record.ops = [
@@ -413,9 +427,41 @@ class CompiledGraph:
             for n in found
         ]
         b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, _Piece)]
-        self._cut = _Cut(top)
+        self._cut = _Cut(top, self.versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
+
+
+def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> CompiledGraph:
+    """A piece of a cut graph, compiled: its inputs' example values are the whole graph's,
+    whose versions count the whole graph's writes, so the cut graph sets the versions."""
+    graph = CompiledGraph(piece, options, context)
+    graph.versions = None
+    return graph
+
+
+def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
+    """Per input of the Dynamo graph ``gm``, how many times eager bumps its version counter
+    (``_version``): once per in-place op on it or a view of it, none for the running
+    statistics a batch norm kernel updates. Dynamo's fake inputs start at version 0 and ran
+    the user's code once, so their versions are eager's counts. None for non-tensors."""
+    versions = tuple(
+        v._version if isinstance(v, torch.Tensor) and not v.is_inference() else None
+        for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))
+    )
+    return versions if any(v is not None for v in versions) else None
+
+
+def _set_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
+    """Set the version counters of ``tensors``. NOTE: off the CPU a version never goes back
+    below the current one: a write of ours that eager's kernel would not count (batch norm's
+    running statistics) must still move it, since that is how the cached views of a program
+    on another stream see torch's writes (``runtime/_interop.ViewCache``)."""
+    if tensors:
+        versions = [
+            v if t.device.type == "cpu" else max(v, t._version) for t, v in zip(tensors, versions)
+        ]
+        torch._C._autograd._unsafe_set_version_counter(tuple(tensors), tuple(versions))
 
 
 def _on_gpu(args: Sequence) -> bool:
@@ -434,13 +480,23 @@ class _Piece(torch.nn.Module):
 
 
 class _Cut:
-    """The entry of a graph cut around its data-dependent ops: runs the cut graph."""
+    """The entry of a graph cut around its data-dependent ops: runs the cut graph, then gives
+    its inputs eager's versions (``versions``: eager's bumps per input; None where the graph
+    runs in eager PyTorch, which bumps them itself)."""
 
-    def __init__(self, top: torch.fx.GraphModule) -> None:
+    def __init__(self, top: torch.fx.GraphModule, versions: Sequence | None = None) -> None:
         self.top = top
+        self.tracked = (
+            tuple((i, n) for i, n in enumerate(versions) if n is not None) if versions else ()
+        )
 
     def __call__(self, args: Sequence) -> list:
-        return list(self.top(*args))
+        tracked = [(args[i], n) for i, n in self.tracked if not args[i].is_inference()]
+        before = [t._version for t, _ in tracked]
+        out = list(self.top(*args))
+        # (its pieces write their inputs back once each; eager's count is the whole graph's)
+        _set_versions([t for t, _ in tracked], [v + n for v, (_, n) in zip(before, tracked)])
+        return out
 
 
 class _Submodule(torch.nn.Module):
@@ -464,7 +520,13 @@ class _Entry:
     """One compiled signature: runs the program, writes mutations back, returns user outputs."""
 
     def __init__(
-        self, lowered: LoweredGraph, runner, output_requires_grad, aliases=(), errors=None
+        self,
+        lowered: LoweredGraph,
+        runner,
+        output_requires_grad,
+        aliases=(),
+        errors=None,
+        versions: Sequence | None = None,
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -479,6 +541,9 @@ class _Entry:
         # Some output requires grad in eager although the graph is called under no_grad: the
         # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
         self.enables_grad = any(output_requires_grad)
+        # eager's version bumps per written-back input where they are not the write's one
+        self.bumps = _bumps(lowered, versions)
+        self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
             self.lifted or self.aliasing or self.mutations or aliases or self.errors
@@ -503,8 +568,12 @@ class _Entry:
             outs = self._run(inputs)
         n = len(self.mutations)
         if n:
+            targets = [inputs[idx] for idx in self.mutations]
             with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
-                torch._foreach_copy_([inputs[idx] for idx in self.mutations], outs[:n])
+                if self.bumps is None:  # (each copy bumps its input's version once, as eager)
+                    torch._foreach_copy_(targets, outs[:n])
+                else:
+                    _copy_back(targets, outs[:n], self.bumps)
             outs = outs[n:]
         for i in self.detach:
             if outs[i].requires_grad:
@@ -520,3 +589,32 @@ class _Entry:
         if self.program is not None:
             return self.program(inputs)
         return list(self.runner(*inputs))
+
+
+def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
+    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions``; None where
+    not known: held tensors, inputs overlapping differently than their example values), or
+    None where each is one, the write's own."""
+    if versions is None:
+        return None
+    n_lifted = len(lowered.lifted)
+    if lowered.aliasing is None:
+        positions = [[i] for i in range(len(versions))]
+    else:  # the inputs outside every group, then one base per group
+        groups = lowered.aliasing.groups
+        grouped = {i for g in groups for i in g.positions}
+        positions = [[i] for i in range(len(versions)) if i not in grouped]
+        positions += [list(g.positions) for g in groups]
+    bumps = []
+    for idx in lowered.mutations:
+        counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
+        bumps.append(counts.pop() if len(counts) == 1 else None)
+    return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+
+
+def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
+    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
+    tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
+    before = [t._version for t, _ in tracked]
+    torch._foreach_copy_(targets, values)
+    _set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])

@@ -382,15 +382,6 @@ XFAILS: tuple[XFail, ...] = (
         dtypes=(f64,),
         checks=_F,
     ),
-    XFail(
-        "special.log_ndtr",
-        _XT,
-        "at large negative x (~-1e6) our gradient overflows to "
-        "±inf where the float64 reference is about -x times the cotangent (eager's float32 "
-        "is off too)",
-        dtypes=(f32,),
-        checks=_G,
-    ),
     # -- bfloat16 gradients ------------------------------------------------------------------
     XFail(
         "nn.functional.cosine_similarity",

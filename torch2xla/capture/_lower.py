@@ -14,6 +14,7 @@ import torch._decomp
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture._aliases import InputAliasing
+from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     margin_losses,
     preserve_rnns,
@@ -153,7 +154,10 @@ def prepare(
     # margin losses as eager computes them (torch decomposes them before our table)
     gm = margin_losses(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
-    return insert_stop_gradients(gm, torch.is_grad_enabled())
+    gm = insert_stop_gradients(gm, torch.is_grad_enabled())
+    # Dead values stay computed until after the export, for the checks of their ops
+    # (``prune_kept`` after the export keeps only those).
+    return keep_dead(gm)
 
 
 def relower(
@@ -214,6 +218,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     _arg_checks.mark_decomposed(aten_gm, rejected)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
+    prune_kept(aten_gm)  # dead ops only where they check values
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted_names = [*sig.parameters, *sig.buffers]
     lifted = tuple(named[n] for n in lifted_names)

@@ -144,4 +144,71 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
     return
 
 
-__all__ = ["check_divisor", "check_flat_index", "check_index", "check_indices"]
+# -- checks of dead values -------------------------------------------------------------------
+# Eager runs every op of the user's code, so an op whose result is never used still raises on
+# bad values (``y = x.clone(); y[bad] = 0`` with ``y`` unused). The ATen export drops dead ops;
+# ``capture/_dead.py`` keeps those whose lowerings check values through ``torch2xla::keep``,
+# which has side effects for fx's dead-code elimination and lowers to nothing: XLA drops the
+# dead values and keeps their checks (the program's status output reads them).
+
+# Ops whose lowerings register runtime checks (``ctx().check``), by OpOverloadPacket (the
+# graph's target or the node's ``original_aten``); integer divisions only where the result is
+# an integer (``check_divisor``). Ops with side effects of their own (``_assert_async``,
+# ``_linalg_check_errors``, random ops such as ``multinomial``) are never dropped.
+CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy})
+_DIVISIONS: frozenset = frozenset(
+    {
+        aten.div.Tensor_mode,
+        aten.div.Scalar_mode,
+        aten.floor_divide.default,
+        aten.floor_divide.Scalar,
+        aten.fmod.Tensor,
+        aten.fmod.Scalar,
+        aten.remainder.Tensor,
+        aten.remainder.Scalar,
+        aten.remainder.Scalar_Tensor,
+    }
+)
+
+
+def checks_values(node: torch.fx.Node) -> bool:
+    """Whether the lowering of ``node`` (an ATen graph's node) may check values."""
+    if node.op != "call_function":
+        return False
+    if node.target in _DIVISIONS:
+        out = node.meta.get("val")
+        return not isinstance(out, torch.Tensor) or not (
+            out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool
+        )
+    return any(
+        getattr(op, "overloadpacket", None) in CHECKED
+        for op in (node.target, node.meta.get("original_aten"))
+    )
+
+
+@torch.library.custom_op("torch2xla::keep", mutates_args=())
+def keep(values: list[torch.Tensor]) -> None:
+    """Keeps ``values`` computed (for the checks of the ops computing them) although nothing
+    reads them; does nothing in eager PyTorch."""
+
+
+@keep.register_fake
+def _(values: list[torch.Tensor]) -> None:
+    return None
+
+
+@keep.register_vmap
+def _(info, in_dims, values: list[torch.Tensor]):
+    return keep(values), None
+
+
+# fx's dead-code elimination (the export's) keeps the op and what it reads.
+torch.fx.node.has_side_effect(torch.ops.torch2xla.keep.default)
+
+
+@register(torch.ops.torch2xla.keep.default)
+def keep_lowering(values):
+    return None
+
+
+__all__ = ["check_divisor", "check_flat_index", "check_index", "check_indices", "checks_values"]

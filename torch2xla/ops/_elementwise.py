@@ -7,10 +7,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _saved
+from torch2xla.ops import _loops, _saved
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
@@ -539,7 +541,13 @@ def silu(self):
 def hardtanh(self, min_val=-1.0, max_val=1.0):
     if not jnp.issubdtype(self.dtype, jnp.floating):
         return _hardtanh_value(self, min_val, max_val)
-    return _hardtanh_exact(self, float(min_val), float(max_val), _after_cpu_convolution(self))
+    lo, hi = float(min_val), float(max_val)
+    nan_walk = _loops.walk(_hardtanh_kernel, lo, hi)
+    return _hardtanh_exact(self, lo, hi, _after_cpu_convolution(self), nan_walk)
+
+
+def _hardtanh_kernel(x, lo, hi):
+    return aten.hardtanh_backward(torch.ones_like(x), x, lo, hi)
 
 
 def _below(x, bound: float):
@@ -564,23 +572,28 @@ def _hardtanh_value(x, min_val, max_val):
     return jnp.where(_below(x, min_val), lo, jnp.where(_above(x, max_val), hi, x))
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
-def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool, nan_walk):
     fn = functools.partial(_hardtanh_value, min_val=min_val, max_val=max_val)
     return _channels_last(fn, x) if channels_last else fn(x)
 
 
 @_hardtanh_exact.defjvp
-def _hardtanh_exact_jvp(min_val, max_val, channels_last, primals, tangents):
+def _hardtanh_exact_jvp(min_val, max_val, channels_last, nan_walk, primals, tangents):
     (x,), (t,) = primals, tangents
+    # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there. At NaN
+    # eager's scalar loop passes the gradient and its vectorized one gives 0 (``_loops``).
+    nan_zero = _loops.vectorized(*nan_walk) if _loops.fits(nan_walk, x) else None
 
-    def fn(x, t):
-        # NOTE: torch's gradient is 0 at the bounds themselves and (in its vectorized kernel)
-        # at NaN; jnp.clip gives 1/2 at the bounds.
-        zero = ~(_above(x, min_val) & _below(x, max_val))
-        return _hardtanh_value(x, min_val, max_val), jnp.where(zero, 0, t)
+    def fn(x, t, *nan_zero):
+        inside = _above(x, min_val) & _below(x, max_val)
+        passes = inside | jnp.isnan(x)
+        if nan_zero:
+            passes = passes & ~(jnp.isnan(x) & nan_zero[0])
+        return _hardtanh_value(x, min_val, max_val), jnp.where(passes, t, 0)
 
-    return _channels_last(fn, x, t) if channels_last else fn(x, t)  # see relu's
+    args = (x, t) if nan_zero is None else (x, t, nan_zero)
+    return _channels_last(fn, *args) if channels_last else fn(*args)  # see relu's
 
 
 @register(aten.leaky_relu.default)
@@ -621,24 +634,63 @@ def softplus(self, beta=1, threshold=20):
     return _pointwise(fn, Kind.DEFAULT)(self)
 
 
-def _logit_partials(eps):
-    # NOTE: eager's derivative is 1 / (x (1 - x)) inside [eps, 1 - eps], both ends included,
-    # 0 outside (JAX's clip would halve it at the ends); without eps, NaN outside [0, 1].
-    def partials(x):
-        x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
-        d = 1 / (x * (1 - x))
-        if eps is None:
-            return (jnp.where((x < 0) | (x > 1), jnp.nan, d),)
-        return (jnp.where((x < eps) | (x > 1 - eps), 0, d),)
+def _in_dtype(dtype):
+    """Rounding of a float32 value to ``dtype`` (half precision; identity otherwise), kept by
+    XLA (which may drop a float32 -> half -> float32 convert pair: excess precision)."""
+    if dtype == jnp.bfloat16:
+        return functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
+    if dtype == jnp.float16:
+        return functools.partial(lax.reduce_precision, exponent_bits=5, mantissa_bits=10)
+    return lambda v: v
 
-    return partials
+
+def _logit_with_gradient(eps, nan_walk=None):
+    """logit whose gradient is eager's kernel's (``logit_backward``): ``dy / (x * (1 - x))``
+    inside ``[lo, hi]``, both ends included, 0 outside (NaN outside [0, 1] without eps), each
+    operation rounded to the input's dtype (half precision computes each in float32 and
+    rounds it), with ``lo = eps`` and ``hi = 1 - lo`` in that dtype."""
+
+    @jax.custom_jvp
+    def fn(x):
+        return _logit(x, eps)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        dtype = x.dtype
+        compute = jnp.promote_types(dtype, jnp.float32)
+        r = _in_dtype(dtype)
+        xc = x.astype(compute)
+        den = r(xc * r(1 - xc))
+        t = t.astype(compute)
+        if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
+            den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
+        else:  # 0 outside [lo, hi]: masked before dividing by a denominator made 1 there
+            lo = np.float64(eps).astype(np.float32 if dtype != jnp.float64 else np.float64)
+            lo = np.asarray(lo).astype(dtype)
+            hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
+            # (a NaN x is inside in eager's scalar loop, outside in its vectorized one: _loops)
+            inside = ~((x < lo) | (x > hi))
+            if _loops.fits(nan_walk, x):
+                inside = inside & ~(jnp.isnan(x) & _loops.vectorized(*nan_walk))
+            t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
+        return fn(x), (t / den).astype(dtype)
+
+    return fn
 
 
 @register(aten.logit.default)
 def logit(self, eps=None):
     if not jnp.issubdtype(self.dtype, jnp.floating):
         return _logit(self, eps)
-    return with_partials(lambda x: _logit(x, eps), _logit_partials(eps))(self)
+    nan_walk = None
+    if eps is not None and eps >= 0:
+        nan_walk = _loops.walk(_logit_kernel, float(eps))
+    return _logit_with_gradient(eps, nan_walk)(self)
+
+
+def _logit_kernel(x, eps):
+    return aten.logit_backward(torch.ones_like(x), x, eps)
 
 
 def _logit_clamp(x, lo, hi):

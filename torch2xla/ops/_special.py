@@ -204,16 +204,28 @@ def special_zeta(self, other):
 
 @jax.custom_jvp
 def _log_ndtr(x):
-    return jsp.log_ndtr(x)
+    # NOTE: eager's formula (t = x / sqrt(2): log(erfcx(-t) / 2) - t^2 below -1, else
+    # log1p(-erfc(t) / 2)); JAX's log_ndtr was 4% off at x = 5 in float32 (7% at 8 in float64).
+    t = x * np.asarray(np.sqrt(0.5), x.dtype)
+    low = x < -1
+    tail = jnp.log(jsp.erfcx(-jnp.where(low, t, -1)) / 2) - t * t
+    return jnp.where(low, tail, jnp.log1p(-jsp.erfc(jnp.where(low, 0, t)) / 2))
 
 
 @_log_ndtr.defjvp
 def _log_ndtr_jvp(primals, tangents):
-    # d/dx log(Phi(x)) = phi(x) / Phi(x), evaluated as exp(-x^2/2 - log Phi(x)) / sqrt(2 pi):
-    # finite far in both tails, where JAX's own rule gives NaN.
+    # d/dx log(Phi(x)) = phi(x) / Phi(x). Above -1 as eager evaluates it, exp(-x^2/2 - log
+    # Phi(x)) / sqrt(2 pi); below, where that difference of two large numbers cancels (eager's
+    # float32 gradient is 4% off at x = -1000, 5.5x at -1e4, 0 at -1e10, NaN at -1e30), as
+    # sqrt(2 / pi) / erfcx(-x / sqrt(2)), which has no cancellation (within 1e-7 of the exact
+    # value). -inf gives NaN, as eager's (inf - inf).
     (x,), (t,) = primals, tangents
     y = _log_ndtr(x)
-    return y, jnp.exp(-0.5 * x * x - y) / float(np.sqrt(2 * np.pi)) * t
+    head = jnp.exp(-0.5 * x * x - y) / float(np.sqrt(2 * np.pi))
+    low = x < -1
+    tail = float(np.sqrt(2 / np.pi)) / jsp.erfcx(-jnp.where(low, x, -2) * float(np.sqrt(0.5)))
+    d = jnp.where(x == -jnp.inf, jnp.nan, jnp.where(low, tail, head))
+    return y, d * t
 
 
 register(aten.special_log_ndtr.default)(_pointwise(_log_ndtr, Kind.INT_TO_FLOAT))

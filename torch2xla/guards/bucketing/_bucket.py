@@ -379,6 +379,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
+    from torch2xla.capture._dead import prune_kept
     from torch2xla.capture._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
     from torch2xla.capture._rewrites import strip_effect_tokens
 
@@ -419,6 +420,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
+    prune_kept(aten_gm)
     placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
     index = {name: i for i, name in enumerate(placeholders)}
     buffer_placeholder = {b: p for p, b in sig.inputs_to_buffers.items()}
@@ -478,9 +480,18 @@ class PaddedEntry:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
         outs = self.inner(new_args)
+        # eager's version bumps per input (``_backend.eager_versions``), where not the copy's one
+        versions = getattr(self.inner, "versions", None)
         with torch.no_grad():
             for i in plan.writeback:
+                before = args[i]._version if not args[i].is_inference() else None
                 args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
+                bumps = versions[i] if versions is not None else None
+                if before is not None and bumps is not None and bumps != 1:
+                    # (off the CPU never below the copy's bump: _backend._set_versions)
+                    if args[i].device.type != "cpu":
+                        bumps = max(bumps, 1)
+                    torch._C._autograd._unsafe_set_version_counter((args[i],), (before + bumps,))
         result = [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
         for alias in getattr(self.inner, "aliases", ()):

@@ -1,0 +1,92 @@
+"""Checks of dead ops: eager raises for bad values even where nothing reads the result.
+
+Eager runs every op of the user's code: ``y = x.clone(); y[bad] = 0`` raises its IndexError
+even when ``y`` is never used again, and so do a dead ``gather``, ``embedding`` or integer
+``// 0``. The ATen export removes dead ops, and with them our runtime checks
+(``ops/_bounds.py``). So before the export each value of the Dynamo graph that nothing reads
+(and each tensor a ``setitem`` writes) is read by ``torch2xla::keep``, which fx's dead-code
+elimination keeps; after the export, ``prune_kept`` removes every ``keep`` whose dead values
+hold no op that checks values (``_bounds.checks_values``) and the dead ops with it. A graph
+without such dead ops thus ends as the export alone makes it; one with them keeps the checking
+ops, whose values XLA then drops, keeping their checks.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from torch2xla.ops import _bounds
+
+_KEEP = torch.ops.torch2xla.keep.default
+
+
+def _kept(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The tensor of the Dynamo graph's ``node`` to keep computed, if nothing reads it."""
+    if node.op not in ("call_function", "call_method"):
+        return None
+    if node.op == "call_function" and node.target is operator.setitem:
+        target = node.args[0]
+        value = target.meta.get("example_value") if isinstance(target, torch.fx.Node) else None
+        return target if isinstance(value, torch.Tensor) else None
+    if node.users or not isinstance(node.meta.get("example_value"), torch.Tensor):
+        return None
+    return node
+
+
+def keep_dead(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy in which the values nothing reads are kept by ``torch2xla::keep``
+    (``gm`` itself is never changed)."""
+    if not any(_kept(n) is not None for n in gm.graph.nodes):
+        return gm
+    graph = torch.fx.Graph()
+    env: dict = {}
+    for node in gm.graph.nodes:
+        env[node] = graph.node_copy(node, lambda n: env[n])
+        kept = _kept(node)
+        if kept is not None:
+            keep = graph.call_function(_KEEP, ([env[kept]],))
+            keep.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+    new = torch.fx.GraphModule(gm, graph)
+    new.meta.update(gm.meta)
+    return new
+
+
+def prune_kept(gm: torch.fx.GraphModule) -> None:
+    """Remove from the exported ``gm`` each ``torch2xla::keep`` whose dead values no op that
+    checks values computes, and the ops only it kept."""
+    keeps = gm.graph.find_nodes(op="call_function", target=_KEEP)
+    if not keeps:
+        return
+    graph = gm.graph
+    roots = [
+        n
+        for n in graph.nodes
+        if n.op == "output" or (n.op == "call_function" and n.target is not _KEEP and n.is_impure())
+    ]
+    live = _reached(roots, set())
+    pruned = False
+    for keep in keeps:
+        dead = _reached(keep.all_input_nodes, live)
+        if any(_bounds.checks_values(n) for n in dead):
+            live |= dead
+        else:
+            graph.erase_node(keep)
+            pruned = True
+    if pruned:
+        graph.eliminate_dead_code()
+        gm.recompile()
+
+
+def _reached(starts, stop: set) -> set:
+    """The nodes ``starts`` read, directly or not (themselves included), short of ``stop``."""
+    seen: set = set()
+    todo = [n for n in starts if n not in stop]
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        todo.extend(n for n in node.all_input_nodes if n not in stop and n not in seen)
+    return seen
