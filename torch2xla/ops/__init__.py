@@ -7,7 +7,8 @@ overload's arguments (JAX arrays in place of tensors) and return JAX arrays.
 shape depends on tensor values. ``where_is(aten.relu.default)`` says where a lowering lives
 (``torch2xla/ops/_elementwise.py:278``); lowerings made by a factory are named after their op.
 
-Modules: ``_elementwise`` (pointwise math, type promotion), ``_clamp`` (clamp, fmax and fmin
+Modules: ``_elementwise`` (pointwise math, type promotion), ``_activations`` (gelu, silu,
+hardtanh/relu6, elu, softplus, logit), ``_clamp`` (clamp, fmax and fmin
 with each torch version's derivative), ``_reduction``, ``_shape`` (views,
 creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
 extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
@@ -25,6 +26,7 @@ why).
 """
 
 from torch2xla.ops import (  # noqa: F401
+    _activations,
     _autodiff,
     _backward,
     _checks,

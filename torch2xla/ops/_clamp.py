@@ -2,8 +2,8 @@
 ``_elementwise``'s ``_max``/``_min``/``_fmax``/``_fmin`` with eager's derivative, which changed
 in torch 2.14. One mechanism, ``_masked``, gives each operand the gradient where a rule's mask
 says (half of it at a tie); the rule tables below say which mask each torch version uses.
-hardtanh (relu6) keeps its own derivative beside relu's in ``_elementwise``: it reads the sign
-bit of zero bounds and runs channels-last after a CPU convolution, as relu does.
+hardtanh (relu6) keeps its own derivative, in ``_activations``: it reads the sign bit of zero
+bounds and runs channels-last after a CPU convolution, as relu does.
 """
 
 from __future__ import annotations

@@ -1,0 +1,226 @@
+"""Activation functions (gelu, silu, hardtanh and relu6, leaky_relu, elu, celu, softplus,
+logit): their values and the derivatives of eager's kernels, NaN and bounds included."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+from torch._ops import ops
+
+from torch2xla.ops import _elementwise, _loops, _saved
+from torch2xla.ops._common import Kind, as_dtype, promote
+from torch2xla.ops._elementwise import (
+    _channels_last,
+    _float_bits,
+    _negative,
+    _pointwise,
+)
+from torch2xla.ops._registry import register
+
+aten = ops.aten
+
+
+@register(aten.gelu.default)
+def gelu(self, *, approximate="none"):
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
+        return _saved.gelu(self, approximate == "tanh")
+    compute, result = promote(Kind.INT_TO_FLOAT, self)
+    x = as_dtype(self, compute)
+    return as_dtype(jax.nn.gelu(x, approximate=approximate == "tanh"), result)
+
+
+@register(aten.silu.default)
+def silu(self):
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
+        return _saved.silu(self)
+    return _pointwise(jax.nn.silu, Kind.INT_TO_FLOAT)(self)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(self, min_val=-1.0, max_val=1.0):
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return _hardtanh_value(self, min_val, max_val)
+    lo, hi = float(min_val), float(max_val)
+    nan_walk = _loops.walk(_hardtanh_kernel, lo, hi)
+    return _hardtanh_exact(self, lo, hi, _elementwise._after_cpu_convolution(self), nan_walk)
+
+
+def _hardtanh_kernel(x, lo, hi):
+    return aten.hardtanh_backward(torch.ones_like(x), x, lo, hi)
+
+
+def _below(x, bound: float):
+    """``x < bound``; from the bits where ``bound`` is 0 (see ``_negative``)."""
+    return _negative(x) if bound == 0 else x < as_dtype(bound, x.dtype)
+
+
+def _above(x, bound: float):
+    """``x > bound``; from the bits where ``bound`` is 0 (see ``_negative``)."""
+    if bound != 0:
+        return x > as_dtype(bound, x.dtype)
+    bits, _ = _float_bits(x)
+    inf = lax.bitcast_convert_type(jnp.array(jnp.inf, x.dtype), bits.dtype)
+    return (bits > 0) & (bits <= inf)
+
+
+def _hardtanh_value(x, min_val, max_val):
+    # NOTE: torch keeps x itself at a bound (relu6(-0.0) is -0.0); jnp.clip gives the bound.
+    lo, hi = as_dtype(min_val, x.dtype), as_dtype(max_val, x.dtype)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
+    return jnp.where(_below(x, min_val), lo, jnp.where(_above(x, max_val), hi, x))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool, nan_walk):
+    fn = functools.partial(_hardtanh_value, min_val=min_val, max_val=max_val)
+    return _channels_last(fn, x) if channels_last else fn(x)
+
+
+@_hardtanh_exact.defjvp
+def _hardtanh_exact_jvp(min_val, max_val, channels_last, nan_walk, primals, tangents):
+    (x,), (t,) = primals, tangents
+    # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there. At NaN
+    # eager's scalar loop passes the gradient and its vectorized one gives 0 (``_loops``).
+    nan_zero = _loops.vectorized(*nan_walk) if _loops.fits(nan_walk, x) else None
+
+    def fn(x, t, *nan_zero):
+        inside = _above(x, min_val) & _below(x, max_val)
+        passes = inside | jnp.isnan(x)
+        if nan_zero:
+            passes = passes & ~(jnp.isnan(x) & nan_zero[0])
+        return _hardtanh_value(x, min_val, max_val), jnp.where(passes, t, 0)
+
+    args = (x, t) if nan_zero is None else (x, t, nan_zero)
+    return _channels_last(fn, *args) if channels_last else fn(*args)  # see relu's
+
+
+@register(aten.leaky_relu.default)
+def leaky_relu(self, negative_slope=0.01):
+    return jnp.where(self > 0, self, self * as_dtype(negative_slope, self.dtype))
+
+
+@register(aten.elu.default)
+def elu(self, alpha=1, scale=1, input_scale=1):
+    def fn(x):
+        # NOTE: the negative branch sees 0 where x > 0: expm1 of a large x is inf, and the
+        # where's gradient (0 times inf) would be NaN where eager's is finite. A NaN input
+        # takes the positive branch, whose gradient eager gives it.
+        neg_side = x <= 0
+        xn = jnp.where(neg_side, x, 0)
+        neg = as_dtype(alpha, x.dtype) * jnp.expm1(xn * as_dtype(input_scale, x.dtype))
+        return jnp.where(neg_side, neg, x) * as_dtype(scale, x.dtype)
+
+    return _pointwise(fn, Kind.DEFAULT)(self)  # half precision computes in float32, as torch
+
+
+@register(aten.celu.default)
+def celu(self, alpha=1.0):
+    # Not decomposed: torch's decomposition selects between x and expm1(x / alpha), whose
+    # gradient is NaN wherever expm1 overflows (see elu's).
+    return elu(self, alpha, 1, 1 / alpha)
+
+
+@register(aten.softplus.default)
+def softplus(self, beta=1, threshold=20):
+    def fn(x):
+        bx = x * beta
+        # NOTE: exp sees 0 above the threshold (see elu's: inf there made the gradient NaN).
+        small = jnp.where(bx > threshold, 0, bx)
+        return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(small)) / beta)
+
+    # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
+    return _pointwise(fn, Kind.DEFAULT)(self)
+
+
+def _in_dtype(dtype):
+    """Rounding of a float32 value to ``dtype`` (half precision; identity otherwise), kept by
+    XLA (which may drop a float32 -> half -> float32 convert pair: excess precision)."""
+    if dtype == jnp.bfloat16:
+        return functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
+    if dtype == jnp.float16:
+        return functools.partial(lax.reduce_precision, exponent_bits=5, mantissa_bits=10)
+    return lambda v: v
+
+
+def _logit_with_gradient(eps, nan_walk=None):
+    """logit whose gradient is eager's kernel's (``logit_backward``): ``dy / (x * (1 - x))``
+    inside ``[lo, hi]``, both ends included, 0 outside (NaN outside [0, 1] without eps), each
+    operation rounded to the input's dtype (half precision computes each in float32 and
+    rounds it), with ``lo = eps`` and ``hi = 1 - lo`` in that dtype."""
+
+    @jax.custom_jvp
+    def fn(x):
+        return _logit(x, eps)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        dtype = x.dtype
+        compute = jnp.promote_types(dtype, jnp.float32)
+        r = _in_dtype(dtype)
+        xc = x.astype(compute)
+        den = r(xc * r(1 - xc))
+        t = t.astype(compute)
+        if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
+            den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
+        else:  # 0 outside [lo, hi]: masked before dividing by a denominator made 1 there
+            lo = np.float64(eps).astype(np.float32 if dtype != jnp.float64 else np.float64)
+            lo = np.asarray(lo).astype(dtype)
+            hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
+            # (a NaN x is inside in eager's scalar loop, outside in its vectorized one: _loops)
+            inside = ~((x < lo) | (x > hi))
+            if _loops.fits(nan_walk, x):
+                inside = inside & ~(jnp.isnan(x) & _loops.vectorized(*nan_walk))
+            t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
+        return fn(x), (t / den).astype(dtype)
+
+    return fn
+
+
+@register(aten.logit.default)
+def logit(self, eps=None):
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return _logit(self, eps)
+    nan_walk = None
+    if eps is not None and eps >= 0:
+        nan_walk = _loops.walk(_logit_kernel, float(eps))
+    return _logit_with_gradient(eps, nan_walk)(self)
+
+
+def _logit_kernel(x, eps):
+    return aten.logit_backward(torch.ones_like(x), x, eps)
+
+
+def _logit_clamp(x, lo, hi):
+    """Eager's clamp of logit's input: ``x < lo ? lo : (x > hi ? hi : x)``. The lower end wins
+    where eps > 0.5 makes lo > hi (jnp.clip gives the upper one there)."""
+    return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
+
+
+def _logit(self, eps):
+    def fn(x):
+        x = x if eps is None else _logit_clamp(x, eps, 1 - eps)
+        return jnp.log(x / (1 - x))
+
+    if self.dtype == jnp.float16:
+        # NOTE: torch's float16/bfloat16 logit rounds 1 - x and x / (1 - x) to the half type.
+        return as_dtype(jnp.log(_half_ratio(self, eps).astype(jnp.float32)), self.dtype)
+    if self.dtype == jnp.bfloat16:
+        # XLA keeps bfloat16 intermediates in float32 (excess precision): round explicitly.
+        bf16 = functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
+        x = self.astype(jnp.float32)
+        if eps is not None:
+            x = _logit_clamp(x, bf16(jnp.float32(eps)), bf16(jnp.float32(1 - eps)))
+        return as_dtype(jnp.log(bf16(x / bf16(1 - x))), self.dtype)
+    return _pointwise(fn, Kind.INT_TO_FLOAT)(self)
+
+
+def _half_ratio(x, eps):
+    x = x if eps is None else _logit_clamp(x, as_dtype(eps, x.dtype), as_dtype(1 - eps, x.dtype))
+    return x / (1 - x)
