@@ -107,3 +107,38 @@ def test_eagers_dtype_error_is_raised(fn):
 def test_writes_eager_casts_still_run(fn):
     out = torch.compile(fn, backend="xla", options={"strict": True})(_x())
     assert_same(out, fn(_x()))
+
+
+# -- CPU kernels without half precision: eager refuses, XLA would compute ----------------------
+def _log_ndtr(x):
+    return torch.special.log_ndtr(x) * 2
+
+
+def _erfcx(x):
+    return torch.special.erfcx(x).sum()
+
+
+def _zeta(x):
+    return torch.special.zeta(x + 2, x.abs() + 1)
+
+
+def _i0e(x):  # (has half-precision CPU kernels)
+    return torch.special.i0e(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fn", [_log_ndtr, _erfcx, _zeta, _i0e])
+def test_cpu_kernels_without_half_precision_raise_as_eager(fn, dtype):
+    x = _x().to(dtype)
+    try:
+        want = fn(x)
+    except RuntimeError as eager:
+        with pytest.raises(type(eager)) as info:  # (NotImplementedError)
+            torch.compile(fn, backend="xla")(x)
+        assert isinstance(info.value, torch2xla.OpError)
+        assert str(info.value).startswith(str(eager).splitlines()[0])
+        assert "not implemented for" in str(eager)
+        return
+    assert fn is _i0e
+    # (torch's default tolerances for the dtype: one rounding of a half-precision result)
+    torch.testing.assert_close(torch.compile(fn, backend="xla")(x), want)

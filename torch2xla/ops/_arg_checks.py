@@ -21,7 +21,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
+import re
+import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch._ops import ops
@@ -30,6 +34,7 @@ from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
+log = logging.getLogger(__name__)
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -453,9 +458,86 @@ def check_graph(gm: torch.fx.GraphModule) -> None:
         checker = CHECKS.get(node.target)
         if rejected is None and checker is not None:
             rejected = checker(_by_name(node), node)
+        if rejected is None:
+            rejected = _unsupported_dtype(node)
         if rejected is not None:
             message, error = rejected if isinstance(rejected, tuple) else (rejected, OpError)
             raise error(message, node)
+
+
+# -- CPU kernels without half precision ---------------------------------------------------------
+_HALF = frozenset((torch.float16, torch.bfloat16))
+_NOT_IMPLEMENTED = re.compile(r"not implemented for '(\w+)'")
+
+
+def _unsupported_dtype(node: torch.fx.Node) -> tuple[str, type[OpError]] | None:
+    """Eager's "... not implemented for 'BFloat16'" for a node with half-precision tensors on
+    the CPU whose CPU kernel has no such dtype (``special.log_ndtr``, ...): XLA computes them
+    in any dtype. Found by calling eager's kernel once per op and argument dtypes on ones of
+    the same number of dims (``_kernel_refuses``)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    values = [a.meta.get("val") for a in node.all_input_nodes]
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if not any(t.dtype in _HALF for t in tensors):
+        return None
+    if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
+        return None
+
+    def shape(value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            value = value.meta.get("val")
+            if isinstance(value, torch.Tensor):
+                return ("tensor", value.dtype, value.dim())
+            return ("value", value if isinstance(value, bool | int | float) else None)
+        return ("const", repr(value))
+
+    try:
+        signature = (
+            tuple(torch.fx.node.map_aggregate(node.args, shape)),
+            tuple((k, torch.fx.node.map_aggregate(v, shape)) for k, v in node.kwargs.items()),
+        )
+        hash(signature)
+    except TypeError:
+        return None
+    return _kernel_refuses(node.target, node.args, node.kwargs, signature)
+
+
+_refusals: dict = {}  # (op, signature) -> eager's message or None, for the process
+
+
+def _kernel_refuses(op, args, kwargs, signature) -> tuple[str, type[OpError]] | None:
+    key = (op, signature)
+    if key in _refusals:
+        return _refusals[key]
+
+    def real(value: Any) -> Any:
+        if isinstance(value, torch.fx.Node):
+            value = value.meta.get("val")
+            if isinstance(value, torch.Tensor):
+                return torch.ones((1,) * value.dim(), dtype=value.dtype)
+            return value if isinstance(value, bool | int | float) else 1
+        return value
+
+    found = None
+    with torch.utils._python_dispatch._disable_current_modes(), torch.no_grad():
+        try:
+            real_args = torch.fx.node.map_aggregate(args, real)
+            real_kwargs = torch.fx.node.map_aggregate(kwargs, real)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                op(*real_args, **real_kwargs)
+        except RuntimeError as e:
+            m = _NOT_IMPLEMENTED.search(str(e))
+            if m is not None and m.group(1) in ("Half", "BFloat16"):
+                message = str(e).splitlines()[0]
+                error = OpNotImplementedError if isinstance(e, NotImplementedError) else OpError
+                found = (message, error)
+        except Exception as e:  # noqa: BLE001 - ones are not valid arguments: no answer
+            log.debug("torch2xla: dtype probe of %s: %r", op, e)
+    if len(_refusals) < 4096:
+        _refusals[key] = found
+    return found
 
 
 # -- ops checked where they are decomposed ------------------------------------------------------
