@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from typing import Any
 
 import torch
 from torch._ops import ops
+from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.runtime._interop import dtype_name
@@ -467,63 +469,70 @@ def check_graph(gm: torch.fx.GraphModule) -> None:
 
 # -- CPU kernels without half precision ---------------------------------------------------------
 _HALF = frozenset((torch.float16, torch.bfloat16))
+_PROBE_ELEMENTS = 1 << 16
 _NOT_IMPLEMENTED = re.compile(r"not implemented for '(\w+)'")
 
 
 def _unsupported_dtype(node: torch.fx.Node) -> tuple[str, type[OpError]] | None:
     """Eager's "... not implemented for 'BFloat16'" for a node with half-precision tensors on
     the CPU whose CPU kernel has no such dtype (``special.log_ndtr``, ...): XLA computes them
-    in any dtype. Found by calling eager's kernel once per op and argument dtypes on ones of
-    the same number of dims (``_kernel_refuses``)."""
+    in any dtype (``kernel_refuses``)."""
     if not isinstance(node.target, torch._ops.OpOverload):
         return None
-    values = [a.meta.get("val") for a in node.all_input_nodes]
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+
+    def value(a: Any) -> Any:
+        return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+    args, kwargs = map_aggregate((node.args, node.kwargs), value)
+    return kernel_refuses(node.target, args, kwargs)
+
+
+def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | None:
+    """Eager's error where ``op``'s CPU kernel has no implementation for the half-precision
+    dtype of some argument (values: fake or real tensors, numbers), else None. Found by
+    calling eager's kernel, once per op and signature (dtypes and numbers of dims of the
+    tensors, the other arguments), on ones of the same sizes where those are small, else of the
+    same number of dims."""
+    tensors = [v for v in _leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
     if not any(t.dtype in _HALF for t in tensors):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
         return None
 
+    # the tensors' own sizes where they are concrete and small (kernels check sizes before
+    # dtypes: a pooling window larger than ones of one element fails first), else ones
+    sizes = [tuple(t.shape) for t in tensors]
+    small = (
+        all(isinstance(n, int) for size in sizes for n in size)
+        and sum(math.prod(size) for size in sizes) <= _PROBE_ELEMENTS
+    )
+
+    def probe_shape(t: torch.Tensor) -> tuple:
+        return tuple(t.shape) if small else (1,) * t.dim()
+
     def shape(value: Any) -> Any:
-        if isinstance(value, torch.fx.Node):
-            value = value.meta.get("val")
-            if isinstance(value, torch.Tensor):
-                return ("tensor", value.dtype, value.dim())
-            return ("value", value if isinstance(value, bool | int | float) else None)
-        return ("const", repr(value))
+        if isinstance(value, torch.Tensor):
+            return ("tensor", value.dtype, probe_shape(value))
+        if isinstance(value, bool | int | float | str | torch.dtype | None):
+            return value
+        return ("value", type(value).__name__)  # (a SymInt: called with 1)
 
-    try:
-        signature = (
-            tuple(torch.fx.node.map_aggregate(node.args, shape)),
-            tuple((k, torch.fx.node.map_aggregate(v, shape)) for k, v in node.kwargs.items()),
-        )
-        hash(signature)
-    except TypeError:
-        return None
-    return _kernel_refuses(node.target, node.args, node.kwargs, signature)
-
-
-_refusals: dict = {}  # (op, signature) -> eager's message or None, for the process
-
-
-def _kernel_refuses(op, args, kwargs, signature) -> tuple[str, type[OpError]] | None:
-    key = (op, signature)
+    signature = map_aggregate((args, kwargs), shape)
+    key = (op, repr(signature))
     if key in _refusals:
         return _refusals[key]
 
     def real(value: Any) -> Any:
-        if isinstance(value, torch.fx.Node):
-            value = value.meta.get("val")
-            if isinstance(value, torch.Tensor):
-                return torch.ones((1,) * value.dim(), dtype=value.dtype)
-            return value if isinstance(value, bool | int | float) else 1
+        if isinstance(value, torch.Tensor):
+            return torch.ones(probe_shape(value), dtype=value.dtype)
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return 1
         return value
 
     found = None
     with torch.utils._python_dispatch._disable_current_modes(), torch.no_grad():
         try:
-            real_args = torch.fx.node.map_aggregate(args, real)
-            real_kwargs = torch.fx.node.map_aggregate(kwargs, real)
+            real_args, real_kwargs = map_aggregate((args, kwargs), real)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 op(*real_args, **real_kwargs)
@@ -540,6 +549,15 @@ def _kernel_refuses(op, args, kwargs, signature) -> tuple[str, type[OpError]] | 
     return found
 
 
+def _leaves(tree: Any) -> list:
+    found: list = []
+    map_aggregate(tree, found.append)
+    return found
+
+
+_refusals: dict = {}  # (op, signature) -> eager's error or None, for the process
+
+
 # -- ops checked where they are decomposed ------------------------------------------------------
 _REJECTED = "torch2xla.rejected"  # node.meta: eager's message for the decomposed call
 # (op, the user's stack trace, eager's message) per rejected call of the export in progress
@@ -547,18 +565,23 @@ _recorded: contextvars.ContextVar[list | None] = contextvars.ContextVar("recorde
 
 
 def checked_decompositions(table: dict) -> dict:
-    """``table`` (op -> decomposition) with the decompositions of ops in ``CHECKS`` wrapped to
-    record the calls eager rejects (inside ``recording()``)."""
-    return {op: _checked(op, fn) if op in CHECKS else fn for op, fn in table.items()}
+    """``table`` (op -> decomposition) with its decompositions wrapped to record the calls
+    eager rejects (inside ``recording()``): by ``CHECKS``, and CPU kernels without half
+    precision (``kernel_refuses``)."""
+    return {op: _checked(op, fn) for op, fn in table.items()}
 
 
 def _checked(op: torch._ops.OpOverload, decomposition: Callable) -> Callable:
-    checker, names = CHECKS[op], [a.name for a in op._schema.arguments]
+    checker, names = CHECKS.get(op), [a.name for a in op._schema.arguments]
 
     def decompose(*args, **kwargs):
         recorded = _recorded.get()
         if recorded is not None:
-            rejected = checker({**dict(zip(names, args)), **kwargs}, None)
+            rejected = None
+            if checker is not None:
+                rejected = checker({**dict(zip(names, args)), **kwargs}, None)
+            if rejected is None:  # (a CPU kernel without half precision, decomposed here)
+                rejected = kernel_refuses(op, args, kwargs)
             if rejected is not None:
                 stack = torch.fx.traceback.get_current_meta().get("stack_trace")
                 recorded.append((op, stack, rejected))
