@@ -530,7 +530,12 @@ def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | No
         return value
 
     found = None
-    with torch.utils._python_dispatch._disable_current_modes(), torch.no_grad():
+    # (the generator's state is restored: a random op's probe must not move the user's stream)
+    with (
+        torch.utils._python_dispatch._disable_current_modes(),
+        torch.no_grad(),
+        torch.random.fork_rng(devices=[]),
+    ):
         try:
             real_args, real_kwargs = map_aggregate((args, kwargs), real)
             with warnings.catch_warnings():
