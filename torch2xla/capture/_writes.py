@@ -176,12 +176,19 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
         real_args, real_kwargs = map_aggregate((args, kwargs), _real)
     except _Symbolic:
         return None
+    return _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(OVERLAP))
+
+
+def _eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | None:
+    """Eager's error for the call ``node`` with the real ``args``/``kwargs`` where
+    ``wanted(message)``, else None. Other errors are not eager's answer for the user's call
+    (values of zeros or ones may fail where the user's do not)."""
     target = node.target
     if node.op == "call_method":
-        self, *rest = real_args
-        call = lambda: getattr(self, target)(*rest, **real_kwargs)
+        self, *rest = args
+        call = lambda: getattr(self, target)(*rest, **kwargs)
     else:
-        call = lambda: target(*real_args, **real_kwargs)
+        call = lambda: target(*args, **kwargs)
     try:
         # (the generator's state is restored: ``uniform_`` draws; warnings are eager's
         # deprecation warnings of writes it accepts, which the user's call gives itself)
@@ -189,10 +196,9 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
             warnings.simplefilter("ignore")
             call()
     except RuntimeError as e:
-        if str(e).startswith(OVERLAP):
+        if wanted(str(e)):
             return str(e)
-        # values of zeros may fail where the user's do not: not eager's answer for the call
-        log.debug("torch2xla: overlap check of %s could not run: %r", node.format_node(), e)
+        log.debug("torch2xla: eager check of %s could not run: %r", node.format_node(), e)
     return None
 
 
@@ -249,21 +255,7 @@ def _cast_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
         return torch.ones((1,) * min(t.dim(), 1), dtype=t.dtype)
 
     real_args, real_kwargs = map_aggregate((args, kwargs), small)
-    target = node.target
-    if node.op == "call_method":
-        self, *rest = real_args
-        call = lambda: getattr(self, target)(*rest, **real_kwargs)
-    else:
-        call = lambda: target(*real_args, **real_kwargs)
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            call()
-    except RuntimeError as e:
-        if CAST in str(e):
-            return str(e)
-        log.debug("torch2xla: cast check of %s could not run: %r", node.format_node(), e)
-    return None
+    return _eager_raises(node, real_args, real_kwargs, lambda m: CAST in m)
 
 
 def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
