@@ -142,3 +142,28 @@ def test_cpu_kernels_without_half_precision_raise_as_eager(fn, dtype):
     assert fn is _i0e
     # (torch's default tolerances for the dtype: one rounding of a half-precision result)
     torch.testing.assert_close(torch.compile(fn, backend="xla")(x), want)
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.bfloat16, torch.bfloat16),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float64),
+        (torch.float32, torch.float32),
+    ],
+)
+def test_complex_of_parts_as_eager(dtypes):
+    # eager checks the parts' kinds (float16, float32 or float64) before their agreement
+    real, imag = (torch.arange(3).to(d) for d in dtypes)
+    try:
+        want = torch.complex(real, imag)
+    except RuntimeError as eager:
+        with pytest.raises(RuntimeError) as info:
+            torch.compile(torch.complex, backend="xla")(real, imag)
+        # (integer parts are refused by the meta kernel, in Dynamo's trace, with torch's own
+        # message: not a case of the backend's)
+        assert isinstance(info.value, torch2xla.OpError)
+        assert str(info.value).startswith(str(eager))
+        return
+    assert_same(torch.compile(torch.complex, backend="xla")(real, imag), want)

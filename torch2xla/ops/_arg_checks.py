@@ -335,6 +335,21 @@ def _floating_input(name: str) -> Checker:
     return checker
 
 
+def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``torch.complex`` of parts that are not float16, float32 or float64 (eager checks the
+    kinds before the parts' agreement)."""
+    real, imag = _dtype(kwargs, "real"), _dtype(kwargs, "imag")
+    if real is None or imag is None:
+        return None
+    allowed = (torch.float16, torch.float32, torch.float64)
+    if real in allowed and imag in allowed:
+        return None
+    return (
+        "Expected both inputs to be Half, Float or Double tensors but got "
+        f"{_name(real)} and {_name(imag)}"
+    )
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.var.correction: _floating_input("std and var"),
     aten.var.dim: _floating_input("std and var"),
@@ -374,12 +389,15 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     ),
     aten.grid_sampler_2d.default: _pairs(("input", "grid", _SCALAR_TYPE)),
     aten.grid_sampler_3d.default: _pairs(("input", "grid", _SCALAR_TYPE)),
-    aten.complex.default: _pairs(
-        (
-            "real",
-            "imag",
-            "Expected object of scalar type {a} but got scalar type {b} for second argument",
-        )
+    aten.complex.default: _first(
+        _complex_parts,
+        _pairs(
+            (
+                "real",
+                "imag",
+                "Expected object of scalar type {a} but got scalar type {b} for second argument",
+            )
+        ),
     ),
     aten.polar.default: _pairs(
         (
