@@ -315,6 +315,27 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return jnp.take(weight, indices, axis=0)
 
 
+@register(aten.embedding_renorm.default)
+def embedding_renorm(self, indices, max_norm, norm_type):
+    """``F.embedding(..., max_norm=)``'s in-place renormalization, functional: each row that
+    ``indices`` name (once however often named) whose ``norm_type`` norm passes ``max_norm``
+    is scaled by ``max_norm / (norm + 1e-7)``, as eager's kernel does.
+
+    NOTE: eager renormalizes under no_grad, then differentiates the embedding with respect to
+    the renormalized weight, which is the leaf itself: the value is renormalized, the
+    derivative the identity (the op's own derivative is not implemented in eager; running it
+    in eager under autograd made the backward raise)."""
+    # (a bad index is raised by the embedding that follows; it touches no row here)
+    rows = indices.reshape(-1)
+    rows = jnp.where(rows < 0, self.shape[0], rows)
+    touched = jnp.zeros((self.shape[0],), bool).at[rows].set(True, mode="drop")
+    w = lax.stop_gradient(self)
+    norm = jnp.linalg.norm(w.astype(opmath_dtype(w.dtype)), ord=norm_type, axis=1)
+    scale = jnp.where(touched & (norm > max_norm), max_norm / (norm + 1e-7), 1.0)
+    renormed = (w * scale[:, None].astype(w.dtype)).astype(w.dtype)
+    return renormed + (self - w)  # (exactly the renormed value; the derivative of self)
+
+
 # -- dropout ---------------------------------------------------------------------------------------
 @register(aten.native_dropout.default)
 def native_dropout(input, p, train):
