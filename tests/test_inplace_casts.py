@@ -122,12 +122,22 @@ def _zeta(x):
     return torch.special.zeta(x + 2, x.abs() + 1)
 
 
+def _multi_margin(x):
+    return torch.nn.functional.multi_margin_loss(x.reshape(2, 3), torch.tensor([0, 2]))
+
+
+def _multilabel_margin(x):  # (rewritten on the Dynamo graph: capture/_rewrites.py)
+    return torch.nn.functional.multilabel_margin_loss(
+        x.reshape(2, 3), torch.tensor([[0, -1, 1]] * 2)
+    )
+
+
 def _i0e(x):  # (has half-precision CPU kernels)
     return torch.special.i0e(x)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("fn", [_log_ndtr, _erfcx, _zeta, _i0e])
+@pytest.mark.parametrize("fn", [_log_ndtr, _erfcx, _zeta, _multi_margin, _multilabel_margin, _i0e])
 def test_cpu_kernels_without_half_precision_raise_as_eager(fn, dtype):
     x = _x().to(dtype)
     try:

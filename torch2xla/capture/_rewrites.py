@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch2xla._errors import OpError
 
 # (imported for the custom ops ``torch.ops.torch2xla.*`` they define)
-from torch2xla.ops import _rnn, _sdpa  # noqa: F401
+from torch2xla.ops import _arg_checks, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
 
@@ -235,7 +235,8 @@ def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
 
 
 def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
-    """Eager's kernels' dtype errors: a Long target, a weight of the input's dtype."""
+    """Eager's kernels' dtype errors: a Long target, a weight of the input's dtype, and (on
+    the CPU) a half-precision input, which their kernels do not implement."""
     x, target, weight = meta.get("input"), meta.get("target"), meta.get("weight")
     for t, want in ((target, torch.long), (weight, getattr(x, "dtype", None))):
         if isinstance(t, torch.Tensor) and want is not None and t.dtype != want:
@@ -244,6 +245,11 @@ def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
                 f"{dtype_name(t.dtype, 'eager')}",
                 node,
             )
+    if isinstance(x, torch.Tensor) and isinstance(target, torch.Tensor):
+        rejected = _arg_checks.kernel_refuses(_MARGIN_KERNELS[node.target], (x, target), {})
+        if rejected is not None:
+            message, error = rejected
+            raise error(message, node)
 
 
 def _reduction(size_average, reduce, reduction: str) -> str:
@@ -305,3 +311,8 @@ def _one_hot(input, num_classes=-1):
 
 
 _REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot}
+# (the ATen kernels behind them, for their dtype support: ``_arg_checks.kernel_refuses``)
+_MARGIN_KERNELS = {
+    F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,
+    F.multilabel_margin_loss: torch.ops.aten.multilabel_margin_loss.default,
+}

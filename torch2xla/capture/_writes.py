@@ -205,25 +205,15 @@ def _eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | 
 CAST = "can't be cast to the desired output type"
 
 
+# (bool before int: a bool is an int)
+_NUMBER_KINDS = ((bool, 0), (int, 1), (float, 2), (complex, 3))
+
+
 def _category(value: Any) -> int:
     """bool 0 < integer 1 < floating 2 < complex 3, of a dtype or a Python number."""
     if isinstance(value, torch.dtype):
-        return (
-            3
-            if value.is_complex
-            else 2
-            if value.is_floating_point
-            else 0
-            if value == torch.bool
-            else 1
-        )
-    return (
-        3
-        if isinstance(value, complex)
-        else 2
-        if isinstance(value, float)
-        else (0 if isinstance(value, bool) else 1)
-    )
+        return 3 if value.is_complex else 2 if value.is_floating_point else int(value != torch.bool)
+    return next(kind for number, kind in _NUMBER_KINDS if isinstance(value, number))
 
 
 def _promotes_past(written: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> bool:

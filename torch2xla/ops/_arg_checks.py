@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch._ops import ops
 from torch.fx.node import map_aggregate
+from torch.utils._pytree import tree_leaves
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.runtime._interop import dtype_name
@@ -509,9 +510,9 @@ def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | No
     """Eager's error where ``op``'s CPU kernel has no implementation for the half-precision
     dtype of some argument (values: fake or real tensors, numbers), else None. Found by
     calling eager's kernel, once per op and signature (dtypes and numbers of dims of the
-    tensors, the other arguments), on ones of the same sizes where those are small, else of the
-    same number of dims."""
-    tensors = [v for v in _leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+    tensors, the other arguments), on ones (else zeros) of the same sizes where those are small,
+    else of the same number of dims."""
+    tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
     if not any(t.dtype in _HALF for t in tensors):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
@@ -540,14 +541,32 @@ def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | No
     if key in _refusals:
         return _refusals[key]
 
+    found = None
+    for fill in (1, 0):  # (ones, else zeros: a class index of 1 is out of range for one class)
+        outcome = _probe(op, args, kwargs, probe_shape, fill)
+        if outcome is not _FAILED:
+            found = outcome
+            break
+    if len(_refusals) < 4096:
+        _refusals[key] = found
+    return found
+
+
+_refusals: dict = {}  # (op, signature) -> eager's error or None, for the process
+_FAILED = object()  # (a probe whose arguments eager refused for another reason)
+
+
+def _probe(op, args: Any, kwargs: Any, probe_shape: Callable, fill: int) -> Any:
+    """Eager's half-precision error for ``op`` called on tensors of ``fill`` shaped by
+    ``probe_shape`` (None where it runs; ``_FAILED`` where it refuses them otherwise)."""
+
     def real(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return torch.ones(probe_shape(value), dtype=value.dtype)
+            return torch.full(probe_shape(value), fill, dtype=value.dtype)
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return 1
         return value
 
-    found = None
     # (the generator's state is restored: a random op's probe must not move the user's stream)
     with (
         torch.utils._python_dispatch._disable_current_modes(),
@@ -564,21 +583,13 @@ def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | No
             if m is not None and m.group(1) in ("Half", "BFloat16"):
                 message = str(e).splitlines()[0]
                 error = OpNotImplementedError if isinstance(e, NotImplementedError) else OpError
-                found = (message, error)
-        except Exception as e:  # noqa: BLE001 - ones are not valid arguments: no answer
-            log.debug("torch2xla: dtype probe of %s: %r", op, e)
-    if len(_refusals) < 4096:
-        _refusals[key] = found
-    return found
-
-
-def _leaves(tree: Any) -> list:
-    found: list = []
-    map_aggregate(tree, found.append)
-    return found
-
-
-_refusals: dict = {}  # (op, signature) -> eager's error or None, for the process
+                return message, error
+            log.debug("torch2xla: dtype probe of %s with %s: %r", op, fill, e)
+            return _FAILED
+        except Exception as e:  # noqa: BLE001 - not valid arguments: no answer
+            log.debug("torch2xla: dtype probe of %s with %s: %r", op, fill, e)
+            return _FAILED
+    return None
 
 
 # -- ops checked where they are decomposed ------------------------------------------------------
