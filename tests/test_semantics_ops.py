@@ -17,6 +17,7 @@ import torch2xla
 from tests._util import assert_same, run_both
 
 aten = torch.ops.aten
+_DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
 def _compiled(fn):
@@ -997,6 +998,7 @@ def test_log_ndtr_values_as_eager_and_gradients_as_float64():
         assert (ours_err <= eager_err.clamp_min(1.2e-7)).all()
 
 
+@pytest.mark.parametrize("device", _DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("n", [5, 33, 100, 40001], ids=lambda n: f"n{n}")
 @pytest.mark.parametrize(
@@ -1004,14 +1006,16 @@ def test_log_ndtr_values_as_eager_and_gradients_as_float64():
     [F.relu6, lambda x: F.hardtanh(x, -2.0, 3.0), lambda x: torch.logit(x, 0.2)],
     ids=["relu6", "hardtanh", "logit"],
 )
-def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype):
+def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype, device):
     # Eager's CPU kernels compare NaN false in their vectorized loop (gradient 0) and in their
     # scalar loop for the elements after the last whole block (hardtanh: the cotangent; logit:
-    # NaN), per thread's chunk above 32768 elements; ours follows the position.
+    # NaN), per thread's chunk above 32768 elements; ours follows the position. On CUDA every
+    # element takes the scalar rule.
     gen = torch.Generator().manual_seed(n)
     x = torch.rand(n, generator=gen).to(dtype) * 4 - 1
     x[torch.rand(n, generator=gen) < 0.3] = float("nan")
     g = torch.randn(n, generator=gen).to(dtype)
+    x, g = x.to(device), g.to(device)
     a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
     (got,) = torch.autograd.grad(_compiled(fn)(a), a, g)
     (want,) = torch.autograd.grad(fn(b), b, g)
