@@ -108,6 +108,11 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
         if not isinstance(ex, torch.Tensor) or _fresh_in_eager(node):
             continue
+        # an in-place op's result is its input itself (``return x.masked_fill_(m, 0)``)
+        same = [i for i, p in enumerate(placeholders) if p.meta.get("example_value") is ex]
+        if same:
+            found.append(OutputAlias(k, same[0]))
+            continue
         src = storages.get(StorageWeakRef(ex.untyped_storage()))
         size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
         offset = ex.storage_offset()

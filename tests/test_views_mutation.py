@@ -1,0 +1,113 @@
+"""Views, aliasing and in-place writes as users write them, compared with eager: the values,
+the inputs' final contents and versions, and which outputs are (views of) the inputs."""
+
+import warnings
+
+import pytest
+import torch
+
+from tests._util import assert_same, clone_args
+
+T = torch.tensor
+
+
+def _both(fn, *args, options=None):
+    """(compiled output, eager output, compiled args after, eager args after); no warning."""
+    a_xla, a_eager = clone_args(args), clone_args(args)
+    compiled = torch.compile(fn, backend="xla", options=options or {"strict": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = compiled(*a_xla)
+    return out, fn(*a_eager), a_xla, a_eager
+
+
+# In-place methods return their input itself: ``y = x.masked_fill_(m, 0)`` is ``x``.
+IN_PLACE_RETURNED = {
+    "masked_fill_": lambda x, i: x.masked_fill_(x > 4, -1.5),
+    "masked_scatter_": lambda x, i: x.masked_scatter_(x > 4, -torch.arange(12.0)),
+    "index_add_": lambda x, i: x.index_add_(0, i, torch.ones(3, 4), alpha=2),
+    "index_copy_": lambda x, i: x.index_copy_(0, i[:2], -torch.ones(2, 4)),
+    "index_fill_": lambda x, i: x.index_fill_(1, i, 9),
+    "index_reduce_": lambda x, i: x.index_reduce_(0, i, torch.ones(3, 4), "amax"),
+    "scatter_": lambda x, i: x.scatter_(1, i.view(3, 1), 2.5),
+    "scatter_reduce_": lambda x, i: x.scatter_reduce_(
+        1, i.view(3, 1), torch.ones(3, 1), "sum", include_self=False
+    ),
+    "put_": lambda x, i: x.put_(i, T([7.0, 8, 9]), accumulate=True),
+    "add_then_mul_": lambda x, i: x.add_(1).mul_(2),
+    "iadd": lambda x, i: x.__iadd__(1),
+}
+
+
+@pytest.mark.parametrize("write", IN_PLACE_RETURNED.values(), ids=IN_PLACE_RETURNED.keys())
+def test_in_place_result_is_the_input(write):
+    out, ref, (x, _), (ex, _) = _both(write, torch.arange(12.0).reshape(3, 4), T([0, 2, 0]))
+    assert ref is ex and out is x
+    assert_same(x, ex)
+    assert x._version == ex._version
+
+
+@pytest.mark.parametrize(
+    "value", [T(-2.5), T([3.5]), T(2.5, dtype=torch.float64), T(True), T(7)], ids=str
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.float32, torch.bool])
+def test_mask_assignment_of_one_value_of_another_dtype(value, dtype):
+    # eager's index_put_ fills a mask with one CPU value as masked_fill_(mask, value.item()),
+    # which casts it; other indices require the value's dtype (below)
+    def fn(t, v):
+        t[t > 2] = v
+        return t
+
+    out, ref, args, eager_args = _both(fn, torch.arange(6).reshape(2, 3).to(dtype), value)
+    assert_same((out, args), (ref, eager_args))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda t, v: t.__setitem__(T([0, 2]), v),  # integer indices
+        lambda t, v: t.index_put_((t > 2,), v, accumulate=True),
+        lambda t, v: t.__setitem__(t > 2, v.expand(3)),  # one value per element
+    ],
+    ids=["int_index", "accumulate", "values"],
+)
+def test_index_put_of_another_dtype_still_raises(write):
+    t = torch.arange(6)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination"):
+        write(t.clone(), T(2.5))
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination"):
+        torch.compile(write, backend="xla")(t.clone(), T(2.5))
+
+
+OVERLAPPING_WINDOWS = {
+    "unfold_mul_": lambda x: x.unfold(0, 3, 1).mul_(10),
+    "unfold_slice_iadd": lambda x: x.unfold(0, 3, 2)[1:3].__iadd__(1),
+    "unfold_row_setitem": lambda x: x.unfold(0, 3, 1).__setitem__(1, T([7.0, 8, 9])),
+    "unfold_row_add_": lambda x: x.unfold(0, 4, 2)[2].add_(5),
+    "as_strided_copy_": lambda x: x.as_strided((3, 3), (2, 1)).copy_(torch.ones(3, 3)),
+}
+
+
+@pytest.mark.parametrize("write", OVERLAPPING_WINDOWS.values(), ids=OVERLAPPING_WINDOWS.keys())
+def test_writes_through_overlapping_windows(write):
+    # eager writes each element of a view whose windows overlap in order (no error: only
+    # stride-0 overlap is refused); functionalization refuses the graph, so it runs in eager
+    def fn(x):
+        write(x)
+        return x * 2
+
+    x, ex = torch.arange(10.0), torch.arange(10.0)
+    with pytest.warns(UserWarning, match="share memory"):
+        out = torch.compile(fn, backend="xla")(x)
+    assert_same((out, x), (fn(ex), ex))
+    assert x._version == ex._version
+
+
+def test_interleaved_view_without_overlap_compiles():
+    # strides (3, 2) over sizes (2, 3) interleave without sharing an element: compiled
+    def fn(x):
+        x.as_strided((2, 3), (3, 2)).add_(1)
+        return x
+
+    out, ref, args, eager_args = _both(fn, torch.arange(10.0))
+    assert_same((out, args), (ref, eager_args))
