@@ -208,6 +208,23 @@ _INDEX_RULES = {
 }
 
 
+def _fills_mask(kwargs: dict, indices) -> bool:
+    """Whether eager's ``index_put_`` runs as ``masked_fill_(mask, values.item())``, which casts
+    the value: one value on the CPU, no accumulation, and one index, a bool or uint8 mask
+    (``t[t > 0] = torch.tensor(2.5)`` into an integer ``t``)."""
+    values = _value(kwargs, "values")
+    given = [i for i in indices if i is not None]
+    if kwargs.get("accumulate") or values is None or len(given) != 1:
+        return False
+    mask = given[0].meta.get("val") if isinstance(given[0], torch.fx.Node) else given[0]
+    return (
+        values.numel() == 1
+        and values.device.type == "cpu"
+        and isinstance(mask, torch.Tensor)
+        and mask.dtype in (torch.bool, torch.uint8)
+    )
+
+
 def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple | None:
     # eager's message is that of the op the user called (index_add and index_copy decompose
     # to index_put)
@@ -224,7 +241,7 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
             return message.format(d=_name(d)), error
         return "tensors used as indices must be long, int, byte or bool tensors", OpIndexError
     s, v = _dtype(kwargs, "self"), _dtype(kwargs, "values")
-    if s is None or v is None or s == v:
+    if s is None or v is None or s == v or _fills_mask(kwargs, indices):
         return None
     if called in (aten.index_add, aten.index_add_):
         return (
