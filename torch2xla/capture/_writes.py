@@ -6,8 +6,8 @@ than one element of the written-to tensor refers to a single memory location". F
 kernels skip that check, and the functional ATen graph no longer holds the
 write, so it is found on the Dynamo graph: a call that writes (an in-place method or function,
 ``x[i] = v``, ``+=``, ``out=``, ``inplace=True``) into a tensor whose example value overlaps
-itself (a stride 0 over a dimension of size > 1; ``x.expand(4, 3)[1] = v`` writes a row that
-does not) is run once more by eager PyTorch
+itself (a stride 0 over a dimension of size > 1, or windows that overlap as ``unfold(0, 3, 1)``'s;
+``x.expand(4, 3)[1] = v`` writes a row that does not) is run once more by eager PyTorch
 on real tensors of the same sizes and strides (zeros, on the CPU; small, since the overlapping
 tensor's memory is), and only eager's overlap error is taken from it: eager decides per op
 (``fill_``, ``masked_fill_``, ``index_put_`` only warn), so no op list is kept here.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import operator
 import warnings
 from typing import Any
@@ -121,7 +122,27 @@ def _overlaps(t: Any) -> bool:
         return False
     if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
         return False
-    return any(stride == 0 and size > 1 for size, stride in zip(t.shape, t.stride()))
+    return t.numel() > 1 and _self_overlapping(tuple(t.shape), tuple(t.stride()))
+
+
+def _self_overlapping(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two elements of a layout share memory: a stride 0 (``expand``), or windows that
+    overlap (``unfold(0, 3, 1)``, ``as_strided``)."""
+    dims = sorted((s, n) for n, s in zip(sizes, strides) if n > 1)
+    reach = 0  # the largest offset the smaller strides reach
+    for stride, size in dims:
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return False
+    # interleaved layouts may still be one-to-one (sizes (2, 3), strides (3, 2)): counted
+    if math.prod(sizes) > 1 << 20:
+        return True
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(sizes, strides):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size) * stride
+    return offsets.unique().numel() < offsets.numel()
 
 
 def _real(t: Any, fill: int = 0) -> Any:
@@ -161,12 +182,50 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             if message is not None:
                 raise OpError(message, node)
         if not _overlaps(written):
+            if _through_overlap(node):
+                accepted.append(node)
             continue
         message = _eager_error(node, args, kwargs)
         if message is not None:
             raise OpError(message, node)
         accepted.append(node)
     return accepted
+
+
+def _through_overlap(node: torch.fx.Node) -> bool:
+    """Whether ``node`` writes into a view taken from a view whose windows overlap
+    (``x.unfold(0, 3, 1)[0] += 1``): eager writes the one it names, functionalization refuses
+    to write back through the overlapping one (it writes back through ``expand``)."""
+    if node.op == "call_function" and "out" in node.kwargs:
+        return False
+    arg = node.args[0] if node.args else node.kwargs.get("input")
+    for _ in range(64):
+        ex = _example(arg)
+        if not isinstance(arg, torch.fx.Node) or not isinstance(ex, torch.Tensor):
+            return False
+        if arg.op not in ("call_method", "call_function") or _windows_overlap(ex):
+            return _windows_overlap(ex)
+        parent = arg.args[0] if arg.args else None
+        up = _example(parent)
+        if not isinstance(up, torch.Tensor) or not _shares(up, ex):
+            return False
+        arg = parent
+    return False
+
+
+def _windows_overlap(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements share memory other than along stride-0 dims."""
+    if not _overlaps(t):
+        return False
+    kept = [(n, s) for n, s in zip(t.shape, t.stride()) if s != 0]
+    return _self_overlapping(tuple(n for n, _ in kept), tuple(s for _, s in kept))
+
+
+def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
@@ -285,7 +344,8 @@ def _tensor(value: Any) -> bool:
 
 
 REASON = (
-    "writes into a tensor whose elements share memory (an expanded tensor): eager writes each "
+    "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows): "
+    "eager writes each "
     "location once, the functional graph's write-back would add the copies up"
 )
 
