@@ -111,3 +111,66 @@ def test_interleaved_view_without_overlap_compiles():
 
     out, ref, args, eager_args = _both(fn, torch.arange(10.0))
     assert_same((out, args), (ref, eager_args))
+
+
+def test_detached_views_of_inputs_are_not_tracked():
+    # ``x.detach()`` is a view of ``x`` that autograd does not follow: its gradient must not
+    # reach ``x``, and writing through it changes ``x``
+    def fn(x):
+        return x.detach(), x.detach()[1:], x * 2
+
+    x = torch.randn(3, requires_grad=True)
+    ex = x.detach().clone().requires_grad_()
+    out, ref = torch.compile(fn, backend="xla")(x), fn(ex)
+    assert [o.requires_grad for o in out] == [o.requires_grad for o in ref] == [False, False, True]
+    sum(o.sum() for o in out).backward()  # (the detached ones raise if tracked... or add up)
+    ref[2].sum().backward()
+    assert_same(x.grad, ex.grad)
+    out[1].mul_(10)
+    ref[1].mul_(10)
+    assert_same(x, ex)
+
+
+def test_view_taken_under_no_grad_is_returned_as_eager_does():
+    def fn(x):
+        with torch.no_grad():
+            v = x[1:]
+        return v, x * 2
+
+    x = torch.randn(3, requires_grad=True)
+    ex = x.detach().clone().requires_grad_()
+    (v, y), (ev, ey) = torch.compile(fn, backend="xla")(x), fn(ex)
+    assert (v.requires_grad, v.grad_fn, v._base is x) == (ev.requires_grad, None, True)
+    (v.sum() + y.sum()).backward()  # (raised "Expected gradient function to be set")
+    (ev.sum() + ey.sum()).backward()
+    assert_same(x.grad, ex.grad)
+
+
+OUTPUTS_OF_OUTPUTS = {
+    "row": lambda y: (y, y[0]),
+    "transpose_first": lambda y: (y.t(), y),
+    "detach": lambda y: (y, y.detach()),
+    "reshape_and_slice": lambda y: (y, y.view(-1)[::2], y[:, 1:]),
+}
+
+
+@pytest.mark.parametrize("views", OUTPUTS_OF_OUTPUTS.values(), ids=OUTPUTS_OF_OUTPUTS.keys())
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_outputs_that_are_views_of_other_outputs(views, grad):
+    # eager returns views of one new tensor: a write through one shows in the others
+    def fn(x):
+        return views(x * 2 + 1)
+
+    x = torch.arange(12.0).reshape(3, 4).requires_grad_(grad)
+    ex = x.detach().clone().requires_grad_(grad)
+    out, ref = torch.compile(fn, backend="xla")(x), fn(ex)
+    assert_same(out, ref)
+    assert [o.requires_grad for o in out] == [o.requires_grad for o in ref]
+    if grad:
+        sum((o * torch.arange(o.numel()).view(o.shape)).sum() for o in out).backward()
+        sum((o * torch.arange(o.numel()).view(o.shape)).sum() for o in ref).backward()
+        assert_same(x.grad, ex.grad)
+    with torch.no_grad():
+        out[-1].fill_(-7)
+        ref[-1].fill_(-7)
+    assert_same(out, ref)

@@ -575,11 +575,12 @@ class _Entry:
                 else:
                     _copy_back(targets, outs[:n], self.bumps)
             outs = outs[n:]
+        for alias in self.aliases:
+            outs[alias.output] = alias.regenerate(args, outs)
+        # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:
                 outs[i] = outs[i].detach()
-        for alias in self.aliases:
-            outs[alias.output] = alias.regenerate(args)
         for i, error in self.errors.items():
             if outs[i].requires_grad:
                 outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])

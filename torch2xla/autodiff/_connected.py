@@ -60,7 +60,10 @@ def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
     memo: dict[int, int] = {}
     result = []
     for o in outputs:
-        if not (isinstance(o, torch.Tensor) and o.requires_grad):
+        # (a view taken under no_grad, ``with torch.no_grad(): v = x[1:]``, has no edge)
+        if not (isinstance(o, torch.Tensor) and o.requires_grad) or (
+            o.grad_fn is None and o._base is not None
+        ):
             result.append(0)
             continue
         edge = torch.autograd.graph.get_gradient_edge(o)

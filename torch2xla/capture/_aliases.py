@@ -34,11 +34,27 @@ class OutputAlias:
     # Of a dynamic-shape graph: ``size``, ``stride`` and ``offset`` hold sympy expressions of
     # the size symbols, each the value of the graph's input at its position here.
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+    # taken under no_grad in eager (``with torch.no_grad(): v = x[1:]``): a view autograd does
+    # not follow back into the input
+    untracked: bool = False
+    # A view of output ``input`` (``return y, y[0]``), not of an input; the strides of that
+    # output in eager, which the view's strides count in.
+    of_output: tuple | None = None
 
-    def regenerate(self, args) -> torch.Tensor:
+    def regenerate(self, args, outs=()) -> torch.Tensor:
         if self.size is None:
             return args[self.input]
-        base = args[self.input]
+        if self.of_output is not None:
+            base = outs[self.input]
+            if tuple(base.stride()) != self.of_output or base.dtype != outs[self.output].dtype:
+                return outs[self.output]  # (not laid out as eager's: left a copy)
+            return self._view(args, base)
+        if self.untracked:
+            with torch.no_grad():
+                return self._view(args, args[self.input])
+        return self._view(args, args[self.input])
+
+    def _view(self, args, base: torch.Tensor) -> torch.Tensor:
         size, stride, offset = self.size, self.stride, self.offset
         if self.symbols:
             values = {s: int(args[i]) for s, i in self.symbols}
@@ -100,8 +116,17 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         if isinstance(ex, torch.SymInt) and isinstance(ex.node.expr, sympy.Symbol):
             symbols.setdefault(ex.node.expr, i)
     out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    # outputs that own their memory, which other outputs may be views of (``y, y[0]``)
+    owners: dict = {}
+    for k, node in enumerate(out):
+        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if isinstance(ex, torch.Tensor) and ex.layout == torch.strided and ex._base is None:
+            ref = StorageWeakRef(ex.untyped_storage())
+            if ref not in storages and not _fresh_in_eager(node):
+                owners.setdefault(ref, k)
     found = []
-    for k, node in enumerate(out if isinstance(out, list | tuple) else (out,)):
+    for k, node in enumerate(out):
         if isinstance(node, torch.fx.Node) and node in position:
             found.append(OutputAlias(k, position[node]))
             continue
@@ -119,6 +144,18 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         if src is not None:
             offset = offset - placeholders[src].meta["example_value"].storage_offset()
         offset = (_static((offset,), symbols) or (None,))[0]
+        owner = owners.get(StorageWeakRef(ex.untyped_storage()))
+        if src is None and owner not in (None, k) and size is not None and stride is not None:
+            base = out[owner].meta["example_value"]
+            base_stride = _static(base.stride())
+            if offset is not None and base_stride is not None and base.dtype == ex.dtype:
+                used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
+                free = set().union(*(e.free_symbols for e in used))
+                bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
+                found.append(
+                    OutputAlias(k, owner, size, stride, offset, bound, of_output=base_stride)
+                )
+            continue
         # Views that reinterpret the dtype (view_as_complex, view(dtype)) stay fresh buffers:
         # as_strided on the input would keep the input's dtype.
         if src is not None and placeholders[src].meta["example_value"].dtype != ex.dtype:
@@ -127,7 +164,8 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-            found.append(OutputAlias(k, src, size, stride, offset, bound))
+            untracked = ex.requires_grad and ex.grad_fn is None and ex._base is not None
+            found.append(OutputAlias(k, src, size, stride, offset, bound, untracked))
     return tuple(found)
 
 

@@ -495,7 +495,9 @@ class PaddedEntry:
         result = [_unpad(o, spec) for o, spec in zip(outs, plan.outputs)]
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
         for alias in getattr(self.inner, "aliases", ()):
-            result[alias.output] = alias.regenerate(args)
+            result[alias.output] = alias.regenerate(args, result)
+            if alias.output in getattr(self.inner, "detach", ()):  # (``x.detach()``)
+                result[alias.output] = result[alias.output].detach()
         for k, (o, shape) in enumerate(zip(result, plan.expected)):
             if shape is not None and isinstance(o, torch.Tensor) and tuple(o.shape) != shape:
                 raise RuntimeError(
