@@ -174,3 +174,52 @@ def test_outputs_that_are_views_of_other_outputs(views, grad):
         out[-1].fill_(-7)
         ref[-1].fill_(-7)
     assert_same(out, ref)
+
+
+def _shift(x):
+    x[1:] = x[:-1]
+
+
+PARTIAL_OVERLAPS = {
+    "setitem_shifted": _shift,
+    "add_row": lambda x: x.add_(x[0]),
+    "index_add_slice": lambda x: x.index_add_(0, T([0]), x[1:2]),
+    "index_put_slice": lambda x: x.__setitem__(T([0, 1]), x[1:3]),
+    "addcmul_rows": lambda x: x.addcmul_(x[0], x[1]),
+    "out_view": lambda x: torch.add(x[0], 1, out=x.view(-1)[2:6]),
+}
+
+
+@pytest.mark.parametrize("write", PARTIAL_OVERLAPS.values(), ids=PARTIAL_OVERLAPS.keys())
+@pytest.mark.parametrize("of", ["input", "intermediate"])
+def test_write_reading_memory_it_writes_raises_as_eager(write, of):
+    # eager refuses an in-place write whose other operand partially overlaps the written memory
+    def fn(x):
+        y = x if of == "input" else x * 1
+        write(y)
+        return y
+
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to"):
+        fn(torch.arange(12.0).reshape(3, 4))
+    x = torch.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to"):
+        torch.compile(fn, backend="xla")(x)
+    assert_same(x, torch.arange(12.0).reshape(3, 4))
+
+
+NO_PARTIAL_OVERLAP = {
+    "other_row": lambda x: x[0].add_(x[1]),
+    "itself": lambda x: x.mul_(x),
+    "same_memory": lambda x: x.view(-1)[:4].copy_(x[0]),
+    "mask_element": lambda x: x.__setitem__(x > 5, x[0, 0]),
+}
+
+
+@pytest.mark.parametrize("write", NO_PARTIAL_OVERLAP.values(), ids=NO_PARTIAL_OVERLAP.keys())
+def test_writes_eager_accepts_reading_their_memory(write):
+    def fn(x):
+        write(x)
+        return x
+
+    out, ref, args, eager_args = _both(fn, torch.arange(12.0).reshape(3, 4))
+    assert_same((out, args), (ref, eager_args))

@@ -181,6 +181,10 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             message = _cast_error(node, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
+        if _reads_written(node, written, args, kwargs):
+            message = _partial_overlap_error(node, args, kwargs)
+            if message is not None:
+                raise OpError(message, node)
         if not _overlaps(written):
             if _through_overlap(node):
                 accepted.append(node)
@@ -190,6 +194,77 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             raise OpError(message, node)
         accepted.append(node)
     return accepted
+
+
+PARTIAL = "unsupported operation: some elements of the input tensor and the written-to tensor"
+
+
+def _reads_written(node: torch.fx.Node, written: Any, args: Any, kwargs: Any) -> bool:
+    """Whether the write ``node`` reads a tensor that shares memory with the one it writes
+    (``x.add_(x[0])``, ``x[1:] = x[:-1]``; not the written tensor itself)."""
+    if not isinstance(written, torch.Tensor) or written.layout != torch.strided:
+        return False
+    own = args[0] if node.target is operator.setitem and args else written
+    target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0] if node.args else None
+    for arg in _leaves((node.args, node.kwargs)):
+        leaf = _example(arg)
+        if leaf is written or leaf is own or not isinstance(leaf, torch.Tensor):
+            continue
+        if leaf.layout != torch.strided or not _shares(leaf, written):
+            continue
+        # (two inputs that share memory in this call may not in the next one: Dynamo does not
+        # guard it; left to the export's synthetic base)
+        a, b = _root(arg), _root(target)
+        if a is not b and a.op == "placeholder" and b.op == "placeholder":
+            continue
+        return True
+    return False
+
+
+def _root(node: Any) -> Any:
+    """The node whose memory ``node`` is a view of (itself if none)."""
+    for _ in range(256):
+        if not isinstance(node, torch.fx.Node) or node.op not in ("call_method", "call_function"):
+            break
+        parent = node.args[0] if node.args else None
+        up, ex = _example(parent), _example(node)
+        if not (isinstance(up, torch.Tensor) and isinstance(ex, torch.Tensor)) or not _shares(
+            up, ex
+        ):
+            break
+        node = parent
+    return node
+
+
+def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's error for a write that reads memory it writes (eager refuses a partial
+    overlap; an identical one is accepted), from a run on real zeros laid out as the
+    arguments, those sharing memory in one real storage."""
+    bases: dict = {}
+    leaves = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    for t in leaves:
+        if t.layout != torch.strided or not all(
+            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
+        ):
+            return None
+        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        key = t.untyped_storage()._cdata
+        dtype, length = bases.get(key, (t.dtype, 0))
+        if dtype != t.dtype:
+            return None  # (one memory as two dtypes: not laid out here)
+        bases[key] = (dtype, max(length, extent if t.numel() else 0))
+    if sum(length for _, length in bases.values()) > 1 << 26:
+        return None
+    real = {key: torch.zeros(length, dtype=dtype) for key, (dtype, length) in bases.items()}
+
+    def like(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        base = real[t.untyped_storage()._cdata]
+        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+
+    real_args, real_kwargs = map_aggregate((args, kwargs), like)
+    return _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
 
 
 def _through_overlap(node: torch.fx.Node) -> bool:
