@@ -223,3 +223,46 @@ def test_writes_eager_accepts_reading_their_memory(write):
 
     out, ref, args, eager_args = _both(fn, torch.arange(12.0).reshape(3, 4))
     assert_same((out, args), (ref, eager_args))
+
+
+I8 = torch.int8
+NUMBER_OVERFLOWS = {
+    "fill_": (lambda x: x.fill_(300), I8),
+    "fill_nan_into_long": (lambda x: x.fill_(float("nan")), torch.int64),
+    "fill_inf_into_int": (lambda x: x.fill_(float("inf")), torch.int32),
+    "fill_into_half": (lambda x: x.fill_(70000.0), torch.float16),
+    "fill_into_float": (lambda x: x.fill_(1e300), torch.float32),
+    "masked_fill_": (lambda x: x.masked_fill_(x > 0, -129), I8),
+    "masked_fill": (lambda x: x.masked_fill(x > 0, 300), torch.uint8),
+    "index_fill_": (lambda x: x.index_fill_(0, T([1]), 300), I8),
+    "scatter_value": (lambda x: x.scatter_(0, T([1]), 300), I8),
+    "full_like": (lambda x: torch.full_like(x, 300), I8),
+    "clamp_": (lambda x: x.clamp_(min=-1000), I8),
+    "where": (lambda x: torch.where(x > 0, x, 300), I8),
+}
+
+
+@pytest.mark.parametrize("fn, dtype", NUMBER_OVERFLOWS.values(), ids=NUMBER_OVERFLOWS.keys())
+def test_python_number_that_overflows_the_dtype_raises_as_eager(fn, dtype):
+    # eager's kernels convert a Scalar argument with an overflow check; the graph would cast
+    x = torch.arange(3).to(dtype)
+    with pytest.raises(RuntimeError, match="cannot be converted to type") as eager:
+        fn(x.clone())
+    with pytest.raises(RuntimeError, match="cannot be converted to type") as ours:
+        torch.compile(fn, backend="xla")(x)
+    assert str(eager.value) in str(ours.value)
+    assert_same(x, torch.arange(3).to(dtype))
+
+
+@pytest.mark.parametrize(
+    "fn, dtype",
+    [
+        (lambda x: x.add_(300), I8),
+        (lambda x: x * 300, I8),
+        (lambda x: x.fill_(float("inf")), torch.float16),
+    ],
+    ids=["add_", "mul", "inf_into_half"],
+)
+def test_python_numbers_eager_wraps_or_keeps(fn, dtype):
+    out, ref, args, eager_args = _both(fn, torch.arange(3).to(dtype))
+    assert_same((out, args), (ref, eager_args))

@@ -181,6 +181,10 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             message = _cast_error(node, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
+        if _number_overflows(written, node, args, kwargs):
+            message = _overflow_error(node, args, kwargs)
+            if message is not None:
+                raise OpError(message, node)
         if _reads_written(node, written, args, kwargs):
             message = _partial_overlap_error(node, args, kwargs)
             if message is not None:
@@ -380,6 +384,62 @@ def _cast_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
 
     real_args, real_kwargs = map_aggregate((args, kwargs), small)
     return _eager_raises(node, real_args, real_kwargs, lambda m: CAST in m)
+
+
+OVERFLOW = "cannot be converted to type"
+
+
+def _number_overflows(written: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
+    """Whether a Python number among the call's arguments does not fit the dtype of the
+    tensor it writes or returns (``int8_t.fill_(300)``, ``long_t.masked_fill(m, nan)``):
+    eager's kernels convert such a Scalar with an overflow check; the traced graph casts."""
+    if node.target is operator.setitem:
+        return False  # (Dynamo's fake kernels raise eager's error)
+    result = written if isinstance(written, torch.Tensor) else node.meta.get("example_value")
+    if not isinstance(result, torch.Tensor) or result.dtype == torch.bool:
+        return False
+    dtype = result.dtype
+    for value in _leaves((args, kwargs)):
+        if isinstance(value, bool) or not isinstance(value, int | float | complex):
+            continue
+        if isinstance(value, complex):
+            if not dtype.is_complex and value.imag != 0:
+                return True
+            value = value.real
+        if dtype.is_complex:
+            continue
+        if dtype.is_floating_point:
+            if math.isfinite(value) and abs(value) > torch.finfo(dtype).max:
+                return True
+            continue
+        info = torch.iinfo(dtype)
+        if not math.isfinite(value) or not info.min <= value <= info.max:
+            return True
+    return False
+
+
+def _overflow_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's error converting a Python number argument of ``node`` to its tensor's dtype,
+    from eager's kernel called on tensors of the arguments' sizes where small (a one-element
+    tensor takes another path in ``fill_``), else of one element; ones, then zeros (values an
+    index argument accepts)."""
+    for fill in (1, 0):
+
+        def small(t: Any, fill: int = fill) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            shape = t.shape if _small(t) else (1,) * min(t.dim(), 1)
+            return torch.full(shape, fill, dtype=t.dtype)
+
+        real_args, real_kwargs = map_aggregate((args, kwargs), small)
+        message = _eager_raises(node, real_args, real_kwargs, lambda m: OVERFLOW in m)
+        if message is not None:
+            return message
+    return None
+
+
+def _small(t: torch.Tensor) -> bool:
+    return all(isinstance(n, int) for n in t.shape) and t.numel() <= 1 << 12
 
 
 def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
