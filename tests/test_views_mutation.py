@@ -266,3 +266,46 @@ def test_python_number_that_overflows_the_dtype_raises_as_eager(fn, dtype):
 def test_python_numbers_eager_wraps_or_keeps(fn, dtype):
     out, ref, args, eager_args = _both(fn, torch.arange(3).to(dtype))
     assert_same((out, args), (ref, eager_args))
+
+
+def test_conjugate_view_of_an_input_is_returned_conjugated():
+    # ``x.conj()`` is a view with the conjugate bit: returned as a plain view of ``x`` it gave
+    # back ``x`` unconjugated
+    def fn(x):
+        return x.conj(), x.conj()[1:], x.conj().imag
+
+    x = torch.randn(3, dtype=torch.complex64)
+    out, ref = torch.compile(fn, backend="xla")(x), fn(x)
+    assert_same(out, ref)
+    assert [o.is_conj() for o in out[:2]] == [True, True] and out[2].is_neg()
+    assert out[0]._base is x
+
+
+REINTERPRETING_VIEWS = {
+    "view_as_real": (lambda x: torch.view_as_real(x), torch.complex64),
+    "view_as_complex": (lambda x: torch.view_as_complex(x.view(3, 2)), torch.float32),
+    "view_int32": (lambda x: x.view(torch.int32)[1:], torch.float32),
+    "slice_view_uint8": (lambda x: x[1:].view(torch.uint8), torch.float32),
+}
+
+
+@pytest.mark.parametrize(
+    "fn, dtype", REINTERPRETING_VIEWS.values(), ids=REINTERPRETING_VIEWS.keys()
+)
+def test_views_reinterpreting_an_input_write_through(fn, dtype):
+    x = torch.randn(6 if dtype == torch.float32 else 3).to(dtype)
+    ex = x.clone()
+    out, ref = torch.compile(fn, backend="xla")(x), fn(ex)
+    assert_same(out, ref)
+    assert out.stride() == ref.stride()
+    out.zero_()
+    ref.zero_()
+    assert_same(x, ex)
+
+
+def test_views_of_outputs_in_a_dynamic_graph():
+    compiled = torch.compile(lambda x: (lambda y: (y, y[1:]))(x * 2), backend="xla", dynamic=True)
+    for n in (5, 7):
+        y, tail = compiled(torch.ones(n, 2))
+        tail.fill_(3)
+        assert_same(y, torch.cat([torch.full((1, 2), 2.0), torch.full((n - 1, 2), 3.0)]))

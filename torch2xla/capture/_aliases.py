@@ -40,30 +40,66 @@ class OutputAlias:
     # A view of output ``input`` (``return y, y[0]``), not of an input; the strides of that
     # output in eager, which the view's strides count in.
     of_output: tuple | None = None
+    # the view's conjugate and negative bits differ from its base's (``x.conj()``)
+    conj: bool = False
+    neg: bool = False
+    # the view's dtype where it reinterprets the input's memory (``view_as_real``)
+    dtype: torch.dtype | None = None
 
     def regenerate(self, args, outs=()) -> torch.Tensor:
         if self.size is None:
             return args[self.input]
         if self.of_output is not None:
             base = outs[self.input]
-            if tuple(base.stride()) != self.of_output or base.dtype != outs[self.output].dtype:
+            if tuple(base.stride()) != self._ints(self.of_output, args) or (
+                base.dtype != outs[self.output].dtype
+            ):
                 return outs[self.output]  # (not laid out as eager's: left a copy)
             return self._view(args, base)
+        base = args[self.input]
+        if self.dtype is not None:
+            base = _reinterpret(base, self.dtype)
+            if base is None:
+                return outs[self.output]  # (a layout ``view(dtype)`` refuses: left a copy)
         if self.untracked:
             with torch.no_grad():
-                return self._view(args, args[self.input])
-        return self._view(args, args[self.input])
+                return self._view(args, base)
+        return self._view(args, base)
+
+    def _ints(self, exprs: tuple, args) -> tuple:
+        if not self.symbols:
+            return exprs
+        values = {s: int(args[i]) for s, i in self.symbols}
+        return tuple(int(sympy.sympify(e).xreplace(values)) for e in exprs)
 
     def _view(self, args, base: torch.Tensor) -> torch.Tensor:
-        size, stride, offset = self.size, self.stride, self.offset
-        if self.symbols:
-            values = {s: int(args[i]) for s, i in self.symbols}
-            size, stride, offset = (
-                tuple(int(sympy.sympify(e).xreplace(values)) for e in size),
-                tuple(int(sympy.sympify(e).xreplace(values)) for e in stride),
-                int(sympy.sympify(offset).xreplace(values)),
-            )
-        return base.as_strided(size, stride, base.storage_offset() + offset)
+        size, stride = self._ints(self.size, args), self._ints(self.stride, args)
+        (offset,) = self._ints((self.offset,), args)
+        view = base.as_strided(size, stride, base.storage_offset() + offset)
+        if self.conj:
+            view = view.conj()
+        if self.neg:
+            view = torch._neg_view(view)
+        return view
+
+
+def _reinterpret(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """``t``'s memory as ``dtype`` (a view of ``t``, which autograd follows), or None."""
+    if t.is_complex() and dtype == t.real.dtype:
+        return torch.view_as_real(t.resolve_conj() if t.is_conj() else t)
+    try:
+        return t.view(dtype)
+    except RuntimeError:
+        return None
+
+
+def _flips(base: torch.Tensor, view: torch.Tensor) -> tuple[bool, bool]:
+    """Whether ``view``'s conjugate and negative bits differ from ``base``'s."""
+    return base.is_conj() != view.is_conj(), base.is_neg() != view.is_neg()
+
+
+def _symbolic(e: Any) -> bool:
+    return isinstance(e, sympy.Expr) and not e.is_Integer
 
 
 def _static(values, symbols: dict | None = None) -> tuple | None:
@@ -147,25 +183,33 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         owner = owners.get(StorageWeakRef(ex.untyped_storage()))
         if src is None and owner not in (None, k) and size is not None and stride is not None:
             base = out[owner].meta["example_value"]
-            base_stride = _static(base.stride())
+            base_stride = _static(base.stride(), symbols)
             if offset is not None and base_stride is not None and base.dtype == ex.dtype:
-                used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
+                flips = _flips(base, ex)
+                used = [e for e in (*size, *stride, offset, *base_stride) if _symbolic(e)]
                 free = set().union(*(e.free_symbols for e in used))
                 bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-                found.append(
-                    OutputAlias(k, owner, size, stride, offset, bound, of_output=base_stride)
-                )
+                alias = OutputAlias(k, owner, size, stride, offset, bound, of_output=base_stride)
+                found.append(dataclasses.replace(alias, conj=flips[0], neg=flips[1]))
             continue
-        # Views that reinterpret the dtype (view_as_complex, view(dtype)) stay fresh buffers:
-        # as_strided on the input would keep the input's dtype.
+        # Views that reinterpret the dtype (view_as_real, view(dtype)) are taken of the input
+        # reinterpreted (``_reinterpret``); their offset counts the view's elements.
+        dtype = None
         if src is not None and placeholders[src].meta["example_value"].dtype != ex.dtype:
-            continue
+            base = placeholders[src].meta["example_value"]
+            start = base.storage_offset() * base.element_size()
+            if offset is None or _symbolic(offset) or start % ex.element_size():
+                continue
+            offset, dtype = ex.storage_offset() - start // ex.element_size(), ex.dtype
         if src is not None and size is not None and stride is not None and offset is not None:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
             untracked = ex.requires_grad and ex.grad_fn is None and ex._base is not None
-            found.append(OutputAlias(k, src, size, stride, offset, bound, untracked))
+            conj, neg = _flips(placeholders[src].meta["example_value"], ex)
+            found.append(
+                OutputAlias(k, src, size, stride, offset, bound, untracked, None, conj, neg, dtype)
+            )
     return tuple(found)
 
 
