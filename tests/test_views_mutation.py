@@ -304,8 +304,93 @@ def test_views_reinterpreting_an_input_write_through(fn, dtype):
 
 
 def test_views_of_outputs_in_a_dynamic_graph():
-    compiled = torch.compile(lambda x: (lambda y: (y, y[1:]))(x * 2), backend="xla", dynamic=True)
+    def fn(x):
+        y = x * 2
+        return y, y[1:]
+
+    compiled = torch.compile(fn, backend="xla", dynamic=True)
     for n in (5, 7):
         y, tail = compiled(torch.ones(n, 2))
         tail.fill_(3)
         assert_same(y, torch.cat([torch.full((1, 2), 2.0), torch.full((n - 1, 2), 3.0)]))
+
+
+def _grads_both(fn, make):
+    """Gradients (and final values) of eager and compiled runs of ``fn`` on ``make()``'s
+    (leaves, args); the loss reads every output and every argument after the call."""
+    results = []
+    for f in (fn, torch.compile(fn, backend="xla")):
+        torch.manual_seed(0)
+        leaves, args = make()
+        out = f(*args)
+        outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o is not None]
+        loss = sum((o * torch.arange(1.0, o.numel() + 1).view(o.shape)).sum() for o in outs)
+        loss = loss + sum((a * 3).sum() for a in args if a.requires_grad)
+        loss.backward()
+        results.append(([a.detach() for a in args], [leaf.grad for leaf in leaves]))
+    return results
+
+
+def _through(*values):
+    def make():
+        w = torch.randn(3, requires_grad=True)
+        z = torch.randn(3, requires_grad=True)
+        return [w, z], [w * 1 if v == "w" else z if v == "z" else torch.randn(3) for v in values]
+
+    return make
+
+
+RECORDED_WRITES = {
+    # (eager's write into a tensor that requires grad rebases its history on the new value)
+    "mul_returned": (lambda y, z: y.mul_(2), _through("w", "z")),
+    "mul_by_input": (lambda y, z: (y.mul_(z), y.add_(1), z * 1)[2], _through("w", "z")),
+    "copy_": (lambda y, z: y.copy_(z * 2), _through("w", "z")),
+    "setitem": (lambda y, z: (y.__setitem__(0, z.sum()), y * 1)[1], _through("w", "z")),
+    "view_mul_": (lambda y, z: (y[1:].mul_(z[1:]), z * 1)[1], _through("w", "z")),
+    "exp_": (lambda y, z: (y.exp_(), y.sum())[1], _through("w", "z")),
+    # (a tensor without grad written with one that has it: eager's write makes it require grad)
+    "into_tensor_without_grad": (lambda y, z: y.copy_(z * 2), _through("none", "z")),
+}
+
+
+@pytest.mark.parametrize("fn, make", RECORDED_WRITES.values(), ids=RECORDED_WRITES.keys())
+def test_write_into_input_that_requires_grad_is_differentiated(fn, make):
+    (args, grads), (eager_args, eager_grads) = _grads_both(fn, make)
+    assert_same(args, eager_args)
+    assert [g is None for g in grads] == [g is None for g in eager_grads]
+    assert_same([g for g in grads if g is not None], [g for g in eager_grads if g is not None])
+
+
+def _mul_under_no_grad(y, z):
+    with torch.no_grad():
+        y.mul_(2)
+    return y * z
+
+
+UNRECORDED_WRITES = {
+    "no_grad": _mul_under_no_grad,
+    "data": lambda y, z: (y.data.mul_(2), y * z)[1],
+    "detach": lambda y, z: (y.detach().mul_(2), y * z)[1],
+}
+
+
+@pytest.mark.parametrize("fn", UNRECORDED_WRITES.values(), ids=UNRECORDED_WRITES.keys())
+def test_write_autograd_does_not_record_keeps_the_inputs_history(fn):
+    (args, grads), (eager_args, eager_grads) = _grads_both(fn, _through("w", "z"))
+    assert_same(args, eager_args)
+    assert_same(grads, eager_grads)
+
+
+@pytest.mark.parametrize("value", [T(5), T(2.5), 5], ids=["same_dtype", "float", "number"])
+def test_uint8_mask_assignment_of_one_value_raises_as_eager(value):
+    # eager fills a mask with one value through masked_fill_, which refuses uint8 masks
+    def fn(t, m):
+        t[m] = value
+        return t
+
+    mask = T([1, 0, 1], dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks") as eager:
+        fn(torch.arange(3), mask)
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks") as ours:
+        torch.compile(fn, backend="xla")(torch.arange(3), mask)
+    assert str(eager.value) in str(ours.value)

@@ -26,6 +26,7 @@ from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
+from torch2xla.capture._stop_gradient import writes_all_recorded
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
@@ -116,6 +117,9 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        # (graphs whose every in-place write autograd records: their mutated inputs that
+        # require grad get the new values' history, ``_tracked_writes``)
+        self.records_writes = writes_all_recorded(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
         self.versions = eager_versions(gm)
         self._example_links: tuple[int, ...] | None = None
@@ -186,12 +190,16 @@ class CompiledGraph:
     def named_buffers(self, *args, **kwargs):
         return self.gm.named_buffers(*args, **kwargs)
 
-    def _links(self, lowered: LoweredGraph, grad: Sequence[bool]) -> tuple[int, ...] | None:
+    def _links(
+        self, lowered: LoweredGraph, grad: Sequence[bool], tracked: Sequence[bool] = ()
+    ) -> tuple[int, ...] | None:
         """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
         eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
         where they cannot tell (parameters the Dynamo graph holds as attributes, example
-        values of inputs that required grad otherwise than the call's, ``grad``)."""
-        if lowered.lifted:
+        values of inputs that required grad otherwise than the call's, ``grad``; new values
+        of inputs written with autograd's record, ``tracked``, whose examples' history was
+        rebased)."""
+        if lowered.lifted or any(tracked):
             return None
         placeholders = self.gm.graph.find_nodes(op="placeholder")
         for node, rg in zip(placeholders, grad, strict=True):
@@ -275,22 +283,29 @@ class CompiledGraph:
             unsupported = find_unsupported(lowered.gm)
             unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = lowered.inputs(args)
-            requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            tracked = self._tracked_writes(lowered, inputs)
+            requires_grad = tracked + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
                 program = XlaProgram(
                     lowered.gm,
                     inputs,
                     requires_grad,
-                    packable=range(len(lowered.mutations)),
-                    links=functools.partial(self._links, lowered, grad),
+                    packable=[i for i, t in enumerate(tracked) if not t],
+                    links=functools.partial(self._links, lowered, grad, tracked),
                     **self.program_options,
                 )
                 errors = self._eager_backward(args, lowered, program)
                 program = b.program(program, inputs)
-                _stored.remember(
-                    key, lowered, program, inputs, self.program_options, list(self.gm.graph.nodes)
-                )
+                if not any(tracked):  # (a record's program does not differentiate writes)
+                    _stored.remember(
+                        key,
+                        lowered,
+                        program,
+                        inputs,
+                        self.program_options,
+                        list(self.gm.graph.nodes),
+                    )
                 entry = _Entry(
                     lowered,
                     program,
@@ -298,6 +313,7 @@ class CompiledGraph:
                     self.output_aliases,
                     errors,
                     self.versions,
+                    tracked,
                 )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
@@ -316,8 +332,33 @@ class CompiledGraph:
                 self.output_aliases,
                 errors,
                 self.versions,
+                self._tracked_writes(lowered, lowered.inputs(args)),
             )
             return b.done(self._drawing(entry, lowered.gm), unsupported)
+
+    def _tracked_writes(self, lowered: LoweredGraph, inputs: Sequence) -> tuple[bool, ...]:
+        """Per input the graph writes back, whether eager's write is one autograd records
+        (``y = w * 2`` passed in, ``y.mul_(3)`` in grad mode: ``y``'s history goes through
+        the write). Their new values are differentiated, and written back with grad on."""
+        if not (self.records_writes and torch.is_grad_enabled()):
+            return (False,) * len(lowered.mutations)
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        n_lifted = len(lowered.lifted)
+
+        def tracked(i: int) -> bool:
+            t = inputs[i]
+            if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
+                return False
+            if t.requires_grad:
+                return _records_write(t)
+            # (a tensor without grad written with one that has: eager's write makes it
+            # require grad, as its example value after the trace says)
+            if i < n_lifted or lowered.aliasing is not None:
+                return False
+            example = placeholders[i - n_lifted].meta.get("example_value")
+            return bool(getattr(example, "requires_grad", False))
+
+        return tuple(tracked(i) for i in lowered.mutations)
 
     def _drawing(self, entry: _Entry, gm: torch.fx.GraphModule | None = None) -> _Entry:
         """``entry`` (of the ATen graph ``gm`` where split), noting whether a call can raise
@@ -346,6 +387,8 @@ class CompiledGraph:
         if restored is None:
             return None
         lowered, program = restored
+        if any(self._tracked_writes(lowered, lowered.inputs(args))):
+            return None  # (stored without differentiable writes: built again)
         program.label = f"torch2xla:{self.name}"
         with x64():  # as precompile does: a first sighting of the inputs (ViewCache)
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
@@ -527,6 +570,7 @@ class _Entry:
         aliases=(),
         errors=None,
         versions: Sequence | None = None,
+        tracked: Sequence[bool] = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -544,6 +588,8 @@ class _Entry:
         # eager's version bumps per written-back input where they are not the write's one
         self.bumps = _bumps(lowered, versions)
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
+        # written-back inputs whose new values carry autograd history (``_tracked_writes``)
+        self.tracked = tuple(i for i, t in enumerate(tracked) if t)
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
             self.lifted or self.aliasing or self.mutations or aliases or self.errors
@@ -561,19 +607,32 @@ class _Entry:
                     outs[i] = outs[i].detach()
             return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
+        run_inputs = inputs
+        if self.tracked and torch.is_grad_enabled():
+            # (the program reads copies of the inputs whose history the write-back rebases:
+            # what it saves for its backward is not overwritten, as eager's in-place ops save
+            # the original)
+            run_inputs = list(inputs)
+            for i in self.tracked:
+                run_inputs[self.mutations[i]] = inputs[self.mutations[i]].clone()
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():
-                outs = self._run(inputs)
+                outs = self._run(run_inputs)
         else:
-            outs = self._run(inputs)
+            outs = self._run(run_inputs)
         n = len(self.mutations)
         if n:
             targets = [inputs[idx] for idx in self.mutations]
+            values, bumps = outs[:n], self.bumps
+            if self.tracked and torch.is_grad_enabled():
+                targets, values, bumps = self._copy_tracked(targets, values)
             with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
-                if self.bumps is None:  # (each copy bumps its input's version once, as eager)
-                    torch._foreach_copy_(targets, outs[:n])
+                if not targets:
+                    pass
+                elif bumps is None:  # (each copy bumps its input's version once, as eager)
+                    torch._foreach_copy_(targets, values)
                 else:
-                    _copy_back(targets, outs[:n], self.bumps)
+                    _copy_back(targets, values, bumps)
             outs = outs[n:]
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
@@ -585,6 +644,25 @@ class _Entry:
             if outs[i].requires_grad:
                 outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         return outs
+
+    def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
+        """Write the new values eager's autograd records (``tracked``) with grad on, so the
+        inputs' history goes through them (and eager's version bump per write); returns the
+        other targets, values and bumps, written under no_grad."""
+        bumps = self.bumps or (1,) * len(targets)
+        rest = set(range(len(targets)))
+        for i in self.tracked:
+            target, value = targets[i], values[i]
+            if not (value.requires_grad and (_records_write(target) or not target.requires_grad)):
+                continue
+            before = target._version
+            target.copy_(value)
+            if bumps[i] is not None and bumps[i] != 1:
+                _set_versions([target], [before + bumps[i]])
+            rest.discard(i)
+        keep = sorted(rest)
+        bumps_left = None if self.bumps is None else tuple(self.bumps[i] for i in keep)
+        return [targets[i] for i in keep], [values[i] for i in keep], bumps_left
 
     def _run(self, inputs: Sequence) -> list:
         if self.program is not None:
@@ -611,6 +689,17 @@ def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
         counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
         bumps.append(counts.pop() if len(counts) == 1 else None)
     return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+
+
+def _records_write(t) -> bool:
+    """Whether an in-place write into ``t`` in grad mode is one autograd records (a float
+    tensor that requires grad, not a leaf nor a view of one: eager refuses those)."""
+    if not isinstance(t, torch.Tensor) or not t.requires_grad:
+        return False
+    if not (t.is_floating_point() or t.is_complex()):
+        return False
+    root = t if t._base is None else t._base
+    return root.grad_fn is not None
 
 
 def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:

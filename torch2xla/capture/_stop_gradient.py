@@ -151,6 +151,21 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             tracked.append(node)
 
 
+def writes_all_recorded(gm: torch.fx.GraphModule) -> bool:
+    """Whether eager autograd records every in-place write of the Dynamo graph ``gm`` traced
+    with grad enabled (none under ``no_grad``, into ``.data`` or ``.detach()``): the new values
+    of its mutated inputs are then differentiable, as eager rebases their history."""
+    enabled = True
+    for node in gm.graph.nodes:
+        if _is_switch(node):
+            enabled = bool(node.args[0])
+            continue
+        target = _mutated(node)
+        if target is not None and not (enabled and _tracked(target)):
+            return False
+    return True
+
+
 def _straight_through_after(
     graph: torch.fx.Graph, write: torch.fx.Node, written: list[torch.fx.Node]
 ) -> None:

@@ -241,7 +241,12 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
             return message.format(d=_name(d)), error
         return "tensors used as indices must be long, int, byte or bool tensors", OpIndexError
     s, v = _dtype(kwargs, "self"), _dtype(kwargs, "values")
-    if s is None or v is None or s == v or _fills_mask(kwargs, indices):
+    if _fills_mask(kwargs, indices):
+        (mask,) = [_value({"i": i}, "i") for i in indices if i is not None]
+        if mask.dtype == torch.uint8:  # (eager's masked_fill_ refuses it)
+            return "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"
+        return None
+    if s is None or v is None or s == v:
         return None
     if called in (aten.index_add, aten.index_add_):
         return (
