@@ -394,3 +394,51 @@ def test_uint8_mask_assignment_of_one_value_raises_as_eager(value):
     with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks") as ours:
         torch.compile(fn, backend="xla")(torch.arange(3), mask)
     assert str(eager.value) in str(ours.value)
+
+
+OVERFLOWING_TENSOR_VALUES = [
+    (torch.int8, T(300)),
+    (torch.int8, T(127.9)),
+    (torch.uint8, T(-2.5)),
+    (torch.int64, T(float("nan"))),
+    (torch.int32, T(float("inf"))),
+    (torch.float16, T(65520.0)),
+    (torch.float32, T(1 + 1j)),
+]
+
+
+@pytest.mark.parametrize("dtype, value", OVERFLOWING_TENSOR_VALUES, ids=str)
+@pytest.mark.parametrize("how", ["setitem", "masked_fill_"])
+def test_one_value_tensor_that_overflows_the_dtype_raises_as_eager(dtype, value, how):
+    # eager reads the value with .item() and converts it with an overflow check: at run time
+    if how == "masked_fill_" and value.is_complex():
+        pytest.skip("Dynamo's fake masked_fill_ raises its own error for a complex value")
+
+    def fn(t, v):
+        if how == "setitem":
+            t[t > 0] = v
+        else:
+            t.masked_fill_(t > 0, v)
+        return t
+
+    with pytest.raises(RuntimeError, match="cannot be converted to type") as eager:
+        fn(torch.arange(3).to(dtype), value)
+    x = torch.arange(3).to(dtype)
+    with pytest.raises(RuntimeError, match="cannot be converted to type") as ours:
+        torch.compile(fn, backend="xla")(x, value)
+    assert str(eager.value) in str(ours.value)
+    assert_same(x, torch.arange(3).to(dtype))
+
+
+@pytest.mark.parametrize(
+    "dtype, value",
+    [(torch.int8, T(127)), (torch.int8, T(-128.5 + 1)), (torch.float16, T(float("inf")))],
+    ids=str,
+)
+def test_one_value_tensor_that_fits_the_dtype(dtype, value):
+    def fn(t, v):
+        t[t > 0] = v
+        return t.masked_fill(t == 0, v)
+
+    out, ref, args, eager_args = _both(fn, torch.arange(3).to(dtype), value)
+    assert_same((out, args), (ref, eager_args))

@@ -155,7 +155,7 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
 # graph's target or the node's ``original_aten``); integer divisions only where the result is
 # an integer (``check_divisor``). Ops with side effects of their own (``_assert_async``,
 # ``_linalg_check_errors``, random ops such as ``multinomial``) are never dropped.
-CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy})
+CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy, aten.masked_fill})
 _DIVISIONS: frozenset = frozenset(
     {
         aten.div.Tensor_mode,
