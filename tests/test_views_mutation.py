@@ -442,3 +442,14 @@ def test_one_value_tensor_that_fits_the_dtype(dtype, value):
 
     out, ref, args, eager_args = _both(fn, torch.arange(3).to(dtype), value)
     assert_same((out, args), (ref, eager_args))
+
+
+def test_index_fill_with_a_tensor_value_of_another_dtype():
+    # eager fills ``value.item()``: cast (no dtype error), with the overflow check
+    def fn(t, v):
+        return t.index_fill_(0, T([1]), v)
+
+    out, ref, args, eager_args = _both(fn, torch.arange(3, dtype=torch.int8), T(3))
+    assert_same((out, args), (ref, eager_args))
+    with pytest.raises(RuntimeError, match="cannot be converted to type int8_t without overflow"):
+        torch.compile(fn, backend="xla")(torch.arange(3, dtype=torch.int8), T(300))

@@ -248,6 +248,8 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
         return None
     if s is None or v is None or s == v:
         return None
+    if called in (aten.index_fill, aten.index_fill_):
+        return None  # (eager fills ``value.item()``, cast: index_put's lowering checks overflow)
     if called in (aten.index_add, aten.index_add_):
         return (
             f"index_add_(): self ({_name(s)}) and source ({_name(v)}) must have the same scalar "

@@ -126,8 +126,11 @@ def index(self, indices):
 def index_put(self, indices, values, accumulate=False):
     check_indices(self, indices)
     given = [i for i in indices if i is not None]
+    called = getattr(ctx().node.meta.get("original_aten"), "overloadpacket", None)
     if not accumulate and len(given) == 1 and _is_mask(given[0]) and values.size == 1:
         check_fits(values, ctx().out.dtype)  # (eager fills a mask with one value as masked_fill_)
+    elif called in (aten.index_fill, aten.index_fill_) and values.size:
+        check_fits(values, ctx().out.dtype)  # (eager fills ``value.item()``)
     values = as_dtype(values, self.dtype)
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
     if not masks:
