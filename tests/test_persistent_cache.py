@@ -439,3 +439,20 @@ def test_a_restored_check_names_the_line_of_the_code_that_calls_it(tmp_path, fre
     assert f"{tmp_path / 'second.py'}:14" in message and "# second" in message, message
     assert "first.py" not in message, message
     assert info.value.source.startswith(str(tmp_path / "second.py")), info.value.source
+
+
+def test_programs_of_one_text_with_arguments_grouped_otherwise(tmp_path, fresh_cache):
+    """``y.copy_(z * 2)`` differentiated in ``y`` and ``z``, then in ``z`` alone: jit drops
+    the unused ``y`` from both, whose StableHLO texts are then the same; the stored executable
+    maps its parameters to the first one's arguments and must not serve the second."""
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+
+    def fn(y, z):
+        return y.copy_(z * 2)
+
+    w, z = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    torch.compile(fn, backend="xla")(w * 1, z)
+    torch._dynamo.reset()
+    y, z = torch.randn(3), torch.randn(3, requires_grad=True)
+    out = torch.compile(fn, backend="xla")(y, z)
+    torch.testing.assert_close(out.detach(), z.detach() * 2)

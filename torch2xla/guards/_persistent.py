@@ -432,11 +432,16 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
     text = lowered.as_text()
     if _CALLBACK.search(text):  # host callbacks are Python objects of this process
         return lowered.compile(), None
+    # (the argument and result trees too: a stored executable maps them to its parameters,
+    # and jit drops unused arguments, so one StableHLO text serves functions whose arguments
+    # are grouped otherwise: ``y.copy_(z)`` differentiated in y and z, or in z alone)
     key = key_of(
         "executable",
         environment(),
         device_tag(device),
         repr(sorted((compiler_options or {}).items())),
+        _tree(lowered.in_tree),
+        _tree(lowered.out_tree),
         text,
     )
     compiled = load_executable(store, key, lowered.in_tree, lowered.out_tree, device)
@@ -445,6 +450,14 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
         return compiled, key
     compiled = lowered.compile()
     return compiled, (key if save_executable(store, key, compiled) else None)
+
+
+def _tree(treedef) -> str:
+    """A pytree structure's text without the addresses its custom nodes' data print."""
+    return _ADDRESS.sub("", repr(treedef))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def compile_any(lowered, compiler_options: dict | None, device: jax.Device | None):
