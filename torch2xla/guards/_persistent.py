@@ -9,8 +9,9 @@ as the user configured it (torch2xla no longer points it anywhere).
 Two kinds of entries, one file each:
 
 - ``programs/<key>``: one XLA executable (``jax.experimental.serialize_executable``), keyed by
-  the lowered StableHLO text, the XLA options, the device and the environment
-  (``environment``). Every compile of torch2xla goes through ``compile`` and finds its
+  the lowered StableHLO text, its argument and result trees (jit drops unused arguments: one
+  text may map its parameters to other arguments), the XLA options, the device and the
+  environment (``environment``). Every compile of torch2xla goes through ``compile`` and finds its
   executable here when another process compiled the same module: XLA's compile is skipped.
 - ``graphs/<key>``: one signature of a Dynamo graph (``torch2xla/runtime/_stored.py``): what its first
   call compiled, the keys of those executables, and what is needed to call them, keyed by the
