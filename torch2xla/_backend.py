@@ -278,6 +278,8 @@ class CompiledGraph:
                         found = [node]
                 if found:
                     return self._cut_around(found, b)
+            if lowered.aliasing is not None:  # (eager's error for a write reading another input)
+                writes.check_overlapping_inputs(self.gm, args)
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
             unsupported = find_unsupported(lowered.gm)

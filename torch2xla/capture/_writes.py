@@ -40,6 +40,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
+from torch2xla.capture._aliases import _extent, _overlapping
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,59 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
     return _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
 
 
+def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
+    """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
+    that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
+    ``x[0:4], x[2:6]``): Dynamo does not guard aliasing, so it is checked per signature."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    position = {n: i for i, n in enumerate(placeholders)}
+    group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_method", "call_function") or node.target is operator.setitem:
+            continue
+        example_args = map_aggregate(node.args, _example)
+        example_kwargs = map_aggregate(node.kwargs, _example)
+        if _written(node, example_args, example_kwargs) is None:
+            continue
+        target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0]
+        if target not in position or position[target] not in group:
+            continue
+        mine = group[position[target]]
+        read = [
+            a
+            for a in _leaves((node.args, node.kwargs))
+            if a is not target and a in position and group.get(position[a]) == mine
+        ]
+        if not read:
+            continue
+        members = [i for i, k in group.items() if k == mine]
+        tensors = [args[i] for i in members]
+        if len({t.dtype for t in tensors}) > 1:
+            continue
+        first = min(t.storage_offset() for t in tensors)
+        length = max(t.storage_offset() - first + _extent(t) for t in tensors)
+        base = torch.zeros(length, dtype=tensors[0].dtype)
+        real = {
+            placeholders[i]: base.as_strided(
+                args[i].shape, args[i].stride(), args[i].storage_offset() - first
+            )
+            for i in members
+        }
+
+        def like(a: Any, real: dict = real) -> Any:
+            if isinstance(a, torch.fx.Node):
+                return real[a] if a in real else _real(_example(a))
+            return a
+
+        try:
+            real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
+        except _Symbolic:
+            continue
+        message = _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
+        if message is not None:
+            raise OpError(message, node)
+
+
 def _through_overlap(node: torch.fx.Node) -> bool:
     """Whether ``node`` writes into a view taken from a view whose windows overlap
     (``x.unfold(0, 3, 1)[0] += 1``): eager writes the one it names, functionalization refuses
@@ -484,4 +538,4 @@ REASON = (
     "location once, the functional graph's write-back would add the copies up"
 )
 
-__all__ = ["REASON", "check_writes"]
+__all__ = ["REASON", "check_overlapping_inputs", "check_writes"]
