@@ -377,8 +377,10 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(self, mask, value):
-    if hasattr(value, "dtype"):  # (a tensor: eager converts ``value.item()``)
-        check_fits(value, ctx().out.dtype)
+    given = ctx().node.args[2] if len(ctx().node.args) > 2 else None
+    device = getattr(getattr(given, "meta", {}).get("val"), "device", None)
+    if hasattr(value, "dtype") and getattr(device, "type", None) == "cpu":
+        check_fits(value, ctx().out.dtype)  # (eager converts a CPU value's ``.item()``)
     return jnp.where(mask, as_dtype(value, self.dtype), self)
 
 
