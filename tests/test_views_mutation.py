@@ -453,3 +453,37 @@ def test_index_fill_with_a_tensor_value_of_another_dtype():
     assert_same((out, args), (ref, eager_args))
     with pytest.raises(RuntimeError, match="cannot be converted to type int8_t without overflow"):
         torch.compile(fn, backend="xla")(torch.arange(3, dtype=torch.int8), T(300))
+
+
+def _recorded_then_unrecorded(y, z):
+    y.mul_(z)
+    with torch.no_grad():
+        y.mul_(3)  # eager: not in y's history
+    return y * 1
+
+
+def test_input_written_with_and_without_autograds_record_runs_in_eager():
+    with pytest.warns(UserWarning, match="written both in grad mode and without"):
+        (args, grads), (eager_args, eager_grads) = _grads_both(
+            _recorded_then_unrecorded, _through("w", "z")
+        )
+    assert_same((args, grads), (eager_args, eager_grads))
+
+
+def _recorded_and_other_unrecorded(y, z, u):
+    y.mul_(z)
+    with torch.no_grad():
+        u.mul_(3)  # another input: y's writes are all recorded
+    return y * u
+
+
+def test_recorded_write_beside_an_unrecorded_write_of_another_input():
+    def make():
+        w, z, v = (torch.randn(3, requires_grad=True) for _ in range(3))
+        return [w, z, v], [w * 1, z, v * 1]
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        (args, grads), (eager_args, eager_grads) = _grads_both(_recorded_and_other_unrecorded, make)
+    assert not [w for w in seen if "torch2xla" in str(w.message)]  # (compiled, not in eager)
+    assert_same((args, grads), (eager_args, eager_grads))

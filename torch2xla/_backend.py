@@ -26,7 +26,7 @@ from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
-from torch2xla.capture._stop_gradient import writes_all_recorded
+from torch2xla.capture._stop_gradient import write_records
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
@@ -119,7 +119,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
-        self.records_writes = writes_all_recorded(gm)
+        self.records_writes, self.input_writes = write_records(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
         self.versions = eager_versions(gm)
         self._example_links: tuple[int, ...] | None = None
@@ -263,6 +263,9 @@ class CompiledGraph:
             if self._overlapping:
                 missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
                 return self._in_eager(missing, b)
+            mixed = self._mixed_writes(args)
+            if mixed:
+                return self._in_eager(mixed, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -338,11 +341,25 @@ class CompiledGraph:
             )
             return b.done(self._drawing(entry, lowered.gm), unsupported)
 
+    def _mixed_writes(self, args: Sequence) -> list[Unsupported]:
+        """The inputs eager's autograd follows (not leaves) that the graph writes both with
+        and without autograd's record (``y.mul_(2)`` then ``y.add_(1)`` under no_grad): the
+        unrecorded write leaves eager's history as it was, which the functional graph cannot
+        say; such graphs run in eager."""
+        if not torch.is_grad_enabled():
+            return []
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        return [
+            Unsupported(placeholders[i], MIXED_WRITES)
+            for i, kinds in self.input_writes.items()
+            if len(kinds) == 2 and i < len(args) and _records_write(args[i])
+        ]
+
     def _tracked_writes(self, lowered: LoweredGraph, inputs: Sequence) -> tuple[bool, ...]:
         """Per input the graph writes back, whether eager's write is one autograd records
         (``y = w * 2`` passed in, ``y.mul_(3)`` in grad mode: ``y``'s history goes through
         the write). Their new values are differentiated, and written back with grad on."""
-        if not (self.records_writes and torch.is_grad_enabled()):
+        if not torch.is_grad_enabled():
             return (False,) * len(lowered.mutations)
         placeholders = self.gm.graph.find_nodes(op="placeholder")
         n_lifted = len(lowered.lifted)
@@ -350,6 +367,10 @@ class CompiledGraph:
         def tracked(i: int) -> bool:
             t = inputs[i]
             if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
+                return False
+            # (a user input: its own writes all recorded; else every write of the graph)
+            own = i >= n_lifted and lowered.aliasing is None
+            if not (self.input_writes.get(i - n_lifted) == {True} if own else self.records_writes):
                 return False
             if t.requires_grad:
                 return _records_write(t)
@@ -691,6 +712,12 @@ def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
         counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
         bumps.append(counts.pop() if len(counts) == 1 else None)
     return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+
+
+MIXED_WRITES = (
+    "an input autograd follows is written both in grad mode and without autograd's record "
+    "(no_grad, .data, .detach()): eager keeps the history of the recorded writes only"
+)
 
 
 def _records_write(t) -> bool:

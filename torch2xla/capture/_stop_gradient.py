@@ -151,19 +151,29 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             tracked.append(node)
 
 
-def writes_all_recorded(gm: torch.fx.GraphModule) -> bool:
-    """Whether eager autograd records every in-place write of the Dynamo graph ``gm`` traced
-    with grad enabled (none under ``no_grad``, into ``.data`` or ``.detach()``): the new values
-    of its mutated inputs are then differentiable, as eager rebases their history."""
-    enabled = True
+def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[bool]]]:
+    """Of the Dynamo graph ``gm`` traced with grad enabled: whether eager autograd records
+    every in-place write (none under ``no_grad``, into ``.data`` or ``.detach()``), and per
+    input (placeholder position) written through, whether its writes are recorded (True),
+    not (False) or both. Eager rebases a written input's history on a recorded write."""
+    from torch2xla.capture._writes import _root
+
+    position = {n: i for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    enabled, every = True, True
+    per_input: dict[int, set[bool]] = {}
     for node in gm.graph.nodes:
         if _is_switch(node):
             enabled = bool(node.args[0])
             continue
         target = _mutated(node)
-        if target is not None and not (enabled and _tracked(target)):
-            return False
-    return True
+        if target is None:
+            continue
+        recorded = enabled and _tracked(target)
+        every = every and recorded
+        root = _root(target)
+        if root in position:
+            per_input.setdefault(position[root], set()).add(recorded)
+    return every, {i: frozenset(kinds) for i, kinds in per_input.items()}
 
 
 def _straight_through_after(
