@@ -272,9 +272,15 @@ class CompiledGraph:
                     return self._cut_around(found, b)
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
-            unsupported = find_unsupported(lowered.gm)
-            unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = lowered.inputs(args)
+            grads_flow = any(self.output_requires_grad)
+            unsupported = find_unsupported(
+                lowered.gm,
+                [isinstance(x, torch.Tensor) and x.requires_grad for x in inputs]
+                if grads_flow
+                else None,
+            )
+            unsupported += b.eager_ops(lowered.gm, unsupported)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
