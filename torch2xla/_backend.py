@@ -10,11 +10,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from torch2xla._errors import (
+    CompileError,
+    LoweringError,
     OpError,
     Unsupported,
     UnsupportedOpsError,
     op_name,
     source_line,
+    user_lowering,
     warn,
 )
 from torch2xla._options import OptionError, Options
@@ -128,6 +131,8 @@ class CompiledGraph:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
+        # ops whose lowering raised in this graph, run in eager since (why, per op: _build)
+        self._failed_ops: dict = {}
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
         # whether a call can raise eager's error after drawing random numbers (a signature
         # that draws and has runtime checks), so that its replay needs the generator's state
@@ -238,6 +243,48 @@ class CompiledGraph:
 
     @torch._disable_dynamo
     def _build(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
+        """``_compile``, with what fails in it run in eager PyTorch unless in strict mode: an
+        op whose lowering raised (each node of that op in this graph, from then on), or the
+        whole graph where the export or XLA failed. Such a failure is our bug; eager's result
+        is the right one, so the run goes on, with a ``FallbackWarning`` that says so."""
+        # (Dynamo's minifier, when armed, looks for the failure itself)
+        raising = self.options.strict or torch._dynamo.config.repro_after is not None
+        while True:
+            try:
+                return self._compile(args, lowering)
+            except LoweringError as e:
+                op = getattr(e.node, "target", None)
+                if raising or op is None or op in self._failed_ops:
+                    raise
+                if user_lowering(e.node) is not None:
+                    raise  # (the user's own lowering: the error is what they need)
+                original = getattr(e, "original", e)
+                self._failed_ops[op] = (
+                    f"its lowering raised {type(original).__name__}: "
+                    f"{_first_line(original)} (a bug in torch2xla: please report it)"
+                )
+            except CompileError as e:
+                if raising or e.stage not in _EAGER_AFTER or self._cut is not None:
+                    raise
+                return self._after_failure(e, args)
+
+    def _after_failure(self, error: CompileError, args: Sequence) -> _Cut:
+        """The whole graph in eager PyTorch from now on, ``error`` being why."""
+        with Build(self, args) as b:
+            first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
+            warn(
+                f"torch2xla: {self.name} runs in eager PyTorch: compiling it failed in stage "
+                f"{error.stage} ({_first_line(error)}). This is a bug in torch2xla; please "
+                "report it (options={'strict': True} raises the error instead).",
+                FallbackWarning,
+                node=first,
+            )
+            b.record.mode = "eager"
+            self._cut = _Cut(self.gm)
+            self._draws = False
+            return b.done(self._cut)
+
+    def _compile(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
             return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
@@ -281,6 +328,11 @@ class CompiledGraph:
                 else None,
             )
             unsupported += b.eager_ops(lowered.gm, unsupported)
+            unsupported += [
+                Unsupported(n, self._failed_ops[n.target])
+                for n in lowered.gm.graph.nodes
+                if n.op == "call_function" and n.target in self._failed_ops
+            ]
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
@@ -595,6 +647,14 @@ class _Entry:
         if self.program is not None:
             return self.program(inputs)
         return list(self.runner(*inputs))
+
+
+# Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.
+_EAGER_AFTER = frozenset({"lowering", "tracing", "stablehlo", "xla"})
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
