@@ -232,16 +232,18 @@ def _lstm_activations(g):
 
 
 @jax.custom_vjp
-def _lstm_recurrence(gx, h0, c0, w_hh, bias):
-    """Steps of one LSTM layer and direction over ``gx`` (time, batch, 4 hidden): the input
-    projections; ``w_hh`` is the recurrent weight (4 hidden, hidden), ``bias`` both biases'
-    sum, added in the step (with the recurrent product, in the activations' fusion).
-    Returns (outputs, h_n, c_n)."""
-    ys, h, c, _ = _lstm_forward(gx, h0, c0, w_hh, bias)
+def _lstm_recurrence(x, w_ih, h0, c0, w_hh, bias):
+    """One LSTM layer and direction over time-major ``x`` (time, batch, input): the input
+    projections of every step as one product, then the steps; ``bias`` is both biases' sum,
+    added in the step (with the recurrent product, in the activations' fusion). Returns
+    (outputs, h_n, c_n)."""
+    ys, h, c, _ = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
     return ys, h, c
 
 
-def _lstm_forward(gx, h0, c0, w_hh, bias):
+def _lstm_forward(x, w_ih, h0, c0, w_hh, bias):
+    t, b, _ = x.shape
+    gx = _matmul(x.reshape(t * b, -1), w_ih.T).reshape(t, b, -1)
     w_hh_t = w_hh.T
 
     def step(carry, g_x):
@@ -258,43 +260,45 @@ def _lstm_forward(gx, h0, c0, w_hh, bias):
     return ys, h, c, (cs, acts)
 
 
-def _lstm_recurrence_fwd(gx, h0, c0, w_hh, bias):
-    ys, h, c, (cs, acts) = _lstm_forward(gx, h0, c0, w_hh, bias)
-    return (ys, h, c), (h0, c0, w_hh, ys, cs, acts)
+def _lstm_recurrence_fwd(x, w_ih, h0, c0, w_hh, bias):
+    ys, h, c, (cs, acts) = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
+    # What the backward's steps read, computed once over every step. NOTE: XLA's CPU compiler
+    # runs a fusion that slices columns out of the loop's row of a stacked array (a dynamic
+    # slice) several times slower than the same work on whole rows, so the gates are split
+    # here, outside the loop: per step, the backward reads whole rows only.
+    i, f, g, o = jnp.split(acts, 4, axis=-1)
+    c_prev = jnp.concatenate([c0[None], cs[:-1]], axis=0)
+    tc = jnp.tanh(cs)
+    # d pre-activations = [dc, dc, dc, dh] * coef (the gates' derivatives from their values)
+    coef = jnp.concatenate(
+        [g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), tc * o * (1 - o)], -1
+    )
+    return (ys, h, c), (x, w_ih, h0, w_hh, ys, coef, o * (1 - tc * tc), f)
 
 
 def _lstm_recurrence_bwd(res, cts):
-    h0, c0, w_hh, ys, cs, acts = res
+    x, w_ih, h0, w_hh, ys, coef, o_dtanh, f = res
     d_ys, d_h, d_c = cts
-    c_prev = jnp.concatenate([c0[None], cs[:-1]], axis=0)
-    h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
-    hidden = h0.shape[-1]
-
+    t, b, hidden = ys.shape
     def step(carry, xs):
-        dh, dc = carry
-        # NOTE: the step's rows of the stacked residuals are materialized first: XLA's CPU
-        # compiler runs a fusion that slices columns out of a dynamic slice (the loop's row of
-        # ``acts``) several times slower than one that slices a plain buffer.
-        dy, c, cp, a = lax.optimization_barrier(xs)
-        i, f, g, o = jnp.split(a, 4, axis=-1)
+        dh, dc = carry  # dc: the next step's, times its forget gate
+        dy, k, od, f_t = xs
         dh = dh + dy
-        tc = jnp.tanh(c)
-        dc = dc + dh * o * (1 - tc * tc)
-        dh, dc, tc = lax.optimization_barrier((dh, dc, tc))
-        # each gate's derivative from its activation, over the whole width (see
-        # _lstm_activations): sigmoid' = s (1 - s), tanh' = 1 - t^2
-        tanh_gate = lax.broadcasted_iota(jnp.int32, a.shape, 1) // hidden == 2
-        d_act = jnp.concatenate([dc * g, dc * cp, dc * i, dh * tc], axis=-1)
-        d_pre = d_act * jnp.where(tanh_gate, 1 - a * a, a * (1 - a))
-        return (_matmul(d_pre, w_hh), dc * f), d_pre
+        dc = dc + dh * od
+        d_pre = jnp.concatenate([dc, dc, dc, dh], -1) * k
+        return (_matmul(d_pre, w_hh), dc * f_t), d_pre
 
-    (dh0, dc0), d_gx = lax.scan(step, (d_h, d_c), (d_ys, cs, c_prev, acts), reverse=True)
-    # The weight's gradient as one product over every step, in the weight's orientation:
-    # d_gx^T h_prev with d_gx^T materialized (see _linalg.cpu_product for why).
-    t, b, g4 = d_gx.shape
-    d_gx_t = lax.optimization_barrier(d_gx.reshape(t * b, g4).T)
-    d_w = _matmul(d_gx_t, h_prev.reshape(t * b, hidden))
-    return d_gx, dh0, dc0, d_w, d_gx.sum((0, 1))
+    (dh0, dc0), d_gx = lax.scan(step, (d_h, d_c), (d_ys, coef, o_dtanh, f), reverse=True)
+    # Each weight's gradient as one product over every step, in the weight's orientation:
+    # d_gx^T x and d_gx^T h_prev, from one materialized d_gx^T (see _linalg.cpu_product).
+    d_gx = d_gx.reshape(t * b, 4 * hidden)
+    h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
+    d_gx_t = lax.optimization_barrier(d_gx.T)
+    x2 = x.reshape(t * b, -1)
+    d_w_ih = _matmul(d_gx_t, x2)
+    d_w_hh = _matmul(d_gx_t, h_prev.reshape(t * b, hidden))
+    d_x = _matmul(d_gx, w_ih).reshape(x.shape)
+    return d_x, d_w_ih, dh0, dc0, d_w_hh, d_gx.sum(0)
 
 
 _lstm_recurrence.defvjp(_lstm_recurrence_fwd, _lstm_recurrence_bwd)
@@ -328,18 +332,20 @@ def _layer(kind, x, states, weights, has_biases, reverse):
     """One layer and direction over time-major ``x``; returns (outputs, final states)."""
     w_ih, w_hh = weights[0], weights[1]
     b_ih, b_hh = (weights[2], weights[3]) if has_biases else (None, None)
+    if kind == "lstm":
+        bias = b_ih + b_hh if has_biases else jnp.zeros(w_hh.shape[0], x.dtype)
+        if reverse:
+            x = jnp.flip(x, 0)
+        ys, h, c = _lstm_recurrence(x, w_ih, states[0], states[1], w_hh, bias)
+        return (jnp.flip(ys, 0) if reverse else ys), (h, c)
     t, b, _ = x.shape
     gx = _linalg.product(x.reshape(t * b, -1), w_ih.T)[0].reshape(t, b, -1)
-    if has_biases and kind != "lstm":
+    if has_biases:
         # NOTE: the GRU's recurrent bias stays inside the reset gate's product, as torch's.
         gx = gx + (b_ih if kind == "gru" else b_ih + b_hh)
     if reverse:
         gx = jnp.flip(gx, 0)
-    if kind == "lstm":
-        bias = b_ih + b_hh if has_biases else jnp.zeros(gx.shape[-1], gx.dtype)
-        ys, h, c = _lstm_recurrence(gx, states[0], states[1], w_hh, bias)
-        new = (h, c)
-    elif kind == "gru":
+    if kind == "gru":
         bias = b_hh if has_biases else jnp.zeros((), gx.dtype)
         ys, h = _gru_recurrence(gx, states[0], w_hh.T, bias)
         new = (h,)
