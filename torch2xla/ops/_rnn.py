@@ -5,9 +5,9 @@ time step, which XLA compiles as a long unrolled program. ``capture/_rewrites.pr
 retargets the Dynamo graph's ``torch.lstm``/``torch.gru``/``torch.rnn_tanh``/``torch.rnn_relu``
 calls to functional custom ops of the same schema (``torch.ops.torch2xla.*``), which export keeps
 intact; their lowerings run the time loop as a scan: the input projection of every step as
-one matmul, the recurrent matmul and the fused cell in the loop. The LSTM's recurrence has its
-own gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
-the weight gradient as one matmul over all steps, as cuDNN and ATen do.
+one matmul, the recurrent matmul and the fused cell in the loop. An LSTM layer has its own
+gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
+the weight and input gradients as one matmul each over all steps, as cuDNN and ATen do.
 
 Calls these lowerings do not cover keep the decomposition: inter-layer dropout in training,
 LSTM projections (``proj_size``), packed sequences, unbatched or half-precision inputs, and
@@ -16,6 +16,8 @@ graphs under autocast.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -23,7 +25,7 @@ from jax import lax
 
 from torch2xla.ops import _linalg, _vmap
 from torch2xla.ops._linalg import precision
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 
 # -- custom ops: aten's RNN schemas, kept whole by export ------------------------------------------
@@ -220,23 +222,24 @@ def _lstm_activations(g):
     """The gates' activations of pre-activations ``g`` (batch, 4 hidden; gates i, f, g, o):
     computed over the whole width and materialized.
 
-    NOTE: XLA's CPU compiler runs an elementwise fusion whose transcendentals read a slice
-    at a column offset (``sigmoid(g[:, h:2h])``) several times slower than over a whole row
-    (one thread, batch 16, hidden 256: the fused cell 45 us a step, 9 with both functions
-    over the whole width and a select); the barrier keeps it from fusing them back into the
-    slices their consumers read.
+    NOTE: XLA's CPU compiler runs an elementwise fusion that slices columns out of a row
+    (``sigmoid(g[:, h:2h])``) several times slower than the same work over whole rows (one
+    thread, batch 16, hidden 256: the fused cell took 45 us a step; both functions over the
+    whole width and a select, 16 us). The barrier keeps the compiler from fusing them back
+    into the slices the cell reads. Computing the tanh gate as ``2 sigmoid(2x) - 1`` would
+    save a third more, at the cost of tanh's relative precision near zero.
     """
     hidden = g.shape[-1] // 4
     tanh_gate = lax.broadcasted_iota(jnp.int32, g.shape, g.ndim - 1) // hidden == 2
     return lax.optimization_barrier(jnp.where(tanh_gate, jnp.tanh(g), jax.nn.sigmoid(g)))
 
 
-@jax.custom_vjp
-def _lstm_recurrence(x, w_ih, h0, c0, w_hh, bias):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
+def _lstm_recurrence(x, w_ih, h0, c0, w_hh, bias, on_cuda):
     """One LSTM layer and direction over time-major ``x`` (time, batch, input): the input
     projections of every step as one product, then the steps; ``bias`` is both biases' sum,
     added in the step (with the recurrent product, in the activations' fusion). Returns
-    (outputs, h_n, c_n)."""
+    (outputs, h_n, c_n). ``on_cuda``: whether it runs on CUDA (the weight gradients' form)."""
     ys, h, c, _ = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
     return ys, h, c
 
@@ -252,15 +255,13 @@ def _lstm_forward(x, w_ih, h0, c0, w_hh, bias):
         i, f, g, o = jnp.split(a, 4, axis=-1)
         c = f * c + i * g
         h = o * jnp.tanh(c)
-        # (materialized, so that the stacked outputs' updates are plain copies)
-        h, c = lax.optimization_barrier((h, c))
         return (h, c), (h, c, a)
 
     (h, c), (ys, cs, acts) = lax.scan(step, (h0, c0), gx)
     return ys, h, c, (cs, acts)
 
 
-def _lstm_recurrence_fwd(x, w_ih, h0, c0, w_hh, bias):
+def _lstm_recurrence_fwd(x, w_ih, h0, c0, w_hh, bias, on_cuda):
     ys, h, c, (cs, acts) = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
     # What the backward's steps read, computed once over every step. NOTE: XLA's CPU compiler
     # runs a fusion that slices columns out of the loop's row of a stacked array (a dynamic
@@ -276,10 +277,11 @@ def _lstm_recurrence_fwd(x, w_ih, h0, c0, w_hh, bias):
     return (ys, h, c), (x, w_ih, h0, w_hh, ys, coef, o * (1 - tc * tc), f)
 
 
-def _lstm_recurrence_bwd(res, cts):
+def _lstm_recurrence_bwd(on_cuda, res, cts):
     x, w_ih, h0, w_hh, ys, coef, o_dtanh, f = res
     d_ys, d_h, d_c = cts
     t, b, hidden = ys.shape
+
     def step(carry, xs):
         dh, dc = carry  # dc: the next step's, times its forget gate
         dy, k, od, f_t = xs
@@ -293,7 +295,7 @@ def _lstm_recurrence_bwd(res, cts):
     # d_gx^T x and d_gx^T h_prev, from one materialized d_gx^T (see _linalg.cpu_product).
     d_gx = d_gx.reshape(t * b, 4 * hidden)
     h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
-    d_gx_t = lax.optimization_barrier(d_gx.T)
+    d_gx_t = d_gx.T if on_cuda else lax.optimization_barrier(d_gx.T)
     x2 = x.reshape(t * b, -1)
     d_w_ih = _matmul(d_gx_t, x2)
     d_w_hh = _matmul(d_gx_t, h_prev.reshape(t * b, hidden))
@@ -336,7 +338,7 @@ def _layer(kind, x, states, weights, has_biases, reverse):
         bias = b_ih + b_hh if has_biases else jnp.zeros(w_hh.shape[0], x.dtype)
         if reverse:
             x = jnp.flip(x, 0)
-        ys, h, c = _lstm_recurrence(x, w_ih, states[0], states[1], w_hh, bias)
+        ys, h, c = _lstm_recurrence(x, w_ih, states[0], states[1], w_hh, bias, ctx().on_cuda)
         return (jnp.flip(ys, 0) if reverse else ys), (h, c)
     t, b, _ = x.shape
     gx = _linalg.product(x.reshape(t * b, -1), w_ih.T)[0].reshape(t, b, -1)
