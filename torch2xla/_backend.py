@@ -581,8 +581,9 @@ class _Entry:
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args)
         for i, error in self.errors.items():
-            if outs[i].requires_grad:
-                outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+            if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
+                with torch.enable_grad():
+                    outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         return outs
 
     def _run(self, inputs: Sequence) -> list:

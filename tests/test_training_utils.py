@@ -1,0 +1,99 @@
+"""Training utilities against eager: optimizers (and their closures), gradient clipping, grad
+modes switched inside compiled functions, and what autograd sees of their outputs (views of
+inputs, outputs whose eager backward raises)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests._util import assert_same
+
+
+def _compile(fn):
+    return torch.compile(fn, backend="xla")
+
+
+# -- outputs that are views of inputs, made under another grad mode than the call's -----------
+def _view_in_enable_grad(w):
+    with torch.enable_grad():
+        v = w[0:2]
+    return v * 1, v
+
+
+def _view_in_no_grad(w):
+    with torch.no_grad():
+        v = w[0:2]
+    return w.sum() * 2, v
+
+
+def _view_of_detached(w):
+    return w.sum() * 2, w.detach()[1:3]
+
+
+@pytest.mark.parametrize(
+    ("fn", "outer_no_grad"),
+    [(_view_in_enable_grad, True), (_view_in_no_grad, False), (_view_of_detached, False)],
+    ids=["enable_grad-inside-no_grad-call", "no_grad-view", "detach-view"],
+)
+def test_output_views_of_inputs_as_autograd_sees_them_in_eager(fn, outer_no_grad):
+    """A view of an input returned by the function is recorded (or not) by autograd as eager
+    recorded it, whatever the grad mode of the call: backward through a view made under
+    enable_grad reaches the input, one made under no_grad or of ``detach()`` does not, and a
+    view of ``w.detach()`` may be changed in place (changing ``w``)."""
+    results = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        w = torch.ones(4, requires_grad=True)
+        f = _compile(fn) if compiled else fn
+        with torch.set_grad_enabled(not outer_no_grad):
+            out, v = f(w)
+        seen = (v.requires_grad, v.grad_fn is None, v._is_view())
+        if v.grad_fn is not None:
+            (v * 3).sum().backward()
+        if not v.requires_grad:
+            v.add_(1)  # eager: allowed, writes w's memory
+        results.append((seen, out.detach(), w.detach().clone(), w.grad))
+    (seen, out, value, grad), (e_seen, e_out, e_value, e_grad) = results[1], results[0]
+    assert seen == e_seen
+    assert_same(out, e_out)
+    assert_same(value, e_value)
+    assert (grad is None) == (e_grad is None)
+    if e_grad is not None:
+        assert_same(grad, e_grad)
+
+
+# -- eager's backward-time errors when the call's grad mode is off ------------------------------
+def test_backward_error_of_an_output_made_under_enable_grad_in_a_no_grad_call():
+    def fn(w):
+        with torch.enable_grad():
+            return torch.floor_divide(w, 2.0) + w
+
+    w = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        out = _compile(fn)(w)
+    assert out.requires_grad and out.grad_fn is not None
+    with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
+        out.sum().backward()
+
+
+def test_optimizer_closure_loss_is_tracked_as_in_eager():
+    """``opt.step(closure)`` returns the closure's loss, computed under enable_grad inside the
+    step's no_grad; eager's loss has a grad_fn, whose backward raises as the step changed the
+    parameters it saved."""
+
+    def run(compiled):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(6, 4)
+        model(x).square().sum().backward()
+        step = lambda: opt.step(lambda: model(x).square().sum())
+        loss = (_compile(step) if compiled else step)()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+        return loss.detach(), [p.detach().clone() for p in model.parameters()]
+
+    assert_same(run(True), run(False))
