@@ -4,10 +4,15 @@ inputs, outputs whose eager backward raises)."""
 
 from __future__ import annotations
 
+import copy
+import warnings
+
 import pytest
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
+import torch2xla
 from tests._util import assert_same
 
 
@@ -97,3 +102,94 @@ def test_optimizer_closure_loss_is_tracked_as_in_eager():
         return loss.detach(), [p.detach().clone() for p in model.parameters()]
 
     assert_same(run(True), run(False))
+
+
+# -- torch.autograd.Function: the user's backward, not the forward's derivative ----------------
+class _RoundSTE(torch.autograd.Function):
+    """Straight-through rounding (quantization-aware training): the gradient passes as is."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(scale)
+        return (x * scale).round() / scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (scale,) = ctx.saved_tensors
+        return grad * scale.sign(), None
+
+
+class _SortTwice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        idx = x.argmax(-1)
+        ctx.mark_non_differentiable(idx)
+        return x.sort(-1).values, idx
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        return grad * 2  # (not sort's derivative: eager takes it as given)
+
+
+class _QuantLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(4, 5)
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x):
+        h = _RoundSTE.apply(self.inner(x), torch.tensor(4.0))
+        values, idx = _SortTwice.apply(h.tanh())
+        return self.head(values), idx
+
+
+def test_custom_function_backward_is_the_users():
+    torch.manual_seed(0)
+    model = _QuantLinear()
+    ref = copy.deepcopy(model)
+    x = torch.randn(6, 4, requires_grad=True)
+    rx = x.detach().clone().requires_grad_()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, idx = _compile(model)(x)
+    want, want_idx = ref(rx)
+    assert_same((out, idx), (want, want_idx))
+    assert not idx.requires_grad
+    out.square().sum().backward()
+    want.square().sum().backward()
+    assert_same(x.grad, rx.grad)
+    for p, r in zip(model.parameters(), ref.parameters()):
+        assert_same(p.grad, r.grad)
+    # (the Function runs in eager PyTorch, the modules around it in XLA)
+    assert any("autograd.Function" in str(w.message) for w in caught)
+
+
+def test_custom_function_without_autograd_stays_in_xla():
+    x = torch.randn(6, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch2xla.FallbackWarning)
+        out = _compile(lambda x: _RoundSTE.apply(x.sin(), torch.tensor(4.0)))(x)
+    assert_same(out, _RoundSTE.apply(x.sin(), torch.tensor(4.0)))
+
+
+def test_once_differentiable_backward_is_not_differentiable():
+    class Exp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return grad * y
+
+    x = torch.randn(3, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+        out = _compile(lambda x: Exp.apply(x).sum() * 2)(x)
+    (grad,) = torch.autograd.grad(out, x, create_graph=True)
+    assert_same(grad, 2 * x.detach().exp())
+    assert not grad.requires_grad  # eager: the backward's result is not tracked
