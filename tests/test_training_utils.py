@@ -193,3 +193,101 @@ def test_once_differentiable_backward_is_not_differentiable():
     (grad,) = torch.autograd.grad(out, x, create_graph=True)
     assert_same(grad, 2 * x.detach().exp())
     assert not grad.requires_grad  # eager: the backward's result is not tracked
+
+
+# -- torch.func transforms inside a compiled function ------------------------------------------
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+
+
+_MODEL = _mlp()
+
+
+def _per_sample_grads(x):
+    model = _MODEL
+    x = x.repeat(8).reshape(6, 4)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, xi):
+        return torch.func.functional_call(model, p, (xi.unsqueeze(0),)).square().sum()
+
+    return torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(params, x)
+
+
+def _no_grad_inside(x):
+    def f(x):
+        with torch.no_grad():
+            c = x.sum()
+        return (x.sin() * c * x.detach().cos()).sum()
+
+    return torch.func.grad(f)(x)
+
+
+def _grad_of_grad(x):
+    return torch.func.grad(lambda x: torch.func.grad(lambda x: (x.sin() ** 2).sum())(x).sum())(x)
+
+
+def _vjp(x):
+    out, fn = torch.func.vjp(lambda x: x.exp() * x.sum(), x)
+    return out, fn(torch.arange(3.0))[0]
+
+
+def _with_setitem(x):
+    def f(x):
+        y = x * 2
+        y[0] = 5.0
+        return y.sin().sum()
+
+    return torch.func.grad_and_value(f)(x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _per_sample_grads,
+        lambda x: torch.func.jacrev(lambda x: x.sin() * x.sum())(x),
+        lambda x: torch.func.hessian(lambda x: (x.sin() * x.sum()).sum())(x),
+        _no_grad_inside,
+        _grad_of_grad,
+        _vjp,
+        _with_setitem,
+    ],
+    ids=[
+        "per-sample-grads",
+        "jacrev",
+        "hessian",
+        "no_grad-inside",
+        "grad-of-grad",
+        "vjp",
+        "setitem",
+    ],
+)
+@pytest.mark.parametrize("outer", ["grad", "no_grad"])
+def test_torch_func_transforms_inside_a_compiled_function(fn, outer):
+    """The export (run without autograd) computes torch.func's gradients itself: grad mode on
+    inside the transforms as torch.func turns it on (the Dynamo graph records no switch
+    where it was on already), the user's switches inside them kept. They were all zeros."""
+    torch._dynamo.reset()
+    x = torch.randn(3)
+    with torch.set_grad_enabled(outer == "grad"):
+        want = fn(x)
+        got = _compile(fn)(x)
+    assert_same(got, want)
+
+
+def test_torch_func_grad_inside_then_backward_to_a_parameter():
+    w = torch.randn(3, requires_grad=True)
+    x = torch.randn(3)
+
+    def fn(x):
+        return torch.func.grad(lambda x: (x.sin() * w).sum())(x)
+
+    got = _compile(fn)(x)
+    want = fn(x)
+    assert_same(got, want)
+    assert got.requires_grad == want.requires_grad
+    (got * torch.arange(3.0)).sum().backward()
+    grad, w.grad = w.grad, None
+    (want * torch.arange(3.0)).sum().backward()
+    assert_same(grad, w.grad)
