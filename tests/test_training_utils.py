@@ -291,3 +291,120 @@ def test_torch_func_grad_inside_then_backward_to_a_parameter():
     grad, w.grad = w.grad, None
     (want * torch.arange(3.0)).sum().backward()
     assert_same(grad, w.grad)
+
+
+# -- foreach ops (optimizers' default on CUDA, gradient clipping's everywhere) -------------------
+def _strict(fn):
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+def _state(opt):
+    return [dict(s) for s in opt.state_dict()["state"].values()]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, foreach=True),
+        lambda ps: torch.optim.Adam(ps, lr=0.01, amsgrad=True, foreach=True),
+        lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1, foreach=True),
+        lambda ps: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9, foreach=True),
+        lambda ps: torch.optim.Adagrad(ps, lr=0.1, foreach=True),
+    ],
+    ids=["sgd", "adam-amsgrad", "adamw", "rmsprop", "adagrad"],
+)
+def test_foreach_optimizer_step_compiles_whole(make):
+    """A compiled ``opt.step`` with foreach kernels: every ``_foreach_*`` op in XLA (strict
+    mode raised: each had no lowering), parameters and state as eager's."""
+    runs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        model = _mlp()
+        opt = make(model.parameters())
+        step = _strict(opt.step) if compiled else opt.step
+        x = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+        for _ in range(3):
+            model(x).square().sum().backward()
+            step()
+            opt.zero_grad()
+        runs.append(([p.detach() for p in model.parameters()], _state(opt)))
+    assert_same(runs[1], runs[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clip_grad_norm_and_value_in_xla(norm_type):
+    runs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        model = _mlp()
+        x = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+
+        def step(x, model=model):
+            model(x).square().sum().backward()
+            norm = nn.utils.clip_grad_norm_(model.parameters(), 0.5, norm_type, foreach=True)
+            nn.utils.clip_grad_value_(model.parameters(), 0.05, foreach=True)
+            return norm
+
+        norm = (_strict(step) if compiled else step)(x)
+        runs.append((norm, [p.grad for p in model.parameters()]))
+    assert_same(runs[1], runs[0])
+
+
+def _lists():
+    gen = torch.Generator().manual_seed(2)
+    a = [
+        torch.randn(3, 4, generator=gen),
+        torch.randn(5, generator=gen),
+        torch.randn((), generator=gen),
+    ]
+    return a, [t.abs() + 0.5 for t in reversed(a)][::-1]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: torch._foreach_add(a, b, alpha=-0.3),
+        lambda a, b: torch._foreach_add(a, torch.tensor(2.0), alpha=0.5),
+        lambda a, b: torch._foreach_sub(a, [1.0, 2.0, 3.0]),
+        lambda a, b: torch._foreach_div(a, torch.tensor(3.0)),
+        lambda a, b: torch._foreach_addcdiv(a, a, b, [0.1, 0.2, 0.3]),
+        lambda a, b: torch._foreach_addcmul(a, a, b, value=0.5),
+        lambda a, b: torch._foreach_lerp(a, b, [t.sigmoid() for t in a]),
+        lambda a, b: torch._foreach_norm(a, 1, dtype=torch.float64),
+        lambda a, b: torch._foreach_maximum(a, 0.1),
+        lambda a, b: torch._foreach_minimum(a, b),
+        lambda a, b: torch._foreach_clamp_min(a, b),
+        lambda a, b: torch._foreach_pow(2.0, a),
+        lambda a, b: torch._foreach_reciprocal(torch._foreach_sqrt(b)),
+        lambda a, b: torch._foreach_add([t.long() for t in a], 1.5),
+        lambda a, b: torch._foreach_norm([t.bfloat16() for t in a]),
+        lambda a, b: (torch._foreach_mul_(a, torch.tensor(0.5)), torch._foreach_zero_(b), a, b)[2:],
+        lambda a, b: (torch._foreach_copy_(a, b), a)[1],
+    ],
+)
+def test_foreach_ops_as_eager(fn):
+    (a, b), (ra, rb) = _lists(), _lists()
+    got = _strict(fn)(a, b)
+    want = fn(ra, rb)
+    assert_same(got, want)
+    assert_same((a, b), (ra, rb))  # (in-place ones write the lists' tensors)
+
+
+# -- forward-mode AD ---------------------------------------------------------------------------
+def test_forward_ad_tangents_through_a_compiled_function():
+    """Dual tensors (``torch.autograd.forward_ad``): the outputs' tangents as eager's (they
+    were None: our programs have no forward derivative, so such calls run in eager)."""
+    import torch.autograd.forward_ad as fwAD
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    x, tangent = torch.randn(2, 4), torch.randn(2, 4)
+    compiled = _compile(lambda x: model(x).sin() * 2)
+    plain = compiled(x)  # (a graph compiled before any dual level)
+    with fwAD.dual_level():
+        with pytest.warns(torch2xla.FallbackWarning, match="forward-mode AD"):
+            got = fwAD.unpack_dual(compiled(fwAD.make_dual(x, tangent)))
+        want = fwAD.unpack_dual(model(fwAD.make_dual(x, tangent)).sin() * 2)
+    assert got.tangent is not None
+    assert_same((got.primal, got.tangent), (want.primal, want.tangent))
+    assert_same(compiled(x), plain)
