@@ -408,3 +408,56 @@ def test_forward_ad_tangents_through_a_compiled_function():
     assert got.tangent is not None
     assert_same((got.primal, got.tangent), (want.primal, want.tangent))
     assert_same(compiled(x), plain)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: torch.optim.Adam(ps, lr=0.01),
+        lambda ps: torch.optim.AdamW(ps, lr=0.01, amsgrad=True, capturable=True),
+    ],
+    ids=["sgd", "adam", "adamw-capturable"],
+)
+def test_default_cuda_optimizer_step_compiles_whole(make):
+    """On CUDA the optimizers default to foreach kernels: the compiled step runs in XLA."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        runs = []
+        for compiled in (False, True):
+            torch._dynamo.reset()
+            model = _mlp().cuda()
+            opt = make(model.parameters())
+            step = _strict(opt.step) if compiled else opt.step
+            x = torch.randn(6, 4, generator=torch.Generator().manual_seed(1)).cuda()
+            for _ in range(3):
+                model(x).square().sum().backward()
+                step()
+                opt.zero_grad()
+            runs.append(([p.detach() for p in model.parameters()], _state(opt)))
+        assert_same(runs[1], runs[0], rtol=1e-5, atol=1e-6)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+# -- integer writes under no_grad beside tracked tensors ----------------------------------------
+def test_no_grad_evaluation_of_a_model_in_training_mode():
+    """``@torch.no_grad()`` inside the compiled function, a BatchNorm in training mode: its
+    ``num_batches_tracked += 1`` (an integer write autograd does not record) raised an
+    AttributeError at the export."""
+    runs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Linear(5, 2))
+
+        @torch.no_grad()
+        def evaluate(x, model=model):
+            return model(x)
+
+        x = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+        out = (_compile(evaluate) if compiled else evaluate)(x)
+        runs.append((out, out.requires_grad, dict(model.named_buffers())))
+    assert_same(runs[1], runs[0])

@@ -200,9 +200,11 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             continue
         target = _mutated(node)
         if target is not None and not (enabled and _tracked(target)):
-            memory = _storage(target)
-            written = [t for t in tracked if last_use[t] > order[node] and _storage(t) == memory]
-            if memory is not None and written:
+            memory = _storage(target)  # (None for an integer tensor: no gradient to keep)
+            written = memory is not None and [
+                t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
+            ]
+            if written:
                 _straight_through_after(graph, node, written)
         if _tracked(node) and _storage(node) is not None:
             tracked.append(node)
