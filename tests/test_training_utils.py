@@ -461,3 +461,45 @@ def test_no_grad_evaluation_of_a_model_in_training_mode():
         out = (_compile(evaluate) if compiled else evaluate)(x)
         runs.append((out, out.requires_grad, dict(model.named_buffers())))
     assert_same(runs[1], runs[0])
+
+
+# -- embedding gradients: scaled by frequency, sparse -------------------------------------------
+@pytest.mark.parametrize("padding_idx", [None, 0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_embedding_scale_grad_by_freq(padding_idx, dtype):
+    """It raised a LoweringError; eager divides each row's gradient by its index's count."""
+    torch.manual_seed(0)
+    emb = nn.Embedding(10, 4, padding_idx=padding_idx, scale_grad_by_freq=True).to(dtype)
+    ref = copy.deepcopy(emb)
+    idx = torch.tensor([[1, 1, 2, 0], [3, 3, 3, 0]])
+    weights = torch.arange(8.0, dtype=dtype).reshape(2, 4, 1)
+    out = _strict(lambda i: (emb(i) * weights).sum())(idx)
+    want = (ref(idx) * weights).sum()
+    out.backward()
+    want.backward()
+    assert_same(out, want)
+    assert_same(emb.weight.grad, ref.weight.grad)
+
+
+def test_sparse_embedding_trains_with_sparse_adam():
+    runs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        emb = nn.Embedding(10, 4, sparse=True)
+        opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+        idx = torch.tensor([[1, 1, 2], [3, 3, 5]])
+        fn = _compile(emb_loss(emb)) if compiled else emb_loss(emb)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+            for _ in range(2):
+                opt.zero_grad()
+                fn(idx).backward()
+                assert emb.weight.grad.is_sparse
+                opt.step()
+        runs.append(emb.weight.detach())
+    assert_same(runs[1], runs[0])
+
+
+def emb_loss(emb):
+    return lambda i: emb(i).square().sum()

@@ -38,7 +38,13 @@ def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
             found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:
             found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
+        elif node.target is torch.ops.aten.embedding.default and _sparse(node):
+            found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
     return found
+
+
+def _sparse(node: torch.fx.Node) -> bool:
+    return bool(node.args[4] if len(node.args) > 4 else node.kwargs.get("sparse", False))
 
 
 class _Support(OperatorSupportBase):
