@@ -503,3 +503,20 @@ def test_sparse_embedding_trains_with_sparse_adam():
 
 def emb_loss(emb):
     return lambda i: emb(i).square().sum()
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_scale_grad_by_freq(mode):
+    """It raised a LoweringError; it runs in eager PyTorch (whose CPU kernel divides each
+    row's gradient by another index's count: kept as eager's)."""
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(10, 4, mode=mode, scale_grad_by_freq=True)
+    ref = copy.deepcopy(bag)
+    idx, offsets = torch.tensor([1, 1, 2, 3, 3, 3, 5]), torch.tensor([0, 3, 5])
+    with pytest.warns(torch2xla.FallbackWarning, match="scale_grad_by_freq"):
+        out = _compile(lambda i, o: bag(i, o).sin().sum())(idx, offsets)
+    want = ref(idx, offsets).sin().sum()
+    out.backward()
+    want.backward()
+    assert_same(out, want)
+    assert_same(bag.weight.grad, ref.weight.grad)
