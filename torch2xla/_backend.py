@@ -127,6 +127,7 @@ class CompiledGraph:
         self._backward_errors: dict[int, RuntimeError] | None = None
         self._saved: tuple[frozenset[int], frozenset[int]] | None = None
         self._warned = False
+        self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
@@ -139,6 +140,8 @@ class CompiledGraph:
         self._keeps_state: bool | None = None
 
     def __call__(self, *args):
+        if torch.autograd.forward_ad._current_level >= 0 and _dual(args):
+            return self._with_tangents(args)
         # (the generator's state, for the replay of a call that raises after drawing random
         # numbers; taken until the first build says whether a call can)
         state = torch.default_generator.get_state() if self._keeps_state is not False else None
@@ -147,6 +150,22 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         return self._replay(error, args, state)  # (outside the handler: no chained context)
+
+    @torch._disable_dynamo
+    def _with_tangents(self, args: Sequence):
+        """A call with forward-mode AD's dual tensors (``torch.autograd.forward_ad``) runs in
+        eager PyTorch: our programs' autograd Function has no forward derivative, so the
+        outputs' tangents were lost (None) where eager computes them."""
+        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
+        if self.options.strict:
+            raise UnsupportedOpsError(self.name, [Unsupported(node, _REASON_DUAL)])
+        if not self._warned_dual:
+            self._warned_dual = True
+            warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
+        gm = self.gm
+        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            gm.real_recompile()
+        return gm.forward(*args)
 
     @torch._disable_dynamo
     def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
@@ -490,6 +509,20 @@ class CompiledGraph:
         return b.done(self._cut)
 
 
+_REASON_DUAL = (
+    "runs in eager PyTorch when called with forward-mode AD's dual tensors "
+    "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
+)
+
+
+def _dual(args: Sequence) -> bool:
+    """Whether an argument carries a forward-mode tangent (a dual level is active)."""
+    return any(
+        isinstance(a, torch.Tensor) and torch.autograd.forward_ad.unpack_dual(a).tangent is not None
+        for a in args
+    )
+
+
 def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> CompiledGraph:
     """A piece of a cut graph, compiled: its inputs' example values are the whole graph's,
     whose versions count the whole graph's writes, so the cut graph sets the versions."""
@@ -639,8 +672,9 @@ class _Entry:
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args)
         for i, error in self.errors.items():
-            if outs[i].requires_grad:
-                outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+            if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
+                with torch.enable_grad():
+                    outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         return outs
 
     def _run(self, inputs: Sequence) -> list:

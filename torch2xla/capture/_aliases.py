@@ -34,11 +34,18 @@ class OutputAlias:
     # Of a dynamic-shape graph: ``size``, ``stride`` and ``offset`` hold sympy expressions of
     # the size symbols, each the value of the graph's input at its position here.
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+    # How autograd sees eager's view (Dynamo's example value): "tracked" (made with grad
+    # enabled: a grad_fn), "untracked" (made under no_grad: requires grad through its base,
+    # no grad_fn) or "detached" (of ``x.detach()``: a view of a new tensor, no grad). The
+    # call's own grad mode may be another (a function that enables grad itself).
+    grad: str = "tracked"
 
     def regenerate(self, args) -> torch.Tensor:
         if self.size is None:
             return args[self.input]
         base = args[self.input]
+        if self.grad == "detached" and base.requires_grad:
+            base = base.detach()
         size, stride, offset = self.size, self.stride, self.offset
         if self.symbols:
             values = {s: int(args[i]) for s, i in self.symbols}
@@ -47,7 +54,8 @@ class OutputAlias:
                 tuple(int(sympy.sympify(e).xreplace(values)) for e in stride),
                 int(sympy.sympify(offset).xreplace(values)),
             )
-        return base.as_strided(size, stride, base.storage_offset() + offset)
+        with torch.set_grad_enabled(self.grad == "tracked"):
+            return base.as_strided(size, stride, base.storage_offset() + offset)
 
 
 def _static(values, symbols: dict | None = None) -> tuple | None:
@@ -122,7 +130,9 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-            found.append(OutputAlias(k, src, size, stride, offset, bound))
+            grad = "untracked" if ex.grad_fn is None else "tracked"
+            grad = grad if ex.requires_grad else "detached"
+            found.append(OutputAlias(k, src, size, stride, offset, bound, grad))
     return tuple(found)
 
 

@@ -46,6 +46,13 @@ def find_unsupported(
             found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
         elif node.target in NO_JAX_GRADIENT and node in graded:
             found.append(Unsupported(node, f"its gradient: {NO_JAX_GRADIENT[node.target]}"))
+        elif _sparse(node):
+            found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
+        elif node.target is torch.ops.aten._embedding_bag.default and _arg(
+            node, 3, "scale_grad_by_freq"
+        ):
+            # (eager's CPU kernel divides each row's gradient by another index's count)
+            found.append(Unsupported(node, "scale_grad_by_freq=True: eager's gradient is kept"))
     return found
 
 
@@ -57,6 +64,19 @@ def _reached(gm: torch.fx.GraphModule, grad_inputs: Sequence[bool]) -> set[torch
         if node.op == "call_function" and any(a in reached for a in node.all_input_nodes):
             reached.add(node)
     return reached
+
+
+def _arg(node: torch.fx.Node, k: int, name: str):
+    return node.args[k] if len(node.args) > k else node.kwargs.get(name)
+
+
+# Ops whose ``sparse`` argument makes eager's gradient a sparse tensor: its position.
+_SPARSE_GRADIENT = {torch.ops.aten.embedding.default: 4, torch.ops.aten._embedding_bag.default: 5}
+
+
+def _sparse(node: torch.fx.Node) -> bool:
+    k = _SPARSE_GRADIENT.get(node.target)
+    return k is not None and bool(_arg(node, k, "sparse"))
 
 
 class _Support(OperatorSupportBase):
