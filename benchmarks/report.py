@@ -200,14 +200,26 @@ def plot(results: dict[str, dict], path: pathlib.Path) -> bool:
     return True
 
 
-def ddp_section(res: dict) -> list[str]:
-    """DDP step time and 2-vs-1 scaling efficiency (benchmarks/ddp_scaling.py)."""
+def ddp_section(res: dict, name: str = "") -> list[str]:
+    """DDP step time and 2-vs-1 scaling efficiency (benchmarks/ddp_scaling.py); ``name``: the
+    results file, named under the heading with the run's options."""
+    extra = res.get("extra") or {}
+    options = [
+        *([extra["dtype"]] if extra.get("dtype") else []),
+        *(["one graph (optimize_ddp=False)"] if extra.get("no_ddp_optimizer") else []),
+        *(
+            [f"split_backward={extra['split_backward']}"]
+            if extra.get("split_backward") is not None
+            else []
+        ),
+    ]
     lines = [
         (
             f"### DDP scaling: {res['case']} on {res['device']}, buckets of "
             f"{res.get('bucket_cap_mb', 25):g} MB"
         ),
         "",
+        *([f"`{name}`{': ' + ', '.join(options) if options else ''}", ""] if name else []),
         "Weak scaling (same per-rank batch): efficiency = step time with 1 rank / with 2 ranks.",
         "",
         "| mode | 1 rank ms/step | 2 ranks ms/step | efficiency | first step s (1 / 2) |",
@@ -265,7 +277,7 @@ def write() -> pathlib.Path:
     for name in sorted(ddp, key=lambda n: (n.count("_") > 2, n)):
         res = _load(name)
         if res:
-            lines += ddp_section(res)
+            lines += ddp_section(res, name)
     png = DOCS / "benchmarks.png"
     if plots and plot(plots, png):
         lines += ["![speedups over eager](benchmarks.png)", ""]

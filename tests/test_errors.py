@@ -44,7 +44,7 @@ def _args():
 
 def test_failing_lowering_names_graph_node_user_line_and_what_to_do(broken_cos):
     with pytest.raises(torch2xla.LoweringError) as info:
-        torch.compile(f, backend="xla")(*_args())
+        torch.compile(f, backend="xla", options={"strict": True})(*_args())
     err = info.value
     message = str(err)
     assert message.startswith("torch2xla: graph_")
@@ -73,8 +73,44 @@ def test_following_the_advice_runs_the_op_in_eager(broken_cos):
 def test_full_traceback_on_request(broken_cos, monkeypatch):
     monkeypatch.setenv("TORCH2XLA_TRACEBACK", "full")
     with pytest.raises(torch2xla.LoweringError) as info:
-        torch.compile(f, backend="xla")(*_args())
+        torch.compile(f, backend="xla", options={"strict": True})(*_args())
     assert isinstance(info.value.__cause__, torch2xla.LoweringError)
+
+
+def test_a_failing_lowering_runs_its_op_in_eager_with_a_warning(broken_cos, monkeypatch):
+    # Outside strict mode a lowering bug costs speed, not the run: the op runs in eager (every
+    # node of it in this graph), the rest in XLA, with a warning naming op, line and the bug.
+    x, y = _args()
+    g = torch.compile(f, backend="xla")
+    with pytest.warns(torch2xla.FallbackWarning) as record:
+        out = g(x, y)
+    torch.testing.assert_close(out, f(x, y))
+    message = str(record[0].message)
+    assert "aten.cos.default: its lowering raised TypeError" in message
+    assert "c = torch.cos(b)" in message and "bug in torch2xla" in message
+    a, b = (t.clone().requires_grad_() for t in (x, y))
+    torch.compile(f, backend="xla")(a, b).sum().backward()  # training: gradients through it
+    a2, b2 = (t.clone().requires_grad_() for t in (x, y))
+    f(a2, b2).sum().backward()
+    torch.testing.assert_close((a.grad, b.grad), (a2.grad, b2.grad))
+
+
+def test_a_graph_xla_cannot_compile_runs_in_eager_with_a_warning(monkeypatch):
+    # A failure after the lowering (here: XLA's compile) runs the whole graph in eager.
+    from torch2xla.runtime import _program
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("INTERNAL: planted compile failure")
+
+    monkeypatch.setattr(_program.jax.stages.Lowered, "compile", failing)
+    x, y = _args()
+    g = torch.compile(f, backend="xla")
+    with pytest.warns(torch2xla.FallbackWarning, match="failed in stage xla"):
+        out = g(x, y)
+    torch.testing.assert_close(out, f(x, y))
+    torch.testing.assert_close(g(y, x), f(y, x))  # later calls too
+    with pytest.raises(torch2xla.CompileError, match="planted compile failure"):
+        torch.compile(f, backend="xla", options={"strict": True})(x, y)
 
 
 def test_strict_mode_error_names_graph_op_and_line():
@@ -108,6 +144,9 @@ def isolated_minifier(tmp_path, monkeypatch):
 )
 def test_dynamo_minifier_reduces_a_planted_failure(isolated_minifier, monkeypatch, level, lowering):
     monkeypatch.setitem(LOWERINGS, aten.cos.default, lowering)
+    # (outside strict mode a failing lowering runs its op in eager; the launcher, which
+    # compiles with backend="xla" and no options, keeps the TORCH* environment)
+    monkeypatch.setenv("TORCH2XLA_STRICT", "1")
     with (
         torch._dynamo.config.patch(
             repro_after="dynamo", repro_level=level, debug_dir_root=str(isolated_minifier / "dbg")

@@ -1,6 +1,7 @@
 """Issue 2 part 6: unsupported ops run in eager (one warning) or raise in strict mode."""
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -138,3 +139,47 @@ def test_boolean_mask_assignment_is_lowered(monkeypatch):
     x = torch.randn(10)
     assert_same(torch.compile(f, backend="xla", options={"strict": True})(x), f(x))
     assert counter.count == 1
+
+
+_TAU = torch.tensor([0.5, 0.2], dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: torch.linalg.eig(a)[0].real.sum() + torch.linalg.eig(a)[1].abs().sum(),
+        lambda a: torch.linalg.eigvals(a @ a).abs().sum(),
+        lambda a: torch.linalg.householder_product(a.tanh(), _TAU).sum(),
+        lambda a: (torch.ormqr(a, _TAU, a.detach()) * 2).sum(),
+    ],
+    ids=["eig", "eigvals", "householder_product", "ormqr"],
+)
+def test_ops_jax_cannot_differentiate_run_in_eager_where_a_gradient_flows(fn):
+    # These raised a CompileError (JAX has no reverse-mode rule for them) where eager gives a
+    # gradient; they now run in eager in training, and in XLA where no gradient flows.
+    a = torch.tensor([[1.0, 0.3], [0.6, 1.6]], dtype=torch.float64)
+    leaves = [a.clone().requires_grad_() for _ in range(2)]
+    with pytest.warns(torch2xla.FallbackWarning):
+        got = torch.compile(fn, backend="xla")(leaves[0])
+    want = fn(leaves[1])
+    got.backward()
+    want.backward()
+    assert_same(got, want)
+    assert_same(leaves[0].grad, leaves[1].grad)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", torch2xla.FallbackWarning)  # all of it in XLA
+        torch.testing.assert_close(torch.compile(fn, backend="xla")(a), fn(a))
+
+
+def test_eig_gradient_that_depends_on_the_eigenvectors_phase_raises_eagers_error():
+    a = torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64)
+
+    def fn(a):
+        return torch.linalg.eig(a)[1].real.sum()  # not invariant under v -> v e^{i phi}
+
+    def error(f):
+        with pytest.raises(RuntimeError) as info:
+            f(a.clone().requires_grad_()).backward()
+        return str(info.value)
+
+    assert error(torch.compile(fn, backend="xla")) == error(fn)

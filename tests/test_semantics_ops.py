@@ -1019,7 +1019,21 @@ def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype, device):
     a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
     (got,) = torch.autograd.grad(_compiled(fn)(a), a, g)
     (want,) = torch.autograd.grad(fn(b), b, g)
-    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    if device == "cpu":
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        return
+    # CUDA's kernels round their products in another order than the CPU's (which ours
+    # follows bit for bit): where eager gives NaN or zero, so do we; elsewhere each element is
+    # as close to the float64 gradient of the same inputs as eager's, within one unit in the
+    # last place of the dtype.
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got == 0, want == 0)
+    x64 = x.cpu().double().requires_grad_()
+    (exact,) = torch.autograd.grad(fn(x64), x64, g.cpu().double())
+    ulp = torch.finfo(dtype).eps * exact.abs()
+    live = ~want.isnan().cpu()
+    ours_err = (got.cpu().double() - exact).abs()[live]
+    eager_err = (want.cpu().double() - exact).abs()[live]
+    assert (ours_err <= eager_err + ulp[live]).all()
 
 
 def test_hardtanh_gradient_at_nan_in_a_channels_last_tensor():

@@ -10,11 +10,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from torch2xla._errors import (
+    CompileError,
+    LoweringError,
     OpError,
     Unsupported,
     UnsupportedOpsError,
     op_name,
     source_line,
+    user_lowering,
     warn,
 )
 from torch2xla._options import OptionError, Options
@@ -128,16 +131,21 @@ class CompiledGraph:
         self._backward_errors: dict[int, RuntimeError] | None = None
         self._saved: tuple[frozenset[int], frozenset[int]] | None = None
         self._warned = False
+        self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
         self._cut: _Cut | None = None  # set where data-dependent ops cut the graph
+        # ops whose lowering raised in this graph, run in eager since (why, per op: _build)
+        self._failed_ops: dict = {}
         self.records = RecordLog(options.cache_size)  # CompileRecords, for explain
         # whether a call can raise eager's error after drawing random numbers (a signature
         # that draws and has runtime checks), so that its replay needs the generator's state
         self._keeps_state: bool | None = None
 
     def __call__(self, *args):
+        if torch.autograd.forward_ad._current_level >= 0 and _dual(args):
+            return self._with_tangents(args)
         # (the generator's state, for the replay of a call that raises after drawing random
         # numbers; taken until the first build says whether a call can)
         state = torch.default_generator.get_state() if self._keeps_state is not False else None
@@ -146,6 +154,22 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         return self._replay(error, args, state)  # (outside the handler: no chained context)
+
+    @torch._disable_dynamo
+    def _with_tangents(self, args: Sequence):
+        """A call with forward-mode AD's dual tensors (``torch.autograd.forward_ad``) runs in
+        eager PyTorch: our programs' autograd Function has no forward derivative, so the
+        outputs' tangents were lost (None) where eager computes them."""
+        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
+        if self.options.strict:
+            raise UnsupportedOpsError(self.name, [Unsupported(node, _REASON_DUAL)])
+        if not self._warned_dual:
+            self._warned_dual = True
+            warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
+        gm = self.gm
+        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            gm.real_recompile()
+        return gm.forward(*args)
 
     @torch._disable_dynamo
     def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
@@ -246,6 +270,48 @@ class CompiledGraph:
 
     @torch._disable_dynamo
     def _build(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
+        """``_compile``, with what fails in it run in eager PyTorch unless in strict mode: an
+        op whose lowering raised (each node of that op in this graph, from then on), or the
+        whole graph where the export or XLA failed. Such a failure is our bug; eager's result
+        is the right one, so the run goes on, with a ``FallbackWarning`` that says so."""
+        # (Dynamo's minifier, when armed, looks for the failure itself)
+        raising = self.options.strict or torch._dynamo.config.repro_after is not None
+        while True:
+            try:
+                return self._compile(args, lowering)
+            except LoweringError as e:
+                op = getattr(e.node, "target", None)
+                if raising or op is None or op in self._failed_ops:
+                    raise
+                if user_lowering(e.node) is not None:
+                    raise  # (the user's own lowering: the error is what they need)
+                original = getattr(e, "original", e)
+                self._failed_ops[op] = (
+                    f"its lowering raised {type(original).__name__}: "
+                    f"{_first_line(original)} (a bug in torch2xla: please report it)"
+                )
+            except CompileError as e:
+                if raising or e.stage not in _EAGER_AFTER or self._cut is not None:
+                    raise
+                return self._after_failure(e, args)
+
+    def _after_failure(self, error: CompileError, args: Sequence) -> _Cut:
+        """The whole graph in eager PyTorch from now on, ``error`` being why."""
+        with Build(self, args) as b:
+            first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
+            warn(
+                f"torch2xla: {self.name} runs in eager PyTorch: compiling it failed in stage "
+                f"{error.stage} ({_first_line(error)}). This is a bug in torch2xla; please "
+                "report it (options={'strict': True} raises the error instead).",
+                FallbackWarning,
+                node=first,
+            )
+            b.record.mode = "eager"
+            self._cut = _Cut(self.gm)
+            self._draws = False
+            return b.done(self._cut)
+
+    def _compile(self, args: Sequence, lowering: Callable | None = None) -> _Entry | _Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
             return self._cut
         # Build times each stage, reports long compiles, names this graph in errors, records
@@ -285,10 +351,21 @@ class CompiledGraph:
                 writes.check_overlapping_inputs(self.gm, args)
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
-            unsupported = find_unsupported(lowered.gm)
-            unsupported += b.eager_ops(lowered.gm, unsupported)
             inputs = lowered.inputs(args)
             tracked = self._tracked_writes(lowered, inputs)
+            grads_flow = any(self.output_requires_grad) or any(tracked)
+            unsupported = find_unsupported(
+                lowered.gm,
+                [isinstance(x, torch.Tensor) and x.requires_grad for x in inputs]
+                if grads_flow
+                else None,
+            )
+            unsupported += b.eager_ops(lowered.gm, unsupported)
+            unsupported += [
+                Unsupported(n, self._failed_ops[n.target])
+                for n in lowered.gm.graph.nodes
+                if n.op == "call_function" and n.target in self._failed_ops
+            ]
             requires_grad = tracked + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
@@ -498,6 +575,20 @@ class CompiledGraph:
         return b.done(self._cut)
 
 
+_REASON_DUAL = (
+    "runs in eager PyTorch when called with forward-mode AD's dual tensors "
+    "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
+)
+
+
+def _dual(args: Sequence) -> bool:
+    """Whether an argument carries a forward-mode tangent (a dual level is active)."""
+    return any(
+        isinstance(a, torch.Tensor) and torch.autograd.forward_ad.unpack_dual(a).tangent is not None
+        for a in args
+    )
+
+
 def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> CompiledGraph:
     """A piece of a cut graph, compiled: its inputs' example values are the whole graph's,
     whose versions count the whole graph's writes, so the cut graph sets the versions."""
@@ -664,8 +755,9 @@ class _Entry:
             if outs[i].requires_grad:
                 outs[i] = outs[i].detach()
         for i, error in self.errors.items():
-            if outs[i].requires_grad:
-                outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+            if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
+                with torch.enable_grad():
+                    outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         return outs
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
@@ -691,6 +783,14 @@ class _Entry:
         if self.program is not None:
             return self.program(inputs)
         return list(self.runner(*inputs))
+
+
+# Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.
+_EAGER_AFTER = frozenset({"lowering", "tracing", "stablehlo", "xla"})
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:

@@ -334,7 +334,7 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
             'Meanwhile, run this op in eager PyTorch: torch.compile(..., backend="xla", '
             f'options={{"eager_ops": [torch.ops.{node.target}]}}).'
         )
-        if _user_lowering(node) is not None:
+        if user_lowering(node) is not None:
             todo = (
                 "The lowering is yours (torch2xla.register_lowering): fix it, or run the op in "
                 'eager PyTorch: torch.compile(..., backend="xla", '
@@ -349,7 +349,7 @@ def lowering_failed(err: LoweringError, graph: str) -> LoweringError:
     return new
 
 
-def _user_lowering(node: torch.fx.Node):
+def user_lowering(node: torch.fx.Node):
     """The user's function behind ``node``'s lowering (``register_lowering``), else None."""
     from torch2xla.ops import LOWERINGS
 
@@ -361,7 +361,7 @@ def _lowering_frame(exc: BaseException, node: torch.fx.Node) -> str:
     traceback (or, for a wrapped lowering, of the op modules), else ''."""
     from torch2xla.ops import LOWERINGS
 
-    code = getattr(_user_lowering(node) or LOWERINGS.get(node.target), "__code__", None)
+    code = getattr(user_lowering(node) or LOWERINGS.get(node.target), "__code__", None)
     ops_dir = f"torch2xla{os.sep}ops{os.sep}"
     found = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):

@@ -9,6 +9,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+# "1": strict mode for every compile of the process (Options.strict)
+STRICT_ENV = "TORCH2XLA_STRICT"
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # What each torch.compile mode asks of XLA's compiler (DebugOptions, as ``jax.jit``'s
@@ -159,7 +161,10 @@ class Options:
     a new option is one line here, and ``parse`` rejects a value its check does not accept.
 
     Attributes:
-        strict: raise one error listing every unsupported op instead of running them in eager.
+        strict: raise one error listing every unsupported op instead of running them in eager,
+            and raise where a compile fails instead of running the graph in eager (default:
+            True where the ``TORCH2XLA_STRICT`` environment variable is ``1``, for every
+            compile of the process, as Dynamo's minifier needs).
         remat: checkpoint activations per module call (``jax.checkpoint`` per top-level layer):
             keep only layer inputs for the backward, which recomputes the rest.
         cache_size: most compiled programs kept per graph (least recently used are dropped).
@@ -249,6 +254,8 @@ class Options:
                 else:
                     message = f"option {name} must be {check.accepts}, got {given}"
                 raise OptionError(f"torch2xla: {message}") from e.__cause__
+        if "strict" not in options and os.environ.get(STRICT_ENV) == "1":
+            values["strict"] = True
         return cls(**values)
 
 

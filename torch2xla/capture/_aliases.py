@@ -34,9 +34,11 @@ class OutputAlias:
     # Of a dynamic-shape graph: ``size``, ``stride`` and ``offset`` hold sympy expressions of
     # the size symbols, each the value of the graph's input at its position here.
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
-    # taken under no_grad in eager (``with torch.no_grad(): v = x[1:]``): a view autograd does
-    # not follow back into the input
-    untracked: bool = False
+    # How autograd sees eager's view (Dynamo's example value): "tracked" (made with grad
+    # enabled: a grad_fn), "untracked" (made under no_grad: requires grad through its base,
+    # no grad_fn) or "detached" (of ``x.detach()``: a view of a new tensor, no grad). The
+    # call's own grad mode may be another (a function that enables grad itself).
+    grad: str = "tracked"
     # A view of output ``input`` (``return y, y[0]``), not of an input; the strides of that
     # output in eager, which the view's strides count in.
     of_output: tuple | None = None
@@ -57,14 +59,14 @@ class OutputAlias:
                 return outs[self.output]  # (not laid out as eager's: left a copy)
             return self._view(args, base)
         base = args[self.input]
+        if self.grad == "detached" and base.requires_grad:
+            base = base.detach()
         if self.dtype is not None:
             base = _reinterpret(base, self.dtype)
             if base is None:
                 return outs[self.output]  # (a layout ``view(dtype)`` refuses: left a copy)
-        if self.untracked:
-            with torch.no_grad():
-                return self._view(args, base)
-        return self._view(args, base)
+        with torch.set_grad_enabled(self.grad == "tracked"):
+            return self._view(args, base)
 
     def _ints(self, exprs: tuple, args) -> tuple:
         if not self.symbols:
@@ -205,10 +207,11 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-            untracked = ex.requires_grad and ex.grad_fn is None and ex._base is not None
+            grad = "untracked" if ex.grad_fn is None else "tracked"
+            grad = grad if ex.requires_grad else "detached"
             conj, neg = _flips(placeholders[src].meta["example_value"], ex)
             found.append(
-                OutputAlias(k, src, size, stride, offset, bound, untracked, None, conj, neg, dtype)
+                OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)
             )
     return tuple(found)
 

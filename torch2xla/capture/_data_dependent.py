@@ -57,6 +57,26 @@ REASON_HOOK = (
 )
 
 
+# A ``torch.autograd.Function`` whose outputs autograd tracks: Dynamo keeps it as this op,
+# with its forward and backward as subgraphs; the ATen export, traced without autograd,
+# inlines the forward and drops the backward (JAX would differentiate the forward: a
+# straight-through estimator's ``round`` gave zeros). Run in eager PyTorch, the user's
+# backward (and ``ctx``'s rules: materialize_grads, once_differentiable) runs as in eager.
+def _is_custom_backward(node: torch.fx.Node) -> bool:
+    target = node.target
+    return (
+        isinstance(target, torch._ops.HigherOrderOperator)
+        and target.name() == "autograd_function_apply"
+        and _requires_grad(node.meta.get("example_value"))
+    )
+
+
+REASON_FUNCTION = (
+    "a torch.autograd.Function with its own backward, in a graph that records autograd: "
+    "runs in eager PyTorch inside the graph"
+)
+
+
 # ``x.data = y`` of a graph input: Dynamo records ``Tensor.set_(x, y)`` (under no_grad, which
 # the eager node keeps: ``_eager_node``).
 def _sets_input(node: torch.fx.Node) -> bool:
@@ -89,6 +109,7 @@ def data_dependent_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             (n.meta.get("unbacked_bindings") and not _specialized(n))
             or _is_hook(n)
             or _sets_input(n)
+            or _is_custom_backward(n)
         )
     ]
 
@@ -121,6 +142,8 @@ def reason(node: torch.fx.Node) -> str:
     or registers a hook."""
     if _is_hook(node):
         return REASON_HOOK
+    if _is_custom_backward(node):
+        return REASON_FUNCTION
     if _sets_input(node):
         return REASON_SET
     return REASON if _is_value(node.meta.get("example_value")) else REASON_VALUE

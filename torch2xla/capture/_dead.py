@@ -29,10 +29,22 @@ def _kept(node: torch.fx.Node) -> torch.fx.Node | None:
     if node.op == "call_function" and node.target is operator.setitem:
         target = node.args[0]
         value = target.meta.get("example_value") if isinstance(target, torch.fx.Node) else None
-        return target if isinstance(value, torch.Tensor) else None
-    if node.users or not isinstance(node.meta.get("example_value"), torch.Tensor):
+        return target if isinstance(value, torch.Tensor) and not _differentiated(value) else None
+    value = node.meta.get("example_value")
+    if node.users or not isinstance(value, torch.Tensor) or _differentiated(value):
         return None
     return node
+
+
+def _differentiated(value: torch.Tensor) -> bool:
+    """A value inside a ``torch.func.grad``-like transform: not kept, ``keep`` returns
+    nothing, so it can have no autograd formula, which such a transform requires of every op
+    on its values (so a dead check there is not raised)."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(value):
+        if torch._C._functorch.is_gradtrackingtensor(value):
+            return True
+        value = torch._C._functorch.get_unwrapped(value)
+    return False
 
 
 def keep_dead(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -13,6 +13,7 @@ import torch
 import torch._decomp
 from torch._functorch.aot_autograd import aot_export_module
 
+from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
@@ -64,6 +65,7 @@ def decomposition_table() -> dict:
         else:  # lowered whole (binary_cross_entropy: ops/_derivatives.py) where dtypes agree
             decomposition = torch._decomp.decomposition_table[op]
             table[op] = _in_input_dtype(op, decomposition, lowered=True)
+    table.update(_foreach.decompositions())  # (one op per tensor, as eager's slow path)
     # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
     return _arg_checks.checked_decompositions(table)
 

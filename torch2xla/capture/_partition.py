@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from torch2xla._errors import Unsupported, is_custom_op
-from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla
+from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, NO_JAX_GRADIENT, dtype_without_xla
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
@@ -23,9 +24,14 @@ _NO_LOWERING = {
 }
 
 
-def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
-    """Every call node of ``gm`` that XLA cannot run, each with its reason."""
+def find_unsupported(
+    gm: torch.fx.GraphModule, grad_inputs: Sequence[bool] | None = None
+) -> list[Unsupported]:
+    """Every call node of ``gm`` that XLA cannot run, each with its reason. ``grad_inputs``
+    (per placeholder: does a gradient flow from it; None: no backward) adds the nodes a
+    gradient reaches whose lowering JAX cannot differentiate."""
     found = []
+    graded = _reached(gm, grad_inputs) if grad_inputs is not None else set()
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
@@ -38,7 +44,39 @@ def find_unsupported(gm: torch.fx.GraphModule) -> list[Unsupported]:
             found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:
             found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
+        elif node.target in NO_JAX_GRADIENT and node in graded:
+            found.append(Unsupported(node, f"its gradient: {NO_JAX_GRADIENT[node.target]}"))
+        elif _sparse(node):
+            found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
+        elif node.target is torch.ops.aten._embedding_bag.default and _arg(
+            node, 3, "scale_grad_by_freq"
+        ):
+            # (eager's CPU kernel divides each row's gradient by another index's count)
+            found.append(Unsupported(node, "scale_grad_by_freq=True: eager's gradient is kept"))
     return found
+
+
+def _reached(gm: torch.fx.GraphModule, grad_inputs: Sequence[bool]) -> set[torch.fx.Node]:
+    """The nodes of ``gm`` that depend on a placeholder whose ``grad_inputs`` entry is True."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    reached = {p for p, g in zip(placeholders, grad_inputs, strict=True) if g}
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and any(a in reached for a in node.all_input_nodes):
+            reached.add(node)
+    return reached
+
+
+def _arg(node: torch.fx.Node, k: int, name: str):
+    return node.args[k] if len(node.args) > k else node.kwargs.get(name)
+
+
+# Ops whose ``sparse`` argument makes eager's gradient a sparse tensor: its position.
+_SPARSE_GRADIENT = {torch.ops.aten.embedding.default: 4, torch.ops.aten._embedding_bag.default: 5}
+
+
+def _sparse(node: torch.fx.Node) -> bool:
+    k = _SPARSE_GRADIENT.get(node.target)
+    return k is not None and bool(_arg(node, k, "sparse"))
 
 
 class _Support(OperatorSupportBase):

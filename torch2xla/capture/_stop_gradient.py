@@ -38,22 +38,38 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     ``gm`` itself is left untouched: a Dynamo graph is lowered once per input signature.
     """
     stops = grad_enabled and any(_is_stop_point(n) for n in gm.graph.nodes)
-    if not stops and not any(_is_switch(n) for n in gm.graph.nodes):
+    if not stops and not any(_is_switch(n) or _nesting(n) for n in gm.graph.nodes):
         return gm
     graph = copy.deepcopy(gm.graph)
     if grad_enabled:
         _keep_unrecorded_writes(graph)
+    regions = _regions(graph)
+    stops_at: dict = {}  # (stop point, where its stop is placed) -> the stop
+    depth = 0  # of torch.func transforms that differentiate (grad, vjp, jacrev)
     for node in list(graph.nodes):
-        if _is_switch(node):
+        if _nesting(node):
+            # The export itself runs their autograd (into ATen ops), with grad enabled as
+            # torch.func enables it whatever the caller's mode (Dynamo records no switch
+            # where the mode was on already); the switches inside them are kept.
+            depth += _nesting(node)
+            with graph.inserting_after(node):
+                graph.call_function(torch._C._set_grad_enabled, (depth > 0,))
+        elif _is_switch(node) and depth == 0:
             graph.erase_node(node)
         elif grad_enabled and _is_stop_point(node):
             for user in list(node.users):
                 if _mutates(user, node):
                     continue  # an in-place write must still reach the value itself
-                with graph.inserting_before(user):
-                    stop = graph.call_function(_STOP, (node,))
-                stop.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
-                stop.meta["example_value"] = node.meta["example_value"]
+                # (read inside a torch.func transform the value is outside of: stopped
+                # before the transform starts, at the value's own functorch level)
+                inner = regions[user][len(regions[node]) :]
+                at = inner[0] if inner else user
+                stop = stops_at.get((node, at))
+                if stop is None:
+                    with graph.inserting_before(at):
+                        stop = stops_at[node, at] = graph.call_function(_STOP, (node,))
+                    stop.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+                    stop.meta["example_value"] = node.meta["example_value"]
                 user.replace_input_with(node, stop)
     new = torch.fx.GraphModule(gm, graph)
     new.meta.update(gm.meta)
@@ -62,6 +78,47 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
 
 def _is_switch(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in _GRAD_MODE_SWITCHES
+
+
+# torch.func's grad levels: entered and left around a differentiating transform's function.
+_NESTING = {
+    torch._C._functorch._grad_increment_nesting: 1,
+    torch._C._functorch._grad_decrement_nesting: -1,
+}
+
+
+def _nesting(node: torch.fx.Node) -> int:
+    return _NESTING.get(node.target, 0) if node.op == "call_function" else 0
+
+
+# Every torch.func transform's levels (vmap and jvp too): entered, left.
+_ENTER = frozenset(
+    {
+        torch._C._functorch._grad_increment_nesting,
+        torch._C._functorch._vmap_increment_nesting,
+        torch._C._functorch._jvp_increment_nesting,
+    }
+)
+_LEAVE = frozenset(
+    {
+        torch._C._functorch._grad_decrement_nesting,
+        torch._C._functorch._vmap_decrement_nesting,
+        torch._C._functorch._jvp_decrement_nesting,
+    }
+)
+
+
+def _regions(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[torch.fx.Node, ...]]:
+    """Per node, the nodes entering the torch.func transforms it runs inside, outermost
+    first."""
+    out, open_ = {}, ()
+    for node in graph.nodes:
+        out[node] = open_
+        if node.op == "call_function" and node.target in _ENTER:
+            open_ = (*open_, node)
+        elif node.op == "call_function" and node.target in _LEAVE and open_:
+            open_ = open_[:-1]
+    return out
 
 
 def _requires_grad(value: torch.Tensor) -> bool:
@@ -143,9 +200,11 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             continue
         target = _mutated(node)
         if target is not None and not (enabled and _tracked(target)):
-            memory = _storage(target)
-            written = [t for t in tracked if last_use[t] > order[node] and _storage(t) == memory]
-            if memory is not None and written:
+            memory = _storage(target)  # (None for an integer tensor: no gradient to keep)
+            written = memory is not None and [
+                t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
+            ]
+            if written:
                 _straight_through_after(graph, node, written)
         if _tracked(node) and _storage(node) is not None:
             tracked.append(node)

@@ -377,7 +377,14 @@ _JAX_IGNORED = (
 )
 # torch2xla's environment variables that do not change programs.
 _ENV_IGNORED = frozenset(
-    {CACHE_DIR_ENV, SWITCH_ENV, "TORCH2XLA_LOG", "TORCH2XLA_DUMP_DIR", "TORCH2XLA_TRACEBACK"}
+    {
+        CACHE_DIR_ENV,
+        SWITCH_ENV,
+        "TORCH2XLA_LOG",
+        "TORCH2XLA_DUMP_DIR",
+        "TORCH2XLA_TRACEBACK",
+        "TORCH2XLA_STRICT",
+    }
 )
 
 

@@ -59,6 +59,7 @@ from torch2xla.ops._coverage import (
     Why,
     dtype_without_xla,
 )
+from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT
 from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
@@ -68,6 +69,7 @@ __all__ = [
     "DATA_DEPENDENT",
     "LOWERINGS",
     "NOT_LOWERED",
+    "NO_JAX_GRADIENT",
     "NotLowered",
     "Why",
     "ctx",

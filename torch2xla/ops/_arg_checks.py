@@ -82,12 +82,15 @@ def _pairs(*pairs: tuple[str, str, str]) -> Checker:
     return checker
 
 
-def _probed(op: torch._ops.OpOverload, shapes: dict[str, tuple[int, ...]]) -> Checker:
+def _probed(
+    op: torch._ops.OpOverload, shapes: dict[str, tuple[int, ...]], constants: tuple = ()
+) -> Checker:
     """A checker by eager itself: ``op`` called on small tensors (``shapes``, by argument name)
     of the arguments' dtypes, on their device; eager's error, or None where it accepts them.
     For ops whose checks and messages changed between torch versions: torch 2.11's ``addmv``
     accepts a ``self`` of another dtype (the result has the matrix's) and rejects a vector of
-    another dtype with "expected scalar type", 2.13's rejects both naming all three dtypes."""
+    another dtype with "expected scalar type", 2.13's rejects both naming all three dtypes.
+    ``constants``: (name, value) pairs of the other arguments the probe passes."""
     names = tuple(shapes)
 
     def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
@@ -95,7 +98,9 @@ def _probed(op: torch._ops.OpOverload, shapes: dict[str, tuple[int, ...]]) -> Ch
         if any(v is None for v in values) or len({v.device for v in values}) != 1:
             return None  # (tensors on two devices: eager's device error, raised by tracing)
         dtypes = tuple(v.dtype for v in values)
-        rejected, dtype = _eager_call(op, dtypes, str(values[0].device), tuple(shapes.items()))
+        rejected, dtype = _eager_call(
+            op, dtypes, str(values[0].device), tuple(shapes.items()), constants
+        )
         traced = node.meta.get("val") if node is not None else None
         if rejected is None and isinstance(traced, torch.Tensor) and traced.dtype != dtype:
             # (torch 2.11's meta kernel of addmv promotes a float64 ``self`` where eager's
@@ -111,12 +116,13 @@ def _probed(op: torch._ops.OpOverload, shapes: dict[str, tuple[int, ...]]) -> Ch
 
 
 @functools.cache
-def _eager_call(op, dtypes: tuple, device: str, shapes: tuple) -> tuple:
-    """Eager's message for ``op`` called on ones of ``shapes`` and ``dtypes`` and None, or None
-    and the dtype of its result."""
+def _eager_call(op, dtypes: tuple, device: str, shapes: tuple, constants: tuple = ()) -> tuple:
+    """Eager's message for ``op`` called on ones of ``shapes`` and ``dtypes`` (and the
+    ``constants``) and None, or None and the dtype of its result."""
     # (outside the modes of an export in progress: a real call, not a traced one)
     with torch.utils._python_dispatch._disable_current_modes():
         args = {n: torch.ones(s, dtype=d, device=device) for (n, s), d in zip(shapes, dtypes)}
+        args.update(constants)
         try:
             return None, op(**args).dtype
         except RuntimeError as e:
@@ -482,6 +488,12 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     # Backward kernels: checked in the fake backward of eager's graph (autodiff/_eager_backward)
     aten.huber_loss_backward.default: _pairs(
         ("target", "self", "Found dtype {a} but expected {b}")
+    ),
+    # (torch 2.11's kernel rejects a target of another dtype, 2.13's accepts it)
+    aten.mse_loss_backward.default: _probed(
+        aten.mse_loss_backward.default,
+        {"grad_output": (1,), "self": (1,), "target": (1,)},
+        (("reduction", 0),),
     ),
 }
 

@@ -282,6 +282,19 @@ def _linalg_eigh(A, UPLO="L", compute_v=True):
     return (w, v) if compute_v else (w, _empty(1))
 
 
+# Lowerings whose JAX functions have no reverse-mode rule. Where a gradient flows through one
+# of these nodes, the node runs in eager PyTorch instead (capture/_partition.find_unsupported),
+# so its gradient, and eager's errors about it, are eager's; without a gradient it runs in XLA.
+NO_JAX_GRADIENT = {
+    aten.linalg_eig.default: "JAX differentiates eigenvectors of non-symmetric matrices only "
+    "under assumptions it cannot check",
+    aten.linalg_eigvals.default: "JAX differentiates eigenvalues of non-symmetric matrices "
+    "through eig's eigenvector rule",
+    aten.linalg_householder_product.default: "JAX has no gradient for householder_product",
+    aten.ormqr.default: "JAX has no gradient for ormqr",
+}
+
+
 @register(aten.linalg_eig.default)
 def linalg_eig(self):
     # eager checks its input first, on every device

@@ -306,13 +306,37 @@ def _log_softmax(self, dim, half_to_float):
 # -- embedding -------------------------------------------------------------------------------------
 @register(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding(scale_grad_by_freq=True) is not supported")
+    # (sparse=True runs in eager PyTorch, whose gradient is a sparse tensor: _partition)
     check_index(indices, weight.shape[0], 0)
     if padding_idx is not None and padding_idx >= 0:
         # NOTE: torch gives the padding row no gradient.
         weight = weight.at[padding_idx].set(lax.stop_gradient(weight[padding_idx]))
+    if scale_grad_by_freq:
+        return _take_by_freq(weight, indices)
     return jnp.take(weight, indices, axis=0)
+
+
+@jax.custom_vjp
+def _take_by_freq(weight, indices):
+    """``take(weight, indices)`` whose gradient of each looked-up row is divided by how often
+    its index occurs in ``indices`` (``scale_grad_by_freq``), as eager's backward scales."""
+    return jnp.take(weight, indices, axis=0)
+
+
+def _take_by_freq_fwd(weight, indices):
+    return jnp.take(weight, indices, axis=0), (indices, jnp.zeros(weight.shape[:1], weight.dtype))
+
+
+def _take_by_freq_bwd(residuals, g):
+    indices, rows = residuals
+    idx = indices.reshape(-1)
+    g = g.reshape(idx.shape[0], -1)
+    counts = jnp.zeros(rows.shape, g.dtype).at[idx].add(1)
+    g = g / counts[idx][:, None]
+    return jnp.zeros((rows.shape[0], g.shape[1]), g.dtype).at[idx].add(g), None
+
+
+_take_by_freq.defvjp(_take_by_freq_fwd, _take_by_freq_bwd)
 
 
 @register(aten.embedding_renorm.default)

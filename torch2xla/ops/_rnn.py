@@ -5,9 +5,9 @@ time step, which XLA compiles as a long unrolled program. ``capture/_rewrites.pr
 retargets the Dynamo graph's ``torch.lstm``/``torch.gru``/``torch.rnn_tanh``/``torch.rnn_relu``
 calls to functional custom ops of the same schema (``torch.ops.torch2xla.*``), which export keeps
 intact; their lowerings run the time loop as a scan: the input projection of every step as
-one matmul, the recurrent matmul and the fused cell in the loop. The LSTM's recurrence has its
-own gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
-the weight gradient as one matmul over all steps, as cuDNN and ATen do.
+one matmul, the recurrent matmul and the fused cell in the loop. An LSTM layer has its own
+gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
+the weight and input gradients as one matmul each over all steps, as cuDNN and ATen do.
 
 Calls these lowerings do not cover keep the decomposition: inter-layer dropout in training,
 LSTM projections (``proj_size``), packed sequences, unbatched or half-precision inputs, and
@@ -16,14 +16,16 @@ graphs under autocast.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import torch
 from jax import lax
 
-from torch2xla.ops import _vmap
+from torch2xla.ops import _linalg, _vmap
 from torch2xla.ops._linalg import precision
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 
 # -- custom ops: aten's RNN schemas, kept whole by export ------------------------------------------
@@ -216,63 +218,97 @@ def _matmul(a, b):
     return jnp.matmul(a, b, precision=precision())
 
 
-def _lstm_cell_gates(g):
-    i, f, c, o = jnp.split(g, 4, axis=-1)
-    return jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(c), jax.nn.sigmoid(o)
+def _gate_first(w):
+    """``w``'s rows of the four gates (i, f, g, o, as torch orders them) in the order g, i, f, o:
+    the cell's tanh gate first (see ``_lstm_activations``)."""
+    i, f, g, o = jnp.split(w, 4, axis=0)
+    return jnp.concatenate([g, i, f, o], axis=0)
 
 
-@jax.custom_vjp
-def _lstm_recurrence(gx, h0, c0, w_hh_t):
-    """Steps of one LSTM layer and direction over ``gx`` (time, batch, 4 hidden): the input
-    projections with both biases. Returns (outputs, h_n, c_n)."""
-    ys, h, c, _ = _lstm_forward(gx, h0, c0, w_hh_t)
+def _lstm_activations(pre):
+    """The gates' activations of pre-activations ``pre`` (batch, 4 hidden; gates g, i, f, o):
+    the sigmoid over the whole width, the tanh over the first quarter, both materialized.
+
+    NOTE: XLA's CPU compiler runs an elementwise fusion that slices columns out of a row at an
+    offset (``sigmoid(pre[:, h:2h])``) several times slower than the same work over whole rows
+    or a slice at offset 0 (one thread, batch 16, hidden 256: the fused cell took 45 us a step;
+    this, 11). The barrier keeps the compiler from fusing the activations back into the slices
+    the cell reads.
+    """
+    hidden = pre.shape[-1] // 4
+    return lax.optimization_barrier((jax.nn.sigmoid(pre), jnp.tanh(pre[:, :hidden])))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
+def _lstm_recurrence(x, w_ih, h0, c0, w_hh, bias, on_cuda):
+    """One LSTM layer and direction over time-major ``x`` (time, batch, input): the input
+    projections of every step as one product, then the steps; ``bias`` is both biases' sum,
+    added in the step (with the recurrent product, in the activations' fusion). Returns
+    (outputs, h_n, c_n). ``on_cuda``: whether it runs on CUDA (the weight gradients' form)."""
+    ys, h, c, _ = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
     return ys, h, c
 
 
-def _lstm_forward(gx, h0, c0, w_hh_t):
+def _lstm_forward(x, w_ih, h0, c0, w_hh, bias):
+    t, b, _ = x.shape
+    # the steps' pre-activations in the gate order g, i, f, o (the reordered recurrent weight
+    # is the transposed copy the loop's product reads anyway)
+    gx = _matmul(x.reshape(t * b, -1), _gate_first(w_ih).T).reshape(t, b, -1)
+    w_hh_t = _gate_first(w_hh).T
+    bias = _gate_first(bias)
+
     def step(carry, g_x):
         h, c = carry
-        i, f, g, o = _lstm_cell_gates(g_x + _matmul(h, w_hh_t))
+        sig, g = _lstm_activations(g_x + _matmul(h, w_hh_t) + bias)
+        _, i, f, o = jnp.split(sig, 4, axis=-1)
         c = f * c + i * g
         h = o * jnp.tanh(c)
-        return (h, c), (h, c, jnp.concatenate([i, f, g, o], axis=-1))
+        return (h, c), (h, c, sig, g)
 
-    (h, c), (ys, cs, acts) = lax.scan(step, (h0, c0), gx)
-    return ys, h, c, (cs, acts)
-
-
-def _lstm_recurrence_fwd(gx, h0, c0, w_hh_t):
-    ys, h, c, (cs, acts) = _lstm_forward(gx, h0, c0, w_hh_t)
-    return (ys, h, c), (h0, c0, w_hh_t, ys, cs, acts)
+    (h, c), (ys, cs, sigs, gs) = lax.scan(step, (h0, c0), gx)
+    return ys, h, c, (cs, sigs, gs)
 
 
-def _lstm_recurrence_bwd(res, cts):
-    h0, c0, w_hh_t, ys, cs, acts = res
-    d_ys, d_h, d_c = cts
+def _lstm_recurrence_fwd(x, w_ih, h0, c0, w_hh, bias, on_cuda):
+    ys, h, c, (cs, sigs, g) = _lstm_forward(x, w_ih, h0, c0, w_hh, bias)
+    # What the backward's steps read, computed once over every step. NOTE: XLA's CPU compiler
+    # runs a fusion that slices columns out of the loop's row of a stacked array (a dynamic
+    # slice) several times slower than the same work on whole rows, so the gates are split
+    # here, outside the loop: per step, the backward reads whole rows only.
+    _, i, f, o = jnp.split(sigs, 4, axis=-1)
     c_prev = jnp.concatenate([c0[None], cs[:-1]], axis=0)
-    h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
+    tc = jnp.tanh(cs)
+    # d pre-activations = [dc, dc, dc, dh] * coef (the gates' derivatives from their values)
+    coef = jnp.concatenate(
+        [g * i * (1 - i), c_prev * f * (1 - f), i * (1 - g * g), tc * o * (1 - o)], -1
+    )
+    return (ys, h, c), (x, w_ih, h0, w_hh, ys, coef, o * (1 - tc * tc), f)
+
+
+def _lstm_recurrence_bwd(on_cuda, res, cts):
+    x, w_ih, h0, w_hh, ys, coef, o_dtanh, f = res
+    d_ys, d_h, d_c = cts
+    t, b, hidden = ys.shape
 
     def step(carry, xs):
-        dh, dc = carry
-        dy, c, cp, a = xs
-        i, f, g, o = jnp.split(a, 4, axis=-1)
+        dh, dc = carry  # dc: the next step's, times its forget gate
+        dy, k, od, f_t = xs
         dh = dh + dy
-        tc = jnp.tanh(c)
-        dc = dc + dh * o * (1 - tc * tc)
-        d_pre = jnp.concatenate(
-            [
-                dc * g * i * (1 - i),
-                dc * cp * f * (1 - f),
-                dc * i * (1 - g * g),
-                dh * tc * o * (1 - o),
-            ],
-            axis=-1,
-        )
-        return (_matmul(d_pre, w_hh_t.T), dc * f), d_pre
+        dc = dc + dh * od
+        d_pre = jnp.concatenate([dc, dc, dc, dh], -1) * k
+        return (_matmul(d_pre, w_hh), dc * f_t), d_pre
 
-    (dh0, dc0), d_gx = lax.scan(step, (d_h, d_c), (d_ys, cs, c_prev, acts), reverse=True)
-    d_w = jnp.einsum("tbh,tbg->hg", h_prev, d_gx, precision=precision())
-    return d_gx, dh0, dc0, d_w
+    (dh0, dc0), d_gx = lax.scan(step, (d_h, d_c), (d_ys, coef, o_dtanh, f), reverse=True)
+    # Each weight's gradient as one product over every step, in the weight's orientation:
+    # d_gx^T x and d_gx^T h_prev, from one materialized d_gx^T (see _linalg.cpu_product).
+    d_gx = d_gx.reshape(t * b, 4 * hidden)
+    h_prev = jnp.concatenate([h0[None], ys[:-1]], axis=0)
+    d_gx_t = d_gx.T if on_cuda else lax.optimization_barrier(d_gx.T)
+    x2 = x.reshape(t * b, -1)
+    d_w_ih = _matmul(d_gx_t, x2)
+    d_w_hh = _matmul(d_gx_t, h_prev.reshape(t * b, hidden))
+    d_x = _matmul(d_gx, w_ih).reshape(x.shape)
+    return d_x, d_w_ih, dh0, dc0, d_w_hh, d_gx.sum(0)
 
 
 _lstm_recurrence.defvjp(_lstm_recurrence_fwd, _lstm_recurrence_bwd)
@@ -306,16 +342,20 @@ def _layer(kind, x, states, weights, has_biases, reverse):
     """One layer and direction over time-major ``x``; returns (outputs, final states)."""
     w_ih, w_hh = weights[0], weights[1]
     b_ih, b_hh = (weights[2], weights[3]) if has_biases else (None, None)
-    gx = _matmul(x, w_ih.T)
+    if kind == "lstm":
+        bias = b_ih + b_hh if has_biases else jnp.zeros(w_hh.shape[0], x.dtype)
+        if reverse:
+            x = jnp.flip(x, 0)
+        ys, h, c = _lstm_recurrence(x, w_ih, states[0], states[1], w_hh, bias, ctx().on_cuda)
+        return (jnp.flip(ys, 0) if reverse else ys), (h, c)
+    t, b, _ = x.shape
+    gx = _linalg.product(x.reshape(t * b, -1), w_ih.T)[0].reshape(t, b, -1)
     if has_biases:
         # NOTE: the GRU's recurrent bias stays inside the reset gate's product, as torch's.
         gx = gx + (b_ih if kind == "gru" else b_ih + b_hh)
     if reverse:
         gx = jnp.flip(gx, 0)
-    if kind == "lstm":
-        ys, h, c = _lstm_recurrence(gx, states[0], states[1], w_hh.T)
-        new = (h, c)
-    elif kind == "gru":
+    if kind == "gru":
         bias = b_hh if has_biases else jnp.zeros((), gx.dtype)
         ys, h = _gru_recurrence(gx, states[0], w_hh.T, bias)
         new = (h,)

@@ -30,6 +30,7 @@ from torch2xla.guards.bucketing._rewrite import rewrite
 
 _MEMO_LIMIT = 4096
 NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
+OVERLAPPING = "inputs may overlap in memory, and padded copies would not share it"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +146,9 @@ class Bucketing:
         self._our_guards: list = []
         self._our_ranges: dict = {}
         if not key.sources:
+            return
+        if key.aliasing:  # (padding copies each input: writes through shared memory would part)
+            self.refused = {s.label: OVERLAPPING for s in key.sources}
             return
         try:
             sym = _trace_symbolic(gm, key, args)
