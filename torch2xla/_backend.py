@@ -274,8 +274,13 @@ class CompiledGraph:
         op whose lowering raised (each node of that op in this graph, from then on), or the
         whole graph where the export or XLA failed. Such a failure is our bug; eager's result
         is the right one, so the run goes on, with a ``FallbackWarning`` that says so."""
-        # (Dynamo's minifier, when armed, looks for the failure itself)
-        raising = self.options.strict or torch._dynamo.config.repro_after is not None
+        # (Dynamo's minifier, when armed, looks for the failure itself; a padded program's
+        # failure is bucketing's to handle: it compiles the exact sizes instead)
+        raising = (
+            self.options.strict
+            or torch._dynamo.config.repro_after is not None
+            or lowering is not None
+        )
         while True:
             try:
                 return self._compile(args, lowering)
