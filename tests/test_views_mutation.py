@@ -487,3 +487,20 @@ def test_recorded_write_beside_an_unrecorded_write_of_another_input():
         (args, grads), (eager_args, eager_grads) = _grads_both(_recorded_and_other_unrecorded, make)
     assert not [w for w in seen if "torch2xla" in str(w.message)]  # (compiled, not in eager)
     assert_same((args, grads), (eager_args, eager_grads))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [torch.view_as_complex, lambda t: torch.view_as_complex(t.view(6).view(3, 2))[1:]],
+    ids=["view_as_complex", "of-a-reshape"],
+)
+def test_a_returned_complex_view_of_a_real_input_keeps_its_gradient(fn):
+    # The view was taken with Tensor.view(dtype), which autograd does not follow: the output
+    # did not require grad where eager's does (view_as_complex is differentiable).
+    x = torch.randn(3, 2, requires_grad=True)
+    got, want = torch.compile(fn, backend="xla")(x), fn(x)
+    assert got.requires_grad and got._base is x
+    assert_same(got.detach(), want.detach())
+    (g1,) = torch.autograd.grad(got.abs().sum(), x)
+    (g2,) = torch.autograd.grad(want.abs().sum(), x)
+    assert_same(g1, g2)

@@ -89,6 +89,13 @@ def _reinterpret(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
     """``t``'s memory as ``dtype`` (a view of ``t``, which autograd follows), or None."""
     if t.is_complex() and dtype == t.real.dtype:
         return torch.view_as_real(t.resolve_conj() if t.is_conj() else t)
+    if dtype.is_complex and not t.is_complex() and t.dtype == dtype.to_real():
+        # (view_as_complex, which autograd follows: ``view(dtype)`` has no derivative)
+        pairs = t if t.shape[-1:] == (2,) and t.stride(-1) == 1 else None
+        try:
+            return torch.view_as_complex(pairs if pairs is not None else t.view(-1, 2))
+        except RuntimeError:
+            return None
     try:
         return t.view(dtype)
     except RuntimeError:
