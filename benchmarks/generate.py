@@ -4,6 +4,7 @@
         [--prompt 512] [--modes eager inductor inductor-ro xla xla-ro] [--rounds 3]
         [--device cuda] [--json benchmarks/results/generate_cuda.json]
     python benchmarks/generate.py --tiny          # CPU smoke test: tiny models, short runs
+    python benchmarks/generate.py --models gpt2 --batches 1 --profile DIR   # where a token goes
 
 Models are built from their configs with random weights (nothing is downloaded): ``gpt2`` is
 GPT-2 124M (HF's default ``GPT2Config``), ``llama1b`` a ~1.2B Llama (hidden 2048, 16 layers,
@@ -24,6 +25,12 @@ Medians over rounds. ``tokens_match``: the mode's tokens equal eager's (fp32 sho
 part after a near tie). ``programs``: XLA programs compiled (xla modes). A mode that fails is
 kept as a row with its error. One mode at a time, Dynamo reset between modes (their graphs
 would share one code object's cache). Results: a table on stdout and JSON.
+
+With ``--profile DIR``, each mode also profiles one (N+1)-token generate after its timing:
+``DIR/<model>_b<batch>_<mode>.txt`` holds the host's functions by own time (cProfile) and the
+device's kernels (torch's profiler, through CUPTI, so XLA's kernels too), and the row gains
+``kernel_ms_per_token`` (summed kernel time per generated token: far below ``ms_per_token``,
+the decode is bound by the host).
 """
 
 from __future__ import annotations
@@ -113,8 +120,39 @@ def _generate(model, ids, new_tokens: int, cache_len: int):
     )
 
 
-def measure(model, mode: str, ids, new_tokens: int, rounds: int, device: str) -> dict:
-    """One row: warm-up (compiles), then ``rounds`` of the 1-token and (N+1)-token generates."""
+def _profile(model, ids, new_tokens: int, cache_len: int, device: str, path: pathlib.Path) -> float:
+    """Writes the host and kernel profiles of one (N+1)-token generate to ``path``; returns the
+    summed kernel milliseconds per generated token."""
+    import cProfile
+    import io
+    import pstats
+
+    host = cProfile.Profile()
+    host.enable()
+    _generate(model, ids, new_tokens + 1, cache_len)
+    _common.sync(device)
+    host.disable()
+    text = io.StringIO()
+    pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(40)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        _generate(model, ids, new_tokens + 1, cache_len)
+        _common.sync(device)
+    events = prof.key_averages()
+    kernel_ms = sum(e.device_time_total for e in events if e.device_time_total) / 1e3
+    table = events.table(sort_by="device_time_total", row_limit=30, max_name_column_width=80)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"host (cProfile, by own time):\n{text.getvalue()}\ndevice:\n{table}\n")
+    return kernel_ms / (new_tokens + 1)
+
+
+def measure(
+    model, mode: str, ids, new_tokens: int, rounds: int, device: str, profile: str | None = None
+) -> dict:
+    """One row: warm-up (compiles), then ``rounds`` of the 1-token and (N+1)-token generates;
+    with ``profile`` (a folder), one more profiled generate (``_profile``)."""
     import torch2xla
 
     torch._dynamo.reset()
@@ -144,6 +182,10 @@ def measure(model, mode: str, ids, new_tokens: int, rounds: int, device: str) ->
         row["tokens"] = tokens
         if mode.startswith("xla"):
             row["programs"] = torch2xla.cache_info(model.forward).misses
+        if profile is not None:
+            name = f"{type(model).__name__}_b{ids.shape[0]}_{mode}.txt"
+            path = pathlib.Path(profile) / name
+            row["kernel_ms_per_token"] = _profile(model, ids, new_tokens, cache_len, device, path)
     except Exception as e:  # noqa: BLE001 -- a failing mode is a result of the benchmark
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
         row["traceback"] = traceback.format_exc(limit=8)
@@ -165,6 +207,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="tiny models and short runs (CPU smoke)")
     p.add_argument("--json", default=None)
+    p.add_argument("--profile", default=None, help="folder for per-mode host and kernel profiles")
     a = p.parse_args()
     batches = a.batches or ([1, 2] if a.tiny else [1, 8])
     new_tokens = a.new_tokens or (8 if a.tiny else 128)
@@ -192,7 +235,7 @@ def main() -> None:
                     "prompt": prompt,
                     "new_tokens": new_tokens,
                     "dtype": str(dtype).removeprefix("torch."),
-                    **measure(model, mode, ids, new_tokens, a.rounds, a.device),
+                    **measure(model, mode, ids, new_tokens, a.rounds, a.device, a.profile),
                 }
                 tokens = row.pop("tokens", None)
                 if mode == "eager":
@@ -225,6 +268,11 @@ def _line(r: dict) -> str:
     return (
         f"{r['model']} b{r['batch']} {r['mode']}: {r['ms_per_token']:.2f} ms/token, "
         f"prefill {r['prefill_ms']:.1f} ms, first call {r['first_call_s']:.1f} s"
+        + (
+            f", kernels {r['kernel_ms_per_token']:.2f} ms/token"
+            if "kernel_ms_per_token" in r
+            else ""
+        )
     )
 
 
