@@ -1,7 +1,8 @@
 """LLM decoding speed: HF ``generate`` with a static KV cache, eager vs inductor vs xla.
 
     python benchmarks/generate.py [--models gpt2 llama1b] [--batches 1 8] [--new-tokens 128]
-        [--prompt 512] [--modes eager inductor inductor-ro xla xla-ro] [--rounds 3]
+        [--prompt 512] [--modes eager inductor inductor-ro xla xla-ro hf-inductor hf-xla]
+        [--rounds 3]
         [--device cuda] [--json benchmarks/results/generate_cuda.json]
     python benchmarks/generate.py --tiny          # CPU smoke test: tiny models, short runs
     python benchmarks/generate.py --models gpt2 --batches 1 --profile DIR   # where a token goes
@@ -10,9 +11,13 @@ Models are built from their configs with random weights (nothing is downloaded):
 GPT-2 124M (HF's default ``GPT2Config``), ``llama1b`` a ~1.2B Llama (hidden 2048, 16 layers,
 MLP 8192, 32 heads with 8 KV heads, vocabulary 128256, tied embeddings: Llama-3.2-1B's shapes).
 bf16 on CUDA, fp32 on the CPU. Modes: ``eager``; ``inductor`` and ``xla`` compiled with the
-default mode, ``inductor-ro`` and ``xla-ro`` with ``mode="reduce-overhead"``. Each mode compiles
+default mode, ``inductor-ro`` and ``xla-ro`` with ``mode="reduce-overhead"``: each compiles
 ``model.forward`` (``torch.compile(model.forward, backend=..., mode=...)``), so the prompt's
-forward runs compiled too.
+forward runs compiled too. ``hf-inductor`` and ``hf-xla``: transformers' own compile of the
+decoding steps (``generate(..., compile_config=CompileConfig(backend=...))``, its default mode
+"reduce-overhead"; the prompt's forward runs eagerly); ``hf-inductor`` is what a static cache on
+a GPU gets unasked. Every other mode turns that compile off (``disable_compile=True``): without
+it, "eager" on a GPU was inductor, and a compiled ``model.forward`` ran inside inductor's graph.
 
 Per model, batch size and mode, after one warm-up of each call (timed as ``first_call_s``: the
 compiles), every round times ``generate`` of 1 token (the prefill: the prompt's forward and one
@@ -36,6 +41,7 @@ the decode is bound by the host).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import statistics
@@ -54,6 +60,10 @@ MODE_ARGS = {
     "xla": {"backend": "xla"},
     "xla-ro": {"backend": "xla", "mode": "reduce-overhead"},
 }
+# transformers' own compile of the decoding steps (``generate`` compiles ``model.__call__`` with
+# a ``CompileConfig``, the prompt's forward runs eagerly): its default (inductor,
+# reduce-overhead), which a static cache on a GPU gets unasked, and the same naming "xla".
+HF_MODES = {"hf-inductor": {}, "hf-xla": {"backend": "xla"}}
 
 
 def build(name: str, tiny: bool, device: str, dtype: torch.dtype) -> torch.nn.Module:
@@ -99,7 +109,7 @@ def build(name: str, tiny: bool, device: str, dtype: torch.dtype) -> torch.nn.Mo
     return model.to(dtype).eval()
 
 
-def _generate(model, ids, new_tokens: int, cache_len: int):
+def _generate(model, ids, new_tokens: int, cache_len: int, compile_config=None):
     import transformers
 
     # One cache size for both generates (a static cache sized per call would compile the
@@ -108,6 +118,12 @@ def _generate(model, ids, new_tokens: int, cache_len: int):
     sized = {}
     if hasattr(transformers.GenerationConfig(), "max_cache_len"):
         sized["max_cache_len"] = cache_len
+    # Without a CompileConfig, transformers' own compile stays off: "eager" is eager, and a
+    # compiled model.forward is not compiled again inside transformers' (inductor's) compile.
+    if compile_config is not None:
+        sized["compile_config"] = compile_config
+    else:
+        sized["disable_compile"] = True
     return model.generate(
         input_ids=ids,
         attention_mask=torch.ones_like(ids),
@@ -120,16 +136,16 @@ def _generate(model, ids, new_tokens: int, cache_len: int):
     )
 
 
-def _profile(model, ids, new_tokens: int, cache_len: int, device: str, path: pathlib.Path) -> float:
-    """Writes the host and kernel profiles of one (N+1)-token generate to ``path``; returns the
-    summed kernel milliseconds per generated token."""
+def _profile(gen, model, ids, new_tokens: int, cache_len: int, device: str, path) -> float:
+    """Writes the host and kernel profiles of one (N+1)-token generate (``gen``, a
+    ``_generate``) to ``path``; returns the summed kernel milliseconds per generated token."""
     import cProfile
     import io
     import pstats
 
     host = cProfile.Profile()
     host.enable()
-    _generate(model, ids, new_tokens + 1, cache_len)
+    gen(model, ids, new_tokens + 1, cache_len)
     _common.sync(device)
     host.disable()
     text = io.StringIO()
@@ -138,7 +154,7 @@ def _profile(model, ids, new_tokens: int, cache_len: int, device: str, path: pat
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as prof:
-        _generate(model, ids, new_tokens + 1, cache_len)
+        gen(model, ids, new_tokens + 1, cache_len)
         _common.sync(device)
     events = prof.key_averages()
     kernel_ms = sum(e.device_time_total for e in events if e.device_time_total) / 1e3
@@ -153,19 +169,28 @@ def measure(
 ) -> dict:
     """One row: warm-up (compiles), then ``rounds`` of the 1-token and (N+1)-token generates;
     with ``profile`` (a folder), one more profiled generate (``_profile``)."""
+    import transformers
+
     import torch2xla
 
     torch._dynamo.reset()
-    args = MODE_ARGS[mode]
+    model.__dict__.pop("_compiled_call", None)  # transformers' compile of an earlier mode
+    args = MODE_ARGS.get(mode)
     original = model.forward
     if args is not None:
         model.forward = torch.compile(original, **args)
+    gen = _generate
+    if mode in HF_MODES:
+        config = transformers.CompileConfig(**HF_MODES[mode])
+        if not device.startswith("cuda"):
+            config._compile_all_devices = True  # (transformers compiles on GPUs only, unasked)
+        gen = functools.partial(_generate, compile_config=config)
     cache_len = ids.shape[1] + new_tokens + 1
     row: dict = {"mode": mode}
     try:
         t0 = time.perf_counter()
-        tokens = _generate(model, ids, new_tokens + 1, cache_len)
-        _generate(model, ids, 1, cache_len)
+        tokens = gen(model, ids, new_tokens + 1, cache_len)
+        gen(model, ids, 1, cache_len)
         _common.sync(device)
         row["first_call_s"] = time.perf_counter() - t0
         prefill, full = [], []
@@ -173,19 +198,22 @@ def measure(
             for n, out in ((1, prefill), (new_tokens + 1, full)):
                 _common.sync(device)
                 t = time.perf_counter()
-                _generate(model, ids, n, cache_len)
+                gen(model, ids, n, cache_len)
                 _common.sync(device)
                 out.append(time.perf_counter() - t)
         row["prefill_ms"] = 1e3 * statistics.median(prefill)
         decode = statistics.median(full) - statistics.median(prefill)
         row["ms_per_token"] = 1e3 * decode / new_tokens
         row["tokens"] = tokens
-        if mode.startswith("xla"):
-            row["programs"] = torch2xla.cache_info(model.forward).misses
+        if "xla" in mode:
+            compiled = model._compiled_call if mode in HF_MODES else model.forward
+            row["programs"] = torch2xla.cache_info(compiled).misses
         if profile is not None:
             name = f"{type(model).__name__}_b{ids.shape[0]}_{mode}.txt"
             path = pathlib.Path(profile) / name
-            row["kernel_ms_per_token"] = _profile(model, ids, new_tokens, cache_len, device, path)
+            row["kernel_ms_per_token"] = _profile(
+                gen, model, ids, new_tokens, cache_len, device, path
+            )
     except Exception as e:  # noqa: BLE001 -- a failing mode is a result of the benchmark
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
         row["traceback"] = traceback.format_exc(limit=8)
@@ -202,7 +230,8 @@ def main() -> None:
     p.add_argument("--batches", nargs="+", type=int, default=None)
     p.add_argument("--new-tokens", type=int, default=None)
     p.add_argument("--prompt", type=int, default=None, help="prompt length (default 512)")
-    p.add_argument("--modes", nargs="+", default=list(MODE_ARGS), choices=list(MODE_ARGS))
+    modes = [*MODE_ARGS, *HF_MODES]
+    p.add_argument("--modes", nargs="+", default=modes, choices=modes)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="tiny models and short runs (CPU smoke)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from collections.abc import Callable, Iterator
 
 import torch
@@ -72,11 +73,23 @@ def fresh_dynamo() -> Iterator[None]:
         yield
 
 
+@functools.cache
+def _has_disable_compile() -> bool:
+    import transformers
+
+    return hasattr(transformers.GenerationConfig(), "disable_compile")
+
+
 def greedy_generate(model, inputs: dict, new_tokens: int, run: Callable | None = None, **kw):
     """``model.generate``'s greedy tokens, exactly ``new_tokens`` of them (min_new_tokens: a
     random model may draw its eos; every run generates the same length). ``run(fn, **kw)``
-    calls ``generate`` where given (a wrapper that keeps warnings)."""
+    calls ``generate`` where given (a wrapper that keeps warnings). transformers' own compile
+    of the decoding steps (inductor, on a GPU with a static cache) stays off unless a
+    ``compile_config`` asks for it: eager means eager, and a compiled ``model.forward`` is not
+    compiled again around."""
     kw = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False, **kw}
+    if "compile_config" not in kw and _has_disable_compile():
+        kw.setdefault("disable_compile", True)
     return model.generate(**inputs, **kw) if run is None else run(model.generate, **inputs, **kw)
 
 

@@ -1024,8 +1024,10 @@ def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype, device):
         return
     # CUDA's kernels round their products in another order than the CPU's (which ours
     # follows bit for bit): where eager gives NaN or zero, so do we; elsewhere each element is
-    # as close to the float64 gradient of the same inputs as eager's, within one unit in the
-    # last place of the dtype.
+    # as close to the float64 gradient of the same inputs as eager's, or within the rounding
+    # bound of the formula: logit's g / (x (1 - x)) rounds at most four times (1 - x, the
+    # product, the division, the cotangent's product), so 4 units in the last place of the
+    # dtype (relu6's and hardtanh's gradients are g or 0, exact).
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got == 0, want == 0)
     x64 = x.cpu().double().requires_grad_()
     (exact,) = torch.autograd.grad(fn(x64), x64, g.cpu().double())
@@ -1033,7 +1035,7 @@ def test_gradients_at_nan_follow_eagers_kernel_loops(fn, n, dtype, device):
     live = ~want.isnan().cpu()
     ours_err = (got.cpu().double() - exact).abs()[live]
     eager_err = (want.cpu().double() - exact).abs()[live]
-    assert (ours_err <= eager_err + ulp[live]).all()
+    assert (ours_err <= torch.maximum(eager_err, 4 * ulp[live])).all()
 
 
 def test_hardtanh_gradient_at_nan_in_a_channels_last_tensor():

@@ -7,6 +7,7 @@ import ctypes
 import functools
 import math
 import os
+import threading
 import weakref
 from collections.abc import Sequence
 
@@ -229,11 +230,17 @@ def to_jax(t: torch.Tensor):
     strides = _row_major(t.shape)
     if t.stride() != strides and t.numel():  # see ViewCache._import
         t = t.as_strided(t.shape, strides)
-    if t.device.index != torch.cuda.current_device():
-        # torch exports only tensors of the current CUDA device.
-        with torch.cuda.device(t.device):
+    index = t.device.index
+    link = _links.get(index) if index is not None else None
+    if link is None:
+        link = _cuda_link(index)
+        if link is None:  # (no stream of JAX's to hand the import to: JAX's own path)
+            if index != torch.cuda.current_device():
+                # torch exports only tensors of the current CUDA device.
+                with torch.cuda.device(t.device):
+                    return jax.dlpack.from_dlpack(t)
             return jax.dlpack.from_dlpack(t)
-    return jax.dlpack.from_dlpack(t)
+    return link.to_jax(t)
 
 
 def to_torch(a: jax.Array) -> torch.Tensor:
@@ -242,6 +249,86 @@ def to_torch(a: jax.Array) -> torch.Tensor:
     On CUDA, torch's current stream is made to wait for the computation that produces ``a``.
     """
     return torch.from_dlpack(a)
+
+
+def cuda_to_torch(device: jax.Device):
+    """``to_torch`` for arrays on JAX's GPU ``device`` (a program's outputs): what
+    ``torch.from_dlpack`` does (torch's current stream waits, on the GPU, for the array's
+    computation), without its Python (~5 us an output against ~20). ``to_torch`` itself where
+    jaxlib lacks the export."""
+    export = getattr(_jaxlib_ext, "buffer_to_dlpack_managed_tensor", None)
+    if export is None:
+        return to_torch
+    index = device.local_hardware_id
+    current_stream, from_dlpack = torch._C._cuda_getCurrentRawStream, torch._C._from_dlpack
+
+    def to_torch_cuda(a: jax.Array) -> torch.Tensor:
+        # (DLPack names the legacy default stream 1, as torch.from_dlpack passes it)
+        return from_dlpack(export(a, stream=current_stream(index) or 1))
+
+    return to_torch_cuda
+
+
+class _CudaLink:
+    """The DLPack import of torch's tensors on one CUDA device into JAX, without the Python of
+    ``jax.dlpack.from_dlpack`` and ``Tensor.__dlpack__`` (~50 us a tensor, ~8 here).
+
+    The ordering is theirs: JAX's stream for external arrays waits (on the GPU) for the work
+    queued so far on torch's current stream, and the imported buffer is defined on that
+    stream, so the JAX computation that reads it runs after torch's writes. Event and stream
+    objects are made once (per thread: torch's current stream is per thread)."""
+
+    def __init__(self, index: int, device: jax.Device, stream: int) -> None:
+        self.index, self.device, self.stream = index, device, stream
+        with torch.cuda.device(index):
+            self.waiter = torch.cuda.ExternalStream(stream)
+        self.local = threading.local()
+
+    def to_jax(self, t: torch.Tensor):
+        local = self.local
+        streams = getattr(local, "streams", None)
+        if streams is None:
+            streams = local.streams = {}
+            with torch.cuda.device(self.index):
+                local.event = torch.cuda.Event()
+        raw = torch._C._cuda_getCurrentRawStream(self.index)
+        current = streams.get(raw)
+        if current is None:
+            if len(streams) > 64:  # (streams a user made and dropped)
+                streams.clear()
+            current = streams[raw] = torch.cuda.current_stream(self.index)
+        if t.device.index != torch.cuda.current_device():
+            with torch.cuda.device(t.device):
+                capsule = torch._C._to_dlpack(t)
+        else:
+            capsule = torch._C._to_dlpack(t)
+        event = local.event
+        event.record(current)
+        self.waiter.wait_event(event)
+        return _jaxlib_ext.dlpack_managed_tensor_to_buffer(capsule, self.device, self.stream)
+
+
+_links: dict[int, _CudaLink | None] = {}
+
+
+def _cuda_link(index: int | None) -> _CudaLink | None:
+    """The ``_CudaLink`` of CUDA device ``index``, or None where JAX offers no stream for
+    external arrays (then ``jax.dlpack`` runs the import)."""
+    if index is None:
+        index = torch.cuda.current_device()
+    if index in _links:
+        return _links[index]
+    link = None
+    if _jaxlib_ext is not None and hasattr(_jaxlib_ext, "dlpack_managed_tensor_to_buffer"):
+        device = jax_device(torch.device("cuda", index))
+        try:
+            stream = device.get_stream_for_external_ready_events()
+        except jax.errors.JaxRuntimeError:  # UNIMPLEMENTED on this platform
+            stream = None
+        if stream:
+            link = _CudaLink(index, device, stream)
+    _links[index] = link
+    return link
 
 
 def _host_types() -> dict[np.dtype, tuple[np.dtype, torch.dtype | None]]:

@@ -25,6 +25,7 @@ from torch2xla.runtime import _checks, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
+    cuda_to_torch,
     cut_cpu,
     direct_call,
     host_copy,
@@ -33,7 +34,6 @@ from torch2xla.runtime._interop import (
     program_device,
     same_device,
     to_jax,
-    to_torch,
     to_torch_cpu,
     x64,
 )
@@ -338,7 +338,7 @@ class XlaProgram:
         )
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
-        self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).

@@ -37,10 +37,10 @@ from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
 from torch2xla.runtime._interop import (
     ViewCache,
+    cuda_to_torch,
     cut_cpu,
     direct_call,
     no_stack_capture,
-    to_torch,
     to_torch_cpu,
 )
 from torch2xla.runtime._program import XlaProgram
@@ -396,7 +396,7 @@ class StoredProgram(XlaProgram):
         self._cuda = device.platform != "cpu"
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
-        self.to_torch = to_torch if self._cuda else to_torch_cpu
+        self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
