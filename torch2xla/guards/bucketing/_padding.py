@@ -243,6 +243,16 @@ def padded_atom(dim: Dim) -> Atom | None:
     return None
 
 
+def keeps_positions(dim: Dim) -> bool:
+    """Whether every real position of ``dim`` has the index it has in the unpadded tensor,
+    with the padding after all of them: no padded atom but the outermost one (ignoring
+    size-1 atoms). ``(b*s)`` flattened from ``(b, s)`` with ``s`` padded does not: real row
+    ``(1, 0)`` sits at ``p``, not ``r``, after padded positions (``(0, r)``..``(0, p-1)``), so
+    an op that reads positions in order (a scan, ``tril``, a causal mask) would see them."""
+    atoms = [a for a in dim if a[0] != _ONE]
+    return all(s is None for _, s in atoms[1:])
+
+
 class _Interpreter:
     def __init__(self, gm, cands: set, num_lifted: int, mutations: Sequence[int]) -> None:
         self.gm, self.cands, self.num_lifted, self.mutations = gm, cands, num_lifted, mutations
