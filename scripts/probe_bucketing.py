@@ -60,9 +60,9 @@ def case(name, make):
     return deco
 
 
-x3 = lambda n: (randn(2, n, 4),)  # noqa: E731
-x2 = lambda n: (randn(2, n),)  # noqa: E731
-neg2 = lambda n: (-randn(2, n).abs() - 1,)  # noqa: E731
+x3 = lambda n: (randn(2, n, 4),)
+x2 = lambda n: (randn(2, n),)
+neg2 = lambda n: (-randn(2, n).abs() - 1,)
 
 
 # -- class 1: scans and tril/triu over a flattened dim with a padded inner factor ------------
@@ -71,14 +71,21 @@ case("flat_cumprod", lambda n: (randn(2, n) + 3,))(lambda x: x.reshape(-1).cumpr
 case("flat_cummax", neg2)(lambda x: x.reshape(-1).cummax(0))
 case("flat_cummin", lambda n: (randn(2, n).abs() + 1,))(lambda x: x.reshape(-1).cummin(0))
 case("flat_logcumsumexp", x2)(lambda x: x.reshape(-1).logcumsumexp(0))
-case("flat3_cumsum", x3)(lambda x: (x.exp().flatten(1).cumsum(1)))
+case("flat3_cumsum", x3)(lambda x: x.exp().flatten(1).cumsum(1))
 case("outer_flat_cumsum", x3)(lambda x: x.exp().reshape(2, -1).cumsum(1))  # (s, 4): fine
 case("cumsum_seq", x3)(lambda x: x.exp().cumsum(1))
-case("flat_tril", x2)(lambda x: (lambda m: torch.tril(m[:, None] + m[None, :], -1))(x.reshape(-1)))
-case("flat_triu", x2)(lambda x: (lambda m: torch.triu(m[:, None] * m[None, :], 1))(x.reshape(-1)))
-case("flat_tril_mixed", x2)(
-    lambda x: torch.tril(x.reshape(-1)[:, None] * x[0][None, :])
-)  # rows flattened, columns plain
+
+
+def _outer(x, op):
+    m = x.reshape(-1)
+    return op(m.unsqueeze(1), m.unsqueeze(0))
+
+
+case("flat_tril", x2)(lambda x: torch.tril(_outer(x, torch.add), -1))
+case("flat_triu", x2)(lambda x: torch.triu(_outer(x, torch.mul), 2))
+case("flat_tril0", x2)(lambda x: torch.tril(_outer(x, torch.mul)))
+case("flat_tril_mixed", x2)(lambda x: torch.tril(x.reshape(-1).unsqueeze(1) * x[0].unsqueeze(0)))
+case("flat_outer_tril", x3)(lambda x: torch.tril(x.reshape(-1, 4) @ x.reshape(-1, 4).t(), -2))
 
 
 # -- class 2: causal attention over flattened padded keys -------------------------------------
@@ -200,6 +207,11 @@ case("bce", lambda n: (torch.rand(2, n, generator=g), torch.rand(2, n, generator
     lambda p, t: F.binary_cross_entropy(p * 0.5 + 0.25, t, reduction="none")
 )
 case("take", lambda n: (ints(9, 2, n) + 1,))(lambda i: W.take(i - 1))
+case("flat_embedding", lambda n: (ints(9, 2, n) + 1,))(lambda i: E((i - 1).reshape(-1)))
+case("flat_targets", lambda n: (randn(2, n, 5), ints(5, 2, n) + 1))(
+    lambda x, t: F.cross_entropy(x.reshape(-1, 5), (t - 1).reshape(-1), reduction="none")
+)
+case("flat_int_div", lambda n: (ints(9, 2, n) + 1,))(lambda i: 100 // i.reshape(-1))
 case("embedding_bag_like", lambda n: (ints(9, 2, n) + 1,))(lambda i: E(i - 1).sum(1))
 
 
@@ -349,6 +361,11 @@ case("repeat_interleave_tensor", lambda n: (ints(3, n),))(
     lambda r: torch.repeat_interleave(torch.arange(r.shape[0]), r)
 )
 case("where_one_arg", x3)(lambda x: torch.where(x > 0)[1])
+# (with Dynamo capturing them: the ops run in eager inside the graph, around padded pieces)
+DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "bool_index_sum", "item_size"}
+DATA_DEPENDENT |= {"repeat_interleave_tensor", "where_one_arg", "nonzero_lt", "count_item"}
+case("nonzero_lt", x3)(lambda x: torch.nonzero(x < 1))
+case("count_item", x3)(lambda x: torch.arange((x < 1).sum().item()) * x.shape[1])
 
 
 # -- the harness ------------------------------------------------------------------------------
@@ -404,6 +421,7 @@ def run_case(name, fn, make, sizes=SIZES, buckets="pow2"):
                 for w in caught
                 if "torch2xla" in str(w.message)
                 and not issubclass(w.category, torch2xla.BucketingWarning)
+                and "run in eager PyTorch, the rest in XLA" not in str(w.message)
             ]
             if ours:
                 problems.append(f"n={n}: warns {str(ours[0].message)[:300]!r}")
@@ -438,8 +456,12 @@ def main(filters):
         if filters and not any(f in name for f in filters):
             continue
         torch._dynamo.reset()
+        captures = torch._dynamo.config.patch(
+            capture_dynamic_output_shape_ops=name in DATA_DEPENDENT,
+            capture_scalar_outputs=name in DATA_DEPENDENT,
+        )
         try:
-            with torch.no_grad():
+            with torch.no_grad(), captures:
                 problems, bucketed = run_case(name, fn, make)
         except Exception:  # noqa: BLE001 -- a crash is a finding
             print(f"CRASH {name}: {traceback.format_exc().splitlines()[-1][:300]}", flush=True)
