@@ -681,7 +681,7 @@ def _in_layout_of(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     for d in reversed(order):
         want[d] = 0 if d in expanded else step
         step *= kept[d]
-    if all(real.stride(d) == want[d] for d in range(real.ndim) if shape[d] > 1):
+    if real.stride() == tuple(want):
         return real
     src = real
     for d in expanded:
