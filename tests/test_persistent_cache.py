@@ -441,6 +441,32 @@ def test_a_restored_check_names_the_line_of_the_code_that_calls_it(tmp_path, fre
     assert info.value.source.startswith(str(tmp_path / "second.py")), info.value.source
 
 
+def test_grad_enabled_inside_a_restored_inference_program(tmp_path, fresh_cache):
+    """Called under no_grad with ``torch.enable_grad()`` inside, a graph's record holds an
+    inference program; its restored program differentiated the outputs with no connections
+    found (``StoredProgram`` had no ``connected``: AttributeError in the backward)."""
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+    w = torch.randn(4, requires_grad=True)
+
+    def f(x):
+        with torch.enable_grad():
+            return (x * w).exp().sum()
+
+    x = torch.randn(3, 4)
+
+    def run(compiled: bool):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            out = torch.compile(f, backend="xla")(x) if compiled else f(x)
+        return out.detach(), torch.autograd.grad(out, w)[0]
+
+    want = run(compiled=False)
+    torch.testing.assert_close(run(compiled=True), want)  # (stored)
+    hits = _persistent.hits()
+    torch.testing.assert_close(run(compiled=True), want)  # (restored)
+    assert _persistent.hits() > hits
+
+
 def test_programs_of_one_text_with_arguments_grouped_otherwise(tmp_path, fresh_cache):
     """``y.copy_(z * 2)`` differentiated in ``y`` and ``z``, then in ``z`` alone: jit drops
     the unused ``y`` from both, whose StableHLO texts are then the same; the stored executable

@@ -156,7 +156,7 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
 # an integer (``check_divisor``). Ops with side effects of their own (``_assert_async``,
 # ``_linalg_check_errors``, random ops such as ``multinomial``) are never dropped.
 CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy, aten.masked_fill})
-_DIVISIONS: frozenset = frozenset(
+DIVISIONS: frozenset = frozenset(
     {
         aten.div.Tensor_mode,
         aten.div.Scalar_mode,
@@ -175,7 +175,7 @@ def checks_values(node: torch.fx.Node) -> bool:
     """Whether the lowering of ``node`` (an ATen graph's node) may check values."""
     if node.op != "call_function":
         return False
-    if node.target in _DIVISIONS:
+    if node.target in DIVISIONS:
         out = node.meta.get("val")
         return not isinstance(out, torch.Tensor) or not (
             out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool
@@ -211,4 +211,11 @@ def keep_lowering(values):
     return None
 
 
-__all__ = ["check_divisor", "check_flat_index", "check_index", "check_indices", "checks_values"]
+__all__ = [
+    "DIVISIONS",
+    "check_divisor",
+    "check_flat_index",
+    "check_index",
+    "check_indices",
+    "checks_values",
+]

@@ -456,6 +456,12 @@ class StoredProgram(XlaProgram):
     def train_flat_fn(self):
         return self.full().train_flat_fn()
 
+    def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:
+        # (a record stores the connections of the training programs it holds; a training
+        # program built later, as for an inference record differentiated through
+        # ``torch.enable_grad()`` inside the graph, finds them on the built program)
+        return self.full().connected(diff_in)
+
     def checked_fn(self):
         return self._flat_fn
 

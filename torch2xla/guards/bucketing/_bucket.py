@@ -31,6 +31,10 @@ from torch2xla.guards.bucketing._rewrite import rewrite
 _MEMO_LIMIT = 4096
 NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
 OVERLAPPING = "inputs may overlap in memory, and padded copies would not share it"
+RECORDS_AUTOGRAD = (
+    "it enables grad inside (torch.enable_grad, requires_grad_): its calls record autograd "
+    "whatever the caller's grad mode, and padded rows would reach the gradients"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +153,9 @@ class Bucketing:
             return
         if key.aliasing:  # (padding copies each input: writes through shared memory would part)
             self.refused = {s.label: OVERLAPPING for s in key.sources}
+            return
+        if records_autograd(gm):
+            self.refused = {s.label: RECORDS_AUTOGRAD for s in key.sources}
             return
         try:
             sym = _trace_symbolic(gm, key, args)
@@ -345,6 +352,28 @@ class Bucketing:
                 )
             out.append(t)
         return out
+
+
+def records_autograd(gm: torch.fx.GraphModule) -> bool:
+    """Whether the Dynamo graph records autograd even when called under ``no_grad``: it
+    switches grad on (``torch.enable_grad()`` inside), makes a tensor require grad, or returns
+    an output that requires grad. Calls that record autograd are never padded (a zero
+    cotangent times inf or NaN in a padded row poisons the real rows' gradients), and the
+    key's grad mode is the caller's, not the graph's."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op == "call_function" and target is torch._C._set_grad_enabled and node.args[0]:
+            return True
+        if target == "requires_grad_" or target is torch.Tensor.requires_grad_:
+            return True
+    outputs: list = []
+    for out in gm.graph.find_nodes(op="output"):
+        torch.fx.node.map_arg(out.args, outputs.append)
+    return any(
+        isinstance(n.meta.get("example_value"), torch.Tensor)
+        and n.meta["example_value"].requires_grad
+        for n in outputs
+    )
 
 
 def _equalities(guards: Sequence[sympy.Expr]) -> list[sympy.Expr]:
@@ -631,15 +660,31 @@ def _unpad(out, spec):
         if all(p == r for p, r in spec):
             return out
         real = out[tuple(slice(0, r[0]) for _, r in spec)]
-        if real.is_contiguous():
-            return real
-        # a dense copy in the padded output's dim order: eager's strides for the real sizes
-        # (row-major for most outputs; a transposed or channels_last result keeps its order)
-        order = _dims_outermost_first(out)
-        return torch.empty_permuted(real.shape, order, dtype=out.dtype, device=out.device).copy_(
-            real
-        )
-    atoms = [n for p, _ in spec for n in p]
-    index = tuple(slice(0, n) for _, r in spec for n in r)
-    real_shape = [math.prod(r) for _, r in spec]
-    return out.reshape(atoms)[index].reshape(real_shape)
+    else:
+        atoms = [n for p, _ in spec for n in p]
+        index = tuple(slice(0, n) for _, r in spec for n in r)
+        real = out.reshape(atoms)[index].reshape([math.prod(r) for _, r in spec])
+    return _in_layout_of(real, out)
+
+
+def _in_layout_of(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``real`` (the real part of the padded output ``out``) with the strides eager gives it:
+    dense, its dims in memory in ``out``'s order (row-major for most outputs; a transposed or
+    channels_last result keeps its order), the dims ``out`` expands (stride 0) still expanded.
+    A slice of ``out`` has the padded sizes' strides, and a reshape of one may be a view too."""
+    shape = real.shape
+    expanded = [d for d in range(out.ndim) if out.stride(d) == 0 and shape[d] > 1]
+    kept = [1 if d in expanded else n for d, n in enumerate(shape)]
+    # (size-1 dims, whose strides are free, go inside the dims of their stride)
+    order = sorted(range(out.ndim), key=lambda d: (-out.stride(d), kept[d] == 1))
+    want, step = [0] * out.ndim, 1
+    for d in reversed(order):
+        want[d] = 0 if d in expanded else step
+        step *= kept[d]
+    if real.stride() == tuple(want):
+        return real
+    src = real
+    for d in expanded:
+        src = src.narrow(d, 0, 1)
+    dense = torch.empty_permuted(kept, order, dtype=out.dtype, device=out.device).copy_(src)
+    return dense.expand(shape) if expanded else dense

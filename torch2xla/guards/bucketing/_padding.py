@@ -43,6 +43,7 @@ import sympy
 import torch
 
 from torch2xla._errors import source_line
+from torch2xla.ops._bounds import DIVISIONS, checks_values
 
 aten = torch.ops.aten
 
@@ -243,6 +244,16 @@ def padded_atom(dim: Dim) -> Atom | None:
     return None
 
 
+def keeps_positions(dim: Dim) -> bool:
+    """Whether every real position of ``dim`` has the index it has in the unpadded tensor,
+    with the padding after all of them: no padded atom but the outermost one (ignoring
+    size-1 atoms). ``(b*s)`` flattened from ``(b, s)`` with ``s`` padded does not: real row
+    ``(1, 0)`` sits at ``p``, not ``r``, after padded positions (``(0, r)``..``(0, p-1)``), so
+    an op that reads positions in order (a scan, ``tril``, a causal mask) would see them."""
+    atoms = [a for a in dim if a[0] != _ONE]
+    return all(s is None for _, s in atoms[1:])
+
+
 class _Interpreter:
     def __init__(self, gm, cands: set, num_lifted: int, mutations: Sequence[int]) -> None:
         self.gm, self.cands, self.num_lifted, self.mutations = gm, cands, num_lifted, mutations
@@ -362,8 +373,42 @@ class _Interpreter:
             if involved:
                 self.refuse(involved, f"no padding rule for {packet}")
             state = _fresh_any(self, node.meta.get("val"))
+        if checks_values(node):
+            self._passing_tails(node, bound)
         self._keep_bound(node, bound)
         return state
+
+    def _passing_tails(self, node: torch.fx.Node, bound: dict) -> None:
+        """A lowering that checks values at run time (an index within its dimension, an
+        integer divisor not zero: ``ops/_bounds.py``) checks the padded positions too, which
+        hold whatever the ops before made of the zero padding (``i - 1`` is -1 there). Those
+        positions of the checked operands are set to a value that passes first: 0 for an
+        index (any dimension has it where eager's real indices are valid), 1 for a divisor."""
+        division = node.target in DIVISIONS
+        for name, value in bound.items():
+            for k, n in enumerate(_nodes(value)):
+                state = self.env.get(n)
+                val = n.meta.get("val")
+                if isinstance(state, list) or not _pads(state) or not isinstance(val, torch.Tensor):
+                    continue
+                if division and name != "other":
+                    continue
+                if not division and (val.dtype.is_floating_point or val.dtype.is_complex):
+                    continue
+                fill = "one" if division else "zero"
+                what = f"checks the values of {name!r} (the padded positions are set to {fill})"
+
+                def apply(rw, node=node, name=name, k=k, state=state, fill=fill):
+                    current = rw.arg(node, name)
+                    if isinstance(current, list | tuple):
+                        items = list(current)
+                        at = [i for i, v in enumerate(items) if isinstance(v, torch.fx.Node)][k]
+                        items[at] = rw.fill_padded(node, items[at], state, fill)
+                        rw.set_arg(node, name, items)
+                    else:
+                        rw.set_arg(node, name, rw.fill_padded(node, current, state, fill))
+
+                self.fix(_pads(state), what, apply)
 
     def size_as_value(self, node, bound: dict, name: str, value, syms: set, pointwise: bool):
         """A padded size used as a value: read the real value at run time, or refuse."""

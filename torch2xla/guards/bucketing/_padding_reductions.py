@@ -19,8 +19,10 @@ from torch2xla.guards.bucketing._padding import (
     _dim_pads,
     _norm,
     _pads,
+    _pointwise,
     _same_dim,
     _shape,
+    keeps_positions,
     padded_atom,
     rule,
 )
@@ -145,16 +147,40 @@ def _full_reduction(interp, node, bound):
     return _reduce(interp, state, None, False, "reduces", node, _IDENTITY.get(node.target))
 
 
+def _in_order(interp, state: State, d: int, what: str) -> None:
+    """Refuse an op that reads dim ``d`` in order (a prefix scan, a triangle) unless its real
+    positions come first, in their unpadded order (``keeps_positions``)."""
+    if state and not keeps_positions(state[d]):
+        inner = [a for a in state[d] if a[0] != _ONE][1:]
+        interp.refuse(
+            {s for _, s in inner if s is not None},
+            f"{what} along dimension {d}, flattened with a padded dimension inside it (padded "
+            "positions lie between real ones)",
+        )
+
+
 @rule(aten.cumsum.default, aten.cumprod.default, aten.logcumsumexp.default)
 def _scan(interp, node, bound):
     # A prefix scan: real positions only see earlier positions, and padding sits at the end.
-    return interp.state(bound["self"])
+    state = interp.state(bound["self"])
+    _in_order(interp, state, _norm(bound["dim"], len(state)) if state else 0, "scans")
+    return state
 
 
 @rule(aten.cummax.default, aten.cummin.default)
 def _scan2(interp, node, bound):
     state = interp.state(bound["self"])
+    _in_order(interp, state, _norm(bound["dim"], len(state)) if state else 0, "scans")
     return [state, state]
+
+
+@rule(aten.tril.default, aten.triu.default)
+def _triangle(interp, node, bound):
+    # Positions relative to the top-left corner: exact while the padding stays at the end.
+    state = interp.state(bound["self"])
+    for d in (len(state) - 2, len(state) - 1):
+        _in_order(interp, state, d, f"takes a triangle ({node.target.__name__})")
+    return _pointwise(interp, node, bound)
 
 
 @rule(aten._softmax.default, aten._log_softmax.default)
@@ -373,6 +399,10 @@ def _attention(interp, node, bound):
     if _dim_pads(keys) or _dim_pads(v[-2]):
         if not _same_dim(keys, v[-2]):
             interp.refuse(_dim_pads(keys) | _dim_pads(v[-2]), "keys and values padded differently")
+        if padded_atom(keys) is None:
+            # (a causal mask over (b*s) keys with s padded lets later real queries see the
+            # padded keys between real ones; a key mask would need the flattened layout)
+            interp.refuse(_dim_pads(keys), "attends over keys flattened with a padded dimension")
         causal = bool(bound.get("is_causal")) and mask is None and _same_dim(q[-2], keys)
         if not causal:
             what = "attends over padded keys without a causal mask (padded keys would get weight)"
@@ -380,6 +410,10 @@ def _attention(interp, node, bound):
                 interp.refuse(_dim_pads(keys), what)
             _key_mask(interp, node, keys, what)
             masked = True
+        # Hidden keys get weight 0, but 0 * inf is NaN: the padded keys and values are zeroed
+        # (they hold whatever the ops before made of the padding: 1 / 0, log 0).
+        for name, st in (("key", k), ("value", v)):
+            _mask(interp, node, name, st, len(st) - 2, "zero", "attends over padded keys")
     val = node.meta["val"]
     out_val = val[0] if isinstance(val, list | tuple) else val
     out = _shape(out_val)

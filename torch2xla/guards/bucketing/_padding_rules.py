@@ -60,8 +60,6 @@ for _op in (
     aten.rsub.Scalar,
     aten.floor_divide.default,
     aten.floor_divide.Scalar,
-    aten.tril.default,  # positions relative to the top-left corner: padding stays at the end
-    aten.triu.default,
     aten.uniform.default,
     aten.normal.Tensor_Tensor,
     aten.normal.Tensor_float,

@@ -8,14 +8,17 @@ a size expression ``a*s + b`` from those inputs.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import sympy
 import torch
 
 from torch2xla.guards.bucketing._padding import Analysis, _bind
+from torch2xla.ops import _padded  # noqa: F401  (defines the ops the fixes insert)
 
 aten = torch.ops.aten
+fill_tail = torch.ops.torch2xla.fill_tail.default
 
 
 class Rewriter:
@@ -36,6 +39,7 @@ class Rewriter:
                     node = self.graph.placeholder(f"torch2xla_length_{sym}")
             self.inputs[sym] = last = node
         self._lengths: dict = {}
+        self._sizes: dict = {}
 
     def length(self, expr: sympy.Expr, dtype: torch.dtype = torch.int64) -> torch.fx.Node:
         """A node holding the real value of ``expr`` (``a*s + b``) as a 0-d tensor."""
@@ -62,6 +66,68 @@ class Rewriter:
                 node = self.graph.call_function(aten._to_copy.default, (node,), {"dtype": dtype})
         self._lengths[key] = node
         return node
+
+    def size(self, expr: sympy.Expr):
+        """A graph value holding ``expr``, a size of the symbolic trace (a polynomial in its
+        symbols), at the program's sizes (the bucket's): an int, or a SymInt node that the
+        export of each bucket's program makes an int."""
+        expr = sympy.expand(sympy.sympify(expr))
+        if expr.is_Integer:
+            return int(expr)
+        if expr in self._sizes:
+            return self._sizes[expr]
+        if expr.is_Symbol:
+            node = self._symbol(expr)
+        elif isinstance(expr, sympy.Add | sympy.Mul):
+            op = operator.add if isinstance(expr, sympy.Add) else operator.mul
+            parts = [self.size(a) for a in expr.args]
+            node = parts[0]
+            with self.graph.inserting_before(self._first):
+                for part in parts[1:]:
+                    node = self.graph.call_function(op, (node, part))
+        elif isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+            base = self.size(expr.base)
+            node = base
+            with self.graph.inserting_before(self._first):
+                for _ in range(int(expr.exp) - 1):
+                    node = self.graph.call_function(operator.mul, (node, base))
+        else:
+            raise NotImplementedError(f"torch2xla: size expression {expr}")
+        self._sizes[expr] = node
+        return node
+
+    def _symbol(self, sym: sympy.Symbol):
+        """The graph's value of size symbol ``sym``: an int input, or a tensor input's size."""
+        for p in self.graph.find_nodes(op="placeholder"):
+            val = p.meta.get("val")
+            if isinstance(val, torch.SymInt) and val.node.expr == sym:
+                return p
+        for p in self.graph.find_nodes(op="placeholder"):
+            val = p.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                for d, n in enumerate(val.shape):
+                    if isinstance(n, torch.SymInt) and n.node.expr == sym:
+                        with self.graph.inserting_before(self._first):
+                            return self.graph.call_function(aten.sym_size.int, (p, d))
+        raise NotImplementedError(f"torch2xla: no input has size {sym}")
+
+    def fill_padded(self, before: torch.fx.Node, x: torch.fx.Node, state, fill: str):
+        """``x`` (whose dims are ``state``, the analysis's atoms) with every padded position,
+        any padded atom past its real length, set to ``fill`` (``fill_tail``'s), inserted
+        before ``before``. A dim flattened from several is unflattened into its atoms for it."""
+        for d, dim in enumerate(state):
+            padded = [k for k, (_, sym) in enumerate(dim) if sym is not None]
+            if not padded:
+                continue
+            if len(dim) == 1:
+                x = self.call_before(before, fill_tail, (x, d, self.length(dim[0][0]), fill))
+                continue
+            sizes = [self.size(e) for e, _ in dim]
+            x = self.call_before(before, aten.unflatten.int, (x, d, sizes))
+            for k in padded:
+                x = self.call_before(before, fill_tail, (x, d + k, self.length(dim[k][0]), fill))
+            x = self.call_before(before, aten.flatten.using_ints, (x, d, d + len(dim) - 1))
+        return x
 
     def arg(self, node: torch.fx.Node, name: str):
         """``node``'s argument ``name`` as it is now (an earlier fix may have replaced it)."""
