@@ -25,7 +25,7 @@ def assert_same(out, ref, rtol=1.3e-6, atol=1e-5):
         if isinstance(r, torch.Tensor):
             assert isinstance(o, torch.Tensor)
             assert o.dtype == r.dtype, (o.dtype, r.dtype)
-            assert o.device == r.device
+            assert o.device == r.device, (o.device, r.device)
             torch.testing.assert_close(o, r, rtol=rtol, atol=atol, equal_nan=True)
         else:
             assert o == r

@@ -169,6 +169,43 @@ def test_view_cache_fence_after_write():
         assert cache([p])[1] is False
 
 
+def test_view_cache_steady_path_sees_swaps_writes_and_new_objects():
+    # After two calls the cache checks its cached positions in one pass (ids, data pointers):
+    # a swapped .data, another tensor object, a dead parameter whose id a new tensor reuses,
+    # and torch's writes (a fence where nothing was imported afresh) all go the long way.
+    cache = ViewCache(3)
+    p, q = torch.randn(8), torch.randn(8)
+
+    def check(tensors, fence=None):
+        views, fenced = cache(tensors)
+        for v, t in zip(views, tensors):
+            assert torch.equal(torch.from_dlpack(v), t)
+        if fence is not None:
+            assert fenced is fence
+        return views
+
+    with x64():
+        for _ in range(3):
+            check([p, q, torch.randn(8)], fence=False)  # (the third is imported every call)
+        assert cache._fast is not None and cache._fast.volatile == (2,)
+        p.add_(1.0)
+        check([p, q, torch.randn(8)], fence=False)  # imported afresh: no fence needed
+        p.data = torch.randn(8)  # same object, other memory
+        check([p, q, torch.randn(8)])
+        check([q, p, torch.randn(8)])  # other objects at the positions
+        for _ in range(2):
+            check([p, q, q], fence=False)  # every position cached
+        q.mul_(2.0)
+        check([p, q, q], fence=True)
+        check([p, q, q], fence=False)
+        del q
+        gc.collect()
+        assert cache._fast is None  # a cached tensor died
+        for _ in range(3):
+            r = torch.randn(8)  # (may reuse the dead one's id)
+            check([p, r, r])
+
+
 def test_view_cache_of_a_cpu_program_tracks_no_writes():
     cache = ViewCache(1, writes=False)  # (a CPU program's: its calls need no fence)
     p = torch.randn(8)

@@ -10,6 +10,7 @@ import os
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -408,7 +409,7 @@ class ViewCache:
     counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
     """
 
-    __slots__ = ("__weakref__", "_ptrs", "_refs", "_versions", "_views", "_writes")
+    __slots__ = ("__weakref__", "_fast", "_ptrs", "_refs", "_versions", "_views", "_writes")
 
     def __init__(self, n: int, fresh: Sequence[int] = (), writes: bool = True) -> None:
         """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call.
@@ -419,39 +420,59 @@ class ViewCache:
         self._versions: list[int] = [0] * n
         self._views: list = [None] * n
         self._writes = writes
+        self._fast: _Fast | None = None
         for i in fresh:
             self._refs[i] = _NEVER
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[list, bool]:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no
         tensor was imported afresh, and torch wrote to a cached one since the last call."""
-        refs, ptrs, versions, views = self._refs, self._ptrs, self._versions, self._views
-        writes = self._writes
+        fast = self._fast
+        if fast is not None:
+            out = fast.views(tensors)
+            if out is not None:
+                fresh = False
+                for i in fast.volatile:
+                    out[i], imported, _ = self._one(i, tensors[i])
+                    fresh = fresh or imported
+                if fresh or not self._writes:
+                    return out, False
+                return out, fast.written(tensors)
         out = []
         fresh = written = False
         for i, t in enumerate(tensors):
-            ref = refs[i]
-            if ref is not None:
-                if ref() is t and t.data_ptr() == ptrs[i]:
-                    view = views[i]
-                    if view is None:
-                        view = views[i] = self._import(i, t)
-                        fresh = True
-                    elif writes and t._version != versions[i]:
-                        versions[i] = t._version
-                        written = True
-                    out.append(view)
-                    continue
-                if ref is _NEVER:
-                    out.append(to_jax(t))
-                    fresh = True
-                    continue
-            fresh = True
-            out.append(to_jax(t))
-            if t.is_inference():  # no version counter to see torch's writes by: never cached
-                continue
-            refs[i], ptrs[i], versions[i], views[i] = weakref.ref(t), t.data_ptr(), t._version, None
+            view, imported, wrote = self._one(i, t)
+            out.append(view)
+            fresh = fresh or imported
+            written = written or wrote
+        self._fast = _Fast.of(self, tensors)
         return out, written and not fresh
+
+    def _one(self, i: int, t: torch.Tensor) -> tuple[Any, bool, bool]:
+        """The view at position ``i`` of ``t``; whether it was imported afresh; whether torch
+        wrote to the cached tensor since the last call."""
+        ref = self._refs[i]
+        if ref is not None:
+            if ref() is t and t.data_ptr() == self._ptrs[i]:
+                view = self._views[i]
+                if view is None:
+                    view = self._views[i] = self._import(i, t)
+                    return view, True, False
+                if self._writes and t._version != self._versions[i]:
+                    self._versions[i] = t._version
+                    return view, False, True
+                return view, False, False
+            if ref is _NEVER:
+                return to_jax(t), True, False
+        view = to_jax(t)
+        if not t.is_inference():  # (no version counter to see torch's writes by: never cached)
+            self._refs[i], self._ptrs[i], self._versions[i] = (
+                weakref.ref(t),
+                t.data_ptr(),
+                t._version,
+            )
+            self._views[i] = None
+        return view, True, False
 
     def _import(self, i: int, t: torch.Tensor):
         """The view of ``t`` to cache at position ``i``, where it was seen twice in a row."""
@@ -525,7 +546,61 @@ _DLPACK_DTYPES = frozenset(
 def _drop(cache_ref: weakref.ref, i: int) -> None:
     cache = cache_ref()
     if cache is not None:
-        cache._refs[i] = cache._views[i] = None
+        cache._refs[i] = cache._views[i] = cache._fast = None
+
+
+class _Fast:
+    """``ViewCache``'s check of the positions whose cached view the last call reused: the same
+    tensor objects (ids: while the cache holds them, no death has been reported, so no id was
+    reused) with the same data pointers, two comparisons of lists made in one pass each (~0.2
+    us a tensor against ~2 for the position-by-position check). Other positions ("volatile":
+    a new tensor every call) still go through that check."""
+
+    __slots__ = ("_cached", "_ids", "_ptrs", "_versions", "_views", "volatile")
+
+    def __init__(self, cached, ids, ptrs, versions, views, volatile) -> None:
+        self._cached, self._ids, self._ptrs = cached, ids, ptrs
+        self._versions, self._views, self.volatile = versions, views, volatile
+
+    @staticmethod
+    def of(cache: ViewCache, tensors: Sequence[torch.Tensor]) -> _Fast | None:
+        """The check for the positions ``cache`` holds a view of now (None if none)."""
+        views, refs = cache._views, cache._refs
+        cached = tuple(
+            i
+            for i, v in enumerate(views)
+            if v is not None and refs[i] is not None and refs[i]() is tensors[i]
+        )
+        if not cached:
+            return None
+        held = set(cached)
+        volatile = tuple(i for i in range(len(views)) if i not in held)
+        return _Fast(
+            cached,
+            [id(tensors[i]) for i in cached],
+            [cache._ptrs[i] for i in cached],
+            [cache._versions[i] for i in cached] if cache._writes else None,
+            list(views),
+            volatile,
+        )
+
+    def views(self, tensors: Sequence[torch.Tensor]) -> list | None:
+        """The cached views (a new list; volatile positions to fill), or None where some cached
+        position holds another tensor or its data moved."""
+        cached = self._cached
+        if [id(tensors[i]) for i in cached] != self._ids:
+            return None
+        if [tensors[i].data_ptr() for i in cached] != self._ptrs:
+            return None
+        return list(self._views)
+
+    def written(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Whether torch wrote to a cached tensor since this was last asked (a fence is due)."""
+        versions = [tensors[i]._version for i in self._cached]
+        if versions == self._versions:
+            return False
+        self._versions = versions
+        return True
 
 
 def _never() -> None:
