@@ -17,6 +17,7 @@ from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
+    eager_layouts,
     margin_losses,
     preserve_rnns,
     preserve_sdpa,
@@ -155,6 +156,8 @@ def prepare(
     gm = preserve_sdpa(gm)
     # margin losses as eager computes them (torch decomposes them before our table)
     gm = margin_losses(gm)
+    # results laid out as eager's kernels lay them out (the fake kernels keep the input's)
+    gm = eager_layouts(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # Dead values stay computed until after the export, for the checks of their ops
