@@ -14,6 +14,10 @@ decomposition table so that, during an export inside ``recording()``, a call eag
 recorded with the user's stack trace; ``mark_decomposed`` then finds the first node that
 decomposition made (its ``original_aten`` and stack trace) and marks it, and ``check_graph``
 raises for it in graph order. One table, ``CHECKS``, serves both.
+
+Dtypes a kernel does not implement are found by calling eager: half precision at the ATen
+level (``kernel_refuses``), bool, integer and complex dtypes at the user's calls on the Dynamo
+graph (``refused_calls``, marked on the ATen graph by ``mark_calls``).
 """
 
 from __future__ import annotations
