@@ -256,3 +256,87 @@ def test_set_data_of_a_parameter_trains_as_eager():
 def test_set_data_of_an_input_in_strict_mode_names_the_line():
     with pytest.raises(torch2xla.UnsupportedOpsError, match=r"x\.data = x\.data \* 3"):
         torch.compile(_scale_data, backend="xla", options={"strict": True})(torch.randn(3))
+
+
+# -- sizes Dynamo asserts at run time (``_assert_scalar`` of an unbacked size) -------------------
+def last_selected_row(x):
+    y = x[x.sum(-1) > 0]
+    return y[-1]
+
+
+def last_row_of_a_computed_selection(x):
+    y = x[x.sum(-1) > 0]
+    return (y * 2)[-1], y.shape[0] * 2
+
+
+def fourth_selected_row(x):
+    y = x[x.sum(-1) > 0]
+    return y[3]
+
+
+def max_of_selected_rows(x):
+    y = x[x.sum(-1) > 0]
+    return y.max(0).values
+
+
+def softmax_of_a_prefix(x):
+    k = int((x > 0).sum())
+    return x.reshape(-1)[:k].softmax(0)
+
+
+def element_before_a_count(x):
+    k = int((x > 0).sum())
+    return x.reshape(-1)[k - 1] * 2
+
+
+def prefix_and_columns(x):
+    k = (x > 0).sum().item()
+    return x.reshape(-1)[:k].softmax(0), x[:, : k // 3 + 1].sum()
+
+
+def users_check(x):
+    k = int((x > 0).sum())
+    torch._check(k > 2)
+    return x.reshape(-1)[:k].softmax(0)
+
+
+SIZE_ASSERT_CASES = [
+    last_selected_row,
+    last_row_of_a_computed_selection,
+    fourth_selected_row,
+    max_of_selected_rows,
+    softmax_of_a_prefix,
+    element_before_a_count,
+    prefix_and_columns,
+    users_check,
+]
+# inputs of other shapes (a recompile: dynamic sizes of the inputs beside the unbacked ones)
+# and values that select every row, none, or a few
+_SIZE_ASSERT_INPUTS = [
+    lambda: torch.randn(5, 3, generator=torch.Generator().manual_seed(0)),
+    lambda: torch.randn(4, 4, generator=torch.Generator().manual_seed(1)),
+    lambda: -torch.ones(4, 3),
+    lambda: torch.ones(2, 3),
+    lambda: torch.randn(6, 3, generator=torch.Generator().manual_seed(2)),
+]
+
+
+@pytest.mark.parametrize("fn", SIZE_ASSERT_CASES, ids=[f.__name__ for f in SIZE_ASSERT_CASES])
+def test_runtime_size_asserts_give_eagers_values_and_errors(fn):
+    """Where Dynamo assumed a size (``u0 >= 1`` for ``y[-1]``) and a call breaks it, eager's
+    own error is raised (an IndexError), not the assert's; where it holds, eager's values
+    (the asserts' sizes once came back from a compiled piece as tensors, and crashed)."""
+    compiled = torch.compile(fn, backend="xla")
+    for make in _SIZE_ASSERT_INPUTS:
+        x = make()
+        try:
+            ref = fn(x)
+        except Exception as e:
+            with pytest.raises(type(e)) as info, warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+                compiled(x)
+            assert str(info.value) == str(e), (str(info.value), str(e))
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+            assert_same(compiled(x), ref)

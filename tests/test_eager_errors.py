@@ -1698,3 +1698,154 @@ def test_out_tensors_eager_accepts_compile():
     assert_same(
         torch.compile(out_tensors_eager_accepts, backend="xla")(x), out_tensors_eager_accepts(x)
     )
+
+
+# -- bool, integer and complex tensors eager's kernels do not implement ---------------------------
+# The meta kernels behind tracing rarely check these dtypes, so the calls traced and XLA computed
+# them (``x.argmax(1)`` of a bool tensor gave zeros). Each is checked on the Dynamo graph, where
+# the call is the user's: the error must be eager's, naming the user's call and line.
+def _bools(*shape):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(0)) > 0.5
+
+
+def _longs(*shape, dtype=torch.int64):
+    return torch.randint(-3, 4, shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+
+def _complex(*shape):
+    return torch.randn(*shape, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+
+
+# (name, function, argument, the user's line as it appears in the message)
+UNIMPLEMENTED_DTYPES = [
+    ("argmax_bool", lambda x: x.argmax(1) + 1, _bools(3, 4), "x.argmax(1)"),
+    ("argmax_all_bool", lambda x: torch.argmax(x) + 1, _bools(3, 4), "torch.argmax(x)"),
+    ("argmin_bool", lambda x: x.argmin(dim=0) * 2, _bools(3, 4), "x.argmin(dim=0)"),
+    ("topk_bool", lambda x: x.topk(2).indices + 1, _bools(3, 4), "x.topk(2)"),
+    ("kthvalue_bool", lambda x: x.kthvalue(2, 1).values, _bools(3, 4), "x.kthvalue(2, 1)"),
+    ("median_bool", lambda x: x.median(), _bools(3, 4), "x.median()"),
+    ("sort_complex", lambda x: torch.sort(x)[0] + 1, _complex(5), "torch.sort(x)"),
+    ("argsort_complex", lambda x: x.argsort() + 1, _complex(5), "x.argsort()"),
+    ("mode_complex", lambda x: x.mode().values, _complex(5), "x.mode()"),
+    ("cummax_complex", lambda x: x.cummax(0).values, _complex(5), "x.cummax(0)"),
+    ("amax_complex", lambda x: x.amax(0) + 1, _complex(2, 3), "x.amax(0)"),
+    ("max_complex", lambda x: x.max() + 1, _complex(5), "x.max()"),
+    ("clamp_complex", lambda x: x.clamp(0, 1), _complex(5), "x.clamp(0, 1)"),
+    ("nansum_complex", lambda x: x.nansum() * 2, _complex(5), "x.nansum()"),
+    ("relu_bool", lambda x: torch.relu(x).long(), _bools(5), "torch.relu(x)"),
+    ("abs_bool", lambda x: x.abs().long(), _bools(5), "x.abs()"),
+    ("floor_bool", lambda x: x.floor().long(), _bools(5), "x.floor()"),
+    ("frac_int", lambda x: x.frac() + 1, _longs(5), "x.frac()"),
+    ("gelu_int", lambda x: F.gelu(x) + 1, _longs(5), "F.gelu(x)"),
+    ("silu_int", lambda x: F.silu(x) + 1, _longs(5, dtype=torch.int32), "F.silu(x)"),
+    ("softplus_int", lambda x: F.softplus(x) + 1, _longs(5), "F.softplus(x)"),
+    ("hardswish_int", lambda x: F.hardswish(x) + 1, _longs(5), "F.hardswish(x)"),
+    ("mish_int", lambda x: F.mish(x) + 1, _longs(5), "F.mish(x)"),
+    ("logsigmoid_int", lambda x: F.logsigmoid(x) + 1, _longs(5), "F.logsigmoid(x)"),
+    ("lerp_int", lambda x: torch.lerp(x, x, 0.5) + 1, _longs(5), "torch.lerp(x, x, 0.5)"),
+    ("hypot_int", lambda x: torch.hypot(x, x) + 1, _longs(5), "torch.hypot(x, x)"),
+    ("logaddexp_int", lambda x: torch.logaddexp(x, x), _longs(5), "torch.logaddexp(x, x)"),
+    ("mm_bool", lambda x: torch.mm(x, x.T).long(), _bools(3, 3), "torch.mm(x, x.T)"),
+    ("matmul_bool", lambda x: (x @ x).long(), _bools(3, 3), "(x @ x)"),
+    ("dot_bool", lambda x: torch.dot(x, x).long(), _bools(3), "torch.dot(x, x)"),
+    ("addcmul_bool", lambda x: torch.addcmul(x, x, x).long(), _bools(3), "torch.addcmul(x, x, x)"),
+    ("lshift_bool", lambda x: torch.bitwise_left_shift(x, x).long(), _bools(3), "left_shift(x"),
+    ("max_pool1d_int", lambda x: F.max_pool1d(x, 2) + 1, _longs(1, 2, 6), "F.max_pool1d(x, 2)"),
+    ("avg_pool1d_int", lambda x: F.avg_pool1d(x, 2), _longs(1, 2, 6, dtype=torch.int32), "avg_"),
+    ("adaptive_avg_pool_int", lambda x: F.adaptive_avg_pool1d(x, 2), _longs(1, 2, 6), "adaptive"),
+    (
+        "interpolate_int",
+        lambda x: F.interpolate(x, scale_factor=2) + 1,
+        _longs(1, 2, 3),
+        "F.interpolate(x, scale_factor=2)",
+    ),
+    (
+        "interpolate_linear_complex",
+        lambda x: F.interpolate(x, scale_factor=2, mode="linear") + 1,
+        _complex(1, 2, 3),
+        'F.interpolate(x, scale_factor=2, mode="linear")',
+    ),
+    ("reflect_pad_bool", lambda x: F.pad(x, (1, 1), mode="reflect").long(), _bools(1, 4), "F.pad"),
+    (
+        "scatter_reduce_mean_bool",
+        lambda x: x.scatter_reduce(0, torch.tensor([0, 0]), x, "mean").long(),
+        _bools(2),
+        "x.scatter_reduce(0",
+    ),
+    (
+        "searchsorted_bool",
+        lambda x: torch.searchsorted(x, x) + 1,
+        torch.tensor([False, True]),
+        "torch.searchsorted(x, x)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, x, line", UNIMPLEMENTED_DTYPES, ids=[c[0] for c in UNIMPLEMENTED_DTYPES]
+)
+def test_dtypes_eagers_kernels_do_not_implement_raise_what_eager_raises(name, fn, x, line):
+    eager = _eager_error(fn, (x,))
+    assert isinstance(eager, RuntimeError), eager  # (NotImplementedError is one)
+    with pytest.raises(type(eager)) as info:
+        torch.compile(fn, backend="xla", options={"strict": True})(x)
+    assert isinstance(info.value, torch2xla.OpError), info.value
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    assert "op: " in str(info.value), info.value
+    assert f"user code: {THIS}:" in str(info.value) and line in str(info.value), info.value
+
+
+# (name, function, argument): the same ops in the dtypes eager implements, the calls whose
+# errors a stand-in dtype would not tell from a dtype's (a mask of ones too long for the values,
+# an integer division by a literal zero: values, checked at run time)
+IMPLEMENTED_DTYPES = [
+    ("argmax_int", lambda x: x.argmax(1), _longs(3, 4)),
+    ("argmin_uint8", lambda x: x.argmin(), _longs(3, 4).abs().to(torch.uint8)),
+    ("max_bool", lambda x: (x.max(), x.amax(0), x.max(1).values), _bools(3, 4)),
+    ("sort_bool", lambda x: torch.sort(x.long() * 2 + torch.arange(4)).values, _bools(3, 4)),
+    ("topk_int_values", lambda x: x.topk(2).values, _longs(3, 4)),
+    ("cumsum_bool", lambda x: (x.cumsum(0), x.sum(1)), _bools(3, 4)),
+    ("abs_clamp_relu_int", lambda x: (x.abs(), x.clamp(-1, 1), torch.relu(x)), _longs(5)),
+    ("mm_int", lambda x: torch.mm(x, x.T), _longs(3, 3)),
+    ("lshift_int", lambda x: torch.bitwise_left_shift(x.abs(), 1), _longs(3)),
+    ("bitwise_bool", lambda x: (x & ~x, x | x, x ^ x), _bools(3)),
+    ("max_pool1d_float", lambda x: F.max_pool1d(x.float(), 2), _longs(1, 2, 6)),
+    (
+        "interpolate_uint8",
+        lambda x: F.interpolate(x.abs().to(torch.uint8), scale_factor=2),
+        _longs(1, 2, 3),
+    ),
+    ("constant_pad_bool", lambda x: F.pad(x, (1, 1)), _bools(1, 4)),
+    (
+        "index_select_int32",
+        lambda x: x.index_select(0, torch.tensor([1, 0], dtype=torch.int32)),
+        _longs(3),
+    ),
+    ("masked_fill_complex", lambda x: x.masked_fill(x.real > 0, 0), _complex(5)),
+    ("where_bool", lambda x: torch.where(x, x, ~x), _bools(5)),
+    ("sort_complex_real", lambda x: torch.sort(x.real).values, _complex(5)),
+]
+
+
+def _mask_too_long(t):
+    t = t.clone()
+    t[t > 0] = torch.tensor([1.0, 2.0])
+    return t
+
+
+@pytest.mark.parametrize("name, fn, x", IMPLEMENTED_DTYPES, ids=[c[0] for c in IMPLEMENTED_DTYPES])
+def test_dtypes_eagers_kernels_implement_match_eager(name, fn, x):
+    out = torch.compile(fn, backend="xla", options={"strict": True})(x)
+    assert_same(out, fn(x))
+
+
+def test_a_mask_eager_refuses_by_its_values_raises_eagers_error():
+    # (a bool mask of ones selects 3 places for 2 values: an error of the values, not the
+    # dtype, though an int64 stand-in index would run)
+    t = torch.tensor([1.0, -1.0, 2.0, 3.0])
+    eager = _eager_error(_mask_too_long, (t,))
+    with pytest.raises(type(eager)) as info:
+        torch.compile(_mask_too_long, backend="xla")(t)
+    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
+    good = torch.tensor([1.0, -1.0, 2.0, -3.0])
+    assert_same(torch.compile(_mask_too_long, backend="xla")(good), _mask_too_long(good))

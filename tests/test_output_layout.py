@@ -9,6 +9,8 @@ behave as eager's.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,6 +20,11 @@ from tests._util import assert_same
 torch.manual_seed(0)
 _conv = torch.nn.Conv2d(3, 4, 3, padding=1)
 _bn = torch.nn.BatchNorm2d(4).eval()
+_bn1d = torch.nn.BatchNorm1d(4).eval()
+_lstm = torch.nn.LSTM(6, 5, batch_first=True)
+_lstm2 = torch.nn.LSTM(6, 5, num_layers=2, bidirectional=True, batch_first=True)
+_gru = torch.nn.GRU(6, 5, batch_first=True)
+_rnn = torch.nn.RNN(6, 5, batch_first=True)
 
 
 def _cl(*shape):
@@ -42,6 +49,31 @@ CASES = {
     ),
     "two outputs, one transposed": (lambda x: (x.sin(), x.cos().t()), lambda: torch.randn(3, 4)),
     "row-major result": (lambda x: x @ x.t(), lambda: torch.randn(4, 6)),
+    # kernels that choose their output's memory format (the fake kernels keep the input's):
+    # batch norm writes in the input's suggested format, CPU max_pool1d without grad a new
+    # contiguous tensor, the RNNs run time-major (a batch_first output is a transpose)
+    "batch norm of a transposed input": (lambda x: _bn1d(x), lambda: torch.randn(2, 5, 4).mT),
+    "batch norm of a transposed 4-d input": (lambda x: _bn(x), lambda: torch.randn(2, 4, 6, 5).mT),
+    "training batch norm of a transposed input, then an op": (
+        lambda x: F.batch_norm(x, None, None, training=True) * 2,
+        lambda: torch.randn(2, 5, 4).mT,
+    ),
+    "max_pool1d of a transposed input": (
+        lambda x: F.max_pool1d(x, 2),
+        lambda: torch.randn(2, 6, 4).mT,
+    ),
+    "max_pool1d of a transposed input, then an op": (
+        lambda x: F.max_pool1d(x, 2).relu(),
+        lambda: torch.randn(2, 6, 4).mT,
+    ),
+    "batch_first LSTM": (lambda x: _lstm(x)[0], lambda: torch.randn(2, 7, 6)),
+    "batch_first LSTM, its states": (lambda x: _lstm(x)[1], lambda: torch.randn(2, 7, 6)),
+    "batch_first LSTM, 2 layers, bidirectional": (
+        lambda x: _lstm2(x)[0],
+        lambda: torch.randn(2, 7, 6),
+    ),
+    "batch_first GRU, then an op": (lambda x: _gru(x)[0] * 2, lambda: torch.randn(2, 7, 6)),
+    "batch_first RNN": (lambda x: _rnn(x)[0], lambda: torch.randn(2, 7, 6)),
     # views of inputs are views of the caller's tensors, as in eager (``_aliases``)
     "strided view of the input": (lambda x: x[:, ::2], lambda: torch.randn(4, 6)),
     "view of a channels_last input": (lambda x: x.permute(0, 2, 3, 1), _cl(2, 3, 4, 5)),
@@ -58,8 +90,25 @@ def test_inference_outputs_have_eager_strides(name):
     x = make()
     with torch.no_grad():
         want = fn(x)
-        got = torch.compile(fn, backend="xla")(x)
+        got = torch.compile(fn, backend="xla", options={"strict": True})(x)
     assert _strides(got) == _strides(want)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("perm", list(itertools.permutations(range(4))), ids=str)
+def test_batch_norm_output_layout_of_every_permuted_input(perm):
+    # (eager's suggested memory format: channels_last where the strides look like it, else
+    # row-major; its fake kernel keeps the input's strides)
+    x = (
+        torch.randn(2, 4, 3, 5)
+        .permute(perm)
+        .contiguous()
+        .permute([perm.index(d) for d in range(4)])
+    )
+    with torch.no_grad():
+        want = _bn(x)
+        got = torch.compile(lambda x: _bn(x), backend="xla", options={"strict": True})(x)
+    assert got.stride() == want.stride()
     assert_same(got, want)
 
 
@@ -70,13 +119,18 @@ def test_inference_outputs_have_eager_strides(name):
         "channels_last conv",
         "expanded result",
         "size-1 dim of a transposed result",
+        "batch norm of a transposed input",
+        "training batch norm of a transposed input, then an op",
+        "max_pool1d of a transposed input",
+        "batch_first LSTM",
+        "batch_first GRU, then an op",
     ],
 )
 def test_training_outputs_have_eager_strides_and_gradients(name):
     fn, make = CASES[name]
     x = make().requires_grad_()
     x_ref = x.detach().clone().requires_grad_()
-    got = torch.compile(fn, backend="xla")(x)
+    got = torch.compile(fn, backend="xla", options={"strict": True})(x)
     want = fn(x_ref)
     assert _strides(got) == _strides(want)
     assert_same(got, want)

@@ -1109,3 +1109,12 @@ def test_embedding_max_norm_trains_as_eager(norm_type):
         (want * weights).sum().backward()
         assert_same(model.weight.detach(), ref.weight.detach())
         assert_same(model.weight.grad, ref.weight.grad)
+
+
+def test_var_and_std_of_complex_tensors_use_the_imaginary_parts():
+    # (the input was cast to the real result dtype first, which dropped the imaginary parts)
+    def fn(x):
+        return x.var(), x.std(0), x.var(1, correction=0), torch.var_mean(x), torch.std_mean(x, 1)
+
+    x = torch.randn(3, 4, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    assert_same(_compiled(fn)(x), fn(x))

@@ -647,6 +647,8 @@ class _Cut:
     runs in eager PyTorch, which bumps them itself)."""
 
     def __init__(self, top: torch.fx.GraphModule, versions: Sequence | None = None) -> None:
+        if hasattr(top, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            top.real_recompile()
         self.top = top
         self.tracked = (
             tuple((i, n) for i, n in enumerate(versions) if n is not None) if versions else ()
@@ -655,7 +657,9 @@ class _Cut:
     def __call__(self, args: Sequence) -> list:
         tracked = [(args[i], n) for i, n in self.tracked if not args[i].is_inference()]
         before = [t._version for t, _ in tracked]
-        out = list(self.top(*args))
+        # (not through FX's wrapper, which prints the code of a node that raises: eager's
+        # errors, an index out of range in an eager node, reach the user as eager's do)
+        out = list(self.top.forward(*args))
         # (its pieces write their inputs back once each; eager's count is the whole graph's)
         _set_versions([t for t, _ in tracked], [v + n for v, (_, n) in zip(before, tracked)])
         return out

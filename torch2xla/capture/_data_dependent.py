@@ -162,9 +162,13 @@ def _is_value(v) -> bool:
 
 def _writes_tensor(node: torch.fx.Node) -> bool:
     """An in-place write to a tensor (``t[i] = v``, ``t.add_(1)``), whose value Dynamo
-    records as None: a tensor computation all the same."""
+    records as None: a tensor computation all the same. Not ``operator.and_``/``or_``, named
+    for Python's keywords: on the unbacked sizes' SymBools (``(0 < u0) & (0 < u0 + 1)``) they
+    are size arithmetic, which a compiled piece returned as a tensor."""
     if node.target is operator.setitem:
         return True
+    if node.op == "call_function" and getattr(node.target, "__module__", None) == "_operator":
+        return False
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
 
@@ -172,9 +176,10 @@ def _writes_tensor(node: torch.fx.Node) -> bool:
 def eager_nodes(
     gm: torch.fx.GraphModule, data_dependent: list[torch.fx.Node]
 ) -> set[torch.fx.Node]:
-    """The nodes that run in eager PyTorch: the data-dependent ones, and every node that is
-    not a tensor computation and reads (through any path) a data-dependent result: size
-    arithmetic and checks (``sym_size``, ``_assert_scalar``) on the unbacked sizes."""
+    """The nodes that run in eager PyTorch: the data-dependent ones, every node that is not a
+    tensor computation and reads (through any path) a data-dependent result: size arithmetic
+    and checks (``sym_size``, ``_assert_scalar``) on the unbacked sizes, and the size
+    arithmetic those read."""
     eager = set(data_dependent)
     tainted = set(data_dependent)
     for node in gm.graph.nodes:
@@ -186,6 +191,17 @@ def eager_nodes(
                 eager.add(node)
             elif node.target is operator.getitem and node.args[0] in eager:
                 eager.add(node)  # an element of an eager node's tuple (``torch.where(m)[0]``)
+    # Python values an eager node reads run in eager too, whatever they read: a compiled piece
+    # returns tensors, so ``u1 <= s27*s77`` (a bound of a slice's length, asserted) compared
+    # with the product of two input sizes made in a piece gave a tensor to ``_assert_scalar``
+    for node in reversed(gm.graph.nodes):
+        if node not in eager:
+            continue
+        for i in node.all_input_nodes:
+            if i.op in ("call_function", "call_method") and not (
+                _is_value(i.meta.get("example_value")) or _writes_tensor(i)
+            ):
+                eager.add(i)
     return eager
 
 
@@ -260,12 +276,24 @@ def split(
             env[o].meta = dict(o.meta)
         run.clear()
 
+    failed: list[torch.fx.Node] = []  # (the deferred asserts' results: None, or a message)
     for node in nodes:
         if node.op in ("placeholder", "get_attr"):
             env[node] = top.node_copy(node, lambda a: env[a])
         elif node is output:
             flush()
+            if failed:
+                top.call_function(_raise_failed, tuple(failed))
             top.output(map_arg(node.args[0], lambda a: env[a]))
+        elif node in eager and _is_users_check(node):
+            # (eager's ``torch._check`` itself: its message; Dynamo's names the expression)
+            env[node] = top.call_function(torch._check, (env[node.args[0]],))
+            env[node].meta = dict(node.meta)
+        elif node in eager and _is_deferred_assert(node):
+            flush()
+            env[node] = top.call_function(_failed_assert, map_arg(node.args, lambda a: env[a]))
+            env[node].meta = dict(node.meta)
+            failed.append(env[node])
         elif node in eager:
             flush()
             env[node] = _eager_node(top, node, env)
@@ -274,6 +302,44 @@ def split(
         else:
             run.append(node)
     return torch.fx.GraphModule({**_targets(gm, nodes), **modules}, top)
+
+
+# Dynamo's runtime asserts on unbacked sizes: facts its tracing assumed (``u0 >= 1``: the
+# ``y[-1]`` of a boolean-indexed ``y`` is in range). Where one fails, eager raises its own error
+# at the op that needed the fact (an IndexError), which the graph reaches later: the assert
+# only records its failure (``_failed_assert``), raised after the graph's last node where
+# nothing raised before (``_raise_failed``). A ``torch._check`` of the user's is kept in the
+# graph (``_fx_runtime_assert_preserve``) and raises where eager's does, with its message.
+def _is_deferred_assert(node: torch.fx.Node) -> bool:
+    return (
+        node.op == "call_function"
+        and node.target is torch.ops.aten._assert_scalar.default
+        and not node.meta.get("_fx_runtime_assert_preserve")
+    )
+
+
+def _is_users_check(node: torch.fx.Node) -> bool:
+    """The assert of a ``torch._check(cond)`` of the user's (one with a message function is a
+    graph break: it runs in eager itself)."""
+    source = node.meta.get("source_fn_stack") or [(None, None)]
+    return (
+        node.op == "call_function"
+        and node.target is torch.ops.aten._assert_scalar.default
+        and bool(node.meta.get("_fx_runtime_assert_preserve"))
+        and source[-1][1] in (torch._check, torch._check_is_size)
+    )
+
+
+def _failed_assert(condition, message: str) -> str | None:
+    """``message`` where ``condition`` is false, else None."""
+    return None if condition else message
+
+
+def _raise_failed(*failed: str | None) -> None:
+    """Raise the first assert that failed (``_is_deferred_assert``)."""
+    for message in failed:
+        if message is not None:
+            raise RuntimeError(message)
 
 
 def _eager_node(top: torch.fx.Graph, node: torch.fx.Node, env: dict) -> torch.fx.Node:

@@ -17,6 +17,7 @@ from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
+    eager_layouts,
     margin_losses,
     preserve_rnns,
     preserve_sdpa,
@@ -155,6 +156,8 @@ def prepare(
     gm = preserve_sdpa(gm)
     # margin losses as eager computes them (torch decomposes them before our table)
     gm = margin_losses(gm)
+    # results laid out as eager's kernels lay them out (the fake kernels keep the input's)
+    gm = eager_layouts(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # Dead values stay computed until after the export, for the checks of their ops
@@ -201,6 +204,8 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     # Inputs that overlap in memory: exported as views of one base per group.
     aliasing = InputAliasing.of(args)
+    # the user's calls of bool, integer and complex tensors eager's kernels do not implement
+    refused = _arg_checks.refused_calls(gm)
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
@@ -218,6 +223,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         )
     # decomposed calls eager rejects by their dtypes, for _arg_checks.check_graph
     _arg_checks.mark_decomposed(aten_gm, rejected)
+    _arg_checks.mark_calls(aten_gm, refused)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     prune_kept(aten_gm)  # dead ops only where they check values

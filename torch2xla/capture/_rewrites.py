@@ -11,6 +11,9 @@
   and neither checks dtypes nor keeps a 1-D input's 0-d result). ``F.one_hot`` calls too:
   torch 2.11 decomposes it at the Autograd key without eager's checks of its classes
   (out-of-range classes gave rows of zeros); ``_one_hot`` asserts them (``_assert_async``).
+- ``eager_layouts``: the results of calls whose eager kernels choose their output's memory
+  format (batch norm, CPU ``max_pool1d`` without grad) made contiguous in it, so that outputs
+  computed from them have eager's strides (the fake kernels keep the input's).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -177,6 +180,81 @@ def _bound(node: torch.fx.Node) -> dict | None:
     if bound["scale"] is not None:
         bound["scale"] = float(bound["scale"])
     return bound
+
+
+# -- output layouts eager's kernels choose (runtime/_program.OutputLayout) ----------------------
+# An output's strides are its fake value's, and fake kernels mostly follow eager's. These
+# kernels choose their output's memory format themselves where the fake kernels keep the
+# input's strides: a call's result is made contiguous in that format (a no-op in XLA), so that
+# it and what is computed from it have eager's layout.
+def _batch_norm_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_format:
+    # (eager's kernels write into ``empty_like(input, input.suggest_memory_format())``: a
+    # transposed (N, C, L) input gives a contiguous result, a channels_last one stays)
+    if x.ndim in (4, 5) and _strides_like_channels_last(x.shape, x.stride()):
+        return torch.channels_last if x.ndim == 4 else torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _strides_like_channels_last(sizes, strides) -> bool:
+    """c10's ``is_channels_last_strides_2d``/``_3d`` (``suggest_memory_format``'s test): the
+    strides grow from the channels through the spatial dims (innermost last) to the batch;
+    ambiguous cases (a trivial channel dim, size-1 dims with equal strides) are row-major."""
+    if strides[1] == 0:
+        return False
+    smallest = 0
+    for d in (1, *range(len(sizes) - 1, 1, -1), 0):
+        if sizes[d] == 0 or strides[d] < smallest:
+            return False
+        if d == 0 and smallest == strides[1]:
+            return False
+        smallest = strides[d] * max(1, sizes[d])
+    return True
+
+
+def _max_pool1d_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_format | None:
+    # (eager's CPU max_pool1d without grad runs ``max_pool1d_impl``, which writes a new
+    # contiguous tensor; with grad, ``max_pool1d_with_indices``, whose strides the fake
+    # kernel has)
+    value = node.meta.get("example_value")
+    if x.device.type != "cpu" or not isinstance(value, torch.Tensor) or value.requires_grad:
+        return None
+    return torch.contiguous_format
+
+
+_LAYOUTS: dict[Callable, Callable] = {
+    F.batch_norm: _batch_norm_format,
+    torch.batch_norm: _batch_norm_format,
+    F.max_pool1d: _max_pool1d_format,
+    torch.max_pool1d: _max_pool1d_format,
+}
+
+
+def eager_layouts(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy in which the results of the calls ``_LAYOUTS`` lists are made
+    contiguous in the memory format eager's kernels give them (``gm`` itself is never
+    changed)."""
+    return _rewritten(gm, lambda node: _eager_format(node) is not None, _relayout)
+
+
+def _eager_format(node: torch.fx.Node) -> torch.memory_format | None:
+    """The memory format eager gives ``node``'s result where its fake value has another."""
+    rule = _LAYOUTS.get(node.target) if node.op == "call_function" else None
+    value = node.meta.get("example_value")
+    x = node.args[0] if node.args else node.kwargs.get("input")
+    x = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None
+    if rule is None or not isinstance(value, torch.Tensor) or not isinstance(x, torch.Tensor):
+        return None
+    fmt = rule(node, x)
+    return None if fmt is None or value.is_contiguous(memory_format=fmt) else fmt
+
+
+def _relayout(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    fmt = _eager_format(node)
+    with graph.inserting_after(node):
+        made = graph.call_method("contiguous", (node,), {"memory_format": fmt})
+    node.replace_all_uses_with(made, delete_user_cb=lambda user: user is not made)
+    made.meta = dict(node.meta)
+    made.meta["example_value"] = node.meta["example_value"].contiguous(memory_format=fmt)
 
 
 # -- effect tokens (ops/_effects.py) -----------------------------------------------------------

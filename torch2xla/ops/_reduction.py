@@ -92,11 +92,17 @@ def _correction(correction, unbiased=None):
     return correction
 
 
+def _spread_dtype(x, index: int | None = None):
+    """Where var and std compute: ``_acc_dtype``, but a complex input's own complex dtype (its
+    result is real: casting the input to it first dropped the imaginary part)."""
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return x.dtype
+    return _acc_dtype(x, None, index)
+
+
 @register(aten.var.correction)
 def var(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(
-        jnp.var, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction)
-    )
+    return _reduce(jnp.var, self, dim, keepdim, _spread_dtype(self), ddof=_correction(correction))
 
 
 @register(aten.var.dim)
@@ -106,7 +112,7 @@ def var_dim(self, dim=None, unbiased=True, keepdim=False):
 
 @register(aten.var_mean.correction)
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
-    acc = _acc_dtype(self, None, 0)
+    acc = _spread_dtype(self, 0)
     x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
     v = jnp.var(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
     m = jnp.mean(x, axis=axes, keepdims=keepdim)
@@ -122,7 +128,7 @@ def _std(x, axis=None, keepdims=False, ddof=0):
 
 @register(aten.std_mean.correction)
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
-    acc = _acc_dtype(self, None, 0)
+    acc = _spread_dtype(self, 0)
     x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
     s = _std(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
     m = jnp.mean(x, axis=axes, keepdims=keepdim)
@@ -131,7 +137,7 @@ def std_mean(self, dim=None, *, correction=None, keepdim=False):
 
 @register(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(_std, self, dim, keepdim, _acc_dtype(self, None), ddof=_correction(correction))
+    return _reduce(_std, self, dim, keepdim, _spread_dtype(self), ddof=_correction(correction))
 
 
 def _arg(jfn, self, dim, keepdim):

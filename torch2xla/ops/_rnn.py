@@ -46,6 +46,14 @@ def _out_shapes(input, hidden_size, num_layers, directions, batch_first):
     return out, (num_layers * directions, b, hidden_size)
 
 
+def _new_output(input, shape, batch_first):
+    """The (fake) output of an RNN op, laid out as eager's: its kernels run time-major, so a
+    ``batch_first`` output is the transpose of a (time, batch, features) tensor."""
+    if not batch_first:
+        return input.new_empty(shape)
+    return input.new_empty((shape[1], shape[0], shape[2])).transpose(0, 1)
+
+
 def _recompute_backward(aten_op, n_outputs):
     """Autograd of a custom op run eagerly (a partition left to torch): recompute aten's op
     with autograd on and differentiate it."""
@@ -114,7 +122,8 @@ def _lstm_fake(
 ):
     directions = _check_args(input, params, has_biases, num_layers, bidirectional)
     out, state = _out_shapes(input, hx[0].shape[-1], num_layers, directions, batch_first)
-    return input.new_empty(out), hx[0].new_empty(state), hx[1].new_empty(state)
+    out = _new_output(input, out, batch_first)
+    return out, hx[0].new_empty(state), hx[1].new_empty(state)
 
 
 _setup, _backward = _recompute_backward(torch.ops.aten.lstm.input, 3)
@@ -200,7 +209,7 @@ def _single_state_op(name: str, aten_op):
     ):
         directions = _check_args(input, params, has_biases, num_layers, bidirectional)
         out, state = _out_shapes(input, hx.shape[-1], num_layers, directions, batch_first)
-        return input.new_empty(out), hx.new_empty(state)
+        return _new_output(input, out, batch_first), hx.new_empty(state)
 
     setup_context, backward = _recompute_backward(aten_op, 2)
     op.register_autograd(backward, setup_context=setup_context)
