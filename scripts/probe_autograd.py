@@ -4,6 +4,7 @@ observation compared strictly (tensor values, dtype, shape, requires_grad, grad_
 is_leaf; .grad None-ness and values; errors raised, by type and first line).
 
     PYTHONPATH=. python scripts/probe_autograd.py [substring ...]
+    PROBE_BACKEND=aot_eager python scripts/probe_autograd.py   # torch's own differences
 
 A scenario is ``fn(C, rec)``: ``C(f)`` is ``f`` itself in the eager run and the compiled ``f``
 in the other; ``rec(label, value)`` records what is compared. An error stops the scenario and is
@@ -13,6 +14,7 @@ first difference) or ``CRASH`` (the probe itself failed).
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 import warnings
@@ -24,6 +26,7 @@ from torch import nn
 import torch2xla  # noqa: F401
 
 warnings.simplefilter("ignore")
+BACKEND = os.environ.get("PROBE_BACKEND", "xla")  # aot_eager: is a difference torch's own?
 SCENARIOS: dict = {}
 
 
@@ -106,7 +109,7 @@ def observe(fn, compiled: bool):
     def C(f):
         if not compiled:
             return f
-        return torch.compile(f, backend="xla")
+        return torch.compile(f, backend=BACKEND)
 
     torch._dynamo.reset()
     torch.manual_seed(0)
