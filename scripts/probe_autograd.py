@@ -115,7 +115,7 @@ def observe(fn, compiled: bool):
     torch.manual_seed(0)
     try:
         fn(C, rec)
-    except Exception as e:  # the error is an observation
+    except Exception as e:  # noqa: BLE001  (the error is an observation)
         obs.append(("raised", describe(e)))
     return obs
 
@@ -216,7 +216,7 @@ def unused_outputs_in_loss(C, rec):
         return x * w1, x * w2, (x * w1).sum()
 
     x, w1, w2 = leaf(3), leaf(3, seed=1), leaf(3, seed=2)
-    a, b, c = C(f)(x, w1, w2)
+    a, _, c = C(f)(x, w1, w2)
     a.sum().backward()
     rec("grads", [x.grad, w1.grad, w2.grad])
     c.backward()
@@ -298,7 +298,7 @@ def grad_autograd_grad_of_non_requires(C, rec):
         return (x * y.detach()).sum(), y.detach() * 2
 
     x, y = leaf(3), leaf(3, seed=1)
-    a, b = C(f)(x, y)
+    _, b = C(f)(x, y)
     rec("b", b)
     torch.autograd.grad(b.sum(), [x])
 
@@ -1070,7 +1070,6 @@ class TwoOut(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, k: float):
         ctx.k = k
-        ctx.mark_non_differentiable
         return x * k, (x > 0)
 
     @staticmethod
@@ -1184,7 +1183,7 @@ def custom_function_none_grad(C, rec):
 @scenario
 def custom_function_unmaterialized(C, rec):
     def f(x):
-        a, b = MatIn.apply(x)
+        a, _ = MatIn.apply(x)
         return a
 
     x = leaf(3)
@@ -1468,7 +1467,6 @@ def int_leaf_requires_grad_raises(C, rec):
 def graph_break_mid(C, rec):
     def f(x, w):
         h = (x * w).sin()
-        print("", end="")
         torch._dynamo.graph_break()
         return (h * w).sum()
 
@@ -1703,7 +1701,7 @@ def main(argv) -> int:
     for n in names:
         try:
             line = compare(n, SCENARIOS[n])
-        except Exception:  # a failure of the probe itself
+        except Exception:  # noqa: BLE001  (a failure of the probe itself)
             line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
         if not line.startswith("ok"):
             bad += 1

@@ -6,9 +6,9 @@ import platform
 from typing import Any
 
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
 import torch
+from jax import lax
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
