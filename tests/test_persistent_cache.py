@@ -482,3 +482,29 @@ def test_programs_of_one_text_with_arguments_grouped_otherwise(tmp_path, fresh_c
     y, z = torch.randn(3), torch.randn(3, requires_grad=True)
     out = torch.compile(fn, backend="xla")(y, z)
     torch.testing.assert_close(out.detach(), z.detach() * 2)
+
+
+def test_double_backward_through_a_restored_training_program(tmp_path, fresh_cache):
+    """create_graph=True through a restored training program: its vjp program reads eager's
+    autograd graph of the ATen graph, which a record does not hold (``StoredProgram`` had no
+    ``output_metas``: AttributeError '_graph_metas' in every warm start's double backward)."""
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+
+    def f(x, w):
+        return (x.sin() * w).sum()
+
+    def run(compiled: bool, create_graph: bool):
+        torch._dynamo.reset()
+        x, w = (torch.linspace(-1, 1, 5).add(s).requires_grad_() for s in (0.0, 0.5))
+        out = torch.compile(f, backend="xla")(x, w) if compiled else f(x, w)
+        if not create_graph:  # (a training record is written at the first freed backward)
+            out.backward()
+            return x.grad, w.grad
+        gx, gw = torch.autograd.grad(out, [x, w], create_graph=True)
+        (gx.square().sum() + (gw * gx).sum()).backward()
+        return gx.detach(), gw.detach(), x.grad, w.grad
+
+    torch.testing.assert_close(run(True, False), run(False, False))  # (stored)
+    hits = _persistent.hits()
+    torch.testing.assert_close(run(True, True), run(False, True))  # (restored)
+    assert _persistent.hits() > hits

@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 import torch
+from jax import lax
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
@@ -35,6 +36,18 @@ HALF_FLOATS = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
 def is_half(dtype: Any) -> bool:
     """Whether ``dtype`` is float16 or bfloat16."""
     return np.dtype(dtype) in HALF_FLOATS
+
+
+def rounded_to(x: Any, dtype: Any) -> Any:
+    """The float32 array ``x`` rounded once to the half-precision ``dtype``, as ``dtype``.
+
+    NOTE: XLA (``xla_allow_excess_precision``, on by default) may drop a float32 -> half ->
+    float32 convert pair, and its CPU compiler runs half-precision products and convolutions
+    in float32 and converts the result: a consumer that widens such a result to float32 again
+    read it unrounded. ``reduce_precision`` is a rounding XLA keeps."""
+    dtype = np.dtype(dtype)
+    bits = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(jnp.float16): (5, 10)}[dtype]
+    return lax.reduce_precision(x, *bits).astype(dtype)
 
 
 def opmath_dtype(dtype: Any) -> np.dtype:

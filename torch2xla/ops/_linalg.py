@@ -98,7 +98,7 @@ def half_product(a, b):
 
     NOTE: its gradients are half-precision products (float32 accumulation, rounded once), as
     torch's backward computes them. JAX's own rule would differentiate the float32 product
-    with float32 cotangents: float32 GEMMs, at a fraction of the half-precision rate.
+    with float32 cotangents, unrounded. Used on the CPU only (``_half_out``).
     """
     return jnp.matmul(a, b, preferred_element_type=np.float32)
 
@@ -109,9 +109,18 @@ def _half_product_fwd(a, b):
 
 def _half_product_bwd(residuals, ct):
     a, b = residuals
-    # A half-precision product is float32 accumulation rounded once, on XLA's CPU and GPU alike.
-    _, vjp = jax.vjp(jnp.matmul, a, b)
-    return vjp(ct.astype(a.dtype))
+    # torch's gradients: products of the half-precision cotangent, accumulated in float32 and
+    # rounded once. (Products of half-precision values are exact in float32; as half-precision
+    # products, XLA's CPU compiler ran them in float32 and a consumer that widened the gradient
+    # again read it unrounded: ``rounded_to``.)
+    wide = np.float32
+    _, vjp = jax.vjp(
+        functools.partial(jnp.matmul, precision=lax.Precision.HIGHEST),
+        a.astype(wide),
+        b.astype(wide),
+    )
+    da, db = vjp(ct.astype(a.dtype).astype(wide))
+    return _common.rounded_to(da, a.dtype), _common.rounded_to(db, b.dtype)
 
 
 half_product.defvjp(_half_product_fwd, _half_product_bwd)

@@ -15,7 +15,7 @@ from torch._ops import ops
 from torch2xla.ops import _saved
 from torch2xla.ops._batch_norm import batch_norm_train, batch_norm_train_channels_last
 from torch2xla.ops._bounds import check_index
-from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype
+from torch2xla.ops._common import as_dtype, is_half, opmath_dtype, out_dtype, rounded_to
 from torch2xla.ops._linalg import _half_out, precision
 from torch2xla.ops._registry import AFTER_CONVOLUTION, ctx, register
 from torch2xla.runtime._interop import jax_dtype
@@ -165,8 +165,12 @@ def _half_conv_fwd(x, w, geometry):
 
 def _half_conv_bwd(geometry, residuals, ct):
     x, w = residuals
-    _, vjp = jax.vjp(lambda a, b: _conv_core(a, b, geometry), x, w)
-    return vjp(ct.astype(x.dtype))
+    # float32 convolutions of the half-precision values, rounded once (``half_product``'s
+    # backward says why)
+    wide = np.float32
+    _, vjp = jax.vjp(lambda a, b: _conv_core(a, b, geometry), x.astype(wide), w.astype(wide))
+    dx, dw = vjp(ct.astype(x.dtype).astype(wide))
+    return rounded_to(dx, x.dtype), rounded_to(dw, w.dtype)
 
 
 _half_conv.defvjp(_half_conv_fwd, _half_conv_bwd)

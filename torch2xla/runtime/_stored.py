@@ -462,6 +462,21 @@ class StoredProgram(XlaProgram):
         # ``torch.enable_grad()`` inside the graph, finds them on the built program)
         return self.full().connected(diff_in)
 
+    # eager's autograd graph of the ATen graph, which a create_graph backward differentiates
+    # again (``_autograd._VjpProgram``): the record holds no graph, the built program has it
+    def input_metas(self) -> list:
+        return self.full().input_metas()
+
+    def output_metas(self) -> list:
+        return self.full().output_metas()
+
+    def autograd_outputs(self, tensors) -> list:
+        return self.full().autograd_outputs(tensors)
+
+    @property
+    def _graph_diff_out(self) -> tuple[int, ...]:
+        return self.full()._graph_diff_out
+
     def checked_fn(self):
         return self._flat_fn
 
