@@ -582,3 +582,25 @@ def test_steps_with_integer_output_and_frozen_input():
         got[1].sum().backward()
         expected[1].sum().backward()
         _assert_grads_match(model, ref)
+
+
+def test_backward_of_64_bit_intermediates_after_steps_outside_x64():
+    # No 64-bit input or output: after its first backward, a step's backward runs outside JAX's
+    # x64 scope; a variant compiled later (a retained graph's) is still traced in 64 bits.
+    def f(w):
+        big = torch.arange(6) + 2**33  # int64 values past int32
+        index = (big - 2**33 + 5) % 6  # (the backward's scatter reads it)
+        return (w.gather(0, index) * w * (big // 2**32).float()).sum()
+
+    compiled = torch.compile(f, backend="xla", options={"strict": True})
+    w = torch.randn(6, requires_grad=True)
+    ref = w.detach().clone().requires_grad_(True)
+    for retain in (False, False, True, False, True):
+        w.grad = ref.grad = None
+        outs = [compiled(w), f(ref)]
+        assert_same(*outs)
+        for out in outs:
+            out.backward(retain_graph=retain)
+            if retain:
+                out.backward()  # the retained graph runs again
+        assert_same(w.grad, ref.grad)

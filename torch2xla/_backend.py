@@ -48,6 +48,8 @@ from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
 
 _graph_ids = itertools.count()
+# (its ``_current_level`` is rebound as dual levels open and close: read from the module)
+_forward_ad = torch.autograd.forward_ad
 
 # Without this Dynamo runs any frame holding an nn.LSTM/GRU eagerly, silently.
 torch._dynamo.config.allow_rnn = True
@@ -144,7 +146,7 @@ class CompiledGraph:
         self._keeps_state: bool | None = None
 
     def __call__(self, *args):
-        if torch.autograd.forward_ad._current_level >= 0 and _dual(args):
+        if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
         # (the generator's state, for the replay of a call that raises after drawing random
         # numbers; taken until the first build says whether a call can)

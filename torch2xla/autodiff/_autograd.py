@@ -27,10 +27,12 @@ from typing import Any
 import jax
 import numpy as np
 import torch
+from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _residuals, _split
 from torch2xla.autodiff._connected import traced_links
 from torch2xla.autodiff._half_sums import float32_sums
+from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks
 from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
@@ -154,6 +156,7 @@ class _Plan:
 
     __slots__ = (
         "backward_ran",
+        "bare_backward",
         "conj_grads",
         "convert",
         "cut",
@@ -201,6 +204,10 @@ class _Plan:
         # one node, None until the backward decided whether it is split.
         self.groups: tuple[tuple[int, ...], ...] | None = None
         self.backward_ran = False
+        # The backward runs outside JAX's config contexts (x64, placement): where they change
+        # nothing (``XlaProgram.scoped``), once its one program is compiled (a split's
+        # segments trace as they run; ``Backward`` enters x64 itself where it compiles).
+        self.bare_backward = False
         # Differentiated outputs connected to no differentiated input, which eager would not
         # track: marked non-differentiable where the program asks (``mark_untracked``).
         self.untracked: tuple[int, ...] = ()
@@ -450,8 +457,7 @@ class XlaFunction(torch.autograd.Function):
             )
         else:
             ctx.save_for_backward(_FREED_MARKER)
-        ctx.plan, ctx.fns, ctx.diff_meta, ctx.chain = plan, plan.fns, plan.diff_meta, chain
-        ctx.vjp_fn = vjp_fn
+        ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
         # For a create_graph backward only (it recomputes from them); no copy is made.
         ctx.inputs, ctx.seed = tensors, seed
         return outs
@@ -460,15 +466,22 @@ class XlaFunction(torch.autograd.Function):
     # NOTE: autograd runs this from the user's frame: for ``loss.backward()`` inside a
     # compiled function, the graph break's eager region, where Dynamo would trace it.
     @torch.compiler.disable
-    @profiled_backward
     def backward(ctx, *grads):
-        plan = ctx.plan
-        if not plan.backward_ran:  # the first backward traces and compiles (no_stack_capture)
-            with no_stack_capture():
-                result = _backward(ctx, grads)
-            plan.backward_ran = True
-            return result
-        return _backward(ctx, grads)
+        # (``profiled_backward`` inlined: one frame less on every backward)
+        if ctx.plan.backward_ran and not (_profile._jax_tracing or _profiler_enabled()):
+            return _backward(ctx, grads)
+        return _first_or_profiled_backward(ctx, *grads)
+
+
+@profiled_backward
+def _first_or_profiled_backward(ctx, *grads):
+    plan = ctx.plan
+    if not plan.backward_ran:  # the first backward traces and compiles (no_stack_capture)
+        with no_stack_capture():
+            result = _backward(ctx, grads)
+        plan.backward_ran = True
+        return result
+    return _backward(ctx, grads)
 
 
 _apply = super(torch.autograd.Function, XlaFunction).apply
@@ -508,18 +521,30 @@ def _backward(ctx, grads: tuple) -> tuple:
     if torch.is_grad_enabled():  # create_graph=True: differentiable gradients
         source = _differentiable_backward(ctx, plan, inputs, diff_grads, active, slots)
     else:  # (grad mode is off from here)
-        with x64(), plan.program.placement():
-            if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
-                cts = [to_jax(g) for g in diff_grads]
+        bwd = fns.bwd
+        if plan.bare_backward:  # (see _Plan: no config context changes anything)
+            source = bwd(vjp_fn, _cotangents(plan, dense, diff_grads), donate=freed)
+        else:
+            with x64(), plan.program.placement():
+                source = bwd(vjp_fn, _cotangents(plan, dense, diff_grads), donate=freed)
+            # (decided once the backward is one program: a split's segments trace later)
+            plan.bare_backward = not plan.scoped and bwd.ready() == ()
+        if chain is None and not isinstance(source, _split.Run):
+            # the common case: the gradients straight into autograd's list
+            result: list = [None] * n_args
+            packing, convert = bwd.packing, plan.convert
+            if packing is not None:  # small gradients: cut from one buffer, all converted here
+                source, convert = packing.unpack(source, convert, plan.cut), _same
+            if plan.conj_grads:
+                for p, k in slots:
+                    result[3 + k] = _from_cotangent(convert(source[p]))
             else:
-                cts = [
-                    jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
-                    for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
-                ]
-            source = fns.bwd(vjp_fn, cts, donate=freed)
+                for p, k in slots:
+                    result[3 + k] = convert(source[p])
+            return tuple(result)
         if not isinstance(source, _split.Run):
-            source = _converted(plan, fns.bwd.packing, source, slots)
-    result: list = [None] * n_args
+            source = _converted(plan, bwd.packing, source, slots)
+    result = [None] * n_args
     if chain is None:
         if isinstance(source, _split.Run):
             got = source.take([p for p, _ in slots], plan.convert)
@@ -540,6 +565,16 @@ def _backward(ctx, grads: tuple) -> tuple:
     if later:
         result[-1] = _token_grad(plan.program.torch_device)
     return tuple(result)
+
+
+def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
+    """The cotangents of the differentiated outputs as JAX values (zeros where None)."""
+    if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
+        return [to_jax(g) for g in diff_grads]
+    return [
+        jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
+        for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
+    ]
 
 
 def _converted(plan: _Plan, packing, in_grads, slots) -> dict:

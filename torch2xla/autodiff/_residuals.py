@@ -42,7 +42,7 @@ from torch2xla.autodiff import _split
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
-from torch2xla.runtime._interop import direct_call, no_stack_capture, pin_row_major
+from torch2xla.runtime._interop import direct_call, no_stack_capture, pin_row_major, x64
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).
@@ -427,7 +427,8 @@ class Backward:
                 return self._fallback(res, args, donate)
         exe = self._compiled.get(donate)
         if exe is None:
-            with no_stack_capture(), warnings.catch_warnings():
+            # (inside x64 as every trace: callers may skip it, ``_Plan.bare_backward``)
+            with x64(), no_stack_capture(), warnings.catch_warnings():
                 # XLA reuses a donated buffer only for an output of its shape and frees the
                 # others when the call ends (as without donation); JAX warns about those.
                 warnings.filterwarnings("ignore", message=_NOT_USABLE)
@@ -445,7 +446,7 @@ class Backward:
         return grads
 
     def _fallback(self, res: Residuals, args: tuple, donate: bool):
-        with no_stack_capture(), warnings.catch_warnings():
+        with x64(), no_stack_capture(), warnings.catch_warnings():  # (traced: inside x64)
             warnings.filterwarnings("ignore", message=_NOT_USABLE)
             return self._jitted(res.layout, donate)(*args)
 

@@ -115,7 +115,10 @@ class GraphGuards:
         self._next_index = 0
         # The record of the compile in progress (under BUILD_LOCK), for the build to fill in.
         self.compiling: CompileRecord | None = None
-        self.run: Callable[[Sequence], Any] = self._first if buckets is not None else self._run
+        # (a graph without size symbols has no dimension to pad: its analysis would find none,
+        # so its calls skip ``_first``, which training calls would otherwise go through forever)
+        pads = buckets is not None and bool(self.key.sources)
+        self.run: Callable[[Sequence], Any] = self._first if pads else self._run
         with _registry_lock:
             _registry.add(self)
 

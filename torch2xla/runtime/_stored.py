@@ -42,6 +42,7 @@ from torch2xla.runtime._interop import (
     direct_call,
     no_stack_capture,
     to_torch_cpu,
+    x64,
 )
 from torch2xla.runtime._program import XlaProgram
 
@@ -332,11 +333,13 @@ class _StoredBackward:
             runner = self._stored_runner()
             if runner is not None:
                 return runner(res.kept, res.inputs, cts)
-        with no_stack_capture():
+        # (traced inside x64, as every trace: the caller may run outside it, where it changes
+        # nothing for the calls themselves: ``_autograd._Plan.bare_backward``)
+        with x64(), no_stack_capture():
             fns, layout = self.program.full_training(self.diff_in)
-        grads = fns.bwd(
-            _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
-        )
+            grads = fns.bwd(
+                _residuals.Residuals(res.kept, list(res.inputs), layout), cts, donate=donate
+            )
         # (known once it ran: the caller unpacks by ours)
         if not isinstance(grads, Run) and fns.bwd.packing != self.packing:
             raise RuntimeError(
