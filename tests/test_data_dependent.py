@@ -258,6 +258,34 @@ def test_set_data_of_an_input_in_strict_mode_names_the_line():
         torch.compile(_scale_data, backend="xla", options={"strict": True})(torch.randn(3))
 
 
+class _CastsItself(torch.nn.Module):
+    """SwitchTransformers' and NLLB-MoE's routers: ``self.classifier.to(self.dtype)`` in the
+    forward sets each parameter's ``.data`` to itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        self.lin = self.lin.to(torch.float32)
+        return self.lin(x)
+
+
+def test_set_data_to_itself_stays_in_xla():
+    torch.manual_seed(0)
+    model, x = _CastsItself(), torch.randn(2, 4)
+    ref = copy.deepcopy(model)
+    versions = [p._version for p in model.parameters()]  # (a deep copy's start at 0)
+    out = torch.compile(model, backend="xla", options={"strict": True})(x)  # (no eager set_)
+    expected = ref(x)
+    out.sum().backward()
+    expected.sum().backward()
+    assert_same(out, expected)
+    for p, q, v in zip(model.parameters(), ref.parameters(), versions):
+        assert_same(p.grad, q.grad)
+        assert p._version - v == q._version  # (``.data =`` bumps no version)
+
+
 # -- sizes Dynamo asserts at run time (``_assert_scalar`` of an unbacked size) -------------------
 def last_selected_row(x):
     y = x[x.sum(-1) > 0]

@@ -91,6 +91,7 @@ class CompiledGraph:
     def __init__(
         self, gm: torch.fx.GraphModule, options: Options, context: DynamoContext | None = None
     ) -> None:
+        data_dependent.drop_noop_sets(gm)  # (``x.data = x``: module.to(its own dtype))
         self.gm = gm
         self.options = options
         self.program_options = {  # what every XlaProgram of this graph is built with

@@ -80,11 +80,46 @@ REASON_FUNCTION = (
 # ``x.data = y`` of a graph input: Dynamo records ``Tensor.set_(x, y)`` (under no_grad, which
 # the eager node keeps: ``_eager_node``).
 def _sets_input(node: torch.fx.Node) -> bool:
-    is_set = (node.op == "call_function" and node.target is torch.Tensor.set_) or (
+    self = node.args[0] if node.args else None
+    return _is_set(node) and isinstance(self, torch.fx.Node) and self.op == "placeholder"
+
+
+def drop_noop_sets(gm: torch.fx.GraphModule) -> None:
+    """Removes each ``x.data = y`` of ``gm`` where ``y`` is ``x`` itself: ``module.to(dtype)`` in a forward (SwitchTransformers' and
+    NLLB-MoE's routers: ``self.classifier.to(self.dtype)``) sets every parameter's ``.data``
+    to ``p.to(dtype)``, which is ``p`` where the dtype is already its own. Such a ``set_``
+    changes nothing, but would cut the graph around an eager ``set_`` (``_sets_input``). Its
+    version-count decrement (Dynamo's ``_lower_version_count_by_1``, undoing ``set_``'s bump)
+    goes with it."""
+    for node in list(gm.graph.nodes):
+        if not _is_set(node) or len(node.args) != 2 or node.kwargs:
+            continue
+        x, y = node.args
+        if not (isinstance(x, torch.fx.Node) and isinstance(y, torch.fx.Node)):
+            continue
+        if not _same_tensor(x.meta.get("example_value"), y.meta.get("example_value")):
+            continue
+        for user in list(node.users):
+            if getattr(user.target, "__name__", "").startswith("_lower_version_count_by_"):
+                if user.users:
+                    user.replace_all_uses_with(x)
+                gm.graph.erase_node(user)
+        node.replace_all_uses_with(x)
+        gm.graph.erase_node(node)
+    gm.recompile()
+
+
+def _is_set(node: torch.fx.Node) -> bool:
+    return (node.op == "call_function" and node.target is torch.Tensor.set_) or (
         node.op == "call_method" and node.target == "set_"
     )
-    self = node.args[0] if node.args else None
-    return is_set and isinstance(self, torch.fx.Node) and self.op == "placeholder"
+
+
+def _same_tensor(a, b) -> bool:
+    """``a`` and ``b`` (example values) are one tensor: its fake tensor itself (``p.to(dtype)``
+    returning ``p``). Storages cannot tell: Dynamo's tracing ran the ``set_`` on the fakes, so
+    after it every swapped input shares its new value's storage."""
+    return isinstance(a, torch.Tensor) and a is b
 
 
 # placeholder meta of a piece: the graph replaces this input's storage after the piece
