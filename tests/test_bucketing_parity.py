@@ -211,3 +211,25 @@ def test_integer_division_by_a_real_zero_still_raises():
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         compiled(a, b)
     assert "a dim 1" in torch2xla.cache_info(compiled)[0].bucketed
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: ((x >= 0).nonzero(), x.sum(0)),  # (padded zeros are >= 0)
+        lambda x: (x[x >= 0] * 2, x.sum(0)),
+    ],
+    ids=["nonzero", "mask"],
+)
+@torch.no_grad()
+def test_graphs_with_ops_in_eager_inside_are_not_padded(fn):
+    # Data-dependent ops run in eager PyTorch inside the graph (the graph is cut around them):
+    # on padded inputs they would see the padding, so such graphs compile per size.
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": "pow2"})
+        for n in (3, 5, 6, 7):
+            x = torch.randn(n, 2, generator=torch.Generator().manual_seed(n))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = compiled(x)
+            assert_same(got, fn(x))

@@ -649,6 +649,8 @@ class _Cut:
     its inputs eager's versions (``versions``: eager's bumps per input; None where the graph
     runs in eager PyTorch, which bumps them itself)."""
 
+    runs_eager_ops = True  # (bucketing pads no such graph: its eager ops see real sizes only)
+
     def __init__(self, top: torch.fx.GraphModule, versions: Sequence | None = None) -> None:
         if hasattr(top, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             top.real_recompile()

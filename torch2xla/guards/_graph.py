@@ -26,7 +26,12 @@ from torch2xla.guards._log import (
     log,
     note_frame,
 )
-from torch2xla.guards.bucketing._bucket import NOT_A_SIZE, Bucketing, BucketSpec
+from torch2xla.guards.bucketing._bucket import (
+    NOT_A_SIZE,
+    RUNS_EAGER_OPS,
+    Bucketing,
+    BucketSpec,
+)
 from torch2xla.runtime._interop import no_stack_capture
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
@@ -179,9 +184,12 @@ class GraphGuards:
             try:
                 if padded is not None:
                     entry = self.bucketing.make_entry(args, padded, self.build)
+                    if getattr(entry.inner, "runs_eager_ops", False):
+                        entry = None  # (refused below, after the scopes)
                 else:
                     entry = self.build(args)
-                out = entry(args)
+                if entry is not None:
+                    out = entry(args)
             except OpError as e:  # eager's error for these values (``_checks``)
                 if entry is None:  # (raised by the build: nothing to keep)
                     raise
@@ -193,6 +201,12 @@ class GraphGuards:
                 return self._unpadded(args, e)
             finally:
                 self.compiling = None
+        if entry is None:
+            # A graph cut around ops that run in eager PyTorch (data-dependent sizes, hooks):
+            # those ops would see the padded sizes (a size Dynamo baked in no longer matches,
+            # a nonzero counts the padding), so it compiles per size.
+            self.bucketing.refuse(RUNS_EAGER_OPS)
+            return self._compile(self.key(args), args)
         sources.release_with(entry)
         record.seconds = time.perf_counter() - t0
         record.signature = self.key.format(key, self._bucketed_labels(key))

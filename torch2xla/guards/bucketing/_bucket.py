@@ -31,6 +31,10 @@ from torch2xla.guards.bucketing._rewrite import rewrite
 _MEMO_LIMIT = 4096
 NOT_A_SIZE = "it is an int argument, not a tensor's size (each value compiles its own program)"
 OVERLAPPING = "inputs may overlap in memory, and padded copies would not share it"
+RUNS_EAGER_OPS = (
+    "the graph runs ops in eager PyTorch inside it (data-dependent sizes, hooks), which would "
+    "see the padded sizes"
+)
 RECORDS_AUTOGRAD = (
     "it enables grad inside (torch.enable_grad, requires_grad_): its calls record autograd "
     "whatever the caller's grad mode, and padded rows would reach the gradients"
@@ -248,7 +252,10 @@ class Bucketing:
 
     def give_up(self, why: str) -> None:
         """Pad nothing from now on (programs already built stay); ``why`` goes to the report."""
-        reason = f"{why}; please report it (options {{'buckets': None}} avoids it)"
+        self.refuse(f"{why}; please report it (options {{'buckets': None}} avoids it)")
+
+    def refuse(self, reason: str) -> None:
+        """Pad nothing from now on, every padded symbol refused for ``reason``."""
         for j in self.safe:
             self.refused[self.key.sources[j].label] = reason
         self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
