@@ -342,9 +342,9 @@ def test_freed_graph_donates_residuals_retained_graph_keeps_them():
     node, res = out.grad_fn, out.grad_fn.vjp_fn
     out.sum().backward(retain_graph=True)
     assert not any(leaf.is_deleted() for leaf in res.kept)
-    assert set(node.fns.bwd._compiled) == {False}
+    assert set(node.plan.fns.bwd._compiled) == {False}
     out.sum().backward()  # the second backward frees the graph: its residuals are donated
-    assert node.vjp_fn is None and set(node.fns.bwd._compiled) == {False, True}
+    assert node.vjp_fn is None and set(node.plan.fns.bwd._compiled) == {False, True}
     # (XLA may reuse a donated buffer for an output of its shape; JAX deletes those)
     ref(x).sum().backward()
     ref(x).sum().backward()
