@@ -22,6 +22,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _common
 import torch
 
+import torch2xla
+
 
 def _tiny(x, y):
     return x * y + 1
@@ -76,6 +78,9 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     from torch2xla.runtime._interop import x64
 
     torch._dynamo.reset()  # compile afresh, so that the program is built (and captured) here
+    # (a program restored from the persistent cache is no XlaProgram: built here, it is; the
+    # cache stays off for the rest of the process, which measures nothing after this)
+    torch2xla.set_persistent_cache(None)
     programs = []
     original = _program.XlaProgram.__init__
 
