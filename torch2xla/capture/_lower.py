@@ -24,7 +24,7 @@ from torch2xla.capture._rewrites import (
     strip_effect_tokens,
 )
 from torch2xla.capture._stop_gradient import insert_stop_gradients
-from torch2xla.ops import _arg_checks
+from torch2xla.ops import _arg_checks, _dtype_probes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +205,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     # Inputs that overlap in memory: exported as views of one base per group.
     aliasing = InputAliasing.of(args)
     # the user's calls of bool, integer and complex tensors eager's kernels do not implement
-    refused = _arg_checks.refused_calls(gm)
+    refused = _dtype_probes.refused_calls(gm)
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
@@ -223,7 +223,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         )
     # decomposed calls eager rejects by their dtypes, for _arg_checks.check_graph
     _arg_checks.mark_decomposed(aten_gm, rejected)
-    _arg_checks.mark_calls(aten_gm, refused)
+    _dtype_probes.mark_calls(aten_gm, refused)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     prune_kept(aten_gm)  # dead ops only where they check values

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch2xla._errors import OpError
 
 # (imported for the custom ops ``torch.ops.torch2xla.*`` they define)
-from torch2xla.ops import _arg_checks, _rnn, _sdpa  # noqa: F401
+from torch2xla.ops import _dtype_probes, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
 
@@ -324,7 +324,7 @@ def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
                 node,
             )
     if isinstance(x, torch.Tensor) and isinstance(target, torch.Tensor):
-        rejected = _arg_checks.kernel_refuses(_MARGIN_KERNELS[node.target], (x, target), {})
+        rejected = _dtype_probes.kernel_refuses(_MARGIN_KERNELS[node.target], (x, target), {})
         if rejected is not None:
             message, error = rejected
             raise error(message, node)
@@ -389,7 +389,7 @@ def _one_hot(input, num_classes=-1):
 
 
 _REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot}
-# (the ATen kernels behind them, for their dtype support: ``_arg_checks.kernel_refuses``)
+# (the ATen kernels behind them, for their dtype support: ``_dtype_probes.kernel_refuses``)
 _MARGIN_KERNELS = {
     F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,
     F.multilabel_margin_loss: torch.ops.aten.multilabel_margin_loss.default,

@@ -1,0 +1,301 @@
+"""Eager's dtype errors found by calling eager: the kernels and user's calls that refuse a dtype.
+
+Meta kernels rarely check dtypes, so a call eager's kernel refuses traces, and XLA computes
+it. Two probes call eager on small tensors of the same dtypes and sizes, once per signature,
+with the generator's state kept: ``kernel_refuses`` for half precision at the ATen level (CPU
+kernels without bfloat16 or float16), ``refused_calls`` for bool, integer and complex tensors
+at the user's calls on the Dynamo graph, marked on the ATen graph by ``mark_calls``.
+``_arg_checks.check_graph`` raises both in graph order.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx.node import map_aggregate
+from torch.utils._pytree import tree_leaves
+
+from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
+
+log = logging.getLogger(__name__)
+REFUSED_CALL = "torch2xla.refused_call"  # node.meta: eager's error for the user's call
+
+
+# -- CPU kernels without half precision ---------------------------------------------------------
+_HALF = frozenset((torch.float16, torch.bfloat16))
+_PROBE_ELEMENTS = 1 << 16
+_NOT_IMPLEMENTED = re.compile(r"not implemented for '(\w+)'")
+
+
+def unsupported_dtype(node: torch.fx.Node) -> tuple[str, type[OpError]] | None:
+    """Eager's "... not implemented for 'BFloat16'" for a node with half-precision tensors on
+    the CPU whose CPU kernel has no such dtype (``special.log_ndtr``, ...): XLA computes them
+    in any dtype (``kernel_refuses``)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return None
+
+    def value(a: Any) -> Any:
+        return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+    args, kwargs = map_aggregate((node.args, node.kwargs), value)
+    return kernel_refuses(node.target, args, kwargs)
+
+
+def kernel_refuses(op, args: Any, kwargs: Any) -> tuple[str, type[OpError]] | None:
+    """Eager's error where ``op``'s CPU kernel has no implementation for the half-precision
+    dtype of some argument (values: fake or real tensors, numbers), else None. Found by
+    calling eager's kernel, once per op and signature (dtypes and numbers of dims of the
+    tensors, the other arguments), on ones (else zeros) of the same sizes where those are small,
+    else of the same number of dims."""
+    tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+    if not any(t.dtype in _HALF for t in tensors):
+        return None
+    if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
+        return None
+    return _probed(op, op, args, kwargs, tensors, _half_refusal)
+
+
+def _probed(key: Any, fn: Callable, args: Any, kwargs: Any, tensors: list, probe: Callable):
+    """``probe(fn, args, kwargs, probe_shape, fill)``'s answer, with ones, else zeros (where
+    it answers ``_FAILED``), cached per ``key`` and signature for the process."""
+
+    # the tensors' own sizes where they are concrete and small (kernels check sizes before
+    # dtypes: a pooling window larger than ones of one element fails first), else ones
+    sizes = [tuple(t.shape) for t in tensors]
+    small = (
+        all(isinstance(n, int) for size in sizes for n in size)
+        and sum(math.prod(size) for size in sizes) <= _PROBE_ELEMENTS
+    )
+
+    def probe_shape(t: torch.Tensor) -> tuple:
+        return tuple(t.shape) if small else (1,) * t.dim()
+
+    def shape(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return ("tensor", value.dtype, probe_shape(value))
+        if isinstance(value, bool | int | float | str | torch.dtype | None):
+            return value
+        return ("value", type(value).__name__)  # (a SymInt: called with 1)
+
+    signature = map_aggregate((args, kwargs), shape)
+    cache_key = (key, repr(signature))
+    if cache_key in _refusals:
+        return _refusals[cache_key]
+
+    found = None
+    for fill in (1, 0):  # (ones, else zeros: a class index of 1 is out of range for one class)
+        outcome = probe(fn, args, kwargs, probe_shape, fill)
+        if outcome is not _FAILED:
+            found = outcome
+            break
+    if len(_refusals) < 4096:
+        _refusals[cache_key] = found
+    return found
+
+
+_refusals: dict = {}  # (op, signature) -> eager's error or None, for the process
+_FAILED = object()  # (a probe whose arguments eager refused for another reason)
+
+
+def _half_refusal(op, args: Any, kwargs: Any, probe_shape: Callable, fill: int) -> Any:
+    """Eager's half-precision error for ``op`` called on tensors of ``fill`` shaped by
+    ``probe_shape`` (None where it runs; ``_FAILED`` where it refuses them otherwise)."""
+    e = _call(op, args, kwargs, probe_shape, fill)
+    if e is None:
+        return None
+    m = _NOT_IMPLEMENTED.search(str(e)) if isinstance(e, RuntimeError) else None
+    if m is not None and m.group(1) in ("Half", "BFloat16"):
+        message = str(e).splitlines()[0]
+        error = OpNotImplementedError if isinstance(e, NotImplementedError) else OpError
+        return message, error
+    return _FAILED
+
+
+def _call(
+    fn: Callable,
+    args: Any,
+    kwargs: Any,
+    probe_shape: Callable,
+    fill: int,
+    replaced: torch.dtype | None = None,
+    by: torch.dtype | None = None,
+) -> Exception | None:
+    """The error of eager's ``fn`` called on tensors of ``fill`` shaped by ``probe_shape``
+    (those of dtype ``replaced`` made ``by``), or None where it runs."""
+
+    def real(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            dtype = by if value.dtype == replaced else value.dtype
+            return torch.full(probe_shape(value), fill, dtype=dtype)
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return 1
+        return value
+
+    # (the generator's state is restored: a random op's probe must not move the user's stream)
+    with (
+        torch.utils._python_dispatch._disable_current_modes(),
+        torch.no_grad(),
+        torch.random.fork_rng(devices=[]),
+    ):
+        try:
+            real_args, real_kwargs = map_aggregate((args, kwargs), real)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(*real_args, **real_kwargs)
+        except Exception as e:  # noqa: BLE001 - the probe's answer
+            log.debug("torch2xla: probe of %s, fill %s, %s as %s: %r", fn, fill, replaced, by, e)
+            return e
+    return None
+
+
+# -- the user's calls of dtypes eager's kernels do not implement ---------------------------------
+# Bool, integer and complex tensors: eager's CPU kernels implement each op for some of them
+# (``argmax`` of bool, ``sort`` of complex, ``gelu`` of integers, ``max_pool1d`` of integers
+# raise), and the meta kernels behind tracing rarely check, so the calls traced and XLA
+# computed them. Checked on the Dynamo graph, where the calls are the user's (torch's
+# ``F.max_pool1d`` of a CPU tensor without grad runs ``max_pool1d_impl``, which refuses
+# integers; its traced form, ``max_pool2d_with_indices``, takes them; ``F.interpolate``'s
+# decomposition meets none of its kernel's checks).
+_VARYING = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+# the dtypes a probed dtype is replaced by, to tell a dtype's error from another: float32
+# and an integer type; for a mask's (bool, uint8) one that indexes as it does, or not at all
+# (with int64 for bool, ``t[mask] = v`` of a ``v`` too short for a mask of ones runs)
+_STAND_INS = {torch.bool: (torch.float32, torch.uint8), torch.uint8: (torch.float32, torch.int16)}
+_STAND_INS_ELSE = (torch.float32, torch.int64)
+# errors from values, which runtime checks raise (an integer ``x // 0``: ops/_bounds.py), not
+# from dtypes, though a float32 stand-in runs
+_VALUE_ERRORS = frozenset(("ZeroDivisionError",))
+# where the functions of Dynamo's call_function nodes that are eager's ops live
+_OP_MODULES = frozenset(
+    (
+        "torch",
+        "torch.functional",
+        "torch.nn.functional",
+        "torch._C._nn",
+        "torch._C._linalg",
+        "torch._C._special",
+        "torch._C._fft",
+        "torch._C._VariableFunctions",
+        "_operator",
+    )
+)
+
+
+def refused_calls(gm: torch.fx.GraphModule) -> dict[str, tuple[str, type[OpError], Any]]:
+    """The calls of the Dynamo graph ``gm`` whose bool, integer or complex CPU tensors eager's
+    kernel does not implement (``call_refuses``), by node name: eager's message, the error
+    class, and the node (for ``mark_calls``)."""
+    refused = {}
+    for node in gm.graph.nodes:
+        fn = _eager_function(node)
+        if fn is None:
+            continue
+
+        def value(a: Any) -> Any:
+            return a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
+
+        args, kwargs = map_aggregate((node.args, node.kwargs), value)
+        key = ("method", node.target) if node.op == "call_method" else node.target
+        rejected = call_refuses(key, fn, args, kwargs)
+        if rejected is not None:
+            refused[node.name] = (*rejected, node)
+    return refused
+
+
+def mark_calls(gm: torch.fx.GraphModule, refused: dict) -> None:
+    """Mark the last node of the exported ``gm`` that each ``refused`` call made (its
+    ``source_fn_stack`` names the Dynamo node), for ``check_graph``, which raises them in
+    graph order, after the ATen checks of the call's nodes (eager's same message, named by
+    the ATen op); a call that made no node (its value unused) raises here."""
+    last = {}
+    for node in gm.graph.nodes:
+        source = node.meta.get("source_fn_stack") or [(None, None)]
+        if node.op == "call_function" and source[-1][0] in refused:
+            last[source[-1][0]] = node
+    for name, rejected in refused.items():
+        if name not in last:
+            message, error, call = rejected
+            raise error(message, call)
+        last[name].meta[REFUSED_CALL] = rejected
+
+
+def _eager_function(node: torch.fx.Node) -> Callable | None:
+    """What eager runs for a Dynamo graph's ``node``: a tensor method, or an op of torch
+    (ATen's, ``torch.*``, ``F.*``, the operators); None for anything else (higher-order ops,
+    collectives, user ops, modules)."""
+    if node.op == "call_method" and isinstance(node.target, str):
+        name = node.target
+        return lambda self, *args, **kwargs: getattr(self, name)(*args, **kwargs)
+    if node.op != "call_function":
+        return None
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target if target.namespace == "aten" else None
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target if target._qualified_op_name.startswith("aten::") else None
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return None
+    return target if getattr(target, "__module__", None) in _OP_MODULES else None
+
+
+def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None:
+    """Eager's error where ``fn`` (eager's function for ``key``) called on ``args`` and
+    ``kwargs`` (fake or real tensors, numbers) raises for the bool, integer or complex dtype of
+    a CPU tensor, else None: ``"argmax(): does not support bool input"``, ``"GeluKernelImpl"
+    not implemented for 'Long'``. Found by calling ``fn`` as ``kernel_refuses`` calls a
+    kernel; an error counts as the dtype's only where the same call with float32 or an
+    integer type in place of that dtype runs (``_varying_refusal``)."""
+    tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+    if not any(_varies(t.dtype) for t in tensors):
+        return None
+    if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
+        return None
+    dtypes = tuple(dict.fromkeys(t.dtype for t in tensors if _varies(t.dtype)))
+    return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
+
+
+def _varies(dtype: torch.dtype) -> bool:
+    return dtype in _VARYING or dtype.is_complex
+
+
+def _varying_refusal(
+    dtypes: tuple, fn: Callable, args: Any, kwargs: Any, probe_shape: Callable, fill: int
+) -> Any:
+    """``fn``'s error on tensors of ``fill`` shaped by ``probe_shape`` where it runs once the
+    tensors of one of ``dtypes`` are float32 or an integer type instead (``_STAND_INS``:
+    ``argmax`` of bool runs on float32, ``bitwise_left_shift`` of bool on uint8); None where
+    it runs; else ``_FAILED`` (the arguments are refused for another reason: an index of 1 out
+    of range, a singular matrix of ones)."""
+    error = _call(fn, args, kwargs, probe_shape, fill)
+    if error is None:
+        return None
+    if not isinstance(error, RuntimeError | IndexError) or str(error) in _VALUE_ERRORS:
+        return _FAILED  # (not a kernel's dtype error)
+    runs = (
+        _call(fn, args, kwargs, probe_shape, fill, d, like) is None
+        for d in dtypes
+        for like in _STAND_INS.get(d, _STAND_INS_ELSE)
+    )
+    if not any(runs):
+        return _FAILED
+    message = str(error).splitlines()[0]
+    if isinstance(error, IndexError):  # ("index_fill_(): Expected dtype int64 for index.")
+        return message, OpIndexError
+    return message, OpNotImplementedError if isinstance(error, NotImplementedError) else OpError
+
+
+__all__ = [
+    "REFUSED_CALL",
+    "call_refuses",
+    "kernel_refuses",
+    "mark_calls",
+    "refused_calls",
+    "unsupported_dtype",
+]
