@@ -231,17 +231,15 @@ def to_jax(t: torch.Tensor):
     strides = _row_major(t.shape)
     if t.stride() != strides and t.numel():  # see ViewCache._import
         t = t.as_strided(t.shape, strides)
-    index = t.device.index
-    link = _links.get(index) if index is not None else None
-    if link is None:
-        link = _cuda_link(index)
-        if link is None:  # (no stream of JAX's to hand the import to: JAX's own path)
-            if index != torch.cuda.current_device():
-                # torch exports only tensors of the current CUDA device.
-                with torch.cuda.device(t.device):
-                    return jax.dlpack.from_dlpack(t)
+    link = _links.get(t.device.index) or _cuda_link(t.device.index)
+    if link is not None:
+        return link.to_jax(t)
+    # (no stream of JAX's to hand the import to: JAX's own path)
+    if t.device.index != torch.cuda.current_device():
+        # torch exports only tensors of the current CUDA device.
+        with torch.cuda.device(t.device):
             return jax.dlpack.from_dlpack(t)
-    return link.to_jax(t)
+    return jax.dlpack.from_dlpack(t)
 
 
 def to_torch(a: jax.Array) -> torch.Tensor:
@@ -312,11 +310,9 @@ class _CudaLink:
 _links: dict[int, _CudaLink | None] = {}
 
 
-def _cuda_link(index: int | None) -> _CudaLink | None:
+def _cuda_link(index: int) -> _CudaLink | None:
     """The ``_CudaLink`` of CUDA device ``index``, or None where JAX offers no stream for
     external arrays (then ``jax.dlpack`` runs the import)."""
-    if index is None:
-        index = torch.cuda.current_device()
     if index in _links:
         return _links[index]
     link = None
