@@ -110,6 +110,9 @@ def test_dropout_fresh_masks_and_statistics():
         kept = out != 0
         assert abs(kept.float().mean().item() - 0.7) < 0.01
         torch.testing.assert_close(out[kept], torch.full_like(out[kept], 1 / 0.7))
+        # The mask's two halves come from the same threefry blocks: still independent.
+        first, second = kept.flatten().chunk(2)
+        assert abs((first & second).float().mean().item() - 0.49) < 0.01
 
 
 def test_dropout_reproducible_under_manual_seed():
