@@ -124,9 +124,13 @@ def _one_mode(args) -> dict:
         _common.sync(device)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+    if args.profile:
+        _profile(step, device, pathlib.Path(args.profile) / f"llama_{args.mode}.txt")
     params = sum(p.numel() for p in model.parameters())
     tokens = args.batch * args.seq
-    flops = 6 * params * tokens + 12 * config.num_hidden_layers * config.hidden_size * args.seq * tokens
+    flops = (
+        6 * params * tokens + 12 * config.num_hidden_layers * config.hidden_size * args.seq * tokens
+    )
     median = statistics.median(times)
     out = {
         "mode": args.mode,
@@ -149,6 +153,27 @@ def _one_mode(args) -> dict:
     return out
 
 
+def _profile(step, device: str, path: pathlib.Path, steps: int = 2) -> None:
+    """Kernels of ``steps`` steady steps by total device time (torch's profiler sees XLA's
+    kernels too, through CUPTI), with the kernel time per step against the wall time."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    _common.sync(device)
+    t0 = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        _common.sync(device)
+    wall = (time.perf_counter() - t0) / steps
+    events = prof.key_averages()
+    kernel_us = sum(e.device_time_total for e in events if e.device_time_total) / steps
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = f"wall {wall * 1e3:.1f} ms/step (profiled), kernels {kernel_us / 1e3:.1f} ms/step\n"
+    table = events.table(sort_by="device_time_total", row_limit=45, max_name_column_width=90)
+    path.write_text(head + table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--modes", default="eager,inductor,xla")
@@ -160,18 +185,22 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=900, help="seconds per mode")
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--profile", help="folder for each mode's kernel table (2 steps)")
     args = parser.parse_args()
     if args.mode:  # a child: one mode
         print(MARK + json.dumps(_one_mode(args)), flush=True)
         return
-    results = {"machine": _common.machine(), "args": vars(args) | {"json": str(args.json)}}
+    results = {"machine": _common.machine(), "args": {k: str(v) for k, v in vars(args).items()}}
     runs = {}
     for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, "--mode", mode, "--batch", str(args.batch)]
         cmd += ["--seq", str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps)]
         cmd += ["--tiny"] if args.tiny else []
+        cmd += ["--profile", args.profile] if args.profile else []
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            proc = subprocess.run(
+                cmd, check=False, capture_output=True, text=True, timeout=args.timeout
+            )
         except subprocess.TimeoutExpired:
             runs[mode] = {"error": f"timed out after {args.timeout} s"}
             continue
