@@ -124,8 +124,10 @@ def _one_mode(args) -> dict:
         _common.sync(device)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+    phases = _phases(fwd, opt, opt_step, ids, device)
     if args.profile:
         _profile(step, device, pathlib.Path(args.profile) / f"llama_{args.mode}.txt")
+        _host_profile(opt_step, pathlib.Path(args.profile) / f"llama_{args.mode}_opt_host.txt")
     params = sum(p.numel() for p in model.parameters())
     tokens = args.batch * args.seq
     flops = (
@@ -143,6 +145,7 @@ def _one_mode(args) -> dict:
         "tflops": flops / median / 1e12,
         "peak_bytes": _peak_bytes(device),
         "losses": losses,
+        "phase_ms": phases,
     }
     if device == "cuda":
         name = torch.cuda.get_device_name()
@@ -151,6 +154,44 @@ def _one_mode(args) -> dict:
         if peak:
             out["mfu"] = out["tflops"] / peak
     return out
+
+
+def _phases(fwd, opt, opt_step, ids, device: str, steps: int = 5) -> dict[str, float]:
+    """Median milliseconds of the step's phases, each timed alone (the GPU synchronized
+    around it): forward with the loss, backward, optimizer step."""
+    times: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+
+    def timed(name, fn):
+        _common.sync(device)
+        t0 = time.perf_counter()
+        out = fn()
+        _common.sync(device)
+        times[name].append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = timed("forward", lambda: fwd(input_ids=ids, labels=ids).loss)
+        timed("backward", loss.backward)
+        timed("optimizer", opt_step)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _host_profile(opt_step, path: pathlib.Path, steps: int = 5) -> None:
+    """The optimizer step's host time by function (cProfile), without synchronizing."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        opt_step()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(30)
+    path.write_text(buf.getvalue())
 
 
 def _profile(step, device: str, path: pathlib.Path, steps: int = 2) -> None:
@@ -228,7 +269,8 @@ def _print_row(mode: str, run: dict) -> None:
     print(
         f"{mode}: step {run['step_ms']['median']:.1f} ms ({run['tflops']:.0f} TFLOP/s{mfu}), "
         f"first step {run['first_step_s']:.1f} s, peak {run['peak_bytes'] / 2**30:.1f} GiB, "
-        f"losses {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}",
+        f"losses {run['losses'][0]:.4f} -> {run['losses'][-1]:.4f}, phases (ms) "
+        + ", ".join(f"{k} {v:.1f}" for k, v in run["phase_ms"].items()),
         flush=True,
     )
 
