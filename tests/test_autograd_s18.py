@@ -162,3 +162,36 @@ def test_retain_graph_then_separate_outputs():
 
     seen = _check(scenario)
     assert seen[-1][0] == "raised" and _BACKWARD_TWICE in seen[-1][1][1]
+
+
+# -- inputs sharing memory that are separate autograd leaves -------------------------------------
+def test_detached_leaf_sharing_memory_gets_its_own_gradient():
+    """``d = x.detach().requires_grad_()`` shares x's memory: the graph after the break took
+    both as one base (a view of d), so x's gradient went into d and x.grad stayed None."""
+
+    def scenario(C, rec):
+        def f(x):
+            d = x.detach().requires_grad_()
+            return (d * x.sin()).sum(), d
+
+        x = _leaf(3)
+        out, d = C(f)(x)
+        out.backward()
+        rec("grads", [x.grad, d.grad])
+
+    seen = _check(scenario)
+    assert all(g is not None for g in seen[0][1])
+
+
+def test_parameters_made_from_one_tensor_get_their_own_gradients():
+    def scenario(C, rec):
+        w = _leaf(3, 4).detach()
+        p, q = nn.Parameter(w), nn.Parameter(w[1:])  # (one memory, two leaves)
+
+        def f(x):
+            return ((x @ p).tanh() * q[0].sum()).sum()
+
+        C(f)(_leaf(2, 3).detach()).backward()
+        rec("grads", [p.grad, q.grad])
+
+    _check(scenario)
