@@ -14,13 +14,16 @@ def _leaf(*shape, seed=0, dtype=torch.float32):
     return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
 
 
-def _observe(scenario, compiled: bool) -> list:
+OPTIONS = {"strict": True}
+
+
+def _observe(scenario, compiled: bool, options: dict = OPTIONS) -> list:
     """What ``scenario(C, rec)`` records, with ``C`` compiling with strict torch2xla or not;
     an error ends it, recorded by type and first line."""
     seen: list = []
 
     def C(f):
-        return torch.compile(f, backend="xla", options={"strict": True}) if compiled else f
+        return torch.compile(f, backend="xla", options=options) if compiled else f
 
     torch._dynamo.reset()
     try:
@@ -48,9 +51,9 @@ def _same(got, want, where: str) -> None:
         assert got == want, where
 
 
-def _check(scenario) -> list:
+def _check(scenario, options: dict = OPTIONS) -> list:
     want = _observe(scenario, False)
-    got = _observe(scenario, True)
+    got = _observe(scenario, True, options)
     assert [label for label, _ in got] == [label for label, _ in want], (got, want)
     for (label, g), (_, w) in zip(got, want):
         _same(g, w, label)
@@ -195,3 +198,95 @@ def test_parameters_made_from_one_tensor_get_their_own_gradients():
         rec("grads", [p.grad, q.grad])
 
     _check(scenario)
+
+
+# -- custom autograd.Function: double backward ---------------------------------------------------
+class _Scale(torch.autograd.Function):
+    """A backward eager differentiates again (it is not @once_differentiable)."""
+
+    @staticmethod
+    def forward(ctx, x, k: float):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2 * x * ctx.k, None
+
+
+class _OnceMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, g * x
+
+
+def _first_and_second(fn, compiled: bool):
+    torch._dynamo.reset()
+    x = _leaf(3)
+    g = torch.compile(fn, backend="xla") if compiled else fn
+    (gx,) = torch.autograd.grad(g(x), x, create_graph=True)
+    try:
+        gx.sum().backward()
+    except RuntimeError as e:
+        return gx, e
+    return gx, x.grad
+
+
+@pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
+def test_custom_function_double_backward_raises_instead_of_wrong_values():
+    """Dynamo traces a custom Function's backward with autograd off, so a create_graph
+    backward through it (run in eager inside the graph) took its gradients as constants: the
+    second derivatives were silently wrong. Now the first derivatives match eager and
+    differentiating them again raises (where its incoming gradient requires grad: see
+    ``_data_dependent.differentiated_once``)."""
+
+    def f(x):
+        return _Scale.apply(x.sin(), 1.5).pow(2).sum()
+
+    want_g, want_gg = _first_and_second(f, False)
+    got_g, got = _first_and_second(f, True)
+    torch.testing.assert_close(got_g, want_g, rtol=1e-6, atol=1e-6)
+    assert isinstance(want_gg, torch.Tensor)
+    assert isinstance(got, RuntimeError) and "differentiating twice" in str(got)
+
+
+@pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
+def test_once_differentiable_double_backward_raises_as_eager():
+    """(Its incoming gradient requires grad, so eager's @once_differentiable raises; where
+    only its saved tensors do, eager's gradients are constants: test_training_utils.)"""
+
+    def f(x):
+        return _OnceMul.apply(x.exp(), x * 2).pow(2).sum()
+
+    want_g, want = _first_and_second(f, False)
+    got_g, got = _first_and_second(f, True)
+    torch.testing.assert_close(got_g, want_g, rtol=1e-6, atol=1e-6)
+    assert isinstance(want, RuntimeError) and "once_differentiable" in str(want)
+    assert isinstance(got, RuntimeError) and "differentiating twice" in str(got)
+
+
+@pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
+def test_custom_function_create_graph_without_second_backward_through_it():
+    """create_graph=True where the second backward does not reach the Function's gradients
+    (they flow into a detached use): runs, with eager's values."""
+
+    def scenario(C, rec):
+        def f(x, w):
+            return _Scale.apply(x, 2.0).sum() + (x * w).pow(2).sum()
+
+        x, w = _xw()
+        gx, gw = torch.autograd.grad(C(f)(x, w), [x, w], create_graph=True)
+        rec("g", [gx, gw])
+        gw.sum().backward()
+        rec("grads", [x.grad, w.grad])
+
+    _check(scenario, {})
