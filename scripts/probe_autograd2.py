@@ -978,6 +978,33 @@ def fn_in_module_train_steps(C, rec):
     rec("params", list(m.parameters()))
 
 
+@scenario
+def sep_cut_graph_partition_outputs(C, rec):
+    def f(x, w):
+        h = SaveOut.apply(x, w)
+        return (x * w).sin(), (h + x).exp()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    a, c = C(f)(x, w)
+    a.sum().backward()
+    rec("g1", [x.grad, w.grad])
+    c.sum().backward()
+    rec("g2", [x.grad, w.grad])
+
+
+@scenario
+def fn_double_backward_incoming_grad(C, rec):
+    def f(x):
+        return Scale.apply(x.sin(), 1.5).pow(2).sum()
+
+    x = leaf(3)
+    out = C(f)(x)
+    (g,) = torch.autograd.grad(out, x, create_graph=True)
+    rec("g", g)
+    g.sum().backward()
+    rec("gg", x.grad)
+
+
 def main(argv) -> int:
     names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
     bad = 0
