@@ -133,6 +133,7 @@ class CompiledGraph:
         # looked for yet; only graphs that differentiate look: _eager_backward)
         self._backward_errors: dict[int, RuntimeError] | None = None
         self._saved: tuple[frozenset[int], frozenset[int]] | None = None
+        self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
         self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
@@ -250,15 +251,27 @@ class CompiledGraph:
         if self._backward_errors is None:
             self._backward_errors = _eager_backward.backward_errors(self.gm)
             self._saved = _eager_backward.saved_values(self.gm)
+            self._output_saves = _eager_backward.output_saves(self.gm)
         if program is not None:
             saved_in, saved_out = self._saved
             n_mut, n_lifted = len(lowered.mutations), len(lowered.lifted)
             saved = [n_mut + i for i in sorted(saved_out)]
             packing = getattr(program, "packing", None)
-            if packing is not None:  # (as the packed program returns them; packed members are
-                # never differentiable, so no autograd node saves them)
-                saved = [packing.index(k) for k in saved if k in packing.rest]
-            program.saved_outputs = tuple(saved)
+            # (as the packed program returns them; packed members are never differentiable,
+            # so no autograd node saves them)
+            place = (lambda k: k) if packing is None else packing.index
+            if packing is not None:
+                saved = [k for k in saved if k in packing.rest]
+            program.saved_outputs = tuple(map(place, saved))
+            # per user output, the nodes of eager's graph its backward frees (none known for
+            # the new values of inputs written with autograd's record)
+            output_saves = self._output_saves
+            if output_saves is not None and len(output_saves) == lowered.num_user_outputs:
+                program.output_saves = {
+                    place(n_mut + i): s
+                    for i, s in enumerate(output_saves)
+                    if s is not None and (packing is None or n_mut + i in packing.rest)
+                }
             # (not with synthetic bases for inputs; not the inputs the graph changes: their new
             # values are written back after the call, where eager's kernel saved them after
             # its change, and a change inside the graph is found by ``backward_errors``)

@@ -8,7 +8,12 @@ the forward lowerings, so no backward lowerings are needed.
 Eager autograd semantics kept here:
 
 - Residuals are freed when the backward has run (unless ``retain_graph=True``), as eager frees
-  saved tensors; a second backward through a freed graph raises eager's error.
+  saved tensors; a second backward through a freed graph raises eager's error. Our node
+  stands for all of eager's nodes of the graph, so it frees and raises as they would, per
+  output (``_eager_backward.output_saves``): ``a, c = f(x); a.sum().backward();
+  c.sum().backward()`` runs where eager's backwards of ``a`` and ``c`` share no node that
+  saves tensors, and raises eager's error where they do; the residuals are kept while some
+  output's backward could still run.
 - An input gets a gradient when an output that received a cotangent is connected to it in
   eager's autograd graph, zeros where the derivative is zero (``x.round()``, an empty ``x``),
   and None otherwise, as eager leaves ``.grad`` of such a parameter None (``_connected``).
@@ -174,6 +179,7 @@ class _Plan:
         "rest_in",
         "saved_out",
         "saved_pos",
+        "saves",
         "scoped",
         "untracked",
     )
@@ -196,6 +202,10 @@ class _Plan:
         self.saved_pos: tuple[int, ...] | None = None
         # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
         self.saved_out: tuple[int, ...] = getattr(program, "saved_outputs", ())
+        # per differentiated output, the nodes of eager's graph that save tensors and that its
+        # backward runs (``_eager_backward.output_saves``; None: not known)
+        saves = getattr(program, "output_saves", None) or {}
+        self.saves: tuple[frozenset[int] | None, ...] = tuple(map(saves.get, self.diff_out))
         self.diff_meta: tuple | None = None
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
@@ -458,6 +468,9 @@ class XlaFunction(torch.autograd.Function):
         else:
             ctx.save_for_backward(_FREED_MARKER)
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
+        # whether a backward without retain_graph ran (autograd then released what the node
+        # saved), and the nodes of eager's graph that freed (``_freed_after``)
+        ctx.released, ctx.freed = False, frozenset()
         # For a create_graph backward only (it recomputes from them); no copy is made.
         ctx.inputs, ctx.seed = tensors, seed
         return outs
@@ -497,15 +510,23 @@ def _forward(plan: _Plan, seed, tensors: Sequence):
 
 
 def _backward(ctx, grads: tuple) -> tuple:
-    ctx.saved_tensors  # noqa: B018  (raises eager's error when the graph was freed)
     plan, chain = ctx.plan, ctx.chain
-    vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
-    freed = not _keep_graph()
-    if freed:
-        ctx.vjp_fn = ctx.inputs = None  # free the residuals now, as eager frees saved tensors
-    fns = plan.fns
     diff_grads = grads if plan.dense_out else [grads[i] for i in plan.diff_out]
     active = [j for j, g in enumerate(diff_grads) if g is not None]
+    if not ctx.released or ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active):
+        # (raises eager's error when a backward without retain_graph released what this one
+        # needs, or when a saved tensor was changed in place)
+        ctx.saved_tensors  # noqa: B018
+    vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
+    freed = False
+    if not _keep_graph():
+        ctx.released = True
+        ctx.freed = _freed_after(plan.saves, ctx.freed, active)
+        # free the residuals, as eager frees saved tensors, once no output's backward can run
+        freed = all(_blocked(plan.saves, ctx.freed, (j,)) for j in range(len(plan.saves)))
+        if freed:
+            ctx.vjp_fn = ctx.inputs = None
+    fns = plan.fns
     n_args = 3 + plan.n_inputs + (chain is not None)  # (plan, seed, chain, *tensors, token)
     if not active:
         if chain is not None:
@@ -565,6 +586,26 @@ def _backward(ctx, grads: tuple) -> tuple:
     if later:
         result[-1] = _token_grad(plan.program.torch_device)
     return tuple(result)
+
+
+# ``ctx.freed`` once an output whose eager nodes are not known ran a freeing backward
+_EVERY: frozenset[int] = frozenset({-1})
+
+
+def _blocked(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) -> bool:
+    """Whether eager's backward through the differentiated outputs ``outs`` runs a node whose
+    saved tensors a backward without retain_graph freed (``freed``, after one ran: an output
+    whose nodes are unknown, None in ``saves``, counts as running them all)."""
+    if freed is _EVERY:
+        return True
+    return any(saves[j] is None or not saves[j].isdisjoint(freed) for j in outs)
+
+
+def _freed_after(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) -> frozenset[int]:
+    """``freed`` after a backward without retain_graph through the outputs ``outs``."""
+    if freed is _EVERY or any(saves[j] is None for j in outs):
+        return _EVERY
+    return freed.union(*(saves[j] for j in outs))
 
 
 def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:

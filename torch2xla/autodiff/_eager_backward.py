@@ -21,6 +21,12 @@ autograd on, user-level ops as the user called them):
   ``exp`` or ``softmax`` output, ``sin``'s input). The training ``autograd.Function`` saves
   those tensors too (beside the inputs our backward reads), so that a user's in-place change
   of one between the call and the backward raises eager's error.
+- ``output_saves``: per output, the nodes of eager's graph that save tensors and that its
+  backward runs. A backward without ``retain_graph`` frees the saved tensors of the nodes it
+  runs; a later backward raises "backward through the graph a second time" only where it
+  runs one of those (``a, c = f(x); a.sum().backward(); c.sum().backward()`` runs in eager
+  where ``a`` and ``c`` share no such node). The training ``autograd.Function`` is one node
+  for all outputs, so it keeps this record to free and raise as eager's nodes would.
 """
 
 from __future__ import annotations
@@ -161,6 +167,72 @@ def saved_values(gm: torch.fx.GraphModule) -> tuple[frozenset[int], frozenset[in
     )
 
 
+def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:
+    """Per output of the Dynamo graph ``gm``, the nodes of eager's autograd graph (numbered
+    from 0) that save tensors and that a backward from that output runs, the walk stopping at
+    the graph's inputs; None for an output eager does not track. None where some example
+    value is missing.
+
+    NOTE: a node's backward unpacks every tensor it saved, and unpacking one that a backward
+    without ``retain_graph`` released raises; nodes that save only sizes or scalars
+    (``sum``, ``view``, ``x * 2``) run again freely.
+    """
+    found = _example_values(gm)
+    if found is None:
+        return None
+    inputs, outputs = found
+    stop: set[int] = set()
+    keep: list = []  # (nodes are keyed by id(): kept alive until the walk ends)
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            node = torch.autograd.graph.get_gradient_edge(t).node
+            keep.append(node)
+            stop.add(id(node))
+    number: dict[int, int | None] = {}  # id(node) -> its number, None: it saves no tensor
+    result: list[frozenset[int] | None] = []
+    for o in outputs:
+        if not (isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is not None):
+            result.append(None)
+            continue
+        found_nodes: set[int] = set()
+        seen: set[int] = set()
+        stack = [o.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen or id(node) in stop:
+                continue
+            seen.add(id(node))
+            if id(node) not in number:
+                keep.append(node)
+                number[id(node)] = len(number) if _saves_tensors(node) else None
+            k = number[id(node)]
+            if k is not None:
+                found_nodes.add(k)
+            stack.extend(nxt for nxt, _ in node.next_functions)
+        result.append(frozenset(found_nodes))
+    return tuple(result)
+
+
+def _saves_tensors(node) -> bool:
+    """Whether ``node``'s backward unpacks a saved tensor (``_saved_*`` attributes that hold
+    one; a custom Function's ``saved_tensors``). An optional tensor saved undefined (``x *
+    c`` where only ``x`` requires grad saves no ``x``) unpacks as None and never raises."""
+    for name in dir(node):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, name)
+        except RuntimeError:  # changed in place since: still a saved tensor
+            return True
+        for v in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(v, torch.Tensor):
+                return True
+    try:
+        return bool(getattr(node, "saved_tensors", None))
+    except RuntimeError:
+        return True
+
+
 def _saved_tensors(node) -> list[torch.Tensor]:
     """The tensors ``node`` saved for the backward (``_saved_*`` attributes)."""
     tensors = []
@@ -193,4 +265,4 @@ class RaiseAtBackward(torch.autograd.Function):
         raise type(error)(str(error))
 
 
-__all__ = ["RaiseAtBackward", "backward_errors", "saved_values"]
+__all__ = ["RaiseAtBackward", "backward_errors", "output_saves", "saved_values"]

@@ -325,9 +325,16 @@ class InputAliasing:
     num_args: int
 
     @classmethod
-    def of(cls, args: Sequence) -> InputAliasing | None:
+    def of(cls, args: Sequence, written: frozenset[int] | None = None) -> InputAliasing | None:
+        """The groups of ``args`` that overlap and of which the graph writes into some input
+        (``written``, positions; None: every group). A group that is only read is left to
+        the export as separate inputs: one base would send the gradients of all its inputs
+        into the first one's history, where they may be separate leaves (``d =
+        x.detach().requires_grad_()``, two parameters made from one tensor's data)."""
         groups = []
         for positions in _overlapping(args):
+            if written is not None and written.isdisjoint(positions):
+                continue
             tensors = [args[i] for i in positions]
             if len({t.dtype for t in tensors}) > 1:
                 continue  # views of one memory as two dtypes: left to the export, which refuses

@@ -23,7 +23,7 @@ from torch2xla.capture._rewrites import (
     preserve_sdpa,
     strip_effect_tokens,
 )
-from torch2xla.capture._stop_gradient import insert_stop_gradients
+from torch2xla.capture._stop_gradient import insert_stop_gradients, write_records
 from torch2xla.ops import _arg_checks, _dtype_probes
 
 
@@ -200,10 +200,17 @@ def relower(
     )
 
 
+def written_inputs(gm: torch.fx.GraphModule) -> frozenset[int]:
+    """The positions of the inputs of the Dynamo graph ``gm`` that an in-place op or ``out=``
+    writes into, or into a view of. (Not the example values' version counters: Dynamo's
+    fakification of an input that is a view of another moves them.)"""
+    return frozenset(write_records(gm)[1])
+
+
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
-    # Inputs that overlap in memory: exported as views of one base per group.
-    aliasing = InputAliasing.of(args)
+    # Inputs that overlap in memory and are written: exported as views of one base per group.
+    aliasing = InputAliasing.of(args, written_inputs(gm))
     # the user's calls of bool, integer and complex tensors eager's kernels do not implement
     refused = _dtype_probes.refused_calls(gm)
     gm = prepare(gm, args, aliasing)
