@@ -3,7 +3,8 @@
 A pass is any callable ``pass_(gm: torch.fx.GraphModule) -> torch.fx.GraphModule | None`` that
 rewrites ``gm`` in place (returning None) or returns a new graph module. Users add their own
 with ``torch.compile(..., backend="xla", options={"passes": [my_pass]})``; torch2xla's own
-passes (dead code elimination) run through the same hook, first.
+passes (causal masks as ``is_causal``, ``_causal.py``; dead code elimination) run through the
+same hook, first.
 
 A pass must keep the graph's inputs and outputs (placeholders, and the number of values the
 output node returns: mutated inputs' new values, then user outputs). Nodes a pass adds need no
@@ -20,6 +21,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from torch2xla._errors import PassError
+from torch2xla.capture._causal import causal_masks
 
 GraphPass = Callable[[torch.fx.GraphModule], "torch.fx.GraphModule | None"]
 
@@ -101,7 +103,7 @@ def _get_attr(gm: torch.nn.Module, target: str):
     return obj
 
 
-BUILTIN_PASSES: tuple[GraphPass, ...] = (eliminate_dead_code,)
+BUILTIN_PASSES: tuple[GraphPass, ...] = (causal_masks, eliminate_dead_code)
 
 
 def run_passes(
