@@ -114,7 +114,8 @@ def test_transformers_materialized_mask_becomes_causal(monkeypatch):
     transformers = pytest.importorskip("transformers")
     from transformers import masking_utils
 
-    monkeypatch.setattr(masking_utils, "is_torchdynamo_exporting", lambda: True)
+    if hasattr(masking_utils, "is_torchdynamo_exporting"):  # (older transformers: always)
+        monkeypatch.setattr(masking_utils, "is_torchdynamo_exporting", lambda: True)
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         n_layer=2, n_embd=32, n_head=4, vocab_size=64, attn_pdrop=0, resid_pdrop=0, embd_pdrop=0
