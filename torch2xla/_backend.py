@@ -123,6 +123,14 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
+        # back by Dynamo): the program returns them as 0-d tensors
+        self.scalar_outputs = tuple(
+            (i, kind)
+            for i, o in enumerate(out if isinstance(out, list | tuple) else (out,))
+            for kind in [_scalar_kind(o)]
+            if kind is not None
+        )
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -154,9 +162,11 @@ class CompiledGraph:
         # numbers; taken until the first build says whether a call can)
         state = torch.default_generator.get_state() if self._keeps_state is not False else None
         try:
-            return self.guards.run(args)
+            outs = self.guards.run(args)
         except OpError as e:  # eager's error: eager's side effects too
             error = e
+        else:
+            return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
     @torch._disable_dynamo
@@ -600,6 +610,26 @@ _REASON_DUAL = (
     "runs in eager PyTorch when called with forward-mode AD's dual tensors "
     "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
 )
+
+
+_SCALAR_KINDS = ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float))
+
+
+def _scalar_kind(node) -> type | None:
+    """``int``, ``float`` or ``bool`` for a graph output that is a Python number in eager."""
+    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    for sym, kind in _SCALAR_KINDS:
+        if isinstance(value, sym | kind):
+            return kind
+    return None
+
+
+def _as_scalars(outs, kinds: Sequence[tuple[int, type]]):
+    outs = list(outs)
+    for i, kind in kinds:
+        if isinstance(outs[i], torch.Tensor):
+            outs[i] = kind(outs[i].item())
+    return outs
 
 
 def _dual(args: Sequence) -> bool:

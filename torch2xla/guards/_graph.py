@@ -133,6 +133,21 @@ class GraphGuards:
         entry = self.cache.get(key)
         if entry is None:
             return self._miss(key, args)
+        try:
+            return entry(args)
+        except OpError as e:
+            return self._exactly(key, args, e)
+
+    def _exactly(self, key: tuple, args: Sequence, error: OpError):
+        """A call whose padded program raised eager's error for its values (an index check):
+        run at its exact sizes, whose program raises the error eager raises, with eager's
+        sizes in its message (the padded one named the bucket's)."""
+        exact = self.key.exact(args)
+        if exact == key:
+            raise error
+        entry = self.cache.get(exact)
+        if entry is None:
+            return self._miss(exact, args)
         return entry(args)
 
     def _first(self, args: Sequence):
@@ -227,7 +242,7 @@ class GraphGuards:
             record.reason,
         )
         if failed is not None:
-            raise failed
+            return self._exactly(key, args, failed)
         return out
 
     # -- bucketing ---------------------------------------------------------------------------

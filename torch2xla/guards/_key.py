@@ -193,6 +193,11 @@ class SignatureKey:
         self._bucket = bucket
         self.compute = self._make()
 
+    def exact(self, args: Sequence) -> tuple:
+        """The key of a call at its exact sizes (no bucket)."""
+        key, values = self.compute(args), self.symbol_values(args)
+        return (key[0], *values, *key[1 + len(values) :])
+
     def symbol_values(self, args: Sequence) -> tuple[int, ...]:
         """The exact value of every size symbol in this call, in ``self.sources`` order."""
         return tuple(s.read(args) for s in self.sources)

@@ -25,6 +25,8 @@ aten = ops.aten
 _BOUNDS = "index {value} is out of bounds for dimension {dim} with size {size}"
 _FLAT = "out of range: tried to access index {value} on a tensor of {size} elements."
 _IN_SELF = "index out of range in self (index {value}, dimension {dim} of size {size})"
+# (eager's CPU ``index_select`` along dimension 1 of a tensor of 2 or more dims)
+INDEX_SELECT_DIM1 = "INDICES element is out of DATA bounds, id={value} axis_dim={size}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,19 +70,34 @@ _RULES: dict[Any, _Rule] = {
 }
 
 
-def _rule() -> _Rule:
-    """The rule of the op the user called for the node being lowered."""
-    node = ctx().node
+def _rule_of(node: torch.fx.Node) -> _Rule | None:
     for op in (node.meta.get("original_aten"), node.target):
         rule = _RULES.get(getattr(op, "overloadpacket", None))
         if rule is not None:
             return rule
-    raise KeyError(f"torch2xla: no index rule for {node.target}")
+    return None
 
 
-def check_index(index: Any, size: int, dim: int) -> None:
+def _rule() -> _Rule:
+    """The rule of the op the user called for the node being lowered."""
+    node = ctx().node
+    rule = _rule_of(node)
+    if rule is None:
+        raise KeyError(f"torch2xla: no index rule for {node.target}")
+    return rule
+
+
+def negative_indices(node: torch.fx.Node) -> bool | None:
+    """Whether the op the user called for ``node`` takes negative indices from the end (None:
+    no index rule for it)."""
+    rule = _rule_of(node)
+    return None if rule is None else rule.negative
+
+
+def check_index(index: Any, size: int, dim: int, message: str | None = None) -> None:
     """Check that every element of ``index`` (an integer array) indexes a dimension ``dim`` of
-    ``size`` elements, by the rules of the op the user called."""
+    ``size`` elements, by the rules of the op the user called (``message``, with {value},
+    {dim} and {size}: what a failure says, where not the rule's)."""
     c = ctx()
     if not c.checking or index.size == 0 or jnp.issubdtype(index.dtype, jnp.bool_):
         return
@@ -92,7 +109,7 @@ def check_index(index: Any, size: int, dim: int) -> None:
     shifted = lax.bitcast_convert_type(index.astype(jnp.int64) + shift, jnp.uint64)
     widest = jnp.max(shifted)
     value = lax.bitcast_convert_type(widest, jnp.int64) - shift
-    message = rule.message.format(value="{value}", dim=dim, size=size)
+    message = (message or rule.message).format(value="{value}", dim=dim, size=size)
     c.check(widest >= limit, message, value, OpIndexError)
 
 
@@ -100,13 +117,17 @@ def check_indices(self: Any, indices: Any) -> None:
     """``check_index`` for each index tensor of ``aten.index``/``index_put``: the k-th entry
     indexes the k-th dimension, except after a mask (bool or uint8), which takes as many
     dimensions as it has and cannot be out of range; None takes a whole dimension."""
-    dim = 0
+    dim = named = 0
     for index in indices:
         if index is not None and (index.dtype == jnp.bool_ or index.dtype == jnp.uint8):
             dim += index.ndim
+            named += index.ndim
             continue
         if index is not None and dim < self.ndim:
-            check_index(index, self.shape[dim], dim)
+            # NOTE: eager's message numbers the dimension among the indexed ones (its kernel
+            # moves them first): ``x[:, i]`` names dimension 0.
+            check_index(index, self.shape[dim], named)
+        named += index is not None
         dim += 1
 
 
@@ -213,9 +234,11 @@ def keep_lowering(values):
 
 __all__ = [
     "DIVISIONS",
+    "INDEX_SELECT_DIM1",
     "check_divisor",
     "check_flat_index",
     "check_index",
     "check_indices",
     "checks_values",
+    "negative_indices",
 ]

@@ -12,7 +12,12 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla._errors import OpIndexError
-from torch2xla.ops._bounds import check_flat_index, check_index, check_indices
+from torch2xla.ops._bounds import (
+    INDEX_SELECT_DIM1,
+    check_flat_index,
+    check_index,
+    check_indices,
+)
 from torch2xla.ops._common import as_dtype, canonical_dim
 from torch2xla.ops._registry import ctx, register
 
@@ -277,7 +282,12 @@ def _put_by_positions(self, indices, values, accumulate):
 
 @register(aten.index_select.default)
 def index_select(self, dim, index):
-    check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
+    size = self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1
+    if self.ndim > 1 and canonical_dim(dim, self.ndim) == 1:
+        # NOTE: eager's CPU kernel has a path of its own for dimension 1, with its message
+        check_index(index, size, dim, INDEX_SELECT_DIM1)
+    else:
+        check_index(index, size, dim)
     if self.ndim == 0:
         return self
     return jnp.take(self, index, axis=canonical_dim(dim, self.ndim))

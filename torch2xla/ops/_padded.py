@@ -11,7 +11,9 @@ rewrites the graph with these ops:
   the ones before it (in the padded result the real rows of the cache come first, the new row
   right after them, the padding last);
 - ``key_mask``: attention's mask extended to hide keys past the real length;
-- ``slice_at``: a slice counted from a padded dimension's real end (``x[:, -1:]``).
+- ``slice_at``: a slice counted from a padded dimension's real end (``x[:, -1:]``);
+- ``real_index``: indices into a padded dimension taken against its real length (a negative
+  index counts from the real end; one out of the real range stays out of the padded range).
 
 Each op's eager kernel is what it does in an unpadded graph too, so a partition left to torch
 stays correct.
@@ -142,11 +144,47 @@ def _key_mask_lowering(attn_mask, key, length):
     return jnp.where(valid, attn_mask, jnp.asarray(-jnp.inf, dtype=attn_mask.dtype))
 
 
+def _real_index(index, length, size: int, negative: bool, where):
+    # Valid indices (of the real length) map to [0, length); invalid ones move out by the
+    # padding (size - length), so the padded program's check fails where eager's raises.
+    # Unpadded (size == length) it is the identity on invalid indices: eager's error.
+    shift = size - length
+    if negative:
+        valid = (index >= -length) & (index < length)
+        inside = where(index < 0, index + length, index)
+    else:
+        valid = (index >= 0) & (index < length)
+        inside = index
+    outside = where(index >= 0, index + shift, index - shift)
+    return where(valid, inside, outside)
+
+
+@torch.library.custom_op("torch2xla::real_index", mutates_args=())
+def real_index(
+    index: torch.Tensor, length: torch.Tensor, size: int, negative: bool
+) -> torch.Tensor:
+    """``index`` into a dimension of real ``length`` padded to ``size``: a valid index (of
+    ``[-length, length)``, or ``[0, length)`` unless ``negative``) as one of ``[0, length)``,
+    an invalid one moved outside ``[-size, size)`` (the identity where ``size == length``)."""
+    length = length.to(index.device, index.dtype)
+    return _real_index(index, length, size, negative, torch.where)
+
+
+@real_index.register_fake
+def _(index, length, size, negative):
+    return torch.empty_like(index)
+
+
+@register(torch.ops.torch2xla.real_index.default)
+def _real_index_lowering(index, length, size, negative):
+    return _real_index(index, length.astype(index.dtype), size, negative, jnp.where)
+
+
 # Batching rules (every custom op has one, ``_vmap``): these ops appear only in graphs the
 # padding rewrite made, after export, so a batched call is rare: once per element.
-for _op in (fill_tail, write_at, slice_at, key_mask):
+for _op in (fill_tail, write_at, slice_at, key_mask, real_index):
     _op.register_vmap(
         lambda info, in_dims, *args, _op=_op: _vmap.per_element(_op, info, in_dims, args)
     )
 
-__all__ = ["FILLS", "fill_tail", "key_mask", "slice_at", "write_at"]
+__all__ = ["FILLS", "fill_tail", "key_mask", "real_index", "slice_at", "write_at"]

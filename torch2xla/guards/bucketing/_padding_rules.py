@@ -36,10 +36,12 @@ from torch2xla.guards.bucketing._padding import (
     rule,
 )
 from torch2xla.ops import _padded  # noqa: F401  (defines the ops the fixes insert)
+from torch2xla.ops._bounds import negative_indices
 
 aten = torch.ops.aten
 write_at = torch.ops.torch2xla.write_at.default
 slice_at = torch.ops.torch2xla.slice_at.default
+real_index = torch.ops.torch2xla.real_index.default
 
 
 for _op in (
@@ -437,7 +439,8 @@ def _index_select(interp, node, bound):
     if not x:
         return ()
     d = _norm(bound["dim"], len(x))
-    interp.require_clean(x[d], f"indexes into padded dimension {d}")
+    if _dim_pads(x[d]) and not _within(interp, bound["index"], x[d]):
+        _index_real_length(interp, node, "index", None, x[d], f"indexes into padded dimension {d}")
     return (*x[:d], idx[0] if idx else ((_ONE, None),), *x[d + 1 :])
 
 
@@ -459,7 +462,9 @@ def _index(interp, node, bound):
         if is_mask and (_pads(x) or _pads(interp.env.get(indices[i]))):
             interp.refuse(_pads(x), "indexes with a boolean mask")
         if _dim_pads(x[i]) and not _within(interp, indices[i], x[i]):
-            interp.refuse(_dim_pads(x[i]), f"indexes into padded dimension {i}")
+            _index_real_length(
+                interp, node, "indices", i, x[i], f"indexes into padded dimension {i}"
+            )
     idx_states = [interp.state(indices[i]) for i in positions]
     out = interp.out_shape()
     contiguous = positions == list(range(positions[0], positions[-1] + 1)) if positions else True
@@ -487,6 +492,28 @@ def _within(interp, index, dim: Dim) -> bool:
     # indexes with arange): eager raises unless the slack is >= 0, checked per call.
     interp.assumptions.append(slack)
     return True
+
+
+def _index_real_length(interp, node, name: str, at: int | None, dim: Dim, what: str) -> None:
+    """Indices of any value into padded ``dim``: taken against its real length at run time
+    (``real_index``): a negative one counts from the real end, and one that eager refuses
+    stays out of the padded range, so the program's index check fails (and the call runs
+    unpadded, raising eager's error)."""
+    atom, negative = padded_atom(dim), negative_indices(node)
+    if atom is None or negative is None:
+        interp.refuse(_dim_pads(dim), what)
+    size, sym = atom
+
+    def apply(rw):
+        current = rw.arg(node, name)
+        items = list(current) if at is not None else [current]
+        k = at if at is not None else 0
+        items[k] = rw.call_before(
+            node, real_index, (items[k], rw.length(size), rw.size(size), negative)
+        )
+        rw.set_arg(node, name, items if at is not None else items[0])
+
+    interp.fix({sym}, f"{what} (taken against its real length)", apply)
 
 
 @rule(aten.slice_scatter.default)
