@@ -1,0 +1,105 @@
+"""Forward semantics found by scripts/probe_semantics.py (session 18): each test is a class of
+user code where the compiled call answered otherwise than eager PyTorch (a value, an error, a
+crash where eager runs), compared strictly against eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests._util import assert_same, clone_args
+
+
+def _compiled(fn):
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+def _same_as_eager(fn, *args):
+    """Outputs and the inputs after the call (in-place writes) equal eager's, bit for bit for
+    integer and bool tensors, or the error is eager's (its type, its first line)."""
+    a_xla, a_eager = clone_args(args), clone_args(args)
+    try:
+        ref = fn(*a_eager)
+    except Exception as eager:  # (eager's error is what is compared)
+        with pytest.raises(type(eager)) as info:
+            _compiled(fn)(*a_xla)
+        first = str(eager).splitlines()[0]
+        assert str(info.value).startswith(first), (str(info.value), first)
+        assert_same(a_xla, a_eager, rtol=0, atol=0)  # (eager's writes before the error)
+        return info.value
+    out = _compiled(fn)(*a_xla)
+    assert_same(out, ref, rtol=0, atol=0)
+    assert_same(a_xla, a_eager, rtol=0, atol=0)
+    return out
+
+
+# --- a write through a view of one input reading another input that overlaps it ---------------
+def _add_shifted(a, b):
+    return a[:-1].add_(b)
+
+
+def _mul_strided(a, b):
+    a[1:].mul_(b[::2])
+    return a
+
+
+def _copy_into_row(a, b):
+    return a[0, 1:3].copy_(b[0])
+
+
+@pytest.mark.parametrize(
+    "fn, views",
+    [
+        (_add_shifted, lambda t: (t, t[1:])),  # eager: partial overlap, raises
+        (_add_shifted, lambda t: (t[:5], t[2:6])),
+        (_mul_strided, lambda t: (t[:4], t[1:7])),
+        (_add_shifted, lambda t: (t[:4], t[5:])),  # no overlap: runs
+        (_add_shifted, lambda t: (t[:5], t[:4])),  # identical memory read and written: runs
+        (_copy_into_row, lambda t: (t.view(2, 4), t[2:6].view(2, 2))),  # raises
+        (_copy_into_row, lambda t: (t.view(2, 4), t[4:].view(2, 2))),
+    ],
+)
+def test_write_into_a_view_of_an_input_reading_an_overlapping_input(fn, views):
+    def call(run):
+        t = torch.arange(8.0)
+        try:
+            out = run(*views(t))
+        except RuntimeError as e:
+            return ("raised", str(e).splitlines()[0], t)
+        return ("ran", out.clone(), t)
+
+    torch._dynamo.reset()
+    got, want = call(_compiled(fn)), call(fn)
+    assert got[0] == want[0], (got, want)
+    if want[0] == "raised":
+        assert got[1] == want[1]
+        assert torch.equal(got[2], want[2])  # (nothing written before eager's check)
+    else:
+        assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+
+
+# --- in-place index writes into bool tensors ----------------------------------------------------
+_B = torch.tensor([False, True, False, False])
+_I = torch.tensor([1, 1, 3])
+_V = torch.tensor([True, True, False])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, i, v: x.index_put_((i,), v, accumulate=True),
+        lambda x, i, v: x.index_put_((i,), v),
+        lambda x, i, v: x.put_(i, v, accumulate=True),
+        lambda x, i, v: x.index_add_(0, i, v),
+        lambda x, i, v: x.index_copy_(0, i[1:], v[1:]),
+        lambda x, i, v: x.scatter_(0, i, v),
+        lambda x, i, v: x.scatter_add_(0, i, v),
+        lambda x, i, v: x.index_fill_(0, i, True),
+        lambda x, i, v: x.scatter_reduce_(0, i, v, "amax", include_self=False),
+    ],
+)
+def test_in_place_index_writes_into_bool_tensors(fn):
+    """The compile-time check of a write whose arguments are of a higher kind than the written
+    tensor (an int64 index into a bool one) ran eager on one-element tensors of ones, whose
+    index is out of range: its IndexError ended the compile where eager runs."""
+    _same_as_eager(fn, _B.clone(), _I, _V)
