@@ -103,3 +103,36 @@ def test_in_place_index_writes_into_bool_tensors(fn):
     tensor (an int64 index into a bool one) ran eager on one-element tensors of ones, whose
     index is out of range: its IndexError ended the compile where eager runs."""
     _same_as_eager(fn, _B.clone(), _I, _V)
+
+
+# --- scatters that accumulate in half precision ---------------------------------------------------
+_N = 600
+_IDX = torch.zeros(_N, dtype=torch.long)
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "fn, shape",
+    [
+        (lambda x, v: x.scatter_add(0, _IDX, v), (2,)),
+        (
+            lambda x, v: x.scatter_add_(0, _IDX[:, None].expand(_N, 3), v[:, None].expand(_N, 3)),
+            (2, 3),
+        ),
+        (lambda x, v: x.scatter_reduce(0, _IDX, v, "sum"), (2,)),
+        (lambda x, v: x.scatter_reduce(0, _IDX, v, "sum", include_self=False), (2,)),
+        (lambda x, v: x.scatter_reduce(0, _IDX, v, "mean"), (2,)),
+        (lambda x, v: x.scatter_reduce(0, _IDX, v, "mean", include_self=False), (2,)),
+        (lambda x, v: (x + 1).scatter_reduce(0, _IDX, v * 0 + 1.01, "prod"), (2,)),
+        (lambda x, v: x.scatter(0, _IDX, v, reduce="add"), (2,)),
+        (lambda x, v: x.index_add(0, _IDX, v), (2,)),
+        (lambda x, v: x.index_put((_IDX,), v, accumulate=True), (2,)),  # (eager: in bf16)
+    ],
+)
+def test_scatters_accumulate_half_precision_as_eager(fn, shape, dtype):
+    """Eager's CPU scatter kernels add (multiply) float16/bfloat16 values in float32 and round
+    once (a mean's total before it is divided): 600 bf16 ones scattered into one element make
+    600; added in bf16 they stop at 256."""
+    value = 1.0 if dtype == torch.bfloat16 else 0.1
+    _same_as_eager(fn, torch.zeros(shape, dtype=dtype), torch.full((_N,), value, dtype=dtype))
