@@ -136,3 +136,37 @@ def test_scatters_accumulate_half_precision_as_eager(fn, shape, dtype):
     600; added in bf16 they stop at 256."""
     value = 1.0 if dtype == torch.bfloat16 else 0.1
     _same_as_eager(fn, torch.zeros(shape, dtype=dtype), torch.full((_N,), value, dtype=dtype))
+
+
+# --- -0.0 plus a constant zero ------------------------------------------------------------------
+def _accumulate(x):
+    acc = torch.zeros_like(x)
+    acc += x
+    return acc
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x + 0.0,
+        lambda x: 0.0 + x,
+        lambda x: x - (-0.0),
+        lambda x: x - 0.0,
+        lambda x: x + torch.zeros(3),
+        lambda x: torch.zeros(3, dtype=torch.float64) + x,
+        lambda x: x + torch.tensor(0.0),
+        lambda x: x + torch.tensor([0.0, 0.0, 0.0]),
+        lambda x: x - torch.tensor(-0.0),
+        lambda x: x + torch.full((3,), -0.0),
+        lambda x: x + x.new_zeros(()).expand(3),
+        lambda x: torch.add(x, 0.0, alpha=3),
+        lambda x: x.to(torch.bfloat16) + 0,
+        _accumulate,
+    ],
+)
+def test_negative_zero_plus_a_constant_zero_is_positive_zero(fn):
+    """XLA's simplifier rewrote ``x + 0`` with a zero constant of the program to ``x``:
+    -0.0 + 0.0 gave -0.0 where eager (IEEE) gives +0.0 (seen by signbit, copysign, 1 / x)."""
+    out = _same_as_eager(fn, torch.tensor([-0.0, 0.0, 1.5]))
+    want = fn(torch.tensor([-0.0, 0.0, 1.5]))
+    assert torch.equal(out.signbit(), want.signbit()), (out, want)

@@ -4,9 +4,11 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
+import torch
 from jax import lax
 from torch._ops import ops
 
@@ -328,8 +330,102 @@ def _with_alpha(jfn):
     return lowering
 
 
-register(aten.add.Tensor, aten.add.Scalar)(_with_alpha(jnp.add))
-register(aten.sub.Tensor, aten.sub.Scalar)(_with_alpha(jnp.subtract))
+# NOTE: XLA's algebraic simplifier rewrites ``x + 0`` (and ``x - 0``, either zero) to ``x``
+# where the zero is a constant of the program: a Python number, or a tensor made of zeros in
+# the graph (``torch.zeros_like(x) + x``, an accumulator started at zeros). IEEE (and eager)
+# make -0.0 + 0.0 = +0.0: the rewrite returned -0.0. The sums with such a zero are written
+# as a select, which the simplifier keeps.
+_ZERO_FILLS = {  # ops that make a constant tensor: where their fill value is (None: zeros)
+    aten.full.default: 1,
+    aten.full_like.default: 1,
+    aten.new_full.default: 2,
+    aten.scalar_tensor.default: 0,
+    aten.zeros.default: None,
+    aten.zeros_like.default: None,
+    aten.new_zeros.default: None,
+}
+_SAME_VALUES = frozenset(  # ops whose result holds their first argument's values
+    (
+        aten.expand.default,
+        aten.view.default,
+        aten.reshape.default,
+        aten.unsqueeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.default,
+        aten.clone.default,
+        aten.lift_fresh_copy.default,
+        aten._to_copy.default,
+        aten.permute.default,
+        aten.t.default,
+        aten.slice.Tensor,
+        aten.select.int,
+        ops.prims.convert_element_type.default,
+    )
+)
+
+
+def _constant_zero(arg, negative: bool = False) -> bool:
+    """Whether the ATen argument ``arg`` is +0.0 (``negative``: -0.0) everywhere by
+    construction: a constant of the program, which XLA's simplifier folds."""
+    for _ in range(32):
+        if isinstance(arg, bool):
+            return False
+        if isinstance(arg, int | float):
+            return arg == 0 and (math.copysign(1.0, arg) < 0) == negative
+        if getattr(arg, "op", None) == "get_attr":  # (``torch.tensor(0.0)`` in the function)
+            value = _attribute(arg)
+            return (
+                isinstance(value, torch.Tensor)
+                and value.numel() <= 1 << 16
+                and bool(((value == 0) & (value.signbit() == negative)).all())
+            )
+        target = getattr(arg, "target", None)
+        if target in _ZERO_FILLS:
+            where = _ZERO_FILLS[target]
+            if where is None:
+                return not negative
+            if where >= len(arg.args):
+                return False
+            arg = arg.args[where]
+            continue
+        if target not in _SAME_VALUES or not arg.args:
+            return False
+        arg = arg.args[0]
+    return False
+
+
+def _attribute(node):
+    value = node.graph.owning_module
+    for name in node.target.split("."):
+        value = getattr(value, name, None)
+    return value
+
+
+def _add_keeping_zero_signs(jfn, negated: bool):
+    """``jfn`` (add or subtract) where one operand may be a constant zero: -0.0 plus +0.0
+    (minus -0.0) is +0.0, not the folded -0.0."""
+
+    def lowering(self, other, alpha=1):
+        out = _with_alpha(jfn)(self, other, alpha)
+        if not jnp.issubdtype(out.dtype, jnp.floating) or alpha == 0:
+            return out
+        node = ctx().node
+        given = [*node.args[:2], None, None][:2]
+        if "other" in node.kwargs:
+            given[1] = node.kwargs["other"]
+        # (x - 0.0 is x; x - (-0.0) is x + 0.0; 0.0 - x is not folded)
+        zero = _constant_zero(given[1], negative=negated) or (
+            not negated and _constant_zero(given[0])
+        )
+        if not zero:
+            return out
+        return jnp.where(out == 0, jnp.zeros((), out.dtype), out)
+
+    return lowering
+
+
+register(aten.add.Tensor, aten.add.Scalar)(_add_keeping_zero_signs(jnp.add, negated=False))
+register(aten.sub.Tensor, aten.sub.Scalar)(_add_keeping_zero_signs(jnp.subtract, negated=True))
 
 
 def _power(a, b):
