@@ -67,8 +67,9 @@ def same(a, b, path=""):
                 return f"{path}: {n} {x} (xla) vs {y} (eager)"
         x, y = a[4], b[4]
         if x.is_floating_point() or x.is_complex():
-            zeros = torch.signbit(x) & (x == 0), torch.signbit(y) & (y == 0)
-            if x.is_floating_point() and not torch.equal(*zeros):
+            if x.is_floating_point() and not torch.equal(
+                torch.signbit(x) & (x == 0), torch.signbit(y) & (y == 0)
+            ):
                 return f"{path}: signs of zeros differ\n{x}\n{y}"
             tol = {"rtol": 1e-5, "atol": 1e-6}
             if x.dtype in (torch.bfloat16, torch.float16):
@@ -1389,6 +1390,365 @@ case(
         torch.as_tensor([1, 2], dtype=torch.int32),
     ),
     lambda: (r(1),),
+)
+
+# ============================================================================================
+# integer bit ops, wraparound, edge values
+I64 = torch.int64
+case(
+    "shift_left_wide",
+    lambda x, s: (x << s, x >> s),
+    lambda: (
+        torch.tensor([1, -1, 5, -8] * 3),
+        torch.tensor([0, 1, 63, 64, 65, 100, -1, 3, 62, 66, 200, 70]),
+    ),
+)
+case(
+    "shift_scalar_wide",
+    lambda x: (x << 64, x >> 64, x << 70, x >> 63),
+    lambda: (torch.tensor([1, -1, 5, -8]),),
+)
+case(
+    "shift_int8_wide",
+    lambda x, s: (x << s, x >> s),
+    lambda: (
+        torch.tensor([1, -1, 5, -128], dtype=torch.int8),
+        torch.tensor([7, 8, 9, 100], dtype=torch.int8),
+    ),
+)
+case(
+    "shift_uint8_wide",
+    lambda x, s: (x << s, x >> s),
+    lambda: (
+        torch.tensor([1, 255, 5, 128], dtype=torch.uint8),
+        torch.tensor([7, 8, 9, 200], dtype=torch.uint8),
+    ),
+)
+case(
+    "shift_int32_wide",
+    lambda x: (x << 32, x >> 32, x << 31),
+    lambda: (torch.tensor([1, -1, 3], dtype=torch.int32),),
+)
+case("shift_ops_in_place", lambda x: (x.__ilshift__(65), x), lambda: (torch.tensor([1, -1, 3]),))
+case(
+    "bitwise_left_shift_fn",
+    lambda x, s: torch.bitwise_left_shift(x, s),
+    lambda: (torch.tensor([3, 3]), torch.tensor([64, 2])),
+)
+case(
+    "abs_neg_int_min",
+    lambda x: (x.abs(), -x, x.neg(), x.sign(), x // -1),
+    lambda: (torch.tensor([-(2**63), 5]),),
+)
+case(
+    "abs_int8_min",
+    lambda x: (x.abs(), -x, x * -1, x.sum(dtype=torch.int8)),
+    lambda: (torch.tensor([-128, 100, 100], dtype=torch.int8),),
+)
+case(
+    "gcd_lcm_neg",
+    lambda a, b: (torch.gcd(a, b), torch.lcm(a, b)),
+    lambda: (torch.tensor([-12, 0, 7, -4, 0]), torch.tensor([18, -5, 0, -6, 0])),
+)
+case(
+    "trunc_floor_int",
+    lambda x: (x.floor(), x.ceil(), x.trunc(), x.round(), x.frac() if x.is_floating_point() else x),
+    lambda: (torch.tensor([-3, 4]),),
+)
+case(
+    "bool_bitwise_int",
+    lambda a, b: (a & b, a | b, a ^ b, ~a),
+    lambda: (torch.tensor([True, False]), torch.tensor([3, 2])),
+)
+case(
+    "sum_int8_dtype",
+    lambda x: (x.sum(dtype=torch.int8), x.cumsum(0, dtype=torch.int8), x.prod()),
+    lambda: (torch.tensor([100, 100, 100], dtype=torch.int8),),
+)
+case(
+    "prod_int_overflow",
+    lambda x: (x.prod(), x.cumprod(0)),
+    lambda: (torch.tensor([2**40, 2**30, 3]),),
+)
+case("mean_int_raises", lambda x: x.mean(), lambda: (torch.tensor([1, 2]),))
+case("std_int_raises", lambda x: x.std(), lambda: (torch.tensor([1, 2]),))
+case(
+    "var_single",
+    lambda x: (x.var(), x.std(0), x.var(unbiased=False)),
+    lambda: (torch.tensor([1.5]),),
+)
+case(
+    "pow_zero_neg",
+    lambda x: (x**-1.0, torch.pow(x, -2), x**0, 0**x, torch.pow(2, x)),
+    lambda: (torch.tensor([0.0, -0.0, 2.0, -8.0]),),
+)
+case(
+    "pow_neg_base_frac",
+    lambda x: (x ** (1 / 3), x**0.5, x**2.0, x ** float("inf"), x ** float("nan")),
+    lambda: (torch.tensor([-8.0, -1.0, 1.0, 0.5]),),
+)
+case(
+    "pow_int_scalar_float",
+    lambda x: (x**2.5, x**0.5, 2.5**x, 2**x),
+    lambda: (torch.tensor([0, 1, 4, 9]),),
+)
+case(
+    "pow_int_int_tensor",
+    lambda a, b: a**b,
+    lambda: (torch.tensor([2, -3, 0, 7]), torch.tensor([62, 3, 0, 30])),
+)
+case("pow_uint8", lambda a: (a**2, a**9), lambda: (torch.tensor([3, 16, 255], dtype=torch.uint8),))
+case(
+    "div_rounding_float_scalar",
+    lambda x: (
+        torch.div(x, 0.0, rounding_mode="floor"),
+        torch.div(x, 0.0, rounding_mode="trunc"),
+        x // 0.0,
+        x % 0.0,
+    ),
+    lambda: (torch.tensor([1.0, -1.0, 0.0]),),
+)
+case(
+    "remainder_int_neg_scalar",
+    lambda x: (x % -3, torch.remainder(-7, x), torch.fmod(x, -3), x // -3),
+    lambda: (torch.tensor([-7, -6, 0, 7, 8]),),
+)
+case(
+    "floor_divide_int_float_scalar",
+    lambda x: (x // 2.5, x % 2.5, torch.floor_divide(x, 2.5)),
+    lambda: (torch.tensor([-7, 7, 5]),),
+)
+case(
+    "remainder_float_sign",
+    lambda a, b: (a % b, torch.fmod(a, b)),
+    lambda: (
+        torch.tensor([5.0, -5.0, 5.0, -5.0, 1e-30, -1e-30]),
+        torch.tensor([3.0, 3.0, -3.0, -3.0, 3.0, 3.0]),
+    ),
+)
+case(
+    "where_scalar_promote",
+    lambda c, x: (
+        torch.where(c, x, 2.5),
+        torch.where(c, 1, 0),
+        torch.where(c, x, torch.tensor(2.5, dtype=torch.float64)),
+        torch.where(c, 1.0, 0),
+    ),
+    lambda: (torch.tensor([True, False]), torch.tensor([3, 4])),
+)
+case(
+    "where_int8_scalar",
+    lambda c, x: torch.where(c, x, 300),
+    lambda: (torch.tensor([True, False]), torch.tensor([3, 4], dtype=torch.int8)),
+)
+case(
+    "clamp_int_out_of_range",
+    lambda x: (x.clamp(-1000, 1000), x.clamp(max=300)),
+    lambda: (torch.tensor([3, 4, -128], dtype=torch.int8),),
+)
+case(
+    "nan_to_num_f16",
+    lambda x: (x.nan_to_num(), torch.nan_to_num(x, posinf=1e6)),
+    lambda: (torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0], dtype=torch.float16),),
+)
+case(
+    "nan_to_num_bf16",
+    lambda x: x.nan_to_num(),
+    lambda: (torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.bfloat16),),
+)
+case(
+    "sign_nan",
+    lambda x: (
+        x.sign(),
+        x.sgn(),
+        torch.signbit(x),
+        x.bool(),
+        x.to(torch.int32) if False else x.isnan(),
+    ),
+    lambda: (torch.tensor([float("nan"), -0.0, 0.0, -2.0]),),
+)
+case(
+    "logsumexp_all_neginf",
+    lambda x: (x.logsumexp(0), x.softmax(0), x.log_softmax(0)),
+    lambda: (torch.full((3,), -float("inf")),),
+)
+case(
+    "logsumexp_inf",
+    lambda x: x.logsumexp(0),
+    lambda: (torch.tensor([float("inf"), 1.0, float("inf")]),),
+)
+case("logsumexp_int", lambda x: x.logsumexp(0), lambda: (torch.tensor([1, 2, 3]),))
+case("softmax_int_raises", lambda x: x.softmax(0), lambda: (torch.tensor([1, 2]),))
+case("normalize_zero", lambda x: torch.nn.functional.normalize(x, dim=0), lambda: (torch.zeros(3),))
+case(
+    "cosine_similarity_zero",
+    lambda x, y: torch.nn.functional.cosine_similarity(x, y, dim=0),
+    lambda: (torch.zeros(3), torch.ones(3)),
+)
+case(
+    "median_even",
+    lambda x: (x.median(), x.median(0), x.nanmedian()),
+    lambda: (torch.tensor([4.0, 1.0, 3.0, 2.0]),),
+)
+case(
+    "quantile",
+    lambda x: (
+        torch.quantile(x, 0.3),
+        torch.quantile(x, torch.tensor([0.0, 0.5, 1.0]), interpolation="lower"),
+        torch.quantile(x, 0.5, interpolation="nearest"),
+        torch.quantile(x, 0.25, interpolation="midpoint"),
+    ),
+    lambda: (torch.tensor([4.0, 1.0, 3.0, 2.0, 7.0]),),
+)
+case(
+    "quantile_nan",
+    lambda x: (torch.quantile(x, 0.5), torch.nanquantile(x, 0.5)),
+    lambda: (torch.tensor([4.0, float("nan"), 3.0]),),
+)
+case("quantile_bad_q", lambda x: torch.quantile(x, 1.5), lambda: (torch.tensor([4.0, 1.0]),))
+case("topk_k0", lambda x: x.topk(0), lambda: (torch.tensor([4.0, 1.0]),))
+case(
+    "searchsorted_nan",
+    lambda s, v: (
+        torch.searchsorted(s, v),
+        torch.searchsorted(s, v, right=True),
+        torch.bucketize(v, s),
+    ),
+    lambda: (
+        torch.tensor([1.0, 2.0, 2.0, 3.0]),
+        torch.tensor([float("nan"), 2.0, -float("inf"), 0.0, 5.0]),
+    ),
+)
+case(
+    "searchsorted_unsorted",
+    lambda s, v: torch.searchsorted(s, v),
+    lambda: (torch.tensor([3.0, 1.0, 2.0]), torch.tensor([1.5, 2.5])),
+)
+case(
+    "unique_signed_zero",
+    lambda x: torch.unique(x, return_counts=True),
+    lambda: (torch.tensor([0.0, -0.0, 1.0, -0.0]),),
+)
+case(
+    "histc_out_of_range",
+    lambda x: (torch.histc(x, bins=4, min=0, max=4), torch.histc(x, bins=3)),
+    lambda: (torch.tensor([-1.0, 0.0, 1.0, 3.9, 4.0, 5.0, float("nan")]),),
+)
+case(
+    "bincount_minlength",
+    lambda x: (torch.bincount(x, minlength=6), torch.bincount(x, torch.tensor([0.5, 1.0, 2.0]))),
+    lambda: (torch.tensor([1, 1, 3]),),
+)
+case(
+    "cumsum_empty", lambda x: (x.cumsum(1), x.cumprod(0), x.cummax(1)), lambda: (torch.empty(2, 0),)
+)
+case(
+    "max_int8",
+    lambda x: (x.max(), x.amax(0), x.argmax(), x.max(0)),
+    lambda: (torch.tensor([-128, 127, 127], dtype=torch.int8),),
+)
+case("amax_bool", lambda x: (x.amax(), x.amin(), x.max(0)), lambda: (torch.tensor([False, True]),))
+case(
+    "float_to_bool_nan",
+    lambda x: (x.bool(), x.to(torch.bool), x != 0, x.logical_not(), x.any(), x.all()),
+    lambda: (torch.tensor([float("nan"), 0.0, -0.0, 1e-45]),),
+)
+case(
+    "complex_ops",
+    lambda x: (x.abs(), x.angle(), x * 2, x.real, x.conj() * x, torch.sgn(x), x.sum()),
+    lambda: (torch.tensor([1 + 2j, -3j, 0j], dtype=torch.complex64),),
+)
+case(
+    "div_int_by_int_exact",
+    lambda a, b: (a / b, torch.true_divide(a, b), a.div(b), a.div(b, rounding_mode=None)),
+    lambda: (torch.tensor([2**53 + 1, 7, -7]), torch.tensor([1, 2, 2])),
+)
+case(
+    "int64_to_float32_big",
+    lambda a: (a.float(), a.double(), a * 1.0, a.to(torch.float16)),
+    lambda: (torch.tensor([2**53 + 1, 2**62 + 2**38 + 1, 70000]),),
+)
+case(
+    "int_add_float_scalar_big",
+    lambda a: a + 0.5,
+    lambda: (torch.tensor([2**24 + 1], dtype=torch.int32),),
+)
+case("int64_mul_float_scalar", lambda a: a * 1.5, lambda: (torch.tensor([2**53 + 1]),))
+case(
+    "f16_scalar_mul_big",
+    lambda a: (a * 100000.0, a + 70000, a / 1e-8),
+    lambda: (torch.tensor([1.0, 2.0], dtype=torch.float16),),
+)
+case(
+    "bf16_scalar_precision",
+    lambda a: (a * 1.001, a + 1e-3, a - 0.1),
+    lambda: (torch.tensor([1.0, 256.0], dtype=torch.bfloat16),),
+)
+case(
+    "f16_0d_tensor_f32",
+    lambda a, b: (a * b, a + b, torch.maximum(a, b)),
+    lambda: (torch.tensor([1.0, 2.0], dtype=torch.float16), torch.tensor(1.001)),
+)
+case(
+    "int32_0d_int64_tensor",
+    lambda a, b: (a + b, (a + b).dtype, a * b),
+    lambda: (torch.tensor([2**31 - 1], dtype=torch.int32), torch.tensor(1)),
+)
+case(
+    "uint8_0d_neg",
+    lambda a, b: a + b,
+    lambda: (torch.tensor([0, 5], dtype=torch.uint8), torch.tensor(-1)),
+)
+case(
+    "int_tensor_true_div_0d_int",
+    lambda a, b: a / b,
+    lambda: (torch.tensor([1, 2], dtype=torch.int32), torch.tensor(3)),
+)
+case(
+    "float_floor_div_big",
+    lambda a, b: (a // b, a % b),
+    lambda: (torch.tensor([1e30, -1e30, 7.0]), torch.tensor([3.0, 3.0, 1e-30])),
+)
+case(
+    "float_floor_div_precision",
+    lambda a, b: (a // b, a % b),
+    lambda: (torch.tensor([0.3, 1.0, -0.3, 5.9]), torch.tensor([0.1, 0.1, 0.1, 0.2])),
+)
+case(
+    "atan2_zeros",
+    lambda a, b: torch.atan2(a, b),
+    lambda: (torch.tensor([0.0, -0.0, 0.0, -0.0]), torch.tensor([0.0, 0.0, -0.0, -0.0])),
+)
+case(
+    "hypot_inf_nan",
+    lambda a, b: torch.hypot(a, b),
+    lambda: (
+        torch.tensor([float("inf"), float("nan")]),
+        torch.tensor([float("nan"), float("inf")]),
+    ),
+)
+case(
+    "copysign_int",
+    lambda a, b: torch.copysign(a, b),
+    lambda: (torch.tensor([1, -2]), torch.tensor([-0.0, 0.0])),
+)
+case(
+    "exp_overflow_f16",
+    lambda a: (a.exp(), a.sigmoid(), torch.nn.functional.softplus(a), a.tanh()),
+    lambda: (torch.tensor([12.0, -20.0, 100.0], dtype=torch.float16),),
+)
+case(
+    "log_neg",
+    lambda a: (a.log(), a.sqrt(), a.rsqrt(), a.log1p(), torch.special.xlogy(a, a)),
+    lambda: (torch.tensor([-1.0, 0.0, -0.0, float("inf")]),),
+)
+case(
+    "fmod_inf",
+    lambda a, b: (torch.fmod(a, b), torch.remainder(a, b)),
+    lambda: (
+        torch.tensor([5.0, float("inf"), -5.0, 0.0]),
+        torch.tensor([float("inf"), 3.0, float("-inf"), float("inf")]),
+    ),
 )
 
 # ============================================================================================

@@ -170,3 +170,21 @@ def test_negative_zero_plus_a_constant_zero_is_positive_zero(fn):
     out = _same_as_eager(fn, torch.tensor([-0.0, 0.0, 1.5]))
     want = fn(torch.tensor([-0.0, 0.0, 1.5]))
     assert torch.equal(out.signbit(), want.signbit()), (out, want)
+
+
+# --- histc of data whose range is not finite ---------------------------------------------------
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.tensor([1.0, float("nan")]),
+        torch.tensor([1.0, float("inf")]),
+        torch.tensor([-float("inf"), 2.5, 1.0]),
+        torch.tensor([float("nan"), 1.0], dtype=torch.float64),
+        torch.tensor([0.5, 1.0, 2.0, 0.25]),  # runs
+        torch.tensor([1.0, float("nan")]).half(),
+    ],
+)
+def test_histc_of_data_whose_range_is_not_finite_raises_as_eager(x):
+    """histc without min/max takes the data's range; eager raises where it holds a NaN or an
+    infinity (the lowering had mapped the ends to 0 and counted)."""
+    _same_as_eager(lambda t: torch.histc(t, 3), x)
