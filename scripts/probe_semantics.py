@@ -1752,6 +1752,301 @@ case(
 )
 
 # ============================================================================================
+# more mutation shapes
+case(
+    "iadd_dup_index",
+    lambda x, i: x.__setitem__(i, x[i] + 1),
+    lambda: (torch.zeros(4), torch.tensor([1, 1, 2])),
+)
+case(
+    "index_iadd_dup",
+    lambda x, i: x.index_put_((i,), x[i] + 1),
+    lambda: (torch.zeros(4), torch.tensor([1, 1, 2])),
+)
+case("mask_imul", lambda x: x.__setitem__(x > 0, x[x > 0] * 2), lambda: (r(6),))
+case(
+    "setitem_broadcast_lead",
+    lambda x, v: x.__setitem__((slice(None), 0), v),
+    lambda: (r(2, 3, 4), r(4, seed=1)),
+)
+case("setitem_from_self_overlap", lambda x: x.__setitem__(slice(1, None), x[:-1]), lambda: (r(5),))
+case("setitem_from_self_reverse", lambda x: x.__setitem__(slice(None), x.flip(0)), lambda: (r(5),))
+case("setitem_transposed_self", lambda x: x.copy_(x.t()), lambda: (r(3, 3),))
+case("copy_broadcast", lambda x, y: x.copy_(y), lambda: (r(2, 3), r(3, seed=1)))
+case(
+    "copy_dtype",
+    lambda x, y: x.copy_(y),
+    lambda: (torch.zeros(3, dtype=torch.int32), torch.tensor([1.7, -1.7, 3e9])),
+)
+case(
+    "copy_complex_to_real",
+    lambda x, y: x.copy_(y),
+    lambda: (torch.zeros(2), torch.tensor([1 + 2j, 3 - 1j])),
+)
+case("inplace_returns_self", lambda x: x.add_(1) is x, lambda: (r(3),))
+case("inplace_chain", lambda x: x.mul_(2).add_(1).clamp_(max=1.0), lambda: (r(4),))
+case("zero_then_view", lambda x: (x.zero_(), x.view(-1)), lambda: (r(2, 2),))
+case("swap_rows", lambda x: x.__setitem__([0, 1], x[[1, 0]]), lambda: (r(2, 3),))
+case(
+    "swap_rows_tuple",
+    lambda x: x.__setitem__(slice(0, 2), x[0:2].flip(0).clone()),
+    lambda: (r(2, 3),),
+)
+case("resize_", lambda x: x.resize_(6), lambda: (r(2, 3),))
+case("detach_inplace_shares", lambda x: (x.detach().add_(1), x), lambda: (r(3),))
+case("data_assign", lambda x: (x.data.mul_(2), x), lambda: (r(3),))
+case("squeeze_inplace", lambda x: (x.squeeze_(), x.shape), lambda: (r(1, 3, 1),))
+case("t_inplace", lambda x: (x.t_(), x.shape, x.stride()), lambda: (r(2, 3),))
+case("unsqueeze_inplace", lambda x: (x.unsqueeze_(0), x.shape), lambda: (r(3),))
+case("transpose_inplace_then_add", lambda x: x.transpose_(0, 1).add_(1), lambda: (r(2, 3),))
+case("as_strided_inplace", lambda x: x.as_strided_((2,), (2,)), lambda: (r(4),))
+case("fill_diagonal", lambda x: x.fill_diagonal_(5.0, wrap=True), lambda: (r(7, 3),))
+case("tril_inplace", lambda x: (x.tril_(-1), x.triu_()), lambda: (r(3, 3),))
+case("clamp_tensor_inplace", lambda x, lo: x.clamp_(min=lo), lambda: (r(3, 2), torch.zeros(2)))
+case(
+    "addcmul_inplace_int",
+    lambda x, a, b: x.addcmul_(a, b, value=2),
+    lambda: (torch.ones(3, dtype=torch.int64), torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6])),
+)
+case("lerp_inplace_view", lambda x, y: x[1:].lerp_(y, 0.3), lambda: (r(4), r(3, seed=1)))
+case("relu_inplace_view", lambda x: torch.relu_(x[::2]), lambda: (r(6),))
+case("F_relu_inplace", lambda x: torch.nn.functional.relu(x, inplace=True), lambda: (r(6),))
+case(
+    "dropout_inplace_eval",
+    lambda x: torch.nn.functional.dropout(x, 0.5, training=False, inplace=True),
+    lambda: (r(6),),
+)
+case("sigmoid_inplace_int_raises", lambda x: x.sigmoid_(), lambda: (torch.tensor([1, 2]),))
+case(
+    "exp_inplace_half",
+    lambda x: x.exp_(),
+    lambda: (torch.tensor([12.0, 1.0], dtype=torch.float16),),
+)
+case("out_arg_aliases_input", lambda x: torch.add(x, x, out=x), lambda: (r(3),))
+case("out_arg_view", lambda x, o: torch.mul(x, 3, out=o[1]), lambda: (r(3), torch.zeros(2, 3)))
+case(
+    "out_arg_int_sum",
+    lambda x, o: torch.sum(x, 0, out=o),
+    lambda: (torch.tensor([[1, 2], [3, 4]]), torch.zeros(2, dtype=torch.int64)),
+)
+case(
+    "out_arg_wrong_shape_warn",
+    lambda x, o: (torch.add(x, 1, out=o), o.shape),
+    lambda: (r(3), torch.zeros(5)),
+)
+case(
+    "out_topk",
+    lambda x, v, i: (torch.topk(x, 2, out=(v, i)), v, i),
+    lambda: (r(5), torch.zeros(2), torch.zeros(2, dtype=torch.long)),
+)
+case(
+    "out_sort_noncontig",
+    lambda x, v, i: torch.sort(x, out=(v, i)),
+    lambda: (r(3, 4), torch.zeros(4, 3).t(), torch.zeros(3, 4, dtype=torch.long)),
+)
+case(
+    "out_float_to_f64",
+    lambda x, o: torch.exp(x, out=o),
+    lambda: (r(3), torch.zeros(3, dtype=torch.float64)),
+)
+case(
+    "out_linspace",
+    lambda x, o: (torch.linspace(0, 1, 5, out=o), x + 1),
+    lambda: (r(1), torch.zeros(5)),
+)
+case(
+    "out_arange",
+    lambda x, o: (torch.arange(0, 4, out=o), x + 1),
+    lambda: (r(1), torch.zeros(4, dtype=torch.long)),
+)
+case(
+    "out_cumsum_dtype",
+    lambda x, o: torch.cumsum(x, 0, out=o),
+    lambda: (torch.tensor([1, 2]), torch.zeros(2)),
+)
+case(
+    "out_where",
+    lambda c, x, o: torch.where(c, x, 0.0, out=o),
+    lambda: (torch.tensor([True, False]), r(2), torch.zeros(2)),
+)
+case(
+    "out_clamp_int_out_float",
+    lambda x, o: torch.clamp(x, 0, 1, out=o),
+    lambda: (torch.tensor([2, -1]), torch.zeros(2)),
+)
+case(
+    "int32_index_select",
+    lambda x, i: (x.index_select(0, i), x[i], x.gather(0, i.long())),
+    lambda: (r(4), torch.tensor([3, 0], dtype=torch.int32)),
+)
+case(
+    "int32_index_put",
+    lambda x, i: x.index_put_((i,), torch.tensor(1.0)),
+    lambda: (r(4), torch.tensor([3, 0], dtype=torch.int32)),
+)
+case(
+    "int16_index_raises", lambda x, i: x[i], lambda: (r(4), torch.tensor([3, 0], dtype=torch.int16))
+)
+case(
+    "uint8_index_mask",
+    lambda x, i: x[i],
+    lambda: (r(4), torch.tensor([1, 0, 1, 1], dtype=torch.uint8)),
+)
+case("index_with_bool_list", lambda x: x[[True, False, True]], lambda: (r(3),))
+case("index_with_nested_list", lambda x: x[[[0, 1], [1, 2]]], lambda: (r(3, 2),))
+case("index_neg_step_raises", lambda x: x[::-1], lambda: (r(3),))
+case(
+    "index_ellipsis_none",
+    lambda x: (x[..., None, 1], x[None, ..., 0:1], x[1, ..., None]),
+    lambda: (r(2, 3, 4),),
+)
+case(
+    "index_tensor_0d_bool",
+    lambda x: (x[torch.tensor(True)], x[torch.tensor(False)]),
+    lambda: (r(2),),
+)
+case("index_out_of_range_slice_ok", lambda x: (x[5:], x[-10:2], x[2:1]), lambda: (r(3),))
+
+# ============================================================================================
+# creation ops, more
+case("arange_neg_step_float", lambda x: torch.arange(1.0, 0.0, -0.1), lambda: (r(1),))
+case(
+    "arange_fp_accum",
+    lambda x: (torch.arange(0, 1, 1 / 3), torch.arange(0.1, 0.5, 0.1), torch.arange(-5, 5, 0.1)),
+    lambda: (r(1),),
+)
+case(
+    "arange_int32_dtype_big",
+    lambda x: torch.arange(2**31 - 3, 2**31 - 1, dtype=torch.int64),
+    lambda: (r(1),),
+)
+case("arange_tensor_bound", lambda x: torch.arange(x.shape[0] * 2.5), lambda: (r(3),))
+case("arange_uint8", lambda x: torch.arange(250, 256, dtype=torch.uint8), lambda: (r(1),))
+case(
+    "linspace_int_neg",
+    lambda x: (
+        torch.linspace(-5, 5, 4, dtype=torch.int64),
+        torch.linspace(10, 0, 4, dtype=torch.int32),
+    ),
+    lambda: (r(1),),
+)
+case(
+    "linspace_steps_two_ends",
+    lambda x: (torch.linspace(1, 2, 2), torch.linspace(0, 1, 0)),
+    lambda: (r(1),),
+)
+case("linspace_bf16", lambda x: torch.linspace(0, 100, 51, dtype=torch.bfloat16), lambda: (r(1),))
+case(
+    "logspace_base",
+    lambda x: (torch.logspace(0, 3, 4, base=2), torch.logspace(-1, 1, 3, dtype=torch.float64)),
+    lambda: (r(1),),
+)
+case(
+    "full_bool_int",
+    lambda x: (
+        torch.full((2,), 5, dtype=torch.bool),
+        torch.full((2,), 2.7, dtype=torch.int32),
+        torch.full((2,), -1, dtype=torch.uint8),
+    ),
+    lambda: (r(1),),
+)
+case(
+    "full_inherit_default_f64",
+    lambda x: (torch.full((2,), 1.0), torch.tensor(1.5).dtype),
+    lambda: (r(1),),
+)
+case(
+    "tensor_mixed_list",
+    lambda x: (
+        torch.tensor([1, 2.5, True]),
+        torch.tensor([[True, False]]),
+        torch.tensor([1, 2], dtype=torch.uint8) - 3,
+    ),
+    lambda: (r(1),),
+)
+case("tensor_of_tensors_item", lambda x: torch.tensor([x[0].item(), 2.0]), lambda: (r(2),))
+case("tensor_from_shape", lambda x: torch.tensor(x.shape), lambda: (r(2, 5),))
+case(
+    "zeros_like_noncontig",
+    lambda x: (
+        torch.zeros_like(x).stride(),
+        torch.ones_like(x[:, ::2]).stride(),
+        torch.empty_like(x.t()).stride(),
+        torch.rand_like(x).stride(),
+    ),
+    lambda: (r(3, 4),),
+)
+case(
+    "new_tensor_dtype",
+    lambda x: (x.new_tensor([1, 2]), x.new_tensor([1.5]), x.new_ones(2, dtype=torch.int8)),
+    lambda: (torch.zeros(1, dtype=torch.float16),),
+)
+case(
+    "eye_dtype",
+    lambda x: (torch.eye(2, dtype=torch.int64), torch.eye(3, 1, dtype=torch.bool)),
+    lambda: (r(1),),
+)
+case("empty_strided_shape", lambda x: torch.empty_strided((2, 3), (1, 2)).stride(), lambda: (r(1),))
+case(
+    "randn_dtype",
+    lambda x: (
+        torch.randn(2, dtype=torch.float64).dtype,
+        torch.rand(2, 3).shape,
+        torch.randn(()).shape,
+        torch.normal(0.0, 1.0, (2,)).dtype,
+    ),
+    lambda: (r(1),),
+)
+case(
+    "randint_dtype_default",
+    lambda x: (
+        torch.randint(5, (3,)).dtype,
+        torch.randint(0, 2**40, (3,)).dtype,
+        torch.randint_like(x, 10).dtype,
+    ),
+    lambda: (r(2),),
+)
+case(
+    "randperm_dtype",
+    lambda x: (
+        torch.randperm(4, dtype=torch.int32).dtype,
+        torch.randperm(0).shape,
+        torch.randperm(1),
+    ),
+    lambda: (r(1),),
+)
+case(
+    "bernoulli_shape",
+    lambda x: (torch.bernoulli(x.clamp(0, 1)).dtype, torch.bernoulli(x.clamp(0, 1), p=0.0)),
+    lambda: (r(3),),
+)
+case(
+    "multinomial_shape",
+    lambda x: (
+        torch.multinomial(x.abs() + 0.1, 2).shape,
+        torch.multinomial(x.abs() + 0.1, 2).dtype,
+    ),
+    lambda: (r(4),),
+)
+case(
+    "rand_bf16_range",
+    lambda x: (
+        (torch.rand(10000, dtype=torch.bfloat16) < 1).all(),
+        (torch.rand(10000, dtype=torch.float16) < 1).all(),
+    ),
+    lambda: (r(1),),
+)
+case(
+    "complex_creation",
+    lambda x: (
+        torch.complex(x, x),
+        torch.polar(x.abs(), x),
+        torch.view_as_complex(torch.stack([x, x], -1)),
+    ),
+    lambda: (r(3),),
+)
+
+# ============================================================================================
 # scenarios: module buffers and globals
 G = torch.zeros(3)
 
@@ -1888,6 +2183,107 @@ def version_counter_after_mutation(C, rec):
     v0 = x._version
     C(f)(x)
     rec("versions", x._version - v0 > 0)
+
+
+@scenario
+def buffer_view_mutation(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", torch.zeros(2, 3))
+            self.plain = torch.zeros(3)  # a tensor attribute, not a buffer
+
+        def forward(self, x):
+            self.buf[0] += x
+            self.buf[:, 1].mul_(2)
+            self.buf.t()[2].fill_(-1)
+            self.plain.add_(x)
+            return self.buf.sum() + self.plain.sum()
+
+    m = M()
+    cm = C(m)
+    outs = [cm(torch.ones(3)), cm(torch.arange(3.0))]
+    rec("outs", [*outs, m.buf, m.plain])
+
+
+@scenario
+def closure_tensor_mutation(C, rec):
+    state = {"t": torch.zeros(3), "l": [torch.ones(2)]}
+    cell = torch.zeros(2)
+
+    def f(x):
+        state["t"][1:] += x[1:]
+        state["l"][0].mul_(3)
+        cell.copy_(x[:2])
+        return x * 2
+
+    out = C(f)(torch.arange(3.0))
+    out2 = C(f)(torch.arange(3.0) + 1)
+    rec("outs", [out, out2, state["t"], state["l"][0], cell])
+
+
+@scenario
+def global_view_mutation(C, rec):
+    global G
+    G = torch.zeros(2, 3)
+
+    def f(x):
+        G[1].add_(x)
+        G.t()[0].sub_(1)
+        return G.clone()
+
+    out = C(f)(torch.ones(3))
+    rec("outs", [out, G])
+
+
+@scenario
+def mutation_of_input_seen_by_later_read(C, rec):
+    def f(x, y):
+        y.copy_(x * 2)
+        return x + y, y.sum()
+
+    x = torch.arange(3.0)
+    out = C(f)(x, x)  # same tensor twice
+    rec("outs", [*out, x])
+
+
+@scenario
+def parameter_mutation_in_forward(C, rec):
+    lin = nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.fill_(0.5)
+        lin.bias.zero_()
+
+    def f(x):
+        with torch.no_grad():
+            lin.weight.add_(1.0)
+            lin.bias[0] = 3.0
+        return lin(x)
+
+    out = C(f)(torch.ones(1, 3))
+    rec("outs", [out.detach(), lin.weight.detach(), lin.bias.detach()])
+    rec("rg", [lin.weight.requires_grad, out.requires_grad])
+
+
+@scenario
+def batchnorm_num_batches(C, rec):
+    bn = nn.BatchNorm1d(3, momentum=None)
+    cbn = C(bn)
+    for k in range(3):
+        cbn(torch.randn(4, 3, generator=torch.Generator().manual_seed(k)))
+    rec("stats", [bn.running_mean, bn.running_var, bn.num_batches_tracked])
+
+
+@scenario
+def mutated_input_noncontig_strides(C, rec):
+    def f(x):
+        x.mul_(2)
+        return x
+
+    base = torch.arange(12.0).view(3, 4)
+    x = base.t()
+    out = C(f)(x)
+    rec("outs", [out, base, out.stride(), out is x])
 
 
 def main(argv):

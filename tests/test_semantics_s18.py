@@ -188,3 +188,40 @@ def test_histc_of_data_whose_range_is_not_finite_raises_as_eager(x):
     """histc without min/max takes the data's range; eager raises where it holds a NaN or an
     infinity (the lowering had mapped the ends to 0 and counted)."""
     _same_as_eager(lambda t: torch.histc(t, 3), x)
+
+
+# --- arithmetic with constants is not reassociated ----------------------------------------------
+_MAGIC = 12582912.0  # 1.5 * 2**23: adding and subtracting it rounds a float32 to an integer
+
+
+def _fake_quant(x):
+    return torch.clamp((x / 0.05 + _MAGIC) - _MAGIC, -128, 127) * 0.05
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x + _MAGIC) - _MAGIC,
+        lambda x: x.add(_MAGIC).sub(_MAGIC),
+        lambda x: x.clone().add_(_MAGIC).sub_(_MAGIC),
+        lambda x: (x + torch.tensor(_MAGIC)) - torch.tensor(_MAGIC),
+        lambda x: (x + torch.full((64,), _MAGIC)) - _MAGIC,
+        lambda x: (x - 0.7) + 0.7,
+        lambda x: (x + 0.1) + 0.2,
+        lambda x: (x * 0.1) * 3.0,
+        lambda x: torch.add(x, x, alpha=0.1) * 3.0,
+        lambda x: (x.double() + 2.0**52 * 1.5) - 2.0**52 * 1.5,
+        lambda x: (x.half() + 1024.0) - 1024.0,
+    ],
+)
+def test_arithmetic_with_constants_rounds_each_step_as_eager(fn):
+    """XLA's simplifier reassociated sums and products with constants as if floats were reals:
+    ``(x + 12582912.0) - 12582912.0`` (rounding to an integer, as fake quantization writes it)
+    returned ``x``. Eager rounds each step: the values are bit for bit eager's."""
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0)) * 100
+    _same_as_eager(fn, x)
+
+
+def test_fake_quantization_by_the_rounding_constant_as_eager():
+    x = torch.randn(256, generator=torch.Generator().manual_seed(1))
+    _same_as_eager(_fake_quant, x)  # (bit for bit)

@@ -315,17 +315,48 @@ def round_decimals(self, *, decimals=0):
 
 
 # -- binary ops ---------------------------------------------------------------------------------
+def _kept_constants(jfn, kind: Kind, scalar_in_opmath: bool = False):
+    """The lowering of ``jfn`` (add, subtract, multiply, divide) with its floating operands
+    that are constants of the program (Python numbers, tensors made in the function from
+    values: ``torch.tensor(0.5)``) behind an optimization barrier.
+
+    # NOTE: XLA's algebraic simplifier reassociates arithmetic with constants as if floats were
+    # reals: ``(x + 12582912.0) - 12582912.0`` (rounding to an integer by the float's
+    # precision, as fake quantization writes it) became ``x``, ``(x * 3.0) / 7.0`` became
+    # ``x * (3/7)``, ``x * 1e38 / 1e38`` became 0 (the folded reciprocal flushed). Eager
+    # rounds each step. A constant it cannot see stays a scalar operand of the fused loop.
+    """
+
+    def lowering(*args):
+        operands, result = _operands(args, kind, scalar_in_opmath)
+        node = ctx().node
+        constant = [
+            not is_array(a) or _made_in_program(n)
+            for a, n in zip(args, [*node.args, *([None] * len(args))])
+        ]
+        operands = [_opaque(a) if c else a for a, c in zip(operands, constant)]
+        return as_dtype(jfn(*operands), result)
+
+    return lowering
+
+
+def _opaque(a):
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        return a
+    return lax.optimization_barrier(a)
+
+
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
         if alpha != 1:
             (a, b), result = _operands((self, other), Kind.DEFAULT)
-            prod = b * as_dtype(alpha, b.dtype)
+            prod = b * _opaque(as_dtype(alpha, b.dtype))
             common, _ = promote(Kind.NO_OPMATH, self, other)
             if is_half(common):
                 # NOTE: torch's float16/bfloat16 kernels round alpha * other to the tensor dtype.
                 prod = as_dtype(as_dtype(prod, common), prod.dtype)
             return as_dtype(jfn(a, prod), result)
-        return _pointwise(jfn, Kind.DEFAULT)(self, other)
+        return _kept_constants(jfn, Kind.DEFAULT)(self, other)
 
     return lowering
 
@@ -388,6 +419,21 @@ def _constant_zero(arg, negative: bool = False) -> bool:
                 return False
             arg = arg.args[where]
             continue
+        if target not in _SAME_VALUES or not arg.args:
+            return False
+        arg = arg.args[0]
+    return False
+
+
+def _made_in_program(arg) -> bool:
+    """Whether the ATen argument ``arg`` is a tensor the program makes from constant values
+    (``torch.tensor(0.5)``, ``torch.full``), seen through views and copies."""
+    for _ in range(32):
+        if getattr(arg, "op", None) == "get_attr":
+            return True
+        target = getattr(arg, "target", None)
+        if target in _ZERO_FILLS:
+            return True
         if target not in _SAME_VALUES or not arg.args:
             return False
         arg = arg.args[0]
@@ -550,10 +596,10 @@ for _ops, _fn, _kind in [
 
 
 register(aten.mul.Tensor, aten.mul.Scalar)(
-    _pointwise(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
+    _kept_constants(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
 )
 register(aten.div.Tensor, aten.div.Scalar)(
-    _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)
+    _kept_constants(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)
 )
 
 
