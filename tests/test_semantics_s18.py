@@ -225,3 +225,21 @@ def test_arithmetic_with_constants_rounds_each_step_as_eager(fn):
 def test_fake_quantization_by_the_rounding_constant_as_eager():
     x = torch.randn(256, generator=torch.Generator().manual_seed(1))
     _same_as_eager(_fake_quant, x)  # (bit for bit)
+
+
+# --- exp's overflow is not simplified away ------------------------------------------------------
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.log(torch.exp(x)),
+        lambda x: x.exp().log_(),
+        lambda x: torch.exp(x) / torch.exp(x * 0.5),
+        lambda x: x.exp().div(x.mul(0.5).exp()),
+        lambda x: x.exp() / x.exp().sum(),  # (no rewrite: unchanged)
+    ],
+)
+def test_exp_overflow_is_not_simplified_away(fn):
+    """XLA rewrote log(exp(x)) to x and exp(a) / exp(b) to exp(a - b): where eager's exp
+    overflows (x = 100 in float32) eager gives inf, the rewrite a finite value. (No values
+    whose exp is subnormal: XLA's CPU flushes those, a documented limitation.)"""
+    _same_as_eager(fn, torch.tensor([100.0, 89.0, 50.0, 1.0, 0.0, -1.0, -3.0, -50.0]))

@@ -222,7 +222,6 @@ for _op, _fn in [
     (aten.exp, jnp.exp),
     (aten.exp2, _wide(jnp.exp2)),
     (aten.expm1, jnp.expm1),
-    (aten.log, jnp.log),
     (aten.log2, jnp.log2),
     (aten.log10, jnp.log10),
     (aten.log1p, jnp.log1p),
@@ -248,6 +247,34 @@ for _op, _fn in [
     (aten.reciprocal, jnp.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
+
+
+def _after_exp(jfn, kind: Kind, positions: tuple[int, ...], scalar_in_opmath: bool = False):
+    """The lowering of ``jfn`` with its operands at ``positions`` behind an optimization
+    barrier where an ``exp`` made them.
+
+    # NOTE: XLA's algebraic simplifier rewrites ``log(exp(x))`` to ``x`` and
+    # ``exp(a) / exp(b)`` to ``exp(a - b)``: eager's exp overflows first (log(exp(100.)) is
+    # inf, exp(100.) / exp(50.) inf), the rewrite returned finite values.
+    """
+
+    def lowering(*args):
+        operands, result = _operands(args, kind, scalar_in_opmath)
+        node = ctx().node
+        operands = [
+            lax.optimization_barrier(a) if k in positions and _exp_of(node.args[k]) else a
+            for k, a in enumerate(operands)
+        ]
+        return as_dtype(jfn(*operands), result)
+
+    return lowering
+
+
+register(aten.log.default)(_after_exp(jnp.log, Kind.INT_TO_FLOAT, (0,)))
+
+
+def _exp_of(arg) -> bool:
+    return getattr(arg, "target", None) in (aten.exp.default, aten.exp_.default)
 
 
 def _sign(x):
@@ -315,26 +342,30 @@ def round_decimals(self, *, decimals=0):
 
 
 # -- binary ops ---------------------------------------------------------------------------------
-def _kept_constants(jfn, kind: Kind, scalar_in_opmath: bool = False):
+def _kept_constants(
+    jfn, kind: Kind, scalar_in_opmath: bool = False, after_exp: tuple[int, ...] = ()
+):
     """The lowering of ``jfn`` (add, subtract, multiply, divide) with its floating operands
     that are constants of the program (Python numbers, tensors made in the function from
-    values: ``torch.tensor(0.5)``) behind an optimization barrier.
+    values: ``torch.tensor(0.5)``) behind an optimization barrier; and those at positions
+    ``after_exp`` that an ``exp`` made (``_after_exp``).
 
     # NOTE: XLA's algebraic simplifier reassociates arithmetic with constants as if floats were
     # reals: ``(x + 12582912.0) - 12582912.0`` (rounding to an integer by the float's
-    # precision, as fake quantization writes it) became ``x``, ``(x * 3.0) / 7.0`` became
-    # ``x * (3/7)``, ``x * 1e38 / 1e38`` became 0 (the folded reciprocal flushed). Eager
-    # rounds each step. A constant it cannot see stays a scalar operand of the fused loop.
+    # precision, as fake quantization writes it) became ``x``, ``(x + 0.1) + 0.2`` became
+    # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
+    # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
+    # 1 ulp off eager's quotient in about a third of the elements.)
     """
 
     def lowering(*args):
         operands, result = _operands(args, kind, scalar_in_opmath)
         node = ctx().node
-        constant = [
-            not is_array(a) or _made_in_program(n)
-            for a, n in zip(args, [*node.args, *([None] * len(args))])
+        kept = [
+            not is_array(a) or _made_in_program(n) or (k in after_exp and _exp_of(n))
+            for k, (a, n) in enumerate(zip(args, [*node.args, *([None] * len(args))]))
         ]
-        operands = [_opaque(a) if c else a for a, c in zip(operands, constant)]
+        operands = [_opaque(a) if c else a for a, c in zip(operands, kept)]
         return as_dtype(jfn(*operands), result)
 
     return lowering
@@ -599,7 +630,7 @@ register(aten.mul.Tensor, aten.mul.Scalar)(
     _kept_constants(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
 )
 register(aten.div.Tensor, aten.div.Scalar)(
-    _kept_constants(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)
+    _kept_constants(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
 )
 
 
