@@ -243,3 +243,56 @@ def test_exp_overflow_is_not_simplified_away(fn):
     overflows (x = 100 in float32) eager gives inf, the rewrite a finite value. (No values
     whose exp is subnormal: XLA's CPU flushes those, a documented limitation.)"""
     _same_as_eager(fn, torch.tensor([100.0, 89.0, 50.0, 1.0, 0.0, -1.0, -3.0, -50.0]))
+
+
+# --- addcdiv/addcmul that Dynamo splits ---------------------------------------------------------
+def _addcdiv(x, y):
+    return torch.addcdiv(x, x, y, value=0.1)
+
+
+def _addcdiv_(x, y):
+    return x.clone().addcdiv_(x, y, value=-0.1)
+
+
+def _addcmul_(x, y):
+    return x.clone().addcmul_(x, y, value=0.1)
+
+
+def _written_out(x, y):
+    return x + torch.div(x, y) * 0.1  # (three ops, each rounded: left as written)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("fn", [_addcdiv, _addcdiv_, _addcmul_, _written_out])
+def test_addcdiv_and_addcmul_round_once_as_eager(fn, dtype):
+    """Dynamo splits ``torch.addcdiv(s, t1, t2, value=v)`` into div, mul, add and
+    ``s.addcdiv_``/``s.addcmul_`` into div/mul and fma: each part was rounded to bf16 where
+    eager's kernel rounds once (bf16 optimizer steps drifted), and t1 / t2 * v is not eager's
+    v * t1 / t2 in float32 either. The calls are put back whole."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(512, generator=g) * 10).to(dtype)
+    y = (torch.randn(512, generator=g) * 10).to(dtype)
+    if fn is _written_out and dtype == torch.float32:
+        pytest.skip("XLA's CPU contracts a * b + c into an fma (1 ulp): not bit for bit")
+    _same_as_eager(fn, x, y)
+
+
+# --- add/sub with alpha on half-precision tensors ----------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [5, 37, 100, 4005])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, m: torch.add(x, m, alpha=0.1),
+        lambda x, m: x.clone().sub_(m, alpha=0.3),
+        lambda x, m: torch.add(x, m[0], alpha=0.1),
+    ],
+)
+def test_half_precision_add_with_alpha_as_eager(fn, n, dtype):
+    """Eager's vectorized loop multiplies by alpha rounded to the dtype and rounds once (an
+    SGD step ``p.add_(grad, alpha=-lr)``); only its scalar tail rounds the product first,
+    which the lowering had done everywhere."""
+    g = torch.Generator().manual_seed(n)
+    x = (torch.randn(n, generator=g) * 10).to(dtype)
+    m = (torch.randn(n, generator=g) * 10).to(dtype)
+    _same_as_eager(fn, x, m)

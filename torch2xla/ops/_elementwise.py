@@ -377,15 +377,38 @@ def _opaque(a):
     return lax.optimization_barrier(a)
 
 
+# NOTE: eager's CPU add/sub with ``alpha`` on float16/bfloat16 tensors computes in float32
+# two ways: its vectorized loop multiplies by alpha rounded to the tensors' dtype and rounds
+# once (``x.add_(grad, alpha=-lr)``, an SGD step), its scalar loop, which takes the last
+# ``numel % W`` elements (W: the elements of one vector register, 32 with AVX-512, else 16),
+# rounds that product to the dtype first. Followed for the flat (row-major)
+# positions of the result; where eager's loop runs along a strided or broadcast inner
+# dimension its tails fall elsewhere (1 ulp).
+_VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+
+
+def _half_alpha_product(b, alpha, common, prod):
+    """``alpha * b`` (float32 ``b``; ``prod``: the product in float32) as eager's kernel for
+    the half dtype ``common``."""
+    vector = b * _opaque(as_dtype(as_dtype(alpha, common), b.dtype))
+    scalar = as_dtype(as_dtype(vector, common), vector.dtype)
+    if ctx().on_cuda:
+        return prod  # (CUDA: alpha and the product in float32)
+    shape = ctx().out.shape
+    n = math.prod(shape)
+    width = _VECTOR_BYTES // 2
+    tail = jnp.arange(n).reshape(shape) >= n - n % width
+    return jnp.where(tail, jnp.broadcast_to(scalar, shape), jnp.broadcast_to(vector, shape))
+
+
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
         if alpha != 1:
             (a, b), result = _operands((self, other), Kind.DEFAULT)
-            prod = b * _opaque(as_dtype(alpha, b.dtype))
             common, _ = promote(Kind.NO_OPMATH, self, other)
+            prod = b * _opaque(as_dtype(alpha, b.dtype))
             if is_half(common):
-                # NOTE: torch's float16/bfloat16 kernels round alpha * other to the tensor dtype.
-                prod = as_dtype(as_dtype(prod, common), prod.dtype)
+                prod = _half_alpha_product(b, alpha, common, prod)
             return as_dtype(jfn(a, prod), result)
         return _kept_constants(jfn, Kind.DEFAULT)(self, other)
 
