@@ -296,3 +296,21 @@ def test_half_precision_add_with_alpha_as_eager(fn, n, dtype):
     x = (torch.randn(n, generator=g) * 10).to(dtype)
     m = (torch.randn(n, generator=g) * 10).to(dtype)
     _same_as_eager(fn, x, m)
+
+
+# --- a dtype the call names that eager's kernel does not implement ------------------------------
+@pytest.mark.parametrize(
+    "fn, x",
+    [
+        (lambda t: t.cumsum(0, dtype=torch.bool), torch.tensor([True, False, True])),
+        (lambda t: t.cumprod(0, dtype=torch.bool), torch.tensor([True, False, True])),
+        (lambda t: t.cumsum(0, dtype=torch.bool), torch.tensor([1.0, 2.0])),
+        (lambda t: t.sum(dtype=torch.bool), torch.tensor([True, False, True])),  # runs
+        (lambda t: t.cumsum(0, dtype=torch.int8), torch.tensor([100, 100, 3])),  # runs
+    ],
+)
+def test_a_dtype_argument_eager_does_not_implement_raises_as_eager(fn, x):
+    """The probe of eager's dtype refusals replaced the tensors' dtypes only: a refusal of the
+    ``dtype=`` the call names (``cumsum(dtype=torch.bool)``: "cumsum_out_cpu" not implemented
+    for 'Bool') looked like another error, and XLA computed it."""
+    _same_as_eager(fn, x)
