@@ -19,6 +19,7 @@ from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     eager_layouts,
     margin_losses,
+    pointwise_composites,
     preserve_rnns,
     preserve_sdpa,
     strip_effect_tokens,
@@ -156,6 +157,8 @@ def prepare(
     gm = preserve_sdpa(gm)
     # margin losses as eager computes them (torch decomposes them before our table)
     gm = margin_losses(gm)
+    # addcdiv/addcmul whole again (Dynamo splits them: each part rounded)
+    gm = pointwise_composites(gm)
     # results laid out as eager's kernels lay them out (the fake kernels keep the input's)
     gm = eager_layouts(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.

@@ -14,6 +14,10 @@
 - ``eager_layouts``: the results of calls whose eager kernels choose their output's memory
   format (batch norm, CPU ``max_pool1d`` without grad) made contiguous in it, so that outputs
   computed from them have eager's strides (the fake kernels keep the input's).
+- ``pointwise_composites``: ``addcdiv``/``addcmul`` calls that Dynamo split into
+  ``div``/``mul`` then ``mul``+``add`` or ``fma`` put back whole: each part rounded to the
+  tensors' dtype where eager's kernel rounds once (bfloat16 Adam steps), and in another order
+  (``t1 / t2 * value`` where eager computes ``value * t1 / t2``).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -54,6 +58,72 @@ def _rewritten(
         rewrite(gm.graph, nodes[i])
     gm.recompile()
     return gm
+
+
+# -- addcdiv/addcmul put back whole -----------------------------------------------------------------
+# Dynamo writes ``torch.addcdiv(s, t1, t2, value=v)`` as ``s + torch.div(t1, t2) * v`` and
+# ``s.addcdiv_(t1, t2, value=v)`` (``addcmul_``) as ``s.copy_(fma(t1 / t2, v, s))``, to keep
+# ``v`` out of the graph's inputs. Told apart from the same ops written by the user by the
+# user's line, which names the composite.
+_FMA = torch.ops.prims.fma.default
+_PARTS = {torch.div: "addcdiv", torch.mul: "addcmul"}
+_COMPOSITES = {"addcdiv": torch.addcdiv, "addcmul": torch.addcmul}
+
+
+def pointwise_composites(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose ``addcdiv``/``addcmul`` calls Dynamo split are whole again
+    (``gm`` itself is never changed)."""
+    return _rewritten(gm, lambda n: _split_composite(n) is not None, _join_composite)
+
+
+def _split_composite(node: torch.fx.Node):
+    """(name, self, t1, t2, value, nodes to drop) where ``node`` ends a split
+    ``addcdiv``/``addcmul`` (the ``fma``, or the ``add`` of the functional form)."""
+    from torch2xla._errors import _user_frame
+
+    if node.op != "call_function" or node.kwargs:
+        return None
+    if node.target is _FMA and len(node.args) == 3:
+        part, value, self = node.args
+        dropped = [part]
+    elif node.target is torch.add and len(node.args) == 2:
+        self, scaled = node.args
+        if not (
+            isinstance(scaled, torch.fx.Node)
+            and scaled.target is torch.mul
+            and not scaled.kwargs
+            and len(scaled.args) == 2
+            and len(scaled.users) == 1
+        ):
+            return None
+        part, value = scaled.args
+        dropped = [scaled, part]
+    else:
+        return None
+    if not (
+        isinstance(part, torch.fx.Node)
+        and part.op == "call_function"
+        and part.target in _PARTS
+        and not part.kwargs
+        and len(part.args) == 2
+        and len(part.users) == 1
+        and isinstance(value, bool | int | float)
+    ):
+        return None
+    name = _PARTS[part.target]
+    frames = [_user_frame(n) for n in (node, *dropped)]
+    if frames[0] is None or any(f != frames[0] for f in frames) or name not in frames[0][2]:
+        return None
+    return name, self, *part.args, value, dropped
+
+
+def _join_composite(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    name, self, t1, t2, value, dropped = _split_composite(node)
+    node.target = _COMPOSITES[name]
+    node.args = (self, t1, t2)
+    node.kwargs = {"value": value}
+    for n in dropped:  # (the fma's or add's operand first: its only user is gone)
+        graph.erase_node(n)
 
 
 # -- nn.LSTM/GRU/RNN kept whole (ops/_rnn.py) ----------------------------------------------------

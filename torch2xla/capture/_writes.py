@@ -274,11 +274,18 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
 
 def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
     """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
-    that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
-    ``x[0:4], x[2:6]``): Dynamo does not guard aliasing, so it is checked per signature."""
+    (or a view of one) that reads another input (or a view of one) overlapping it in this
+    call's ``args`` (``a.add_(b)`` called with ``x[0:4], x[2:6]``; ``a[:-1].add_(b)`` called
+    with ``x, x[1:]``): Dynamo does not guard aliasing, so it is checked per signature."""
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}
     group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
+
+    def member(a: Any) -> int | None:
+        """The position of the overlapping input whose memory ``a`` is (a view of)."""
+        i = position.get(_root(a)) if isinstance(a, torch.fx.Node) else None
+        return i if i is not None and i in group else None
+
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function") or node.target is operator.setitem:
             continue
@@ -287,34 +294,41 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         if _written(node, example_args, example_kwargs) is None:
             continue
         target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0]
-        if target not in position or position[target] not in group:
+        mine = member(target)
+        if mine is None:
             continue
-        mine = group[position[target]]
         read = [
             a
             for a in _leaves((node.args, node.kwargs))
-            if a is not target and a in position and group.get(position[a]) == mine
+            if a is not target and (i := member(a)) is not None and i != mine
+            if group[i] == group[mine]
         ]
         if not read:
             continue
-        members = [i for i, k in group.items() if k == mine]
+        members = [i for i, k in group.items() if k == group[mine]]
         tensors = [args[i] for i in members]
         if len({t.dtype for t in tensors}) > 1:
             continue
         first = min(t.storage_offset() for t in tensors)
         length = max(t.storage_offset() - first + _extent(t) for t in tensors)
         base = torch.zeros(length, dtype=tensors[0].dtype)
-        real = {
-            placeholders[i]: base.as_strided(
-                args[i].shape, args[i].stride(), args[i].storage_offset() - first
-            )
-            for i in members
-        }
 
-        def like(a: Any, real: dict = real) -> Any:
-            if isinstance(a, torch.fx.Node):
-                return real[a] if a in real else _real(_example(a))
-            return a
+        def like(a: Any, base: torch.Tensor = base, first: int = first) -> Any:
+            if not isinstance(a, torch.fx.Node):
+                return a
+            i = member(a)
+            if i is None:
+                return _real(_example(a))
+            # (a view's place in the input's memory: its example's offset from the example
+            # input's, the input's own in this call's memory)
+            ex, root = _example(a), _example(placeholders[i])
+            if ex.dtype != base.dtype or not all(
+                isinstance(n, int)
+                for n in (*ex.shape, *ex.stride(), ex.storage_offset(), root.storage_offset())
+            ):
+                raise _Symbolic
+            offset = ex.storage_offset() - root.storage_offset() + args[i].storage_offset()
+            return base.as_strided(ex.shape, ex.stride(), offset - first)
 
         try:
             real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
@@ -387,8 +401,9 @@ def _eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | 
         with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             call()
-    except RuntimeError as e:
-        if wanted(str(e)):
+    except (RuntimeError, IndexError, TypeError, ValueError) as e:
+        # (an index of ones out of a one-element tensor raises IndexError: not the user's)
+        if isinstance(e, RuntimeError) and wanted(str(e)):
             return str(e)
         log.debug("torch2xla: eager check of %s could not run: %r", node.format_node(), e)
     return None

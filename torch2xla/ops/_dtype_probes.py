@@ -136,6 +136,8 @@ def _call(
             return torch.full(probe_shape(value), fill, dtype=dtype)
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return 1
+        if isinstance(value, torch.dtype) and value == replaced:  # (``dtype=torch.bool``)
+            return by
         return value
 
     # (the generator's state is restored: a random op's probe must not move the user's stream)
@@ -252,12 +254,15 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None
     not implemented for 'Long'``. Found by calling ``fn`` as ``kernel_refuses`` calls a
     kernel; an error counts as the dtype's only where the same call with float32 or an
     integer type in place of that dtype runs (``_varying_refusal``)."""
-    tensors = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
-    if not any(_varies(t.dtype) for t in tensors):
+    leaves = tree_leaves((args, kwargs))
+    tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+    # (the dtypes of the tensors, and those the call names: ``x.cumsum(0, dtype=torch.bool)``)
+    kinds = [t.dtype for t in tensors] + [v for v in leaves if isinstance(v, torch.dtype)]
+    if not tensors or not any(_varies(d) for d in kinds):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
         return None
-    dtypes = tuple(dict.fromkeys(t.dtype for t in tensors if _varies(t.dtype)))
+    dtypes = tuple(dict.fromkeys(d for d in kinds if _varies(d)))
     return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
 
 

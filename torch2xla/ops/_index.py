@@ -39,6 +39,25 @@ def _bool_as_int(fn):
     return lowering
 
 
+_HALF = (jnp.float16, jnp.bfloat16)
+
+
+def _half_in_float32(fn):
+    """Run a scatter that accumulates (``scatter_add``, ``scatter_reduce``) on float16/bfloat16
+    tensors in float32, rounded once at the end: eager's CPU kernels accumulate in float32
+    (600 bf16 ones scattered into one element make 600; added in bf16 they stop at 256)."""
+
+    def lowering(self, *args, **kwargs):
+        if self.dtype not in _HALF:
+            return fn(self, *args, **kwargs)
+        args = [
+            a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype in _HALF else a for a in args
+        ]
+        return fn(self.astype(jnp.float32), *args, **kwargs).astype(self.dtype)
+
+    return lowering
+
+
 @jax.custom_vjp
 def _scatter_multiply(base, idx, src):
     """``base.at[idx].multiply(src)`` with the exact gradient: each factor gets the product of
@@ -324,6 +343,7 @@ def scatter(self, dim, index, src):
 
 @register(aten.scatter_add.default)
 @_bool_as_int
+@_half_in_float32
 def scatter_add(self, dim, index, src):
     dim = canonical_dim(dim, self.ndim)
     check_index(index, self.shape[dim] if self.ndim else 1, dim)
@@ -334,6 +354,22 @@ def scatter_add(self, dim, index, src):
 @register(aten.scatter_reduce.two)
 @_bool_as_int
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    if self.dtype in _HALF and reduce in ("sum", "prod", "mean"):
+        # (eager accumulates in float32; a mean's total is rounded before it is divided)
+        out = _scatter_reduce(
+            self.astype(jnp.float32),
+            dim,
+            index,
+            as_dtype(src, self.dtype).astype(jnp.float32),
+            reduce,
+            include_self=include_self,
+            _rounding=self.dtype,
+        )
+        return out.astype(self.dtype)
+    return _scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
+
+
+def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True, _rounding=None):
     dim = canonical_dim(dim, self.ndim)
     check_index(index, self.shape[dim] if self.ndim else 1, dim)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
@@ -341,6 +377,8 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if reduce == "mean":
         base = self if include_self else jnp.zeros_like(self)
         total = base.at[idx].add(src)
+        if _rounding is not None:
+            total = total.astype(_rounding).astype(total.dtype)
         count = jnp.full(self.shape, 1 if include_self else 0, self.dtype).at[idx].add(1)
         count = jnp.maximum(count, 1)
         out = total / count if jnp.issubdtype(self.dtype, jnp.inexact) else total // count
@@ -434,6 +472,7 @@ def check_fits(value, dtype: torch.dtype) -> None:
 
 @register(aten.scatter.reduce, aten.scatter.value_reduce)
 @_bool_as_int
+@_half_in_float32
 def scatter_legacy_reduce(self, dim, index, src, *, reduce):
     check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:

@@ -247,8 +247,34 @@ def _range(x, lo, hi, widen):
 @register(aten.histc.default)
 def histc(self, bins=100, min=0, max=0):
     x = self.reshape(-1)
+    if min == 0 and max == 0 and x.size:
+        # (eager raises where the data's range is not finite: a NaN or an infinity in it)
+        lo, hi = jnp.min(x).astype(jnp.float32), jnp.max(x).astype(jnp.float32)
+        bits = [lax.bitcast_convert_type(v, jnp.uint32).astype(jnp.int64) for v in (lo, hi)]
+        ctx().check(
+            ~(jnp.isfinite(lo) & jnp.isfinite(hi)),
+            "",
+            (bits[0] << 32) | bits[1],
+            explain=_histc_range,
+        )
     lo, hi = _range(x, min, max, 1)
     return _hist_counts(x, lo, hi, bins, None, out_dtype())
+
+
+def _histc_range(value: int) -> tuple:
+    """Eager's error for a histc whose data range (two float32 bit patterns in ``value``) is
+    not finite, formatted as eager's (``[-nan, -nan]``, ``[1, inf]``: its min/max of data
+    holding a NaN is the x86 default NaN, whose sign bit is set)."""
+    from torch2xla._errors import OpError
+
+    def shown(bits: int) -> str:
+        v = float(np.array(bits & 0xFFFFFFFF, np.uint32).view(np.float32))
+        if np.isnan(v):
+            return "-nan"
+        return f"{v:g}"
+
+    ends = f"[{shown(value >> 32)}, {shown(value)}]"
+    return f"torch.histc: range of {ends} is not finite", OpError
 
 
 def _density(hist, edges):
