@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch2xla
 from tests._util import assert_same
 
 _UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
@@ -44,3 +45,94 @@ def test_unsigned_ops_eager_implements_still_run_in_xla(dtype):
     x = torch.tensor([0, 7, 300, 2], dtype=dtype)
     got = torch.compile(fn, backend="xla", options={"strict": True})(x)
     assert_same(got, fn(x))
+
+
+# -- an op run in eager that raises: eager's error, with eager's writes and draws before it ----
+_CALLS = []
+
+
+@torch.library.custom_op("t2x_s18::check_pos", mutates_args=())
+def check_pos(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append(1)
+    if (x < 0).any():
+        raise ValueError("check_pos: negative input")
+    return x.sqrt()
+
+
+@check_pos.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _error(fn, *args) -> str:
+    with pytest.raises(ValueError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+def test_eager_op_that_raises_keeps_the_writes_eager_made_before_it():
+    # The split graph writes its inputs back after its last op: an eager op raising in
+    # between lost x.add_(1) and y.mul_(2), which eager had made.
+    def f(x, y):
+        x.add_(1)
+        y.mul_(2)
+        h = torch.ops.t2x_s18.check_pos(x)
+        x.mul_(10)
+        return h
+
+    g = torch.compile(f, backend="xla")
+    x, y = torch.tensor([4.0, 1.0]), torch.ones(2)
+    with pytest.warns(torch2xla.FallbackWarning):
+        assert_same(g(x, y), torch.tensor([5.0, 2.0]).sqrt())
+    for _ in range(2):  # (the signature's first failing call, then again)
+        x_eager, y_eager = torch.tensor([-5.0, 1.0]), y.clone()
+        x.copy_(x_eager)
+        before = x._version
+        message = _error(f, x_eager, y_eager)
+        assert _error(g, x, y) == message
+        assert_same(x, x_eager)
+        assert_same(y, y_eager)
+        assert x._version - before == x_eager._version  # (eager's one write before the op)
+
+
+def test_eager_op_that_raises_leaves_the_generator_and_buffers_as_eager():
+    def f(x):
+        a = torch.rand(5)
+        h = torch.ops.t2x_s18.check_pos(x + a)
+        return h + torch.rand(5)
+
+    def next_draws(fn):
+        torch.manual_seed(1)
+        _error(fn, -3 * torch.ones(5))
+        return torch.rand(3)
+
+    g = torch.compile(f, backend="xla")
+    want = next_draws(f)
+    assert_same(next_draws(g), want)
+    assert_same(next_draws(g), want)  # (the cached signature: the state is kept for it too)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return torch.ops.t2x_s18.check_pos(self.bn(x))
+
+    m, ref = M(), M()
+    x = torch.randn(4, 3)
+    _error(torch.compile(m, backend="xla"), x)
+    _error(ref, x)
+    assert_same(list(m.buffers()), list(ref.buffers()))
+
+
+def test_eager_op_that_raises_in_a_graph_without_writes_or_draws_runs_once():
+    def f(x):
+        return torch.ops.t2x_s18.check_pos(x * 2) + 1
+
+    g = torch.compile(f, backend="xla")
+    with pytest.warns(torch2xla.FallbackWarning):
+        g(torch.ones(3))
+    _CALLS.clear()
+    assert _error(g, -torch.ones(3)) == "check_pos: negative input"
+    assert len(_CALLS) == 1  # nothing to make again: not replayed
