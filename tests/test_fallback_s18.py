@@ -136,3 +136,25 @@ def test_eager_op_that_raises_in_a_graph_without_writes_or_draws_runs_once():
     _CALLS.clear()
     assert _error(g, -torch.ones(3)) == "check_pos: negative input"
     assert len(_CALLS) == 1  # nothing to make again: not replayed
+
+
+# -- the eager ops of a split graph run without the caller's autocast ------------------------
+def test_eager_op_of_a_split_graph_is_not_autocast_again():
+    # The ATen graph holds autocast's casts already; its eager ops ran under the caller's
+    # autocast, so an mm the user computes in float32 (autocast disabled) came out bfloat16.
+    def f(x, w):
+        h = (x @ w).relu()  # bfloat16, by autocast
+        with torch.autocast("cpu", enabled=False):
+            return h, x.float() @ w.float()
+
+    options = {"eager_ops": [torch.ops.aten.mm.default]}
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 2, requires_grad=True)
+    x2, w2 = (t.detach().clone().requires_grad_() for t in (x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = torch.compile(f, backend="xla", options=options)(x, w)
+        want = f(x2, w2)
+        assert_same(got, want, rtol=1e-2, atol=1e-2)  # (bfloat16 products, same kernels)
+        (got[0].float().sum() + got[1].sum()).backward()
+        (want[0].float().sum() + want[1].sum()).backward()
+    assert_same([x.grad, w.grad], [x2.grad, w2.grad], rtol=1e-2, atol=1e-2)

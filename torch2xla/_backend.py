@@ -871,6 +871,11 @@ class _Entry:
         if self.program is not None:
             return self.program(inputs)
         try:
+            if torch._C._is_any_autocast_enabled():
+                # (the ATen graph has autocast's casts already: its eager ops must not be
+                # cast again, as an mm under ``autocast(enabled=False)`` in the user's code)
+                with torch._C._DisableAutocast():
+                    return list(self.runner(*inputs))
             return list(self.runner(*inputs))
         except (OpError, CompileError):  # (an XLA partition's: handled as the whole graph's)
             raise
