@@ -158,3 +158,49 @@ def test_eager_op_of_a_split_graph_is_not_autocast_again():
         (got[0].float().sum() + got[1].sum()).backward()
         (want[0].float().sum() + want[1].sum()).backward()
     assert_same([x.grad, w.grad], [x2.grad, w2.grad], rtol=1e-2, atol=1e-2)
+
+
+# -- tensor subclasses with __torch_dispatch__: the graph runs in eager, saying why ----------
+def test_tensor_subclass_input_runs_in_eager_with_a_clear_warning():
+    # The export to ATen refuses them: the graph ran in eager with a warning that called it
+    # "a bug in torch2xla" (stage lowering, AOTAutograd failed).
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        return (x * 2).sin() + 1
+
+    t = TwoTensor(torch.randn(3), torch.randn(3))
+    with pytest.warns(torch2xla.FallbackWarning) as record:
+        got = torch.compile(f, backend="xla")(t)
+    want = f(t)
+    assert type(got) is TwoTensor
+    assert_same([got.a, got.b], [want.a, want.b])
+    (message,) = [str(r.message) for r in record]
+    assert "graph_" in message and "runs in eager PyTorch because of" in message
+    assert "input 'x' is a TwoTensor, a tensor subclass with __torch_dispatch__" in message
+    assert "return (x * 2).sin() + 1" in message and "bug" not in message
+    with pytest.raises(torch2xla.UnsupportedOpsError, match="input 'x' is a TwoTensor"):
+        torch.compile(f, backend="xla", options={"strict": True})(t)
+
+
+def test_tensor_subclass_parameter_trains_as_in_eager():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(TwoTensor(torch.ones(3), torch.ones(3) * 2))
+
+        def forward(self, x):
+            return (x * self.w).sum()
+
+    m, ref = M(), M()
+    x = torch.randn(3)
+    with pytest.warns(torch2xla.FallbackWarning, match="input 'self.w' is a TwoTensor"):
+        got = torch.compile(m, backend="xla")(x)
+    want = ref(x)
+    got.backward()
+    want.backward()
+    assert_same(
+        [got.a, got.b, m.w.grad.a, m.w.grad.b], [want.a, want.b, ref.w.grad.a, ref.w.grad.b]
+    )

@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from torch2xla._errors import (
     CompileError,
@@ -383,6 +384,9 @@ class CompiledGraph:
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
+            subclassed = self._subclass_inputs(args)
+            if subclassed:
+                return self._in_eager(subclassed, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -485,6 +489,26 @@ class CompiledGraph:
             if len(kinds) == 2 and i < len(args) and _records_write(args[i])
         ]
 
+    def _subclass_inputs(self, args: Sequence) -> list[Unsupported]:
+        """The inputs that are tensor subclasses with ``__torch_dispatch__`` (``TwoTensor``,
+        ``DTensor``; the graph's own parameters included): their ops are the subclass's
+        Python code, which the export to ATen does not take; such graphs run in eager."""
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        found = [
+            Unsupported(node, _subclass_reason(name, a))
+            for node, name, a in zip(placeholders, self.input_names, args)
+            if is_traceable_wrapper_subclass(a)
+        ]
+        held = itertools.chain(self.gm.named_parameters(), self.gm.named_buffers())
+        first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
+        if first is not None:
+            found += [
+                Unsupported(first, _subclass_reason(name, t))
+                for name, t in held
+                if is_traceable_wrapper_subclass(t)
+            ]
+        return found
+
     def _tracked_writes(self, lowered: LoweredGraph, inputs: Sequence) -> tuple[bool, ...]:
         """Per input the graph writes back, whether eager's write is one autograd records
         (``y = w * 2`` passed in, ``y.mul_(3)`` in grad mode: ``y``'s history goes through
@@ -577,24 +601,25 @@ class CompiledGraph:
         program.label = f"torch2xla:{self.name}"
         return program
 
-    def _report(self, missing: list) -> None:
-        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch."""
+    def _report(self, missing: list, whole: bool = False) -> None:
+        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch
+        (``whole``: the whole graph does, because of them)."""
         if missing and self.options.strict:
             raise UnsupportedOpsError(self.name, missing)
         if missing and not self._warned:
             self._warned = True
             listing = "\n".join(str(u) for u in missing)
-            warn(
-                f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
-                f"the rest in XLA:\n{listing}",
-                FallbackWarning,
-                node=missing[0].node,
+            what = (
+                f"{self.name} runs in eager PyTorch because of"
+                if whole
+                else f"{len(missing)} op(s) of {self.name} run in eager PyTorch, the rest in XLA"
             )
+            warn(f"torch2xla: {what}:\n{listing}", FallbackWarning, node=missing[0].node)
 
     def _in_eager(self, missing: list[Unsupported], b: Build) -> _Cut:
         """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
         nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
-        self._report(missing)
+        self._report(missing, whole=True)
         b.record.mode = "eager"
         b.record.ops = [
             OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
@@ -626,6 +651,13 @@ class CompiledGraph:
         self._cut = _Cut(top, self.versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
+
+
+def _subclass_reason(name: str, value: torch.Tensor) -> str:
+    return (
+        f"input {name!r} is a {type(value).__name__}, a tensor subclass with "
+        "__torch_dispatch__ (XLA runs plain tensors)"
+    )
 
 
 _REASON_DUAL = (
