@@ -13,8 +13,9 @@ and the user's source line, and a second call warns no more.
 A scenario is ``fn(C, rec)``: ``C(f)`` is ``f`` itself in the eager run and the compiled ``f``
 in the other (``C(f, strict=True)`` for strict mode); ``rec(label, value)`` records what is
 compared. An error stops the scenario and is recorded as its last observation. Prints one line
-per scenario: ``ok``, ``DIFF`` (the first difference), ``WARN`` (a warning problem) or
-``CRASH`` (the probe itself failed).
+per scenario: ``ok``, ``DIFF`` (the first difference), ``TORCH`` (a difference Dynamo with
+``backend="eager"`` shows too: torch's own), ``WARN`` (a warning problem) or ``CRASH`` (the
+probe itself failed).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def nonzero_then_grad(C, rec):
 
 # ============================================================================================
 # sparse and nested tensors
-@scenario(warns="to_sparse")
+@scenario  # (Dynamo breaks the graph at to_sparse: no warning of ours)
 def to_sparse_values(C, rec):
     def f(x):
         s = (x * 2).to_sparse()
@@ -782,6 +783,102 @@ def mutation_sparse_island(C, rec):
     rec("x", x)
 
 
+@torch.library.custom_op("t2x_probe::check_pos", mutates_args=())
+def check_pos(x: torch.Tensor) -> torch.Tensor:
+    if (x < 0).any():
+        raise ValueError("check_pos: negative input")
+    return x.sqrt()
+
+
+@check_pos.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@scenario
+def island_raises_after_mutation(C, rec):
+    def f(x, y):
+        x.add_(1)
+        y.mul_(2)
+        h = torch.ops.t2x_probe.check_pos(x)
+        x.mul_(10)
+        return h
+
+    g = C(f)
+    x, y = torch.tensor([4.0, 1.0]), torch.ones(2)
+    rec("ok_call", g(x, y))
+    rec("x", x)
+    x[0] = -5.0
+    for k in range(2):  # (the first call of the signature, then its cached entry)
+        try:
+            g(x, y)
+        except ValueError as e:
+            rec(f"raised{k}", e)
+        rec(f"x{k}", x)
+        rec(f"y{k}", y)
+        x[0] = -5.0
+
+
+@scenario
+def island_raises_no_mutation(C, rec):
+    def f(x):
+        return torch.ops.t2x_probe.check_pos(x * 2) + 1
+
+    g = C(f)
+    rec("ok", g(torch.ones(3)))
+    rec("raises", g(-torch.ones(3)))
+
+
+@scenario
+def island_raises_rng_state(C, rec):
+    def f(x):
+        a = torch.rand(5)
+        h = torch.ops.t2x_probe.check_pos(x + a)
+        return h + torch.rand(5)
+
+    g = C(f)
+    torch.manual_seed(1)
+    try:
+        g(-torch.ones(5) * 3)
+    except ValueError as e:
+        rec("raised", e)
+    rec("next_draw", torch.rand(3))
+
+
+@scenario
+def island_raises_module_buffers(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return torch.ops.t2x_probe.check_pos(self.bn(x))
+
+    m = M()
+    try:
+        C(m)(leaf(4, 3, rg=False))
+    except ValueError as e:
+        rec("raised", e)
+    rec("running", [m.bn.running_mean, m.bn.running_var, m.bn.num_batches_tracked])
+
+
+@scenario
+def island_raises_training(C, rec):
+    def f(w, buf):
+        buf.add_(1)
+        return torch.ops.t2x_probe.check_pos(w * buf).sum()
+
+    w, buf = leaf(3), torch.zeros(3)
+    g = C(f)
+    try:
+        g(w, buf)
+    except ValueError as e:
+        rec("raised", e)
+    rec("buf", buf)
+    rec("grad", w.grad)
+
+
 # ============================================================================================
 # gradients through an eager island: values and None-ness
 @scenario
@@ -859,6 +956,101 @@ def grad_autograd_grad_allow_unused(C, rec):
     rec("grads", list(g))
 
 
+@scenario
+def island_in_no_grad_region(C, rec):
+    def f(a):
+        with torch.no_grad():
+            h = torch.ops.t2x_probe.twist(a * 2)
+        return (a * h).sum(), h
+
+    a = leaf(3)
+    out, h = C(f)(a)
+    rec("outs", [out, h])
+    out.backward()
+    rec("grad", a.grad)
+
+
+@scenario
+def island_under_enable_grad_in_no_grad_call(C, rec):
+    def f(a):
+        with torch.enable_grad():
+            h = torch.ops.t2x_probe.twist(a * 2)
+        return h
+
+    a = leaf(3)
+    with torch.no_grad():
+        h = C(f)(a)
+    rec("out", h)
+    h.sum().backward()
+    rec("grad", a.grad)
+
+
+@scenario
+def island_inference_mode(C, rec):
+    def f(a):
+        return torch.ops.t2x_probe.twist(a + 1) * 2
+
+    with torch.inference_mode():
+        out = C(f)(leaf(3, rg=False))
+    rec("out", out)
+    rec("inference", out.is_inference())
+
+
+def _eager_mm(C, f, *args):
+    """``f`` compiled with aten.mm run in eager (``eager_ops``), else ``f``."""
+    if not C.compiled or BACKEND != "xla":
+        return f(*args)
+    opts = {"eager_ops": [torch.ops.aten.mm.default]}
+    return torch.compile(f, backend="xla", options=opts)(*args)
+
+
+@scenario
+def eager_op_autocast_disabled_inside(C, rec):
+    # autocast is baked into the graph: the eager mm must not be autocast again at run time
+    def f(x, w):
+        with torch.autocast("cpu", enabled=False):
+            return x.float() @ w.float()
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = _eager_mm(C, f, leaf(3, 4, rg=False), leaf(4, 2, seed=1, rg=False))
+    rec("out", out)
+
+
+@scenario
+def eager_op_under_autocast(C, rec):
+    def f(x, w):
+        return (x @ w).relu(), torch.mm(x.double(), w.double())
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = _eager_mm(C, f, leaf(3, 4, rg=False), leaf(4, 2, seed=1, rg=False))
+    rec("out", list(out))
+
+
+@scenario
+def view_as_complex32_of_input(C, rec):
+    def f(x):
+        return x.view(torch.complex32)
+
+    x = torch.randn(4, 2).half()
+    out = twice(C(f), x)
+    rec("out", out)
+    rec("is_view", out._base is x)
+
+
+@scenario
+def island_output_mutated_later(C, rec):
+    def f(a):
+        h = torch.ops.t2x_probe.twist(a)
+        h.mul_(2)
+        return h, h + 1
+
+    a = leaf(3)
+    h, g = C(f)(a)
+    rec("outs", [h, g])
+    (h.sum() + g.sum()).backward()
+    rec("grad", a.grad)
+
+
 # ============================================================================================
 # training step of an nn.Module with an unsupported op
 class IslandNet(nn.Module):
@@ -907,7 +1099,9 @@ def train_step_adam_whole(C, rec):
     x, t = leaf(5, 6, rg=False), torch.tensor([0, 1, 2, 0, 1])
     for _ in range(3):
         rec("loss", cstep(x, t))
-    rec("params", [p.detach() for p in m.parameters()])
+    # (not fc1.bias: a batch norm follows, so its gradient is rounding noise, which Adam
+    # normalizes to steps of lr; torch's aot_eager differs from eager there too)
+    rec("params", [p.detach() for n, p in m.named_parameters() if n != "fc1.bias"])
 
 
 class SparseNet(nn.Module):
@@ -1057,14 +1251,13 @@ def strict_uint16(C, rec):
 
 @scenario
 def strict_no_fake(C, rec):
+    # (Dynamo itself needs the fake kernel: it raises before any backend sees the graph)
     def f(x):
         return torch.ops.t2x_probe.nofake(x) + 1
 
-    _strict(C, rec, f, (leaf(3, rg=False),), "nofake", "return torch.ops.t2x_probe.nofake")
+    rec("out", C(f, strict=True)(leaf(3, rg=False)))
 
 
-# ============================================================================================
-# the lowering failing: the error names op and user line; non-strict runs the op in eager
 @scenario
 def lowering_fails_strict(C, rec):
     from torch2xla.ops import LOWERINGS
@@ -1212,6 +1405,66 @@ def subclass_parameter(C, rec):
     rec("grad", m.w.grad)
 
 
+@scenario
+def subclass_dispatch_two_tensor(C, rec):
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        return (x * 2).sin() + 1
+
+    t = TwoTensor(leaf(3, rg=False), leaf(3, seed=1, rg=False))
+    out = twice(C(f), t)
+    rec("type", type(out).__name__)
+    rec("parts", [out.a, out.b])
+
+
+@scenario
+def subclass_dispatch_two_tensor_island(C, rec):
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        return torch.ops.t2x_probe.nograd(x * 2) + 1
+
+    t = TwoTensor(leaf(3, rg=False), leaf(3, seed=1, rg=False))
+    out = C(f)(t)
+    rec("type", type(out).__name__)
+    rec("parts", [out.a, out.b])
+
+
+@scenario
+def forward_ad_island(C, rec):
+    import torch.autograd.forward_ad as fwAD
+
+    def f(x):
+        return (x.sin() * 2).exp()
+
+    g = C(f)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(leaf(3, rg=False), torch.ones(3))
+        out = g(d)
+        p, t = fwAD.unpack_dual(out)
+        rec("primal", p)
+        rec("tangent", t)
+
+
+@scenario
+def func_jvp_vmap_grad(C, rec):
+    def f(x):
+        return torch.ops.t2x_probe.twist(x).sum()
+
+    g = C(f)
+    x = leaf(3, rg=False)
+    rec("grad", torch.func.grad(g)(x))
+
+
+@scenario
+def func_vmap_island(C, rec):
+    def f(x):
+        return torch.ops.t2x_probe.nograd(x) * 2
+
+    rec("vmap", torch.func.vmap(C(f))(leaf(4, 3, rg=False)))
+
+
 # ============================================================================================
 # warnings: one per graph, naming op and line, not on every call
 @scenario(warns="t2x_probe.twist")
@@ -1244,9 +1497,18 @@ def main(argv) -> int:
     warnings.simplefilter("ignore")
     names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
     bad = 0
+    global BACKEND
     for n in names:
         try:
             line = compare(n, SCENARIOS[n])
+            if line.startswith("DIFF") and BACKEND == "xla":
+                # torch's own difference where Dynamo with backend="eager" differs too
+                BACKEND = "eager"
+                try:
+                    if compare(n, SCENARIOS[n]).startswith("DIFF"):
+                        line = "TORCH" + line[4:] + "  [backend='eager' differs too]"
+                finally:
+                    BACKEND = "xla"
         except Exception:  # noqa: BLE001  (a failure of the probe itself)
             line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
         if not line.startswith("ok"):
