@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from torch2xla._errors import (
     CompileError,
@@ -27,7 +28,7 @@ from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import output_aliases
 from torch2xla.capture._lower import LoweredGraph, lower
-from torch2xla.capture._partition import find_unsupported, split
+from torch2xla.capture._partition import find_unsupported, has_collectives, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._stop_gradient import write_records
 from torch2xla.debug._dump import dumping
@@ -57,6 +58,21 @@ torch._dynamo.config.allow_rnn = True
 
 class FallbackWarning(UserWarning):
     """Some ops of a compiled graph run in eager PyTorch because XLA cannot run them."""
+
+
+class EagerOpRaised(OpError):
+    """An op of a split graph that runs in eager PyTorch raised ``error`` (eager's own: a
+    user's op rejecting its input). Internal: ``CompiledGraph._replay`` raises eager's error
+    from it. The split graph's writes into its inputs happen after its last op and its XLA
+    partitions draw their own random numbers, so the failed call changed no input, where
+    eager had made the writes before the failing op: ``replay`` (the graph writes an input
+    or draws random numbers) says the call runs again in eager PyTorch, which makes them
+    and raises; else ``error`` is raised as it is."""
+
+    def __init__(self, error: Exception, replay: bool) -> None:
+        super().__init__(_first_line(error))
+        self.error = error
+        self.replay = replay
 
 
 def xla_backend(
@@ -193,7 +209,12 @@ class CompiledGraph:
         the random generator's state as eager leaves it. Eager's own error becomes the
         cause of ours; a call eager runs without error (a check of ours stricter than eager)
         returns eager's results. Not replayed: a value check's error beside CUDA tensors,
-        where eager's kernel would assert on the device (such a call changes no input)."""
+        where eager's kernel would assert on the device (such a call changes no input); an
+        op of a split graph run in eager that raised (``EagerOpRaised``) where the graph
+        writes no input and draws no random number (nothing eager did before it is lost):
+        its own error is raised as it is."""
+        if isinstance(error, EagerOpRaised) and not error.replay:
+            raise error.error
         if error.replayed or (error.after_run and _on_gpu(args)):
             raise error
         if state is not None:
@@ -363,6 +384,9 @@ class CompiledGraph:
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
+            subclassed = self._subclass_inputs(args)
+            if subclassed:
+                return self._in_eager(subclassed, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -430,6 +454,7 @@ class CompiledGraph:
                 )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
+            draws = uses_rng(lowered.gm)  # (before the split, which fuses lowered.gm's nodes)
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:
                 sub = getattr(split_gm, name)
@@ -446,8 +471,9 @@ class CompiledGraph:
                 errors,
                 self.versions,
                 self._tracked_writes(lowered, lowered.inputs(args)),
+                draws=draws,
             )
-            return b.done(self._drawing(entry, lowered.gm), unsupported)
+            return b.done(self._drawing(entry, draws), unsupported)
 
     def _mixed_writes(self, args: Sequence) -> list[Unsupported]:
         """The inputs eager's autograd follows (not leaves) that the graph writes both with
@@ -462,6 +488,26 @@ class CompiledGraph:
             for i, kinds in self.input_writes.items()
             if len(kinds) == 2 and i < len(args) and _records_write(args[i])
         ]
+
+    def _subclass_inputs(self, args: Sequence) -> list[Unsupported]:
+        """The inputs that are tensor subclasses with ``__torch_dispatch__`` (``TwoTensor``,
+        ``DTensor``; the graph's own parameters included): their ops are the subclass's
+        Python code, which the export to ATen does not take; such graphs run in eager."""
+        placeholders = self.gm.graph.find_nodes(op="placeholder")
+        found = [
+            Unsupported(node, _subclass_reason(name, a))
+            for node, name, a in zip(placeholders, self.input_names, args)
+            if is_traceable_wrapper_subclass(a)
+        ]
+        held = itertools.chain(self.gm.named_parameters(), self.gm.named_buffers())
+        first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
+        if first is not None:
+            found += [
+                Unsupported(first, _subclass_reason(name, t))
+                for name, t in held
+                if is_traceable_wrapper_subclass(t)
+            ]
+        return found
 
     def _tracked_writes(self, lowered: LoweredGraph, inputs: Sequence) -> tuple[bool, ...]:
         """Per input the graph writes back, whether eager's write is one autograd records
@@ -491,14 +537,14 @@ class CompiledGraph:
 
         return tuple(tracked(i) for i in lowered.mutations)
 
-    def _drawing(self, entry: _Entry, gm: torch.fx.GraphModule | None = None) -> _Entry:
-        """``entry`` (of the ATen graph ``gm`` where split), noting whether a call can raise
-        eager's error after drawing random numbers (``_replay``). A build's dtype checks raise
-        before anything is drawn; a whole-graph program raises after its run only from its
-        runtime checks; a split graph's partitions compile at their first call, so a split
-        graph that draws is counted as one that can raise."""
+    def _drawing(self, entry: _Entry, draws: bool = False) -> _Entry:
+        """``entry`` (``draws``: whether its graph, where split, draws random numbers), noting
+        whether a call can raise eager's error after drawing random numbers (``_replay``). A
+        build's dtype checks raise before anything is drawn; a whole-graph program raises
+        after its run only from its runtime checks; a split graph's partitions compile at
+        their first call, so a split graph that draws is counted as one that can raise."""
         program = entry.program
-        keeps = program.rng and program.can_raise() if program is not None else uses_rng(gm)
+        keeps = program.rng and program.can_raise() if program is not None else draws
         self._keeps_state = bool(self._keeps_state) or keeps
         return entry
 
@@ -555,24 +601,25 @@ class CompiledGraph:
         program.label = f"torch2xla:{self.name}"
         return program
 
-    def _report(self, missing: list) -> None:
-        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch."""
+    def _report(self, missing: list, whole: bool = False) -> None:
+        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch
+        (``whole``: the whole graph does, because of them)."""
         if missing and self.options.strict:
             raise UnsupportedOpsError(self.name, missing)
         if missing and not self._warned:
             self._warned = True
             listing = "\n".join(str(u) for u in missing)
-            warn(
-                f"torch2xla: {len(missing)} op(s) of {self.name} run in eager PyTorch, "
-                f"the rest in XLA:\n{listing}",
-                FallbackWarning,
-                node=missing[0].node,
+            what = (
+                f"{self.name} runs in eager PyTorch because of"
+                if whole
+                else f"{len(missing)} op(s) of {self.name} run in eager PyTorch, the rest in XLA"
             )
+            warn(f"torch2xla: {what}:\n{listing}", FallbackWarning, node=missing[0].node)
 
     def _in_eager(self, missing: list[Unsupported], b: Build) -> _Cut:
         """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
         nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
-        self._report(missing)
+        self._report(missing, whole=True)
         b.record.mode = "eager"
         b.record.ops = [
             OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
@@ -604,6 +651,13 @@ class CompiledGraph:
         self._cut = _Cut(top, self.versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
+
+
+def _subclass_reason(name: str, value: torch.Tensor) -> str:
+    return (
+        f"input {name!r} is a {type(value).__name__}, a tensor subclass with "
+        "__torch_dispatch__ (XLA runs plain tensors)"
+    )
 
 
 _REASON_DUAL = (
@@ -742,6 +796,7 @@ class _Entry:
         errors=None,
         versions: Sequence | None = None,
         tracked: Sequence[bool] = (),
+        draws: bool = False,
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -764,6 +819,14 @@ class _Entry:
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
             self.lifted or self.aliasing or self.mutations or aliases or self.errors
+        )
+        # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
+        # op raised runs again in eager, to make eager's writes and draws before that op,
+        # ``EagerOpRaised``; not with collectives, which would run again on this process only)
+        self.replay = (
+            self.program is None
+            and (bool(self.mutations) or draws)
+            and not has_collectives(lowered.gm)
         )
 
     def __call__(self, args: Sequence):
@@ -839,7 +902,17 @@ class _Entry:
     def _run(self, inputs: Sequence) -> list:
         if self.program is not None:
             return self.program(inputs)
-        return list(self.runner(*inputs))
+        try:
+            if torch._C._is_any_autocast_enabled():
+                # (the ATen graph has autocast's casts already: its eager ops must not be
+                # cast again, as an mm under ``autocast(enabled=False)`` in the user's code)
+                with torch._C._DisableAutocast():
+                    return list(self.runner(*inputs))
+            return list(self.runner(*inputs))
+        except (OpError, CompileError):  # (an XLA partition's: handled as the whole graph's)
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised: an op run in eager raised
+            raise EagerOpRaised(e, self.replay) from None
 
 
 # Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.

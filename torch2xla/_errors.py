@@ -171,7 +171,10 @@ class Unsupported:
     by_design: bool = False
 
     def __str__(self) -> str:
-        return f"  {op_name(self.node)}: {self.reason}\n      at {source_line(self.node)}"
+        # (a reason that names the input: the placeholder's name, L_x_, is Dynamo's)
+        named = self.node.op == "placeholder" and self.reason.startswith("input ")
+        what = "" if named else f"{op_name(self.node)}: "
+        return f"  {what}{self.reason}\n      at {source_line(self.node)}"
 
 
 class CompileError(RuntimeError):

@@ -18,6 +18,16 @@ _COLLECTIVE_NAMESPACES = frozenset(
     {"_c10d_functional", "c10d_functional", "_c10d_functional_autograd"}
 )
 
+
+def has_collectives(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` calls a collective (which runs in eager, through the process group)."""
+    return any(
+        getattr(n.target, "namespace", None) in _COLLECTIVE_NAMESPACES
+        for n in gm.graph.nodes
+        if n.op == "call_function"
+    )
+
+
 _NO_LOWERING = {
     False: "no lowering",
     True: "no lowering (your op: torch2xla.register_lowering gives it a JAX implementation)",

@@ -160,12 +160,23 @@ def _call(
 # -- the user's calls of dtypes eager's kernels do not implement ---------------------------------
 # Bool, integer and complex tensors: eager's CPU kernels implement each op for some of them
 # (``argmax`` of bool, ``sort`` of complex, ``gelu`` of integers, ``max_pool1d`` of integers
-# raise), and the meta kernels behind tracing rarely check, so the calls traced and XLA
+# raise; uint16/32/64 have little beyond copies, ``mul``, ``sum`` and bitwise ops: ``+``,
+# ``<``, ``max`` and ``>>`` raise), and the meta kernels behind tracing rarely check, so the calls traced and XLA
 # computed them. Checked on the Dynamo graph, where the calls are the user's (torch's
 # ``F.max_pool1d`` of a CPU tensor without grad runs ``max_pool1d_impl``, which refuses
 # integers; its traced form, ``max_pool2d_with_indices``, takes them; ``F.interpolate``'s
 # decomposition meets none of its kernel's checks).
-_VARYING = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+_VARYING = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+)
 # the dtypes a probed dtype is replaced by, to tell a dtype's error from another: float32
 # and an integer type; for a mask's (bool, uint8) one that indexes as it does, or not at all
 # (with int64 for bool, ``t[mask] = v`` of a ``v`` too short for a mask of ones runs)
