@@ -124,6 +124,30 @@ def test_int_used_as_a_size_compiles_per_value_and_warns_once(monkeypatch):
     assert "test_int_args.py" in message  # (the line that uses it)
 
 
+def _window(mask, n: int):
+    # HF's sliding-window mask: a padding mask read at the window's key positions
+    offset = max(n - 3, 0)
+    return mask[torch.arange(4) + offset] * 2, n + 1
+
+
+@torch.no_grad()
+def test_int_value_beside_a_bucketed_size():
+    # Dynamo guards ``Max(0, n - 3) + 4 <= mask length``: with n a tensor of the program, the
+    # guard still holds at the bucket's length (larger), so the mask pads to powers of two.
+    compiled = torch.compile(_window, backend="xla", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(5, 30):
+            mask = torch.randn(n + 1)
+            _assert_equal(compiled(mask, n), _window(mask, n))
+    assert torch2xla.cache_info(compiled).misses == 3  # (buckets 8, 16, 32)
+    mask = torch.randn(12)
+    with pytest.raises(IndexError):
+        _window(mask, 12)
+    with pytest.raises(IndexError):
+        compiled(mask, 12)
+
+
 # -- HF generate with sliding-window caches ----------------------------------------------------
 _LLM = {
     "vocab_size": 128,
