@@ -43,7 +43,7 @@ _INT_OPS = frozenset(
         operator.abs,
     }
 )
-# SymInt max/min -> their tensor forms (``_as_tensor_op``).
+# SymInt max/min -> their tensor forms (``_Plan._tensor_form``).
 _MAX_MIN = {
     torch.sym_max: (torch.maximum, torch.clamp_min),
     torch.sym_min: (torch.minimum, torch.clamp_max),
@@ -100,7 +100,7 @@ class IntValues:
             if t is None:
                 if len(cache) > _MEMO_LIMIT:
                     cache.clear()
-                t = torch.tensor(value, dtype=torch.int64, device=self.device)
+                t = torch.scalar_tensor(value, dtype=torch.int64, device=self.device)
                 if isinstance(value, int):
                     cache[(i, value)] = t
             args[i] = t
@@ -108,14 +108,17 @@ class IntValues:
 
 
 def _symbols(value) -> set:
-    """The free symbols of the sizes, strides and offsets of the tensors in ``value``."""
+    """The free symbols of the sizes, strides and offsets of the tensors in ``value`` (also in
+    the shape environment's canonical form: a symbol Dynamo replaced by another)."""
     out: set = set()
 
     def add(v):
         if isinstance(v, torch.Tensor):
-            for n in (*v.shape, *v.stride(), v.storage_offset()):
+            layout = (*v.stride(), v.storage_offset()) if v.layout == torch.strided else ()
+            for n in (*v.shape, *layout):
                 if isinstance(n, torch.SymInt):
-                    out.update(n.node.expr.free_symbols)
+                    expr = n.node.expr
+                    out.update(expr.free_symbols, n.node.shape_env.replace(expr).free_symbols)
         return v
 
     map_aggregate(value, add) if isinstance(value, list | tuple | dict) else add(value)
@@ -275,7 +278,8 @@ def int_values(gm: torch.fx.GraphModule) -> IntValues | None:
     ints = {}
     for i, p in enumerate(placeholders):
         ex = p.meta.get("example_value")
-        if isinstance(ex, torch.SymInt) and ex.node.expr.is_Symbol:
+        # (a symbol Dynamo replaced by an expression of others, or a constant, stays an int)
+        if isinstance(ex, torch.SymInt) and ex.node.shape_env.replace(ex.node.expr).is_Symbol:
             ints[p] = i
     if not ints:
         return None
@@ -286,7 +290,8 @@ def int_values(gm: torch.fx.GraphModule) -> IntValues | None:
             for s in _symbols(node.meta.get("example_value")):
                 sized.setdefault(s, node)
     for p in list(ints):
-        n = sized.get(p.meta["example_value"].node.expr)
+        ex = p.meta["example_value"]
+        n = sized.get(ex.node.expr) or sized.get(ex.node.shape_env.replace(ex.node.expr))
         if n is not None:
             if n.op != "placeholder":  # (an input's size is no int argument: not reported)
                 kept[_label(p)] = f"it sizes a tensor ({_where(n)})"
