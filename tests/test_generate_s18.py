@@ -126,9 +126,11 @@ def test_sliding_window_left_padded_batch_dynamic_cache():
     assert not warned, warned[0].message
     info = torch2xla.cache_info(model.forward)
     assert any("attention_mask'] dim 1" in label for g in info for label in g.bucketed), info
-    # (Still one program per token, not checked here: the sliding-window cache's length,
-    # ``cumulative_length``, is an int argument of the step's graph, and int arguments are
-    # not bucketed.)
+    # The prompt, then one program per bucket of the mask's length (16, 32 for 10 to 18): the
+    # sliding-window cache's length, ``cumulative_length``, an int argument of the step's graph,
+    # reaches it as a tensor (capture/_int_values.py), and Dynamo's guard tying it to the mask's
+    # length (``Max(0, n - 3) + 4 <= mask length``) holds at the bucket's length too.
+    assert info.misses == 3, info
 
 
 # -- Python numbers out of a graph ----------------------------------------------------------

@@ -27,6 +27,7 @@ from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import output_aliases
+from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, has_collectives, split
 from torch2xla.capture._passes import run_passes
@@ -108,6 +109,18 @@ class CompiledGraph:
         self, gm: torch.fx.GraphModule, options: Options, context: DynamoContext | None = None
     ) -> None:
         data_dependent.drop_noop_sets(gm)  # (``x.data = x``: module.to(its own dtype))
+        # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
+        # back by Dynamo): the program returns them as 0-d tensors
+        out = gm.graph.find_nodes(op="output")[0].args[0]
+        self.scalar_outputs = tuple(
+            (i, kind)
+            for i, o in enumerate(out if isinstance(out, list | tuple) else (out,))
+            for kind in [_scalar_kind(o)]
+            if kind is not None
+        )
+        # Int inputs used only as values: taken as 0-d int64 tensors, every value one program
+        # (``gm`` rewritten for them; read after this only)
+        self.int_values = int_values(gm)
         self.gm = gm
         self.options = options
         self.program_options = {  # what every XlaProgram of this graph is built with
@@ -128,10 +141,10 @@ class CompiledGraph:
             options.cache_size,
             BucketSpec.parse(options.buckets),
             context,  # (None: read from Dynamo's compile in progress)
+            self.int_values.kept if self.int_values is not None else None,
         )
         self.key, self.cache = self.guards.key, self.guards.cache
         self.recompile_reasons = self.guards.recompile_reasons
-        out = gm.graph.find_nodes(op="output")[0].args[0]
         self.output_requires_grad = tuple(
             bool(getattr(o.meta.get("example_value"), "requires_grad", True))
             if isinstance(o, torch.fx.Node)
@@ -139,14 +152,6 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
-        # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
-        # back by Dynamo): the program returns them as 0-d tensors
-        self.scalar_outputs = tuple(
-            (i, kind)
-            for i, o in enumerate(out if isinstance(out, list | tuple) else (out,))
-            for kind in [_scalar_kind(o)]
-            if kind is not None
-        )
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -172,6 +177,8 @@ class CompiledGraph:
         self._keeps_state: bool | None = None
 
     def __call__(self, *args):
+        if self.int_values is not None and self.int_values.positions:
+            args = self.int_values.tensors(args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
         # (the generator's state, for the replay of a call that raises after drawing random
@@ -182,7 +189,7 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         else:
-            return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
+            return self._numbers(outs)
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
     @torch._disable_dynamo
@@ -199,7 +206,11 @@ class CompiledGraph:
         gm = self.gm
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
-        return gm.forward(*args)
+        return self._numbers(gm.forward(*args))
+
+    def _numbers(self, outs):
+        """``outs`` with eager's Python numbers where the graph returns 0-d tensors."""
+        return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
 
     @torch._disable_dynamo
     def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
@@ -223,7 +234,8 @@ class CompiledGraph:
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
         try:
-            out = gm.forward(*args)  # (not through FX's wrapper: it prints the error's code)
+            # (not through FX's wrapper: it prints the error's code)
+            out = self._numbers(gm.forward(*args))
         except Exception as eager:
             error.replayed = True
             if isinstance(error, type(eager)):

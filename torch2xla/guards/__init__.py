@@ -7,7 +7,7 @@ from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._graph import BUILD_LOCK, GraphGuards
 from torch2xla.guards._info import CacheInfo, GraphInfo, SignatureInfo, cache_info, clear_caches
 from torch2xla.guards._key import SignatureKey
-from torch2xla.guards._log import BucketingWarning, RecompileLimitWarning
+from torch2xla.guards._log import BucketingWarning, IntArgumentWarning, RecompileLimitWarning
 from torch2xla.guards._persistent import (
     PersistentCacheWarning,
     persistent_cache_dir,
@@ -24,6 +24,7 @@ __all__ = [
     "CompileRecord",
     "GraphGuards",
     "GraphInfo",
+    "IntArgumentWarning",
     "PersistentCacheWarning",
     "ProgramCache",
     "RecompileLimitWarning",

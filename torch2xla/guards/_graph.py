@@ -19,6 +19,7 @@ from torch2xla.guards._cache import CompileRecord, ProgramCache
 from torch2xla.guards._key import SignatureKey
 from torch2xla.guards._log import (
     BucketingWarning,
+    IntArgumentWarning,
     compile_log,
     configure,
     frame_label,
@@ -104,6 +105,7 @@ class GraphGuards:
         cache_size: int,
         buckets: BucketSpec | None = None,
         context: DynamoContext | None = None,
+        int_arguments: dict[str, str] | None = None,
     ) -> None:
         configure()  # (logging: at the first graph, not on import)
         self.gm, self.name, self.build = gm, name, build
@@ -117,6 +119,9 @@ class GraphGuards:
         if self.context.dynamo_frame:
             note_frame(self.context.dynamo_frame)
         self._warned: set[str] = set()
+        # int arguments still keyed by value (``capture/_int_values.py``), with why
+        self.int_arguments = int_arguments or {}
+        self._warned_int = False
         self._next_index = 0
         # The record of the compile in progress (under BUILD_LOCK), for the build to fill in.
         self.compiling: CompileRecord | None = None
@@ -288,9 +293,37 @@ class GraphGuards:
             return "no signature of this graph is cached"
         changes = self.key.describe(previous, key, self._bucketed_labels(key))
         text = "; ".join(changes) or "new signature"
+        self._warn_int_argument(previous, key)
         if self.bucketing is not None and self.bucketing.refused:
             text += self._refusals(previous, key)
         return text
+
+    def _warn_int_argument(self, previous: tuple, key: tuple) -> None:
+        """Once per graph: a new value of an int argument compiles a program of its own, because
+        the graph uses it otherwise than as a value (``capture/_int_values.py`` says how)."""
+        if self._warned_int:
+            return
+        for j, src in enumerate(self.key.sources):
+            why = self.int_arguments.get(src.label)
+            if why is None or src.dim is not None or src.symbol in self.key.size_symbols:
+                continue
+            if previous[1 + j] == key[1 + j]:
+                continue
+            self._warned_int = True
+            static = (
+                " If it is a cache's length, generate(..., cache_implementation='static') keeps "
+                "the cache's shapes fixed."
+                if "cache" in src.label.lower()
+                else ""
+            )
+            warn(
+                f"torch2xla: {self.name} compiles one program for every value of the int "
+                f"argument {src.label} (now {key[1 + j]}, was {previous[1 + j]}): {why}, so "
+                "each value is a constant of its program (an int the graph only computes "
+                f"with is passed to one program as a tensor).{static}",
+                IntArgumentWarning,
+            )
+            return
 
     def _refusals(self, previous: tuple, key: tuple) -> str:
         notes = []

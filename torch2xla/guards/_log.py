@@ -38,6 +38,11 @@ class BucketingWarning(UserWarning):
     """Bucketing was asked for, but a dynamic dimension cannot be padded safely."""
 
 
+class IntArgumentWarning(UserWarning):
+    """A graph compiles one program per value of an int argument: it uses the int as a size (or
+    otherwise than as a value), so each value is a constant of its program."""
+
+
 class RecompileLimitWarning(UserWarning):
     """Dynamo hit its recompile limit for a frame compiled with ``backend="xla"``: from then on
     the frame runs in eager PyTorch."""

@@ -110,14 +110,47 @@ def _sym_eval(expr: sympy.Expr, symbols: dict) -> Any:
     raise NotImplementedError(f"size expression {expr} ({name})")
 
 
-def _guards_hold(guards: Sequence[sympy.Expr], ranges: dict, binding: dict) -> bool:
+def _guards_hold(
+    guards: Sequence[sympy.Expr], ranges: dict, binding: dict, real: dict | None = None
+) -> bool:
+    """Whether ``guards`` hold with the symbols at their ``binding`` values (a bucket's).
+
+    A guard that also reads symbols the binding leaves free (an int argument passed to the
+    program as a tensor, ``capture/_int_values.py``: Dynamo guards ``Max(0, n - 3) + 4 <= s0``)
+    holds where it held at the call's ``real`` values (Dynamo checked it) and moving the bound
+    symbols from there to the binding moves its sides only towards holding it."""
     changed = set(binding)
     for sym, value in binding.items():
         vr = ranges.get(sym)
         if vr is not None and not (vr.lower <= value <= vr.upper):
             return False
     subs = {s: sympy.Integer(v) for s, v in binding.items()}
-    return all(g.xreplace(subs) is sympy.true for g in guards if g.free_symbols & changed)
+    at_real = {s: sympy.Integer(v) for s, v in (real or {}).items()}
+    for g in guards:
+        if not g.free_symbols & changed:
+            continue
+        held = g.xreplace(subs)
+        if held is sympy.true:
+            continue
+        if held is sympy.false or not real or not _moves_towards(g, subs, at_real):
+            return False
+    return True
+
+
+def _moves_towards(guard: sympy.Expr, padded: dict, real: dict) -> bool:
+    """Whether the relation ``guard``, true at ``real``, stays true at ``padded``: the change of
+    ``lhs - rhs`` between them is a number of the sign that keeps it (0 for ``==``, ``!=``)."""
+    if not isinstance(guard, sympy.Rel):
+        return False
+    diff = guard.lhs - guard.rhs
+    step = sympy.expand(diff.xreplace(padded) - diff.xreplace(real))
+    if not step.is_Number:
+        return False
+    if isinstance(guard, sympy.Le | sympy.Lt):
+        return bool(step <= 0)
+    if isinstance(guard, sympy.Ge | sympy.Gt):
+        return bool(step >= 0)
+    return bool(step == 0)  # (Eq, Ne)
 
 
 class Bucketing:
@@ -288,7 +321,8 @@ class Bucketing:
             return values
         dynamo = {s.symbol: v for s, v in zip(self.key.sources, padded)}
         ours = {s: v for s, v in zip(self._our_syms, padded) if s.is_Symbol}
-        if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo):
+        real = {s.symbol: v for s, v in zip(self.key.sources, values)}
+        if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
             return values
         if not _guards_hold(self._our_guards, self._our_ranges, ours):
             return values
