@@ -554,7 +554,7 @@ class PaddedEntry:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
         outs = self.inner(new_args)
-        # eager's version bumps per input (``_backend.eager_versions``), where not the copy's one
+        # eager's version bumps per input (``_entry.eager_versions``), where not the copy's one
         versions = getattr(self.inner, "versions", None)
         with torch.no_grad():
             for i in plan.writeback:
@@ -562,7 +562,7 @@ class PaddedEntry:
                 args[i].copy_(new_args[i][tuple(slice(0, n) for n in args[i].shape)])
                 bumps = versions[i] if versions is not None else None
                 if before is not None and bumps is not None and bumps != 1:
-                    # (off the CPU never below the copy's bump: _backend._set_versions)
+                    # (off the CPU never below the copy's bump: _entry.set_versions)
                     if args[i].device.type != "cpu":
                         bumps = max(bumps, 1)
                     torch._C._autograd._unsafe_set_version_counter((args[i],), (before + bumps,))

@@ -1,0 +1,299 @@
+"""What one compiled signature runs on each call, and the entries of graphs cut around ops
+that run in eager PyTorch.
+
+``Entry`` runs a signature's XLA program (or its split graph's partitions), writes the new
+values of mutated inputs back with eager's version bumps, and returns the user's outputs;
+``Cut`` runs a graph cut around data-dependent ops, whose ``Piece`` s are compiled graphs of
+their own; ``Submodule`` stands for a fused partition of a split graph. ``CompiledGraph``
+(``_backend.py``) decides which of them a call gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from torch2xla._errors import CompileError, OpError
+from torch2xla.autodiff import _eager_backward
+from torch2xla.capture._lower import LoweredGraph
+from torch2xla.capture._partition import has_collectives
+from torch2xla.runtime._program import XlaProgram
+
+if TYPE_CHECKING:
+    from torch2xla._backend import CompiledGraph
+
+
+def first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+class EagerOpRaised(OpError):
+    """An op of a split graph that runs in eager PyTorch raised ``error`` (eager's own: a
+    user's op rejecting its input). Internal: ``CompiledGraph._replay`` raises eager's error
+    from it. The split graph's writes into its inputs happen after its last op and its XLA
+    partitions draw their own random numbers, so the failed call changed no input, where
+    eager had made the writes before the failing op: ``replay`` (the graph writes an input
+    or draws random numbers) says the call runs again in eager PyTorch, which makes them
+    and raises; else ``error`` is raised as it is."""
+
+    def __init__(self, error: Exception, replay: bool) -> None:
+        super().__init__(first_line(error))
+        self.error = error
+        self.replay = replay
+
+
+def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
+    """Per input of the Dynamo graph ``gm``, how many times eager bumps its version counter
+    (``_version``): once per in-place op on it or a view of it, none for the running
+    statistics a batch norm kernel updates. Dynamo's fake inputs start at version 0 and ran
+    the user's code once, so their versions are eager's counts. None for non-tensors."""
+    versions = tuple(
+        v._version if isinstance(v, torch.Tensor) and not v.is_inference() else None
+        for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))
+    )
+    return versions if any(v is not None for v in versions) else None
+
+
+def set_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
+    """Set the version counters of ``tensors``. NOTE: off the CPU a version never goes back
+    below the current one: a write of ours that eager's kernel would not count (batch norm's
+    running statistics) must still move it, since that is how the cached views of a program
+    on another stream see torch's writes (``runtime/_interop.ViewCache``)."""
+    if tensors:
+        versions = [
+            v if t.device.type == "cpu" else max(v, t._version) for t, v in zip(tensors, versions)
+        ]
+        torch._C._autograd._unsafe_set_version_counter(tuple(tensors), tuple(versions))
+
+
+class Piece(torch.nn.Module):
+    """A run of a Dynamo graph between data-dependent ops, compiled as a graph of its own."""
+
+    def __init__(self, graph: CompiledGraph) -> None:
+        super().__init__()
+        self.compiled = graph
+
+    def forward(self, *args):
+        return tuple(self.compiled(*args))
+
+
+class Cut:
+    """The entry of a graph cut around its data-dependent ops: runs the cut graph, then gives
+    its inputs eager's versions (``versions``: eager's bumps per input; None where the graph
+    runs in eager PyTorch, which bumps them itself)."""
+
+    runs_eager_ops = True  # (bucketing pads no such graph: its eager ops see real sizes only)
+
+    def __init__(self, top: torch.fx.GraphModule, versions: Sequence | None = None) -> None:
+        if hasattr(top, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            top.real_recompile()
+        self.top = top
+        self.tracked = (
+            tuple((i, n) for i, n in enumerate(versions) if n is not None) if versions else ()
+        )
+
+    def __call__(self, args: Sequence) -> list:
+        tracked = [(args[i], n) for i, n in self.tracked if not args[i].is_inference()]
+        before = [t._version for t, _ in tracked]
+        # (not through FX's wrapper, which prints the code of a node that raises: eager's
+        # errors, an index out of range in an eager node, reach the user as eager's do)
+        out = list(self.top.forward(*args))
+        # (its pieces write their inputs back once each; eager's count is the whole graph's)
+        set_versions([t for t, _ in tracked], [v + n for v, (_, n) in zip(before, tracked)])
+        return out
+
+
+class Submodule(torch.nn.Module):
+    """An XLA program standing in for a fused partition of a split graph."""
+
+    def __init__(self, program: XlaProgram) -> None:
+        super().__init__()
+        self.program = program
+        # Set by _stages.Build.split: compiles the program ahead of its first call, timed.
+        self.first_call: Callable[[XlaProgram, tuple], None] | None = None
+
+    def forward(self, *args):
+        if self.first_call is not None:
+            first_call, self.first_call = self.first_call, None
+            first_call(self.program, args)
+        outs = self.program(args)
+        return outs[0] if self.program.single_output else tuple(outs)
+
+
+class Entry:
+    """One compiled signature: runs the program, writes mutations back, returns user outputs."""
+
+    def __init__(
+        self,
+        lowered: LoweredGraph,
+        runner,
+        output_requires_grad,
+        aliases=(),
+        errors=None,
+        versions: Sequence | None = None,
+        tracked: Sequence[bool] = (),
+        draws: bool = False,
+    ) -> None:
+        self.lifted = lowered.lifted
+        self.aliasing = lowered.aliasing
+        self.inputs = lowered.inputs
+        self.mutations = lowered.mutations
+        self.runner = runner
+        self.program = runner if isinstance(runner, XlaProgram) else None
+        self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
+        self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
+        # output -> the error eager's backward raises through it (``_eager_backward``)
+        self.errors = errors or {}
+        # Some output requires grad in eager although the graph is called under no_grad: the
+        # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
+        self.enables_grad = any(output_requires_grad)
+        # eager's version bumps per written-back input where they are not the write's one
+        self.bumps = _bumps(lowered, versions)
+        self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
+        # written-back inputs whose new values carry autograd history (``_tracked_writes``)
+        self.tracked = tuple(i for i, t in enumerate(tracked) if t)
+        # The program takes the graph's arguments as they are, and its outputs are the user's.
+        self.direct = self.program is not None and not (
+            self.lifted or self.aliasing or self.mutations or aliases or self.errors
+        )
+        # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
+        # op raised runs again in eager, to make eager's writes and draws before that op,
+        # ``EagerOpRaised``; not with collectives, which would run again on this process only)
+        self.replay = (
+            self.program is None
+            and (bool(self.mutations) or draws)
+            and not has_collectives(lowered.gm)
+        )
+
+    def __call__(self, args: Sequence):
+        if self.direct:  # (the hot path)
+            if self.enables_grad and not torch.is_grad_enabled():
+                with torch.enable_grad():
+                    outs = self.program(args)
+            else:
+                outs = self.program(args)
+            for i in self.detach:
+                if outs[i].requires_grad:
+                    outs[i] = outs[i].detach()
+            return outs
+        inputs = self.inputs(args) if self.lifted or self.aliasing else args
+        run_inputs = inputs
+        if self.tracked and torch.is_grad_enabled():
+            # (the program reads copies of the inputs whose history the write-back rebases:
+            # what it saves for its backward is not overwritten, as eager's in-place ops save
+            # the original)
+            run_inputs = list(inputs)
+            for i in self.tracked:
+                run_inputs[self.mutations[i]] = inputs[self.mutations[i]].clone()
+        if self.enables_grad and not torch.is_grad_enabled():
+            with torch.enable_grad():
+                outs = self._run(run_inputs)
+        else:
+            outs = self._run(run_inputs)
+        n = len(self.mutations)
+        if n:
+            targets = [inputs[idx] for idx in self.mutations]
+            values, bumps = outs[:n], self.bumps
+            if self.tracked and torch.is_grad_enabled():
+                targets, values, bumps = self._copy_tracked(targets, values)
+            with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
+                if not targets:
+                    pass
+                elif bumps is None:  # (each copy bumps its input's version once, as eager)
+                    torch._foreach_copy_(targets, values)
+                else:
+                    _copy_back(targets, values, bumps)
+            outs = outs[n:]
+        for alias in self.aliases:
+            outs[alias.output] = alias.regenerate(args, outs)
+        # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
+        for i in self.detach:
+            if outs[i].requires_grad:
+                outs[i] = outs[i].detach()
+        for i, error in self.errors.items():
+            if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
+                with torch.enable_grad():
+                    outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+        return outs
+
+    def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
+        """Write the new values eager's autograd records (``tracked``) with grad on, so the
+        inputs' history goes through them (and eager's version bump per write); returns the
+        other targets, values and bumps, written under no_grad."""
+        bumps = self.bumps or (1,) * len(targets)
+        rest = set(range(len(targets)))
+        for i in self.tracked:
+            target, value = targets[i], values[i]
+            if not (value.requires_grad and (records_write(target) or not target.requires_grad)):
+                continue
+            before = target._version
+            target.copy_(value)
+            if bumps[i] is not None and bumps[i] != 1:
+                set_versions([target], [before + bumps[i]])
+            rest.discard(i)
+        keep = sorted(rest)
+        bumps_left = None if self.bumps is None else tuple(self.bumps[i] for i in keep)
+        return [targets[i] for i in keep], [values[i] for i in keep], bumps_left
+
+    def _run(self, inputs: Sequence) -> list:
+        if self.program is not None:
+            return self.program(inputs)
+        try:
+            if torch._C._is_any_autocast_enabled():
+                # (the ATen graph has autocast's casts already: its eager ops must not be
+                # cast again, as an mm under ``autocast(enabled=False)`` in the user's code)
+                with torch._C._DisableAutocast():
+                    return list(self.runner(*inputs))
+            return list(self.runner(*inputs))
+        except (OpError, CompileError):  # (an XLA partition's: handled as the whole graph's)
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised: an op run in eager raised
+            raise EagerOpRaised(e, self.replay) from None
+
+
+def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
+    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions``; None where
+    not known: held tensors, inputs overlapping differently than their example values), or
+    None where each is one, the write's own."""
+    if versions is None:
+        return None
+    n_lifted = len(lowered.lifted)
+    if lowered.aliasing is None:
+        positions = [[i] for i in range(len(versions))]
+    else:  # the inputs outside every group, then one base per group
+        groups = lowered.aliasing.groups
+        grouped = {i for g in groups for i in g.positions}
+        positions = [[i] for i in range(len(versions)) if i not in grouped]
+        positions += [list(g.positions) for g in groups]
+    bumps = []
+    for idx in lowered.mutations:
+        counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
+        bumps.append(counts.pop() if len(counts) == 1 else None)
+    return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+
+
+MIXED_WRITES = (
+    "an input autograd follows is written both in grad mode and without autograd's record "
+    "(no_grad, .data, .detach()): eager keeps the history of the recorded writes only"
+)
+
+
+def records_write(t) -> bool:
+    """Whether an in-place write into ``t`` in grad mode is one autograd records (a float
+    tensor that requires grad, not a leaf nor a view of one: eager refuses those)."""
+    if not isinstance(t, torch.Tensor) or not t.requires_grad:
+        return False
+    if not (t.is_floating_point() or t.is_complex()):
+        return False
+    root = t if t._base is None else t._base
+    return root.grad_fn is not None
+
+
+def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
+    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
+    tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
+    before = [t._version for t, _ in tracked]
+    torch._foreach_copy_(targets, values)
+    set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
