@@ -51,6 +51,36 @@ def compile_fn(fn: Callable, backend: str, **kw) -> Callable:
     return torch.compile(fn, backend=backend, **kw)
 
 
+def llama1b_config(tiny: bool = False):
+    """transformers' ``LlamaConfig`` at Llama-3.2-1B's shapes (hidden 2048, 16 layers, MLP
+    8192, 32 heads with 8 KV heads, vocabulary 128256, tied embeddings: 1.24B parameters), or
+    with ``tiny`` a 2-layer one of the same structure for the CPU."""
+    import transformers
+
+    if tiny:
+        return transformers.LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+            max_position_embeddings=256,
+            tie_word_embeddings=True,
+        )
+    return transformers.LlamaConfig(
+        num_hidden_layers=16,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        rope_theta=500000.0,
+    )
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()

@@ -79,28 +79,7 @@ def build(name: str, tiny: bool, device: str, dtype: torch.dtype) -> torch.nn.Mo
         )
         cls = transformers.GPT2LMHeadModel
     elif name == "llama1b":
-        if tiny:
-            config = transformers.LlamaConfig(
-                num_hidden_layers=2,
-                hidden_size=64,
-                intermediate_size=128,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                vocab_size=128,
-                max_position_embeddings=256,
-            )
-        else:
-            config = transformers.LlamaConfig(
-                num_hidden_layers=16,
-                hidden_size=2048,
-                intermediate_size=8192,
-                num_attention_heads=32,
-                num_key_value_heads=8,
-                vocab_size=128256,
-                max_position_embeddings=4096,
-                tie_word_embeddings=True,
-                rope_theta=500000.0,
-            )
+        config = _common.llama1b_config(tiny)
         cls = transformers.LlamaForCausalLM
     else:
         raise ValueError(f"unknown model {name!r} (gpt2, llama1b)")

@@ -40,33 +40,6 @@ MARK = "@@LLAMA-TRAIN@@"
 PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H200": 989.0, "A100": 312.0}
 
 
-def _config(tiny: bool):
-    import transformers
-
-    if tiny:
-        return transformers.LlamaConfig(
-            num_hidden_layers=2,
-            hidden_size=64,
-            intermediate_size=128,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=256,
-            max_position_embeddings=256,
-            tie_word_embeddings=True,
-        )
-    return transformers.LlamaConfig(
-        num_hidden_layers=16,
-        hidden_size=2048,
-        intermediate_size=8192,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        vocab_size=128256,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        rope_theta=500000.0,
-    )
-
-
 def _peak_bytes(device: str) -> int:
     if not device.startswith("cuda"):
         return 0
@@ -89,7 +62,7 @@ def _one_mode(args) -> dict:
     else:
         _common.one_thread()
     transformers.logging.set_verbosity_error()
-    config = _config(args.tiny)
+    config = _common.llama1b_config(args.tiny)
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.LlamaForCausalLM(config)

@@ -12,6 +12,21 @@ import torch.utils._pytree as pytree
 
 import torch2xla.runtime._program
 
+# A tiny decoder-only LLM config (keyword arguments of transformers' Llama/Mistral/Gemma2
+# configs): random weights, fast on the CPU.
+TINY_LLM = {
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+
 
 def clone_args(args):
     return pytree.tree_map(lambda a: a.clone() if isinstance(a, torch.Tensor) else a, args)

@@ -11,22 +11,11 @@ import pytest
 import torch
 
 import torch2xla
-from tests._util import assert_same, fresh_dynamo, greedy_generate
+from tests._util import TINY_LLM, assert_same, fresh_dynamo, greedy_generate
 
 transformers = pytest.importorskip("transformers")
 
-_LLM = {
-    "vocab_size": 128,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 128,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "pad_token_id": 0,
-}
+_LLM = TINY_LLM
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torch2xla
-from tests._util import ProgramCounter, fresh_dynamo, greedy_generate
+from tests._util import TINY_LLM, ProgramCounter, fresh_dynamo, greedy_generate
 
 
 @pytest.fixture(autouse=True)
@@ -149,19 +149,7 @@ def test_int_value_beside_a_bucketed_size():
 
 
 # -- HF generate with sliding-window caches ----------------------------------------------------
-_LLM = {
-    "vocab_size": 128,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 128,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "pad_token_id": 0,
-    "sliding_window": 4,
-}
+_LLM = {**TINY_LLM, "sliding_window": 4}
 PROMPT, NEW_TOKENS = 9, 10
 
 
