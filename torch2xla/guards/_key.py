@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import cmath
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -38,6 +40,20 @@ def source_label(source, fallback: str) -> str:
 def placeholder_label(node: torch.fx.Node) -> str:
     grapharg = node.meta.get("grapharg")
     return source_label(getattr(grapharg, "source", None), node.name)
+
+
+def scalar_key(v):
+    """A Python scalar as a cache key: itself, except where ``==`` conflates values that a
+    program specialized to one of them computes differently. ``0.0 == -0.0``, so a program
+    built for ``x * 0.0`` served ``x * -0.0`` (``1 / (x * s)`` gave ``inf`` for ``-inf``), and
+    ``nan != nan``, so a NaN was never found again (one compile per call, evicting the rest):
+    zeros and NaNs are keyed by their ``repr`` (a ``str``, never equal to a number)."""
+    t = type(v)
+    if t is float:
+        return v if v != 0.0 and not math.isnan(v) else repr(v)
+    if t is complex:
+        return v if v.real != 0.0 and v.imag != 0.0 and not cmath.isnan(v) else repr(v)
+    return v
 
 
 def _is_typed_value(v) -> bool:
@@ -164,10 +180,10 @@ class SignatureKey:
                 out.append(
                     (tuple(a.shape), a.dtype, a.device, a.requires_grad)
                     if isinstance(a, torch.Tensor)
-                    else (type(a), a)
+                    else (type(a), scalar_key(a))
                 )
             for i in scalar_pos:
-                out.append(args[i].item())
+                out.append(scalar_key(args[i].item()))
             if aliasing:
                 out.append(alias_signature(args))
             return tuple(out)

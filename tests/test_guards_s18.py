@@ -1,0 +1,98 @@
+"""Stale programs: one compiled function called in sequence with inputs that must select another
+program, each call compared strictly with eager (``scripts/probe_guards.py`` finds more).
+
+Each test is one class of wrong answer the probe found: the program of an earlier call served
+a later one whose signature only looked the same.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import torch2xla
+from tests._util import assert_same
+
+
+def _compile(fn, **kw):
+    kw.setdefault("options", {})
+    kw["options"].setdefault("strict", True)
+    return torch.compile(fn, backend="xla", **kw)
+
+
+def _misses(compiled) -> int:
+    return sum(g.misses for g in torch2xla.cache_info(compiled).graphs)
+
+
+def _same_signs(out: torch.Tensor, ref: torch.Tensor) -> None:
+    """Values as eager's, and the signs of zeros and infinities too (``assert_same`` calls
+    ``-0.0`` equal to ``0.0``)."""
+    assert_same(out, ref)
+    assert torch.equal(torch.signbit(out), torch.signbit(ref)), (out, ref)
+
+
+# -- Python floats: keyed so that -0.0 is not 0.0 and a NaN finds its program ---------------------
+def test_signed_zero_float_argument_selects_its_own_program():
+    # Dynamo passes a float that changed as a 0-d tensor; the program specializes its value, and
+    # the key compared values with ``==``: -0.0 ran the program of 0.0 (1 / (x * s): inf for
+    # -inf).
+    def fn(x, s):
+        return 1 / (x * s)
+
+    f = _compile(fn)
+    x = torch.tensor([1.0, -2.0, 3.0])
+    for s in (1.0, 0.0, -0.0, 0.0, -0.0, float("inf"), float("-inf")):
+        _same_signs(f(x, s), fn(x, s))
+
+
+def test_signed_zero_float_argument_dynamic():
+    def fn(x, s):
+        return torch.atan2(x.new_full(x.shape, s), x)
+
+    f = _compile(fn, dynamic=True)
+    x = -torch.ones(3)
+    for s in (1.0, 0.0, -0.0, 0.0, -0.0):
+        _same_signs(f(x, s), fn(x, s))
+
+
+def test_signed_zero_from_item_after_a_graph_break():
+    def fn(x, t):
+        return 1 / (x * t.item())
+
+    f = _compile(fn, options={"strict": False})
+    x = torch.tensor([1.0, -2.0, 3.0])
+    for v in (2.0, -0.0, 0.0, -0.0):
+        t = torch.tensor(v)
+        _same_signs(f(x, t), fn(x, t))
+
+
+def test_nan_float_argument_compiles_once():
+    # nan != nan: every call with a NaN missed the cache and compiled (evicting other entries).
+    def fn(x, s):
+        return x * s
+
+    f = _compile(fn)
+    x = torch.ones(3)
+    f(x, 1.0), f(x, 2.0)  # (Dynamo passes s as a tensor from its second value on)
+    before = _misses(f)
+    for _ in range(3):
+        assert_same(f(x, float("nan")), fn(x, float("nan")))
+    assert _misses(f) == before + 1
+    for _ in range(2):  # -0.0 and 0.0: one program each
+        _same_signs(f(x, -0.0), fn(x, -0.0))
+        _same_signs(f(x, 0.0), fn(x, 0.0))
+    assert _misses(f) == before + 3
+
+
+def test_signed_zero_float_argument_with_buckets():
+    # A padded graph's rewritten ATen graph is kept per tuple of its Python floats' values.
+    def fn(x, s):
+        return (x * s).softmax(0), 1 / (x.sum(0) * s)
+
+    f = _compile(fn, dynamic=True, options={"buckets": [4, 8]})
+    for n, s in ((3, 1.0), (3, 0.0), (5, -0.0), (3, -0.0), (6, 0.0), (2, -0.0)):
+        x = torch.arange(1.0, 1.0 + 2 * n).reshape(n, 2)
+        out, ref = f(x, s), fn(x, s)
+        assert_same(out[0], ref[0])
+        _same_signs(out[1], ref[1])
+    # (the padded graph's fixes, and so its per-scalar rewritten graphs, were used)
+    assert any(g.padding_fixes and g.bucketed for g in torch2xla.cache_info(f).graphs)
