@@ -7,6 +7,7 @@ a later one whose signature only looked the same.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import torch2xla
@@ -96,3 +97,79 @@ def test_signed_zero_float_argument_with_buckets():
         _same_signs(out[1], ref[1])
     # (the padded graph's fixes, and so its per-scalar rewritten graphs, were used)
     assert any(g.padding_fixes and g.bucketed for g in torch2xla.cache_info(f).graphs)
+
+
+# -- inputs overlapping in memory: Dynamo guards distinct tensors, not distinct memory ------------
+def _write_then_read(a, b):
+    b.mul_(2)
+    return a + b
+
+
+def test_written_inputs_overlapping_after_distinct_ones():
+    # The program built for distinct inputs ran on overlapping views of one tensor as if they
+    # were distinct: the write into b was not seen through a.
+    f = _compile(_write_then_read)
+    a, b = torch.randn(4), torch.randn(4)
+    assert_same(f(a.clone(), b.clone()), _write_then_read(a, b))
+    for start in (2, 1, 3):
+        base = torch.arange(8.0)
+        ref_base = base.clone()
+        out = f(base[:4], base[start : start + 4])
+        ref = _write_then_read(ref_base[:4], ref_base[start : start + 4])
+        assert_same(out, ref)
+        assert_same(base, ref_base)
+    # (distinct again: the first program)
+    a, b = torch.randn(4), torch.randn(4)
+    ref_a, ref_b = a.clone(), b.clone()
+    assert_same(f(a, b), _write_then_read(ref_a, ref_b))
+    assert_same(b, ref_b)
+
+
+def test_written_inputs_overlapping_dynamic():
+    f = _compile(_write_then_read, dynamic=True)
+    for n in (3, 5, 4):
+        a, b = torch.randn(n), torch.randn(n)
+        ref_a, ref_b = a.clone(), b.clone()
+        assert_same(f(a, b), _write_then_read(ref_a, ref_b))
+        base = torch.arange(2.0 * n)
+        ref_base = base.clone()
+        out = f(base[:n], base[1 : n + 1])
+        assert_same(out, _write_then_read(ref_base[:n], ref_base[1 : n + 1]))
+        assert_same(base, ref_base)
+
+
+def test_partially_overlapping_write_raises_eagers_error():
+    def fn(a, b):
+        a.add_(b)
+        return a * b
+
+    f = _compile(fn)
+    f(torch.randn(4, 4), torch.randn(4, 4))
+    base = torch.randn(20)
+    with pytest.raises(RuntimeError, match="refer to a single memory location") as ours:
+        f(base[:16].view(4, 4), base[4:].view(4, 4))
+    with pytest.raises(RuntimeError, match="refer to a single memory location") as eager:
+        fn(base[:16].view(4, 4), base[4:].view(4, 4))
+    assert isinstance(ours.value, type(eager.value))
+
+
+def test_overlapping_writes_with_buckets():
+    def fn(a, b):
+        a.add_(1)
+        b.mul_(2)
+        return (a + b).sum(0)
+
+    f = _compile(fn, dynamic=True, options={"buckets": [4, 8]})
+    for n in (3, 5, 3):
+        a, b = torch.randn(n, 2), torch.randn(n, 2)
+        ref_a, ref_b = a.clone(), b.clone()
+        assert_same(f(a, b), fn(ref_a, ref_b))
+        assert_same((a, b), (ref_a, ref_b))
+        base = torch.randn(2 * n + 2)
+        ref_base = base.clone()
+        out = f(base[: 2 * n].view(n, 2), base[2:].view(n, 2))
+        assert_same(out, fn(ref_base[: 2 * n].view(n, 2), ref_base[2:].view(n, 2)))
+        assert_same(base, ref_base)
+    # distinct inputs are padded to buckets; overlapping ones compile their exact sizes
+    (graph,) = torch2xla.cache_info(f).graphs
+    assert graph.bucketed and not graph.not_bucketed, graph

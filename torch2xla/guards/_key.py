@@ -12,7 +12,7 @@ import sympy
 import torch
 
 from torch2xla.capture._aliases import alias_signature, may_alias
-from torch2xla.capture._lower import scalar_placeholders
+from torch2xla.capture._lower import scalar_placeholders, written_inputs
 
 
 def _expr(value) -> sympy.Expr | None:
@@ -141,16 +141,22 @@ class SignatureKey:
         self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.
         self.scalar_pos = scalar_placeholders(gm)
-        # Inputs overlapping in memory are lowered as one base (_aliases.InputAliasing); Dynamo
-        # guards against aliasing only where its example inputs did not share memory.
+        # Written inputs overlapping in memory are lowered as one base (_aliases.InputAliasing).
+        # ``aliasing``: Dynamo's example inputs shared memory (it guards nothing about overlap
+        # then). Where they did not, it guards that the inputs are distinct tensors, not that
+        # their memory is: a program built for distinct inputs ran on ``f(x[:4], x[2:6])`` as
+        # if they were (a write into one not seen through the other, eager's overlap error not
+        # raised). So every graph that writes into an input keys the overlap of its inputs
+        # (``checks_overlap``: the key's last element, ``()`` where none overlap).
         self.aliasing = may_alias(gm)
+        self.checks_overlap = self.aliasing or bool(written_inputs(gm))
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
             *(f"shape of {placeholder_label(placeholders[i])}" for i in self.shape_pos),
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
-            *(("inputs overlapping in memory",) if self.aliasing else ()),
+            *(("inputs overlapping in memory",) if self.checks_overlap else ()),
         )
         self.num_symbols = len(self.sources)
         self._bucket: Callable[[tuple, bool], tuple] | None = None
@@ -165,7 +171,7 @@ class SignatureKey:
         grad_enabled = torch.is_grad_enabled
         sources = tuple((s.index, s.dim) for s in self.sources)
         shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
-        bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.aliasing
+        bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.checks_overlap
 
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
@@ -198,9 +204,12 @@ class SignatureKey:
 
         def bucketed(args) -> tuple:
             grad = grad_enabled()
-            # Calls that record autograd compile per exact size (see guards/README.md).
-            values = bucket(symbol_values(args), grad and requires_grad)
-            return (grad, *values, *rest(args))
+            others = rest(args)
+            # Calls that record autograd compile per exact size (see guards/README.md), and so
+            # do calls whose inputs overlap (padding copies each input: writes through the
+            # shared memory would part).
+            exact = (grad and requires_grad) or (aliasing and bool(others[-1]))
+            return (grad, *bucket(symbol_values(args), exact), *others)
 
         return bucketed
 
