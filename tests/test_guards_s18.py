@@ -173,3 +173,20 @@ def test_overlapping_writes_with_buckets():
     # distinct inputs are padded to buckets; overlapping ones compile their exact sizes
     (graph,) = torch2xla.cache_info(f).graphs
     assert graph.bucketed and not graph.not_bucketed, graph
+
+
+# -- empty outputs: eager's strides -------------------------------------------------------------
+def test_empty_outputs_have_eagers_strides():
+    # torch takes numpy's zero strides of an empty array: (0, 0) where eager's (0, 3) has (3, 1)
+    # (a size that becomes 0 under automatic dynamic shapes, or a bucketed index of nothing).
+    def fn(x):
+        return x.cumsum(0) * x.shape[0] + 1, x * 2, x[torch.arange(x.shape[0] // 2)]
+
+    for kw in ({}, {"dynamic": True}, {"dynamic": True, "options": {"buckets": [4]}}):
+        torch._dynamo.reset()
+        f = _compile(fn, **kw)
+        for shape in ((3, 3), (0, 3), (1, 3), (3, 0), (2, 0, 3)):
+            x = torch.randn(shape)
+            for out, ref in zip(f(x), fn(x), strict=True):
+                assert_same(out, ref)
+                assert out.stride() == ref.stride(), (kw, shape, out.stride(), ref.stride())
