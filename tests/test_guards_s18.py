@@ -190,3 +190,23 @@ def test_empty_outputs_have_eagers_strides():
             for out, ref in zip(f(x), fn(x), strict=True):
                 assert_same(out, ref)
                 assert out.stride() == ref.stride(), (kw, shape, out.stride(), ref.stride())
+
+
+# -- dropout's dropped elements are x * 0, as eager's (found by the probe's Dropout(1.0)) ----------
+def test_dropped_elements_are_input_times_zero():
+    inf = float("inf")
+    x = torch.tensor([-1.0, 2.0, inf, -inf, -3.0, 0.5] * 8)
+    for p in (1.0, 0.5):
+        out = _compile(lambda x, p=p: torch.nn.functional.dropout(x, p, True))(x)
+        kept, dropped = x * (1 / (1 - p)) if p < 1 else x * 0, x * 0
+        as_kept = (out == kept) & (out.signbit() == kept.signbit())
+        as_dropped = ((out == dropped) & (out.signbit() == dropped.signbit())) | (
+            out.isnan() & dropped.isnan()
+        )
+        assert bool((as_kept | as_dropped).all()), (p, out)
+        assert bool(as_dropped.any()) and (p == 1.0 or bool((as_kept & ~as_dropped).any()))
+    eager = torch.nn.functional.dropout(x, 1.0, True)
+    out = _compile(lambda x: torch.nn.functional.dropout(x, 1.0, True))(x)
+    real = ~eager.isnan()  # (a NaN's sign is the hardware's)
+    assert torch.equal(out.isnan(), eager.isnan())
+    assert torch.equal(out.signbit()[real], eager.signbit()[real])
