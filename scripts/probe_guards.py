@@ -34,7 +34,7 @@ from torch import nn
 
 # (in-process scenarios: no earlier run's programs serve a call)
 os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
-import torch2xla  # noqa: F401
+import torch2xla
 
 warnings.simplefilter("ignore")
 BACKEND = os.environ.get("PROBE_BACKEND", "xla")
@@ -1039,6 +1039,182 @@ def threads_grad_mode_and_dtype(C, call):
         t.join()
     for tid in (0, 1):
         call.rec(f"thread {tid}", results[tid])
+
+
+# ============================================================================================
+# more state between calls: in-place metadata changes, hooks, optimizer steps, eviction
+@scenario
+def inplace_metadata_changes(C, call):
+    for dyn in (False, True):
+        torch._dynamo.reset()
+        f = C(lambda x: x * 2 + x[0], dynamic=dyn)
+        x = torch.arange(16.0).view(4, 4)
+        for i in range(3):
+            call(f"dyn={dyn} {i}", lambda f=f, x=x: f(x))
+        x.t_()
+        call(f"dyn={dyn} t_", lambda f=f, x=x: f(x))
+        x.t_()
+        call(f"dyn={dyn} t_ back", lambda f=f, x=x: f(x))
+        with torch.no_grad():
+            x.set_(x.untyped_storage(), 0, (4, 4), (1, 4))
+        call(f"dyn={dyn} set_", lambda f=f, x=x: f(x))
+        with torch.no_grad():
+            x.set_(x.untyped_storage(), 2, (3, 4), (4, 1))
+        call(f"dyn={dyn} set_ offset", lambda f=f, x=x: f(x))
+
+
+@scenario
+def inplace_metadata_parameter(C, call):
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4, bias=False)
+    f = C(lin)
+    y = rand(3, 4)
+    with torch.no_grad():
+        for i in range(3):
+            call(f"{i}", lambda: f(y))
+        lin.weight.t_()
+        call("t_", lambda: f(y))
+        lin.weight.data = lin.weight.data.t()
+        call("data t", lambda: f(y))
+        lin.weight.copy_(torch.eye(4))
+        call("copy_", lambda: f(y))
+        lin.load_state_dict({"weight": torch.full((4, 4), 0.5)})
+        call("load_state_dict", lambda: f(y))
+
+
+@scenario
+def inplace_expanded_dynamic(C, call):
+    def g(x):
+        x.add_(1)
+        return x.sum()
+
+    f = C(g, dynamic=True)
+    for name, x in (
+        ("contig 3", rand(3, 4)),
+        ("contig 5", rand(5, 4, seed=1)),
+        ("expanded 5", rand(1, 4, seed=2).expand(5, 4)),
+        ("expanded 6", rand(1, 4, seed=3).expand(6, 4)),
+        ("contig 6", rand(6, 4, seed=4)),
+        ("unfold", rand(12, seed=5).unfold(0, 4, 2)),
+    ):
+        call(name, lambda x=x: f(x))
+        call(name + " after", lambda x=x: x)
+
+
+@scenario
+def hooks_between_calls(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    f = C(m)
+    x = rand(2, 4)
+    with torch.no_grad():
+        call("plain", lambda: f(x))
+        h = m[0].register_forward_hook(lambda mod, i, o: o * 10)
+        call("forward hook", lambda: f(x))
+        h.remove()
+        call("removed", lambda: f(x))
+        h = m.register_forward_pre_hook(lambda mod, i: (i[0] - 1,))
+        call("pre hook", lambda: f(x))
+        h.remove()
+        call("removed again", lambda: f(x))
+
+
+@scenario
+def optimizer_steps_between_calls(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    f = C(m)
+    opt = torch.optim.Adam(m.parameters(), lr=0.1)
+    for i in range(4):
+        loss = call(f"loss {i}", lambda i=i: f(rand(5, 4, seed=i)).square().mean())
+        loss.backward()
+        call.rec(f"grads {i}", [p.grad for p in m.parameters()])
+        opt.step()
+        opt.zero_grad()
+    with torch.no_grad():
+        call("eval", lambda: f(rand(5, 4, seed=9)))
+
+
+@scenario
+def eviction_and_clear(C, call):
+    f = C(
+        lambda x: x.cumsum(0) * x.shape[0], dynamic=True, options={"cache_size": 2, "buckets": None}
+    )
+    for i, n in enumerate((3, 4, 5, 3, 4, 5, 3)):
+        call(f"{i} n={n}", lambda n=n: f(rand(n, 2, seed=n)))
+        if (
+            i == 4
+            and f is not None
+            and BACKEND == "xla"
+            and hasattr(f, "_torchdynamo_orig_callable")
+        ):
+            torch2xla.clear_caches()
+
+
+@scenario
+def duck_sized_dims(C, call):
+    f = C(lambda x: x @ x.t() + x.sum(), dynamic=True)
+    for shape in ((3, 3), (4, 4), (3, 4), (4, 3), (5, 5), (2, 6)):
+        call(str(shape), lambda s=shape: f(rand(*s)))
+
+
+@scenario
+def duck_sized_dims_bucketed(C, call):
+    f = C(lambda x, y: (x.sum(0), y.softmax(0)), dynamic=True, options={"buckets": [4, 8]})
+    for a, b in ((3, 3), (5, 5), (3, 5), (5, 3), (6, 2), (2, 6)):
+        call(f"{a},{b}", lambda a=a, b=b: f(rand(a, 2), rand(b, 2, seed=1)))
+
+
+@scenario
+def int_argument_not_a_size(C, call):
+    f = C(lambda x, n: (x.roll(n, 0), x[:n], x * n), dynamic=True)
+    x = rand(6, 2)
+    for n in (1, 2, 3, 0, -1, 6, 2):
+        call(f"n={n}", lambda n=n: f(x, n))
+
+
+@scenario
+def kwargs_between_calls(C, call):
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, scale=1.0, mask=None, flag=False):
+            y = self.lin(x) * scale
+            if mask is not None:
+                y = y.masked_fill(mask, -1.0)
+            return y.relu() if flag else y
+
+    m = M()
+    f = C(m)
+    x = rand(2, 4)
+    mask = rand(2, 4, seed=3) > 0
+    with torch.no_grad():
+        call("plain", lambda: f(x))
+        call("scale", lambda: f(x, scale=2.0))
+        call("mask", lambda: f(x, mask=mask))
+        call("flag", lambda: f(x, flag=True))
+        call("all", lambda: f(x, 0.5, mask, True))
+        call("other mask", lambda: f(x, mask=~mask))
+        call("plain again", lambda: f(x))
+
+
+@scenario
+def rng_state_between_calls(C, call):
+    # the same seed before each call: the compiled function draws the same numbers each time
+    f = C(lambda x: x + torch.rand_like(x))
+    x = torch.zeros(4)
+    torch.manual_seed(1)
+    a = f(x)
+    torch.manual_seed(1)
+    b = f(x)
+    torch.manual_seed(2)
+    c = f(x)
+    call.rec("same seed same draw", bool(torch.equal(a, b)))
+    call.rec("other seed other draw", bool(not torch.equal(a, c)))
 
 
 # ============================================================================================

@@ -350,6 +350,16 @@ class CompiledGraph:
             if self._overlapping:
                 missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
                 return self._in_eager(missing, b)
+            # (the same where this call's input overlaps itself and the example's layout was
+            # symbolic, so ``check_writes`` could not tell: this signature runs in eager)
+            placeholders = self.gm.graph.find_nodes(op="placeholder")
+            shared = [
+                Unsupported(placeholders[i], writes.REASON)
+                for i in self.key.self_overlap_pos
+                if writes.self_overlapping(args[i])
+            ]
+            if shared:
+                return self._in_eager(shared, b, every=False)
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
@@ -559,18 +569,21 @@ class CompiledGraph:
                 node=missing[0].node,
             )
 
-    def _in_eager(self, missing: list[Unsupported], b: Build) -> _Cut:
-        """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
-        nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
+    def _in_eager(self, missing: list[Unsupported], b: Build, every: bool = True) -> _Cut:
+        """The whole Dynamo graph run in eager PyTorch, for every signature (``every``; else
+        for this one), because of the nodes ``missing`` (raised in strict mode, else one
+        ``FallbackWarning``)."""
         self._report(missing)
         b.record.mode = "eager"
         b.record.ops = [
             OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
             for u in missing
         ]
-        self._cut = _Cut(self.gm)
-        self._draws = False  # (eager draws its own numbers: nothing to replay)
-        return b.done(self._cut)
+        cut = _Cut(self.gm)
+        if every:
+            self._cut = cut
+            self._draws = False  # (eager draws its own numbers: nothing to replay)
+        return b.done(cut)
 
     def _cut_around(self, found: list[torch.fx.Node], b: Build) -> _Cut:
         """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the

@@ -275,18 +275,24 @@ def _overlapping(tensors: Sequence) -> list[list[int]]:
     return groups
 
 
-def alias_signature(tensors: Sequence) -> tuple:
+def alias_signature(tensors: Sequence, positions: Sequence[int] | None = None) -> tuple:
     """What ``InputAliasing`` depends on in a call: which inputs overlap, and their layouts
-    relative to each other (hashable; ``()`` when no inputs overlap)."""
+    relative to each other (hashable; ``()`` when no inputs overlap). ``positions``: the
+    strided tensors that may overlap (the cache key's choice); None: every tensor."""
     # (per call, in the cache key: no two tensors sharing a storage is the common case, found
     # from the storages' addresses at a tenth of ``_overlapping``'s cost)
     seen = set()
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-            ptr = t.untyped_storage().data_ptr()
-            if ptr in seen:
-                break
-            seen.add(ptr)
+    if positions is None:
+        positions = [
+            i
+            for i, t in enumerate(tensors)
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided
+        ]
+    for i in positions:
+        ptr = tensors[i].untyped_storage().data_ptr()
+        if ptr in seen:
+            break
+        seen.add(ptr)
     else:
         return ()
     out = []

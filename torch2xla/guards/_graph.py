@@ -248,7 +248,7 @@ class GraphGuards:
         b = self.bucketing
         if b is None or not b.safe or (key[0] and self.key.requires_grad):
             return None
-        if self.key.checks_overlap and key[-1]:  # (inputs overlapping in memory: exact sizes)
+        if self.key.shares_memory(key):  # (inputs overlapping in memory: exact sizes)
             return None
         return tuple(key[1 : 1 + self.key.num_symbols])
 
