@@ -18,6 +18,7 @@ tolerated). Scenarios of the persistent cache run two fresh processes on one cac
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pathlib
@@ -1351,6 +1352,37 @@ persistent(
     no_grad=False,
 )
 
+persistent(
+    "options: runtime checks off, then on",
+    "def make():\n    return lambda x, i: x[i] * 2\n",
+    "def make():\n    return lambda x, i: x[i] * 2\n",
+    calls="[(torch.arange(5.0), torch.tensor([1, 3]))]",
+    kw="{'options': {'checks': False}, 'options2': {}, 'calls2': "
+    "'[(torch.arange(5.0), torch.tensor([1, 3])), (torch.arange(5.0), torch.tensor([1, 7]))]'}",
+)
+persistent(
+    "user lowering changed",
+    "import torch2xla, jax.numpy as jnp\n"
+    "@torch.library.custom_op('probe::twice', mutates_args=())\n"
+    "def twice(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+    "@twice.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
+    "torch2xla.register_lowering(torch.ops.probe.twice.default)(lambda x: x * 2)\n"
+    "def make():\n    return lambda x: torch.ops.probe.twice(x) + 1\n",
+    "import torch2xla, jax.numpy as jnp\n"
+    "@torch.library.custom_op('probe::twice', mutates_args=())\n"
+    "def twice(x: torch.Tensor) -> torch.Tensor:\n    return x * 3\n"
+    "@twice.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
+    "torch2xla.register_lowering(torch.ops.probe.twice.default)(lambda x: x * 3)\n"
+    "def make():\n    return lambda x: torch.ops.probe.twice(x) + 1\n",
+)
+persistent(
+    "overlapping inputs across processes",
+    "def make():\n    def f(a, b):\n        b.mul_(2)\n        return a + b\n    return f\n",
+    "def make():\n    def f(a, b):\n        b.mul_(2)\n        return a + b\n    return f\n",
+    calls="[(rand(4), rand(4, seed=1))]",
+    kw="{'calls2': '[(rand(4), rand(4, seed=1)), (lambda z: (z[:4], z[2:6]))(rand(8, seed=2))]'}",
+)
+
 
 def worker(config: dict) -> None:
     """One process of a persistent-cache scenario: import the user's module, compile, compare."""
@@ -1365,23 +1397,21 @@ def worker(config: dict) -> None:
     fn = mod.make()
     eager_fn = fn
     if isinstance(fn, nn.Module):
-        import copy
-
         eager_fn = copy.deepcopy(fn)
     compile_kw = {"backend": "xla"}
     if "dynamic" in kw:
         compile_kw["dynamic"] = kw["dynamic"]
     if "options" in kw:
         compile_kw["options"] = kw["options"]
+    if config["second"] and "options2" in kw:
+        compile_kw["options"] = kw["options2"]
     compiled = torch.compile(fn, **compile_kw)
     obs = []
     rg = config["second"] and kw.get("rg2", False)
     for args in calls:
         for run, f in (("xla", compiled), ("eager", eager_fn)):
-            a = [
-                x.clone().requires_grad_(rg) if isinstance(x, torch.Tensor) and rg else x
-                for x in args
-            ]
+            a = copy.deepcopy(args)  # (views of one tensor stay views of one copy)
+            a = [x.requires_grad_(rg) if isinstance(x, torch.Tensor) and rg else x for x in a]
             ctx = torch.no_grad() if config["no_grad"] else torch.enable_grad()
             auto = torch.autocast(
                 "cpu", dtype=torch.bfloat16, enabled=bool(config["second"] and kw.get("autocast2"))
