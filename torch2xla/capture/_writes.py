@@ -294,10 +294,16 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
 def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
     """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
     that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
-    ``x[0:4], x[2:6]``): Dynamo does not guard aliasing, so it is checked per signature."""
+    ``x[0:4], x[2:6]``), or into a view of one reading a view of another (``a[:4].add_(b)``):
+    Dynamo does not guard aliasing, so it is checked per signature."""
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}
     group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
+
+    def group_of(a: Any) -> int | None:
+        root = _root(a) if isinstance(a, torch.fx.Node) else None
+        return group.get(position[root]) if root in position else None
+
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function") or node.target is operator.setitem:
             continue
@@ -306,13 +312,11 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         if _written(node, example_args, example_kwargs) is None:
             continue
         target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0]
-        if target not in position or position[target] not in group:
+        mine = group_of(target)
+        if mine is None:
             continue
-        mine = group[position[target]]
         read = [
-            a
-            for a in _leaves((node.args, node.kwargs))
-            if a is not target and a in position and group.get(position[a]) == mine
+            a for a in _leaves((node.args, node.kwargs)) if a is not target and group_of(a) == mine
         ]
         if not read:
             continue
@@ -331,9 +335,14 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         }
 
         def like(a: Any, real: dict = real) -> Any:
-            if isinstance(a, torch.fx.Node):
-                return real[a] if a in real else _real(_example(a))
-            return a
+            if not isinstance(a, torch.fx.Node):
+                return a
+            if a in real:
+                return real[a]
+            root = _root(a)
+            if root in real:  # a view of an input: laid out in the input's real memory
+                return _view_in(_example(a), _example(root), real[root])
+            return _real(_example(a))
 
         try:
             real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
@@ -342,6 +351,19 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         message = _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
         if message is not None:
             raise OpError(message, node)
+
+
+def _view_in(view: Any, root: Any, real_root: torch.Tensor) -> torch.Tensor:
+    """The example ``view`` of the example ``root``, taken the same way of ``real_root``
+    (the input laid out in this call's memory): its layout relative to the root's, which
+    Dynamo's guards keep (the root's strides are the call's)."""
+    ints = (*view.shape, *view.stride(), view.storage_offset(), root.storage_offset())
+    if not all(isinstance(n, int) for n in (*ints, *root.stride())):
+        raise _Symbolic
+    if tuple(root.stride()) != tuple(real_root.stride()):
+        raise _Symbolic  # (not laid out as the example: not checked)
+    offset = real_root.storage_offset() + view.storage_offset() - root.storage_offset()
+    return real_root.as_strided(view.shape, view.stride(), offset)
 
 
 def _through_overlap(node: torch.fx.Node) -> bool:
