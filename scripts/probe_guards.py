@@ -148,6 +148,17 @@ def observe(fn, compiled: bool):
     return obs
 
 
+# Differences that are torch's own (PROBE_BACKEND=aot_eager shows them too) or known and not
+# fixed, printed beside the scenario's line.
+KNOWN = {
+    "hooks_between_calls": "torch's own: Dynamo does not guard hooks added after the compile "
+    "(torch._dynamo.config.skip_nnmodule_hook_guards)",
+    "strides_as_strided_offset": "not fixed: as_strided's explicit storage_offset is taken "
+    "relative to the input's own data (eager: to its storage), and Dynamo does not guard "
+    "storage offsets",
+}
+
+
 def compare(name, fn) -> str:
     got = observe(fn, True)
     exp = observe(fn, False)
@@ -1480,6 +1491,8 @@ def main(argv: list[str]) -> int:
             line = compare(name, fn)
         except Exception:  # noqa: BLE001
             line = f"CRASH {name}: {traceback.format_exc()[-1500:]}"
+        if not line.startswith("ok") and name in KNOWN:
+            line += f"\n      ({KNOWN[name]})"
         bad += not line.startswith("ok")
         print(line, flush=True)
     for name in PERSISTENT:
