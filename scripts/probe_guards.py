@@ -153,9 +153,7 @@ def observe(fn, compiled: bool):
 KNOWN = {
     "hooks_between_calls": "torch's own: Dynamo does not guard hooks added after the compile "
     "(torch._dynamo.config.skip_nnmodule_hook_guards)",
-    "strides_as_strided_offset": "not fixed: as_strided's explicit storage_offset is taken "
-    "relative to the input's own data (eager: to its storage), and Dynamo does not guard "
-    "storage offsets",
+    "meta_tensors_between_cpu_calls": "by design: meta tensors raise torch2xla's ValueError",
 }
 
 
@@ -316,9 +314,17 @@ def strides_as_strided(C, call):
 
 @scenario
 def strides_as_strided_offset(C, call):
-    f = C(lambda x: x.as_strided((2, 2), (1, 2), 1) * 1)
+    f = C(lambda x: (x.as_strided((2, 2), (1, 2), 1) * 1, x.as_strided((2, 2), (1, 2), 6) * 1))
     base = torch.arange(40.0)
-    for off in (0, 3, 5, 0):
+    for off in (0, 3, 5, 0, 6):
+        call(f"offset {off}", lambda off=off: f(base[off : off + 20].view(4, 5)))
+
+
+@scenario
+def strides_as_strided_of_a_view_in_the_graph(C, call):
+    f = C(lambda x: x[1:].as_strided((2, 2), (1, 2), 7) * 1)
+    base = torch.arange(40.0)
+    for off in (0, 3):
         call(f"offset {off}", lambda off=off: f(base[off : off + 20].view(4, 5)))
 
 
@@ -1212,6 +1218,24 @@ def kwargs_between_calls(C, call):
         call("all", lambda: f(x, 0.5, mask, True))
         call("other mask", lambda: f(x, mask=~mask))
         call("plain again", lambda: f(x))
+
+
+@scenario
+def dtype_and_device_arguments(C, call):
+    f = C(lambda x, dt, dev: (x.to(dt) * 2, torch.ones(2, dtype=dt, device=dev)))
+    x = rand(3)
+    for dt in (torch.float32, torch.float64, torch.int32, torch.bfloat16, torch.float32):
+        call(str(dt), lambda dt=dt: f(x, dt, "cpu"))
+        call(str(dt) + " device obj", lambda dt=dt: f(x, dt, torch.device("cpu")))
+
+
+@scenario
+def meta_tensors_between_cpu_calls(C, call):
+    f = C(lambda x: (x * 2).sum(0))
+    call("cpu", lambda: f(rand(3, 2)))
+    out = call("meta", lambda: f(torch.empty(3, 2, device="meta")))
+    call.rec("meta device", str(getattr(out, "device", None)))
+    call("cpu again", lambda: f(rand(3, 2, seed=1)))
 
 
 @scenario

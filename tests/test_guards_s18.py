@@ -298,3 +298,27 @@ def test_partial_overlap_error_through_views_of_inputs():
         else:
             assert_same(f(x[sa : sa + 5], x[sb : sb + 5]), ref)
         assert_same(x, y)
+
+
+# -- as_strided's explicit storage offset counts from the storage's start ------------------------
+def test_as_strided_storage_offset_of_views():
+    # The lowering counted it from the input's first element, and Dynamo does not guard
+    # storage offsets: x = base[3:23] read base[8:] for offset 5 (eager: base[5:]), and the
+    # program of one offset served the others.
+    def fn(x):
+        return x.as_strided((2, 2), (1, 2), 5) * 1
+
+    def reads_before(x):  # (memory before the input's first element: that op runs in eager)
+        return x.as_strided((2, 2), (1, 2), 1) * 1
+
+    def of_a_view(x):  # (a view made in the graph: it runs in eager with the op, on x's memory)
+        return x[1:].as_strided((2, 2), (1, 2), 7) * 1
+
+    base = torch.arange(40.0)
+    f, g = _compile(fn), _compile(reads_before, options={"strict": False})
+    h = _compile(of_a_view, options={"strict": False})
+    for off in (3, 0, 5, 3, 1):
+        x = base[off : off + 20].view(4, 5)
+        assert_same(f(x), fn(x))
+        assert_same(g(x), reads_before(x))
+        assert_same(h(x), of_a_view(x))

@@ -63,6 +63,14 @@ def _strided(node: torch.fx.Node) -> bool:
     return isinstance(ex, torch.Tensor) and ex.layout == torch.strided
 
 
+def _target_name(node: torch.fx.Node) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", None) or str(node.target)
+    return ""
+
+
 def _module_state(node: torch.fx.Node) -> bool:
     """Whether the placeholder ``node`` is a module's parameter or buffer (Dynamo's source)."""
     source = getattr(node.meta.get("grapharg"), "source", None)
@@ -180,12 +188,20 @@ class SignatureKey:
         self.self_overlap_pos = tuple(
             i for i in sorted(written) if symbolic_layout(placeholders[i].meta.get("example_value"))
         )
+        # Dynamo does not guard storage offsets; ``as_strided``'s explicit one counts from the
+        # storage's start, so the program depends on where each input starts in its storage.
+        self.offset_pos = (
+            tuple(i for i, node in enumerate(placeholders) if _strided(node))
+            if any("as_strided" in _target_name(n) for n in gm.graph.nodes)
+            else ()
+        )
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
             *(f"shape of {placeholder_label(placeholders[i])}" for i in self.shape_pos),
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
+            *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
             *(
                 f"{placeholder_label(placeholders[i])} overlaps itself"
                 for i in self.self_overlap_pos
@@ -207,6 +223,7 @@ class SignatureKey:
         grad_enabled = torch.is_grad_enabled
         sources = tuple((s.index, s.dim) for s in self.sources)
         shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
+        offset_pos = self.offset_pos
         bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.checks_overlap
         self_overlap_pos, unpaddable = self.self_overlap_pos, self._unpaddable
         overlap_pos = self.overlap_pos
@@ -228,13 +245,15 @@ class SignatureKey:
                 )
             for i in scalar_pos:
                 out.append(scalar_key(args[i].item()))
+            for i in offset_pos:
+                out.append(args[i].storage_offset())
             for i in self_overlap_pos:
                 out.append(self_overlapping(args[i]))
             if aliasing:
                 out.append(alias_signature(args, overlap_pos))
             return tuple(out)
 
-        plain = not shape_pos and not value_pos and not scalar_pos and not unpaddable
+        plain = not (shape_pos or value_pos or scalar_pos or offset_pos or unpaddable)
         if not sources and plain:
             return lambda args: (grad_enabled(),)
         if bucket is None:
