@@ -389,6 +389,16 @@ class CompiledGraph:
             if self._overlapping:
                 missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
                 return self._in_eager(missing, b)
+            # (the same where this call's input overlaps itself and the example's layout was
+            # symbolic, so ``check_writes`` could not tell: this signature runs in eager)
+            placeholders = self.gm.graph.find_nodes(op="placeholder")
+            shared = [
+                Unsupported(placeholders[i], writes.REASON)
+                for i in self.key.self_overlap_pos
+                if writes.self_overlapping(args[i])
+            ]
+            if shared:
+                return self._in_eager(shared, b, every=False)
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
@@ -429,6 +439,7 @@ class CompiledGraph:
                 for n in lowered.gm.graph.nodes
                 if n.op == "call_function" and n.target in self._failed_ops
             ]
+            unsupported += _views_read_through(unsupported)
             requires_grad = tracked + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
@@ -624,18 +635,21 @@ class CompiledGraph:
             )
             warn(f"torch2xla: {what}:\n{listing}", FallbackWarning, node=missing[0].node)
 
-    def _in_eager(self, missing: list[Unsupported], b: Build) -> Cut:
-        """The whole Dynamo graph run in eager PyTorch, for every signature, because of the
-        nodes ``missing`` (raised in strict mode, else one ``FallbackWarning``)."""
+    def _in_eager(self, missing: list[Unsupported], b: Build, every: bool = True) -> Cut:
+        """The whole Dynamo graph run in eager PyTorch, for every signature (``every``; else
+        for this one), because of the nodes ``missing`` (raised in strict mode, else one
+        ``FallbackWarning``)."""
         self._report(missing, whole=True)
         b.record.mode = "eager"
         b.record.ops = [
             OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
             for u in missing
         ]
-        self._cut = Cut(self.gm)
-        self._draws = False  # (eager draws its own numbers: nothing to replay)
-        return b.done(self._cut)
+        cut = Cut(self.gm)
+        if every:
+            self._cut = cut
+            self._draws = False  # (eager draws its own numbers: nothing to replay)
+        return b.done(cut)
 
     def _cut_around(self, found: list[torch.fx.Node], b: Build) -> Cut:
         """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the
@@ -712,6 +726,43 @@ def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> Comp
 
 def _on_gpu(args: Sequence) -> bool:
     return any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
+
+
+_READS_STORAGE = frozenset(
+    {
+        torch.ops.aten.as_strided.default,
+        torch.ops.aten.as_strided_copy.default,
+        torch.ops.aten.as_strided_scatter.default,
+    }
+)
+
+
+def _views_read_through(unsupported: list[Unsupported]) -> list[Unsupported]:
+    """The views an op reading its argument's storage (``as_strided``: its storage offset
+    counts from the storage's start) takes its argument through, where that op runs in
+    eager: they run in eager too, so that it gets a view of the input's own memory (an XLA
+    partition's output is a fresh tensor: ``x[1:].as_strided(size, stride, 0)`` read
+    ``x[1]``'s memory as its start)."""
+    found: list[Unsupported] = []
+    seen = {u.node for u in unsupported}
+    for u in unsupported:
+        if u.node.op != "call_function" or u.node.target not in _READS_STORAGE:
+            continue
+        arg = u.node.args[0] if u.node.args else None
+        while (
+            isinstance(arg, torch.fx.Node)
+            and arg.op == "call_function"
+            and getattr(arg.target, "is_view", False)
+            and arg not in seen
+        ):
+            seen.add(arg)
+            found.append(
+                Unsupported(
+                    arg, f"a view that {op_name(u.node)}, run in eager, reads the memory of"
+                )
+            )
+            arg = arg.args[0] if arg.args else None
+    return found
 
 
 # Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.

@@ -14,7 +14,8 @@ translation, under a key of ``torch2xla/ops/_registry.py``:
 - ``ON_CUDA`` (_assert_async, which has no output): whether its argument is on a CUDA device,
   where eager's assert is a device-side one, not checked (``ops/_bounds.py``).
 - ``STORAGE_ORDER`` (the as_strided family): the order of the input's dims in memory, from
-  which the lowering rebuilds the storage it indexes (``ops/_shape.py``).
+  which the lowering rebuilds the storage it indexes (``ops/_shape.py``); ``STORAGE_OFFSET``:
+  the input's storage offset, from which an explicit ``storage_offset`` counts.
 
 ``annotate`` runs them all on the graph about to be translated (``XlaProgram``, each remat
 segment): the answers describe that graph, so a partition of a graph is annotated on its own.
@@ -34,6 +35,7 @@ from torch2xla.ops._registry import (
     CONVOLUTION_PATH,
     KEPT_BY_USERS,
     ON_CUDA,
+    STORAGE_OFFSET,
     STORAGE_ORDER,
     UNEXPANDED,
 )
@@ -91,6 +93,7 @@ def annotate(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             node.meta[ON_CUDA] = getattr(getattr(val, "device", None), "type", "cpu") == "cuda"
         if node.target in _READS_STORAGE_ORDER:
             node.meta[STORAGE_ORDER] = storage_order(node.args[0])
+            node.meta[STORAGE_OFFSET] = storage_offset(node.args[0])
     return gm
 
 
@@ -175,6 +178,15 @@ def _expanded_from(arg) -> tuple[torch.fx.Node, bool] | None:
     if src_shape == (1, *shape[1:]) and shape[0] != 1:
         return src, True
     return None
+
+
+def storage_offset(arg) -> int | None:
+    """The storage offset of ``arg``'s fake value (0 without one; None where symbolic)."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return 0
+    offset = val.storage_offset()
+    return offset if isinstance(offset, int) else None
 
 
 def storage_order(arg) -> tuple[int, ...] | None:

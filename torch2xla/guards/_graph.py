@@ -268,6 +268,8 @@ class GraphGuards:
         b = self.bucketing
         if b is None or not b.safe or (key[0] and self.key.requires_grad):
             return None
+        if self.key.shares_memory(key):  # (inputs overlapping in memory: exact sizes)
+            return None
         return tuple(key[1 : 1 + self.key.num_symbols])
 
     def _bucketed_labels(self, key: tuple) -> frozenset[int]:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import cmath
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Sequence
 
 import sympy
 import torch
+from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
 from torch2xla.capture._aliases import alias_signature, may_alias
-from torch2xla.capture._lower import scalar_placeholders
+from torch2xla.capture._lower import scalar_placeholders, written_inputs
+from torch2xla.capture._writes import self_overlapping, symbolic_layout
 
 
 def _expr(value) -> sympy.Expr | None:
@@ -38,6 +42,39 @@ def source_label(source, fallback: str) -> str:
 def placeholder_label(node: torch.fx.Node) -> str:
     grapharg = node.meta.get("grapharg")
     return source_label(getattr(grapharg, "source", None), node.name)
+
+
+def scalar_key(v):
+    """A Python scalar as a cache key: itself, except where ``==`` conflates values that a
+    program specialized to one of them computes differently. ``0.0 == -0.0``, so a program
+    built for ``x * 0.0`` served ``x * -0.0`` (``1 / (x * s)`` gave ``inf`` for ``-inf``), and
+    ``nan != nan``, so a NaN was never found again (one compile per call, evicting the rest):
+    zeros and NaNs are keyed by their ``repr`` (a ``str``, never equal to a number)."""
+    t = type(v)
+    if t is float:
+        return v if v != 0.0 and not math.isnan(v) else repr(v)
+    if t is complex:
+        return v if v.real != 0.0 and v.imag != 0.0 and not cmath.isnan(v) else repr(v)
+    return v
+
+
+def _strided(node: torch.fx.Node) -> bool:
+    ex = node.meta.get("example_value")
+    return isinstance(ex, torch.Tensor) and ex.layout == torch.strided
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", None) or str(node.target)
+    return ""
+
+
+def _module_state(node: torch.fx.Node) -> bool:
+    """Whether the placeholder ``node`` is a module's parameter or buffer (Dynamo's source)."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    return source is not None and is_from_unspecialized_param_buffer_source(source)
 
 
 def _is_typed_value(v) -> bool:
@@ -125,17 +162,54 @@ class SignatureKey:
         self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.
         self.scalar_pos = scalar_placeholders(gm)
-        # Inputs overlapping in memory are lowered as one base (_aliases.InputAliasing); Dynamo
-        # guards against aliasing only where its example inputs did not share memory.
+        # Written inputs overlapping in memory are lowered as one base (_aliases.InputAliasing).
+        # ``aliasing``: Dynamo's example inputs shared memory (it guards nothing about overlap
+        # then). Where they did not, it guards that the inputs are distinct tensors, not that
+        # their memory is: a program built for distinct inputs ran on ``f(x[:4], x[2:6])`` as
+        # if they were (a write into one not seen through the other, eager's overlap error not
+        # raised). So every graph that writes into an input keys the overlap of its inputs
+        # (``checks_overlap``: the key's last element, ``()`` where none overlap).
         self.aliasing = may_alias(gm)
+        written = written_inputs(gm)
+        self.checks_overlap = self.aliasing or bool(written)
+        # The inputs whose overlap is looked for: every strided tensor where the examples
+        # overlapped; else the written ones and those that are not a module's parameters or
+        # buffers (their sharing memory with each other after the trace is not looked for:
+        # ~0.2 us a tensor per call, the hundreds of a model's parameters would cost more
+        # than the rest of the key).
+        self.overlap_pos = tuple(
+            i
+            for i, node in enumerate(placeholders)
+            if _strided(node) and (self.aliasing or i in written or not _module_state(node))
+        )
+        # Written inputs whose example's layout is symbolic: ``check_writes`` (eager's handling
+        # of writes into tensors whose elements share memory, ``x.unfold(0, 4, 2).add_(1)``)
+        # reads the example, so whether each call's input overlaps itself is keyed.
+        self.self_overlap_pos = tuple(
+            i for i in sorted(written) if symbolic_layout(placeholders[i].meta.get("example_value"))
+        )
+        # Dynamo does not guard storage offsets; ``as_strided``'s explicit one counts from the
+        # storage's start, so the program depends on where each input starts in its storage.
+        self.offset_pos = (
+            tuple(i for i, node in enumerate(placeholders) if _strided(node))
+            if any("as_strided" in _target_name(n) for n in gm.graph.nodes)
+            else ()
+        )
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
             *(f"shape of {placeholder_label(placeholders[i])}" for i in self.shape_pos),
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
-            *(("inputs overlapping in memory",) if self.aliasing else ()),
+            *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
+            *(
+                f"{placeholder_label(placeholders[i])} overlaps itself"
+                for i in self.self_overlap_pos
+            ),
+            *(("inputs overlapping in memory",) if self.checks_overlap else ()),
         )
+        # the key's trailing positions that say "memory shared": such calls are never padded
+        self._unpaddable = len(self.self_overlap_pos) + bool(self.checks_overlap)
         self.num_symbols = len(self.sources)
         self._bucket: Callable[[tuple, bool], tuple] | None = None
         # ``compute(args)``, the key of a call: what ``__call__`` runs (one frame less).
@@ -149,7 +223,10 @@ class SignatureKey:
         grad_enabled = torch.is_grad_enabled
         sources = tuple((s.index, s.dim) for s in self.sources)
         shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
-        bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.aliasing
+        offset_pos = self.offset_pos
+        bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.checks_overlap
+        self_overlap_pos, unpaddable = self.self_overlap_pos, self._unpaddable
+        overlap_pos = self.overlap_pos
 
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
@@ -164,15 +241,19 @@ class SignatureKey:
                 out.append(
                     (tuple(a.shape), a.dtype, a.device, a.requires_grad)
                     if isinstance(a, torch.Tensor)
-                    else (type(a), a)
+                    else (type(a), scalar_key(a))
                 )
             for i in scalar_pos:
-                out.append(args[i].item())
+                out.append(scalar_key(args[i].item()))
+            for i in offset_pos:
+                out.append(args[i].storage_offset())
+            for i in self_overlap_pos:
+                out.append(self_overlapping(args[i]))
             if aliasing:
-                out.append(alias_signature(args))
+                out.append(alias_signature(args, overlap_pos))
             return tuple(out)
 
-        plain = not shape_pos and not value_pos and not scalar_pos and not aliasing
+        plain = not (shape_pos or value_pos or scalar_pos or offset_pos or unpaddable)
         if not sources and plain:
             return lambda args: (grad_enabled(),)
         if bucket is None:
@@ -182,11 +263,22 @@ class SignatureKey:
 
         def bucketed(args) -> tuple:
             grad = grad_enabled()
-            # Calls that record autograd compile per exact size (see guards/README.md).
-            values = bucket(symbol_values(args), grad and requires_grad)
-            return (grad, *values, *rest(args))
+            others = rest(args)
+            # Calls that record autograd compile per exact size (see guards/README.md), and so
+            # do calls whose inputs overlap (padding copies each input: writes through the
+            # shared memory would part).
+            exact = (grad and requires_grad) or (
+                unpaddable > 0 and any(others[len(others) - unpaddable :])
+            )
+            return (grad, *bucket(symbol_values(args), exact), *others)
 
         return bucketed
+
+    def shares_memory(self, key: tuple) -> bool:
+        """Whether the call of ``key`` has inputs that overlap each other or themselves (such
+        calls compile their exact sizes: padded copies would not share the memory)."""
+        n = self._unpaddable
+        return n > 0 and any(key[len(key) - n :])
 
     def set_bucketing(self, bucket: Callable[[tuple, bool], tuple] | None) -> None:
         """Install ``bucket(symbol_values, exact) -> keyed values`` (None: exact sizes)."""

@@ -370,8 +370,8 @@ def native_dropout(input, p, train):
     # NOTE: train=None means training, as in eager's kernel.
     if train is False or p == 0:
         return input, jnp.ones(input.shape, bool)
-    if p >= 1:
-        return jnp.zeros_like(input), jnp.zeros(input.shape, bool)
+    if p >= 1:  # (eager's ``input * 0``: -0.0 for negative inputs, NaN for infinite ones)
+        return input * 0, jnp.zeros(input.shape, bool)
     return _saved.dropout(input, ctx().next_key(), p)
 
 

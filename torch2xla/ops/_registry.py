@@ -218,6 +218,10 @@ STORAGE_ORDER = "torch2xla.storage_order"
 """as_strided, as_strided_copy, as_strided_scatter, _reshape_alias_copy: the first argument's
 dims ordered outermost-first in memory (from its strides), or None where it is not dense in
 memory (overlapping or with gaps). Absent: a contiguous argument."""
+STORAGE_OFFSET = "torch2xla.storage_offset"
+"""as_strided, as_strided_copy, as_strided_scatter: the first argument's storage offset (an
+explicit ``storage_offset`` counts from its storage's start, the lowering from the argument's
+first element), or None where it is symbolic. Absent: 0."""
 ON_CUDA = "torch2xla.on_cuda"
 """_assert_async (an op without an output to take the device from): bool, whether its
 argument is on a CUDA device. Absent: the node's output's device (``LoweringContext.on_cuda``)."""

@@ -246,7 +246,9 @@ def dropout(x, key, p: float):
     """``x`` with each element dropped with probability ``p`` (0 < p < 1) by a mask drawn from
     ``key`` and the rest scaled by 1 / (1 - p), as torch's dropout; and the mask of those kept."""
     keep = keep_mask(key, 1.0 - p, x.shape)
-    return jnp.where(keep, x * jnp.asarray(1.0 / (1.0 - p), x.dtype), jnp.zeros((), x.dtype)), keep
+    # (a dropped element is ``x * 0``, as eager's ``x * mask * scale``: -0.0 for negative x,
+    # NaN for infinite x)
+    return jnp.where(keep, x * jnp.asarray(1.0 / (1.0 - p), x.dtype), x * 0), keep
 
 
 def _dropped(p, seed, dropout_p):

@@ -11,7 +11,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
-from torch2xla.ops._registry import STORAGE_ORDER, ctx, register
+from torch2xla.ops._registry import STORAGE_OFFSET, STORAGE_ORDER, ctx, register
 
 aten = ops.aten
 _INT64_MAX = 2**63 - 1
@@ -349,13 +349,33 @@ def _strided_index(size, stride, offset) -> np.ndarray:
     return idx
 
 
+def _own_index(size, stride, storage_offset, n: int) -> np.ndarray:
+    """The positions in the input's own memory (``n`` elements, from its first) that an
+    as_strided view reads: an explicit ``storage_offset`` counts from the storage's start
+    (``STORAGE_OFFSET``: where the input starts in it)."""
+    start = 0
+    if storage_offset is not None:
+        own = ctx().node.meta.get(STORAGE_OFFSET, 0)
+        if own is None:
+            raise NotImplementedError("as_strided with a storage offset on a symbolic one")
+        start = storage_offset - own
+    idx = _strided_index(_shape(size), _shape(stride), start)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        # (eager reads memory of the storage around the input: not among its values here)
+        raise NotImplementedError(
+            "as_strided reading memory outside its input (a storage offset before the "
+            "input's first element, or a view of a larger tensor)"
+        )
+    return idx
+
+
 @register(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(self, size, stride, storage_offset=None):
     # NOTE: torch indexes the input's storage; the bridge sees logical values, so the storage
-    # is rebuilt from the input's strides (dense inputs only, storage offset 0).
+    # is rebuilt from the input's strides (dense inputs only), from its first element.
     order = _storage_order(self.ndim)
     storage = jnp.transpose(self, order).reshape(-1) if self.ndim else self.reshape(-1)
-    return storage[_strided_index(_shape(size), _shape(stride), storage_offset)]
+    return storage[_own_index(size, stride, storage_offset, storage.shape[0])]
 
 
 @register(aten._reshape_alias_copy.default)
@@ -386,7 +406,7 @@ def as_strided_scatter(self, src, size, stride, storage_offset=None):
     order = _storage_order(self.ndim)
     moved = jnp.transpose(self, order) if self.ndim else self
     storage = moved.reshape(-1)
-    idx = _strided_index(_shape(size), _shape(stride), storage_offset)
+    idx = _own_index(size, stride, storage_offset, storage.shape[0])
     storage = _scatter_set(storage, idx, as_dtype(src, self.dtype).reshape(idx.shape))
     moved = storage.reshape(moved.shape)
     return jnp.transpose(moved, np.argsort(order)) if self.ndim else moved

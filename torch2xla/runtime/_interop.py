@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 import torch
 from jax.experimental.layout import Layout, with_layout_constraint
+from torch._prims_common import make_contiguous_strides_for
 
 TORCH_TO_JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
@@ -363,8 +364,14 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
         memory.array = a
         t = torch.from_numpy(np.ndarray(shape, view, memory))
     else:
-        t = torch.from_numpy(np.empty(shape, view))
+        t = _dense(torch.from_numpy(np.empty(shape, view)))
     return t if tdtype is None else t.view(tdtype)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """An empty tensor from numpy with eager's strides for its shape: torch takes numpy's zero
+    strides of an empty array (``(0, 0)`` where ``torch.empty(0, 3)`` has ``(3, 1)``)."""
+    return t.as_strided(t.shape, make_contiguous_strides_for(t.shape))
 
 
 def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list:
@@ -383,6 +390,7 @@ def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int
     out, offset = [], 0
     for shape, size in zip(shapes, sizes):
         t = torch.from_numpy(np.ndarray(shape, view, memory, offset))
+        t = t if size else _dense(t)
         out.append(t if tdtype is None else t.view(tdtype))
         offset += size * itemsize
     return out

@@ -24,7 +24,7 @@ from typing import Any
 import sympy
 import torch
 
-from torch2xla.guards._key import SignatureKey, _expr
+from torch2xla.guards._key import SignatureKey, _expr, scalar_key
 from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
 from torch2xla.guards.bucketing._rewrite import rewrite
 
@@ -347,7 +347,7 @@ class Bucketing:
         return entry
 
     def _scalar_values(self, args: Sequence) -> tuple:
-        return tuple(args[i].item() for i in self.key.scalar_pos)
+        return tuple(scalar_key(args[i].item()) for i in self.key.scalar_pos)
 
     def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
         """The rewritten graph for the Python scalars of ``args`` (traced again for new ones)."""
