@@ -314,3 +314,23 @@ def test_a_dtype_argument_eager_does_not_implement_raises_as_eager(fn, x):
     ``dtype=`` the call names (``cumsum(dtype=torch.bool)``: "cumsum_out_cpu" not implemented
     for 'Bool') looked like another error, and XLA computed it."""
     _same_as_eager(fn, x)
+
+
+@pytest.mark.parametrize("zero", ["python", "zeros_like"])
+def test_sum_with_a_constant_zero_keeps_its_gradient_where_it_is_zero(zero):
+    """The sum is +0.0 where it is zero, and its gradient is still the identity's there
+    (margin_ranking_loss with margin 0 at a tie: eager's gradient passes the clamp)."""
+
+    def f(x):
+        z = 0.0 if zero == "python" else torch.zeros_like(x)
+        return (x * 0.5 + z).clamp_min(0.0)
+
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5], requires_grad=True)
+    ct = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    out = torch.compile(f, backend="xla")(x)
+    (got,) = torch.autograd.grad(out, x, ct)
+    ref = f(x)
+    (want,) = torch.autograd.grad(ref, x, ct)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    assert torch.equal(out.signbit(), ref.signbit())
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

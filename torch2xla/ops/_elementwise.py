@@ -12,6 +12,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops import _autodiff  # noqa: F401  (defines torch2xla::stop_gradient)
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
@@ -445,6 +446,7 @@ _SAME_VALUES = frozenset(  # ops whose result holds their first argument's value
         aten.slice.Tensor,
         aten.select.int,
         ops.prims.convert_element_type.default,
+        ops.torch2xla.stop_gradient.default,  # (a constant in a training graph)
     )
 )
 
@@ -501,6 +503,18 @@ def _attribute(node):
     return value
 
 
+@jax.custom_jvp
+def _positive_zero(x):
+    """``x`` with its zeros +0.0: a select XLA's simplifier keeps. Its derivative is the
+    identity's (a plain select would give a zero gradient wherever the sum is zero)."""
+    return jnp.where(x == 0, jnp.zeros((), x.dtype), x)
+
+
+@_positive_zero.defjvp
+def _positive_zero_jvp(primals, tangents):
+    return _positive_zero(primals[0]), tangents[0]
+
+
 def _add_keeping_zero_signs(jfn, negated: bool):
     """``jfn`` (add or subtract) where one operand may be a constant zero: -0.0 plus +0.0
     (minus -0.0) is +0.0, not the folded -0.0."""
@@ -519,7 +533,7 @@ def _add_keeping_zero_signs(jfn, negated: bool):
         )
         if not zero:
             return out
-        return jnp.where(out == 0, jnp.zeros((), out.dtype), out)
+        return _positive_zero(out)
 
     return lowering
 
