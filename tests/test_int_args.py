@@ -186,3 +186,20 @@ def test_sliding_window_generate_compiles_no_program_per_token(kind, cache):
     buckets = math.ceil(math.log2(longest)) - math.ceil(math.log2(shortest)) + 1
     assert info.misses <= (2 if cache == "static" or kind == "mistral" else 2 + buckets), info
     assert not any("cumulative_length" in s.reason for g in info for s in g.signatures), info
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_int_with_a_half_precision_tensor_computes_as_eager(dtype):
+    """A Python int meets a half-precision tensor in float32 in eager (x * 2**40 is 0 for
+    x = 0, 2049 * x is not rounded to 2048 * x first): such an int stays a constant."""
+
+    def f(x, n: int):
+        return x * n, n * x + 1, x / n
+
+    x = torch.tensor([0.0, 1.0, -3.0, 0.5], dtype=dtype)
+    compiled = torch.compile(f, backend="xla", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch2xla.IntArgumentWarning)
+        for n in (2049, 1099511627783, 7):
+            for got, want in zip(compiled(x, n), f(x, n), strict=True):
+                torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

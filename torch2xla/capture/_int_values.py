@@ -72,6 +72,7 @@ _VALUE_FUNCTIONS = frozenset(
     }
 )
 _VALUE_METHODS = frozenset({*_BINARY, *_COMPARE})
+_HALF = frozenset({torch.float16, torch.bfloat16, torch.complex32})
 
 
 @dataclasses.dataclass
@@ -249,6 +250,10 @@ class _Plan:
                 and ex.dtype not in (torch.bool, torch.int64)
             ):
                 return f"it meets a 0-d {ex.dtype} tensor in {where}"
+            if isinstance(ex, torch.Tensor) and ex.dtype in _HALF:
+                # (eager computes a Python int with a half-precision tensor in float32, where
+                # it neither rounds nor overflows; a 0-d int64 tensor is cast to the half type)
+                return f"it meets a {ex.dtype} tensor in {where}"
         try:
             value = self._run(node, node.target, node.args)
         except Exception as e:  # noqa: BLE001 -- any failure keeps the int
