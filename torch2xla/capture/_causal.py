@@ -86,7 +86,7 @@ def _evaluate(gm: torch.fx.GraphModule, mask: torch.fx.Node) -> torch.Tensor | N
     with unset_fake_temporarily():
         for node in order:
             if node.op == "get_attr":
-                values[node] = _get_attr(gm, node.target)
+                values[node] = operator.attrgetter(node.target)(gm)
                 continue
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
             values[node] = node.target(*args, **kwargs)
@@ -97,7 +97,7 @@ def _evaluate(gm: torch.fx.GraphModule, mask: torch.fx.Node) -> torch.Tensor | N
 def _constant_op(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
     """Whether ``node`` computes a value from its inputs alone, at a small enough size."""
     if node.op == "get_attr":
-        return isinstance(_get_attr(gm, node.target), torch.Tensor)
+        return isinstance(operator.attrgetter(node.target)(gm), torch.Tensor)
     if node.op != "call_function":
         return False
     if node.target is not operator.getitem:
@@ -134,10 +134,3 @@ def _is_causal(mask: torch.Tensor, node: torch.fx.Node) -> bool:
     lowest = torch.finfo(mask.dtype).min
     dropped = (mask == float("-inf")) | (mask == lowest)
     return bool(((mask == 0) == keep).all()) and bool((dropped == ~keep).all())
-
-
-def _get_attr(gm: torch.nn.Module, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -460,7 +461,7 @@ def _constant_zero(arg, negative: bool = False) -> bool:
         if isinstance(arg, int | float):
             return arg == 0 and (math.copysign(1.0, arg) < 0) == negative
         if getattr(arg, "op", None) == "get_attr":  # (``torch.tensor(0.0)`` in the function)
-            value = _attribute(arg)
+            value = operator.attrgetter(arg.target)(arg.graph.owning_module)
             return (
                 isinstance(value, torch.Tensor)
                 and value.numel() <= 1 << 16
@@ -494,13 +495,6 @@ def _made_in_program(arg) -> bool:
             return False
         arg = arg.args[0]
     return False
-
-
-def _attribute(node):
-    value = node.graph.owning_module
-    for name in node.target.split("."):
-        value = getattr(value, name, None)
-    return value
 
 
 @jax.custom_jvp
