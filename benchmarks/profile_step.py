@@ -89,11 +89,11 @@ def _patch_training(policy_name: str | None) -> list[int]:
     differentiated function in ``jax.checkpoint`` with that policy (an experiment)."""
     import jax
 
-    from torch2xla.autodiff import _autograd
+    from torch2xla.autodiff import _train_fns
     from torch2xla.runtime import _program
 
     sizes: list[int] = []
-    original = _autograd.build_train_fns
+    original = _train_fns.build_train_fns
 
     def build(flat_fn, *args, **kwargs):
         if policy_name:

@@ -1,5 +1,5 @@
 """Issue 28.2: a split backward hands each gradient to autograd when the segment that computes
-it ends (``_autograd._Gate``), so that hooks on gradients (DDP's buckets, a post-accumulate-grad
+it ends (``_release.Gate``), so that hooks on gradients (DDP's buckets, a post-accumulate-grad
 hook) run while later segments are still to come; gradients and their semantics as eager's."""
 
 from __future__ import annotations

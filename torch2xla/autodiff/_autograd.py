@@ -19,28 +19,27 @@ Eager autograd semantics kept here:
   and None otherwise, as eager leaves ``.grad`` of such a parameter None (``_connected``).
 - Outputs eager would not track (integer, ``.detach()``, argmax) are non-differentiable.
 - Double backward works: with ``create_graph=True`` the backward runs the program's vjp as a
-  differentiable program of its own (``_VjpProgram``, recomputing from the inputs), so its
+  differentiable program of its own (``VjpProgram``, recomputing from the inputs), so its
   gradients can be differentiated again, to any order.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import numpy as np
 import torch
 from torch.autograd import _profiler_enabled
 
-from torch2xla.autodiff import _residuals, _split
-from torch2xla.autodiff._connected import traced_links
-from torch2xla.autodiff._half_sums import float32_sums
+from torch2xla.autodiff import _split
+from torch2xla.autodiff._double_backward import VjpProgram
+from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
+from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks
-from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
+from torch2xla.runtime._interop import no_stack_capture, to_jax, x64
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the
@@ -48,96 +47,6 @@ from torch2xla.runtime._interop import jax_dtype, no_stack_capture, to_jax, x64
 _keep_graph: Callable[[], bool] = getattr(
     torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True
 )
-
-
-@dataclasses.dataclass
-class TrainFns:
-    """The jitted functions of one program differentiated with respect to ``diff_in``.
-
-    Attributes:
-        fwd: ``(seed, diff, rest) -> (diff_outs, aux_outs, residuals)`` (``_residuals.Forward``:
-            the residuals are a ``Residuals`` pytree, the computed arrays plus the inputs the
-            backward needs, which are not copied). Where the function has runtime checks
-            (``flat_fn.checks``), their status follows the aux outputs.
-        bwd: ``(residuals, cotangents, donate=False) -> input gradients`` (one per
-            ``diff_in``); ``donate=True`` when the graph is freed by this backward: the
-            computed residuals are given to the program (``_residuals.Backward``).
-        aux_out: positions of the outputs that are not differentiated.
-        deps: per differentiated output, the positions in ``diff_in`` connected to it in
-            eager's autograd graph (the program's ``connected``; None until first needed).
-        plan: what ``XlaFunction`` decided once for these functions (``_Plan``; None until
-            their first call).
-    """
-
-    fwd: Callable
-    bwd: Callable
-    aux_out: tuple[int, ...]
-    deps: tuple[frozenset[int], ...] | None = None
-    plan: Any = None
-
-    def __iter__(self):
-        """Unpacks as ``fwd, bwd, aux_out``."""
-        return iter((self.fwd, self.bwd, self.aux_out))
-
-    def saved_positions(self) -> tuple[int, ...] | None:
-        """The positions among the program's inputs whose values the backward reads (None
-        until the forward was traced): saving those tensors on the autograd node makes an
-        in-place change before the backward raise eager's error."""
-        layout = getattr(self.fwd, "layout", None)
-        if layout is None:
-            return None
-        return tuple(k for k in layout.input_pos if k >= 0)
-
-    def saved_inputs(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The tensors among ``tensors`` (the program's inputs) whose values the backward reads
-        (known after the forward's first call)."""
-        return tuple(tensors[k] for k in self.saved_positions() or ())
-
-
-def build_train_fns(
-    flat_fn: Callable,
-    num_inputs: int,
-    diff_in: tuple[int, ...],
-    diff_out: tuple[int, ...],
-    num_outputs: int,
-    recompute_layout: bool = True,
-    compiler_options: dict | None = None,
-    auto_layouts: bool = True,
-    pack_limit: int | None = None,
-    split: Callable[[int], int | None] | None = None,
-    device: jax.Device | None = None,
-) -> TrainFns:
-    """``TrainFns`` for ``flat_fn(seed, *inputs) -> outputs`` differentiated with respect to the
-    inputs ``diff_in`` and the outputs ``diff_out``.
-
-    With ``recompute_layout`` the backward recomputes layout copies (transposes, reshapes,
-    broadcasts) instead of keeping them (``_residuals.saveable``). Pass False for a function
-    that checkpoints its own segments (remat): an outer ``jax.checkpoint`` policy would
-    override theirs and keep what they recompute. ``compiler_options`` go to XLA with both
-    programs; with ``auto_layouts`` XLA chooses the computed residuals' layouts. Gradients of
-    at most ``pack_limit`` bytes reach torch packed (``_pack``; None: none are). ``split`` maps
-    the residuals' bytes to the bytes per segment of a split backward (``_split``; None, or it
-    returning None: one program). ``device``: where the programs run, for the persistent cache
-    (None: they are not stored).
-    """
-    diff_set, out_set = frozenset(diff_in), frozenset(diff_out)
-    aux_out = tuple(i for i in range(num_outputs) if i not in out_set)
-
-    def vjp(seed, diff, rest):
-        def f(*d):
-            di, ri = iter(d), iter(rest)
-            full = [next(di) if k in diff_set else next(ri) for k in range(num_inputs)]
-            outs = flat_fn(seed, *full)
-            # (the status of runtime checks, where flat_fn returns one, is the last aux output)
-            aux = [outs[i] for i in aux_out] + list(outs[num_outputs:])
-            return [outs[i] for i in diff_out], aux
-
-        g = _residuals.differentiated(f) if recompute_layout else f
-        douts, vjp_fn, aux = jax.vjp(g, *diff, has_aux=True)
-        return douts, aux, vjp_fn
-
-    forward = _residuals.Forward(vjp, diff_in, num_inputs, compiler_options, auto_layouts, device)
-    return TrainFns(forward, _residuals.Backward(forward, pack_limit, split), aux_out)
 
 
 # A tensor saved on every node, only so that autograd tells us (by raising eager's error on
@@ -210,7 +119,7 @@ class _Plan:
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
         self.live_slots: tuple[tuple[int, int], ...] | None = None
-        # Positions in diff_in per group of the chained backward (``_chain_groups``): () for
+        # Positions in diff_in per group of the chained backward (``chain_groups``): () for
         # one node, None until the backward decided whether it is split.
         self.groups: tuple[tuple[int, ...], ...] | None = None
         self.backward_ran = False
@@ -262,52 +171,16 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     plan = _Plan.of(program, diff_in)
     if _functorch_active():
         return XlaFunction.apply(plan, seed, None, *tensors)
-    groups = plan.groups if plan.groups is not None else _chain_groups(plan)
-    if groups is None and _distributed():  # the split is decided by this first call
+    groups = plan.groups if plan.groups is not None else chain_groups(plan)
+    if groups is None and distributed():  # the split is decided by this first call
         return _apply_first(plan, seed, tensors)
     if groups is None:  # (decided by the first backward, where one runs)
         return _apply(plan, seed, None, *tensors)
     if groups:
-        return _apply_chained(plan, groups, seed, _Chain(plan, groups), tensors)
+        return _apply_chained(plan, groups, seed, Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
     return _apply(plan, seed, None, *tensors)
-
-
-# -- gradients released segment by segment ------------------------------------------------------
-#
-# A split backward (``_split``) computes the gradients in segments; each one is final when the
-# segment that computes it ends. So that each leaves the backward then (DDP's bucket hooks and
-# FSDP2's reduce-scatter, fired as autograd accumulates a parameter's gradient, overlap the
-# segments after it; a post-accumulate-grad hook sees it early), the forward builds a chain of
-# autograd nodes in front of the program's node: one ``_Gate`` per later group of inputs
-# (grouped by the segment that finishes their gradients), each taking its group's tensors and a
-# token from the next gate. The program's node takes the first group's gradients and hands a
-# token gradient on, which makes autograd run the next gate's backward: it runs the segments
-# its group needs (the state is shared: ``_Chain``), returns their gradients, which autograd
-# accumulates, and hands the token on. Every input also stays an input of the program's node,
-# whose backward returns None for the later groups (their gradients come from the gates).
-
-
-def _chain_groups(plan: _Plan) -> tuple[tuple[int, ...], ...] | None:
-    """The positions in ``diff_in`` grouped by the segment after which their gradients are
-    known, in order (``plan.groups``; None until the backward decided whether it is split)."""
-    ready = plan.fns.bwd.ready()
-    if ready is None:
-        return None
-    by: dict[int, list[int]] = {}
-    if len(ready) == len(plan.diff_in):
-        for p, r in enumerate(ready):
-            by.setdefault(max(r, 1), []).append(p)
-    groups = tuple(tuple(by[r]) for r in sorted(by))
-    plan.groups = groups if len(groups) > 1 else ()
-    return plan.groups
-
-
-def _distributed() -> bool:
-    """Whether a process group runs (DDP and FSDP2 order their buckets by the first step)."""
-    dist = torch.distributed
-    return dist.is_available() and dist.is_initialized()
 
 
 def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:
@@ -322,101 +195,27 @@ def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:
         pending = _forward(plan, seed, tensors)
         douts, _, vjp_fn = pending
         plan.fns.bwd.decide_split(vjp_fn, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in douts])
-    groups = _chain_groups(plan) or ()
-    chain = _Chain(plan, groups, pending)
+    groups = chain_groups(plan) or ()
+    chain = Chain(plan, groups, pending)
     if groups:
         return _apply_chained(plan, groups, seed, chain, tensors)
     return _apply(plan, seed, chain, *tensors)
 
 
-def _apply_chained(plan: _Plan, groups: tuple, seed, chain: _Chain, tensors: Sequence) -> tuple:
+def _apply_chained(plan: _Plan, groups: tuple, seed, chain: Chain, tensors: Sequence) -> tuple:
     diff_in, token = plan.diff_in, None
     for g in range(len(groups) - 1, 0, -1):
-        token = _Gate.apply(chain, g, token, *(tensors[diff_in[p]] for p in groups[g]))
+        token = Gate.apply(chain, g, token, *(tensors[diff_in[p]] for p in groups[g]))
     return _apply(plan, seed, chain, *tensors, token)
-
-
-class _Chain:
-    """What the nodes of one chained call share: the gradients of the running backward
-    (``source``: a ``_split.Run``, or a dict from position in ``diff_in`` to gradient), and
-    which positions have one (``live``); ``pending``: the outputs of a forward that ran
-    before its node was made (``_apply_first``)."""
-
-    __slots__ = ("groups", "live", "pending", "plan", "source")
-
-    def __init__(self, plan: _Plan, groups: tuple[tuple[int, ...], ...], pending=None) -> None:
-        self.plan, self.groups, self.pending = plan, groups, pending
-        self.source: _split.Run | dict | None = None
-        self.live: frozenset[int] = frozenset()
-
-    def more_after(self, g: int) -> bool:
-        """Whether a group after ``g`` has a gradient."""
-        return self.source is not None and any(
-            p in self.live for h in self.groups[g + 1 :] for p in h
-        )
-
-    def take(self, g: int, later: bool) -> dict[int, torch.Tensor]:
-        """Group ``g``'s gradients by position. Where a later gate runs (``later``), the
-        segment after the ones it needs is started first, so that the device has work while
-        torch takes these; else the backward's values are let go."""
-        source, live = self.source, self.live
-        positions = [p for p in self.groups[g] if p in live]
-        if isinstance(source, _split.Run):
-            if later:
-                need = max((source.ready[p] for p in positions), default=source.done)
-                source.advance(max(need, source.done) + 1)
-            plan = self.plan
-            got = source.take(positions, plan.convert)
-            if plan.conj_grads:
-                got = [_from_cotangent(t) for t in got]
-            out = dict(zip(positions, got))
-        else:
-            out = {p: source.pop(p) for p in positions}
-        if not later:
-            self.source = None  # the rest of the backward's values go now
-        return out
-
-
-_TOKEN_GRADS: dict[torch.device, torch.Tensor] = {}
-
-
-def _token_grad(device: torch.device) -> torch.Tensor:
-    t = _TOKEN_GRADS.get(device)
-    if t is None:
-        t = _TOKEN_GRADS[device] = torch.empty(0, device=device)
-    return t
-
-
-class _Gate(torch.autograd.Function):
-    """One later group of the chain (``_apply_chained``): ``apply(chain, g, token, *tensors)``
-    returns a token; its backward returns group ``g``'s gradients."""
-
-    @staticmethod
-    def forward(ctx, chain: _Chain, g: int, token, *tensors):
-        ctx.set_materialize_grads(False)
-        ctx.chain, ctx.g, ctx.plan, ctx.n = chain, g, chain.plan, len(tensors)
-        return torch.empty(0, device=chain.plan.program.torch_device)
-
-    @staticmethod
-    @profiled_backward
-    def backward(ctx, token_grad):
-        chain, g = ctx.chain, ctx.g
-        if token_grad is None or chain.source is None:
-            return (None, None, None, *([None] * ctx.n))
-        later = chain.more_after(g)
-        grads = chain.take(g, later)
-        group = chain.groups[g]
-        next_token = _token_grad(token_grad.device) if later else None
-        return (None, None, next_token, *(grads.get(p) for p in group))
 
 
 class XlaFunction(torch.autograd.Function):
     """Runs an ``XlaProgram`` differentiably: ``apply(plan, seed, chain, *tensors)``
-    (``apply_differentiable`` makes the plan; ``chain``: None, or a ``_Chain``: with groups,
+    (``apply_differentiable`` makes the plan; ``chain``: None, or a ``Chain``: with groups,
     its first gate's token follows the tensors)."""
 
     @staticmethod
-    def forward(ctx, plan: _Plan, seed, chain: _Chain | None, *tensors):
+    def forward(ctx, plan: _Plan, seed, chain: Chain | None, *tensors):
         pending = None
         if chain is not None:
             pending, chain.pending = chain.pending, None
@@ -558,7 +357,7 @@ def _backward(ctx, grads: tuple) -> tuple:
                 source, convert = packing.unpack(source, convert, plan.cut), _same
             if plan.conj_grads:
                 for p, k in slots:
-                    result[3 + k] = _from_cotangent(convert(source[p]))
+                    result[3 + k] = from_cotangent(convert(source[p]))
             else:
                 for p, k in slots:
                     result[3 + k] = convert(source[p])
@@ -571,7 +370,7 @@ def _backward(ctx, grads: tuple) -> tuple:
             got = source.take([p for p, _ in slots], plan.convert)
             del source
             for (_, k), g in zip(slots, got):
-                result[3 + k] = _from_cotangent(g) if plan.conj_grads else g
+                result[3 + k] = from_cotangent(g) if plan.conj_grads else g
         else:
             for p, k in slots:
                 result[3 + k] = source.pop(p)
@@ -584,7 +383,7 @@ def _backward(ctx, grads: tuple) -> tuple:
     for p, g in got.items():
         result[3 + diff_in[p]] = g
     if later:
-        result[-1] = _token_grad(plan.program.torch_device)
+        result[-1] = token_gradient(plan.program.torch_device)
     return tuple(result)
 
 
@@ -613,7 +412,7 @@ def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
     if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
         return [to_jax(g) for g in diff_grads]
     return [
-        jax.numpy.zeros(shape, dtype) if g is None else _cotangent(g, dtype)
+        jax.numpy.zeros(shape, dtype) if g is None else cotangent(g, dtype)
         for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
     ]
 
@@ -626,7 +425,7 @@ def _converted(plan: _Plan, packing, in_grads, slots) -> dict:
         in_grads = packing.unpack(in_grads, convert, plan.cut)
         convert = _same
     if plan.conj_grads:
-        return {p: _from_cotangent(convert(in_grads[p])) for p, _ in slots}
+        return {p: from_cotangent(convert(in_grads[p])) for p, _ in slots}
     return {p: convert(in_grads[p]) for p, _ in slots}
 
 
@@ -650,170 +449,10 @@ def _differentiable_vjp(
     run as a program of its own, differentiable in the inputs and the cotangents ``cts`` of
     the differentiated outputs ``active`` (those that got one)."""
     program, diff_in = plan.program, plan.diff_in
-    vjp_program = _VjpProgram.of(program, diff_in, active)
+    vjp_program = VjpProgram.of(program, diff_in, active)
     tensors = (*inputs, *cts)
     diff = tuple(k for k, t in enumerate(tensors) if t.requires_grad)
     if not diff:
         with torch.no_grad():
             return tuple(vjp_program.call_untracked(seed, tensors))
     return apply_differentiable(vjp_program, diff, seed, tensors)
-
-
-class _VjpProgram:
-    """``(*inputs, *cotangents) -> input gradients`` of a program differentiated with respect
-    to ``diff_in``, for the cotangents of its differentiated outputs ``active``, in torch's
-    gradient convention, with the interface ``XlaFunction`` runs (so it can be differentiated
-    again). The forward is recomputed from the inputs.
-
-    Which gradient is connected to which input or cotangent is eager's double backward graph:
-    the base program's outputs computed by torch on fake tensors and differentiated with
-    ``create_graph=True`` (``autograd_outputs``); a gradient connected to no differentiated
-    input is not tracked (``mark_untracked``), as eager's ``round`` backward returns zeros
-    that do not require grad.
-    """
-
-    scoped = True  # its calls run inside JAX's config contexts (x64, placement)
-    mark_untracked = True
-
-    def __init__(self, program, diff_in: tuple[int, ...], active: tuple[int, ...]) -> None:
-        n = len(program.tensor_pos)
-        flat_fn = program.train_flat_fn()
-        outs_active = [program.diff_out[j] for j in active]
-        diff_set = frozenset(diff_in)
-
-        def vjp_flat_fn(seed, *tensors):
-            inputs, cts = tensors[:n], tensors[n:]
-
-            def f(*d):
-                di = iter(d)
-                full = [next(di) if k in diff_set else inputs[k] for k in range(n)]
-                outs = flat_fn(seed, *full)
-                return [outs[i] for i in outs_active]
-
-            _, vjp = jax.vjp(f, *(inputs[k] for k in diff_in))
-            # NOTE: torch's convention, see _cotangent
-            grads = float32_sums(vjp)([_conj(ct) for ct in cts])
-            return tuple(_conj(g) for g in grads)
-
-        self._base, self._base_diff_in, self._active, self._n = program, diff_in, active, n
-        self._flat_fn = vjp_flat_fn
-        self.tensor_pos = tuple(range(n + len(active)))
-        self.diff_out = tuple(range(len(diff_in)))
-        self._graph_diff_out = self.diff_out
-        self.num_outputs = len(diff_in)
-        self.device, self.to_torch = program.device, program.to_torch
-        self.torch_device = program.torch_device
-        self.compiler_options = program.compiler_options
-        self.auto_layouts = program.auto_layouts
-        self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
-        self._train_cache: dict[tuple[int, ...], TrainFns] = {}
-        self._untracked = jax.jit(vjp_flat_fn, compiler_options=self.compiler_options)
-        self._links: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-    @classmethod
-    def of(cls, program, diff_in: tuple[int, ...], active: tuple[int, ...]) -> _VjpProgram:
-        cache = program.__dict__.setdefault("_vjp_programs", {})
-        key = (diff_in, active)
-        if key not in cache:
-            cache[key] = cls(program, diff_in, active)
-        return cache[key]
-
-    def train_flat_fn(self) -> Callable:
-        return self._flat_fn
-
-    checked_fn = train_flat_fn
-
-    def train_fns(self, diff_in: tuple[int, ...]) -> TrainFns:
-        if diff_in not in self._train_cache:
-            self._train_cache[diff_in] = build_train_fns(
-                self._flat_fn,
-                len(self.tensor_pos),
-                diff_in,
-                self.diff_out,
-                self.num_outputs,
-                compiler_options=self.compiler_options,
-                auto_layouts=self.auto_layouts,
-                device=self.device,
-            )
-        return self._train_cache[diff_in]
-
-    # -- eager's autograd graph (``_connected``) ------------------------------------------
-    def input_metas(self) -> list:
-        """Tensors with the shape, stride, dtype and device of the inputs (fake)."""
-        base = self._base
-        outs = base.output_metas()
-        return [*base.input_metas(), *(outs[base._graph_diff_out[j]] for j in self._active)]
-
-    def output_metas(self) -> list:
-        inputs = self._base.input_metas()
-        return [inputs[k] for k in self._base_diff_in]
-
-    def autograd_outputs(self, tensors: Sequence[torch.Tensor]) -> list:
-        """The gradients torch computes with ``create_graph=True`` for ``tensors`` (fake, with
-        autograd on); None where eager gives none."""
-        base, n = self._base, self._n
-        inputs, cts = tensors[:n], tensors[n:]
-        outs = base.autograd_outputs(inputs)
-        pairs = [(outs[base._graph_diff_out[j]], ct) for j, ct in zip(self._active, cts)]
-        pairs = [(o, ct) for o, ct in pairs if isinstance(o, torch.Tensor) and o.requires_grad]
-        leaves = [inputs[k] for k in self._base_diff_in]
-        if not pairs:
-            return [None] * len(leaves)
-        grads = torch.autograd.grad(
-            [o for o, _ in pairs],
-            leaves,
-            [ct for _, ct in pairs],
-            create_graph=True,
-            allow_unused=True,
-        )
-        return list(grads)
-
-    def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:
-        """Per gradient, the positions in ``diff_in`` connected to it in eager's double
-        backward graph (the base's differentiated inputs require grad, as in the call)."""
-        if diff_in not in self._links:
-            base = frozenset(self._base_diff_in)
-            grad = [k in diff_in or k in base for k in range(len(self.tensor_pos))]
-            self._links[diff_in] = traced_links(
-                self.autograd_outputs, self.input_metas(), grad, self.num_outputs, self.label
-            )
-        links = self._links[diff_in]
-        return tuple(
-            frozenset(p for p, k in enumerate(diff_in) if links[i] >> k & 1)
-            for i in self._graph_diff_out
-        )
-
-    def placement(self):
-        return jax.default_device(self.device)
-
-    def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
-        return [_jax_value(t) for t in tensors]
-
-    def call_untracked(self, seed, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        with x64(), jax.default_device(self.device):
-            outs = self._untracked(seed, *self.jax_inputs(tensors))
-        return [self.to_torch(o) for o in outs]
-
-
-def _conj(x):
-    return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
-
-
-def _jax_value(t: torch.Tensor):
-    return to_jax(t) if t.numel() else jax.numpy.zeros(t.shape, jax_dtype(t.dtype))
-
-
-def _cotangent(g: torch.Tensor, dtype: np.dtype):
-    """A torch gradient as a JAX cotangent of ``dtype``.
-
-    NOTE: torch's gradient of a complex value is the conjugate of JAX's cotangent (torch
-    follows the conjugate Wirtinger convention), so complex cotangents are conjugated on the
-    way in and the resulting gradients on the way out (``_from_cotangent``).
-    """
-    if g.is_complex():
-        g = g.conj()
-    return to_jax(g) if g.numel() else jax.numpy.zeros(g.shape, dtype)
-
-
-def _from_cotangent(g: torch.Tensor) -> torch.Tensor:
-    return g.conj().resolve_conj() if g.is_complex() else g

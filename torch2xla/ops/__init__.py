@@ -27,6 +27,7 @@ why).
 
 from torch2xla.ops import (  # noqa: F401
     _activations,
+    _arithmetic,
     _autodiff,
     _backward,
     _checks,

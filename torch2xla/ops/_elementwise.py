@@ -4,17 +4,13 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
-import math
-import operator
 
 import jax
 import jax.numpy as jnp
-import torch
 from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _autodiff  # noqa: F401  (defines torch2xla::stop_gradient)
-from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
@@ -344,198 +340,6 @@ def round_decimals(self, *, decimals=0):
 
 
 # -- binary ops ---------------------------------------------------------------------------------
-def _kept_constants(
-    jfn, kind: Kind, scalar_in_opmath: bool = False, after_exp: tuple[int, ...] = ()
-):
-    """The lowering of ``jfn`` (add, subtract, multiply, divide) with its floating operands
-    that are constants of the program (Python numbers, tensors made in the function from
-    values: ``torch.tensor(0.5)``) behind an optimization barrier; and those at positions
-    ``after_exp`` that an ``exp`` made (``_after_exp``).
-
-    # NOTE: XLA's algebraic simplifier reassociates arithmetic with constants as if floats were
-    # reals: ``(x + 12582912.0) - 12582912.0`` (rounding to an integer by the float's
-    # precision, as fake quantization writes it) became ``x``, ``(x + 0.1) + 0.2`` became
-    # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
-    # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
-    # 1 ulp off eager's quotient in about a third of the elements.)
-    """
-
-    def lowering(*args):
-        operands, result = _operands(args, kind, scalar_in_opmath)
-        node = ctx().node
-        kept = [
-            not is_array(a) or _made_in_program(n) or (k in after_exp and _exp_of(n))
-            for k, (a, n) in enumerate(zip(args, [*node.args, *([None] * len(args))]))
-        ]
-        operands = [_opaque(a) if c else a for a, c in zip(operands, kept)]
-        return as_dtype(jfn(*operands), result)
-
-    return lowering
-
-
-def _opaque(a):
-    if not jnp.issubdtype(a.dtype, jnp.floating):
-        return a
-    return lax.optimization_barrier(a)
-
-
-# NOTE: eager's CPU add/sub with ``alpha`` on float16/bfloat16 tensors computes in float32
-# two ways: its vectorized loop multiplies by alpha rounded to the tensors' dtype and rounds
-# once (``x.add_(grad, alpha=-lr)``, an SGD step), its scalar loop, which takes the last
-# ``numel % W`` elements (W: the elements of one vector register, 32 with AVX-512, else 16),
-# rounds that product to the dtype first. Followed for the flat (row-major)
-# positions of the result; where eager's loop runs along a strided or broadcast inner
-# dimension its tails fall elsewhere (1 ulp).
-_VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
-
-
-def _half_alpha_product(b, alpha, common, prod):
-    """``alpha * b`` (float32 ``b``; ``prod``: the product in float32) as eager's kernel for
-    the half dtype ``common``."""
-    vector = b * _opaque(as_dtype(as_dtype(alpha, common), b.dtype))
-    scalar = as_dtype(as_dtype(vector, common), vector.dtype)
-    if ctx().on_cuda:
-        return prod  # (CUDA: alpha and the product in float32)
-    shape = ctx().out.shape
-    n = math.prod(shape)
-    width = _VECTOR_BYTES // 2
-    tail = jnp.arange(n).reshape(shape) >= n - n % width
-    return jnp.where(tail, jnp.broadcast_to(scalar, shape), jnp.broadcast_to(vector, shape))
-
-
-def _with_alpha(jfn):
-    def lowering(self, other, alpha=1):
-        if alpha != 1:
-            (a, b), result = _operands((self, other), Kind.DEFAULT)
-            common, _ = promote(Kind.NO_OPMATH, self, other)
-            prod = b * _opaque(as_dtype(alpha, b.dtype))
-            if is_half(common):
-                prod = _half_alpha_product(b, alpha, common, prod)
-            return as_dtype(jfn(a, prod), result)
-        return _kept_constants(jfn, Kind.DEFAULT)(self, other)
-
-    return lowering
-
-
-# NOTE: XLA's algebraic simplifier rewrites ``x + 0`` (and ``x - 0``, either zero) to ``x``
-# where the zero is a constant of the program: a Python number, or a tensor made of zeros in
-# the graph (``torch.zeros_like(x) + x``, an accumulator started at zeros). IEEE (and eager)
-# make -0.0 + 0.0 = +0.0: the rewrite returned -0.0. The sums with such a zero are written
-# as a select, which the simplifier keeps.
-_ZERO_FILLS = {  # ops that make a constant tensor: where their fill value is (None: zeros)
-    aten.full.default: 1,
-    aten.full_like.default: 1,
-    aten.new_full.default: 2,
-    aten.scalar_tensor.default: 0,
-    aten.zeros.default: None,
-    aten.zeros_like.default: None,
-    aten.new_zeros.default: None,
-}
-_SAME_VALUES = frozenset(  # ops whose result holds their first argument's values
-    (
-        aten.expand.default,
-        aten.view.default,
-        aten.reshape.default,
-        aten.unsqueeze.default,
-        aten.squeeze.dim,
-        aten.squeeze.default,
-        aten.clone.default,
-        aten.lift_fresh_copy.default,
-        aten._to_copy.default,
-        aten.permute.default,
-        aten.t.default,
-        aten.slice.Tensor,
-        aten.select.int,
-        ops.prims.convert_element_type.default,
-        ops.torch2xla.stop_gradient.default,  # (a constant in a training graph)
-    )
-)
-
-
-def _constant_zero(arg, negative: bool = False) -> bool:
-    """Whether the ATen argument ``arg`` is +0.0 (``negative``: -0.0) everywhere by
-    construction: a constant of the program, which XLA's simplifier folds."""
-    for _ in range(32):
-        if isinstance(arg, bool):
-            return False
-        if isinstance(arg, int | float):
-            return arg == 0 and (math.copysign(1.0, arg) < 0) == negative
-        if getattr(arg, "op", None) == "get_attr":  # (``torch.tensor(0.0)`` in the function)
-            value = operator.attrgetter(arg.target)(arg.graph.owning_module)
-            return (
-                isinstance(value, torch.Tensor)
-                and value.numel() <= 1 << 16
-                and bool(((value == 0) & (value.signbit() == negative)).all())
-            )
-        target = getattr(arg, "target", None)
-        if target in _ZERO_FILLS:
-            where = _ZERO_FILLS[target]
-            if where is None:
-                return not negative
-            if where >= len(arg.args):
-                return False
-            arg = arg.args[where]
-            continue
-        if target not in _SAME_VALUES or not arg.args:
-            return False
-        arg = arg.args[0]
-    return False
-
-
-def _made_in_program(arg) -> bool:
-    """Whether the ATen argument ``arg`` is a tensor the program makes from constant values
-    (``torch.tensor(0.5)``, ``torch.full``), seen through views and copies."""
-    for _ in range(32):
-        if getattr(arg, "op", None) == "get_attr":
-            return True
-        target = getattr(arg, "target", None)
-        if target in _ZERO_FILLS:
-            return True
-        if target not in _SAME_VALUES or not arg.args:
-            return False
-        arg = arg.args[0]
-    return False
-
-
-@jax.custom_jvp
-def _positive_zero(x):
-    """``x`` with its zeros +0.0: a select XLA's simplifier keeps. Its derivative is the
-    identity's (a plain select would give a zero gradient wherever the sum is zero)."""
-    return jnp.where(x == 0, jnp.zeros((), x.dtype), x)
-
-
-@_positive_zero.defjvp
-def _positive_zero_jvp(primals, tangents):
-    return _positive_zero(primals[0]), tangents[0]
-
-
-def _add_keeping_zero_signs(jfn, negated: bool):
-    """``jfn`` (add or subtract) where one operand may be a constant zero: -0.0 plus +0.0
-    (minus -0.0) is +0.0, not the folded -0.0."""
-
-    def lowering(self, other, alpha=1):
-        out = _with_alpha(jfn)(self, other, alpha)
-        if not jnp.issubdtype(out.dtype, jnp.floating) or alpha == 0:
-            return out
-        node = ctx().node
-        given = [*node.args[:2], None, None][:2]
-        if "other" in node.kwargs:
-            given[1] = node.kwargs["other"]
-        # (x - 0.0 is x; x - (-0.0) is x + 0.0; 0.0 - x is not folded)
-        zero = _constant_zero(given[1], negative=negated) or (
-            not negated and _constant_zero(given[0])
-        )
-        if not zero:
-            return out
-        return _positive_zero(out)
-
-    return lowering
-
-
-register(aten.add.Tensor, aten.add.Scalar)(_add_keeping_zero_signs(jnp.add, negated=False))
-register(aten.sub.Tensor, aten.sub.Scalar)(_add_keeping_zero_signs(jnp.subtract, negated=True))
-
-
 def _power(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         # NOTE: torch's integer pow with a negative exponent is 0 (1 and -1 excepted: 1 and
@@ -586,11 +390,6 @@ def _nextafter(a, b):
         a0, b0 = lax.stop_gradient(a), lax.stop_gradient(b)
         return a + (jnp.nextafter(a0, b0) - a0)
     return jnp.nextafter(a, b)
-
-
-@register(aten.rsub.Tensor, aten.rsub.Scalar)
-def rsub(self, other, alpha=1):
-    return _with_alpha(jnp.subtract)(other, self, alpha)
 
 
 @jax.custom_jvp
@@ -655,65 +454,6 @@ for _ops, _fn, _kind in [
     ((aten.logical_xor.default,), jnp.logical_xor, Kind.ALWAYS_BOOL),
 ]:
     register(*_ops)(_pointwise(_fn, _kind))
-
-
-register(aten.mul.Tensor, aten.mul.Scalar)(
-    _kept_constants(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
-)
-register(aten.div.Tensor, aten.div.Scalar)(
-    _kept_constants(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
-)
-
-
-def _trunc_div(a, b):
-    if jnp.issubdtype(a.dtype, jnp.integer):
-        # NOTE: torch truncates integer division toward zero; jnp's // floors.
-        return lax.div(a, b)
-    return jnp.trunc(a / b)
-
-
-def _floor_div(a, b):
-    if jnp.issubdtype(a.dtype, jnp.integer):
-        return jnp.floor_divide(a, b)
-    # NOTE: torch floors floats the way Python does, through fmod, not floor(a / b): inf // 1
-    # is NaN, 1 // -inf is -1, and a quotient within 0.5 of the next integer rounds up to it.
-    mod = jnp.fmod(a, b)
-    div = (a - mod) / b
-    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
-    floor = jnp.floor(div)
-    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
-    out = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), a / b))
-    return jnp.where(b == 0, a / b, out)
-
-
-@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def div_mode(self, other, *, rounding_mode=None):
-    if rounding_mode is None:
-        return _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
-    check_divisor(other)
-    fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
-    return _pointwise(fn, Kind.DEFAULT, scalar_in_opmath=True)(self, other)
-
-
-@register(aten.floor_divide.default, aten.floor_divide.Scalar)
-def floor_divide(self, other):
-    check_divisor(other)
-    return _pointwise(_floor_div, Kind.DEFAULT, scalar_in_opmath=True)(self, other)
-
-
-def _checked_divisor(lowering):
-    def checked(self, other):
-        check_divisor(other)
-        return lowering(self, other)
-
-    return checked
-
-
-# NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
-register(aten.fmod.Tensor, aten.fmod.Scalar)(_checked_divisor(_pointwise(jnp.fmod, Kind.DEFAULT)))
-register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
-    _checked_divisor(_pointwise(jnp.remainder, Kind.DEFAULT))
-)
 
 
 @register(aten.where.self)

@@ -14,9 +14,10 @@ import numpy as np
 import torch
 
 from torch2xla.autodiff import _split
-from torch2xla.autodiff._autograd import TrainFns, apply_differentiable, build_train_fns
+from torch2xla.autodiff._autograd import apply_differentiable
 from torch2xla.autodiff._connected import run_fake, traced_links
 from torch2xla.autodiff._remat import checkpointed_function
+from torch2xla.autodiff._train_fns import TrainFns, build_train_fns
 from torch2xla.capture._annotate import annotate
 from torch2xla.debug._profile import profiled
 from torch2xla.guards import _persistent

@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import torch
 
-from torch2xla.autodiff import _autograd, _residuals
+from torch2xla.autodiff import _residuals, _train_fns
 from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
@@ -159,7 +159,7 @@ def remember(
 
 def _remember_training(
     base: dict,
-    fns: _autograd.TrainFns,
+    fns: _train_fns.TrainFns,
     diff_in: tuple[int, ...],
     program: XlaProgram,
     user_nodes: Sequence[torch.fx.Node] = (),
@@ -417,7 +417,7 @@ class StoredProgram(XlaProgram):
             fwd = _StoredForward(exes["forward"], t, len(self.tensor_pos))
             later = {role: p for role, p in exes.items() if isinstance(p, _Pending)}
             bwd = _StoredBackward(self, t, later)
-            self._train_cache[t.diff_in] = _autograd.TrainFns(fwd, bwd, t.aux_out, deps=t.deps)
+            self._train_cache[t.diff_in] = _train_fns.TrainFns(fwd, bwd, t.aux_out, deps=t.deps)
 
     def full(self) -> XlaProgram:
         """The program built the usual way (export and lowering run once, at the first need)."""
@@ -466,7 +466,7 @@ class StoredProgram(XlaProgram):
         return self.full().connected(diff_in)
 
     # eager's autograd graph of the ATen graph, which a create_graph backward differentiates
-    # again (``_autograd._VjpProgram``): the record holds no graph, the built program has it
+    # again (``_double_backward.VjpProgram``): the record holds no graph, the built program has it
     def input_metas(self) -> list:
         return self.full().input_metas()
 
