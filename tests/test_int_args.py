@@ -153,6 +153,10 @@ _LLM = {**TINY_LLM, "sliding_window": 4}
 PROMPT, NEW_TOKENS = 9, 10
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:2])
+
+
 def _sliding_window_model(kind: str):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -181,10 +185,14 @@ def test_sliding_window_generate_compiles_no_program_per_token(kind, cache):
     info = torch2xla.cache_info(model.forward)
     # The prompt, then the decoding steps: one program for all of them with the static cache;
     # with the dynamic one, one per power of two of the full-attention layers' cache length
-    # (Gemma2 alternates sliding-window and full layers; Mistral's are all sliding-window).
+    # (Gemma2 alternates sliding-window and full layers; Mistral's are all sliding-window, but
+    # transformers 5.17 (the GPU machine's) builds their mask from the whole attention mask,
+    # whose length grows: one program per power of two of it there too).
     longest, shortest = PROMPT + NEW_TOKENS - 1, PROMPT + 1
     buckets = math.ceil(math.log2(longest)) - math.ceil(math.log2(shortest)) + 1
-    assert info.misses <= (2 if cache == "static" or kind == "mistral" else 2 + buckets), info
+    version = _version(pytest.importorskip("transformers").__version__)
+    window_only = kind == "mistral" and version >= (5, 24)
+    assert info.misses <= (2 if cache == "static" or window_only else 2 + buckets), info
     assert not any("cumulative_length" in s.reason for g in info for s in g.signatures), info
 
 

@@ -62,11 +62,13 @@ def _rewritten(
 
 # -- addcdiv/addcmul put back whole -----------------------------------------------------------------
 # Dynamo writes ``torch.addcdiv(s, t1, t2, value=v)`` as ``s + torch.div(t1, t2) * v`` and
-# ``s.addcdiv_(t1, t2, value=v)`` (``addcmul_``) as ``s.copy_(fma(t1 / t2, v, s))``, to keep
-# ``v`` out of the graph's inputs. Told apart from the same ops written by the user by the
-# user's line, which names the composite.
+# ``s.addcdiv_(t1, t2, value=v)`` (``addcmul_``) as ``s.copy_(fma(t1 / t2, v, s))`` (torch
+# 2.11: ``s.add_(t1 / t2 * v)``, the product with ``operator.mul``), to keep ``v`` out of the
+# graph's inputs. Told apart from the same ops written by the user by the user's line, which
+# names the composite.
 _FMA = torch.ops.prims.fma.default
-_PARTS = {torch.div: "addcdiv", torch.mul: "addcmul"}
+_PARTS = {torch.div: "addcdiv", torch.mul: "addcmul", operator.mul: "addcmul"}
+_MULS = (torch.mul, operator.mul)
 _COMPOSITES = {"addcdiv": torch.addcdiv, "addcmul": torch.addcmul}
 
 
@@ -81,16 +83,18 @@ def _split_composite(node: torch.fx.Node):
     ``addcdiv``/``addcmul`` (the ``fma``, or the ``add`` of the functional form)."""
     from torch2xla._errors import _user_frame
 
-    if node.op != "call_function" or node.kwargs:
+    if node.op not in ("call_function", "call_method") or node.kwargs:
         return None
+    in_place = node.op == "call_method"
     if node.target is _FMA and len(node.args) == 3:
         part, value, self = node.args
         dropped = [part]
-    elif node.target is torch.add and len(node.args) == 2:
+    elif node.target in ((torch.add,), ("add_",))[in_place] and len(node.args) == 2:
         self, scaled = node.args
         if not (
             isinstance(scaled, torch.fx.Node)
-            and scaled.target is torch.mul
+            and scaled.op == "call_function"
+            and scaled.target in _MULS
             and not scaled.kwargs
             and len(scaled.args) == 2
             and len(scaled.users) == 1
@@ -110,7 +114,7 @@ def _split_composite(node: torch.fx.Node):
         and isinstance(value, bool | int | float)
     ):
         return None
-    name = _PARTS[part.target]
+    name = _PARTS[part.target] + ("_" if in_place else "")
     frames = [_user_frame(n) for n in (node, *dropped)]
     if frames[0] is None or any(f != frames[0] for f in frames) or name not in frames[0][2]:
         return None
@@ -119,7 +123,7 @@ def _split_composite(node: torch.fx.Node):
 
 def _join_composite(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     name, self, t1, t2, value, dropped = _split_composite(node)
-    node.target = _COMPOSITES[name]
+    node.target = name if node.op == "call_method" else _COMPOSITES[name]
     node.args = (self, t1, t2)
     node.kwargs = {"value": value}
     for n in dropped:  # (the fma's or add's operand first: its only user is gone)
