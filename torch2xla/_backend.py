@@ -449,6 +449,7 @@ class CompiledGraph:
                     requires_grad,
                     packable=[i for i, t in enumerate(tracked) if not t],
                     links=functools.partial(self._links, lowered, grad, tracked),
+                    writes=lowered.mutations,
                     **self.program_options,
                 )
                 errors = self._eager_backward(args, lowered, program)

@@ -19,6 +19,7 @@ from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
+from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
 
 if TYPE_CHECKING:
@@ -154,6 +155,8 @@ class Entry:
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # written-back inputs whose new values carry autograd history (``_tracked_writes``)
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
+        # Some writes may be made in place by the program (GPU, ``runtime/_in_place.py``).
+        self.in_place = bool(getattr(runner, "in_place", ()))
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
             self.lifted or self.aliasing or self.mutations or aliases or self.errors
@@ -198,6 +201,8 @@ class Entry:
             values, bumps = outs[:n], self.bumps
             if self.tracked and torch.is_grad_enabled():
                 targets, values, bumps = self._copy_tracked(targets, values)
+            if self.in_place:  # (values the program wrote in place: bumps only, no copy)
+                targets, values, bumps = _in_place_done(targets, values, bumps)
             with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
                 if not targets:
                     pass
@@ -289,6 +294,28 @@ def records_write(t) -> bool:
         return False
     root = t if t._base is None else t._base
     return root.grad_fn is not None
+
+
+def _in_place_done(targets: list, values: list, bumps: tuple | None) -> tuple:
+    """The targets, values and bumps left to copy once the writes the program made in place
+    (the value is the target's memory) have their versions bumped as the copy would."""
+    done = [i for i, (v, t) in enumerate(zip(values, targets)) if written_in_place(v, t)]
+    if not done:
+        return targets, values, bumps
+    # (as ``_copy_back``: eager's count where known, else the copy's one)
+    tracked = [
+        (targets[i], 1 if bumps is None or bumps[i] is None else bumps[i])
+        for i in done
+        if not targets[i].is_inference()
+    ]
+    set_versions([t for t, _ in tracked], [t._version + b for t, b in tracked])
+    skipped = set(done)
+    keep = [i for i in range(len(targets)) if i not in skipped]
+    return (
+        [targets[i] for i in keep],
+        [values[i] for i in keep],
+        None if bumps is None else tuple(bumps[i] for i in keep),
+    )
 
 
 def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:

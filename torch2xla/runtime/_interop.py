@@ -452,6 +452,24 @@ class ViewCache:
         self._fast = _Fast.of(self, tensors)
         return out, written and not fresh
 
+    def adopt(self, pairs: Sequence[tuple[int, int]], views: Sequence, outs: Sequence) -> None:
+        """After a call that donated the views at some positions (``pairs``: output, position;
+        ``_in_place``): where the donated view was the cached one, the output written into
+        the same memory becomes the cached view (the donated one is deleted); where XLA put
+        the output elsewhere, the position is imported again next time."""
+        fast = self._fast
+        for o, k in pairs:
+            old = views[k]
+            if self._views[k] is not old:
+                continue  # (imported afresh: nothing cached was donated)
+            new = outs[o]
+            if new.unsafe_buffer_pointer() != self._ptrs[k]:
+                new = None
+                self._fast = fast = None
+            self._views[k] = new
+            if fast is not None:
+                fast._views[k] = new
+
     def _one(self, i: int, t: torch.Tensor) -> tuple[Any, bool, bool]:
         """The view at position ``i`` of ``t``; whether it was imported afresh; whether torch
         wrote to the cached tensor since the last call."""

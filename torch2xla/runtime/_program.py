@@ -22,7 +22,7 @@ from torch2xla.capture._annotate import annotate
 from torch2xla.debug._profile import profiled
 from torch2xla.guards import _persistent
 from torch2xla.ops._interpret import to_jax_function, uses_rng
-from torch2xla.runtime import _checks, _pack
+from torch2xla.runtime import _checks, _in_place, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
@@ -222,6 +222,9 @@ class XlaProgram:
         links: returns, per output, the bitmask of the ``example_args`` positions connected to
             it in eager's autograd graph (``_connected``), or None where it cannot tell; None:
             found by running ``gm`` on fake tensors.
+        writes: per output that is the new value of an input (the first ones), the position of
+            that input among ``example_args``: on a GPU those inputs are donated to the
+            program where they can be, which writes them in place (``_in_place``).
     """
 
     def __init__(
@@ -236,6 +239,7 @@ class XlaProgram:
         split_backward: Any = "auto",
         checks: Any = "auto",
         links: Callable[[], Sequence[int] | None] | None = None,
+        writes: Sequence[int] = (),
     ) -> None:
         self.gm = gm
         self._links_source = links
@@ -318,10 +322,16 @@ class XlaProgram:
         self._graph_diff_out = tuple(diff_out)  # (as the ATen graph returns them, unpacked)
         self._statics = statics
         self._cuda = self.device.platform != "cpu"
+        packable = [i for i in packable if i not in diff_out and i not in dict(self.foreign_out)]
+        donated = {}
+        if self._cuda and not self.checks and writes:
+            untracked = frozenset(packable)
+            skip = frozenset(i for i in range(len(writes)) if i not in untracked)
+            donated = _in_place.donations(writes, self.tensor_pos, example_args, metas, skip)
         # diff_out and num_outputs describe the outputs as the (packed) function returns them.
         self.packing = _pack.plan(
             [(m.shape, m.dtype) if isinstance(m, torch.Tensor) else ((), None) for m in metas],
-            [i for i in packable if i not in diff_out and i not in dict(self.foreign_out)],
+            [i for i in packable if i not in donated],
             _pack.limit_for(self._cuda),
         )
         if self.packing is None:
@@ -330,10 +340,17 @@ class XlaProgram:
             self.diff_out = tuple(self.packing.index(i) for i in diff_out)
             self.num_outputs = len(self.packing.rest) + len(self.packing.groups)
         self.remat = remat
+        # (output among the function's, tensor position) of the writes made in place
+        self.in_place = self._in_place_pairs(donated, example_args, metas)
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
         self._infer = _Aot(
-            jax.jit(flat_fn, keep_unused=True, compiler_options=compiler_options),
+            jax.jit(
+                flat_fn,
+                keep_unused=True,
+                compiler_options=compiler_options,
+                donate_argnums=tuple(1 + k for _, k in self.in_place),  # (after the seed)
+            ),
             self.device,
             compiler_options,
         )
@@ -381,9 +398,13 @@ class XlaProgram:
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
             with x64(), self.placement():
-                outs = self._infer(seed, *self.jax_inputs(tensors))
+                views = self.jax_inputs(tensors)
+                outs = self._infer(seed, *views)
         else:
-            outs = self._infer(seed, *self.jax_inputs(tensors))
+            views = self.jax_inputs(tensors)
+            outs = self._infer(seed, *views)
+        if self.in_place:  # (the donated views are gone: the outputs in their memory stay)
+            self._views.adopt(self.in_place, views, outs)
         checks = self._flat_fn.checks
         if checks:
             _checks.raise_failed(outs[-1], checks)
@@ -393,6 +414,23 @@ class XlaProgram:
         else:
             outs = self.packing.unpack(outs, self.to_torch, self.cut)
         return self._laid_out(outs) if self._layouts else outs
+
+    def _in_place_pairs(self, donated: dict, example_args: Sequence, metas: Sequence) -> tuple:
+        """(output among the jitted function's, tensor position) per write JAX makes in the
+        donated input's memory (``_in_place.paired``)."""
+        if not donated:
+            return ()
+        tensors = [example_args[p] for p in self.tensor_pos]
+        in_avals = [(tuple(t.shape), t.dtype) for t in tensors]
+        avals = [(tuple(m.shape), m.dtype) if isinstance(m, torch.Tensor) else None for m in metas]
+        if self.packing is None:
+            out_avals, flat = avals, {i: i for i in donated}
+        else:
+            out_avals = [avals[i] for i in self.packing.rest]
+            out_avals += [("packed", g.dtype) for g in self.packing.groups]
+            flat = {i: self.packing.index(i) for i in donated}
+        pairs = _in_place.paired({flat[i]: k for i, k in donated.items()}, in_avals, out_avals)
+        return tuple(sorted(pairs.items()))
 
     def _laid_out(self, outs: list) -> list:
         for i, layout in self._layouts:

@@ -132,6 +132,9 @@ def remember(
     # tensors on another device than the program's.
     if (
         lowered.aliasing is not None
+        or getattr(
+            program, "in_place", ()
+        )  # (its executable donates inputs: the record would not say so)
         or program._layouts
         or program.foreign_in
         or program.foreign_out
@@ -386,7 +389,7 @@ class StoredProgram(XlaProgram):
         )
         self.rng = record.rng
         # (``remember`` records no program with these; see there)
-        self._layouts, self.foreign_in, self.foreign_out = (), (), ()
+        self._layouts, self.foreign_in, self.foreign_out, self.in_place = (), (), (), ()
         self._flat_fn = _Checked(record.checks)
         self.mark_untracked = record.mark_untracked
         self.tensor_pos = record.tensor_pos
