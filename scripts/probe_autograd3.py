@@ -1675,6 +1675,504 @@ def leaf_used_as_input_and_closure(C, rec):
     C(f)(w).backward()
     rec("grad", w.grad)
 
+# ============================================================================================
+# more custom Functions: grad mode inside the backward, setup_context, helpers
+class NoGradInBwd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with torch.no_grad():
+            scale = x.abs() + 1
+        return g * 2 * x * scale
+
+
+class SetupCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(x, w):
+        return x.sin() * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w = inputs
+        ctx.save_for_backward(x, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * x.cos() * w, g * x.sin()
+
+
+def _helper_grad(g, x):
+    return g * x.exp()
+
+
+class Helper(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _helper_grad(g, x)
+
+
+class Ste(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class KwScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k=2.0, flag=True):
+        ctx.save_for_backward(x)
+        ctx.k, ctx.flag = k, flag
+        return x * k if flag else x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return (g * ctx.k if ctx.flag else g) * x.sign().abs(), None, None
+
+
+class AmpFn(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g @ w.t(), x.t() @ g
+
+
+@scenario
+def fn2_no_grad_in_backward_first_order(C, rec):
+    def f(x):
+        return NoGradInBwd.apply(x.sin()).sum()
+
+    x = leaf(3)
+    C(f)(x).backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn2_no_grad_in_backward_double(C, rec):
+    def f(x):
+        return NoGradInBwd.apply(x.sin()).sum()
+
+    x = leaf(3)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    rec("g", g)
+    g.sum().backward()
+    rec("gg", x.grad)
+
+
+@scenario
+def fn2_setup_context_double(C, rec):
+    def f(x, w):
+        return SetupCtx.apply(x, w).pow(2).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    gx, gw = torch.autograd.grad(C(f)(x, w), [x, w], create_graph=True)
+    rec("g", [gx, gw])
+    (gx.sum() + gw.pow(2).sum()).backward()
+    rec("gg", [x.grad, w.grad])
+
+
+@scenario
+def fn2_helper_in_backward_double(C, rec):
+    def f(x):
+        return Helper.apply(x * 2).sum()
+
+    x = leaf(3)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    rec("g", g)
+    g.sum().backward()
+    rec("gg", x.grad)
+
+
+@scenario
+def fn2_ste_double(C, rec):
+    def f(x):
+        return Ste.apply(x * 3).pow(2).sum()
+
+    x = leaf(3)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    rec("g", g)
+    g.sum().backward()
+    rec("gg", x.grad)
+
+
+@scenario
+def fn2_kwargs(C, rec):
+    def f(x):
+        return KwScale.apply(x, 3.0, False).sum() + KwScale.apply(x, 4.0).sum()
+
+    x = leaf(3)
+    C(f)(x).backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn2_custom_fwd_autocast(C, rec):
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return AmpFn.apply(x, w)
+
+    x, w = leaf(2, 3), leaf(3, 4, seed=1)
+    out = C(f)(x, w)
+    rec("out", out)
+    out.sum().backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def fn2_backward_hvp_retain(C, rec):
+    def f(x):
+        return SaveOutF.apply(x).sum()
+
+    x = leaf(3)
+    out = C(f)(x)
+    (g,) = torch.autograd.grad(out, x, create_graph=True)
+    (h1,) = torch.autograd.grad(g.sum(), x, retain_graph=True)
+    (h2,) = torch.autograd.grad(g.sum(), x)
+    rec("h", [h1, h2])
+
+
+# ============================================================================================
+# more higher-order / batched
+@scenario
+def agrad_batched_create_graph(C, rec):
+    def f(x):
+        return x.pow(3)
+
+    x = leaf(3)
+    out = C(f)(x)
+    (g,) = torch.autograd.grad(out, x, torch.eye(3), is_grads_batched=True, create_graph=True)
+    rec("g", g)
+    g.sum().backward()
+    rec("gg", x.grad)
+
+
+@scenario
+def agrad_batched_two_outputs_one_none(C, rec):
+    def f(x, w):
+        return x * w, w.exp()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    a, b = C(f)(x, w)
+    gs = torch.autograd.grad([a], [x, w], [torch.randn(4, 3)], is_grads_batched=True)
+    rec("g", list(gs))
+
+
+@scenario
+def functional_hessian_vectorize(C, rec):
+    def f(x):
+        return (x.sin() * x.pow(2)).sum()
+
+    x = leaf(3, rg=False)
+    rec("hess", torch.autograd.functional.hessian(C(f), x, vectorize=True))
+
+
+@scenario
+def functional_jacobian_create_graph(C, rec):
+    def f(x):
+        return x.tanh() * 2
+
+    x = leaf(3)
+    jac = torch.autograd.functional.jacobian(C(f), x, create_graph=True)
+    rec("jac", jac)
+    jac.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def functional_jacobian_forward_mode(C, rec):
+    def f(x):
+        return x.sin() * 3
+
+    x = leaf(3, rg=False)
+    rec(
+        "jac",
+        torch.autograd.functional.jacobian(C(f), x, vectorize=True, strategy="forward-mode"),
+    )
+
+
+@scenario
+def func_hessian_around(C, rec):
+    def f(x):
+        return (x.exp() * x).sum()
+
+    x = leaf(3, rg=False)
+    rec("hess", torch.func.hessian(C(f))(x))
+
+
+@scenario
+def func_jacfwd_around(C, rec):
+    def f(x):
+        return x.cos() * x
+
+    x = leaf(3, rg=False)
+    rec("jac", torch.func.jacfwd(C(f))(x))
+
+
+@scenario
+def func_grad_of_module_params(C, rec):
+    m = _mlp()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    x = leaf(4, 3, rg=False)
+
+    def loss(p, x):
+        return torch.func.functional_call(m, p, (x,)).square().sum()
+
+    g = torch.func.grad(C(loss))(params, x)
+    rec("g", [g[k] for k in sorted(g)])
+
+
+@scenario
+def vmap_over_compiled_module(C, rec):
+    m = _mlp()
+    x = leaf(5, 2, 3, rg=False)
+    rec("out", torch.func.vmap(C(m))(x))
+
+
+@scenario
+def create_graph_two_steps_zero_grad(C, rec):
+    m = _mlp()
+    cm = C(m)
+    for k in range(2):
+        x = leaf(4, 3, seed=k)
+        out = cm(x).sum()
+        (gx,) = torch.autograd.grad(out, x, create_graph=True)
+        (out + gx.pow(2).sum()).backward()
+        rec(f"g{k}", [p.grad for p in m.parameters()])
+        m.zero_grad()
+
+
+# ============================================================================================
+# more hooks, accumulation and errors
+@scenario
+def hook_changes_dtype_raises(C, rec):
+    def f(x):
+        return (x * 2).sum()
+
+    x = leaf(3)
+    x.register_hook(lambda g: g.double())
+    C(f)(x).backward()
+
+
+@scenario
+def hook_changes_shape_raises(C, rec):
+    def f(x):
+        return (x * 2).sum()
+
+    x = leaf(3)
+    x.register_hook(lambda g: g[:2])
+    C(f)(x).backward()
+
+
+@scenario
+def hook_on_output_changes_dtype_raises(C, rec):
+    def f(x):
+        return x * 2
+
+    x = leaf(3)
+    out = C(f)(x)
+    out.register_hook(lambda g: g.double())
+    out.sum().backward()
+
+
+@scenario
+def module_hook_on_inner_layer_compiled(C, rec):
+    m = _mlp()
+    seen = []
+
+    def hook(mod, gi, go):
+        seen.append([*gi, *go])
+        return (gi[0] * 0.5,)
+
+    m[1].register_full_backward_hook(hook)
+    x = leaf(4, 3)
+    C(m)(x).sum().backward()
+    rec("grads", [x.grad] + [p.grad for p in m.parameters()])
+    rec("seen", seen)
+
+
+@scenario
+def autograd_backward_inputs_kw(C, rec):
+    def f(x, w):
+        return (x * w).sum(), (x - w).pow(2).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    a, b = C(f)(x, w)
+    torch.autograd.backward([a, b], [torch.tensor(1.0), torch.tensor(3.0)], inputs=[w])
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def backward_inputs_not_in_graph_raises(C, rec):
+    def f(x):
+        return (x * 2).sum()
+
+    x, y = leaf(3), leaf(3, seed=1)
+    out = C(f)(x)
+    out.backward(inputs=[y])
+    rec("grads", [x.grad, y.grad])
+
+
+@scenario
+def clip_grad_norm_nonfinite_raises(C, rec):
+    m = _mlp()
+    C(m)(leaf(5, 3, rg=False)).sum().backward()
+    m[0].weight.grad[0, 0] = float("inf")
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0, error_if_nonfinite=True)
+
+
+@scenario
+def gradscaler_unscale_twice_raises(C, rec):
+    m = _mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(C(m)(leaf(5, 3, rg=False)).sum()).backward()
+    scaler.unscale_(opt)
+    rec("grads", [p.grad for p in m.parameters()])
+    scaler.unscale_(opt)
+
+
+@scenario
+def gradscaler_fp16_autocast_cpu(C, rec):
+    m = _mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**4)
+    cm = C(m)
+    for k in range(2):
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = cm(leaf(4, 3, seed=k, rg=False)).float().sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    rec("scale", scaler.get_scale())
+
+
+@scenario
+def mixed_dtype_params_grads(C, rec):
+    torch.manual_seed(0)
+    a = nn.Linear(3, 4).to(torch.float64)
+    b = nn.Linear(4, 2)
+
+    def f(x):
+        return b(a(x).float()).sum()
+
+    x = leaf(5, 3, dtype=torch.float64)
+    C(f)(x).backward()
+    rec("grads", [x.grad, a.weight.grad, b.weight.grad])
+
+
+@scenario
+def output_is_param_view(C, rec):
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        return lin(x), lin.weight.t()
+
+    x = leaf(4, 3)
+    out, wt = C(f)(x)
+    rec("wt", wt)
+    (out.sum() + (wt * 2).sum()).backward()
+    rec("grads", [x.grad, lin.weight.grad, lin.bias.grad])
+
+
+@scenario
+def param_passed_as_argument_too(C, rec):
+    lin = nn.Linear(3, 3)
+
+    def f(x, w):
+        return (lin(x) * w).sum()
+
+    x = leaf(2, 3)
+    C(f)(x, lin.bias).backward()
+    rec("grads", [x.grad, lin.weight.grad, lin.bias.grad])
+
+
+@scenario
+def grad_accumulates_into_create_graph_grad(C, rec):
+    def f(x):
+        return x.pow(2).sum()
+
+    x = leaf(3)
+    cf = C(f)
+    cf(x).backward(create_graph=True)
+    g1 = x.grad
+    cf(x).backward()
+    rec("grad", [x.grad, x.grad is g1])
+
+
+@scenario
+def autograd_grad_after_freed_raises(C, rec):
+    def f(x):
+        return (x.exp() * x).sum()
+
+    x = leaf(3)
+    out = C(f)(x)
+    torch.autograd.grad(out, x)
+    torch.autograd.grad(out, x)
+
+
+@scenario
+def register_hook_no_grad_tensor_raises(C, rec):
+    def f(x):
+        return x * 2
+
+    out = C(f)(leaf(3, rg=False))
+    out.register_hook(lambda g: g)
+
+
+@scenario
+def grad_of_sum_of_two_compiled_calls_shared_input(C, rec):
+    m = _mlp()
+    cm = C(m)
+    x = leaf(3, 3)
+    (cm(x).sum() + cm(x * 2).pow(2).sum()).backward()
+    rec("grads", [x.grad] + [p.grad for p in m.parameters()])
+
+
+@scenario
+def requires_grad_false_param_inside_toggle(C, rec):
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        return lin(x).sum()
+
+    cf = C(f)
+    x = leaf(4, 3)
+    cf(x).backward()
+    rec("g1", [x.grad, lin.weight.grad, lin.bias.grad])
+    lin.bias.requires_grad_(False)
+    lin.bias.grad = None
+    x.grad = None
+    lin.weight.grad = None
+    cf(x).backward()
+    rec("g2", [x.grad, lin.weight.grad, lin.bias.grad])
+    lin.bias.requires_grad_(True)
+    cf(x).backward()
+    rec("g3", [x.grad, lin.weight.grad, lin.bias.grad])
+
 
 def main(argv) -> int:
     names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
