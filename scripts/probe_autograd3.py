@@ -1675,6 +1675,7 @@ def leaf_used_as_input_and_closure(C, rec):
     C(f)(w).backward()
     rec("grad", w.grad)
 
+
 # ============================================================================================
 # more custom Functions: grad mode inside the backward, setup_context, helpers
 class NoGradInBwd(torch.autograd.Function):
@@ -1875,7 +1876,7 @@ def agrad_batched_two_outputs_one_none(C, rec):
         return x * w, w.exp()
 
     x, w = leaf(3), leaf(3, seed=1)
-    a, b = C(f)(x, w)
+    a, _b = C(f)(x, w)
     gs = torch.autograd.grad([a], [x, w], [torch.randn(4, 3)], is_grads_batched=True)
     rec("g", list(gs))
 

@@ -163,6 +163,43 @@ class _Scaled(torch.autograd.Function):
         return g * 2 * x * scale
 
 
+class _Ste(torch.autograd.Function):
+    """A straight-through estimator: a backward without ops of its own."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class _SteOnce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return g
+
+
+class _MethodsOnly(torch.autograd.Function):
+    """Its backward's ops are all methods (``call_method`` nodes)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g.mul(x.cos())
+
+
 def _second(f, *shapes, wrt=None):
     """A scenario: the first derivatives of ``f`` with create_graph, then the gradients of
     their sum (through the Function's backward) on the leaves' ``.grad``."""
@@ -184,6 +221,8 @@ _DOUBLE = {
     "saved_output_only_grad": (lambda x: _Tanh.apply(x).pow(2).sum(), (4,)),
     "setup_context": (lambda x, w: _SinW.apply(x, w).pow(2).sum(), (3,), (3,)),
     "helper_in_backward": (lambda x: _Exp.apply(x * 2).sum(), (3,)),
+    "straight_through": (lambda x: _Ste.apply(x * 3).pow(2).sum(), (3,)),
+    "methods_only": (lambda x: _MethodsOnly.apply(x * 2).sum(), (3,)),
     "product_of_two_calls": (
         lambda x, w: _Mul.apply(x, w).sum() * _Mul.apply(x, x).sum(),
         (3,),
@@ -263,6 +302,11 @@ def test_once_differentiable_raises_eagers_message():
         g.sum().backward()
 
     seen = _check(scenario)
+    assert seen[-1][0] == "raised" and "once_differentiable" in seen[-1][1][1]
+
+
+def test_once_differentiable_straight_through_raises_eagers_message():
+    seen = _check(_second(lambda x: _SteOnce.apply(x * 3).pow(2).sum(), (3,)))
     assert seen[-1][0] == "raised" and "once_differentiable" in seen[-1][1][1]
 
 

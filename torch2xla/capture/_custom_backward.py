@@ -16,6 +16,8 @@ dropped) wherever that is what eager does, which the graph cannot show by itself
   wrapper into the same graph (autograd is off there already). Its frame in the nodes' stack
   traces tells it apart (``_once_differentiable``); its gradients are then marked as eager's
   wrapper marks them (``_once``: a second backward through them raises eager's error).
+- A backward without ops of its own (``return g``: a straight-through estimator) leaves no
+  frame: the ``backward`` beside the ``forward`` in the source tells (``_declared_once``).
 - A ``torch.no_grad()`` (or ``enable_grad``, ``set_grad_enabled``, ``inference_mode``) inside
   the backward leaves no trace where it changes nothing at trace time. Where the backward's
   source (the functions of its frames) names one, or cannot be read, which of its values eager
@@ -49,6 +51,8 @@ _GRAD_MODES = frozenset(
     {"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "_set_grad_enabled"}
 )
 
+_CALLS = ("call_function", "call_method", "call_module")
+
 _FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (\S+)\s*$')
 
 
@@ -58,9 +62,14 @@ def eager_backward(
     """The backward subgraph ``bwd`` (of the Function called at ``call``, forward ``fwd``) to
     run in eager: in the backward call's grad mode, or marked as not differentiable again."""
     frames = _backward_frames(call, bwd)
+    switches = _switches(bwd)
+    if frames == set():  # no op of its own (``return g``: a straight-through estimator)
+        once = _declared_once(call, fwd)
+        if once is None:
+            return _marked(fwd, bwd, _TWICE, saved_too=True)
+        return _marked(fwd, bwd, _ONCE, saved_too=False) if once else _ambient(bwd, switches)
     if frames and any(_is_once_wrapper(f) for f in frames):
         return _marked(fwd, bwd, _ONCE, saved_too=False)
-    switches = _switches(bwd)
     if frames and len(switches) == 2 and not any(map(_changes_grad_mode, frames)):
         return _ambient(bwd, switches)
     return _marked(fwd, bwd, _TWICE, saved_too=True)
@@ -105,7 +114,7 @@ def _backward_frames(call: torch.fx.Node, bwd: torch.fx.GraphModule) -> set | No
     site = len(_frames(call))
     frames: set = set()
     for node in bwd.graph.nodes:
-        if node.op != "call_function" or node.target is torch._C._set_grad_enabled:
+        if node.op not in _CALLS or node.target is torch._C._set_grad_enabled:
             continue
         own = _frames(node)
         if len(own) <= site:
@@ -147,6 +156,36 @@ def _changes_grad_mode(frame: tuple[str, int, str]) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in _GRAD_MODES:
             return True
     return False
+
+
+def _declared_once(call: torch.fx.Node, fwd: torch.fx.GraphModule) -> bool | None:
+    """Whether the ``backward`` beside the Function's ``forward`` (found from the forward's
+    ops' frames, in the source) is decorated ``@once_differentiable``; None where not known."""
+    site = len(_frames(call))
+    for node in fwd.graph.nodes:
+        if node.op not in _CALLS or node.target is torch._C._set_grad_enabled:
+            continue
+        for filename, line, name in _frames(node)[site:]:
+            tree = _parsed(filename)
+            for cls in ast.walk(tree) if tree is not None else ():
+                if not isinstance(cls, ast.ClassDef):
+                    continue
+                methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+                own = methods.get(name)
+                if own is None or not own.lineno <= line <= (own.end_lineno or own.lineno):
+                    continue
+                backward = methods.get("backward")
+                if backward is None:
+                    return None
+                return any(_names(d, "once_differentiable") for d in backward.decorator_list)
+    return None
+
+
+def _names(tree: ast.AST, name: str) -> bool:
+    return any(
+        isinstance(n, ast.Name) and n.id == name or isinstance(n, ast.Attribute) and n.attr == name
+        for n in ast.walk(tree)
+    )
 
 
 @functools.lru_cache(maxsize=64)
