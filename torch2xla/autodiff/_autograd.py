@@ -279,6 +279,8 @@ class XlaFunction(torch.autograd.Function):
     # compiled function, the graph break's eager region, where Dynamo would trace it.
     @torch.compiler.disable
     def backward(ctx, *grads):
+        if any(map(_is_batched, grads)):
+            return _batched_backward(ctx, grads)
         # (``profiled_backward`` inlined: one frame less on every backward)
         if ctx.plan.backward_ran and not (_profile._jax_tracing or _profiler_enabled()):
             return _backward(ctx, grads)
@@ -286,14 +288,14 @@ class XlaFunction(torch.autograd.Function):
 
 
 @profiled_backward
-def _first_or_profiled_backward(ctx, *grads):
+def _first_or_profiled_backward(ctx, *grads, keep: bool = False):
     plan = ctx.plan
     if not plan.backward_ran:  # the first backward traces and compiles (no_stack_capture)
         with no_stack_capture():
-            result = _backward(ctx, grads)
+            result = _backward(ctx, grads, keep)
         plan.backward_ran = True
         return result
-    return _backward(ctx, grads)
+    return _backward(ctx, grads, keep)
 
 
 _apply = super(torch.autograd.Function, XlaFunction).apply
@@ -308,7 +310,55 @@ def _forward(plan: _Plan, seed, tensors: Sequence):
     return plan.fns.fwd(seed, list(map(take, plan.diff_in)), list(map(take, rest_in)))
 
 
-def _backward(ctx, grads: tuple) -> tuple:
+_functorch = torch._C._functorch
+
+
+def _is_batched(g) -> bool:
+    return g is not None and (
+        _functorch.is_legacy_batchedtensor(g) or _functorch.is_batchedtensor(g)
+    )
+
+
+def _unbatched(g: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """A batched cotangent's values with the batch first, and how to batch a result again
+    (``torch.autograd.grad``'s ``is_grads_batched`` batches with the legacy vmap, ``torch.func``
+    with functorch's)."""
+    if _functorch.is_legacy_batchedtensor(g):
+        level = torch._C._vmapmode_increment_nesting() - 1  # (the innermost level)
+        torch._C._vmapmode_decrement_nesting()
+        return torch._remove_batch_dim(g, level, 0, 0), lambda t: torch._add_batch_dim(t, 0, level)
+    level = _functorch.maybe_get_level(g)
+    value = _functorch.get_unwrapped(g).movedim(_functorch.maybe_get_bdim(g), 0)
+    return value, lambda t: _functorch._add_batch_dim(t, 0, level)
+
+
+def _batched_backward(ctx, grads: tuple) -> tuple:
+    """The backward for cotangents batched by a vmap (``torch.autograd.grad(...,
+    is_grads_batched=True)``, ``jacobian(vectorize=True)``): one backward per cotangent of the
+    batch (the residuals kept until the last), the gradients batched again."""
+    if ctx.chain is not None:
+        raise NotImplementedError(
+            "torch2xla: batched cotangents (is_grads_batched=True, a vmap over a backward) "
+            "through a backward split into segments; pass options={'split_backward': False}"
+        )
+    batch, cts = None, []
+    for g in grads:
+        if _is_batched(g):
+            g, batch = _unbatched(g)
+            cts.append((True, g))
+            size = g.shape[0]
+        else:
+            cts.append((False, g))
+    per_item = [
+        _first_or_profiled_backward(
+            ctx, *(g[b] if batched else g for batched, g in cts), keep=b < size - 1
+        )
+        for b in range(size)
+    ]
+    return tuple(None if got[0] is None else batch(torch.stack(got)) for got in zip(*per_item))
+
+
+def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     plan, chain = ctx.plan, ctx.chain
     diff_grads = grads if plan.dense_out else [grads[i] for i in plan.diff_out]
     active = [j for j, g in enumerate(diff_grads) if g is not None]
@@ -318,7 +368,7 @@ def _backward(ctx, grads: tuple) -> tuple:
         ctx.saved_tensors  # noqa: B018
     vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
     freed = False
-    if not _keep_graph():
+    if not (keep or _keep_graph()):
         ctx.released = True
         ctx.freed = _freed_after(plan.saves, ctx.freed, active)
         # free the residuals, as eager frees saved tensors, once no output's backward can run

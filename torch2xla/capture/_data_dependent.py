@@ -21,7 +21,6 @@ input (AOTAutograd's "Encountered a set_ on a graph input" assertion).
 
 from __future__ import annotations
 
-import copy
 import operator
 import re
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.fx.node import map_arg
 
 from torch2xla._errors import Unsupported
+from torch2xla.capture._custom_backward import eager_backward
 
 # What the ATen export raises on a data-dependent op traced with concrete sizes.
 EXPORT_ERRORS: tuple[type[Exception], ...] = (
@@ -341,65 +341,8 @@ def split(
     for node in eager:
         fwd, bwd = node.args[:2] if _is_custom_backward(node) else (None, None)
         if getattr(fwd, "op", None) == "get_attr" and getattr(bwd, "op", None) == "get_attr":
-            targets[bwd.target] = differentiated_once(targets[fwd.target], targets[bwd.target])
+            targets[bwd.target] = eager_backward(node, targets[fwd.target], targets[bwd.target])
     return torch.fx.GraphModule({**targets, **modules}, top)
-
-
-# A custom Function's backward as Dynamo traced it runs with autograd off (its body switches
-# grad mode off, with or without ``@once_differentiable``, which the graph cannot tell apart),
-# so a create_graph backward through it took its gradients as constants: wrong second
-# derivatives, silently. Its gradients are marked as ``@once_differentiable`` marks them
-# (where its incoming gradients require grad): a second backward through them raises, one
-# that does not reach them runs. (Where only its saved tensors require grad, eager's
-# ``@once_differentiable`` takes them as constants, and so do we: a plain backward's second
-# derivatives through its saved tensors are still lost there.)
-_TWICE = (
-    "torch2xla: differentiating twice through the backward of a torch.autograd.Function "
-    "called inside a compiled function is not supported: torch.compile traces its backward "
-    "without autograd (as if it were @once_differentiable), so its second derivatives are "
-    "unknown. Call the Function outside the compiled region (torch.compiler.disable) to "
-    "differentiate its backward."
-)
-
-
-def differentiated_once(
-    fwd: torch.fx.GraphModule, bwd: torch.fx.GraphModule
-) -> torch.fx.GraphModule:
-    """A copy of Dynamo's traced backward ``bwd`` of a custom Function (``fwd``: its traced
-    forward) whose gradients raise when differentiated again (``_once``)."""
-    (_, saved), *_ = fwd.graph.find_nodes(op="output")[0].args
-    graph = copy.deepcopy(bwd.graph)
-    inputs = tuple(graph.find_nodes(op="placeholder"))
-    grads = inputs[: len(inputs) - len(saved)]  # (the saved values follow the gradients)
-    output = graph.find_nodes(op="output")[0]
-    with graph.inserting_before(output):
-        marked = graph.call_function(_once, (output.args[0], grads))
-    output.args = (marked,)
-    new = torch.fx.GraphModule(bwd, graph)
-    new.meta.update(bwd.meta)
-    return new
-
-
-def _once(outputs, grads: tuple):
-    """``outputs`` (a backward's gradients), marked as ``@once_differentiable`` marks them
-    where a create_graph backward runs it with incoming gradients ``grads`` that require
-    grad."""
-    if not torch.is_grad_enabled() or not any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in grads
-    ):
-        return outputs
-    single = not isinstance(outputs, tuple | list)
-    flat = (outputs,) if single else tuple(outputs)
-    tensors = [k for k, o in enumerate(flat) if isinstance(o, torch.Tensor)]
-    if not tensors:
-        return outputs
-    error = torch._C._functions.DelayedError(_TWICE.encode(), len(tensors))
-    marked = error(*(flat[k].detach().requires_grad_() for k in tensors))
-    marked = marked if isinstance(marked, tuple | list) else (marked,)
-    out = list(flat)
-    for k, t in zip(tensors, marked):
-        out[k] = t
-    return out[0] if single else type(outputs)(out)
 
 
 # Dynamo's runtime asserts on unbacked sizes: facts its tracing assumed (``u0 >= 1``: the

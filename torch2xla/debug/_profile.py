@@ -42,12 +42,12 @@ def profiled_backward(backward: Callable) -> Callable:
     """Decorate ``XlaFunction.backward``: a ``<label>:backward`` range around it."""
 
     @functools.wraps(backward)
-    def wrapper(ctx, *grads):
+    def wrapper(ctx, *grads, **kwargs):
         if not (_jax_tracing or _profiler_enabled()):
-            return backward(ctx, *grads)
+            return backward(ctx, *grads, **kwargs)
         label = getattr(ctx.plan.program, "label", "torch2xla")
         with _ranges(f"{label}:backward"):
-            return backward(ctx, *grads)
+            return backward(ctx, *grads, **kwargs)
 
     return wrapper
 

@@ -1,0 +1,390 @@
+"""Autograd classes found by scripts/probe_autograd3.py (session 19), against eager strictly:
+values, dtypes, None-ness of gradients, errors.
+
+- A custom ``autograd.Function``'s backward (run in eager inside the graph) runs in the grad
+  mode of the backward call, as eager's: double backward through it (its saved inputs,
+  outputs, a helper it calls) gives eager's second derivatives instead of silently wrong
+  ones; ``@once_differentiable`` keeps eager's rules and message.
+- Batched cotangents (``torch.autograd.grad(..., is_grads_batched=True)``,
+  ``jacobian``/``hessian`` with ``vectorize=True``) reach the compiled backward.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+pytestmark = pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
+
+
+def _leaf(*shape, seed=0, dtype=torch.float32, rg=True):
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+    return t.requires_grad_(rg)
+
+
+def _observe(scenario, compiled: bool) -> list:
+    """What ``scenario(C, rec)`` records, ``C`` compiling with torch2xla or not; an error
+    ends it, recorded by type and message."""
+    seen: list = []
+
+    def C(f):
+        return torch.compile(f, backend="xla") if compiled else f
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    try:
+        scenario(C, lambda label, value: seen.append((label, value)))
+    except Exception as e:
+        seen.append(("raised", (type(e), str(e).split("\n")[0])))
+    return seen
+
+
+def _same(got, want, where: str) -> None:
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), where
+        assert (got.dtype, got.shape, got.requires_grad) == (
+            want.dtype,
+            want.shape,
+            want.requires_grad,
+        ), where
+        # float32 programs against eager's float32 kernels (second derivatives: a few more
+        # roundings, checked against float64 in test_double_backward_against_float64)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=where)
+    elif isinstance(want, list | tuple):
+        assert isinstance(got, list | tuple) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, where
+
+
+def _check(scenario) -> list:
+    want = _observe(scenario, False)
+    got = _observe(scenario, True)
+    assert [label for label, _ in got] == [label for label, _ in want], (got, want)
+    for (label, g), (_, w) in zip(got, want):
+        _same(g, w, label)
+    return want
+
+
+# -- custom autograd.Function: double backward --------------------------------------------------
+class _Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, g * x
+
+
+class _Tanh(torch.autograd.Function):
+    """Saves its output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.tanh()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 - y * y)
+
+
+class _SinW(torch.autograd.Function):
+    """The forward/setup_context style."""
+
+    @staticmethod
+    def forward(x, w):
+        return x.sin() * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * x.cos() * w, g * x.sin()
+
+
+def _exp_grad(g, x):
+    return g * x.exp()
+
+
+class _Exp(torch.autograd.Function):
+    """Its backward calls a helper."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _exp_grad(g, x)
+
+
+class _Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.pow(3)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x
+
+
+class _Scaled(torch.autograd.Function):
+    """``torch.no_grad()`` inside its backward: which values eager records is unknown to the
+    traced graph."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with torch.no_grad():
+            scale = x.abs() + 1
+        return g * 2 * x * scale
+
+
+class _Ste(torch.autograd.Function):
+    """A straight-through estimator: a backward without ops of its own."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class _SteOnce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        return g
+
+
+class _MethodsOnly(torch.autograd.Function):
+    """Its backward's ops are all methods (``call_method`` nodes)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g.mul(x.cos())
+
+
+def _second(f, *shapes, wrt=None):
+    """A scenario: the first derivatives of ``f`` with create_graph, then the gradients of
+    their sum (through the Function's backward) on the leaves' ``.grad``."""
+
+    def scenario(C, rec):
+        leaves = [_leaf(*s, seed=i) for i, s in enumerate(shapes)]
+        take = leaves if wrt is None else [leaves[i] for i in wrt]
+        gs = torch.autograd.grad(C(f)(*leaves), take, create_graph=True)
+        rec("g", list(gs))
+        sum(g.pow(2).sum() for g in gs).backward()
+        rec("gg", [t.grad for t in leaves])
+
+    return scenario
+
+
+_DOUBLE = {
+    "saved_inputs": (lambda x, w: _Mul.apply(x.sin(), w).pow(2).sum(), (3,), (3,)),
+    "saved_output": (lambda x: _Tanh.apply(x * 2).sum(), (3,)),
+    "saved_output_only_grad": (lambda x: _Tanh.apply(x).pow(2).sum(), (4,)),
+    "setup_context": (lambda x, w: _SinW.apply(x, w).pow(2).sum(), (3,), (3,)),
+    "helper_in_backward": (lambda x: _Exp.apply(x * 2).sum(), (3,)),
+    "straight_through": (lambda x: _Ste.apply(x * 3).pow(2).sum(), (3,)),
+    "methods_only": (lambda x: _MethodsOnly.apply(x * 2).sum(), (3,)),
+    "product_of_two_calls": (
+        lambda x, w: _Mul.apply(x, w).sum() * _Mul.apply(x, x).sum(),
+        (3,),
+        (3,),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_DOUBLE))
+def test_custom_function_double_backward_as_eager(name):
+    """Were silently wrong: the traced backward ran with autograd off, so its gradients were
+    constants to the second backward (an HVP off by 4, a penalty's input gradient None)."""
+    f, *shapes = _DOUBLE[name]
+    seen = _check(_second(f, *shapes))
+    assert all(g is not None for g in seen[-1][1])
+
+
+def test_custom_function_gradient_penalty_in_module():
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def scenario(C, rec):
+        def f(x):
+            return _Tanh.apply(lin(x)).sum()
+
+        x = _leaf(4, 3)
+        (gx,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+        gx.pow(2).sum().backward()
+        rec("grads", [x.grad, lin.weight.grad, lin.bias.grad])
+        lin.zero_grad(set_to_none=True)
+
+    seen = _check(scenario)
+    assert all(g is not None for g in seen[0][1])
+
+
+def test_custom_function_hvp_against_float64():
+    """The second derivatives themselves, against float64 eager (not only float32 eager)."""
+
+    def f(x, w):
+        return _Mul.apply(x, w).sum() * _Mul.apply(x, x).sum()
+
+    def hvp(fn, dtype):
+        x, w = _leaf(3, dtype=dtype), _leaf(3, seed=1, dtype=dtype)
+        (g,) = torch.autograd.grad(fn(x, w), x, create_graph=True)
+        return torch.autograd.grad(g, [x, w], torch.ones(3, dtype=dtype))
+
+    torch._dynamo.reset()
+    got = hvp(torch.compile(f, backend="xla"), torch.float32)
+    want = hvp(f, torch.float64)
+    for g, w in zip(got, want):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_once_differentiable_saved_only_gradients_are_constants_as_eager():
+    """Eager's @once_differentiable takes its saved tensors as constants where the incoming
+    gradient does not require grad: the second derivative has only the term through ``sin``'s
+    backward, in eager and here."""
+
+    def scenario(C, rec):
+        x = _leaf(3)
+        (g,) = torch.autograd.grad(C(lambda t: _Cube.apply(t.sin()).sum())(x), x, create_graph=True)
+        rec("g", g)
+        g.sum().backward()
+        rec("gg", x.grad)
+
+    _check(scenario)
+
+
+def test_once_differentiable_raises_eagers_message():
+    def scenario(C, rec):
+        x = _leaf(3)
+        (g,) = torch.autograd.grad(
+            C(lambda t: _Cube.apply(t.sin()).pow(2).sum())(x), x, create_graph=True
+        )
+        rec("g", g)
+        g.sum().backward()
+
+    seen = _check(scenario)
+    assert seen[-1][0] == "raised" and "once_differentiable" in seen[-1][1][1]
+
+
+def test_once_differentiable_straight_through_raises_eagers_message():
+    seen = _check(_second(lambda x: _SteOnce.apply(x * 3).pow(2).sum(), (3,)))
+    assert seen[-1][0] == "raised" and "once_differentiable" in seen[-1][1][1]
+
+
+def test_grad_mode_switch_in_backward_first_order_as_eager_second_raises():
+    """``torch.no_grad()`` inside the backward: first derivatives as eager; differentiating
+    them again raises (which values eager records is unknown) rather than give numbers that
+    may be wrong."""
+
+    def f(x):
+        return _Scaled.apply(x.sin()).sum()
+
+    def first(C, rec):
+        x = _leaf(3)
+        C(f)(x).backward()
+        rec("grad", x.grad)
+
+    _check(first)
+    torch._dynamo.reset()
+    x = _leaf(3)
+    (g,) = torch.autograd.grad(torch.compile(f, backend="xla")(x), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiating twice"):
+        g.sum().backward()
+
+
+# -- batched cotangents ---------------------------------------------------------------------
+def test_is_grads_batched():
+    def scenario(C, rec):
+        x, w = _leaf(2, 3), _leaf(3, 4, seed=1)
+        out = C(lambda a, b: (a @ b).tanh())(x, w)
+        go = torch.randn(5, 2, 4, generator=torch.Generator().manual_seed(2))
+        rec("g", list(torch.autograd.grad(out, [x, w], go, is_grads_batched=True)))
+
+    _check(scenario)
+
+
+def test_is_grads_batched_one_output_without_cotangent():
+    def scenario(C, rec):
+        x, w = _leaf(3), _leaf(3, seed=1)
+        a, _ = C(lambda x, w: (x * w, w.exp()))(x, w)
+        go = torch.randn(4, 3, generator=torch.Generator().manual_seed(2))
+        rec("g", list(torch.autograd.grad([a], [x, w], [go], is_grads_batched=True)))
+
+    _check(scenario)
+
+
+def test_is_grads_batched_create_graph():
+    def scenario(C, rec):
+        x = _leaf(3)
+        out = C(lambda t: t.pow(3))(x)
+        (g,) = torch.autograd.grad(out, x, torch.eye(3), is_grads_batched=True, create_graph=True)
+        rec("g", g)
+        g.sum().backward()
+        rec("gg", x.grad)
+
+    _check(scenario)
+
+
+def test_is_grads_batched_keeps_graph_for_a_later_backward_only_with_retain_graph():
+    def scenario(C, rec):
+        x = _leaf(3)
+        out = C(lambda t: (t.exp() * t).sum(0, keepdim=True) * t)(x)
+        (g,) = torch.autograd.grad(out, x, torch.eye(3), is_grads_batched=True)
+        rec("g", g)
+        out.sum().backward()
+
+    seen = _check(scenario)
+    assert seen[-1][0] == "raised"  # (the batched backward freed the graph, as eager's)
+
+
+@pytest.mark.parametrize("kind", ["jacobian", "hessian"])
+def test_functional_vectorized(kind):
+    def scenario(C, rec):
+        x = _leaf(3, rg=False)
+        if kind == "jacobian":
+            fn = C(lambda t: t.sin() * t.sum())
+            rec("jac", torch.autograd.functional.jacobian(fn, x, vectorize=True))
+        else:
+            fn = C(lambda t: (t.sin() * t.pow(2)).sum())
+            rec("hess", torch.autograd.functional.hessian(fn, x, vectorize=True))
+
+    _check(scenario)
