@@ -29,7 +29,6 @@ import torch
 
 from torch2xla.runtime._interop import _DLPACK_DTYPES
 
-
 ENABLED = os.environ.get("TORCH2XLA_IN_PLACE", "1") != "0"
 
 
