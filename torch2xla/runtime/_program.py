@@ -22,7 +22,7 @@ from torch2xla.capture._annotate import annotate
 from torch2xla.debug._profile import profiled
 from torch2xla.guards import _persistent
 from torch2xla.ops._interpret import to_jax_function, uses_rng
-from torch2xla.runtime import _checks, _in_place, _pack
+from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
@@ -322,6 +322,8 @@ class XlaProgram:
         self._graph_diff_out = tuple(diff_out)  # (as the ATen graph returns them, unpacked)
         self._statics = statics
         self._cuda = self.device.platform != "cpu"
+        if not self._cuda:
+            _host_memory.tune()  # (once per process: XLA's CPU temporaries reused)
         packable = [i for i in packable if i not in diff_out and i not in dict(self.foreign_out)]
         donated = {}
         if self._cuda and not self.checks and writes:
