@@ -77,9 +77,9 @@ class _Plan:
         "convert",
         "cut",
         "dense_out",
+        "dense_release",
         "diff_in",
         "diff_meta",
-        "dense_release",
         "diff_out",
         "every_out",
         "flat_fn",
@@ -385,7 +385,9 @@ def _backward(ctx, grads: tuple) -> tuple:
             else:
                 convert = plan.convert
                 for p, k in slots:
-                    result[3 + k] = from_cotangent(convert(source[p])) if conj else convert(source[p])
+                    result[3 + k] = (
+                        from_cotangent(convert(source[p])) if conj else convert(source[p])
+                    )
             return tuple(result)
         if not isinstance(source, _split.Run):
             source = _converted(plan, bwd.packing, source, slots)

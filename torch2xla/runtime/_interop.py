@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import itertools
 import math
 import operator
 import os
@@ -399,7 +400,7 @@ def cpu_outputs(converted_all_nonempty: bool):
 
 
 if _export is None:  # (a jaxlib laid out otherwise)
-    to_torch_cpu = _to_torch_host  # noqa: F811
+    to_torch_cpu = _to_torch_host
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
@@ -489,7 +490,9 @@ class ViewCache:
             out.append(view)
             fresh = fresh or imported
             written = written or wrote
-        self._fast = _Fast.of(self, tensors)
+        # (where no view is cached, every position is new each call: no check to make)
+        cached = any(map(operator.is_not, self._views, _NONES))
+        self._fast = _Fast.of(self, tensors) if cached else None
         return out, written and not fresh
 
     def _one(self, i: int, t: torch.Tensor) -> tuple[Any, bool, bool]:
@@ -646,6 +649,7 @@ class _Fast:
 
 
 _data_ptr = torch.Tensor.data_ptr
+_NONES = itertools.repeat(None)
 _version_of = operator.attrgetter("_version")
 
 

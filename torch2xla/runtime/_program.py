@@ -398,7 +398,9 @@ class XlaProgram:
                 outs = list(apply_differentiable(self, diff_in, seed, tensors))
                 if self.packing is not None:
                     outs = self.packing.unpack(outs, None)
-                return self._finished(outs)
+                if self._layouts or self.foreign_out:
+                    return self._finished(outs)
+                return outs
         seed = _draw_seed() if self.rng else None
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
