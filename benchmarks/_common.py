@@ -86,18 +86,27 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_calls(step: Callable[[], object], n: int, device: str = "cpu") -> float:
-    """Seconds per call of ``step`` over ``n`` back-to-back calls (device work included)."""
+def time_calls(
+    step: Callable[[], object], n: int, device: str = "cpu", clock=time.perf_counter
+) -> float:
+    """Seconds per call of ``step`` over ``n`` back-to-back calls (device work included);
+    ``clock``: ``time.process_time`` counts the process's CPU time only, which other
+    processes' load changes less than the wall clock (on a CPU device)."""
     sync(device)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(n):
         step()
     sync(device)
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def interleaved(
-    steps: dict[str, Callable[[], object]], rounds: int, n: int, device: str = "cpu", seed: int = 0
+    steps: dict[str, Callable[[], object]],
+    rounds: int,
+    n: int,
+    device: str = "cpu",
+    seed: int = 0,
+    clock=time.perf_counter,
 ) -> dict[str, list[float]]:
     """Per-call seconds of each step, ``rounds`` times, the order shuffled every round so that
     load from other processes falls on all modes alike."""
@@ -107,7 +116,7 @@ def interleaved(
     for _ in range(rounds):
         rng.shuffle(names)
         for name in names:
-            times[name].append(time_calls(steps[name], n, device))
+            times[name].append(time_calls(steps[name], n, device, clock))
     return times
 
 

@@ -4,11 +4,13 @@
 
 One thread for torch and XLA, modes interleaved in a shuffled order every round, medians over
 rounds. The function works on 8 floats, so its time is the framework's per-call overhead. Two
-floors are measured alongside: ``dynamo`` (a backend that runs the captured graph as it is: the
-cost of Dynamo's frame guards and graph call, which every backend pays) and ``jax.jit`` (the same
-arithmetic as a jitted JAX function on JAX arrays: the cost of JAX's dispatch alone). A tiny
+floors are measured alongside: ``identity`` (a backend that runs the captured graph as it is:
+the cost of Dynamo's frame guards and graph call, which every backend pays) and ``jax.jit`` (the
+same arithmetic as a jitted JAX function on JAX arrays: the cost of JAX's dispatch alone). A tiny
 training step (Linear(8, 8), forward and backward) shows the overhead of the autograd path, and
-``--breakdown`` times the pieces of xla's call.
+``--breakdown`` times the pieces of xla's call. Beside the times, a count that load does not
+change: the Python calls of one steady call (``sys.setprofile``'s ``call`` and ``c_call``
+events, Dynamo's included), and those of torch2xla's own code.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import argparse
 import json
 import pathlib
 import sys
+import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+_HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(_HERE), str(_HERE.parent)]  # (this checkout's torch2xla, not an installed one)
 import _common
 import torch
 
@@ -29,18 +33,38 @@ def _tiny(x, y):
     return x * y + 1
 
 
-def _dynamo_only(gm, example_inputs):
+def _identity(gm, example_inputs):
     return gm.forward
+
+
+def _compile(fn, mode: str):
+    if mode == "identity":
+        return torch.compile(fn, backend=_identity)
+    return _common.compile_fn(fn, mode)
+
+
+def python_calls(step) -> tuple[int, int]:
+    """Python calls of one call of ``step`` (function and builtin calls, ``sys.setprofile``):
+    all, and those of torch2xla's code (frames in its package, builtins they call)."""
+    root = str(pathlib.Path(torch2xla.__file__).parent)
+    counts = [0, 0]
+
+    def profile(frame, event, arg):
+        if event == "call" or event == "c_call":
+            counts[0] += 1
+            counts[1] += frame.f_code.co_filename.startswith(root)
+
+    sys.setprofile(profile)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return counts[0] - 1, counts[1]  # (less the setprofile(None) call itself)
 
 
 def inference_steps(device: str) -> dict:
     x, y = torch.randn(8, device=device), torch.randn(8, device=device)
-    fns = {
-        "eager": _tiny,
-        "inductor": torch.compile(_tiny, backend="inductor"),
-        "xla": torch.compile(_tiny, backend="xla"),
-        "dynamo": torch.compile(_tiny, backend=_dynamo_only),
-    }
+    fns = {mode: _compile(_tiny, mode) for mode in (*_common.MODES, "identity")}
     steps = {name: (lambda f=f: f(x, y)) for name, f in fns.items()}
 
     import jax
@@ -57,10 +81,10 @@ def training_steps(device: str) -> dict:
     base = torch.nn.Linear(8, 8).to(device)
     x = torch.randn(4, 8, device=device)
     steps = {}
-    for mode in _common.MODES:
+    for mode in (*_common.MODES, "identity"):
         model = torch.nn.Linear(8, 8).to(device)
         model.load_state_dict(base.state_dict())
-        fn = _common.compile_fn(model, mode)
+        fn = _compile(model, mode)
 
         def step(fn=fn, model=model):
             model.zero_grad(set_to_none=True)
@@ -185,21 +209,24 @@ def _enter_contexts(device) -> None:
         pass
 
 
-def measure(device: str, rounds: int, calls: int) -> dict:
+def measure(device: str, rounds: int, calls: int, clock=time.perf_counter) -> dict:
     result = {"machine": _common.machine(), "device": device, "rounds": rounds, "calls": calls}
+    result["clock"] = clock.__name__
     with torch.no_grad():
         steps = inference_steps(device)
         for step in steps.values():  # compile and warm up
             for _ in range(3):
                 step()
-        times = _common.interleaved(steps, rounds, calls, device)
+        times = _common.interleaved(steps, rounds, calls, device, clock=clock)
+        result["inference_calls"] = {k: python_calls(v) for k, v in steps.items()}
     result["inference_us"] = {k: _us(v) for k, v in times.items()}
     steps = training_steps(device)
     for step in steps.values():
         for _ in range(3):
             step()
-    times = _common.interleaved(steps, rounds, max(calls // 4, 50), device)
+    times = _common.interleaved(steps, rounds, max(calls // 4, 50), device, clock=clock)
     result["training_us"] = {k: _us(v) for k, v in times.items()}
+    result["training_calls"] = {k: python_calls(v) for k, v in steps.items()}
     return result
 
 
@@ -209,23 +236,29 @@ def _us(samples: list[float]) -> dict[str, float]:
 
 def report(result: dict) -> str:
     inf, tr = result["inference_us"], result["training_us"]
+    counts = (result.get("inference_calls", {}), result.get("training_calls", {}))
     lines = [
         (
             f"per-call overhead on {result['device']} ({result['rounds']} interleaved rounds of "
-            f"{result['calls']} calls, 1 thread), microseconds, median [q1, q3]"
+            f"{result['calls']} calls, 1 thread, {result.get('clock', 'perf_counter')}), "
+            "microseconds, median [q1, q3]; Python calls of one call (all / torch2xla's)"
         ),
-        f"{'':10s} {'inference':>22s} {'training step':>22s}",
+        f"{'':10s} {'inference':>22s} {'calls':>9s} {'training step':>22s} {'calls':>9s}",
     ]
-    for mode in ("eager", "inductor", "xla", "dynamo", "jax.jit"):
+    for mode in ("eager", "inductor", "xla", "identity", "jax.jit"):
         cells = []
-        for table in (inf, tr):
+        for table, count in zip((inf, tr), counts):
             s = table.get(mode)
             cells.append(f"{s['median']:8.1f} [{s['q1']:.1f}, {s['q3']:.1f}]" if s else "-")
-        lines.append(f"{mode:10s} {cells[0]:>22s} {cells[1]:>22s}")
+            c = count.get(mode)
+            cells.append(f"{c[0]} / {c[1]}" if c else "-")
+        lines.append(f"{mode:10s} {cells[0]:>22s} {cells[1]:>9s} {cells[2]:>22s} {cells[3]:>9s}")
     lines.append(
         f"xla / inductor: inference {inf['xla']['median'] / inf['inductor']['median']:.2f}x, "
         f"training {tr['xla']['median'] / tr['inductor']['median']:.2f}x; "
-        f"xla / eager training {tr['xla']['median'] / tr['eager']['median']:.2f}x"
+        f"xla / eager training {tr['xla']['median'] / tr['eager']['median']:.2f}x; "
+        f"xla - identity: inference {inf['xla']['median'] - inf['identity']['median']:.1f} us, "
+        f"training {tr['xla']['median'] - tr['identity']['median']:.1f} us"
     )
     if "breakdown_us" in result:
         lines.append("xla call, piece by piece (median us):")
@@ -241,9 +274,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cpu", type=int, default=None, help="pin the process to this core")
     parser.add_argument("--breakdown", action="store_true", help="time the pieces of xla's call")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="write results here")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the process's CPU time (time.process_time), not the wall clock: on a "
+        "loaded machine it is less changed by other processes (CPU device only)",
+    )
     args = parser.parse_args(argv)
     _common.one_thread(args.cpu)
-    result = measure(args.device, args.rounds, args.calls)
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    result = measure(args.device, args.rounds, args.calls, clock)
     if args.breakdown:
         result["breakdown_us"] = breakdown(args.device, args.calls, args.rounds)
     print(report(result))

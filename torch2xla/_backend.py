@@ -117,6 +117,7 @@ class CompiledGraph:
         # Int inputs used only as values: taken as 0-d int64 tensors, every value one program
         # (``gm`` rewritten for them; read after this only)
         self.int_values = int_values(gm)
+        self._int_tensors = self.int_values is not None and bool(self.int_values.positions)
         self.gm = gm
         self.options = options
         self.program_options = {  # what every XlaProgram of this graph is built with
@@ -173,7 +174,7 @@ class CompiledGraph:
         self._keeps_state: bool | None = None
 
     def __call__(self, *args):
-        if self.int_values is not None and self.int_values.positions:
+        if self._int_tensors:
             args = self.int_values.tensors(args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
@@ -184,8 +185,8 @@ class CompiledGraph:
             outs = self.guards.run(args)
         except OpError as e:  # eager's error: eager's side effects too
             error = e
-        else:
-            return self._numbers(outs)
+        else:  # (``_numbers`` inlined: the hot path)
+            return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
     @torch._disable_dynamo

@@ -25,6 +25,8 @@ Eager autograd semantics kept here:
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Sequence
 
 import jax
@@ -75,9 +77,11 @@ class _Plan:
         "convert",
         "cut",
         "dense_out",
+        "dense_release",
         "diff_in",
         "diff_meta",
         "diff_out",
+        "every_out",
         "flat_fn",
         "fns",
         "groups",
@@ -91,6 +95,7 @@ class _Plan:
         "saves",
         "scoped",
         "untracked",
+        "views",
     )
 
     def __init__(self, program, fns: TrainFns, diff_in: tuple[int, ...]) -> None:
@@ -106,6 +111,8 @@ class _Plan:
         # Every output is differentiated, in order: no reordering, nothing to mark.
         self.dense_out = program.diff_out == tuple(range(program.num_outputs))
         self.scoped = program.scoped
+        # the program's ``ViewCache`` where its views need nothing more (``XlaProgram``)
+        self.views = program._views if getattr(program, "_host_views", False) else None
         self.convert = program.to_torch
         self.cut = getattr(program, "cut", None)  # packed gradients' pieces (``_pack``)
         self.saved_pos: tuple[int, ...] | None = None
@@ -130,6 +137,9 @@ class _Plan:
         # Differentiated outputs connected to no differentiated input, which eager would not
         # track: marked non-differentiable where the program asks (``mark_untracked``).
         self.untracked: tuple[int, ...] = ()
+        self.every_out = tuple(range(len(self.diff_out)))  # ``active`` when all are
+        # (``ctx.freed``, freed) after the first backward through every output (``_release``)
+        self.dense_release: tuple | None = None
 
     @classmethod
     def of(cls, program, diff_in: tuple[int, ...]) -> _Plan:
@@ -302,12 +312,23 @@ _apply = super(torch.autograd.Function, XlaFunction).apply
 
 
 def _forward(plan: _Plan, seed, tensors: Sequence):
-    views = plan.program.jax_inputs(tensors)  # parameters imported once, not every step
+    # parameters imported once, not every step (on the CPU without ``jax_inputs``' frame)
+    cache = plan.views
+    views = cache(tensors)[0] if cache is not None else plan.program.jax_inputs(tensors)
     rest_in = plan.rest_in
     if rest_in is None:
-        return plan.fns.fwd(seed, views, [])
-    take = views.__getitem__
-    return plan.fns.fwd(seed, list(map(take, plan.diff_in)), list(map(take, rest_in)))
+        diff, rest = views, []
+    else:
+        take = views.__getitem__
+        diff, rest = list(map(take, plan.diff_in)), list(map(take, rest_in))
+    fwd = plan.fns.fwd
+    direct = getattr(fwd, "direct", None)  # (``_program._Aot.direct``: a frame less)
+    if direct is None:
+        return fwd(seed, diff, rest)
+    try:
+        return direct(seed, diff, rest)
+    except (TypeError, ValueError):  # (rejected before it ran)
+        return fwd.fallback(seed, diff, rest)
 
 
 _functorch = torch._C._functorch
@@ -361,7 +382,9 @@ def _batched_backward(ctx, grads: tuple) -> tuple:
 def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     plan, chain = ctx.plan, ctx.chain
     diff_grads = grads if plan.dense_out else [grads[i] for i in plan.diff_out]
-    active = [j for j, g in enumerate(diff_grads) if g is not None]
+    # (every output got a cotangent: the common case, checked in C)
+    dense = all(map(operator.is_not, diff_grads, itertools.repeat(None)))
+    active = plan.every_out if dense else [j for j, g in enumerate(diff_grads) if g is not None]
     if not ctx.released or ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active):
         # (raises eager's error when a backward without retain_graph released what this one
         # needs, or when a saved tensor was changed in place)
@@ -370,9 +393,12 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     freed = False
     if not (keep or _keep_graph()):
         ctx.released = True
-        ctx.freed = _freed_after(plan.saves, ctx.freed, active)
-        # free the residuals, as eager frees saved tensors, once no output's backward can run
-        freed = all(_blocked(plan.saves, ctx.freed, (j,)) for j in range(len(plan.saves)))
+        if dense and not ctx.freed:  # (the first backward through every output: known once)
+            if plan.dense_release is None:
+                plan.dense_release = _release(plan.saves, ctx.freed, active)
+            ctx.freed, freed = plan.dense_release
+        else:
+            ctx.freed, freed = _release(plan.saves, ctx.freed, active)
         if freed:
             ctx.vjp_fn = ctx.inputs = None
     fns = plan.fns
@@ -381,7 +407,6 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
         if chain is not None:
             chain.source = None
         return (None,) * n_args
-    dense = len(active) == len(diff_grads)
     if dense:
         slots = plan.dense_slots()
     else:
@@ -402,15 +427,17 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
         if chain is None and not isinstance(source, _split.Run):
             # the common case: the gradients straight into autograd's list
             result: list = [None] * n_args
-            packing, convert = bwd.packing, plan.convert
+            packing, conj = bwd.packing, plan.conj_grads
             if packing is not None:  # small gradients: cut from one buffer, all converted here
-                source, convert = packing.unpack(source, convert, plan.cut), _same
-            if plan.conj_grads:
+                source = packing.unpack(source, plan.convert, plan.cut)
                 for p, k in slots:
-                    result[3 + k] = from_cotangent(convert(source[p]))
+                    result[3 + k] = from_cotangent(source[p]) if conj else source[p]
             else:
+                convert = plan.convert
                 for p, k in slots:
-                    result[3 + k] = convert(source[p])
+                    result[3 + k] = (
+                        from_cotangent(convert(source[p])) if conj else convert(source[p])
+                    )
             return tuple(result)
         if not isinstance(source, _split.Run):
             source = _converted(plan, bwd.packing, source, slots)
@@ -450,6 +477,14 @@ def _blocked(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) -> boo
     return any(saves[j] is None or not saves[j].isdisjoint(freed) for j in outs)
 
 
+def _release(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) -> tuple:
+    """``ctx.freed`` after a backward without retain_graph through the outputs ``outs``, and
+    whether the residuals are freed (no output's backward can run any more), as eager frees
+    saved tensors."""
+    freed = _freed_after(saves, freed, outs)
+    return freed, all(_blocked(saves, freed, (j,)) for j in range(len(saves)))
+
+
 def _freed_after(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) -> frozenset[int]:
     """``freed`` after a backward without retain_graph through the outputs ``outs``."""
     if freed is _EVERY or any(saves[j] is None for j in outs):
@@ -460,7 +495,7 @@ def _freed_after(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) ->
 def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
     """The cotangents of the differentiated outputs as JAX values (zeros where None)."""
     if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
-        return [to_jax(g) for g in diff_grads]
+        return list(map(to_jax, diff_grads))
     return [
         jax.numpy.zeros(shape, dtype) if g is None else cotangent(g, dtype)
         for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import itertools
 import math
+import operator
 import os
 import threading
 import weakref
@@ -345,15 +347,14 @@ _HOST_TYPES = _host_types()
 _BYTE = ctypes.c_char
 
 
-def to_torch_cpu(a: jax.Array) -> torch.Tensor:
-    """``to_torch`` for arrays on JAX's CPU device, zero-copy through numpy.
+def _to_torch_host(a: jax.Array) -> torch.Tensor:
+    """``to_torch_cpu`` through numpy, for a jaxlib without the C++ DLPack export.
 
-    NOTE: ``torch.from_dlpack`` costs ~6 us per fresh JAX array (JAX's export runs in Python),
-    ``np.asarray`` ~1.3 us but yields a read-only array (torch warns on those). The array's
-    own buffer, presented to numpy as writable ctypes memory, costs ~1.2 us (~0.5 less than
-    numpy's array interface, whose dict numpy parses): the program has finished writing it
-    (``block_until_ready``), JAX never hands it to anyone else (outputs alias no input), and
-    the tensor keeps the array alive (tensor -> numpy array -> ctypes memory -> array).
+    NOTE: ``np.asarray`` yields a read-only array (torch warns on those): the array's own
+    buffer is presented to numpy as writable ctypes memory instead. The program has finished
+    writing it (``block_until_ready``), JAX never hands it to anyone else (outputs alias no
+    input), and the tensor keeps the array alive (tensor -> numpy array -> ctypes memory ->
+    array).
     """
     a.block_until_ready()
     shape = a.shape
@@ -366,6 +367,40 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     else:
         t = _dense(torch.from_numpy(np.empty(shape, view)))
     return t if tdtype is None else t.view(tdtype)
+
+
+_export = getattr(_jaxlib_ext, "buffer_to_dlpack_managed_tensor", None)
+_from_dlpack = torch._C._from_dlpack
+
+
+def to_torch_cpu(a: jax.Array) -> torch.Tensor:
+    """``to_torch`` for arrays on JAX's CPU device, zero-copy.
+
+    NOTE: through jaxlib's C++ DLPack export, which waits for the array's computation and
+    holds the buffer while the tensor lives (~0.7 us with torch's import, all in C++);
+    ``torch.from_dlpack`` on the array costs ~6 us (JAX's ``__dlpack__`` runs in Python), the
+    numpy route (``_to_torch_host``) ~2 us. JAX never hands an output's buffer to anyone else
+    (outputs alias no input), so the tensor is writable as eager's are. An empty array comes
+    with DLPack's strides, which torch keeps (``(0, 1)`` where eager's are ``(1, 1)``):
+    given eager's (``_dense``).
+    """
+    t = _from_dlpack(_export(a))
+    return t if t.numel() else _dense(t)
+
+
+def cpu_outputs(converted_all_nonempty: bool):
+    """What converts a CPU program's list of output arrays to torch tensors: where the program
+    returns no empty output (``converted_all_nonempty``), the DLPack export and import mapped
+    over the list in C, with no Python frame per output; else ``to_torch_cpu`` per output."""
+    if _export is None:
+        return lambda outs: list(map(_to_torch_host, outs))
+    if converted_all_nonempty:
+        return lambda outs: list(map(_from_dlpack, map(_export, outs)))
+    return lambda outs: list(map(to_torch_cpu, outs))
+
+
+if _export is None:  # (a jaxlib laid out otherwise)
+    to_torch_cpu = _to_torch_host
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
@@ -433,15 +468,21 @@ class ViewCache:
         tensor was imported afresh, and torch wrote to a cached one since the last call."""
         fast = self._fast
         if fast is not None:
-            out = fast.views(tensors)
-            if out is not None:
+            # (``_Fast``'s check, inlined: a frame less on every call)
+            cached = fast.pick(tensors)
+            if list(map(id, cached)) == fast.ids and list(map(_data_ptr, cached)) == fast.ptrs:
+                out = list(fast.views)
+                if not fast.volatile:
+                    if not self._writes:
+                        return out, False
+                    return out, fast.written(cached)
                 fresh = False
                 for i in fast.volatile:
                     out[i], imported, _ = self._one(i, tensors[i])
                     fresh = fresh or imported
                 if fresh or not self._writes:
                     return out, False
-                return out, fast.written(tensors)
+                return out, fast.written(cached)
         out = []
         fresh = written = False
         for i, t in enumerate(tensors):
@@ -449,7 +490,9 @@ class ViewCache:
             out.append(view)
             fresh = fresh or imported
             written = written or wrote
-        self._fast = _Fast.of(self, tensors)
+        # (where no view is cached, every position is new each call: no check to make)
+        cached = any(map(operator.is_not, self._views, _NONES))
+        self._fast = _Fast.of(self, tensors) if cached else None
         return out, written and not fresh
 
     def adopt(self, pairs: Sequence[tuple[int, int]], views: Sequence, outs: Sequence) -> None:
@@ -457,18 +500,21 @@ class ViewCache:
         ``_in_place``): where the donated view was the cached one, the output written into
         the same memory becomes the cached view (the donated one is deleted); where XLA put
         the output elsewhere, the position is imported again next time."""
-        fast = self._fast
+        fast, cached, moved = self._fast, self._views, False
+        fast_views = None if fast is None else list(fast.views)
         for o, k in pairs:
-            old = views[k]
-            if self._views[k] is not old:
+            if cached[k] is not views[k]:
                 continue  # (imported afresh: nothing cached was donated)
             new = outs[o]
             if new.unsafe_buffer_pointer() != self._ptrs[k]:
-                new = None
-                self._fast = fast = None
-            self._views[k] = new
-            if fast is not None:
-                fast._views[k] = new
+                new, moved = None, True
+            cached[k] = new
+            if fast_views is not None:
+                fast_views[k] = new
+        if moved:
+            self._fast = None  # (the position-by-position path imports it again)
+        elif fast is not None:
+            fast.views = tuple(fast_views)
 
     def _one(self, i: int, t: torch.Tensor) -> tuple[Any, bool, bool]:
         """The view at position ``i`` of ``t``; whether it was imported afresh; whether torch
@@ -574,15 +620,16 @@ def _drop(cache_ref: weakref.ref, i: int) -> None:
 class _Fast:
     """``ViewCache``'s check of the positions whose cached view the last call reused: the same
     tensor objects (ids: while the cache holds them, no death has been reported, so no id was
-    reused) with the same data pointers, two comparisons of lists made in one pass each (~0.2
-    us a tensor against ~2 for the position-by-position check). Other positions ("volatile":
-    a new tensor every call) still go through that check."""
+    reused) with the same data pointers, two comparisons of lists made in C (``map``), in one
+    pass each (~0.2 us a tensor against ~2 for the position-by-position check). Other
+    positions ("volatile": a new tensor every call) still go through that check."""
 
-    __slots__ = ("_cached", "_ids", "_ptrs", "_versions", "_views", "volatile")
+    __slots__ = ("ids", "pick", "ptrs", "versions", "views", "volatile")
 
-    def __init__(self, cached, ids, ptrs, versions, views, volatile) -> None:
-        self._cached, self._ids, self._ptrs = cached, ids, ptrs
-        self._versions, self._views, self.volatile = versions, views, volatile
+    def __init__(self, pick, ids, ptrs, versions, views, volatile) -> None:
+        # ``pick(tensors)``: the tensors at the cached positions, in order
+        self.pick, self.ids, self.ptrs = pick, ids, ptrs
+        self.versions, self.views, self.volatile = versions, views, volatile
 
     @staticmethod
     def of(cache: ViewCache, tensors: Sequence[torch.Tensor]) -> _Fast | None:
@@ -597,32 +644,38 @@ class _Fast:
             return None
         held = set(cached)
         volatile = tuple(i for i in range(len(views)) if i not in held)
+        if not volatile:
+            pick = tuple  # (every position: the tensors as they come, as a tuple)
+        elif len(cached) == 1:
+            pick = functools.partial(_one_of, cached[0])
+        else:
+            pick = operator.itemgetter(*cached)
         return _Fast(
-            cached,
+            pick,
             [id(tensors[i]) for i in cached],
             [cache._ptrs[i] for i in cached],
             [cache._versions[i] for i in cached] if cache._writes else None,
-            list(views),
+            tuple(views),
             volatile,
         )
 
-    def views(self, tensors: Sequence[torch.Tensor]) -> list | None:
-        """The cached views (a new list; volatile positions to fill), or None where some cached
-        position holds another tensor or its data moved."""
-        cached = self._cached
-        if [id(tensors[i]) for i in cached] != self._ids:
-            return None
-        if [tensors[i].data_ptr() for i in cached] != self._ptrs:
-            return None
-        return list(self._views)
-
-    def written(self, tensors: Sequence[torch.Tensor]) -> bool:
-        """Whether torch wrote to a cached tensor since this was last asked (a fence is due)."""
-        versions = [tensors[i]._version for i in self._cached]
-        if versions == self._versions:
+    def written(self, cached: Sequence[torch.Tensor]) -> bool:
+        """Whether torch wrote to a cached tensor (``cached``: ``pick`` of the call's tensors)
+        since this was last asked (a fence is due)."""
+        versions = list(map(_version_of, cached))
+        if versions == self.versions:
             return False
-        self._versions = versions
+        self.versions = versions
         return True
+
+
+_data_ptr = torch.Tensor.data_ptr
+_NONES = itertools.repeat(None)
+_version_of = operator.attrgetter("_version")
+
+
+def _one_of(i: int, tensors: Sequence) -> tuple:
+    return (tensors[i],)
 
 
 def _never() -> None:

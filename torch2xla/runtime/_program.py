@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
+    cpu_outputs,
     cuda_to_torch,
     cut_cpu,
     direct_call,
@@ -73,7 +75,7 @@ class _Aot:
     (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
     """
 
-    __slots__ = ("call", "compiled", "device", "exe_key", "jitted", "options", "traced")
+    __slots__ = ("call", "compiled", "device", "direct", "exe_key", "jitted", "options", "traced")
 
     def __init__(
         self, jitted, device: jax.Device | None = None, options: dict | None = None
@@ -81,6 +83,9 @@ class _Aot:
         self.jitted = jitted
         self.compiled = None
         self.call = None  # the executable, then its call without Compiled.__call__ (direct_call)
+        # ``call`` once the executable ran: what a steady caller calls itself, passing what
+        # it rejects to ``fallback`` (``XlaProgram._run``: one frame less a call)
+        self.direct = None
         self.traced = None
         # Where the executable runs and the jit's compiler options: part of its key in the
         # persistent cache (``exe_key``, None where it is not stored).
@@ -90,7 +95,7 @@ class _Aot:
     def adopt(self, compiled, key: str | None) -> None:
         """Use ``compiled`` (what ``precompile`` compiled from ``trace``) from the first call."""
         self.compiled, self.exe_key, self.traced = compiled, key, None
-        self.call = compiled
+        self.call, self.direct = compiled, None
 
     def trace(self, *args):
         """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
@@ -118,14 +123,20 @@ class _Aot:
         try:
             out = call(*args)
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
-            # NOTE: not through a Compiled made for them: jax 0.10 drops the hoisted constants
-            # of some programs (linalg.pinv) when a Compiled is called, which raises the
-            # TypeError that brought us here.
-            with x64(), no_stack_capture():  # traced and compiled here, into JAX's caches
-                return self.jitted(*args)
-        if call is compiled:  # it ran: from now on called directly
-            self.call = direct_call(compiled)
+            return self.fallback(*args)
+        if self.direct is None:  # it ran: from now on called directly
+            self.call = self.direct = direct_call(compiled)
         return out
+
+    def fallback(self, *args):
+        """The call of arguments the executable rejected (``TypeError``, ``ValueError``:
+        raised before it runs anything): through the jit.
+
+        NOTE: not through a Compiled made for them: jax 0.10 drops the hoisted constants of
+        some programs (linalg.pinv) when a Compiled is called, which raises the TypeError
+        that brought us here."""
+        with x64(), no_stack_capture():  # traced and compiled here, into JAX's caches
+            return self.jitted(*args)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +208,15 @@ class OutputLayout:
         if self.expanded:
             out = out.expand(self.shape)
         return out if self.strides is None else out.as_strided(self.shape, self.strides)
+
+
+def map_list(convert: Callable, outs: Sequence) -> list:
+    return list(map(convert, outs))
+
+
+def _nonempty(meta) -> bool:
+    """Whether the output of fake value ``meta`` is a tensor known to hold elements."""
+    return isinstance(meta, torch.Tensor) and all(isinstance(n, int) and n for n in meta.shape)
 
 
 def _draw_seed() -> np.uint32:
@@ -358,7 +378,14 @@ class XlaProgram:
         )
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
+        self._host_views = not (self._cuda or self.foreign_in)  # (``jax_inputs`` adds nothing)
         self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
+        # the outputs' list converted (on the CPU mapped in C, where none is empty)
+        self._outputs = (
+            functools.partial(map_list, self.to_torch)
+            if self._cuda
+            else cpu_outputs(all(_nonempty(m) for m in metas))
+        )
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
@@ -374,19 +401,14 @@ class XlaProgram:
         self._remat_fn = None
 
     # -- inference -------------------------------------------------------------------------
-    # The hot path: everything that can be decided once is decided in __init__.
+    # The hot path: everything that can be decided once is decided in __init__, and a steady
+    # call of a CPU program runs in this one frame (its inputs' views, the executable's C++
+    # call, the outputs' export mapped in C: ``tests/test_overhead_s19.py`` counts the calls).
     @profiled  # a torch.profiler range named after the graph; one check when not profiling
     def __call__(self, args: Sequence) -> list[torch.Tensor]:
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.foreign_in:
             tensors = self.move_foreign(tensors)
-        outs = self._run(tensors)
-        if self.foreign_out:
-            for i, device in self.foreign_out:  # (autograd moves their gradients back)
-                outs[i] = outs[i].to(device)
-        return outs
-
-    def _run(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self.diff_out and torch.is_grad_enabled():
             # (float or complex, by torch's rule)
             diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
@@ -395,7 +417,9 @@ class XlaProgram:
                 outs = list(apply_differentiable(self, diff_in, seed, tensors))
                 if self.packing is not None:
                     outs = self.packing.unpack(outs, None)
-                return self._laid_out(outs) if self._layouts else outs
+                if self._layouts or self.foreign_out:
+                    return self._finished(outs)
+                return outs
         seed = _draw_seed() if self.rng else None
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
@@ -403,8 +427,16 @@ class XlaProgram:
                 views = self.jax_inputs(tensors)
                 outs = self._infer(seed, *views)
         else:
-            views = self.jax_inputs(tensors)
-            outs = self._infer(seed, *views)
+            # (on the CPU, the cached views need no fence: ``jax_inputs`` without its frame)
+            views = self._views(tensors)[0] if self._host_views else self.jax_inputs(tensors)
+            direct = self._infer.direct
+            if direct is None:
+                outs = self._infer(seed, *views)
+            else:
+                try:
+                    outs = direct(seed, *views)
+                except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
+                    outs = self._infer.fallback(seed, *views)
         if self.in_place:  # (the donated views are gone: the outputs in their memory stay)
             self._views.adopt(self.in_place, views, outs)
         checks = self._flat_fn.checks
@@ -412,10 +444,21 @@ class XlaProgram:
             _checks.raise_failed(outs[-1], checks)
             outs = outs[:-1]
         if self.packing is None:
-            outs = list(map(self.to_torch, outs))
+            outs = self._outputs(outs)
         else:
             outs = self.packing.unpack(outs, self.to_torch, self.cut)
-        return self._laid_out(outs) if self._layouts else outs
+        if self._layouts or self.foreign_out:
+            return self._finished(outs)
+        return outs
+
+    def _finished(self, outs: list) -> list:
+        """The outputs viewed with eager's strides (``OutputLayout``), and those eager returns
+        on another device than the program's moved there."""
+        if self._layouts:
+            outs = self._laid_out(outs)
+        for i, device in self.foreign_out:  # (autograd moves their gradients back)
+            outs[i] = outs[i].to(device)
+        return outs
 
     def _in_place_pairs(self, donated: dict, example_args: Sequence, metas: Sequence) -> tuple:
         """(output among the jitted function's, tensor position) per write JAX makes in the

@@ -44,7 +44,7 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
-from torch2xla.runtime._program import XlaProgram
+from torch2xla.runtime._program import XlaProgram, map_list
 
 log = logging.getLogger("torch2xla")
 
@@ -236,22 +236,27 @@ class _Loaded:
     """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
     array in another layout) are laid out as it takes them, and passed again."""
 
-    __slots__ = ("call", "compiled", "exe_key")
+    __slots__ = ("call", "compiled", "direct", "exe_key")
 
     def __init__(self, compiled, key: str) -> None:
         self.compiled, self.exe_key = compiled, key
         self.call = compiled  # then its call without Compiled.__call__ (``direct_call``)
+        self.direct = None  # ``call`` once it ran (as ``_program._Aot.direct``)
 
     def __call__(self, *args):
         call = self.call
         try:
             out = call(*args)
         except (TypeError, ValueError):  # raised before it runs anything
-            formats = self.compiled.input_formats[0]
-            return self.compiled(*jax.tree.map(_conform, tuple(args), tuple(formats)))
+            return self.fallback(*args)
         if call is self.compiled:  # it ran: from now on called directly
-            self.call = direct_call(call)
+            self.call = self.direct = direct_call(call)
         return out
+
+    def fallback(self, *args):
+        """The call of arguments the executable rejected: laid out as it takes them."""
+        formats = self.compiled.input_formats[0]
+        return self.compiled(*jax.tree.map(_conform, tuple(args), tuple(formats)))
 
 
 def _conform(x, fmt):
@@ -402,7 +407,10 @@ class StoredProgram(XlaProgram):
         self._cuda = device.platform != "cpu"
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
+        self._host_views = not self._cuda
         self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
+        # (the record keeps no output's shape: each converted on its own)
+        self._outputs = functools.partial(map_list, self.to_torch)
         self.cut = None if self._cuda else cut_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
@@ -489,6 +497,8 @@ class StoredProgram(XlaProgram):
 
 class _Rebuilt:
     """The inference executable of a restored program whose record holds none."""
+
+    direct = None  # (``_program._Aot.direct``: every call goes through __call__)
 
     def __init__(self, program: StoredProgram) -> None:
         self.program = program
