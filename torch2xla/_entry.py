@@ -202,7 +202,7 @@ class Entry:
                 if not targets:
                     pass
                 elif bumps is None:  # (each copy bumps its input's version once, as eager)
-                    torch._foreach_copy_(targets, values)
+                    copy_into(targets, values)
                 else:
                     _copy_back(targets, values, bumps)
             outs = outs[n:]
@@ -295,5 +295,20 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
     """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
-    torch._foreach_copy_(targets, values)
+    copy_into(targets, values)
     set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
+
+
+def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
+    """``targets[i].copy_(values[i])`` for each ``i``, in one launch where it can be: torch's
+    ``_foreach_copy_`` refuses targets with a conjugate or negative bit (an input passed as
+    ``z.conj()`` or ``z.conj().imag``), which ``copy_`` writes through as eager does."""
+    flagged = [i for i, t in enumerate(targets) if t.is_conj() or t.is_neg()]
+    if not flagged:
+        torch._foreach_copy_(targets, values)
+        return
+    plain = [i for i in range(len(targets)) if i not in set(flagged)]
+    if plain:
+        torch._foreach_copy_([targets[i] for i in plain], [values[i] for i in plain])
+    for i in flagged:
+        targets[i].copy_(values[i])

@@ -1,0 +1,99 @@
+"""Views, aliasing and mutation as users write them (session 19, scripts/probe_views.py): the
+compiled call leaves its inputs, outputs and their memory as eager does."""
+
+import warnings
+
+import pytest
+import torch
+
+from tests._util import assert_same
+
+T = torch.tensor
+
+
+def _compile(fn):
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+# -- inputs carrying a conjugate or negative bit, written in place ---------------------------
+# (the write-back's ``_foreach_copy_`` refused them; the cached JAX view of such an input was a
+# resolved copy, stale once the input was written)
+FLAGGED_INPUTS = {
+    "conj": lambda z: z.conj(),
+    "conj_imag": lambda z: z.conj().imag,  # a negative bit
+    "conj_real_part": lambda z: z.conj().real,
+    "conj_rows": lambda z: z.view(2, 2).conj()[1],
+}
+
+
+@pytest.mark.parametrize("make", FLAGGED_INPUTS.values(), ids=FLAGGED_INPUTS.keys())
+def test_inputs_with_a_conjugate_or_negative_bit_are_written_through(make):
+    def fn(x, k):
+        x.mul_(k).add_(1)
+        return x * 2
+
+    base = torch.randn(4, dtype=torch.complex64)
+    ebase = base.clone()
+    x, ex = make(base), make(ebase)
+    compiled = _compile(fn)
+    for k in range(4):  # (the first calls convert afresh, later ones from the view cache)
+        out = compiled(x, T(k + 0.5))
+        ref = fn(ex, T(k + 0.5))
+        assert_same(out, ref)
+        assert_same(x, ex)
+        assert torch.equal(base, ebase)
+        assert (x.is_conj(), x.is_neg()) == (ex.is_conj(), ex.is_neg())
+
+
+def test_conjugate_input_returned_is_the_input():
+    def fn(x):
+        return x.add_(1j)
+
+    base = torch.randn(3, dtype=torch.complex128)
+    expected = base - 1j  # (conj(base) + 1j, conjugated back)
+    x = base.conj()
+    out = _compile(fn)(x)
+    assert out is x and out.is_conj()
+    assert torch.equal(base, expected)
+
+
+# -- empty outputs stay resizable ------------------------------------------------------------
+# (an output over JAX's memory cannot grow: eager's ``o = torch.empty(0)`` then ``out=o``, where
+# Dynamo breaks the graph between the two, raised "Trying to resize storage that is not
+# resizable")
+def _out_into_empty(x):
+    o = torch.empty(0)
+    torch.add(x, 1, out=o)
+    return o
+
+
+def _sort_out(x):
+    return torch.sort(x, out=(x.clone(), torch.empty(0, dtype=torch.long)))
+
+
+def _empty_then_cat(x):
+    acc = x.new_empty(0, 3)
+    torch.cat([x, x * 2], out=acc)
+    return acc
+
+
+@pytest.mark.parametrize("fn", [_out_into_empty, _sort_out, _empty_then_cat])
+def test_empty_tensor_made_in_the_graph_grows_as_eager(fn):
+    x = torch.randn(4, 3) if fn is _empty_then_cat else torch.randn(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (Dynamo's note on its graph break)
+        assert_same(_compile(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (2, 0, 4)])
+def test_empty_outputs_are_resizable_with_eagers_strides(shape):
+    def fn(x):
+        return x * 2, x.sum(-1, keepdim=True) if x.dim() > 1 else x + 1
+
+    x = torch.randn(shape)
+    for out, ref in zip(_compile(fn)(x), fn(x)):
+        assert (out.shape, out.stride(), out.dtype) == (ref.shape, ref.stride(), ref.dtype)
+        assert out.untyped_storage().resizable()
+        out.resize_(5)
+        out.fill_(3)
+        assert torch.equal(out, torch.full((5,), 3.0))
