@@ -1310,9 +1310,7 @@ case(
 )
 case("out_arg_offset_view", lambda a, c: torch.mul(a, 2, out=c[1:]), lambda: (r(3), torch.zeros(4)))
 case("out_same_as_other_arg_view", lambda a: torch.add(a[:2], a[2:], out=a[:2]), lambda: (r(4),))
-case(
-    "return_dict_views", lambda x: [x[0], x, x * 2], lambda: (r(2, 3),), alias=False
-)
+case("return_dict_views", lambda x: [x[0], x, x * 2], lambda: (r(2, 3),), alias=False)
 case(
     "nested_list_inputs_mutated",
     lambda xs: [x.add_(i) for i, x in enumerate(xs)],

@@ -97,3 +97,51 @@ def test_empty_outputs_are_resizable_with_eagers_strides(shape):
         out.resize_(5)
         out.fill_(3)
         assert torch.equal(out, torch.full((5,), 3.0))
+
+
+# -- writes into inputs whose elements share memory ------------------------------------------
+# (eager writes the view it names; the compiled call wrote the input's whole new value back,
+# which torch refuses for an input that overlaps itself: such a graph runs in eager PyTorch)
+def _write_row(x):
+    x[0] = 1.5
+    return x * 2
+
+
+def _add_to_row(x):
+    x[1].add_(1)
+    return x.sum()
+
+
+def _index_put_rows(x):
+    x[T([0])] = 4.0
+    return x * 1
+
+
+OVERLAPPING_INPUTS = {
+    "expand": lambda: torch.arange(3.0).expand(2, 3),
+    "expand_new_dim": lambda: torch.arange(3.0).unsqueeze(0).expand(4, 3),
+    "windows": lambda: torch.arange(6.0).as_strided((3, 3), (1, 1)),
+}
+
+
+@pytest.mark.parametrize("write", [_write_row, _add_to_row, _index_put_rows])
+@pytest.mark.parametrize("make", OVERLAPPING_INPUTS.values(), ids=OVERLAPPING_INPUTS.keys())
+def test_write_into_a_view_of_an_input_overlapping_itself(write, make):
+    x, ex = make(), make()
+    compiled = torch.compile(write, backend="xla")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(x)
+    ref = write(ex)
+    assert_same(out, ref)
+    assert torch.equal(x._base, ex._base)
+    assert any("runs in eager PyTorch" in str(w.message) for w in caught)
+
+
+def test_write_eager_refuses_into_an_overlapping_input_raises_its_error():
+    def fn(x):
+        x.add_(1)
+        return x
+
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        _compile(fn)(torch.zeros(1).expand(3))

@@ -369,7 +369,9 @@ def _view_in(view: Any, root: Any, real_root: torch.Tensor) -> torch.Tensor:
 def _through_overlap(node: torch.fx.Node) -> bool:
     """Whether ``node`` writes into a view taken from a view whose windows overlap
     (``x.unfold(0, 3, 1)[0] += 1``): eager writes the one it names, functionalization refuses
-    to write back through the overlapping one (it writes back through ``expand``)."""
+    to write back through the overlapping one (it writes back through ``expand``), or into an
+    input whose elements share memory, an expanded one too (``x[0] = v`` of ``x =
+    y.expand(2, 3)``: the input's new value cannot be copied into it)."""
     if node.op == "call_function" and "out" in node.kwargs:
         return False
     arg = node.args[0] if node.args else node.kwargs.get("input")
@@ -377,6 +379,8 @@ def _through_overlap(node: torch.fx.Node) -> bool:
         ex = _example(arg)
         if not isinstance(arg, torch.fx.Node) or not isinstance(ex, torch.Tensor):
             return False
+        if arg.op == "placeholder":
+            return _overlaps(ex)
         if arg.op not in ("call_method", "call_function") or _windows_overlap(ex):
             return _windows_overlap(ex)
         parent = arg.args[0] if arg.args else None
