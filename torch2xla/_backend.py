@@ -164,6 +164,7 @@ class CompiledGraph:
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
+        self._strided: tuple[writes.StridedWrite, ...] = ()  # (through as_strided: outside)
         self._cut: Cut | None = None  # set where data-dependent ops cut the graph
         # ops whose lowering raised in this graph, run in eager since (why, per op: _build)
         self._failed_ops: dict = {}
@@ -380,6 +381,7 @@ class CompiledGraph:
         # take the real sizes too: not recorded in the persistent cache).
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
             self._overlapping = writes.check_writes(self.gm)
+            self._strided = writes.strided_writes(self.gm)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
@@ -397,6 +399,7 @@ class CompiledGraph:
                 for i in self.key.self_overlap_pos
                 if writes.self_overlapping(args[i])
             ]
+            shared += [Unsupported(n, writes.REASON) for n in writes.outside(self._strided, args)]
             if shared:
                 return self._in_eager(shared, b, every=False)
             mixed = self._mixed_writes(args)
