@@ -1647,6 +1647,260 @@ def sc_inplace_mul_on_buffer_via_register_hook_free(C, rec):
     rec("outs", outs + [m.mask])
 
 
+# ============================================================================================
+# round 3: autograd through views and writes (gradients compared)
+def grad_case(name, f, make):
+    """``f`` compiled on fresh inputs (those floating point require grad); observed: outputs,
+    the inputs after the call, and the gradients of a weighted sum of the outputs."""
+
+    def run(C, rec):
+        args = make()
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        ins = [a.detach() if a.requires_grad else a for a in args if isinstance(a, torch.Tensor)]
+        out = C(f)(*args)
+        outs = _tensors(out)
+        rec("out", [o.detach() for o in outs])
+        rec("requires_grad", [o.requires_grad for o in outs])
+        loss = sum(
+            (o * torch.linspace(-1, 2, o.numel()).view(o.shape)).sum()
+            for o in outs
+            if o.requires_grad
+        )
+        if isinstance(loss, torch.Tensor):
+            loss.backward()
+        rec("grads", [a.grad if a.grad is not None else T(-999.0) for a in leaves])
+        rec("inputs", ins)
+
+    CASES[name] = run
+
+
+def rg(*shape, seed=0):
+    return r(*shape, seed=seed).requires_grad_()
+
+
+def _g_setitem_intermediate(x):
+    y = x * 2
+    y[0] = 0
+    return y
+
+
+def _g_setitem_value_grad(x, v):
+    y = x.clone()
+    y[y > 0] = v
+    return y
+
+
+def _g_view_inplace_mul(x):
+    h = x.exp()
+    h[:, :2] *= 0.5
+    return h
+
+
+def _g_relu_inplace(x):
+    h = x * 3
+    torch.relu_(h)
+    return h.sum(0)
+
+
+def _g_two_views_written(x):
+    y = x + 1
+    a, b = y[0], y[:, 0]
+    a.mul_(2)
+    b.add_(a.sum())
+    return y
+
+
+def _g_index_put_acc(x, v):
+    y = x * 1
+    y.index_put_((T([0, 0, 2]),), v, accumulate=True)
+    return y
+
+
+def _g_index_put_dup(x, v):
+    y = x * 1
+    y[T([1, 1])] = v
+    return y
+
+
+def _g_mutate_input_not_requiring_grad(w, x):
+    x.mul_(w)  # x does not require grad: eager makes it part of the graph
+    return x
+
+
+def _g_copy_into_buffer(w, buf):
+    buf.copy_(w * 2)
+    return buf * 3
+
+
+def _g_view_of_output_returned(x):
+    y = x.sigmoid()
+    return y, y.t(), y[1]
+
+
+def _g_diag_write(x):
+    y = x.clone()
+    y.diagonal().copy_(x.sum(1))
+    return y
+
+
+def _g_masked_fill_view(x):
+    y = x.tanh()
+    y[1:].masked_fill_(y[1:] > 0, 0.0)
+    return y
+
+
+def _g_scatter_inplace(x, v):
+    y = x.clone()
+    y.scatter_(1, T([[0], [2]]), v)
+    return y
+
+
+def _g_unbind_writes(x):
+    y = x * 1
+    for i, row in enumerate(y.unbind(0)):
+        row.mul_(i + 1)
+    return y
+
+
+def _g_cat_out(x):
+    out = torch.empty(0)
+    torch.cat([x, x * 2], out=out)
+    return out
+
+
+def _g_inplace_on_expand_of_intermediate(x):
+    y = x.sum(0, keepdim=True)
+    z = y.expand(3, 2).clone()
+    z[1] = 0
+    return z
+
+
+def _g_detach_inplace(x):
+    y = x * 2
+    y.detach().zero_()  # eager: writes y's memory, autograd does not see it
+    return y
+
+
+def _g_no_grad_write_into_requires_grad_intermediate(x):
+    y = x * 2
+    with torch.no_grad():
+        y[0] = 100
+    return y * x
+
+
+def _g_data_write(x):
+    y = x * 2
+    y.data[1] = 7
+    return y * x
+
+
+grad_case("g_setitem_intermediate", _g_setitem_intermediate, lambda: (rg(3, 2),))
+grad_case("g_setitem_value_grad", _g_setitem_value_grad, lambda: (rg(5), rg(1, seed=1)))
+grad_case("g_view_inplace_mul", _g_view_inplace_mul, lambda: (rg(3, 4),))
+grad_case("g_relu_inplace", _g_relu_inplace, lambda: (rg(3, 4),))
+grad_case("g_two_views_written", _g_two_views_written, lambda: (rg(3, 3),))
+grad_case("g_index_put_acc", _g_index_put_acc, lambda: (rg(3, 2), rg(3, 2, seed=1)))
+grad_case("g_index_put_dup", _g_index_put_dup, lambda: (rg(3, 2), rg(2, 2, seed=1)))
+grad_case(
+    "g_mutate_input_not_requiring_grad",
+    _g_mutate_input_not_requiring_grad,
+    lambda: (rg(3), r(3, seed=1)),
+)
+grad_case("g_copy_into_buffer", _g_copy_into_buffer, lambda: (rg(3), torch.zeros(3)))
+grad_case("g_view_of_output_returned", _g_view_of_output_returned, lambda: (rg(3, 2),))
+grad_case("g_diag_write", _g_diag_write, lambda: (rg(3, 3),))
+grad_case("g_masked_fill_view", _g_masked_fill_view, lambda: (rg(3, 2),))
+grad_case("g_scatter_inplace", _g_scatter_inplace, lambda: (rg(2, 3), rg(2, 1, seed=1)))
+grad_case("g_unbind_writes", _g_unbind_writes, lambda: (rg(3, 2),))
+grad_case("g_cat_out", _g_cat_out, lambda: (rg(3),))
+grad_case(
+    "g_inplace_on_expand_of_intermediate", _g_inplace_on_expand_of_intermediate, lambda: (rg(2, 2),)
+)
+grad_case("g_detach_inplace", _g_detach_inplace, lambda: (rg(3),))
+grad_case(
+    "g_no_grad_write_into_requires_grad_intermediate",
+    _g_no_grad_write_into_requires_grad_intermediate,
+    lambda: (rg(3),),
+)
+grad_case("g_data_write", _g_data_write, lambda: (rg(3),))
+grad_case("g_input_view_returned", lambda x: (x[1:], x.t()), lambda: (rg(3, 2),))
+grad_case("g_input_returned_itself", lambda x: (x, x * 2), lambda: (rg(3),))
+
+
+@scenario
+def sc_g_output_view_of_leaf_mutated_after_raises(C, rec):
+    def f(x):
+        return x[1:]
+
+    x = rg(3)
+    v = C(f)(x)
+    v.mul_(2)  # eager: a view of a leaf that requires grad used in an in-place op: raises
+
+
+@scenario
+def sc_g_output_mutated_after_then_backward(C, rec):
+    def f(x):
+        return x * 2, (x * 3)[1:]
+
+    x = rg(3)
+    a, b = C(f)(x)
+    a.mul_(a)  # a's grad_fn is rebased: d(a^2)
+    b.add_(1)
+    (a.sum() + b.sum() * 2).backward()
+    rec("outs", [a.detach(), b.detach(), x.grad])
+
+
+@scenario
+def sc_g_intermediate_views_mutated_after_then_backward(C, rec):
+    def f(x):
+        y = x.exp()
+        return y[:2], y[1:]
+
+    x = rg(3)
+    a, b = C(f)(x)
+    a.mul_(10)  # eager: y[1] changes, so b[0] too, and b's grad_fn is rebased onto a's write
+    (b * torch.arange(2.0)).sum().backward()
+    rec("outs", [a.detach(), b.detach(), x.grad])
+
+
+@scenario
+def sc_g_grad_accumulation_buffer(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.register_buffer("acc", torch.zeros(2))
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.acc += y.detach().sum(0)
+            return y
+
+    torch.manual_seed(0)
+    m = M()
+    cm = C(m)
+    for k in range(2):
+        cm(r(4, 3, seed=k)).sum().backward()
+    rec("outs", [m.acc, m.lin.weight.grad, m.lin.bias.grad])
+
+
+@scenario
+def sc_g_inplace_param_update_between_calls(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    cl = C(lin)
+    outs = []
+    for k in range(3):
+        out = cl(r(2, 3, seed=k)).sum()
+        out.backward()
+        with torch.no_grad():
+            for p in lin.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        outs.append(out.detach())
+    rec("outs", outs + [lin.weight.detach(), lin.bias.detach()])
+
+
 def main(argv):
     names = [n for n in CASES if not argv or any(a in n for a in argv)]
     bad = 0

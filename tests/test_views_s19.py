@@ -210,3 +210,55 @@ def test_as_strided_write_into_an_input_at_its_storage_start_compiles():
     out = _compile(fn)(base[:6])
     assert_same(out, fn(ebase[:6]))
     assert torch.equal(base, ebase)
+
+
+# -- outputs that are views of one intermediate the function does not return -----------------
+# (each came back as a tensor of its own: a write into one did not show in the others)
+SHARED = {
+    "overlapping_slices": lambda y: (y[:2], y[1:]),
+    "shifted_like_lm_targets": lambda y: (y[:, :-1], y[:, 1:]),
+    "chunks": lambda y: y.chunk(3),
+    "row_and_transpose": lambda y: (y[1], y.t()),
+    "unbind": lambda y: y.unbind(1),
+    "element_and_column": lambda y: (y[0, 0], y[:, 0], y.view(-1)[::2]),
+}
+
+
+@pytest.mark.parametrize("views", SHARED.values(), ids=SHARED.keys())
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_views_of_one_intermediate_share_memory_as_eager(views, grad):
+    def fn(x):
+        return views(x * 3 + 1)
+
+    x = torch.arange(12.0).reshape(3, 4).requires_grad_(grad)
+    ex = x.detach().clone().requires_grad_(grad)
+    out, ref = _compile(fn)(x), fn(ex)
+    assert_same(out, ref)
+    for o, r in zip(out, ref):
+        assert (o.shape, o.stride(), o.requires_grad) == (r.shape, r.stride(), r.requires_grad)
+        assert o._base is not None and o._base is out[0]._base
+    if grad:
+        weights = [torch.arange(r.numel(), dtype=torch.float32).view(r.shape) for r in ref]
+        sum((o * w).sum() for o, w in zip(out, weights)).backward()
+        sum((r * w).sum() for r, w in zip(ref, weights)).backward()
+        assert_same(x.grad, ex.grad)
+        return  # (eager refuses writes into chunk's and unbind's views of a graph's tensor)
+    out[0].mul_(-2)
+    ref[0].mul_(-2)
+    assert_same(out, ref)
+
+
+def test_written_views_of_one_intermediate_keep_eagers_gradients():
+    # a write after the call rebases the written view's history; the others see its values
+    def fn(x):
+        y = x * 3
+        return y[:2], y[1:], y[0]
+
+    x = torch.ones(3, requires_grad=True)
+    ex = x.detach().clone().requires_grad_()
+    out, ref = _compile(fn)(x), fn(ex)
+    for a, b, c in (out, ref):
+        a.mul_(torch.tensor([10.0, 20.0]))
+        (b * torch.arange(2.0)).sum().add(a.sum()).add(c * 5).backward()
+    assert_same(out, ref)
+    assert_same(x.grad, ex.grad)

@@ -37,7 +37,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import output_aliases
+from torch2xla.capture._aliases import output_aliases, shared_bases
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -148,6 +148,7 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        self.shared_bases = shared_bases(gm)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -473,6 +474,7 @@ class CompiledGraph:
                     errors,
                     self.versions,
                     tracked,
+                    shared=self.shared_bases,
                 )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
@@ -494,6 +496,7 @@ class CompiledGraph:
                 self.versions,
                 self._tracked_writes(lowered, lowered.inputs(args)),
                 draws=draws,
+                shared=self.shared_bases,
             )
             return b.done(self._drawing(entry, draws), unsupported)
 
@@ -594,7 +597,13 @@ class CompiledGraph:
         b.record.mode = "training" if program.stored_training else "inference"
         errors = self._eager_backward(args, lowered, program)
         return Entry(
-            lowered, program, self.output_requires_grad, self.output_aliases, errors, self.versions
+            lowered,
+            program,
+            self.output_requires_grad,
+            self.output_aliases,
+            errors,
+            self.versions,
+            shared=self.shared_bases,
         )
 
     @torch._disable_dynamo

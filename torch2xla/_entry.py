@@ -135,6 +135,7 @@ class Entry:
         versions: Sequence | None = None,
         tracked: Sequence[bool] = (),
         draws: bool = False,
+        shared: Sequence = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -144,6 +145,7 @@ class Entry:
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
+        self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
@@ -156,7 +158,7 @@ class Entry:
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
-            self.lifted or self.aliasing or self.mutations or aliases or self.errors
+            self.lifted or self.aliasing or self.mutations or aliases or shared or self.errors
         )
         # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
         # op raised runs again in eager, to make eager's writes and draws before that op,
@@ -208,6 +210,8 @@ class Entry:
             outs = outs[n:]
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
+        for group in self.shared:
+            group.regenerate(outs)
         # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:

@@ -223,6 +223,67 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     return tuple(found)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedBase:
+    """Outputs ``outputs`` that eager returns as views of one tensor the graph does not return
+    (``y = x.exp(); return y[:2], y[1:]``): a write into one shows in the others, and their
+    ``_base`` is one tensor. The program returns each as a tensor of its own; ``regenerate``
+    copies them into one new tensor and returns views of it with eager's sizes, strides and
+    offsets (``views``; ``length`` elements), which autograd follows through the copies (the
+    gradient of a shared element reaches the graph through one of them, whose value it is)."""
+
+    outputs: tuple[int, ...]
+    views: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]
+    length: int
+
+    def regenerate(self, outs: list) -> None:
+        first = outs[self.outputs[0]]
+        base = torch.empty(self.length, dtype=first.dtype, device=first.device)
+        for k, (size, stride, offset) in zip(self.outputs, self.views):
+            base.as_strided(size, stride, offset).copy_(outs[k])
+        for k, (size, stride, offset) in zip(self.outputs, self.views):
+            outs[k] = base.as_strided(size, stride, offset)
+
+
+def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
+    """Groups of the Dynamo graph's outputs that are views of one tensor that is neither an
+    input nor an output (static layouts, one dtype, one autograd status, no conjugate or
+    negative bits)."""
+    inputs = set()
+    for node in gm.graph.find_nodes(op="placeholder"):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
+            inputs.add(StorageWeakRef(ex.untyped_storage()))
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    groups: dict = {}
+    owned = set()
+    for k, node in enumerate(out):
+        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided or _fresh_in_eager(node):
+            continue
+        ref = StorageWeakRef(ex.untyped_storage())
+        if ex._base is None:
+            owned.add(ref)
+        elif ref not in inputs:
+            groups.setdefault(ref, []).append((k, ex))
+    found = []
+    for ref, members in groups.items():
+        if ref in owned or len({k for k, _ in members}) < 2:
+            continue
+        exs = [ex for _, ex in members]
+        layouts = [_static((*ex.shape, *ex.stride(), ex.storage_offset())) for ex in exs]
+        if any(v is None for v in layouts) or not all(ex.numel() for ex in exs):
+            continue
+        kinds = {(ex.dtype, ex.requires_grad, ex.is_conj(), ex.is_neg()) for ex in exs}
+        if len(kinds) > 1 or any(ex.is_conj() or ex.is_neg() for ex in exs):
+            continue
+        views = tuple((tuple(ex.shape), tuple(ex.stride()), ex.storage_offset()) for ex in exs)
+        length = max(ex.storage_offset() + _extent(ex) for ex in exs)
+        found.append(SharedBase(tuple(k for k, _ in members), views, length))
+    return tuple(found)
+
+
 # --- inputs that overlap in memory -----------------------------------------------------------
 # NOTE: AOT export refuses a graph that mutates inputs overlapping in memory (``f(x[0:4],
 # x[2:6])`` writing to both): eager's result depends on the order of the writes through the
