@@ -1901,6 +1901,164 @@ def sc_g_inplace_param_update_between_calls(C, rec):
     rec("outs", outs + [lin.weight.detach(), lin.bias.detach()])
 
 
+# ============================================================================================
+# round 4: dtype views of one memory, autocast writes, masks on views, repeated signatures
+case(
+    "dtype_two_views_one_written",
+    lambda a, b: (a.add_(1), b * 1),
+    lambda: let(r(4), lambda t: (t, t.view(torch.int32))),
+)
+case(
+    "dtype_view_written_read_float",
+    lambda a, b: (b.bitwise_xor_(1), a * 1),
+    lambda: let(r(4), lambda t: (t, t.view(torch.int32))),
+)
+case(
+    "bool_mask_acc_on_view",
+    lambda t, m, v: t[1:].index_put_((m,), v, accumulate=True),
+    lambda: (r(4), T([True, False, True]), T(2.0)),
+)
+case(
+    "mask_setitem_on_transposed_input",
+    lambda t, m: t.__setitem__(m, 0.0) or t,
+    lambda: (r(4, 3).t(), r(3, 4, seed=1) > 0),
+)
+case(
+    "mask_setitem_on_channels_last",
+    lambda t: t.__setitem__(t > 0, 0.0) or t,
+    lambda: (r(2, 3, 2, 2).to(memory_format=torch.channels_last),),
+)
+case(
+    "index_add_channels_last",
+    lambda t, v: t.index_add_(1, T([0, 2]), v),
+    lambda: (r(2, 3, 2, 2).to(memory_format=torch.channels_last), r(2, 2, 2, 2, seed=1)),
+)
+case(
+    "inplace_channels_last_returns_layout",
+    lambda t: t.mul_(2),
+    lambda: (r(2, 3, 2, 2).to(memory_format=torch.channels_last),),
+)
+case(
+    "out_channels_last",
+    lambda a, o: torch.mul(a, 2, out=o),
+    lambda: (r(2, 3, 2, 2), torch.zeros(2, 3, 2, 2).to(memory_format=torch.channels_last)),
+)
+case(
+    "copy_into_channels_last_from_contig",
+    lambda o, a: o.copy_(a),
+    lambda: (torch.zeros(2, 3, 2, 2).to(memory_format=torch.channels_last), r(2, 3, 2, 2)),
+)
+case(
+    "add_out_transposed_target",
+    lambda a, b, o: torch.add(a, b, out=o),
+    lambda: (r(3, 4), r(3, 4, seed=1), torch.zeros(4, 3).t()),
+)
+case(
+    "mm_out_into_view",
+    lambda a, b, o: torch.mm(a, b, out=o[1:]),
+    lambda: (r(2, 3), r(3, 2, seed=1), torch.zeros(3, 2)),
+)
+
+
+def _autocast_write(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+        x.add_(y)
+        return y, x * 1
+
+
+case("autocast_inplace_float_input", _autocast_write, lambda: (r(2, 2), r(2, 2, seed=1)))
+
+
+def _autocast_setitem(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x[0] = (x @ w)[0]
+    return x
+
+
+case("autocast_setitem_bf16_into_f32", _autocast_setitem, lambda: (r(2, 2), r(2, 2, seed=1)))
+
+
+@scenario
+def sc_output_view_passed_back_and_written(C, rec):
+    def view(x):
+        return x[1:]
+
+    def write(a, b):
+        a.add_(1)
+        b.mul_(2)
+        return a.sum() + b.sum()
+
+    x = r(4)
+    v = C(view)(x)
+    out = C(write)(x, v)
+    rec("outs", [out, x, v])
+
+
+@scenario
+def sc_dynamic_views_of_inputs_written_after(C, rec):
+    def f(x):
+        x[0] += 1
+        return x[1:], x.t()
+
+    cf = torch.compile(f, backend=BACKEND, dynamic=True) if C(f) is not f else f
+    outs = []
+    for n in (2, 3, 5):
+        x = r(n, 2, seed=n)
+        a, b = cf(x)
+        a.mul_(10)
+        outs += [a, b, x]
+    rec("outs", outs)
+
+
+@scenario
+def sc_dynamic_shared_intermediate_views(C, rec):
+    def f(x):
+        y = x * 2
+        return y[:-1], y[1:]
+
+    cf = torch.compile(f, backend=BACKEND, dynamic=True) if C(f) is not f else f
+    outs = []
+    for n in (3, 4, 6):
+        a, b = cf(r(n, seed=n))
+        a.add_(100)
+        outs += [a, b]
+    rec("outs", outs)
+
+
+@scenario
+def sc_cache_hits_alias_views(C, rec):
+    def f(x):
+        return x.view(2, -1), x[0]
+
+    cf = C(f)
+    outs = []
+    for k in range(3):
+        x = r(4, seed=k)
+        a, b = cf(x)
+        b.fill_(k)
+        outs += [a, x]
+    rec("outs", outs)
+
+
+@scenario
+def sc_module_returns_buffer_and_view(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(2, 3))
+
+        def forward(self, x):
+            self.b.add_(x)
+            return self.b, self.b[1], x * 1
+
+    m = M()
+    cm = C(m)
+    a, b, c = cm(r(3))
+    b.fill_(-1)
+    rec("outs", [a, b, c, m.b, T(a is m.b)])
+
+
 def main(argv):
     names = [n for n in CASES if not argv or any(a in n for a in argv)]
     bad = 0

@@ -262,3 +262,25 @@ def test_written_views_of_one_intermediate_keep_eagers_gradients():
         (b * torch.arange(2.0)).sum().add(a.sum()).add(c * 5).backward()
     assert_same(out, ref)
     assert_same(x.grad, ex.grad)
+
+
+@pytest.mark.parametrize("buckets", ["auto", None])
+def test_views_of_one_intermediate_in_a_dynamic_graph(buckets):
+    def fn(x):
+        y = x * 2
+        return y[:, :-1], y[:, 1:], y[1]
+
+    compiled = torch.compile(fn, backend="xla", dynamic=True, options={"buckets": buckets})
+    for n, m in ((3, 4), (5, 3), (6, 7)):
+        x = torch.randn(n, m)
+        out, ref = compiled(x), fn(x)
+        for o, r in zip(out, ref):
+            assert (o.shape, o.stride(), o.storage_offset()) == (
+                r.shape,
+                r.stride(),
+                r.storage_offset(),
+            )
+            assert o._base is out[0]._base
+        out[0].add_(100)
+        ref[0].add_(100)
+        assert_same(out, ref)

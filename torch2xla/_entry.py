@@ -211,7 +211,7 @@ class Entry:
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
         for group in self.shared:
-            group.regenerate(outs)
+            group.regenerate(args, outs)
         # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:
