@@ -37,7 +37,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import output_aliases
+from torch2xla.capture._aliases import output_aliases, shared_bases
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -149,6 +149,7 @@ class CompiledGraph:
             for o in (out if isinstance(out, list | tuple) else (out,))
         )
         self.output_aliases = output_aliases(gm)
+        self.shared_bases = shared_bases(gm)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -165,6 +166,7 @@ class CompiledGraph:
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
+        self._strided: tuple[writes.StridedWrite, ...] = ()  # (through as_strided: outside)
         self._cut: Cut | None = None  # set where data-dependent ops cut the graph
         # ops whose lowering raised in this graph, run in eager since (why, per op: _build)
         self._failed_ops: dict = {}
@@ -381,6 +383,7 @@ class CompiledGraph:
         # take the real sizes too: not recorded in the persistent cache).
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
             self._overlapping = writes.check_writes(self.gm)
+            self._strided = writes.strided_writes(self.gm)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
@@ -398,6 +401,7 @@ class CompiledGraph:
                 for i in self.key.self_overlap_pos
                 if writes.self_overlapping(args[i])
             ]
+            shared += [Unsupported(n, writes.REASON) for n in writes.outside(self._strided, args)]
             if shared:
                 return self._in_eager(shared, b, every=False)
             mixed = self._mixed_writes(args)
@@ -472,6 +476,7 @@ class CompiledGraph:
                     errors,
                     self.versions,
                     tracked,
+                    shared=self.shared_bases,
                 )
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
@@ -493,6 +498,7 @@ class CompiledGraph:
                 self.versions,
                 self._tracked_writes(lowered, lowered.inputs(args)),
                 draws=draws,
+                shared=self.shared_bases,
             )
             return b.done(self._drawing(entry, draws), unsupported)
 
@@ -593,7 +599,13 @@ class CompiledGraph:
         b.record.mode = "training" if program.stored_training else "inference"
         errors = self._eager_backward(args, lowered, program)
         return Entry(
-            lowered, program, self.output_requires_grad, self.output_aliases, errors, self.versions
+            lowered,
+            program,
+            self.output_requires_grad,
+            self.output_aliases,
+            errors,
+            self.versions,
+            shared=self.shared_bases,
         )
 
     @torch._disable_dynamo

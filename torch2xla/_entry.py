@@ -136,6 +136,7 @@ class Entry:
         versions: Sequence | None = None,
         tracked: Sequence[bool] = (),
         draws: bool = False,
+        shared: Sequence = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -145,6 +146,7 @@ class Entry:
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
+        self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
@@ -159,7 +161,7 @@ class Entry:
         self.in_place = bool(getattr(runner, "in_place", ()))
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
-            self.lifted or self.aliasing or self.mutations or aliases or self.errors
+            self.lifted or self.aliasing or self.mutations or aliases or shared or self.errors
         )
         # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
         # op raised runs again in eager, to make eager's writes and draws before that op,
@@ -207,12 +209,14 @@ class Entry:
                 if not targets:
                     pass
                 elif bumps is None:  # (each copy bumps its input's version once, as eager)
-                    torch._foreach_copy_(targets, values)
+                    copy_into(targets, values)
                 else:
                     _copy_back(targets, values, bumps)
             outs = outs[n:]
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
+        for group in self.shared:
+            group.regenerate(args, outs)
         # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:
@@ -322,5 +326,20 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
     """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
-    torch._foreach_copy_(targets, values)
+    copy_into(targets, values)
     set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
+
+
+def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
+    """``targets[i].copy_(values[i])`` for each ``i``, in one launch where it can be: torch's
+    ``_foreach_copy_`` refuses targets with a conjugate or negative bit (an input passed as
+    ``z.conj()`` or ``z.conj().imag``), which ``copy_`` writes through as eager does."""
+    flagged = [i for i, t in enumerate(targets) if t.is_conj() or t.is_neg()]
+    if not flagged:
+        torch._foreach_copy_(targets, values)
+        return
+    plain = [i for i in range(len(targets)) if i not in set(flagged)]
+    if plain:
+        torch._foreach_copy_([targets[i] for i in plain], [values[i] for i in plain])
+    for i in flagged:
+        targets[i].copy_(values[i])

@@ -1,4 +1,4 @@
-"""Outputs that eager returns as views of inputs.
+"""Outputs that eager returns as views of inputs (or of one intermediate: ``SharedBase``).
 
 XLA programs return fresh buffers. Where eager's output is a view of a graph input (``x.t()``,
 ``x.view(-1)``, a slice), later in-place writes to one would show in the other in eager; so the
@@ -220,6 +220,93 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             found.append(
                 OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)
             )
+    return tuple(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedBase:
+    """Outputs ``outputs`` that eager returns as views of one tensor the graph does not return
+    (``y = x.exp(); return y[:2], y[1:]``): a write into one shows in the others, and their
+    ``_base`` is one tensor. The program returns each as a tensor of its own; ``regenerate``
+    copies them into one new tensor and returns views of it with eager's sizes, strides and
+    offsets (``views``; ``length`` elements), which autograd follows through the copies (the
+    gradient of a shared element reaches the graph through one of them, whose value it is).
+    Of a dynamic-shape graph, sizes are sympy expressions of the size symbols (``symbols``:
+    each the value of the graph's input at its position)."""
+
+    outputs: tuple[int, ...]
+    views: tuple[tuple[tuple, tuple, Any], ...]
+    length: Any
+    symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+
+    def regenerate(self, args, outs: list) -> None:
+        values = {s: int(args[i]) for s, i in self.symbols}
+
+        def ints(exprs) -> tuple[int, ...]:
+            return tuple(int(sympy.sympify(e).xreplace(values)) for e in exprs)
+
+        views = [
+            (ints(size), ints(stride), ints((offset,))[0]) for size, stride, offset in self.views
+        ]
+        first = outs[self.outputs[0]]
+        base = torch.empty(ints((self.length,))[0], dtype=first.dtype, device=first.device)
+        for k, (size, stride, offset) in zip(self.outputs, views):
+            base.as_strided(size, stride, offset).copy_(outs[k])
+        for k, (size, stride, offset) in zip(self.outputs, views):
+            outs[k] = base.as_strided(size, stride, offset)
+
+
+def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
+    """Groups of the Dynamo graph's outputs that are views of one tensor that is neither an
+    input nor an output (layouts given by the graph's size symbols, one dtype, one autograd
+    status, no conjugate or negative bits)."""
+    inputs = set()
+    symbols = {}
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
+            inputs.add(StorageWeakRef(ex.untyped_storage()))
+        if isinstance(ex, torch.SymInt) and isinstance(ex.node.expr, sympy.Symbol):
+            symbols.setdefault(ex.node.expr, i)
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    groups: dict = {}
+    owned = set()
+    for k, node in enumerate(out):
+        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided or _fresh_in_eager(node):
+            continue
+        ref = StorageWeakRef(ex.untyped_storage())
+        if ex._base is None:
+            owned.add(ref)
+        elif ref not in inputs:
+            groups.setdefault(ref, []).append((k, ex))
+    found = []
+    for ref, members in groups.items():
+        if ref in owned or len({k for k, _ in members}) < 2:
+            continue
+        exs = [ex for _, ex in members]
+        kinds = {(ex.dtype, ex.requires_grad, ex.is_conj(), ex.is_neg()) for ex in exs}
+        if len(kinds) > 1 or any(ex.is_conj() or ex.is_neg() for ex in exs):
+            continue
+        views = []
+        for ex in exs:
+            size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
+            offset = _static((ex.storage_offset(),), symbols)
+            views.append((size, stride, offset[0] if offset is not None else None))
+        if any(v is None for view in views for v in view):
+            continue
+        # (eager's base holds at least the elements its views reach)
+        extents = [
+            offset + 1 + sum((n - 1) * st for n, st in zip(size, stride))
+            for size, stride, offset in views
+        ]
+        length = sympy.Max(*extents) if len(extents) > 1 else extents[0]
+        used = {e for view in views for e in (*view[0], *view[1], view[2]) if _symbolic(e)}
+        used |= {length} if _symbolic(length) else set()
+        free = set().union(*(e.free_symbols for e in used))
+        bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
+        found.append(SharedBase(tuple(k for k, _ in members), tuple(views), length, bound))
     return tuple(found)
 
 

@@ -29,6 +29,7 @@ error is raised.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -369,7 +370,9 @@ def _view_in(view: Any, root: Any, real_root: torch.Tensor) -> torch.Tensor:
 def _through_overlap(node: torch.fx.Node) -> bool:
     """Whether ``node`` writes into a view taken from a view whose windows overlap
     (``x.unfold(0, 3, 1)[0] += 1``): eager writes the one it names, functionalization refuses
-    to write back through the overlapping one (it writes back through ``expand``)."""
+    to write back through the overlapping one (it writes back through ``expand``), or into an
+    input whose elements share memory, an expanded one too (``x[0] = v`` of ``x =
+    y.expand(2, 3)``: the input's new value cannot be copied into it)."""
     if node.op == "call_function" and "out" in node.kwargs:
         return False
     arg = node.args[0] if node.args else node.kwargs.get("input")
@@ -377,6 +380,8 @@ def _through_overlap(node: torch.fx.Node) -> bool:
         ex = _example(arg)
         if not isinstance(arg, torch.fx.Node) or not isinstance(ex, torch.Tensor):
             return False
+        if arg.op == "placeholder":
+            return _overlaps(ex)
         if arg.op not in ("call_method", "call_function") or _windows_overlap(ex):
             return _windows_overlap(ex)
         parent = arg.args[0] if arg.args else None
@@ -385,6 +390,84 @@ def _through_overlap(node: torch.fx.Node) -> bool:
             return False
         arg = parent
     return False
+
+
+# -- writes through as_strided with a storage offset ------------------------------------------
+# ``x.as_strided(size, stride, offset)``'s offset counts from the start of ``x``'s storage, so a
+# write through it may reach memory of the storage outside ``x`` (``x = y[2:6]``, offset 0
+# writes ``y[0]``), which the graph, holding ``x``'s elements only, cannot write: the lowering
+# raised, and where the memory was ``x``'s own in the example call but not in a later one, the
+# export wrote the wrong elements. Within ``x``, the export still reads the offset as one into
+# a storage that starts where ``x`` does (functionalization's ``as_strided_scatter`` on ``y[2:6]``
+# refused the offset 2). Such calls run in eager. Dynamo does not guard storage offsets (the
+# cache key holds them in graphs with as_strided), so each signature is checked: ``outside``.
+@dataclasses.dataclass(frozen=True)
+class StridedWrite:
+    """``node`` writes, through an ``as_strided`` view with a storage offset of the graph's
+    input ``input``, the storage's elements ``start`` to ``end`` (whatever the input's own
+    offset: the view's offset is absolute)."""
+
+    node: torch.fx.Node
+    input: int
+    start: int
+    end: int
+
+
+def _explicit_offset(node: torch.fx.Node) -> bool:
+    """Whether the Dynamo graph's ``node`` is an ``as_strided`` call given a storage offset."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if name != "as_strided":
+        return False
+    first = 1 if node.op == "call_method" or node.args else 0
+    return len(node.args) > first + 2 or node.kwargs.get("storage_offset") is not None
+
+
+def strided_writes(gm: torch.fx.GraphModule) -> tuple[StridedWrite, ...]:
+    """The writes of the Dynamo graph ``gm`` into inputs through ``as_strided`` views with a
+    storage offset (concrete layouts only)."""
+    position = {n: i for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    found = []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_method", "call_function") or "out" in node.kwargs:
+            continue
+        args = map_aggregate(node.args, _example)
+        written = _written(node, args, map_aggregate(node.kwargs, _example))
+        arg = node.args[0] if node.args else node.kwargs.get("input")
+        if not _concrete(written) or not isinstance(arg, torch.fx.Node):
+            continue
+        strided = False
+        for _ in range(64):
+            if arg.op not in ("call_method", "call_function"):
+                break
+            strided = strided or _explicit_offset(arg)
+            parent = arg.args[0] if arg.args else None
+            up, ex = _example(parent), _example(arg)
+            if not (_tensor(up) and _tensor(ex) and _shares(up, ex)):
+                break
+            arg = parent
+        if strided and arg in position and written.numel():
+            start = written.storage_offset()
+            found.append(StridedWrite(node, position[arg], start, start + _extent(written)))
+    return tuple(found)
+
+
+def outside(found: tuple[StridedWrite, ...], args) -> list[torch.fx.Node]:
+    """The writes of ``found`` that reach memory outside their input in this call's ``args``,
+    or into an input that does not start its storage."""
+    out = []
+    for w in found:
+        t = args[w.input]
+        start = t.storage_offset()
+        if start or w.end > _extent(t) or min(t.stride(), default=0) < 0:
+            out.append(w.node)
+    return out
+
+
+def _concrete(t: Any) -> bool:
+    """Whether ``t`` is a strided tensor with concrete sizes, strides and offset."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        return False
+    return all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def _windows_overlap(t: torch.Tensor) -> bool:
@@ -575,9 +658,16 @@ def _tensor(value: Any) -> bool:
 
 
 REASON = (
-    "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows): "
-    "eager writes each "
-    "location once, the functional graph's write-back would add the copies up"
+    "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows) "
+    "or into its input's storage outside the input (as_strided): eager writes each location "
+    "once, the functional graph's write-back would add the copies up or cannot reach it"
 )
 
-__all__ = ["REASON", "check_overlapping_inputs", "check_writes"]
+__all__ = [
+    "REASON",
+    "StridedWrite",
+    "check_overlapping_inputs",
+    "check_writes",
+    "outside",
+    "strided_writes",
+]

@@ -20,7 +20,6 @@ import ml_dtypes
 import numpy as np
 import torch
 from jax.experimental.layout import Layout, with_layout_constraint
-from torch._prims_common import make_contiguous_strides_for
 
 TORCH_TO_JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
@@ -225,9 +224,9 @@ def to_jax(t: torch.Tensor):
     """
     if t.requires_grad:
         t = t.detach()
+    if t.is_conj() or t.is_neg():  # (DLPack refuses these bits; numpy knows no such bits)
+        t = t.resolve_conj().resolve_neg()
     if t.is_cpu:
-        if t.is_conj() or t.is_neg():
-            t = t.resolve_conj().resolve_neg()
         return host_view(t)
     if not t.is_contiguous():
         t = t.contiguous()
@@ -265,6 +264,10 @@ def cuda_to_torch(device: jax.Device):
     current_stream, from_dlpack = torch._C._cuda_getCurrentRawStream, torch._C._from_dlpack
 
     def to_torch_cuda(a: jax.Array) -> torch.Tensor:
+        if not a.size:  # (resizable, as eager's: see ``to_torch_cpu``)
+            return torch.empty(
+                a.shape, dtype=torch_dtype(a.dtype), device=torch.device("cuda", index)
+            )
         # (DLPack names the legacy default stream 1, as torch.from_dlpack passes it)
         return from_dlpack(export(a, stream=current_stream(index) or 1))
 
@@ -350,22 +353,25 @@ _BYTE = ctypes.c_char
 def _to_torch_host(a: jax.Array) -> torch.Tensor:
     """``to_torch_cpu`` through numpy, for a jaxlib without the C++ DLPack export.
 
-    NOTE: ``np.asarray`` yields a read-only array (torch warns on those): the array's own
-    buffer is presented to numpy as writable ctypes memory instead. The program has finished
-    writing it (``block_until_ready``), JAX never hands it to anyone else (outputs alias no
-    input), and the tensor keeps the array alive (tensor -> numpy array -> ctypes memory ->
-    array).
+    NOTE: ``torch.from_dlpack`` costs ~6 us per fresh JAX array (JAX's export runs in Python),
+    ``np.asarray`` ~1.3 us but yields a read-only array (torch warns on those). The array's
+    own buffer, presented to numpy as writable ctypes memory, costs ~1.2 us (~0.5 less than
+    numpy's array interface, whose dict numpy parses): the program has finished writing it
+    (``block_until_ready``), JAX never hands it to anyone else (outputs alias no input), and
+    the tensor keeps the array alive (tensor -> numpy array -> ctypes memory -> array).
+    Empty outputs are torch's own tensors: a storage over foreign memory cannot grow, and
+    users grow empty tensors (``o = torch.empty(0)`` then ``torch.add(x, 1, out=o)``, where
+    Dynamo breaks the graph between the two, so ``o`` is a compiled output).
     """
     a.block_until_ready()
     shape = a.shape
     view, tdtype = _HOST_TYPES[a.dtype]
     nbytes = math.prod(shape) * view.itemsize
-    if nbytes:
-        memory = (_BYTE * nbytes).from_address(a.unsafe_buffer_pointer())
-        memory.array = a
-        t = torch.from_numpy(np.ndarray(shape, view, memory))
-    else:
-        t = _dense(torch.from_numpy(np.empty(shape, view)))
+    if not nbytes:
+        return torch.empty(shape, dtype=torch_dtype(a.dtype))
+    memory = (_BYTE * nbytes).from_address(a.unsafe_buffer_pointer())
+    memory.array = a
+    t = torch.from_numpy(np.ndarray(shape, view, memory))
     return t if tdtype is None else t.view(tdtype)
 
 
@@ -380,12 +386,14 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     holds the buffer while the tensor lives (~0.7 us with torch's import, all in C++);
     ``torch.from_dlpack`` on the array costs ~6 us (JAX's ``__dlpack__`` runs in Python), the
     numpy route (``_to_torch_host``) ~2 us. JAX never hands an output's buffer to anyone else
-    (outputs alias no input), so the tensor is writable as eager's are. An empty array comes
-    with DLPack's strides, which torch keeps (``(0, 1)`` where eager's are ``(1, 1)``):
-    given eager's (``_dense``).
+    (outputs alias no input), so the tensor is writable as eager's are. An empty output is
+    torch's own tensor with eager's strides: a storage over foreign memory cannot grow, and
+    users grow empty tensors (``o = torch.empty(0)`` then ``torch.add(x, 1, out=o)``, where
+    Dynamo breaks the graph between the two, so ``o`` is a compiled output).
     """
-    t = _from_dlpack(_export(a))
-    return t if t.numel() else _dense(t)
+    if not a.size:
+        return torch.empty(a.shape, dtype=torch_dtype(a.dtype))
+    return _from_dlpack(_export(a))
 
 
 def cpu_outputs(converted_all_nonempty: bool):
@@ -403,12 +411,6 @@ if _export is None:  # (a jaxlib laid out otherwise)
     to_torch_cpu = _to_torch_host
 
 
-def _dense(t: torch.Tensor) -> torch.Tensor:
-    """An empty tensor from numpy with eager's strides for its shape: torch takes numpy's zero
-    strides of an empty array (``(0, 0)`` where ``torch.empty(0, 3)`` has ``(3, 1)``)."""
-    return t.as_strided(t.shape, make_contiguous_strides_for(t.shape))
-
-
 def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list:
     """Torch tensors over consecutive pieces of the flat array ``a`` on JAX's CPU device (a
     packed buffer, ``_pack``): piece ``j`` has ``sizes[j]`` elements, viewed as ``shapes[j]``.
@@ -424,8 +426,10 @@ def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int
     memory.array = a
     out, offset = [], 0
     for shape, size in zip(shapes, sizes):
+        if not size:
+            out.append(torch.empty(shape, dtype=torch_dtype(a.dtype)))
+            continue
         t = torch.from_numpy(np.ndarray(shape, view, memory, offset))
-        t = t if size else _dense(t)
         out.append(t if tdtype is None else t.view(tdtype))
         offset += size * itemsize
     return out
@@ -566,8 +570,11 @@ class ViewCache:
             view = jax.dlpack.from_dlpack(d) if d.device.type == "cpu" else to_jax(d)
             if view.unsafe_buffer_pointer() != d.data_ptr():
                 view = None  # JAX copied (misaligned data): a copy would go stale
-        if view is None and d.device.type == "cpu":
-            view = to_jax(d)  # a numpy view: JAX aliases aligned numpy memory, copies the rest
+        if view is None and d.device.type == "cpu" and not (d.is_conj() or d.is_neg()):
+            # a numpy view: JAX aliases aligned numpy memory, copies the rest (not of a tensor
+            # with a conjugate or negative bit: ``to_jax`` resolves those into a copy, which
+            # would go stale when torch writes the tensor)
+            view = to_jax(d)
         if view is None:
             self._refs[i] = _NEVER  # convert this position afresh on every call
             return to_jax(t)

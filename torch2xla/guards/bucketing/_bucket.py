@@ -572,6 +572,9 @@ class PaddedEntry:
             result[alias.output] = alias.regenerate(args, result)
             if alias.output in getattr(self.inner, "detach", ()):  # (``x.detach()``)
                 result[alias.output] = result[alias.output].detach()
+        # Views of one intermediate: of one tensor with eager's layouts for the real sizes
+        for group in getattr(self.inner, "shared", ()):
+            group.regenerate(args, result)
         for k, (o, shape) in enumerate(zip(result, plan.expected)):
             if shape is not None and isinstance(o, torch.Tensor) and tuple(o.shape) != shape:
                 raise RuntimeError(
