@@ -154,6 +154,11 @@ def check_divisor(other: Any) -> None:
     c.check(failed, "ZeroDivisionError", error=OpZeroDivisionError)
 
 
+# (fx's dead-code elimination keeps ``_assert_async.msg`` but dropped the overload without a
+# message: ``torch._assert_async(x)`` never raised)
+torch.fx.node.has_side_effect(aten._assert_async.default)
+
+
 @register(aten._assert_async.msg, aten._assert_async.default)
 def assert_async(self, assert_msg="Expected Tensor with single nonzero value, but got zero"):
     # NOTE: eager's CPU kernel raises RuntimeError(assert_msg) where ``self`` is zero; on CUDA

@@ -205,6 +205,10 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
         right = side == "right"
     seq = sorted_sequence
     if sorter is not None:
+        c = ctx()
+        if c.checking and sorter.size:
+            bad = (sorter < 0) | (sorter >= seq.shape[-1])
+            c.check(jnp.any(bad), "torch.searchsorted(): sorter index out of range")
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
     values = jnp.asarray(self, seq.dtype) if not hasattr(self, "shape") else self
     out = _searchsorted(seq, values, right)
