@@ -181,7 +181,21 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
 # graph's target or the node's ``original_aten``); integer divisions only where the result is
 # an integer (``check_divisor``). Ops with side effects of their own (``_assert_async``,
 # ``_linalg_check_errors``, random ops such as ``multinomial``) are never dropped.
-CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy, aten.masked_fill})
+CHECKED: frozenset = frozenset(
+    {
+        *_RULES,
+        aten.binary_cross_entropy,
+        aten.masked_fill,
+        aten.masked_scatter,
+        aten.searchsorted,
+        aten.max_unpool2d,
+        aten.max_unpool3d,
+        aten.linalg_cholesky_ex,
+        aten.linalg_inv_ex,
+        aten.linalg_lu_factor_ex,
+        aten._linalg_solve_ex,
+    }
+)
 DIVISIONS: frozenset = frozenset(
     {
         aten.div.Tensor_mode,
