@@ -242,6 +242,7 @@ class OpError(RuntimeError):
     replayed: bool = False
 
     def __init__(self, message: str, node: torch.fx.Node | None = None, *, hint: str = "") -> None:
+        self.message = message  # (eager's part: what ``with_eager_message`` replaces)
         self.node = node
         self.source = source_line(node) if node is not None else "<unknown source>"
         text = message
@@ -250,6 +251,19 @@ class OpError(RuntimeError):
         if hint:
             text += f"\n{hint}"
         super().__init__(text)
+
+    def with_eager_message(self, eager: BaseException) -> OpError:
+        """This error saying what ``eager`` (eager's error for the same call) says, where
+        eager's first line does not start ours (ours may add the bad index to it), followed
+        by the op and the user's line."""
+        text, said = str(self), str(eager)
+        if not text.startswith(self.message) or text.startswith(
+            said.splitlines()[0] if said else ""
+        ):
+            return self
+        self.args = (said + text[len(self.message) :], *self.args[1:])
+        self.message = said
+        return self
 
 
 class OpIndexError(OpError, IndexError):
