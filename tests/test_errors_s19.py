@@ -425,19 +425,62 @@ def test_take_in_a_bucketed_program_says_what_eager_says():
     assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
 
 
-# -- an op of a split graph that raises in eager: eager's own error -----------------------------
+# -- values of another shape than the indexed one; an op of a split graph that raises in eager ---
 def setitem_values_of_another_shape(x, i, v):
     x[i] = v
     return x
 
 
+def setitem_around_a_slice(x, i, j, v):
+    x[i, :, j] = v
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn, args, line",
+    [
+        (setitem_values_of_another_shape, (torch.zeros(3), _i(0, 1), torch.ones(3)), "x[i] = v"),
+        (
+            setitem_around_a_slice,
+            (torch.zeros(3, 2, 4), _i(0, 1), _i(1, 3), torch.ones(2, 3)),
+            "x[i, :, j] = v",
+        ),
+    ],
+    ids=["setitem", "setitem_around_a_slice"],
+)
+def test_values_that_do_not_broadcast_raise_what_eager_raises(fn, args, line):
+    """The lowering failed on them (a warning asking for a bug report) and the op ran in
+    eager, whose error came without the user's line."""
+    _assert_raises_as_eager(fn, args, line)
+
+
+@pytest.mark.parametrize(
+    "v", [torch.ones(1, 2), torch.ones(2), torch.tensor(1.0)], ids=["leading_one", "same", "0d"]
+)
+def test_values_that_broadcast_match_eager(v):
+    args = (torch.zeros(3), _i(0, 1), v)
+    compiled = torch.compile(
+        setitem_values_of_another_shape, backend="xla", options={"strict": True}
+    )
+    assert_same(compiled(*[a.clone() for a in args]), setitem_values_of_another_shape(*args))
+
+
+def add_then_repeat(x, y, rep):
+    y.add_(1)
+    return x.repeat_interleave(rep, dim=0) * 2
+
+
 def test_an_op_run_in_eager_raises_eagers_own_error():
-    args = (torch.zeros(3), _i(0, 1), torch.ones(3))
-    eager = _eager_error(setitem_values_of_another_shape, [a.clone() for a in args])
-    with pytest.raises(RuntimeError) as info:
-        torch.compile(setitem_values_of_another_shape, backend="xla")(*args)
-    assert type(info.value) is type(eager) and str(info.value) == str(eager)  # (not ours)
-    assert_same(args[0], torch.zeros(3))
+    """(An op of a split graph run in eager; the graph writes an input, so the call runs again
+    in eager: the error raised was torch2xla's internal EagerOpRaised.)"""
+    args = (torch.ones(3), torch.zeros(2), _i(1, -1, 2))
+    want = [a.clone() for a in args]
+    eager = _eager_error(add_then_repeat, want)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        with pytest.raises(RuntimeError) as info:
+            torch.compile(add_then_repeat, backend="xla")(*args)
+    assert type(info.value) is type(eager) and str(info.value) == str(eager)
+    assert_same(args, want)
 
 
 # -- a failed call: eager's writes before the failing op, none after; the next call works -------

@@ -270,6 +270,42 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
     )
 
 
+def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """Eager's error for values that do not broadcast to the indexed shape (``x[i] = v``); the
+    meta kernel broadcasts nothing, and the lowering failed on it. Integer indices only (a
+    mask's indexed shape depends on its values; the values' leading ones are dropped, as
+    eager's ``setitem`` drops them)."""
+    self, values = _value(kwargs, "self"), _value(kwargs, "values")
+    indices = [i.meta.get("val") if isinstance(i, torch.fx.Node) else i for i in kwargs["indices"]]
+    if self is None or values is None:
+        return None
+    for index in indices:
+        if index is not None and (
+            not isinstance(index, torch.Tensor) or index.dtype in (torch.bool, torch.uint8)
+        ):
+            return None
+    shapes = [self.shape, values.shape, *(i.shape for i in indices if i is not None)]
+    if not all(isinstance(n, int) for shape in shapes for n in shape):
+        return None  # (symbolic sizes: the trace checks them)
+    meta = [
+        None if i is None else torch.empty(i.shape, dtype=torch.long, device="meta")
+        for i in indices
+    ]
+    result = torch.ops.aten.index.Tensor(torch.empty(self.shape, device="meta"), meta).shape
+    given = list(values.shape)
+    while len(given) > len(result) and given[0] == 1:
+        given.pop(0)
+    try:
+        if torch.broadcast_shapes(tuple(given), result) == result:
+            return None
+    except RuntimeError:
+        pass
+    return (
+        f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+        f"indexing result of shape {list(result)}"
+    )
+
+
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
 _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
@@ -458,7 +494,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
             ),
         )
     ),
-    aten.index_put.default: _index_put_source,
+    aten.index_put.default: _first(_index_put_source, _index_put_shape),
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),
