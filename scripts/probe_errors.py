@@ -157,8 +157,8 @@ def ints(*values):
     return torch.tensor(values)
 
 
-_SING = lambda: torch.tensor([[1.0, 2.0], [2.0, 4.0]])  # noqa: E731
-_NOTPD = lambda: torch.tensor([[1.0, 2.0], [2.0, 1.0]])  # noqa: E731
+_SING = lambda: torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+_NOTPD = lambda: torch.tensor([[1.0, 2.0], [2.0, 1.0]])
 
 
 # ============================================================================================
@@ -743,6 +743,167 @@ case(
     "quantile_2d_q",
     lambda x, q: torch.quantile(x, q, dim=1, keepdim=True),
     lambda: (r(3, 5), torch.tensor([0.1, -0.1])),
+)
+
+# more value checks: lengths, bins, dtypes of targets and indices
+case(
+    "ctc_input_lengths_too_long",
+    lambda lp, t: F.ctc_loss(lp, t, torch.tensor([7]), torch.tensor([2])),
+    lambda: (r(5, 1, 4).log_softmax(2), i(1, 2).view(1, 2)),
+)
+case(
+    "ctc_target_lengths_too_long",
+    lambda lp, t: F.ctc_loss(lp, t, torch.tensor([5]), torch.tensor([3])),
+    lambda: (r(5, 1, 4).log_softmax(2), i(1, 2).view(1, 2)),
+)
+case(
+    "ctc_1d_targets_lengths_sum",
+    lambda lp, t: F.ctc_loss(lp, t, torch.tensor([5, 5]), torch.tensor([2, 3])),
+    lambda: (r(5, 2, 4).log_softmax(2), i(1, 2, 3, 1)),
+)
+case(
+    "segment_reduce_bad_lengths",
+    lambda d, l: torch.segment_reduce(d, "sum", lengths=l),
+    lambda: (r(5), i(2, 2)),
+)
+case(
+    "segment_reduce_ok",
+    lambda d, l: torch.segment_reduce(d, "sum", lengths=l),
+    lambda: (r(5), i(2, 3)),
+)
+case(
+    "repeat_interleave_output_size_neg",
+    lambda x, rep: x.repeat_interleave(rep, dim=0, output_size=3),
+    lambda: (r(3), i(2, -1, 2)),
+)
+case(
+    "repeat_interleave_output_size_wrong",
+    lambda x, rep: x.repeat_interleave(rep, dim=0, output_size=4),
+    lambda: (r(3), i(1, 1, 1)),
+)
+case(
+    "repeat_interleave_output_size_ok",
+    lambda x, rep: x.repeat_interleave(rep, dim=0, output_size=4),
+    lambda: (r(3), i(1, 1, 2)),
+)
+case(
+    "histogram_bins_decreasing",
+    lambda x, b: torch.histogram(x, b).hist,
+    lambda: (r(5), torch.tensor([1.0, 0.0, 2.0])),
+)
+case(
+    "nll_loss_int32_target",
+    lambda x, t: F.nll_loss(x, t),
+    lambda: (r(2, 3), i(0, 1, dtype=torch.int32)),
+)
+case(
+    "cross_entropy_int32_target",
+    lambda x, t: F.cross_entropy(x, t),
+    lambda: (r(2, 3), i(0, 1, dtype=torch.int32)),
+)
+case("getitem_int16_index", lambda x, idx: x[idx], lambda: (r(3), i(0, 1, dtype=torch.int16)))
+case("getitem_uint8_index", lambda x, idx: x[idx], lambda: (r(3), i(0, 1, 1, dtype=torch.uint8)))
+case(
+    "index_fill_int32_index",
+    lambda x, idx: x.index_fill(0, idx, 1.0),
+    lambda: (r(3), i(0, dtype=torch.int32)),
+)
+case(
+    "scatter_int32_index",
+    lambda x, idx: x.scatter(0, idx, 1.0),
+    lambda: (r(3), i(0, dtype=torch.int32)),
+)
+case(
+    "index_add_int32_index_ok",
+    lambda x, idx, s: x.index_add(0, idx, s),
+    lambda: (r(3), i(0, dtype=torch.int32), r(1)),
+)
+case(
+    "istft_zero_window",
+    lambda s, w: torch.istft(s, 4, window=w),
+    lambda: (torch.stft(r(16), 4, window=torch.ones(4), return_complex=True), torch.zeros(4)),
+)
+case(
+    "gaussian_nll_neg_var",
+    lambda x, t, v: F.gaussian_nll_loss(x, t, v),
+    lambda: (r(3), r(3), torch.tensor([1.0, -1.0, 1.0])),
+)
+case(
+    "kl_div_ok",
+    lambda x, t: F.kl_div(x, t, reduction="batchmean"),
+    lambda: (r(2, 3), r(2, 3).softmax(1)),
+)
+case(
+    "pack_padded_unsorted",
+    lambda x, l: torch.nn.utils.rnn.pack_padded_sequence(x, l, batch_first=True).data,
+    lambda: (r(2, 3, 1), i(2, 3)),
+)
+case(
+    "fractional_max_pool_samples_oob",
+    lambda x, s: F.fractional_max_pool2d(x, 2, output_size=2, _random_samples=s),
+    lambda: (r(1, 1, 4, 4), torch.tensor([[[1.5, 0.5]]])),
+)
+case(
+    "adaptive_log_softmax_target_oob",
+    lambda x, t: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [2])(x, t).loss,
+    lambda: (r(2, 4), i(0, 6)),
+)
+case("unique_dim_ok", lambda x: torch.unique(x, dim=0), lambda: (i(1, 2, 1, 2).view(2, 2),))
+case("topk_k_tensor", lambda x, k: torch.topk(x, int(k)).values, lambda: (r(3), torch.tensor(4)))
+case("interpolate_ok", lambda x: F.interpolate(x, scale_factor=2), lambda: (r(1, 1, 2),))
+case(
+    "embedding_renorm_oob",
+    lambda w, idx: torch.embedding_renorm_(w, idx, 1.0, 2.0),
+    lambda: (r(4, 2), i(0, 4)),
+)
+case("index_copy_dup_ok", lambda x, idx, s: x.index_copy(0, idx, s), lambda: (r(3), i(1, 1), r(2)))
+case("nonzero_static_ok", lambda x: torch.nonzero_static(x, size=4), lambda: (i(0, 1, 0, 2),))
+case("cdist_ok", lambda a, b: torch.cdist(a, b), lambda: (r(2, 3), r(4, 3)))
+case("dist_ok", lambda a, b: torch.dist(a, b, p=0), lambda: (r(3), r(3)))
+case("renorm_ok", lambda a: a.renorm(2, 0, 1.0), lambda: (r(3, 2),))
+case("cummax_empty_ok", lambda a: torch.cummax(a, 0).values, lambda: (r(0),))
+case("logsumexp_int", lambda a: torch.logsumexp(a, 0), lambda: (A(),))
+case("argmax_empty_dim", lambda a: a.argmax(1), lambda: (r(3, 0),))
+case("max_empty_dim_int", lambda a: a.max(1).values, lambda: (torch.zeros(3, 0, dtype=torch.long),))
+case("mode_empty", lambda a: torch.mode(a, 0).values, lambda: (r(0, 2),))
+case("median_empty_dim", lambda a: torch.median(a, 0).values, lambda: (r(0, 2),))
+case("kthvalue_empty", lambda a: torch.kthvalue(a, 1, 0).values, lambda: (r(0, 2),))
+case("prod_empty_ok", lambda a: a.prod(0), lambda: (r(0, 2),))
+case("std_empty_ok", lambda a: a.std(0), lambda: (r(0, 2),))
+case("amax_empty_dim", lambda a: a.amax(0), lambda: (r(0, 2),))
+case("topk_empty", lambda a: torch.topk(a, 1).values, lambda: (r(0),))
+
+case(
+    "segment_reduce_neg_lengths",
+    lambda d, l: torch.segment_reduce(d, "max", lengths=l),
+    lambda: (r(5), i(-1, 6)),
+)
+case(
+    "segment_reduce_offsets_decreasing",
+    lambda d, o: torch.segment_reduce(d, "sum", offsets=o),
+    lambda: (r(5), i(0, 6, 5)),
+)
+case(
+    "segment_reduce_offsets_ok",
+    lambda d, o: torch.segment_reduce(d, "sum", offsets=o),
+    lambda: (r(5), i(1, 2, 5)),
+)
+case(
+    "segment_reduce_unsafe_ok",
+    lambda d, l: torch.segment_reduce(d, "sum", lengths=l, unsafe=True),
+    lambda: (r(5), i(2, 2)),
+)
+case("nanmedian_empty_dim", lambda a: torch.nanmedian(a, 1).values, lambda: (r(2, 0),))
+case("median_empty_other_dim_ok", lambda a: torch.median(a, 0).values, lambda: (r(2, 0),))
+case(
+    "embedding_renorm_neg_ok",
+    lambda w, idx: torch.embedding_renorm_(w, idx, 1.0, 2.0),
+    lambda: (r(4, 2), i(0, -1)),
+)
+case(
+    "embedding_renorm_neg_oob",
+    lambda w, idx: torch.embedding_renorm_(w, idx, 1.0, 2.0),
+    lambda: (r(4, 2), i(0, -5)),
 )
 
 
@@ -1427,7 +1588,7 @@ scenario(train_int_div_inside)
 def graph_break_then_oob(C, rec):
     def f(x, idx):
         y = x * 2
-        print("", end="")  # a graph break
+        torch._dynamo.graph_break()
         return y[idx]
 
     g = C(f)

@@ -476,9 +476,9 @@ def test_an_op_run_in_eager_raises_eagers_own_error():
     args = (torch.ones(3), torch.zeros(2), _i(1, -1, 2))
     want = [a.clone() for a in args]
     eager = _eager_error(add_then_repeat, want)
-    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        with pytest.raises(RuntimeError) as info:
-            torch.compile(add_then_repeat, backend="xla")(*args)
+    config = torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)
+    with config, pytest.raises(RuntimeError) as info:
+        torch.compile(add_then_repeat, backend="xla")(*args)
     assert type(info.value) is type(eager) and str(info.value) == str(eager)
     assert_same(args, want)
 
@@ -506,3 +506,80 @@ def test_failed_call_leaves_eagers_writes_and_the_next_call_runs():
     got, want = make(4), make(4)
     assert_same(compiled(*got), add_then_masked_scatter(*want))
     assert_same(got, want)
+
+
+# -- segments, empty medians, embedding renormalization ------------------------------------------
+def segment_sum_lengths(d, lengths):
+    return torch.segment_reduce(d, "sum", lengths=lengths)
+
+
+def segment_max_offsets(d, offsets):
+    return torch.segment_reduce(d, "max", offsets=offsets)
+
+
+def median_dim1(a):
+    return torch.median(a, 1).values
+
+
+def nanmedian_dim0(a):
+    return a.nanmedian(0).indices
+
+
+def embedding_renorm(w, i):
+    return torch.embedding_renorm_(w, i, 1.0, 2.0)
+
+
+_D5 = torch.randn(5)
+SHAPE_AND_SEGMENT_CASES = [
+    ("lengths_sum", segment_sum_lengths, (_D5, _i(2, 2)), "torch.segment_reduce("),
+    ("lengths_negative", segment_sum_lengths, (_D5, _i(-1, 6)), "torch.segment_reduce("),
+    ("offsets_decreasing", segment_max_offsets, (_D5, _i(0, 6, 5)), "torch.segment_reduce("),
+    ("median_empty_dim", median_dim1, (torch.zeros(2, 0),), "torch.median(a, 1)"),
+    ("nanmedian_empty_dim", nanmedian_dim0, (torch.zeros(0),), "a.nanmedian(0)"),
+    (
+        "embedding_renorm_too_large",
+        embedding_renorm,
+        (torch.randn(4, 2), _i(0, 4)),
+        "torch.embedding_renorm_(w, i, 1.0, 2.0)",
+    ),
+    (
+        "embedding_renorm_negative",
+        embedding_renorm,
+        (torch.randn(4, 2), _i(-5)),
+        "torch.embedding_renorm_(w, i, 1.0, 2.0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, args, line", SHAPE_AND_SEGMENT_CASES, ids=[c[0] for c in SHAPE_AND_SEGMENT_CASES]
+)
+def test_segments_medians_and_renorm_raise_what_eager_raises(name, fn, args, line):
+    err = _assert_raises_as_eager(fn, args, line)
+    assert isinstance(err, IndexError) == ("median" in name or "renorm" in name)
+
+
+VALID_SHAPE_AND_SEGMENT_CASES = [
+    ("lengths", segment_sum_lengths, (_D5, _i(2, 0, 3))),
+    (
+        "unsafe",
+        lambda d, n: torch.segment_reduce(d, "sum", lengths=n, unsafe=True),
+        (_D5, _i(2, 2)),
+    ),
+    # (eager starts at offsets[0] and ends at offsets[-1]: the rest is in no segment)
+    ("offsets_not_from_zero", segment_max_offsets, (_D5, _i(1, 2, 4))),
+    ("median_other_dim_empty", lambda a: torch.median(a, 0).values, (torch.zeros(2, 0),)),
+    ("embedding_renorm_negative", embedding_renorm, (torch.randn(4, 2) * 3, _i(0, -1))),
+]
+
+
+@pytest.mark.parametrize(
+    "name, fn, args",
+    VALID_SHAPE_AND_SEGMENT_CASES,
+    ids=[c[0] for c in VALID_SHAPE_AND_SEGMENT_CASES],
+)
+def test_valid_segments_medians_and_renorm_match_eager(name, fn, args):
+    got = [a.clone() for a in args]
+    out = torch.compile(fn, backend="xla", options={"strict": True})(*got)
+    assert_same(out, fn(*args))
+    assert_same(got, list(args))

@@ -41,9 +41,12 @@ def _tensors(value) -> list:
     call returns (``torch.linalg.inv_ex(a, check_errors=True)``, ``torch.sort``)."""
     if isinstance(value, torch.Tensor):
         return [value]
-    if isinstance(value, tuple | list) and value:
-        if all(isinstance(v, torch.Tensor) for v in value):
-            return list(value)
+    if (
+        isinstance(value, tuple | list)
+        and value
+        and all(isinstance(v, torch.Tensor) for v in value)
+    ):
+        return list(value)
     return []
 
 

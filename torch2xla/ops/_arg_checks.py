@@ -306,6 +306,17 @@ def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
+def _median_dim(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+    """Eager's error for a median along an empty dimension (the values are NaN here)."""
+    self, dim = _value(kwargs, "self"), kwargs.get("dim")
+    if self is None or self.dim() == 0 or not isinstance(dim, int):
+        return None
+    dim = dim % self.dim()
+    if self.shape[dim] != 0:
+        return None
+    return f"median(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+
+
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
 _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
@@ -495,6 +506,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         )
     ),
     aten.index_put.default: _first(_index_put_source, _index_put_shape),
+    aten.median.dim: _median_dim,
+    aten.nanmedian.dim: _median_dim,
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),

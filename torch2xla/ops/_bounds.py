@@ -47,6 +47,8 @@ _RULES: dict[Any, _Rule] = {
     aten.put_: _Rule(True, _FLAT),
     aten.index_select: _Rule(False, _IN_SELF),
     aten.embedding: _Rule(False, _IN_SELF),
+    aten.embedding_renorm: _Rule(True, _IN_SELF),  # (the message is select()'s, given)
+    aten.embedding_renorm_: _Rule(True, _IN_SELF),
     aten.index_reduce: _Rule(False, _IN_SELF),
     aten.index_reduce_: _Rule(False, _IN_SELF),
     aten.index_add: _Rule(False, _BOUNDS),
@@ -187,6 +189,7 @@ CHECKED: frozenset = frozenset(
         aten.binary_cross_entropy,
         aten.masked_fill,
         aten.masked_scatter,
+        aten.segment_reduce,
         aten.searchsorted,
         aten.max_unpool2d,
         aten.max_unpool3d,
