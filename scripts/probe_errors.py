@@ -906,6 +906,26 @@ case(
     lambda: (r(4, 2), i(0, -5)),
 )
 
+case("normal_float_std_neg", lambda m: torch.normal(m, -1.0), lambda: (r(3),))
+case("normal__neg_std", lambda x: x.normal_(0.0, -1.0), lambda: (r(3),))
+case("uniform__ok", lambda x: x.uniform_(0.0, 1.0).shape, lambda: (r(3),))
+case("random__bad_range", lambda x: x.random_(3, 1), lambda: (r(3),))
+case("random__to_zero", lambda x: x.random_(0), lambda: (r(3),))
+case("randint_like_high_zero", lambda x: torch.randint_like(x, 0), lambda: (r(3),))
+case("bernoulli__float_p_oob", lambda x: x.bernoulli_(-0.5), lambda: (r(3),))
+case("bernoulli_p_float_oob", lambda x: torch.bernoulli(x, 1.5), lambda: (r(3),))
+case("exponential_neg", lambda x: x.exponential_(-1.0), lambda: (r(3),))
+case("geometric_p_oob", lambda x: x.geometric_(1.5), lambda: (r(3),))
+case("randint_like_bad_range", lambda x: torch.randint_like(x, 3, 1), lambda: (r(3),))
+case("dropout_p_oob", lambda x: F.dropout(x, 1.5), lambda: (r(3),))
+case("log_normal_neg_std", lambda x: x.log_normal_(0.0, -1.0), lambda: (r(3),))
+case("cauchy_neg_sigma", lambda x: x.cauchy_(0.0, -1.0), lambda: (r(3),))
+case(
+    "multinomial_2d_one_bad_row",
+    lambda p: torch.multinomial(p, 1),
+    lambda: (torch.tensor([[0.5, 0.5], [-1.0, 2.0]]),),
+)
+
 
 # ============================================================================================
 # integer division by zero

@@ -583,3 +583,42 @@ def test_valid_segments_medians_and_renorm_match_eager(name, fn, args):
     out = torch.compile(fn, backend="xla", options={"strict": True})(*got)
     assert_same(out, fn(*args))
     assert_same(got, list(args))
+
+
+# -- constant arguments of random ops that eager's kernels refuse ---------------------------------
+def bernoulli_float_p(x):
+    return torch.bernoulli(x, 1.5)
+
+
+def bernoulli__float_p(x):
+    return x.bernoulli_(-0.5) * 0
+
+
+def randint_like_range(x):
+    return torch.randint_like(x, 3, 1)
+
+
+def randint_like_high(x):
+    return torch.randint_like(x, 0) + 1
+
+
+@pytest.mark.parametrize(
+    "fn, line",
+    [
+        (bernoulli_float_p, "torch.bernoulli(x, 1.5)"),
+        (bernoulli__float_p, "x.bernoulli_(-0.5)"),
+        (randint_like_range, "torch.randint_like(x, 3, 1)"),
+        (randint_like_high, "torch.randint_like(x, 0)"),
+    ],
+    ids=["bernoulli_p", "bernoulli__p", "randint_like_range", "randint_like_high"],
+)
+def test_random_arguments_eager_refuses_raise_what_eager_raises(fn, line):
+    _assert_raises_as_eager(fn, (torch.zeros(3),), line)
+
+
+def test_random_arguments_eager_accepts_run():
+    def draw(x):
+        return torch.bernoulli(x, 1.0), torch.randint_like(x, 2, 3), x.bernoulli_(0.0)
+
+    out = torch.compile(draw, backend="xla", options={"strict": True})(torch.zeros(3))
+    assert_same(out, draw(torch.zeros(3)))  # (every draw is certain)

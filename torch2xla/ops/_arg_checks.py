@@ -342,6 +342,21 @@ def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
 
 
+def _random_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``randint_like``/``random_``'s range: eager's kernel refuses an empty one."""
+    low, high = kwargs.get("low", kwargs.get("from", 0)), kwargs.get("high", kwargs.get("to"))
+    if not isinstance(low, int) or not isinstance(high, int) or low < high:
+        return None
+    return f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+
+
+def _bernoulli_p(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    p = kwargs.get("p", 0.5)
+    if not isinstance(p, int | float) or 0 <= p <= 1:
+        return None
+    return f"bernoulli_ expects p to be in [0, 1], but got p={p:g}"
+
+
 def _softmax_dtype(prefix: str) -> Checker:
     """Eager's softmax kernels are implemented for floating dtypes only (the meta kernel
     accepts any, so ``F.softmax(int_tensor, -1)`` traced to an integer result)."""
@@ -436,6 +451,11 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.index_add.default: _index_add_source,
     aten.masked_scatter.default: _masked_scatter_mask,
     aten.uniform.default: _uniform_range,
+    aten.randint_like.default: _random_range,
+    aten.randint_like.low_dtype: _random_range,
+    aten.random.to: _random_range,
+    getattr(aten.random, "from"): _random_range,
+    aten.bernoulli.p: _bernoulli_p,
     aten.bucketize.Tensor: _bucketize_boundaries,
     aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(

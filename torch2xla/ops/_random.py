@@ -41,7 +41,8 @@ def randn_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, m
     return jax.random.normal(_key(), self.shape, _float_dtype())
 
 
-# Eager's CPU kernels check their parameters' values (its CUDA kernels assert on the device).
+# Eager's CPU kernels check their parameters' values; programs on a GPU do not (as the divisor
+# checks: eager's CUDA kernels assert on the device or do not check).
 _BERNOULLI_P = (
     "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be "
     "improved?  If so, please report an enhancement request to PyTorch.)"
