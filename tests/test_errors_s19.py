@@ -5,6 +5,8 @@ values that our lowerings skipped, checks that torch's decompositions drop befor
 sees the op, dead calls whose results are tuples, and messages that eager words otherwise
 than our rule (by dimension, mode or kernel path). Every case must raise eager's exception
 type with eager's message, naming the op and the user's line; valid neighbours match eager.
+
+PYTEST_DONT_REWRITE: (the user's ``assert`` on a tensor below must stay a plain ``assert``)
 """
 
 from __future__ import annotations
@@ -622,3 +624,27 @@ def test_random_arguments_eager_accepts_run():
 
     out = torch.compile(draw, backend="xla", options={"strict": True})(torch.zeros(3))
     assert_same(out, draw(torch.zeros(3)))  # (every draw is certain)
+
+
+# -- a Python assert on a tensor ------------------------------------------------------------------
+def python_assert(x):
+    assert x.sum() > 0, "the sum must be positive"
+    return x * 2
+
+
+def assert_async_message(x):
+    torch._assert_async(x.sum() > 0, "the sum must be positive")
+    return x * 2
+
+
+def test_a_python_assert_on_a_tensor_raises_assertion_error():
+    """Dynamo traces it to ``torch._assert_async``, whose error was a RuntimeError."""
+    compiled = torch.compile(python_assert, backend="xla")
+    err = _assert_raises_as_eager(python_assert, (-torch.ones(3),), "assert x.sum() > 0")
+    assert isinstance(err, AssertionError) and isinstance(err, torch2xla.OpAssertionError)
+    assert_same(compiled(torch.ones(3)), python_assert(torch.ones(3)))
+
+
+def test_assert_async_called_directly_raises_runtime_error():
+    err = _assert_raises_as_eager(assert_async_message, (-torch.ones(3),), "torch._assert_async(")
+    assert not isinstance(err, AssertionError)

@@ -280,6 +280,17 @@ class OpLinAlgError(OpError, torch.linalg.LinAlgError):
     ``torch.linalg.LinAlgError``)."""
 
 
+class OpAssertionError(OpError, AssertionError):
+    """A Python ``assert`` on a tensor failed (Dynamo traces ``assert t, msg`` to
+    ``torch._assert_async(t, msg)``; eager raises ``AssertionError``)."""
+
+
+def from_assert_statement(node: torch.fx.Node) -> bool:
+    """Whether ``node`` comes from a Python ``assert`` statement of the user's code."""
+    frame = _user_frame(node)
+    return frame is not None and re.match(r"assert\b", frame[2].strip()) is not None
+
+
 class OpNotImplementedError(OpError, NotImplementedError):
     """A dtype eager's kernel has no implementation for (eager raises ``NotImplementedError``:
     ``"softmax_lastdim_kernel_impl" not implemented for 'Long'``)."""

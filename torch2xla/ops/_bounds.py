@@ -17,7 +17,12 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla._errors import OpIndexError, OpZeroDivisionError
+from torch2xla._errors import (
+    OpAssertionError,
+    OpIndexError,
+    OpZeroDivisionError,
+    from_assert_statement,
+)
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -168,7 +173,10 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
     c = ctx()
     if not c.checking or c.on_cuda:  # (ON_CUDA: the argument's device, capture/_annotate.py)
         return
-    c.check(jnp.logical_not(self.astype(bool)), assert_msg.replace("{", "{{").replace("}", "}}"))
+    # (a Python ``assert`` on a tensor, as Dynamo traces it: eager raises AssertionError)
+    error = OpAssertionError if from_assert_statement(c.node) else None
+    message = assert_msg.replace("{", "{{").replace("}", "}}")
+    c.check(jnp.logical_not(self.astype(bool)), message, error=error)
     return
 
 
