@@ -7,6 +7,7 @@ from torch2xla._custom_ops import register_lowering
 from torch2xla._errors import (
     CompileError,
     LoweringError,
+    OpAssertionError,
     OpError,
     OpIndexError,
     OpLinAlgError,
@@ -49,6 +50,7 @@ __all__ = [
     "GraphInfo",
     "IntArgumentWarning",
     "LoweringError",
+    "OpAssertionError",
     "OpError",
     "OpIndexError",
     "OpLinAlgError",

@@ -237,9 +237,9 @@ class CompiledGraph:
             out = self._numbers(gm.forward(*args))
         except Exception as eager:
             error.replayed = True
-            if isinstance(error, type(eager)):
-                raise error from eager
-            raise
+            if isinstance(error, type(eager)) and not isinstance(error, EagerOpRaised):
+                raise error.with_eager_message(eager) from eager
+            raise  # (eager's own: an op of a split graph run in eager raised it)
         warn(
             f"torch2xla: {self.name} raised where eager PyTorch, run again from the same "
             f"inputs, does not; the call returns eager's results. Please report this.\n{error}",

@@ -242,6 +242,7 @@ class OpError(RuntimeError):
     replayed: bool = False
 
     def __init__(self, message: str, node: torch.fx.Node | None = None, *, hint: str = "") -> None:
+        self.message = message  # (eager's part: what ``with_eager_message`` replaces)
         self.node = node
         self.source = source_line(node) if node is not None else "<unknown source>"
         text = message
@@ -250,6 +251,19 @@ class OpError(RuntimeError):
         if hint:
             text += f"\n{hint}"
         super().__init__(text)
+
+    def with_eager_message(self, eager: BaseException) -> OpError:
+        """This error saying what ``eager`` (eager's error for the same call) says, where
+        eager's first line does not start ours (ours may add the bad index to it), followed
+        by the op and the user's line."""
+        text, said = str(self), str(eager)
+        if not text.startswith(self.message) or text.startswith(
+            said.splitlines()[0] if said else ""
+        ):
+            return self
+        self.args = (said + text[len(self.message) :], *self.args[1:])
+        self.message = said
+        return self
 
 
 class OpIndexError(OpError, IndexError):
@@ -264,6 +278,17 @@ class OpZeroDivisionError(OpError, ZeroDivisionError):
 class OpLinAlgError(OpError, torch.linalg.LinAlgError):
     """A matrix eager's linear algebra rejects: singular, not positive-definite (eager raises
     ``torch.linalg.LinAlgError``)."""
+
+
+class OpAssertionError(OpError, AssertionError):
+    """A Python ``assert`` on a tensor failed (Dynamo traces ``assert t, msg`` to
+    ``torch._assert_async(t, msg)``; eager raises ``AssertionError``)."""
+
+
+def from_assert_statement(node: torch.fx.Node) -> bool:
+    """Whether ``node`` comes from a Python ``assert`` statement of the user's code."""
+    frame = _user_frame(node)
+    return frame is not None and re.match(r"assert\b", frame[2].strip()) is not None
 
 
 class OpNotImplementedError(OpError, NotImplementedError):

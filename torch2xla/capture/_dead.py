@@ -31,9 +31,23 @@ def _kept(node: torch.fx.Node) -> torch.fx.Node | None:
         value = target.meta.get("example_value") if isinstance(target, torch.fx.Node) else None
         return target if isinstance(value, torch.Tensor) and not _differentiated(value) else None
     value = node.meta.get("example_value")
-    if node.users or not isinstance(value, torch.Tensor) or _differentiated(value):
+    if node.users or not _tensors(value) or any(_differentiated(v) for v in _tensors(value)):
         return None
     return node
+
+
+def _tensors(value) -> list:
+    """``value`` as the list of tensors ``keep`` reads: a tensor, or the tensors of a tuple a
+    call returns (``torch.linalg.inv_ex(a, check_errors=True)``, ``torch.sort``)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if (
+        isinstance(value, tuple | list)
+        and value
+        and all(isinstance(v, torch.Tensor) for v in value)
+    ):
+        return list(value)
+    return []
 
 
 def _differentiated(value: torch.Tensor) -> bool:
@@ -57,9 +71,20 @@ def keep_dead(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for node in gm.graph.nodes:
         env[node] = graph.node_copy(node, lambda n: env[n])
         kept = _kept(node)
-        if kept is not None:
-            keep = graph.call_function(_KEEP, ([env[kept]],))
-            keep.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+        if kept is None:
+            continue
+        meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+        value = kept.meta.get("example_value")
+        if isinstance(value, torch.Tensor):
+            values = [env[kept]]
+        else:  # (the tuple's tensors, each read by a getitem)
+            values = [
+                graph.call_function(operator.getitem, (env[kept], k)) for k in range(len(value))
+            ]
+            for k, item in enumerate(values):
+                item.meta = {**meta, "example_value": value[k]}
+        keep = graph.call_function(_KEEP, (values,))
+        keep.meta = meta
     new = torch.fx.GraphModule(gm, graph)
     new.meta.update(gm.meta)
     return new

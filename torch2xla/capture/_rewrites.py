@@ -11,6 +11,8 @@
   and neither checks dtypes nor keeps a 1-D input's 0-d result). ``F.one_hot`` calls too:
   torch 2.11 decomposes it at the Autograd key without eager's checks of its classes
   (out-of-range classes gave rows of zeros); ``_one_hot`` asserts them (``_assert_async``).
+  The margin losses' targets and ``torch.quantile``/``nanquantile``'s ``q`` (call or method)
+  are asserted as eager checks them.
 - ``eager_layouts``: the results of calls whose eager kernels choose their output's memory
   format (batch norm, CPU ``max_pool1d`` without grad) made contiguous in it, so that outputs
   computed from them have eager's strides (the fake kernels keep the input's).
@@ -372,13 +374,21 @@ def strip_effect_tokens(gm: torch.fx.GraphModule, n_inputs: int, n_outputs: int)
 def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose margin-loss calls compute eager's values and shapes (``gm``
     itself is never changed). Arguments eager rejects by their dtypes raise eager's error,
-    naming the user's line."""
-    return _rewritten(
-        gm, lambda n: n.op == "call_function" and n.target in _REPLACED, _retarget_margin
-    )
+    naming the user's line; targets out of range and quantiles' ``q`` out of [0, 1] (which
+    torch's decompositions do not check) raise eager's error after the program ran."""
+    return _rewritten(gm, _replaced, _retarget_margin)
+
+
+def _replaced(node: torch.fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target in _REPLACED_METHODS
+    return node.op == "call_function" and node.target in _REPLACED
 
 
 def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    if node.op == "call_method":  # (self is the first argument of the function too)
+        node.op, node.target = "call_function", _REPLACED_METHODS[node.target]
+        return
     if node.target in _MARGIN_LOSSES:
         bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
         meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
@@ -413,8 +423,11 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 def _multi_margin_loss(
     input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
-    """``F.multi_margin_loss`` whose unreduced loss of an unbatched input is 0-d, as eager's."""
+    """``F.multi_margin_loss`` whose unreduced loss of an unbatched input is 0-d, as eager's,
+    with eager's check of the targets."""
     reduction = _reduction(size_average, reduce, reduction)
+    classes = input.shape[-1] if input.dim() else 1
+    torch._assert_async(torch.all((target >= 0) & (target < classes)), "target out of range")
     loss = F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
     return loss.reshape(()) if input.dim() < 2 and reduction == "none" else loss
 
@@ -426,6 +439,8 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     reduction = _reduction(size_average, reduce, reduction)
     x, t = torch.atleast_2d(input), torch.atleast_2d(target)
     dim = x.shape[-1]
+    # (eager checks every entry, those after the first -1 too)
+    torch._assert_async(torch.all((t >= -1) & (t < dim)), "argument #2 'target' is out of range")
     idx = torch.arange(dim, device=x.device)
     end = torch.amin(torch.where(t == -1, idx, dim), dim=-1, keepdim=True)
     listed = idx < end  # (N, dim): target positions before the first -1
@@ -462,7 +477,26 @@ def _one_hot(input, num_classes=-1):
     return (input.unsqueeze(-1) == classes).to(torch.int64)
 
 
-_REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot}
+def _checked_quantile(quantile: Callable) -> Callable:
+    """``quantile`` (``torch.quantile``, ``torch.nanquantile``) with eager's check that a
+    tensor ``q`` is in [0, 1] (its composite checks it on the host; the trace does not)."""
+
+    def checked(input, q, *args, **kwargs):
+        if isinstance(q, torch.Tensor):
+            torch._assert_async(
+                torch.all((q >= 0) & (q <= 1)), "quantile() q values must be in the range [0, 1]"
+            )
+        return quantile(input, q, *args, **kwargs)
+
+    checked.__name__ = checked.__qualname__ = quantile.__name__
+    return checked
+
+
+_QUANTILES = {torch.quantile: _checked_quantile(torch.quantile)}
+_QUANTILES[torch.nanquantile] = _checked_quantile(torch.nanquantile)
+_REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot, **_QUANTILES}
+_REPLACED_METHODS = {"quantile": _QUANTILES[torch.quantile]}
+_REPLACED_METHODS["nanquantile"] = _QUANTILES[torch.nanquantile]
 # (the ATen kernels behind them, for their dtype support: ``_dtype_probes.kernel_refuses``)
 _MARGIN_KERNELS = {
     F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,

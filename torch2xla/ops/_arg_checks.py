@@ -270,6 +270,53 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
     )
 
 
+def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """Eager's error for values that do not broadcast to the indexed shape (``x[i] = v``); the
+    meta kernel broadcasts nothing, and the lowering failed on it. Integer indices only (a
+    mask's indexed shape depends on its values; the values' leading ones are dropped, as
+    eager's ``setitem`` drops them)."""
+    self, values = _value(kwargs, "self"), _value(kwargs, "values")
+    indices = [i.meta.get("val") if isinstance(i, torch.fx.Node) else i for i in kwargs["indices"]]
+    if self is None or values is None:
+        return None
+    for index in indices:
+        if index is not None and (
+            not isinstance(index, torch.Tensor) or index.dtype in (torch.bool, torch.uint8)
+        ):
+            return None
+    shapes = [self.shape, values.shape, *(i.shape for i in indices if i is not None)]
+    if not all(isinstance(n, int) for shape in shapes for n in shape):
+        return None  # (symbolic sizes: the trace checks them)
+    meta = [
+        None if i is None else torch.empty(i.shape, dtype=torch.long, device="meta")
+        for i in indices
+    ]
+    result = torch.ops.aten.index.Tensor(torch.empty(self.shape, device="meta"), meta).shape
+    given = list(values.shape)
+    while len(given) > len(result) and given[0] == 1:
+        given.pop(0)
+    try:
+        if torch.broadcast_shapes(tuple(given), result) == result:
+            return None
+    except RuntimeError:
+        pass
+    return (
+        f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+        f"indexing result of shape {list(result)}"
+    )
+
+
+def _median_dim(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+    """Eager's error for a median along an empty dimension (the values are NaN here)."""
+    self, dim = _value(kwargs, "self"), kwargs.get("dim")
+    if self is None or self.dim() == 0 or not isinstance(dim, int):
+        return None
+    dim = dim % self.dim()
+    if self.shape[dim] != 0:
+        return None
+    return f"median(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+
+
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
 _DOT = "dot : expected both vectors to have same dtype, but found {a} and {b}"
 
@@ -293,6 +340,21 @@ def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= high:
         return None
     return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+
+
+def _random_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``randint_like``/``random_``'s range: eager's kernel refuses an empty one."""
+    low, high = kwargs.get("low", kwargs.get("from", 0)), kwargs.get("high", kwargs.get("to"))
+    if not isinstance(low, int) or not isinstance(high, int) or low < high:
+        return None
+    return f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+
+
+def _bernoulli_p(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    p = kwargs.get("p", 0.5)
+    if not isinstance(p, int | float) or 0 <= p <= 1:
+        return None
+    return f"bernoulli_ expects p to be in [0, 1], but got p={p:g}"
 
 
 def _softmax_dtype(prefix: str) -> Checker:
@@ -389,6 +451,11 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.index_add.default: _index_add_source,
     aten.masked_scatter.default: _masked_scatter_mask,
     aten.uniform.default: _uniform_range,
+    aten.randint_like.default: _random_range,
+    aten.randint_like.low_dtype: _random_range,
+    aten.random.to: _random_range,
+    getattr(aten.random, "from"): _random_range,
+    aten.bernoulli.p: _bernoulli_p,
     aten.bucketize.Tensor: _bucketize_boundaries,
     aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
@@ -458,7 +525,9 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
             ),
         )
     ),
-    aten.index_put.default: _index_put_source,
+    aten.index_put.default: _first(_index_put_source, _index_put_shape),
+    aten.median.dim: _median_dim,
+    aten.nanmedian.dim: _median_dim,
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),

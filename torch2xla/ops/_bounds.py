@@ -17,7 +17,12 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla._errors import OpIndexError, OpZeroDivisionError
+from torch2xla._errors import (
+    OpAssertionError,
+    OpIndexError,
+    OpZeroDivisionError,
+    from_assert_statement,
+)
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -47,6 +52,8 @@ _RULES: dict[Any, _Rule] = {
     aten.put_: _Rule(True, _FLAT),
     aten.index_select: _Rule(False, _IN_SELF),
     aten.embedding: _Rule(False, _IN_SELF),
+    aten.embedding_renorm: _Rule(True, _IN_SELF),  # (the message is select()'s, given)
+    aten.embedding_renorm_: _Rule(True, _IN_SELF),
     aten.index_reduce: _Rule(False, _IN_SELF),
     aten.index_reduce_: _Rule(False, _IN_SELF),
     aten.index_add: _Rule(False, _BOUNDS),
@@ -154,6 +161,11 @@ def check_divisor(other: Any) -> None:
     c.check(failed, "ZeroDivisionError", error=OpZeroDivisionError)
 
 
+# (fx's dead-code elimination keeps ``_assert_async.msg`` but dropped the overload without a
+# message: ``torch._assert_async(x)`` never raised)
+torch.fx.node.has_side_effect(aten._assert_async.default)
+
+
 @register(aten._assert_async.msg, aten._assert_async.default)
 def assert_async(self, assert_msg="Expected Tensor with single nonzero value, but got zero"):
     # NOTE: eager's CPU kernel raises RuntimeError(assert_msg) where ``self`` is zero; on CUDA
@@ -161,7 +173,10 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
     c = ctx()
     if not c.checking or c.on_cuda:  # (ON_CUDA: the argument's device, capture/_annotate.py)
         return
-    c.check(jnp.logical_not(self.astype(bool)), assert_msg.replace("{", "{{").replace("}", "}}"))
+    # (a Python ``assert`` on a tensor, as Dynamo traces it: eager raises AssertionError)
+    error = OpAssertionError if from_assert_statement(c.node) else None
+    message = assert_msg.replace("{", "{{").replace("}", "}}")
+    c.check(jnp.logical_not(self.astype(bool)), message, error=error)
     return
 
 
@@ -176,7 +191,22 @@ def assert_async(self, assert_msg="Expected Tensor with single nonzero value, bu
 # graph's target or the node's ``original_aten``); integer divisions only where the result is
 # an integer (``check_divisor``). Ops with side effects of their own (``_assert_async``,
 # ``_linalg_check_errors``, random ops such as ``multinomial``) are never dropped.
-CHECKED: frozenset = frozenset({*_RULES, aten.binary_cross_entropy, aten.masked_fill})
+CHECKED: frozenset = frozenset(
+    {
+        *_RULES,
+        aten.binary_cross_entropy,
+        aten.masked_fill,
+        aten.masked_scatter,
+        aten.segment_reduce,
+        aten.searchsorted,
+        aten.max_unpool2d,
+        aten.max_unpool3d,
+        aten.linalg_cholesky_ex,
+        aten.linalg_inv_ex,
+        aten.linalg_lu_factor_ex,
+        aten._linalg_solve_ex,
+    }
+)
 DIVISIONS: frozenset = frozenset(
     {
         aten.div.Tensor_mode,

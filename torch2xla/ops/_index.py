@@ -548,6 +548,10 @@ def masked_scatter(self, mask, source):
     flat_self = jnp.broadcast_to(self, shape).reshape(-1)
     pos = jnp.cumsum(flat_mask.astype(jnp.int64)) - 1
     src = as_dtype(source, self.dtype).reshape(-1)
+    c = ctx()
+    if c.checking and pos.size:
+        # (eager's CUDA kernel checks the count too, on the host)
+        c.check(pos[-1] >= src.shape[0], "Number of elements of source < number of ones in mask")
     taken = (
         src[jnp.clip(pos, 0, max(src.shape[0] - 1, 0))]
         if src.shape[0]

@@ -1,8 +1,9 @@
 """Norms, distances, matrix decompositions and solvers (``torch.linalg`` and friends).
 
-# NOTE: torch raises on singular or non-positive-definite inputs when ``check_errors=True`` or
-# through ``torch.linalg.*`` wrappers that read ``info``; XLA cannot raise from inside a
-# program, so factorizations here return ``info = 0`` and NaN/inf values instead.
+Singular or non-positive-definite inputs raise eager's ``torch.linalg.LinAlgError`` through
+runtime checks of ``info`` (``_effects.check_linalg``): from the ``_linalg_check_errors`` nodes
+of the ``torch.linalg.*`` functions, and from the ``_ex`` functions called with
+``check_errors=True``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ def _first_bad(bad, index: int | None):
     if index is None:
         return info.astype(jnp.int32)
     return as_dtype(info.reshape(ctx().out[index].shape), out_dtype(index))
+
+
+def _check_errors(check_errors: bool, info, api_name: str, A) -> None:
+    """The ``_ex`` functions' ``check_errors=True``: eager raises what the plain function
+    raises for ``info`` (``torch.linalg.LinAlgError``), named by the ``_ex`` function."""
+    if check_errors:
+        check_linalg(info, api_name, A.ndim == 2)
 
 
 def _lu_info(lu, index: int | None):
@@ -420,6 +428,7 @@ def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
         a,
     )
     info = as_dtype(info.reshape(ctx().out[1].shape), out_dtype(1))
+    _check_errors(check_errors, info, "linalg.cholesky_ex", self)
     return (_mH(low) if upper else low), info
 
 
@@ -549,7 +558,9 @@ def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     if not pivot:
         raise NotImplementedError("LU without pivoting is not available on CPU (torch: same)")
     lu, piv, _ = _lu(A)
-    return lu, as_dtype(piv, out_dtype(1)), _lu_info(lu, 2)
+    info = _lu_info(lu, 2)
+    _check_errors(check_errors, info, "torch.linalg.lu_factor_ex", A)
+    return lu, as_dtype(piv, out_dtype(1)), info
 
 
 def _unpack(lu, m, n):
@@ -636,13 +647,17 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
         lub, bb = _batch(lu, _mH(b))
         x = _mH(_lu_solve(lub, jnp.broadcast_to(perm, lub.shape[:-1]), bb, True))
     x = x[..., 0] if vector else x
-    return (jnp.reshape(x, tuple(result.shape)), lu, as_dtype(piv, out_dtype(2)), _lu_info(lu, 3))
+    info = _lu_info(lu, 3)
+    _check_errors(check_errors, info, "torch.linalg.solve_ex", A)
+    return (jnp.reshape(x, tuple(result.shape)), lu, as_dtype(piv, out_dtype(2)), info)
 
 
 @register(aten.linalg_inv_ex.default)
 def linalg_inv_ex(A, *, check_errors=False):
     lu, _, _ = _lu(A)
-    return jnp.linalg.inv(A), _lu_info(lu, 1)
+    info = _lu_info(lu, 1)
+    _check_errors(check_errors, info, "linalg.inv_ex", A)
+    return jnp.linalg.inv(A), info
 
 
 @register(aten._linalg_det.default)

@@ -353,9 +353,12 @@ def embedding_renorm(self, indices, max_norm, norm_type):
     the renormalized weight, which is the leaf itself: the value is renormalized, the
     derivative the identity (the op's own derivative is not implemented in eager; running it
     in eager under autograd made the backward raise)."""
-    # (a bad index is raised by the embedding that follows; it touches no row here)
+    # eager's kernel selects each named row (a bad index touches no row here)
+    shape = list(self.shape)
+    message = f"select(): index {{value}} out of range for tensor of size {shape} at dimension 0"
+    check_index(indices, self.shape[0], 0, message)
     rows = indices.reshape(-1)
-    rows = jnp.where(rows < 0, self.shape[0], rows)
+    rows = jnp.where(rows < 0, rows + self.shape[0], rows)  # (select(): -1 is the last row)
     touched = jnp.zeros((self.shape[0],), bool).at[rows].set(True, mode="drop")
     w = lax.stop_gradient(self)
     norm = jnp.linalg.norm(w.astype(opmath_dtype(w.dtype)), ord=norm_type, axis=1)

@@ -101,13 +101,18 @@ _unpool.defvjp(_unpool_fwd, _unpool_bwd)
 
 
 def _max_unpool(self, indices, output_size):
-    # TODO(error flag): eager raises "Found an invalid max index" for an index outside the
-    # output plane; such an index is dropped here (see the run-time error-flag mechanism).
     nd = len(output_size)
     lead = self.shape[:-nd]
     plane = int(np.prod(output_size))
     planes = int(np.prod(lead))
     index = indices.reshape(planes, -1)
+    c = ctx()
+    if c.checking and index.size:
+        # eager raises for an index outside the output plane, naming the first one
+        bad = ((index < 0) | (index >= plane)).reshape(-1)
+        sizes = "x".join(str(n) for n in output_size)
+        message = f"Found an invalid max index: {{value}} (output volumes are of size {sizes})"
+        c.check(jnp.any(bad), message, index.reshape(-1)[jnp.argmax(bad)])
     index = jnp.where((index >= 0) & (index < plane), index, plane * planes)
     flat = (index + jnp.arange(planes, dtype=index.dtype)[:, None] * plane).reshape(-1)
     return _unpool(self, flat, plane * planes).reshape(tuple(lead) + tuple(output_size))

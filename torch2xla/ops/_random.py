@@ -41,8 +41,25 @@ def randn_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, m
     return jax.random.normal(_key(), self.shape, _float_dtype())
 
 
+# Eager's CPU kernels check their parameters' values; programs on a GPU do not (as the divisor
+# checks: eager's CUDA kernels assert on the device or do not check).
+_BERNOULLI_P = (
+    "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be "
+    "improved?  If so, please report an enhancement request to PyTorch.)"
+)
+
+
+def _check_parameter(valid, message: str) -> None:
+    """A runtime check that every element of ``valid`` (a traced bool array) holds: eager
+    raises ``message`` (a RuntimeError) for a parameter out of its range (NaN included)."""
+    c = ctx()
+    if c.checking and not c.on_cuda and valid.size:
+        c.check(~jnp.all(valid), message)
+
+
 @register(aten.bernoulli.default)
 def bernoulli(self, *, generator=None):
+    _check_parameter((self >= 0) & (self <= 1), _BERNOULLI_P)
     return as_dtype(jax.random.bernoulli(_key(), self), self.dtype)
 
 
@@ -58,6 +75,8 @@ def uniform(self, from_=0.0, to=1.0, *, generator=None):
 
 @register(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
 def normal(mean, std=1.0, *, generator=None):
+    if hasattr(std, "shape"):  # (a float std is checked by the trace)
+        _check_parameter(std >= 0, "normal expects all elements of std >= 0.0")
     shape = ctx().out.shape
     return jax.random.normal(_key(), tuple(shape), out_dtype()) * std + mean
 
@@ -123,6 +142,7 @@ def normal_float_float(
 
 @register(aten.bernoulli.Tensor)
 def bernoulli_tensor(self, p, *, generator=None):
+    _check_parameter((p >= 0) & (p <= 1), _BERNOULLI_P)
     probs = jnp.broadcast_to(as_dtype(p, jnp.float32), self.shape)
     return as_dtype(jax.random.bernoulli(_key(), probs), self.dtype)
 
@@ -228,6 +248,7 @@ def rrelu_with_noise_functional(
 
 @register(aten.poisson.default)
 def poisson(self, generator=None):
+    _check_parameter(self >= 0, "invalid Poisson rate, expected rate to be non-negative")
     return as_dtype(jax.random.poisson(_key(), self), self.dtype)
 
 

@@ -205,6 +205,10 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
         right = side == "right"
     seq = sorted_sequence
     if sorter is not None:
+        c = ctx()
+        if c.checking and sorter.size:
+            bad = (sorter < 0) | (sorter >= seq.shape[-1])
+            c.check(jnp.any(bad), "torch.searchsorted(): sorter index out of range")
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
     values = jnp.asarray(self, seq.dtype) if not hasattr(self, "shape") else self
     out = _searchsorted(seq, values, right)
@@ -315,6 +319,28 @@ def nonzero_static(self, *, size, fill_value=-1):
 
 
 # -- segment reductions ------------------------------------------------------------------------
+def _check_segments(counts, size: int, lengths: bool, unsafe: bool) -> None:
+    """Eager's checks of the segments: ``lengths`` (unless ``unsafe``) not negative and
+    summing to the reduced dimension's ``size``; ``offsets`` not decreasing."""
+    c = ctx()
+    if not c.checking or counts.size == 0:
+        return
+    negative = jnp.any(counts < 0)
+    if not lengths:
+        message = (
+            "Expected segment_length >= 0 to be true, but got false.  (Could this error message "
+            "be improved?  If so, please report an enhancement request to PyTorch.)"
+        )
+        c.check(negative, message)
+    elif not unsafe:
+        c.check(negative, "lengths contains negative value!")
+        message = (
+            "segment_reduce(): Expected all rows of lengths along axis to sum to "
+            "data.size(lengths.dim()-1) when !unsafe."
+        )
+        c.check(jnp.sum(counts) != size, message)
+
+
 @register(aten.segment_reduce.default)
 def segment_reduce(
     data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None
@@ -325,10 +351,16 @@ def segment_reduce(
     if counts.ndim != 1:
         raise NotImplementedError("segment_reduce with batched lengths/offsets is not lowered")
     axis = canonical_dim(axis, data.ndim)
+    _check_segments(counts, data.shape[axis], lengths is not None, unsafe)
     n_seg = counts.shape[0]
     x = jnp.moveaxis(data, axis, 0)
     ends = jnp.cumsum(counts)
-    seg = jnp.searchsorted(ends, jnp.arange(x.shape[0]), side="right")
+    position = jnp.arange(x.shape[0])
+    if offsets is not None:  # (the segments start at offsets[0], which may not be 0)
+        ends = ends + offsets[..., 0]
+    seg = jnp.searchsorted(ends, position, side="right")
+    if offsets is not None:
+        seg = jnp.where(position < offsets[..., 0], n_seg, seg)  # (dropped: out of range)
     # NOTE: torch starts every segment from `initial` when given (a mean divides by the count
     # only); an empty segment is `initial`, else 0 (sum), 1 (prod), NaN (mean), -inf/inf.
     if reduce in ("sum", "mean"):

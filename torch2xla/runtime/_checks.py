@@ -106,6 +106,7 @@ class StoredCheck:
     def exception(self, value: int) -> OpError:
         error, message = _raised(self.error, self.message, value, self.explain)
         e = error(message + self.details, hint=_HINT)
+        e.message = message
         e.source = self.source
         e.after_run = True
         return e
