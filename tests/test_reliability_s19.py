@@ -148,3 +148,24 @@ class _Data(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return self.f(torch.full((2, 3), float(i)))
+
+
+def _child_backward(queue, loss):
+    torch.set_num_threads(1)
+    try:
+        loss.backward()
+        queue.put("ran")
+    except RuntimeError as e:
+        queue.put(f"RuntimeError: {e}")
+    except BaseException as e:
+        queue.put(repr(e))
+
+
+def test_backward_of_a_parents_forward_raises_in_a_forked_child():
+    # (its program is the parent's: the child cannot run it, and raises instead of hanging)
+    model = _model()
+    f = torch.compile(model, backend="xla")
+    f(torch.ones(3, 4)).sum().backward()
+    loss = f(torch.ones(3, 4)).sum()
+    got = _fork_run(_child_backward, loss)
+    assert got.startswith("RuntimeError:") and "forked" in got, got

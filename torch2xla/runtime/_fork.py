@@ -22,6 +22,15 @@ STARTED = False
 IN_CHILD = False
 
 
+# A backward through a graph whose forward ran in the parent: its program is the parent's.
+PARENT_GRAPH = (
+    "torch2xla: this backward goes through a compiled graph whose forward ran before this "
+    "process was forked, and XLA cannot run in a forked process (its threads do not survive "
+    "the fork). Run the forward in this process (compiled graphs run in eager PyTorch here), "
+    "or start the process with 'spawn' or 'forkserver'"
+)
+
+
 def started() -> None:
     """Note that JAX's runtime has started in this process (called before each compile)."""
     global STARTED
