@@ -1826,6 +1826,48 @@ def forked_child_calls_compiled_functions():
     return differs(got, expected, "child")
 
 
+@checked
+def view_cache_threads_alternating_tensors():
+    # (one program's views of two replicas' tensors from three threads; the race needs the
+    # short switch interval, and was seen within 20000 calls a thread)
+    from torch2xla.runtime._interop import ViewCache, x64
+
+    cache = ViewCache(2, writes=False)
+    sets = [[torch.randn(16) for _ in range(2)] for _ in range(3)]
+    bad: list = []
+
+    def work(tid):
+        with x64():
+            for i in range(20000):
+                tensors = sets[(tid + i // 3) % 3]
+                try:
+                    views, _ = cache(tensors)
+                    ptrs = [
+                        v.unsafe_buffer_pointer()
+                        if hasattr(v, "unsafe_buffer_pointer")
+                        else v.ctypes.data
+                        for v in views
+                    ]
+                except Exception as e:  # noqa: BLE001
+                    bad.append(f"thread {tid} call {i}: {e!r}")
+                    return
+                if ptrs != [t.data_ptr() for t in tensors]:
+                    bad.append(f"thread {tid} call {i}: another call's view")
+                    return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+    finally:
+        sys.setswitchinterval(interval)
+    return bad[0] if bad else None
+
+
 # -- two processes on one persistent cache ---------------------------------------------------
 _WORKER = r"""
 import json, os, sys, time, torch

@@ -11,8 +11,10 @@ compiled program's call waited forever. Compiled graphs run in eager PyTorch the
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -169,3 +171,46 @@ def test_backward_of_a_parents_forward_raises_in_a_forked_child():
     loss = f(torch.ones(3, 4)).sum()
     got = _fork_run(_child_backward, loss)
     assert got.startswith("RuntimeError:") and "forked" in got, got
+
+
+def test_concurrent_calls_of_one_program_do_not_interleave_their_views():
+    # ViewCache's records of each position (reference, pointer, view) are read and written in
+    # several steps; two threads calling one program with other tensors (two replicas of a
+    # model) read each other's half-made records: the program got a None argument (a crash
+    # in ~1 of 20000 calls under a short switch interval) or another call's tensor. Here the
+    # other thread's call is started inside this one's import of its first tensor.
+    from torch2xla.runtime import _interop
+
+    cache = _interop.ViewCache(2, writes=False)
+    mine = [torch.randn(8), torch.randn(8)]
+    theirs = [torch.randn(8), torch.randn(8)]
+    original = _interop.to_jax
+    inside: dict = {}
+
+    def other():
+        with _interop.x64():
+            for _ in range(2):  # (the second call caches its views)
+                cache(theirs)
+
+    def to_jax(t):
+        if t is mine[0] and "thread" not in inside:
+            inside["thread"] = thread = threading.Thread(target=other)
+            thread.start()
+            thread.join(1.0)
+            inside["finished inside"] = not thread.is_alive()
+        return original(t)
+
+    _interop.to_jax = to_jax
+    try:
+        with _interop.x64():
+            views, _ = cache(mine)
+        inside["thread"].join(_WAIT)
+    finally:
+        _interop.to_jax = original
+    assert not inside["finished inside"], "another thread's call ran inside this one's"
+    with _interop.x64():
+        for tensors in (mine, theirs, mine, mine, theirs, theirs):
+            views, _ = cache(tensors)
+            for view, t in zip(views, tensors):
+                assert view is not None
+                torch.testing.assert_close(torch.from_numpy(np.asarray(view)), t)
