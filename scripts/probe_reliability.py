@@ -2160,6 +2160,20 @@ def persistent_read_only_after_write():
 
 
 # ============================================================================================
+# Differences that are torch's own (PROBE_BACKEND=aot_eager shows them too), by design, or
+# known and not fixed, printed beside the scenario's line.
+KNOWN = {
+    "same_code_other_globals": "torch's own: Dynamo runs one globals dict's compiled code "
+    "with another's (NameError on __compiled_fn_*); aot_eager too",
+    "inputs_dtypes_and_devices": "by design: meta tensors raise torch2xla's ValueError",
+    "outputs_resized": "known gap: outputs are zero-copy views of XLA's buffers, whose "
+    "storage torch cannot grow (README, Threads)",
+    "gradients_written_and_resized": "known gap: as outputs_resized, for gradients; torch sets "
+    "the new sizes before its error, so a caught failed resize leaves a tensor that writes "
+    "past its memory",
+}
+
+
 def run_checked(name, fn) -> str:
     torch._dynamo.reset()
     try:
@@ -2179,6 +2193,8 @@ def main(argv: list[str]) -> int:
             line = harness.compare(name, fn)
         except Exception:  # noqa: BLE001
             line = f"CRASH {name}: {traceback.format_exc()[-1500:]}"
+        if not line.startswith("ok") and name in KNOWN:
+            line += f"\n      ({KNOWN[name]})"
         bad += not line.startswith("ok")
         print(line, flush=True)
     for name, fn in SELF_CHECKED.items():
