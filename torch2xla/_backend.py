@@ -56,7 +56,7 @@ from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
-from torch2xla.runtime import _stored, _stored_key
+from torch2xla.runtime import _fork, _stored, _stored_key
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
 
@@ -180,6 +180,8 @@ class CompiledGraph:
             args = self.int_values.tensors(args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
+        if _fork.IN_CHILD:
+            return self._in_forked_child(args)
         # (the generator's state, for the replay of a call that raises after drawing random
         # numbers; taken until the first build says whether a call can)
         state = torch.default_generator.get_state() if self._keeps_state is not False else None
@@ -202,6 +204,21 @@ class CompiledGraph:
         if not self._warned_dual:
             self._warned_dual = True
             warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
+        gm = self.gm
+        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+            gm.real_recompile()
+        return self._numbers(gm.forward(*args))
+
+    @torch._disable_dynamo
+    def _in_forked_child(self, args: Sequence):
+        """A call in a process forked after torch2xla started JAX runs in eager PyTorch: JAX
+        cannot run there (``runtime/_fork.py``); raised in strict mode."""
+        global _warned_fork
+        if self.options.strict:
+            raise CompileError(f"torch2xla: {self.name} cannot run: {_REASON_FORK}")
+        if not _warned_fork:
+            _warned_fork = True
+            warn(f"torch2xla: {_REASON_FORK}", FallbackWarning)
         gm = self.gm
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
@@ -700,6 +717,16 @@ _REASON_DUAL = (
     "runs in eager PyTorch when called with forward-mode AD's dual tensors "
     "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
 )
+
+
+_REASON_FORK = (
+    "this process was forked (os.fork, multiprocessing's 'fork' start method, DataLoader "
+    "workers) from one where JAX had started, and XLA's threads do not survive a fork (its "
+    "programs and compiles would wait forever): compiled graphs run in eager PyTorch here. "
+    "Start processes with 'spawn' or 'forkserver' (multiprocessing.get_context('spawn'), "
+    "DataLoader(..., multiprocessing_context='spawn')) to run XLA in them"
+)
+_warned_fork = False  # (one warning per process)
 
 
 _SCALAR_KINDS = ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float))

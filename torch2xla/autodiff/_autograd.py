@@ -40,7 +40,7 @@ from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, 
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
-from torch2xla.runtime import _checks
+from torch2xla.runtime import _checks, _fork
 from torch2xla.runtime._interop import no_stack_capture, to_jax, x64
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
@@ -292,13 +292,17 @@ class XlaFunction(torch.autograd.Function):
         if any(map(_is_batched, grads)):
             return _batched_backward(ctx, grads)
         # (``profiled_backward`` inlined: one frame less on every backward)
-        if ctx.plan.backward_ran and not (_profile._jax_tracing or _profiler_enabled()):
+        if ctx.plan.backward_ran and not (
+            _fork.IN_CHILD or _profile._jax_tracing or _profiler_enabled()
+        ):
             return _backward(ctx, grads)
         return _first_or_profiled_backward(ctx, *grads)
 
 
 @profiled_backward
 def _first_or_profiled_backward(ctx, *grads, keep: bool = False):
+    if _fork.IN_CHILD:  # (XLA would wait forever: raised instead)
+        raise RuntimeError(_fork.PARENT_GRAPH)
     plan = ctx.plan
     if not plan.backward_ran:  # the first backward traces and compiles (no_stack_capture)
         with no_stack_capture():

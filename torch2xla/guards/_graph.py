@@ -33,6 +33,7 @@ from torch2xla.guards.bucketing._bucket import (
     Bucketing,
     BucketSpec,
 )
+from torch2xla.runtime import _fork
 from torch2xla.runtime._interop import no_stack_capture
 
 # Builds are serialized with each other and with Dynamo's own frame compiles (this is Dynamo's
@@ -192,6 +193,7 @@ class GraphGuards:
         return record
 
     def _compile(self, key: tuple, args: Sequence):
+        _fork.started()  # (a process forked after this cannot run JAX: runtime/_fork.py)
         _persistent.activate()
         first = not self.cache.records
         record = self.new_record(reason=self._reason(key))
