@@ -35,13 +35,20 @@ def _kept_constants(
     # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
     # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
     # 1 ulp off eager's quotient in about a third of the elements.)
+    # NOTE: it also rewrites a product with a bool converted to a float (``x * mask``,
+    # ``mask.float() * x``, ``mask / -1``) as a select of ``x`` and 0: NaN and inf times False
+    # became 0 (eager: NaN) and -2.0 times False +0.0 (eager: -0.0). Such operands stay behind
+    # the barrier too.
     """
 
     def lowering(*args):
         operands, result = _operands(args, kind, scalar_in_opmath)
         node = ctx().node
         kept = [
-            not is_array(a) or _made_in_program(n) or (k in after_exp and _exp_of(n))
+            not is_array(a)
+            or _made_in_program(n)
+            or _from_bool(n)
+            or (k in after_exp and _exp_of(n))
             for k, (a, n) in enumerate(zip(args, [*node.args, *([None] * len(args))]))
         ]
         operands = [_opaque(a) if c else a for a, c in zip(operands, kept)]
@@ -154,6 +161,19 @@ def _constant_zero(arg, negative: bool = False) -> bool:
             arg = arg.args[where]
             continue
         if target not in _SAME_VALUES or not arg.args:
+            return False
+        arg = arg.args[0]
+    return False
+
+
+def _from_bool(arg) -> bool:
+    """Whether the ATen argument ``arg`` holds the values of a bool tensor (itself, or
+    converted to another dtype, seen through views and copies)."""
+    for _ in range(32):
+        val = getattr(arg, "meta", {}).get("val")
+        if isinstance(val, torch.Tensor) and val.dtype == torch.bool:
+            return True
+        if getattr(arg, "target", None) not in _SAME_VALUES or not arg.args:
             return False
         arg = arg.args[0]
     return False
