@@ -19,7 +19,6 @@ Prints ``ok`` / ``DIFF`` / ``CRASH`` per case and a summary.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import warnings
@@ -42,7 +41,14 @@ ULPS = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 4, torch.float64: 4}
 ULPS_REDUCTION = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 64, torch.float64: 64}
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
-I8, U8, I16, I32, I64, B = torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool
+I8, U8, I16, I32, I64, B = (
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+)
 C64, C128 = torch.complex64, torch.complex128
 FLOATS = (F16, BF16, F32, F64)
 INTS = (I8, U8, I16, I32, I64)
@@ -85,28 +91,33 @@ def _subnormal(t: torch.Tensor) -> torch.Tensor:
 
 def _show(bad, a, b) -> str:
     idx = bad.nonzero().flatten()[:6].tolist() if bad.dim() <= 1 else bad.nonzero()[:6].tolist()
-    pairs = [f"[{i}] {a[tuple(i) if isinstance(i, list) else i].item()!r} vs "
-             f"{b[tuple(i) if isinstance(i, list) else i].item()!r}" for i in idx]
+    pairs = [
+        f"[{i}] {a[tuple(i) if isinstance(i, list) else i].item()!r} vs "
+        f"{b[tuple(i) if isinstance(i, list) else i].item()!r}"
+        for i in idx
+    ]
     return f" ({int(bad.sum())} of {bad.numel()}: " + "; ".join(pairs) + ")"
 
 
 def same_floats(x, y, path, red, r=None):
     """None where equal; else why. Differences only at subnormal values (which XLA's CPU
     flushes to zero, a documented limitation) start with ``SUBN``."""
-    if r is None or r.shape != x.shape:
+    if r is None or r.shape != x.shape or r.is_complex() != x.is_complex():
         r = None
-    elif r.is_complex() != x.is_complex():
-        r = None
-    parts = {"": (x, y, r)} if not x.is_complex() else {
-        ".real": (x.real, y.real, None if r is None else r.real),
-        ".imag": (x.imag, y.imag, None if r is None else r.imag),
-    }
+    parts = (
+        {"": (x, y, r)}
+        if not x.is_complex()
+        else {
+            ".real": (x.real, y.real, None if r is None else r.real),
+            ".imag": (x.imag, y.imag, None if r is None else r.imag),
+        }
+    )
     found = []
     for part, (a, b, c) in parts.items():
         a64, b64 = a.double(), b.double()
         bad = a.isnan() != b.isnan()
         bad |= (a.isinf() | b.isinf()) & (a64 != b64) & ~(a.isnan() | b.isnan())
-        zs = lambda t: torch.signbit(t) & (t == 0)  # noqa: E731
+        zs = lambda t: torch.signbit(t) & (t == 0)
         bad |= zs(a) != zs(b)
         fin = a.isfinite() & b.isfinite()
         limit = (ULPS_REDUCTION if red else ULPS)[a.dtype]
@@ -143,7 +154,9 @@ def same(a, b, path="", red=False, r=None):
     if a[0] == "L":
         if a[1] != b[1] or len(a[2]) != len(b[2]):
             return f"{path}: container {a[1]}[{len(a[2])}] vs {b[1]}[{len(b[2])}]"
-        rs = r[2] if r is not None and r[0] == "L" and len(r[2]) == len(a[2]) else [None] * len(a[2])
+        rs = (
+            r[2] if r is not None and r[0] == "L" and len(r[2]) == len(a[2]) else [None] * len(a[2])
+        )
         found = [
             same(x, y, f"{path}[{i}]", red, q) for i, (x, y, q) in enumerate(zip(a[2], b[2], rs))
         ]
@@ -638,10 +651,16 @@ for _interp in ("linear", "lower", "higher", "midpoint", "nearest"):
     case(
         f"red_quantile_{_interp}",
         lambda x, _i=_interp: (
-            torch.quantile(x, torch.tensor([0.0, 0.1, 0.25, 0.5, 0.9, 1.0], dtype=F64), 0, interpolation=_i),
+            torch.quantile(
+                x, torch.tensor([0.0, 0.1, 0.25, 0.5, 0.9, 1.0], dtype=F64), 0, interpolation=_i
+            ),
             torch.nanquantile(x, 0.35, dim=1, interpolation=_i),
         ),
-        lambda: (torch.tensor([[4.0, NAN, 3.0, 1.0, -0.0, 2.5], [1.0, 1.0, 2.0, 8.0, 9.0, 0.0]], dtype=F64).t(),),
+        lambda: (
+            torch.tensor(
+                [[4.0, NAN, 3.0, 1.0, -0.0, 2.5], [1.0, 1.0, 2.0, 8.0, 9.0, 0.0]], dtype=F64
+            ).t(),
+        ),
     )
 case(
     "red_large_f16_sum",
@@ -674,12 +693,14 @@ def _conv_input(src, dst):
         vals += [1 + 2**-24 + 2**-50, -(1 + 2**-11 + 2**-30), 2049.0000001, NAN, -0.0, INF]
         return torch.tensor(vals, dtype=F64)
     if src == I64 and dst in (F16, BF16, F32, F64):
-        return torch.tensor([2**24 + 2**16 + 1, 2**24 + 1, 65520, 65519, -(2**63), 2**63 - 1, 2**53 + 1, 3])
+        return torch.tensor(
+            [2**24 + 2**16 + 1, 2**24 + 1, 65520, 65519, -(2**63), 2**63 - 1, 2**53 + 1, 3]
+        )
     if src == I32 and dst in (F16, BF16, F32):
         return torch.tensor([2**24 + 2**16 + 1, 2**24 + 1, 65520, -(2**31), 2**31 - 1], dtype=I32)
     s = specials(src)
     if (src.is_floating_point or src.is_complex) and dst not in FLOATS + (B, C64):
-        s = s[torch.isfinite(s)] if not src.is_complex else s[torch.isfinite(s)]
+        s = s[torch.isfinite(s)]
         ii = torch.iinfo(dst)
         re = s.real if src.is_complex else s
         s = s[(re.double() > ii.min - 1) & (re.double() < ii.max + 1)]
@@ -721,7 +742,9 @@ HALF_NN = {
     "matmul": lambda a, b, c: a @ b.t(),
     "bmm": lambda a, b, c: torch.bmm(a.reshape(2, 4, -1), b.reshape(2, -1, 4)),
     "addmm": lambda a, b, c: torch.addmm(c, a, b.t(), beta=0.5, alpha=2),
-    "baddbmm": lambda a, b, c: torch.baddbmm(c[:4, :4].expand(2, 4, 4), a.reshape(2, 4, -1), b.reshape(2, -1, 4)),
+    "baddbmm": lambda a, b, c: torch.baddbmm(
+        c[:4, :4].expand(2, 4, 4), a.reshape(2, 4, -1), b.reshape(2, -1, 4)
+    ),
     "einsum": lambda a, b, c: torch.einsum("ij,kj->ik", a, b),
     "cross_entropy": lambda a, b, c: F.cross_entropy(a, torch.arange(a.shape[0]) % a.shape[1]),
     "mse_loss": lambda a, b, c: F.mse_loss(a, b),
@@ -744,14 +767,20 @@ HALF_NN = {
     "avg_pool": lambda a, b, c: F.avg_pool1d(a[None], 3, 2),
     "std_mean": lambda a, b, c: torch.std_mean(a, -1),
     "logsumexp": lambda a, b, c: a.logsumexp(-1),
-    "embedding_bag": lambda a, b, c: F.embedding_bag(torch.tensor([1, 2, 4, 5]), a, torch.tensor([0, 2]), mode="mean"),
+    "embedding_bag": lambda a, b, c: F.embedding_bag(
+        torch.tensor([1, 2, 4, 5]), a, torch.tensor([0, 2]), mode="mean"
+    ),
 }
 for _name, _fn in HALF_NN.items():
     for _dt in (F16, BF16):
         case(
             f"half_{_name}_{short(_dt)}",
             _fn,
-            lambda _dt=_dt: (_h(_dt, 8, 16, seed=1), _h(_dt, 8, 16, seed=2), _h(_dt, 8, 16, seed=3)),
+            lambda _dt=_dt: (
+                _h(_dt, 8, 16, seed=1),
+                _h(_dt, 8, 16, seed=2),
+                _h(_dt, 8, 16, seed=3),
+            ),
             red=True,
             ref=True,
         )
@@ -774,7 +803,7 @@ COMPLEX = {
     "real_imag": lambda z: (z.real * 2, z.imag + 1, torch.view_as_real(z * 1)),
     "polar": lambda z: torch.polar(z.abs(), z.angle()),
     "conj_mul": lambda z: z.conj() * z,
-    "eq_ne": lambda z: (z == z.flip(0), z != z),
+    "eq_ne": lambda z: (z == z.flip(0), z != z.conj()),
     "mul_real": lambda z: z * torch.tensor(-0.0),
     "add_real_neg0": lambda z: torch.tensor([-0.0]) + z,
     "complex_fn": lambda z: torch.complex(z.real, -z.imag),
@@ -803,23 +832,86 @@ def _ints(dtype):
 
 
 for _dt in (I8, U8, I16, I32):
-    case(f"int_addcmul_{short(_dt)}", lambda x: torch.addcmul(x, x, x, value=3), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_cumprod_{short(_dt)}", lambda x: (x.cumprod(0), x.cumprod(0, dtype=x.dtype)), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_mean_float_{short(_dt)}", lambda x: (x.float().mean(), x.double().var()), lambda _dt=_dt: (_ints(_dt),), True)
-    case(f"int_true_div_{short(_dt)}", lambda x: (x / 3, x / x.clamp(min=1), 7 / x.clamp(min=1)), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_clamp_float_{short(_dt)}", lambda x: (x.clamp(-2.5, 99.5), x.clamp(min=torch.tensor(1.5))), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_lerp_float_{short(_dt)}", lambda x: torch.lerp(x.float(), x.float().flip(0), 0.5), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_sum_dtypes_{short(_dt)}", lambda x: (x.sum().dtype, x.sum(dtype=torch.int32), x.cumsum(0).dtype), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_bincount_w_{short(_dt)}", lambda x: torch.bincount(x.abs().remainder(5).long(), weights=x.float()), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_mul_float_tensor_{short(_dt)}", lambda x: x * torch.full((len(x),), 0.5, dtype=F16), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_floor_divide_{short(_dt)}", lambda x: (x // 3, x // -3, x % -3, x // 2.5), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_index_add_{short(_dt)}", lambda x: torch.zeros(2, dtype=x.dtype).index_add(0, torch.arange(len(x)) % 2, x), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_scatter_reduce_{short(_dt)}", lambda x: torch.zeros(2, dtype=x.dtype).scatter_reduce(0, torch.arange(len(x)) % 2, x, "prod"), lambda _dt=_dt: (_ints(_dt),))
-    case(f"int_float_ops_{short(_dt)}", lambda x: (torch.sqrt(x), torch.exp(x.clamp(max=50)), torch.sigmoid(x), x.reciprocal()), lambda _dt=_dt: (_ints(_dt),))
+    case(
+        f"int_addcmul_{short(_dt)}",
+        lambda x: torch.addcmul(x, x, x, value=3),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_cumprod_{short(_dt)}",
+        lambda x: (x.cumprod(0), x.cumprod(0, dtype=x.dtype)),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_mean_float_{short(_dt)}",
+        lambda x: (x.float().mean(), x.double().var()),
+        lambda _dt=_dt: (_ints(_dt),),
+        True,
+    )
+    case(
+        f"int_true_div_{short(_dt)}",
+        lambda x: (x / 3, x / x.clamp(min=1), 7 / x.clamp(min=1)),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_clamp_float_{short(_dt)}",
+        lambda x: (x.clamp(-2.5, 99.5), x.clamp(min=torch.tensor(1.5))),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_lerp_float_{short(_dt)}",
+        lambda x: torch.lerp(x.float(), x.float().flip(0), 0.5),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_sum_dtypes_{short(_dt)}",
+        lambda x: (x.sum().dtype, x.sum(dtype=torch.int32), x.cumsum(0).dtype),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_bincount_w_{short(_dt)}",
+        lambda x: torch.bincount(x.abs().remainder(5).long(), weights=x.float()),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_mul_float_tensor_{short(_dt)}",
+        lambda x: x * torch.full((len(x),), 0.5, dtype=F16),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_floor_divide_{short(_dt)}",
+        lambda x: (x // 3, x // -3, x % -3, x // 2.5),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_index_add_{short(_dt)}",
+        lambda x: torch.zeros(2, dtype=x.dtype).index_add(0, torch.arange(len(x)) % 2, x),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_scatter_reduce_{short(_dt)}",
+        lambda x: torch.zeros(2, dtype=x.dtype).scatter_reduce(
+            0, torch.arange(len(x)) % 2, x, "prod"
+        ),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
+    case(
+        f"int_float_ops_{short(_dt)}",
+        lambda x: (torch.sqrt(x), torch.exp(x.clamp(max=50)), torch.sigmoid(x), x.reciprocal()),
+        lambda _dt=_dt: (_ints(_dt),),
+    )
 
-case("bool_arith", lambda a: (a + True, a * 2.5, a - 0.5, a / 2, ~a, -a.int(), a.sum(), a.prod(), a.cumsum(0)), lambda: (specials(B),))
+case(
+    "bool_arith",
+    lambda a: (a + True, a * 2.5, a - 0.5, a / 2, ~a, -a.int(), a.sum(), a.prod(), a.cumsum(0)),
+    lambda: (specials(B),),
+)
 case("bool_pow", lambda a: (a**2, a**0.5, 2**a, torch.pow(a, a)), lambda: (specials(B),))
-case("bool_minmax", lambda a: (a.max(), a.min(0), a.argmax(), torch.maximum(a, ~a), a.amax()), lambda: (specials(B),))
+case(
+    "bool_minmax",
+    lambda a: (a.max(), a.min(0), a.argmax(), torch.maximum(a, ~a), a.amax()),
+    lambda: (specials(B),),
+)
 
 
 def main(argv):
