@@ -150,3 +150,62 @@ def test_float32_special_functions_keep_gradients():
     (g,) = torch.autograd.grad(_compiled(fn)(x), x)
     (r,) = torch.autograd.grad(fn(x), x)
     assert_same(g, r, rtol=1e-5, atol=1e-6)
+
+
+# --- half-precision attention on the CPU: float32 probabilities, one rounding ----------------
+def _attention(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _qkv(shape, dtype, requires_grad=False):
+    g = torch.Generator().manual_seed(0)
+    return [
+        torch.randn(*shape, generator=g, dtype=torch.float64)
+        .to(dtype)
+        .requires_grad_(requires_grad)
+        for _ in range(3)
+    ]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_attention_3d_is_eagers_math_path(dtype):
+    """3-D operands take eager's math path, which computes in float32 and rounds once: within
+    an ulp of it everywhere (float32 sums in another order), where rounding the probabilities
+    first had a bfloat16 output 8 ulps off."""
+    q, k, v = _qkv((2, 8, 16), dtype)
+    torch._dynamo.reset()
+    out, ref = _compiled(_attention)(q, k, v), _attention(q, k, v)
+    assert out.dtype == ref.dtype
+    ulp = torch.finfo(dtype).eps * ref.double().abs().clamp_min(torch.finfo(dtype).tiny)
+    assert ((out.double() - ref.double()).abs() <= ulp).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(2, 3, 8, 16), (1, 2, 40, 64)])
+def test_half_attention_within_eagers_error(dtype, shape):
+    q, k, v = _qkv(shape, dtype)
+    torch._dynamo.reset()
+    out, ref = _compiled(_attention)(q, k, v), _attention(q, k, v)
+    exact = _attention(q.double(), k.double(), v.double())
+    assert out.dtype == ref.dtype
+    err, eager_err = (out.double() - exact).abs(), (ref.double() - exact).abs()
+    assert err.max() <= eager_err.max() and err.mean() <= eager_err.mean(), (err, eager_err)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_attention_gradients_within_eagers_error(dtype):
+    q, k, v = _qkv((2, 8, 16), dtype, requires_grad=True)
+    w = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(1))
+
+    def loss(fn, *t):
+        return (fn(*t).float() * w).sum()
+
+    torch._dynamo.reset()
+    got = torch.autograd.grad(loss(_compiled(_attention), q, k, v), (q, k, v))
+    ref = torch.autograd.grad(loss(_attention, q, k, v), (q, k, v))
+    wide = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    exact = torch.autograd.grad((_attention(*wide) * w.double()).sum(), wide)
+    for g, r, e in zip(got, ref, exact):
+        assert g.dtype == r.dtype
+        ulp = torch.finfo(dtype).eps * e.abs().max()
+        assert (g.double() - e).abs().max() <= (r.double() - e).abs().max() + ulp
