@@ -209,3 +209,25 @@ def test_half_attention_gradients_within_eagers_error(dtype):
         assert g.dtype == r.dtype
         ulp = torch.finfo(dtype).eps * e.abs().max()
         assert (g.double() - e).abs().max() <= (r.double() - e).abs().max() + ulp
+
+
+# --- var and std on the CPU accumulate in float64 ----------------------------------------------
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.std(),
+        lambda x: x.std(0),
+        lambda x: x.var(0, correction=0) / 1e20,
+        lambda x: torch.std_mean(x),
+        lambda x: torch.std_mean(x.reshape(1, -1), 1, keepdim=True),
+        lambda x: torch.var_mean(x * 1e-10, 0),
+        lambda x: x.to(torch.complex64).std(),
+        lambda x: (x * 1e-19).to(torch.bfloat16).std(0),
+    ],
+)
+def test_variance_of_large_float32_values_does_not_overflow(fn):
+    """The std of [1e20, -1e20, 3e19] is 1.01e20 in eager (float64 accumulation), not inf."""
+    x = torch.tensor([1e20, -1e20, 3e19, 2.5e19])
+    torch._dynamo.reset()
+    out, ref = _compiled(fn)(x), fn(x)
+    assert_same(out, ref, rtol=2e-7, atol=0)

@@ -228,7 +228,11 @@ def probs_dtype(dtype) -> np.dtype:
     of the exponentials) and rounds the output once; rounding the probabilities to the
     operands' dtype before the product with v doubled eager's error (3.5% of a bfloat16
     output near 0). CUDA's fused kernels multiply half-precision probabilities."""
-    return np.dtype(dtype) if ctx().on_cuda else opmath_dtype(dtype)
+    try:
+        on_cuda = ctx().on_cuda
+    except LookupError:  # (called outside a lowering: JAX's default device decides)
+        on_cuda = jax.default_backend() == "gpu"
+    return np.dtype(dtype) if on_cuda else opmath_dtype(dtype)
 
 
 def _scores(q, k, mask, bias, scale, is_causal, precision):
