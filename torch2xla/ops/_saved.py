@@ -280,9 +280,9 @@ def _dropped(p, seed, dropout_p):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9, 10))
 def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs):
-    return _attention_fwd(
-        q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs
-    )[0]
+    return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs)[
+        0
+    ]
 
 
 def _softmax_rows(s, axis: int = -1):
