@@ -20,6 +20,8 @@ def _compiled(fn):
 def _bits_equal(out, ref):
     """Same dtype, and the same values bit for bit (NaN where NaN, the signs of zeros)."""
     assert out.dtype == ref.dtype, (out.dtype, ref.dtype)
+    if out.is_complex():
+        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
     if out.is_floating_point():
         assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
         fin = ~ref.isnan()
@@ -40,8 +42,9 @@ def _same_as_eager(fn, *args):
 
 
 # --- a product with a bool converted to a float ------------------------------------------------
-# XLA's simplifier rewrote x * convert(mask) as select(mask, x, 0): NaN and inf times False
-# gave 0 (eager: NaN), a negative times False +0.0 (eager: -0.0).
+# XLA's simplifier rewrote x * convert(mask) as select(mask, x, 0), in any lowering that
+# multiplies (mul, addcmul, lerp, prod): NaN and inf times False gave 0 (eager: NaN), a negative
+# times False +0.0 (eager: -0.0).
 _VALUES = torch.tensor([NAN, -2.0, INF, 3.0, -INF, -0.0, 5.0, NAN])
 _MASK = torch.tensor([True, False, False, True, False, False, True, False])
 
@@ -60,6 +63,13 @@ _MASK = torch.tensor([True, False, False, True, False, False, True, False])
         lambda x, m: m.float() / x,
         lambda x, m: x.clone().mul_(m),
         lambda x, m: (x * m.float()).sum(0, keepdim=True),
+        lambda x, m: torch.addcmul(x, x, m.float()),
+        lambda x, m: torch.addcdiv(x, m.float(), x.abs() + 1, value=-3),
+        lambda x, m: torch.lerp(x, torch.zeros(8), m.float()),
+        lambda x, m: torch.stack([x, m.float()]).prod(0),
+        lambda x, m: torch.where(m, 1.0, 0.0) * x,
+        lambda x, m: x.double() * m,
+        lambda x, m: x * m.to(torch.complex64),
     ],
 )
 def test_product_with_a_converted_bool_keeps_nan_and_signed_zeros(fn):

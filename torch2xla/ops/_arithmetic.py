@@ -35,10 +35,7 @@ def _kept_constants(
     # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
     # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
     # 1 ulp off eager's quotient in about a third of the elements.)
-    # NOTE: it also rewrites a product with a bool converted to a float (``x * mask``,
-    # ``mask.float() * x``, ``mask / -1``) as a select of ``x`` and 0: NaN and inf times False
-    # became 0 (eager: NaN) and -2.0 times False +0.0 (eager: -0.0). Such operands stay behind
-    # the barrier too.
+    # (A bool operand converted to a float is kept opaque by ``_common.cast``.)
     """
 
     def lowering(*args):
@@ -47,7 +44,6 @@ def _kept_constants(
         kept = [
             not is_array(a)
             or _made_in_program(n)
-            or _from_bool(n)
             or (k in after_exp and _exp_of(n))
             for k, (a, n) in enumerate(zip(args, [*node.args, *([None] * len(args))]))
         ]
@@ -161,19 +157,6 @@ def _constant_zero(arg, negative: bool = False) -> bool:
             arg = arg.args[where]
             continue
         if target not in _SAME_VALUES or not arg.args:
-            return False
-        arg = arg.args[0]
-    return False
-
-
-def _from_bool(arg) -> bool:
-    """Whether the ATen argument ``arg`` holds the values of a bool tensor (itself, or
-    converted to another dtype, seen through views and copies)."""
-    for _ in range(32):
-        val = getattr(arg, "meta", {}).get("val")
-        if isinstance(val, torch.Tensor) and val.dtype == torch.bool:
-            return True
-        if getattr(arg, "target", None) not in _SAME_VALUES or not arg.args:
             return False
         arg = arg.args[0]
     return False
