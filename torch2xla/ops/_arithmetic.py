@@ -42,9 +42,7 @@ def _kept_constants(
         operands, result = _operands(args, kind, scalar_in_opmath)
         node = ctx().node
         kept = [
-            not is_array(a)
-            or _made_in_program(n)
-            or (k in after_exp and _exp_of(n))
+            not is_array(a) or _made_in_program(n) or (k in after_exp and _exp_of(n))
             for k, (a, n) in enumerate(zip(args, [*node.args, *([None] * len(args))]))
         ]
         operands = [_opaque(a) if c else a for a, c in zip(operands, kept)]
