@@ -241,3 +241,11 @@ def test_variance_of_large_float32_values_does_not_overflow(fn):
     torch._dynamo.reset()
     out, ref = _compiled(fn)(x), fn(x)
     assert_same(out, ref, rtol=2e-7, atol=0)
+
+
+@pytest.mark.parametrize(
+    "fn", [torch.special.i1, torch.special.i1e, torch.special.modified_bessel_i1]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bessel_i1_of_negative_zero_is_positive_zero(fn, dtype):
+    _same_as_eager(fn, torch.tensor([-0.0, 0.0, -0.0], dtype=dtype))

@@ -154,14 +154,15 @@ def _i0e(x):
     return jsp.i0e(x)
 
 
+# NOTE: eager's i1 and i1e are +0.0 at -0.0 (jax.scipy's keep the sign).
 @jax.custom_jvp
 def _i1(x):
-    return jsp.i1(x)
+    return jnp.where(x == 0, jnp.zeros_like(x), jsp.i1(x))
 
 
 @jax.custom_jvp
 def _i1e(x):
-    return jsp.i1e(x)
+    return jnp.where(x == 0, jnp.zeros_like(x), jsp.i1e(x))
 
 
 def _safe(x):
