@@ -738,10 +738,10 @@ HALF_NN = {
     "batch_norm_eval": lambda a, b, c: F.batch_norm(a, b[0].abs(), c[0].abs() + 1, b[1], c[1]),
     "gelu": lambda a, b, c: F.gelu(a * 4),
     "silu_mul": lambda a, b, c: F.silu(a) * b,
-    "linear": lambda a, b, c: F.linear(a, b, c[0]),
+    "linear": lambda a, b, c: F.linear(a, b, c[0, :8]),
     "matmul": lambda a, b, c: a @ b.t(),
     "bmm": lambda a, b, c: torch.bmm(a.reshape(2, 4, -1), b.reshape(2, -1, 4)),
-    "addmm": lambda a, b, c: torch.addmm(c, a, b.t(), beta=0.5, alpha=2),
+    "addmm": lambda a, b, c: torch.addmm(c[:, :8], a, b.t(), beta=0.5, alpha=2),
     "baddbmm": lambda a, b, c: torch.baddbmm(
         c[:4, :4].expand(2, 4, 4), a.reshape(2, 4, -1), b.reshape(2, -1, 4)
     ),
