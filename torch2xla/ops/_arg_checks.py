@@ -181,6 +181,19 @@ def _integer_power(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return None
 
 
+def _bool_subtraction(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (a Python bool operand included: ``x - True`` and ``True - x`` raise in eager, which
+    # wraps it as a bool tensor; the meta kernels see a number)
+    for name in ("self", "other"):
+        value = kwargs.get(name)
+        if isinstance(value, bool) or _dtype(kwargs, name) == torch.bool:
+            return (
+                "Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+                "are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+            )
+    return None
+
+
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
 _I32_64 = (torch.int32, torch.int64)
 # ops decomposed to index_put: (the index dtypes eager accepts, (its message, error class))
@@ -538,6 +551,10 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         "weight", "bias", "running_mean", "running_var"
     ),
     aten.pow.Tensor_Scalar: _integer_power,
+    aten.sub.Tensor: _bool_subtraction,
+    aten.sub.Scalar: _bool_subtraction,
+    aten.rsub.Tensor: _bool_subtraction,
+    aten.rsub.Scalar: _bool_subtraction,
     aten._softmax.default: _softmax_dtype(""),
     aten.multinomial.default: _multinomial_input,
     aten._log_softmax.default: _softmax_dtype("log_"),

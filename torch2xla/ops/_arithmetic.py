@@ -14,7 +14,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote
+from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote, rounded_to
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
 from torch2xla.ops._registry import ctx, register
 
@@ -35,6 +35,7 @@ def _kept_constants(
     # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
     # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
     # 1 ulp off eager's quotient in about a third of the elements.)
+    # (A bool operand converted to a float is kept opaque by ``_common.cast``.)
     """
 
     def lowering(*args):
@@ -233,6 +234,16 @@ def _trunc_div(a, b):
     return jnp.trunc(a / b)
 
 
+def _trunc_div_rounded(dtype):
+    """``_trunc_div`` of float32 operands whose quotient eager rounds to the half-precision
+    ``dtype`` before truncating it."""
+
+    def fn(a, b):
+        return jnp.trunc(rounded_to(a / b, dtype).astype(a.dtype))
+
+    return fn
+
+
 def _floor_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         return jnp.floor_divide(a, b)
@@ -253,6 +264,12 @@ def div_mode(self, other, *, rounding_mode=None):
         return _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
     check_divisor(other)
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
+    common, _ = promote(Kind.NO_OPMATH, self, other)
+    if rounding_mode == "trunc" and is_half(common) and is_array(other) and other.size != 1:
+        # NOTE: eager's CPU kernel divides half-precision tensors in their dtype (a / b
+        # rounded) and truncates that: 3 / bf16(0.1) = 29.97 rounds to 30. A divisor of one
+        # element (a number, a broadcast) is divided in float32 (29).
+        fn = _trunc_div_rounded(common)
     return _pointwise(fn, Kind.DEFAULT, scalar_in_opmath=True)(self, other)
 
 

@@ -87,6 +87,12 @@ def cast(x: Any, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
+    if x.dtype == np.bool_ and jnp.issubdtype(dtype, jnp.inexact):
+        # NOTE: XLA's simplifier rewrites a product with a bool converted to a float
+        # (``x * mask``, ``addcmul(z, x, mask.float())``, a lerp weight, a product reduction)
+        # as a select of ``x`` and 0: NaN and inf times False became 0 (eager: NaN), -2.0
+        # times False +0.0 (eager: -0.0). The converted value is kept opaque to it.
+        return lax.optimization_barrier(x.astype(dtype))
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:

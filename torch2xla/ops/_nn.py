@@ -436,7 +436,10 @@ def attention(
         rng = ctx().next_key() if seed is None else jax.random.key(seed)
         weights = _saved.dropout(weights, rng, dropout_p)[0]
     out = jnp.matmul(
-        as_dtype(weights, result), value, precision=precision(), preferred_element_type=acc
+        as_dtype(weights, _saved.probs_dtype(result)),
+        value,
+        precision=precision(),
+        preferred_element_type=acc,
     )
     return as_dtype(out, result), jax.nn.logsumexp(scores, axis=-1)
 

@@ -15,7 +15,7 @@ from torch2xla.ops._common import (
     out_dtype,
     promote,
 )
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -93,11 +93,21 @@ def _correction(correction, unbiased=None):
 
 
 def _spread_dtype(x, index: int | None = None):
-    """Where var and std compute: ``_acc_dtype``, but a complex input's own complex dtype (its
-    result is real: casting the input to it first dropped the imaginary part)."""
+    """Where var and std (and their means) compute: ``_acc_dtype``, but a complex input's own
+    complex dtype (its result is real: casting the input to it first dropped the imaginary
+    part), and on the CPU float64 for float32 and half precision.
+
+    NOTE: eager's CPU kernels accumulate the variance of float32 (and of half precision,
+    computed as float32) in float64 and take the square root there: the std of
+    [1e20, -1e20, 3e19] is 1.01e20 in eager, inf from float32 squares. CUDA's accumulate in
+    float32. (A complex variance is the sum of its parts' variances, each rounded to the
+    real dtype first: kept in the complex dtype.)"""
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         return x.dtype
-    return _acc_dtype(x, None, index)
+    acc = _acc_dtype(x, None, index)
+    if acc == np.float32 and not ctx().on_cuda:
+        return np.dtype(np.float64)
+    return acc
 
 
 @register(aten.var.correction)

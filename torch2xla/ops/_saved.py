@@ -21,6 +21,7 @@ import numpy as np
 from jax import lax
 
 from torch2xla.ops._common import opmath_dtype
+from torch2xla.ops._registry import ctx
 
 
 # -- activations -----------------------------------------------------------------------------
@@ -212,7 +213,26 @@ def attention(
     With ``dropout_p``, probabilities are dropped with that probability and the rest scaled by
     1 / (1 - dropout_p), by a mask drawn from ``seed`` (a uint32 scalar), which the backward
     draws again rather than keeping it (as eager's fused kernels keep their generator's state)."""
-    return _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, float(dropout_p))
+    probs = probs_dtype(q.dtype)
+    return _attention(
+        q, k, v, mask, bias, seed, scale, is_causal, precision, float(dropout_p), probs
+    )
+
+
+def probs_dtype(dtype) -> np.dtype:
+    """The dtype attention's probabilities (and their gradient) enter its products in, for
+    operands of ``dtype``.
+
+    NOTE: on the CPU eager computes half-precision attention in float32 (its math path casts
+    q, k and v to float32, the flash kernel keeps float32 probabilities up to a last rounding
+    of the exponentials) and rounds the output once; rounding the probabilities to the
+    operands' dtype before the product with v doubled eager's error (3.5% of a bfloat16
+    output near 0). CUDA's fused kernels multiply half-precision probabilities."""
+    try:
+        on_cuda = ctx().on_cuda
+    except LookupError:  # (called outside a lowering: JAX's default device decides)
+        on_cuda = jax.default_backend() == "gpu"
+    return np.dtype(dtype) if on_cuda else opmath_dtype(dtype)
 
 
 def _scores(q, k, mask, bias, scale, is_causal, precision):
@@ -258,9 +278,11 @@ def _dropped(p, seed, dropout_p):
     return dropout(p, jax.random.key(seed), dropout_p)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
-def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
-    return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9, 10))
+def _attention(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs):
+    return _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs)[
+        0
+    ]
 
 
 def _softmax_rows(s, axis: int = -1):
@@ -281,11 +303,11 @@ def _softmax_rows(s, axis: int = -1):
     return e / jnp.maximum(total, info.tiny), lse
 
 
-def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p):
+def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropout_p, probs):
     acc = opmath_dtype(q.dtype)
     p, lse = _softmax_rows(_scores(q, k, mask, bias, scale, is_causal, precision))
     p, _ = _dropped(p, seed, dropout_p)
-    out = jnp.matmul(p.astype(q.dtype), v, precision=precision, preferred_element_type=acc)
+    out = jnp.matmul(p.astype(probs), v, precision=precision, preferred_element_type=acc)
     # NOTE: the backward recomputes the scores and their softmax exactly as the forward did
     # (not exp(s - lse), which loses |lse| ulps of the scores' scale: up to 30x eager's error
     # in q's and k's gradients). Keeping the row maximum and sum instead gave each softmax
@@ -294,7 +316,7 @@ def _attention_fwd(q, k, v, mask, bias, seed, scale, is_causal, precision, dropo
     return (out.astype(q.dtype), lse), (q, k, v, mask, bias, seed)
 
 
-def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
+def _attention_bwd(scale, is_causal, precision, dropout_p, probs, res, cts):
     q, k, v, mask, bias, seed = res
     d_out, d_lse = cts
     acc = opmath_dtype(q.dtype)
@@ -302,7 +324,7 @@ def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
     kept, keep = _dropped(p, seed, dropout_p)
     do = d_out.astype(q.dtype)
     dv = jnp.matmul(
-        jnp.swapaxes(kept.astype(q.dtype), -1, -2),
+        jnp.swapaxes(kept.astype(probs), -1, -2),
         do,
         precision=precision,
         preferred_element_type=acc,
@@ -313,7 +335,7 @@ def _attention_bwd(scale, is_causal, precision, dropout_p, res, cts):
     ds = p * (dp - jnp.sum(p * dp, axis=-1, keepdims=True))
     ds = ds + p * d_lse.astype(acc)[..., None]  # d lse / d s = p
     d_bias = None if bias is None else _sum_to(ds, bias.shape).astype(bias.dtype)
-    ds = (ds * jnp.asarray(scale, acc)).astype(q.dtype)
+    ds = (ds * jnp.asarray(scale, acc)).astype(probs)
     dq = jnp.matmul(ds, k, precision=precision, preferred_element_type=acc).astype(q.dtype)
     dk = jnp.matmul(
         jnp.swapaxes(ds, -1, -2), q, precision=precision, preferred_element_type=acc
