@@ -42,6 +42,7 @@ from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
+from torch2xla.capture._read_through import views_read_through
 from torch2xla.capture._stop_gradient import write_records
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
@@ -461,7 +462,7 @@ class CompiledGraph:
                 for n in lowered.gm.graph.nodes
                 if n.op == "call_function" and n.target in self._failed_ops
             ]
-            unsupported += _views_read_through(unsupported)
+            unsupported += views_read_through(unsupported)
             requires_grad = tracked + self.output_requires_grad
             grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             if not unsupported:
@@ -767,43 +768,6 @@ def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> Comp
 
 def _on_gpu(args: Sequence) -> bool:
     return any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
-
-
-_READS_STORAGE = frozenset(
-    {
-        torch.ops.aten.as_strided.default,
-        torch.ops.aten.as_strided_copy.default,
-        torch.ops.aten.as_strided_scatter.default,
-    }
-)
-
-
-def _views_read_through(unsupported: list[Unsupported]) -> list[Unsupported]:
-    """The views an op reading its argument's storage (``as_strided``: its storage offset
-    counts from the storage's start) takes its argument through, where that op runs in
-    eager: they run in eager too, so that it gets a view of the input's own memory (an XLA
-    partition's output is a fresh tensor: ``x[1:].as_strided(size, stride, 0)`` read
-    ``x[1]``'s memory as its start)."""
-    found: list[Unsupported] = []
-    seen = {u.node for u in unsupported}
-    for u in unsupported:
-        if u.node.op != "call_function" or u.node.target not in _READS_STORAGE:
-            continue
-        arg = u.node.args[0] if u.node.args else None
-        while (
-            isinstance(arg, torch.fx.Node)
-            and arg.op == "call_function"
-            and getattr(arg.target, "is_view", False)
-            and arg not in seen
-        ):
-            seen.add(arg)
-            found.append(
-                Unsupported(
-                    arg, f"a view that {op_name(u.node)}, run in eager, reads the memory of"
-                )
-            )
-            arg = arg.args[0] if arg.args else None
-    return found
 
 
 # Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.
