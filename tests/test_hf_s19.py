@@ -91,8 +91,11 @@ def _compiled_forward(model):
     "kw",
     [
         {"num_beams": 2},
-        {"num_beams": 2, "num_return_sequences": 2, "length_penalty": 0.5},
-        {"do_sample": False},
+        pytest.param(
+            {"num_beams": 2, "num_return_sequences": 2, "length_penalty": 0.5},
+            marks=pytest.mark.slow,
+        ),
+        pytest.param({"do_sample": False}, marks=pytest.mark.slow),
     ],
     ids=["beam", "beam-2-sequences", "greedy"],
 )
@@ -122,6 +125,7 @@ def test_generate_sampling_with_a_seed_matches_eager():
     assert torch.equal(_no_fallback(_generate, _compiled_forward(model), prompt, **kw), expected)
 
 
+@pytest.mark.slow
 def test_generate_left_padded_batch_static_cache():
     model = _llama()
     prompt = _prompt(batch=2, left_padding=3)
@@ -135,8 +139,7 @@ def _assert_train_step(model, inputs, labels):
     ref = copy.deepcopy(model)
     expected = ref(**inputs, **labels)
     got = _no_fallback(torch.compile(model, backend="xla"), **inputs, **labels)
-    assert_same(got.loss, expected.loss)
-    assert_same(got.logits, expected.logits)
+    assert_same(got.to_tuple(), expected.to_tuple())  # the loss and every output
     _no_fallback(got.loss.backward)
     expected.loss.backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
@@ -192,7 +195,9 @@ def _typed(batch=2, length=10):
 def test_bert_heads_with_token_type_ids_train_step(head, labels):
     # token type ids, a padded mask; QA clamps positions past the sequence (ignored by its loss)
     torch.manual_seed(0)
-    model = getattr(transformers, head)(transformers.BertConfig(**_BERT, num_labels=3)).train()
+    num_labels = 2 if "Question" in head else 3  # (start and end)
+    config = transformers.BertConfig(**_BERT, num_labels=num_labels)
+    model = getattr(transformers, head)(config).train()
     _assert_train_step(model, _typed(), labels)
 
 
@@ -200,6 +205,7 @@ def test_bert_heads_with_token_type_ids_train_step(head, labels):
 def test_attentions_and_hidden_states_returned():
     torch.manual_seed(0)
     model = transformers.BertModel(transformers.BertConfig(**_BERT)).eval()
+    model.set_attn_implementation("eager")  # (sdpa returns no attentions)
     inputs = _typed()
     kw = {"output_attentions": True, "output_hidden_states": True}
     expected = model(**inputs, **kw)
