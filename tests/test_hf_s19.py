@@ -248,3 +248,49 @@ def test_text_generation_pipeline_batched():
     expected = pipe(texts, **kw)
     _compiled_forward(model)
     assert _no_fallback(pipe, texts, **kw) == expected
+
+
+# -- attention over broadcast heads, rows whose every key is masked ----------------------------
+@pytest.mark.parametrize("mask_kind", ["bool", "-inf"])
+@pytest.mark.parametrize(
+    "kv_shape", [(2, 1, 5, 8), (1, 4, 5, 8), (4, 5, 8)], ids=["one-head", "one-batch", "3d"]
+)
+def test_sdpa_broadcast_heads_with_fully_masked_rows(kv_shape, mask_kind):
+    # Falcon's multi-query attention (one key/value head broadcast to every query head) with a
+    # left-padded batch: the padded positions' rows mask every key. Eager gives them 0; the
+    # broadcasting path gave NaN, which the next layer spread over the whole sequence.
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 5, 8, requires_grad=True)
+    k = torch.randn(kv_shape, requires_grad=True)
+    v = torch.randn(kv_shape, requires_grad=True)
+    keep = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    keep[0, :, :, :2] = False  # left padding of 2 in the first sequence
+    mask = keep if mask_kind == "bool" else torch.zeros(keep.shape).masked_fill(~keep, -torch.inf)
+
+    def f(q, k, v):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out, (out * torch.arange(8.0)).sum()
+
+    expected = f(q, k, v)
+    expected[1].backward()
+    grads = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    got = _no_fallback(torch.compile(f, backend="xla"), q, k, v)
+    assert_same(got, expected)
+    got[1].backward()
+    assert_same([t.grad for t in (q, k, v)], grads)
+
+
+@torch.no_grad()
+def test_falcon_left_padded_batch_generates_eagers_tokens():
+    torch.manual_seed(0)
+    config = transformers.FalconConfig(
+        **{k: v for k, v in _LLM.items() if k not in ("intermediate_size", "num_key_value_heads")},
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
+    model = transformers.FalconForCausalLM(config).eval()
+    prompt = _prompt(batch=2, left_padding=3)
+    expected = _generate(model, prompt)
+    assert torch.equal(_no_fallback(_generate, _compiled_forward(model), prompt), expected)
