@@ -400,9 +400,13 @@ def attention(
         rep = query.shape[-3] // key.shape[-3]
         key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
-    if query.shape[:-2] == key.shape[:-2] == value.shape[:-2] and jnp.issubdtype(
-        query.dtype, jnp.floating
-    ):  # the backward keeps what fused attention keeps (_saved.attention)
+    # Leading dims that broadcast (one key/value head for all query heads: Falcon's and
+    # GPT-BigCode's multi-query attention) are broadcast first: the math below would give NaN
+    # rows where a row's every key is masked (left padding), which eager's kernels give as 0.
+    batch = jnp.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    query, key, value = (jnp.broadcast_to(t, (*batch, *t.shape[-2:])) for t in (query, key, value))
+    if jnp.issubdtype(query.dtype, jnp.floating):
+        # the backward keeps what fused attention keeps (_saved.attention)
         mask = bias = None
         if attn_mask is not None:
             mask, bias = (attn_mask, None) if attn_mask.dtype == jnp.bool_ else (None, attn_mask)
