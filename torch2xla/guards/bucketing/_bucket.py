@@ -570,8 +570,10 @@ class PaddedEntry:
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
         for alias in getattr(self.inner, "aliases", ()):
             result[alias.output] = alias.regenerate(args, result)
-            if alias.output in getattr(self.inner, "detach", ()):  # (``x.detach()``)
-                result[alias.output] = result[alias.output].detach()
+            out = result[alias.output]
+            # (``x.detach()``; an input returned itself stays that object, as in ``Entry``)
+            if alias.output in getattr(self.inner, "detach", ()) and out.requires_grad:
+                result[alias.output] = out.detach()
         for k, (o, shape) in enumerate(zip(result, plan.expected)):
             if shape is not None and isinstance(o, torch.Tensor) and tuple(o.shape) != shape:
                 raise RuntimeError(
