@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch2xla
 from tests._util import assert_same
 
 T = torch.tensor
@@ -43,3 +44,29 @@ def test_in_place_result_is_the_input_in_a_padded_program(write):
         assert ref is ex and out is x
         assert_same(x, ex)
         assert x._version == ex._version
+
+
+# -- half-precision add/sub with alpha in a padded program ---------------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, m: torch.add(x, m, alpha=0.1),
+        lambda x, m: x.clone().sub_(m, alpha=0.3),
+    ],
+    ids=["add", "sub_"],
+)
+def test_half_precision_add_with_alpha_in_a_dynamic_graph(fn, dtype):
+    # eager's CPU kernel rounds the last numel % 16 (or 32) products apart: padding 37 to 64
+    # moved that tail, so the bucket is refused and each size is compiled
+    compiled = _dynamic(fn)
+    for n in (37, 100):
+        g = torch.Generator().manual_seed(n)
+        x = (torch.randn(n, generator=g) * 10).to(dtype)
+        m = (torch.randn(n, generator=g) * 10).to(dtype)
+        if n == 100:
+            with pytest.warns(torch2xla.BucketingWarning, match="alpha in half precision"):
+                out = compiled(x, m)
+        else:
+            out = compiled(x, m)
+        assert_same(out, fn(x, m), rtol=0, atol=0)
