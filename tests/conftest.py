@@ -32,11 +32,20 @@ def _reset_dynamo():
     # Dynamo keeps the sizes each code object saw in a profile on disk (PGO), and a function
     # of an earlier run at the same file and line that saw two sizes made this test's first
     # graph dynamic (example inputs holding SymInts, which no persistent-cache key describes).
-    with torch._dynamo.config.patch(
-        automatic_dynamic_local_pgo=False, automatic_dynamic_remote_pgo=False
-    ):
+    config = torch._dynamo.config
+    saved = config.get_config_copy()
+    with config.patch(automatic_dynamic_local_pgo=False, automatic_dynamic_remote_pgo=False):
         torch._dynamo.reset()
         yield
+    # Dynamo's settings as before the test: torch 2.11 sets ``torch.compile(dynamic=...)``'s
+    # settings (``assume_static_by_default``) for each call of the compiled function in the
+    # process-wide config, not per thread as 2.13 does, so threads calling one at once left
+    # ``assume_static_by_default=False`` behind them (test_guards.py's threads), and every
+    # later test's first graph was dynamic.
+    now = config.get_config_copy()
+    for name, value in saved.items():
+        if now.get(name) != value:
+            setattr(config, name, value)
 
 
 @pytest.fixture

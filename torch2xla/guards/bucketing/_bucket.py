@@ -570,8 +570,10 @@ class PaddedEntry:
         # Views of inputs: of the caller's tensors, not of their padded copies (``_aliases``)
         for alias in getattr(self.inner, "aliases", ()):
             result[alias.output] = alias.regenerate(args, result)
-            if alias.output in getattr(self.inner, "detach", ()):  # (``x.detach()``)
-                result[alias.output] = result[alias.output].detach()
+            out = result[alias.output]
+            # (``x.detach()``; an input returned itself stays that object, as in ``Entry``)
+            if alias.output in getattr(self.inner, "detach", ()) and out.requires_grad:
+                result[alias.output] = out.detach()
         # Views of one intermediate: of one tensor with eager's layouts for the real sizes
         for group in getattr(self.inner, "shared", ()):
             group.regenerate(args, result)

@@ -353,7 +353,7 @@ class _Interpreter:
         rule = RULES.get(target) or RULES.get(packet)
         exempt = rule.size_args if rule is not None else frozenset()
         if rule is not None:
-            pointwise = rule.fn is _pointwise
+            pointwise = rule.fn is _pointwise or rule.pointwise
         else:
             pointwise = torch.Tag.pointwise in target.tags
         for name, value in bound.items():
@@ -559,15 +559,16 @@ def _bind(node: torch.fx.Node) -> dict[str, Any]:
 class Rule:
     fn: Callable
     size_args: frozenset = frozenset()
+    pointwise: bool = False  # (an elementwise op's rule: a padded size as a value is read)
 
 
 RULES: dict = {}
 
 
-def rule(*ops, size_args: tuple[str, ...] = ()):
+def rule(*ops, size_args: tuple[str, ...] = (), pointwise: bool = False):
     def deco(fn):
         for op in ops:
-            RULES[op] = Rule(fn, frozenset(size_args))
+            RULES[op] = Rule(fn, frozenset(size_args), pointwise)
         return fn
 
     return deco

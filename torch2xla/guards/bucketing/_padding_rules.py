@@ -382,6 +382,27 @@ def _constant_pad(interp, node, bound):
     return tuple(result)
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+@rule(aten.add.Tensor, aten.sub.Tensor, pointwise=True)
+def _add_with_alpha(interp, node, bound):
+    # NOTE: eager's CPU add/sub with ``alpha`` of half-precision tensors rounds the product
+    # of the last ``numel % W`` elements apart (its scalar tail, ``ops/_arithmetic.py``): the
+    # tail is counted from the end of the result, which padding moves.
+    state = _pointwise(interp, node, bound)
+    val, alpha = node.meta["val"], bound.get("alpha")
+    if (
+        alpha is not None
+        and alpha != 1
+        and val.dtype in _HALF
+        and val.device.type == "cpu"
+        and _pads(state)
+    ):
+        interp.refuse(_pads(state), "adds a product with alpha in half precision on the CPU")
+    return state
+
+
 @rule(aten.flip.default)
 def _flip(interp, node, bound):
     state = interp.state(bound["self"])
