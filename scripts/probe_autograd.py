@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 import warnings
 
 import torch
@@ -24,6 +23,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch2xla  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _probe_common import observations, run
 
 warnings.simplefilter("ignore")
 BACKEND = os.environ.get("PROBE_BACKEND", "xla")  # aot_eager: is a difference torch's own?
@@ -101,23 +103,12 @@ def same(a, b, path="") -> str | None:
 
 
 def observe(fn, compiled: bool):
-    obs: list = []
-
-    def rec(label, value):
-        obs.append((label, describe(value)))
-
     def C(f):
         if not compiled:
             return f
         return torch.compile(f, backend=BACKEND)
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        fn(C, rec)
-    except Exception as e:  # noqa: BLE001  (the error is an observation)
-        obs.append(("raised", describe(e)))
-    return obs
+    return observations(fn, C, describe)
 
 
 def compare(name, fn) -> str:
@@ -1696,18 +1687,7 @@ def backward_twice_no_saved(C, rec):
 
 
 def main(argv) -> int:
-    names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
-    bad = 0
-    for n in names:
-        try:
-            line = compare(n, SCENARIOS[n])
-        except Exception:  # noqa: BLE001  (a failure of the probe itself)
-            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
-        if not line.startswith("ok"):
-            bad += 1
-        print(line, flush=True)
-    print(f"{len(names) - bad}/{len(names)} ok")
-    return 0
+    return run(argv, SCENARIOS, compare)
 
 
 if __name__ == "__main__":

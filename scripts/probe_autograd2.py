@@ -19,6 +19,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe_autograd as base
+from _probe_common import run
 from probe_autograd import leaf
 
 SCENARIOS: dict = {}
@@ -1006,20 +1007,7 @@ def fn_double_backward_incoming_grad(C, rec):
 
 
 def main(argv) -> int:
-    names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
-    bad = 0
-    for n in names:
-        try:
-            line = base.compare(n, SCENARIOS[n])
-        except Exception:  # noqa: BLE001  (a failure of the probe itself)
-            import traceback
-
-            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
-        if not line.startswith("ok"):
-            bad += 1
-        print(line, flush=True)
-    print(f"{len(names) - bad}/{len(names)} ok")
-    return 0
+    return run(argv, SCENARIOS, base.compare)
 
 
 if __name__ == "__main__":

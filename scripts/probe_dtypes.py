@@ -28,6 +28,9 @@ import torch.nn.functional as F
 
 import torch2xla  # noqa: F401
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _probe_common import describe, difference, observations, same_error_or_value
+
 warnings.simplefilter("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
 BACKEND = os.environ.get("PROBE_BACKEND", "xla")
@@ -66,16 +69,6 @@ def case(name, f, make, red=False, ref=False):
 
     run.red, run.ref = red, ref
     CASES[name] = run
-
-
-def describe(v):
-    if isinstance(v, torch.Tensor):
-        return ("T", v.dtype, tuple(v.shape), v.detach().clone())
-    if isinstance(v, (list, tuple)):
-        return ("L", type(v).__name__, [describe(x) for x in v])
-    if isinstance(v, BaseException):
-        return ("E", type(v), str(v).strip().split("\n")[0][:160], str(v))
-    return ("V", v)
 
 
 def _ulp(e: torch.Tensor) -> torch.Tensor:
@@ -162,15 +155,7 @@ def same(a, b, path="", red=False, r=None):
         ]
         found = sorted((d for d in found if d), key=lambda d: d.startswith("SUBN"))
         return found[0] if found else None
-    if a[0] == "E":
-        if not issubclass(a[1], b[1]):
-            return f"{path}: error {a[1].__name__}: {a[2]} (xla) vs {b[1].__name__}: {b[2]} (eager)"
-        if b[2][:50] not in a[3]:
-            return f"{path}: MSG {a[1].__name__}: {a[2]!r} (xla) vs {b[2]!r} (eager)"
-        return None
-    if a[1] != b[1] and not (a[1] != a[1] and b[1] != b[1]):
-        return f"{path}: {a[1]!r} vs {b[1]!r}"
-    return None
+    return same_error_or_value(a, b, path)
 
 
 def _wide(a):
@@ -182,23 +167,12 @@ def _wide(a):
 
 
 def observe(fn, compiled, reference=False):
-    obs: list = []
-
-    def rec(label, value):
-        obs.append((label, describe(value)))
-
     def C(f):
         if reference:  # eager on float64 (complex128) inputs
             return lambda *args: f(*(_wide(a) for a in args))
         return torch.compile(f, backend=BACKEND) if compiled else f
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        fn(C, rec)
-    except Exception as e:  # noqa: BLE001  (the error is an observation)
-        obs.append(("raised", describe(e)))
-    return obs
+    return observations(fn, C, describe)
 
 
 def compare(name, fn):
@@ -207,14 +181,10 @@ def compare(name, fn):
     refs = observe(fn, False, True) if getattr(fn, "ref", False) else exp
     if len(refs) != len(exp):
         refs = exp
-    for (lg, g), (le, e), (_, q) in zip(got, exp, refs):
-        if lg != le:
-            return f"DIFF  {name}: observation {lg!r} {g[1:3]} (xla) vs {le!r} {e[1:3]} (eager)"
-        d = same(g, e, lg, getattr(fn, "red", False), q)
-        if d:
-            return f"SUBN  {name}: {d[5:]}" if d.startswith("SUBN") else f"DIFF  {name}: {d}"
-    if len(got) != len(exp):
-        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
+    red, q = getattr(fn, "red", False), iter([r for _, r in refs])
+    d = difference(got, exp, lambda g, e, label: same(g, e, label, red, next(q)))
+    if d:
+        return f"SUBN  {name}: {d[5:]}" if d.startswith("SUBN") else f"DIFF  {name}: {d}"
     return f"ok    {name}"
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 import warnings
 
 import torch
@@ -27,6 +26,17 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch2xla  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _probe_common import (
+    describe,
+    difference,
+    observations,
+    r,
+    run,
+    same_error_or_value,
+    same_items,
+)
 
 warnings.simplefilter("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
@@ -59,16 +69,6 @@ def scenario(fn):
     return fn
 
 
-def describe(v):
-    if isinstance(v, torch.Tensor):
-        return ("T", v.dtype, tuple(v.shape), v.detach().clone())
-    if isinstance(v, (list, tuple)):
-        return ("L", type(v).__name__, [describe(x) for x in v])
-    if isinstance(v, BaseException):
-        return ("E", type(v), str(v).strip().split("\n")[0][:160], str(v))
-    return ("V", v)
-
-
 def same(a, b, path=""):
     if a[0] != b[0]:
         return f"{path}: kind {a[0]} {a[1:3]} (xla) vs {b[0]} {b[1:3]} (eager)"
@@ -87,66 +87,30 @@ def same(a, b, path=""):
             return f"{path}: values\n{x} (xla)\n{y} (eager)"
         return None
     if a[0] == "L":
-        if a[1] != b[1] or len(a[2]) != len(b[2]):
-            return f"{path}: container {a[1]}[{len(a[2])}] vs {b[1]}[{len(b[2])}]"
-        for i, (x, y) in enumerate(zip(a[2], b[2])):
-            d = same(x, y, f"{path}[{i}]")
-            if d:
-                return d
-        return None
-    if a[0] == "E":
-        # ours may be a subclass of eager's (OpIndexError is an IndexError and a RuntimeError)
-        if not issubclass(a[1], b[1]):
-            return f"{path}: error {a[1].__name__}: {a[2]} (xla) vs {b[1].__name__}: {b[2]} (eager)"
-        if b[2][:50] not in a[3]:
-            return f"{path}: MSG {a[1].__name__}: {a[2]!r} (xla) vs {b[2]!r} (eager)"
-        return None
-    if a[1] != b[1] and not (a[1] != a[1] and b[1] != b[1]):
-        return f"{path}: {a[1]!r} vs {b[1]!r}"
-    return None
+        return same_items(a, b, path, same)
+    return same_error_or_value(a, b, path)
 
 
 def observe(fn, compiled):
-    obs: list = []
-
-    def rec(label, value):
-        obs.append((label, describe(value)))
-
     def C(f, dynamic=None, **kw):
         if not compiled:
             return f
         return torch.compile(f, backend=BACKEND, dynamic=dynamic, **kw)
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        fn(C, rec)
-    except Exception as e:  # noqa: BLE001  (the error is an observation)
-        obs.append(("raised", describe(e)))
-    return obs
+    return observations(fn, C, describe)
 
 
 def compare(name, fn):
     exp = observe(fn, False)
     got = observe(fn, True)
-    for (lg, g), (le, e) in zip(got, exp):
-        if lg != le:
-            return f"DIFF  {name}: observation {lg!r} {g[1:3]} (xla) vs {le!r} {e[1:3]} (eager)"
-        d = same(g, e, lg)
-        if d:
-            return f"DIFF  {name}: {d}"
-    if len(got) != len(exp):
-        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
+    d = difference(got, exp, same)
+    if d:
+        return f"DIFF  {name}: {d}"
     for label, g in got:
         if g[0] == "E" and THIS not in g[3]:
             return f"NOLINE {name}: {g[1].__name__}: {g[3][:300]!r}"
     raised = any(g[0] == "E" for _, g in got)
     return f"ok    {name}{' (raises)' if raised else ''}"
-
-
-def r(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
 
 
 def i(*values, dtype=torch.int64):
@@ -1827,18 +1791,7 @@ scenario(error_twice_then_ok)
 
 
 def main(argv):
-    names = [n for n in CASES if not argv or any(a in n for a in argv)]
-    bad = 0
-    for n in names:
-        try:
-            line = compare(n, CASES[n])
-        except Exception:  # noqa: BLE001  (a failure of the probe itself)
-            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
-        if not line.startswith("ok"):
-            bad += 1
-        print(line, flush=True)
-    print(f"{len(names) - bad}/{len(names)} ok")
-    return 0
+    return run(argv, CASES, compare)
 
 
 if __name__ == "__main__":

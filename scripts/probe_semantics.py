@@ -17,13 +17,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 import warnings
 
 import torch
 from torch import nn
 
 import torch2xla  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _probe_common import difference, observations, r, run, same_error_or_value, same_items
 
 warnings.simplefilter("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
@@ -80,65 +82,21 @@ def same(a, b, path=""):
             return f"{path}: values\n{x} (xla)\n{y} (eager)"
         return None
     if a[0] == "L":
-        if a[1] != b[1] or len(a[2]) != len(b[2]):
-            return f"{path}: container {a[1]}[{len(a[2])}] vs {b[1]}[{len(b[2])}]"
-        for i, (x, y) in enumerate(zip(a[2], b[2])):
-            d = same(x, y, f"{path}[{i}]")
-            if d:
-                return d
-        return None
-    if a[0] == "E":
-        # ours may be a subclass of eager's (OpIndexError is an IndexError and a RuntimeError)
-        if not issubclass(a[1], b[1]):
-            return f"{path}: error {a[1].__name__}: {a[2]} (xla) vs {b[1].__name__}: {b[2]} (eager)"
-        if b[2][:50] not in a[3]:
-            return f"{path}: MSG {a[1].__name__}: {a[2]!r} (xla) vs {b[2]!r} (eager)"
-        return None
-    if a[1] != b[1] and not (a[1] != a[1] and b[1] != b[1]):
-        return f"{path}: {a[1]!r} vs {b[1]!r}"
-    return None
+        return same_items(a, b, path, same)
+    return same_error_or_value(a, b, path)
 
 
 def observe(fn, compiled):
-    obs: list = []
-
-    def rec(label, value):
-        obs.append((label, describe(value)))
-
     def C(f):
         return torch.compile(f, backend=BACKEND) if compiled else f
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        fn(C, rec)
-    except Exception as e:  # noqa: BLE001  (the error is an observation)
-        obs.append(("raised", describe(e)))
-    return obs
+    return observations(fn, C, describe)
 
 
 def compare(name, fn):
     exp = observe(fn, False)
-    got = observe(fn, True)
-    for (lg, g), (le, e) in zip(got, exp):
-        if lg != le:
-            return f"DIFF  {name}: observation {lg!r} {g[1:3]} (xla) vs {le!r} {e[1:3]} (eager)"
-        d = same(g, e, lg)
-        if d:
-            return f"DIFF  {name}: {d}"
-    if len(got) != len(exp):
-        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
-    return f"ok    {name}"
-
-
-def r(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
-
-
-def ri(*shape, lo=-5, hi=6, seed=0, dtype=torch.int64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(lo, hi, shape, generator=g).to(dtype)
+    d = difference(observe(fn, True), exp, same)
+    return f"DIFF  {name}: {d}" if d else f"ok    {name}"
 
 
 def aliased(views, t):
@@ -2287,18 +2245,7 @@ def mutated_input_noncontig_strides(C, rec):
 
 
 def main(argv):
-    names = [n for n in CASES if not argv or any(a in n for a in argv)]
-    bad = 0
-    for n in names:
-        try:
-            line = compare(n, CASES[n])
-        except Exception:  # noqa: BLE001  (a failure of the probe itself)
-            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
-        if not line.startswith("ok"):
-            bad += 1
-        print(line, flush=True)
-    print(f"{len(names) - bad}/{len(names)} ok")
-    return 0
+    return run(argv, CASES, compare)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 import warnings
 
 import torch
@@ -26,6 +25,7 @@ from torch import nn
 import torch2xla  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _probe_common import difference, observations, r, ri, run
 from probe_semantics import describe, same
 
 warnings.simplefilter("ignore")
@@ -88,45 +88,17 @@ obs: list = []
 
 
 def observe(fn, compiled):
-    obs.clear()
-
-    def rec(label, value):
-        obs.append((label, describe(value)))
-
     def C(f):
         return torch.compile(f, backend=BACKEND) if compiled else f
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        fn(C, rec)
-    except Exception as e:  # noqa: BLE001  (the error is an observation)
-        obs.append(("raised", describe(e)))
-    return list(obs)
+    obs.clear()
+    return list(observations(fn, C, describe, obs))
 
 
 def compare(name, fn):
     exp = observe(fn, False)
-    got = observe(fn, True)
-    for (lg, g), (le, e) in zip(got, exp):
-        if lg != le:
-            return f"DIFF  {name}: observation {lg!r} {g[1:3]} (xla) vs {le!r} {e[1:3]} (eager)"
-        d = same(g, e, lg)
-        if d:
-            return f"DIFF  {name}: {d}"
-    if len(got) != len(exp):
-        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
-    return f"ok    {name}"
-
-
-def r(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
-
-
-def ri(*shape, lo=-5, hi=6, seed=0, dtype=torch.int64):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(lo, hi, shape, generator=g).to(dtype)
+    d = difference(observe(fn, True), exp, same)
+    return f"DIFF  {name}: {d}" if d else f"ok    {name}"
 
 
 T = torch.tensor
@@ -2060,18 +2032,7 @@ def sc_module_returns_buffer_and_view(C, rec):
 
 
 def main(argv):
-    names = [n for n in CASES if not argv or any(a in n for a in argv)]
-    bad = 0
-    for n in names:
-        try:
-            line = compare(n, CASES[n])
-        except Exception:  # noqa: BLE001  (a failure of the probe itself)
-            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
-        if not line.startswith("ok"):
-            bad += 1
-        print(line, flush=True)
-    print(f"{len(names) - bad}/{len(names)} ok")
-    return 0
+    return run(argv, CASES, compare)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,56 @@ def assert_generate_matches_eager(
     expected = greedy_generate(model, inputs, new_tokens, **kw)
     model.forward = torch.compile(model.forward, backend="xla")
     assert torch.equal(greedy_generate(model, inputs, new_tokens, run, **kw), expected)
+
+
+def leaf(*shape, seed=0, dtype=torch.float32, rg=True):
+    """A seeded ``randn`` (drawn in float64, then cast) that requires grad unless ``rg`` is off."""
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+    return t.requires_grad_(rg)
+
+
+def observe_scenario(scenario, compiled: bool, options: dict | None = None) -> list:
+    """What ``scenario(C, rec)`` records, ``C`` compiling with torch2xla (``options``) or not,
+    after a fresh Dynamo and seed; an error ends it, recorded by type and first line."""
+    seen: list = []
+
+    def C(f):
+        return torch.compile(f, backend="xla", options=options) if compiled else f
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    try:
+        scenario(C, lambda label, value: seen.append((label, value)))
+    except Exception as e:
+        seen.append(("raised", (type(e), str(e).split("\n")[0])))
+    return seen
+
+
+def assert_same_recorded(got, want, where: str, tol: float) -> None:
+    """A recorded value against eager's: tensors by dtype, shape, requires_grad and values
+    (``tol``, relative and absolute), containers item by item, anything else by ``==``."""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), where
+        assert (got.dtype, got.shape, got.requires_grad) == (
+            want.dtype,
+            want.shape,
+            want.requires_grad,
+        ), where
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol, msg=where)
+    elif isinstance(want, list | tuple):
+        assert isinstance(got, list | tuple) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same_recorded(g, w, f"{where}[{i}]", tol)
+    else:
+        assert got == want, where
+
+
+def check_scenario(scenario, options: dict | None, tol: float) -> list:
+    """``scenario`` compiled records what it records in eager (labels, then values); eager's."""
+    want = observe_scenario(scenario, False)
+    got = observe_scenario(scenario, True, options)
+    assert [label for label, _ in got] == [label for label, _ in want], (got, want)
+    for (label, g), (_, w) in zip(got, want):
+        assert_same_recorded(g, w, label, tol)
+    return want

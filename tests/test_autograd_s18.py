@@ -8,56 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def _leaf(*shape, seed=0, dtype=torch.float32):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
-
+from tests._util import check_scenario, leaf
 
 OPTIONS = {"strict": True}
 
 
-def _observe(scenario, compiled: bool, options: dict = OPTIONS) -> list:
-    """What ``scenario(C, rec)`` records, with ``C`` compiling with strict torch2xla or not;
-    an error ends it, recorded by type and first line."""
-    seen: list = []
-
-    def C(f):
-        return torch.compile(f, backend="xla", options=options) if compiled else f
-
-    torch._dynamo.reset()
-    try:
-        scenario(C, lambda label, value: seen.append((label, value)))
-    except Exception as e:
-        seen.append(("raised", (type(e), str(e).split("\n")[0])))
-    return seen
-
-
-def _same(got, want, where: str) -> None:
-    if isinstance(want, torch.Tensor):
-        assert isinstance(got, torch.Tensor), where
-        assert (got.dtype, got.shape, got.requires_grad) == (
-            want.dtype,
-            want.shape,
-            want.requires_grad,
-        ), where
-        # float32 programs against eager's float32 kernels: a few ulps
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6, msg=where)
-    elif isinstance(want, list | tuple):
-        assert isinstance(got, list | tuple) and len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{i}]")
-    else:
-        assert got == want, where
-
-
 def _check(scenario, options: dict = OPTIONS) -> list:
-    want = _observe(scenario, False)
-    got = _observe(scenario, True, options)
-    assert [label for label, _ in got] == [label for label, _ in want], (got, want)
-    for (label, g), (_, w) in zip(got, want):
-        _same(g, w, label)
-    return want
+    # float32 programs against eager's float32 kernels: a few ulps
+    return check_scenario(scenario, options, tol=1e-6)
 
 
 # -- outputs of one call backpropagated separately ----------------------------------------------
@@ -101,7 +59,7 @@ def _shared_add(x, w):
 
 
 def _xw():
-    return _leaf(3), _leaf(3, seed=1)
+    return leaf(3), leaf(3, seed=1)
 
 
 _SEPARATE = {
@@ -142,7 +100,7 @@ def test_loss_and_logits_second_backward_raises_as_eager():
             return F.cross_entropy(logits, y), logits
 
         lin.zero_grad(set_to_none=True)
-        x = _leaf(5, 4).detach()
+        x = leaf(5, 4).detach()
         loss, logits = C(f)(x, torch.tensor([0, 1, 2, 0, 1]))
         loss.backward()
         rec("grads", [p.grad for p in lin.parameters()])
@@ -177,7 +135,7 @@ def test_detached_leaf_sharing_memory_gets_its_own_gradient():
             d = x.detach().requires_grad_()
             return (d * x.sin()).sum(), d
 
-        x = _leaf(3)
+        x = leaf(3)
         out, d = C(f)(x)
         out.backward()
         rec("grads", [x.grad, d.grad])
@@ -188,13 +146,13 @@ def test_detached_leaf_sharing_memory_gets_its_own_gradient():
 
 def test_parameters_made_from_one_tensor_get_their_own_gradients():
     def scenario(C, rec):
-        w = _leaf(3, 4).detach()
+        w = leaf(3, 4).detach()
         p, q = nn.Parameter(w), nn.Parameter(w[1:])  # (one memory, two leaves)
 
         def f(x):
             return ((x @ p).tanh() * q[0].sum()).sum()
 
-        C(f)(_leaf(2, 3).detach()).backward()
+        C(f)(leaf(2, 3).detach()).backward()
         rec("grads", [p.grad, q.grad])
 
     _check(scenario)
@@ -231,7 +189,7 @@ class _OnceMul(torch.autograd.Function):
 
 def _first_and_second(fn, compiled: bool):
     torch._dynamo.reset()
-    x = _leaf(3)
+    x = leaf(3)
     g = torch.compile(fn, backend="xla") if compiled else fn
     (gx,) = torch.autograd.grad(g(x), x, create_graph=True)
     try:

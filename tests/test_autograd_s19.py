@@ -16,58 +16,15 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from tests._util import check_scenario, leaf
+
 pytestmark = pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
 
 
-def _leaf(*shape, seed=0, dtype=torch.float32, rg=True):
-    gen = torch.Generator().manual_seed(seed)
-    t = torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
-    return t.requires_grad_(rg)
-
-
-def _observe(scenario, compiled: bool) -> list:
-    """What ``scenario(C, rec)`` records, ``C`` compiling with torch2xla or not; an error
-    ends it, recorded by type and message."""
-    seen: list = []
-
-    def C(f):
-        return torch.compile(f, backend="xla") if compiled else f
-
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    try:
-        scenario(C, lambda label, value: seen.append((label, value)))
-    except Exception as e:
-        seen.append(("raised", (type(e), str(e).split("\n")[0])))
-    return seen
-
-
-def _same(got, want, where: str) -> None:
-    if isinstance(want, torch.Tensor):
-        assert isinstance(got, torch.Tensor), where
-        assert (got.dtype, got.shape, got.requires_grad) == (
-            want.dtype,
-            want.shape,
-            want.requires_grad,
-        ), where
-        # float32 programs against eager's float32 kernels (second derivatives: a few more
-        # roundings, checked against float64 in test_double_backward_against_float64)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=where)
-    elif isinstance(want, list | tuple):
-        assert isinstance(got, list | tuple) and len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{i}]")
-    else:
-        assert got == want, where
-
-
 def _check(scenario) -> list:
-    want = _observe(scenario, False)
-    got = _observe(scenario, True)
-    assert [label for label, _ in got] == [label for label, _ in want], (got, want)
-    for (label, g), (_, w) in zip(got, want):
-        _same(g, w, label)
-    return want
+    # float32 programs against eager's float32 kernels (second derivatives: a few more
+    # roundings, checked against float64 in test_double_backward_against_float64)
+    return check_scenario(scenario, None, tol=1e-5)
 
 
 # -- custom autograd.Function: double backward --------------------------------------------------
@@ -205,7 +162,7 @@ def _second(f, *shapes, wrt=None):
     their sum (through the Function's backward) on the leaves' ``.grad``."""
 
     def scenario(C, rec):
-        leaves = [_leaf(*s, seed=i) for i, s in enumerate(shapes)]
+        leaves = [leaf(*s, seed=i) for i, s in enumerate(shapes)]
         take = leaves if wrt is None else [leaves[i] for i in wrt]
         gs = torch.autograd.grad(C(f)(*leaves), take, create_graph=True)
         rec("g", list(gs))
@@ -248,7 +205,7 @@ def test_custom_function_gradient_penalty_in_module():
         def f(x):
             return _Tanh.apply(lin(x)).sum()
 
-        x = _leaf(4, 3)
+        x = leaf(4, 3)
         (gx,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
         gx.pow(2).sum().backward()
         rec("grads", [x.grad, lin.weight.grad, lin.bias.grad])
@@ -265,7 +222,7 @@ def test_custom_function_hvp_against_float64():
         return _Mul.apply(x, w).sum() * _Mul.apply(x, x).sum()
 
     def hvp(fn, dtype):
-        x, w = _leaf(3, dtype=dtype), _leaf(3, seed=1, dtype=dtype)
+        x, w = leaf(3, dtype=dtype), leaf(3, seed=1, dtype=dtype)
         (g,) = torch.autograd.grad(fn(x, w), x, create_graph=True)
         return torch.autograd.grad(g, [x, w], torch.ones(3, dtype=dtype))
 
@@ -283,7 +240,7 @@ def test_once_differentiable_saved_only_gradients_are_constants_as_eager():
     backward, in eager and here."""
 
     def scenario(C, rec):
-        x = _leaf(3)
+        x = leaf(3)
         (g,) = torch.autograd.grad(C(lambda t: _Cube.apply(t.sin()).sum())(x), x, create_graph=True)
         rec("g", g)
         g.sum().backward()
@@ -294,7 +251,7 @@ def test_once_differentiable_saved_only_gradients_are_constants_as_eager():
 
 def test_once_differentiable_raises_eagers_message():
     def scenario(C, rec):
-        x = _leaf(3)
+        x = leaf(3)
         (g,) = torch.autograd.grad(
             C(lambda t: _Cube.apply(t.sin()).pow(2).sum())(x), x, create_graph=True
         )
@@ -319,13 +276,13 @@ def test_grad_mode_switch_in_backward_first_order_as_eager_second_raises():
         return _Scaled.apply(x.sin()).sum()
 
     def first(C, rec):
-        x = _leaf(3)
+        x = leaf(3)
         C(f)(x).backward()
         rec("grad", x.grad)
 
     _check(first)
     torch._dynamo.reset()
-    x = _leaf(3)
+    x = leaf(3)
     (g,) = torch.autograd.grad(torch.compile(f, backend="xla")(x), x, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiating twice"):
         g.sum().backward()
@@ -334,7 +291,7 @@ def test_grad_mode_switch_in_backward_first_order_as_eager_second_raises():
 # -- batched cotangents ---------------------------------------------------------------------
 def test_is_grads_batched():
     def scenario(C, rec):
-        x, w = _leaf(2, 3), _leaf(3, 4, seed=1)
+        x, w = leaf(2, 3), leaf(3, 4, seed=1)
         out = C(lambda a, b: (a @ b).tanh())(x, w)
         go = torch.randn(5, 2, 4, generator=torch.Generator().manual_seed(2))
         rec("g", list(torch.autograd.grad(out, [x, w], go, is_grads_batched=True)))
@@ -344,7 +301,7 @@ def test_is_grads_batched():
 
 def test_is_grads_batched_one_output_without_cotangent():
     def scenario(C, rec):
-        x, w = _leaf(3), _leaf(3, seed=1)
+        x, w = leaf(3), leaf(3, seed=1)
         a, _ = C(lambda x, w: (x * w, w.exp()))(x, w)
         go = torch.randn(4, 3, generator=torch.Generator().manual_seed(2))
         rec("g", list(torch.autograd.grad([a], [x, w], [go], is_grads_batched=True)))
@@ -354,7 +311,7 @@ def test_is_grads_batched_one_output_without_cotangent():
 
 def test_is_grads_batched_create_graph():
     def scenario(C, rec):
-        x = _leaf(3)
+        x = leaf(3)
         out = C(lambda t: t.pow(3))(x)
         (g,) = torch.autograd.grad(out, x, torch.eye(3), is_grads_batched=True, create_graph=True)
         rec("g", g)
@@ -366,7 +323,7 @@ def test_is_grads_batched_create_graph():
 
 def test_is_grads_batched_keeps_graph_for_a_later_backward_only_with_retain_graph():
     def scenario(C, rec):
-        x = _leaf(3)
+        x = leaf(3)
         out = C(lambda t: (t.exp() * t).sum(0, keepdim=True) * t)(x)
         (g,) = torch.autograd.grad(out, x, torch.eye(3), is_grads_batched=True)
         rec("g", g)
@@ -379,7 +336,7 @@ def test_is_grads_batched_keeps_graph_for_a_later_backward_only_with_retain_grap
 @pytest.mark.parametrize("kind", ["jacobian", "hessian"])
 def test_functional_vectorized(kind):
     def scenario(C, rec):
-        x = _leaf(3, rg=False)
+        x = leaf(3, rg=False)
         if kind == "jacobian":
             fn = C(lambda t: t.sin() * t.sum())
             rec("jac", torch.autograd.functional.jacobian(fn, x, vectorize=True))

@@ -486,16 +486,7 @@ class CompiledGraph:
                         self.program_options,
                         list(self.gm.graph.nodes),
                     )
-                entry = Entry(
-                    lowered,
-                    program,
-                    self.output_requires_grad,
-                    self.output_aliases,
-                    errors,
-                    self.versions,
-                    tracked,
-                    shared=self.shared_bases,
-                )
+                entry = self._entry(lowered, program, errors, tracked)
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
             draws = uses_rng(lowered.gm)  # (before the split, which fuses lowered.gm's nodes)
@@ -507,17 +498,8 @@ class CompiledGraph:
                 setattr(split_gm, name, Submodule(program))
             b.split(split_gm, names)
             errors = self._eager_backward(args, lowered)
-            entry = Entry(
-                lowered,
-                split_gm,
-                self.output_requires_grad,
-                self.output_aliases,
-                errors,
-                self.versions,
-                self._tracked_writes(lowered, lowered.inputs(args)),
-                draws=draws,
-                shared=self.shared_bases,
-            )
+            tracked = self._tracked_writes(lowered, lowered.inputs(args))
+            entry = self._entry(lowered, split_gm, errors, tracked, draws)
             return b.done(self._drawing(entry, draws), unsupported)
 
     def _mixed_writes(self, args: Sequence) -> list[Unsupported]:
@@ -616,13 +598,19 @@ class CompiledGraph:
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
         b.record.mode = "training" if program.stored_training else "inference"
         errors = self._eager_backward(args, lowered, program)
+        return self._entry(lowered, program, errors)
+
+    def _entry(self, lowered, runner, errors, tracked=(), draws=False) -> Entry:
+        """The entry of one signature, with this graph's outputs' autograd and aliasing."""
         return Entry(
             lowered,
-            program,
+            runner,
             self.output_requires_grad,
             self.output_aliases,
             errors,
             self.versions,
+            tracked,
+            draws=draws,
             shared=self.shared_bases,
         )
 
