@@ -53,6 +53,21 @@ def _tiny(x, y):
     return x * y + 1
 
 
+# The call counts are those of a CPU program on a machine whose JAX default device is the CPU:
+# where it is a GPU, a CPU program's calls run inside JAX's placement context (more frames).
+_CPU_DEFAULT = pytest.mark.skipif(
+    jax.default_backend() != "cpu", reason="JAX's default device is not the CPU here"
+)
+
+
+@pytest.fixture
+def on_cpu():
+    """JAX arrays made in the test go to the CPU device (a GPU machine's default is the GPU)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
+@_CPU_DEFAULT
 @torch.no_grad()
 def test_steady_inference_call_stays_small():
     compiled = torch.compile(_tiny, backend="xla", options={"strict": True})
@@ -71,6 +86,7 @@ def test_steady_inference_call_stays_small():
     assert_same(compiled(x, y), _tiny(x, y))
 
 
+@_CPU_DEFAULT
 @torch.no_grad()
 def test_inference_call_with_fresh_inputs_stays_small():
     compiled = torch.compile(_tiny, backend="xla", options={"strict": True})
@@ -83,6 +99,7 @@ def test_inference_call_with_fresh_inputs_stays_small():
     assert_same(compiled(x, y), _tiny(x, y))
 
 
+@_CPU_DEFAULT
 @pytest.mark.parametrize("depth", [1, 2])
 def test_training_step_stays_small(depth):
     torch.manual_seed(0)
@@ -128,7 +145,7 @@ _DTYPES = [
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (5,), (1, 6), (6, 1), (2, 1, 3), (0,), (3, 0)])
-def test_cpu_outputs_are_eager_like_tensors(shape):
+def test_cpu_outputs_are_eager_like_tensors(shape, on_cpu):
     # Exported through DLPack: eager's strides (size-1 and empty dims too), writable, alive
     # after the JAX array is gone, values and dtypes as JAX computed them.
     with x64():
@@ -158,7 +175,7 @@ def test_cpu_outputs_are_eager_like_tensors(shape):
     assert t.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
 
 
-def test_direct_call_then_rejected_arguments_fall_back_to_the_jit():
+def test_direct_call_then_rejected_arguments_fall_back_to_the_jit(on_cpu):
     # What XlaProgram does with ``_Aot.direct``: steady calls go to the executable's C++ call,
     # arguments it rejects (before running anything) to ``fallback``, the jit.
     call = _Aot(jax.jit(lambda a: a * 2))

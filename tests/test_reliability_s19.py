@@ -36,6 +36,11 @@ def _f(t):
 
 def _fork_run(target, *args):
     """Run ``target(queue, *args)`` in a forked child; what it put on the queue."""
+    if torch.cuda.is_initialized():
+        # torch's own limit, whatever the backend: Dynamo saves the CUDA RNG state and autograd
+        # its device threads, which a child forked after CUDA started cannot (on the GPU
+        # machine other tests in the same worker started it)
+        pytest.skip("CUDA was initialized in this process before the fork")
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=target, args=(queue, *args))
