@@ -162,3 +162,26 @@ def test_writes_through_overlapping_windows_run_in_eager(write):
         out = torch.compile(fn, backend="xla", dynamic=True)(x)
     assert_same((out, x), (fn(ex), ex))
     assert x._version == ex._version
+
+
+# -- eager's messages for a bad index, from a padded program --------------------------------------
+# (a padded program is lowered from the bucketing's rewritten ATen graph, exported again: its
+# nodes had lost the op they were decomposed from, which eager's message names)
+BAD_INDICES = {
+    "cross_entropy_target": (
+        lambda x, t: torch.nn.functional.cross_entropy(x, t),
+        (torch.randn(5, 3), T([0, 1, 9, 2, 0])),
+    ),
+    "nll_loss_target": (
+        lambda x, t: torch.nn.functional.nll_loss(x, t),
+        (torch.randn(5, 3), T([0, 1, 2, -4, 0])),
+    ),
+    "index_add": (lambda x, i: x.index_add(0, i, torch.ones(2, 3)), (torch.randn(5, 3), T([0, 7]))),
+    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w), (torch.randn(5, 3), T([1, 9]))),
+    "getitem": (lambda x, i: x[i], (torch.randn(5, 3), T([1, 5]))),
+}
+
+
+@pytest.mark.parametrize("fn, args", BAD_INDICES.values(), ids=BAD_INDICES.keys())
+def test_bad_index_in_a_padded_program_raises_eagers_message(fn, args):
+    _raises_as_eager(fn, *args)

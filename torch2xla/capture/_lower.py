@@ -209,10 +209,24 @@ _MARKS = (_arg_checks.REJECTED, _dtype_probes.REFUSED_CALL)
 
 
 def carry_marks(src: torch.fx.GraphModule, dst: torch.fx.GraphModule) -> None:
-    """Mark the nodes of ``dst``, exported again from the ATen graph ``src``, with the
-    errors eager raises for ``src``'s nodes (``mark_decomposed``, ``mark_calls``): the node of
-    the same op and user line, else of the same line, else the first op."""
+    """Give the nodes of ``dst``, exported again from the ATen graph ``src``, what ``src``'s
+    nodes knew: the op each was decomposed from (``original_aten``: eager's messages name
+    it, ``F.cross_entropy``'s "Target 9 is out of bounds."; the export again names the node
+    itself), by op and user line in order; the errors eager raises for them
+    (``mark_decomposed``, ``mark_calls``) on the node of the same op and user line, else of
+    the same line, else the first op."""
     ops = [n for n in dst.graph.nodes if n.op == "call_function"]
+    same_call: dict = {}
+    for node in src.graph.nodes:
+        if node.op == "call_function":
+            key = (node.meta.get("stack_trace"), str(node.target))
+            same_call.setdefault(key, []).append(node)
+    for n in ops:
+        found = same_call.get((n.meta.get("stack_trace"), str(n.target)))
+        if found:
+            original = found.pop(0).meta.get("original_aten")
+            if original is not None:
+                n.meta["original_aten"] = original
     for node in src.graph.nodes:
         for key in _MARKS:
             if key not in node.meta or not ops:
