@@ -57,6 +57,13 @@ def _leaves(value: Any) -> list:
     return found
 
 
+def _storage(t: torch.Tensor) -> StorageWeakRef | None:
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # (a subclass without one: left as it is)
+        return None
+
+
 class _Layouts:
     """Meta tensors laid out as fake ones at their hints, one meta storage per fake one."""
 
@@ -72,12 +79,11 @@ class _Layouts:
 
     def reserve(self, t: torch.Tensor) -> None:
         """Count ``t``'s bytes in its storage's meta base."""
-        layout = self.layout(t)
-        if layout is None:
+        layout, ref = self.layout(t), _storage(t)
+        if layout is None or ref is None:
             return
         size, stride, offset = layout
         end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
-        ref = StorageWeakRef(t.untyped_storage())
         self.bases[ref] = max(self.bases.get(ref, 0), end * t.element_size())
 
     def make(self) -> None:
@@ -88,8 +94,8 @@ class _Layouts:
         }
 
     def of(self, t: torch.Tensor) -> torch.Tensor:
-        layout = self.layout(t)
-        base = self.bases.get(StorageWeakRef(t.untyped_storage()))
+        layout, ref = self.layout(t), _storage(t)
+        base = self.bases.get(ref) if ref is not None else None
         if layout is None or base is None:
             return t
         size, stride, offset = layout
