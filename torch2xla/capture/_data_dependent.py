@@ -72,6 +72,14 @@ def _is_custom_backward(node: torch.fx.Node) -> bool:
     )
 
 
+def _made_by_hook(node: torch.fx.Node) -> bool:
+    """Whether the ``autograd_function_apply`` ``node`` is torch 2.11's form of a hook on an
+    intermediate (an identity forward whose backward calls the hook; 2.13: ``register_hook``),
+    told by the user's line."""
+    lines = (node.meta.get("stack_trace") or "").strip().splitlines()
+    return bool(lines) and ".register_hook(" in lines[-1]
+
+
 REASON_FUNCTION = (
     "a torch.autograd.Function with its own backward, in a graph that records autograd: "
     "runs in eager PyTorch inside the graph"
@@ -176,7 +184,7 @@ def failing_node(exc: Exception, gm: torch.fx.GraphModule) -> torch.fx.Node | No
 def reason(node: torch.fx.Node) -> str:
     """Why ``node`` runs in eager PyTorch: it makes a data-dependent shape or a Python value,
     or registers a hook."""
-    if _is_hook(node):
+    if _is_hook(node) or (_is_custom_backward(node) and _made_by_hook(node)):
         return REASON_HOOK
     if _is_custom_backward(node):
         return REASON_FUNCTION

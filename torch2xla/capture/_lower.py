@@ -182,6 +182,7 @@ def relower(
         gm, sig = aot_export_module(
             aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
         )
+    carry_marks(aten_gm, gm)
     strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
     # Tensors the rewritten graph holds as attributes (not as inputs) come back lifted, first.
     named = {
@@ -201,6 +202,38 @@ def relower(
     return LoweredGraph(
         gm, (*held, *lifted), tuple(m + len(held) for m in mutations), num_user_outputs
     )
+
+
+# node.meta keys of eager's errors for a node, which ``_arg_checks.check_graph`` raises
+_MARKS = (_arg_checks.REJECTED, _dtype_probes.REFUSED_CALL)
+
+
+def carry_marks(src: torch.fx.GraphModule, dst: torch.fx.GraphModule) -> None:
+    """Give the nodes of ``dst``, exported again from the ATen graph ``src``, what ``src``'s
+    nodes knew: the op each was decomposed from (``original_aten``: eager's messages name
+    it, ``F.cross_entropy``'s "Target 9 is out of bounds."; the export again names the node
+    itself), by op and user line in order; the errors eager raises for them
+    (``mark_decomposed``, ``mark_calls``) on the node of the same op and user line, else of
+    the same line, else the first op."""
+    ops = [n for n in dst.graph.nodes if n.op == "call_function"]
+    same_call: dict = {}
+    for node in src.graph.nodes:
+        if node.op == "call_function":
+            key = (node.meta.get("stack_trace"), str(node.target))
+            same_call.setdefault(key, []).append(node)
+    for n in ops:
+        found = same_call.get((n.meta.get("stack_trace"), str(n.target)))
+        if found:
+            original = found.pop(0).meta.get("original_aten")
+            if original is not None:
+                n.meta["original_aten"] = original
+    for node in src.graph.nodes:
+        for key in _MARKS:
+            if key not in node.meta or not ops:
+                continue
+            line = [n for n in ops if n.meta.get("stack_trace") == node.meta.get("stack_trace")]
+            same = [n for n in line if str(n.target) == str(node.target)]
+            (same or line or ops)[0].meta.setdefault(key, node.meta[key])
 
 
 def written_inputs(gm: torch.fx.GraphModule) -> frozenset[int]:

@@ -35,13 +35,16 @@ import logging
 import math
 import operator
 import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
 from torch2xla.capture._aliases import _extent, _overlapping
+from torch2xla.capture._hinted import examples_at_hints, hint
 
 log = logging.getLogger(__name__)
 
@@ -166,16 +169,47 @@ def symbolic_layout(t: Any) -> bool:
     return not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset()))
 
 
-def _real(t: Any, fill: int = 0) -> Any:
+def _real(t: Any, fill: int = 0, ints: Callable[[Any], Any] = lambda n: n) -> Any:
     """A real CPU tensor filled with ``fill``, with ``t``'s sizes, strides and dtype (``t`` if
-    no tensor)."""
+    no tensor); ``ints`` makes its SymInts ints where it can."""
     if not isinstance(t, torch.Tensor):
         return t
-    if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
+    size, stride, offset = _layout(t, ints)
+    numel = math.prod(size)
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    base = torch.full((max(extent, 0) if numel else 0,), fill, dtype=t.dtype)
+    return base.as_strided(size, stride, offset if numel else 0)
+
+
+def _layout(t: torch.Tensor, ints: Callable[[Any], Any]) -> tuple:
+    """``t``'s sizes, strides and offset as ints (``ints`` of each), else ``_Symbolic``."""
+    size, stride = tuple(ints(n) for n in t.shape), tuple(ints(n) for n in t.stride())
+    offset = ints(t.storage_offset())
+    if not all(isinstance(n, int) for n in (*size, *stride, offset)):
         raise _Symbolic
-    extent = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    base = torch.full((max(extent, 0) if t.numel() else 0,), fill, dtype=t.dtype)
-    return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+    return size, stride, offset
+
+
+def _call_ints(gm: torch.fx.GraphModule, args: Sequence) -> Callable[[Any], Any]:
+    """SymInts of ``gm``'s example values as ints at the call ``args``: the values its size
+    symbols have in the call (read from the inputs' sizes), else their hints."""
+    values: dict = {}
+    for node, a in zip(gm.graph.find_nodes(op="placeholder"), args):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.SymInt) and isinstance(a, int):
+            values.setdefault(ex.node.expr, sympy.Integer(a))
+        elif isinstance(ex, torch.Tensor) and isinstance(a, torch.Tensor) and ex.dim() == a.dim():
+            for n, m in zip(ex.shape, a.shape):
+                if isinstance(n, torch.SymInt) and isinstance(n.node.expr, sympy.Symbol):
+                    values.setdefault(n.node.expr, sympy.Integer(int(m)))
+
+    def ints(n: Any) -> Any:
+        if not isinstance(n, torch.SymInt):
+            return n
+        value = sympy.sympify(sympy.sympify(n.node.expr).xreplace(values))
+        return int(value) if value.is_Integer else hint(n)
+
+    return ints
 
 
 class _Symbolic(Exception):
@@ -186,7 +220,13 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """Raise eager's error (``OpError``, naming the user's line) for the first call of the
     Dynamo graph ``gm`` that writes into a tensor whose elements share memory, or into an
     ``out=`` tensor, where eager's kernel rejects it; returns the calls that write into
-    overlapping memory where eager accepts it."""
+    overlapping memory where eager accepts it. Symbolic layouts (dynamic shapes) are read at
+    their hints (``_hinted``)."""
+    with examples_at_hints(gm):
+        return _check_writes(gm)
+
+
+def _check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     accepted = []
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function"):
@@ -300,6 +340,7 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}
     group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
+    ints = _call_ints(gm, args)
 
     def group_of(a: Any) -> int | None:
         root = _root(a) if isinstance(a, torch.fx.Node) else None
@@ -337,13 +378,13 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
 
         def like(a: Any, real: dict = real) -> Any:
             if not isinstance(a, torch.fx.Node):
-                return a
+                return ints(a)
             if a in real:
                 return real[a]
             root = _root(a)
             if root in real:  # a view of an input: laid out in the input's real memory
-                return _view_in(_example(a), _example(root), real[root])
-            return _real(_example(a))
+                return _view_in(_example(a), _example(root), real[root], ints)
+            return _real(_example(a), ints=ints)
 
         try:
             real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
@@ -354,17 +395,15 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
             raise OpError(message, node)
 
 
-def _view_in(view: Any, root: Any, real_root: torch.Tensor) -> torch.Tensor:
+def _view_in(view: Any, root: Any, real_root: torch.Tensor, ints: Callable) -> torch.Tensor:
     """The example ``view`` of the example ``root``, taken the same way of ``real_root``
     (the input laid out in this call's memory): its layout relative to the root's, which
     Dynamo's guards keep (the root's strides are the call's)."""
-    ints = (*view.shape, *view.stride(), view.storage_offset(), root.storage_offset())
-    if not all(isinstance(n, int) for n in (*ints, *root.stride())):
-        raise _Symbolic
-    if tuple(root.stride()) != tuple(real_root.stride()):
+    size, stride, offset = _layout(view, ints)
+    _, root_stride, root_offset = _layout(root, ints)
+    if root_stride != tuple(real_root.stride()):
         raise _Symbolic  # (not laid out as the example: not checked)
-    offset = real_root.storage_offset() + view.storage_offset() - root.storage_offset()
-    return real_root.as_strided(view.shape, view.stride(), offset)
+    return real_root.as_strided(size, stride, real_root.storage_offset() + offset - root_offset)
 
 
 def _through_overlap(node: torch.fx.Node) -> bool:

@@ -610,7 +610,7 @@ def check_graph(gm: torch.fx.GraphModule) -> None:
 
 
 # -- ops checked where they are decomposed ------------------------------------------------------
-_REJECTED = "torch2xla.rejected"  # node.meta: eager's message for the decomposed call
+REJECTED = _REJECTED = "torch2xla.rejected"  # node.meta: eager's error for a decomposed call
 # (op, the user's stack trace, eager's message) per rejected call of the export in progress
 _recorded: contextvars.ContextVar[list | None] = contextvars.ContextVar("recorded", default=None)
 
@@ -672,6 +672,7 @@ def mark_decomposed(gm: torch.fx.GraphModule, recorded: list) -> None:
 
 __all__ = [
     "CHECKS",
+    "REJECTED",
     "check_graph",
     "checked_decompositions",
     "mark_decomposed",

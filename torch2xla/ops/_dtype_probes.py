@@ -23,6 +23,7 @@ from torch.fx.node import map_aggregate
 from torch.utils._pytree import tree_leaves
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
+from torch2xla.capture._hinted import hinted_shape
 
 log = logging.getLogger(__name__)
 REFUSED_CALL = "torch2xla.refused_call"  # node.meta: eager's error for the user's call
@@ -66,16 +67,17 @@ def _probed(key: Any, fn: Callable, args: Any, kwargs: Any, tensors: list, probe
     """``probe(fn, args, kwargs, probe_shape, fill)``'s answer, with ones, else zeros (where
     it answers ``_FAILED``), cached per ``key`` and signature for the process."""
 
-    # the tensors' own sizes where they are concrete and small (kernels check sizes before
-    # dtypes: a pooling window larger than ones of one element fails first), else ones
-    sizes = [tuple(t.shape) for t in tensors]
+    # the tensors' own sizes where they are small (kernels check sizes before dtypes: a
+    # pooling window larger than ones of one element fails first; ``max`` of one element
+    # takes a path that implements every dtype), symbolic ones at their hints; else ones
+    sizes = [hinted_shape(t) for t in tensors]
     small = (
-        all(isinstance(n, int) for size in sizes for n in size)
+        all(size is not None for size in sizes)
         and sum(math.prod(size) for size in sizes) <= _PROBE_ELEMENTS
     )
 
     def probe_shape(t: torch.Tensor) -> tuple:
-        return tuple(t.shape) if small else (1,) * t.dim()
+        return (hinted_shape(t) or ()) if small else (1,) * t.dim()
 
     def shape(value: Any) -> Any:
         if isinstance(value, torch.Tensor):

@@ -456,6 +456,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch2xla.capture._dead import prune_kept
     from torch2xla.capture._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
     from torch2xla.capture._rewrites import strip_effect_tokens
+    from torch2xla.ops import _arg_checks, _dtype_probes
 
     env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=env)
@@ -488,11 +489,22 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
             fakes.append(size(ex))
         else:
             fakes.append(a)
+    # (eager's dtype errors, as ``_lower.lower`` marks them: the padded programs are lowered
+    # from this graph)
+    refused = _dtype_probes.refused_calls(gm)
     gm = prepare(gm, list(args))
-    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+    with (
+        exporting(),
+        _mkldnn_disabled(),
+        torch.no_grad(),
+        torch.fx.traceback.preserve_node_meta(),
+        _arg_checks.recording() as rejected,
+    ):
         aten_gm, sig = aot_export_module(
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )
+    _arg_checks.mark_decomposed(aten_gm, rejected)
+    _dtype_probes.mark_calls(aten_gm, refused)
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
     prune_kept(aten_gm)
     placeholders = [n.name for n in aten_gm.graph.find_nodes(op="placeholder")]
