@@ -18,12 +18,11 @@ from torch._C import DispatchKey
 from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# (the composites' overloads with a tensor ``q``: those with a float ``q`` check it on the host)
-_CHECKED = (
-    torch.ops.aten.quantile.default,
-    torch.ops.aten.quantile.out,
-    torch.ops.aten.nanquantile.default,
-    torch.ops.aten.nanquantile.out,
+# (those with a float ``q`` check it on the host too, then ask again of a tensor made of it)
+_CHECKED = tuple(
+    getattr(getattr(torch.ops.aten, name), overload)
+    for name in ("quantile", "nanquantile")
+    for overload in ("default", "out", "scalar", "scalar_out")
 )
 
 
