@@ -38,7 +38,9 @@ import torch.nn.functional as F
 
 from torch2xla._errors import OpError
 
-# (imported for the custom ops ``torch.ops.torch2xla.*`` they define)
+# (imported for the custom ops ``torch.ops.torch2xla.*`` they define, and for the tracing
+# kernels of quantile's composites, which keep Dynamo from breaking the graph at them)
+from torch2xla.capture import _host_checks  # noqa: F401
 from torch2xla.ops import _dtype_probes, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
