@@ -331,6 +331,51 @@ def test_grad_mode_switch_in_backward_first_order_as_eager_second_raises():
         g.sum().backward()
 
 
+class _Affine3(torch.autograd.Function):
+    """Three tensor inputs, the middle one's gradient None."""
+
+    @staticmethod
+    def forward(ctx, x, m, w):
+        ctx.save_for_backward(x, w)
+        return x * w + m.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, None, g * x
+
+
+def _same_tensor_twice(alias: bool):
+    def f(x, w):
+        y = x if alias else w
+        return _Affine3.apply(x, w, y).pow(2).sum() + _Mul.apply(x, x).sum()
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "name,f",
+    [
+        ("mul_x_x", lambda x, w: _Mul.apply(x, x).sum()),
+        ("mul_x_x_times_mul_x_w", lambda x, w: _Mul.apply(x, x).sum() * _Mul.apply(x, w).sum()),
+        ("alias_and_none_gradient", _same_tensor_twice(True)),
+        ("beside_a_none_gradient", _same_tensor_twice(False)),
+    ],
+)
+def test_custom_function_given_one_tensor_twice(name, f):
+    """torch 2.11's Dynamo kept one of the gradients of a tensor given to a Function twice
+    (half the gradient of ``Mul.apply(x, x)``, first order already, any backend): it breaks
+    the graph there, as torch 2.13's Dynamo does."""
+
+    def first(C, rec):
+        x, w = _leaf(3), _leaf(3, seed=1)
+        C(f)(x, w).backward()
+        rec("grads", [x.grad, w.grad])
+
+    _check(first)
+    _check(_second(f, (3,), (3,)))
+
+
 # -- batched cotangents ---------------------------------------------------------------------
 def test_is_grads_batched():
     def scenario(C, rec):
