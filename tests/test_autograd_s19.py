@@ -376,6 +376,40 @@ def test_custom_function_given_one_tensor_twice(name, f):
     _check(_second(f, (3,), (3,)))
 
 
+# -- hooks on intermediates, differentiated twice ----------------------------------------------
+# (torch 2.11's Dynamo traces ``y.register_hook(fn)`` as an autograd.Function: forward
+# ``y.view_as(y)``, backward ``fn``; torch 2.13's keeps it as the ``register_hook`` op)
+_HOOK_AS_FUNCTION = hasattr(torch._dynamo.external_utils, "_ApplyBackwardHook")
+
+
+def _hooked(reads_y: bool):
+    def f(x, w):
+        y = x * w
+        y.register_hook((lambda g: g * y) if reads_y else (lambda g: g * 10 * y.detach()))
+        z = y.sin()
+        z.register_hook(lambda g: g + 1)
+        return (z * w).sum()
+
+    return f
+
+
+def test_hook_on_intermediate_double_backward_as_eager():
+    _check(_second(_hooked(reads_y=False), (3,), (3,)))
+
+
+def test_hook_reading_its_tensor_double_backward_as_eager_or_raises_on_hook_as_function():
+    """A hook reading the hooked tensor: eager's second backward takes that read's gradient
+    through the hook; traced as a Function (torch 2.11) it went past it, silently wrong: first
+    derivatives as eager, differentiating them again raises there."""
+    if not _HOOK_AS_FUNCTION:
+        _check(_second(_hooked(reads_y=True), (3,), (3,)))
+        return
+    got = _observe(_second(_hooked(reads_y=True), (3,), (3,)), True)
+    want = _observe(_second(_hooked(reads_y=True), (3,), (3,)), False)
+    _same(got[0][1], want[0][1], "g")
+    assert got[1][0] == "raised" and "tensor hook (register_hook)" in got[1][1][1], got[1]
+
+
 # -- batched cotangents ---------------------------------------------------------------------
 def test_is_grads_batched():
     def scenario(C, rec):
