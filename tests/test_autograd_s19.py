@@ -410,6 +410,29 @@ def test_hook_reading_its_tensor_double_backward_as_eager_or_raises_on_hook_as_f
     assert got[1][0] == "raised" and "tensor hook (register_hook)" in got[1][1][1], got[1]
 
 
+def test_two_hooks_on_one_tensor_as_eager_or_raise_on_hook_as_function():
+    """Eager runs a tensor's hooks in the order they were registered; traced as Functions
+    (torch 2.11) they ran in reverse, silently wrong first derivatives: the backward raises
+    there."""
+
+    def f(x, w):
+        y = x * w
+        y.register_hook(lambda g: g * 2)
+        y.register_hook(lambda g: g.pow(2))
+        return (y.sin() * w).sum()
+
+    def first(C, rec):
+        x, w = _leaf(3), _leaf(3, seed=1)
+        C(f)(x, w).backward()
+        rec("grads", [x.grad, w.grad])
+
+    if not _HOOK_AS_FUNCTION:
+        _check(first)
+        return
+    got = _observe(first, True)
+    assert got[0][0] == "raised" and "two hooks (register_hook)" in got[0][1][1], got
+
+
 # -- batched cotangents ---------------------------------------------------------------------
 def test_is_grads_batched():
     def scenario(C, rec):

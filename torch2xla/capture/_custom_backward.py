@@ -28,7 +28,9 @@ dropped) wherever that is what eager does, which the graph cannot show by itself
   the second backward's gradient through that read reaches ``y`` past the hook, where eager's
   passes through it (``_reads_own_input``): differentiated again, it raises (``_HOOK``). A
   Function of the user's returning its input and reading it in its backward looks the same;
-  it raises too (eager's numbers, or the error: never other numbers).
+  it raises too (eager's numbers, or the error: never other numbers). A second hook on the
+  same tensor is a Function on the first one's output, whose backward runs first: eager runs
+  hooks in the order they were registered (``_second_hook``: its backward raises ``_ORDER``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import ast
 import copy
 import functools
 import linecache
+import operator
 import re
 
 import torch
@@ -61,6 +64,13 @@ _HOOK = (
     "eager's. Register the hook outside the compiled region (torch.compiler.disable)."
 )
 
+_ORDER = (
+    "torch2xla: two hooks (register_hook) on one intermediate tensor inside a compiled "
+    "function are not supported on this torch: its Dynamo traces them so that they run in "
+    "the reverse of the order eager runs them. Register them outside the compiled region "
+    "(torch.compiler.disable), or combine them into one hook."
+)
+
 _GRAD_MODES = frozenset(
     {"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "_set_grad_enabled"}
 )
@@ -75,6 +85,8 @@ def eager_backward(
 ) -> torch.fx.GraphModule:
     """The backward subgraph ``bwd`` (of the Function called at ``call``, forward ``fwd``) to
     run in eager: in the backward call's grad mode, or marked as not differentiable again."""
+    if _second_hook(call):
+        return _raising(bwd, _ORDER)
     if _reads_own_input(fwd, bwd):
         return _marked(fwd, bwd, _HOOK, saved_too=True)
     frames = _backward_frames(call, bwd)
@@ -154,6 +166,36 @@ def is_traced_hook(call: torch.fx.Node) -> bool:
         own[site][2] for n in bwd.graph.nodes if n.op in _CALLS if len(own := _frames(n)) > site
     }
     return identity and "backward" not in tops
+
+
+def _second_hook(call: torch.fx.Node) -> bool:
+    """Whether ``call`` is a traced hook on the output of another (``is_traced_hook``)."""
+    arg = call.args[2] if len(call.args) == 3 else None
+    prev = (
+        arg.args[0] if isinstance(arg, torch.fx.Node) and arg.target is operator.getitem else None
+    )
+    return (
+        isinstance(prev, torch.fx.Node)
+        and isinstance(prev.target, torch._ops.HigherOrderOperator)
+        and prev.target.name() == "autograd_function_apply"
+        and is_traced_hook(prev)
+        and is_traced_hook(call)
+    )
+
+
+def _raising(bwd: torch.fx.GraphModule, message: str) -> torch.fx.GraphModule:
+    """A copy of ``bwd`` that raises ``message`` when run."""
+    graph = copy.deepcopy(bwd.graph)
+    output = graph.find_nodes(op="output")[0]
+    with graph.inserting_before(output):
+        output.args = (graph.call_function(_raise, (output.args[0], message)),)
+    new = torch.fx.GraphModule(bwd, graph)
+    new.meta.update(bwd.meta)
+    return new
+
+
+def _raise(outputs, message: str):
+    raise RuntimeError(message)
 
 
 def _differentiable_read(node: torch.fx.Node) -> bool:
