@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from tests._util import check_scenario, leaf
+from tests._util import assert_same_recorded, check_scenario, leaf, observe_scenario
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
 
@@ -286,6 +286,108 @@ def test_grad_mode_switch_in_backward_first_order_as_eager_second_raises():
     (g,) = torch.autograd.grad(torch.compile(f, backend="xla")(x), x, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiating twice"):
         g.sum().backward()
+
+
+class _Affine3(torch.autograd.Function):
+    """Three tensor inputs, the middle one's gradient None."""
+
+    @staticmethod
+    def forward(ctx, x, m, w):
+        ctx.save_for_backward(x, w)
+        return x * w + m.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, None, g * x
+
+
+def _same_tensor_twice(alias: bool):
+    def f(x, w):
+        y = x if alias else w
+        return _Affine3.apply(x, w, y).pow(2).sum() + _Mul.apply(x, x).sum()
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "name,f",
+    [
+        ("mul_x_x", lambda x, w: _Mul.apply(x, x).sum()),
+        ("mul_x_x_times_mul_x_w", lambda x, w: _Mul.apply(x, x).sum() * _Mul.apply(x, w).sum()),
+        ("alias_and_none_gradient", _same_tensor_twice(True)),
+        ("beside_a_none_gradient", _same_tensor_twice(False)),
+    ],
+)
+def test_custom_function_given_one_tensor_twice(name, f):
+    """torch 2.11's Dynamo kept one of the gradients of a tensor given to a Function twice
+    (half the gradient of ``Mul.apply(x, x)``, first order already, any backend): it breaks
+    the graph there, as torch 2.13's Dynamo does."""
+
+    def first(C, rec):
+        x, w = leaf(3), leaf(3, seed=1)
+        C(f)(x, w).backward()
+        rec("grads", [x.grad, w.grad])
+
+    _check(first)
+    _check(_second(f, (3,), (3,)))
+
+
+# -- hooks on intermediates, differentiated twice ----------------------------------------------
+# (torch 2.11's Dynamo traces ``y.register_hook(fn)`` as an autograd.Function: forward
+# ``y.view_as(y)``, backward ``fn``; torch 2.13's keeps it as the ``register_hook`` op)
+_HOOK_AS_FUNCTION = hasattr(torch._dynamo.external_utils, "_ApplyBackwardHook")
+
+
+def _hooked(reads_y: bool):
+    def f(x, w):
+        y = x * w
+        y.register_hook((lambda g: g * y) if reads_y else (lambda g: g * 10 * y.detach()))
+        z = y.sin()
+        z.register_hook(lambda g: g + 1)
+        return (z * w).sum()
+
+    return f
+
+
+def test_hook_on_intermediate_double_backward_as_eager():
+    _check(_second(_hooked(reads_y=False), (3,), (3,)))
+
+
+def test_hook_reading_its_tensor_double_backward_as_eager_or_raises_on_hook_as_function():
+    """A hook reading the hooked tensor: eager's second backward takes that read's gradient
+    through the hook; traced as a Function (torch 2.11) it went past it, silently wrong: first
+    derivatives as eager, differentiating them again raises there."""
+    if not _HOOK_AS_FUNCTION:
+        _check(_second(_hooked(reads_y=True), (3,), (3,)))
+        return
+    got = observe_scenario(_second(_hooked(reads_y=True), (3,), (3,)), True)
+    want = observe_scenario(_second(_hooked(reads_y=True), (3,), (3,)), False)
+    assert_same_recorded(got[0][1], want[0][1], "g", 1e-5)
+    assert got[1][0] == "raised" and "tensor hook (register_hook)" in got[1][1][1], got[1]
+
+
+def test_two_hooks_on_one_tensor_as_eager_or_raise_on_hook_as_function():
+    """Eager runs a tensor's hooks in the order they were registered; traced as Functions
+    (torch 2.11) they ran in reverse, silently wrong first derivatives: the backward raises
+    there."""
+
+    def f(x, w):
+        y = x * w
+        y.register_hook(lambda g: g * 2)
+        y.register_hook(lambda g: g.pow(2))
+        return (y.sin() * w).sum()
+
+    def first(C, rec):
+        x, w = leaf(3), leaf(3, seed=1)
+        C(f)(x, w).backward()
+        rec("grads", [x.grad, w.grad])
+
+    if not _HOOK_AS_FUNCTION:
+        _check(first)
+        return
+    got = observe_scenario(first, True)
+    assert got[0][0] == "raised" and "two hooks (register_hook)" in got[0][1][1], got
 
 
 # -- batched cotangents ---------------------------------------------------------------------

@@ -38,6 +38,7 @@ from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import output_aliases, shared_bases
+from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -67,6 +68,8 @@ _forward_ad = torch.autograd.forward_ad
 
 # Without this Dynamo runs any frame holding an nn.LSTM/GRU eagerly, silently.
 torch._dynamo.config.allow_rnn = True
+# torch 2.11's Dynamo drops gradients of a Function given one tensor twice: break there, as 2.13.
+_break_at_duplicate_function_inputs()
 
 
 class FallbackWarning(UserWarning):

@@ -23,6 +23,14 @@ dropped) wherever that is what eager does, which the graph cannot show by itself
   source (the functions of its frames) names one, or cannot be read, which of its values eager
   records is unknown: its gradients raise when differentiated again, where its incoming
   gradients or saved tensors require grad (a clear error instead of wrong numbers).
+- torch 2.11's Dynamo traces ``y.register_hook(fn)`` on an intermediate as a Function whose
+  forward is ``y.view_as(y)`` and whose backward is ``fn``; where ``fn`` reads ``y`` itself,
+  the second backward's gradient through that read reaches ``y`` past the hook, where eager's
+  passes through it (``_reads_own_input``): differentiated again, it raises (``_HOOK``). A
+  Function of the user's returning its input and reading it in its backward looks the same;
+  it raises too (eager's numbers, or the error: never other numbers). A second hook on the
+  same tensor is a Function on the first one's output, whose backward runs first: eager runs
+  hooks in the order they were registered (``_second_hook``: its backward raises ``_ORDER``).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import ast
 import copy
 import functools
 import linecache
+import operator
 import re
 
 import torch
@@ -47,6 +56,21 @@ _TWICE = (
     "(torch.compiler.disable) to differentiate its backward."
 )
 
+_HOOK = (
+    "torch2xla: differentiating twice through a tensor hook (register_hook) that reads the "
+    "hooked tensor, or through a torch.autograd.Function that returns its input and reads it "
+    "in its backward, called inside a compiled function, is not supported on this torch: "
+    "its Dynamo traces the hook as such a Function, whose second derivative differs from "
+    "eager's. Register the hook outside the compiled region (torch.compiler.disable)."
+)
+
+_ORDER = (
+    "torch2xla: two hooks (register_hook) on one intermediate tensor inside a compiled "
+    "function are not supported on this torch: its Dynamo traces them so that they run in "
+    "the reverse of the order eager runs them. Register them outside the compiled region "
+    "(torch.compiler.disable), or combine them into one hook."
+)
+
 _GRAD_MODES = frozenset(
     {"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "_set_grad_enabled"}
 )
@@ -61,6 +85,10 @@ def eager_backward(
 ) -> torch.fx.GraphModule:
     """The backward subgraph ``bwd`` (of the Function called at ``call``, forward ``fwd``) to
     run in eager: in the backward call's grad mode, or marked as not differentiable again."""
+    if _second_hook(call):
+        return _raising(bwd, _ORDER)
+    if _reads_own_input(fwd, bwd):
+        return _marked(fwd, bwd, _HOOK, saved_too=True)
     frames = _backward_frames(call, bwd)
     switches = _switches(bwd)
     if frames == set():  # no op of its own (``return g``: a straight-through estimator)
@@ -95,6 +123,88 @@ def _ambient(bwd: torch.fx.GraphModule, switches: list[torch.fx.Node]) -> torch.
     new = torch.fx.GraphModule(bwd, graph)
     new.meta.update(bwd.meta)
     return new
+
+
+def _reads_own_input(fwd: torch.fx.GraphModule, bwd: torch.fx.GraphModule) -> bool:
+    """Whether the forward returns an input of its own (``view_as`` itself, as torch's
+    forward tracing returns an input) that it also hands the backward, which reads it."""
+    (outs, saved), *_ = fwd.graph.find_nodes(op="output")[0].args
+    returned = {
+        o.args[0]
+        for o in outs
+        if isinstance(o, torch.fx.Node)
+        and o.op == "call_method"
+        and o.target == "view_as"
+        and o.args[0] is o.args[1]
+        and o.args[0].op == "placeholder"
+    }
+    inputs = tuple(bwd.graph.find_nodes(op="placeholder"))
+    n_grads = len(inputs) - len(saved)  # (the saved values follow the gradients)
+    return any(
+        s in returned and any(map(_differentiable_read, inputs[n_grads + k].users))
+        for k, s in enumerate(saved)
+    )
+
+
+def is_traced_hook(call: torch.fx.Node) -> bool:
+    """Whether the ``autograd_function_apply`` node ``call`` is a ``register_hook`` as torch
+    2.11's Dynamo traces it: a forward returning its input, and a backward whose ops are no
+    Function's ``backward`` (the hook's own, or none)."""
+    owner = call.graph.owning_module
+    fwd, bwd = call.args[:2]
+    if owner is None or getattr(fwd, "op", None) != "get_attr" or bwd.op != "get_attr":
+        return False
+    fwd, bwd = getattr(owner, fwd.target), getattr(owner, bwd.target)
+    ops = [
+        n for n in fwd.graph.nodes if n.op in _CALLS and n.target is not torch._C._set_grad_enabled
+    ]
+    identity = bool(ops) and all(
+        n.op == "call_method" and n.target == "view_as" and n.args[0] is n.args[1] for n in ops
+    )
+    site = len(_frames(call))
+    tops = {
+        own[site][2] for n in bwd.graph.nodes if n.op in _CALLS if len(own := _frames(n)) > site
+    }
+    return identity and "backward" not in tops
+
+
+def _second_hook(call: torch.fx.Node) -> bool:
+    """Whether ``call`` is a traced hook on the output of another (``is_traced_hook``)."""
+    arg = call.args[2] if len(call.args) == 3 else None
+    prev = (
+        arg.args[0] if isinstance(arg, torch.fx.Node) and arg.target is operator.getitem else None
+    )
+    return (
+        isinstance(prev, torch.fx.Node)
+        and isinstance(prev.target, torch._ops.HigherOrderOperator)
+        and prev.target.name() == "autograd_function_apply"
+        and is_traced_hook(prev)
+        and is_traced_hook(call)
+    )
+
+
+def _raising(bwd: torch.fx.GraphModule, message: str) -> torch.fx.GraphModule:
+    """A copy of ``bwd`` that raises ``message`` when run."""
+    graph = copy.deepcopy(bwd.graph)
+    output = graph.find_nodes(op="output")[0]
+    with graph.inserting_before(output):
+        output.args = (graph.call_function(_raise, (output.args[0], message)),)
+    new = torch.fx.GraphModule(bwd, graph)
+    new.meta.update(bwd.meta)
+    return new
+
+
+def _raise(outputs, message: str):
+    raise RuntimeError(message)
+
+
+def _differentiable_read(node: torch.fx.Node) -> bool:
+    return not (
+        node.op == "call_method"
+        and node.target == "detach"
+        or node.op == "call_function"
+        and node.target in (torch.detach, torch.Tensor.detach)
+    )
 
 
 # -- where the backward's ops come from -------------------------------------------------------

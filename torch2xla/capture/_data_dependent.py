@@ -30,7 +30,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.fx.node import map_arg
 
 from torch2xla._errors import Unsupported
-from torch2xla.capture._custom_backward import eager_backward
+from torch2xla.capture._custom_backward import eager_backward, is_traced_hook
 
 # What the ATen export raises on a data-dependent op traced with concrete sizes.
 EXPORT_ERRORS: tuple[type[Exception], ...] = (
@@ -184,7 +184,9 @@ def failing_node(exc: Exception, gm: torch.fx.GraphModule) -> torch.fx.Node | No
 def reason(node: torch.fx.Node) -> str:
     """Why ``node`` runs in eager PyTorch: it makes a data-dependent shape or a Python value,
     or registers a hook."""
-    if _is_hook(node) or (_is_custom_backward(node) and _made_by_hook(node)):
+    if _is_hook(node) or (
+        _is_custom_backward(node) and (is_traced_hook(node) or _made_by_hook(node))
+    ):
         return REASON_HOOK
     if _is_custom_backward(node):
         return REASON_FUNCTION
