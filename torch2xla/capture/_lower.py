@@ -252,15 +252,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
-    # mkldnn off: otherwise LSTM lowers to the opaque mkldnn_rnn_layer.
-    # preserve_node_meta keeps each node's user stack trace, for error messages.
-    with (
-        exporting(),
-        _mkldnn_disabled(),
-        torch.no_grad(),
-        torch.fx.traceback.preserve_node_meta(),
-        _arg_checks.recording() as rejected,
-    ):
+    with export_scope() as rejected:
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
@@ -380,6 +372,22 @@ def _reset_philox_tracker() -> None:
     if all(isinstance(t, FakeTensor) and t.numel() == 0 for t in seeds):
         with torch._subclasses.fake_tensor.unset_fake_temporarily():
             PhiloxStateTracker.reset()
+
+
+@contextlib.contextmanager
+def export_scope():
+    """The contexts an AOT export of a Dynamo graph runs in; yields the calls whose arguments
+    eager rejects (``_arg_checks.recording``). mkldnn off: otherwise LSTM lowers to the opaque
+    ``mkldnn_rnn_layer``; ``preserve_node_meta`` keeps each node's user stack trace, for error
+    messages."""
+    with (
+        exporting(),
+        _mkldnn_disabled(),
+        torch.no_grad(),
+        torch.fx.traceback.preserve_node_meta(),
+        _arg_checks.recording() as rejected,
+    ):
+        yield rejected
 
 
 @contextlib.contextmanager

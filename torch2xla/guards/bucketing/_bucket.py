@@ -454,7 +454,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     from torch2xla.capture._dead import prune_kept
-    from torch2xla.capture._lower import _mkldnn_disabled, decomposition_table, exporting, prepare
+    from torch2xla.capture._lower import decomposition_table, export_scope, prepare
     from torch2xla.capture._rewrites import strip_effect_tokens
     from torch2xla.ops import _arg_checks, _dtype_probes
 
@@ -493,13 +493,7 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     # from this graph)
     refused = _dtype_probes.refused_calls(gm)
     gm = prepare(gm, list(args))
-    with (
-        exporting(),
-        _mkldnn_disabled(),
-        torch.no_grad(),
-        torch.fx.traceback.preserve_node_meta(),
-        _arg_checks.recording() as rejected,
-    ):
+    with export_scope() as rejected:
         aten_gm, sig = aot_export_module(
             gm, fakes, trace_joint=False, decompositions=decomposition_table()
         )
