@@ -8,8 +8,7 @@ op's inputs through a dict keyed by the tensor, so the last one overwrites the o
 the gradient of ``Mul.apply(x, x)``, with any backend), and the graph it hands the backend
 cannot show that it happened. torch 2.13's Dynamo refuses to trace such a call (a graph
 break: the Function runs in eager between graphs). ``install`` gives older torch versions the
-same check, before Dynamo traces the Function; on torch 2.13 it breaks where Dynamo's own
-check would, a little earlier.
+same check, before Dynamo traces the Function; torch 2.13 and later are left as they are.
 """
 
 from __future__ import annotations
@@ -21,12 +20,21 @@ _GB_TYPE = "autograd.Function.apply: duplicate tensor input"
 
 @functools.cache
 def install() -> None:
-    from torch._dynamo import graph_break_hints
-    from torch._dynamo.exc import unimplemented
-    from torch._dynamo.variables.higher_order_ops import (
-        AutogradFunctionApplyVariable,
-        _get_fake_value,
-    )
+    """Patch Dynamo's tracing of ``Function.apply`` where the installed torch lacks the check
+    (before 2.13; from 2.13 Dynamo checks itself and nothing is patched)."""
+    import torch
+
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13):
+        return
+    try:
+        from torch._dynamo import graph_break_hints
+        from torch._dynamo.exc import unimplemented
+        from torch._dynamo.variables.higher_order_ops import (
+            AutogradFunctionApplyVariable,
+            _get_fake_value,
+        )
+    except ImportError:  # (another layout of Dynamo's internals: left as it is)
+        return
 
     traced = AutogradFunctionApplyVariable.call_function
 
