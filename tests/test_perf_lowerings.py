@@ -326,7 +326,7 @@ def test_softmax_reductions_reach_their_rows_through_constants_only(fn):
     if fn == "attention":  # the forward inside the custom_vjp
         edges = _softmax_edges(
             lambda q, k, v: _saved._attention_fwd(
-                q, k, v, None, None, None, 0.5, True, lax.Precision.DEFAULT, 0.0
+                q, k, v, None, None, None, 0.5, True, lax.Precision.DEFAULT, 0.0, jnp.float32
             ),
             x,
             x,

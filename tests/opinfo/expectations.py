@@ -410,15 +410,6 @@ XFAILS: tuple[XFail, ...] = (
         for name in ("cummax", "cummin")
     ),
     XFail(
-        "nn.functional.scaled_dot_product_attention",
-        _BF,
-        "the softmax and matmul "
-        "gradients are rounded to bfloat16 between steps where torch's math kernel keeps "
-        "float32",
-        dtypes=(bf16,),
-        checks=_G,
-    ),
-    XFail(
         "frexp",
         _BF,
         "the mantissa's gradient (2^-e) is rounded through a bfloat16 "
