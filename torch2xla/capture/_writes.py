@@ -251,7 +251,8 @@ def _check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             if message is not None:
                 raise OpError(message, node)
         if not _overlaps(written):
-            if _through_overlap(node):
+            # (only a write: reading an expanded input, ``x * 2`` of ``y.expand(3, 4)``, is fine)
+            if written is not None and _through_overlap(node):
                 accepted.append(node)
             continue
         message = _eager_error(node, args, kwargs)
