@@ -81,7 +81,9 @@ def test_steady_inference_call_stays_small():
     # (the inputs' views, the executable's call and the outputs' export run in XlaProgram's
     # frame: no jax_inputs, _Aot.__call__, to_torch_cpu or direct_call frame)
     assert not {"jax_inputs", "to_torch_cpu", "direct_call", "views", "<listcomp>"} & set(names)
-    assert n <= 17, (n, names)
+    # (one Python frame per output since CPU outputs leave through the numpy route again:
+    # ``_interop.to_torch_cpu`` says why)
+    assert n <= 19, (n, names)
     x.add_(1.0)  # (cached views see torch's writes)
     assert_same(compiled(x, y), _tiny(x, y))
 
@@ -95,7 +97,9 @@ def test_inference_call_with_fresh_inputs_stays_small():
         assert_same(compiled(x, y), _tiny(x, y))
     x, y = torch.randn(8), torch.randn(8)
     n, names = _our_calls(lambda: compiled(x, y))
-    assert n <= 43, (n, names)
+    # (one Python frame per output since CPU outputs leave through the numpy route again:
+    # ``_interop.to_torch_cpu`` says why)
+    assert n <= 45, (n, names)
     assert_same(compiled(x, y), _tiny(x, y))
 
 
@@ -126,7 +130,9 @@ def test_training_step_stays_small(depth):
     assert_same(losses[0], losses[1])
     for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         assert_same(p, q)
-    assert n <= (70 if depth == 1 else 74), (n, names)
+    # (one Python frame per output since CPU outputs leave through the numpy route again:
+    # ``_interop.to_torch_cpu`` says why)
+    assert n <= (72 if depth == 1 else 76), (n, names)
 
 
 # -- the pieces ----------------------------------------------------------------------------------

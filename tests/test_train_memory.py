@@ -385,12 +385,6 @@ def test_transformer_encoder_layer_matches_eager(train):
         assert_grads(model, ref)
 
 
-@pytest.mark.xfail(
-    reason="session 19 regression, found in the last full run: on the training path the "
-    "program's output array now lives until Python's next garbage collection (gc.collect() frees "
-    "it; no referrer is reachable), not until torch drops the tensor; to fix first",
-    strict=False,
-)
 def test_output_freed_once_torch_drops_it_as_in_eager():
     # Eager frees an LM's logits once log_softmax has run (it keeps its output, not its input);
     # the compiled program's output must not outlive the torch tensor either (the 823 MiB

@@ -391,20 +391,16 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     users grow empty tensors (``o = torch.empty(0)`` then ``torch.add(x, 1, out=o)``, where
     Dynamo breaks the graph between the two, so ``o`` is a compiled output).
     """
-    if not a.size:
-        return torch.empty(a.shape, dtype=torch_dtype(a.dtype))
-    return _from_dlpack(_export(a))
+    # NOTE: not through the export for now: an array exported so outlived the tensor until
+    # Python's next garbage collection (an LM's logits held past their last use;
+    # tests/test_train_memory.py::test_output_freed_once_torch_drops_it_as_in_eager)
+    return _to_torch_host(a)
 
 
 def cpu_outputs(converted_all_nonempty: bool):
-    """What converts a CPU program's list of output arrays to torch tensors: where the program
-    returns no empty output (``converted_all_nonempty``), the DLPack export and import mapped
-    over the list in C, with no Python frame per output; else ``to_torch_cpu`` per output."""
-    if _export is None:
-        return lambda outs: list(map(_to_torch_host, outs))
-    if converted_all_nonempty:
-        return lambda outs: list(map(_from_dlpack, map(_export, outs)))
-    return lambda outs: list(map(to_torch_cpu, outs))
+    """What converts a CPU program's list of output arrays to torch tensors (the numpy route,
+    mapped over the list: see ``to_torch_cpu`` for why not the DLPack export)."""
+    return lambda outs: list(map(_to_torch_host, outs))
 
 
 if _export is None:  # (a jaxlib laid out otherwise)
