@@ -10,6 +10,7 @@ before: 28, 47, 101 and 111) with a little headroom. Every call is also checked 
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import pathlib
 import sys
@@ -24,8 +25,8 @@ from torch import nn
 import torch2xla
 import torch2xla.runtime._interop
 from tests._util import assert_same
-from torch2xla.runtime._interop import ViewCache, cpu_outputs, to_torch_cpu, x64
-from torch2xla.runtime._program import _Aot
+from torch2xla.runtime._interop import ViewCache, to_torch_cpu, x64
+from torch2xla.runtime._program import _Aot, map_list
 
 _ROOT = str(pathlib.Path(torch2xla.__file__).parent)
 
@@ -78,9 +79,12 @@ def test_steady_inference_call_stays_small():
     assert len(counts) == 1  # the same every call
     (n,) = counts
     _, names = _our_calls(lambda: compiled(x, y))
-    # (the inputs' views, the executable's call and the outputs' export run in XlaProgram's
-    # frame: no jax_inputs, _Aot.__call__, to_torch_cpu or direct_call frame)
-    assert not {"jax_inputs", "to_torch_cpu", "direct_call", "views", "<listcomp>"} & set(names)
+    # (the inputs' views and the executable's call run in XlaProgram's frame: no jax_inputs,
+    # _Aot.__call__ or direct_call frame)
+    assert not {"jax_inputs", "direct_call", "views", "<listcomp>"} & set(names)
+    # (the one output's conversion, one frame: outputs leave through the numpy route, see
+    # ``_interop.to_torch_cpu``)
+    assert names.count("to_torch_cpu") == 1, names
     # (one Python frame per output since CPU outputs leave through the numpy route again:
     # ``_interop.to_torch_cpu`` says why)
     assert n <= 19, (n, names)
@@ -152,15 +156,14 @@ _DTYPES = [
 
 @pytest.mark.parametrize("shape", [(), (1,), (5,), (1, 6), (6, 1), (2, 1, 3), (0,), (3, 0)])
 def test_cpu_outputs_are_eager_like_tensors(shape, on_cpu):
-    # Exported through DLPack: eager's strides (size-1 and empty dims too), writable, alive
-    # after the JAX array is gone, values and dtypes as JAX computed them.
+    # Eager's strides (size-1 and empty dims too), writable, alive after the JAX array is gone,
+    # values and dtypes as JAX computed them; one by one and as the program maps its list.
     with x64():
         arrays = [
             jax.jit(lambda d=d: (jnp.arange(int(np.prod(shape))) % 3).astype(d).reshape(shape))()
             for d in _DTYPES
         ]
-    empty = 0 in shape
-    for convert in (to_torch_cpu, cpu_outputs(not empty)):
+    for convert in (to_torch_cpu, functools.partial(map_list, to_torch_cpu)):
         if convert is to_torch_cpu:
             tensors = [to_torch_cpu(a) for a in arrays]
         else:
@@ -174,7 +177,7 @@ def test_cpu_outputs_are_eager_like_tensors(shape, on_cpu):
             assert torch.equal((t.real if t.is_complex() else t).double(), want)
     with x64():
         a = jax.jit(lambda: jnp.arange(6.0).reshape(2, 3))()
-    t = cpu_outputs(True)([a])[0]
+    t = map_list(to_torch_cpu, [a])[0]
     del a
     gc.collect()
     t.add_(1.0)

@@ -350,18 +350,21 @@ _HOST_TYPES = _host_types()
 _BYTE = ctypes.c_char
 
 
-def _to_torch_host(a: jax.Array) -> torch.Tensor:
-    """``to_torch_cpu`` through numpy, for a jaxlib without the C++ DLPack export.
+def to_torch_cpu(a: jax.Array) -> torch.Tensor:
+    """``to_torch`` for arrays on JAX's CPU device, zero-copy.
 
     NOTE: ``torch.from_dlpack`` costs ~6 us per fresh JAX array (JAX's export runs in Python),
     ``np.asarray`` ~1.3 us but yields a read-only array (torch warns on those). The array's
     own buffer, presented to numpy as writable ctypes memory, costs ~1.2 us (~0.5 less than
     numpy's array interface, whose dict numpy parses): the program has finished writing it
     (``block_until_ready``), JAX never hands it to anyone else (outputs alias no input), and
-    the tensor keeps the array alive (tensor -> numpy array -> ctypes memory -> array).
-    Empty outputs are torch's own tensors: a storage over foreign memory cannot grow, and
-    users grow empty tensors (``o = torch.empty(0)`` then ``torch.add(x, 1, out=o)``, where
-    Dynamo breaks the graph between the two, so ``o`` is a compiled output).
+    the tensor keeps the array alive (tensor -> numpy array -> ctypes memory -> array), and no
+    longer: through jaxlib's C++ DLPack export (~0.7 us) the array outlived the tensor until
+    Python's next garbage collection (an LM's logits held past their last use;
+    ``tests/test_train_memory.py``). Empty outputs are torch's own tensors: a storage over
+    foreign memory cannot grow, and users grow empty tensors (``o = torch.empty(0)`` then
+    ``torch.add(x, 1, out=o)``, where Dynamo breaks the graph between the two, so ``o`` is a
+    compiled output).
     """
     a.block_until_ready()
     shape = a.shape
@@ -373,38 +376,6 @@ def _to_torch_host(a: jax.Array) -> torch.Tensor:
     memory.array = a
     t = torch.from_numpy(np.ndarray(shape, view, memory))
     return t if tdtype is None else t.view(tdtype)
-
-
-_export = getattr(_jaxlib_ext, "buffer_to_dlpack_managed_tensor", None)
-_from_dlpack = torch._C._from_dlpack
-
-
-def to_torch_cpu(a: jax.Array) -> torch.Tensor:
-    """``to_torch`` for arrays on JAX's CPU device, zero-copy.
-
-    NOTE: through jaxlib's C++ DLPack export, which waits for the array's computation and
-    holds the buffer while the tensor lives (~0.7 us with torch's import, all in C++);
-    ``torch.from_dlpack`` on the array costs ~6 us (JAX's ``__dlpack__`` runs in Python), the
-    numpy route (``_to_torch_host``) ~2 us. JAX never hands an output's buffer to anyone else
-    (outputs alias no input), so the tensor is writable as eager's are. An empty output is
-    torch's own tensor with eager's strides: a storage over foreign memory cannot grow, and
-    users grow empty tensors (``o = torch.empty(0)`` then ``torch.add(x, 1, out=o)``, where
-    Dynamo breaks the graph between the two, so ``o`` is a compiled output).
-    """
-    # NOTE: not through the export for now: an array exported so outlived the tensor until
-    # Python's next garbage collection (an LM's logits held past their last use;
-    # tests/test_train_memory.py::test_output_freed_once_torch_drops_it_as_in_eager)
-    return _to_torch_host(a)
-
-
-def cpu_outputs(converted_all_nonempty: bool):
-    """What converts a CPU program's list of output arrays to torch tensors (the numpy route,
-    mapped over the list: see ``to_torch_cpu`` for why not the DLPack export)."""
-    return lambda outs: list(map(_to_torch_host, outs))
-
-
-if _export is None:  # (a jaxlib laid out otherwise)
-    to_torch_cpu = _to_torch_host
 
 
 def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list:

@@ -27,7 +27,6 @@ from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
-    cpu_outputs,
     cuda_to_torch,
     cut_cpu,
     direct_call,
@@ -214,11 +213,6 @@ def map_list(convert: Callable, outs: Sequence) -> list:
     return list(map(convert, outs))
 
 
-def _nonempty(meta) -> bool:
-    """Whether the output of fake value ``meta`` is a tensor known to hold elements."""
-    return isinstance(meta, torch.Tensor) and all(isinstance(n, int) and n for n in meta.shape)
-
-
 def _draw_seed() -> np.uint32:
     # Drawn from torch's default generator, so torch.manual_seed makes XLA's randomness repeat.
     return np.uint32(torch.randint(0, 2**31 - 1, ()).item())
@@ -380,12 +374,7 @@ class XlaProgram:
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
         self._host_views = not (self._cuda or self.foreign_in)  # (``jax_inputs`` adds nothing)
         self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
-        # the outputs' list converted (on the CPU mapped in C, where none is empty)
-        self._outputs = (
-            functools.partial(map_list, self.to_torch)
-            if self._cuda
-            else cpu_outputs(all(_nonempty(m) for m in metas))
-        )
+        self._outputs = functools.partial(map_list, self.to_torch)  # (the outputs' list)
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
