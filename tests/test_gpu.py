@@ -337,6 +337,26 @@ def test_bf16_attention_of_odd_length_trains_through_cudnn(tmp_path, causal, mas
     assert "cudnn$fmha" in hlo.read_text(), "the backward fell back to the math rule"
 
 
+def test_bf16_decode_attention_reads_the_cache_where_it_lies(tmp_path):
+    # One query over a long KV cache (a decoded token) runs through XLA's attention, not
+    # cuDNN's, whose (B, T, N, H) operands would make XLA transpose every layer's whole cache
+    # each token. Values against eager's kernel, with a padding mask.
+    import torch.nn.functional as F
+
+    q = torch.randn(2, 4, 1, 64, device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 4, 300, 64, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    mask = torch.ones(2, 1, 1, 300, dtype=torch.bool, device=DEV)
+    mask[0, ..., :37] = False
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    out = torch.compile(f, backend="xla", options={"dump_dir": str(tmp_path)})(q, k, v)
+    torch.testing.assert_close(out, f(q, k, v), atol=2e-2, rtol=2e-2)
+    hlo = "".join(p.read_text() for p in tmp_path.rglob("*.hlo.txt"))
+    assert hlo and "cudnn$fmha" not in hlo
+
+
 # -- issue 22 item 9: CPU 0-d tensors beside CUDA tensors -----------------------------------
 def _same_on_devices(out, ref):
     outs = out if isinstance(out, list | tuple) else [out]

@@ -138,3 +138,60 @@ def test_memory_is_released_after_in_place_steps():
     gc.collect()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() <= before + (1 << 16)
+
+
+def _count_exports(monkeypatch) -> list:
+    """Per call of a program with in-place writes, how many outputs it exported to torch."""
+    from torch2xla.runtime import _in_place
+
+    counts = []
+    original = _in_place.exported
+
+    def counting(pairs, outs, tensors, to_torch):
+        n = [0]
+
+        def export(a):
+            n[0] += 1
+            return to_torch(a)
+
+        result = original(pairs, outs, tensors, export)
+        counts.append(n[0])
+        return result
+
+    monkeypatch.setattr(_in_place, "exported", counting)
+    return counts
+
+
+def test_values_written_in_place_are_not_exported_but_ordered(monkeypatch):
+    """An output XLA wrote into its input's memory is the input's own tensor, not an export;
+    one output is still exported, so torch's stream waits for the program before it reads the
+    inputs (here a long product written into ``p``, read by torch right after the call)."""
+    counts = _count_exports(monkeypatch)
+
+    def step(p, m, a):
+        m.mul_(0.5).add_(a[0])
+        p.copy_((a @ a @ a @ a @ a).sum(0))
+
+    a = torch.randn(2048, 2048, device="cuda") / 45
+    p, m = torch.zeros(2048, device="cuda"), torch.ones(2048, device="cuda")
+    rp, rm = p.clone(), m.clone()
+    fn = _compiled(step)
+    for _ in range(3):
+        fn(p, m, a)
+        got_p, got_m = p.clone(), m.clone()  # (torch's stream, right after the call)
+        step(rp, rm, a)
+        torch.testing.assert_close(got_p, rp, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got_m, rm)
+    assert counts and counts[-1] == 1, counts  # (of two outputs: the one for the ordering)
+
+    def with_output(p, m, a):
+        m.add_(1)
+        p.add_(a[0])
+        return a[1] * 2
+
+    counts.clear()
+    fn = _compiled(with_output)
+    for _ in range(3):
+        out = fn(p, m, a)
+    torch.testing.assert_close(out, a[1] * 2)
+    assert counts[-1] == 1, counts  # (the returned output only)

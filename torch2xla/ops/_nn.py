@@ -466,15 +466,25 @@ def scaled_dot_product_attention(
     return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[0]
 
 
+# Query lengths up to this run through XLA's attention on CUDA too (``cudnn_attention``).
+_FEW_QUERIES = 16
+
+
 def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """cuDNN's fused attention (``jax.nn.dot_product_attention``) where the node runs on CUDA
-    in half precision without dropout; None where that kernel does not apply."""
+    in half precision without dropout; None where that kernel does not apply.
+
+    Not for a few queries over many keys (a decoded token over its KV cache): cuDNN takes
+    (B, T, N, H) operands, so XLA would transpose the whole cache of each layer every token
+    (24 transposes and ~0.15 ms of a GPT-2 token on an H200) to save a product whose scores
+    are a single row; XLA's own attention reads the cache where it lies."""
     if (
         not ctx().on_cuda
         or not is_half(query.dtype)
         or dropout_p > 0
         or query.ndim != 4
         or not (query.shape[1] == key.shape[1] == value.shape[1])
+        or query.shape[2] <= _FEW_QUERIES
     ):
         return None
     q, k, v = (jnp.swapaxes(t, 1, 2) for t in (query, key, value))  # (B, T, N, H) for JAX

@@ -433,7 +433,10 @@ class XlaProgram:
             _checks.raise_failed(outs[-1], checks)
             outs = outs[:-1]
         if self.packing is None:
-            outs = self._outputs(outs)
+            if self.in_place:
+                outs = _in_place.exported(self.in_place, outs, tensors, self.to_torch)
+            else:
+                outs = self._outputs(outs)
         else:
             outs = self.packing.unpack(outs, self.to_torch, self.cut)
         if self._layouts or self.foreign_out:
