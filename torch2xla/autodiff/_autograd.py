@@ -500,10 +500,29 @@ def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
     """The cotangents of the differentiated outputs as JAX values (zeros where None)."""
     if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
         return list(map(to_jax, diff_grads))
+    metas = plan.diff_meta
+    missing = tuple(metas[i] for i, g in enumerate(diff_grads) if g is None)
+    zeros = iter(_zeros(missing) if missing else ())
     return [
-        jax.numpy.zeros(shape, dtype) if g is None else cotangent(g, dtype)
-        for g, (shape, dtype) in zip(diff_grads, plan.diff_meta)
+        next(zeros) if g is None else cotangent(g, dtype)
+        for g, (shape, dtype) in zip(diff_grads, metas)
     ]
+
+
+def _zeros(metas: tuple) -> tuple:
+    """Zero cotangents of ``metas`` ((shape, dtype) each) from one cached program: made one by
+    one in eager JAX, each cost a host-to-device copy of its scalar and two dispatches (on an
+    H200 ~0.4 ms each, 25 a GPT-2 training step whose key/value caches get no gradient)."""
+    make = _ZEROS.get(metas)
+    if make is None:
+        if len(_ZEROS) > 256:  # (shapes of outputs seen once)
+            _ZEROS.clear()
+        make = _ZEROS[metas] = jax.jit(lambda: tuple(jax.numpy.zeros(s, d) for s, d in metas))
+    with x64():  # (float64 and complex128 zeros stay 64-bit)
+        return make()
+
+
+_ZEROS: dict[tuple, Callable] = {}
 
 
 def _converted(plan: _Plan, packing, in_grads, slots) -> dict:
