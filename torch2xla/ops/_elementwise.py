@@ -7,6 +7,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from torch._ops import ops
 
@@ -385,13 +386,33 @@ def _int_power(a, b):
     return result
 
 
+def _next_toward(a, b):
+    """The float after ``a`` toward ``b`` from the bits (C's nextafter, as eager's kernels for
+    every float dtype): ``b`` where equal, NaN where either is, the least subnormal of ``b``'s
+    sign from zero; the largest finite float from an infinity, an infinity past the largest."""
+    a, b = jnp.broadcast_arrays(a, b)
+    bits = jnp.dtype(f"uint{jnp.finfo(a.dtype).bits}")
+    ia = lax.bitcast_convert_type(a, bits)
+    one = jnp.ones_like(ia)
+    away = (a < b) == (a > 0)  # the magnitude grows: one bit pattern up, else one down
+    stepped = lax.bitcast_convert_type(jnp.where(away, ia + one, ia - one), a.dtype)
+    tiny = lax.bitcast_convert_type(one, a.dtype)  # the least subnormal
+    from_zero = jnp.where(b > 0, tiny, -tiny)
+    out = jnp.where(a == 0, from_zero, stepped)
+    out = jnp.where(a == b, b, out)
+    return jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.asarray(jnp.nan, a.dtype), out)
+
+
+@jax.custom_jvp
 def _nextafter(a, b):
+    return _next_toward(a, b)
+
+
+@_nextafter.defjvp
+def _nextafter_jvp(primals, tangents):
     # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
-    # one ulp) and not at all in the second; jnp.nextafter has no gradient.
-    if jnp.issubdtype(a.dtype, jnp.floating):
-        a0, b0 = lax.stop_gradient(a), lax.stop_gradient(b)
-        return a + (jnp.nextafter(a0, b0) - a0)
-    return jnp.nextafter(a, b)
+    # one ulp) and not at all in the second.
+    return _nextafter(*primals), tangents[0]
 
 
 @jax.custom_jvp
@@ -432,7 +453,7 @@ for _ops, _fn, _kind in [
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
-    ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
+    ((aten.nextafter.default,), _nextafter, Kind.NO_OPMATH),  # bits of its own dtype
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
     ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, Kind.DEFAULT),
@@ -509,7 +530,20 @@ def fma(a, b, c):
 def nan_to_num(self, nan=None, posinf=None, neginf=None):
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         return self
-    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):  # each part on its own, as eager
+        parts = (nan_to_num(p, nan, posinf, neginf) for p in (jnp.real(self), jnp.imag(self)))
+        return lax.complex(*parts)
+    fi = jnp.finfo(self.dtype)
+
+    def value(v, default):
+        # NOTE: eager casts the replacement to the tensor's dtype: past its range it is an
+        # infinity (nan=1e10 on float16 gives inf), where jnp.nan_to_num clips.
+        with np.errstate(over="ignore"):
+            return jnp.asarray(np.asarray(default if v is None else v, self.dtype))
+
+    x = jnp.where(jnp.isnan(self), value(nan, 0.0), self)
+    x = jnp.where(self == jnp.inf, value(posinf, fi.max), x)
+    return jnp.where(self == -jnp.inf, value(neginf, fi.min), x)
 
 
 @register(aten.heaviside.default)
