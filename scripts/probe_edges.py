@@ -44,7 +44,14 @@ THIS = os.path.basename(__file__)
 CASES: dict = {}
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
-I8, U8, I16, I32, I64, B = torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool
+I8, U8, I16, I32, I64, B = (
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+)
 C64, C128 = torch.complex64, torch.complex128
 INTS = (I8, U8, I16, I32, I64)
 NAN, INF = float("nan"), float("inf")
@@ -163,13 +170,24 @@ for _dt in INTS:
         lambda x, s: (x << s, x >> s, x << -1, x >> -2),
         lambda _dt=_dt: (
             specials(_dt)[:8],
-            t(-1, -8, -9, 0, 1, -100, 7, 9).to(_dt) if _dt != U8 else t(255, 8, 9, 0, 1, 128, 7, 9).to(U8),
+            t(-1, -8, -9, 0, 1, -100, 7, 9).to(_dt)
+            if _dt != U8
+            else t(255, 8, 9, 0, 1, 128, 7, 9).to(U8),
         ),
     )
     # comparisons with Python scalars outside the dtype's range, and with floats
     case(
         f"int_cmp_scalar_range_{short(_dt)}",
-        lambda x: (x < -1, x > 300, x == 256, x >= -129, x < 2.5, x == 2**40, x != -(2**63), x > 1e30),
+        lambda x: (
+            x < -1,
+            x > 300,
+            x == 256,
+            x >= -129,
+            x < 2.5,
+            x == 2**40,
+            x != -(2**63),
+            x > 1e30,
+        ),
         lambda _dt=_dt: (specials(_dt),),
     )
     case(
@@ -194,7 +212,10 @@ for _dt in INTS:
         case(
             f"int_pow_neg_tensor_{short(_dt)}",
             lambda a, e: (a**e, torch.pow(a, e.abs())),
-            lambda _dt=_dt: (t(0, 1, -1, 2, -1, 0, 1, -2).to(_dt), t(-1, -3, -3, -1, -2, 0, -100, -2).to(_dt)),
+            lambda _dt=_dt: (
+                t(0, 1, -1, 2, -1, 0, 1, -2).to(_dt),
+                t(-1, -3, -3, -1, -2, 0, -100, -2).to(_dt),
+            ),
         )
     case(
         f"int_clamp_crossed_{short(_dt)}",
@@ -209,7 +230,12 @@ for _dt in INTS:
     )
     case(
         f"int_floor_divide_neg_float_{short(_dt)}",
-        lambda x: (x // -2.5, x % -2.5, torch.fmod(x, -2.5), torch.div(x, -4, rounding_mode="trunc")),
+        lambda x: (
+            x // -2.5,
+            x % -2.5,
+            torch.fmod(x, -2.5),
+            torch.div(x, -4, rounding_mode="trunc"),
+        ),
         lambda _dt=_dt: (specials(_dt),),
     )
     case(
@@ -356,9 +382,9 @@ _CUNARY = {
 }
 for _name, _fn in _CUNARY.items():
     for _dt in (C64, C128):
-        if _dt == C64 and _name not in {"sgn", "pow_int3", "pow_neg1", "mul_self", "div_self"}:
-            if _name not in {"conj_mul", "real_imag"}:
-                continue  # probe_dtypes sweeps these on complex64
+        _also64 = {"sgn", "pow_int3", "pow_neg1", "mul_self", "div_self", "conj_mul", "real_imag"}
+        if _dt == C64 and _name not in _also64:
+            continue  # probe_dtypes sweeps these on complex64
         case(f"complex_{_name}_{short(_dt)}", _fn, lambda _dt=_dt: (_cspecials(_dt),), ref=True)
 
 for _dt in (C64, C128):
@@ -389,7 +415,11 @@ for _dt in (C64, C128):
     )
     case(
         f"complex_polar_special_{short(_dt)}",
-        lambda a, b: (torch.polar(a, b), torch.complex(a, b), torch.view_as_complex(torch.stack([a, b], -1))),
+        lambda a, b: (
+            torch.polar(a, b),
+            torch.complex(a, b),
+            torch.view_as_complex(torch.stack([a, b], -1)),
+        ),
         lambda _dt=_dt: (
             specials(F32 if _dt == C64 else F64).abs(),
             specials(F32 if _dt == C64 else F64).flip(0),
@@ -399,7 +429,10 @@ for _dt in (C64, C128):
     case(
         f"complex_conj_input_{short(_dt)}",
         lambda z, w: (z * 2, z.imag, z.real, z + w, z.sum(), z.conj(), z.abs(), w.imag),
-        lambda _dt=_dt: (torch.tensor([1 + 2j, -3 - 0j, 0j], dtype=_dt).conj(), torch.tensor([1 + 2j, -3 - 0j, 0j], dtype=_dt).conj().imag),
+        lambda _dt=_dt: (
+            torch.tensor([1 + 2j, -3 - 0j, 0j], dtype=_dt).conj(),
+            torch.tensor([1 + 2j, -3 - 0j, 0j], dtype=_dt).conj().imag,
+        ),
     )
     case(
         f"complex_conj_view_as_real_{short(_dt)}",
@@ -448,7 +481,16 @@ case(
 )
 case(
     "complex_eq_special",
-    lambda z: (z == z, z != z, torch.isnan(z), torch.isinf(z), torch.isfinite(z), z == 0, z.bool(), z.any()),
+    lambda z: (
+        z == z.clone(),
+        z != z.clone(),
+        torch.isnan(z),
+        torch.isinf(z),
+        torch.isfinite(z),
+        z == 0,
+        z.bool(),
+        z.any(),
+    ),
     lambda: (_cspecials(C64),),
 )
 case(
@@ -575,15 +617,46 @@ for _dt in _FL:
             x.median(1),
             x.sort(dim=1, stable=True),
         ),
-        lambda _dt=_dt: (torch.tensor([[2.0, 5.0, 5.0, 1.0, 5.0], [1.0, 1.0, 0.0, 0.0, 1.0]], dtype=_dt),),
+        lambda _dt=_dt: (
+            torch.tensor([[2.0, 5.0, 5.0, 1.0, 5.0], [1.0, 1.0, 0.0, 0.0, 1.0]], dtype=_dt),
+        ),
     )
     case(
         f"round_edges_{short(_dt)}",
-        lambda x: (x.round(), x.round(decimals=0), x.round(decimals=1), x.round(decimals=2), x.round(decimals=-1), x.round(decimals=-2)),
+        lambda x: (
+            x.round(),
+            x.round(decimals=0),
+            x.round(decimals=1),
+            x.round(decimals=2),
+            x.round(decimals=-1),
+            x.round(decimals=-2),
+        ),
         lambda _dt=_dt: (
             torch.tensor(
-                [0.49999999999999994, 0.49999997, 2.5, 3.5, -2.5, -0.5, 0.5, 1.005, 2.675, 0.125, 0.375,
-                 25.0, 35.0, -25.0, 250.0, 1050.0, 4503599627370497.0, 8388609.0, 1e30, -1e-30, 1000.0, 65504.0],
+                [
+                    0.49999999999999994,
+                    0.49999997,
+                    2.5,
+                    3.5,
+                    -2.5,
+                    -0.5,
+                    0.5,
+                    1.005,
+                    2.675,
+                    0.125,
+                    0.375,
+                    25.0,
+                    35.0,
+                    -25.0,
+                    250.0,
+                    1050.0,
+                    4503599627370497.0,
+                    8388609.0,
+                    1e30,
+                    -1e-30,
+                    1000.0,
+                    65504.0,
+                ],
                 dtype=F64,
             ).to(_dt),
         ),
@@ -601,7 +674,21 @@ for _dt in _FL:
     )
     case(
         f"inf_arith_{short(_dt)}",
-        lambda x: (x - x, x * 0, x / x, x + x.flip(0), torch.fmod(x, x.flip(0)), x % 2.0, 2.0 % x, x // x.flip(0), x.sum(), x.cumsum(0), x.prod(), x.mean(), x.var()),
+        lambda x: (
+            x - x,
+            x * 0,
+            x / x,
+            x + x.flip(0),
+            torch.fmod(x, x.flip(0)),
+            x % 2.0,
+            2.0 % x,
+            x // x.flip(0),
+            x.sum(),
+            x.cumsum(0),
+            x.prod(),
+            x.mean(),
+            x.var(),
+        ),
         lambda _dt=_dt: (torch.tensor([INF, -INF, INF, 1.0], dtype=_dt),),
     )
     case(
@@ -614,12 +701,34 @@ for _dt in _FL:
             torch.histc(x[:1], bins=4),
             torch.histc(x, bins=5, min=-1, max=0.5),
         ),
-        lambda _dt=_dt: (torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0000001, -0.0, 0.30000001], dtype=F64).to(_dt),),
+        lambda _dt=_dt: (
+            torch.tensor(
+                [
+                    0.0,
+                    0.1,
+                    0.2,
+                    0.3,
+                    0.4,
+                    0.5,
+                    0.6,
+                    0.7,
+                    0.8,
+                    0.9,
+                    1.0,
+                    1.0000001,
+                    -0.0,
+                    0.30000001,
+                ],
+                dtype=F64,
+            ).to(_dt),
+        ),
     )
     case(
         f"float_to_uint8_{short(_dt)}",
         lambda x: (x.to(U8), x.to(I8), x.to(I16), x.to(I32), x.to(I64), x.long().to(U8)),
-        lambda _dt=_dt: (torch.tensor([-1.0, -1.5, -0.5, -100.0, 127.5, -128.5, 3.9, -3.9, -0.0], dtype=_dt),),
+        lambda _dt=_dt: (
+            torch.tensor([-1.0, -1.5, -0.5, -100.0, 127.5, -128.5, 3.9, -3.9, -0.0], dtype=_dt),
+        ),
     )
     case(
         f"nextafter_{short(_dt)}",
@@ -682,11 +791,27 @@ case(
 case("bincount_float_raises", lambda x: torch.bincount(x), lambda: (t(0.0, 1.0),))
 case("bincount_2d_raises", lambda x: torch.bincount(x), lambda: (t(0, 1).view(1, 2),))
 case("histc_int_raises", lambda x: torch.histc(x, bins=3), lambda: (t(0, 1, 2),))
-case("histc_min_gt_max_raises", lambda x: torch.histc(x, bins=3, min=2, max=1), lambda: (t(0.0, 1.0),))
-case("histc_nan_with_range", lambda x: torch.histc(x, bins=3, min=0, max=3), lambda: (t(0.0, NAN, 1.0, 3.0, INF),))
+case(
+    "histc_min_gt_max_raises",
+    lambda x: torch.histc(x, bins=3, min=2, max=1),
+    lambda: (t(0.0, 1.0),),
+)
+case(
+    "histc_nan_with_range",
+    lambda x: torch.histc(x, bins=3, min=0, max=3),
+    lambda: (t(0.0, NAN, 1.0, 3.0, INF),),
+)
 case(
     "subnormal_f32",
-    lambda x: (x * 1, x + 0, x.abs(), x * 2**20, x.sign(), x > 0, torch.nextafter(torch.zeros_like(x), x)),
+    lambda x: (
+        x * 1,
+        x + 0,
+        x.abs(),
+        x * 2**20,
+        x.sign(),
+        x > 0,
+        torch.nextafter(torch.zeros_like(x), x),
+    ),
     lambda: (torch.tensor([1e-40, -1e-42, 1e-45], dtype=F32),),
 )
 

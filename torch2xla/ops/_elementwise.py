@@ -11,7 +11,10 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _autodiff  # noqa: F401  (defines torch2xla::stop_gradient)
+from torch2xla.ops import (
+    _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
+    _complex,
+)
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
@@ -220,14 +223,14 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
 
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
-    (aten.exp, jnp.exp),
+    (aten.exp, _complex.exp),
     (aten.exp2, _wide(jnp.exp2)),
     (aten.expm1, jnp.expm1),
-    (aten.log2, jnp.log2),
-    (aten.log10, jnp.log10),
+    (aten.log2, functools.partial(_complex.log, real=jnp.log2, base=2)),
+    (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
     (aten.log1p, jnp.log1p),
-    (aten.sqrt, jnp.sqrt),
-    (aten.rsqrt, lax.rsqrt),
+    (aten.sqrt, _complex.sqrt),
+    (aten.rsqrt, _complex.rsqrt),
     (aten.sin, jnp.sin),
     (aten.cos, jnp.cos),
     (aten.tan, jnp.tan),
@@ -236,16 +239,16 @@ for _op, _fn in [
     (aten.atan, jnp.arctan),
     (aten.sinh, _wide(jnp.sinh)),
     (aten.cosh, _wide(jnp.cosh)),
-    (aten.tanh, jnp.tanh),
+    (aten.tanh, _complex.tanh),
     (aten.asinh, jnp.arcsinh),
     (aten.acosh, jnp.arccosh),
     (aten.atanh, jnp.arctanh),
-    (aten.sigmoid, jax.nn.sigmoid),
+    (aten.sigmoid, functools.partial(_complex.sigmoid, real=jax.nn.sigmoid)),
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
     (aten.erfinv, _wide(jax.scipy.special.erfinv)),
     (aten.lgamma, _wide(jax.scipy.special.gammaln)),
-    (aten.reciprocal, jnp.reciprocal),
+    (aten.reciprocal, _complex.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
 
@@ -271,7 +274,7 @@ def _after_exp(jfn, kind: Kind, positions: tuple[int, ...], scalar_in_opmath: bo
     return lowering
 
 
-register(aten.log.default)(_after_exp(jnp.log, Kind.INT_TO_FLOAT, (0,)))
+register(aten.log.default)(_after_exp(_complex.log, Kind.INT_TO_FLOAT, (0,)))
 
 
 def _exp_of(arg) -> bool:
@@ -283,7 +286,7 @@ def _sign(x):
     if x.dtype == jnp.bool_:
         return x
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return jnp.sign(x)
+        return _complex.sgn(x, jnp.sign)
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
@@ -309,7 +312,7 @@ for _op, _fn in [
 
 @jax.custom_jvp
 def _abs(x):
-    return jnp.abs(x)
+    return _complex.abs_(x) if jnp.issubdtype(x.dtype, jnp.complexfloating) else jnp.abs(x)
 
 
 @_abs.defjvp
@@ -444,6 +447,10 @@ def pow_tensor_scalar(self, exponent):
     # (bool stays bool: promotion would give int64).
     if isinstance(exponent, bool) and self.dtype == jnp.bool_:
         return self if exponent else jnp.ones_like(self)
+    if jnp.issubdtype(self.dtype, jnp.complexfloating) and not isinstance(exponent, complex):
+        special = _complex.POWERS.get(float(exponent))
+        if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
+            return special(self)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
 
