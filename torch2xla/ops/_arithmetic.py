@@ -13,6 +13,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops import _complex
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote, rounded_to
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
@@ -220,10 +221,10 @@ def rsub(self, other, alpha=1):
 
 
 register(aten.mul.Tensor, aten.mul.Scalar)(
-    _kept_constants(jnp.multiply, Kind.DEFAULT, scalar_in_opmath=True)
+    _kept_constants(_complex.mul, Kind.DEFAULT, scalar_in_opmath=True)
 )
 register(aten.div.Tensor, aten.div.Scalar)(
-    _kept_constants(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
+    _kept_constants(_complex.div, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
 )
 
 

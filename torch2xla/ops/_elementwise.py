@@ -7,10 +7,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _autodiff  # noqa: F401  (defines torch2xla::stop_gradient)
+from torch2xla.ops import (
+    _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
+    _complex,
+)
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
@@ -219,14 +223,14 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
 
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
-    (aten.exp, jnp.exp),
+    (aten.exp, _complex.exp),
     (aten.exp2, _wide(jnp.exp2)),
     (aten.expm1, jnp.expm1),
-    (aten.log2, jnp.log2),
-    (aten.log10, jnp.log10),
+    (aten.log2, functools.partial(_complex.log, real=jnp.log2, base=2)),
+    (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
     (aten.log1p, jnp.log1p),
-    (aten.sqrt, jnp.sqrt),
-    (aten.rsqrt, lax.rsqrt),
+    (aten.sqrt, _complex.sqrt),
+    (aten.rsqrt, _complex.rsqrt),
     (aten.sin, jnp.sin),
     (aten.cos, jnp.cos),
     (aten.tan, jnp.tan),
@@ -235,16 +239,16 @@ for _op, _fn in [
     (aten.atan, jnp.arctan),
     (aten.sinh, _wide(jnp.sinh)),
     (aten.cosh, _wide(jnp.cosh)),
-    (aten.tanh, jnp.tanh),
+    (aten.tanh, _complex.tanh),
     (aten.asinh, jnp.arcsinh),
     (aten.acosh, jnp.arccosh),
     (aten.atanh, jnp.arctanh),
-    (aten.sigmoid, jax.nn.sigmoid),
+    (aten.sigmoid, functools.partial(_complex.sigmoid, real=jax.nn.sigmoid)),
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
     (aten.erfinv, _wide(jax.scipy.special.erfinv)),
     (aten.lgamma, _wide(jax.scipy.special.gammaln)),
-    (aten.reciprocal, jnp.reciprocal),
+    (aten.reciprocal, _complex.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
 
@@ -270,7 +274,7 @@ def _after_exp(jfn, kind: Kind, positions: tuple[int, ...], scalar_in_opmath: bo
     return lowering
 
 
-register(aten.log.default)(_after_exp(jnp.log, Kind.INT_TO_FLOAT, (0,)))
+register(aten.log.default)(_after_exp(_complex.log, Kind.INT_TO_FLOAT, (0,)))
 
 
 def _exp_of(arg) -> bool:
@@ -282,7 +286,7 @@ def _sign(x):
     if x.dtype == jnp.bool_:
         return x
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return jnp.sign(x)
+        return _complex.sgn(x, jnp.sign)
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
@@ -308,7 +312,7 @@ for _op, _fn in [
 
 @jax.custom_jvp
 def _abs(x):
-    return jnp.abs(x)
+    return _complex.abs_(x) if jnp.issubdtype(x.dtype, jnp.complexfloating) else jnp.abs(x)
 
 
 @_abs.defjvp
@@ -385,13 +389,33 @@ def _int_power(a, b):
     return result
 
 
+def _next_toward(a, b):
+    """The float after ``a`` toward ``b`` from the bits (C's nextafter, as eager's kernels for
+    every float dtype): ``b`` where equal, NaN where either is, the least subnormal of ``b``'s
+    sign from zero; the largest finite float from an infinity, an infinity past the largest."""
+    a, b = jnp.broadcast_arrays(a, b)
+    bits = jnp.dtype(f"uint{jnp.finfo(a.dtype).bits}")
+    ia = lax.bitcast_convert_type(a, bits)
+    one = jnp.ones_like(ia)
+    away = (a < b) == (a > 0)  # the magnitude grows: one bit pattern up, else one down
+    stepped = lax.bitcast_convert_type(jnp.where(away, ia + one, ia - one), a.dtype)
+    tiny = lax.bitcast_convert_type(one, a.dtype)  # the least subnormal
+    from_zero = jnp.where(b > 0, tiny, -tiny)
+    out = jnp.where(a == 0, from_zero, stepped)
+    out = jnp.where(a == b, b, out)
+    return jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.asarray(jnp.nan, a.dtype), out)
+
+
+@jax.custom_jvp
 def _nextafter(a, b):
+    return _next_toward(a, b)
+
+
+@_nextafter.defjvp
+def _nextafter_jvp(primals, tangents):
     # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
-    # one ulp) and not at all in the second; jnp.nextafter has no gradient.
-    if jnp.issubdtype(a.dtype, jnp.floating):
-        a0, b0 = lax.stop_gradient(a), lax.stop_gradient(b)
-        return a + (jnp.nextafter(a0, b0) - a0)
-    return jnp.nextafter(a, b)
+    # one ulp) and not at all in the second.
+    return _nextafter(*primals), tangents[0]
 
 
 @jax.custom_jvp
@@ -423,6 +447,10 @@ def pow_tensor_scalar(self, exponent):
     # (bool stays bool: promotion would give int64).
     if isinstance(exponent, bool) and self.dtype == jnp.bool_:
         return self if exponent else jnp.ones_like(self)
+    if jnp.issubdtype(self.dtype, jnp.complexfloating) and not isinstance(exponent, complex):
+        special = _complex.POWERS.get(float(exponent))
+        if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
+            return special(self)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
 
@@ -432,7 +460,7 @@ for _ops, _fn, _kind in [
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
-    ((aten.nextafter.default,), _nextafter, Kind.DEFAULT),
+    ((aten.nextafter.default,), _nextafter, Kind.NO_OPMATH),  # bits of its own dtype
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
     ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), jnp.bitwise_or, Kind.DEFAULT),
     ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), jnp.bitwise_xor, Kind.DEFAULT),
@@ -509,7 +537,20 @@ def fma(a, b, c):
 def nan_to_num(self, nan=None, posinf=None, neginf=None):
     if not jnp.issubdtype(self.dtype, jnp.inexact):
         return self
-    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):  # each part on its own, as eager
+        parts = (nan_to_num(p, nan, posinf, neginf) for p in (jnp.real(self), jnp.imag(self)))
+        return lax.complex(*parts)
+    fi = jnp.finfo(self.dtype)
+
+    def value(v, default):
+        # NOTE: eager casts the replacement to the tensor's dtype: past its range it is an
+        # infinity (nan=1e10 on float16 gives inf), where jnp.nan_to_num clips.
+        with np.errstate(over="ignore"):
+            return jnp.asarray(np.asarray(default if v is None else v, self.dtype))
+
+    x = jnp.where(jnp.isnan(self), value(nan, 0.0), self)
+    x = jnp.where(self == jnp.inf, value(posinf, fi.max), x)
+    return jnp.where(self == -jnp.inf, value(neginf, fi.min), x)
 
 
 @register(aten.heaviside.default)

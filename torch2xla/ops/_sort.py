@@ -224,25 +224,58 @@ def bucketize(self, boundaries, *, out_int32=False, right=False):
 
 
 # -- histograms ----------------------------------------------------------------------------------
-def _hist_counts(x, lo, hi, bins, weight, dtype):
-    """Counts of ``x`` in ``bins`` equal-width bins over [lo, hi] (hi included in the last)."""
-    # NOTE: torch computes the bin as (x - lo) * bins / (hi - lo), truncated; NaN and values
-    # outside [lo, hi] are not counted.
-    pos = jnp.floor((x - lo) * bins / (hi - lo)).astype(jnp.int64)
-    pos = jnp.where(x == hi, bins - 1, pos)
-    valid = (x >= lo) & (x <= hi) & ~jnp.isnan(x)
+def _edges(lo, hi, bins, dtype):
+    """``bins + 1`` equal-width bin edges over [lo, hi] as eager's linspace computes them in
+    ``dtype``: one rounded step, the first half counted up from ``lo``, the rest down from
+    ``hi`` (each product and sum rounded to ``dtype``)."""
+    lo, hi = jnp.asarray(lo, dtype), jnp.asarray(hi, dtype)
+    step = (hi - lo) / jnp.asarray(bins, dtype)
+    i = jnp.arange(bins + 1)
+    up = lo + step * i.astype(dtype)
+    down = hi - step * (bins - i).astype(dtype)
+    return jnp.where(i < (bins + 1) // 2, up, down)
+
+
+def _hist_counts(x, edges, weight, dtype, local_search=True):
+    """Counts of ``x`` in the bins between ``edges`` (the last bin holds its right edge)."""
+    # NOTE: torch interpolates an element's bin, (x - lo) * bins / (hi - lo) truncated, each
+    # step rounded to the input's dtype. torch.histogram then corrects it against the edges on
+    # either side (so the bin is where the element falls among the edges); histc does not.
+    # NaN and values outside [edges[0], edges[-1]] are not counted.
+    bins = edges.shape[0] - 1
+    lo, hi = edges[0], edges[-1]
+    if local_search:
+        pos = jnp.searchsorted(edges, x, side="right") - 1
+    else:
+        dt = x.dtype
+        # (the divisor spread over the elements behind a barrier: XLA divides by a broadcast
+        # scalar as a multiply by its reciprocal, one ulp off, a whole bin at a bin's edge)
+        width = lax.optimization_barrier(jnp.broadcast_to(hi - lo, x.shape))
+        pos = _rounded(_rounded(x - lo, dt) * jnp.asarray(bins, dt), dt) / width
+        pos = jnp.trunc(_rounded(pos, dt)).astype(jnp.int64)
+    pos = jnp.minimum(pos, bins - 1)
+    valid = (x >= lo) & (x <= hi)
     w = jnp.ones_like(x, dtype) if weight is None else as_dtype(weight.reshape(-1), dtype)
     w = jnp.where(valid, w, 0)
-    return jnp.zeros((bins,), dtype).at[jnp.where(valid, pos, 0)].add(w)
+    return jnp.zeros((bins,), dtype).at[jnp.where(valid, jnp.maximum(pos, 0), 0)].add(w)
 
 
-def _range(x, lo, hi, widen):
-    """[lo, hi] from the arguments, or from the data when both are None or 0; an empty range
-    is widened by ``widen`` on each side (1 for histc, 0.5 for histogram)."""
-    if lo is None or (lo == 0 and hi == 0):
+def _rounded(v, dtype):
+    """``v`` rounded to ``dtype`` where XLA would keep a half-precision intermediate wider."""
+    bits = {"float16": (5, 10), "bfloat16": (8, 7)}.get(jnp.dtype(dtype).name)
+    return v if bits is None else lax.reduce_precision(v, *bits)
+
+
+def _range(x, lo, hi, widen, data):
+    """[lo, hi] from the arguments, or from the data where ``data`` (histc: min == max;
+    histogram: no range); an empty range is widened by ``widen`` on each side (1 for histc,
+    0.5 for histogram)."""
+    if data:
         lo, hi = (jnp.min(x, initial=np.inf), jnp.max(x, initial=-np.inf)) if x.size else (0, 0)
         lo = jnp.where(jnp.isfinite(lo), lo, 0)
         hi = jnp.where(jnp.isfinite(hi), hi, 0)
+    elif lo == hi:  # widened in double precision, as eager does, then rounded to the dtype
+        return jnp.asarray(lo - widen, x.dtype), jnp.asarray(hi + widen, x.dtype)
     lo, hi = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
     same = lo == hi
     return jnp.where(same, lo - widen, lo), jnp.where(same, hi + widen, hi)
@@ -251,7 +284,8 @@ def _range(x, lo, hi, widen):
 @register(aten.histc.default)
 def histc(self, bins=100, min=0, max=0):
     x = self.reshape(-1)
-    if min == 0 and max == 0 and x.size:
+    data = min == max and x.size > 0  # eager bins the data's range where min == max
+    if data:
         # (eager raises where the data's range is not finite: a NaN or an infinity in it)
         lo, hi = jnp.min(x).astype(jnp.float32), jnp.max(x).astype(jnp.float32)
         bits = [lax.bitcast_convert_type(v, jnp.uint32).astype(jnp.int64) for v in (lo, hi)]
@@ -261,8 +295,8 @@ def histc(self, bins=100, min=0, max=0):
             (bits[0] << 32) | bits[1],
             explain=_histc_range,
         )
-    lo, hi = _range(x, min, max, 1)
-    return _hist_counts(x, lo, hi, bins, None, out_dtype())
+    lo, hi = _range(x, min, max, 1, data)
+    return _hist_counts(x, _edges(lo, hi, bins, x.dtype), None, out_dtype(), False)
 
 
 def _histc_range(value: int) -> tuple:
@@ -289,9 +323,9 @@ def _density(hist, edges):
 @register(aten.histogram.bin_ct)
 def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
     x = self.reshape(-1)
-    lo, hi = _range(x, *(range if range is not None else (None, None)), 0.5)
-    edges = jnp.linspace(lo, hi, bins + 1).astype(self.dtype)
-    hist = _hist_counts(x, lo, hi, bins, weight, out_dtype(0))
+    lo, hi = _range(x, *(range if range is not None else (None, None)), 0.5, range is None)
+    edges = _edges(lo, hi, bins, self.dtype)
+    hist = _hist_counts(x, edges, weight, out_dtype(0))
     return (_density(hist, edges) if density else hist), edges
 
 
