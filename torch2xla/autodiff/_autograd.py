@@ -51,8 +51,9 @@ _keep_graph: Callable[[], bool] = getattr(
 )
 
 
-# A tensor saved on every node, only so that autograd tells us (by raising eager's error on
-# ``ctx.saved_tensors``) when a backward runs through a graph whose buffers were freed.
+# A tensor saved on every node that saves no other, only so that autograd tells us (by raising
+# eager's error on ``ctx.saved_tensors``) when a backward runs through a graph whose buffers
+# were freed (any saved tensor raises so).
 _FREED_MARKER = torch.empty(0)
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
@@ -316,12 +317,8 @@ class XlaFunction(torch.autograd.Function):
             saved = tuple(sorted({*(ours or ()), *getattr(plan.program, "saved_inputs", ())}))
             if ours is not None:
                 plan.saved_pos = saved
-        if saved or plan.saved_out:
-            ctx.to_save = (
-                _FREED_MARKER,
-                *map(tensors.__getitem__, saved),
-                *map(outs.__getitem__, plan.saved_out),
-            )
+        if saved or plan.saved_out:  # (any saved tensor raises as the marker would)
+            ctx.to_save = (*map(tensors.__getitem__, saved), *map(outs.__getitem__, plan.saved_out))
         else:
             ctx.to_save = (_FREED_MARKER,)
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn

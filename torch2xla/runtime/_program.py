@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +50,7 @@ def _is_float(meta) -> bool:
 
 
 _NO_PLACEMENT = contextlib.nullcontext()
+_requires_grad = operator.attrgetter("requires_grad")
 
 # Dtypes that JAX truncates to 32 bits outside ``x64()``.
 _WIDE = frozenset({torch.int64, torch.uint64, torch.float64, torch.complex128})
@@ -402,8 +405,8 @@ class XlaProgram:
         if self.foreign_in:
             tensors = self.move_foreign(tensors)
         if self.diff_out and torch.is_grad_enabled():
-            # (float or complex, by torch's rule)
-            diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
+            # (float or complex, by torch's rule; in C: a list comprehension is a frame)
+            diff_in = tuple(itertools.compress(itertools.count(), map(_requires_grad, tensors)))
             if diff_in:
                 seed = _draw_seed() if self.rng else None
                 outs = list(apply_differentiable(self, diff_in, seed, tensors))
