@@ -51,8 +51,9 @@ _keep_graph: Callable[[], bool] = getattr(
 )
 
 
-# A tensor saved on every node, only so that autograd tells us (by raising eager's error on
-# ``ctx.saved_tensors``) when a backward runs through a graph whose buffers were freed.
+# A tensor saved on every node that saves no other, only so that autograd tells us (by raising
+# eager's error on ``ctx.saved_tensors``) when a backward runs through a graph whose buffers
+# were freed (any saved tensor raises so).
 _FREED_MARKER = torch.empty(0)
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
@@ -94,6 +95,8 @@ class _Plan:
         "saved_pos",
         "saves",
         "scoped",
+        "steady",
+        "steady_bwd",
         "untracked",
         "views",
     )
@@ -140,6 +143,14 @@ class _Plan:
         self.every_out = tuple(range(len(self.diff_out)))  # ``active`` when all are
         # (``ctx.freed``, freed) after the first backward through every output (``_release``)
         self.dense_release: tuple | None = None
+        # The steady forward, once its executable ran (``_steady_forward``): (its C++ call,
+        # the input positions the residuals hold, what makes the residuals of the arrays it
+        # computed and those inputs); False where there is none (views that need more than
+        # the ``ViewCache``, JAX's config contexts, a seed among the residuals).
+        self.steady: tuple | None | bool = None if self.views is not None else False
+        # The freed graph's backward executable's C++ call, once it ran (``_residuals.Backward.
+        # steady``): ``(kept, inputs, cotangents) -> gradients``; None: not known (yet).
+        self.steady_bwd: Callable | None = None
 
     @classmethod
     def of(cls, program, diff_in: tuple[int, ...]) -> _Plan:
@@ -148,6 +159,20 @@ class _Plan:
         if plan is None or plan.program is not program:
             plan = fns.plan = cls(program, fns, diff_in)
         return plan
+
+    def find_steady(self) -> None:
+        """Sets ``steady`` once the forward's executable ran (``_autograd._forward`` runs it
+        until then): its C++ call and what the residuals are made of, from the forward
+        (``_residuals._Wrapped.steady``, ``_stored._StoredForward.steady``)."""
+        if self.scoped:
+            self.steady = False
+            return
+        fwd = self.fns.fwd
+        target = getattr(fwd, "direct", None) or fwd  # (``_program._Aot``: what it calls)
+        steady = getattr(target, "steady", None)
+        found = steady() if steady is not None else False
+        if found is not None:
+            self.steady = found if found and -1 not in found[1] else False
 
     def learn(self, douts: Sequence, tensors: Sequence[torch.Tensor]) -> None:
         """Record what the first forward call shows (see the class docstring)."""
@@ -178,7 +203,9 @@ class _Plan:
 def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Sequence) -> tuple:
     """``program``'s outputs for ``tensors``, tracked by autograd with respect to the inputs
     ``diff_in`` (``XlaFunction``)."""
-    plan = _Plan.of(program, diff_in)
+    plan = program.plans.get(diff_in)  # (``_Plan.of`` once: its lookups are frames)
+    if plan is None:
+        plan = program.plans[diff_in] = _Plan.of(program, diff_in)
     if _functorch_active():
         return XlaFunction.apply(plan, seed, None, *tensors)
     groups = plan.groups if plan.groups is not None else chain_groups(plan)
@@ -233,7 +260,23 @@ class XlaFunction(torch.autograd.Function):
                 tensors = tensors[:-1]
             else:
                 chain = None
-        if pending is not None:
+        steady = plan.steady
+        if steady and chain is None:  # (the steady step: in this frame, ``_steady_forward``)
+            exe, held, residuals = steady
+            views = plan.views(tensors)[0]
+            rest_in = plan.rest_in
+            if rest_in is None:
+                diff, rest = views, []
+            else:
+                take = views.__getitem__
+                diff, rest = list(map(take, plan.diff_in)), list(map(take, rest_in))
+            try:
+                douts, aux, kept = exe(seed, diff, rest)
+            except (TypeError, ValueError):  # (rejected before it ran: the general path)
+                douts, aux, vjp_fn = _forward(plan, seed, tensors)
+            else:
+                vjp_fn = residuals(kept, list(map(views.__getitem__, held)))
+        elif pending is not None:
             douts, aux, vjp_fn = pending
             del pending
         elif plan.scoped:  # JAX's config contexts, where they change something (XlaProgram)
@@ -241,6 +284,8 @@ class XlaFunction(torch.autograd.Function):
                 douts, aux, vjp_fn = _forward(plan, seed, tensors)
         else:
             douts, aux, vjp_fn = _forward(plan, seed, tensors)
+            if steady is None:
+                plan.find_steady()
         checks = getattr(plan.flat_fn, "checks", ())
         if checks:  # the last aux output is their status (``_checks``)
             _checks.raise_failed(aux[-1], checks)
@@ -263,19 +308,19 @@ class XlaFunction(torch.autograd.Function):
                 ctx.mark_non_differentiable(*(full[i] for i in (*aux_out, *plan.untracked)))
             outs = tuple(full)
         # Unused outputs get None, not zeros: an input reached only through them gets no grad.
-        ctx.set_materialize_grads(False)
+        # NOTE: what ``ctx.set_materialize_grads(False)`` and ``ctx.save_for_backward`` set,
+        # set here without their Python frames (attributes of autograd's C++ context).
+        ctx.materialize_grads = False
         saved = plan.saved_pos
         if saved is None:  # (those our backward reads, and those eager's would)
             ours = plan.fns.saved_positions()
             saved = tuple(sorted({*(ours or ()), *getattr(plan.program, "saved_inputs", ())}))
             if ours is not None:
                 plan.saved_pos = saved
-        if saved or plan.saved_out:
-            ctx.save_for_backward(
-                _FREED_MARKER, *[tensors[k] for k in saved], *[outs[i] for i in plan.saved_out]
-            )
+        if saved or plan.saved_out:  # (any saved tensor raises as the marker would)
+            ctx.to_save = (*map(tensors.__getitem__, saved), *map(outs.__getitem__, plan.saved_out))
         else:
-            ctx.save_for_backward(_FREED_MARKER)
+            ctx.to_save = (_FREED_MARKER,)
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
         # whether a backward without retain_graph ran (autograd then released what the node
         # saved), and the nodes of eager's graph that freed (``_freed_after``)
@@ -412,7 +457,7 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
             chain.source = None
         return (None,) * n_args
     if dense:
-        slots = plan.dense_slots()
+        slots = plan.live_slots or plan.dense_slots()
     else:
         deps = plan.deps()
         live = frozenset().union(*(deps[j] for j in active))
@@ -422,7 +467,21 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     else:  # (grad mode is off from here)
         bwd = fns.bwd
         if plan.bare_backward:  # (see _Plan: no config context changes anything)
-            source = bwd(vjp_fn, _cotangents(plan, dense, diff_grads), donate=freed)
+            # (``_cotangents``' common case inlined: every cotangent, real and non-empty)
+            if dense and plan.plain_cts:
+                cts = list(map(to_jax, diff_grads))
+            else:
+                cts = _cotangents(plan, dense, diff_grads)
+            steady = plan.steady_bwd if freed else None
+            if steady is None:
+                source = bwd(vjp_fn, cts, donate=freed)
+                if freed:  # (its C++ call, once it ran: ``Backward.steady``)
+                    plan.steady_bwd = getattr(bwd, "steady", _none)()
+            else:
+                try:
+                    source = steady(vjp_fn.kept, vjp_fn.inputs, cts)
+                except (TypeError, ValueError):  # (rejected before it ran: ``Backward``)
+                    source = bwd(vjp_fn, cts, donate=True)
         else:
             with x64(), plan.program.placement():
                 source = bwd(vjp_fn, _cotangents(plan, dense, diff_grads), donate=freed)
@@ -539,6 +598,10 @@ def _converted(plan: _Plan, packing, in_grads, slots) -> dict:
 
 def _same(g: torch.Tensor) -> torch.Tensor:
     return g
+
+
+def _none() -> None:
+    return None
 
 
 def _differentiable_backward(ctx, plan: _Plan, inputs, diff_grads, active, slots) -> dict:

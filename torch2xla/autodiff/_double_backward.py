@@ -61,6 +61,7 @@ class VjpProgram:
         self.auto_layouts = program.auto_layouts
         self.label = f"{getattr(program, 'label', 'torch2xla')}:vjp"
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
+        self.plans: dict = {}  # ``_autograd._Plan`` per diff_in (``apply_differentiable``)
         self._untracked = jax.jit(vjp_flat_fn, compiler_options=self.compiler_options)
         self._links: dict[tuple[int, ...], tuple[int, ...]] = {}
 

@@ -295,6 +295,15 @@ class _Wrapped:
             douts, aux, kept = call(seed, diff, rest)
         return douts, aux, self._fwd.residuals(kept, seed, diff, rest)
 
+    def steady(self) -> tuple | None:
+        """What a steady caller runs instead of this call (``_autograd._Plan.steady``): the
+        executable's C++ call, the input positions the residuals hold (-1: the seed), and
+        ``(kept, inputs) -> Residuals``; None until it ran."""
+        layout = self._fwd.layout
+        if self._direct is None or layout is None:
+            return None
+        return self._direct, layout.input_pos, functools.partial(Residuals, layout=layout)
+
     def __getattr__(self, name: str):
         return getattr(self._stage, name)
 
@@ -401,6 +410,12 @@ class Backward:
 
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:
         return (res.kept, res.inputs, cts) if donate else (res, cts)
+
+    def steady(self) -> Callable | None:
+        """The freed graph's backward as a steady caller runs it (``_autograd._Plan.
+        steady_bwd``): the executable's C++ call, ``(kept, inputs, cotangents) ->
+        gradients``, once it ran; None before, and where the backward is split."""
+        return None if self._split is not False else self._direct.get(True)
 
     def ready(self) -> tuple[int, ...] | None:
         """Per gradient, the number of segments of the split backward that must run before it

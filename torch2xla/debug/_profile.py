@@ -24,18 +24,11 @@ from torch.autograd.profiler import record_function
 _jax_tracing = False
 
 
-def profiled(call: Callable) -> Callable:
-    """Decorate ``XlaProgram.__call__(self, args)``: run it inside a range named after the
-    program's graph while a profiler runs."""
-
-    @functools.wraps(call)
-    def wrapper(self, args):
-        if not (_jax_tracing or _profiler_enabled()):
-            return call(self, args)
-        with _ranges(getattr(self, "label", "torch2xla")):
-            return call(self, args)
-
-    return wrapper
+def ranged(program, args):
+    """``program(args)`` (an ``XlaProgram``) inside a range named after the program's graph:
+    what its ``__call__`` runs while a profiler runs."""
+    with _ranges(getattr(program, "label", "torch2xla")):
+        return program(args, True)
 
 
 def profiled_backward(backward: Callable) -> Callable:

@@ -208,10 +208,13 @@ def host_view(t: torch.Tensor) -> np.ndarray:
         memory = (_BYTE * (n * itemsize)).from_address(t.data_ptr())
         memory.tensor = t
         return np.ndarray(t.shape, dtype, memory)
-    span = 1 + sum((size - 1) * step for size, step in zip(t.shape, t.stride()))
+    # (a cotangent of ``.sum()`` is expanded, stride 0, on every backward: the span and the
+    # byte strides in C, no generator frames)
+    shape, stride = t.shape, t.stride()
+    span = 1 + sum(map(operator.mul, shape, stride)) - sum(stride)  # (sum of (size - 1) * step)
     memory = (_BYTE * (span * itemsize)).from_address(t.data_ptr())
     memory.tensor = t
-    return np.ndarray(t.shape, dtype, memory, 0, [step * itemsize for step in t.stride()])
+    return np.ndarray(shape, dtype, memory, 0, tuple(map(itemsize.__mul__, stride)))
 
 
 def to_jax(t: torch.Tensor):
@@ -367,11 +370,12 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     compiled output).
     """
     a.block_until_ready()
-    shape = a.shape
-    view, tdtype = _HOST_TYPES[a.dtype]
+    aval = a.aval  # (its shape and dtype: ``a.shape`` and ``a.dtype`` are Python frames)
+    shape = aval.shape
+    view, tdtype = _HOST_TYPES[aval.dtype]
     nbytes = math.prod(shape) * view.itemsize
     if not nbytes:
-        return torch.empty(shape, dtype=torch_dtype(a.dtype))
+        return torch.empty(shape, dtype=torch_dtype(aval.dtype))
     memory = (_BYTE * nbytes).from_address(a.unsafe_buffer_pointer())
     memory.array = a
     t = torch.from_numpy(np.ndarray(shape, view, memory))
@@ -387,14 +391,15 @@ def cut_cpu(a: jax.Array, shapes: Sequence[tuple[int, ...]], sizes: Sequence[int
     of its own (not a view), as eager's gradients are.
     """
     a.block_until_ready()
-    view, tdtype = _HOST_TYPES[a.dtype]
+    aval = a.aval  # (as in ``to_torch_cpu``)
+    view, tdtype = _HOST_TYPES[aval.dtype]
     itemsize = view.itemsize
-    memory = (_BYTE * (math.prod(a.shape) * itemsize)).from_address(a.unsafe_buffer_pointer())
+    memory = (_BYTE * (math.prod(aval.shape) * itemsize)).from_address(a.unsafe_buffer_pointer())
     memory.array = a
     out, offset = [], 0
     for shape, size in zip(shapes, sizes):
         if not size:
-            out.append(torch.empty(shape, dtype=torch_dtype(a.dtype)))
+            out.append(torch.empty(shape, dtype=torch_dtype(aval.dtype)))
             continue
         t = torch.from_numpy(np.ndarray(shape, view, memory, offset))
         out.append(t if tdtype is None else t.view(tdtype))

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
+import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 import torch
+from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _split
 from torch2xla.autodiff._autograd import apply_differentiable
@@ -20,7 +22,7 @@ from torch2xla.autodiff._connected import run_fake, traced_links
 from torch2xla.autodiff._remat import checkpointed_function
 from torch2xla.autodiff._train_fns import TrainFns, build_train_fns
 from torch2xla.capture._annotate import annotate
-from torch2xla.debug._profile import profiled
+from torch2xla.debug import _profile
 from torch2xla.guards import _persistent
 from torch2xla.ops._interpret import to_jax_function, uses_rng
 from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
@@ -48,6 +50,7 @@ def _is_float(meta) -> bool:
 
 
 _NO_PLACEMENT = contextlib.nullcontext()
+_requires_grad = operator.attrgetter("requires_grad")
 
 # Dtypes that JAX truncates to 32 bits outside ``x64()``.
 _WIDE = frozenset({torch.int64, torch.uint64, torch.float64, torch.complex128})
@@ -374,7 +377,6 @@ class XlaProgram:
         self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
         self._host_views = not (self._cuda or self.foreign_in)  # (``jax_inputs`` adds nothing)
         self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
-        self._outputs = functools.partial(map_list, self.to_torch)  # (the outputs' list)
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
@@ -387,20 +389,24 @@ class XlaProgram:
         self.wide = any(d in _WIDE for d in dtypes)
         self.scoped = self._place or self.wide
         self._train_cache: dict[tuple[int, ...], TrainFns] = {}
+        self.plans: dict = {}  # ``_autograd._Plan`` per diff_in (``apply_differentiable``)
         self._remat_fn = None
 
     # -- inference -------------------------------------------------------------------------
     # The hot path: everything that can be decided once is decided in __init__, and a steady
     # call of a CPU program runs in this one frame (its inputs' views, the executable's C++
     # call, the outputs' export mapped in C: ``tests/test_overhead_s19.py`` counts the calls).
-    @profiled  # a torch.profiler range named after the graph; one check when not profiling
-    def __call__(self, args: Sequence) -> list[torch.Tensor]:
+    def __call__(self, args: Sequence, _ranged: bool = False) -> list[torch.Tensor]:
+        # a torch.profiler range named after the graph while a profiler runs (entered by
+        # ``_profile.ranged``, which calls back with ``_ranged``): one check, no frame, else
+        if not _ranged and (_profile._jax_tracing or _profiler_enabled()):
+            return _profile.ranged(self, args)
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.foreign_in:
             tensors = self.move_foreign(tensors)
         if self.diff_out and torch.is_grad_enabled():
-            # (float or complex, by torch's rule)
-            diff_in = tuple([k for k, t in enumerate(tensors) if t.requires_grad])
+            # (float or complex, by torch's rule; in C: a list comprehension is a frame)
+            diff_in = tuple(itertools.compress(itertools.count(), map(_requires_grad, tensors)))
             if diff_in:
                 seed = _draw_seed() if self.rng else None
                 outs = list(apply_differentiable(self, diff_in, seed, tensors))
@@ -436,7 +442,7 @@ class XlaProgram:
             if self.in_place:
                 outs = _in_place.exported(self.in_place, outs, tensors, self.to_torch)
             else:
-                outs = self._outputs(outs)
+                outs = list(map(self.to_torch, outs))
         else:
             outs = self.packing.unpack(outs, self.to_torch, self.cut)
         if self._layouts or self.foreign_out:

@@ -44,7 +44,7 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
-from torch2xla.runtime._program import XlaProgram, map_list
+from torch2xla.runtime._program import XlaProgram
 
 log = logging.getLogger("torch2xla")
 
@@ -305,6 +305,13 @@ class _StoredForward:
         inputs = [seed if d is None else (diff if d else rest)[i] for d, i in self._fetch]
         return douts, aux, _StoredResiduals(kept, inputs)
 
+    def steady(self) -> tuple | None:
+        """As ``_residuals._Wrapped.steady``: the executable's C++ call once it ran, the input
+        positions the residuals hold, and what makes them."""
+        if self.exe.direct is None:
+            return None
+        return self.exe.direct, self.layout.input_pos, _StoredResiduals
+
 
 class _StoredBackward:
     """The freed graph's backward from stored executables (loaded at the first backward,
@@ -330,6 +337,12 @@ class _StoredBackward:
                     self._runner = split
             self._pending = {}
         return self._runner
+
+    def steady(self) -> Callable | None:
+        """As ``_residuals.Backward.steady``: the stored freed backward's C++ call once it
+        ran; None before, and where it is split or rebuilt."""
+        runner = self._runner
+        return runner.direct if isinstance(runner, _Loaded) else None
 
     def ready(self) -> tuple[int, ...]:
         """As ``_residuals.Backward.ready``: from the record (a backward that runs otherwise
@@ -409,14 +422,13 @@ class StoredProgram(XlaProgram):
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self._host_views = not self._cuda
         self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
-        # (the record keeps no output's shape: each converted on its own)
-        self._outputs = functools.partial(map_list, self.to_torch)
         self.cut = None if self._cuda else cut_cpu
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
         self.wide = record.wide
         self.scoped = self._place or record.wide
         self._train_cache = {}
+        self.plans: dict = {}  # ``_autograd._Plan`` per diff_in (``apply_differentiable``)
         self._remat_fn = None
         self._materialize, self._full, self._lock = materialize, None, threading.Lock()
         self._rebuilt_forward: dict[tuple[int, ...], Any] = {}
