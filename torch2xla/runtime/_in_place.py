@@ -120,6 +120,6 @@ def exported(pairs: Sequence[tuple[int, int]], outs: list, tensors: Sequence, to
         t = tensors[k]
         if outs[o].unsafe_buffer_pointer() == t.data_ptr() and t.is_contiguous():
             kept[o] = t.detach() if t.requires_grad else t
-    if len(kept) == len(outs):  # (nothing else exported: the first is, for the ordering)
-        del kept[min(kept)]
+    if kept and not any(a.size for i, a in enumerate(outs) if i not in kept):
+        del kept[min(kept)]  # (nothing else exported with a stream to wait on: this one is)
     return [kept[i] if i in kept else to_torch(a) for i, a in enumerate(outs)]
