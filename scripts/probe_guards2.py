@@ -9,6 +9,7 @@ signature's program).
 
     PYTHONPATH=. python scripts/probe_guards2.py [substring ...]
     PYTHONPATH=. python scripts/probe_guards2.py --warm [substring ...]   # both probes, cache warm
+    PYTHONPATH=. python scripts/probe_guards2.py --persistent [substring ...]  # two processes
 
 The harness is ``probe_guards.py``'s: a scenario is ``fn(C, call)``, every call compared with
 eager (dtype, shape, strides, requires_grad, grad_fn presence, values). With ``--warm`` each
@@ -28,7 +29,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# (this worktree's torch2xla, not an installed one)
+sys.path[:0] = [
+    os.path.dirname(os.path.abspath(__file__)),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+]
 import probe_guards as pg
 from probe_guards import rand
 
@@ -701,6 +706,147 @@ def unspec_int_attribute(C, call):
 
 
 # ============================================================================================
+# global tensors and lists, Python's random, numpy arrays
+GLOBAL_T = torch.tensor([1.0, 2.0, 3.0])
+GLOBAL_LIST: list = [torch.tensor(1.0)]
+
+
+def _uses_global_tensors(x):
+    out = x * GLOBAL_T
+    for t in GLOBAL_LIST:
+        out = out + t
+    return out
+
+
+@scenario
+def global_tensors_mutated_and_replaced(C, call):
+    global GLOBAL_T
+    f = C(_uses_global_tensors)
+    x = rand(3)
+    saved = GLOBAL_T
+    try:
+        call("first", lambda: f(x))
+        GLOBAL_T.mul_(2)
+        call("mutated", lambda: f(x))
+        GLOBAL_T = torch.tensor([5.0])
+        call("other shape", lambda: f(x))
+        GLOBAL_T = torch.tensor([1, 2, 3], dtype=torch.int32)
+        call("int", lambda: f(x))
+        GLOBAL_LIST.append(torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64))
+        call("list appended", lambda: f(x))
+        GLOBAL_LIST[0] = torch.tensor(-3.0)
+        call("list item replaced", lambda: f(x))
+    finally:
+        GLOBAL_T = saved.clone().copy_(torch.tensor([1.0, 2.0, 3.0]))
+        GLOBAL_LIST[:] = [torch.tensor(1.0)]
+
+
+@scenario
+def python_random_and_numpy(C, call):
+    import random
+
+    import numpy as np
+
+    f = C(lambda x: x * random.random() + random.randint(0, 9))
+    for seed in (0, 1, 0):
+        random.seed(seed)
+        call(f"random seed={seed}", lambda: f(rand(3)))
+    g = C(lambda a: torch.from_numpy(a) * 2 if isinstance(a, np.ndarray) else a * 2)
+    for a in (np.arange(3.0), np.arange(3), np.arange(4.0)[::2], np.ones((2, 2), np.float32)):
+        call(f"numpy {a.dtype} {a.shape}", lambda a=a: g(a))
+
+
+@scenario
+def plain_tensor_attribute_requiring_grad(C, call):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.ones(3, requires_grad=True)
+
+        def forward(self, x):
+            return (x * self.w).sum()
+
+    m = M()
+    f = C(m)
+    for i in range(3):
+        if i == 1:
+            m.w = torch.full((3,), 2.0, requires_grad=True)
+        if i == 2:
+            m.w = torch.full((3,), 3.0)
+        out = call(f"{i}", lambda i=i: f(rand(3, seed=i)))
+        if out.requires_grad:
+            out.backward()
+        call.rec(f"grad {i}", m.w.grad if m.w.grad is not None else "none")
+
+
+# ============================================================================================
+# the persistent cache across processes (probe_guards.py's worker): state of the second process
+PERSISTENT = [
+    (
+        "thread count (hardtanh's gradient at NaN, above 32768 elements)",
+        "def make():\n    torch.set_num_threads(2)\n    return lambda x: F.hardtanh(x).sum()\n",
+        "def make():\n    torch.set_num_threads(1)\n    return lambda x: F.hardtanh(x).sum()\n",
+        "[(torch.full((40001,), float('nan')),)]",
+        "{'rg': True}",
+        False,
+    ),
+    (
+        "matmul precision",
+        "def make():\n    return lambda x, w: x @ w\n",
+        "def make():\n    torch.set_float32_matmul_precision('medium')\n    return lambda x, w: x @ w\n",
+        "[(rand(8, 64), rand(64, 8, seed=1))]",
+        "{}",
+        True,
+    ),
+    (
+        "default argument",
+        "def make():\n    def f(x, k=2.0):\n        return x * k\n    return f\n",
+        "def make():\n    def f(x, k=3.0):\n        return x * k\n    return f\n",
+        "[(rand(3, 4),)]",
+        "{}",
+        True,
+    ),
+    (
+        "closure cell",
+        "def make(k=2):\n    return lambda x: x.roll(k, 0)\n",
+        "def make(k=1):\n    return lambda x: x.roll(k, 0)\n",
+        "[(rand(3, 4),)]",
+        "{}",
+        True,
+    ),
+    (
+        "string attribute of a module",
+        (
+            "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); s.red = 'sum'\n"
+            "    def forward(s, x):\n        return x.sum(0) if s.red == 'sum' else x.mean(0)\n"
+            "def make():\n    return M()\n"
+        ),
+        (
+            "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); s.red = 'mean'\n"
+            "    def forward(s, x):\n        return x.sum(0) if s.red == 'sum' else x.mean(0)\n"
+            "def make():\n    return M()\n"
+        ),
+        "[(rand(3, 4),)]",
+        "{}",
+        True,
+    ),
+    (
+        "deterministic mode",
+        "def make():\n    return lambda x, i: x.index_put((i,), x[:3], accumulate=True)\n",
+        (
+            "def make():\n    torch.use_deterministic_algorithms(True)\n"
+            "    return lambda x, i: x.index_put((i,), x[:3], accumulate=True)\n"
+        ),
+        "[(rand(4), torch.tensor([0, 0, 2]))]",
+        "{}",
+        True,
+    ),
+]
+for _name, *_rest in PERSISTENT:
+    pg.persistent(_name, *_rest[:2], calls=_rest[2], kw=_rest[3], no_grad=_rest[4])
+
+
+# ============================================================================================
 def compare_warm(name, fn) -> str:
     """``fn`` compiled twice on one fresh persistent cache (cold, then served by the records
     the first run stored), each run compared with eager."""
@@ -731,6 +877,11 @@ def compare_warm(name, fn) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--persistent"]:
+        for name, *_ in PERSISTENT:
+            if len(argv) == 1 or any(w in name for w in argv[1:]):
+                print(pg.run_persistent(name), flush=True)
+        return 0
     warm = argv[:1] == ["--warm"]
     wanted = argv[1:] if warm else argv
     table = {**pg.SCENARIOS, **SCENARIOS} if warm else SCENARIOS
