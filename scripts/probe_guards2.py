@@ -38,6 +38,7 @@ import probe_guards as pg
 from probe_guards import rand
 
 import torch2xla
+from torch2xla.guards import _persistent
 
 SCENARIOS: dict = {}
 
@@ -780,6 +781,43 @@ def plain_tensor_attribute_requiring_grad(C, call):
 
 
 # ============================================================================================
+# a compiled optimizer step: learning rate, frozen parameters and state between steps
+def _compiled_step(C, opt_cls, **kw):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    opt = opt_cls(m.parameters(), **kw)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    step = C(opt.step)
+    return m, opt, sched, step
+
+
+def _optimizer_steps(C, call, opt_cls, **kw):
+    m, opt, sched, step = _compiled_step(C, opt_cls, **kw)
+    for i in range(6):
+        frozen = i in (2, 3)
+        m[0].requires_grad_(not frozen)
+        loss = m(rand(5, 4, seed=i)).square().mean()
+        loss.backward()
+        call(f"step {i}", lambda: step())
+        call.rec(f"params {i}", [p.detach().clone() for p in m.parameters()])
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+    call.rec(
+        "state", [v.clone() for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    )
+
+
+@scenario
+def compiled_sgd_step_lr_and_frozen(C, call):
+    _optimizer_steps(C, call, torch.optim.SGD, lr=0.1, momentum=0.9, weight_decay=0.01)
+
+
+@scenario
+def compiled_adamw_step_lr_and_frozen(C, call):
+    _optimizer_steps(C, call, torch.optim.AdamW, lr=torch.tensor(0.01), foreach=True)
+
+
+# ============================================================================================
 # the persistent cache across processes (probe_guards.py's worker): state of the second process
 PERSISTENT = [
     (
@@ -851,13 +889,16 @@ def compare_warm(name, fn) -> str:
     """``fn`` compiled twice on one fresh persistent cache (cold, then served by the records
     the first run stored), each run compared with eager."""
     exp = pg.observe(fn, False)
-    lines = []
+    lines: list = []
+    loaded: list = []
     with tempfile.TemporaryDirectory() as tmp:
         torch2xla.set_persistent_cache(tmp)
         try:
             for run in ("cold", "warm"):
                 torch2xla.clear_caches()
+                before = _persistent.hits()
                 got = pg.observe(fn, True)
+                loaded.append(_persistent.hits() - before)
                 for (lg, g), (le, e) in zip(got, exp):
                     if lg != le:
                         lines.append(f"{run}: observation {lg!r} vs {le!r}")
@@ -872,8 +913,8 @@ def compare_warm(name, fn) -> str:
         finally:
             torch2xla.set_persistent_cache(None)
     if lines:
-        return f"DIFF  {name} (warm cache): " + " | ".join(lines)
-    return f"ok    {name} (warm cache)"
+        return f"DIFF  {name} (warm cache, loaded {loaded}): " + " | ".join(lines)
+    return f"ok    {name} (warm cache, loaded {loaded})"
 
 
 def main(argv: list[str]) -> int:
