@@ -33,8 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# (in-process scenarios: no earlier run's programs serve a call)
-os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
+# (in-process scenarios: no earlier run's programs serve a call; a persistent-cache scenario's
+# worker keeps the cache its parent set: switched off, no scenario of it loaded anything)
+if sys.argv[1:2] != ["--worker"]:
+    os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
 import torch2xla
 
 warnings.simplefilter("ignore")
@@ -1442,7 +1444,7 @@ def worker(config: dict) -> None:
         compile_kw["options"] = kw["options2"]
     compiled = torch.compile(fn, **compile_kw)
     obs = []
-    rg = config["second"] and kw.get("rg2", False)
+    rg = (config["second"] and kw.get("rg2", False)) or kw.get("rg", False)
     for args in calls:
         for run, f in (("xla", compiled), ("eager", eager_fn)):
             a = copy.deepcopy(args)  # (views of one tensor stay views of one copy)

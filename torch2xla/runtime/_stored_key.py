@@ -6,7 +6,8 @@ the lowering reads, its submodules, the values of its constant tensors, the meta
 parameters), the call's inputs (dtype, shape, strides, storage offset, requires_grad, device,
 aliasing, the values of Python scalars the export specializes), the backend options, torch's
 global state (grad mode, autocast, default dtype, matmul precision, deterministic mode, sdpa
-and oneDNN switches, functorch's configuration), the environment (versions, XLA flags, JAX's
+and oneDNN switches, functorch's configuration, the thread count and CPU capability eager's
+kernels follow), the environment (versions, XLA flags, JAX's
 configuration, torch2xla's environment variables), a digest of torch2xla's source and of any
 lowering registered outside it, and the device. Graphs whose behaviour the key cannot
 describe (user graph passes, custom ops of other namespaces, tensor subclasses, opaque
@@ -132,6 +133,12 @@ def _global_state() -> str:
         cuda.math_sdp_enabled(),
         cuda.cudnn_sdp_enabled(),
         torch._C._get_mkldnn_enabled(),
+        # read by lowerings that follow eager's CPU kernels: which elements take the
+        # vectorized loop (``ops/_loops.py``: the walk is cut per thread above GRAIN_SIZE) and
+        # the vector width (``ops/_arithmetic.py``); Dynamo guards the thread count of one
+        # process, a record is read by others
+        torch.get_num_threads(),
+        torch.backends.cpu.get_cpu_capability(),
         sorted((k, repr(v)) for k, v in torch._functorch.config.get_config_copy().items()),
     )
     return repr(state)
