@@ -17,6 +17,7 @@ import torch
 
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
+from torch2xla.autodiff._autograd import collecting, restamp
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._in_place import written_in_place
@@ -157,6 +158,9 @@ class Entry:
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # written-back inputs whose new values carry autograd history (``_tracked_writes``)
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
+        # The call writes inputs or makes outputs after its training nodes are made: those
+        # read again what their backward checks for in-place changes (``restamp``).
+        self.restamps = bool(self.mutations or shared)
         # Some writes may be made in place by the program (GPU, ``runtime/_in_place.py``).
         self.in_place = bool(getattr(runner, "in_place", ()))
         # The program takes the graph's arguments as they are, and its outputs are the user's.
@@ -192,9 +196,16 @@ class Entry:
             run_inputs = list(inputs)
             for i in self.tracked:
                 run_inputs[self.mutations[i]] = inputs[self.mutations[i]].clone()
-        if self.enables_grad and not torch.is_grad_enabled():
-            with torch.enable_grad():
-                outs = self._run(run_inputs)
+        made = None
+        if self.restamps and (self.enables_grad or torch.is_grad_enabled()):
+            # (the training nodes of the call: what their backward checks for in-place
+            # changes is read again once the call's own writes are done)
+            with collecting() as made:
+                if self.enables_grad and not torch.is_grad_enabled():
+                    with torch.enable_grad():
+                        outs = self._run(run_inputs)
+                else:
+                    outs = self._run(run_inputs)
         else:
             outs = self._run(run_inputs)
         n = len(self.mutations)
@@ -215,8 +226,14 @@ class Entry:
             outs = outs[n:]
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
+        replaced = {}
         for group in self.shared:
+            old = {k: outs[k] for k in group.outputs if outs[k].numel()}
             group.regenerate(args, outs)
+            if made:
+                replaced.update((t.untyped_storage().data_ptr(), outs[k]) for k, t in old.items())
+        if made:
+            restamp(made, replaced)
         # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:

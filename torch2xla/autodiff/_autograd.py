@@ -25,8 +25,10 @@ Eager autograd semantics kept here:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
+import threading
 from collections.abc import Callable, Sequence
 
 import jax
@@ -96,6 +98,7 @@ class _Plan:
         "scoped",
         "untracked",
         "views",
+        "watch",
     )
 
     def __init__(self, program, fns: TrainFns, diff_in: tuple[int, ...]) -> None:
@@ -118,6 +121,8 @@ class _Plan:
         self.saved_pos: tuple[int, ...] | None = None
         # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
         self.saved_out: tuple[int, ...] = getattr(program, "saved_outputs", ())
+        # the tensors whose versions the backward checks (``_Watch``; None until known)
+        self.watch: _Watch | None = None
         # per differentiated output, the nodes of eager's graph that save tensors and that its
         # backward runs (``_eager_backward.output_saves``; None: not known)
         saves = getattr(program, "output_saves", None) or {}
@@ -276,6 +281,22 @@ class XlaFunction(torch.autograd.Function):
             )
         else:
             ctx.save_for_backward(_FREED_MARKER)
+        watch = plan.watch
+        if watch is None:
+            watch = _Watch.of(plan, plan.fns.saved_positions())
+        if watch.inputs or watch.outputs:
+            # (outputs detached: they share the version counter, and hold no reference to
+            # this node)
+            ctx.watched = [
+                *[tensors[k] for k in watch.inputs],
+                *[outs[i].detach() for i in watch.outputs],
+            ]
+            ctx.versions = [t._version for t in ctx.watched]
+            nodes = _made.nodes
+            if nodes is not None:  # (an entry that writes after the call: ``restamp``)
+                nodes.append(ctx)
+        else:
+            ctx.watched = ()
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
         # whether a backward without retain_graph ran (autograd then released what the node
         # saved), and the nodes of eager's graph that freed (``_freed_after``)
@@ -389,10 +410,12 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     # (every output got a cotangent: the common case, checked in C)
     dense = all(map(operator.is_not, diff_grads, itertools.repeat(None)))
     active = plan.every_out if dense else [j for j, g in enumerate(diff_grads) if g is not None]
-    if not ctx.released or ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active):
+    if ctx.released and (ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active)):
         # (raises eager's error when a backward without retain_graph released what this one
-        # needs, or when a saved tensor was changed in place)
+        # needs)
         ctx.saved_tensors  # noqa: B018
+    if ctx.watched:  # (eager's error where a tensor its backward reads changed in place)
+        plan.watch.check(ctx, active if not dense else None)
     vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
     freed = False
     if not (keep or _keep_graph()):
@@ -405,6 +428,7 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
             ctx.freed, freed = _release(plan.saves, ctx.freed, active)
         if freed:
             ctx.vjp_fn = ctx.inputs = None
+            ctx.watched = ()
     fns = plan.fns
     n_args = 3 + plan.n_inputs + (chain is not None)  # (plan, seed, chain, *tensors, token)
     if not active:
@@ -466,6 +490,133 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     if later:
         result[-1] = token_gradient(plan.program.torch_device)
     return tuple(result)
+
+
+class _Watch:
+    """The tensors whose in-place change before a backward makes it raise eager's error, as
+    positions: ``inputs`` (the program's: those our backward reads, those eager's graph
+    saves) then ``outputs`` (those eager's graph saves); per differentiated output, the
+    indices among them that a backward through it checks (``need``: those eager's nodes on its
+    path saved, ``XlaProgram.output_saved``, and those our backward reads where eager's graph
+    saves another tensor; all where not known), and all of them (``every``)."""
+
+    __slots__ = ("every", "inputs", "need", "outputs")
+
+    def __init__(self, plan: _Plan, ours: Sequence[int]) -> None:
+        program = plan.program
+        written = getattr(program, "saved_written", ())
+        eager_in = (*getattr(program, "saved_inputs", ()), *written)
+        self.inputs = tuple(sorted({*ours, *eager_in}))
+        self.outputs = plan.saved_out
+        at_in = {k: n for n, k in enumerate(self.inputs)}
+        at_out = {i: len(self.inputs) + n for n, i in enumerate(self.outputs)}
+        self.every = frozenset(range(len(self.inputs) + len(self.outputs)))
+        # (ours that eager's graph saves too are checked where eager's nodes on the path save
+        # them: a backward through other outputs reads them only times a zero cotangent)
+        base = frozenset(at_in[k] for k in ours if k not in eager_in)
+        per_output = getattr(program, "output_saved", None) or {}
+        need = []
+        for i in plan.diff_out:
+            known = per_output.get(i)
+            if known is None:
+                need.append(self.every)
+                continue
+            ins, outs = known
+            need.append(
+                base.union(
+                    (at_in[k] for k in ins if k in at_in),
+                    (at_out[o] for o in outs if o in at_out),
+                )
+            )
+        self.need = tuple(need)
+
+    @classmethod
+    def of(cls, plan: _Plan, ours: Sequence[int] | None) -> _Watch:
+        """The plan's watch (kept once our backward's inputs are known, ``ours``)."""
+        if ours is None:
+            return cls(plan, ())
+        plan.watch = cls(plan, ours)
+        return plan.watch
+
+    def check(self, ctx, active: Sequence[int] | None) -> None:
+        """Raise eager's error where a tensor that the backward through the differentiated
+        outputs ``active`` (None: all) reads changed since the call."""
+        watched, versions = ctx.watched, ctx.versions
+        if active is None:
+            indices = self.every
+        else:
+            indices = frozenset().union(*(self.need[j] for j in active))
+        for n in indices:
+            t = watched[n]
+            if t._version != versions[n]:
+                n_in = len(self.inputs)
+                origin = (t.output_nr, t.grad_fn) if n < n_in else (self.outputs[n - n_in], ctx)
+                raise RuntimeError(modified_message(t, versions[n], *origin))
+
+
+def modified_message(t: torch.Tensor, expected: int, output_nr: int, node) -> str:
+    """Eager's error for a tensor saved for the backward and changed in place since, made as
+    output ``output_nr`` of ``node`` (None: a leaf)."""
+    # (eager names the node by its op: ``Exp`` for ``ExpBackward0``)
+    which = "" if node is None else f", which is output {output_nr} of {_op_name(node)},"
+    if torch.is_anomaly_enabled():
+        hint = (
+            "the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!"
+        )
+    else:
+        hint = (
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True)."
+        )
+    return (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version "
+        f"{t._version}; expected version {expected} instead. Hint: {hint}"
+    )
+
+
+def _op_name(node) -> str:
+    name = node.name()
+    stem = name.rstrip("0123456789")
+    return stem[: -len("Backward")] if stem.endswith("Backward") else name
+
+
+class _Made(threading.local):
+    """The nodes made in this thread while an ``Entry`` that writes after the call runs
+    (``collecting``); None outside one."""
+
+    nodes: list | None = None
+
+
+_made = _Made()
+
+
+@contextlib.contextmanager
+def collecting():
+    """The nodes of the training calls made inside, whose checked tensors (``_Watch``) the
+    caller restamps once its writes after the call are done (``restamp``)."""
+    outer, _made.nodes = _made.nodes, []
+    try:
+        yield _made.nodes
+    finally:
+        _made.nodes = outer
+
+
+def restamp(nodes: Sequence, replaced: dict | None = None) -> None:
+    """The versions the backward of ``nodes`` expects, as their checked tensors have them
+    now, at the end of the call (its writes after the program ran are not the user's); an
+    output eager returns as a view of a shared base (``replaced``: its storage's pointer ->
+    the tensor the user gets) is checked through that tensor."""
+    for ctx in nodes:
+        watched = ctx.watched
+        if replaced:
+            for n, t in enumerate(watched):
+                got = replaced.get(t.untyped_storage().data_ptr()) if t.numel() else None
+                if got is not None:
+                    watched[n] = got.detach()
+        ctx.versions = [t._version for t in watched]
 
 
 # ``ctx.freed`` once an output whose eager nodes are not known ran a freeing backward

@@ -139,32 +139,63 @@ def saved_values(gm: torch.fx.GraphModule) -> tuple[frozenset[int], frozenset[in
     """The inputs and the outputs of the Dynamo graph ``gm`` whose memory a node of eager's
     autograd graph saves for the backward (an in-place change of one between the call and the
     backward makes eager's backward raise)."""
+    per_output = saved_per_output(gm)
+    if per_output is None:
+        return frozenset(), frozenset()
+    known = [s for s in per_output if s is not None]
+    return (
+        frozenset().union(*(s[0] for s in known)),
+        frozenset().union(*(s[1] for s in known)),
+    )
+
+
+def saved_per_output(
+    gm: torch.fx.GraphModule,
+) -> tuple[tuple[frozenset[int], frozenset[int]] | None, ...] | None:
+    """Per output of the Dynamo graph ``gm``, the inputs and the outputs whose memory a node
+    that its backward runs saves (``(inputs, outputs)``; None for an output eager does not
+    track): an in-place change of one between the call and a backward through that output
+    makes eager's backward raise, a backward through the other outputs runs. None where
+    some example value is missing."""
     found = _example_values(gm)
     if found is None:
-        return frozenset(), frozenset()
+        return None
     storages: dict[StorageWeakRef, list[tuple[int, int]]] = {}
     for side, values in enumerate(found):
         for i, t in enumerate(values):
             if isinstance(t, torch.Tensor) and t.layout == torch.strided:
                 storages.setdefault(StorageWeakRef(t.untyped_storage()), []).append((side, i))
-    saved: set[tuple[int, int]] = set()
-    seen: set[int] = set()
-    keep: list = []  # (nodes are keyed by id(): kept alive until the walk ends)
-    outputs = found[1]
-    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+    keep: list = []  # (nodes are keyed by id(): kept alive until the walks end)
+    reached: dict[int, frozenset[tuple[int, int]]] = {}  # id(node) -> what it saves
+    result: list[tuple[frozenset[int], frozenset[int]] | None] = []
+    for o in found[1]:
+        if not (isinstance(o, torch.Tensor) and o.grad_fn is not None):
+            result.append(None)
             continue
-        seen.add(id(node))
-        keep.append(node)
-        for t in _saved_tensors(node):
-            saved.update(storages.get(StorageWeakRef(t.untyped_storage()), ()))
-        stack.extend(nxt for nxt, _ in node.next_functions)
-    return (
-        frozenset(i for side, i in saved if side == 0),
-        frozenset(i for side, i in saved if side == 1),
-    )
+        saved: set[tuple[int, int]] = set()
+        seen: set[int] = set()
+        stack = [o.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) not in reached:
+                keep.append(node)
+                reached[id(node)] = frozenset(
+                    slot
+                    for t in _saved_tensors(node)
+                    for slot in storages.get(StorageWeakRef(t.untyped_storage()), ())
+                )
+            saved.update(reached[id(node)])
+            stack.extend(nxt for nxt, _ in node.next_functions)
+        result.append(
+            (
+                frozenset(i for side, i in saved if side == 0),
+                frozenset(i for side, i in saved if side == 1),
+            )
+        )
+    return tuple(result)
 
 
 def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:
@@ -265,4 +296,10 @@ class RaiseAtBackward(torch.autograd.Function):
         raise type(error)(str(error))
 
 
-__all__ = ["RaiseAtBackward", "backward_errors", "output_saves", "saved_values"]
+__all__ = [
+    "RaiseAtBackward",
+    "backward_errors",
+    "output_saves",
+    "saved_per_output",
+    "saved_values",
+]
