@@ -17,7 +17,7 @@ import torch
 
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
-from torch2xla.autodiff._autograd import collecting, restamp
+from torch2xla.autodiff._versions import collecting, restamp
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._in_place import written_in_place

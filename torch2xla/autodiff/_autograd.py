@@ -17,6 +17,9 @@ Eager autograd semantics kept here:
 - An input gets a gradient when an output that received a cotangent is connected to it in
   eager's autograd graph, zeros where the derivative is zero (``x.round()``, an empty ``x``),
   and None otherwise, as eager leaves ``.grad`` of such a parameter None (``_connected``).
+- A tensor that eager's graph saves, changed in place between the call and a backward that
+  runs a node saving it, makes that backward raise eager's error; a backward through the
+  other outputs runs (``_versions``).
 - Outputs eager would not track (integer, ``.detach()``, argmax) are non-differentiable.
 - Double backward works: with ``create_graph=True`` the backward runs the program's vjp as a
   differentiable program of its own (``VjpProgram``, recomputing from the inputs), so its
@@ -25,10 +28,8 @@ Eager autograd semantics kept here:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import operator
-import threading
 from collections.abc import Callable, Sequence
 
 import jax
@@ -40,6 +41,7 @@ from torch2xla.autodiff import _split
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
+from torch2xla.autodiff._versions import Watch, made
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
@@ -121,8 +123,8 @@ class _Plan:
         self.saved_pos: tuple[int, ...] | None = None
         # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
         self.saved_out: tuple[int, ...] = getattr(program, "saved_outputs", ())
-        # the tensors whose versions the backward checks (``_Watch``; None until known)
-        self.watch: _Watch | None = None
+        # the tensors whose versions the backward checks (``Watch``; None until known)
+        self.watch: Watch | None = None
         # per differentiated output, the nodes of eager's graph that save tensors and that its
         # backward runs (``_eager_backward.output_saves``; None: not known)
         saves = getattr(program, "output_saves", None) or {}
@@ -283,7 +285,7 @@ class XlaFunction(torch.autograd.Function):
             ctx.save_for_backward(_FREED_MARKER)
         watch = plan.watch
         if watch is None:
-            watch = _Watch.of(plan, plan.fns.saved_positions())
+            watch = Watch.of(plan, plan.fns.saved_positions())
         if watch.inputs or watch.outputs:
             # (outputs detached: they share the version counter, and hold no reference to
             # this node)
@@ -292,7 +294,7 @@ class XlaFunction(torch.autograd.Function):
                 *[outs[i].detach() for i in watch.outputs],
             ]
             ctx.versions = [t._version for t in ctx.watched]
-            nodes = _made.nodes
+            nodes = made.nodes
             if nodes is not None:  # (an entry that writes after the call: ``restamp``)
                 nodes.append(ctx)
         else:
@@ -490,133 +492,6 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     if later:
         result[-1] = token_gradient(plan.program.torch_device)
     return tuple(result)
-
-
-class _Watch:
-    """The tensors whose in-place change before a backward makes it raise eager's error, as
-    positions: ``inputs`` (the program's: those our backward reads, those eager's graph
-    saves) then ``outputs`` (those eager's graph saves); per differentiated output, the
-    indices among them that a backward through it checks (``need``: those eager's nodes on its
-    path saved, ``XlaProgram.output_saved``, and those our backward reads where eager's graph
-    saves another tensor; all where not known), and all of them (``every``)."""
-
-    __slots__ = ("every", "inputs", "need", "outputs")
-
-    def __init__(self, plan: _Plan, ours: Sequence[int]) -> None:
-        program = plan.program
-        written = getattr(program, "saved_written", ())
-        eager_in = (*getattr(program, "saved_inputs", ()), *written)
-        self.inputs = tuple(sorted({*ours, *eager_in}))
-        self.outputs = plan.saved_out
-        at_in = {k: n for n, k in enumerate(self.inputs)}
-        at_out = {i: len(self.inputs) + n for n, i in enumerate(self.outputs)}
-        self.every = frozenset(range(len(self.inputs) + len(self.outputs)))
-        # (ours that eager's graph saves too are checked where eager's nodes on the path save
-        # them: a backward through other outputs reads them only times a zero cotangent)
-        base = frozenset(at_in[k] for k in ours if k not in eager_in)
-        per_output = getattr(program, "output_saved", None) or {}
-        need = []
-        for i in plan.diff_out:
-            known = per_output.get(i)
-            if known is None:
-                need.append(self.every)
-                continue
-            ins, outs = known
-            need.append(
-                base.union(
-                    (at_in[k] for k in ins if k in at_in),
-                    (at_out[o] for o in outs if o in at_out),
-                )
-            )
-        self.need = tuple(need)
-
-    @classmethod
-    def of(cls, plan: _Plan, ours: Sequence[int] | None) -> _Watch:
-        """The plan's watch (kept once our backward's inputs are known, ``ours``)."""
-        if ours is None:
-            return cls(plan, ())
-        plan.watch = cls(plan, ours)
-        return plan.watch
-
-    def check(self, ctx, active: Sequence[int] | None) -> None:
-        """Raise eager's error where a tensor that the backward through the differentiated
-        outputs ``active`` (None: all) reads changed since the call."""
-        watched, versions = ctx.watched, ctx.versions
-        if active is None:
-            indices = self.every
-        else:
-            indices = frozenset().union(*(self.need[j] for j in active))
-        for n in indices:
-            t = watched[n]
-            if t._version != versions[n]:
-                n_in = len(self.inputs)
-                origin = (t.output_nr, t.grad_fn) if n < n_in else (self.outputs[n - n_in], ctx)
-                raise RuntimeError(modified_message(t, versions[n], *origin))
-
-
-def modified_message(t: torch.Tensor, expected: int, output_nr: int, node) -> str:
-    """Eager's error for a tensor saved for the backward and changed in place since, made as
-    output ``output_nr`` of ``node`` (None: a leaf)."""
-    # (eager names the node by its op: ``Exp`` for ``ExpBackward0``)
-    which = "" if node is None else f", which is output {output_nr} of {_op_name(node)},"
-    if torch.is_anomaly_enabled():
-        hint = (
-            "the backtrace further above shows the operation that failed to compute its "
-            "gradient. The variable in question was changed in there or anywhere later. Good "
-            "luck!"
-        )
-    else:
-        hint = (
-            "enable anomaly detection to find the operation that failed to compute its "
-            "gradient, with torch.autograd.set_detect_anomaly(True)."
-        )
-    return (
-        "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version "
-        f"{t._version}; expected version {expected} instead. Hint: {hint}"
-    )
-
-
-def _op_name(node) -> str:
-    name = node.name()
-    stem = name.rstrip("0123456789")
-    return stem[: -len("Backward")] if stem.endswith("Backward") else name
-
-
-class _Made(threading.local):
-    """The nodes made in this thread while an ``Entry`` that writes after the call runs
-    (``collecting``); None outside one."""
-
-    nodes: list | None = None
-
-
-_made = _Made()
-
-
-@contextlib.contextmanager
-def collecting():
-    """The nodes of the training calls made inside, whose checked tensors (``_Watch``) the
-    caller restamps once its writes after the call are done (``restamp``)."""
-    outer, _made.nodes = _made.nodes, []
-    try:
-        yield _made.nodes
-    finally:
-        _made.nodes = outer
-
-
-def restamp(nodes: Sequence, replaced: dict | None = None) -> None:
-    """The versions the backward of ``nodes`` expects, as their checked tensors have them
-    now, at the end of the call (its writes after the program ran are not the user's); an
-    output eager returns as a view of a shared base (``replaced``: its storage's pointer ->
-    the tensor the user gets) is checked through that tensor."""
-    for ctx in nodes:
-        watched = ctx.watched
-        if replaced:
-            for n, t in enumerate(watched):
-                got = replaced.get(t.untyped_storage().data_ptr()) if t.numel() else None
-                if got is not None:
-                    watched[n] = got.detach()
-        ctx.versions = [t._version for t in watched]
 
 
 # ``ctx.freed`` once an output whose eager nodes are not known ran a freeing backward

@@ -17,10 +17,11 @@ autograd on, user-level ops as the user called them):
   it raises, each output is run alone to find which outputs lead to it: the compiled graph's
   call attaches the error to those outputs (``RaiseAtBackward``), so it is raised when a
   gradient flows through them, as eager raises when its backward reaches the node.
-- ``saved_values``: the inputs and outputs whose memory some node of eager's graph saves (an
-  ``exp`` or ``softmax`` output, ``sin``'s input). The training ``autograd.Function`` saves
-  those tensors too (beside the inputs our backward reads), so that a user's in-place change
-  of one between the call and the backward raises eager's error.
+- ``saved_per_output``: per output, the inputs and outputs whose memory some node of eager's
+  graph on its backward's path saves (an ``exp`` or ``softmax`` output, ``sin``'s input). The
+  training ``autograd.Function`` checks those tensors' versions (``_versions``), so that a
+  user's in-place change of one between the call and a backward through that output raises
+  eager's error, and a backward through the other outputs runs, as eager's.
 - ``output_saves``: per output, the nodes of eager's graph that save tensors and that its
   backward runs. A backward without ``retain_graph`` frees the saved tensors of the nodes it
   runs; a later backward raises "backward through the graph a second time" only where it
@@ -133,20 +134,6 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         # without eager's backward-time errors, as eager's own backward would run.
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     return None
-
-
-def saved_values(gm: torch.fx.GraphModule) -> tuple[frozenset[int], frozenset[int]]:
-    """The inputs and the outputs of the Dynamo graph ``gm`` whose memory a node of eager's
-    autograd graph saves for the backward (an in-place change of one between the call and the
-    backward makes eager's backward raise)."""
-    per_output = saved_per_output(gm)
-    if per_output is None:
-        return frozenset(), frozenset()
-    known = [s for s in per_output if s is not None]
-    return (
-        frozenset().union(*(s[0] for s in known)),
-        frozenset().union(*(s[1] for s in known)),
-    )
 
 
 def saved_per_output(
@@ -301,5 +288,4 @@ __all__ = [
     "backward_errors",
     "output_saves",
     "saved_per_output",
-    "saved_values",
 ]
