@@ -1379,6 +1379,163 @@ def double_r1_penalty_ce(C, rec):
     rec("grads", [x.grad] + [p.grad for p in m.parameters()])
 
 
+# ============================================================================================
+# more: interleaved graphs of one compiled function, graph breaks, double backward inputs
+@scenario
+def interleaved_graphs_input_changed_between(C, rec):
+    def f(x, w):
+        return (x * w).sum()
+
+    cf = C(f)
+    x1, x2, w = leaf(3, rg=False), leaf(3, seed=2, rg=False), leaf(3, seed=1)
+    a = cf(x1, w)
+    b = cf(x2, w)
+    x1.add_(1)
+    b.backward()
+    rec("g", w.grad.clone())
+    a.backward()
+
+
+@scenario
+def graph_break_saved_changed(C, rec):
+    def f(x, w):
+        h = (x * w).exp()
+        torch._dynamo.graph_break()
+        return h.sigmoid(), (h * 2).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    a, s = C(f)(x, w)
+    a.add_(1)
+    s.backward(retain_graph=True)
+    rec("g", [x.grad, w.grad])
+    a.sum().backward()
+
+
+@scenario
+def double_backward_input_changed_between(C, rec):
+    def f(x):
+        return x.pow(3).sum()
+
+    x = leaf(3)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    with torch.no_grad():
+        x.mul_(2)
+    g.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def double_backward_grad_changed_then_backward(C, rec):
+    def f(x):
+        return x.sin().sum()
+
+    x = leaf(3)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    g.add_(1)
+    g.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def accum_into_expanded_grad(C, rec):
+    def f(x):
+        return (x * x).sum()
+
+    x = leaf(2, 3)
+    x.grad = torch.ones(3).expand(2, 3)
+    C(f)(x).backward()
+    rec("g", [x.grad, list(x.grad.stride())])
+
+
+@scenario
+def returned_input_written_nonleaf(C, rec):
+    def f(h):
+        h.mul_(2)
+        return h
+
+    x = leaf(3)
+    h = x * 1
+    out = C(f)(h)
+    rec("same", [out is h, h._version])
+    (out * out).sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def output_requires_grad_from_no_grad_region(C, rec):
+    def f(x):
+        with torch.no_grad():
+            h = x * 2
+        return h, x * 3
+
+    x = leaf(3)
+    h, y = C(f)(x)
+    rec("h", [h, h.is_leaf])
+    h.requires_grad_()
+    (h * y).sum().backward()
+    rec("grads", [x.grad, h.grad])
+
+
+@scenario
+def hook_on_input_returned_as_is(C, rec):
+    def f(x, w):
+        return x, (x * w).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    a, s = C(f)(x, w)
+    rec("same", a is x)
+    (a.sum() * 2 + s).backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def retain_graph_then_zero_grad_then_again(C, rec):
+    m = _mlp()
+    out = C(m)(leaf(5, 3, rg=False)).pow(2).sum()
+    out.backward(retain_graph=True)
+    g1 = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    out.backward()
+    rec("g", g1 + [p.grad for p in m.parameters()])
+
+
+@scenario
+def sum_of_outputs_of_two_calls_one_modified(C, rec):
+    def f(x):
+        return x.exp()
+
+    cf = C(f)
+    x = leaf(3)
+    a = cf(x)
+    b = cf(x * 2)
+    b.add_(1)
+    (a.sum()).backward()
+    rec("grad", x.grad)
+    b.sum().backward()
+
+
+@scenario
+def version_module_param_written_inside(C, rec):
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        with torch.no_grad():
+            lin.weight.mul_(0.5)
+        return lin(x).sum()
+
+    v0 = lin.weight._version
+    s = C(f)(leaf(4, 3, rg=False))
+    rec("changed", lin.weight._version > v0)
+    s.backward()
+    rec("g", [lin.weight.grad, lin.bias.grad])
+    with torch.no_grad():
+        lin.weight.add_(1)
+    s2 = C(f)(leaf(4, 3, rg=False))
+    with torch.no_grad():
+        lin.weight.add_(1)
+    s2.backward()
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 

@@ -17,7 +17,7 @@ import torch
 
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
-from torch2xla.autodiff._versions import collecting, restamp
+from torch2xla.autodiff._versions import nodes, restamp
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._in_place import written_in_place
@@ -196,18 +196,21 @@ class Entry:
             run_inputs = list(inputs)
             for i in self.tracked:
                 run_inputs[self.mutations[i]] = inputs[self.mutations[i]].clone()
-        made = None
-        if self.restamps and (self.enables_grad or torch.is_grad_enabled()):
-            # (the training nodes of the call: what their backward checks for in-place
-            # changes is read again once the call's own writes are done)
-            with collecting() as made:
-                if self.enables_grad and not torch.is_grad_enabled():
-                    with torch.enable_grad():
-                        outs = self._run(run_inputs)
-                else:
+        # (the training nodes the call makes: what their backward checks for in-place changes
+        # is read again once the call's own writes are done, ``restamp``)
+        made = outer = None
+        if self.restamps:
+            outer, made = nodes.made, []
+            nodes.made = made
+        try:
+            if self.enables_grad and not torch.is_grad_enabled():
+                with torch.enable_grad():
                     outs = self._run(run_inputs)
-        else:
-            outs = self._run(run_inputs)
+            else:
+                outs = self._run(run_inputs)
+        finally:
+            if made is not None:
+                nodes.made = outer
         n = len(self.mutations)
         if n:
             targets = [inputs[idx] for idx in self.mutations]

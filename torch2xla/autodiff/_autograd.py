@@ -41,7 +41,7 @@ from torch2xla.autodiff import _split
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
-from torch2xla.autodiff._versions import Watch, made
+from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
@@ -60,6 +60,8 @@ _keep_graph: Callable[[], bool] = getattr(
 _FREED_MARKER = torch.empty(0)
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_version = operator.attrgetter("_version")
+_detach = torch.Tensor.detach
 
 
 class _Plan:
@@ -289,14 +291,15 @@ class XlaFunction(torch.autograd.Function):
         if watch.inputs or watch.outputs:
             # (outputs detached: they share the version counter, and hold no reference to
             # this node)
-            ctx.watched = [
-                *[tensors[k] for k in watch.inputs],
-                *[outs[i].detach() for i in watch.outputs],
+            # (no comprehension: a Python frame on every training step)
+            watched = ctx.watched = [
+                *map(tensors.__getitem__, watch.inputs),
+                *map(_detach, map(outs.__getitem__, watch.outputs)),
             ]
-            ctx.versions = [t._version for t in ctx.watched]
-            nodes = made.nodes
-            if nodes is not None:  # (an entry that writes after the call: ``restamp``)
-                nodes.append(ctx)
+            ctx.versions = [*map(_version, watched)]
+            made = nodes.made
+            if made is not None:  # (an entry that writes after the call: ``restamp``)
+                made.append(ctx)
         else:
             ctx.watched = ()
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
@@ -416,8 +419,12 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
         # (raises eager's error when a backward without retain_graph released what this one
         # needs)
         ctx.saved_tensors  # noqa: B018
-    if ctx.watched:  # (eager's error where a tensor its backward reads changed in place)
-        plan.watch.check(ctx, active if not dense else None)
+    watched = ctx.watched
+    if watched:  # (eager's error where a tensor its backward reads changed in place)
+        if not dense:
+            plan.watch.check(ctx, active)
+        elif [*map(_version, watched)] != ctx.versions:
+            plan.watch.check(ctx, None)
     vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
     freed = False
     if not (keep or _keep_graph()):

@@ -12,13 +12,12 @@ checks, per backward, those that eager's nodes on the differentiated outputs' pa
 saves another tensor (``x.relu()``: eager saves the output; our mask is the input's).
 
 An ``Entry`` that writes inputs back, or makes outputs views of a shared base, after the
-program ran reads the versions again at the end of the call (``collecting``, ``restamp``):
+program ran reads the versions again at the end of the call (``nodes``, ``restamp``):
 the call's own writes are not the user's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 
@@ -121,25 +120,14 @@ def _op_name(node) -> str:
     return stem[: -len("Backward")] if stem.endswith("Backward") else name
 
 
-class _Made(threading.local):
-    """The nodes made in this thread while an ``Entry`` that writes after the call runs
-    (``collecting``); None outside one."""
+class _Nodes(threading.local):
+    """``made``: the training nodes made in this thread while an ``Entry`` that writes after
+    the call runs (it sets a list, and restores None after), or None."""
 
-    nodes: list | None = None
-
-
-made = _Made()
+    made: list | None = None
 
 
-@contextlib.contextmanager
-def collecting():
-    """The nodes of the training calls made inside, whose checked tensors (``Watch``) the
-    caller restamps once its writes after the call are done (``restamp``)."""
-    outer, made.nodes = made.nodes, []
-    try:
-        yield made.nodes
-    finally:
-        made.nodes = outer
+nodes = _Nodes()
 
 
 def restamp(nodes: Sequence, replaced: dict | None = None) -> None:
