@@ -1536,6 +1536,76 @@ def version_module_param_written_inside(C, rec):
     s2.backward()
 
 
+# ============================================================================================
+# an output eager returns as the only view of an intermediate
+@scenario
+def lone_view_is_view(C, rec):
+    def f(x):
+        return x.exp()[1:], x.sin().t()
+
+    x = leaf(3, 4)
+    a, b = C(f)(x)
+    rec("views", [a._is_view(), b._is_view(), a._base is not None, b.is_contiguous()])
+    (a.sum() + b.sum()).backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def lone_view_write_unsaved_then_backward(C, rec):
+    def f(x):
+        return (x * 2).view(2, 2)
+
+    x = leaf(4)
+    y = C(f)(x)
+    y[0].mul_(3)
+    (y * y).sum().backward()
+    rec("grad", x.grad)
+    rec("y", y)
+
+
+@scenario
+def lone_view_last_hidden_detach_inplace_raises(C, rec):
+    cell = nn.RNNCell(3, 4)
+
+    def f(xs, h):
+        hs = []
+        for t in range(xs.shape[0]):
+            h = cell(xs[t], h)
+            hs.append(h)
+        return torch.stack(hs)[-1]
+
+    h = C(f)(leaf(2, 5, 3, rg=False), torch.zeros(5, 4))
+    rec("h", h)
+    h.detach_()
+
+
+@scenario
+def lone_view_under_no_grad(C, rec):
+    def f(x):
+        return x.exp()[1:]
+
+    x = leaf(4)
+    with torch.no_grad():
+        y = C(f)(x)
+    rec("y", [y, y._is_view(), y.requires_grad])
+    y.detach_()
+
+
+@scenario
+def lone_view_of_no_grad_region(C, rec):
+    def f(x):
+        with torch.no_grad():
+            h = x.exp()
+        return h[1:], x * 2
+
+    x = leaf(4)
+    a, b = C(f)(x)
+    rec("a", [a, a._is_view(), a.requires_grad, a.is_leaf])
+    a.mul_(2)
+    b.sum().backward()
+    rec("grad", x.grad)
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 

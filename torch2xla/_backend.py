@@ -37,7 +37,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import output_aliases, shared_bases
+from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
@@ -154,6 +154,7 @@ class CompiledGraph:
         )
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
+        self.lone_views = lone_views(gm)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -316,7 +317,7 @@ class CompiledGraph:
             self._saved = _eager_backward.saved_per_output(self.gm)
             self._output_saves = _eager_backward.output_saves(self.gm)
         if program is not None:
-            per_output = self._saved or ()
+            per_output, named = self._saved or ((), {})
             known = [s for s in per_output if s is not None]
             saved_in = frozenset().union(*(s[0] for s in known))
             saved_out = frozenset().union(*(s[1] for s in known))
@@ -329,6 +330,7 @@ class CompiledGraph:
             if packing is not None:
                 saved = [k for k in saved if k in packing.rest]
             program.saved_outputs = tuple(map(place, saved))
+            kept = frozenset(saved)
             # per user output, the nodes of eager's graph its backward frees (none known for
             # the new values of inputs written with autograd's record)
             output_saves = self._output_saves
@@ -356,9 +358,12 @@ class CompiledGraph:
                 )
                 # per user output, the inputs and outputs its backward checks: a backward
                 # through the others runs after an in-place change of them, as eager's
+                # (how eager's error names each saved output: ``_versions``)
+                program.saved_names = {
+                    place(n_mut + i): d for i, d in named.items() if n_mut + i in kept
+                }
                 if len(per_output) == lowered.num_user_outputs:
                     pos = {i - n_lifted: k for k, i in enumerate(program.tensor_pos)}
-                    kept = frozenset(saved)
                     program.output_saved = {
                         place(n_mut + i): (
                             frozenset(pos[j] for j in s[0] if j in pos),
@@ -637,6 +642,7 @@ class CompiledGraph:
             tracked,
             draws=draws,
             shared=self.shared_bases,
+            lone=self.lone_views,
         )
 
     @torch._disable_dynamo

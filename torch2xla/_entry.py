@@ -138,6 +138,7 @@ class Entry:
         tracked: Sequence[bool] = (),
         draws: bool = False,
         shared: Sequence = (),
+        lone: Sequence[int] = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -148,6 +149,8 @@ class Entry:
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
+        # outputs eager returns as the only view of an intermediate: views of the program's
+        self.lone = tuple(lone)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
@@ -186,6 +189,8 @@ class Entry:
             for i in self.detach:
                 if outs[i].requires_grad:
                     outs[i] = outs[i].detach()
+            for i in self.lone:
+                outs[i] = outs[i].view_as(outs[i])
             return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         run_inputs = inputs
@@ -245,6 +250,8 @@ class Entry:
             if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
                 with torch.enable_grad():
                     outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+        for i in self.lone:
+            outs[i] = outs[i].view_as(outs[i])
         return outs
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:

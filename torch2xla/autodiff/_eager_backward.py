@@ -136,14 +136,14 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
     return None
 
 
-def saved_per_output(
-    gm: torch.fx.GraphModule,
-) -> tuple[tuple[frozenset[int], frozenset[int]] | None, ...] | None:
+def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]] | None:
     """Per output of the Dynamo graph ``gm``, the inputs and the outputs whose memory a node
     that its backward runs saves (``(inputs, outputs)``; None for an output eager does not
     track): an in-place change of one between the call and a backward through that output
-    makes eager's backward raise, a backward through the other outputs runs. None where
-    some example value is missing."""
+    makes eager's backward raise, a backward through the other outputs runs. Beside them, per
+    output whose memory is saved, how eager's error names the saved tensor (``(shape,
+    output_nr, op)``: the intermediate a view output shares, the node that made it). None
+    where some example value is missing."""
     found = _example_values(gm)
     if found is None:
         return None
@@ -154,6 +154,7 @@ def saved_per_output(
                 storages.setdefault(StorageWeakRef(t.untyped_storage()), []).append((side, i))
     keep: list = []  # (nodes are keyed by id(): kept alive until the walks end)
     reached: dict[int, frozenset[tuple[int, int]]] = {}  # id(node) -> what it saves
+    named: dict[int, tuple] = {}
     result: list[tuple[frozenset[int], frozenset[int]] | None] = []
     for o in found[1]:
         if not (isinstance(o, torch.Tensor) and o.grad_fn is not None):
@@ -169,11 +170,13 @@ def saved_per_output(
             seen.add(id(node))
             if id(node) not in reached:
                 keep.append(node)
-                reached[id(node)] = frozenset(
-                    slot
-                    for t in _saved_tensors(node)
-                    for slot in storages.get(StorageWeakRef(t.untyped_storage()), ())
-                )
+                slots = set()
+                for t in _saved_tensors(node):
+                    for side, i in storages.get(StorageWeakRef(t.untyped_storage()), ()):
+                        slots.add((side, i))
+                        if side == 1 and i not in named:
+                            named[i] = _name(t)
+                reached[id(node)] = frozenset(slots)
             saved.update(reached[id(node)])
             stack.extend(nxt for nxt, _ in node.next_functions)
         result.append(
@@ -182,7 +185,16 @@ def saved_per_output(
                 frozenset(i for side, i in saved if side == 1),
             )
         )
-    return tuple(result)
+    return tuple(result), {i: d for i, d in named.items() if d is not None}
+
+
+def _name(t: torch.Tensor) -> tuple | None:
+    """How eager's error names the saved tensor ``t``: its shape, and the output of the node
+    that made it (None where its shape is symbolic or no node made it)."""
+    shape = tuple(t.shape)
+    if t.grad_fn is None or not all(isinstance(n, int) for n in shape):
+        return None
+    return shape, t.output_nr, t.grad_fn.name()
 
 
 def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:

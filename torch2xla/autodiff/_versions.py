@@ -32,7 +32,7 @@ class Watch:
     path saved, ``XlaProgram.output_saved``, and those our backward reads where eager's graph
     saves another tensor; all where not known), and all of them (``every``)."""
 
-    __slots__ = ("every", "inputs", "need", "outputs")
+    __slots__ = ("every", "inputs", "names", "need", "outputs")
 
     def __init__(self, plan, ours: Sequence[int]) -> None:
         program = plan.program
@@ -40,6 +40,9 @@ class Watch:
         eager_in = (*getattr(program, "saved_inputs", ()), *written)
         self.inputs = tuple(sorted({*ours, *eager_in}))
         self.outputs = plan.saved_out
+        # per output, how eager's error names the tensor it saved (``saved_per_output``)
+        names = getattr(program, "saved_names", {})
+        self.names = tuple(names.get(i) for i in self.outputs)
         at_in = {k: n for n, k in enumerate(self.inputs)}
         at_out = {i: len(self.inputs) + n for n, i in enumerate(self.outputs)}
         self.every = frozenset(range(len(self.inputs) + len(self.outputs)))
@@ -86,16 +89,25 @@ class Watch:
                     message = modified_message(t, t._version, versions[n], t.output_nr, t.grad_fn)
                 else:  # (counted from the call's end, as eager's from its new tensor's)
                     changes = t._version - versions[n]
-                    message = modified_message(t, changes, 0, self.outputs[n - n_in], ctx)
+                    named = self.names[n - n_in]
+                    if named is None:
+                        message = modified_message(t, changes, 0, self.outputs[n - n_in], ctx)
+                    else:
+                        shape, output_nr, op = named
+                        message = modified_message(t, changes, 0, output_nr, op, shape)
                 raise RuntimeError(message)
 
 
-def modified_message(t: torch.Tensor, version: int, expected: int, output_nr: int, node) -> str:
+def modified_message(
+    t: torch.Tensor, version: int, expected: int, output_nr: int, node, shape=None
+) -> str:
     """Eager's error for a tensor saved for the backward at version ``expected`` and changed
     in place since (to ``version``), made as output ``output_nr`` of ``node`` (None: a
-    leaf)."""
+    leaf; or the node's name), of ``shape`` (None: ``t``'s)."""
     # (eager names the node by its op: ``Exp`` for ``ExpBackward0``)
-    which = "" if node is None else f", which is output {output_nr} of {_op_name(node)},"
+    name = node if isinstance(node, str) or node is None else node.name()
+    which = "" if name is None else f", which is output {output_nr} of {_op_name(name)},"
+    shape = list(t.shape) if shape is None else list(shape)
     if torch.is_anomaly_enabled():
         hint = (
             "the backtrace further above shows the operation that failed to compute its "
@@ -109,13 +121,12 @@ def modified_message(t: torch.Tensor, version: int, expected: int, output_nr: in
         )
     return (
         "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version "
+        f"inplace operation: [{t.type()} {shape}]{which} is at version "
         f"{version}; expected version {expected} instead. Hint: {hint}"
     )
 
 
-def _op_name(node) -> str:
-    name = node.name()
+def _op_name(name: str) -> str:
     stem = name.rstrip("0123456789")
     return stem[: -len("Backward")] if stem.endswith("Backward") else name
 
