@@ -1,4 +1,5 @@
-"""Outputs that eager returns as views of inputs (or of one intermediate: ``SharedBase``).
+"""Outputs that eager returns as views of inputs (or of one intermediate: ``SharedBase``,
+``lone_views``).
 
 XLA programs return fresh buffers. Where eager's output is a view of a graph input (``x.t()``,
 ``x.view(-1)``, a slice), later in-place writes to one would show in the other in eager; so the
