@@ -37,7 +37,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import output_aliases, shared_bases
+from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
@@ -154,6 +154,7 @@ class CompiledGraph:
         )
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
+        self.lone_views = lone_views(gm)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -163,7 +164,7 @@ class CompiledGraph:
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
         # looked for yet; only graphs that differentiate look: _eager_backward)
         self._backward_errors: dict[int, RuntimeError] | None = None
-        self._saved: tuple[frozenset[int], frozenset[int]] | None = None
+        self._saved: tuple | None = None  # (``saved_per_output``)
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
         self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
@@ -313,10 +314,13 @@ class CompiledGraph:
             return {}
         if self._backward_errors is None:
             self._backward_errors = _eager_backward.backward_errors(self.gm)
-            self._saved = _eager_backward.saved_values(self.gm)
+            self._saved = _eager_backward.saved_per_output(self.gm)
             self._output_saves = _eager_backward.output_saves(self.gm)
         if program is not None:
-            saved_in, saved_out = self._saved
+            per_output, named = self._saved or ((), {})
+            known = [s for s in per_output if s is not None]
+            saved_in = frozenset().union(*(s[0] for s in known))
+            saved_out = frozenset().union(*(s[1] for s in known))
             n_mut, n_lifted = len(lowered.mutations), len(lowered.lifted)
             saved = [n_mut + i for i in sorted(saved_out)]
             packing = getattr(program, "packing", None)
@@ -326,6 +330,7 @@ class CompiledGraph:
             if packing is not None:
                 saved = [k for k in saved if k in packing.rest]
             program.saved_outputs = tuple(map(place, saved))
+            kept = frozenset(saved)
             # per user output, the nodes of eager's graph its backward frees (none known for
             # the new values of inputs written with autograd's record)
             output_saves = self._output_saves
@@ -345,6 +350,28 @@ class CompiledGraph:
                     for k, i in enumerate(program.tensor_pos)
                     if i - n_lifted in saved_in and i not in mutated
                 )
+                # (their versions are checked from the end of the call, after the write)
+                program.saved_written = tuple(
+                    k
+                    for k, i in enumerate(program.tensor_pos)
+                    if i - n_lifted in saved_in and i in mutated
+                )
+                # per user output, the inputs and outputs its backward checks: a backward
+                # through the others runs after an in-place change of them, as eager's
+                # (how eager's error names each saved output: ``_versions``)
+                program.saved_names = {
+                    place(n_mut + i): d for i, d in named.items() if n_mut + i in kept
+                }
+                if len(per_output) == lowered.num_user_outputs:
+                    pos = {i - n_lifted: k for k, i in enumerate(program.tensor_pos)}
+                    program.output_saved = {
+                        place(n_mut + i): (
+                            frozenset(pos[j] for j in s[0] if j in pos),
+                            frozenset(place(n_mut + j) for j in s[1] if n_mut + j in kept),
+                        )
+                        for i, s in enumerate(per_output)
+                        if s is not None and (packing is None or n_mut + i in packing.rest)
+                    }
         return self._backward_errors
 
     @torch._disable_dynamo
@@ -615,6 +642,7 @@ class CompiledGraph:
             tracked,
             draws=draws,
             shared=self.shared_bases,
+            lone=self.lone_views,
         )
 
     @torch._disable_dynamo

@@ -17,6 +17,7 @@ import torch
 
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
+from torch2xla.autodiff._versions import nodes, restamp
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._in_place import written_in_place
@@ -137,6 +138,7 @@ class Entry:
         tracked: Sequence[bool] = (),
         draws: bool = False,
         shared: Sequence = (),
+        lone: Sequence[int] = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -147,6 +149,8 @@ class Entry:
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
+        # outputs eager returns as the only view of an intermediate: views of the program's
+        self.lone = tuple(lone)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
@@ -157,6 +161,9 @@ class Entry:
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # written-back inputs whose new values carry autograd history (``_tracked_writes``)
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
+        # The call writes inputs or makes outputs after its training nodes are made: those
+        # read again what their backward checks for in-place changes (``restamp``).
+        self.restamps = bool(self.mutations or shared)
         # Some writes may be made in place by the program (GPU, ``runtime/_in_place.py``).
         self.in_place = bool(getattr(runner, "in_place", ()))
         # The program takes the graph's arguments as they are, and its outputs are the user's.
@@ -182,6 +189,8 @@ class Entry:
             for i in self.detach:
                 if outs[i].requires_grad:
                     outs[i] = outs[i].detach()
+            for i in self.lone:
+                outs[i] = outs[i].view_as(outs[i])
             return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         run_inputs = inputs
@@ -192,11 +201,21 @@ class Entry:
             run_inputs = list(inputs)
             for i in self.tracked:
                 run_inputs[self.mutations[i]] = inputs[self.mutations[i]].clone()
-        if self.enables_grad and not torch.is_grad_enabled():
-            with torch.enable_grad():
+        # (the training nodes the call makes: what their backward checks for in-place changes
+        # is read again once the call's own writes are done, ``restamp``)
+        made = outer = None
+        if self.restamps:
+            outer, made = nodes.made, []
+            nodes.made = made
+        try:
+            if self.enables_grad and not torch.is_grad_enabled():
+                with torch.enable_grad():
+                    outs = self._run(run_inputs)
+            else:
                 outs = self._run(run_inputs)
-        else:
-            outs = self._run(run_inputs)
+        finally:
+            if made is not None:
+                nodes.made = outer
         n = len(self.mutations)
         if n:
             targets = [inputs[idx] for idx in self.mutations]
@@ -215,8 +234,14 @@ class Entry:
             outs = outs[n:]
         for alias in self.aliases:
             outs[alias.output] = alias.regenerate(args, outs)
+        replaced = {}
         for group in self.shared:
+            old = {k: outs[k] for k in group.outputs if outs[k].numel()}
             group.regenerate(args, outs)
+            if made:
+                replaced.update((t.untyped_storage().data_ptr(), outs[k]) for k, t in old.items())
+        if made:
+            restamp(made, replaced)
         # (after the views: ``x.detach()`` of an input is a view of it that eager does not track)
         for i in self.detach:
             if outs[i].requires_grad:
@@ -225,6 +250,8 @@ class Entry:
             if outs[i].requires_grad:  # (under the grad mode the outputs were made in)
                 with torch.enable_grad():
                     outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
+        for i in self.lone:
+            outs[i] = outs[i].view_as(outs[i])
         return outs
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:

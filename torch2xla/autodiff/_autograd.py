@@ -17,6 +17,9 @@ Eager autograd semantics kept here:
 - An input gets a gradient when an output that received a cotangent is connected to it in
   eager's autograd graph, zeros where the derivative is zero (``x.round()``, an empty ``x``),
   and None otherwise, as eager leaves ``.grad`` of such a parameter None (``_connected``).
+- A tensor that eager's graph saves, changed in place between the call and a backward that
+  runs a node saving it, makes that backward raise eager's error; a backward through the
+  other outputs runs (``_versions``).
 - Outputs eager would not track (integer, ``.detach()``, argmax) are non-differentiable.
 - Double backward works: with ``create_graph=True`` the backward runs the program's vjp as a
   differentiable program of its own (``VjpProgram``, recomputing from the inputs), so its
@@ -38,6 +41,7 @@ from torch2xla.autodiff import _split
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
+from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
@@ -57,6 +61,8 @@ _keep_graph: Callable[[], bool] = getattr(
 _FREED_MARKER = torch.empty(0)
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_version = operator.attrgetter("_version")
+_detach = torch.Tensor.detach
 
 
 class _Plan:
@@ -99,6 +105,7 @@ class _Plan:
         "steady_bwd",
         "untracked",
         "views",
+        "watch",
     )
 
     def __init__(self, program, fns: TrainFns, diff_in: tuple[int, ...]) -> None:
@@ -121,6 +128,8 @@ class _Plan:
         self.saved_pos: tuple[int, ...] | None = None
         # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
         self.saved_out: tuple[int, ...] = getattr(program, "saved_outputs", ())
+        # the tensors whose versions the backward checks (``Watch``; None until known)
+        self.watch: Watch | None = None
         # per differentiated output, the nodes of eager's graph that save tensors and that its
         # backward runs (``_eager_backward.output_saves``; None: not known)
         saves = getattr(program, "output_saves", None) or {}
@@ -321,6 +330,23 @@ class XlaFunction(torch.autograd.Function):
             ctx.to_save = (*map(tensors.__getitem__, saved), *map(outs.__getitem__, plan.saved_out))
         else:
             ctx.to_save = (_FREED_MARKER,)
+        watch = plan.watch
+        if watch is None:
+            watch = Watch.of(plan, plan.fns.saved_positions())
+        if watch.inputs or watch.outputs:
+            # (outputs detached: they share the version counter, and hold no reference to
+            # this node)
+            # (no comprehension: a Python frame on every training step)
+            watched = ctx.watched = [
+                *map(tensors.__getitem__, watch.inputs),
+                *map(_detach, map(outs.__getitem__, watch.outputs)),
+            ]
+            ctx.versions = [*map(_version, watched)]
+            made = nodes.made
+            if made is not None:  # (an entry that writes after the call: ``restamp``)
+                made.append(ctx)
+        else:
+            ctx.watched = ()
         ctx.plan, ctx.chain, ctx.vjp_fn = plan, chain, vjp_fn
         # whether a backward without retain_graph ran (autograd then released what the node
         # saved), and the nodes of eager's graph that freed (``_freed_after``)
@@ -434,10 +460,16 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     # (every output got a cotangent: the common case, checked in C)
     dense = all(map(operator.is_not, diff_grads, itertools.repeat(None)))
     active = plan.every_out if dense else [j for j, g in enumerate(diff_grads) if g is not None]
-    if not ctx.released or ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active):
+    if ctx.released and (ctx.vjp_fn is None or _blocked(plan.saves, ctx.freed, active)):
         # (raises eager's error when a backward without retain_graph released what this one
-        # needs, or when a saved tensor was changed in place)
+        # needs)
         ctx.saved_tensors  # noqa: B018
+    watched = ctx.watched
+    if watched:  # (eager's error where a tensor its backward reads changed in place)
+        if not dense:
+            plan.watch.check(ctx, active)
+        elif [*map(_version, watched)] != ctx.versions:
+            plan.watch.check(ctx, None)
     vjp_fn, inputs = ctx.vjp_fn, ctx.inputs
     freed = False
     if not (keep or _keep_graph()):
@@ -450,6 +482,7 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
             ctx.freed, freed = _release(plan.saves, ctx.freed, active)
         if freed:
             ctx.vjp_fn = ctx.inputs = None
+            ctx.watched = ()
     fns = plan.fns
     n_args = 3 + plan.n_inputs + (chain is not None)  # (plan, seed, chain, *tensors, token)
     if not active:

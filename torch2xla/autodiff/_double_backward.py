@@ -52,6 +52,10 @@ class VjpProgram:
         self._base, self._base_diff_in, self._active, self._n = program, diff_in, active, n
         self._flat_fn = vjp_flat_fn
         self.tensor_pos = tuple(range(n + len(active)))
+        # The forward is recomputed from the inputs and cotangents as they are at the next
+        # backward: an in-place change of one since raises eager's error (``_versions``),
+        # where eager's double backward would read the values it saved or raise.
+        self.saved_inputs = self.tensor_pos
         self.diff_out = tuple(range(len(diff_in)))
         self._graph_diff_out = self.diff_out
         self.num_outputs = len(diff_in)

@@ -17,10 +17,11 @@ autograd on, user-level ops as the user called them):
   it raises, each output is run alone to find which outputs lead to it: the compiled graph's
   call attaches the error to those outputs (``RaiseAtBackward``), so it is raised when a
   gradient flows through them, as eager raises when its backward reaches the node.
-- ``saved_values``: the inputs and outputs whose memory some node of eager's graph saves (an
-  ``exp`` or ``softmax`` output, ``sin``'s input). The training ``autograd.Function`` saves
-  those tensors too (beside the inputs our backward reads), so that a user's in-place change
-  of one between the call and the backward raises eager's error.
+- ``saved_per_output``: per output, the inputs and outputs whose memory some node of eager's
+  graph on its backward's path saves (an ``exp`` or ``softmax`` output, ``sin``'s input). The
+  training ``autograd.Function`` checks those tensors' versions (``_versions``), so that a
+  user's in-place change of one between the call and a backward through that output raises
+  eager's error, and a backward through the other outputs runs, as eager's.
 - ``output_saves``: per output, the nodes of eager's graph that save tensors and that its
   backward runs. A backward without ``retain_graph`` frees the saved tensors of the nodes it
   runs; a later backward raises "backward through the graph a second time" only where it
@@ -135,36 +136,65 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
     return None
 
 
-def saved_values(gm: torch.fx.GraphModule) -> tuple[frozenset[int], frozenset[int]]:
-    """The inputs and the outputs of the Dynamo graph ``gm`` whose memory a node of eager's
-    autograd graph saves for the backward (an in-place change of one between the call and the
-    backward makes eager's backward raise)."""
+def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]] | None:
+    """Per output of the Dynamo graph ``gm``, the inputs and the outputs whose memory a node
+    that its backward runs saves (``(inputs, outputs)``; None for an output eager does not
+    track): an in-place change of one between the call and a backward through that output
+    makes eager's backward raise, a backward through the other outputs runs. Beside them, per
+    output whose memory is saved, how eager's error names the saved tensor (``(shape,
+    output_nr, op)``: the intermediate a view output shares, the node that made it). None
+    where some example value is missing."""
     found = _example_values(gm)
     if found is None:
-        return frozenset(), frozenset()
+        return None
     storages: dict[StorageWeakRef, list[tuple[int, int]]] = {}
     for side, values in enumerate(found):
         for i, t in enumerate(values):
             if isinstance(t, torch.Tensor) and t.layout == torch.strided:
                 storages.setdefault(StorageWeakRef(t.untyped_storage()), []).append((side, i))
-    saved: set[tuple[int, int]] = set()
-    seen: set[int] = set()
-    keep: list = []  # (nodes are keyed by id(): kept alive until the walk ends)
-    outputs = found[1]
-    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+    keep: list = []  # (nodes are keyed by id(): kept alive until the walks end)
+    reached: dict[int, frozenset[tuple[int, int]]] = {}  # id(node) -> what it saves
+    named: dict[int, tuple] = {}
+    result: list[tuple[frozenset[int], frozenset[int]] | None] = []
+    for o in found[1]:
+        if not (isinstance(o, torch.Tensor) and o.grad_fn is not None):
+            result.append(None)
             continue
-        seen.add(id(node))
-        keep.append(node)
-        for t in _saved_tensors(node):
-            saved.update(storages.get(StorageWeakRef(t.untyped_storage()), ()))
-        stack.extend(nxt for nxt, _ in node.next_functions)
-    return (
-        frozenset(i for side, i in saved if side == 0),
-        frozenset(i for side, i in saved if side == 1),
-    )
+        saved: set[tuple[int, int]] = set()
+        seen: set[int] = set()
+        stack = [o.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) not in reached:
+                keep.append(node)
+                slots = set()
+                for t in _saved_tensors(node):
+                    for side, i in storages.get(StorageWeakRef(t.untyped_storage()), ()):
+                        slots.add((side, i))
+                        if side == 1 and i not in named:
+                            named[i] = _name(t)
+                reached[id(node)] = frozenset(slots)
+            saved.update(reached[id(node)])
+            stack.extend(nxt for nxt, _ in node.next_functions)
+        result.append(
+            (
+                frozenset(i for side, i in saved if side == 0),
+                frozenset(i for side, i in saved if side == 1),
+            )
+        )
+    return tuple(result), {i: d for i, d in named.items() if d is not None}
+
+
+def _name(t: torch.Tensor) -> tuple | None:
+    """How eager's error names the saved tensor ``t``: its shape, and the output of the node
+    that made it (None where its shape is symbolic or no node made it)."""
+    shape = tuple(t.shape)
+    if t.grad_fn is None or not all(isinstance(n, int) for n in shape):
+        return None
+    return shape, t.output_nr, t.grad_fn.name()
 
 
 def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:
@@ -265,4 +295,9 @@ class RaiseAtBackward(torch.autograd.Function):
         raise type(error)(str(error))
 
 
-__all__ = ["RaiseAtBackward", "backward_errors", "output_saves", "saved_values"]
+__all__ = [
+    "RaiseAtBackward",
+    "backward_errors",
+    "output_saves",
+    "saved_per_output",
+]

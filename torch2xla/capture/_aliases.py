@@ -1,4 +1,5 @@
-"""Outputs that eager returns as views of inputs (or of one intermediate: ``SharedBase``).
+"""Outputs that eager returns as views of inputs (or of one intermediate: ``SharedBase``,
+``lone_views``).
 
 XLA programs return fresh buffers. Where eager's output is a view of a graph input (``x.t()``,
 ``x.view(-1)``, a slice), later in-place writes to one would show in the other in eager; so the
@@ -256,10 +257,10 @@ class SharedBase:
             outs[k] = base.as_strided(size, stride, offset)
 
 
-def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
-    """Groups of the Dynamo graph's outputs that are views of one tensor that is neither an
-    input nor an output (layouts given by the graph's size symbols, one dtype, one autograd
-    status, no conjugate or negative bits)."""
+def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
+    """The Dynamo graph's outputs that eager returns as views of a tensor that is not an
+    input, grouped by that tensor's storage (``(output, example value)``); the storages of
+    the outputs that own their memory; the graph's size symbols by the input giving each."""
     inputs = set()
     symbols = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
@@ -281,10 +282,32 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
             owned.add(ref)
         elif ref not in inputs:
             groups.setdefault(ref, []).append((k, ex))
+    return groups, owned, symbols
+
+
+def lone_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """The Dynamo graph's outputs that eager returns as the only view of a tensor that is
+    neither an input nor an output (``return x.exp()[1:]``): the program returns a tensor of
+    its own, which the user gets as a view of it (``view_as``, no copy), so that it is a view
+    as eager's is (``detach_()`` raises eager's error; a write into it shows in the program's
+    output, which the backward checks as eager checks the intermediate it saved)."""
+    groups, owned, _ = _views_of_intermediates(gm)
+    return tuple(
+        members[0][0]
+        for ref, members in groups.items()
+        if ref not in owned and len({k for k, _ in members}) == 1
+    )
+
+
+def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
+    """Groups of the Dynamo graph's outputs that are views of one tensor that is neither an
+    input nor an output (layouts given by the graph's size symbols, one dtype, one autograd
+    status, no conjugate or negative bits)."""
+    groups, owned, symbols = _views_of_intermediates(gm)
     found = []
     for ref, members in groups.items():
         if ref in owned or len({k for k, _ in members}) < 2:
-            continue
+            continue  # (one output: ``lone_views``)
         exs = [ex for _, ex in members]
         kinds = {(ex.dtype, ex.requires_grad, ex.is_conj(), ex.is_neg()) for ex in exs}
         if len(kinds) > 1 or any(ex.is_conj() or ex.is_neg() for ex in exs):
