@@ -51,9 +51,12 @@ def tensors(out) -> list[torch.Tensor]:
             leaves.append(leaf)
         elif hasattr(leaf, "to_tuple"):
             leaves.extend(tensors(leaf))
-        elif hasattr(leaf, "layers"):  # a Cache
-            for layer in leaf.layers:
-                leaves.extend(t for t in (layer.keys, layer.values) if isinstance(t, torch.Tensor))
+        elif hasattr(leaf, "layers"):  # a Cache: every tensor its layers hold (keys and
+            for layer in leaf.layers:  # values, a linear attention's conv and recurrent states)
+                for value in vars(layer).values():
+                    leaves.extend(
+                        t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)
+                    )
     return leaves
 
 
