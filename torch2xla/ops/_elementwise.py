@@ -14,6 +14,7 @@ from torch._ops import ops
 from torch2xla.ops import (
     _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
     _complex,
+    _complex_trig,
 )
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
@@ -231,18 +232,18 @@ for _op, _fn in [
     (aten.log1p, jnp.log1p),
     (aten.sqrt, _complex.sqrt),
     (aten.rsqrt, _complex.rsqrt),
-    (aten.sin, jnp.sin),
-    (aten.cos, jnp.cos),
-    (aten.tan, jnp.tan),
-    (aten.asin, jnp.arcsin),
-    (aten.acos, jnp.arccos),
-    (aten.atan, jnp.arctan),
-    (aten.sinh, _wide(jnp.sinh)),
-    (aten.cosh, _wide(jnp.cosh)),
+    (aten.sin, _complex_trig.sin),
+    (aten.cos, _complex_trig.cos),
+    (aten.tan, _complex_trig.tan),
+    (aten.asin, _complex_trig.asin),
+    (aten.acos, _complex_trig.acos),
+    (aten.atan, _complex_trig.atan),
+    (aten.sinh, functools.partial(_complex_trig.sinh, real=_wide(jnp.sinh))),
+    (aten.cosh, functools.partial(_complex_trig.cosh, real=_wide(jnp.cosh))),
     (aten.tanh, _complex.tanh),
-    (aten.asinh, jnp.arcsinh),
-    (aten.acosh, jnp.arccosh),
-    (aten.atanh, jnp.arctanh),
+    (aten.asinh, _complex_trig.asinh),
+    (aten.acosh, _complex_trig.acosh),
+    (aten.atanh, _complex_trig.atanh),
     (aten.sigmoid, functools.partial(_complex.sigmoid, real=jax.nn.sigmoid)),
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
