@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -40,12 +41,63 @@ def _parts(z):
     return jnp.real(z), jnp.imag(z)
 
 
+def _holomorphic(forward, derivative):
+    """``forward`` whose derivative at z is ``derivative(z, forward(z))`` (eager's backward
+    multiplies the gradient by its conjugate; ``mul`` keeps eager's special values)."""
+    fn = jax.custom_jvp(forward)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (z,), (t,) = primals, tangents
+        w = forward(z)
+        return w, mul(t, lax.stop_gradient(derivative(z, w)))
+
+    return fn
+
+
+def _wide(x):
+    """``x`` in float64 where it is float32: complex64's real functions are computed there
+    (XLA's float32 cosh/sinh lose ulps; float64 does not overflow before float32 does)."""
+    return x.astype(jnp.float64) if x.dtype == jnp.float32 else x
+
+
+def _shift(z, c: float):
+    """z + c for a real c as eager adds a Python number to a complex tensor: (c + 0i), which
+    makes a zero imaginary part +0."""
+    x, y = _parts(z)
+    return lax.complex(x + c, jnp.where(y == 0, jnp.zeros_like(y), y))
+
+
 def mul(a, b):
     if not _is_complex(a, b):
         return jnp.multiply(a, b)
+    if a is b:  # z * z (a square overflows in both parts at once, see _difference)
+        return _rounded_mul(a, b)
     a, b = jnp.broadcast_arrays(a, b)
     (x, y), (u, v) = _parts(a), _parts(b)
     return lax.complex(x * u - y * v, x * v + y * u)
+
+
+def _rounded_mul(a, b):
+    """a * b with each product rounded on its own, as eager's (the squares and cubes of pow:
+    the selects cost a rotary embedding's products ~1.7x on one thread, left to them)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    (x, y), (u, v) = _parts(a), _parts(b)
+    return lax.complex(_difference(x * u, y * v), _difference(x * v, -(y * u)))
+
+
+def _difference(p, q):
+    """p - q of two products as eager rounds them, each on its own.
+
+    # NOTE: XLA's CPU compiler contracts ``x * u - y * v`` into a fused multiply-add, which
+    # rounds the product only once: where a product overflows, eager's ``inf - inf`` is NaN
+    # and ``inf - finite`` inf, the fused result -inf or finite ((1e30 + 1e30i)**2 in
+    # complex64). Where both products are finite the fused difference is as exact; elsewhere
+    # eager's value is a select of the products' (no arithmetic left to contract)."""
+    fused = p - q
+    nan = jnp.asarray(jnp.nan, p.dtype)
+    special = jnp.where(jnp.isnan(p) | jnp.isnan(q) | (p == q), nan, jnp.where(jnp.isinf(p), p, -q))
+    return jnp.where(jnp.isfinite(p) & jnp.isfinite(q), fused, special)
 
 
 def div(a, b):
@@ -56,19 +108,21 @@ def div(a, b):
     ac, ad = jnp.abs(c), jnp.abs(d)
     first, zero = ac >= ad, (ac == 0) & (ad == 0)
     # (each branch reads safe stand-ins where it is not taken: its gradient there is 0, not NaN)
+    # NOTE: eager multiplies by 1 / den, subnormal for |den| > 1 / the least normal float;
+    # XLA's CPU flushes it to 0 ((1 + 3e38i) / 3e38i was 0): each part divides instead.
     one, nil = jnp.ones_like(c), jnp.zeros_like(c)
     # |c| >= |d|: scaled by c (or, both zero, each part divided by zero)
     c1, d1 = jnp.where(first & ~zero, c, one), jnp.where(first & ~zero, d, nil)
     rat = d1 / c1
-    scl = 1 / (c1 + d1 * rat)
-    re1, im1 = (x + y * rat) * scl, (y - x * rat) * scl
+    den = c1 + d1 * rat
+    re1, im1 = (x + y * rat) / den, (y - x * rat) / den
     re1 = jnp.where(zero, x / jnp.where(zero, ac, one), re1)
     im1 = jnp.where(zero, y / jnp.where(zero, ad, one), im1)
     # |c| < |d| (or a NaN part): scaled by d
     c2, d2 = jnp.where(first, nil, c), jnp.where(first, one, d)
     rat = c2 / d2
-    scl = 1 / (d2 + c2 * rat)
-    re2, im2 = (x * rat + y) * scl, (y * rat - x) * scl
+    den = d2 + c2 * rat
+    re2, im2 = (x * rat + y) / den, (y * rat - x) / den
     return lax.complex(jnp.where(first, re1, re2), jnp.where(first, im1, im2))
 
 
@@ -124,6 +178,10 @@ def rsqrt(z, real=lax.rsqrt):
 def exp(z, real=jnp.exp):
     if not _is_complex(z):
         return real(z)
+    return _exp(z)
+
+
+def _exp(z):
     x, y = _parts(z)
     w = jnp.exp(z)
     bad_y = ~jnp.isfinite(y)
@@ -169,16 +227,67 @@ def sigmoid(z, real):
     return div(_one(z), lax.complex(1 + jnp.real(e), jnp.imag(e)))
 
 
+def _square(z):
+    return _rounded_mul(z, z)
+
+
 def _cube(z):
-    return mul(mul(z, z), z)
+    return _rounded_mul(_rounded_mul(z, z), z)
 
 
 # pow(z, exponent) where eager's kernel computes it otherwise than as std::pow
 POWERS = {
     0.5: sqrt,
-    2.0: lambda z: mul(z, z),
+    2.0: _square,
     3.0: _cube,
     -0.5: rsqrt,
     -1.0: reciprocal,
-    -2.0: lambda z: reciprocal(mul(z, z)),
+    -2.0: lambda z: reciprocal(_square(z)),
 }
+
+
+def _expm1(z):
+    x, y = _parts(z)
+    wx, wy = _wide(x), _wide(y)  # (each factor rounded to the dtype, overflowing as eager's)
+    em, e = jnp.expm1(wx).astype(x.dtype), jnp.exp(wx).astype(x.dtype)
+    c, s = jnp.cos(wy).astype(x.dtype), jnp.sin(wy).astype(x.dtype)
+    h = jnp.sin(wy / 2).astype(x.dtype)
+    return lax.complex(em * c - 2 * h * h, e * s)
+
+
+def _log1p(z):
+    x, y = _parts(z)
+    one = jnp.ones_like(x)
+    # (opaque: XLA folds (x + 1) - 1 to x, which eager's rounding of x + 1 keeps apart)
+    u = lax.optimization_barrier(lax.complex(x + 1, y))
+    um1 = lax.complex(jnp.real(u) - 1, y)
+    log_u = log(u)
+    same = (jnp.real(um1) == x) & (y == y)  # (u - 1 == z; NaN parts compare unequal)
+    exact = (jnp.real(u) == 1) & (y == 0)
+    safe = jnp.where(same | exact, lax.complex(one, one), um1)
+    scaled = mul(log_u, div(z, safe))
+    return jnp.where(exact, z, jnp.where(same, log_u, scaled))
+
+
+def _exp2(z):
+    x, y = _parts(z)
+    ln2 = jnp.asarray(math.log(2), x.dtype)
+    return _exp(lax.complex(x * ln2, y * ln2))
+
+
+_LN2 = math.log(2)
+expm1_ = _holomorphic(_expm1, lambda z, w: _shift(w, 1))
+log1p_ = _holomorphic(_log1p, lambda z, w: reciprocal(_shift(z, 1)))
+exp2_ = _holomorphic(_exp2, lambda z, w: mul(w, lax.complex(_LN2 + 0 * jnp.real(w), 0 * jnp.real(w))))
+
+
+def expm1(z, real=jnp.expm1):
+    return expm1_(z) if _is_complex(z) else real(z)
+
+
+def log1p(z, real=jnp.log1p):
+    return log1p_(z) if _is_complex(z) else real(z)
+
+
+def exp2(z, real):
+    return exp2_(z) if _is_complex(z) else real(z)

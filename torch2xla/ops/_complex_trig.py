@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
-from torch2xla.ops._complex import _is_complex, exp, mul, reciprocal, rsqrt
+from torch2xla.ops._complex import _holomorphic, _is_complex, _shift, _wide, mul, reciprocal, rsqrt
 from torch2xla.ops._complex import tanh as tanh_
 
 _PI = math.pi
@@ -39,26 +38,6 @@ _PI = math.pi
 
 def _parts(z):
     return jnp.real(z), jnp.imag(z)
-
-
-def _holomorphic(forward, derivative):
-    """``forward`` whose derivative at z is ``derivative(z, forward(z))`` (eager's backward
-    multiplies the gradient by its conjugate; ``mul`` keeps eager's special values)."""
-    fn = jax.custom_jvp(forward)
-
-    @fn.defjvp
-    def _jvp(primals, tangents):
-        (z,), (t,) = primals, tangents
-        w = forward(z)
-        return w, mul(t, lax.stop_gradient(derivative(z, w)))
-
-    return fn
-
-
-def _wide(x):
-    """``x`` in float64 where it is float32: complex64's real functions are computed there
-    (XLA's float32 cosh/sinh lose ulps; float64 does not overflow before float32 does)."""
-    return x.astype(jnp.float64) if x.dtype == jnp.float32 else x
 
 
 def _times_cosh_sinh(x, c, s):
@@ -126,11 +105,6 @@ def _cos(z):
 def _neg(z):
     x, y = _parts(z)
     return lax.complex(-x, -y)
-
-
-def _plus(z, c: float):
-    x, y = _parts(z)
-    return lax.complex(x + c, y)
 
 
 sinh_ = _holomorphic(_sinh, lambda z, w: _cosh(z))
@@ -259,13 +233,14 @@ def _acosh(z):
     return lax.complex(jnp.abs(im), jnp.copysign(re, y))
 
 
-tan_ = _holomorphic(_tan, lambda z, w: lax.complex(1 + jnp.real(mul(w, w)), jnp.imag(mul(w, w))))
-asinh_ = _holomorphic(_asinh, lambda z, w: rsqrt(_plus(mul(z, z), 1)))
-acosh_ = _holomorphic(_acosh, lambda z, w: rsqrt(_plus(mul(z, z), -1)))
-atanh_ = _holomorphic(_atanh, lambda z, w: reciprocal(_plus(_neg(mul(z, z)), 1)))
-asin_ = _holomorphic(_asin, lambda z, w: rsqrt(_plus(_neg(mul(z, z)), 1)))
-acos_ = _holomorphic(_acos, lambda z, w: _neg(rsqrt(_plus(_neg(mul(z, z)), 1))))
-atan_ = _holomorphic(_atan, lambda z, w: reciprocal(_plus(mul(z, z), 1)))
+# eager's backward formulas (derivatives.yaml), the derivative the gradient's conjugate multiplies
+tan_ = _holomorphic(_tan, lambda z, w: _shift(mul(w, w), 1))
+asinh_ = _holomorphic(_asinh, lambda z, w: rsqrt(_shift(mul(z, z), 1)))
+acosh_ = _holomorphic(_acosh, lambda z, w: mul(rsqrt(_shift(z, 1)), rsqrt(_shift(z, -1))))
+atanh_ = _holomorphic(_atanh, lambda z, w: reciprocal(_shift(_neg(mul(z, z)), 1)))
+asin_ = _holomorphic(_asin, lambda z, w: rsqrt(_shift(mul(_neg(z), z), 1)))
+acos_ = _holomorphic(_acos, lambda z, w: _neg(rsqrt(_shift(mul(_neg(z), z), 1))))
+atan_ = _holomorphic(_atan, lambda z, w: reciprocal(_shift(mul(z, z), 1)))
 
 
 def _unary(fn, real):

@@ -225,11 +225,11 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, _complex.exp),
-    (aten.exp2, _wide(jnp.exp2)),
-    (aten.expm1, jnp.expm1),
+    (aten.exp2, functools.partial(_complex.exp2, real=_wide(jnp.exp2))),
+    (aten.expm1, _complex.expm1),
     (aten.log2, functools.partial(_complex.log, real=jnp.log2, base=2)),
     (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
-    (aten.log1p, jnp.log1p),
+    (aten.log1p, _complex.log1p),
     (aten.sqrt, _complex.sqrt),
     (aten.rsqrt, _complex.rsqrt),
     (aten.sin, _complex_trig.sin),
