@@ -72,7 +72,7 @@ def mul(a, b):
     if not _is_complex(a, b):
         return jnp.multiply(a, b)
     if a is b:  # z * z (a square overflows in both parts at once, see _difference)
-        return _rounded_mul(a, b)
+        return _square(a)
     a, b = jnp.broadcast_arrays(a, b)
     (x, y), (u, v) = _parts(a), _parts(b)
     return lax.complex(x * u - y * v, x * v + y * u)
@@ -152,8 +152,10 @@ def sgn(z, real):
 
 
 def sqrt(z, real=jnp.sqrt):
-    if not _is_complex(z):
-        return real(z)
+    return sqrt_(z) if _is_complex(z) else real(z)
+
+
+def _sqrt(z):
     x, y = _parts(z)
     w = jnp.sqrt(lax.complex(x, jnp.abs(y)))  # the upper half plane's root, then y's sign
     re, im = jnp.real(w), jnp.copysign(jnp.imag(w), y)
@@ -176,9 +178,7 @@ def rsqrt(z, real=lax.rsqrt):
 
 
 def exp(z, real=jnp.exp):
-    if not _is_complex(z):
-        return real(z)
-    return _exp(z)
+    return exp_(z) if _is_complex(z) else real(z)
 
 
 def _exp(z):
@@ -208,10 +208,13 @@ def log(z, real=jnp.log, base: float | None = None):
 
 
 def tanh(z, real=jnp.tanh):
-    if not _is_complex(z):
-        return real(z)
+    return tanh_(z) if _is_complex(z) else real(z)
+
+
+def _tanh(z):
     x, y = _parts(z)
-    w = jnp.tanh(z)
+    # (complex64 through complex128: XLA's complex64 tanh is ~6 ulp off near its poles)
+    w = jnp.tanh(lax.complex(_wide(x), _wide(y))).astype(z.dtype)
     edge = (x == 0) & ~jnp.isfinite(y)
     re = jnp.where(edge, x, jnp.real(w))
     im = jnp.where(y == 0, y, jnp.imag(w))  # (XLA's loses the zero's sign)
@@ -227,12 +230,24 @@ def sigmoid(z, real):
     return div(_one(z), lax.complex(1 + jnp.real(e), jnp.imag(e)))
 
 
-def _square(z):
-    return _rounded_mul(z, z)
+def _two_times(z):
+    return mul(lax.complex(jnp.full_like(jnp.real(z), 2), jnp.zeros_like(jnp.real(z))), z)
 
 
-def _cube(z):
-    return _rounded_mul(_rounded_mul(z, z), z)
+# eager's derivatives (derivatives.yaml: exp's result, sqrt's 1 / (2 result), tanh's
+# 1 - result^2, pow's exponent * z^(exponent - 1)), not the chain rule through the selects
+exp_ = _holomorphic(_exp, lambda z, w: w)
+sqrt_ = _holomorphic(_sqrt, lambda z, w: reciprocal(_two_times(w)))
+tanh_ = _holomorphic(_tanh, lambda z, w: _shift(lax.neg(_rounded_mul(w, w)), 1))
+_square = _holomorphic(lambda z: _rounded_mul(z, z), lambda z, w: _two_times(z))
+
+
+def _times_square(z):
+    three = lax.complex(jnp.full_like(jnp.real(z), 3), jnp.zeros_like(jnp.real(z)))
+    return mul(three, _rounded_mul(z, z))
+
+
+_cube = _holomorphic(lambda z: _rounded_mul(_rounded_mul(z, z), z), lambda z, w: _times_square(z))
 
 
 # pow(z, exponent) where eager's kernel computes it otherwise than as std::pow

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from torch2xla.ops._complex import _holomorphic, _is_complex, _shift, _wide, mul, reciprocal, rsqrt
-from torch2xla.ops._complex import tanh as tanh_
+from torch2xla.ops._complex import tanh_
 
 _PI = math.pi
 
