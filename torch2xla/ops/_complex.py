@@ -83,7 +83,7 @@ def _rounded_mul(a, b):
     the selects cost a rotary embedding's products ~1.7x on one thread, left to them)."""
     a, b = jnp.broadcast_arrays(a, b)
     (x, y), (u, v) = _parts(a), _parts(b)
-    return lax.complex(_difference(x * u, y * v), _difference(x * v, -(y * u)))
+    return lax.complex(_difference(x * u, y * v), _sum(x * v, y * u))
 
 
 def _difference(p, q):
@@ -93,10 +93,22 @@ def _difference(p, q):
     # rounds the product only once: where a product overflows, eager's ``inf - inf`` is NaN
     # and ``inf - finite`` inf, the fused result -inf or finite ((1e30 + 1e30i)**2 in
     # complex64). Where both products are finite the fused difference is as exact; elsewhere
-    # eager's value is a select of the products' (no arithmetic left to contract)."""
-    fused = p - q
-    nan = jnp.asarray(jnp.nan, p.dtype)
-    special = jnp.where(jnp.isnan(p) | jnp.isnan(q) | (p == q), nan, jnp.where(jnp.isinf(p), p, -q))
+    # eager's value is a select of the products' (no arithmetic left to contract): a NaN
+    # operand passes as it is, inf - inf is the CPU's default NaN (its sign bit set, which a
+    # later copysign reads: 0 ** 2.5 is 0 - 0i)."""
+    return _combine(p - q, p, q, -q, p == q)
+
+
+def _sum(p, q):
+    """p + q of two products as eager rounds them (``_difference``)."""
+    return _combine(p + q, p, q, q, p == -q)
+
+
+def _combine(fused, p, q, signed_q, opposed):
+    default_nan = jnp.asarray(-jnp.nan, p.dtype)
+    special = jnp.where(opposed, default_nan, jnp.where(jnp.isinf(p), p, signed_q))
+    special = jnp.where(jnp.isnan(q), q, special)
+    special = jnp.where(jnp.isnan(p), p, special)
     return jnp.where(jnp.isfinite(p) & jnp.isfinite(q), fused, special)
 
 
@@ -252,6 +264,8 @@ _cube = _holomorphic(lambda z: _rounded_mul(_rounded_mul(z, z), z), lambda z, w:
 
 # pow(z, exponent) where eager's kernel computes it otherwise than as std::pow
 POWERS = {
+    0.0: lambda z: jnp.ones_like(z),
+    1.0: lambda z: z,
     0.5: sqrt,
     2.0: _square,
     3.0: _cube,
@@ -277,7 +291,7 @@ def _log1p(z):
     u = lax.optimization_barrier(lax.complex(x + 1, y))
     um1 = lax.complex(jnp.real(u) - 1, y)
     log_u = log(u)
-    same = (jnp.real(um1) == x) & (y == y)  # (u - 1 == z; NaN parts compare unequal)
+    same = (jnp.real(um1) == x) & ~jnp.isnan(y)  # (u - 1 == z; NaN parts compare unequal)
     exact = (jnp.real(u) == 1) & (y == 0)
     safe = jnp.where(same | exact, lax.complex(one, one), um1)
     scaled = mul(log_u, div(z, safe))
@@ -293,7 +307,9 @@ def _exp2(z):
 _LN2 = math.log(2)
 expm1_ = _holomorphic(_expm1, lambda z, w: _shift(w, 1))
 log1p_ = _holomorphic(_log1p, lambda z, w: reciprocal(_shift(z, 1)))
-exp2_ = _holomorphic(_exp2, lambda z, w: mul(w, lax.complex(_LN2 + 0 * jnp.real(w), 0 * jnp.real(w))))
+exp2_ = _holomorphic(
+    _exp2, lambda z, w: mul(w, lax.complex(_LN2 + 0 * jnp.real(w), 0 * jnp.real(w)))
+)
 
 
 def expm1(z, real=jnp.expm1):
@@ -306,3 +322,38 @@ def log1p(z, real=jnp.log1p):
 
 def exp2(z, real):
     return exp2_(z) if _is_complex(z) else real(z)
+
+
+def pow_(z, w):
+    """z ** w for a general exponent: exp(w log z), as glibc's cpow (its product is C's)."""
+    z, w = jnp.broadcast_arrays(z, w)
+    return exp(_c_mul(w, log(z)))
+
+
+def _c_mul(a, b):
+    """a * b as C's complex product (C99 Annex G): where both parts are NaN but an operand
+    or a product was infinite, the infinity is recovered ((0.5 + i)(inf + NaN i) is
+    inf + inf i, not NaN + NaN i)."""
+    (x, y), (u, v) = _parts(a), _parts(b)
+    p, q, r, s = x * u, y * v, x * v, y * u
+    re, im = _difference(p, q), _sum(r, s)
+    zero, one = jnp.zeros_like(x), jnp.ones_like(x)
+
+    def box(t):  # an infinity to +-1, a finite part to +-0
+        return jnp.copysign(jnp.where(jnp.isinf(t), one, zero), t)
+
+    def unnan(t):
+        return jnp.where(jnp.isnan(t), jnp.copysign(zero, t), t)
+
+    inf_a, inf_b = jnp.isinf(x) | jnp.isinf(y), jnp.isinf(u) | jnp.isinf(v)
+    x, y = jnp.where(inf_a, box(x), x), jnp.where(inf_a, box(y), y)
+    u, v = jnp.where(inf_a, unnan(u), u), jnp.where(inf_a, unnan(v), v)
+    u, v = jnp.where(inf_b, box(u), u), jnp.where(inf_b, box(v), v)
+    x, y = jnp.where(inf_b, unnan(x), x), jnp.where(inf_b, unnan(y), y)
+    big = ~(inf_a | inf_b) & (jnp.isinf(p) | jnp.isinf(q) | jnp.isinf(r) | jnp.isinf(s))
+    x, y, u, v = (jnp.where(big, unnan(t), t) for t in (x, y, u, v))
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    recover = jnp.isnan(re) & jnp.isnan(im) & (inf_a | inf_b | big)
+    re = jnp.where(recover, inf * (x * u - y * v), re)
+    im = jnp.where(recover, inf * (x * v + y * u), im)
+    return lax.complex(re, im)

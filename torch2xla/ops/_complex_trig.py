@@ -30,8 +30,16 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
-from torch2xla.ops._complex import _holomorphic, _is_complex, _shift, _wide, mul, reciprocal, rsqrt
-from torch2xla.ops._complex import tanh_
+from torch2xla.ops._complex import (
+    _holomorphic,
+    _is_complex,
+    _shift,
+    _wide,
+    mul,
+    reciprocal,
+    rsqrt,
+    tanh_,
+)
 
 _PI = math.pi
 
@@ -156,7 +164,9 @@ def _asinh_parts(x, y):
     re, im = _xla_wide(jnp.arcsinh, ax, ay)
     inf_x, inf_y, nan_x, nan_y = jnp.isinf(ax), jnp.isinf(ay), jnp.isnan(ax), jnp.isnan(ay)
     re = jnp.where(inf_x | inf_y, c(jnp.inf), re)
-    im = jnp.where(inf_y, jnp.where(inf_x, c(_PI / 4), jnp.where(nan_x, c(jnp.nan), c(_PI / 2))), im)
+    im = jnp.where(
+        inf_y, jnp.where(inf_x, c(_PI / 4), jnp.where(nan_x, c(jnp.nan), c(_PI / 2))), im
+    )
     im = jnp.where(inf_x & ~inf_y, jnp.where(nan_y, c(jnp.nan), c(0)), im)
     nan = (nan_x | nan_y) & ~(inf_x | inf_y)
     re = jnp.where(nan, c(jnp.nan), re)

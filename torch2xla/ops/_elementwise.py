@@ -356,6 +356,8 @@ def _power(a, b):
         return jnp.where(neg, unit.astype(a.dtype), _int_power(a, jnp.where(neg, 0, b)))
     if jnp.issubdtype(a.dtype, jnp.floating):
         return _float_power(*jnp.broadcast_arrays(a, b))
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        return _complex.pow_(a, b)
     return jnp.power(a, b)
 
 
