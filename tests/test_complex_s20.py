@@ -146,3 +146,20 @@ def test_complex_log1p_near_zero_keeps_eagers_rounding(dtype):
     )
     torch._dynamo.reset()
     _same(_compiled(torch.log1p)(*clone_args((z,))), torch.log1p(z), ulps=4)
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_complex_pow_general_exponents_special_values(dtype):
+    """Eager's pow by an exponent it has no kernel of its own for is glibc's cpow, exp(w log z)
+    with C's complex product (its infinities recovered from NaN + NaN i): XLA's gave NaN for
+    0 ** (0.5 + i) (eager 0 - 0i) and for an infinite base; z ** 0 is 1 and z ** 1 z.
+    (Finite values: exp(w log z) amplifies the rounding of w log z; both are compared with
+    complex128's, scripts/probe_complex.py.)"""
+    z = _grid(dtype)
+    special = ~torch.view_as_real(z).isfinite().all(-1) | (z == 0)
+    z = torch.cat([z[special], torch.tensor([1.5 - 2j, -0.25 + 0.5j], dtype=dtype)])
+
+    def fn(z):
+        return (z ** (0.5 + 1j), z**2.5, z**-3, z**4, 2.0**z, z**0, z**1, torch.pow(z, z.flip(0)))
+
+    _same_as_eager(fn, z, ulps=4)

@@ -327,7 +327,29 @@ def exp2(z, real):
 def pow_(z, w):
     """z ** w for a general exponent: exp(w log z), as glibc's cpow (its product is C's)."""
     z, w = jnp.broadcast_arrays(z, w)
-    return exp(_c_mul(w, log(z)))
+    return _pow(z, w)
+
+
+def _pow_value(z, w):
+    return _exp(_c_mul(w, log(z)))
+
+
+@jax.custom_jvp
+def _pow(z, w):
+    return _pow_value(z, w)
+
+
+@_pow.defjvp
+def _pow_jvp(primals, tangents):
+    # eager's pow_backward_self and pow_backward_exponent: w z^(w - 1), 0 where w is 0;
+    # z^w log z, 0 where z is 0 and Re w >= 0
+    (z, w), (tz, tw) = primals, tangents
+    out = _pow_value(z, w)
+    zero = jnp.zeros_like(z)
+    dz = jnp.where(w == 0, zero, mul(w, _pow_value(z, _shift(w, -1))))
+    dw = jnp.where((z == 0) & (jnp.real(w) >= 0), zero, mul(out, log(z)))
+    dz, dw = lax.stop_gradient(dz), lax.stop_gradient(dw)
+    return out, mul(tz, dz) + mul(tw, dw)
 
 
 def _c_mul(a, b):
