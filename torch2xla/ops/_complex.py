@@ -19,7 +19,13 @@ defers to its real counterpart (``real``) where they are not complex.
 # - ``exp`` from x = +inf with y infinite or NaN: inf + NaN i; from x = -inf: +-0 (y's sign);
 # - ``log``: real part inf where either part is infinite (log(inf + NaN i) is inf + NaN i);
 #   log2 and log10 divide it by ln 2, ln 10;
-# - ``pow`` by 0.5, 2, 3, -0.5, -1, -2: sqrt, z * z, z * z * z, rsqrt, reciprocal, 1 / (z * z);
+# - ``pow`` by 0 and 1: 1 and z; by 0.5, 2, 3, -0.5, -1, -2: sqrt, z * z, z * z * z, rsqrt,
+#   reciprocal, 1 / (z * z) (the squares' products rounded apart, ``_difference``); by any
+#   other exponent w: glibc's cpow, exp(w log z) with C's product (Annex G: infinities
+#   recovered from NaN + NaN i);
+# - ``expm1`` is expm1(x)cos(y) - 2 sin(y/2)^2 + i exp(x)sin(y); ``log1p`` log(u) z / (u - 1)
+#   for u = 1 + z rounded (z where u is 1, log(u) where u - 1 is z); ``exp2(z)`` exp(z ln 2),
+#   ln 2 real (exp2(inf + 0i) is inf + 0i);
 # - ``tanh`` of +-0 + iy with y infinite or NaN: +-0 + NaN i; of +-inf + iy with y infinite
 #   or NaN: +-1 + 0i (y's sign).
 """

@@ -1,8 +1,7 @@
 """Complex trigonometric and hyperbolic functions and their inverses with eager's special values.
 
 Eager's CPU kernels call ``std::sin`` & co. on ``std::complex`` (glibc's ``csin``... which follow
-C99 Annex G for infinities, NaN and signed zeros), and c10::complex's ``expm1``/``log1p``
-formulas; XLA's complex ops give NaN for most non-finite parts and lose zeros' signs
+C99 Annex G for infinities, NaN and signed zeros); XLA's complex ops give NaN for most non-finite parts and lose zeros' signs
 (``sin(-0 + 1i)`` was ``+0 + 1.18i``, ``atan(-0 + inf i)`` was ``+pi/2``). Each function takes
 its operand in the computation dtype and defers to ``real`` where it is not complex; each has
 eager's derivative (its backward formula, ``_holomorphic``), so the special values' selects
@@ -18,9 +17,6 @@ never leak NaN into gradients.
 #   takes the sign of its argument's part; ``asin(z)`` is -i asinh(iz), ``atan(z)`` -i atanh(iz);
 #   ``acos(conj z)`` is conj(acos z), ``acosh(z)`` is |Im acos(z')| + i Re acos(z') (z' in the
 #   upper half plane) with the imaginary part's sign from y;
-# - ``expm1`` is expm1(x)cos(y) - 2 sin(y/2)^2 + i exp(x)sin(y), ``log1p`` 1/2 log1p(x(2 + x) +
-#   y^2) (x itself where that is 0) + i atan2(y, 1 + x) where |z| < 1/2, else log|1 + z|;
-# - ``exp2(z)`` is exp(z ln 2), ln 2 real (exp2(inf + 0i) is inf + 0i).
 """
 
 from __future__ import annotations
