@@ -1,8 +1,8 @@
 """Complex trigonometric and hyperbolic functions and their inverses with eager's special values.
 
 Eager's CPU kernels call ``std::sin`` & co. on ``std::complex`` (glibc's ``csin``... which follow
-C99 Annex G for infinities, NaN and signed zeros); XLA's complex ops give NaN for most non-finite parts and lose zeros' signs
-(``sin(-0 + 1i)`` was ``+0 + 1.18i``, ``atan(-0 + inf i)`` was ``+pi/2``). Each function takes
+C99 Annex G for infinities, NaN and signed zeros); XLA's complex ops give NaN for most
+non-finite parts and lose zeros' signs (``sin(-0 + 1i)`` was ``+0 + 1.18i``, ``atan(-0 + inf i)`` was ``+pi/2``). Each function takes
 its operand in the computation dtype and defers to ``real`` where it is not complex; each has
 eager's derivative (its backward formula, ``_holomorphic``), so the special values' selects
 never leak NaN into gradients.
@@ -12,11 +12,13 @@ never leak NaN into gradients.
 #   without intermediate overflow; a zero y keeps its sign (times x's sign for cosh); from
 #   x = +-0 with y infinite or NaN: +-0 + NaN i (sinh), NaN + 0i (cosh); from x = +-inf with y
 #   infinite or NaN: inf + NaN i; ``sin(z)`` is -i sinh(iz), ``cos(z)`` cosh(iz), ``tan(z)``
-#   -i tanh(iz) (each as a swap of parts, which keeps zeros' signs);
+#   -i tanh(iz) (each as a swap of parts, which keeps zeros' signs; csin's imaginary part is
+#   +inf where y is infinite and x not finite);
 # - ``asinh``/``atanh`` are odd in each part: computed in the first quadrant, each part then
 #   takes the sign of its argument's part; ``asin(z)`` is -i asinh(iz), ``atan(z)`` -i atanh(iz);
 #   ``acos(conj z)`` is conj(acos z), ``acosh(z)`` is |Im acos(z')| + i Re acos(z') (z' in the
-#   upper half plane) with the imaginary part's sign from y;
+#   upper half plane) with the imaginary part's sign from y; complex128's acos of a real in
+#   [-1, 1] has a +0 imaginary part whatever y's sign (glibc's cacos; cacosf keeps -y's).
 """
 
 from __future__ import annotations
