@@ -88,15 +88,6 @@ def test_complex_special_values_are_eagers(name, dtype):
     _same_as_eager(_COMPLEX_OPS[name], _grid(dtype), ulps=4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="XLA's CPU fuses x*u - y*v into a fused multiply-add: (1e30 + 1e30i)**2 in complex64 "
-    "is -inf + inf i (eager: the products overflow first, inf - inf = NaN)",
-)
-def test_complex64_product_overflowing_in_both_parts():
-    _same_as_eager(lambda z: (z * z, z**2), _grid(torch.complex64), ulps=4)
-
-
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_sqrt_of_a_conjugate_takes_the_lower_root(dtype):
     """sqrt(-1.5 - 0i) is -1.22i in eager (sqrt(conj z) = conj sqrt z): a conjugated real

@@ -14,6 +14,7 @@ from torch._ops import ops
 from torch2xla.ops import (
     _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
     _complex,
+    _complex_trig,
 )
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
 from torch2xla.ops._derivatives import with_partials
@@ -224,25 +225,25 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, _complex.exp),
-    (aten.exp2, _wide(jnp.exp2)),
-    (aten.expm1, jnp.expm1),
+    (aten.exp2, functools.partial(_complex.exp2, real=_wide(jnp.exp2))),
+    (aten.expm1, _complex.expm1),
     (aten.log2, functools.partial(_complex.log, real=jnp.log2, base=2)),
     (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
-    (aten.log1p, jnp.log1p),
+    (aten.log1p, _complex.log1p),
     (aten.sqrt, _complex.sqrt),
     (aten.rsqrt, _complex.rsqrt),
-    (aten.sin, jnp.sin),
-    (aten.cos, jnp.cos),
-    (aten.tan, jnp.tan),
-    (aten.asin, jnp.arcsin),
-    (aten.acos, jnp.arccos),
-    (aten.atan, jnp.arctan),
-    (aten.sinh, _wide(jnp.sinh)),
-    (aten.cosh, _wide(jnp.cosh)),
+    (aten.sin, _complex_trig.sin),
+    (aten.cos, _complex_trig.cos),
+    (aten.tan, _complex_trig.tan),
+    (aten.asin, _complex_trig.asin),
+    (aten.acos, _complex_trig.acos),
+    (aten.atan, _complex_trig.atan),
+    (aten.sinh, functools.partial(_complex_trig.sinh, real=_wide(jnp.sinh))),
+    (aten.cosh, functools.partial(_complex_trig.cosh, real=_wide(jnp.cosh))),
     (aten.tanh, _complex.tanh),
-    (aten.asinh, jnp.arcsinh),
-    (aten.acosh, jnp.arccosh),
-    (aten.atanh, jnp.arctanh),
+    (aten.asinh, _complex_trig.asinh),
+    (aten.acosh, _complex_trig.acosh),
+    (aten.atanh, _complex_trig.atanh),
     (aten.sigmoid, functools.partial(_complex.sigmoid, real=jax.nn.sigmoid)),
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
@@ -355,6 +356,8 @@ def _power(a, b):
         return jnp.where(neg, unit.astype(a.dtype), _int_power(a, jnp.where(neg, 0, b)))
     if jnp.issubdtype(a.dtype, jnp.floating):
         return _float_power(*jnp.broadcast_arrays(a, b))
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        return _complex.pow_(a, b)
     return jnp.power(a, b)
 
 
