@@ -444,6 +444,16 @@ def same_opt(g, e, path, red, r):
     return None
 
 
+KNOWN = {
+    "radam-decoupled": (
+        "XLA's CPU backend always lets LLVM contract a multiply and the add after it in one "
+        "fused loop into an FMA (p * (1 - lr * wd) then - lr * u); eager's two kernels round "
+        "the product: ~1 ulp a step. Constants behind optimization barriers are inlined into "
+        "the loop, so no cheap fence was found (materializing the product breaks fusion)"
+    ),
+}
+
+
 def compare(name, fn):
     exp = observe(fn, False)
     got = observe(fn, True)
@@ -462,7 +472,8 @@ def compare(name, fn):
             ):
                 return f"TORCH {name}: (aot_eager's as well) {d}"
     if d:
-        return f"DIFF  {name}: {d}"
+        known = [v for k, v in KNOWN.items() if k in name]
+        return f"DIFF  {name}: {d}" + (f"\n      (known: {known[0]})" if known else "")
     raised = [g for label, g in got if label == "raised"]
     return f"ok    {name}{f' (raises {raised[0][1].__name__})' if raised else ''}"
 
