@@ -176,14 +176,6 @@ LIMITATIONS = (
         (torch.tensor([1e-45]),),
     ),
     Limitation(
-        "div",
-        "XLA rewrites x / broadcast(y) as x * broadcast(1 / y): 1 / y flushes to 0 for |y| "
-        "near the dtype's max, so inf / y is NaN instead of inf (and results may be 1 ulp off)",
-        (f32, f64),
-        torch.div,
-        (torch.tensor([[INF, 1.0, 2.0], [0.0, 1.0, 2.0]]), torch.tensor([3e38, 3e38, 3e38])),
-    ),
-    Limitation(
         "alpha",
         "torch computes add/sub with alpha as one fused multiply-add; XLA rounds alpha * other "
         "first, which overflows to inf when the product passes the dtype's max",

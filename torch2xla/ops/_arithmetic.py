@@ -34,8 +34,8 @@ def _kept_constants(
     # reals: ``(x + 12582912.0) - 12582912.0`` (rounding to an integer by the float's
     # precision, as fake quantization writes it) became ``x``, ``(x + 0.1) + 0.2`` became
     # ``x + 0.3``. Eager rounds each step. A constant it cannot see stays a scalar operand of
-    # the fused loop. (It still divides by a broadcast divisor as a multiply by its reciprocal:
-    # 1 ulp off eager's quotient in about a third of the elements.)
+    # the fused loop. (It divides by a broadcast divisor as a multiply by its reciprocal:
+    # ``true_divide`` below keeps such quotients exact.)
     # (A bool operand converted to a float is kept opaque by ``_common.cast``.)
     """
 
@@ -223,8 +223,38 @@ def rsub(self, other, alpha=1):
 register(aten.mul.Tensor, aten.mul.Scalar)(
     _kept_constants(_complex.mul, Kind.DEFAULT, scalar_in_opmath=True)
 )
+
+
+def true_divide(a, b):
+    """``a / b`` rounded once, as eager's CPU kernel divides.
+
+    # NOTE: XLA's algebraic simplifier rewrites a division by a broadcast divisor (a number,
+    # a 0-dim tensor, a row, a ``keepdim`` sum, an ``expand``) as a multiply by its
+    # reciprocal: 1 ulp off eager's quotient in a third to a half of the elements (an
+    # optimizer's ``exp_avg / bias_correction``, ``x / x.sum(-1, keepdim=True)``; a truncated
+    # or floored quotient a whole unit off at an exact integer). A float32 quotient is computed
+    # in float64 (the reciprocal's two roundings there are far below float32's: the float64
+    # quotient rounds to the correctly rounded float32 one; the loop stays fused and as fast,
+    # being memory-bound). A float64 one divides by a divisor of fewer elements spread over
+    # the result behind a barrier (a divisor broadcast before the division, as ``expand``,
+    # is not seen). CUDA's eager kernel itself multiplies by the reciprocal of a CPU scalar
+    # divisor: left to XLA there.
+    """
+    if not (is_array(a) and is_array(b)) or _complex._is_complex(a, b):
+        return _complex.div(a, b)
+    if not jnp.issubdtype(b.dtype, jnp.floating) or ctx().on_cuda:
+        return jnp.true_divide(a, b)
+    if a.dtype == b.dtype == jnp.float32:
+        wide = jnp.float64
+        return jnp.true_divide(a.astype(wide), b.astype(wide)).astype(a.dtype)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    if b.shape == shape:
+        return jnp.true_divide(a, b)
+    return jnp.true_divide(a, lax.optimization_barrier(jnp.broadcast_to(b, shape)))
+
+
 register(aten.div.Tensor, aten.div.Scalar)(
-    _kept_constants(_complex.div, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
+    _kept_constants(true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
 )
 
 
@@ -232,7 +262,7 @@ def _trunc_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         # NOTE: torch truncates integer division toward zero; jnp's // floors.
         return lax.div(a, b)
-    return jnp.trunc(a / b)
+    return jnp.trunc(true_divide(a, b))
 
 
 def _trunc_div_rounded(dtype):
@@ -240,7 +270,7 @@ def _trunc_div_rounded(dtype):
     ``dtype`` before truncating it."""
 
     def fn(a, b):
-        return jnp.trunc(rounded_to(a / b, dtype).astype(a.dtype))
+        return jnp.trunc(rounded_to(true_divide(a, b), dtype).astype(a.dtype))
 
     return fn
 
@@ -251,18 +281,19 @@ def _floor_div(a, b):
     # NOTE: torch floors floats the way Python does, through fmod, not floor(a / b): inf // 1
     # is NaN, 1 // -inf is -1, and a quotient within 0.5 of the next integer rounds up to it.
     mod = jnp.fmod(a, b)
-    div = (a - mod) / b
+    div = true_divide(a - mod, b)
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     floor = jnp.floor(div)
     floor = jnp.where(div - floor > 0.5, floor + 1, floor)
-    out = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), a / b))
-    return jnp.where(b == 0, a / b, out)
+    quotient = true_divide(a, b)
+    out = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), quotient))
+    return jnp.where(b == 0, quotient, out)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
-        return _pointwise(jnp.true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
+        return _pointwise(true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
     check_divisor(other)
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
     common, _ = promote(Kind.NO_OPMATH, self, other)

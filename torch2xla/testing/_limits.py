@@ -109,10 +109,13 @@ KNOWN_LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(
         "extremes",
         "with infinities, NaN or values near the dtype's maximum, XLA and eager PyTorch can "
-        "differ in which results are inf or NaN (division, dot products whose terms overflow, "
-        "GELU at +inf, conversions to integers)",
-        fn=torch.div,
-        args=(torch.tensor([[math.inf, 1.0, 2.0], [0.0, 1.0, 2.0]]), torch.tensor([3e38] * 3)),
+        "differ in which results are inf or NaN (add/sub with alpha, dot products whose terms "
+        "overflow, GELU at +inf, conversions to integers)",
+        fn=lambda a, b: torch.sub(a, b, alpha=3),
+        args=(
+            torch.tensor([[math.inf, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+            torch.tensor(1.1342745902071442e38),
+        ),
         detect=_has_extremes,
     ),
     Limitation(
