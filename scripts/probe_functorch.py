@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")  # (lower every graph: PROBE_OPS)
-import torch2xla  # noqa: E402, F401
+import torch2xla  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _probe_common import (
@@ -411,7 +411,7 @@ DIRECT = {
     "tanh_backward": _direct(lambda g, x: aten.tanh_backward(g, x)),
     "sigmoid_backward": _direct(lambda g, x: aten.sigmoid_backward(g, x)),
     "log_sigmoid_backward": _direct(
-        lambda g, x: aten.log_sigmoid_backward(g, x, torch.empty(0, dtype=x.dtype))
+        lambda g, x: aten.log_sigmoid_backward(g, x, aten.log_sigmoid_forward(x)[1])
     ),
     "hardsigmoid_backward": _direct(lambda g, x: aten.hardsigmoid_backward(g, x), (3.0, -3.0)),
     "hardswish_backward": _direct(lambda g, x: aten.hardswish_backward(g, x), (3.0, -3.0)),
