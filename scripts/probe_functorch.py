@@ -336,7 +336,14 @@ def t_penalty(op, d):
     return f
 
 
+def t_backward(op, d):
+    """No transform: the compiled forward, differentiated by the caller (the bridge's own
+    backward), for comparison with the transforms."""
+    return lambda x: op.fn(x, d)
+
+
 TRANSFORMS = {
+    "backward": (t_backward, (torch.float32, torch.float64, torch.bfloat16)),
     "grad": (t_grad, (torch.float32, torch.float64, torch.bfloat16)),
     "vjp": (t_vjp, (torch.float32,)),
     "jacrev": (t_jacrev, (torch.float32,)),
@@ -365,7 +372,13 @@ def scenario(tname, opname, dtype):
         inputs = op.inputs(dtype, batch=tname == "vmapgrad")
         _make_weights(op, dtype, [x[0] for x in inputs] if tname == "vmapgrad" else inputs)
         for i, x in enumerate(inputs):
-            if tname == "penalty":
+            if tname == "backward":
+                x = x.clone().requires_grad_()
+                y = f(x)
+                rec(f"in{i}.y", y)
+                (y * _w(y.shape, y.dtype, seed=9)).sum().backward()
+                rec(f"in{i}.x.grad", x.grad)
+            elif tname == "penalty":
                 x = x.clone().requires_grad_()
                 g, p = f(x)
                 rec(f"in{i}.grad", g)

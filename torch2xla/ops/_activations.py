@@ -20,7 +20,7 @@ from torch2xla.ops._elementwise import (
     _negative,
     _pointwise,
 )
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import register
 
 aten = ops.aten
 
@@ -143,7 +143,11 @@ def elu_grad(x, t, alpha, scale, input_scale, is_result: bool, vec):
     else:  # (exp sees 0 where x > 0: exp's inf there would make the derivative NaN)
         neg = t * negiptcoef * negcoef * jnp.exp(jnp.where(neg_side, x, 0) * negiptcoef)
     scalar = jnp.where(neg_side, neg, t * poscoef)
-    return _loops.at_nan(x, scalar, t * jnp.nan, vec)
+    if vec is None:
+        return scalar
+    # (t times NaN only where it is NaN: a constant NaN factor would reach every element in
+    # the transpose of the where, as 0 * NaN)
+    return _loops.at_nan(x, scalar, t * jnp.where(jnp.isnan(x) & vec, jnp.nan, 1), vec)
 
 
 def _elu_with_gradient(value, alpha, scale, input_scale, nan_walk):
@@ -175,40 +179,13 @@ def shrink_grad(x, t, lambd: float, vec):
     return jnp.where(zero, jnp.zeros_like(t), t)
 
 
-def _shrink_value(x, lambd: float, soft: bool):
-    """hardshrink (``x`` where ``|x| > lambd``, else 0) and softshrink (``x -+ lambd``
-    there); NaN stays NaN."""
-    bound = as_dtype(lambd, x.dtype)
-    zero = (x >= -bound) & (x <= bound)
-    if not soft:
-        return jnp.where(zero, jnp.zeros_like(x), x)
-    return jnp.where(zero, jnp.zeros_like(x), jnp.where(x > bound, x - bound, x + bound))
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
-def _shrink(x, lambd: float, soft: bool, nan_walk):
-    return _shrink_value(x, lambd, soft)
-
-
-@_shrink.defjvp
-def _shrink_jvp(lambd, soft, nan_walk, primals, tangents):
-    (x,), (t,) = primals, tangents
-    return _shrink_value(x, lambd, soft), shrink_grad(x, t, lambd, _loops.mask(nan_walk, x))
-
-
+# NOTE: hardshrink and softshrink themselves are not lowered: torch decomposes them at
+# their autograd key while tracing (``py_impl(DispatchKey.Autograd)``), before any table of
+# ours, into a select whose derivative takes the scalar loop's rule at NaN everywhere.
 SHRINK_KERNELS = {
     False: _loops.backward_kernel(aten.hardshrink_backward),
     True: _loops.backward_kernel(aten.softshrink_backward),
 }
-
-
-@register(aten.hardshrink.default, aten.softshrink.default)
-def shrink(self, lambd=0.5):
-    soft = ctx().node.target is aten.softshrink.default
-    if not jnp.issubdtype(self.dtype, jnp.floating):
-        return _shrink_value(self, float(lambd), soft)
-    nan_walk = _loops.walk(SHRINK_KERNELS[soft], float(lambd))
-    return _shrink(self, float(lambd), soft, nan_walk)
 
 
 @register(aten.softplus.default)
