@@ -54,28 +54,32 @@ def _compute(*arrays):
 @register(aten.hardtanh_backward.default)
 def hardtanh_backward(grad_output, self, min_val, max_val):
     lo, hi = float(min_val), float(max_val)
-    vec = _loops.mask(_loops.walk(_hardtanh_kernel, lo, hi, arg=1, operands=(0, 1)), self)
+    vec = _loops.mask(
+        _loops.walk(_hardtanh_kernel, lo, hi, arg=1, operands=(0, 1)), grad_output, self
+    )
     return as_dtype(hardtanh_grad(self, grad_output, lo, hi, vec), out_dtype())
 
 
 @register(aten.hardshrink_backward.default, aten.softshrink_backward.default)
 def shrink_backward(grad_out, self, lambd):
     kernel = SHRINK_KERNELS[ctx().node.target is aten.softshrink_backward.default]
-    vec = _loops.mask(_loops.walk(kernel, float(lambd), arg=1, operands=(0, 1)), self)
+    vec = _loops.mask(_loops.walk(kernel, float(lambd), arg=1, operands=(0, 1)), grad_out, self)
     return as_dtype(shrink_grad(self, grad_out, float(lambd), vec), out_dtype())
 
 
 @register(aten.elu_backward.default)
 def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
     params = (float(alpha), float(scale), float(input_scale), bool(is_result))
-    vec = _loops.mask(_loops.walk(_elu_kernel, *params, arg=5, operands=(0, 5)), self_or_result)
+    vec = _loops.mask(
+        _loops.walk(_elu_kernel, *params, arg=5, operands=(0, 5)), grad_output, self_or_result
+    )
     x, t = _compute(self_or_result, grad_output)
     return as_dtype(elu_grad(x, t, *params, vec), out_dtype())
 
 
 @register(aten.hardswish_backward.default)
 def hardswish_backward(grad_output, self):
-    vec = _loops.mask(_loops.walk(HARDSWISH_KERNEL, arg=1, operands=(0, 1)), self)
+    vec = _loops.mask(_loops.walk(HARDSWISH_KERNEL, arg=1, operands=(0, 1)), grad_output, self)
     x, t = _compute(self, grad_output)
     return as_dtype(t * hardswish_partial(x, vec), out_dtype())
 
@@ -84,5 +88,7 @@ def hardswish_backward(grad_output, self):
 def logit_backward(grad_output, self, eps=None):
     vec = None
     if eps is not None and eps >= 0:
-        vec = _loops.mask(_loops.walk(_logit_kernel, float(eps), arg=1, operands=(0, 1)), self)
+        vec = _loops.mask(
+            _loops.walk(_logit_kernel, float(eps), arg=1, operands=(0, 1)), grad_output, self
+        )
     return as_dtype(logit_grad(self, grad_output, eps, vec), out_dtype())

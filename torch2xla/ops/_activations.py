@@ -137,7 +137,11 @@ def elu_grad(x, t, alpha, scale, input_scale, is_result: bool, vec):
     ``t * scale`` elsewhere; at NaN ``t * scale`` (scalar loop) or NaN (vectorized, where
     ``vec``: ``_loops.mask``)."""
     neg_side = x <= 0
-    negcoef, poscoef, negiptcoef = alpha * scale, scale, input_scale
+    # (each a constant XLA cannot fold into another: eager rounds each product)
+    negcoef, poscoef, negiptcoef = (
+        jax.lax.optimization_barrier(jnp.asarray(c, x.dtype))
+        for c in (alpha * scale, scale, input_scale)
+    )
     if is_result:
         neg = t * negiptcoef * (x + negcoef)
     else:  # (exp sees 0 where x > 0: exp's inf there would make the derivative NaN)

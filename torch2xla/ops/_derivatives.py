@@ -69,7 +69,11 @@ def hardswish_partial(x, vec=None):
     """The factor of eager's ``hardswish_backward``: 0 where ``x <= -3``, ``x / 3 + 0.5``
     where ``x < 3``, 1 elsewhere; at NaN 1 (its scalar loop) or NaN (its vectorized one,
     where ``vec``: ``_loops.mask``)."""
-    partial = jnp.where(x <= -3, 0, jnp.where(x < 3, x / 3 + 0.5, 1)).astype(x.dtype)
+    # (a divisor XLA sees as a broadcast constant becomes a multiply by its reciprocal, 1 ulp
+    # off eager's quotient: an opaque array)
+    three = jax.lax.optimization_barrier(jnp.full(x.shape, 3, x.dtype))
+    half = jax.lax.optimization_barrier(jnp.asarray(0.5, x.dtype))
+    partial = jnp.where(x <= -3, 0, jnp.where(x < 3, x / three + half, 1)).astype(x.dtype)
     return _loops.at_nan(x, partial, jnp.nan, vec)
 
 

@@ -186,10 +186,14 @@ def vectorized(shape: tuple, strides: tuple, n_block: int, threads: int):
     return position - run_start < n - n % n_block
 
 
-def mask(nan_walk: tuple | None, x):
-    """(traced) ``vectorized`` for the array ``x`` that ``nan_walk`` (``walk``'s) describes;
-    None where it describes none (every element then takes the scalar rule)."""
-    return vectorized(*nan_walk) if fits(nan_walk, x) else None
+def mask(nan_walk: tuple | None, *arrays):
+    """(traced) ``vectorized`` for the result of the operands ``arrays`` (broadcast) that
+    ``nan_walk`` describes; None where it describes none (every element then takes the
+    scalar rule)."""
+    shape = jnp.broadcast_shapes(*(tuple(a.shape) for a in arrays))
+    if nan_walk is None or tuple(shape) != nan_walk[0]:
+        return None
+    return vectorized(*nan_walk)
 
 
 def at_nan(x, scalar, vector, vec):
