@@ -1,5 +1,6 @@
 """Which elements eager's CPU kernels compute in their vectorized loop, for the ops whose
-vectorized and scalar code disagree at NaN (``hardtanh_backward``, ``logit_backward``).
+vectorized and scalar code disagree at NaN (the backward ops of hardtanh, elu, hardswish,
+hardshrink, softshrink and logit: ``_activation_backward``).
 
 ``cpu_kernel_vec`` runs its vectorized code on blocks of ``2 * Vectorized<T>::size()``
 elements and its scalar code on the rest of each run of contiguous elements; a NaN input
