@@ -21,11 +21,12 @@ embedding bags, anti-aliased resize),
 lowered with eager's derivative formulas at boundaries and zeros), ``_vision`` (torchvision's
 ops, registered once torchvision is loaded), ``_transformers`` (transformers' grouped product
 of mixtures of experts, likewise), ``_backward`` (ATen backward
-ops), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
+ops), ``_activation_backward`` (activations' backward ops with eager's kernels at NaN), ``_effects`` (value checks and effect tokens), ``_coverage`` (what is not lowered and
 why).
 """
 
 from torch2xla.ops import (  # noqa: F401
+    _activation_backward,
     _activations,
     _arithmetic,
     _autodiff,

@@ -85,19 +85,24 @@ def _hardtanh_exact(x, min_val: float, max_val: float, channels_last: bool, nan_
 @_hardtanh_exact.defjvp
 def _hardtanh_exact_jvp(min_val, max_val, channels_last, nan_walk, primals, tangents):
     (x,), (t,) = primals, tangents
-    # NOTE: torch's gradient is 0 at the bounds themselves; jnp.clip gives 1/2 there. At NaN
-    # eager's scalar loop passes the gradient and its vectorized one gives 0 (``_loops``).
-    nan_zero = _loops.vectorized(*nan_walk) if _loops.fits(nan_walk, x) else None
+    # (the mask of eager's vectorized blocks is made in x's layout, then moved with it)
+    vec = _loops.mask(nan_walk, x)
 
-    def fn(x, t, *nan_zero):
-        inside = _above(x, min_val) & _below(x, max_val)
-        passes = inside | jnp.isnan(x)
-        if nan_zero:
-            passes = passes & ~(jnp.isnan(x) & nan_zero[0])
-        return _hardtanh_value(x, min_val, max_val), jnp.where(passes, t, 0)
+    def fn(x, t, *vec):
+        grad = hardtanh_grad(x, t, min_val, max_val, vec[0] if vec else None)
+        return _hardtanh_value(x, min_val, max_val), grad
 
-    args = (x, t) if nan_zero is None else (x, t, nan_zero)
+    args = (x, t) if vec is None else (x, t, vec)
     return _channels_last(fn, *args) if channels_last else fn(*args)  # see relu's
+
+
+def hardtanh_grad(x, t, min_val: float, max_val: float, vec):
+    """Eager's ``hardtanh_backward(t, x)``: ``t`` strictly inside the bounds, 0 outside and
+    at them (jnp.clip's derivative is 1/2 there). At NaN eager's scalar loop passes ``t``
+    and its vectorized one (where ``vec``: ``_loops.mask``) gives 0."""
+    inside = _above(x, min_val) & _below(x, max_val)
+    passes = _loops.at_nan(x, inside | jnp.isnan(x), False, vec)
+    return jnp.where(passes, t, jnp.zeros_like(t))
 
 
 @register(aten.leaky_relu.default)
@@ -109,14 +114,57 @@ def leaky_relu(self, negative_slope=0.01):
 def elu(self, alpha=1, scale=1, input_scale=1):
     def fn(x):
         # NOTE: the negative branch sees 0 where x > 0: expm1 of a large x is inf, and the
-        # where's gradient (0 times inf) would be NaN where eager's is finite. A NaN input
-        # takes the positive branch, whose gradient eager gives it.
+        # where's gradient (0 times inf) would be NaN where eager's is finite.
         neg_side = x <= 0
         xn = jnp.where(neg_side, x, 0)
         neg = as_dtype(alpha, x.dtype) * jnp.expm1(xn * as_dtype(input_scale, x.dtype))
         return jnp.where(neg_side, neg, x) * as_dtype(scale, x.dtype)
 
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the derivative of eager's elu_backward
+        params = (float(alpha), float(scale), float(input_scale))
+        fn = _elu_with_gradient(fn, *params, _loops.walk(_elu_kernel, *params, False))
     return _pointwise(fn, Kind.DEFAULT)(self)  # half precision computes in float32, as torch
+
+
+def _elu_kernel(x, alpha, scale, input_scale, is_result):
+    return aten.elu_backward(torch.ones_like(x), alpha, scale, input_scale, is_result, x)
+
+
+def elu_grad(x, t, alpha, scale, input_scale, is_result: bool, vec):
+    """Eager's ``elu_backward(t, alpha, scale, input_scale, is_result, x)`` (``x`` the input,
+    or the result where ``is_result``): ``t * input_scale * alpha * scale * exp(x *
+    input_scale)`` (``t * input_scale * (x + alpha * scale)`` of a result) where ``x <= 0``,
+    ``t * scale`` elsewhere; at NaN ``t * scale`` (scalar loop) or NaN (vectorized, where
+    ``vec``: ``_loops.mask``)."""
+    neg_side = x <= 0
+    # (each a constant XLA cannot fold into another: eager rounds each product)
+    negcoef, poscoef, negiptcoef = (
+        jax.lax.optimization_barrier(jnp.asarray(c, x.dtype))
+        for c in (alpha * scale, scale, input_scale)
+    )
+    if is_result:
+        neg = t * negiptcoef * (x + negcoef)
+    else:  # (exp sees 0 where x > 0: exp's inf there would make the derivative NaN)
+        neg = t * negiptcoef * negcoef * jnp.exp(jnp.where(neg_side, x, 0) * negiptcoef)
+    scalar = jnp.where(neg_side, neg, t * poscoef)
+    if vec is None:
+        return scalar
+    # (t times NaN only where it is NaN: a constant NaN factor would reach every element in
+    # the transpose of the where, as 0 * NaN)
+    return _loops.at_nan(x, scalar, t * jnp.where(jnp.isnan(x) & vec, jnp.nan, 1), vec)
+
+
+def _elu_with_gradient(value, alpha, scale, input_scale, nan_walk):
+    """``value`` (elu) whose derivative is eager's ``elu_backward`` of the input."""
+    fn = jax.custom_jvp(value)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        grad = elu_grad(x, t, alpha, scale, input_scale, False, _loops.mask(nan_walk, x))
+        return fn(x), grad
+
+    return fn
 
 
 @register(aten.celu.default)
@@ -124,6 +172,24 @@ def celu(self, alpha=1.0):
     # Not decomposed: torch's decomposition selects between x and expm1(x / alpha), whose
     # gradient is NaN wherever expm1 overflows (see elu's).
     return elu(self, alpha, 1, 1 / alpha)
+
+
+def shrink_grad(x, t, lambd: float, vec):
+    """Eager's ``hardshrink_backward``/``softshrink_backward(t, x, lambd)``: 0 where
+    ``-lambd <= x <= lambd``, ``t`` elsewhere; at NaN ``t`` (scalar loop) or 0 (vectorized,
+    where ``vec``: ``_loops.mask``)."""
+    bound = as_dtype(lambd, x.dtype)
+    zero = _loops.at_nan(x, (x >= -bound) & (x <= bound), True, vec)
+    return jnp.where(zero, jnp.zeros_like(t), t)
+
+
+# NOTE: hardshrink and softshrink themselves are not lowered: torch decomposes them at
+# their autograd key while tracing (``py_impl(DispatchKey.Autograd)``), before any table of
+# ours, into a select whose derivative takes the scalar loop's rule at NaN everywhere.
+SHRINK_KERNELS = {
+    False: _loops.backward_kernel(aten.hardshrink_backward),
+    True: _loops.backward_kernel(aten.softshrink_backward),
+}
 
 
 @register(aten.softplus.default)
@@ -161,26 +227,30 @@ def _logit_with_gradient(eps, nan_walk=None):
     @fn.defjvp
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
-        dtype = x.dtype
-        compute = jnp.promote_types(dtype, jnp.float32)
-        r = _in_dtype(dtype)
-        xc = x.astype(compute)
-        den = r(xc * r(1 - xc))
-        t = t.astype(compute)
-        if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
-            den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
-        else:  # 0 outside [lo, hi]: masked before dividing by a denominator made 1 there
-            lo = np.float64(eps).astype(np.float32 if dtype != jnp.float64 else np.float64)
-            lo = np.asarray(lo).astype(dtype)
-            hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
-            # (a NaN x is inside in eager's scalar loop, outside in its vectorized one: _loops)
-            inside = ~((x < lo) | (x > hi))
-            if _loops.fits(nan_walk, x):
-                inside = inside & ~(jnp.isnan(x) & _loops.vectorized(*nan_walk))
-            t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
-        return fn(x), (t / den).astype(dtype)
+        return fn(x), logit_grad(x, t, eps, _loops.mask(nan_walk, x))
 
     return fn
+
+
+def logit_grad(x, t, eps, vec):
+    """Eager's ``logit_backward(t, x, eps)`` (see ``_logit_with_gradient``); a NaN ``x`` is
+    inside ``[lo, hi]`` in eager's scalar loop, outside in its vectorized one (where ``vec``,
+    ``_loops.mask``)."""
+    dtype = x.dtype
+    compute = jnp.promote_types(dtype, jnp.float32)
+    r = _in_dtype(dtype)
+    xc = x.astype(compute)
+    den = r(xc * r(1 - xc))
+    t = t.astype(compute)
+    if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
+        den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
+    else:  # 0 outside [lo, hi]: masked before dividing by a denominator made 1 there
+        lo = np.float64(eps).astype(np.float32 if dtype != jnp.float64 else np.float64)
+        lo = np.asarray(lo).astype(dtype)
+        hi = np.asarray(np.asarray(1, compute) - np.asarray(lo, compute)).astype(dtype)
+        inside = _loops.at_nan(x, ~((x < lo) | (x > hi)), False, vec)
+        t, den = jnp.where(inside, t, 0), jnp.where(inside, den, 1)
+    return (t / den).astype(dtype)
 
 
 @register(aten.logit.default)

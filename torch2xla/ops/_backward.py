@@ -55,12 +55,23 @@ def convolution_backward(
     batched = grad_output.ndim == nd + 2
     axes = (0, *range(2, grad_output.ndim)) if batched else tuple(range(1, grad_output.ndim))
     grad_bias = jnp.sum(grad_output, axis=axes)
-    outs = (grad_input, grad_weight, grad_bias)
-    # Outputs not asked for (output_mask False) come back as empty tensors.
-    return tuple(
-        as_dtype(g, out_dtype(i)) if want else jnp.zeros(tuple(ctx().out[i].shape), out_dtype(i))
-        for i, (g, want) in enumerate(zip(outs, output_mask))
-    )
+    return _masked((grad_input, grad_weight, grad_bias), output_mask)
+
+
+def _masked(grads, output_mask) -> tuple:
+    """A backward op's outputs: those not asked for (``output_mask`` False) are undefined
+    tensors in eager (None in the graph's values: no node reads them), or zeros where the
+    graph holds a tensor; the others in the node's dtypes."""
+    out = []
+    for i, (g, want) in enumerate(zip(grads, output_mask)):
+        val = ctx().out[i]
+        if val is None:
+            out.append(None)
+        elif want and g is not None:
+            out.append(as_dtype(g, out_dtype(i)))
+        else:
+            out.append(jnp.zeros(tuple(val.shape), out_dtype(i)))
+    return tuple(out)
 
 
 @register(
@@ -133,13 +144,7 @@ def _norm_backward(forward, grad_out, input, weight, bias, output_mask):
         grads.pop(0) if weight is not None else None,
         grads.pop(0) if bias is not None else None,
     ]
-    out = []
-    for i, (g, want) in enumerate(zip(full, output_mask)):
-        shape = tuple(ctx().out[i].shape)
-        out.append(
-            as_dtype(g, out_dtype(i)) if want and g is not None else jnp.zeros(shape, out_dtype(i))
-        )
-    return tuple(out)
+    return _masked(full, output_mask)
 
 
 @register(aten.native_layer_norm_backward.default)
@@ -184,9 +189,7 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
     grad_input, grad_weight, _ = _norm_backward(forward, grad_out, input, weight, None, output_mask)
     # There is no bias argument, but its gradient is an output: the per-channel sum.
     axes = (0, *range(2, grad_out.ndim))
-    grad_bias = (
-        as_dtype(jnp.sum(grad_out, axis=axes), out_dtype(2))
-        if output_mask[2]
-        else jnp.zeros(tuple(ctx().out[2].shape), out_dtype(2))
-    )
+    grad_bias = _masked((None, None, jnp.sum(grad_out, axis=axes)), (False, False, output_mask[2]))[
+        2
+    ]
     return grad_input, grad_weight, grad_bias

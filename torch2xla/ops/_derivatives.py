@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from torch._ops import ops
 
 from torch2xla._errors import OpError
+from torch2xla.ops import _loops
 from torch2xla.ops._common import Kind, as_dtype, opmath_dtype, out_dtype, promote
 from torch2xla.ops._registry import ctx, register
 
@@ -57,12 +58,35 @@ _hardsigmoid = with_partials(
     lambda x: jnp.clip(x + 3, 0, 6) / 6,
     lambda x: (jnp.where((x > -3) & (x < 3), 1 / 6, 0),),
 )
-_hardswish = with_partials(
-    lambda x: x * jnp.clip(x + 3, 0, 6) / 6,
-    lambda x: (jnp.where(x <= -3, 0, jnp.where(x < 3, x / 3 + 0.5, 1)),),
-)
 register(aten.hardsigmoid.default)(_opmath(_hardsigmoid))
-register(aten.hardswish.default)(_opmath(_hardswish))
+
+
+def _hardswish_value(x):
+    return x * jnp.clip(x + 3, 0, 6) / 6
+
+
+def hardswish_partial(x, vec=None):
+    """The factor of eager's ``hardswish_backward``: 0 where ``x <= -3``, ``x / 3 + 0.5``
+    where ``x < 3``, 1 elsewhere; at NaN 1 (its scalar loop) or NaN (its vectorized one,
+    where ``vec``: ``_loops.mask``)."""
+    # (a divisor XLA sees as a broadcast constant becomes a multiply by its reciprocal, 1 ulp
+    # off eager's quotient: an opaque array)
+    three = jax.lax.optimization_barrier(jnp.full(x.shape, 3, x.dtype))
+    half = jax.lax.optimization_barrier(jnp.asarray(0.5, x.dtype))
+    partial = jnp.where(x <= -3, 0, jnp.where(x < 3, x / three + half, 1)).astype(x.dtype)
+    return _loops.at_nan(x, partial, jnp.nan, vec)
+
+
+HARDSWISH_KERNEL = _loops.backward_kernel(aten.hardswish_backward)
+
+
+@register(aten.hardswish.default)
+def hardswish(self):
+    nan_walk = _loops.walk(HARDSWISH_KERNEL) if jnp.issubdtype(self.dtype, jnp.floating) else None
+    forward = with_partials(
+        _hardswish_value, lambda x: (hardswish_partial(x, _loops.mask(nan_walk, x)),)
+    )
+    return _opmath(forward)(self)
 
 
 def _sinc_value(x):
