@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import torch2xla
+
 sys.path.insert(0, ".")
 from tests._eager_ops import EagerOps
 from tests.models import CNN, MLP, LSTMTagger, TinyGPT
@@ -233,8 +235,8 @@ def w_accum():
 
 
 def w_split(model, make):
-    def make_step():
-        return train(model, make, split_backward=0.004)
+    def make_step():  # (the model made here: on torch's default device)
+        return train(model(), make, split_backward=0.004)
 
     return make_step
 
@@ -473,6 +475,55 @@ def w_generate():
     return step
 
 
+def w_linalg_unchecked():
+    g = C(
+        lambda a: torch.linalg.inv(a) + torch.linalg.cholesky(a @ a.mT + 4 * torch.eye(3)),
+        checks=False,
+    )
+    return lambda: g(torch.randn(2, 3, 3))
+
+
+def w_linalg_checked():
+    g = C(lambda a: torch.linalg.inv(a), checks=True)
+    return lambda: g(torch.randn(2, 3, 3))
+
+
+def w_eager_ops():
+    w = torch.randn(4, 4, requires_grad=True)
+    g = C(lambda x: ((x @ w).sin() @ w).tanh().sum(), eager_ops=[torch.ops.aten.sin])
+    return lambda: g(torch.randn(3, 4)).backward()
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def w_custom_function():
+    w = torch.randn(4, 4, requires_grad=True)
+    g = C(lambda x: _Square.apply(x @ w).sum())
+    return lambda: g(torch.randn(3, 4)).backward()
+
+
+def w_hook():
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        h = x @ w
+        h.register_hook(lambda g: g * 2)
+        return h.tanh().sum()
+
+    g = C(f)
+    return lambda: g(torch.randn(3, 4)).backward()
+
+
 def w_lstm_infer():
     return infer(LSTMTagger(), lambda: torch.randn(3, 7, 16))
 
@@ -503,10 +554,10 @@ WORKLOADS = {
     "retain_double": w_retain_double,
     "retain": w_retain,
     "accum": w_accum,
-    "split_mlp": w_split(MLP(), lambda: torch.randn(16, 32)),
-    "split_gpt": w_split(TinyGPT(), lambda: torch.randint(0, 128, (2, 24))),
-    "split_lstm": w_split(LSTMTagger(), lambda: torch.randn(3, 7, 16)),
-    "split_cnn": w_split(CNN(), lambda: torch.randn(4, 3, 16, 16)),
+    "split_mlp": w_split(MLP, lambda: torch.randn(16, 32)),
+    "split_gpt": w_split(TinyGPT, lambda: torch.randint(0, 128, (2, 24))),
+    "split_lstm": w_split(LSTMTagger, lambda: torch.randn(3, 7, 16)),
+    "split_cnn": w_split(CNN, lambda: torch.randn(4, 3, 16, 16)),
     "adamw_compiled": w_adamw_compiled_step,
     "hf_gpt2": w_hf_gpt2,
     "hf_gpt2_optc": lambda: w_hf_gpt2(compile_opt=True),
@@ -523,7 +574,12 @@ WORKLOADS = {
     "grad_subset": w_autograd_grad_subset,
     "views_out": w_views_out,
     "remat": w_remat,
-    "split_const_grads": w_split(_ConstGrads(), lambda: torch.randn(8, 32)),
+    "eager_ops": w_eager_ops,
+    "custom_function": w_custom_function,
+    "hook": w_hook,
+    "linalg_unchecked": w_linalg_unchecked,
+    "linalg_checked": w_linalg_checked,
+    "split_const_grads": w_split(_ConstGrads, lambda: torch.randn(8, 32)),
     "const_grads": lambda: train(_ConstGrads(), lambda: torch.randn(8, 32)),
     "double_empty": w_double_empty,
     "generate": w_generate,
@@ -554,6 +610,8 @@ def main(argv):
     if "--cuda" in argv:
         argv = [a for a in argv if a != "--cuda"]
         torch.set_default_device("cuda")
+    if "xla" not in torch._dynamo.list_backends(exclude_tags=()):  # (torch2xla not installed)
+        torch._dynamo.register_backend(torch2xla.xla_backend, "xla")
     _check_counter()
     names = [n for n in WORKLOADS if not argv or any(a in n for a in argv)]
     for name in names:
@@ -567,6 +625,8 @@ def main(argv):
             step()
             step()
         print(f"{name}: {ops.total() / 2:g} eager ops a call", flush=True)
+        for (event, fun), n in ops.compiles.items():
+            print(f"    {n:3d} {event.rsplit('/', 1)[-1]:28s} {fun}")
         for (op, where), n in sorted(ops.where.items(), key=lambda kv: -kv[1]):
             print(f"    {n:3d} {op:28s} {' < '.join(reversed(where))}")
 

@@ -4,7 +4,8 @@ GPU machine. Steady calls of compiled graphs should run none.
 
 Counted: primitives bound on concrete arrays (``jnp.zeros(3)``, ``x.astype(...)``, ``x[1:]``)
 and jax's own jitted helpers called from Python (``jnp.ravel``, ``jnp.where``). Not counted:
-calls of programs that torch2xla (or the user) jitted or compiled.
+calls of programs that torch2xla (or the user) jitted or compiled. Traces and compilations
+of JAX functions (a jit made anew on every call) are counted apart (``compiles``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ import contextlib
 import traceback
 from collections.abc import Iterator
 
-from jax._src import core, pjit
+import jax
+from jax._src import core, dispatch, pjit
+
+_COMPILE_EVENTS = (dispatch.JAXPR_TRACE_EVENT, dispatch.BACKEND_COMPILE_EVENT)
 
 
 class EagerOps:
     def __init__(self) -> None:
         self.ops: collections.Counter = collections.Counter()  # op name -> executions
         self.where: collections.Counter = collections.Counter()  # (op, torch2xla frames) -> n
+        self.compiles: collections.Counter = collections.Counter()  # (event, function) -> n
 
     def total(self) -> int:
         return sum(self.ops.values())
@@ -58,6 +63,10 @@ class EagerOps:
                 self._count(f"jit:{getattr(fun, '__name__', fun)}", stacks)
             return run(p, args_flat, fun, args, kwargs)
 
+        def compiled(event, duration, **kwargs):
+            if event in _COMPILE_EVENTS:
+                self.compiles[(event, kwargs.get("fun_name"))] += 1
+
         def clear():
             pjit._cpp_pjit_cache_fun_only.clear()
             pjit._cpp_pjit_cache_explicit_attributes.clear()
@@ -65,6 +74,7 @@ class EagerOps:
         core.EvalTrace.process_primitive = counting_process
         pjit._run_python_pjit = counting_run
         pjit._get_fastpath_data = lambda *a, **k: None
+        jax.monitoring.register_event_duration_secs_listener(compiled)
         clear()
         try:
             yield self
@@ -72,4 +82,5 @@ class EagerOps:
             core.EvalTrace.process_primitive = process
             pjit._run_python_pjit = run
             pjit._get_fastpath_data = fastpath
+            jax.monitoring.unregister_event_duration_listener(compiled)
             clear()
