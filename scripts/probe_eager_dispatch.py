@@ -10,15 +10,17 @@ where a workload says so.
 
 from __future__ import annotations
 
+import os
 import sys
+
+# the checkout's torch2xla and tests, not an installed torch2xla
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import torch2xla
-
-sys.path.insert(0, ".")
 from tests._eager_ops import EagerOps
 from tests.models import CNN, MLP, LSTMTagger, TinyGPT
 
@@ -607,6 +609,7 @@ def _check_counter() -> None:
 
 
 def main(argv):
+    print("torch2xla from", os.path.dirname(torch2xla.__file__))
     if "--cuda" in argv:
         argv = [a for a in argv if a != "--cuda"]
         torch.set_default_device("cuda")

@@ -59,6 +59,7 @@ def test_counter_sees_eager_ops_and_not_compiled_calls():
         "compiled": (lambda: compiled(x), 0),
     }
     for name, (op, eager) in cases.items():
+        op()  # (an eager op's first run compiles its executable)
         ops = EagerOps()
         with ops.watch():
             op()
