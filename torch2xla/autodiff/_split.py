@@ -219,7 +219,7 @@ class Run:
         leaves = jax.tree_util.tree_leaves((kept, inputs, cts))
         kept.clear()
         # (where the backward returns constants, ``_constant`` makes them on the arguments' device)
-        self._device = next(iter(leaves[0].devices())) if split.has_constants else None
+        self._device = _device_of(leaves) if split.has_constants else None
         self._consts: dict[int, Any] | None = None
         self._split = split
         env = dict(enumerate(leaves))
@@ -299,6 +299,14 @@ class Run:
                     self._views[seg.outs[i]] = full[i]
             del self._buffers[j]
         return self._views[key]
+
+
+def _device_of(leaves: Sequence) -> jax.Device | None:
+    """The device of the first array among ``leaves`` (None: JAX's default device)."""
+    for a in leaves:
+        if isinstance(a, jax.Array):
+            return next(iter(a.devices()))
+    return None
 
 
 def _constants(outs: Sequence, metas: Sequence) -> Callable:
