@@ -40,7 +40,7 @@ from torch.autograd import _profiler_enabled
 from torch2xla.autodiff import _split
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
-from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent
+from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
 from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
@@ -592,29 +592,15 @@ def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
     """The cotangents of the differentiated outputs as JAX values (zeros where None)."""
     if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
         return list(map(to_jax, diff_grads))
+    # (missing and empty cotangents, no memory to view, are zeros made by one cached program)
     metas = plan.diff_meta
-    missing = tuple(metas[i] for i, g in enumerate(diff_grads) if g is None)
-    zeros = iter(_zeros(missing) if missing else ())
+    zero = [g is None or not g.numel() for g in diff_grads]
+    missing = tuple(meta for meta, z in zip(metas, zero) if z)
+    made = iter(zeros(missing) if missing else ())
     return [
-        next(zeros) if g is None else cotangent(g, dtype)
-        for g, (shape, dtype) in zip(diff_grads, metas)
+        next(made) if z else cotangent(g, dtype)
+        for g, z, (shape, dtype) in zip(diff_grads, zero, metas)
     ]
-
-
-def _zeros(metas: tuple) -> tuple:
-    """Zero cotangents of ``metas`` ((shape, dtype) each) from one cached program: made one by
-    one in eager JAX, each cost a host-to-device copy of its scalar and two dispatches (on an
-    H200 ~0.4 ms each, 25 a GPT-2 training step whose key/value caches get no gradient)."""
-    make = _ZEROS.get(metas)
-    if make is None:
-        if len(_ZEROS) > 256:  # (shapes of outputs seen once)
-            _ZEROS.clear()
-        make = _ZEROS[metas] = jax.jit(lambda: tuple(jax.numpy.zeros(s, d) for s, d in metas))
-    with x64():  # (float64 and complex128 zeros stay 64-bit)
-        return make()
-
-
-_ZEROS: dict[tuple, Callable] = {}
 
 
 def _converted(plan: _Plan, packing, in_grads, slots) -> dict:

@@ -9,7 +9,7 @@ import torch
 
 from torch2xla.autodiff._connected import traced_links
 from torch2xla.autodiff._half_sums import float32_sums
-from torch2xla.autodiff._train_fns import TrainFns, build_train_fns, conj, jax_value
+from torch2xla.autodiff._train_fns import TrainFns, build_train_fns, conj, jax_values
 from torch2xla.runtime._interop import x64
 
 
@@ -146,7 +146,7 @@ class VjpProgram:
         return jax.default_device(self.device)
 
     def jax_inputs(self, tensors: Sequence[torch.Tensor]) -> list:
-        return [jax_value(t) for t in tensors]
+        return jax_values(tensors)
 
     def call_untracked(self, seed, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         with x64(), jax.default_device(self.device):

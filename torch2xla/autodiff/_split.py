@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from torch2xla.autodiff._segments import (
     Segment,
@@ -38,7 +39,7 @@ from torch2xla.autodiff._segments import (
 )
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
-from torch2xla.runtime._interop import no_stack_capture
+from torch2xla.runtime._interop import no_stack_capture, x64
 
 MiB = 1 << 20
 
@@ -96,6 +97,7 @@ class SplitBackward:
         n_kept = len(jax.tree_util.tree_leaves(kept))
         flat = flatten(closed)
         self._outs = flat.outs
+        self.has_constants = any(isinstance(a, _Const) for a in flat.outs)
         self.segments = partition(flat, n_kept, schedule.segment_bytes, schedule.max_segments)
         finals = {a for a in flat.outs if isinstance(a, int)}
         self.ready = _ready(self.segments, flat.outs)
@@ -153,10 +155,18 @@ class SplitBackward:
             Segment((), tuple(i), tuple(o), tuple(last)) for i, o, last in plan["segments"]
         ]
         self._unused, self._outs = tuple(plan["unused"]), list(plan["outs"])
+        self.has_constants = any(isinstance(a, _Const) for a in self._outs)
         self._out_tree = plan["out_tree"]
         self.out_metas, self.ready, self._packs = plan["out_metas"], plan["ready"], plan["packs"]
         self._programs = list(programs)
         return self
+
+    def constants(self) -> Callable:
+        """The cached program making the backward's constant outputs (``_constants``)."""
+        make = getattr(self, "_make_constants", None)
+        if make is None:
+            make = self._make_constants = _constants(self._outs, self.out_metas)
+        return make
 
     def __call__(self, kept: list, inputs: Sequence, cts: Sequence) -> Run:
         """A run of the chain on these arguments (``Run``: its segments run as their outputs
@@ -208,6 +218,10 @@ class Run:
     def __init__(self, split: SplitBackward, kept: list, inputs: Sequence, cts: Sequence) -> None:
         leaves = jax.tree_util.tree_leaves((kept, inputs, cts))
         kept.clear()
+        # (where the backward returns constants, ``_constant`` makes them on the arguments' device)
+        self._device = _device_of(leaves) if split.has_constants else None
+        self._consts: dict[int, Any] | None = None
+        self._split = split
         env = dict(enumerate(leaves))
         del leaves
         for k in split._unused:
@@ -254,10 +268,20 @@ class Run:
         for i in positions:
             a = self._outs[i]
             if isinstance(a, _Const):
-                got.append(convert(jax.numpy.asarray(a.value)))
+                got.append(convert(self._constant(i)))
                 continue
             got.append(self._value(a, convert))
         return got
+
+    def _constant(self, i: int):
+        """Output ``i``, a constant of the backward (a zero gradient of a 0-d input, say):
+        made with the others by one cached program, on the device the run's arguments are on.
+        Each call makes new arrays (torch may accumulate gradients into them in place); made
+        in eager JAX, each cost a host-to-device copy and a dispatch."""
+        if self._consts is None:
+            with x64(), jax.default_device(self._device):
+                self._consts = self._split.constants()()
+        return self._consts[i]
 
     def _value(self, key: int, convert: Callable):
         view = self._views.get(key)
@@ -275,6 +299,26 @@ class Run:
                     self._views[seg.outs[i]] = full[i]
             del self._buffers[j]
         return self._views[key]
+
+
+def _device_of(leaves: Sequence) -> jax.Device | None:
+    """The device of the first array among ``leaves`` (None: JAX's default device)."""
+    for a in leaves:
+        if isinstance(a, jax.Array):
+            return next(iter(a.devices()))
+    return None
+
+
+def _constants(outs: Sequence, metas: Sequence) -> Callable:
+    """The program ``() -> {position: array}`` making the constants among ``outs`` (the
+    flattened outputs of a split backward; ``metas``: their (shape, dtype)), as the single
+    program returns them. Call it inside ``x64()``."""
+    values = {
+        i: np.asarray(a.value, dtype=metas[i][1]).reshape(metas[i][0])
+        for i, a in enumerate(outs)
+        if isinstance(a, _Const)
+    }
+    return jax.jit(lambda: {i: jax.numpy.asarray(v) for i, v in values.items()})
 
 
 def _ready(segments: Sequence[Segment], outs: Sequence) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from torch2xla.autodiff import _residuals
-from torch2xla.runtime._interop import jax_dtype, to_jax
+from torch2xla.runtime._interop import jax_dtype, to_jax, x64
 
 
 @dataclasses.dataclass
@@ -109,8 +109,32 @@ def conj(x):
     return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
 
 
-def jax_value(t: torch.Tensor):
-    return to_jax(t) if t.numel() else jax.numpy.zeros(t.shape, jax_dtype(t.dtype))
+def jax_values(tensors: Sequence[torch.Tensor]) -> list:
+    """``tensors`` as JAX values: zero-copy views, the empty ones (no memory to view) made by
+    one cached program (``zeros``)."""
+    empty = tuple((tuple(t.shape), jax_dtype(t.dtype)) for t in tensors if not t.numel())
+    if not empty:
+        return [to_jax(t) for t in tensors]
+    made = iter(zeros(empty))
+    return [to_jax(t) if t.numel() else next(made) for t in tensors]
+
+
+def zeros(metas: tuple) -> tuple:
+    """Zero arrays of ``metas`` ((shape, dtype) each) from one cached program, on the default
+    device. Made one by one in eager JAX, each cost a host-to-device copy of its scalar and
+    two dispatches (on an H200 ~0.4 ms each, 25 a GPT-2 training step whose key/value caches
+    get no gradient), the device idle meanwhile; each call of the program makes new arrays
+    (a backward may donate them, torch may write into gradients made of them)."""
+    make = _ZEROS.get(metas)
+    if make is None:
+        if len(_ZEROS) > 256:  # (shapes of outputs seen once)
+            _ZEROS.clear()
+        make = _ZEROS[metas] = jax.jit(lambda: tuple(jax.numpy.zeros(s, d) for s, d in metas))
+    with x64():  # (float64 and complex128 zeros stay 64-bit)
+        return make()
+
+
+_ZEROS: dict[tuple, Callable] = {}
 
 
 def cotangent(g: torch.Tensor, dtype: np.dtype):
@@ -118,11 +142,12 @@ def cotangent(g: torch.Tensor, dtype: np.dtype):
 
     NOTE: torch's gradient of a complex value is the conjugate of JAX's cotangent (torch
     follows the conjugate Wirtinger convention), so complex cotangents are conjugated on the
-    way in and the resulting gradients on the way out (``from_cotangent``).
+    way in and the resulting gradients on the way out (``from_cotangent``). An empty ``g``
+    has no memory to view: its cotangent is one of ``zeros``.
     """
-    if g.is_complex():
-        g = g.conj()
-    return to_jax(g) if g.numel() else jax.numpy.zeros(g.shape, dtype)
+    if not g.numel():
+        return zeros(((tuple(g.shape), dtype),))[0]
+    return to_jax(g.conj() if g.is_complex() else g)
 
 
 def from_cotangent(g: torch.Tensor) -> torch.Tensor:
