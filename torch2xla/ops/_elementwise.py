@@ -454,7 +454,25 @@ def pow_tensor_scalar(self, exponent):
         special = _complex.POWERS.get(float(exponent))
         if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
             return special(self)
+    if not (isinstance(exponent, bool | complex) or is_half(self.dtype)) and exponent in _ROOTS:
+        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf), but not
+        # for half-precision bases
+        return _pointwise(_ROOTS[exponent], Kind.BOOL_TO_LONG)(self, exponent)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
+
+
+def _rsqrt_power(a, _):
+    # eager's CPU rsqrt is 1 / sqrt(x), two roundings (the root kept from XLA's rewrite of a
+    # division by a root into its one-rounding rsqrt); its CUDA one is CUDA's rsqrt
+    if ctx().on_cuda:
+        return lax.rsqrt(a)
+    root = lax.optimization_barrier(lax.sqrt(a))
+    if a.dtype == jnp.float32:
+        return (1 / root.astype(jnp.float64)).astype(a.dtype)
+    return 1 / root
+
+
+_ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
 
 
 for _ops, _fn, _kind in [
