@@ -207,7 +207,8 @@ def _install_traced_kernels() -> None:
     def vec(op, cubic, original):
         def kernel(input, output_size, align_corners, scale_factors):
             osize = d.upsample_compute_output_size(input.size(), output_size, scale_factors)
-            if not _static(*input.shape, *osize):
+            # (other dtypes: torch's own, which raises eager's error for complex ones)
+            if not (input.is_floating_point() and _static(*input.shape, *osize)):
                 return original(input, output_size, align_corners, scale_factors)
             scales = tuple(scale_factors) if scale_factors else (None,) * len(osize)
             return _traced_resize(input, list(osize), align_corners, scales, cubic)
@@ -216,7 +217,7 @@ def _install_traced_kernels() -> None:
 
     def default(cubic, original):
         def kernel(input, output_size, align_corners, *scales):
-            if not _static(*input.shape, *output_size):
+            if not (input.is_floating_point() and _static(*input.shape, *output_size)):
                 return original(input, output_size, align_corners, *scales)
             nd = len(output_size)
             scales = tuple(scales) + (None,) * (nd - len(scales))
