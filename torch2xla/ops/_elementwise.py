@@ -418,7 +418,8 @@ def _nextafter(a, b):
 def _nextafter_jvp(primals, tangents):
     # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
     # one ulp) and not at all in the second.
-    return _nextafter(*primals), tangents[0]
+    out = _nextafter(*primals)
+    return out, jnp.broadcast_to(tangents[0], out.shape).astype(out.dtype)
 
 
 @jax.custom_jvp
