@@ -467,10 +467,10 @@ def _rsqrt_power(a, _):
     # division by a root into its one-rounding rsqrt); its CUDA one is CUDA's rsqrt
     if ctx().on_cuda:
         return lax.rsqrt(a)
+    from torch2xla.ops._arithmetic import true_divide  # (which imports this module)
+
     root = lax.optimization_barrier(lax.sqrt(a))
-    if a.dtype == jnp.float32:
-        return (1 / root.astype(jnp.float64)).astype(a.dtype)
-    return 1 / root
+    return true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
 
 
 _ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
