@@ -18,6 +18,7 @@ the call's own writes are not the user's.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 
@@ -127,8 +128,26 @@ def modified_message(
 
 
 def _op_name(name: str) -> str:
+    if not _eager_names_ops():
+        return name
     stem = name.rstrip("0123456789")
     return stem[: -len("Backward")] if stem.endswith("Backward") else name
+
+
+@functools.cache
+def _eager_names_ops() -> bool:
+    """Whether this torch's message names the node by its op (``Exp``, torch 2.13) or by the
+    node's own name (``ExpBackward0``, torch 2.11): asked of eager once."""
+    with torch.inference_mode(False), torch.enable_grad():  # (a backward runs in no_grad)
+        a = torch.ones(1, requires_grad=True)
+        b = a.exp()
+        with torch.no_grad():
+            b.add_(1)
+        try:
+            b.backward()
+        except RuntimeError as e:
+            return "of ExpBackward0," not in str(e)
+    raise AssertionError("eager's backward ran through a changed saved tensor")
 
 
 class _Nodes(threading.local):
