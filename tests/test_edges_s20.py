@@ -8,6 +8,8 @@ value; eager's own complex64 and complex128 results differ from it by that much)
 
 from __future__ import annotations
 
+import decimal
+
 import pytest
 import torch
 
@@ -177,5 +179,21 @@ def test_pow_by_a_half_is_eager_root(dtype, exponent):
     assert got.dtype == want.dtype
     assert torch.equal(got.isnan(), want.isnan())
     real = ~want.isnan()
-    assert torch.equal(got[real], want[real])
     assert torch.equal(got[real].signbit(), want[real].signbit())
+    assert torch.equal(got.isinf(), want.isinf())
+    # eager's vectorized sqrt is not always correctly rounded (AVX-512 lanes: 1 ulp off in
+    # ~15% of float32 roots; its tail loop is): each finite value within one ulp of eager's
+    # and of the root computed exactly (decimal, 40 digits)
+    finite = want.isfinite()
+    g, w = got[finite].double(), want[finite].double()
+    ulp = (
+        torch.nextafter(want[finite].abs(), torch.tensor(INF, dtype=want.dtype))
+        - want[finite].abs()
+    ).double()
+    assert ((g - w).abs() <= ulp).all(), (g, w)
+    ctx = decimal.Context(prec=40)
+    exact = [
+        float(ctx.power(decimal.Decimal(float(v)), decimal.Decimal(exponent)))
+        for v in x[finite].double()
+    ]
+    assert ((g - torch.tensor(exact, dtype=torch.float64)).abs() <= ulp).all(), (g, exact)
