@@ -430,8 +430,27 @@ def _multi_margin_loss(
     reduction = _reduction(size_average, reduce, reduction)
     classes = input.shape[-1] if input.dim() else 1
     torch._assert_async(torch.all((target >= 0) & (target < classes)), "target out of range")
-    loss = F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
-    return loss.reshape(()) if input.dim() < 2 and reduction == "none" else loss
+    x = torch.atleast_2d(input)
+    checked = p in (1, 2) and x.dim() == 2 and x.shape[1] != 0 and target.dim() <= 1
+    checked = checked and target.numel() == x.shape[0]
+    checked = checked and (weight is None or (weight.dim() <= 1 and weight.numel() == x.shape[1]))
+    if not checked:  # (the decomposition raises eager's error)
+        return F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
+    # eager's kernel adds z = margin - x[target] + x[i] for i != target only where z > 0 (a
+    # NaN score is left out); the decomposition's clamp_min(z, 0) kept it
+    t = target.reshape(-1, 1)
+    z = margin - torch.gather(x, 1, t) + x
+    h = z if p == 1 else z * z
+    if weight is not None:
+        h = h * weight.reshape(-1)[t]
+    idx = torch.arange(x.shape[-1], device=x.device)
+    h = torch.where((z > 0) & (idx != t), h, 0)
+    loss = h.sum(-1) / x.shape[-1]
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.reshape(()) if input.dim() < 2 else loss
 
 
 def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -449,8 +468,9 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     tidx = torch.where(listed, t, 0)
     u = torch.gather(x, -1, tidx)  # (N, dim): the score of each listed target
     is_target = ((idx == tidx.unsqueeze(-1)) & listed.unsqueeze(-1)).any(dim=1)  # (N, dim)
-    z = (1 - u.unsqueeze(-1) + x.unsqueeze(1)).clamp_min(0)  # (N, target pos, class)
-    z = torch.where(listed.unsqueeze(-1) & ~is_target.unsqueeze(1), z, 0)
+    z = 1 - u.unsqueeze(-1) + x.unsqueeze(1)  # (N, target pos, class)
+    # (eager adds z where z > 0: a NaN is left out)
+    z = torch.where(listed.unsqueeze(-1) & ~is_target.unsqueeze(1) & (z > 0), z, 0)
     loss = z.sum(dim=(1, 2)) / dim
     if input.dim() < 2:
         loss = loss.reshape(())

@@ -46,6 +46,9 @@ def _forward(x, weight, bias, eps, axis):
     mean, var = _stats(x, axes)
     invstd = lax.rsqrt(var + eps)
     x_hat = (x - jnp.expand_dims(mean, axes)) * jnp.expand_dims(invstd, axes)
+    # (behind a barrier: eager adds its bias, zeros where none is given, and -0.0 + 0.0 is
+    # +0.0; XLA folds an add of constant zeros away)
+    bias = lax.optimization_barrier(bias)
     out = x_hat * jnp.expand_dims(weight, axes) + jnp.expand_dims(bias, axes)
     return out, mean, var, invstd
 

@@ -195,7 +195,21 @@ def rsqrt(z, real=lax.rsqrt):
     return reciprocal(sqrt(z))
 
 
-def exp(z, real=jnp.exp):
+def real_exp(x):
+    """``jnp.exp`` of a real array whose overflow is an explicit inf.
+
+    # NOTE: XLA's CPU float32 exp is 2^n * p(r) with n clamped; fused with a following add or
+    # subtract, LLVM contracts that product into a fused multiply-add, so an overflowing exp
+    # is never inf there: exp(inf) - 0.5 * inf was -inf (eager: NaN) and exp(3e38) - 3e38
+    # 6.8e37 (eager: inf, F.poisson_nll_loss at a large input). A select is not contracted.
+    """
+    y = jnp.exp(x)
+    if x.dtype == jnp.float32:
+        y = jnp.where(x > jnp.float32(88.72283172607422), jnp.asarray(jnp.inf, x.dtype), y)
+    return y
+
+
+def exp(z, real=real_exp):
     return exp_(z) if _is_complex(z) else real(z)
 
 

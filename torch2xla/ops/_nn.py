@@ -207,8 +207,8 @@ def _bn_apply(x, axes, mean, invstd, weight, bias, dtype):
     out = (x - mean.reshape(shape)) * invstd.reshape(shape)
     if weight is not None:
         out = out * as_dtype(weight, x.dtype).reshape(shape)
-    if bias is not None:
-        out = out + as_dtype(bias, x.dtype).reshape(shape)
+    # (eager adds a shift, bias - mean * scale, even without bias: -0.0 + 0.0 is +0.0)
+    out = _saved.add_bias(out, None if bias is None else as_dtype(bias, x.dtype).reshape(shape))
     return as_dtype(out, dtype)
 
 

@@ -152,9 +152,17 @@ def _layer_norm(x, weight, bias, axes, eps):
     out = (xf - mean) * rstd
     if weight is not None:
         out = out * weight.astype(acc)
-    if bias is not None:
-        out = out + bias.astype(acc)
+    out = add_bias(out, None if bias is None else bias.astype(acc))
     return out.astype(x.dtype), mean, rstd
+
+
+def add_bias(out, bias):
+    """``out + bias`` as eager's normalization kernels add it: always, a zero where no bias
+    is given, so that a -0.0 result is +0.0; behind a barrier, as XLA folds an add of
+    constant zeros (a bias of ``torch.zeros``) away."""
+    if bias is None:
+        bias = jnp.zeros((), out.dtype)
+    return out + lax.optimization_barrier(bias)
 
 
 def _layer_norm_fwd(x, weight, bias, axes, eps, stat_dtypes):
