@@ -40,7 +40,7 @@ import torch.nn.functional as F
 import torch2xla  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _probe_common import describe, difference, observations, run
+from _probe_common import describe, difference, observations, run, same_items
 from probe_dtypes import same
 
 warnings.simplefilter("ignore")
@@ -70,7 +70,8 @@ def t(*vals, dtype=None):
 
 
 def case(name, f, make, red=False):
-    """``f(*make())`` compiled against eager: outputs and inputs after the call."""
+    """``f(*make())`` compiled against eager: outputs and inputs after the call (``red``: a
+    float tolerance relative to the output's largest value, see ``same_scaled``)."""
 
     def run_case(C, rec):
         args = make()
@@ -97,10 +98,47 @@ def observe(fn, compiled):
     return observations(fn, C, describe)
 
 
+# Products and their gradients accumulate in an order of their own (XLA's dot and
+# convolution, oneDNN's): an element's error is bounded by its dtype's epsilon times the sum of
+# the magnitudes summed, which the output's largest value stands for. Autocast and matmul
+# cases compare floats within ``SCALED`` epsilons of that largest value (NaN, infinities
+# and dtype exactly). Under autocast a float32 output computed from half-precision products
+# (a loss of bfloat16 logits, a weight's gradient) carries their rounding: ``lowp`` names
+# that dtype, whose epsilon then bounds float32 outputs too.
+SCALED = {F16: 2, BF16: 2, F32: 64, F64: 64}
+
+
+def same_scaled(a, b, path, lowp=None):
+    if a[0] == b[0] == "T" and a[1] == b[1] and a[2] == b[2] and a[1].is_floating_point:
+        x, y = a[3].double(), b[3].double()
+        if not torch.equal(x.isnan(), y.isnan()) or not torch.equal(
+            x.isinf() & (x > 0), y.isinf() & (y > 0)
+        ):
+            return f"{path}: NaN/inf positions differ"
+        fin = y.isfinite() & x.isfinite()
+        scale = y[fin].abs().max().item() if fin.any() else 0.0
+        eps = torch.finfo(a[1]).eps * SCALED[a[1]]
+        if lowp is not None and a[1] in (F32, lowp):
+            eps = max(eps, torch.finfo(lowp).eps * SCALED[lowp])
+        limit = eps * max(scale, torch.finfo(a[1]).tiny)
+        err = (x[fin] - y[fin]).abs()
+        if err.numel() and err.max().item() > limit:
+            return f"{path}: {a[1]} differ by {err.max().item():.3g} > {limit:.3g}"
+        return None
+    if a[0] == b[0] == "L":
+        return same_items(a, b, path, lambda x, y, p: same_scaled(x, y, p, lowp))
+    return same(a, b, path)
+
+
 def compare(name, fn):
     exp = observe(fn, False)
     got = observe(fn, True)
-    d = difference(got, exp, lambda g, e, label: same(g, e, label, fn.red))
+    if fn.red == "scaled":
+        d = difference(got, exp, same_scaled)
+    elif fn.red in (BF16, F16):  # autocast to that dtype
+        d = difference(got, exp, lambda g, e, label: same_scaled(g, e, label, fn.red))
+    else:
+        d = difference(got, exp, lambda g, e, label: same(g, e, label, fn.red))
     if d:
         return f"DIFF  {name}: {d}"
     raised = any(g[0] == "E" for _, g in got)
@@ -298,12 +336,21 @@ case(
 )
 case(
     "int_bool_arith_promotion",
-    lambda m, x: (m + m, m.sum(), m.sum(0), m * x, m + 1.5, m.cumsum(0), m.prod(), m.mean(dtype=F32)),
+    lambda m, x: (
+        m + m,
+        m.sum(),
+        m.sum(0),
+        m * x,
+        m + 1.5,
+        m.cumsum(0),
+        m.prod(),
+        m.mean(dtype=F32),
+    ),
     lambda: (t(True, False, True), t(3, 4, 5, dtype=I8)),
 )
 case(
     "int_pow_neg_exp_raises",
-    lambda x: x ** -1,
+    lambda x: x**-1,
     lambda: (t(1, 2, 3),),
 )
 case(
@@ -362,7 +409,13 @@ case(
 )
 case(
     "ord_argmax_2d_ties",
-    lambda x: (x.argmax(1), x.argmin(0), x.max(1), x.min(1, keepdim=True), x.argmax(1, keepdim=True)),
+    lambda x: (
+        x.argmax(1),
+        x.argmin(0),
+        x.max(1),
+        x.min(1, keepdim=True),
+        x.argmax(1, keepdim=True),
+    ),
     lambda: (t(1.0, 3.0, 3.0, NAN, 1.0, NAN, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0).reshape(3, 4),),
 )
 case(
@@ -424,7 +477,10 @@ case(
         torch.bucketize(v, b, right=True),
         torch.bucketize(v, b, out_int32=True),
     ),
-    lambda: (t(-INF, 0.0, 1.0, 1.0, 1.0, 3.0, INF, NAN), t(NAN, -INF, 1.0, 0.5, INF, 3.0, -0.0, 7.0)),
+    lambda: (
+        t(-INF, 0.0, 1.0, 1.0, 1.0, 3.0, INF, NAN),
+        t(NAN, -INF, 1.0, 0.5, INF, 3.0, -0.0, 7.0),
+    ),
 )
 case(
     "ord_searchsorted_2d_int",
@@ -488,7 +544,13 @@ case(
 )
 case(
     "ord_sort_inf_ints_int32",
-    lambda x: (x.sort(), x.argsort(stable=True), x.topk(2), x.argmax(), x.unique(return_counts=True)),
+    lambda x: (
+        x.sort(),
+        x.argsort(stable=True),
+        x.topk(2),
+        x.argmax(),
+        x.unique(return_counts=True),
+    ),
     lambda: (t(2**31 - 1, -(2**31), 0, 2**31 - 1, -1, dtype=I32),),
 )
 
@@ -497,9 +559,7 @@ for _dt in (U8, I8, I16, I32, I64):
         f"ord_topk_smallest_{short(_dt)}",
         lambda x: (x.topk(3, largest=False), x.topk(1, largest=False), x.kthvalue(1), x.min(0)),
         lambda _dt=_dt: (
-            torch.tensor(
-                [1, torch.iinfo(_dt).min, 3, torch.iinfo(_dt).max, 2, 5], dtype=_dt
-            ),
+            torch.tensor([1, torch.iinfo(_dt).min, 3, torch.iinfo(_dt).max, 2, 5], dtype=_dt),
         ),
     )
 case(
@@ -527,9 +587,14 @@ def rng(name, draw, check, make=lambda: (torch.zeros(()),)):
         outs = a if isinstance(a, tuple) else (a,)
         rec("dtypes", [str(o.dtype) for o in outs])
         rec("shapes", [tuple(o.shape) for o in outs])
-        same_runs = all(torch.equal(x, y) for x, y in zip(outs, b if isinstance(b, tuple) else (b,)))
+        same_runs = all(
+            torch.equal(x, y) for x, y in zip(outs, b if isinstance(b, tuple) else (b,))
+        )
         rec("reseeded_equal", same_runs)
-        rec("fresh", any(not torch.equal(x, y) for x, y in zip(outs, c if isinstance(c, tuple) else (c,))))
+        rec(
+            "fresh",
+            any(not torch.equal(x, y) for x, y in zip(outs, c if isinstance(c, tuple) else (c,))),
+        )
         rec("check", [bool(v) for v in check(*outs)])
 
     scenario(name, run_case)
@@ -563,7 +628,12 @@ rng(
 rng(
     "rng_randint_wide",
     lambda x: torch.randint(0, 2**40, (20000,)),
-    lambda v: ((v >= 0).all(), (v < 2**40).all(), (v >= 2**39).any(), (v >= 2**33).float().mean() > 0.9),
+    lambda v: (
+        (v >= 0).all(),
+        (v < 2**40).all(),
+        (v >= 2**39).any(),
+        (v >= 2**33).float().mean() > 0.9,
+    ),
 )
 rng(
     "rng_randint_neg_wide",
@@ -598,7 +668,12 @@ rng(
 )
 rng(
     "rng_bernoulli",
-    lambda p: (torch.bernoulli(p), p.bernoulli(), torch.bernoulli(p, 0.25), p.clone().bernoulli_(0.5)),
+    lambda p: (
+        torch.bernoulli(p),
+        p.bernoulli(),
+        torch.bernoulli(p, 0.25),
+        p.clone().bernoulli_(0.5),
+    ),
     lambda a, b, c, d: (
         ((a == 0) | (a == 1)).all(),
         a[:, 0].sum() == 0,
@@ -702,7 +777,10 @@ def _module_modes(C, rec):
     c = f(x)
     with torch.no_grad():
         ref = torch.relu(m[0](x)) * 2
-    rec("train_zeros", bool(((a == 0) | (a - ref).abs().le(1e-5)).all()), )
+    rec(
+        "train_zeros",
+        bool(((a == 0) | (a - ref).abs().le(1e-5)).all()),
+    )
     rec("train_has_zeros", bool(((c == 0) & (ref > 0)).any()))
     rec("train_fresh", not torch.equal(a, c))
 
@@ -780,6 +858,250 @@ def _graph_break_rng(C, rec):
 
 
 scenario("rng_graph_break", _graph_break_rng)
+
+
+# ============================================================================================
+# 4. autocast: output dtypes and values, around the compiled call and inside it
+def _amp_inputs():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 8, generator=g)
+    w = torch.randn(6, 8, generator=g, requires_grad=True)
+    b = torch.randn(6, generator=g, requires_grad=True)
+    img = torch.randn(2, 3, 6, 6, generator=g)
+    cw = torch.randn(4, 3, 3, 3, generator=g, requires_grad=True)
+    return x, w, b, img, cw
+
+
+def _amp_ops(x, w, b, img, cw):
+    y = F.linear(x, w, b)
+    tgt = torch.tensor([1, 0, 5, 2])
+    return (
+        y,
+        x @ w.t(),
+        torch.addmm(b, x, w.t()),
+        torch.bmm(y[None], y[None].transpose(1, 2)),
+        torch.einsum("ij,kj->ik", x, w),
+        F.conv2d(img, cw, padding=1),
+        F.conv_transpose2d(img, cw.transpose(0, 1)),
+        F.conv1d(img[:, :, 0], cw[:, :, 0]),
+        y.softmax(-1),
+        F.log_softmax(y, -1),
+        F.layer_norm(y, (6,)),
+        F.group_norm(F.conv2d(img, cw), 2),
+        y.sum(),
+        y.mean(0),
+        y.prod(1),
+        y.cumsum(0),
+        y.norm(),
+        F.cross_entropy(y, tgt),
+        F.nll_loss(F.log_softmax(y, -1), tgt),
+        F.mse_loss(y, torch.zeros_like(y)),
+        F.l1_loss(y, x[:, :6]),
+        F.binary_cross_entropy_with_logits(y, torch.ones_like(y)),
+        F.kl_div(F.log_softmax(y, -1), F.softmax(x[:, :6], -1), reduction="batchmean"),
+        torch.exp(y),
+        y + x[:, :6],
+        torch.cat([y, x[:, :6]]),
+        torch.stack([y, x[:, :6]]),
+        torch.where(x[:, :6] > 0, y, x[:, :6]),
+        torch.addcmul(x[:, :6], y, y),
+        F.gelu(y),
+        F.scaled_dot_product_attention(y[None, None], y[None, None], y[None, None]),
+        torch.cdist(y, x[:, :6]),
+        F.interpolate(img, scale_factor=2, mode="bilinear"),
+        F.embedding(tgt, w),
+        torch.baddbmm(y[None], y[None], torch.eye(6)[None]),
+        torch.matmul(y[None].expand(2, 4, 6), w),
+        F.prelu(y, torch.tensor([0.25])),
+        F.avg_pool2d(img, 2),
+        F.max_pool2d(F.conv2d(img, cw), 2),
+        torch.topk(y, 2),
+        torch.linalg.vector_norm(y, dim=1),
+        F.batch_norm(F.conv2d(img, cw), None, None, training=True),
+        F.cosine_similarity(y, x[:, :6]),
+        torch.pow(y, 2),
+        y.var(0),
+    )
+
+
+for _dt in (BF16, F16):
+
+    def _inside(*a, _dt=_dt):
+        with torch.autocast("cpu", dtype=_dt):
+            return _amp_ops(*a)
+
+    case(f"amp_inside_ops_{short(_dt)}", _inside, _amp_inputs, _dt)
+
+
+def _amp_outside(name, dtype, f, make):
+    """``f`` compiled (or not) and called under ``torch.autocast("cpu", dtype)``."""
+
+    def run_case(C, rec):
+        args = make()
+        cf = C(f)
+        with torch.autocast("cpu", dtype=dtype):
+            out = cf(*args)
+        rec("out", out)
+
+    scenario(name, run_case, dtype)
+
+
+for _dt in (BF16, F16):
+    _amp_outside(f"amp_outside_call_{short(_dt)}", _dt, _amp_ops, _amp_inputs)
+
+
+def _amp_nested(x, w, b, img, cw):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = F.linear(x, w, b)
+        with torch.autocast("cpu", enabled=False):
+            z = y.float() @ w
+            z2 = y @ w.to(y.dtype)
+        u = F.linear(z, w)
+        with torch.autocast("cpu", dtype=torch.float16):
+            v = x @ w.t()
+    return y, z, z2, u, v, y.float() + v.float(), z.sum()
+
+
+case("amp_nested_regions", _amp_nested, _amp_inputs, BF16)
+
+
+def _amp_grads(C, rec):
+    x, w, b, img, cw = _amp_inputs()
+
+    def f(x, w, b, img, cw):
+        y = F.linear(x, w, b)
+        c = F.conv2d(img, cw)
+        return F.cross_entropy(y, torch.tensor([1, 0, 5, 2])) + c.float().pow(2).mean()
+
+    cf = C(f)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = cf(x, w, b, img, cw)
+    rec("loss", loss)
+    loss.backward()
+    rec("grads", [w.grad, b.grad, cw.grad])
+
+
+scenario("amp_grads_dtypes", _amp_grads, BF16)
+
+
+def _amp_module_train(C, rec):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, bias=False),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 5),
+        torch.nn.LayerNorm(5),
+    )
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    f = C(m)
+    x = torch.randn(3, 3, 6, 6)
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = f(x)
+            loss = out.float().pow(2).mean()
+        rec("out", out)
+        opt.zero_grad()
+        loss.backward()
+        rec("grads", [p.grad for p in m.parameters()])
+        opt.step()
+    rec("bn_stats", [m[1].running_mean, m[1].running_var])
+
+
+scenario("amp_module_train_step", _amp_module_train, BF16)
+
+
+def _amp_rnn(kind, dtype, **kw):
+    def run_case(C, rec):
+        torch.manual_seed(0)
+        m = getattr(torch.nn, kind)(8, 6, batch_first=True, **kw)
+        x = torch.randn(3, 5, 8)
+        f = C(lambda x: m(x))
+        with torch.autocast("cpu", dtype=dtype):
+            out = f(x)
+        rec("dtypes", [o.dtype for o in torch.utils._pytree.tree_leaves(out)])
+        rec("out", out)
+
+    return run_case
+
+
+for _kind in ("LSTM", "GRU", "RNN"):
+    scenario(f"amp_rnn_{_kind}", _amp_rnn(_kind, BF16), BF16)
+scenario(
+    "amp_rnn_LSTM_2layer_bidir",
+    _amp_rnn("LSTM", BF16, num_layers=2, bidirectional=True),
+    BF16,
+)
+
+
+def _amp_rnn_inside(x):
+    torch.manual_seed(0)
+    m = _AMP_LSTM
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, (h, c) = m(x)
+        with torch.autocast("cpu", enabled=False):
+            z = m(x)[0]
+    return y, h, c, z
+
+
+def _amp_lstm_train(proj_size=0):
+    def run_case(C, rec):
+        torch.manual_seed(0)
+        m = torch.nn.LSTM(8, 6, num_layers=2, proj_size=proj_size)
+        x = torch.randn(5, 3, 8)
+        h0 = torch.randn(2, 3, proj_size or 6, requires_grad=True)
+        c0 = torch.randn(2, 3, 6)
+        f = C(lambda x, h, c: m(x, (h, c)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, (h, c) = f(x, h0, c0)
+            loss = out.float().pow(2).sum() + c.float().sum()
+        rec("out", [out, h, c])
+        loss.backward()
+        rec("grads", [h0.grad, *(p.grad for p in m.parameters())])
+
+    return run_case
+
+
+scenario("amp_rnn_LSTM_train_hx", _amp_lstm_train(), BF16)
+scenario("amp_rnn_LSTM_proj", _amp_lstm_train(proj_size=4), BF16)
+
+torch.manual_seed(0)
+_AMP_LSTM = torch.nn.LSTM(8, 6, batch_first=True)
+case("amp_rnn_LSTM_inside", _amp_rnn_inside, lambda: (torch.randn(3, 5, 8),), BF16)
+
+
+def _amp_recompile(C, rec):
+    x, w, b, img, cw = _amp_inputs()
+    f = C(lambda x, w: (x @ w.t()).relu())
+    rec("plain", f(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rec("bf16", f(x, w))
+    with torch.autocast("cpu", dtype=torch.float16):
+        rec("f16", f(x, w))
+    with torch.autocast("cpu", enabled=False):
+        rec("disabled", f(x, w))
+    rec("plain_again", f(x, w))
+
+
+scenario("amp_state_changes", _amp_recompile, F16)
+case(
+    "amp_int_and_f64_inputs",
+    lambda i, d, x: _amp_mixed(i, d, x),
+    lambda: (torch.arange(6).reshape(2, 3), torch.randn(3, 3, dtype=F64), torch.randn(2, 3)),
+    BF16,
+)
+
+
+def _amp_mixed(i, d, x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return (
+            i @ i.t(),
+            d @ d,
+            x @ d.float(),
+            torch.mm(x, d.float()) + i,
+            (x @ d.float()).to(F64) @ d,
+        )
 
 
 def main(argv):
