@@ -15,6 +15,7 @@ decomposition cast alike.
 from __future__ import annotations
 
 import copy
+import operator
 
 import torch
 
@@ -82,8 +83,13 @@ def _lstm_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
 
 def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose LSTM calls under CPU autocast that eager runs through oneDNN
-    take their float32 operands cast to the autocast dtype (``gm`` itself is never changed:
-    Dynamo may still run it eagerly)."""
+    compute as that layer does (``gm`` itself is never changed: Dynamo may still run it
+    eagerly): the float32 operands rounded to the autocast dtype, the layer in float32 (oneDNN
+    accumulates and keeps its gates in float32; the decomposition would round every product
+    and gate, twice eager's error), its outputs rounded to the autocast dtype. Where
+    ``torch2xla::lstm`` does not cover the call (``_rewrites._supported``), or a result is used
+    other than by index, the operands are cast to the autocast dtype and the decomposition
+    computes in it."""
     states = cpu_autocast_states(gm)
     positions = [i for i, n in enumerate(gm.graph.nodes) if _lstm_cast(n, states[n])]
     if not positions:
@@ -92,18 +98,41 @@ def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
     nodes = list(gm.graph.nodes)
     for i in positions:
-        node, dtype = nodes[i], dtypes[i]
-
-        def cast(arg, node=node, dtype=dtype):
-            value = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
-            if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
-                return arg
-            with node.graph.inserting_before(node):
-                new = node.graph.call_method("to", (arg, dtype))
-            new.meta = {**arg.meta, "example_value": value.to(dtype)}
-            return new
-
-        input, hx, params, *rest = node.args
-        node.args = (cast(input), [cast(h) for h in hx], [cast(p) for p in params], *rest)
+        _cast_lstm(gm.graph, nodes[i], dtypes[i])
     gm.recompile()
     return gm
+
+
+def _cast_node(graph: torch.fx.Graph, arg: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    new = graph.call_method("to", (arg, dtype))
+    new.meta = {**arg.meta, "example_value": arg.meta["example_value"].to(dtype)}
+    return new
+
+
+def _cast_lstm(graph: torch.fx.Graph, node: torch.fx.Node, dtype: torch.dtype) -> None:
+    from torch2xla.capture._rewrites import _supported
+
+    indexed = all(
+        u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+        for u in node.users
+    )
+    whole = indexed and _supported(node)  # (the input is float32, as ``_supported`` asks)
+
+    def cast(arg):
+        value = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+            return arg
+        with graph.inserting_before(node):
+            rounded = _cast_node(graph, arg, dtype)
+            return _cast_node(graph, rounded, torch.float32) if whole else rounded
+
+    input, hx, params, *rest = node.args
+    node.args = (cast(input), [cast(h) for h in hx], [cast(p) for p in params], *rest)
+    if not whole:
+        return
+    # (a custom op: autocast falls through it, so the layer stays float32)
+    node.target = torch.ops.torch2xla.lstm.default
+    for user in list(node.users):
+        with graph.inserting_after(user):
+            out = _cast_node(graph, user, dtype)
+        user.replace_all_uses_with(out, delete_user_cb=lambda n, out=out: n is not out)
