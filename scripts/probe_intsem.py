@@ -36,6 +36,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from torch.utils._pytree import tree_leaves
 
 import torch2xla  # noqa: F401
 
@@ -1102,6 +1103,114 @@ def _amp_mixed(i, d, x):
             torch.mm(x, d.float()) + i,
             (x @ d.float()).to(F64) @ d,
         )
+
+
+
+def _amp_model(name, make_model, make_input, train=False, dtype=BF16):
+    def run_case(C, rec):
+        torch.manual_seed(0)
+        m = make_model().train(train)
+        x = make_input()
+        f = C(m)
+        with torch.autocast("cpu", dtype=dtype):
+            out = f(x)
+        rec("dtypes", [o.dtype for o in tree_leaves(out)])
+        rec("out", out)
+        if train:
+            g = torch.Generator().manual_seed(5)  # (a sum of a normalized output has no gradient)
+            sum(
+                (o.float() * torch.randn(o.shape, generator=g)).sum()
+                for o in tree_leaves(out)
+                if o.is_floating_point()
+            ).backward()
+            rec("grads", [p.grad for p in m.parameters()])
+
+    scenario(name, run_case, dtype)
+
+
+_amp_model(
+    "amp_model_transformer_eval",
+    lambda: torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
+    lambda: torch.randn(2, 5, 16),
+)
+_amp_model(
+    "amp_model_transformer_train",
+    lambda: torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
+    lambda: torch.randn(2, 5, 16),
+    train=True,
+)
+
+
+class _SelfAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x)
+
+
+_amp_model("amp_model_mha", _SelfAttention, lambda: torch.randn(2, 5, 16))
+_amp_model("amp_model_mha_train", _SelfAttention, lambda: torch.randn(2, 5, 16), True)
+
+
+class _EmbLstm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.lstm = torch.nn.LSTM(8, 12, batch_first=True)
+        self.head = torch.nn.Linear(12, 3)
+
+    def forward(self, tokens):
+        h, _ = self.lstm(self.emb(tokens))
+        return self.head(h[:, -1])
+
+
+_amp_model("amp_model_emb_lstm_train", _EmbLstm, lambda: torch.randint(0, 20, (4, 7)), train=True)
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = F.adaptive_avg_pool2d(F.relu(self.bn(self.c(x))), 1).flatten(1)
+        return F.log_softmax(self.fc(y), -1)
+
+
+_amp_model("amp_model_convnet_eval", _ConvNet, lambda: torch.randn(2, 3, 8, 8))
+_amp_model("amp_model_convnet_train_f16", _ConvNet, lambda: torch.randn(2, 3, 8, 8), True, F16)
+rng(
+    "rng_misc_factories",
+    lambda x: (
+        torch.normal(2.0, 3.0, size=(4000,)),
+        torch.randint_like(x, 10),
+        torch.empty(3000).random_(),
+        torch.empty(3000, dtype=I32).random_(-5, 5),
+        torch.poisson(torch.full((3000,), 4.0)),
+        torch.rand(3, 4, requires_grad=True) * 2,
+        torch.randn(2, 3, dtype=F64),
+    ),
+    lambda a, b, c, d, e, f, g: (
+        abs(a.mean() - 2) < 0.3,
+        b.dtype == torch.float32 and ((b >= 0) & (b < 10) & (b == b.round())).all(),
+        ((c >= 0) & (c <= 2**24) & (c == c.round())).all() & (c > 2**20).any(),
+        ((d >= -5) & (d < 5)).all(),
+        (e == e.round()).all() & (abs(e.mean() - 4) < 0.3),
+        f.requires_grad,
+        g.dtype == F64,
+    ),
+    lambda: (torch.zeros(1000),),
+)
+rng(
+    "rng_dropout_inplace_train",
+    lambda x: (F.dropout(x.clone(), 0.5, True, inplace=True), F.dropout1d(x[None], 0.5)),
+    lambda a, b: (((a == 0) | (a == 4)).all(), ((b[0] == 0).all(1) | (b[0] == 4).all(1)).all()),
+    lambda: (torch.full((40, 50), 2.0),),
+)
 
 
 def main(argv):
