@@ -569,6 +569,33 @@ case(
     lambda: (t(0, 200, 7, 255, 1, 0, 9, 3, 128, dtype=U8).reshape(3, 3),),
 )
 
+# order statistics' argument errors and empty inputs (eager raises: so must we)
+for _name, _f in {
+    "topk_k_too_big": lambda x: x.topk(9),
+    "topk_k_neg": lambda x: x.topk(-1),
+    "topk_zero": lambda x: x.topk(0),
+    "kthvalue_zero": lambda x: x.kthvalue(0),
+    "kthvalue_too_big": lambda x: x.kthvalue(9),
+    "argmax_empty": lambda x: x[:0].argmax(),
+    "max_empty": lambda x: x[:0].max(),
+    "max_dim_empty": lambda x: x[:0].reshape(0, 2).max(0),
+    "max_dim_empty_ok": lambda x: x[:0].reshape(2, 0).max(0),
+    "median_empty": lambda x: x[:0].median(),
+    "sort_empty": lambda x: x[:0].sort(),
+    "topk_empty": lambda x: x[:0].topk(0),
+    "cummax_empty": lambda x: x[:0].cummax(0),
+    "amax_empty": lambda x: x[:0].amax(),
+    "searchsorted_dims": lambda x: torch.searchsorted(x.reshape(2, 4), x.reshape(4, 2)),
+    "bucketize_2d": lambda x: torch.bucketize(x, x.reshape(2, 4)),
+    "searchsorted_side_mismatch": lambda x: torch.searchsorted(x, x, right=False, side="right"),
+    "sort_dim_oob": lambda x: x.sort(1),
+    "msort_0d": lambda x: torch.msort(x[0]),
+    "argsort_0d": lambda x: x[0].argsort(),
+    "topk_0d": lambda x: x[0].topk(1),
+    "kthvalue_0d": lambda x: x[0].kthvalue(1),
+}.items():
+    case(f"ord_err_{_name}", _f, lambda: (t(3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0),))
+
 
 # ============================================================================================
 # 3. random numbers: properties, not values (both sides record the same booleans)
