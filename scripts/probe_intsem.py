@@ -1132,7 +1132,6 @@ def _amp_mixed(i, d, x):
         )
 
 
-
 def _amp_model(name, make_model, make_input, train=False, dtype=BF16):
     def run_case(C, rec):
         torch.manual_seed(0)

@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_leaves
 from tests._util import clone_args
 
 BF16 = torch.bfloat16
+INF = float("inf")
 INTS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -156,3 +157,49 @@ def test_gru_and_rnn_under_autocast_keep_eagers_dtypes():
             out = _compiled(layer)(x)
         for o, e in zip(tree_leaves(out), tree_leaves(eager), strict=True):
             assert o.dtype == e.dtype, (type(layer), o.dtype, e.dtype)
+
+
+# --- searchsorted/bucketize: eager's binary search ---------------------------------------------
+# jnp.searchsorted orders NaN last and halves its range its own way: a NaN value went before a
+# NaN boundary (eager: past every boundary) and unsorted sequences gave other insertion points.
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_nan_and_unsorted_as_eager(right):
+    seqs = [
+        torch.tensor([-INF, 0.0, 1.0, 1.0, 1.0, 3.0, INF, NAN]),
+        torch.tensor([NAN, 0.0, 2.0, NAN, 1.0]),
+        torch.tensor([3.0, 1.0, 2.0, 1.0, 0.0, -1.0]),
+        torch.tensor([NAN]),
+    ]
+    values = torch.tensor([NAN, -INF, 1.0, 0.5, INF, 3.0, -0.0, 7.0, -2.0])
+    for seq in seqs:
+        _equal_as_eager(
+            lambda s, v: (
+                torch.searchsorted(s, v, right=right),
+                torch.searchsorted(s, v, side="right" if right else "left", out_int32=True),
+                torch.searchsorted(s, v, sorter=s.argsort(stable=True), right=right),
+                torch.bucketize(v, s, right=right),
+                torch.bucketize(v, s, out_int32=True, right=right),
+            ),
+            seq,
+            values,
+        )
+
+
+def test_searchsorted_batched_mixed_dtypes_and_scalars():
+    seq = torch.tensor([[1, 2, 2, 5], [0, 0, 3, 3]])
+    values = torch.tensor([[2.5, 0.0, 5.0], [3.0, NAN, -1.0]])
+    _equal_as_eager(
+        lambda s, v: (
+            torch.searchsorted(s, v),
+            torch.searchsorted(s, v, side="right"),
+            torch.searchsorted(s.to(torch.int8), (v.nan_to_num() + 200).long(), right=True),
+            torch.searchsorted(s[0], 2),
+            torch.bucketize(3, s[1]),
+            torch.searchsorted(s.float(), v[:, :0]),
+        ),
+        seq,
+        values,
+    )
