@@ -15,6 +15,7 @@ from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
+from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     eager_layouts,
@@ -151,6 +152,8 @@ def prepare(
     gm = _specialize_scalars(gm, args)
     if aliasing is not None:  # one base per group, the inputs views of it in the graph
         gm = aliasing.rewrite(gm)
+    # LSTM calls under CPU autocast cast as eager's oneDNN layer casts (``_autocast.py``).
+    gm = autocast_lstms(gm)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).

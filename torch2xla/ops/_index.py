@@ -418,8 +418,11 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
     if largest:
         values, idx = lax.top_k(x, k)
     else:
-        values, idx = lax.top_k(-x, k)
-        values = -values
+        # NOTE: the order is reversed by ~x for integers: -x wraps (uint8's 0 stays the
+        # largest, -INT_MIN is INT_MIN); bitwise not reverses every integer order exactly.
+        flip = jnp.negative if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.invert
+        values, idx = lax.top_k(flip(x), k)
+        values = flip(values)
     return (jnp.moveaxis(values, -1, dim), jnp.moveaxis(as_dtype(idx, np.dtype(np.int64)), -1, dim))
 
 

@@ -11,7 +11,8 @@ the weight and input gradients as one matmul each over all steps, as cuDNN and A
 
 Calls these lowerings do not cover keep the decomposition: inter-layer dropout in training,
 LSTM projections (``proj_size``), packed sequences, unbatched or half-precision inputs, and
-graphs under autocast.
+graphs under autocast, except LSTM calls under CPU autocast (``capture/_autocast.py``: eager's
+oneDNN layer, float32 inside on operands rounded to the autocast dtype).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -186,17 +187,45 @@ _logcumsumexp.defvjp(_logcumsumexp_fwd, _logcumsumexp_bwd)
 
 
 # -- sorted search -------------------------------------------------------------------------------
-def _searchsorted(seq, values, right):
-    """Insertion points of ``values`` into the last dim of ``seq`` (1-D, or batched like
-    ``values``' leading dims)."""
-    side = "right" if right else "left"
-    if seq.ndim == 1:
-        return jnp.searchsorted(seq, values, side=side)
+# NOTE: eager's CPU kernel is a plain lower (upper) bound, ``start = mid + 1`` while not
+# ``seq[mid] >= v`` (``>``): a NaN compares false everywhere, so a NaN value goes past every
+# boundary and a NaN boundary acts as smaller than any value, and an unsorted sequence gives
+# whatever that path finds. jnp.searchsorted orders NaN last (NumPy's rule) and halves the
+# range another way, so its answers differ there: the same search is run here, on every
+# value at once, one step per bit of the length.
+def _bound(seq, values, right):
+    """Eager's insertion points of ``values`` (its leading dims ``seq``'s batch dims) into the
+    last dim of ``seq``."""
+    n = seq.shape[-1]
     batch = seq.shape[:-1]
-    flat_seq = seq.reshape((-1, seq.shape[-1]))
-    flat_val = values.reshape((flat_seq.shape[0], -1))
-    out = jnp.stack([jnp.searchsorted(s, v, side=side) for s, v in zip(flat_seq, flat_val)])
-    return out.reshape(batch + values.shape[len(batch) :])
+    rows = seq.reshape((math.prod(batch), n))
+    flat = values.reshape((rows.shape[0], math.prod(values.shape[len(batch) :])))
+    start = jnp.zeros(flat.shape, jnp.int64)
+    if n == 0:
+        return start.reshape(batch + values.shape[len(batch) :])
+    end = jnp.full(flat.shape, n, jnp.int64)
+    for _ in range(max(n, 1).bit_length()):
+        mid = start + ((end - start) >> 1)
+        at = jnp.take_along_axis(rows, jnp.clip(mid, 0, n - 1), axis=-1)
+        below = ~(at > flat) if right else ~(at >= flat)
+        live = start < end
+        start = jnp.where(live & below, mid + 1, start)
+        end = jnp.where(live & ~below, mid, end)
+    return start.reshape(batch + values.shape[len(batch) :])
+
+
+def _common(seq, values):
+    """Both operands in eager's promoted dtype (which it compares in)."""
+    from torch2xla.runtime._interop import jax_dtype, torch_dtype
+
+    if not hasattr(values, "shape"):
+        return seq, jnp.asarray(values, seq.dtype)
+    if seq.dtype == values.dtype:
+        return seq, values
+    import torch
+
+    common = jax_dtype(torch.promote_types(torch_dtype(seq.dtype), torch_dtype(values.dtype)))
+    return seq.astype(common), values.astype(common)
 
 
 @register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
@@ -210,17 +239,19 @@ def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=No
             bad = (sorter < 0) | (sorter >= seq.shape[-1])
             c.check(jnp.any(bad), "torch.searchsorted(): sorter index out of range")
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
-    values = jnp.asarray(self, seq.dtype) if not hasattr(self, "shape") else self
-    out = _searchsorted(seq, values, right)
+    seq, values = _common(seq, self)
+    if seq.ndim == 1:
+        out = _bound(seq, values.reshape((1, -1)), right).reshape(values.shape)
+    else:
+        out = _bound(seq, values, right)
     return as_dtype(out, out_dtype())
 
 
 @register(aten.bucketize.Tensor, aten.bucketize.Scalar)
 def bucketize(self, boundaries, *, out_int32=False, right=False):
-    values = jnp.asarray(self, boundaries.dtype) if not hasattr(self, "shape") else self
-    return as_dtype(
-        jnp.searchsorted(boundaries, values, side="right" if right else "left"), out_dtype()
-    )
+    boundaries, values = _common(boundaries, self)
+    out = _bound(boundaries, values.reshape((1, -1)), right).reshape(values.shape)
+    return as_dtype(out, out_dtype())
 
 
 # -- histograms ----------------------------------------------------------------------------------

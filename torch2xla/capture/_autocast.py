@@ -1,0 +1,138 @@
+"""Autocast in the Dynamo graph: the CPU autocast state at each node, and the casts eager's
+oneDNN LSTM gets from it.
+
+Under CPU autocast an ``nn.LSTM`` returns the autocast dtype: ``aten::lstm`` (composite) runs
+on the CPU through oneDNN where ``use_mkldnn`` holds (oneDNN enabled, a float32 input, or a
+half-precision one the CPU supports), and autocast casts the float32 operands of that
+``mkldnn_rnn_layer`` (input, states, weights) to its dtype (eager's result equals the LSTM run
+in that dtype). The export decomposes ``aten::lstm`` into linear layers and pointwise gates
+instead: autocast casts the products, the float32 states make the output float32 again.
+``autocast_lstms`` casts those operands before the call, so the decomposition computes in the
+autocast dtype as eager's layer does. GRU and plain RNN calls are not oneDNN's: eager and the
+decomposition cast alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+
+import torch
+
+_ENTER = torch.amp.autocast_mode._enter_autocast
+_EXIT = torch.amp.autocast_mode._exit_autocast
+
+
+def cpu_autocast_states(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.dtype | None]:
+    """Each node of ``gm`` mapped to the CPU autocast dtype it runs under (None: autocast off):
+    the ambient state at compile time, changed by the graph's own ``torch.autocast`` regions
+    (``_enter_autocast(device, dtype, enabled, cache)``/``_exit_autocast``)."""
+    ambient = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+    # (enabled, dtype): dtype is kept across a disabled region, as autocast keeps it
+    stack = [(ambient is not None, torch.get_autocast_dtype("cpu"))]
+    states: dict[torch.fx.Node, torch.dtype | None] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is _ENTER:
+            device, dtype, enabled = (list(node.args) + [None, None, True])[:3]
+            enabled = node.kwargs.get("enabled", enabled)
+            dtype = node.kwargs.get("dtype", dtype)
+            device = node.kwargs.get("device_type", device)
+            top = stack[-1]
+            if device == "cpu":
+                stack.append((bool(enabled), dtype if dtype is not None else top[1]))
+            else:
+                stack.append(top)
+        elif node.op == "call_function" and node.target is _EXIT and len(stack) > 1:
+            stack.pop()
+        enabled, dtype = stack[-1]
+        states[node] = dtype if enabled else None
+    return states
+
+
+def _mkldnn_lstm(value: torch.Tensor, grad: bool) -> bool:
+    """Whether eager's ``aten::lstm`` takes oneDNN's path for this input (``use_mkldnn``)."""
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
+        return False
+    if value.device.type != "cpu" or value.numel() == 0:
+        return False
+    if value.dtype == torch.float32:
+        return True
+    if value.dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if value.dtype == torch.float16:
+        return not grad and bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return False
+
+
+def _lstm_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
+    if dtype is None or node.op != "call_function" or node.target is not torch.lstm:
+        return False
+    if len(node.args) != 9 or node.kwargs:
+        return False
+    input, hx, params, has_biases, num_layers, _, _, bidirectional, _ = node.args
+    if not isinstance(input, torch.fx.Node) or not isinstance(hx, list | tuple):
+        return False
+    if not isinstance(params, list | tuple) or not isinstance(num_layers, int):
+        return False
+    per = (4 if has_biases else 2) * (2 if bidirectional else 1)
+    if len(params) != num_layers * per:  # projections: eager's default implementation
+        return False
+    value = input.meta.get("example_value")
+    return isinstance(value, torch.Tensor) and _mkldnn_lstm(value, torch.is_grad_enabled())
+
+
+def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose LSTM calls under CPU autocast that eager runs through oneDNN
+    compute as that layer does (``gm`` itself is never changed: Dynamo may still run it
+    eagerly): the float32 operands rounded to the autocast dtype, the layer in float32 (oneDNN
+    accumulates and keeps its gates in float32; the decomposition would round every product
+    and gate, twice eager's error), its outputs rounded to the autocast dtype. Where
+    ``torch2xla::lstm`` does not cover the call (``_rewrites._supported``), or a result is used
+    other than by index, the operands are cast to the autocast dtype and the decomposition
+    computes in it."""
+    states = cpu_autocast_states(gm)
+    positions = [i for i, n in enumerate(gm.graph.nodes) if _lstm_cast(n, states[n])]
+    if not positions:
+        return gm
+    dtypes = [states[n] for n in gm.graph.nodes]
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        _cast_lstm(gm.graph, nodes[i], dtypes[i])
+    gm.recompile()
+    return gm
+
+
+def _cast_node(graph: torch.fx.Graph, arg: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    new = graph.call_method("to", (arg, dtype))
+    new.meta = {**arg.meta, "example_value": arg.meta["example_value"].to(dtype)}
+    return new
+
+
+def _cast_lstm(graph: torch.fx.Graph, node: torch.fx.Node, dtype: torch.dtype) -> None:
+    from torch2xla.capture._rewrites import _supported
+
+    indexed = all(
+        u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+        for u in node.users
+    )
+    whole = indexed and _supported(node)  # (the input is float32, as ``_supported`` asks)
+
+    def cast(arg):
+        value = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+            return arg
+        with graph.inserting_before(node):
+            rounded = _cast_node(graph, arg, dtype)
+            return _cast_node(graph, rounded, torch.float32) if whole else rounded
+
+    input, hx, params, *rest = node.args
+    node.args = (cast(input), [cast(h) for h in hx], [cast(p) for p in params], *rest)
+    if not whole:
+        return
+    # (a custom op: autocast falls through it, so the layer stays float32)
+    node.target = torch.ops.torch2xla.lstm.default
+    for user in list(node.users):
+        with graph.inserting_after(user):
+            out = _cast_node(graph, user, dtype)
+        user.replace_all_uses_with(out, delete_user_cb=lambda n, out=out: n is not out)
