@@ -16,8 +16,9 @@ runs in up to four modes:
 - ``train``: the compiled op, then ``.sum().backward(create_graph=True)`` and a second
   backward outside (the bridge's double backward).
 
-For CPU, float32 and float64, the first ``PROBE_SAMPLES`` samples (default 2) of each OpInfo
-and ModuleInfo.
+For CPU, float32 and float64, the first ``PROBE_SAMPLES`` samples (default 1) of each OpInfo
+and ModuleInfo; ``PROBE_MODES`` (default ``vjp,gradgrad``: the modes whose ops no other test
+runs in strict mode). Each mode of an op compiles one function of all its samples.
 
     PYTHONPATH=. python scripts/probe_lowerings.py [substring ...]
     PROBE_SAMPLES=1 PROBE_MODES=fwd,vjp PYTHONPATH=. python scripts/probe_lowerings.py conv
@@ -42,8 +43,9 @@ import torch.utils._pytree as pytree
 import torch2xla
 from torch2xla._errors import LoweringError, op_name
 
-SAMPLES = int(os.environ.get("PROBE_SAMPLES", "2"))
-MODES = tuple(os.environ.get("PROBE_MODES", "fwd,vjp,gradgrad,train").split(","))
+SAMPLES = int(os.environ.get("PROBE_SAMPLES", "1"))
+# (fwd and train: the forward lowerings, which tests/test_opinfo.py already runs in strict mode)
+MODES = tuple(os.environ.get("PROBE_MODES", "vjp,gradgrad").split(","))
 DTYPES = (torch.float32, torch.float64)
 # (ops whose samples are slow to compile, or that only test torch's machinery)
 SKIP = ("_refs.", "_masked.", "linalg.", "fft.", "special.", "sparse.")
@@ -93,7 +95,8 @@ def _record(case: str, e: BaseException) -> bool:
     return True
 
 
-def _try(case: str, thunk) -> None:
+def _try(case: str, thunk) -> bool:
+    """Run ``thunk``, recording the ops strict mode names; False where it raised otherwise."""
     torch._dynamo.reset()
     try:
         with warnings.catch_warnings():
@@ -102,8 +105,12 @@ def _try(case: str, thunk) -> None:
     except _NoOutput:
         pass
     except Exception as e:  # noqa: BLE001  (eager's own errors: not ours to list)
-        if not _record(case, e) and os.environ.get("PROBE_VERBOSE"):
+        if _record(case, e):
+            return True
+        if os.environ.get("PROBE_VERBOSE"):
             print(f"error {case}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        return False
+    return True
 
 
 def _with(args: list, diff: list[int], values) -> list:
@@ -113,49 +120,77 @@ def _with(args: list, diff: list[int], values) -> list:
     return out
 
 
-def _modes(case: str, call, args: list, gradgrad: bool, dtype: torch.dtype) -> None:
-    """Run ``call(*args)`` in every mode, differentiating the floating tensors of ``args``."""
-    diff = [
-        i
-        for i, a in enumerate(args)
-        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.requires_grad
-    ]
-    plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-    if "fwd" in MODES:
-        _try(f"{case} fwd", lambda: compile_strict(call)(*plain))
-    if not diff:
-        return
+class Case:
+    """One sample: ``call(*args)``, differentiated with respect to its floating tensors that
+    require grad (``diff``)."""
 
-    def grad_fn(*ts):
-        return _total(call(*_with(plain, diff, ts)))
+    def __init__(self, name: str, call, args: list, gradgrad: bool, dtype: torch.dtype):
+        self.name, self.call, self.gradgrad, self.dtype = name, call, gradgrad, dtype
+        self.diff = [
+            i
+            for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.requires_grad
+        ]
+        self.plain = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        self.inputs = [self.plain[i] for i in self.diff]
 
-    argnums = tuple(range(len(diff)))
-    inputs = [plain[i] for i in diff]
-    if "vjp" in MODES:
-        _try(
-            f"{case} vjp",
-            lambda: compile_strict(lambda *t: torch.func.grad(grad_fn, argnums)(*t))(*inputs),
-        )
-    if "gradgrad" in MODES and gradgrad and dtype == torch.float64:
+    def fwd(self):
+        return self.call(*self.plain)
+
+    def _grad_fn(self, *ts):
+        return _total(self.call(*_with(self.plain, self.diff, ts)))
+
+    def vjp(self):
+        argnums = tuple(range(len(self.diff)))
+        return torch.func.grad(self._grad_fn, argnums)(*self.inputs)
+
+    def gradgrad_(self):
+        argnums = tuple(range(len(self.diff)))
 
         def second(*ts):
-            return _total(torch.func.grad(grad_fn, argnums)(*ts))
+            return _total(torch.func.grad(self._grad_fn, argnums)(*ts))
 
-        _try(
-            f"{case} gradgrad",
-            lambda: compile_strict(lambda *t: torch.func.grad(second, argnums)(*t))(*inputs),
-        )
-    if "train" in MODES and gradgrad:
+        return torch.func.grad(second, argnums)(*self.inputs)
 
-        def train():
-            leaves = [t.clone().requires_grad_() for t in inputs]
-            out = compile_strict(lambda *t: call(*_with(plain, diff, t)))(*leaves)
-            grads = torch.autograd.grad(_total(out), leaves, create_graph=True, allow_unused=True)
-            live = [g for g in grads if g is not None and g.requires_grad]
-            if live:
-                _total(live).backward()
+    def train(self):
+        leaves = [t.clone().requires_grad_() for t in self.inputs]
+        out = compile_strict(lambda *t: self.call(*_with(self.plain, self.diff, t)))(*leaves)
+        grads = torch.autograd.grad(_total(out), leaves, create_graph=True, allow_unused=True)
+        live = [g for g in grads if g is not None and g.requires_grad]
+        if live:
+            _total(live).backward()
 
-        _try(f"{case} train", train)
+    def modes(self) -> list[str]:
+        out = ["fwd"]
+        if self.diff:
+            out.append("vjp")
+            if self.gradgrad and self.dtype == torch.float64:
+                out.append("gradgrad")
+            if self.gradgrad:
+                out.append("train")
+        return [m for m in out if m in MODES]
+
+
+def _run_batch(label: str, cases: list[Case]) -> None:
+    """Every mode of ``cases`` (one op's samples), each mode one compiled function of all its
+    cases; where that raises an error that is not strict mode's, each case alone (an eager
+    error of one sample hides the ops of the others)."""
+    for mode in ("fwd", "vjp", "gradgrad", "train"):
+        todo = [c for c in cases if mode in c.modes()]
+        if not todo:
+            continue
+        method = "gradgrad_" if mode == "gradgrad" else mode
+        if mode == "train":  # (compiles inside: one at a time)
+            for c in todo:
+                _try(f"{c.name} {mode}", c.train)
+            continue
+
+        def batch(todo=todo, method=method):
+            return [getattr(c, method)() for c in todo]
+
+        if _try(f"{label} {mode}", lambda: compile_strict(batch)()) is False and len(todo) > 1:
+            for c in todo:
+                _try(f"{c.name} {mode}", lambda c=c, m=method: compile_strict(getattr(c, m))())
 
 
 def scan_ops(filters: list[str]) -> int:
@@ -166,6 +201,7 @@ def scan_ops(filters: list[str]) -> int:
         name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if name.startswith(SKIP) or (filters and not any(f in name for f in filters)):
             continue
+        cases = []
         for dtype in DTYPES:
             if dtype not in op.supported_dtypes("cpu"):
                 continue
@@ -173,20 +209,23 @@ def scan_ops(filters: list[str]) -> int:
                 samples = list(
                     itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), SAMPLES)
                 )
-            except Exception:  # noqa: BLE001  (a sample generator torch itself breaks)
+            except Exception:  # noqa: BLE001, S112  (a sample generator torch itself breaks)
                 continue
             grads = op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
             for k, s in enumerate(samples):
                 kwargs = s.kwargs
 
-                def call(*a, kwargs=kwargs):
-                    return op.op(*a, **kwargs)
+                def call(*a, fn=op.op, kwargs=kwargs):
+                    return fn(*a, **kwargs)
 
                 args = [s.input, *s.args]
                 if not grads:
                     args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-                _modes(f"op {name} {dtype} #{k}", call, args, op.supports_gradgrad, dtype)
-                n += 1
+                cases.append(
+                    Case(f"op {name} {dtype} #{k}", call, args, op.supports_gradgrad, dtype)
+                )
+        _run_batch(f"op {name}", cases)
+        n += len(cases)
     return n
 
 
@@ -198,12 +237,13 @@ def scan_modules(filters: list[str]) -> int:
         name = info.module_cls.__name__
         if filters and not any(f in name for f in filters):
             continue
+        cases = []
         for dtype in DTYPES:
             try:
                 inputs = info.module_inputs_func(
                     info, device="cpu", dtype=dtype, requires_grad=True, training=True
                 )
-            except Exception:  # noqa: BLE001  (a generator torch itself breaks)
+            except Exception:  # noqa: BLE001, S112  (a generator torch itself breaks)
                 continue
             for k, mi in enumerate(inputs[:SAMPLES]):
                 if mi.forward_input is None:
@@ -213,21 +253,17 @@ def scan_modules(filters: list[str]) -> int:
                     m = info.module_cls(
                         *mi.constructor_input.args, **mi.constructor_input.kwargs
                     ).to(dtype)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001, S112  (a constructor torch itself breaks)
                     continue
                 fkw = mi.forward_input.kwargs
 
                 def call(*a, m=m, fkw=fkw):
                     return m(*a, **fkw)
 
-                _modes(
-                    f"module {name} {dtype} #{k}",
-                    call,
-                    list(mi.forward_input.args),
-                    info.supports_gradgrad,
-                    dtype,
-                )
-                n += 1
+                args = list(mi.forward_input.args)
+                cases.append(Case(f"module {name} {dtype} #{k}", call, args, True, dtype))
+        _run_batch(f"module {name}", cases)
+        n += len(cases)
     return n
 
 
