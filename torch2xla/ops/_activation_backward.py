@@ -24,6 +24,7 @@ log_sigmoid, hardsigmoid) take one rule in both loops and keep their decompositi
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 from torch._ops import ops
 
 from torch2xla.ops import _loops
@@ -92,3 +93,16 @@ def logit_backward(grad_output, self, eps=None):
             _loops.walk(_logit_kernel, float(eps), arg=1, operands=(0, 1)), grad_output, self
         )
     return as_dtype(logit_grad(self, grad_output, eps, vec), out_dtype())
+
+
+@register(aten.rrelu_with_noise_backward.default)
+def rrelu_with_noise_backward(grad_output, self, noise, lower, upper, training, self_is_result):
+    # Eager's kernel: in training the gradient times the noise the forward drew (its slopes;
+    # torch's decomposition takes leaky_relu's rule where lower == upper, which differs at NaN,
+    # whose noise is 1), else leaky_relu's backward with the mean slope (NaN takes the slope,
+    # in both of its loops).
+    if training:
+        return as_dtype(grad_output * as_dtype(noise, grad_output.dtype), out_dtype())
+    slope = as_dtype((float(lower) + float(upper)) / 2, grad_output.dtype)
+    passes = self > 0
+    return as_dtype(jnp.where(passes, grad_output, grad_output * slope), out_dtype())

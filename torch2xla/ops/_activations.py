@@ -142,16 +142,40 @@ def elu_grad(x, t, alpha, scale, input_scale, is_result: bool, vec):
         jax.lax.optimization_barrier(jnp.asarray(c, x.dtype))
         for c in (alpha * scale, scale, input_scale)
     )
+    # Its derivative in x (double backward) is eager's ``elu_double_backward``: this times
+    # ``input_scale`` (of the input: also times the gradient's own factor) where ``x < 0``,
+    # 0 elsewhere, at 0 too (``_negative_part``'s derivative).
     if is_result:
-        neg = t * negiptcoef * (x + negcoef)
+        neg = t * negiptcoef * (_negative_part(x) + negcoef)
     else:  # (exp sees 0 where x > 0: exp's inf there would make the derivative NaN)
-        neg = t * negiptcoef * negcoef * jnp.exp(jnp.where(neg_side, x, 0) * negiptcoef)
+        neg = t * negiptcoef * negcoef * jnp.exp(_negative_part(x) * negiptcoef)
     scalar = jnp.where(neg_side, neg, t * poscoef)
     if vec is None:
         return scalar
     # (t times NaN only where it is NaN: a constant NaN factor would reach every element in
-    # the transpose of the where, as 0 * NaN)
-    return _loops.at_nan(x, scalar, t * jnp.where(jnp.isnan(x) & vec, jnp.nan, 1), vec)
+    # the transpose of the where, as 0 * NaN). Of the input, that NaN is x * x, so that the
+    # double backward is NaN there too, as eager's (elu_backward's NaN times 0); of a result,
+    # eager's double backward is 0 there.
+    nan = jnp.isnan(x) & vec
+    if is_result:
+        factor = jnp.where(nan, jnp.nan, 1)
+    else:
+        v = jnp.where(nan, x, 0)
+        factor = jnp.where(nan, v * v, 1)
+    return _loops.at_nan(x, scalar, t * factor, vec)
+
+
+@jax.custom_jvp
+def _negative_part(x):
+    """``x`` where ``x <= 0``, else 0, whose derivative is 1 where ``x < 0`` only (eager's
+    ``elu_double_backward`` masks with ``x < 0``: 0 at 0)."""
+    return jnp.where(x <= 0, x, 0)
+
+
+@_negative_part.defjvp
+def _negative_part_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _negative_part(x), jnp.where(x < 0, t, jnp.zeros_like(t))
 
 
 def _elu_with_gradient(value, alpha, scale, input_scale, nan_walk):

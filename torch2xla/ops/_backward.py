@@ -17,6 +17,7 @@ from torch2xla.ops._common import as_dtype, opmath_dtype, out_dtype
 from torch2xla.ops._nn import conv
 from torch2xla.ops._pooling import _avg_pool, adaptive_avg_pool
 from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._shape import replication_pad
 
 aten = ops.aten
 
@@ -81,6 +82,18 @@ def max_pool_with_indices_backward(
     grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
 ):
     nd = 3 if ctx().node.target is aten.max_pool3d_with_indices_backward.default else 2
+    return _to_indices(grad_output, self, indices, nd)
+
+
+@register(aten.adaptive_max_pool2d_backward.default, aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool_backward(grad_output, self, indices):
+    nd = 3 if ctx().node.target is aten.adaptive_max_pool3d_backward.default else 2
+    return _to_indices(grad_output, self, indices, nd)
+
+
+def _to_indices(grad_output, self, indices, nd: int):
+    """Zeros of ``self``'s shape with each element of ``grad_output`` added at its plane's
+    flat spatial index ``indices`` (the maximum the forward recorded), as eager's kernels."""
     lead = self.ndim - nd
     flat_shape = self.shape[:lead] + (-1,)
     grad = jnp.zeros(self.shape[:lead] + (math.prod(self.shape[lead:]),), grad_output.dtype)
@@ -90,6 +103,16 @@ def max_pool_with_indices_backward(
     )
     grad = grad.at[(*lead_idx, idx)].add(grad_output.reshape(flat_shape))
     return grad.reshape(self.shape)
+
+
+@register(
+    aten.replication_pad1d_backward.default,
+    aten.replication_pad2d_backward.default,
+    aten.replication_pad3d_backward.default,
+)
+def replication_pad_backward(grad_output, self, padding):
+    _, vjp = jax.vjp(lambda x: replication_pad(x, padding), self)
+    return vjp(as_dtype(grad_output, self.dtype))[0]
 
 
 @register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)

@@ -151,14 +151,29 @@ def _pad_coord(coord, size, padding_mode, align_corners):
     """Apply grid_sample's padding rule to source coordinates (0: zeros, 1: border,
     2: reflection)."""
     if padding_mode == 1:
-        return jnp.clip(coord, 0, size - 1)
+        return _clip_coord(coord, size - 1)
     if padding_mode == 2:
         if align_corners:
             coord = _reflect(coord, 0, 2 * (size - 1))
         else:
             coord = _reflect(coord, -1, 2 * size - 1)
-        return jnp.clip(coord, 0, size - 1)
+        return _clip_coord(coord, size - 1)
     return coord
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _clip_coord(coord, high):
+    """``coord`` clipped to ``[0, high]``, whose derivative is eager's
+    (``clip_coordinates_set_grad``): 1 strictly inside and at NaN, 0 outside and on either
+    bound (a grid point exactly on the border; JAX's clip gives half there)."""
+    return jnp.clip(coord, 0, high)
+
+
+@_clip_coord.defjvp
+def _clip_coord_jvp(high, primals, tangents):
+    (coord,), (t,) = primals, tangents
+    inside = ((coord > 0) & (coord < high)) | jnp.isnan(coord)
+    return _clip_coord(coord, high), jnp.where(inside, t, jnp.zeros_like(t))
 
 
 def _gather(inp, coords, sizes):
@@ -468,3 +483,26 @@ def _fractional_max_pool(self, kernel_size, output_size, random_samples):
 @register(aten.fractional_max_pool2d.default, aten.fractional_max_pool3d.default)
 def fractional_max_pool(self, kernel_size, output_size, random_samples):
     return _fractional_max_pool(self, tuple(kernel_size), tuple(output_size), random_samples)
+
+
+@register(aten.grid_sampler_2d_backward.default, aten.grid_sampler_3d_backward.default)
+def grid_sampler_backward(
+    grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask
+):
+    # The derivative of the forward lowering, in its compute dtype; an input's gradient not
+    # asked for (``output_mask``) is None (eager's undefined tensor) or zeros.
+    acc = opmath_dtype(out_dtype(0))
+
+    def forward(x, g):
+        return _grid_sample(x, g, interpolation_mode, padding_mode, align_corners)
+
+    _, vjp = jax.vjp(forward, as_dtype(input, acc), as_dtype(grid, acc))
+    grads = vjp(as_dtype(grad_output, acc))
+    out = []
+    for i, (g, want) in enumerate(zip(grads, output_mask)):
+        val = ctx().out[i]
+        if val is None:
+            out.append(None)
+        else:
+            out.append(as_dtype(g if want else jnp.zeros_like(g), out_dtype(i)))
+    return tuple(out)
