@@ -34,6 +34,7 @@ from torch2xla._errors import (
 )
 from torch2xla._options import OptionError, Options
 from torch2xla.autodiff import _eager_backward
+from torch2xla.autodiff._accumulate import example_order
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
@@ -283,20 +284,22 @@ class CompiledGraph:
         return self.gm.named_buffers(*args, **kwargs)
 
     def _links(
-        self, lowered: LoweredGraph, grad: Sequence[bool], tracked: Sequence[bool] = ()
+        self, lowered: LoweredGraph, grad: Sequence[bool], tracked=(), order=False
     ) -> tuple[int, ...] | None:
         """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
         eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
         where they cannot tell (parameters the Dynamo graph holds as attributes, example
         values of inputs that required grad otherwise than the call's, ``grad``; new values
         of inputs written with autograd's record, ``tracked``, whose examples' history was
-        rebased)."""
+        rebased). ``order``: the leaves in eager's order of accumulation (``_accumulate``)."""
         if lowered.lifted or any(tracked):
             return None
         placeholders = self.gm.graph.find_nodes(op="placeholder")
         for node, rg in zip(placeholders, grad, strict=True):
             if rg != bool(getattr(node.meta.get("example_value"), "requires_grad", False)):
                 return None
+        if order:  # (the leaves in eager's order of accumulation instead: ``_accumulate``)
+            return example_order(self.gm)
         if self._example_links is None:
             self._example_links = example_links(self.gm)
         links = self._example_links
@@ -502,6 +505,7 @@ class CompiledGraph:
                     requires_grad,
                     packable=[i for i, t in enumerate(tracked) if not t],
                     links=functools.partial(self._links, lowered, grad, tracked),
+                    order=functools.partial(self._links, lowered, grad, tracked, True),
                     writes=lowered.mutations,
                     **self.program_options,
                 )
