@@ -45,6 +45,7 @@ from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
+from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
 from torch2xla.capture._stop_gradient import write_records
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
@@ -69,8 +70,9 @@ _forward_ad = torch.autograd.forward_ad
 
 # Without this Dynamo runs any frame holding an nn.LSTM/GRU eagerly, silently.
 torch._dynamo.config.allow_rnn = True
-# torch 2.11's Dynamo drops gradients of a Function given one tensor twice: break there, as 2.13.
-_break_at_duplicate_function_inputs()
+# Dynamo as eager: a graph break at a Function given one tensor twice (torch 2.11 drops
+# gradients there); a reentrant checkpoint whose arguments require no grad runs fn in no_grad.
+_break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 
 
 class FallbackWarning(UserWarning):
