@@ -577,7 +577,7 @@ class XlaProgram:
     def accumulate_order(self) -> tuple[int, ...]:
         """The tensor inputs that are leaves, in the order eager's backward accumulates their
         gradients (``_accumulate``); () where it cannot tell."""
-        source = getattr(self, "_order_source", None)  # (a ``StoredProgram``: none)
+        source = self._order_source
         found = source() if source is not None else None
         if not found:
             return ()
