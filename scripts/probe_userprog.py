@@ -29,7 +29,6 @@ import sys
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -301,7 +300,9 @@ def train_zero_grad_keep_tensors(C, rec):
         f(_x(4, 3, seed=step)).sum().backward()
         if grads_before is None:
             grads_before = [p.grad for p in m.parameters()]
-        rec(f"same grad tensors {step}", [g is p.grad for g, p in zip(grads_before, m.parameters())])
+        rec(
+            f"same grad tensors {step}", [g is p.grad for g, p in zip(grads_before, m.parameters())]
+        )
         rec(f"grads {step}", _grads(m))
         m.zero_grad(set_to_none=False)
         rec(f"zeroed {step}", _grads(m))
@@ -343,7 +344,9 @@ def train_freeze_everything_then_eval_output(C, rec):
 @scenario
 def train_dropout_batchnorm_train_eval(C, rec):
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Dropout(0.0), nn.Linear(4, 2))
+    m = nn.Sequential(
+        nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Dropout(0.0), nn.Linear(4, 2)
+    )
     f = C(m)
     for k, mode in enumerate((True, False, True, False)):
         m.train(mode)
@@ -758,7 +761,9 @@ def autograd_grad_allow_unused_materialize(C, rec):
     rec("unused", torch.autograd.grad(a, [x, y, z], allow_unused=True, retain_graph=True))
     rec(
         "materialized",
-        torch.autograd.grad(a, [x, y, z], allow_unused=True, materialize_grads=True, retain_graph=True),
+        torch.autograd.grad(
+            a, [x, y, z], allow_unused=True, materialize_grads=True, retain_graph=True
+        ),
     )
     rec("both", torch.autograd.grad([a, b], [x, y, z], allow_unused=True))
 
