@@ -34,6 +34,7 @@ from torch2xla._errors import (
 )
 from torch2xla._options import OptionError, Options
 from torch2xla.autodiff import _eager_backward
+from torch2xla.autodiff._accumulate import example_order
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
@@ -44,6 +45,7 @@ from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
+from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
 from torch2xla.capture._stop_gradient import write_records
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
@@ -68,8 +70,9 @@ _forward_ad = torch.autograd.forward_ad
 
 # Without this Dynamo runs any frame holding an nn.LSTM/GRU eagerly, silently.
 torch._dynamo.config.allow_rnn = True
-# torch 2.11's Dynamo drops gradients of a Function given one tensor twice: break there, as 2.13.
-_break_at_duplicate_function_inputs()
+# Dynamo as eager: a graph break at a Function given one tensor twice (torch 2.11 drops
+# gradients there); a reentrant checkpoint whose arguments require no grad runs fn in no_grad.
+_break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 
 
 class FallbackWarning(UserWarning):
@@ -283,20 +286,22 @@ class CompiledGraph:
         return self.gm.named_buffers(*args, **kwargs)
 
     def _links(
-        self, lowered: LoweredGraph, grad: Sequence[bool], tracked: Sequence[bool] = ()
+        self, lowered: LoweredGraph, grad: Sequence[bool], tracked=(), order=False
     ) -> tuple[int, ...] | None:
         """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
         eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
         where they cannot tell (parameters the Dynamo graph holds as attributes, example
         values of inputs that required grad otherwise than the call's, ``grad``; new values
         of inputs written with autograd's record, ``tracked``, whose examples' history was
-        rebased)."""
+        rebased). ``order``: the leaves in eager's order of accumulation (``_accumulate``)."""
         if lowered.lifted or any(tracked):
             return None
         placeholders = self.gm.graph.find_nodes(op="placeholder")
         for node, rg in zip(placeholders, grad, strict=True):
             if rg != bool(getattr(node.meta.get("example_value"), "requires_grad", False)):
                 return None
+        if order:  # (the leaves in eager's order of accumulation instead: ``_accumulate``)
+            return example_order(self.gm)
         if self._example_links is None:
             self._example_links = example_links(self.gm)
         links = self._example_links
@@ -502,6 +507,7 @@ class CompiledGraph:
                     requires_grad,
                     packable=[i for i, t in enumerate(tracked) if not t],
                     links=functools.partial(self._links, lowered, grad, tracked),
+                    order=functools.partial(self._links, lowered, grad, tracked, True),
                     writes=lowered.mutations,
                     **self.program_options,
                 )

@@ -99,11 +99,21 @@ class Cut:
     def __call__(self, args: Sequence) -> list:
         tracked = [(args[i], n) for i, n in self.tracked if not args[i].is_inference()]
         before = [t._version for t, _ in tracked]
-        # (not through FX's wrapper, which prints the code of a node that raises: eager's
-        # errors, an index out of range in an eager node, reach the user as eager's do)
-        out = list(self.top.forward(*args))
+        # (the training nodes its pieces make: what their backward checks is read again once
+        # the versions are eager's, ``restamp``)
+        outer, made = nodes.made, []
+        nodes.made = made
+        try:
+            # (not through FX's wrapper, which prints the code of a node that raises: eager's
+            # errors, an index out of range in an eager node, reach the user as eager's do)
+            out = list(self.top.forward(*args))
+        finally:
+            nodes.made = outer
         # (its pieces write their inputs back once each; eager's count is the whole graph's)
         set_versions([t for t, _ in tracked], [v + n for v, (_, n) in zip(before, tracked)])
+        restamp(made)
+        if outer is not None:
+            outer.extend(made)
         return out
 
 
@@ -216,6 +226,8 @@ class Entry:
         finally:
             if made is not None:
                 nodes.made = outer
+                if outer is not None:  # (a cut's piece: the cut reads them again too)
+                    outer.extend(made)
         n = len(self.mutations)
         if n:
             targets = [inputs[idx] for idx in self.mutations]

@@ -38,6 +38,7 @@ import torch
 from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _split
+from torch2xla.autodiff._accumulate import hooked, ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
@@ -92,6 +93,8 @@ class _Plan:
         "flat_fn",
         "fns",
         "groups",
+        "hook_groups",
+        "hook_inputs",
         "live_slots",
         "n_inputs",
         "plain_cts",
@@ -141,6 +144,11 @@ class _Plan:
         # Positions in diff_in per group of the chained backward (``chain_groups``): () for
         # one node, None until the backward decided whether it is split.
         self.groups: tuple[tuple[int, ...], ...] | None = None
+        # The leaves' input positions in eager's order of accumulation, and the groups of the
+        # chain that accumulates them in it where they have hooks (``_accumulate``; None: not
+        # known yet).
+        self.hook_inputs: tuple[int, ...] | None = None
+        self.hook_groups: tuple[tuple[int, ...], ...] = ()
         self.backward_ran = False
         # The backward runs outside JAX's config contexts (x64, placement): where they change
         # nothing (``XlaProgram.scoped``), once its one program is compiled (a split's
@@ -224,9 +232,24 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
         return _apply(plan, seed, None, *tensors)
     if groups:
         return _apply_chained(plan, groups, seed, Chain(plan, groups), tensors)
+    hook_inputs = plan.hook_inputs
+    if hook_inputs is None:
+        hook_inputs = _hook_inputs(plan)
+    if hook_inputs and hooked(tensors, hook_inputs):  # (their hooks fire in eager's order)
+        groups = plan.hook_groups
+        return _apply_chained(plan, groups, seed, Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
     return _apply(plan, seed, None, *tensors)
+
+
+def _hook_inputs(plan: _Plan) -> tuple[int, ...]:
+    """Sets ``plan.hook_inputs`` and ``plan.hook_groups`` (``_accumulate``)."""
+    order = getattr(plan.program, "accumulate_order", None)
+    order = order() if order is not None else ()
+    plan.hook_groups = ordered_groups(plan.diff_in, order)
+    plan.hook_inputs = order if plan.hook_groups else ()
+    return plan.hook_inputs
 
 
 def _apply_first(plan: _Plan, seed, tensors: Sequence) -> tuple:

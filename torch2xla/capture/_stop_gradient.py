@@ -58,7 +58,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
             graph.erase_node(node)
         elif grad_enabled and _is_stop_point(node):
             for user in list(node.users):
-                if _mutates(user, node):
+                if _mutated(user) is node:
                     continue  # an in-place write must still reach the value itself
                 # (read inside a torch.func transform the value is outside of: stopped
                 # before the transform starts, at the value's own functorch level)
@@ -200,6 +200,7 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             continue
         target = _mutated(node)
         if target is not None and not (enabled and _tracked(target)):
+            _stop_sources(graph, node, target)
             memory = _storage(target)  # (None for an integer tensor: no gradient to keep)
             written = memory is not None and [
                 t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
@@ -208,6 +209,21 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
                 _straight_through_after(graph, node, written)
         if _tracked(node) and _storage(node) is not None:
             tracked.append(node)
+
+
+def _stop_sources(graph: torch.fx.Graph, write: torch.fx.Node, target: torch.fx.Node) -> None:
+    """The tracked values an unrecorded in-place ``write`` reads besides its ``target`` (``w``
+    in ``buf.lerp_(w, 0.5)`` under ``no_grad``), read through ``stop_gradient``: the written
+    values carry no history in eager, so later reads of ``target`` get no gradient through
+    them."""
+    for source in write.all_input_nodes:
+        if source is target or not _tracked(source) or _storage(source) is None:
+            continue
+        with graph.inserting_before(write):
+            stop = graph.call_function(_STOP, (source,))
+        stop.meta = {k: v for k, v in source.meta.items() if k != "example_value"}
+        stop.meta["example_value"] = source.meta["example_value"]
+        write.replace_input_with(source, stop)
 
 
 def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[bool]]]:

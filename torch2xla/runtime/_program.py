@@ -242,6 +242,9 @@ class XlaProgram:
         writes: per output that is the new value of an input (the first ones), the position of
             that input among ``example_args``: on a GPU those inputs are donated to the
             program where they can be, which writes them in place (``_in_place``).
+        order: returns the ``example_args`` positions of the leaves in the order eager's
+            backward accumulates their gradients (``_accumulate``), or None where it cannot
+            tell; None: not known (hooks then fire in autograd's order of one node).
     """
 
     def __init__(
@@ -257,9 +260,11 @@ class XlaProgram:
         checks: Any = "auto",
         links: Callable[[], Sequence[int] | None] | None = None,
         writes: Sequence[int] = (),
+        order: Callable[[], Sequence[int] | None] | None = None,
     ) -> None:
         self.gm = gm
         self._links_source = links
+        self._order_source = order  # (``accumulate_order``)
         # Tensor inputs and outputs whose memory eager's autograd graph saves: the training
         # Function saves them, so that an in-place change before the backward raises eager's
         # error (set by the backend: autodiff/_eager_backward.py).
@@ -568,6 +573,16 @@ class XlaProgram:
                 getattr(self, "label", "torch2xla"),
             )
         return self._links[diff_in]
+
+    def accumulate_order(self) -> tuple[int, ...]:
+        """The tensor inputs that are leaves, in the order eager's backward accumulates their
+        gradients (``_accumulate``); () where it cannot tell."""
+        source = self._order_source
+        found = source() if source is not None else None
+        if not found:
+            return ()
+        pos = self.tensor_pos
+        return tuple(k for i in found for k, j in enumerate(pos) if j == i)
 
     def input_metas(self) -> list:
         """The tensor inputs' fake values (shape, stride, dtype, device) from the ATen graph."""

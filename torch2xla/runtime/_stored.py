@@ -92,6 +92,8 @@ class _Record:
     checks: tuple = ()  # the runtime checks (``_checks.StoredCheck``) whose status comes last
     inference: _Exe | None = None
     training: _Training | None = None
+    # the leaves' inputs in eager's order of accumulation (``XlaProgram.accumulate_order``)
+    order: tuple[int, ...] = ()
 
 
 def remember(
@@ -197,7 +199,8 @@ def _remember_training(
         split=plan,
         packing=bwd.packing,
     )
-    _write(_Record(**base, checks=checks, training=training))
+    order = program.accumulate_order()
+    _write(_Record(**base, checks=checks, training=training, order=order))
 
 
 def _write(record: _Record) -> None:
@@ -411,6 +414,7 @@ class StoredProgram(XlaProgram):
         self._flat_fn = _Checked(record.checks)
         self.mark_untracked = record.mark_untracked
         self.tensor_pos = record.tensor_pos
+        self._order = getattr(record, "order", ())  # (records of before it: none)
         self.single_output = record.single_output
         self.packing, self.diff_out, self.num_outputs = (
             record.packing,
@@ -481,6 +485,9 @@ class StoredProgram(XlaProgram):
 
     def train_flat_fn(self):
         return self.full().train_flat_fn()
+
+    def accumulate_order(self) -> tuple[int, ...]:
+        return self._order
 
     def connected(self, diff_in: tuple[int, ...]) -> tuple[frozenset[int], ...]:
         # (a record stores the connections of the training programs it holds; a training
