@@ -87,7 +87,10 @@ def _dtype_for(node: torch.fx.Node, item: torch.fx.Node, fake_mode) -> torch.dty
     args = [a for k, a in enumerate(node.args) if not (node.target is torch.where and k == 0)]
     operands = [_example(a) for a in (*args, node.kwargs.get("other")) if a not in (None, item)]
     tensors = [t for t in operands if isinstance(t, torch.Tensor)]
-    if not tensors or any(t.is_complex() for t in tensors):
+    # (half tensors: torch2xla's lowering of a 0-d float64 operand does not yet compute in
+    # float32 opmath as eager's CPU kernels do with a CPU scalar)
+    half = (torch.float16, torch.bfloat16)
+    if not tensors or any(t.is_complex() or t.dtype in half for t in tensors):
         return None
     if any(not isinstance(t, torch.Tensor | int | float | bool) for t in operands):
         return None
