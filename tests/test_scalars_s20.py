@@ -15,7 +15,8 @@ def _equal(out, ref):
     a, b = out.double(), ref.double()
     assert torch.equal(a.isnan(), b.isnan())
     assert torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
-    assert torch.equal(a.signbit(), b.signbit())
+    real = ~a.isnan()  # (the sign of a NaN is not defined by eager's kernels either)
+    assert torch.equal(a.signbit()[real], b.signbit()[real])
 
 
 def test_twenty_values_compile_at_most_two_programs(monkeypatch):
