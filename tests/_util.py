@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import warnings
 from collections.abc import Callable, Iterator
 
 import torch
@@ -169,3 +170,15 @@ def check_scenario(scenario, options: dict | None, tol: float) -> list:
     for (label, g), (_, w) in zip(got, want):
         assert_same_recorded(g, w, label, tol)
     return want
+
+
+def no_fallback(fn, *args, **kwargs):
+    """``fn``'s result; no op of it ran in eager PyTorch (no ``FallbackWarning``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    fallbacks = [
+        str(w.message) for w in caught if issubclass(w.category, torch2xla.FallbackWarning)
+    ]
+    assert not fallbacks, fallbacks[0]
+    return out

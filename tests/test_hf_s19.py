@@ -7,13 +7,12 @@ Tiny random models (hidden 32, 2 layers, seeded, fp32, dropout off): nothing is 
 from __future__ import annotations
 
 import copy
-import warnings
 
 import pytest
 import torch
 
-import torch2xla
-from tests._util import assert_same, fresh_dynamo
+import torch2xla  # noqa: F401
+from tests._util import assert_same, fresh_dynamo, no_fallback
 
 transformers = pytest.importorskip("transformers")
 
@@ -46,18 +45,6 @@ _BERT = {
 def _fresh_dynamo():
     with fresh_dynamo():
         yield
-
-
-def _no_fallback(fn, *args, **kwargs):
-    """``fn``'s result; no op of it ran in eager PyTorch."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn(*args, **kwargs)
-    fallbacks = [
-        str(w.message) for w in caught if issubclass(w.category, torch2xla.FallbackWarning)
-    ]
-    assert not fallbacks, fallbacks[0]
-    return out
 
 
 def _llama():
@@ -106,7 +93,7 @@ def test_generate_scores_match_eager(kw):
     prompt = _prompt()
     kw = {**kw, "return_dict_in_generate": True, "output_scores": True, "output_logits": True}
     expected = _generate(model, prompt, **kw)
-    got = _no_fallback(_generate, _compiled_forward(model), prompt, **kw)
+    got = no_fallback(_generate, _compiled_forward(model), prompt, **kw)
     assert torch.equal(got.sequences, expected.sequences)
     assert_same(got.scores, expected.scores)
     assert_same(got.logits, expected.logits)
@@ -122,7 +109,7 @@ def test_generate_sampling_with_a_seed_matches_eager():
     kw = {"do_sample": True, "top_k": 20, "top_p": 0.9, "temperature": 0.8, "seed": 3}
     expected = _generate(model, prompt, **kw)
     assert torch.equal(_generate(model, prompt, **kw), expected)  # eager is deterministic
-    assert torch.equal(_no_fallback(_generate, _compiled_forward(model), prompt, **kw), expected)
+    assert torch.equal(no_fallback(_generate, _compiled_forward(model), prompt, **kw), expected)
 
 
 @pytest.mark.slow
@@ -131,16 +118,16 @@ def test_generate_left_padded_batch_static_cache():
     prompt = _prompt(batch=2, left_padding=3)
     kw = {"cache_implementation": "static"}
     expected = _generate(model, prompt, **kw)
-    assert torch.equal(_no_fallback(_generate, _compiled_forward(model), prompt, **kw), expected)
+    assert torch.equal(no_fallback(_generate, _compiled_forward(model), prompt, **kw), expected)
 
 
 def _assert_train_step(model, inputs, labels):
     """The loss and every parameter's gradient (and None-ness) of a compiled training step."""
     ref = copy.deepcopy(model)
     expected = ref(**inputs, **labels)
-    got = _no_fallback(torch.compile(model, backend="xla"), **inputs, **labels)
+    got = no_fallback(torch.compile(model, backend="xla"), **inputs, **labels)
     assert_same(got.to_tuple(), expected.to_tuple())  # the loss and every output
-    _no_fallback(got.loss.backward)
+    no_fallback(got.loss.backward)
     expected.loss.backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         assert (p.grad is None) == (q.grad is None), name
@@ -169,7 +156,7 @@ def test_compiled_adamw_step_matches_eager():
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
     step = torch.compile(opt.step, backend="xla")
     for _ in range(2):
-        _no_fallback(step)
+        no_fallback(step)
         ref_opt.step()
     assert_same(list(model.parameters()), list(ref.parameters()))
 
@@ -210,7 +197,7 @@ def test_attentions_and_hidden_states_returned():
     inputs = _typed()
     kw = {"output_attentions": True, "output_hidden_states": True}
     expected = model(**inputs, **kw)
-    got = _no_fallback(torch.compile(model, backend="xla"), **inputs, **kw)
+    got = no_fallback(torch.compile(model, backend="xla"), **inputs, **kw)
     assert len(got.attentions) == len(expected.attentions) == 2
     assert_same(got.to_tuple(), expected.to_tuple())
 
@@ -248,7 +235,7 @@ def test_text_generation_pipeline_batched():
     kw = {"max_new_tokens": 4, "min_new_tokens": 4, "do_sample": False, "batch_size": 2}
     expected = pipe(texts, **kw)
     _compiled_forward(model)
-    assert _no_fallback(pipe, texts, **kw) == expected
+    assert no_fallback(pipe, texts, **kw) == expected
 
 
 # -- attention over broadcast heads, rows whose every key is masked ----------------------------
@@ -277,7 +264,7 @@ def test_sdpa_broadcast_heads_with_fully_masked_rows(kv_shape, mask_kind):
     grads = [t.grad for t in (q, k, v)]
     for t in (q, k, v):
         t.grad = None
-    got = _no_fallback(torch.compile(f, backend="xla"), q, k, v)
+    got = no_fallback(torch.compile(f, backend="xla"), q, k, v)
     assert_same(got, expected)
     got[1].backward()
     assert_same([t.grad for t in (q, k, v)], grads)
@@ -294,4 +281,4 @@ def test_falcon_left_padded_batch_generates_eagers_tokens():
     model = transformers.FalconForCausalLM(config).eval()
     prompt = _prompt(batch=2, left_padding=3)
     expected = _generate(model, prompt)
-    assert torch.equal(_no_fallback(_generate, _compiled_forward(model), prompt), expected)
+    assert torch.equal(no_fallback(_generate, _compiled_forward(model), prompt), expected)

@@ -8,13 +8,12 @@ through ``return_dict=False`` with reentrant gradient checkpointing. Tiny random
 from __future__ import annotations
 
 import copy
-import warnings
 
 import pytest
 import torch
 
 import torch2xla
-from tests._util import assert_same, fresh_dynamo
+from tests._util import assert_same, fresh_dynamo, no_fallback
 
 transformers = pytest.importorskip("transformers")
 
@@ -37,18 +36,6 @@ _LLM = {
 def _fresh_dynamo():
     with fresh_dynamo():
         yield
-
-
-def _no_fallback(fn, *args, **kwargs):
-    """``fn``'s result; no op of it ran in eager PyTorch."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn(*args, **kwargs)
-    fallbacks = [
-        str(w.message) for w in caught if issubclass(w.category, torch2xla.FallbackWarning)
-    ]
-    assert not fallbacks, fallbacks[0]
-    return out
 
 
 def _llama():
@@ -108,7 +95,7 @@ def test_encoder_decoder_generate_on_a_padded_batch(kw):
     model = _t5()
     inputs = _batch("right")
     expected = _generate(model, inputs, **kw)
-    got = _no_fallback(_generate, _compiled_forward(model), inputs, **kw)
+    got = no_fallback(_generate, _compiled_forward(model), inputs, **kw)
     assert torch.equal(got, expected)
 
 
@@ -120,7 +107,7 @@ def test_generate_from_inputs_embeds_left_padded():
         embeds = model.get_input_embeddings()(inputs.pop("input_ids"))
     inputs["inputs_embeds"] = embeds
     expected = _generate(model, inputs)
-    got = _no_fallback(_generate, _compiled_forward(model), inputs)
+    got = no_fallback(_generate, _compiled_forward(model), inputs)
     assert torch.equal(got, expected)
 
 
@@ -136,7 +123,7 @@ def test_transformers_compile_config_with_a_static_cache(fullgraph):
     expected = _generate(model, inputs, **kw)
     config = transformers.CompileConfig(backend="xla", fullgraph=fullgraph)
     config._compile_all_devices = True  # (transformers compiles only on accelerators otherwise)
-    got = _no_fallback(_generate, model, inputs, **kw, disable_compile=False, compile_config=config)
+    got = no_fallback(_generate, model, inputs, **kw, disable_compile=False, compile_config=config)
     assert torch.equal(got, expected)
     info = torch2xla.cache_info(model._compiled_call)  # it ran through torch2xla
     assert info and sum(g.hits for g in info) > 0
@@ -153,10 +140,10 @@ def test_reentrant_checkpointing_train_step_returning_a_tuple():
     labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
     kw = {"labels": labels, "use_cache": False, "return_dict": False}
     expected = ref(**inputs, **kw)
-    got = _no_fallback(torch.compile(model, backend="xla"), **inputs, **kw)
+    got = no_fallback(torch.compile(model, backend="xla"), **inputs, **kw)
     assert type(got) is tuple and len(got) == len(expected)
     assert_same(got, expected)
-    _no_fallback(got[0].backward)
+    no_fallback(got[0].backward)
     expected[0].backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         assert (p.grad is None) == (q.grad is None), name

@@ -17,14 +17,16 @@ f = torch.compile(lambda x: x * 2 + 1, backend="xla")
 x = torch.ones(12 << 20)  # 48 MiB: each call's output is a fresh XLA buffer of that size
 for _ in range(3):
     f(x)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(4):
+faults = []
+for _ in range(16):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     y = f(x); del y
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 4)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(" ".join(map(str, faults)))
 """
 
 
-def _faults_per_call(**env) -> int:
+def _faults_per_call(**env) -> list[int]:
     out = subprocess.run(
         [sys.executable, "-c", _SCRIPT],
         env={**os.environ, **env},
@@ -32,7 +34,7 @@ def _faults_per_call(**env) -> int:
         text=True,
         check=True,
     )
-    return int(out.stdout.strip().splitlines()[-1])
+    return [int(n) for n in out.stdout.strip().splitlines()[-1].split()]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
@@ -40,9 +42,12 @@ def test_large_cpu_buffers_are_reused_not_mapped_afresh():
     pages = (48 << 20) // os.sysconf("SC_PAGE_SIZE")
     untuned = _faults_per_call(TORCH2XLA_MALLOC_TUNING="0")
     tuned = _faults_per_call()
-    assert untuned > pages // 2  # (the output's pages, touched afresh every call)
-    # Measured here: 12289 -> 6139 faults a call (a BatchNorm CNN's training step: 20-23k -> 5k)
-    assert tuned < 0.75 * untuned, (tuned, untuned)
+    # Untuned, every call maps its output afresh (every page touched faults).
+    assert min(untuned) > pages // 2, untuned
+    # Tuned, calls reuse the freed buffer, not every call: XLA frees the previous output on
+    # its own thread, at times after the next call allocated (measured here: a third to a
+    # half of the calls fault, against all of them untuned).
+    assert sum(n < pages // 2 for n in tuned) >= 2, tuned
 
 
 def test_user_choices_are_left_alone(monkeypatch):

@@ -165,7 +165,7 @@ def _line(where: str) -> str:
         (aten.addmm.default, "aten.addmm.default"),
         # a factory's closure registered by a helper (_unary) or from a table of ops: the row
         (aten.relu.default, "_unary(aten.relu.default"),
-        (aten.sin.default, "(aten.sin, jnp.sin)"),
+        (aten.sin.default, "(aten.sin, _complex_trig.sin)"),
         (aten.eq.Scalar, "(aten.eq.Tensor, aten.eq.Scalar)"),
         (aten.special_i1.default, "(aten.special_i1.default, _i1)"),
         (aten.special_hermite_polynomial_h.x_scalar, "(aten.special_hermite_polynomial_h, "),

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import torch2xla.capture._lower
 import torch2xla.capture._rewrites
-from tests._training import ran_in_xla
+from tests._training import ran_in_xla, xla_node
 
 SDPA = torch.ops.torch2xla.sdpa.default
 SDPA_DROPOUT = torch.ops.torch2xla.sdpa_dropout.default
@@ -119,7 +119,7 @@ def test_training_keeps_no_score_matrix():
     out = torch.compile(
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, m) * 1.5, backend="xla"
     )(q, k, v)
-    kept = out.grad_fn.vjp_fn.kept
+    kept = xla_node(out).vjp_fn.kept
     assert not [r.shape for r in kept if tuple(r.shape[-2:]) == (32, 32)]
 
 
@@ -141,7 +141,7 @@ def test_dropout_is_one_op_keeping_no_mask_and_drops_as_eager(device, lowered_op
     compiled = torch.compile(fn, backend="xla", options={"strict": True})
     out = compiled(q, k, v)
     assert SDPA_DROPOUT in lowered_ops and SDPA not in lowered_ops
-    assert not [r.shape for r in out.grad_fn.vjp_fn.kept if tuple(r.shape[-2:]) == (32, 32)]
+    assert not [r.shape for r in xla_node(out).vjp_fn.kept if tuple(r.shape[-2:]) == (32, 32)]
     torch.autograd.grad(out.sum(), (q, k, v))
     ones = torch.ones(2, 4, 32, 8, device=device)
     with torch.no_grad():

@@ -46,6 +46,7 @@ from torch2xla.ops import (  # noqa: F401
     _pooling,
     _random,
     _reduction,
+    _resize,
     _rnn,
     _sdpa,
     _shape,

@@ -418,7 +418,8 @@ def _nextafter(a, b):
 def _nextafter_jvp(primals, tangents):
     # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
     # one ulp) and not at all in the second.
-    return _nextafter(*primals), tangents[0]
+    out = _nextafter(*primals)
+    return out, jnp.broadcast_to(tangents[0], out.shape).astype(out.dtype)
 
 
 @jax.custom_jvp
@@ -454,7 +455,25 @@ def pow_tensor_scalar(self, exponent):
         special = _complex.POWERS.get(float(exponent))
         if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
             return special(self)
+    if not (isinstance(exponent, bool | complex) or is_half(self.dtype)) and exponent in _ROOTS:
+        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf), but not
+        # for half-precision bases
+        return _pointwise(_ROOTS[exponent], Kind.BOOL_TO_LONG)(self, exponent)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
+
+
+def _rsqrt_power(a, _):
+    # eager's CPU rsqrt is 1 / sqrt(x), two roundings (the root kept from XLA's rewrite of a
+    # division by a root into its one-rounding rsqrt); its CUDA one is CUDA's rsqrt
+    if ctx().on_cuda:
+        return lax.rsqrt(a)
+    from torch2xla.ops._arithmetic import true_divide  # (which imports this module)
+
+    root = lax.optimization_barrier(lax.sqrt(a))
+    return true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
+
+
+_ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
 
 
 for _ops, _fn, _kind in [

@@ -244,12 +244,15 @@ def avg_pool1d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
     return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
 
-def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
-    m = np.zeros((n_out, n_in), dtype=np.float64)
-    for i in range(n_out):
-        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
-        m[i, lo:hi] = 1.0 / (hi - lo)
-    return m.astype(dtype)
+def _adaptive_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, inside, counts): each output's window ``[floor(i*n_in/n_out),
+    ceil((i+1)*n_in/n_out))`` as (n_out, k) positions (clamped), whether each is in it, and
+    its length."""
+    lo = np.array([(i * n_in) // n_out for i in range(n_out)], dtype=np.int64)
+    hi = np.array([-(-((i + 1) * n_in) // n_out) for i in range(n_out)], dtype=np.int64)
+    k = int((hi - lo).max()) if n_out else 0
+    pos = lo[:, None] + np.arange(k)[None, :]
+    return np.minimum(pos, n_in - 1), pos < hi[:, None], hi - lo
 
 
 @register(
@@ -258,13 +261,23 @@ def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     aten.adaptive_avg_pool1d.default,
 )
 def adaptive_avg_pool(self, output_size):
+    """Eager's window sums divided by each window's length per axis (``sum / kh / kw``). The
+    sums select the window's elements (a product with a 0/1 matrix made NaN of every output
+    beside an infinity: ``inf * 0``)."""
     nd = len(output_size)
     acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
+    counts = []
     for i, n_out in enumerate(output_size):
         axis = self.ndim - nd + i
-        m = _adaptive_matrix(self.shape[axis], n_out, acc)
-        x = jnp.moveaxis(
-            jnp.tensordot(x, m, axes=([axis], [1]), precision=lax.Precision.HIGHEST), -1, axis
-        )
+        pos, inside, count = _adaptive_taps(self.shape[axis], n_out)
+        g = jnp.take(x, jnp.asarray(pos.reshape(-1)), axis=axis)
+        g = g.reshape(x.shape[:axis] + pos.shape + x.shape[axis + 1 :])
+        mask = inside.reshape((1,) * axis + inside.shape + (1,) * (x.ndim - axis - 1))
+        x = jnp.sum(jnp.where(jnp.asarray(mask), g, jnp.zeros((), acc)), axis=axis + 1)
+        shape = [1] * x.ndim
+        shape[axis] = n_out
+        counts.append(count.astype(acc).reshape(shape))
+    for count in counts:
+        x = x / jnp.asarray(count)
     return as_dtype(x, self.dtype)
