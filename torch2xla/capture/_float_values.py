@@ -38,6 +38,10 @@ _FUNCTIONS = {
     torch.where: (1, 2),
 }
 _METHODS = {n: (1,) for n in (*_ARITHMETIC, *_COMPARE)}
+# ``s * x`` and ``s + x``: eager's ``x.__rmul__(s)`` and ``x.__radd__(s)`` take the number as
+# the second operand, which its CPU kernels read in opmath (the tensor's dtype, not the
+# number's, for a float16 first operand); the graph's operator.mul(s, x) is swapped back.
+_COMMUTED = (operator.mul, operator.add)
 # keyword arguments that may hold the number ('other'), and those the op may have besides
 _KEYWORDS = frozenset({"other"})
 _OTHER_KEYWORDS = frozenset({"alpha", "other"})
@@ -87,10 +91,7 @@ def _dtype_for(node: torch.fx.Node, item: torch.fx.Node, fake_mode) -> torch.dty
     args = [a for k, a in enumerate(node.args) if not (node.target is torch.where and k == 0)]
     operands = [_example(a) for a in (*args, node.kwargs.get("other")) if a not in (None, item)]
     tensors = [t for t in operands if isinstance(t, torch.Tensor)]
-    # (half tensors: torch2xla's lowering of a 0-d float64 operand does not yet compute in
-    # float32 opmath as eager's CPU kernels do with a CPU scalar)
-    half = (torch.float16, torch.bfloat16)
-    if not tensors or any(t.is_complex() or t.dtype in half for t in tensors):
+    if not tensors or any(t.is_complex() for t in tensors):
         return None
     if any(not isinstance(t, torch.Tensor | int | float | bool) for t in operands):
         return None
@@ -169,6 +170,8 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
                         value.meta["example_value"] = example.to(dtype)
                 casts[dtype] = value
             user.replace_input_with(item, value)
+            if user.target in _COMMUTED and user.args[0] is value and len(user.args) == 2:
+                user.args = (user.args[1], value)
         for item in items:
             gm.graph.erase_node(item)
         changed = True
