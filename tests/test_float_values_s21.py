@@ -92,7 +92,7 @@ def test_where_and_clamp_values_equal_eager(dtype):
 def test_int_tensor_with_float_becomes_float(dtype):
     # (int * float: the default float dtype; the number in it exactly as eager's)
     x = torch.tensor(TENSORS[dtype], dtype=dtype)
-    f = lambda x, s: (x * s, x / s, x + s, torch.where(x > 0, x, s))  # noqa: E731
+    f = lambda x, s: (x * s, x / s, x + s, torch.where(x > 0, x, s))
     c = torch.compile(f, backend="xla")
     for s in (0.5, 0.1, 2.0, -0.0, NAN, 1 + 2**-30):
         _each(c(x, s), f(x, s))
@@ -107,7 +107,7 @@ def test_int_tensor_with_float_becomes_float(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
 def test_zero_dim_tensor_with_changing_float(dtype):
     # (a 0-d tensor and a wrapped number: the tensor's dtype; an int one becomes a float)
-    f = lambda x, s: (x * s, x + s, x < s)  # noqa: E731
+    f = lambda x, s: (x * s, x + s, x < s)
     c = torch.compile(f, backend="xla")
     x = torch.tensor(3, dtype=dtype)
     for s in (0.1, 0.7, -2.5, NAN):
@@ -116,7 +116,7 @@ def test_zero_dim_tensor_with_changing_float(dtype):
 
 def test_twenty_values_compile_at_most_two_programs(monkeypatch):
     counter = ProgramCounter(monkeypatch)
-    f = lambda x, scale: x * scale  # noqa: E731
+    f = lambda x, scale: x * scale
     c = torch.compile(f, backend="xla")
     x = torch.randn(8)
     for s in [0.1 * (i + 1) for i in range(18)] + [-0.0, 16777216.5]:
@@ -139,7 +139,7 @@ def test_item_after_graph_break_compiles_a_bounded_number(monkeypatch):
 
 def test_int_scalar_still_one_program(monkeypatch):
     counter = ProgramCounter(monkeypatch)
-    f = lambda x, n: (x * n, x + n)  # noqa: E731
+    f = lambda x, n: (x * n, x + n)
     c = torch.compile(f, backend="xla")
     x = torch.randn(4)
     for n in range(2, 12):

@@ -38,8 +38,8 @@ from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
-from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._float_values import float_values
+from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split

@@ -13,7 +13,10 @@ eager op is a "wrapped number": a 0-d float64 tensor that differs from any other
 only in type promotion. So ``D`` is float64 where promotion is the same for both (beside
 floating tensors: float32 and bfloat16 ops keep their dtype and compute as with the number),
 else the default float dtype (beside integer tensors, whose op the number makes a float op);
-``torch._prims_common.elementwise_dtypes`` checks both dtypes on the fake operands.
+``torch._prims_common.elementwise_dtypes`` checks both dtypes on the fake operands. Beside a
+float16/bfloat16 tensor the lowering treats the 0-d operand as eager's kernels treat a CPU
+scalar (``_elementwise._operands``: mul and div read it in float32, add and sub round it to
+the tensor's dtype first, through float32 as c10 converts a double).
 
 The number stays a constant (keyed by value) where any use is elsewhere: Python arithmetic on
 it, an op whose Scalar overload is another kernel (``clamp``: its Scalar kernel compares in
