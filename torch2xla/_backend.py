@@ -39,6 +39,7 @@ from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
+from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
@@ -124,6 +125,9 @@ class CompiledGraph:
         # Int inputs used only as values: taken as 0-d int64 tensors, every value one program
         # (``gm`` rewritten for them; read after this only)
         self.int_values = int_values(gm)
+        # Float inputs used only as elementwise operands: taken as the 0-d tensors Dynamo
+        # passes (no ``.item()``), every value one program (``capture/_float_values.py``)
+        self.kept_floats = float_values(gm)
         self._int_tensors = self.int_values is not None and bool(self.int_values.positions)
         self.gm = gm
         self.options = options

@@ -82,6 +82,13 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _NARROW_INTS = frozenset(np.dtype(d) for d in (np.int8, np.int16))
 
 
+# NOTE: c10 converts a double to Half or BFloat16 through float (their constructors take a
+# float): a float64 tensor or Python float is rounded twice, 1 + 2**-11 + 2**-40 to float16 is
+# 1.0 in eager (through float32: 1 + 2**-11, a tie, to even), 1.0009765625 rounded once as
+# numpy and XLA's convert round it (XLA's simplifier also merges two converts into one: the
+# float32 value is kept opaque to it). Both conversions below go through float32.
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """The array ``x`` as ``dtype``, with eager's values for a float to integer cast."""
     dtype = np.dtype(dtype)
@@ -93,6 +100,8 @@ def cast(x: Any, dtype: Any) -> Any:
         # as a select of ``x`` and 0: NaN and inf times False became 0 (eager: NaN), -2.0
         # times False +0.0 (eager: -0.0). The converted value is kept opaque to it.
         return lax.optimization_barrier(x.astype(dtype))
+    if x.dtype == np.float64 and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
+        return lax.optimization_barrier(x.astype(np.float32)).astype(dtype)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:
@@ -123,6 +132,8 @@ def as_dtype(x: Any, dtype: np.dtype) -> Any:
         # NOTE: torch converts Python scalars with C casts: 300 into int8 wraps to 44, 1e6 into
         # float16 is inf; jnp.asarray raises on out-of-range ints instead.
         with np.errstate(all="ignore"):
+            if isinstance(x, float) and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
+                return jnp.asarray(np.float32(x).astype(dtype))
             return jnp.asarray(np.asarray(x).astype(dtype))
     return jnp.asarray(x, dtype=dtype)
 
