@@ -203,10 +203,22 @@ def real_exp(x):
     # is never inf there: exp(inf) - 0.5 * inf was -inf (eager: NaN) and exp(3e38) - 3e38
     # 6.8e37 (eager: inf, F.poisson_nll_loss at a large input). A select is not contracted.
     """
+    if x.dtype != jnp.float32:
+        return jnp.exp(x)
+    return _f32_exp(x)
+
+
+@jax.custom_jvp
+def _f32_exp(x):
     y = jnp.exp(x)
-    if x.dtype == jnp.float32:
-        y = jnp.where(x > jnp.float32(88.72283172607422), jnp.asarray(jnp.inf, x.dtype), y)
-    return y
+    return jnp.where(x > jnp.float32(88.72283172607422), jnp.asarray(jnp.inf, x.dtype), y)
+
+
+@_f32_exp.defjvp
+def _f32_exp_jvp(primals, tangents):
+    # exp's derivative is its value (the select's own would be 0 past the overflow)
+    y = _f32_exp(primals[0])
+    return y, y * tangents[0]
 
 
 def exp(z, real=real_exp):
