@@ -64,6 +64,7 @@ from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _fork, _stored, _stored_key
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
+from torch2xla.runtime._scalar_outputs import as_scalars, scalar_kind
 
 _graph_ids = itertools.count()
 # (its ``_current_level`` is rebound as dual levels open and close: read from the module)
@@ -119,7 +120,7 @@ class CompiledGraph:
         self.scalar_outputs = tuple(
             (i, kind)
             for i, o in enumerate(out if isinstance(out, list | tuple) else (out,))
-            for kind in [_scalar_kind(o)]
+            for kind in [scalar_kind(o)]
             if kind is not None
         )
         # Int inputs used only as values: taken as 0-d int64 tensors, every value one program
@@ -202,7 +203,7 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         else:  # (``_numbers`` inlined: the hot path)
-            return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
+            return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
     @torch._disable_dynamo
@@ -238,7 +239,7 @@ class CompiledGraph:
 
     def _numbers(self, outs):
         """``outs`` with eager's Python numbers where the graph returns 0-d tensors."""
-        return _as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
+        return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
 
     @torch._disable_dynamo
     def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
@@ -757,26 +758,6 @@ _REASON_FORK = (
     "DataLoader(..., multiprocessing_context='spawn')) to run XLA in them"
 )
 _warned_fork = False  # (one warning per process)
-
-
-_SCALAR_KINDS = ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float))
-
-
-def _scalar_kind(node) -> type | None:
-    """``int``, ``float`` or ``bool`` for a graph output that is a Python number in eager."""
-    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-    for sym, kind in _SCALAR_KINDS:
-        if isinstance(value, sym | kind):
-            return kind
-    return None
-
-
-def _as_scalars(outs, kinds: Sequence[tuple[int, type]]):
-    outs = list(outs)
-    for i, kind in kinds:
-        if isinstance(outs[i], torch.Tensor):
-            outs[i] = kind(outs[i].item())
-    return outs
 
 
 def _dual(args: Sequence) -> bool:
