@@ -55,22 +55,31 @@ def check_numbers(node: torch.fx.Node, args: Any, kwargs: Any, written: Any) -> 
 
 
 def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
-    """``check_numbers`` for the calls of the Dynamo graph ``gm`` that take a float the graph
-    reads from a 0-d input with ``.item()`` (or a number computed from it: ``s * 2``), with its
-    value in this call's ``args``: the program compiled for ``args`` holds that value."""
+    """``check_numbers`` for the calls of the Dynamo graph ``gm`` that take a number whose
+    value is this call's, with its value in ``args``: a float the graph reads from a 0-d input
+    with ``.item()``, an int input (a SymInt), or a number computed from them (``s * 2``). The
+    program compiled for ``args`` holds those values (one program per value: a float kept a
+    number by ``_float_values``, an int kept an int by ``_int_values``). Calls whose result's
+    sizes depend on such an int (it is a size there) are left to the export."""
     from torch2xla.capture._hinted import examples_at_hints
     from torch2xla.capture._lower import scalar_placeholders
     from torch2xla.capture._writes import _example, _written
 
-    positions = scalar_placeholders(gm)
-    if not positions:
-        return
-    placeholders = gm.graph.find_nodes(op="placeholder")
     known: dict = {}
-    for i in positions:
-        for item in placeholders[i].users:
-            if item.op == "call_method" and item.target == "item":
-                known[item] = args[i].item()
+    symbols: set = set()
+    scalars = scalar_placeholders(gm)
+    for i, (node, a) in enumerate(zip(gm.graph.find_nodes(op="placeholder"), args)):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.SymInt) and isinstance(a, int) and not isinstance(a, bool):
+            known[node] = a
+            symbols |= ex.node.expr.free_symbols
+        elif i in scalars:
+            for item in node.users:
+                if item.op == "call_method" and item.target == "item":
+                    known[item] = a.item()
+    if not known:
+        return
+    sized = {n for n in gm.graph.nodes if symbols & _size_symbols(n.meta.get("example_value"))}
 
     def value(a: Any) -> Any:
         return known[a] if isinstance(a, torch.fx.Node) and a in known else _example(a)
@@ -79,7 +88,7 @@ def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
         for node in gm.graph.nodes:
             if node.op not in ("call_method", "call_function") or node in known:
                 continue
-            if not any(a in known for a in node.all_input_nodes):
+            if node in sized or not any(a in known for a in node.all_input_nodes):
                 continue
             call_args = map_aggregate(node.args, value)
             call_kwargs = map_aggregate(node.kwargs, value)
@@ -94,6 +103,17 @@ def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
                     log.debug("torch2xla: %s not followed: %r", node.format_node(), e)
                 continue
             check_numbers(node, call_args, call_kwargs, _written(node, call_args, call_kwargs))
+
+
+def _size_symbols(value: Any) -> set:
+    """The free symbols of the sizes of the tensors in ``value``."""
+    found: set = set()
+    for leaf in _leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            for n in leaf.shape:
+                if isinstance(n, torch.SymInt):
+                    found |= n.node.expr.free_symbols
+    return found
 
 
 _NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
