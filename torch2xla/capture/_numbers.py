@@ -22,6 +22,7 @@ Where the graph takes it as a 0-d tensor, ``_float_values`` checks it in the pro
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import operator
@@ -103,6 +104,43 @@ def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
                     log.debug("torch2xla: %s not followed: %r", node.format_node(), e)
                 continue
             check_numbers(node, call_args, call_kwargs, _written(node, call_args, call_kwargs))
+            message = _eager_error(node, call_args, call_kwargs)
+            if message is not None:
+                raise OpError(message, node)
+
+
+# Eager's checks of a Scalar's kind that Dynamo's trace makes of a constant number but cannot
+# make of a changing one (``torch.add(bool_t, bool_t, alpha=1.5)``)
+_KIND_CHECKS = (
+    "argument alpha must not be a floating point number",
+    "Boolean alpha only supported for Boolean results",
+)
+
+
+def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's ``_KIND_CHECKS`` error for the call ``node`` on small real tensors of the
+    arguments' dtypes (ones, then zeros), or None."""
+    for fill in (1, 0):
+        real_args, real_kwargs = map_aggregate((args, kwargs), functools.partial(_real, fill=fill))
+        message = eager_raises(
+            node, real_args, real_kwargs, lambda m: any(k in m for k in _KIND_CHECKS)
+        )
+        if message is not None:
+            return message
+    return None
+
+
+def _real(t: Any, fill: int) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.full(t.shape if _small(t) else (1,) * min(t.dim(), 1), fill, dtype=t.dtype)
+
+
+def _call(node: torch.fx.Node, args: Any, kwargs: Any) -> Any:
+    if node.op == "call_method":
+        self, *rest = args
+        return getattr(self, node.target)(*rest, **kwargs)
+    return node.target(*args, **kwargs)
 
 
 def _size_symbols(value: Any) -> set:
@@ -133,18 +171,12 @@ def eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | N
     """Eager's error for the call ``node`` with the real ``args``/``kwargs`` where
     ``wanted(message)``, else None. Other errors are not eager's answer for the user's call
     (values of zeros or ones may fail where the user's do not)."""
-    target = node.target
-    if node.op == "call_method":
-        self, *rest = args
-        call = lambda: getattr(self, target)(*rest, **kwargs)
-    else:
-        call = lambda: target(*args, **kwargs)
     try:
         # (the generator's state is restored: ``uniform_`` draws; warnings are eager's
         # deprecation warnings of writes it accepts, which the user's call gives itself)
         with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            call()
+            _call(node, args, kwargs)
     except (RuntimeError, IndexError, TypeError, ValueError) as e:
         # (an index of ones out of a one-element tensor raises IndexError: not the user's)
         if isinstance(e, RuntimeError) and wanted(str(e)):
@@ -237,14 +269,7 @@ def _overflow_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
     tensor takes another path in ``fill_``), else of one element; ones, then zeros (values an
     index argument accepts)."""
     for fill in (1, 0):
-
-        def small(t: Any, fill: int = fill) -> Any:
-            if not isinstance(t, torch.Tensor):
-                return t
-            shape = t.shape if _small(t) else (1,) * min(t.dim(), 1)
-            return torch.full(shape, fill, dtype=t.dtype)
-
-        real_args, real_kwargs = map_aggregate((args, kwargs), small)
+        real_args, real_kwargs = map_aggregate((args, kwargs), functools.partial(_real, fill=fill))
         message = eager_raises(node, real_args, real_kwargs, lambda m: OVERFLOW in m)
         if message is not None:
             return message
