@@ -37,6 +37,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._accumulate import example_order
 from torch2xla.autodiff._connected import example_links
 from torch2xla.capture import _data_dependent as data_dependent
+from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
@@ -442,6 +443,8 @@ class CompiledGraph:
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
             self._overlapping = writes.check_writes(self.gm)
             self._strided = writes.strided_writes(self.gm)
+        # (a float kept a number compiles a program per value: eager's checks of this value)
+        numbers.check_call_values(self.gm, args)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)

@@ -122,6 +122,39 @@ def _fake_mode(gm: torch.fx.GraphModule):
     return None
 
 
+def _cast(gm, value: torch.fx.Node, dtype: torch.dtype, before, fake_mode) -> torch.fx.Node:
+    """``value`` (a 0-d float64 tensor) as ``dtype``, computed before the node ``before``."""
+    if dtype == torch.float64:
+        return value
+    with gm.graph.inserting_before(before):
+        cast = gm.graph.call_method("to", (value, dtype))
+    with fake_mode:
+        cast.meta["example_value"] = value.meta["example_value"].to(dtype)
+    return cast
+
+
+# ``torch.where`` with a Python number converts it to its float32 result with eager's
+# overflow check (not to a float16, bfloat16 or float64 one; nor do the arithmetic and
+# comparison ops: they compute with the number as a double)
+_CHECKED = {torch.where: (torch.float32,)}
+
+
+def _checked(gm, p: torch.fx.Node, user: torch.fx.Node, fake_mode) -> torch.fx.Node | None:
+    """``torch2xla::fits`` of the 0-d float64 input ``p`` (where the op ``user`` converts the
+    float with eager's check: each call's value is checked in the program), else None."""
+    out = user.meta.get("example_value")
+    if not isinstance(out, torch.Tensor) or out.dtype not in _CHECKED.get(user.target, ()):
+        return None
+    from torch2xla.ops._fits import fits  # noqa: F401  (defines torch.ops.torch2xla.fits)
+
+    with gm.graph.inserting_before(user):
+        checked = gm.graph.call_function(torch.ops.torch2xla.fits.default, (p, out.dtype))
+    checked.meta = {**user.meta}
+    with fake_mode:
+        checked.meta["example_value"] = torch.empty_like(p.meta["example_value"])
+    return checked
+
+
 def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
     """Rewrite ``gm`` (in place) to take the 0-d tensors of the Python floats it uses only
     as elementwise operands as tensors there (no ``.item()``). Returns, per input kept a
@@ -162,16 +195,13 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
             continue
         casts: dict = {}
         for user, item, dtype in plan:
+            checked = _checked(gm, p, user, fake_mode)
+            if checked is not None:  # (the float itself, checked: not shared with other uses)
+                user.replace_input_with(item, _cast(gm, checked, dtype, user, fake_mode))
+                continue
             value = casts.get(dtype)
             if value is None:
-                if dtype == torch.float64:
-                    value = p
-                else:
-                    with gm.graph.inserting_before(items[0]):
-                        value = gm.graph.call_method("to", (p, dtype))
-                    with fake_mode:
-                        value.meta["example_value"] = example.to(dtype)
-                casts[dtype] = value
+                value = casts[dtype] = _cast(gm, p, dtype, items[0], fake_mode)
             user.replace_input_with(item, value)
             if user.target in _COMMUTED and user.args[0] is value and len(user.args) == 2:
                 user.args = (user.args[1], value)

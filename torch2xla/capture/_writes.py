@@ -43,6 +43,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
+from torch2xla.capture import _numbers as numbers
 from torch2xla.capture._aliases import _extent, _overlapping
 from torch2xla.capture._hinted import examples_at_hints, hint
 
@@ -238,14 +239,7 @@ def _check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             if message is not None:
                 raise OpError(message, node)
         written = _written(node, args, kwargs)
-        if _promotes_past(written, node, args, kwargs):
-            message = _cast_error(node, args, kwargs)
-            if message is not None:
-                raise OpError(message, node)
-        if _number_overflows(written, node, args, kwargs):
-            message = _overflow_error(node, args, kwargs)
-            if message is not None:
-                raise OpError(message, node)
+        numbers.check_numbers(node, args, kwargs, written)
         if _reads_written(node, written, args, kwargs):
             message = _partial_overlap_error(node, args, kwargs)
             if message is not None:
@@ -330,7 +324,7 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
         return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
 
     real_args, real_kwargs = map_aggregate((args, kwargs), like)
-    return _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
+    return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
 
 
 def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
@@ -391,7 +385,9 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
             real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
         except _Symbolic:
             continue
-        message = _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
+        message = numbers.eager_raises(
+            node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL)
+        )
         if message is not None:
             raise OpError(message, node)
 
@@ -532,133 +528,7 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
         real_args, real_kwargs = map_aggregate((args, kwargs), _real)
     except _Symbolic:
         return None
-    return _eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(OVERLAP))
-
-
-def _eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | None:
-    """Eager's error for the call ``node`` with the real ``args``/``kwargs`` where
-    ``wanted(message)``, else None. Other errors are not eager's answer for the user's call
-    (values of zeros or ones may fail where the user's do not)."""
-    target = node.target
-    if node.op == "call_method":
-        self, *rest = args
-        call = lambda: getattr(self, target)(*rest, **kwargs)
-    else:
-        call = lambda: target(*args, **kwargs)
-    try:
-        # (the generator's state is restored: ``uniform_`` draws; warnings are eager's
-        # deprecation warnings of writes it accepts, which the user's call gives itself)
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            call()
-    except (RuntimeError, IndexError, TypeError, ValueError) as e:
-        # (an index of ones out of a one-element tensor raises IndexError: not the user's)
-        if isinstance(e, RuntimeError) and wanted(str(e)):
-            return str(e)
-        log.debug("torch2xla: eager check of %s could not run: %r", node.format_node(), e)
-    return None
-
-
-CAST = "can't be cast to the desired output type"
-
-
-# (bool before int: a bool is an int)
-_NUMBER_KINDS = ((bool, 0), (int, 1), (float, 2), (complex, 3))
-
-
-def _category(value: Any) -> int:
-    """bool 0 < integer 1 < floating 2 < complex 3, of a dtype or a Python number."""
-    if isinstance(value, torch.dtype):
-        return 3 if value.is_complex else 2 if value.is_floating_point else int(value != torch.bool)
-    return next(kind for number, kind in _NUMBER_KINDS if isinstance(value, number))
-
-
-def _promotes_past(written: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
-    """Whether an in-place call may compute in a dtype of a higher kind than the tensor it
-    writes (``bool_t.mul_(2)``, ``long_t.addcmul_(f, f)``, ``float_t.add_(1j)``)."""
-    if not isinstance(written, torch.Tensor) or node.target is operator.setitem:
-        return False
-    if node.op == "call_function" and "out" in kwargs:
-        return False  # (``_out_error``)
-    own = _category(written.dtype)
-    for value in _leaves((args, kwargs)):
-        if isinstance(value, torch.Tensor):
-            if _category(value.dtype) > own:
-                return True
-        elif isinstance(value, bool | int | float | complex) and _category(value) > own:
-            return True
-    return False
-
-
-def _cast_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
-    """Eager's error where the in-place call ``node`` cannot cast its result into the tensor
-    it writes (fake kernels skip the check for some: ``mul_`` with a Python number,
-    ``addcmul_``), found by calling eager on one-element tensors of the arguments' dtypes
-    (0-dim ones stay 0-dim: they promote differently); None where it casts."""
-
-    def small(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        return torch.ones((1,) * min(t.dim(), 1), dtype=t.dtype)
-
-    real_args, real_kwargs = map_aggregate((args, kwargs), small)
-    return _eager_raises(node, real_args, real_kwargs, lambda m: CAST in m)
-
-
-OVERFLOW = "cannot be converted to type"
-
-
-def _number_overflows(written: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
-    """Whether a Python number among the call's arguments does not fit the dtype of the
-    tensor it writes or returns (``int8_t.fill_(300)``, ``long_t.masked_fill(m, nan)``):
-    eager's kernels convert such a Scalar with an overflow check; the traced graph casts."""
-    if node.target is operator.setitem:
-        return False  # (Dynamo's fake kernels raise eager's error)
-    result = written if isinstance(written, torch.Tensor) else node.meta.get("example_value")
-    if not isinstance(result, torch.Tensor) or result.dtype == torch.bool:
-        return False
-    dtype = result.dtype
-    for value in _leaves((args, kwargs)):
-        if isinstance(value, bool) or not isinstance(value, int | float | complex):
-            continue
-        if isinstance(value, complex):
-            if not dtype.is_complex and value.imag != 0:
-                return True
-            value = value.real
-        if dtype.is_complex:
-            continue
-        if dtype.is_floating_point:
-            if math.isfinite(value) and abs(value) > torch.finfo(dtype).max:
-                return True
-            continue
-        info = torch.iinfo(dtype)
-        if not math.isfinite(value) or not info.min <= value <= info.max:
-            return True
-    return False
-
-
-def _overflow_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
-    """Eager's error converting a Python number argument of ``node`` to its tensor's dtype,
-    from eager's kernel called on tensors of the arguments' sizes where small (a one-element
-    tensor takes another path in ``fill_``), else of one element; ones, then zeros (values an
-    index argument accepts)."""
-    for fill in (1, 0):
-
-        def small(t: Any, fill: int = fill) -> Any:
-            if not isinstance(t, torch.Tensor):
-                return t
-            shape = t.shape if _small(t) else (1,) * min(t.dim(), 1)
-            return torch.full(shape, fill, dtype=t.dtype)
-
-        real_args, real_kwargs = map_aggregate((args, kwargs), small)
-        message = _eager_raises(node, real_args, real_kwargs, lambda m: OVERFLOW in m)
-        if message is not None:
-            return message
-    return None
-
-
-def _small(t: torch.Tensor) -> bool:
-    return all(isinstance(n, int) for n in t.shape) and t.numel() <= 1 << 12
+    return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(OVERLAP))
 
 
 def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:

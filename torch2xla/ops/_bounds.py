@@ -23,6 +23,7 @@ from torch2xla._errors import (
     OpZeroDivisionError,
     from_assert_statement,
 )
+from torch2xla.ops import _fits  # noqa: F401  (defines torch.ops.torch2xla.fits, in CHECKED)
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -196,6 +197,7 @@ CHECKED: frozenset = frozenset(
         *_RULES,
         aten.binary_cross_entropy,
         aten.masked_fill,
+        torch.ops.torch2xla.fits,
         aten.masked_scatter,
         aten.segment_reduce,
         aten.searchsorted,

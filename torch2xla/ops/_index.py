@@ -7,7 +7,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 from jax import lax
 from torch._ops import ops
 
@@ -19,6 +18,7 @@ from torch2xla.ops._bounds import (
     check_indices,
 )
 from torch2xla.ops._common import as_dtype, canonical_dim
+from torch2xla.ops._fits import check_fits
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -433,44 +433,6 @@ def masked_fill(self, mask, value):
     if hasattr(value, "dtype") and getattr(device, "type", None) == "cpu":
         check_fits(value, ctx().out.dtype)  # (eager converts a CPU value's ``.item()``)
     return jnp.where(mask, as_dtype(value, self.dtype), self)
-
-
-# eager's names of the types ``checked_convert`` converts a Scalar to
-_CONVERTED_NAMES = {
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    torch.int16: "int16_t",
-    torch.int32: "int",
-    torch.int64: "int64_t",
-    torch.float16: "c10::Half",
-    torch.bfloat16: "c10::BFloat16",
-    torch.float32: "float",
-}
-
-
-def check_fits(value, dtype: torch.dtype) -> None:
-    """Eager's overflow error where the one-element tensor ``value``, read as a Scalar, does
-    not fit ``dtype`` (``int8_t.masked_fill_(m, torch.tensor(300))``): an integer target takes
-    no NaN, infinity or value past its range, a floating one no finite value past its range,
-    a real one no imaginary part. A runtime check (``ctx().check``)."""
-    name = _CONVERTED_NAMES.get(dtype)
-    if name is None or not ctx().checking or value.dtype == jnp.bool_:
-        return
-    v = jnp.ravel(value)[0]
-    failed = jnp.zeros((), jnp.bool_)
-    if jnp.iscomplexobj(v):
-        failed = jnp.imag(v) != 0
-        v = jnp.real(v)
-    floating = jnp.issubdtype(v.dtype, jnp.floating)
-    v = v.astype(jnp.float64 if floating else jnp.int64)
-    if dtype.is_floating_point:
-        top = float(torch.finfo(dtype).max)
-        failed |= jnp.isfinite(v) & (jnp.abs(v.astype(jnp.float64)) > top)
-    else:
-        info = torch.iinfo(dtype)
-        # (NaN compares False both ways: it overflows)
-        failed |= ~((v >= info.min) & (v <= info.max))
-    ctx().check(failed, f"value cannot be converted to type {name} without overflow")
 
 
 @register(aten.scatter.reduce, aten.scatter.value_reduce)
