@@ -13,7 +13,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _complex
+from torch2xla.ops import _complex, _complex_arith
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote, rounded_to
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
@@ -53,7 +53,7 @@ def _kept_constants(
 
 
 def _opaque(a):
-    if not jnp.issubdtype(a.dtype, jnp.floating):
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
         return a
     return lax.optimization_barrier(a)
 
@@ -84,6 +84,14 @@ def _half_alpha_product(b, alpha, common, prod):
 
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
+        if jnp.issubdtype(promote(Kind.DEFAULT, self, other)[1], jnp.complexfloating):
+            # (eager's complex a + alpha * b, ``_complex_arith``)
+            factor = alpha if jfn is jnp.add else _complex_arith.negated(alpha)
+
+            def complex_add(a, b):
+                return _complex_arith.add(a, b, factor)
+
+            return _kept_constants(complex_add, Kind.DEFAULT)(self, other)
         if alpha != 1:
             (a, b), result = _operands((self, other), Kind.DEFAULT)
             common, _ = promote(Kind.NO_OPMATH, self, other)

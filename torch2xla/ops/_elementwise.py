@@ -14,6 +14,7 @@ from torch._ops import ops
 from torch2xla.ops import (
     _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
     _complex,
+    _complex_arith,
     _complex_trig,
 )
 from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
@@ -529,6 +530,8 @@ def where(condition, self, other):
 def lerp(self, end, weight):
     compute, result = promote(Kind.DEFAULT, self, end, weight)
     s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.lerp(s, e, w), result)
     # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5).
     diff = e - s
     return as_dtype(jnp.where(jnp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w)), result)
@@ -538,6 +541,8 @@ def lerp(self, end, weight):
 def addcmul(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.addcmul(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a * b, result)
 
 
@@ -545,6 +550,8 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 def addcdiv(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.addcdiv(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a / b, result)
 
 
