@@ -456,9 +456,13 @@ def pow_tensor_scalar(self, exponent):
         special = _complex.POWERS.get(float(exponent))
         if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
             return special(self)
-    if not (isinstance(exponent, bool | complex) or is_half(self.dtype)) and exponent in _ROOTS:
-        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf), but not
-        # for half-precision bases
+    if (
+        not (isinstance(exponent, bool | complex) or self.dtype == jnp.float16)
+        and exponent in _ROOTS
+    ):
+        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf; -inf: NaN)
+        # for bfloat16 too, not for float16 (its pow: 0.0 and inf, inf and 0.0); a tensor
+        # exponent is pow's for every dtype
         return _pointwise(_ROOTS[exponent], Kind.BOOL_TO_LONG)(self, exponent)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
