@@ -15,7 +15,15 @@ from torch._ops import ops
 
 from torch2xla.ops import _complex, _complex_arith
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote, rounded_to
+from torch2xla.ops._common import (
+    VECTOR_BYTES,
+    Kind,
+    as_dtype,
+    is_array,
+    is_half,
+    promote,
+    rounded_to,
+)
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
 from torch2xla.ops._registry import ctx, register
 
@@ -65,7 +73,7 @@ def _opaque(a):
 # rounds that product to the dtype first. Followed for the flat (row-major)
 # positions of the result; where eager's loop runs along a strided or broadcast inner
 # dimension its tails fall elsewhere (1 ulp).
-_VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+_VECTOR_BYTES = VECTOR_BYTES
 
 
 def _half_alpha_product(b, alpha, common, prod):

@@ -16,22 +16,21 @@
 # complex numbers of a vector register) is the same for complex64, but contracted into fused
 # multiply-adds for complex128, which differs where a product overflows (left).
 # ``lerp(s, e, w)``: eager's vectorized loop computes ``coeff * (e - s) + base`` with
-# ``coeff, base = (w, s)`` where ``|w| < 0.5``, else ``(w - 1, e)``; its scalar loop
+# ``coeff, base = (w, s)`` where ``|w|^2 < 0.25``, else ``(w - 1, e)``; its scalar loop
 # ``s + w * (e - s)`` or ``e - (e - s) * (1 - w)``, which differ in zeros' signs and NaN
 # parts (``(e - s) * (1 - w)`` with ``1 - w`` = 0.5 - 0i against -0.5 + 0i). Both are
 # followed, the scalar one for the last ``numel % W`` flat positions of the result. (Eager's
-# complex64 vectorized lerp by a tensor weight also mixes neighbouring elements where a
-# weight's |w|^2 overflows: not followed.)
+# complex64 AVX-512 loop tests an element's |w|^2 on a neighbouring element's weight:
+# not followed.)
 """
 
 from __future__ import annotations
-
-import math
 
 import jax.numpy as jnp
 from jax import lax
 
 from torch2xla.ops import _complex
+from torch2xla.ops._common import scalar_tail
 from torch2xla.ops._registry import ctx
 
 
@@ -102,7 +101,8 @@ def _from(c, w):
 
 def lerp(s, e, w):
     s, e, w = jnp.broadcast_arrays(s, e, w)
-    small = _complex.abs_(w) < 0.5
+    wx, wy = _complex._parts(w)
+    small = wx * wx + wy * wy < 0.25  # (eager's test: |w|^2, inf past its overflow)
     diff = _minus(e, s)
     vector = _plus(
         _select(small, s, e), _complex._rounded_mul(_select(small, w, _shifted(w, 1.0)), diff)
@@ -117,14 +117,6 @@ def lerp(s, e, w):
     return _tail_select(vector, scalar)
 
 
-# (the bytes of one vector register of eager's CPU kernels, as _arithmetic's half alpha)
 def _tail_select(vector, scalar):
-    """``vector`` with its last ``numel % W`` flat positions from ``scalar`` (W: the complex
-    numbers one vector register of eager's CPU loops holds)."""
-    from torch2xla.ops._arithmetic import _VECTOR_BYTES  # (which imports this module)
-
-    shape = vector.shape
-    n = math.prod(shape)
-    width = _VECTOR_BYTES // jnp.dtype(vector.dtype).itemsize
-    tail = jnp.arange(n).reshape(shape) >= n - n % width
-    return _select(tail, scalar, vector)
+    """``vector`` with eager's scalar-tail positions from ``scalar``."""
+    return _select(scalar_tail(vector.shape, vector.dtype), scalar, vector)

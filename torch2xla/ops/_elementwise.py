@@ -17,7 +17,16 @@ from torch2xla.ops import (
     _complex_arith,
     _complex_trig,
 )
-from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
+from torch2xla.ops._common import (
+    Kind,
+    as_dtype,
+    cast,
+    is_array,
+    is_half,
+    jdt,
+    promote,
+    scalar_tail,
+)
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
@@ -536,9 +545,19 @@ def lerp(self, end, weight):
     s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
     if jnp.issubdtype(compute, jnp.complexfloating):
         return as_dtype(_complex_arith.lerp(s, e, w), result)
-    # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5).
+    # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5):
+    # its vectorized loop as ``coeff * (e - s) + base`` (a fused multiply-add) with
+    # ``coeff, base = (w, s)`` where |w| < 0.5, else ``(w - 1, e)``; its scalar loop (the
+    # last ``numel % W`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
+    # signs differ at weight 1: lerp(0, -0, 1) is -0 in the first, +0 in the second.
     diff = e - s
-    return as_dtype(jnp.where(jnp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w)), result)
+    small = jnp.abs(w) < 0.5
+    scalar = jnp.where(small, s + w * diff, e - diff * (1 - w))
+    if ctx().on_cuda:
+        return as_dtype(scalar, result)
+    vector = jnp.where(small, w, w - 1) * diff + jnp.where(small, s, e)
+    out = jnp.where(scalar_tail(vector.shape, result), scalar, vector)
+    return as_dtype(out, result)
 
 
 @register(aten.addcmul.default)
