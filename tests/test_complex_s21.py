@@ -209,3 +209,28 @@ def test_bfloat16_square_roots_are_sqrt_and_rsqrt(size):
                 x,
                 ulps=1,
             )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [3, 37, 1024])
+def test_real_lerp_vector_loop_and_tail(dtype, n):
+    """Eager's real lerp has the same two loops (the vectorized one a fused multiply-add):
+    lerp(0, -0, 1) is -0 there (``0 + 0 * -0``) and +0 in the scalar tail (``-0 - -0 * 0``);
+    ours was the scalar formula everywhere."""
+    p = torch.tensor([0.0, -0.0, 1.0, -1.5, INF, -INF, NAN, 1e-3])
+    a, b = p.repeat_interleave(len(p)).repeat(n), p.repeat(len(p)).repeat(n)
+    idx = (torch.arange(n) * 37 + 5) % len(a)
+    a, b = a[idx].to(dtype), b[idx].to(dtype)
+    w = torch.tensor([0.0, 0.25, -0.0, 0.5, 0.75, 1.0, 2.0, -0.5] * n)[:n].to(dtype)
+    _same_as_eager(
+        lambda a, b, w: (
+            torch.lerp(a, b, 1.0),
+            torch.lerp(a, b, 0.75),
+            torch.lerp(a, b, 0.25),
+            torch.lerp(a, b, w),
+        ),
+        a,
+        b,
+        w,
+        ulps=1,
+    )
