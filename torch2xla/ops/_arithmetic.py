@@ -13,9 +13,17 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _complex
+from torch2xla.ops import _complex, _complex_arith
 from torch2xla.ops._bounds import check_divisor
-from torch2xla.ops._common import Kind, as_dtype, is_array, is_half, promote, rounded_to
+from torch2xla.ops._common import (
+    VECTOR_BYTES,
+    Kind,
+    as_dtype,
+    is_array,
+    is_half,
+    promote,
+    rounded_to,
+)
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
 from torch2xla.ops._registry import ctx, register
 
@@ -53,7 +61,7 @@ def _kept_constants(
 
 
 def _opaque(a):
-    if not jnp.issubdtype(a.dtype, jnp.floating):
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
         return a
     return lax.optimization_barrier(a)
 
@@ -65,7 +73,7 @@ def _opaque(a):
 # rounds that product to the dtype first. Followed for the flat (row-major)
 # positions of the result; where eager's loop runs along a strided or broadcast inner
 # dimension its tails fall elsewhere (1 ulp).
-_VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+_VECTOR_BYTES = VECTOR_BYTES
 
 
 def _half_alpha_product(b, alpha, common, prod):
@@ -84,6 +92,14 @@ def _half_alpha_product(b, alpha, common, prod):
 
 def _with_alpha(jfn):
     def lowering(self, other, alpha=1):
+        if jnp.issubdtype(promote(Kind.DEFAULT, self, other)[1], jnp.complexfloating):
+            # (eager's complex a + alpha * b, ``_complex_arith``)
+            factor = alpha if jfn is jnp.add else _complex_arith.negated(alpha)
+
+            def complex_add(a, b):
+                return _complex_arith.add(a, b, factor)
+
+            return _kept_constants(complex_add, Kind.DEFAULT)(self, other)
         if alpha != 1:
             (a, b), result = _operands((self, other), Kind.DEFAULT)
             common, _ = promote(Kind.NO_OPMATH, self, other)

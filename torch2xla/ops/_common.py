@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 from typing import Any
 
@@ -55,6 +56,21 @@ def opmath_dtype(dtype: Any) -> np.dtype:
     ``at::opmath_type``; ``dtype`` itself otherwise. The one place of that policy."""
     dtype = np.dtype(dtype)
     return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
+
+
+# The bytes of one vector register of eager's CPU kernels (its loops compute whole vectors,
+# then the last ``numel % W`` elements in a scalar loop that may round otherwise).
+VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+
+
+def scalar_tail(shape: tuple[int, ...], dtype: Any) -> Any:
+    """A bool array of ``shape``: the flat (row-major) positions eager's CPU loop over
+    contiguous ``dtype`` elements computes in its scalar tail (the last ``numel % W``, W the
+    elements of one vector register). Where eager's loop runs along a strided or broadcast
+    inner dimension its tails fall elsewhere."""
+    n = math.prod(shape)
+    width = VECTOR_BYTES // np.dtype(dtype).itemsize
+    return jnp.arange(n).reshape(shape) >= n - n % width
 
 
 def is_array(x: Any) -> bool:

@@ -14,9 +14,19 @@ from torch._ops import ops
 from torch2xla.ops import (
     _autodiff,  # noqa: F401  (defines torch2xla::stop_gradient)
     _complex,
+    _complex_arith,
     _complex_trig,
 )
-from torch2xla.ops._common import Kind, as_dtype, cast, is_array, is_half, jdt, promote
+from torch2xla.ops._common import (
+    Kind,
+    as_dtype,
+    cast,
+    is_array,
+    is_half,
+    jdt,
+    promote,
+    scalar_tail,
+)
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 
@@ -455,9 +465,13 @@ def pow_tensor_scalar(self, exponent):
         special = _complex.POWERS.get(float(exponent))
         if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
             return special(self)
-    if not (isinstance(exponent, bool | complex) or is_half(self.dtype)) and exponent in _ROOTS:
-        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf), but not
-        # for half-precision bases
+    if (
+        not (isinstance(exponent, bool | complex) or self.dtype == jnp.float16)
+        and exponent in _ROOTS
+    ):
+        # eager's kernel takes sqrt and rsqrt for these (a -0.0 base: -0.0 and -inf; -inf: NaN)
+        # for bfloat16 too, not for float16 (its pow: 0.0 and inf, inf and 0.0); a tensor
+        # exponent is pow's for every dtype
         return _pointwise(_ROOTS[exponent], Kind.BOOL_TO_LONG)(self, exponent)
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
@@ -529,15 +543,29 @@ def where(condition, self, other):
 def lerp(self, end, weight):
     compute, result = promote(Kind.DEFAULT, self, end, weight)
     s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
-    # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5).
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.lerp(s, e, w), result)
+    # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5):
+    # its vectorized loop as ``coeff * (e - s) + base`` (a fused multiply-add) with
+    # ``coeff, base = (w, s)`` where |w| < 0.5, else ``(w - 1, e)``; its scalar loop (the
+    # last ``numel % W`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
+    # signs differ at weight 1: lerp(0, -0, 1) is -0 in the first, +0 in the second.
     diff = e - s
-    return as_dtype(jnp.where(jnp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w)), result)
+    small = jnp.abs(w) < 0.5
+    scalar = jnp.where(small, s + w * diff, e - diff * (1 - w))
+    if ctx().on_cuda:
+        return as_dtype(scalar, result)
+    vector = jnp.where(small, w, w - 1) * diff + jnp.where(small, s, e)
+    out = jnp.where(scalar_tail(vector.shape, result), scalar, vector)
+    return as_dtype(out, result)
 
 
 @register(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.addcmul(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a * b, result)
 
 
@@ -545,6 +573,8 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 def addcdiv(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
     s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    if jnp.issubdtype(compute, jnp.complexfloating):
+        return as_dtype(_complex_arith.addcdiv(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a / b, result)
 
 
