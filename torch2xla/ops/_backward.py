@@ -270,8 +270,7 @@ def _embedding_bag_backward(
     per_sample_weights=None,
     padding_idx=-1,
 ):
-    if sparse:
-        raise NotImplementedError("embedding_bag(sparse=True)'s gradient is a sparse tensor")
+    # (sparse=True and scale_grad_by_freq run in eager: capture/_partition.py)
     n_bags, d = grad.shape
     out = jnp.zeros((num_weights, d), grad.dtype)
     if mode == 2:
@@ -281,14 +280,11 @@ def _embedding_bag_backward(
         rows = jnp.where(live, maximum_indices, num_weights)
         feats = jnp.broadcast_to(jnp.arange(d), rows.shape)
         return out.at[rows, feats].add(grad, mode="drop")
-    # each index adds its bag's gradient times eager's scale: 1 / the index's count
-    # (scale_grad_by_freq), / its bag's size (mean), * its sample's weight
+    # each index adds its bag's gradient times eager's scale: 1 / its bag's size (mean), * its
+    # sample's weight
     acc = opmath_dtype(grad.dtype)
     bag = _bags(indices, offsets, n_bags)
     scale = jnp.ones(indices.shape, acc)
-    if scale_grad_by_freq:
-        counts = jnp.zeros((num_weights,), acc).at[indices].add(1)
-        scale = scale / counts[indices]
     if mode == 1:
         size = bag_size[bag].astype(acc)
         scale = jnp.where(size != 0, scale / size, scale)
