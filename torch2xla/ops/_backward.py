@@ -248,6 +248,12 @@ def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memo
     return jnp.zeros(tuple(size), out_dtype())
 
 
+@register(aten._new_zeros_with_same_feature_meta.default)
+def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):
+    # (forward-mode AD's tangent of ``other``'s layout: ``torch.func.hessian``, ``jvp``)
+    return jnp.zeros(tuple(ctx().out.shape), out_dtype())
+
+
 # -- embedding bags ----------------------------------------------------------------------------
 def _bags(indices, offsets, n_bags: int):
     """The bag of each index (eager's ``offset2bag``), from the offsets."""
