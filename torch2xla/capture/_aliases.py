@@ -144,13 +144,22 @@ def _fresh_in_eager(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in _FRESH_IN_EAGER
 
 
+def _plain(ex):
+    """``ex``, or None for a functorch wrapper (a value of a ``torch.func`` transform that
+    escapes it: ``weight_norm``'s module attribute set inside ``functional_call``), which has
+    no storage to alias an input's."""
+    if isinstance(ex, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(ex):
+        return None
+    return ex
+
+
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     """Outputs of a Dynamo graph that are views of its tensor inputs (static layouts only)."""
     storages = {}
     placeholders = gm.graph.find_nodes(op="placeholder")
     position = {node: i for i, node in enumerate(placeholders)}
     for i, node in enumerate(placeholders):
-        ex = node.meta.get("example_value")
+        ex = _plain(node.meta.get("example_value"))
         # (an input whose storage the graph replaces afterwards, ``x.data = y``: its example
         # value shares the storage of ``y``, which is no view of it here)
         if isinstance(ex, torch.Tensor) and not node.meta.get(STORAGE_REPLACED_LATER):
@@ -158,7 +167,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     # (a dynamic-shape graph: its size symbols, by the position of the input giving each)
     symbols = {}
     for i, node in enumerate(placeholders):
-        ex = node.meta.get("example_value")
+        ex = _plain(node.meta.get("example_value"))
         if isinstance(ex, torch.SymInt) and isinstance(ex.node.expr, sympy.Symbol):
             symbols.setdefault(ex.node.expr, i)
     out = gm.graph.find_nodes(op="output")[0].args[0]
@@ -166,7 +175,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     # outputs that own their memory, which other outputs may be views of (``y, y[0]``)
     owners: dict = {}
     for k, node in enumerate(out):
-        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided and ex._base is None:
             ref = StorageWeakRef(ex.untyped_storage())
             if ref not in storages and not _fresh_in_eager(node):
@@ -176,7 +185,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         if isinstance(node, torch.fx.Node) and node in position:
             found.append(OutputAlias(k, position[node]))
             continue
-        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if not isinstance(ex, torch.Tensor) or _fresh_in_eager(node):
             continue
         # an in-place op's result is its input itself (``return x.masked_fill_(m, 0)``)
@@ -264,7 +273,7 @@ def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
     inputs = set()
     symbols = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
-        ex = node.meta.get("example_value")
+        ex = _plain(node.meta.get("example_value"))
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
             inputs.add(StorageWeakRef(ex.untyped_storage()))
         if isinstance(ex, torch.SymInt) and isinstance(ex.node.expr, sympy.Symbol):
@@ -274,7 +283,7 @@ def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
     groups: dict = {}
     owned = set()
     for k, node in enumerate(out):
-        ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided or _fresh_in_eager(node):
             continue
         ref = StorageWeakRef(ex.untyped_storage())
@@ -421,7 +430,7 @@ def may_alias(gm: torch.fx.GraphModule) -> bool:
     guard against aliasing, so any call's inputs may overlap)."""
     seen = set()
     for node in gm.graph.find_nodes(op="placeholder"):
-        ex = node.meta.get("example_value")
+        ex = _plain(node.meta.get("example_value"))
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided:
             ref = StorageWeakRef(ex.untyped_storage())
             if ref in seen:

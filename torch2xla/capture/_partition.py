@@ -58,8 +58,8 @@ def find_unsupported(
             found.append(Unsupported(node, f"its gradient: {NO_JAX_GRADIENT[node.target]}"))
         elif _sparse(node):
             found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
-        elif node.target is torch.ops.aten._embedding_bag.default and _arg(
-            node, 3, "scale_grad_by_freq"
+        elif node.target in _FREQ_SCALED and _arg(
+            node, _FREQ_SCALED[node.target], "scale_grad_by_freq"
         ):
             # (eager's CPU kernel divides each row's gradient by another index's count)
             found.append(Unsupported(node, "scale_grad_by_freq=True: eager's gradient is kept"))
@@ -81,7 +81,16 @@ def _arg(node: torch.fx.Node, k: int, name: str):
 
 
 # Ops whose ``sparse`` argument makes eager's gradient a sparse tensor: its position.
-_SPARSE_GRADIENT = {torch.ops.aten.embedding.default: 4, torch.ops.aten._embedding_bag.default: 5}
+_SPARSE_GRADIENT = {
+    torch.ops.aten.embedding.default: 4,
+    torch.ops.aten._embedding_bag.default: 5,
+    torch.ops.aten._embedding_bag_backward.default: 9,
+}
+# Embedding bags with ``scale_grad_by_freq``, forward and backward: its position.
+_FREQ_SCALED = {
+    torch.ops.aten._embedding_bag.default: 3,
+    torch.ops.aten._embedding_bag_backward.default: 7,
+}
 
 
 def _sparse(node: torch.fx.Node) -> bool:

@@ -143,6 +143,32 @@ _REPLACEMENTS = {
 }
 
 
+# torch.func's derivative transforms as Dynamo writes them: calls between an increment and a
+# decrement of the functorch level (vmap's levels are batching only: the custom ops have
+# batching rules)
+_NESTING = {
+    torch._C._functorch._grad_increment_nesting: 1,
+    torch._C._functorch._jvp_increment_nesting: 1,
+    torch._C._functorch._grad_decrement_nesting: -1,
+    torch._C._functorch._jvp_decrement_nesting: -1,
+}
+
+
+def _outside_derivatives(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The nodes of ``gm`` outside every ``torch.func.grad``/``vjp``/``jacrev``/``jvp``/
+    ``jacfwd`` of the graph. The RNN and sdpa custom ops' derivatives are autograd functions,
+    which functorch's transforms reject (AOT's export failed: a strict graph raised, another
+    ran in eager), so calls inside one keep torch's decomposition, whose backward ops the
+    registry lowers."""
+    depth, out = 0, set()
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            depth += _NESTING.get(node.target, 0)
+        if depth == 0:
+            out.add(node)
+    return out
+
+
 def preserve_rnns(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose supported RNN calls target torch2xla's RNN ops (``gm`` itself
     is never changed: Dynamo may still run it eagerly)."""
@@ -150,7 +176,8 @@ def preserve_rnns(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm  # autocast casts aten's RNN ops; the custom ops would escape it
     if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
         return gm
-    return _rewritten(gm, _supported, _retarget_rnn)
+    outside = _outside_derivatives(gm)
+    return _rewritten(gm, lambda node: node in outside and _supported(node), _retarget_rnn)
 
 
 def _retarget_rnn(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
@@ -208,7 +235,8 @@ def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     changed: Dynamo may still run it eagerly)."""
     if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
         return gm  # autocast entered inside the graph: which calls it covers is not tracked here
-    return _rewritten(gm, lambda node: _bound(node) is not None, _retarget_sdpa)
+    outside = _outside_derivatives(gm)
+    return _rewritten(gm, lambda node: node in outside and _bound(node) is not None, _retarget_sdpa)
 
 
 def _retarget_sdpa(graph: torch.fx.Graph, node: torch.fx.Node) -> None:

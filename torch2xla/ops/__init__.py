@@ -34,6 +34,7 @@ from torch2xla.ops import (  # noqa: F401
     _checks,
     _clamp,
     _derivatives,
+    _distance,
     _effects,
     _elementwise,
     _fft,

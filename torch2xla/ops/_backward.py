@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, opmath_dtype, out_dtype
-from torch2xla.ops._nn import conv
+from torch2xla.ops._nn import attention, conv
 from torch2xla.ops._pooling import _avg_pool, adaptive_avg_pool
 from torch2xla.ops._registry import ctx, register
 from torch2xla.ops._shape import replication_pad
@@ -226,3 +226,104 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
         2
     ]
     return grad_input, grad_weight, grad_bias
+
+
+# -- masked scatter, zero tensors --------------------------------------------------------------
+@register(aten.masked_scatter_backward.default)
+def masked_scatter_backward(grad_output, mask, sizes):
+    # source's gradient: the gradient at the mask's k-th True position is its k-th element,
+    # the rest zeros (eager's masked_select, padded to source's size)
+    flat_mask = jnp.broadcast_to(mask, grad_output.shape).reshape(-1)
+    grad = grad_output.reshape(-1)
+    n = math.prod(sizes)
+    pos = jnp.where(flat_mask, jnp.cumsum(flat_mask.astype(jnp.int64)) - 1, n)
+    out = jnp.zeros((n,), grad.dtype).at[pos].set(grad, mode="drop")
+    return out.reshape(tuple(sizes))
+
+
+@register(aten._efficientzerotensor.default)
+def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    # (torch's derivative formulas make these for gradients known to be zero: abs's second
+    # derivative; eager materializes them as zeros wherever they are read)
+    return jnp.zeros(tuple(size), out_dtype())
+
+
+@register(aten._new_zeros_with_same_feature_meta.default)
+def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):
+    # (forward-mode AD's tangent of ``other``'s layout: ``torch.func.hessian``, ``jvp``)
+    return jnp.zeros(tuple(ctx().out.shape), out_dtype())
+
+
+# -- embedding bags ----------------------------------------------------------------------------
+def _bags(indices, offsets, n_bags: int):
+    """The bag of each index (eager's ``offset2bag``), from the offsets."""
+    bag = jnp.searchsorted(offsets, jnp.arange(indices.shape[0]), side="right") - 1
+    return jnp.clip(bag, 0, max(n_bags - 1, 0))
+
+
+@register(aten._embedding_bag_backward.default)
+def _embedding_bag_backward(
+    grad,
+    indices,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights=None,
+    padding_idx=-1,
+):
+    # (sparse=True and scale_grad_by_freq run in eager: capture/_partition.py)
+    n_bags, d = grad.shape
+    out = jnp.zeros((num_weights, d), grad.dtype)
+    if mode == 2:
+        # each bag's gradient goes to the row that held the maximum, per feature; empty bags
+        # (no index but the padding one) send none
+        live = (bag_size > 0)[:, None] & (maximum_indices >= 0)
+        rows = jnp.where(live, maximum_indices, num_weights)
+        feats = jnp.broadcast_to(jnp.arange(d), rows.shape)
+        return out.at[rows, feats].add(grad, mode="drop")
+    # each index adds its bag's gradient times eager's scale: 1 / its bag's size (mean), * its
+    # sample's weight
+    acc = opmath_dtype(grad.dtype)
+    bag = _bags(indices, offsets, n_bags)
+    scale = jnp.ones(indices.shape, acc)
+    if mode == 1:
+        size = bag_size[bag].astype(acc)
+        scale = jnp.where(size != 0, scale / size, scale)
+    if per_sample_weights is not None:
+        scale = scale * as_dtype(per_sample_weights, acc)
+    if padding_idx is not None and padding_idx >= 0:
+        scale = jnp.where(indices == padding_idx, 0, scale)
+    rows = as_dtype(grad, acc)[bag] * scale[:, None]
+    return as_dtype(out.astype(acc).at[indices].add(rows), out_dtype())
+
+
+@register(aten._embedding_bag_per_sample_weights_backward.default)
+def _embedding_bag_per_sample_weights_backward(
+    grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1
+):
+    # each sample's weight multiplied its row in its bag's sum: the dot product of the two
+    bag = _bags(indices, offsets, grad.shape[0])
+    acc = opmath_dtype(grad.dtype)
+    dots = jnp.sum(as_dtype(grad, acc)[bag] * as_dtype(weight, acc)[indices], axis=-1, dtype=acc)
+    if padding_idx is not None and padding_idx >= 0:
+        dots = jnp.where(indices == padding_idx, 0, dots)
+    return as_dtype(dots, out_dtype())
+
+
+# -- attention ---------------------------------------------------------------------------------
+@register(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def sdpa_flash_cpu_backward(
+    grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None, scale=None
+):
+    # the derivative of the forward lowering (the logsumexp's cotangent is zero)
+    def forward(q, k, v):
+        return attention(q, k, v, attn_mask, dropout_p, is_causal, scale)[0]
+
+    _, vjp = jax.vjp(forward, query, key, value)
+    grads = vjp(as_dtype(grad_out, out.dtype))
+    return tuple(as_dtype(g, out_dtype(i)) for i, g in enumerate(grads))

@@ -162,28 +162,6 @@ def dist(self, other, p=2):
     return as_dtype(_vector_norm(a - b, float(p), None, False), result)
 
 
-def _pairwise(x1, x2, p):
-    diff = x1[..., :, None, :] - x2[..., None, :, :]
-    return _vector_norm(diff, float(p), (-1,), False)
-
-
-@register(aten._cdist_forward.default)
-def _cdist_forward(x1, x2, p, compute_mode=None):
-    # NOTE: torch may use a matmul-based formula for p=2 (compute_mode); the direct difference
-    # formula here is at least as accurate.
-    batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    a = jnp.broadcast_to(x1, batch + x1.shape[-2:])
-    b = jnp.broadcast_to(x2, batch + x2.shape[-2:])
-    return as_dtype(_pairwise(a, b, p), out_dtype())
-
-
-@register(aten._pdist_forward.default)
-def _pdist_forward(self, p=2.0):
-    n = self.shape[0]
-    rows, cols = np.triu_indices(n, k=1)
-    return as_dtype(_vector_norm(self[rows] - self[cols], float(p), (-1,), False), out_dtype())
-
-
 # -- products --------------------------------------------------------------------------------
 @register(aten.addbmm.default)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):

@@ -321,14 +321,33 @@ def _check_offsets(offsets, n: int) -> None:
     c.check(low < 0, "index out of range in self", low, OpIndexError)
 
 
-# -- anti-aliased bilinear resize ------------------------------------------------------------
-def _aa_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> np.ndarray:
-    """(n_out, n_in) weights of torch's anti-aliased (PIL-style) linear resampling."""
+# -- anti-aliased resize -----------------------------------------------------------------------
+def _triangle(x):
+    return np.maximum(0.0, 1.0 - np.abs(x))
+
+
+def _keys_cubic(x):
+    """Keys' cubic convolution kernel with a = -0.5 (eager's anti-aliased bicubic filter)."""
+    a, x = -0.5, np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+# filter and its width in input pixels at scale 1
+_AA_FILTERS = {"bilinear": (_triangle, 2), "bicubic": (_keys_cubic, 4)}
+
+
+def _aa_matrix(
+    n_in: int, n_out: int, align_corners: bool, scale: float | None, mode: str
+) -> np.ndarray:
+    """(n_out, n_in) weights of torch's anti-aliased (PIL-style) resampling."""
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     else:
         s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
-    support = max(s, 1.0)
+    kernel, width = _AA_FILTERS[mode]
+    support = width / 2 * max(s, 1.0)
     inv = 1.0 / s if s >= 1.0 else 1.0
     m = np.zeros((n_out, n_in))
     for i in range(n_out):
@@ -336,35 +355,56 @@ def _aa_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) 
         lo = max(int(center - support + 0.5), 0)
         hi = min(int(center + support + 0.5), n_in)
         j = np.arange(lo, hi)
-        w = np.maximum(0.0, 1.0 - np.abs((j - center + 0.5) * inv))
+        w = kernel((j - center + 0.5) * inv)
         total = w.sum()
-        if total > 0:
+        if total != 0:
             m[i, lo:hi] = w / total
     return m
 
 
-def _upsample_aa(self, output_size, align_corners, scales):
+def _upsample_aa(self, output_size, align_corners, scales, mode: str):
     acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
     for i, (n_out, scale) in enumerate(zip(output_size, scales)):
         axis = self.ndim - len(output_size) + i
-        m = _aa_matrix(self.shape[axis], n_out, align_corners, scale).astype(acc)
+        m = _aa_matrix(self.shape[axis], n_out, align_corners, scale, mode).astype(acc)
         x = jnp.moveaxis(
             jnp.tensordot(x, m, axes=([axis], [1]), precision=jax.lax.Precision.HIGHEST), -1, axis
         )
     return as_dtype(x, self.dtype)
 
 
-@register(aten._upsample_bilinear2d_aa.default)
-def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
-    return _upsample_aa(self, tuple(output_size), align_corners, (scales_h, scales_w))
+def _aa_mode(target) -> str:
+    return "bicubic" if "bicubic" in target.__name__ else "bilinear"
 
 
-@register(aten._upsample_bilinear2d_aa.vec)
-def _upsample_bilinear2d_aa_vec(input, output_size, align_corners, scale_factors):
+@register(aten._upsample_bilinear2d_aa.default, aten._upsample_bicubic2d_aa.default)
+def _upsample_2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    mode = _aa_mode(ctx().node.target)
+    return _upsample_aa(self, tuple(output_size), align_corners, (scales_h, scales_w), mode)
+
+
+@register(aten._upsample_bilinear2d_aa.vec, aten._upsample_bicubic2d_aa.vec)
+def _upsample_2d_aa_vec(input, output_size, align_corners, scale_factors):
     size = tuple(ctx().out.shape[-2:])
     scales = tuple(scale_factors) if scale_factors is not None else (None, None)
-    return _upsample_aa(input, size, align_corners, scales)
+    return _upsample_aa(input, size, align_corners, scales, _aa_mode(ctx().node.target))
+
+
+@register(
+    aten._upsample_bilinear2d_aa_backward.default, aten._upsample_bicubic2d_aa_backward.default
+)
+def _upsample_2d_aa_backward(
+    grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None
+):
+    # the derivative of the forward lowering (a product with each axis's weights)
+    mode = _aa_mode(ctx().node.target)
+    zeros = jnp.zeros(tuple(input_size), grad_output.dtype)
+    scales = (scales_h, scales_w)
+    _, vjp = jax.vjp(
+        lambda x: _upsample_aa(x, tuple(output_size), align_corners, scales, mode), zeros
+    )
+    return as_dtype(vjp(grad_output)[0], out_dtype())
 
 
 # -- softmax that is 0 on fully masked rows ----------------------------------------------------
