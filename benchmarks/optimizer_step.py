@@ -21,6 +21,7 @@ import json
 import pathlib
 import pstats
 import sys
+import time
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(_HERE), str(_HERE.parent)]  # (this checkout's torch2xla, not an installed one)
@@ -55,14 +56,16 @@ def optimizer_steps(n_params: int, size: int, device: str = "cpu") -> dict:
     return steps
 
 
-def measure(n_params: int, size: int, rounds: int, calls: int, device: str = "cpu") -> dict:
+def measure(
+    n_params: int, size: int, rounds: int, calls: int, device: str = "cpu", clock=time.perf_counter
+) -> dict:
     result = {"machine": _common.machine(), "device": device, "params": n_params, "size": size}
-    result.update(rounds=rounds, calls=calls)
+    result.update(rounds=rounds, calls=calls, clock=clock.__name__)
     steps = optimizer_steps(n_params, size, device)
     for step in steps.values():  # compile and warm up
         for _ in range(3):
             step()
-    times = _common.interleaved(steps, rounds, calls, device)
+    times = _common.interleaved(steps, rounds, calls, device, clock=clock)
     result["step_us"] = {k: overhead._us(v) for k, v in times.items()}
     result["step_calls"] = {k: overhead.python_calls(v) for k, v in steps.items()}
     return result
@@ -74,7 +77,7 @@ def report(result: dict) -> str:
         (
             f"AdamW step of {result['params']} parameters of {result['size']} floats on "
             f"{result['device']} ({result['rounds']} interleaved rounds of {result['calls']} "
-            "steps, 1 thread): microseconds, median [q1, q3]; Python calls (all / torch2xla's)"
+            f"steps, 1 thread, {result['clock']}): microseconds, median [q1, q3]; Python calls (all / torch2xla's)"
         )
     ]
     for mode in MODES:
@@ -116,6 +119,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the process's CPU time (time.process_time, all its threads), not the wall "
+        "clock: on a loaded machine it is less changed by other processes",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile xla's step")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="write results here")
     args = parser.parse_args(argv)
@@ -123,7 +132,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.profile:
         print(profile(args.params, args.size, args.calls * 10, args.device))
         return {}
-    result = measure(args.params, args.size, args.rounds, args.calls, args.device)
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    result = measure(args.params, args.size, args.rounds, args.calls, args.device, clock)
     print(report(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
