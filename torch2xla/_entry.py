@@ -10,6 +10,7 @@ their own; ``Submodule`` stands for a fused partition of a split graph. ``Compil
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -154,6 +155,8 @@ class Entry:
         self.aliasing = lowered.aliasing
         self.inputs = lowered.inputs
         self.mutations = lowered.mutations
+        # (the written-back inputs of a call's inputs, in one C call: 584 in an AdamW step)
+        self._targets = operator.itemgetter(*self.mutations) if len(self.mutations) > 1 else None
         self.runner = runner
         self.program = runner if isinstance(runner, XlaProgram) else None
         self.detach = tuple(i for i, rg in enumerate(output_requires_grad) if not rg)
@@ -230,7 +233,10 @@ class Entry:
                     outer.extend(made)
         n = len(self.mutations)
         if n:
-            targets = [inputs[idx] for idx in self.mutations]
+            if self._targets is None:
+                targets = [inputs[idx] for idx in self.mutations]
+            else:
+                targets = list(self._targets(inputs))
             values, bumps = outs[:n], self.bumps
             if self.tracked and torch.is_grad_enabled():
                 targets, values, bumps = self._copy_tracked(targets, values)
@@ -372,11 +378,20 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
 def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
     """``targets[i].copy_(values[i])`` for each ``i``, in one launch where it can be: torch's
     ``_foreach_copy_`` refuses targets with a conjugate or negative bit (an input passed as
-    ``z.conj()`` or ``z.conj().imag``), which ``copy_`` writes through as eager does."""
-    flagged = [i for i, t in enumerate(targets) if t.is_conj() or t.is_neg()]
-    if not flagged:
+    ``z.conj()`` or ``z.conj().imag``), which ``copy_`` writes through as eager does.
+
+    NOTE: the refusal is raised by the dispatcher's conjugate and negative fallbacks, before
+    any copy: tried first, it costs nothing where no target has such a bit, where looking at
+    every target's bits cost ~0.15 us a target (584 in an AdamW step of 146 parameters). Any
+    other error (an inference tensor written outside inference mode) is raised again below,
+    by the copy eager would make, as before."""
+    try:
         torch._foreach_copy_(targets, values)
         return
+    except RuntimeError:
+        flagged = [i for i, t in enumerate(targets) if t.is_conj() or t.is_neg()]
+        if not flagged:
+            raise
     plain = [i for i in range(len(targets)) if i not in set(flagged)]
     if plain:
         torch._foreach_copy_([targets[i] for i in plain], [values[i] for i in plain])

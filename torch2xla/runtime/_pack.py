@@ -15,14 +15,16 @@ inputs); a user's outputs are not, so that in-place changes to them behave as in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 import torch
 
-from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE
+from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE, _row_major
 
 # Largest output packed, in bytes. On CUDA the concatenation copies at ~2 TB/s on the device,
 # while the export it saves costs ~12 us on the host, the time the device copies ~20 MB. On CPU
@@ -42,6 +44,28 @@ class _Group:
     shapes: tuple[tuple[int, ...], ...]
     sizes: tuple[int, ...]
 
+    @functools.cached_property
+    def runs(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...], int, int], ...]:
+        """The members as runs of consecutive pieces of one shape: per run, ``(shape, strides,
+        offset, count)`` of the buffer's ``as_strided`` view that holds it (elements), with
+        the run's count as its first dim where it has more than one piece (its ``unbind``
+        gives the pieces; ``plan`` puts members of one shape next to each other)."""
+        runs: list = []
+        offset = 0
+        for shape, size in zip(self.shapes, self.sizes):
+            if runs and runs[-1][0] == shape:
+                runs[-1][2] += 1
+            else:
+                runs.append([shape, offset, 1, size])
+            offset += size
+        out = []
+        for shape, start, count, size in runs:
+            strides = _row_major(shape)
+            if count > 1:
+                shape, strides = (count, *shape), (size, *strides)
+            out.append((shape, strides, start, count))
+        return tuple(out)
+
 
 @dataclasses.dataclass(frozen=True)
 class Packing:
@@ -51,6 +75,16 @@ class Packing:
     n: int
     groups: tuple[_Group, ...]
     rest: tuple[int, ...]
+
+    @functools.cached_property
+    def _gather(self) -> Callable[[Sequence], tuple]:
+        """The ``n`` outputs in order from the unpacked ones followed by each group's pieces
+        (one C call: no Python loop over the outputs)."""
+        order = [*self.rest, *(i for g in self.groups for i in g.positions)]
+        where = [0] * self.n
+        for k, i in enumerate(order):
+            where[i] = k
+        return operator.itemgetter(*where)  # (n >= 2: a group has two members)
 
     def pack(self, outs: Sequence) -> list:
         """The outputs as the packed function returns them (traced)."""
@@ -73,21 +107,18 @@ class Packing:
     def unpack(self, outs: Sequence, convert: Callable | None, cut: Callable | None = None) -> list:
         """The ``n`` outputs, as torch tensors, from the packed function's ``outs`` (JAX arrays
         converted by ``convert``; None where they are torch tensors already): packed members
-        cut from their buffer by ``cut(buffer, shapes, sizes)`` where given (JAX arrays on
-        the CPU: ``_interop.cut_cpu``), else as torch views of the converted buffer."""
-        full: list = [None] * self.n
+        cut from their buffer by ``cut(buffer, group)`` where given (JAX arrays on the CPU:
+        ``_interop.cut_cpu``, ``cut_cpu_views``), else as torch views of the converted
+        buffer."""
         rest = len(self.rest)
-        for i, o in zip(self.rest, outs if convert is None else map(convert, outs[:rest])):
-            full[i] = o
+        parts = list(outs[:rest] if convert is None else map(convert, outs[:rest]))
         for g, buf in zip(self.groups, outs[rest:]):
             if convert is not None and cut is not None:
-                pieces = cut(buf, g.shapes, g.sizes)
+                parts += cut(buf, g)
             else:
                 split = torch.split_with_sizes(buf if convert is None else convert(buf), g.sizes)
-                pieces = [p.view(shape) for p, shape in zip(split, g.shapes)]
-            for i, piece in zip(g.positions, pieces):
-                full[i] = piece
-        return full
+                parts += [p.view(shape) for p, shape in zip(split, g.shapes)]
+        return list(self._gather(parts))
 
 
 def plan(metas: Sequence, candidates: Sequence[int], limit: int) -> Packing | None:
@@ -106,14 +137,23 @@ def plan(metas: Sequence, candidates: Sequence[int], limit: int) -> Packing | No
             shapes[i] = tuple(shape)
             by_dtype.setdefault(dtype, []).append(i)
     groups = tuple(
-        _Group(d, tuple(ps), tuple(shapes[i] for i in ps), tuple(math.prod(shapes[i]) for i in ps))
-        for d, ps in by_dtype.items()
+        _Group(d, ps, tuple(shapes[i] for i in ps), tuple(math.prod(shapes[i]) for i in ps))
+        for d, ps in ((d, _by_shape(ps, shapes)) for d, ps in by_dtype.items())
         if len(ps) > 1
     )
     if not groups:
         return None
     packed = frozenset(i for g in groups for i in g.positions)
     return Packing(len(metas), groups, tuple(i for i in range(len(metas)) if i not in packed))
+
+
+def _by_shape(positions: Sequence[int], shapes: dict) -> tuple[int, ...]:
+    """``positions`` with those of one shape next to each other, shapes in the order they first
+    appear (a CPU program's pieces of one shape are cut from the buffer at once: ``runs``)."""
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i in positions:
+        by_shape.setdefault(shapes[i], []).append(i)
+    return tuple(i for ps in by_shape.values() for i in ps)
 
 
 def _np_dtype(dtype) -> np.dtype | None:

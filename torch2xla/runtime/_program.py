@@ -31,6 +31,7 @@ from torch2xla.runtime._interop import (
     _row_major,
     cuda_to_torch,
     cut_cpu,
+    cut_cpu_views,
     direct_call,
     host_copy,
     jax_device,
@@ -383,6 +384,9 @@ class XlaProgram:
         self._host_views = not (self._cuda or self.foreign_in)  # (``jax_inputs`` adds nothing)
         self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
+        # (an inference call's packed outputs are the new values of mutated inputs, which the
+        # entry copies into them: views of one tensor, ``cut_cpu_views``)
+        self.cut_writes = None if self._cuda else cut_cpu_views
         # Arguments JAX has not placed (numpy views, first calls) go to JAX's default device:
         # name ours only where that default is another device (a GPU machine, CPU tensors).
         default = jax.config.jax_default_device or jax.devices()[0]
@@ -449,7 +453,7 @@ class XlaProgram:
             else:
                 outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack(outs, self.to_torch, self.cut)
+            outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
         if self._layouts or self.foreign_out:
             return self._finished(outs)
         return outs

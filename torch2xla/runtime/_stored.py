@@ -39,6 +39,7 @@ from torch2xla.runtime._interop import (
     ViewCache,
     cuda_to_torch,
     cut_cpu,
+    cut_cpu_views,
     direct_call,
     no_stack_capture,
     to_torch_cpu,
@@ -427,6 +428,9 @@ class StoredProgram(XlaProgram):
         self._host_views = not self._cuda
         self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu
+        # (an inference call's packed outputs are the new values of mutated inputs, which the
+        # entry copies into them: views of one tensor, ``cut_cpu_views``)
+        self.cut_writes = None if self._cuda else cut_cpu_views
         default = jax.config.jax_default_device or jax.devices()[0]
         self._place = default != device
         self.wide = record.wide
