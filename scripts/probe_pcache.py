@@ -56,6 +56,7 @@ def _run(probe: str, cache: str, argv: list[str]) -> tuple[dict[str, str], str]:
         capture_output=True,
         text=True,
         cwd=ROOT,
+        check=False,
     )
     lines, hits = {}, "?"
     for line in proc.stdout.splitlines():
