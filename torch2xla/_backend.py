@@ -63,6 +63,7 @@ from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _fork, _stored, _stored_key
+from torch2xla.runtime._build_state import BuildState
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
 from torch2xla.runtime._scalar_outputs import as_scalars, scalar_kind
@@ -631,7 +632,11 @@ class CompiledGraph:
         with b.comp.stage("xla"):
             fetched = _stored.fetch(key, _stored_key.device_of(args))
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
-            restored = _stored.restore(fetched, self.gm, lambda: graph()._materialize(spec))
+            # (what the record does not hold is built later, under this build's state)
+            state = BuildState()
+            restored = _stored.restore(
+                fetched, self.gm, lambda: graph()._materialize(spec, state), state
+            )
         if restored is None:
             return None
         lowered, program = restored
@@ -660,11 +665,14 @@ class CompiledGraph:
         )
 
     @torch._disable_dynamo
-    def _materialize(self, spec: list) -> XlaProgram:
+    def _materialize(self, spec: list, state: BuildState) -> XlaProgram:
         """The whole-graph program of a restored signature, built the usual way (for what its
-        record does not hold: ``_stored.StoredProgram.full``)."""
+        record does not hold: ``_stored.StoredProgram.full``) under the ``state`` of the call
+        that restored it (the first need may come in a backward, with grad mode off), as
+        ``_compile`` builds it."""
         args = _stored.example_args(spec)
-        with BUILD_LOCK, no_stack_capture():  # (lower marks the export, _lower.exporting)
+        # (lower marks the export, _lower.exporting)
+        with BUILD_LOCK, state, no_stack_capture():
             lowered = lower(self.gm, args)
             gm = run_passes(lowered.gm, self.options.passes, self.name)
             if find_unsupported(gm):
@@ -675,11 +683,15 @@ class CompiledGraph:
                 )
             inputs = (*lowered.lifted, *args)
             requires_grad = (False,) * len(lowered.mutations) + self.output_requires_grad
+            grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+            # (a record's signature differentiates no write: ``_restore``)
             program = XlaProgram(
                 gm,
                 inputs,
                 requires_grad,
                 packable=range(len(lowered.mutations)),
+                links=functools.partial(self._links, lowered, grad),
+                order=functools.partial(self._links, lowered, grad, (), True),
                 **self.program_options,
             )
         program.label = f"torch2xla:{self.name}"

@@ -99,8 +99,8 @@ def backward_errors(gm: torch.fx.GraphModule) -> dict[int, RuntimeError]:
     if found is None:
         return {}
     inputs, outputs = found
-    leaves = [inputs[i] for i in _differentiated(inputs)]
     roots = _differentiated(outputs)
+    leaves = _frontier([outputs[i] for i in roots])
     mode = _fake_mode([*inputs, *outputs])
     if not leaves or not roots or mode is None:
         return {}
@@ -113,6 +113,40 @@ def backward_errors(gm: torch.fx.GraphModule) -> dict[int, RuntimeError]:
         if error is not None:
             errors[i] = error
     return errors
+
+
+# The node Dynamo's example inputs that require grad and are not leaves hang from
+# (``meta_utils._backward_error``: a ``DelayedError``): their history before the graph.
+_EXAMPLE_INPUT = "torch::autograd::Error"
+
+
+def _frontier(outputs: Sequence[torch.Tensor]) -> list:
+    """Where the graph's autograd history begins, below ``outputs``: the leaves, and the
+    gradient edges of the example inputs as they were before the graph ran.
+
+    NOTE: not the example inputs themselves: an input the graph writes in place (``v.mul_(
+    x[1])``, ``v`` a view of the input ``x``) has the write's node as its history now, and a
+    backward to it would stop above the nodes the write put below it, whose saved tensors
+    (``x[1]``, changed by the write through ``v``) make eager's backward raise.
+    """
+    found: dict[tuple[int, int], Any] = {}
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outputs]
+    keep = []  # (nodes are keyed by id(): kept alive until the walk ends)
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):  # AccumulateGrad: a leaf
+            found[(id(node), 0)] = variable
+        elif node.name() == _EXAMPLE_INPUT:
+            found[(id(node), 0)] = torch.autograd.graph.GradientEdge(node, 0)
+        else:
+            stack.extend(nxt for nxt, _ in node.next_functions)
+    return list(found.values())
 
 
 def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:

@@ -20,6 +20,7 @@ The key, ``graph_key``, and what it holds: ``_stored_key.py``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -35,6 +36,7 @@ from torch2xla.autodiff import _residuals, _train_fns
 from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
+from torch2xla.runtime._build_state import BuildState
 from torch2xla.runtime._interop import (
     ViewCache,
     cuda_to_torch,
@@ -399,8 +401,10 @@ class StoredProgram(XlaProgram):
         device: jax.Device,
         exes: dict[str, Any],
         materialize: Callable[[], XlaProgram],
+        state: BuildState | None = None,
     ) -> None:
         # (XlaProgram.__init__ is not called: it traces the graph)
+        self._state = state if state is not None else contextlib.nullcontext()
         opts = record.options
         self.gm = None
         self.split_backward, self.remat = opts["split_backward"], opts["remat"]
@@ -476,7 +480,8 @@ class StoredProgram(XlaProgram):
                 lambda i: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=sharding),
                 stored.args_info[0],
             )
-            compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout and formats
+            with self._state:  # (lowerings read torch's state as they trace)
+                compiled = fns.fwd.trace(*args).lower().compile()  # sets the layout, formats
             fns.fwd.adopt(compiled, compiled.exe_key)
             layout = fns.fwd.layout
         return fns, layout
@@ -593,11 +598,15 @@ def _executables(record: _Record) -> dict[str, _Exe]:
 
 
 def restore(
-    fetched, gm: torch.fx.GraphModule, materialize: Callable[[], XlaProgram]
+    fetched,
+    gm: torch.fx.GraphModule,
+    materialize: Callable[[], XlaProgram],
+    state: BuildState | None = None,
 ) -> tuple[LoweredGraph, StoredProgram] | None:
     """The lowered-graph stand-in and the program of ``fetch``'s result (None where the
     executables needed first are unusable: the signature is then built as usual). The
-    backward's executables are loaded at the first backward."""
+    backward's executables are loaded at the first backward. ``state``: torch's state of the
+    restoring call, under which ``materialize`` runs and the built program is traced."""
     if fetched is None:
         return None
     record, pending, device = fetched
@@ -617,7 +626,7 @@ def restore(
     if record.checks:  # (their lines: this process's, from its Dynamo graph)
         nodes = list(gm.graph.nodes)
         record = dataclasses.replace(record, checks=tuple(c.at(nodes) for c in record.checks))
-    program = StoredProgram(record, device, exes, materialize)
+    program = StoredProgram(record, device, exes, materialize, state)
     lowered = LoweredGraph(
         None, lifted, record.mutations, record.num_user_outputs, lifted_names=record.lifted
     )

@@ -29,6 +29,7 @@ import torch
 
 from torch2xla.capture._lower import scalar_placeholders
 from torch2xla.guards import _persistent
+from torch2xla.runtime import _build_state
 from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE, host_view, jax_device
 
 # Namespaces whose ops behave as the torch version (in the key) and torch2xla's source say.
@@ -63,7 +64,7 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
         _persistent.environment(),
         _source_digest(),
         _lowerings_digest(),
-        _global_state(),
+        _build_state.describe(),
         _describe_options(options),
         graph,
         inputs,
@@ -106,42 +107,6 @@ def _function_digest(fn: Any) -> str | None:
     h = hashlib.blake2b(marshal.dumps(code), digest_size=16)
     h.update(repr((fn.__defaults__, fn.__kwdefaults__, cells)).encode())
     return h.hexdigest()
-
-
-def _global_state() -> str:
-    """torch's process state that the export or the lowerings read."""
-    autocast = [
-        (d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d))) for d in ("cpu", "cuda")
-    ]
-    cuda = torch.backends.cuda
-    state = (
-        torch.is_grad_enabled(),
-        torch.is_inference_mode_enabled(),
-        autocast,
-        torch.is_autocast_cache_enabled(),
-        str(torch.get_default_dtype()),
-        torch.are_deterministic_algorithms_enabled(),
-        torch.get_float32_matmul_precision(),
-        cuda.matmul.allow_tf32,
-        cuda.matmul.allow_fp16_reduced_precision_reduction,
-        cuda.matmul.allow_bf16_reduced_precision_reduction,
-        torch.backends.cudnn.enabled,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.deterministic,
-        cuda.flash_sdp_enabled(),
-        cuda.mem_efficient_sdp_enabled(),
-        cuda.math_sdp_enabled(),
-        cuda.cudnn_sdp_enabled(),
-        torch._C._get_mkldnn_enabled(),
-        # read by lowerings that follow eager's CPU kernels: which elements take the
-        # vectorized loop (``ops/_loops.py``: the walk is cut per thread above GRAIN_SIZE) and
-        # the vector width (``ops/_arithmetic.py``); Dynamo guards the thread count of one
-        # process, a record is read by others
-        torch.get_num_threads(),
-        torch.backends.cpu.get_cpu_capability(),
-        sorted((k, repr(v)) for k, v in torch._functorch.config.get_config_copy().items()),
-    )
-    return repr(state)
 
 
 # Options that do not change a compiled program (cache_size: how many are kept; dump_dir: where
