@@ -270,7 +270,11 @@ for _dt in (C64, C128):
         "add_alpha": lambda a, b: (b + a, torch.add(a, b, alpha=2.5), torch.add(a, b, alpha=2j)),
         "add_real": lambda a, b: (a + b.real, b.real - a, a + float("nan"), float("inf") - a),
         "addcdiv": lambda a, b: torch.addcdiv(a, a, b, value=0.5),
-        "lerp": lambda a, b: (torch.lerp(a, b, 0.25), torch.lerp(a, b, 0.75), torch.lerp(a, b, 1.0)),
+        "lerp": lambda a, b: (
+            torch.lerp(a, b, 0.25),
+            torch.lerp(a, b, 0.75),
+            torch.lerp(a, b, 1.0),
+        ),
         "sum": lambda a, b: (a * b).reshape(-1, 11).sum(-1),
     }.items():
 
