@@ -8,6 +8,7 @@ bounds and runs channels-last after a CPU convolution, as relu does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -152,7 +153,25 @@ _CLAMP = {key: _masked(_clamp_value, rule) for key, rule in _CLAMP_RULES[_RULES_
 _FMAX_FMIN = _FMAX_FMIN_RULES[_RULES_SINCE]
 
 
-@register(aten.clamp.default, aten.clamp.Tensor)
+# torch 2.11's ``clamp`` with one Python-number bound skips it where it is NaN
+# (``x.clamp(min=nan)`` is ``x``, promoted); with both bounds, in clamp_min/clamp_max and for
+# tensor bounds NaN propagates, as it does in every form since 2.12
+_SKIPS_NAN_NUMBER = _TORCH < (2, 12)
+
+
+def _nan_number(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+@register(aten.clamp.default)
+def clamp_numbers(self, min=None, max=None):
+    if _SKIPS_NAN_NUMBER and (min is None) != (max is None) and _nan_number(min or max):
+        _compute, result = promote(Kind.DEFAULT, self, min if max is None else max)
+        return as_dtype(self, result)
+    return clamp(self, min, max)
+
+
+@register(aten.clamp.Tensor)
 def clamp(self, min=None, max=None):
     _compute, result = promote(Kind.DEFAULT, self, *(v for v in (min, max) if v is not None))
     lo = None if min is None else as_dtype(min, result)
