@@ -31,6 +31,8 @@ import operator
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from torch2xla.capture._int_values import graph_fake_mode
+
 # Binary ops whose Python-number operand eager wraps into their Tensor overload.
 _ARITHMETIC = ("add", "sub", "mul", "div", "true_divide")
 _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -112,16 +114,6 @@ def _dtype_for(node: torch.fx.Node, item: torch.fx.Node, fake_mode) -> torch.dty
     return None
 
 
-def _fake_mode(gm: torch.fx.GraphModule):
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    for node in gm.graph.nodes:
-        ex = node.meta.get("example_value")
-        if isinstance(ex, FakeTensor):
-            return ex.fake_mode
-    return None
-
-
 def _cast(gm, value: torch.fx.Node, dtype: torch.dtype, before, fake_mode) -> torch.fx.Node:
     """``value`` (a 0-d float64 tensor) as ``dtype``, computed before the node ``before``."""
     if dtype == torch.float64:
@@ -161,7 +153,7 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
     number (keyed by value: one program per value), why."""
     from torch2xla.guards._key import placeholder_label
 
-    fake_mode = _fake_mode(gm)
+    fake_mode = graph_fake_mode(gm)
     kept: dict[str, str] = {}
     changed = False
     for p in list(gm.graph.find_nodes(op="placeholder")):

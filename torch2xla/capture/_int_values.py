@@ -126,16 +126,22 @@ def _symbols(value) -> set:
     return out
 
 
-def _fake_mode(gm: torch.fx.GraphModule):
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+def graph_fake_mode(gm: torch.fx.GraphModule):
+    """The fake mode of ``gm``'s example values (None where it has none)."""
+    from torch._subclasses.fake_tensor import FakeTensor
 
     for node in gm.graph.nodes:
         ex = node.meta.get("example_value")
         if isinstance(ex, FakeTensor):
             return ex.fake_mode
-    from torch._guards import detect_fake_mode
+    return None
 
-    return detect_fake_mode() or FakeTensorMode()
+
+def _fake_mode(gm: torch.fx.GraphModule):
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return graph_fake_mode(gm) or detect_fake_mode() or FakeTensorMode()
 
 
 def _device(gm: torch.fx.GraphModule) -> torch.device:
