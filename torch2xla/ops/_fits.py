@@ -75,6 +75,14 @@ def _(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty_like(value)
 
 
+@fits.register_vmap
+def _(info, in_dims, value: torch.Tensor, dtype: torch.dtype):
+    # every batch element's float is checked, as eager checks each call's
+    if any(not _fits_float(v, dtype) for v in value.reshape(-1).tolist()):
+        raise RuntimeError(message(dtype))
+    return value.clone(), in_dims[0]
+
+
 fits.register_autograd(
     lambda ctx, grad: (grad, None), setup_context=lambda ctx, inputs, output: None
 )
