@@ -35,7 +35,7 @@ from torch2xla._errors import (
 from torch2xla._options import OptionError, Options
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._accumulate import example_order
-from torch2xla.autodiff._connected import example_links
+from torch2xla.autodiff._connected import example_links, examples_hold
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
@@ -293,28 +293,24 @@ class CompiledGraph:
         return self.gm.named_buffers(*args, **kwargs)
 
     def _links(
-        self, lowered: LoweredGraph, grad: Sequence[bool], tracked=(), order=False
+        self, lowered: LoweredGraph, grad: Sequence[bool], tracked: Sequence[bool] = ()
     ) -> tuple[int, ...] | None:
         """Per output of ``lowered``'s ATen graph, the bitmask of its inputs connected to it in
         eager's autograd graph, from the Dynamo graph's example values (``_connected``); None
-        where they cannot tell (parameters the Dynamo graph holds as attributes, example
-        values of inputs that required grad otherwise than the call's, ``grad``; new values
-        of inputs written with autograd's record, ``tracked``, whose examples' history was
-        rebased). ``order``: the leaves in eager's order of accumulation (``_accumulate``)."""
-        if lowered.lifted or any(tracked):
+        where they cannot tell (``_connected.examples_hold``)."""
+        if not examples_hold(self.gm, lowered, grad, tracked):
             return None
-        placeholders = self.gm.graph.find_nodes(op="placeholder")
-        for node, rg in zip(placeholders, grad, strict=True):
-            if rg != bool(getattr(node.meta.get("example_value"), "requires_grad", False)):
-                return None
-        if order:  # (the leaves in eager's order of accumulation instead: ``_accumulate``)
-            return example_order(self.gm)
         if self._example_links is None:
             self._example_links = example_links(self.gm)
         links = self._example_links
         if links is None or len(links) != lowered.num_user_outputs:
             return None
         return (0,) * len(lowered.mutations) + links
+
+    def _order(self, lowered: LoweredGraph, grad: Sequence[bool], tracked: Sequence[bool] = ()):
+        """The leaves in eager's order of accumulation (``_accumulate``), from the example
+        values; None where they cannot tell (``_connected.examples_hold``)."""
+        return example_order(self.gm) if examples_hold(self.gm, lowered, grad, tracked) else None
 
     def _eager_backward(self, args: Sequence, lowered: LoweredGraph, program=None) -> dict:
         """Eager's backward-time errors per user output (``_eager_backward``) for a call with
@@ -516,7 +512,7 @@ class CompiledGraph:
                     requires_grad,
                     packable=[i for i, t in enumerate(tracked) if not t],
                     links=functools.partial(self._links, lowered, grad, tracked),
-                    order=functools.partial(self._links, lowered, grad, tracked, True),
+                    order=functools.partial(self._order, lowered, grad, tracked),
                     writes=lowered.mutations,
                     **self.program_options,
                 )
@@ -691,7 +687,7 @@ class CompiledGraph:
                 requires_grad,
                 packable=range(len(lowered.mutations)),
                 links=functools.partial(self._links, lowered, grad),
-                order=functools.partial(self._links, lowered, grad, (), True),
+                order=functools.partial(self._order, lowered, grad),
                 **self.program_options,
             )
         program.label = f"torch2xla:{self.name}"

@@ -141,6 +141,21 @@ def _edges(node):
     return iter(node.next_functions)
 
 
+def examples_hold(gm: torch.fx.GraphModule, lowered, grad: Sequence[bool], tracked) -> bool:
+    """Whether the Dynamo graph ``gm``'s example values stand for eager's autograd graph of a
+    signature ``lowered`` (its ATen graph): not with parameters the graph holds as attributes
+    (lifted), example values of inputs that required grad otherwise than the call's
+    (``grad``), or new values of inputs written with autograd's record (``tracked``), whose
+    examples' history was rebased."""
+    if lowered.lifted or any(tracked):
+        return False
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    return all(
+        rg == bool(getattr(node.meta.get("example_value"), "requires_grad", False))
+        for node, rg in zip(placeholders, grad, strict=True)
+    )
+
+
 def example_links(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
     """Per output of the Dynamo graph ``gm``, the bitmask of its placeholders connected to it,
     from Dynamo's example values (None where some value is missing)."""
