@@ -233,16 +233,61 @@ _TARGETS = frozenset(
 def preserve_sdpa(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose sdpa calls target ``torch2xla::sdpa`` (``gm`` itself is never
     changed: Dynamo may still run it eagerly)."""
-    if any(n.op == "call_function" and "autocast" in str(n.target) for n in gm.graph.nodes):
-        return gm  # autocast entered inside the graph: which calls it covers is not tracked here
+    dtypes = _autocast_dtypes(gm)
+    if dtypes is None:
+        return gm  # autocast regions whose state is not known here: left to the decomposition
     outside = _outside_derivatives(gm)
-    return _rewritten(gm, lambda node: node in outside and _bound(node) is not None, _retarget_sdpa)
+    return _rewritten(
+        gm,
+        lambda node: node in outside and _bound(node) is not None,
+        lambda graph, node: _retarget_sdpa(graph, node, dtypes[node.name]),  # (a copy's node)
+    )
 
 
-def _retarget_sdpa(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+_ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
+_EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
+
+
+def _autocast_dtypes(gm: torch.fx.GraphModule) -> dict | None:
+    """Per sdpa call of ``gm`` (by node name), the dtype autocast casts it to on its device (None where
+    autocast is off there), following the ``torch.autocast`` regions the graph enters and
+    leaves (transformers' rotary embeddings turn autocast off around their float32 math, so
+    every Llama-like graph has them) from the state the graph is called in. None where a
+    region's arguments are not constants or regions do not nest."""
+    state = {d: _ambient(d) for d in ("cpu", "cuda")}
+    stack: list[tuple[torch.fx.Node, dict]] = []
+    dtypes = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is _ENTER_AUTOCAST:
+            device, dtype, enabled = (list(node.args) + [None, True])[:3]
+            if node.kwargs or not isinstance(device, str) or not isinstance(enabled, bool):
+                return None
+            if dtype is not None and not isinstance(dtype, torch.dtype):
+                return None
+            stack.append((node, dict(state)))
+            if device in state:
+                state[device] = (dtype or torch.get_autocast_dtype(device)) if enabled else None
+        elif node.target is _EXIT_AUTOCAST:
+            if not stack or node.args != (stack[-1][0],):
+                return None
+            state = stack.pop()[1]
+        elif node.target in _TARGETS:
+            value = _bound(node)
+            query = value and value["query"].meta.get("example_value")
+            device = query.device.type if isinstance(query, torch.Tensor) else None
+            dtypes[node.name] = state.get(device, _ambient(device) if device else None)
+    return None if stack else dtypes
+
+
+def _ambient(device: str):
+    """The dtype autocast casts to on ``device`` at the moment (None where it is off)."""
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
+
+def _retarget_sdpa(graph: torch.fx.Graph, node: torch.fx.Node, dtype) -> None:
     bound = _bound(node)
-    device = bound["query"].meta["example_value"].device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     args = (bound["query"], bound["key"], bound["value"], bound["attn_mask"])
     rest = (bound["is_causal"], bound["scale"], bound["enable_gqa"], dtype)
     if bound["dropout_p"]:

@@ -17,8 +17,11 @@ Calls with dropout become ``torch2xla::sdpa_dropout``, whose mask is drawn from 
 graph draws first (``torch.randint`` on the CPU), so that the backward draws the same mask
 again instead of keeping it, whether lowered (JAX's generator) or run eagerly (torch's).
 
-Calls left to the decomposition: graphs that enter autocast themselves, a dropout
-probability of 1 or more, and arguments that are not constants.
+Graphs that enter and leave ``torch.autocast`` regions themselves (transformers' rotary
+embeddings turn it off around their float32 math) give each call the dtype of its region
+(``_rewrites._autocast_dtypes``). Calls left to the decomposition: graphs whose regions have
+arguments that are not constants or do not nest, a dropout probability of 1 or more, and
+arguments that are not constants.
 """
 
 from __future__ import annotations
