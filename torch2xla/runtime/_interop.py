@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from jax.experimental.layout import Layout, with_layout_constraint
 
+from torch2xla.runtime._exported import array_of, note
+
 TORCH_TO_JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
     torch.float32: np.dtype(np.float32),
@@ -272,7 +274,7 @@ def cuda_to_torch(device: jax.Device):
                 a.shape, dtype=torch_dtype(a.dtype), device=torch.device("cuda", index)
             )
         # (DLPack names the legacy default stream 1, as torch.from_dlpack passes it)
-        return from_dlpack(export(a, stream=current_stream(index) or 1))
+        return note(from_dlpack(export(a, stream=current_stream(index) or 1)), a)
 
     return to_torch_cuda
 
@@ -456,6 +458,7 @@ class ViewCache:
 
     __slots__ = (
         "__weakref__",
+        "_donated",
         "_fast",
         "_lock",
         "_ptrs",
@@ -465,10 +468,15 @@ class ViewCache:
         "_writes",
     )
 
-    def __init__(self, n: int, fresh: Sequence[int] = (), writes: bool = True) -> None:
+    def __init__(
+        self, n: int, fresh: Sequence[int] = (), writes: bool = True, donated: Sequence[int] = ()
+    ) -> None:
         """A cache for ``n`` positions; those in ``fresh`` are converted afresh on every call.
         With ``writes`` False (CPU programs, which need no fence), torch's writes to cached
-        tensors are not tracked and no call asks for a fence."""
+        tensors are not tracked and no call asks for a fence. With ``writes`` True, a tensor
+        our programs exported arrives at a position outside ``donated`` (the positions the
+        program writes in place) as the array it was exported from (``_exported``)."""
+        self._donated = frozenset(donated) if writes else None
         self._refs: list = [None] * n
         self._ptrs: list[int] = [0] * n
         self._versions: list[int] = [0] * n
@@ -554,7 +562,11 @@ class ViewCache:
                 return view, False, False
             if ref is _NEVER:
                 return to_jax(t), True, False
-        view = to_jax(t)
+        # (an array of ours already ordered on JAX's stream: no import, so no fence either)
+        view = None if self._donated is None or i in self._donated else array_of(t)
+        imported = view is None
+        if imported:
+            view = to_jax(t)
         if not t.is_inference():  # (no version counter to see torch's writes by: never cached)
             self._refs[i], self._ptrs[i], self._versions[i] = (
                 weakref.ref(t),
@@ -562,7 +574,7 @@ class ViewCache:
                 t._version,
             )
             self._views[i] = None
-        return view, True, False
+        return view, imported, False
 
     def _import(self, i: int, t: torch.Tensor):
         """The view of ``t`` to cache at position ``i``, where it was seen twice in a row."""

@@ -380,7 +380,12 @@ class XlaProgram:
             compiler_options,
         )
         self._all_tensors = self.tensor_pos == tuple(range(n_args))
-        self._views = ViewCache(len(self.tensor_pos), fresh=self.foreign_in, writes=self._cuda)
+        self._views = ViewCache(
+            len(self.tensor_pos),
+            fresh=self.foreign_in,
+            writes=self._cuda,
+            donated=[k for _, k in self.in_place],
+        )
         self._host_views = not (self._cuda or self.foreign_in)  # (``jax_inputs`` adds nothing)
         self.to_torch = cuda_to_torch(self.device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu  # packed outputs' pieces (_pack)
