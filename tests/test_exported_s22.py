@@ -67,3 +67,36 @@ def test_optimizer_reading_compiled_gradients_matches_eager(clip, accumulate):
     expected = _loop(False, clip, accumulate)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_imports_past_the_ordered_ones_ask_for_a_fence():
+    """A call's first imports wait for torch's stream themselves; past them the imports are
+    unordered and the call asks for a fence (one ordered import last)."""
+    from torch2xla.runtime._interop import _ORDERED_IMPORTS, ViewCache, x64
+
+    few, many = _ORDERED_IMPORTS, _ORDERED_IMPORTS + 1
+    for n, fence in ((few, False), (many, True)):
+        cache = ViewCache(n)  # (``writes``: a CUDA program's cache, here over CPU tensors)
+        with x64():
+            for _ in range(3):  # (new tensors every call: every position imported)
+                tensors = [torch.randn(4) for _ in range(n)]
+                views, fenced = cache(tensors)
+                assert fenced is fence
+                for v, t in zip(views, tensors, strict=True):
+                    assert torch.equal(torch.from_dlpack(v), t)
+
+
+@cuda
+def test_many_fresh_inputs_written_by_torch_just_before_are_read_after_the_writes():
+    """Forty new inputs whose values torch's stream writes right before the call (behind a
+    long matmul): the program reads the written values (the fence orders every import)."""
+    big = torch.randn(4096, 4096, device="cuda")
+    f = torch.compile(lambda *xs: torch.stack(xs).sum(0), backend="xla")
+    for _ in range(3):
+        xs = [torch.zeros(64, device="cuda") for _ in range(40)]
+        for _ in range(8):
+            big = big @ big * 1e-3  # (keeps torch's stream busy)
+        for i, x in enumerate(xs):
+            x.fill_(float(i))
+        out = f(*xs)
+        assert torch.equal(out.cpu(), torch.full((64,), float(sum(range(40)))))

@@ -219,13 +219,13 @@ def host_view(t: torch.Tensor) -> np.ndarray:
     return np.ndarray(shape, dtype, memory, 0, tuple(map(itemsize.__mul__, stride)))
 
 
-def to_jax(t: torch.Tensor):
+def to_jax(t: torch.Tensor, ordered: bool = True):
     """A zero-copy view of ``t`` that JAX accepts as a jitted-function argument.
 
     On CPU that is a numpy view (~1 us, against ~20-50 us for ``jax.dlpack``); on CUDA a DLPack
     import, which makes the consuming JAX computation wait for the work queued so far on torch's
-    current stream (no host sync). Call it inside ``x64()``: outside it, JAX truncates 64-bit
-    DLPack imports to 32 bits.
+    current stream (no host sync); with ``ordered`` False it does not (``_CudaLink.to_jax``).
+    Call it inside ``x64()``: outside it, JAX truncates 64-bit DLPack imports to 32 bits.
     """
     if t.requires_grad:
         t = t.detach()
@@ -240,7 +240,7 @@ def to_jax(t: torch.Tensor):
         t = t.as_strided(t.shape, strides)
     link = _links.get(t.device.index) or _cuda_link(t.device.index)
     if link is not None:
-        return link.to_jax(t)
+        return link.to_jax(t, ordered)
     # (no stream of JAX's to hand the import to: JAX's own path)
     if t.device.index != torch.cuda.current_device():
         # torch exports only tensors of the current CUDA device.
@@ -294,7 +294,19 @@ class _CudaLink:
             self.waiter = torch.cuda.ExternalStream(stream)
         self.local = threading.local()
 
-    def to_jax(self, t: torch.Tensor):
+    def to_jax(self, t: torch.Tensor, ordered: bool = True):
+        """The import of ``t``; with ``ordered`` False, without the wait on torch's stream:
+        for a call's imports but its last (``ViewCache``: the fence). NOTE: JAX lets only
+        ~20-30 imports wait at once: measured on an H200, the optimizer step after a Llama
+        backward (146 fresh gradients, torch's stream behind the backward) blocked the host
+        ~110 ms in the imports past those, until the backward had finished on the GPU."""
+        if not ordered:
+            if t.device.index != torch.cuda.current_device():
+                with torch.cuda.device(t.device):
+                    capsule = torch._C._to_dlpack(t)
+            else:
+                capsule = torch._C._to_dlpack(t)
+            return _jaxlib_ext.dlpack_managed_tensor_to_buffer(capsule, self.device, None)
         local = self.local
         streams = getattr(local, "streams", None)
         if streams is None:
@@ -439,6 +451,11 @@ def _host_memory_of(a: jax.Array) -> tuple[Any, np.dtype, torch.dtype | None]:
     return memory, view, tdtype
 
 
+# A call's CUDA imports that wait for torch's stream themselves; past them, one fence does.
+_ORDERED_IMPORTS = 8
+_ORDERED, _UNORDERED = 1, 2
+
+
 class ViewCache:
     """Zero-copy JAX views of the tensors that come back call after call at the same position
     (parameters and buffers), so that each is imported once rather than on every call.
@@ -451,9 +468,12 @@ class ViewCache:
     dropped when its tensor dies.
 
     NOTE: on CUDA a cached view carries no ordering against torch's stream, while a DLPack
-    import makes the program wait for all work queued on torch's current stream so far. So a
-    call that imported nothing afresh, after torch wrote to a cached tensor (its version
-    counter moved), must import one tensor afresh as a fence: ``__call__`` says when.
+    import makes the program wait for all work queued on torch's current stream so far; but
+    JAX lets only ~20-30 such imports wait at once (``_CudaLink.to_jax``), so a call's imports
+    past its first ``_ORDERED_IMPORTS`` are unordered. A call that made unordered imports, or
+    that imported nothing afresh after torch wrote to a cached tensor (its version counter
+    moved), imports one tensor again last, ordered, as a fence (the program waits for all its
+    inputs, so for all torch's work queued before the fence): ``__call__`` says when.
     """
 
     __slots__ = (
@@ -461,6 +481,7 @@ class ViewCache:
         "_donated",
         "_fast",
         "_lock",
+        "_ordered_left",
         "_ptrs",
         "_refs",
         "_versions",
@@ -477,6 +498,7 @@ class ViewCache:
         our programs exported arrives at a position outside ``donated`` (the positions the
         program writes in place) as the array it was exported from (``_exported``)."""
         self._donated = frozenset(donated) if writes else None
+        self._ordered_left = _ORDERED_IMPORTS
         self._refs: list = [None] * n
         self._ptrs: list[int] = [0] * n
         self._versions: list[int] = [0] * n
@@ -492,9 +514,10 @@ class ViewCache:
             self._refs[i] = _NEVER
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[list, bool]:
-        """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed: no
-        tensor was imported afresh, and torch wrote to a cached one since the last call."""
+        """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed (on
+        CUDA: a tensor was imported, or torch wrote to a cached one since the last call)."""
         with self._lock:
+            self._ordered_left = _ORDERED_IMPORTS
             fast = self._fast
             if fast is not None:
                 # (``_Fast``'s check, inlined: a frame less on every call)
@@ -505,24 +528,25 @@ class ViewCache:
                         if not self._writes:
                             return out, False
                         return out, fast.written(cached)
-                    fresh = False
+                    fresh = 0
                     for i in fast.volatile:
                         out[i], imported, _ = self._one(i, tensors[i])
-                        fresh = fresh or imported
-                    if fresh or not self._writes:
+                        fresh = max(fresh, imported)
+                    if not self._writes:
                         return out, False
-                    return out, fast.written(cached)
+                    written = fast.written(cached)
+                    return out, fresh == _UNORDERED or (written and not fresh)
             out = []
-            fresh = written = False
+            fresh, written = 0, False
             for i, t in enumerate(tensors):
                 view, imported, wrote = self._one(i, t)
                 out.append(view)
-                fresh = fresh or imported
+                fresh = max(fresh, imported)
                 written = written or wrote
             # (where no view is cached, every position is new each call: no check to make)
             cached = any(map(operator.is_not, self._views, _NONES))
             self._fast = _Fast.of(self, tensors) if cached else None
-            return out, written and not fresh
+            return out, self._writes and (fresh == _UNORDERED or (written and not fresh))
 
     def adopt(self, pairs: Sequence[tuple[int, int]], views: Sequence, outs: Sequence) -> None:
         """After a call that donated the views at some positions (``pairs``: output, position;
@@ -546,27 +570,31 @@ class ViewCache:
             elif fast is not None:
                 fast.views = tuple(fast_views)
 
-    def _one(self, i: int, t: torch.Tensor) -> tuple[Any, bool, bool]:
-        """The view at position ``i`` of ``t``; whether it was imported afresh; whether torch
-        wrote to the cached tensor since the last call."""
+    def _one(self, i: int, t: torch.Tensor) -> tuple[Any, int, bool]:
+        """The view at position ``i`` of ``t``; whether it was imported afresh (0: no,
+        ``_ORDERED``, ``_UNORDERED``: see ``_ordered``); whether torch wrote to the cached
+        tensor since the last call."""
         ref = self._refs[i]
         if ref is not None:
             if ref() is t and t.data_ptr() == self._ptrs[i]:
                 view = self._views[i]
                 if view is None:
-                    view = self._views[i] = self._import(i, t)
-                    return view, True, False
+                    ordered = not self._writes or self._ordered()
+                    view = self._views[i] = self._import(i, t, ordered)
+                    return view, _ORDERED if ordered else _UNORDERED, False
                 if self._writes and t._version != self._versions[i]:
                     self._versions[i] = t._version
-                    return view, False, True
-                return view, False, False
+                    return view, 0, True
+                return view, 0, False
             if ref is _NEVER:
-                return to_jax(t), True, False
+                return to_jax(t), _ORDERED, False
         # (an array of ours already ordered on JAX's stream: no import, so no fence either)
         view = None if self._donated is None or i in self._donated else array_of(t)
-        imported = view is None
-        if imported:
-            view = to_jax(t)
+        imported = 0
+        if view is None:
+            ordered = not self._writes or self._ordered()  # (CPU: no frame)
+            view = to_jax(t, ordered)
+            imported = _ORDERED if ordered else _UNORDERED
         if not t.is_inference():  # (no version counter to see torch's writes by: never cached)
             self._refs[i], self._ptrs[i], self._versions[i] = (
                 weakref.ref(t),
@@ -576,7 +604,14 @@ class ViewCache:
             self._views[i] = None
         return view, imported, False
 
-    def _import(self, i: int, t: torch.Tensor):
+    def _ordered(self) -> bool:
+        """Whether this call's next CUDA import waits for torch's stream itself: its first
+        ``_ORDERED_IMPORTS`` do, the rest (``_UNORDERED``) are ordered by a fence after them
+        (``_CudaLink.to_jax``: JAX lets only ~20-30 ordered imports wait at once)."""
+        self._ordered_left -= 1
+        return self._ordered_left >= 0
+
+    def _import(self, i: int, t: torch.Tensor, ordered: bool = True):
         """The view of ``t`` to cache at position ``i``, where it was seen twice in a row."""
         d = t.detach()
         view = None
@@ -597,7 +632,7 @@ class ViewCache:
                 # JAX reads them as a layout of the imported array, which an executable
                 # compiled for the default layout rejects. Same memory, canonical strides:
                 d = d.as_strided(d.shape, strides)
-            view = jax.dlpack.from_dlpack(d) if d.device.type == "cpu" else to_jax(d)
+            view = jax.dlpack.from_dlpack(d) if d.device.type == "cpu" else to_jax(d, ordered)
             if view.unsafe_buffer_pointer() != d.data_ptr():
                 view = None  # JAX copied (misaligned data): a copy would go stale
         if view is None and d.device.type == "cpu" and not (d.is_conj() or d.is_neg()):
