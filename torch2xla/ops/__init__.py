@@ -38,6 +38,7 @@ from torch2xla.ops import (  # noqa: F401
     _effects,
     _elementwise,
     _fft,
+    _hops,
     _index,
     _linalg,
     _linalg_extra,

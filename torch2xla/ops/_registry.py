@@ -298,7 +298,8 @@ class RngState:
     """Derives one independent PRNG key per random node from the per-call seed."""
 
     def __init__(self, seed: jax.Array) -> None:
-        self._key = jax.random.key(seed)
+        typed_key = jax.dtypes.issubdtype(getattr(seed, "dtype", None), jax.dtypes.prng_key)
+        self._key = seed if typed_key else jax.random.key(seed)
         self._count = 0
 
     def next_key(self) -> jax.Array:
