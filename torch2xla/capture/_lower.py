@@ -255,7 +255,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
-    with export_scope() as rejected:
+    with export_scope() as rejected, _shape_env_for_loops(gm):
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
@@ -391,6 +391,32 @@ def export_scope():
         _arg_checks.recording() as rejected,
     ):
         yield rejected
+
+
+@contextlib.contextmanager
+def _shape_env_for_loops(gm: torch.fx.GraphModule):
+    """A fake mode with a shape environment (static shapes: every size stays an int) for the
+    export of a graph calling ``while_loop``, whose fake kernel needs one (AOT's own static
+    fake mode has none: ``'NoneType' object has no attribute 'ignore_fresh_unbacked_symbols'``)."""
+    if not _calls(gm, torch.ops.higher_order.while_loop):
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    with torch._guards.tracing(torch._guards.TracingContext(mode)):
+        yield
+
+
+def _calls(gm: torch.fx.GraphModule, op) -> bool:
+    """Whether ``gm`` or a module it holds (a higher-order op's subgraph) calls ``op``."""
+    return any(
+        n.op == "call_function" and n.target is op
+        for m in gm.modules()
+        if isinstance(m, torch.fx.GraphModule)
+        for n in m.graph.nodes
+    )
 
 
 @contextlib.contextmanager
