@@ -231,6 +231,47 @@ def cond_no_grad_branch(C, rec):
     rec("grads", grads(x, y))
 
 
+@scenario()
+def cond_index_check(C, rec):
+    # an index out of range in the taken branch raises as eager; in the other it does not
+    def f(x, i):
+        return torch.cond(i.sum() > 0, lambda x, i: x[i] * 2, lambda x, i: x[:2] + 1, (x, i))
+
+    rec("in range", C(f)(r(4), torch.tensor([1, 3])))
+    rec("untaken", C(f)(r(4), torch.tensor([-9, 7])))
+    rec("taken", C(f)(r(4), torch.tensor([1, 9])))
+
+
+@scenario(lowered=False)
+def cond_unlowered_op_inside(C, rec):
+    # an op without a lowering inside a branch: the cond runs in eager, the warning names it
+    @torch.library.custom_op("probe_hops::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    twice.register_fake(lambda x: torch.empty_like(x))
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: twice(x).sin(), lambda x: x.cos(), (x,))
+
+    rec("a", C(f)(r(4)))
+    rec("b", C(f)(-r(4).abs()))
+
+
+@scenario()
+def scan_random_steps_differ(C, rec):
+    # dropout in a scan body draws a new mask each step (eager does)
+    def combine(c, x):
+        return c, torch.nn.functional.dropout(x, 0.5, training=True)
+
+    def f(xs):
+        return scan(combine, torch.zeros(()), xs)[1]
+
+    ys = C(f)(torch.ones(6, 64))
+    rec("steps differ", bool((ys[1:] != ys[:1]).any(1).all()))
+    rec("kept values", sorted(set(ys.flatten().tolist())))
+
+
 # ============================================================================================
 # while_loop
 @scenario()
@@ -403,37 +444,47 @@ def checkpoint_grad(C, rec):
 # ============================================================================================
 # flex_attention (eager has no CPU backward: compared against a float64 dense reference)
 def _flex(C, rec, score_mod=None, mask_mod=None, grad=True, gqa=False, lse=False):
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    """With ``grad``: the compiled flex_attention's gradients against the float64 dense
+    reference (eager's CPU flex_attention refuses inputs that require grad, even in its
+    forward: its device check is lifted for the compiled run, as on a GPU). Without: the
+    forward against eager's own."""
+    from torch.nn.attention import flex_attention as fa
 
     B, H, L, S, D = 2, 4, 8, 8, 16
     Hk = 2 if gqa else H
-    q, k, v = leaf(B, H, L, D, seed=1), leaf(B, Hk, S, D, seed=2), leaf(B, Hk, S, D, seed=3)
+    q, k, v = (r(B, n, m, D, seed=i) for i, (n, m) in enumerate(((H, L), (Hk, S), (Hk, S))))
+    if grad:
+        q, k, v = (t.requires_grad_(True) for t in (q, k, v))
     block_mask = None
     if mask_mod is not None:
-        block_mask = create_block_mask(mask_mod, B, H, L, S, device="cpu")
+        block_mask = fa.create_block_mask(mask_mod, B, H, L, S, device="cpu")
+    kw = {"return_lse": True} if lse else {}
+
+    def f(q, k, v):
+        return fa.flex_attention(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa, **kw
+        )
+
     if C.compiled or not grad:
-        kw = {"return_lse": True} if lse else {}
-
-        def f(q, k, v):
-            return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa, **kw)
-
-        out = C(f)(q, k, v)
+        check, fa._validate_device = fa._validate_device, lambda *a: None
+        try:
+            out = C(f)(q, k, v)
+        finally:
+            fa._validate_device = check
     else:  # the dense reference, float64
-        qd, kd, vd = (t.detach().double().requires_grad_(True) for t in (q, k, v))
-        if gqa:
-            kx, vx = kd.repeat_interleave(H // Hk, 1), vd.repeat_interleave(H // Hk, 1)
-        else:
-            kx, vx = kd, vd
-        s = qd @ kx.transpose(-1, -2) / D**0.5
+        q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+        kx, vx = (t.repeat_interleave(H // Hk, 1) for t in (k, v))
+        s = q @ kx.transpose(-1, -2) / D**0.5
         b, h, i, j = torch.meshgrid(*(torch.arange(n) for n in (B, H, L, S)), indexing="ij")
         if score_mod is not None:
             s = score_mod(s, b, h, i, j)
         if mask_mod is not None:
             s = s.masked_fill(~mask_mod(b, h, i, j), float("-inf"))
-        out = torch.softmax(s, -1) @ vx
+        dead = (s == float("-inf")).all(-1, keepdim=True)  # (rows eager's safe softmax zeros)
+        probs = torch.softmax(s.masked_fill(dead, 0), -1).masked_fill(dead, 0)
+        out = probs @ vx
         if lse:
             out = (out, torch.logsumexp(s, -1))
-        q, k, v = qd, kd, vd
     if lse:
         out, l = out
         rec("lse", l.float())
@@ -473,7 +524,30 @@ def flex_softcap_sliding_gqa_lse(C, rec):
 
 @scenario()
 def flex_forward_vs_eager(C, rec):
-    _flex(C, rec, score_mod=lambda s, b, h, i, j: s * (h + 1), mask_mod=lambda b, h, i, j: i >= j, grad=False)
+    def mod(s, b, h, i, j):
+        return s * (h + 1)
+
+    _flex(C, rec, score_mod=mod, mask_mod=lambda b, h, i, j: i >= j, grad=False)
+
+
+@scenario()
+def flex_forward_lse_gqa_vs_eager(C, rec):
+    bias = r(8, seed=4)
+
+    def mod(s, b, h, i, j):
+        return s + bias[j] * b
+
+    _flex(C, rec, score_mod=mod, mask_mod=lambda b, h, i, j: j <= i + 1, gqa=True, lse=True, grad=False)
+
+
+@scenario()
+def flex_fully_masked_rows_vs_eager(C, rec):
+    _flex(C, rec, mask_mod=lambda b, h, i, j: (i > 2) & (j < i), lse=True, grad=False)
+
+
+@scenario()
+def flex_fully_masked_rows_grad(C, rec):
+    _flex(C, rec, mask_mod=lambda b, h, i, j: (i > 2) & (j < i), grad=True)
 
 
 def main(argv) -> int:

@@ -218,7 +218,7 @@ def _apply_bhmn(sub: _Subgraph, lead: tuple, sizes: Sequence[int], rest: tuple) 
     fn = one
     for dim in reversed(range(4)):
         index_axes = tuple(0 if d == dim else None for d in range(4))
-        fn = jax.vmap(fn, in_axes=(*(dim,) * n_lead, *index_axes, *(None,) * len(rest)))
+        fn = jax.vmap(fn, in_axes=(*(0,) * n_lead, *index_axes, *(None,) * len(rest)))
     idx = [jnp.arange(s, dtype=jnp.int32) for s in sizes]
     *outs, status = fn(*lead, *idx, *rest)
     flat = status.reshape(-1, 2)
