@@ -21,14 +21,14 @@ import sys
 import warnings
 
 import torch
-from _probe_common import difference, r, run
 from _probe_common import describe as _describe
+from _probe_common import difference, r, run
 from torch import nn
-
-import torch2xla
 from torch._higher_order_ops import associative_scan, while_loop
 from torch._higher_order_ops.map import map as hop_map
 from torch._higher_order_ops.scan import scan
+
+import torch2xla
 
 SCENARIOS: dict = {}
 # scenarios that must run without a FallbackWarning once the HOP is lowered
@@ -144,7 +144,9 @@ def cond_forward(C, rec):
 @scenario()
 def cond_grad(C, rec):
     def f(x, y):
-        return torch.cond(x.sum() > 0, lambda a, b: a.sin() * b, lambda a, b: a.cos() + 2 * a, (x, y))
+        return torch.cond(
+            x.sum() > 0, lambda a, b: a.sin() * b, lambda a, b: a.cos() + 2 * a, (x, y)
+        )
 
     for s in (1, 2):
         x, y = leaf(5, seed=s), leaf(5, seed=s + 5)
@@ -178,7 +180,9 @@ def cond_module_params(C, rec):
             self.b = nn.Linear(4, 4)
 
         def forward(self, x):
-            return torch.cond(x.mean() > 0, lambda x: self.a(x).relu(), lambda x: self.b(x) * 2, (x,))
+            return torch.cond(
+                x.mean() > 0, lambda x: self.a(x).relu(), lambda x: self.b(x) * 2, (x,)
+            )
 
     torch.manual_seed(0)
     m = M()
@@ -262,7 +266,7 @@ def cond_unlowered_op_inside(C, rec):
 def scan_random_steps_differ(C, rec):
     # dropout in a scan body draws a new mask each step (eager does)
     def combine(c, x):
-        return c, torch.nn.functional.dropout(x, 0.5, training=True)
+        return c + 1, torch.nn.functional.dropout(x, 0.5, training=True)
 
     def f(xs):
         return scan(combine, torch.zeros(()), xs)[1]
@@ -277,7 +281,9 @@ def scan_random_steps_differ(C, rec):
 @scenario()
 def while_loop_forward(C, rec):
     def f(x, n):
-        return while_loop(lambda i, x: i < n, lambda i, x: (i + 1, x * 1.5 + 1), (torch.tensor(0), x))
+        return while_loop(
+            lambda i, x: i < n, lambda i, x: (i + 1, x * 1.5 + 1), (torch.tensor(0), x)
+        )
 
     rec("a", C(f)(r(3), torch.tensor(4)))
     rec("b", C(f)(r(3), torch.tensor(7)))
@@ -297,7 +303,9 @@ def while_loop_params(C, rec):
     lin = nn.Linear(3, 3)
 
     def f(x):
-        return while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, lin(x).tanh()), (torch.tensor(0), x))
+        return while_loop(
+            lambda i, x: i < 3, lambda i, x: (i + 1, lin(x).tanh()), (torch.tensor(0), x)
+        )
 
     with torch.no_grad():
         rec("out", C(f)(r(2, 3)))
@@ -537,7 +545,15 @@ def flex_forward_lse_gqa_vs_eager(C, rec):
     def mod(s, b, h, i, j):
         return s + bias[j] * b
 
-    _flex(C, rec, score_mod=mod, mask_mod=lambda b, h, i, j: j <= i + 1, gqa=True, lse=True, grad=False)
+    _flex(
+        C,
+        rec,
+        score_mod=mod,
+        mask_mod=lambda b, h, i, j: j <= i + 1,
+        gqa=True,
+        lse=True,
+        grad=False,
+    )
 
 
 @scenario()

@@ -94,9 +94,13 @@ def subgraph_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
     found: list[torch.fx.Node] = []
 
     def visit(a):
-        if isinstance(a, torch.fx.Node) and a.op == "get_attr":
-            if isinstance(_attr(node.graph.owning_module, a.target), torch.fx.GraphModule):
-                found.append(a)
+        module = getattr(node.graph, "owning_module", None)
+        if (
+            isinstance(a, torch.fx.Node)
+            and a.op == "get_attr"
+            and isinstance(_attr(module, a.target), torch.fx.GraphModule)
+        ):
+            found.append(a)
         return a
 
     torch.fx.node.map_aggregate((node.args, node.kwargs), visit)

@@ -153,7 +153,7 @@ def while_loop(cond_gm: Any, body_gm: Any, carried: Sequence, additional: Sequen
         return go & (test_status[0] == 0) & (body_status[0] == 0)
 
     def step(state):
-        xs, _, test_status, body_status, i = state
+        xs, _, _, body_status, i = state
         sub_key = None if key is None else jax.random.fold_in(key, 2 * i + 1)
         new, status = body(sub_key, *xs, *additional)
         new = _as_out(new, metas)
