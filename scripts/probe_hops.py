@@ -276,6 +276,24 @@ def scan_random_steps_differ(C, rec):
     rec("kept values", sorted(set(ys.flatten().tolist())))
 
 
+@scenario()
+def stop_points_inside_subgraphs(C, rec):
+    # .detach() and no_grad inside a branch or a scan step stop gradients as in eager
+    def branch(x):
+        with torch.no_grad():
+            y = x * 3
+        return y * x + x.detach() * x
+
+    def f(x, xs):
+        a = torch.cond(x.sum() > 0, branch, lambda x: x * 2, (x,))
+        c = scan(lambda c, x: (c + x.detach() * x, c * x), torch.zeros(3), xs)[0]
+        return a + c
+
+    x, xs = leaf(3, seed=5).abs().detach().requires_grad_(True), leaf(4, 3)
+    C(f)(x, xs).sum().backward()
+    rec("grads", grads(x, xs))
+
+
 # ============================================================================================
 # while_loop
 @scenario()

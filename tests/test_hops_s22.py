@@ -133,6 +133,23 @@ def test_cond_with_an_op_xla_cannot_run_inside_warns_naming_both():
     assert "test_hops_s22.py:" in texts[0]
 
 
+def test_stop_points_inside_subgraphs_stop_gradients():
+    # a branch's or a scan step's .detach() and no_grad were differentiated through (2x grads)
+    def branch(x):
+        with torch.no_grad():
+            y = x * 3
+        return y * x + x.detach() * x
+
+    def f(x, xs):
+        a = torch.cond(x.sum() > 0, branch, lambda x: x * 2, (x,))
+        c = scan(lambda c, x: (c + x.detach() * x, c * x), torch.zeros(3, dtype=x.dtype), xs)[0]
+        return a + c
+
+    for seed in (0, 1):
+        got, want = _grads_both(lambda x, xs: f(x.abs(), xs), [(3,), (4, 3)], seed=seed)
+        assert_same(got, want)
+
+
 # -- while_loop --------------------------------------------------------------------------------
 def test_while_loop_runs_in_xla():
     # failed to export ('NoneType' object has no attribute 'ignore_fresh_unbacked_symbols')
