@@ -336,3 +336,24 @@ def test_flex_attention_gradients_match_a_float64_reference(monkeypatch, mask_mo
     torch.testing.assert_close(out, ref.float(), rtol=1e-5, atol=1e-5)
     for got, want in zip(qkv, ref_in):
         torch.testing.assert_close(got.grad, want.grad.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_flex_attention_gradient_of_a_learned_bias_the_score_mod_reads(monkeypatch):
+    from torch.nn.attention import flex_attention as fa
+
+    monkeypatch.setattr(fa, "_validate_device", lambda *a: None)
+    bias = torch.randn(4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+
+    def rel(s, b, h, i, j):
+        return s + bias[h] * (i - j)
+
+    qkv = _flex_args(rg=True)
+    out = torch.compile(lambda q, k, v: fa.flex_attention(q, k, v, rel), backend="xla")(*qkv)
+    out.sum().backward()
+    ref_bias = bias.detach().double().requires_grad_(True)
+    ref_in = [t.detach().double().requires_grad_(True) for t in qkv]
+    ref = _dense_reference(*ref_in, lambda s, b, h, i, j: s + ref_bias[h] * (i - j), None)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref.float(), rtol=1e-5, atol=1e-5)
+    for got, want in zip([*qkv, bias], [*ref_in, ref_bias]):
+        torch.testing.assert_close(got.grad, want.grad.float(), rtol=1e-5, atol=1e-5)
