@@ -584,6 +584,26 @@ def flex_fully_masked_rows_grad(C, rec):
     _flex(C, rec, mask_mod=lambda b, h, i, j: (i > 2) & (j < i), grad=True)
 
 
+@scenario()
+def flex_float64_lse_vs_eager(C, rec):
+    # flex_attention's fake kernel says the lse is float32 whatever the query's dtype; eager's
+    # math kernel returns it in float64 for float64 queries (compiled gave float32)
+    from torch.nn.attention import flex_attention as fa
+
+    q, k, v = (
+        r(1, 2, 4, 8, dtype=torch.float64),
+        r(1, 2, 12, 8, seed=1, dtype=torch.float64),
+        r(1, 2, 12, 8, seed=2, dtype=torch.float64),
+    )
+    bm = fa.create_block_mask(lambda b, h, i, j: j <= i + 8, None, None, 4, 12, "cpu")
+
+    def f(q, k, v):
+        mod = lambda s, b, h, i, j: s - (i - j).abs()
+        return fa.flex_attention(q, k, v, mod, block_mask=bm, scale=0.3, return_lse=True)
+
+    rec("out", C(f)(q, k, v))
+
+
 def main(argv) -> int:
     warnings.simplefilter("ignore")
     return run(argv, SCENARIOS, compare)

@@ -299,6 +299,37 @@ def test_flex_attention_forward_matches_eager(mask_mod, gqa):
     assert_same(torch.compile(f, backend="xla", options=STRICT)(*args), f(*args))
 
 
+def test_flex_attention_float64_statistics_are_float64_as_eager():
+    # the fake kernel says float32 for the lse whatever the query's dtype: return_lse gave it
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 4, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, 12, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    block_mask = create_block_mask(lambda b, h, i, j: j <= i + 8, None, None, 4, 12, "cpu")
+
+    def f(q, k, v, mod=lambda s, b, h, i, j: torch.tanh(s) * 2 - (i - j).abs() * 0.1):
+        return flex_attention(q, k, v, mod, block_mask=block_mask, scale=0.3, return_lse=True)
+
+    assert_same(torch.compile(f, backend="xla", options=STRICT)(q, k, v), f(q, k, v))
+
+
+def test_flex_attention_score_mod_index_out_of_range_raises_eagers_error():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def f(q, k, v):
+        return flex_attention(q, k, v, _score_mod)  # (_BIAS has 8 entries, the keys 12)
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 4, 8, generator=g)
+    k, v = (torch.randn(1, 2, 12, 8, generator=g) for _ in range(2))
+    with pytest.raises(IndexError) as want:
+        f(q, k, v)
+    with pytest.raises(IndexError) as got:
+        torch.compile(f, backend="xla")(q, k, v)
+    assert str(want.value).splitlines()[0] in str(got.value)
+
+
 def _dense_reference(q, k, v, score_mod, mask_mod):
     """softmax(score_mod(q k^T / sqrt(d))) v in float64, fully masked rows zero (as eager)."""
     B, H, L, D = q.shape

@@ -19,6 +19,7 @@ from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     eager_layouts,
+    flex_statistics_in_float64,
     margin_losses,
     pointwise_composites,
     preserve_rnns,
@@ -264,6 +265,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     _dtype_probes.mark_calls(aten_gm, refused)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
+    flex_statistics_in_float64(aten_gm)
     prune_kept(aten_gm)  # dead ops only where they check values
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted_names = [*sig.parameters, *sig.buffers]

@@ -280,9 +280,11 @@ def flex_attention(
         precision=lax.Precision.HIGHEST,
     )
     lse = jnp.where(masked, -jnp.inf, jnp.log(jnp.where(masked, 1, total)) + safe_top)[..., 0]
-    metas = _metas()
     ln2 = math.log(2)
-    return _as_out((out, lse / ln2, top[..., 0] / ln2), metas)
+    out = _as_out((out,), _metas()[:1])[0]
+    if work == jnp.float64:  # (eager's dtype; ``capture/_rewrites.flex_statistics_in_float64``)
+        return out, lse / ln2, top[..., 0] / ln2
+    return out, *_as_out((lse / ln2, top[..., 0] / ln2), _metas()[1:])
 
 
 def _uses(gm: Any) -> bool:
