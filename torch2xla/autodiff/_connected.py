@@ -145,9 +145,13 @@ def examples_hold(gm: torch.fx.GraphModule, lowered, grad: Sequence[bool], track
     """Whether the Dynamo graph ``gm``'s example values stand for eager's autograd graph of a
     signature ``lowered`` (its ATen graph): not with parameters the graph holds as attributes
     (lifted), example values of inputs that required grad otherwise than the call's
-    (``grad``), or new values of inputs written with autograd's record (``tracked``), whose
-    examples' history was rebased."""
+    (``grad``), new values of inputs written with autograd's record (``tracked``), whose
+    examples' history was rebased, or a graph calling ``invoke_subgraph``
+    (``nested_compile_region``): Dynamo hands each later call of a region the first call's
+    output values, whose history is the first call's."""
     if lowered.lifted or any(tracked):
+        return False
+    if gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph):
         return False
     placeholders = gm.graph.find_nodes(op="placeholder")
     return all(

@@ -19,6 +19,7 @@ from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     eager_layouts,
+    flex_statistics_in_float64,
     margin_losses,
     pointwise_composites,
     preserve_rnns,
@@ -255,7 +256,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
-    with export_scope() as rejected:
+    with export_scope() as rejected, _shape_env_for_loops(gm):
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
@@ -264,6 +265,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     _dtype_probes.mark_calls(aten_gm, refused)
     # Side-effecting ops (linalg error checks) come wrapped with effect tokens: unwrap them.
     strip_effect_tokens(aten_gm, len(sig.input_tokens), len(sig.output_tokens))
+    flex_statistics_in_float64(aten_gm)
     prune_kept(aten_gm)  # dead ops only where they check values
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted_names = [*sig.parameters, *sig.buffers]
@@ -391,6 +393,32 @@ def export_scope():
         _arg_checks.recording() as rejected,
     ):
         yield rejected
+
+
+@contextlib.contextmanager
+def _shape_env_for_loops(gm: torch.fx.GraphModule):
+    """A fake mode with a shape environment (static shapes: every size stays an int) for the
+    export of a graph calling ``while_loop``, whose fake kernel needs one (AOT's own static
+    fake mode has none: ``'NoneType' object has no attribute 'ignore_fresh_unbacked_symbols'``)."""
+    if not _calls(gm, torch.ops.higher_order.while_loop):
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    with torch._guards.tracing(torch._guards.TracingContext(mode)):
+        yield
+
+
+def _calls(gm: torch.fx.GraphModule, op) -> bool:
+    """Whether ``gm`` or a module it holds (a higher-order op's subgraph) calls ``op``."""
+    return any(
+        n.op == "call_function" and n.target is op
+        for m in gm.modules()
+        if isinstance(m, torch.fx.GraphModule)
+        for n in m.graph.nodes
+    )
 
 
 @contextlib.contextmanager

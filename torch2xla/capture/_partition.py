@@ -9,7 +9,7 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from torch2xla._errors import Unsupported, is_custom_op
+from torch2xla._errors import Unsupported, is_custom_op, op_name, source_line
 from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, NO_JAX_GRADIENT, dtype_without_xla
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
@@ -45,6 +45,11 @@ def find_unsupported(
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
+        if isinstance(node.target, torch._ops.HigherOrderOperator) and node.target in LOWERINGS:
+            why = _inside(node, node in graded)
+            if why is not None:
+                found.append(Unsupported(node, why))
+            continue
         namespace = getattr(node.target, "namespace", None)
         if namespace in _COLLECTIVE_NAMESPACES:
             found.append(Unsupported(node, "collective: runs through torch's process group", True))
@@ -64,6 +69,49 @@ def find_unsupported(
             # (eager's CPU kernel divides each row's gradient by another index's count)
             found.append(Unsupported(node, "scale_grad_by_freq=True: eager's gradient is kept"))
     return found
+
+
+def _inside(node: torch.fx.Node, graded: bool) -> str | None:
+    """Why a higher-order op with a lowering cannot run in XLA (None: it can): an op inside
+    one of its subgraphs that cannot (a gradient reaching the op reaches all of them), or a
+    ``while_loop`` a gradient reaches (JAX differentiates no while loop in reverse mode)."""
+    if graded and node.target is torch.ops.higher_order.while_loop:
+        return "its gradient: JAX cannot differentiate a while loop in reverse mode"
+    for sub in subgraph_nodes(node):
+        module = _attr(node.graph.owning_module, sub.target)
+        n_in = len(module.graph.find_nodes(op="placeholder"))
+        inner = find_unsupported(module, [True] * n_in if graded else None)
+        if inner:
+            u = inner[0]
+            where = source_line(u.node)
+            return f"{op_name(u.node)} inside it cannot run in XLA ({u.reason}; at {where})"
+    return None
+
+
+def subgraph_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The ``get_attr`` arguments of ``node`` (nested in tuples too) that name graph modules:
+    a higher-order op's subgraphs."""
+    found: list[torch.fx.Node] = []
+
+    def visit(a):
+        module = getattr(node.graph, "owning_module", None)
+        if (
+            isinstance(a, torch.fx.Node)
+            and a.op == "get_attr"
+            and isinstance(_attr(module, a.target), torch.fx.GraphModule)
+        ):
+            found.append(a)
+        return a
+
+    torch.fx.node.map_aggregate((node.args, node.kwargs), visit)
+    return found
+
+
+def _attr(gm: torch.nn.Module, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _reached(gm: torch.fx.GraphModule, grad_inputs: Sequence[bool]) -> set[torch.fx.Node]:
@@ -103,6 +151,11 @@ class _Support(OperatorSupportBase):
         self.unsupported = unsupported
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node.op == "get_attr":  # (a subgraph goes with the higher-order ops that call it)
+            return bool(node.users) and all(
+                u.op == "call_function" and u not in self.unsupported and node in subgraph_nodes(u)
+                for u in node.users
+            )
         return node.op == "call_function" and node not in self.unsupported
 
 

@@ -597,3 +597,33 @@ _MARGIN_KERNELS = {
     F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,
     F.multilabel_margin_loss: torch.ops.aten.multilabel_margin_loss.default,
 }
+
+
+def flex_statistics_in_float64(gm: torch.fx.GraphModule) -> None:
+    """``flex_attention``'s fake kernel makes its log-sum-exp and row maxima float32 whatever
+    the query's dtype, where eager's math kernel returns them in float64 for a float64 query
+    (``return_lse`` gave float32): they are cast to float64 where they are read, and the graph's
+    fake values propagated again. (``ops/_hops.flex_attention`` returns them in float64 for such
+    a query, so the cast is exact.)"""
+    flex = torch.ops.higher_order.flex_attention
+    cast_op = torch.ops.prims.convert_element_type.default
+    changed = False
+    for node in gm.graph.find_nodes(op="call_function", target=flex):
+        query = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if getattr(query, "dtype", None) != torch.float64:
+            continue
+        for user in list(node.users):
+            if user.target is operator.getitem and user.args[1] in (1, 2):
+                with gm.graph.inserting_after(user):
+                    cast = gm.graph.call_function(cast_op, (user, torch.float64))
+                cast.meta = {k: v for k, v in user.meta.items() if k != "val"}
+                user.replace_all_uses_with(cast, delete_user_cb=lambda n, c=cast: n is not c)
+                changed = True
+    if not changed:
+        return
+    gm.recompile()
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    inputs = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    mode = torch._guards.detect_fake_mode(inputs) or torch._subclasses.FakeTensorMode()
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*inputs)

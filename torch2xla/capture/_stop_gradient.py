@@ -38,7 +38,22 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     ``gm`` itself is left untouched: a Dynamo graph is lowered once per input signature.
     """
     stops = grad_enabled and any(_is_stop_point(n) for n in gm.graph.nodes)
-    if not stops and not any(_is_switch(n) or _nesting(n) for n in gm.graph.nodes):
+    # Higher-order ops' subgraphs (``torch.cond``'s branches, a scan's step), which the export
+    # keeps and ``ops/_hops.py`` translates, have their stop points marked the same way.
+    subgraphs = {}
+    for node in gm.graph.find_nodes(op="get_attr"):
+        sub = gm
+        for part in node.target.split("."):
+            sub = getattr(sub, part, None)
+        if isinstance(sub, torch.fx.GraphModule) and node.target not in subgraphs:
+            marked = insert_stop_gradients(sub, grad_enabled)
+            if marked is not sub:
+                subgraphs[node.target] = marked
+    if (
+        not stops
+        and not subgraphs
+        and not any(_is_switch(n) or _nesting(n) for n in gm.graph.nodes)
+    ):
         return gm
     graph = copy.deepcopy(gm.graph)
     if grad_enabled:
@@ -73,6 +88,8 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
                 user.replace_input_with(node, stop)
     new = torch.fx.GraphModule(gm, graph)
     new.meta.update(gm.meta)
+    for target, marked in subgraphs.items():
+        new.set_submodule(target, marked)
     return new
 
 

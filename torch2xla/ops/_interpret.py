@@ -17,18 +17,26 @@ from torch2xla.runtime import _checks, _interop
 
 
 def uses_rng(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` draws random numbers (in a higher-order op's subgraph too)."""
     return any(
         n.op == "call_function"
         and isinstance(n.target, torch._ops.OpOverload)
         and torch.Tag.nondeterministic_seeded in n.target.tags
         for n in gm.graph.nodes
-    )
+    ) or any(uses_rng(sub) for sub in subgraphs(gm))
+
+
+def subgraphs(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
+    """The graph modules ``gm``'s ``get_attr`` nodes name: higher-order ops' subgraphs."""
+    found = (_get_attr(gm, n.target) for n in gm.graph.find_nodes(op="get_attr"))
+    return [m for m in found if isinstance(m, torch.fx.GraphModule)]
 
 
 def to_jax_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[..., tuple]:
     """A pure function ``f(seed, *inputs) -> tuple(outputs)`` equivalent to ``gm``.
 
-    ``seed`` is a uint32 scalar (ignored when the graph draws no random numbers); ``inputs``
+    ``seed`` is a uint32 scalar or a PRNG key (a higher-order op's subgraph: ``ops/_hops.py``),
+    ignored when the graph draws no random numbers; ``inputs``
     follow ``gm``'s placeholders. The function is meant to be traced under ``jax.jit``.
     Lowerings read the analyses ``capture.annotate`` recorded in ``gm``'s nodes (run it first;
     without them they take the forms right for any graph).
@@ -38,8 +46,10 @@ def to_jax_function(gm: torch.fx.GraphModule, checks: bool = False) -> Callable[
     them in its order (empty where ``f`` returns no status).
     """
     nodes = list(gm.graph.nodes)
-    constants = {
-        n.target: _interop.jnp_array(_get_attr(gm, n.target)) for n in nodes if n.op == "get_attr"
+    constants = {n.target: _get_attr(gm, n.target) for n in nodes if n.op == "get_attr"}
+    constants = {  # (a higher-order op's subgraph is handed to its lowering as it is)
+        k: v if isinstance(v, torch.fx.GraphModule) else _interop.jnp_array(v)
+        for k, v in constants.items()
     }
 
     def run(seed: jax.Array, *inputs: Any) -> tuple:

@@ -164,7 +164,8 @@ def where_is(op: torch._ops.OpOverload) -> str:
     """Where the lowering of ``op`` lives, as ``file:line``.
 
     Args:
-        op: an ATen (or other) op overload, e.g. ``torch.ops.aten.relu.default``.
+        op: an ATen (or other) op overload, e.g. ``torch.ops.aten.relu.default``, or a
+            higher-order op (``torch.ops.higher_order.cond``).
 
     Returns:
         ``torch2xla/ops/_elementwise.py:123``: the lowering's ``def``, or for one made by a
@@ -180,7 +181,7 @@ def where_is(op: torch._ops.OpOverload) -> str:
         >>> torch2xla.ops.where_is(torch.ops.aten.relu.default)
         'torch2xla/ops/_elementwise.py:278'
     """
-    if not isinstance(op, torch._ops.OpOverload):
+    if not isinstance(op, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
         raise TypeError(
             f"torch2xla.ops.where_is: expected an op overload such as torch.ops.aten.add.Tensor, "
             f"got {type(op).__name__} {op}"
@@ -298,7 +299,8 @@ class RngState:
     """Derives one independent PRNG key per random node from the per-call seed."""
 
     def __init__(self, seed: jax.Array) -> None:
-        self._key = jax.random.key(seed)
+        typed_key = jax.dtypes.issubdtype(getattr(seed, "dtype", None), jax.dtypes.prng_key)
+        self._key = seed if typed_key else jax.random.key(seed)
         self._count = 0
 
     def next_key(self) -> jax.Array:

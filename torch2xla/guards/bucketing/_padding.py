@@ -343,6 +343,16 @@ class _Interpreter:
         if target is operator.getitem:
             src = self.env.get(node.args[0])
             return src[node.args[1]] if isinstance(src, list) else None
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            # (cond, scan, ...: their subgraphs are not analyzed; an operand, nested in the
+            # op's tuples, with a padded dimension or a padded size keeps its symbol unpadded)
+            involved = set()
+            for n in _nodes((node.args, tuple(node.kwargs.values()))):
+                state = self.env.get(n)
+                involved |= _pads(state) if state is not None else self.value_syms(n)
+            if involved:
+                self.refuse(involved, f"no padding rule for {target.name()}")
+            return _fresh_any(self, node.meta.get("val"))
         if not isinstance(target, torch._ops.OpOverload):
             # SymInt arithmetic (operator.mul, sym_float, ...): sizes, checked where used.
             if any(isinstance(a, torch.fx.Node) and _pads(self.env.get(a)) for a in node.args):
