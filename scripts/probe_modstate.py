@@ -280,10 +280,9 @@ def parametrize_weight_norm(C, call):
     with torch.no_grad():
         lin.parametrizations.weight.original0.mul_(2)
     _train_step(call, f, lin, x, "g doubled")
-    with parametrize.cached():
-        with torch.no_grad():
-            call("cached", lambda: f(x))
-            call("cached 2", lambda: f(x))
+    with parametrize.cached(), torch.no_grad():
+        call("cached", lambda: f(x))
+        call("cached 2", lambda: f(x))
     parametrize.remove_parametrizations(lin, "weight")
     _train_step(call, f, lin, x, "removed")
 
@@ -760,16 +759,17 @@ def aliasing_two_arguments_write(C, call):
         return a.sum(), b.sum()
 
     f = C(g)
-    for label, mk in (
-        ("distinct", lambda: (rand(4, 3), rand(4, 3, seed=1))),
-        ("same", lambda: (lambda x: (x, x))(rand(4, 3))),
-        ("transposed", lambda: (lambda x: (x, x.t()))(rand(3, 3))),
-        ("overlap", lambda: (lambda x: (x[:4], x[2:6]))(rand(6, 3))),
-        ("distinct again", lambda: (rand(4, 3), rand(4, 3, seed=1))),
-    ):
-        a, b = mk()
-        if label == "transposed":
-            a, b = a, b  # (3x3: shapes as in `same`)
+
+    def pair(label):
+        x = rand(6, 3)
+        return {
+            "same": (x[:4], x[:4]),
+            "transposed": (x[:3], x[:3].t()),
+            "overlap": (x[:4], x[2:6]),
+        }.get(label, (rand(4, 3), rand(4, 3, seed=1)))
+
+    for label in ("distinct", "same", "transposed", "overlap", "distinct again"):
+        a, b = pair(label)
         call(label, lambda a=a, b=b: f(a, b))
         call(label + " after", lambda a=a, b=b: [a.clone(), b.clone()])
 
