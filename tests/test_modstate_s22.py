@@ -53,3 +53,28 @@ def test_lstm_under_autocast_follows_onednn_switch_between_calls(mkldnn):
         assert dtypes == [torch.bfloat16, torch.float32] * 2
     info = torch2xla.cache_info(f)
     assert "torch.backends.mkldnn.enabled: True -> False" in str(info)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN not built")
+def test_bucketed_graph_with_lstm_follows_onednn_switch(mkldnn):
+    # A padded program is lowered from the graph the bucketing traced once, under the state of
+    # its first call: the key told the two oneDNN states apart, but both built from one trace
+    # (bfloat16 LSTM outputs where eager gave float32).
+    torch.manual_seed(0)
+    m = nn.LSTM(4, 5, batch_first=True)
+
+    def g(x, y):
+        return m(x), y.softmax(0)
+
+    f = torch.compile(g, backend="xla")
+    x = torch.randn(2, 3, 4)
+    for n, on in ((3, True), (5, True), (6, False), (9, True), (10, False)):
+        y = torch.randn(n, 2)
+        torch._dynamo.mark_dynamic(y, 0)
+        torch.backends.mkldnn.enabled = on
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            want, got = g(x, y), f(x, y)
+        _same(got[0][0], want[0][0])
+        _same(got[0][1], want[0][1])
+        _same(got[1], want[1])
+    assert "(bucket)" in str(torch2xla.cache_info(f))
