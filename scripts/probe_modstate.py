@@ -642,6 +642,26 @@ def onednn_switch_lstm_autocast(C, call):
 
 
 @stateful
+def opt_einsum_switches(C, call):
+    # the export decomposes einsum in the order opt_einsum chooses (eager's too): the result's
+    # layout follows it; Dynamo does not guard it
+    f = C(lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c))
+    a, b, c = rand(3, 40), rand(40, 2, seed=1), rand(2, 50, seed=2)
+    oe = torch.backends.opt_einsum
+    before = oe.enabled, oe.strategy
+    try:
+        for en, strategy in ((True, "auto"), (False, "auto"), (True, "greedy"), (True, "auto")):
+            oe.enabled = True
+            oe.strategy = strategy
+            oe.enabled = en
+            call(f"{en} {strategy}", lambda: f(a, b, c))
+    finally:
+        oe.enabled = True
+        oe.strategy = before[1]
+        oe.enabled = before[0]
+
+
+@stateful
 def print_options_and_threads(C, call):
     f = C(lambda x: (x.softmax(-1), x.cumsum(0), str(x.shape)))
     x = rand(50, 70)

@@ -28,7 +28,7 @@ def _same(got, want):
         return
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
     tol = 1e-2 if want.dtype == torch.bfloat16 else 1e-5
-    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN not built")
@@ -78,3 +78,82 @@ def test_bucketed_graph_with_lstm_follows_onednn_switch(mkldnn):
         _same(got[0][1], want[0][1])
         _same(got[1], want[1])
     assert "(bucket)" in str(torch2xla.cache_info(f))
+
+
+@pytest.fixture
+def opt_einsum():
+    oe = torch.backends.opt_einsum
+    before = oe.enabled, oe.strategy
+    yield oe
+    if before[1] is not None:
+        oe.enabled = True
+        oe.strategy = before[1]
+    oe.enabled = before[0]
+
+
+def _einsum(a, b, c):
+    return torch.einsum("ij,jk,kl->il", a, b, c)
+
+
+def _einsum_operands():
+    """Operands whose products overflow float32 in one contraction order only: opt_einsum
+    takes ``a (b c)`` (finite), left to right ``(a b) c`` overflows to inf."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(50, 2, generator=g) * 1e20
+    b = torch.rand(2, 40, generator=g) * 1e20
+    c = torch.rand(40, 3, generator=g) * 1e-30
+    return a, b, c
+
+
+@pytest.mark.skipif(not torch.backends.opt_einsum.is_available(), reason="needs opt_einsum")
+def test_einsum_follows_opt_einsum_between_calls(opt_einsum):
+    # The export decomposes einsum in the order opt_einsum chooses, as eager does. Dynamo
+    # does not guard the switch: the program of the first call served the others (another
+    # order: finite values where eager overflowed, another layout).
+    f = torch.compile(_einsum, backend="xla")
+    for enabled in (True, False, True, False):
+        opt_einsum.enabled = enabled
+        for a, b, c in (
+            _einsum_operands(),
+            (torch.randn(3, 40), torch.randn(40, 2), torch.randn(2, 50)),
+        ):
+            want, got = _einsum(a, b, c), f(a, b, c)
+            assert got.stride() == want.stride()
+            _same(got, want)
+        assert _einsum(*_einsum_operands()).isfinite().all() == enabled
+    assert "torch.backends.opt_einsum (enabled, strategy): (True, 'auto') -> (False, 'auto')" in (
+        str(torch2xla.cache_info(f))
+    )
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch):
+    from torch2xla.guards import _persistent
+
+    yield
+    monkeypatch.undo()
+    _persistent._explicit = _persistent._UNSET
+    _persistent._wanted_path = None
+    _persistent._store = None
+
+
+@pytest.mark.skipif(not torch.backends.opt_einsum.is_available(), reason="needs opt_einsum")
+def test_stored_einsum_record_is_keyed_by_opt_einsum(tmp_path, fresh_cache, opt_einsum):
+    # The persistent cache's record of the graph was keyed without opt_einsum's switch: a
+    # process (here: the same one, its graph traced again) with it off was served the record
+    # stored with it on.
+    from torch2xla.guards import _persistent
+
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+    a, b, c = _einsum_operands()
+    hits = []
+    for enabled in (True, False, True):
+        opt_einsum.enabled = enabled
+        torch._dynamo.reset()
+        before = _persistent.hits()
+        got = torch.compile(_einsum, backend="xla")(a, b, c)
+        hits.append(_persistent.hits() - before)
+        want = _einsum(a, b, c)
+        _same(got, want)
+        assert want.isfinite().all() == enabled
+    assert hits[1] == 0 and hits[2] > 0, hits

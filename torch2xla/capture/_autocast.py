@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -64,17 +62,6 @@ def _mkldnn_lstm(value: torch.Tensor, grad: bool) -> bool:
     if value.dtype == torch.float16:
         return not grad and bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
     return False
-
-
-def untracked_state(gm: torch.fx.GraphModule) -> tuple[tuple[str, Callable[[], Any]], ...]:
-    """The process state ``autocast_lstms`` reads for ``gm`` that Dynamo does not guard, as
-    ``(label, read)`` pairs: oneDNN's switch, where ``gm`` calls an LSTM (eager's LSTM under CPU
-    autocast returns the autocast dtype through oneDNN, float32 without it). A program built
-    with oneDNN on served calls after ``torch.backends.mkldnn.enabled = False`` (bfloat16
-    where eager gave float32): the cache key holds these values (``guards/_key.py``)."""
-    if any(n.op == "call_function" and n.target is torch.lstm for n in gm.graph.nodes):
-        return (("torch.backends.mkldnn.enabled", torch._C._get_mkldnn_enabled),)
-    return ()
 
 
 def _lstm_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:

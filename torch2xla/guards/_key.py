@@ -13,8 +13,8 @@ import torch
 from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
 from torch2xla.capture._aliases import alias_signature, may_alias
-from torch2xla.capture._autocast import untracked_state
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
+from torch2xla.capture._untracked import untracked_state
 from torch2xla.capture._writes import self_overlapping, symbolic_layout
 
 
@@ -197,7 +197,8 @@ class SignatureKey:
             else ()
         )
         # Process state the build reads that Dynamo does not guard (oneDNN's switch for LSTMs
-        # under CPU autocast): read at every call, a change builds another program.
+        # under CPU autocast, opt_einsum's for einsum): read at every call, a change builds
+        # another program (``capture/_untracked.py``).
         self.state = untracked_state(gm)
         self.labels: tuple[str, ...] = (
             "grad mode",
