@@ -662,6 +662,24 @@ def opt_einsum_switches(C, call):
 
 
 @stateful
+def deterministic_fill_of_empty(C, call):
+    # under deterministic algorithms eager fills empty tensors (NaN, the largest integer)
+    def g(x):
+        return torch.empty(3), torch.empty_like(x, dtype=torch.int64), x.new_empty(2) + x[:2]
+
+    f = C(g)
+    x = rand(3)
+    for det, fill in ((False, True), (True, True), (True, False), (True, True)):
+        torch.use_deterministic_algorithms(det)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        out = f(x)
+        call.rec(f"det={det} fill={fill} dtypes", [o.dtype for o in out])
+        if det and fill:
+            call.rec(f"det={det} fill={fill}", list(out))
+    torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+@stateful
 def print_options_and_threads(C, call):
     f = C(lambda x: (x.softmax(-1), x.cumsum(0), str(x.shape)))
     x = rand(50, 70)

@@ -157,3 +157,52 @@ def test_stored_einsum_record_is_keyed_by_opt_einsum(tmp_path, fresh_cache, opt_
         _same(got, want)
         assert want.isfinite().all() == enabled
     assert hits[1] == 0 and hits[2] > 0, hits
+
+
+@pytest.fixture
+def deterministic():
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+    )
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.utils.deterministic.fill_uninitialized_memory = before[2]
+
+
+def _empties(x):
+    return (
+        torch.empty(3),
+        torch.empty_like(x, dtype=torch.int32),
+        x.new_empty(2, dtype=torch.complex64),
+        torch.empty_strided((2, 2), (1, 2), dtype=torch.float16),
+        torch.empty(2, dtype=torch.bool),
+        torch.empty(2, dtype=torch.uint8),
+        x.new_empty_strided((2,), (1,), dtype=torch.int8),
+    )
+
+
+def test_empty_under_deterministic_algorithms_is_eagers_fill(deterministic):
+    # Under torch.use_deterministic_algorithms(True) eager fills uninitialized memory (NaN,
+    # the largest integer, True: torch.utils.deterministic.fill_uninitialized_memory, on by
+    # default); the lowering gave zeros. The fill switch is not guarded by Dynamo: it is in
+    # the cache key of graphs traced under deterministic mode.
+    f = torch.compile(_empties, backend="xla")
+    x = torch.randn(3)
+    for det, fill in ((True, True), (True, False), (True, True), (False, True)):
+        torch.use_deterministic_algorithms(det)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        got, want = f(x), _empties(x)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            if det and fill:  # (otherwise eager's contents are undefined)
+                assert torch.equal(g, w) or (g.isnan().all() and w.isnan().all()), (g, w)
+                if g.is_complex():
+                    assert torch.equal(torch.view_as_real(g)[..., 1], torch.zeros(2))
+    x = x.clone().requires_grad_()
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    g = torch.compile(lambda x: x.new_empty(3).copy_(x * 2).sum(), backend="xla")
+    g(x).backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))

@@ -10,7 +10,10 @@ one value would serve calls made under another, where eager computes otherwise:
   (``_autocast.autocast_lstms`` follows it);
 - ``torch.backends.opt_einsum.enabled`` and ``.strategy``, for graphs calling ``einsum``: the
   export decomposes it into products in the order they choose (eager's too): the result's
-  layout and round-off follow them.
+  layout and round-off follow them;
+- ``torch.utils.deterministic.fill_uninitialized_memory``, for graphs traced under
+  deterministic algorithms (which Dynamo guards): eager fills ``empty`` tensors with NaN or
+  the largest integer where it holds (``ops/_shape.uninitialized``).
 
 ``untracked_state(gm)`` lists the ``(label, read)`` pairs of ``gm``; the cache key reads them at
 every call (``guards/_key.py``), and a change builds another program. The persistent cache's
@@ -37,6 +40,16 @@ _READS: tuple[tuple[Any, str, Callable[[], Any]], ...] = (
 
 
 def untracked_state(gm: torch.fx.GraphModule) -> tuple[tuple[str, Callable[[], Any]], ...]:
-    """The ``(label, read)`` pairs of the untracked state ``gm``'s capture reads."""
+    """The ``(label, read)`` pairs of the untracked state ``gm``'s capture reads (called when
+    Dynamo hands the graph over, under the state Dynamo guarded for it)."""
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
-    return tuple((label, read) for target, label, read in _READS if target in targets)
+    reads = [(label, read) for target, label, read in _READS if target in targets]
+    if torch.are_deterministic_algorithms_enabled():
+        # (any graph: its decompositions may create empty tensors the Dynamo graph does not show)
+        reads.append(
+            (
+                "torch.utils.deterministic.fill_uninitialized_memory",
+                torch._C._get_deterministic_fill_uninitialized_memory,
+            )
+        )
+    return tuple(reads)

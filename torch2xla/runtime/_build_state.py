@@ -83,6 +83,11 @@ SWITCHES: tuple[tuple[str, Callable[[], Any], Callable[[Any], None] | None], ...
     ("default_dtype", torch.get_default_dtype, torch.set_default_dtype),
     ("deterministic", _deterministic_get, _deterministic_set),
     (
+        "fill_uninitialized_memory",
+        torch._C._get_deterministic_fill_uninitialized_memory,
+        torch._C._set_deterministic_fill_uninitialized_memory,
+    ),
+    (
         "matmul_precision",
         torch.get_float32_matmul_precision,
         torch.set_float32_matmul_precision,
