@@ -14,6 +14,7 @@ from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
 from torch2xla.capture._aliases import alias_signature, may_alias
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
+from torch2xla.capture._untracked import untracked_state
 from torch2xla.capture._writes import self_overlapping, symbolic_layout
 
 
@@ -195,6 +196,10 @@ class SignatureKey:
             if any("as_strided" in _target_name(n) for n in gm.graph.nodes)
             else ()
         )
+        # Process state the build reads that Dynamo does not guard (oneDNN's switch for LSTMs
+        # under CPU autocast, opt_einsum's for einsum): read at every call, a change builds
+        # another program (``capture/_untracked.py``).
+        self.state = untracked_state(gm)
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
@@ -202,6 +207,7 @@ class SignatureKey:
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
             *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
+            *(label for label, _ in self.state),
             *(
                 f"{placeholder_label(placeholders[i])} overlaps itself"
                 for i in self.self_overlap_pos
@@ -227,6 +233,7 @@ class SignatureKey:
         bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.checks_overlap
         self_overlap_pos, unpaddable = self.self_overlap_pos, self._unpaddable
         overlap_pos = self.overlap_pos
+        state = tuple(read for _, read in self.state)
 
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
@@ -247,13 +254,15 @@ class SignatureKey:
                 out.append(scalar_key(args[i].item()))
             for i in offset_pos:
                 out.append(args[i].storage_offset())
+            for read in state:
+                out.append(read())
             for i in self_overlap_pos:
                 out.append(self_overlapping(args[i]))
             if aliasing:
                 out.append(alias_signature(args, overlap_pos))
             return tuple(out)
 
-        plain = not (shape_pos or value_pos or scalar_pos or offset_pos or unpaddable)
+        plain = not (shape_pos or value_pos or scalar_pos or offset_pos or state or unpaddable)
         if not sources and plain:
             return lambda args: (grad_enabled(),)
         if bucket is None:

@@ -7,6 +7,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 from torch._ops import ops
 
@@ -204,14 +205,33 @@ def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.ones(_shape(size), out_dtype())
 
 
+def uninitialized(shape, dtype) -> jax.Array:
+    """A new tensor's contents that eager leaves uninitialized (``empty``): under
+    ``torch.use_deterministic_algorithms(True)`` with
+    ``torch.utils.deterministic.fill_uninitialized_memory`` (the default) eager fills them with
+    NaN (floating and complex: NaN + 0j) or the dtype's largest value (integers; bool: True);
+    otherwise they are undefined, and zeros here. (Dynamo guards deterministic mode; the fill
+    switch is in the cache key: ``capture/_untracked.py``.)"""
+    if not (
+        torch.are_deterministic_algorithms_enabled()
+        and torch._C._get_deterministic_fill_uninitialized_memory()
+    ):
+        return jnp.zeros(shape, dtype)
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.full(shape, jnp.nan, dtype)
+    if dtype == jnp.bool_:
+        return jnp.ones(shape, dtype)
+    return jnp.full(shape, jnp.iinfo(dtype).max, dtype)
+
+
 @register(aten.empty.memory_format)
 def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return jnp.zeros(_shape(size), out_dtype())
+    return uninitialized(_shape(size), out_dtype())
 
 
 @register(aten.empty_strided.default)
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.zeros(_shape(size), out_dtype())
+    return uninitialized(_shape(size), out_dtype())
 
 
 @register(aten.full_like.default)
@@ -221,9 +241,14 @@ def full_like(
     return jnp.full(self.shape, fill_value, out_dtype())
 
 
-@register(aten.zeros_like.default, aten.empty_like.default)
+@register(aten.zeros_like.default)
 def zeros_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     return jnp.zeros(self.shape, out_dtype())
+
+
+@register(aten.empty_like.default)
+def empty_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return uninitialized(self.shape, out_dtype())
 
 
 @register(aten.ones_like.default)
@@ -231,9 +256,14 @@ def ones_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, me
     return jnp.ones(self.shape, out_dtype())
 
 
-@register(aten.new_zeros.default, aten.new_empty.default)
+@register(aten.new_zeros.default)
 def new_zeros(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.zeros(_shape(size), out_dtype())
+
+
+@register(aten.new_empty.default)
+def new_empty(self, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return uninitialized(_shape(size), out_dtype())
 
 
 @register(aten.new_ones.default)
@@ -248,7 +278,7 @@ def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pi
 
 @register(aten.new_empty_strided.default)
 def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.zeros(_shape(size), out_dtype())
+    return uninitialized(_shape(size), out_dtype())
 
 
 @register(aten.arange.start_step, aten.arange.start, aten.arange.default)

@@ -50,6 +50,20 @@ def _deterministic_set(v) -> None:
     torch.use_deterministic_algorithms(v[0], warn_only=v[1])
 
 
+def _opt_einsum_get():
+    return torch.backends.opt_einsum.enabled, torch.backends.opt_einsum.strategy
+
+
+def _opt_einsum_set(v) -> None:
+    # (torch refuses a strategy while opt_einsum is disabled; it keeps it when disabled)
+    oe = torch.backends.opt_einsum
+    if v[1] is not None and oe.strategy != v[1]:
+        oe.enabled = True
+        oe.strategy = v[1]
+    if oe.enabled != v[0]:
+        oe.enabled = v[0]
+
+
 def _functorch_get():
     return functorch_config.get_config_copy()
 
@@ -69,6 +83,11 @@ SWITCHES: tuple[tuple[str, Callable[[], Any], Callable[[Any], None] | None], ...
     ("default_dtype", torch.get_default_dtype, torch.set_default_dtype),
     ("deterministic", _deterministic_get, _deterministic_set),
     (
+        "fill_uninitialized_memory",
+        torch._C._get_deterministic_fill_uninitialized_memory,
+        torch._C._set_deterministic_fill_uninitialized_memory,
+    ),
+    (
         "matmul_precision",
         torch.get_float32_matmul_precision,
         torch.set_float32_matmul_precision,
@@ -84,6 +103,8 @@ SWITCHES: tuple[tuple[str, Callable[[], Any], Callable[[Any], None] | None], ...
     ("math_sdp", _cuda.math_sdp_enabled, _cuda.enable_math_sdp),
     ("cudnn_sdp", _cuda.cudnn_sdp_enabled, _cuda.enable_cudnn_sdp),
     ("mkldnn", torch._C._get_mkldnn_enabled, torch._C._set_mkldnn_enabled),
+    # the export's einsum contraction order (``capture/_untracked.py``)
+    ("opt_einsum", _opt_einsum_get, _opt_einsum_set),
     # read by lowerings that follow eager's CPU kernels: which elements take the vectorized
     # loop (``ops/_loops.py``: the walk is cut per thread above GRAIN_SIZE) and the vector
     # width (``ops/_arithmetic.py``); Dynamo guards the thread count of one process, a record

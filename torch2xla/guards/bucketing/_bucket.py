@@ -175,7 +175,8 @@ class Bucketing:
         self.masked: torch.fx.GraphModule | None = None
         self.lengths: tuple[int, ...] = ()
         # Python floats that Dynamo passes as 0-d tensors are constants of the trace
-        # (``_lower._specialize_scalars``): one rewritten graph per tuple of their values.
+        # (``_lower._specialize_scalars``), and the trace reads process state Dynamo does not
+        # guard (``SignatureKey.state``): one rewritten graph per tuple of their values.
         self._masked_graphs: dict[tuple, tuple[torch.fx.GraphModule, _Symbolic]] = {}
         self._candidates: set = set()
         self._base: dict = {}  # padded symbol -> a key position holding it
@@ -347,10 +348,12 @@ class Bucketing:
         return entry
 
     def _scalar_values(self, args: Sequence) -> tuple:
-        return tuple(scalar_key(args[i].item()) for i in self.key.scalar_pos)
+        scalars = tuple(scalar_key(args[i].item()) for i in self.key.scalar_pos)
+        return scalars + tuple(read() for _, read in self.key.state)
 
     def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
-        """The rewritten graph for the Python scalars of ``args`` (traced again for new ones)."""
+        """The rewritten graph for the Python scalars of ``args`` and the process state now
+        (traced again for new ones)."""
         values = self._scalar_values(args)
         got = self._masked_graphs.get(values)
         if got is not None:
