@@ -42,6 +42,7 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
+from torch2xla.runtime._steady import special_checks, steady_call, trusted
 
 
 def _is_float(meta) -> bool:
@@ -78,7 +79,17 @@ class _Aot:
     (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
     """
 
-    __slots__ = ("call", "compiled", "device", "direct", "exe_key", "jitted", "options", "traced")
+    __slots__ = (
+        "call",
+        "compiled",
+        "device",
+        "direct",
+        "exe_key",
+        "jitted",
+        "options",
+        "steady",
+        "traced",
+    )
 
     def __init__(
         self, jitted, device: jax.Device | None = None, options: dict | None = None
@@ -89,6 +100,9 @@ class _Aot:
         # ``call`` once the executable ran: what a steady caller calls itself, passing what
         # it rejects to ``fallback`` (``XlaProgram._run``: one frame less a call)
         self.direct = None
+        # ``direct`` without JAX's checks of each argument, for arguments it accepted before
+        # (``_steady``; None where the executable's call does more)
+        self.steady = None
         self.traced = None
         # Where the executable runs and the jit's compiler options: part of its key in the
         # persistent cache (``exe_key``, None where it is not stored).
@@ -98,7 +112,7 @@ class _Aot:
     def adopt(self, compiled, key: str | None) -> None:
         """Use ``compiled`` (what ``precompile`` compiled from ``trace``) from the first call."""
         self.compiled, self.exe_key, self.traced = compiled, key, None
-        self.call, self.direct = compiled, None
+        self.call, self.direct, self.steady = compiled, None, None
 
     def trace(self, *args):
         """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
@@ -128,6 +142,7 @@ class _Aot:
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
             return self.fallback(*args)
         if self.direct is None:  # it ran: from now on called directly
+            self.steady = steady_call(compiled)
             self.call = self.direct = direct_call(compiled)
         return out
 
@@ -432,15 +447,26 @@ class XlaProgram:
                 outs = self._infer(seed, *views)
         else:
             # (on the CPU, the cached views need no fence: ``jax_inputs`` without its frame)
-            views = self._views(tensors)[0] if self._host_views else self.jax_inputs(tensors)
-            direct = self._infer.direct
+            views = self._views(tensors, True)[0] if self._host_views else self.jax_inputs(tensors)
+            infer = self._infer
+            direct = infer.direct
             if direct is None:
-                outs = self._infer(seed, *views)
+                outs = infer(seed, *views)
             else:
-                try:
-                    outs = direct(seed, *views)
-                except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
-                    outs = self._infer.fallback(seed, *views)
+                # the cached views the checked call accepted before: run without its checks
+                # (``_steady``; ``fast.views`` is what ``whole`` returned when nothing changed)
+                fast = self._views._fast
+                steady = fast.trusted if fast is not None and fast.views is views else None
+                if steady and not special_checks():
+                    outs = steady(views)
+                else:
+                    try:
+                        outs = direct(seed, *views)
+                    except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
+                        outs = infer.fallback(seed, *views)
+                    else:
+                        if steady is None and fast is not None and fast.views is views:
+                            fast.trusted = trusted(infer.steady, views, seed)
         if self.in_place:  # (the donated views are gone: the outputs in their memory stay)
             self._views.adopt(self.in_place, views, outs)
         checks = self._flat_fn.checks

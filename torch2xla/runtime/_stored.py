@@ -48,6 +48,7 @@ from torch2xla.runtime._interop import (
     x64,
 )
 from torch2xla.runtime._program import XlaProgram
+from torch2xla.runtime._steady import steady_call
 
 log = logging.getLogger("torch2xla")
 
@@ -242,12 +243,13 @@ class _Loaded:
     """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
     array in another layout) are laid out as it takes them, and passed again."""
 
-    __slots__ = ("call", "compiled", "direct", "exe_key")
+    __slots__ = ("call", "compiled", "direct", "exe_key", "steady")
 
     def __init__(self, compiled, key: str) -> None:
         self.compiled, self.exe_key = compiled, key
         self.call = compiled  # then its call without Compiled.__call__ (``direct_call``)
         self.direct = None  # ``call`` once it ran (as ``_program._Aot.direct``)
+        self.steady = None  # (as ``_program._Aot.steady``)
 
     def __call__(self, *args):
         call = self.call
@@ -256,6 +258,7 @@ class _Loaded:
         except (TypeError, ValueError):  # raised before it runs anything
             return self.fallback(*args)
         if call is self.compiled:  # it ran: from now on called directly
+            self.steady = steady_call(call)
             self.call = self.direct = direct_call(call)
         return out
 
@@ -526,7 +529,7 @@ class StoredProgram(XlaProgram):
 class _Rebuilt:
     """The inference executable of a restored program whose record holds none."""
 
-    direct = None  # (``_program._Aot.direct``: every call goes through __call__)
+    direct = steady = None  # (``_program._Aot.direct``: every call goes through __call__)
 
     def __init__(self, program: StoredProgram) -> None:
         self.program = program
