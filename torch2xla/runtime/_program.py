@@ -457,8 +457,8 @@ class XlaProgram:
                 # (``_steady``; ``fast.views`` is what ``whole`` returned when nothing changed)
                 fast = self._views._fast
                 steady = fast.trusted if fast is not None and fast.views is views else None
-                if steady and not special_checks():
-                    outs = steady(views)
+                if steady and not special_checks():  # (``SteadyCall.__call__``, inlined)
+                    outs = steady.run(views).consume_with_handlers(steady.handlers)
                 else:
                     try:
                         outs = direct(seed, *views)

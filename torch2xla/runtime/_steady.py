@@ -32,15 +32,16 @@ except ImportError:  # pragma: no cover - a jax laid out otherwise
 
 
 class SteadyCall:
-    """Runs an executable on arguments its checked call accepted before: called with a tuple
-    of ``jax.Array`` (the caller makes sure that the checked call accepted that very tuple,
-    and that ``special_checks()`` is false)."""
+    """Runs an executable on arguments its checked call accepted before: ``run(args)
+    .consume_with_handlers(handlers)`` (inlined by the caller: a frame less) for a tuple
+    ``args`` of ``jax.Array`` that the checked call accepted, while ``special_checks()`` is
+    false (``__call__`` is the same, with its frame)."""
 
-    __slots__ = ("_handlers", "_run")
+    __slots__ = ("handlers", "run")
 
     def __init__(self, run, handlers: Sequence) -> None:
-        self._run = run  # LoadedExecutable.execute_sharded
-        self._handlers = list(handlers)
+        self.run = run  # LoadedExecutable.execute_sharded
+        self.handlers = list(handlers)
 
     @staticmethod
     def of(compiled: Any, num_args: int) -> SteadyCall | None:
@@ -75,7 +76,7 @@ class SteadyCall:
 
     def __call__(self, args: tuple) -> list:
         """The executable's outputs for ``args``."""
-        return self._run(args).consume_with_handlers(self._handlers)
+        return self.run(args).consume_with_handlers(self.handlers)
 
 
 def _always() -> bool:
