@@ -14,7 +14,8 @@ Used only where that path does nothing more: no hoisted constants, no effects or
 callbacks, no mutable arrays, every argument kept, flat argument and result trees, and JAX's
 ``debug_nans``/``debug_infs`` off (their checks run in ``pjit``'s path). Anything else, and any
 jax whose internals are laid out otherwise (``SteadyCall.of`` returns None), calls through
-``pjit`` as before. Checked on jax 0.10; ``of`` looks up every attribute it uses.
+``pjit`` as before (checked on jax 0.10.2; a jax without one of the internals ``of`` reads has
+no steady call).
 """
 
 from __future__ import annotations
@@ -47,16 +48,22 @@ class SteadyCall:
     def of(compiled: Any, num_args: int) -> SteadyCall | None:
         """The steady call of the ``jax.stages.Compiled`` ``compiled`` (taking ``seed`` None
         and ``num_args`` arrays, returning a flat sequence), or None where its call does more
-        than run the executable and wrap its results."""
+        than run the executable and wrap its results, or where JAX's internals are not the
+        ones this reads (another jax)."""
         if _Replicated is None or not isinstance(compiled, jax.stages.Compiled):
             return None
-        params = getattr(compiled, "_params", None)
-        mesh = getattr(compiled, "_executable", None)
-        unsafe = getattr(mesh, "unsafe_call", None)
-        if params is None or not isinstance(unsafe, _Replicated):
+        try:
+            return SteadyCall._of(compiled, num_args)
+        except AttributeError:  # (a jax whose Compiled holds its executable otherwise)
+            return None
+
+    @staticmethod
+    def _of(compiled: Any, num_args: int) -> SteadyCall | None:
+        params, unsafe = compiled._params, compiled._executable.unsafe_call
+        if not isinstance(unsafe, _Replicated):
             return None
         if (
-            getattr(params, "const_args", None)
+            params.const_args  # (constants JAX hoisted out of the program: passed first)
             or unsafe.ordered_effects
             or unsafe.has_unordered_effects
             or unsafe.has_host_callbacks
@@ -71,8 +78,8 @@ class SteadyCall:
         flat = [0] * len(handlers)
         if compiled.out_tree not in (jax.tree.structure(tuple(flat)), jax.tree.structure(flat)):
             return None
-        run = getattr(unsafe.xla_executable, "execute_sharded", None)
-        return None if run is None else SteadyCall(run, handlers)
+        run = unsafe.xla_executable.execute_sharded
+        return SteadyCall(run, handlers)
 
     def __call__(self, args: tuple) -> list:
         """The executable's outputs for ``args``."""
@@ -85,7 +92,7 @@ def _always() -> bool:
 
 # Whether JAX checks outputs for NaNs or infinities (``debug_nans``, ``debug_infs``), which its
 # checked call does and the steady call does not (JAX's own function: no frame of ours).
-special_checks = _always if _dispatch is None else _dispatch.needs_check_special
+special_checks = getattr(_dispatch, "needs_check_special", _always)
 
 
 def steady_call(compiled: Any) -> SteadyCall | None:
