@@ -500,10 +500,14 @@ class ViewCache:
                     out = list(fast.views)
                     if not fast.volatile:
                         return out, fast.written(cached)
-                    fresh = False
+                    fresh = settled = False
                     for i in fast.volatile:
                         out[i], imported, _ = self._one(i, tensors[i])
                         fresh = fresh or imported
+                        # (cached now: seen again after it changed, as after ``p.data = t``)
+                        settled = settled or (imported and self._views[i] is not None)
+                    if settled:  # (else it would stay volatile, checked one by one, for good)
+                        self._fast = _Fast.of(self, tensors)
                     if fresh or not self._writes:
                         return out, False
                     return out, fast.written(cached)
