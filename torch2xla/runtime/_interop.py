@@ -656,7 +656,7 @@ class _Fast:
     pass each (~0.2 us a tensor against ~2 for the position-by-position check). Other
     positions ("volatile": a new tensor every call) still go through that check."""
 
-    __slots__ = ("ids", "pick", "ptrs", "trusted", "versions", "views", "volatile")
+    __slots__ = ("ids", "pick", "ptrs", "trusted", "versions", "views", "volatile", "writes")
 
     def __init__(self, pick, ids, ptrs, versions, views, volatile) -> None:
         # ``pick(tensors)``: the tensors at the cached positions, in order
@@ -665,6 +665,9 @@ class _Fast:
         # the executable's unchecked call (``_steady.SteadyCall``) once its checked call
         # accepted ``views`` (set by ``XlaProgram``, whose cache this is)
         self.trusted = None
+        # the program's packed writes into these tensors (``_host_writes.HostWrites``; None:
+        # not planned yet, False: none), likewise
+        self.writes = None
 
     @staticmethod
     def of(cache: ViewCache, tensors: Sequence[torch.Tensor]) -> _Fast | None:

@@ -26,6 +26,7 @@ from torch2xla.debug import _profile
 from torch2xla.guards import _persistent
 from torch2xla.ops._interpret import to_jax_function, uses_rng
 from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
+from torch2xla.runtime._host_writes import HostWrites, write_positions
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
@@ -382,6 +383,13 @@ class XlaProgram:
         self.remat = remat
         # (output among the function's, tensor position) of the writes made in place
         self.in_place = self._in_place_pairs(donated, example_args, metas)
+        # {output: tensor position} of the packed writes a CPU call scatters into its inputs
+        # (``_host_writes``; None: none)
+        self._write_pos = (
+            None
+            if self._cuda or self.foreign_in
+            else write_positions(self.packing, writes, self.tensor_pos)
+        )
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
         self._infer = _Aot(
@@ -440,6 +448,7 @@ class XlaProgram:
                     return self._finished(outs)
                 return outs
         seed = _draw_seed() if self.rng else None
+        fast = None  # (the view cache's check that found every tensor as cached, if it did)
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
             with x64(), self.placement():
@@ -479,7 +488,17 @@ class XlaProgram:
             else:
                 outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
+            # (writes scattered into their inputs where the view cache found them all)
+            writes = None
+            if fast is not None and self._write_pos is not None and fast.views is views:
+                writes = fast.writes
+                if writes is None:
+                    plan = HostWrites.plan(self.packing, self._write_pos, tensors)
+                    writes = fast.writes = plan or False
+            if writes:
+                outs = writes.unpack(self.packing, outs, tensors, self.to_torch, self.cut_writes)
+            else:
+                outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
         if self._layouts or self.foreign_out:
             return self._finished(outs)
         return outs

@@ -37,6 +37,7 @@ from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
 from torch2xla.runtime._build_state import BuildState
+from torch2xla.runtime._host_writes import write_positions
 from torch2xla.runtime._interop import (
     ViewCache,
     cuda_to_torch,
@@ -433,6 +434,11 @@ class StoredProgram(XlaProgram):
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self._host_views = not self._cuda
+        self._write_pos = (  # (as ``XlaProgram._write_pos``)
+            None
+            if self._cuda
+            else write_positions(record.packing, record.mutations, record.tensor_pos)
+        )
         self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu
         # (an inference call's packed outputs are the new values of mutated inputs, which the
