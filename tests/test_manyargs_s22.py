@@ -113,6 +113,7 @@ def test_many_argument_optimizer_step_runs_steady(monkeypatch):
         ref.step()
         check()
     count = _counted(programs[-1])
+    assert type(_writes_of(programs[-1])).__name__ == "HostWrites"  # (written in one op)
     for _ in range(3):
         step()
         ref.step()
@@ -200,3 +201,111 @@ def test_steady_call_only_for_a_flat_call():
     assert _steady.trusted(steady, (a, a.__array__()), None) is False
     assert _steady.trusted(steady, (a, a), 7) is False
     assert _steady.trusted(steady, (a, a), None) is steady
+
+
+# -- packed writes scattered into their inputs (``_host_writes``) -------------------------------
+
+
+def _writes_of(program):
+    return program._views._fast.writes
+
+
+def _pair(make):
+    """Two copies of the inputs ``make()`` returns (the same values)."""
+    torch.manual_seed(0)
+    a = make()
+    torch.manual_seed(0)
+    return a, make()
+
+
+@_CPU_DEFAULT
+@torch.no_grad()
+def test_scattered_writes_move_versions_as_eager(monkeypatch):
+    def fn(xs, k):
+        for x in xs:
+            x.add_(k)
+        xs[0].mul_(2)  # (written twice: eager's version moves twice)
+        return xs[1] * 3
+
+    programs = _programs(monkeypatch)
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    shapes = [(4,), (4,), (2, 3), (), (4,)]
+    xs, ref = _pair(lambda: [torch.randn(s) for s in shapes])
+    k = torch.tensor(0.5)
+    for _ in range(4):
+        assert_same(compiled(xs, k), fn(ref, k))
+        for x, r in zip(xs, ref, strict=True):
+            assert_same(x, r)
+            assert x._version == r._version, (x._version, r._version)
+    assert type(_writes_of(programs[-1])).__name__ == "HostWrites"
+
+
+@_CPU_DEFAULT
+def test_scattered_write_into_a_saved_tensor_raises_at_backward_as_eager(monkeypatch):
+    def fn(ws):
+        for w in ws:
+            w.mul_(0.5)
+
+    programs = _programs(monkeypatch)
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    ws = [torch.randn(4, requires_grad=True) for _ in range(3)]
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(ws)
+    assert type(_writes_of(programs[-1])).__name__ == "HostWrites"
+    for run in (compiled, fn):
+        loss = (ws[1] * ws[1]).sum()  # saves ws[1]
+        with torch.no_grad():
+            run(ws)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+@_CPU_DEFAULT
+@torch.no_grad()
+def test_targets_the_scatter_cannot_take_are_copied(monkeypatch):
+    # a transposed view among plain tensors, a bfloat16 pair, two rows of one matrix: each
+    # written as eager writes it (a group with a member the scatter cannot take is copied)
+    def fn(xs, k):
+        for x in xs:
+            x.mul_(k).add_(1)
+
+    def inputs():
+        base, rows = torch.randn(3, 2), torch.randn(2, 4)
+        plain = [torch.randn(4) for _ in range(2)]
+        halves = [torch.randn(4, dtype=torch.bfloat16) for _ in range(2)]
+        return base, rows, [plain[0], base.t(), plain[1], *halves, rows[0], rows[1]]
+
+    (base, rows, xs), (ebase, erows, exs) = _pair(inputs)
+    programs = _programs(monkeypatch)
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    k = torch.tensor(0.5)
+    for _ in range(4):
+        compiled(xs, k)
+        fn(exs, k)
+        assert_same(base, ebase)
+        assert_same(rows, erows)
+        for x, ex in zip(xs, exs, strict=True):
+            assert_same(x, ex)
+            assert x._version == ex._version
+    assert programs
+
+
+@_CPU_DEFAULT
+@torch.no_grad()
+def test_new_tensors_each_call_are_copied(monkeypatch):
+    def fn(xs):
+        for x in xs:
+            x.add_(1)
+
+    programs = _programs(monkeypatch)
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    for _ in range(3):
+        xs, ref = _pair(lambda: [torch.randn(4) for _ in range(3)])
+        compiled(xs)
+        fn(ref)
+        for x, r in zip(xs, ref, strict=True):
+            assert_same(x, r)
+            assert x._version == r._version
+    fast = programs[-1]._views._fast
+    assert fast is None or fast.writes is None  # (never found whole: never planned)
