@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch.autograd.graph import increment_version
 
 from torch2xla.runtime._interop import (
     _HOST_TYPES,
@@ -42,7 +43,6 @@ from torch2xla.runtime._interop import (
 )
 
 _version_of = operator.attrgetter("_version")
-_ONES = itertools.repeat(1)
 _set_versions = torch._C._autograd._unsafe_set_version_counter
 
 
@@ -168,11 +168,11 @@ def written(targets: list, values: Sequence, bumps: tuple | None) -> tuple:
     else:
         done = list(itertools.compress(targets, same))
         keep = [i for i, s in enumerate(same) if not s]
-    if bumps is None:
-        steps = _ONES
+    if bumps is None:  # (each by one, as its copy would: torch's API for writes it cannot see)
+        increment_version(done)
     else:
         steps = [1 if b is None else b for b in itertools.compress(bumps, same)]
-    _set_versions(tuple(done), tuple(map(operator.add, map(_version_of, done), steps)))
+        _set_versions(tuple(done), tuple(map(operator.add, map(_version_of, done), steps)))
     if not keep:
         return [], [], None
     return (
