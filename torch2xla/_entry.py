@@ -21,6 +21,7 @@ from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
+from torch2xla.runtime._host_writes import written as host_written
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
 
@@ -179,6 +180,8 @@ class Entry:
         self.restamps = bool(self.mutations or shared)
         # Some writes may be made in place by the program (GPU, ``runtime/_in_place.py``).
         self.in_place = bool(getattr(runner, "in_place", ()))
+        # Some writes may be scattered into the inputs by a CPU program (``_host_writes``).
+        self.host_writes = getattr(runner, "_write_pos", None) is not None
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
             self.lifted or self.aliasing or self.mutations or aliases or shared or self.errors
@@ -242,6 +245,8 @@ class Entry:
                 targets, values, bumps = self._copy_tracked(targets, values)
             if self.in_place:  # (values the program wrote in place: bumps only, no copy)
                 targets, values, bumps = _in_place_done(targets, values, bumps)
+            elif self.host_writes:  # (likewise: a value that is its target)
+                targets, values, bumps = host_written(targets, values, bumps)
             with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
                 if not targets:
                     pass

@@ -513,9 +513,12 @@ class ViewCache:
         for i in fresh:
             self._refs[i] = _NEVER
 
-    def __call__(self, tensors: Sequence[torch.Tensor]) -> tuple[list, bool]:
+    def __call__(self, tensors: Sequence[torch.Tensor], whole: bool = False) -> tuple[list, bool]:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed (on
-        CUDA: a tensor was imported, or torch wrote to a cached one since the last call)."""
+        CUDA: an unordered import was made, or torch wrote to a cached tensor since the last
+        call and nothing was imported). ``whole``: where every view is the cached one and no
+        fence is due, the cached tuple itself (``_Fast.views``, for a caller that changes
+        nothing in it: ``XlaProgram``'s steady call recognizes it), not a list."""
         with self._lock:
             self._ordered_left = _ORDERED_IMPORTS
             fast = self._fast
@@ -523,15 +526,19 @@ class ViewCache:
                 # (``_Fast``'s check, inlined: a frame less on every call)
                 cached = fast.pick(tensors)
                 if list(map(id, cached)) == fast.ids and list(map(_data_ptr, cached)) == fast.ptrs:
+                    if not fast.volatile and not self._writes:
+                        return (fast.views if whole else list(fast.views)), False
                     out = list(fast.views)
                     if not fast.volatile:
-                        if not self._writes:
-                            return out, False
                         return out, fast.written(cached)
-                    fresh = 0
+                    fresh, settled = 0, False
                     for i in fast.volatile:
                         out[i], imported, _ = self._one(i, tensors[i])
                         fresh = max(fresh, imported)
+                        # (cached now: seen again after it changed, as after ``p.data = t``)
+                        settled = settled or (imported and self._views[i] is not None)
+                    if settled:  # (else it would stay volatile, checked one by one, for good)
+                        self._fast = _Fast.of(self, tensors)
                     if not self._writes:
                         return out, False
                     written = fast.written(cached)
@@ -696,12 +703,18 @@ class _Fast:
     pass each (~0.2 us a tensor against ~2 for the position-by-position check). Other
     positions ("volatile": a new tensor every call) still go through that check."""
 
-    __slots__ = ("ids", "pick", "ptrs", "versions", "views", "volatile")
+    __slots__ = ("ids", "pick", "ptrs", "trusted", "versions", "views", "volatile", "writes")
 
     def __init__(self, pick, ids, ptrs, versions, views, volatile) -> None:
         # ``pick(tensors)``: the tensors at the cached positions, in order
         self.pick, self.ids, self.ptrs = pick, ids, ptrs
         self.versions, self.views, self.volatile = versions, views, volatile
+        # the executable's unchecked call (``_steady.SteadyCall``) once its checked call
+        # accepted ``views`` (set by ``XlaProgram``, whose cache this is)
+        self.trusted = None
+        # the program's packed writes into these tensors (``_host_writes.HostWrites``; None:
+        # not planned yet, False: none), likewise
+        self.writes = None
 
     @staticmethod
     def of(cache: ViewCache, tensors: Sequence[torch.Tensor]) -> _Fast | None:

@@ -26,6 +26,7 @@ from torch2xla.debug import _profile
 from torch2xla.guards import _persistent
 from torch2xla.ops._interpret import to_jax_function, uses_rng
 from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
+from torch2xla.runtime._host_writes import HostWrites, write_positions
 from torch2xla.runtime._interop import (
     ViewCache,
     _row_major,
@@ -42,6 +43,7 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
+from torch2xla.runtime._steady import special_checks, steady_call, trusted
 
 
 def _is_float(meta) -> bool:
@@ -78,7 +80,17 @@ class _Aot:
     (``TypeError``, ``ValueError``, raised before it runs anything), which the jit then handles.
     """
 
-    __slots__ = ("call", "compiled", "device", "direct", "exe_key", "jitted", "options", "traced")
+    __slots__ = (
+        "call",
+        "compiled",
+        "device",
+        "direct",
+        "exe_key",
+        "jitted",
+        "options",
+        "steady",
+        "traced",
+    )
 
     def __init__(
         self, jitted, device: jax.Device | None = None, options: dict | None = None
@@ -89,6 +101,9 @@ class _Aot:
         # ``call`` once the executable ran: what a steady caller calls itself, passing what
         # it rejects to ``fallback`` (``XlaProgram._run``: one frame less a call)
         self.direct = None
+        # ``direct`` without JAX's checks of each argument, for arguments it accepted before
+        # (``_steady``; None where the executable's call does more)
+        self.steady = None
         self.traced = None
         # Where the executable runs and the jit's compiler options: part of its key in the
         # persistent cache (``exe_key``, None where it is not stored).
@@ -98,7 +113,7 @@ class _Aot:
     def adopt(self, compiled, key: str | None) -> None:
         """Use ``compiled`` (what ``precompile`` compiled from ``trace``) from the first call."""
         self.compiled, self.exe_key, self.traced = compiled, key, None
-        self.call, self.direct = compiled, None
+        self.call, self.direct, self.steady = compiled, None, None
 
     def trace(self, *args):
         """``jax.jit(...).trace``, remembered for the first call (which may pass arguments of
@@ -128,6 +143,7 @@ class _Aot:
         except (TypeError, ValueError):  # arguments unlike the first call's: the jit takes them
             return self.fallback(*args)
         if self.direct is None:  # it ran: from now on called directly
+            self.steady = steady_call(compiled)
             self.call = self.direct = direct_call(compiled)
         return out
 
@@ -367,6 +383,13 @@ class XlaProgram:
         self.remat = remat
         # (output among the function's, tensor position) of the writes made in place
         self.in_place = self._in_place_pairs(donated, example_args, metas)
+        # {output: tensor position} of the packed writes a CPU call scatters into its inputs
+        # (``_host_writes``; None: none)
+        self._write_pos = (
+            None
+            if self._cuda or self.foreign_in
+            else write_positions(self.packing, writes, self.tensor_pos)
+        )
         # keep_unused: a program waits for every argument, so a fence argument (see ViewCache)
         # orders it even where the graph does not read that tensor.
         self._infer = _Aot(
@@ -430,6 +453,7 @@ class XlaProgram:
                     return self._finished(outs)
                 return outs
         seed = _draw_seed() if self.rng else None
+        fast = None  # (the view cache's check that found every tensor as cached, if it did)
         if self.scoped:
             # (a context object of JAX's config holds its previous value: one per call)
             with x64(), self.placement():
@@ -437,15 +461,26 @@ class XlaProgram:
                 outs = self._infer(seed, *views)
         else:
             # (on the CPU, the cached views need no fence: ``jax_inputs`` without its frame)
-            views = self._views(tensors)[0] if self._host_views else self.jax_inputs(tensors)
-            direct = self._infer.direct
+            views = self._views(tensors, True)[0] if self._host_views else self.jax_inputs(tensors)
+            infer = self._infer
+            direct = infer.direct
             if direct is None:
-                outs = self._infer(seed, *views)
+                outs = infer(seed, *views)
             else:
-                try:
-                    outs = direct(seed, *views)
-                except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
-                    outs = self._infer.fallback(seed, *views)
+                # the cached views the checked call accepted before: run without its checks
+                # (``_steady``; ``fast.views`` is what ``whole`` returned when nothing changed)
+                fast = self._views._fast
+                steady = fast.trusted if fast is not None and fast.views is views else None
+                if steady and not special_checks():  # (``SteadyCall.__call__``, inlined)
+                    outs = steady.run(views).consume_with_handlers(steady.handlers)
+                else:
+                    try:
+                        outs = direct(seed, *views)
+                    except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
+                        outs = infer.fallback(seed, *views)
+                    else:
+                        if steady is None and fast is not None and fast.views is views:
+                            fast.trusted = trusted(infer.steady, views, seed)
         if self.in_place:  # (the donated views are gone: the outputs in their memory stay)
             self._views.adopt(self.in_place, views, outs)
         checks = self._flat_fn.checks
@@ -458,7 +493,17 @@ class XlaProgram:
             else:
                 outs = list(map(self.to_torch, outs))
         else:
-            outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
+            # (writes scattered into their inputs where the view cache found them all)
+            writes = None
+            if fast is not None and self._write_pos is not None and fast.views is views:
+                writes = fast.writes
+                if writes is None:
+                    plan = HostWrites.plan(self.packing, self._write_pos, tensors)
+                    writes = fast.writes = plan or False
+            if writes:
+                outs = writes.unpack(self.packing, outs, tensors, self.to_torch, self.cut_writes)
+            else:
+                outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
         if self._layouts or self.foreign_out:
             return self._finished(outs)
         return outs

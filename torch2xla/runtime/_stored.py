@@ -37,6 +37,7 @@ from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
 from torch2xla.runtime._build_state import BuildState
+from torch2xla.runtime._host_writes import write_positions
 from torch2xla.runtime._interop import (
     ViewCache,
     cuda_to_torch,
@@ -48,6 +49,7 @@ from torch2xla.runtime._interop import (
     x64,
 )
 from torch2xla.runtime._program import XlaProgram
+from torch2xla.runtime._steady import steady_call
 
 log = logging.getLogger("torch2xla")
 
@@ -242,12 +244,13 @@ class _Loaded:
     """A stored executable, called as ``_program._Aot`` calls one: arguments it rejects (an
     array in another layout) are laid out as it takes them, and passed again."""
 
-    __slots__ = ("call", "compiled", "direct", "exe_key")
+    __slots__ = ("call", "compiled", "direct", "exe_key", "steady")
 
     def __init__(self, compiled, key: str) -> None:
         self.compiled, self.exe_key = compiled, key
         self.call = compiled  # then its call without Compiled.__call__ (``direct_call``)
         self.direct = None  # ``call`` once it ran (as ``_program._Aot.direct``)
+        self.steady = None  # (as ``_program._Aot.steady``)
 
     def __call__(self, *args):
         call = self.call
@@ -256,6 +259,7 @@ class _Loaded:
         except (TypeError, ValueError):  # raised before it runs anything
             return self.fallback(*args)
         if call is self.compiled:  # it ran: from now on called directly
+            self.steady = steady_call(call)
             self.call = self.direct = direct_call(call)
         return out
 
@@ -430,6 +434,11 @@ class StoredProgram(XlaProgram):
         self._all_tensors = self.tensor_pos == tuple(range(record.n_inputs))
         self._views = ViewCache(len(self.tensor_pos), writes=self._cuda)
         self._host_views = not self._cuda
+        self._write_pos = (  # (as ``XlaProgram._write_pos``)
+            None
+            if self._cuda
+            else write_positions(record.packing, record.mutations, record.tensor_pos)
+        )
         self.to_torch = cuda_to_torch(device) if self._cuda else to_torch_cpu
         self.cut = None if self._cuda else cut_cpu
         # (an inference call's packed outputs are the new values of mutated inputs, which the
@@ -526,7 +535,7 @@ class StoredProgram(XlaProgram):
 class _Rebuilt:
     """The inference executable of a restored program whose record holds none."""
 
-    direct = None  # (``_program._Aot.direct``: every call goes through __call__)
+    direct = steady = None  # (``_program._Aot.direct``: every call goes through __call__)
 
     def __init__(self, program: StoredProgram) -> None:
         self.program = program
