@@ -311,23 +311,42 @@ class Bucketing:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
             if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
                 return values
+        padded = self._binding(values, {j: self.spec(values[j]) for j in self.safe})
+        if padded == values or self._holds(padded, values):
+            return padded
+        # A bucket past the largest size the graph's guards allow (a mask padded out to a
+        # static cache of 16: Dynamo's ``16 - s > 0``): that largest size is the last bucket.
+        capped = {}
+        for j in self.safe:
+            vr = self._dynamo_ranges.get(self.key.sources[j].symbol)
+            top = vr.upper if vr is not None else None
+            bucket = self.spec(values[j])
+            if top is not None and top.is_Integer and values[j] <= int(top) < bucket:
+                bucket = int(top)
+            capped[j] = bucket
+        capped = self._binding(values, capped)
+        if capped != padded and capped != values and self._holds(capped, values):
+            return capped
+        return values
+
+    def _binding(self, values: tuple, buckets: dict) -> tuple:
+        """``values`` with each safe symbol at its bucket in ``buckets`` (derived ones follow)."""
         padded = list(values)
         for j in self.safe:
             if j not in self.derived:
-                padded[j] = self.spec(values[j])
+                padded[j] = buckets[j]
         for j, (e, base, k) in self.derived.items():
             padded[j] = int(e.xreplace({base: sympy.Integer(padded[k])}))
-        padded = tuple(padded)
-        if padded == values:
-            return values
+        return tuple(padded)
+
+    def _holds(self, padded: tuple, values: tuple) -> bool:
+        """Whether Dynamo's guards and ours hold at the bucket ``padded`` (real ``values``)."""
         dynamo = {s.symbol: v for s, v in zip(self.key.sources, padded)}
         ours = {s: v for s, v in zip(self._our_syms, padded) if s.is_Symbol}
         real = {s.symbol: v for s, v in zip(self.key.sources, values)}
         if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
-            return values
-        if not _guards_hold(self._our_guards, self._our_ranges, ours):
-            return values
-        return padded
+            return False
+        return _guards_hold(self._our_guards, self._our_ranges, ours)
 
     def make_entry(self, args: Sequence, padded: tuple, build) -> PaddedEntry:
         """Build the program of the bucket ``padded`` (symbol values) from padded ``args``."""

@@ -368,17 +368,57 @@ def _stack(interp, node, bound):
     return tuple(merged)
 
 
-@rule(aten.constant_pad_nd.default)
+# A pad value that fill_tail can write (its named fills), for the positions a pad of a padded
+# dimension puts right after the real rows.
+def _pad_fill(value, dtype: torch.dtype) -> str | None:
+    if isinstance(value, bool) or dtype == torch.bool:
+        return "one" if value else "zero"
+    if not isinstance(value, int | float):
+        return None
+    if value == 0 or value == 1:
+        return "zero" if value == 0 else "one"
+    if dtype.is_floating_point and value in (float("-inf"), float("inf")):
+        return "lowest" if value < 0 else "highest"
+    return None
+
+
+@rule(aten.constant_pad_nd.default, size_args=("pad",))
 def _constant_pad(interp, node, bound):
-    state = interp.state(bound["self"])
+    """Each padded dim ``d``: ``(before, after)``. A pad of a clean dim whose ``after`` grows
+    with a padded size keeps its real rows first. A padded dim padded after its real rows
+    (``F.pad(mask, (0, max_len - n))``, HF's padding mask against a static cache) is exact
+    once its padded positions hold the pad value: the real result is then a prefix of the
+    padded one, or all of it where the total is a constant."""
+    x = bound["self"]
+    state = interp.state(x)
     out = interp.out_shape()
     pad = list(bound["pad"])
     result = list(state)
+    refill = False
     for k in range(len(pad) // 2):
         d = len(state) - 1 - k
-        if expr_of(pad[2 * k]) != 0 or expr_of(pad[2 * k + 1]) != 0:
-            interp.require_clean(state[d], f"pads padded dimension {d} again")
-            result[d] = interp.classify(out[d])
+        before, after = expr_of(pad[2 * k]), expr_of(pad[2 * k + 1])
+        if before == 0 and after == 0:
+            continue
+        what = f"pads padded dimension {d}"
+        dim_pads = _dim_pads(state[d])
+        if before is None or after is None or (before.free_symbols & interp.cands):
+            interp.refuse(dim_pads | interp.value_syms(pad), what)
+        if dim_pads:
+            if padded_atom(state[d]) is None or not before.is_Integer or int(before) < 0:
+                interp.refuse(dim_pads, what)
+            refill = True
+        result[d] = interp.classify(out[d])
+    if refill:
+        val = x.meta["val"]
+        fill = _pad_fill(bound.get("value", 0), val.dtype)
+        if fill is None:
+            interp.refuse(_pads(state), f"pads a padded dimension with {bound.get('value')}")
+
+        def apply(rw, node=node, state=state, fill=fill):
+            rw.set_arg(node, "self", rw.fill_padded(node, rw.arg(node, "self"), state, fill))
+
+        interp.fix(_pads(state), f"pads after the real rows (padding set to {fill})", apply)
     return tuple(result)
 
 
