@@ -17,6 +17,7 @@ from torch2xla._entry import (
     Entry,
     Piece,
     Submodule,
+    eager_held_versions,
     eager_versions,
     first_line,
     records_write,
@@ -170,6 +171,7 @@ class CompiledGraph:
         self.records_writes, self.input_writes = write_records(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
         self.versions = eager_versions(gm)
+        self.held_versions = eager_held_versions(gm)
         self._example_links: tuple[int, ...] | None = None
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
         # looked for yet; only graphs that differentiate look: _eager_backward)
@@ -658,6 +660,7 @@ class CompiledGraph:
             draws=draws,
             shared=self.shared_bases,
             lone=self.lone_views,
+            held_versions=self.held_versions,
         )
 
     @torch._disable_dynamo
@@ -784,6 +787,7 @@ def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> Comp
     whose versions count the whole graph's writes, so the cut graph sets the versions."""
     graph = CompiledGraph(piece, options, context)
     graph.versions = None
+    graph.held_versions = {}
     return graph
 
 

@@ -59,6 +59,18 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
     return versions if any(v is not None for v in versions) else None
 
 
+def eager_held_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """Per tensor the Dynamo graph ``gm`` holds as an attribute (``get_attr``: an optimizer
+    step's parameters and state), by its name, eager's version bumps, as ``eager_versions``
+    counts them for inputs (Dynamo's fake of a held tensor starts at version 0 too)."""
+    held = {}
+    for n in gm.graph.find_nodes(op="get_attr"):
+        v = n.meta.get("example_value")
+        if isinstance(v, torch.Tensor) and not v.is_inference() and v._version:
+            held[n.target] = v._version
+    return held
+
+
 def set_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
     """Set the version counters of ``tensors``. NOTE: off the CPU a version never goes back
     below the current one: a write of ours that eager's kernel would not count (batch norm's
@@ -150,6 +162,7 @@ class Entry:
         draws: bool = False,
         shared: Sequence = (),
         lone: Sequence[int] = (),
+        held_versions: dict[str, int] | None = None,
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -170,7 +183,7 @@ class Entry:
         # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
         self.enables_grad = any(output_requires_grad)
         # eager's version bumps per written-back input where they are not the write's one
-        self.bumps = _bumps(lowered, versions)
+        self.bumps = _bumps(lowered, versions, held_versions)
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # written-back inputs whose new values carry autograd history (``_tracked_writes``)
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
@@ -307,14 +320,24 @@ class Entry:
             raise EagerOpRaised(e, self.replay) from None
 
 
-def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
-    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions``; None where
-    not known: held tensors, inputs overlapping differently than their example values), or
-    None where each is one, the write's own."""
-    if versions is None:
-        return None
+def _bumps(
+    lowered: LoweredGraph, versions: Sequence | None, held: dict[str, int] | None = None
+) -> tuple | None:
+    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions`` for the
+    arguments, ``eager_held_versions`` for the tensors the graph holds, by name; None where
+    not known: inputs overlapping differently than their example values), or None where each
+    is one, the write's own."""
     n_lifted = len(lowered.lifted)
-    if lowered.aliasing is None:
+    names = lowered.lifted_names
+    if held and len(names) == n_lifted:
+        lifted = [held.get(name) for name in names]
+    else:
+        lifted = [None] * n_lifted
+    if versions is None and not any(lifted):
+        return None
+    if versions is None:
+        positions = []
+    elif lowered.aliasing is None:
         positions = [[i] for i in range(len(versions))]
     else:  # the inputs outside every group, then one base per group
         groups = lowered.aliasing.groups
@@ -323,9 +346,15 @@ def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
         positions += [list(g.positions) for g in groups]
     bumps = []
     for idx in lowered.mutations:
-        counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
-        bumps.append(counts.pop() if len(counts) == 1 else None)
-    return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+        if idx < n_lifted:
+            counts = {lifted[idx]}
+        elif versions is None:
+            counts = {None}
+        else:
+            counts = {versions[i] for i in positions[idx - n_lifted]}
+        count = counts.pop() if len(counts) == 1 else None
+        bumps.append(1 if count is None else count)  # (unknown: the copy's own one)
+    return None if all(b == 1 for b in bumps) else tuple(bumps)
 
 
 MIXED_WRITES = (
@@ -367,8 +396,20 @@ def _in_place_done(targets: list, values: list, bumps: tuple | None) -> tuple:
     )
 
 
+_VERSION = operator.attrgetter("_version")
+
+
 def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
-    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
+    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions (no Python
+    call per target: an optimizer step writes hundreds)."""
+    try:
+        before = list(map(_VERSION, targets))
+    except RuntimeError:  # (an inference tensor, written in inference mode: has no version)
+        pass
+    else:
+        copy_into(targets, values)
+        set_versions(targets, list(map(operator.add, before, bumps)))
+        return
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
     copy_into(targets, values)
