@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch2xla
 from tests._util import assert_same
 
 _OPTIMIZERS = {
@@ -129,3 +130,54 @@ def test_shrink_errors_are_eagers():
         with pytest.raises(type(ref.value)) as got:
             compiled(x)
         assert str(ref.value) in str(got.value)
+
+
+# -- addcdiv/addcmul's value: eager's Scalar checks (Dynamo splits the calls) -----------------
+def _scalar_calls(fn, x, numbers):
+    """Eager and compiled ``fn(x, s)`` per ``s``: eager's values, or eager's error (type and
+    message, raised as ``OpError`` naming the user's line) on every call where eager raises."""
+    compiled = torch.compile(fn, backend="xla", options={"strict": True})
+    for s in numbers:
+        try:
+            ref = fn(x.clone(), s)
+        except RuntimeError as e:
+            with pytest.raises(torch2xla.OpError) as info:
+                compiled(x.clone(), s)
+            assert str(info.value).startswith(str(e)), (s, str(info.value), str(e))
+            assert f"user code: {__file__}:" in str(info.value)
+            continue
+        assert_same(compiled(x.clone(), s), ref, rtol=0, atol=0)
+
+
+_COMPOSITES = [
+    ("addcdiv", lambda x, s: torch.addcdiv(x, x, x + 10, value=s)),
+    ("addcdiv_", lambda x, s: x.addcdiv_(x * 2, x + 10, value=s)),
+    ("addcmul_", lambda x, s: x.addcmul_(x, x + 1, value=s)),
+    ("foreach_addcdiv_", lambda x, s: torch._foreach_addcdiv_([x], [x], [x + 10], s)[0]),
+    ("foreach_addcmul_", lambda x, s: torch._foreach_addcmul_([x], [x], [x], s)[0]),
+]
+
+
+@pytest.mark.parametrize("fn", [c[1] for c in _COMPOSITES], ids=[c[0] for c in _COMPOSITES])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("changing", [True, False])
+def test_composite_value_out_of_range_raises(fn, dtype, changing):
+    x = torch.tensor([-2.0, 0.0, 1.0, 3.0], dtype=dtype)
+    bad = 1e39  # (converted to the kernel's opmath type: float for half, float32)
+    if changing:
+        _scalar_calls(fn, x, [0.5, 1.5, bad, 2.5, -bad, 0.75])
+    else:
+        for s in (0.3, bad):
+            torch._dynamo.reset()
+            _scalar_calls(lambda x, _, fn=fn, s=s: fn(x, s), x, [None])
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int64])
+def test_integer_composites_raise_as_eager(dtype):
+    x = torch.tensor([-2, 0, 1, 3], dtype=dtype)
+    addcdiv = lambda x, s: torch.addcdiv(x, x, x + 10, value=s)
+    _scalar_calls(addcdiv, x, [1, 2, 3])
+    _scalar_calls(lambda x, s: x.addcdiv_(x, x + 10, value=s), x, [1, 2, 3])
+    _scalar_calls(lambda x, s: x.addcmul_(x, x, value=s), x, [1, 2, 1000, 3, -(2**40), 2])
+    fe = lambda x, s: torch._foreach_addcmul_([x], [x], [x], s)[0]
+    _scalar_calls(fe, x, [1, 2, 1000, 3])

@@ -263,7 +263,7 @@ class CompiledGraph:
             raise error
         if state is not None:
             torch.default_generator.set_state(state)
-        gm = self.gm
+        gm = getattr(self, "_numbers_gm", None) or self.gm  # (addcdiv whole: ``_numbers``)
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
         try:
@@ -440,10 +440,12 @@ class CompiledGraph:
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
+            self._numbers_gm = numbers.joined(self.gm)  # (Dynamo's split addcdiv, addcmul)
+            numbers.check_composites(self._numbers_gm)
             self._overlapping = writes.check_writes(self.gm)
             self._strided = writes.strided_writes(self.gm)
         # (a float kept a number compiles a program per value: eager's checks of this value)
-        numbers.check_call_values(self.gm, args)
+        numbers.check_call_values(self._numbers_gm, args)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
