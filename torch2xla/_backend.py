@@ -43,6 +43,7 @@ from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
+from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -166,6 +167,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
         self.lone_views = lone_views(gm)
+        self.inference_outputs = inference_outputs(gm)  # (made in an inference-mode block)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
@@ -230,12 +232,11 @@ class CompiledGraph:
     def _in_forked_child(self, args: Sequence):
         """A call in a process forked after torch2xla started JAX runs in eager PyTorch: JAX
         cannot run there (``runtime/_fork.py``); raised in strict mode."""
-        global _warned_fork
         if self.options.strict:
-            raise CompileError(f"torch2xla: {self.name} cannot run: {_REASON_FORK}")
-        if not _warned_fork:
-            _warned_fork = True
-            warn(f"torch2xla: {_REASON_FORK}", FallbackWarning)
+            raise CompileError(f"torch2xla: {self.name} cannot run: {_fork.REASON}")
+        if not _fork.warned:
+            _fork.warned = True  # (one warning per process)
+            warn(f"torch2xla: {_fork.REASON}", FallbackWarning)
         gm = self.gm
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
@@ -663,6 +664,7 @@ class CompiledGraph:
             shared=self.shared_bases,
             lone=self.lone_views,
             held_versions=self.held_versions,
+            inference=self.inference_outputs,
         )
 
     @torch._disable_dynamo
@@ -764,16 +766,6 @@ _REASON_DUAL = (
     "runs in eager PyTorch when called with forward-mode AD's dual tensors "
     "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
 )
-
-
-_REASON_FORK = (
-    "this process was forked (os.fork, multiprocessing's 'fork' start method, DataLoader "
-    "workers) from one where JAX had started, and XLA's threads do not survive a fork (its "
-    "programs and compiles would wait forever): compiled graphs run in eager PyTorch here. "
-    "Start processes with 'spawn' or 'forkserver' (multiprocessing.get_context('spawn'), "
-    "DataLoader(..., multiprocessing_context='spawn')) to run XLA in them"
-)
-_warned_fork = False  # (one warning per process)
 
 
 def _dual(args: Sequence) -> bool:

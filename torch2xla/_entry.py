@@ -19,6 +19,7 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
+from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._in_place import written_in_place
@@ -163,6 +164,7 @@ class Entry:
         shared: Sequence = (),
         lone: Sequence[int] = (),
         held_versions: dict[str, int] | None = None,
+        inference: Sequence[int] = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -177,6 +179,8 @@ class Entry:
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # outputs eager returns as the only view of an intermediate: views of the program's
         self.lone = tuple(lone)
+        # outputs eager makes in an inference-mode block of the graph (``_inference``)
+        self.inference = tuple(inference)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
@@ -194,7 +198,13 @@ class Entry:
         self.in_place = bool(getattr(runner, "in_place", ()))
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
-            self.lifted or self.aliasing or self.mutations or aliases or shared or self.errors
+            self.lifted
+            or self.aliasing
+            or self.mutations
+            or aliases
+            or shared
+            or self.errors
+            or self.inference
         )
         # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
         # op raised runs again in eager, to make eager's writes and draws before that op,
@@ -283,6 +293,8 @@ class Entry:
                     outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         for i in self.lone:
             outs[i] = outs[i].view_as(outs[i])
+        for i in self.inference:
+            outs[i] = as_inference(outs[i])
         return outs
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
