@@ -260,3 +260,64 @@ def test_inference_mode_block_outputs_are_eagers(fn, requires_grad):
     if got[0].is_inference():  # (eager's error writing one outside inference mode)
         with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
             got[0].add_(1)
+
+
+# -- torch.func.jacrev of modules with parameters; writes through views of untracked values ----
+_JAC_MODULES = {
+    "batchnorm_no_stats": lambda: torch.nn.BatchNorm1d(3, track_running_stats=False),
+    "batchnorm_eval": lambda: torch.nn.BatchNorm1d(3).eval(),
+    "linear": lambda: torch.nn.Linear(3, 2),
+    "layernorm": lambda: torch.nn.LayerNorm(3),
+    "groupnorm": lambda: torch.nn.GroupNorm(1, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(_JAC_MODULES))
+def test_jacrev_of_module_with_parameters_is_eagers(name):
+    torch.manual_seed(0)
+    m = _JAC_MODULES[name]().double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    f = lambda x: torch.func.jacrev(m)(x)
+    got = torch.compile(f, backend="xla", options={"strict": True})(x)
+    want = f(x)
+    assert got.requires_grad == want.requires_grad
+    assert_same(got.detach(), want.detach(), rtol=1e-12, atol=1e-12)
+
+
+def _diag_fill(x):
+    with torch.no_grad():
+        c = x.new_zeros(3, 3)
+    c.diagonal().fill_(1)  # (in grad mode, through a view)
+    return x @ c
+
+
+def _row_add(x):
+    with torch.no_grad():
+        c = x * 0
+    c[0].add_(1)
+    return x * c
+
+
+def _view_read(x):
+    with torch.no_grad():
+        c = x.exp()
+    return x * c[0] + c.t()[1]  # (views of an untracked value pass no gradient)
+
+
+def _detached_view_write(x):
+    c = x.detach()
+    c[0].mul_(2)
+    return x * c
+
+
+@pytest.mark.parametrize("fn", [_diag_fill, _row_add, _view_read, _detached_view_write])
+def test_write_through_view_of_untracked_value_is_eagers(fn):
+    torch.manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    b = a.detach().clone().requires_grad_()
+    want = fn(a * 1)
+    got = torch.compile(fn, backend="xla", options={"strict": True})(b * 1)
+    assert_same(got, want, rtol=1e-12, atol=1e-12)
+    want.sum().backward()
+    got.sum().backward()
+    assert_same(b.grad, a.grad, rtol=1e-12, atol=1e-12)
