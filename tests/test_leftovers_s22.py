@@ -4,6 +4,14 @@ strictly against eager):
 - version counters after a compiled call that writes tensors the Dynamo graph holds as
   attributes (an optimizer step's parameters and state): eager's count per in-place op, not
   one per write-back (``_entry.eager_held_versions``);
+- hardshrink/softshrink's gradient at NaN: eager's ``*shrink_backward`` (scalar loop and
+  vectorized blocks), not torch's Autograd-key decomposition's;
+- addcdiv/addcmul (function, method, in place, foreach) with a constant or changing value
+  eager's Scalar conversion rejects, and integer addcdiv: eager's error on every such call;
+- a changed saved view's error names ``AsStrided`` as eager's;
+- outputs made in an ``inference_mode()`` block of the compiled code are inference tensors;
+- ``torch.func.jacrev`` of modules with parameters, and writes through views of values eager
+  does not track (lost before: zeros), give eager's values and gradients.
 """
 
 from __future__ import annotations
