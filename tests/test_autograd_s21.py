@@ -49,8 +49,8 @@ def _raises(want: list) -> None:
     ids=["other_view_written", "saved_view_written_after"],
 )
 def test_saved_view_changed_through_another_view_raises(fn):
-    # NOTE: eager names the saved view by the AsStrided node it regenerates for a view whose
-    # base changed; ours names the view's own op (Select): the rest of the message is eager's.
+    # (eager names the saved view by the AsStrided node it regenerates for a view whose base
+    # changed, session 22: ``_versions.regenerated``)
     def scenario(C, rec):
         a = leaf(3, 4)
         x = a * 1
@@ -59,7 +59,7 @@ def test_saved_view_changed_through_another_view_raises(fn):
         out.backward()
         rec("grad", a.grad)
 
-    _raises(_check(scenario, whole_message=False))
+    _raises(_check(scenario))
 
 
 def test_saved_view_written_through_the_same_input_raises():

@@ -8,7 +8,8 @@ conjugate and negative bits looked at only where it refuses them). A steady step
 Python call per argument or per write: torch2xla's Python calls of one step are the same for
 8 parameters as for 32 (counted as in ``tests/test_overhead_s20.py``; 2362 for 146 parameters
 before, 31 after). Every step is checked against eager: the parameters, the optimizer's state,
-and (``test_versions_of_written_tensors_are_eagers``, a mismatch found and not fixed) the
+and (``test_versions_of_written_tensors_are_eagers``; session 22: the tensors the step
+holds as graph attributes count eager's writes too, ``_entry.eager_held_versions``) the
 version counters.
 """
 
@@ -112,13 +113,7 @@ def test_steady_step_runs_no_python_call_per_argument(name):
     assert many <= 40, many
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found in session 21, not fixed (as before this change): a compiled step bumps the "
-    "version of a parameter or state tensor eager writes twice in a step (AdamW's weight "
-    "decay and update, SGD's momentum buffer) once",
-)
-@pytest.mark.parametrize("name", ["adamw", "sgd_momentum"])
+@pytest.mark.parametrize("name", list(_OPTIMIZERS))
 def test_versions_of_written_tensors_are_eagers(name):
     torch._dynamo.reset()
     _steps(4, _OPTIMIZERS[name], versions=True)

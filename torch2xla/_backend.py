@@ -17,6 +17,7 @@ from torch2xla._entry import (
     Entry,
     Piece,
     Submodule,
+    eager_held_versions,
     eager_versions,
     first_line,
     records_write,
@@ -42,6 +43,7 @@ from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
+from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._partition import find_unsupported, split
@@ -165,11 +167,13 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
         self.lone_views = lone_views(gm)
+        self.inference_outputs = inference_outputs(gm)  # (made in an inference-mode block)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
         self.versions = eager_versions(gm)
+        self.held_versions = eager_held_versions(gm)
         self._example_links: tuple[int, ...] | None = None
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
         # looked for yet; only graphs that differentiate look: _eager_backward)
@@ -228,12 +232,11 @@ class CompiledGraph:
     def _in_forked_child(self, args: Sequence):
         """A call in a process forked after torch2xla started JAX runs in eager PyTorch: JAX
         cannot run there (``runtime/_fork.py``); raised in strict mode."""
-        global _warned_fork
         if self.options.strict:
-            raise CompileError(f"torch2xla: {self.name} cannot run: {_REASON_FORK}")
-        if not _warned_fork:
-            _warned_fork = True
-            warn(f"torch2xla: {_REASON_FORK}", FallbackWarning)
+            raise CompileError(f"torch2xla: {self.name} cannot run: {_fork.REASON}")
+        if not _fork.warned:
+            _fork.warned = True  # (one warning per process)
+            warn(f"torch2xla: {_fork.REASON}", FallbackWarning)
         gm = self.gm
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
@@ -261,7 +264,7 @@ class CompiledGraph:
             raise error
         if state is not None:
             torch.default_generator.set_state(state)
-        gm = self.gm
+        gm = getattr(self, "_numbers_gm", None) or self.gm  # (addcdiv whole: ``_numbers``)
         if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             gm.real_recompile()
         try:
@@ -438,10 +441,12 @@ class CompiledGraph:
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
         # take the real sizes too: not recorded in the persistent cache).
         if self._overlapping is None:  # (raises eager's error where eager rejects the write)
+            self._numbers_gm = numbers.joined(self.gm)  # (Dynamo's split addcdiv, addcmul)
+            numbers.check_composites(self._numbers_gm)
             self._overlapping = writes.check_writes(self.gm)
             self._strided = writes.strided_writes(self.gm)
         # (a float kept a number compiles a program per value: eager's checks of this value)
-        numbers.check_call_values(self.gm, args)
+        numbers.check_call_values(self._numbers_gm, args)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
@@ -658,6 +663,8 @@ class CompiledGraph:
             draws=draws,
             shared=self.shared_bases,
             lone=self.lone_views,
+            held_versions=self.held_versions,
+            inference=self.inference_outputs,
         )
 
     @torch._disable_dynamo
@@ -761,16 +768,6 @@ _REASON_DUAL = (
 )
 
 
-_REASON_FORK = (
-    "this process was forked (os.fork, multiprocessing's 'fork' start method, DataLoader "
-    "workers) from one where JAX had started, and XLA's threads do not survive a fork (its "
-    "programs and compiles would wait forever): compiled graphs run in eager PyTorch here. "
-    "Start processes with 'spawn' or 'forkserver' (multiprocessing.get_context('spawn'), "
-    "DataLoader(..., multiprocessing_context='spawn')) to run XLA in them"
-)
-_warned_fork = False  # (one warning per process)
-
-
 def _dual(args: Sequence) -> bool:
     """Whether an argument carries a forward-mode tangent (a dual level is active)."""
     return any(
@@ -784,6 +781,7 @@ def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> Comp
     whose versions count the whole graph's writes, so the cut graph sets the versions."""
     graph = CompiledGraph(piece, options, context)
     graph.versions = None
+    graph.held_versions = {}
     return graph
 
 

@@ -19,6 +19,7 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
+from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.runtime._host_writes import written as host_written
@@ -58,6 +59,18 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
         for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))
     )
     return versions if any(v is not None for v in versions) else None
+
+
+def eager_held_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """Per tensor the Dynamo graph ``gm`` holds as an attribute (``get_attr``: an optimizer
+    step's parameters and state), by its name, eager's version bumps, as ``eager_versions``
+    counts them for inputs (Dynamo's fake of a held tensor starts at version 0 too)."""
+    held = {}
+    for n in gm.graph.find_nodes(op="get_attr"):
+        v = n.meta.get("example_value")
+        if isinstance(v, torch.Tensor) and not v.is_inference() and v._version:
+            held[n.target] = v._version
+    return held
 
 
 def set_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
@@ -151,6 +164,8 @@ class Entry:
         draws: bool = False,
         shared: Sequence = (),
         lone: Sequence[int] = (),
+        held_versions: dict[str, int] | None = None,
+        inference: Sequence[int] = (),
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -165,13 +180,15 @@ class Entry:
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # outputs eager returns as the only view of an intermediate: views of the program's
         self.lone = tuple(lone)
+        # outputs eager makes in an inference-mode block of the graph (``_inference``)
+        self.inference = tuple(inference)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
         # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
         self.enables_grad = any(output_requires_grad)
         # eager's version bumps per written-back input where they are not the write's one
-        self.bumps = _bumps(lowered, versions)
+        self.bumps = _bumps(lowered, versions, held_versions)
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
         # written-back inputs whose new values carry autograd history (``_tracked_writes``)
         self.tracked = tuple(i for i, t in enumerate(tracked) if t)
@@ -184,7 +201,13 @@ class Entry:
         self.host_writes = getattr(runner, "_write_pos", None) is not None
         # The program takes the graph's arguments as they are, and its outputs are the user's.
         self.direct = self.program is not None and not (
-            self.lifted or self.aliasing or self.mutations or aliases or shared or self.errors
+            self.lifted
+            or self.aliasing
+            or self.mutations
+            or aliases
+            or shared
+            or self.errors
+            or self.inference
         )
         # (a split graph, ``draws`` where it draws random numbers: whether a call whose eager
         # op raised runs again in eager, to make eager's writes and draws before that op,
@@ -275,6 +298,8 @@ class Entry:
                     outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         for i in self.lone:
             outs[i] = outs[i].view_as(outs[i])
+        for i in self.inference:
+            outs[i] = as_inference(outs[i])
         return outs
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
@@ -312,14 +337,24 @@ class Entry:
             raise EagerOpRaised(e, self.replay) from None
 
 
-def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
-    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions``; None where
-    not known: held tensors, inputs overlapping differently than their example values), or
-    None where each is one, the write's own."""
-    if versions is None:
-        return None
+def _bumps(
+    lowered: LoweredGraph, versions: Sequence | None, held: dict[str, int] | None = None
+) -> tuple | None:
+    """Per input ``lowered`` writes back, eager's version bumps (``eager_versions`` for the
+    arguments, ``eager_held_versions`` for the tensors the graph holds, by name; None where
+    not known: inputs overlapping differently than their example values), or None where each
+    is one, the write's own."""
     n_lifted = len(lowered.lifted)
-    if lowered.aliasing is None:
+    names = lowered.lifted_names
+    if held and len(names) == n_lifted:
+        lifted = [held.get(name) for name in names]
+    else:
+        lifted = [None] * n_lifted
+    if versions is None and not any(lifted):
+        return None
+    if versions is None:
+        positions = []
+    elif lowered.aliasing is None:
         positions = [[i] for i in range(len(versions))]
     else:  # the inputs outside every group, then one base per group
         groups = lowered.aliasing.groups
@@ -328,9 +363,15 @@ def _bumps(lowered: LoweredGraph, versions: Sequence | None) -> tuple | None:
         positions += [list(g.positions) for g in groups]
     bumps = []
     for idx in lowered.mutations:
-        counts = {versions[i] for i in positions[idx - n_lifted]} if idx >= n_lifted else {None}
-        bumps.append(counts.pop() if len(counts) == 1 else None)
-    return None if all(b in (1, None) for b in bumps) else tuple(bumps)
+        if idx < n_lifted:
+            counts = {lifted[idx]}
+        elif versions is None:
+            counts = {None}
+        else:
+            counts = {versions[i] for i in positions[idx - n_lifted]}
+        count = counts.pop() if len(counts) == 1 else None
+        bumps.append(1 if count is None else count)  # (unknown: the copy's own one)
+    return None if all(b == 1 for b in bumps) else tuple(bumps)
 
 
 MIXED_WRITES = (
@@ -372,8 +413,20 @@ def _in_place_done(targets: list, values: list, bumps: tuple | None) -> tuple:
     )
 
 
+_VERSION = operator.attrgetter("_version")
+
+
 def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
-    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions."""
+    """Write ``values`` into ``targets`` with eager's ``bumps`` of their versions (no Python
+    call per target: an optimizer step writes hundreds)."""
+    try:
+        before = list(map(_VERSION, targets))
+    except RuntimeError:  # (an inference tensor, written in inference mode: has no version)
+        pass
+    else:
+        copy_into(targets, values)
+        set_versions(targets, list(map(operator.add, before, bumps)))
+        return
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
     copy_into(targets, values)

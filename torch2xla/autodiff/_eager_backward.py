@@ -40,6 +40,8 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torch2xla.autodiff._versions import eager_view_names
+
 log = logging.getLogger(__name__)
 
 # Eager's backward errors that a fake run raises as eager does (by message): anything else a
@@ -159,7 +161,7 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         return RuntimeError(str(e))
     except RuntimeError as e:
         if type(e) in (RuntimeError, NotImplementedError) and any(m in str(e) for m in _TRUSTED):
-            return type(e)(str(e))
+            return type(e)(eager_view_names(str(e)))
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     except AssertionError as e:
         # NOTE: an analysis, not the user's computation: where torch's fake machinery itself

@@ -19,6 +19,7 @@ the call's own writes are not the user's.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Sequence
 
@@ -95,6 +96,7 @@ class Watch:
                         message = modified_message(t, changes, 0, self.outputs[n - n_in], ctx)
                     else:
                         shape, output_nr, op = named
+                        output_nr, op = regenerated(output_nr, op)
                         message = modified_message(t, changes, 0, output_nr, op, shape)
                 raise RuntimeError(message)
 
@@ -125,6 +127,55 @@ def modified_message(
         f"inplace operation: [{t.type()} {shape}]{which} is at version "
         f"{version}; expected version {expected} instead. Hint: {hint}"
     )
+
+
+def regenerated(output_nr: int, name: str) -> tuple[int, str]:
+    """The node eager's error names for a saved tensor made as output ``output_nr`` of the
+    node ``name`` and changed in place since: a view (``x[1]``, ``x.t()``), changed through
+    itself, its base or another view, has its node made again (``grad_fn``) as output 0 of
+    ``AsStridedBackward0`` (torch's view replay off, as by default); fake tensors, whose
+    views replay their op, keep the view's own node (``SelectBackward0``)."""
+    if torch._C._is_view_replay_enabled() or not _is_view_node(name):
+        return output_nr, name
+    return 0, "AsStridedBackward0"
+
+
+_NAMED = re.compile(r"which is output (\d+) of (\w+),")
+
+
+def eager_view_names(message: str) -> str:
+    """``message`` (eager's error for a changed saved tensor, raised by a backward of fake
+    tensors) naming the node eager names (``regenerated``)."""
+
+    def sub(m: re.Match) -> str:
+        backward = m.group(2).rstrip("0123456789").endswith("Backward")
+        output_nr, name = regenerated(
+            int(m.group(1)), m.group(2) if backward else m.group(2) + "Backward0"
+        )
+        return f"which is output {output_nr} of {name if backward else _strip(name)},"
+
+    return _NAMED.sub(sub, message)
+
+
+def _strip(name: str) -> str:
+    stem = name.rstrip("0123456789")
+    return stem[: -len("Backward")] if stem.endswith("Backward") else name
+
+
+@functools.cache
+def _is_view_node(name: str) -> bool:
+    """Whether the autograd node ``name`` (``SelectBackward0``) is a view op's: one of the
+    ATen op's overloads returns an alias of its input, not written."""
+    stem = _strip(name)
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", stem).lower()
+    packet = getattr(torch.ops.aten, snake, None)
+    if packet is None:
+        return False
+    for overload in packet.overloads():
+        returns = getattr(packet, overload)._schema.returns
+        if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+            return True
+    return False
 
 
 def _op_name(name: str) -> str:

@@ -147,6 +147,16 @@ def _checked(gm, p: torch.fx.Node, user: torch.fx.Node, fake_mode) -> torch.fx.N
     return checked
 
 
+def _composite_part(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is the product of a ``value`` in an ``addcdiv``/``addcmul`` call
+    that Dynamo split (``_rewrites.pointwise_composites``): the call, joined again, takes the
+    number as eager's Scalar, converted with eager's check (``_numbers``) and computed in
+    the kernel's opmath type, not rounded per part."""
+    from torch2xla.capture._rewrites import _split_composite
+
+    return any(_split_composite(u, numbers=True) is not None for u in node.users)
+
+
 def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
     """Rewrite ``gm`` (in place) to take the 0-d tensors of the Python floats it uses only
     as elementwise operands as tensors there (no ``.item()``). Returns, per input kept a
@@ -174,6 +184,9 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
             for user in item.users:
                 if _operand_slots(user, item) is None:
                     why = f"it is used by {user.target if user.op != 'output' else 'output'}"
+                    break
+                if _composite_part(user):
+                    why = "it is the value of an addcdiv or addcmul (Dynamo split the call)"
                     break
                 dtype = _dtype_for(user, item, fake_mode)
                 if dtype is None:

@@ -247,6 +247,10 @@ class _Plan:
         )
         if not allowed or not isinstance(example, torch.Tensor):
             return f"it is an argument of {where}"
+        from torch2xla.capture._float_values import _composite_part
+
+        if _composite_part(node):  # (its number is eager's Scalar, converted with a check)
+            return f"it is the value of an addcdiv or addcmul ({where}: Dynamo split it)"
         for a in direct - self.values.keys():
             ex = a.meta.get("example_value")
             if (

@@ -256,6 +256,12 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     gm = prepare(gm, args, aliasing)
     if aliasing is not None:
         args = aliasing.export_args(args)
+    # (inputs detached in a graph with torch.func's differentiating transforms: the export
+    # traces no autograd of its own, but the transforms turn grad on, so an output computed
+    # from an input that requires grad (``jacrev`` of a module: its parameters) would require
+    # grad, and AOT would trace a joint graph it cannot)
+    if gm.graph.find_nodes(op="call_function", target=torch._C._functorch._grad_increment_nesting):
+        args = [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
     with export_scope() as rejected, _shape_env_for_loops(gm):
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()

@@ -114,7 +114,37 @@ def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
 _KIND_CHECKS = (
     "argument alpha must not be a floating point number",
     "Boolean alpha only supported for Boolean results",
+    # (``addcdiv`` of integer tensors: Dynamo splits it into a true division and a sum)
+    "Integer division with addcdiv is no longer supported",
 )
+
+
+def joined(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The Dynamo graph ``gm`` with its ``addcdiv``/``addcmul`` calls that Dynamo split
+    joined again (``_rewrites.pointwise_composites(numbers=True)``): the graph whose calls
+    ``check_call_values`` checks (the parts convert no number with eager's checks), and the
+    one a call that raised runs again in eager."""
+    from torch2xla.capture._rewrites import pointwise_composites
+
+    return pointwise_composites(gm, numbers=True)
+
+
+def check_composites(gm: torch.fx.GraphModule) -> None:
+    """``check_numbers``'s and eager's ``_KIND_CHECKS`` errors for the joined calls of
+    ``gm`` (``joined``'s) with constant values."""
+    from torch2xla.capture._rewrites import COMPOSITE
+    from torch2xla.capture._writes import _example, _written
+
+    for node in gm.graph.nodes:
+        if not node.meta.get(COMPOSITE):
+            continue
+        args, kwargs = map_aggregate(node.args, _example), map_aggregate(node.kwargs, _example)
+        if any(isinstance(a, torch.SymInt | torch.SymFloat) for a in _leaves((args, kwargs))):
+            continue  # (a changing value: ``check_call_values`` checks each call's)
+        check_numbers(node, args, kwargs, _written(node, args, kwargs))
+        message = _eager_error(node, args, kwargs)
+        if message is not None:
+            raise OpError(message, node)
 
 
 def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
@@ -241,6 +271,8 @@ def _number_overflows(written: Any, node: torch.fx.Node, args: Any, kwargs: Any)
     if node.target is operator.setitem:
         return False  # (Dynamo's fake kernels raise eager's error)
     result = written if isinstance(written, torch.Tensor) else node.meta.get("example_value")
+    if isinstance(result, list | tuple):  # (a foreach op's: its tensors share the dtype)
+        result = next((t for t in result if isinstance(t, torch.Tensor)), None)
     if not isinstance(result, torch.Tensor) or result.dtype == torch.bool:
         return False
     dtype = result.dtype

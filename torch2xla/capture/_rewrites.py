@@ -76,13 +76,27 @@ _MULS = (torch.mul, operator.mul)
 _COMPOSITES = {"addcdiv": torch.addcdiv, "addcmul": torch.addcmul}
 
 
-def pointwise_composites(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def pointwise_composites(gm: torch.fx.GraphModule, numbers: bool = False) -> torch.fx.GraphModule:
     """``gm``, or a copy whose ``addcdiv``/``addcmul`` calls Dynamo split are whole again
-    (``gm`` itself is never changed)."""
-    return _rewritten(gm, lambda n: _split_composite(n) is not None, _join_composite)
+    (``gm`` itself is never changed). With ``numbers``, also those whose ``value`` is a
+    number the graph computes (a changing float's ``.item()``): the graph eager's checks of
+    the numbers a call converts look at (``_numbers``), not one to export (there the value
+    is a constant, or a 0-d tensor operand of the ``mul``: ``_float_values``)."""
+    return _rewritten(gm, lambda n: _split_composite(n, numbers) is not None, _joiner(numbers))
 
 
-def _split_composite(node: torch.fx.Node):
+_SCALARS = (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _number(value, numbers: bool) -> bool:
+    if isinstance(value, bool | int | float):
+        return True
+    if not (numbers and isinstance(value, torch.fx.Node)):
+        return False
+    return isinstance(value.meta.get("example_value"), _SCALARS)
+
+
+def _split_composite(node: torch.fx.Node, numbers: bool = False):
     """(name, self, t1, t2, value, nodes to drop) where ``node`` ends a split
     ``addcdiv``/``addcmul`` (the ``fma``, or the ``add`` of the functional form)."""
     from torch2xla._errors import _user_frame
@@ -115,7 +129,7 @@ def _split_composite(node: torch.fx.Node):
         and not part.kwargs
         and len(part.args) == 2
         and len(part.users) == 1
-        and isinstance(value, bool | int | float)
+        and _number(value, numbers)
     ):
         return None
     name = _PARTS[part.target] + ("_" if in_place else "")
@@ -125,13 +139,21 @@ def _split_composite(node: torch.fx.Node):
     return name, self, *part.args, value, dropped
 
 
-def _join_composite(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
-    name, self, t1, t2, value, dropped = _split_composite(node)
-    node.target = name if node.op == "call_method" else _COMPOSITES[name]
-    node.args = (self, t1, t2)
-    node.kwargs = {"value": value}
-    for n in dropped:  # (the fma's or add's operand first: its only user is gone)
-        graph.erase_node(n)
+def _joiner(numbers: bool) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
+    def join(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+        name, self, t1, t2, value, dropped = _split_composite(node, numbers)
+        node.target = name if node.op == "call_method" else _COMPOSITES[name]
+        node.args = (self, t1, t2)
+        node.kwargs = {"value": value}
+        node.meta[COMPOSITE] = True
+        for n in dropped:  # (the fma's or add's operand first: its only user is gone)
+            graph.erase_node(n)
+
+    return join
+
+
+# (the meta key of a call joined again: its eager checks are the composite's, ``_numbers``)
+COMPOSITE = "torch2xla_composite"
 
 
 # -- nn.LSTM/GRU/RNN kept whole (ops/_rnn.py) ----------------------------------------------------

@@ -60,6 +60,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
         _keep_unrecorded_writes(graph)
     regions = _regions(graph)
     stops_at: dict = {}  # (stop point, where its stop is placed) -> the stop
+    views: set = set()  # views of stop points (and of those views), read through a stop too
     depth = 0  # of torch.func transforms that differentiate (grad, vjp, jacrev)
     for node in list(graph.nodes):
         if _nesting(node):
@@ -71,10 +72,15 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
                 graph.call_function(torch._C._set_grad_enabled, (depth > 0,))
         elif _is_switch(node) and depth == 0:
             graph.erase_node(node)
-        elif grad_enabled and _is_stop_point(node):
+        elif grad_enabled and (node in views or _is_stop_point(node)):
             for user in list(node.users):
                 if _mutated(user) is node:
                     continue  # an in-place write must still reach the value itself
+                if _view_of(user, node):
+                    # (a view, as ``c.diagonal().fill_(1)``: a write through it must reach the
+                    # value too; its own reads are stopped in turn)
+                    views.add(user)
+                    continue
                 # (read inside a torch.func transform the value is outside of: stopped
                 # before the transform starts, at the value's own functorch level)
                 inner = regions[user][len(regions[node]) :]
@@ -91,6 +97,20 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     for target, marked in subgraphs.items():
         new.set_submodule(target, marked)
     return new
+
+
+def _view_of(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Whether ``user`` returns a view of ``node``'s value that eager does not track either
+    (their example values share memory)."""
+    a, b = user.meta.get("example_value"), node.meta.get("example_value")
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or _requires_grad(a):
+        return False
+    if a.layout != torch.strided or b.layout != torch.strided:
+        return False
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    if wrapped(a) or wrapped(b):  # (a torch.func transform's wrapper has no storage)
+        return False
+    return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
 
 
 def _is_switch(node: torch.fx.Node) -> bool:

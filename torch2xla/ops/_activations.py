@@ -1,5 +1,5 @@
 """Activation functions (gelu, silu, hardtanh and relu6, leaky_relu, elu, celu, softplus,
-logit): their values and the derivatives of eager's kernels, NaN and bounds included."""
+hardshrink and softshrink, logit): their values and the derivatives of eager's kernels, NaN and bounds included."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from torch2xla.ops._elementwise import (
     _negative,
     _pointwise,
 )
-from torch2xla.ops._registry import register
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -207,13 +207,61 @@ def shrink_grad(x, t, lambd: float, vec):
     return jnp.where(zero, jnp.zeros_like(t), t)
 
 
-# NOTE: hardshrink and softshrink themselves are not lowered: torch decomposes them at
-# their autograd key while tracing (``py_impl(DispatchKey.Autograd)``), before any table of
-# ours, into a select whose derivative takes the scalar loop's rule at NaN everywhere.
 SHRINK_KERNELS = {
     False: _loops.backward_kernel(aten.hardshrink_backward),
     True: _loops.backward_kernel(aten.softshrink_backward),
 }
+
+
+@register(aten.hardshrink.default, aten.softshrink.default)
+def shrink(self, lambd=0.5):
+    """Eager's hardshrink/softshrink (``x`` or ``x -+ lambd`` outside ``[-lambd, lambd]``, 0
+    inside, NaN kept), whose derivative is eager's ``*shrink_backward`` (NaN included)."""
+    soft = ctx().node.target is aten.softshrink.default
+    lambd = float(lambd)
+    value = functools.partial(_softshrink if soft else _hardshrink, lambd=lambd)
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return value(self)
+    nan_walk = _loops.walk(SHRINK_KERNELS[soft], lambd)
+    return _shrink_exact(self, soft, lambd, nan_walk)
+
+
+def _hardshrink(x, lambd):
+    # (eager compares with lambd in x's dtype: 0.502 is 0.50390625 in bfloat16)
+    bound = as_dtype(lambd, x.dtype)
+    return jnp.where((x >= -bound) & (x <= bound), jnp.zeros_like(x), x)
+
+
+def _softshrink(x, lambd):
+    # (half precision computes in float32 with a float32 lambd, as eager's kernel)
+    def fn(v):
+        bound = as_dtype(lambd, v.dtype)
+        return jnp.where(v > bound, v - bound, jnp.where(v < -bound, v + bound, v * 0))
+
+    return _pointwise(fn, Kind.DEFAULT)(x)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _shrink_exact(x, soft: bool, lambd: float, nan_walk):
+    return (_softshrink if soft else _hardshrink)(x, lambd)
+
+
+@_shrink_exact.defjvp
+def _shrink_exact_jvp(soft, lambd, nan_walk, primals, tangents):
+    (x,), (t,) = primals, tangents
+    grad = shrink_grad(x, t, lambd, _loops.mask(nan_walk, x))
+    return _shrink_exact(x, soft, lambd, nan_walk), grad
+
+
+# torch decomposes hardshrink and softshrink at their autograd key while tracing
+# (``py_impl(DispatchKey.Autograd)``), before any table of ours, into a select whose
+# derivative takes the scalar loop's rule at NaN everywhere (softshrink's: 0, where eager's
+# scalar loop passes the gradient). Without that kernel, tracing takes eager's own autograd
+# kernel (its derivative ``*shrink_backward``, lowered in ``_activation_backward``) and keeps
+# the op for the lowering above. (Eager runs the C++ kernels, never these.)
+for _op in (aten.hardshrink.default, aten.softshrink.default):
+    _op.py_kernels.pop(torch._C.DispatchKey.Autograd, None)
+    _op._dispatch_cache.clear()
 
 
 @register(aten.softplus.default)

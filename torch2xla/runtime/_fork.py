@@ -31,6 +31,17 @@ PARENT_GRAPH = (
 )
 
 
+# Why compiled graphs run in eager PyTorch in such a child; ``warned``: said once.
+REASON = (
+    "this process was forked (os.fork, multiprocessing's 'fork' start method, DataLoader "
+    "workers) from one where JAX had started, and XLA's threads do not survive a fork (its "
+    "programs and compiles would wait forever): compiled graphs run in eager PyTorch here. "
+    "Start processes with 'spawn' or 'forkserver' (multiprocessing.get_context('spawn'), "
+    "DataLoader(..., multiprocessing_context='spawn')) to run XLA in them"
+)
+warned = False
+
+
 def started() -> None:
     """Note that JAX's runtime has started in this process (called before each compile)."""
     global STARTED
