@@ -98,6 +98,7 @@ def _one_mode(args) -> dict:
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
     phases = _phases(fwd, opt, opt_step, ids, device)
+    timeline = _timeline(fwd, opt, opt_step, ids) if device == "cuda" else None
     if args.profile:
         _profile(step, device, pathlib.Path(args.profile) / f"llama_{args.mode}.txt")
         _host_profile(opt_step, pathlib.Path(args.profile) / f"llama_{args.mode}_opt_host.txt")
@@ -119,6 +120,7 @@ def _one_mode(args) -> dict:
         "peak_bytes": _peak_bytes(device),
         "losses": losses,
         "phase_ms": phases,
+        "timeline_ms": timeline,
     }
     if device == "cuda":
         name = torch.cuda.get_device_name()
@@ -149,6 +151,42 @@ def _phases(fwd, opt, opt_step, ids, device: str, steps: int = 5) -> dict[str, f
         timed("backward", loss.backward)
         timed("optimizer", opt_step)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _timeline(fwd, opt, opt_step, ids, steps: int = 5) -> dict:
+    """When the host returns from each phase of a whole step and when the GPU finishes it
+    (CUDA events), ms from the step's start, medians of ``steps`` steps: where the host's
+    return comes at the GPU's, the host is on the critical path (it waited for the GPU)."""
+    marks = ("zero_grad", "forward", "backward", "optimizer")
+    host: dict[str, list[float]] = {m: [] for m in marks}
+    gpu: dict[str, list[float]] = {m: [] for m in marks}
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        events = {m: torch.cuda.Event(enable_timing=True) for m in ("start", *marks)}
+        times = {}
+
+        def mark(name, times=times, events=events):
+            times[name] = time.perf_counter()
+            events[name].record()
+
+        mark("start")
+        opt.zero_grad(set_to_none=True)
+        mark("zero_grad")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = fwd(input_ids=ids, labels=ids).loss
+        mark("forward")
+        loss.backward()
+        mark("backward")
+        opt_step()
+        mark("optimizer")
+        torch.cuda.synchronize()
+        for m in marks:
+            host[m].append((times[m] - times["start"]) * 1e3)
+            gpu[m].append(events["start"].elapsed_time(events[m]))
+    return {
+        "host_returns": {m: statistics.median(v) for m, v in host.items()},
+        "gpu_done": {m: statistics.median(v) for m, v in gpu.items()},
+    }
 
 
 def _host_profile(opt_step, path: pathlib.Path, steps: int = 5) -> None:
@@ -246,6 +284,14 @@ def _print_row(mode: str, run: dict) -> None:
         + ", ".join(f"{k} {v:.1f}" for k, v in run["phase_ms"].items()),
         flush=True,
     )
+    timeline = run.get("timeline_ms")
+    if timeline:
+        host, gpu = timeline["host_returns"], timeline["gpu_done"]
+        print(
+            f"  {mode} timeline (ms from the step's start, host return / GPU done): "
+            + ", ".join(f"{k} {host[k]:.1f}/{gpu[k]:.1f}" for k in host),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
