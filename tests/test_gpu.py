@@ -140,6 +140,7 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
         .train(train)
     )
     ref_model = copy.deepcopy(model)
+    exact = copy.deepcopy(model).double()  # (the float64 reference both are measured against)
     compiled = torch.compile(
         model, backend="xla", options={"strict": True, "dump_dir": str(tmp_path)}
     )
@@ -151,8 +152,15 @@ def test_bf16_products_are_bf16_products(tmp_path, train):
     if train:
         out.float().square().sum().backward()
         ref.float().square().sum().backward()
-        for a, b in zip(model.parameters(), ref_model.parameters(), strict=True):
-            assert (a.grad - b.grad).norm() <= 2e-2 * b.grad.norm()
+        exact(x.double()).square().sum().backward()
+        # (bf16 gradients summed over the batch and positions: eager's own error against
+        # float64 depends on the cuDNN algorithm it picks (another test's cudnn.benchmark on
+        # the same worker moved it past a fixed 2e-2); ours must stay within twice eager's)
+        for a, b, e in zip(
+            model.parameters(), ref_model.parameters(), exact.parameters(), strict=True
+        ):
+            ours, eagers = (a.grad.double() - e.grad).norm(), (b.grad.double() - e.grad).norm()
+            assert ours <= 2 * eagers + 1e-3 * e.grad.norm(), (ours, eagers)
     products = [
         line
         for path in tmp_path.rglob("*.stablehlo.mlir")
