@@ -305,7 +305,7 @@ def split(
             # what a Dynamo placeholder carries: the example value (the key reads its sizes)
             p.meta = {k: v for k, v in i.meta.items() if k in ("example_value", "grapharg")}
             if "example_value" not in p.meta and i.op == "get_attr":
-                p.meta["example_value"] = _attr(gm, i.target)
+                p.meta["example_value"] = operator.attrgetter(i.target)(gm)
             if i in replaced:
                 p.meta[STORAGE_REPLACED_LATER] = True
             local[i] = p
@@ -410,19 +410,12 @@ def _eager_node(top: torch.fx.Graph, node: torch.fx.Node, env: dict) -> torch.fx
     return new
 
 
-def _attr(gm: torch.nn.Module, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _targets(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node]) -> dict:
     """What the ``get_attr`` and ``call_module`` nodes of ``gm`` name, by their targets."""
     out = {}
     for n in nodes:
         if n.op == "get_attr":
-            out[n.target] = _attr(gm, n.target)
+            out[n.target] = operator.attrgetter(n.target)(gm)
         elif n.op == "call_module":
             out[n.target] = gm.get_submodule(n.target)
     return out

@@ -78,7 +78,7 @@ def _inside(node: torch.fx.Node, graded: bool) -> str | None:
     if graded and node.target is torch.ops.higher_order.while_loop:
         return "its gradient: JAX cannot differentiate a while loop in reverse mode"
     for sub in subgraph_nodes(node):
-        module = _attr(node.graph.owning_module, sub.target)
+        module = operator.attrgetter(sub.target)(node.graph.owning_module)
         n_in = len(module.graph.find_nodes(op="placeholder"))
         inner = find_unsupported(module, [True] * n_in if graded else None)
         if inner:
@@ -98,20 +98,13 @@ def subgraph_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
         if (
             isinstance(a, torch.fx.Node)
             and a.op == "get_attr"
-            and isinstance(_attr(module, a.target), torch.fx.GraphModule)
+            and isinstance(operator.attrgetter(a.target)(module), torch.fx.GraphModule)
         ):
             found.append(a)
         return a
 
     torch.fx.node.map_aggregate((node.args, node.kwargs), visit)
     return found
-
-
-def _attr(gm: torch.nn.Module, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _reached(gm: torch.fx.GraphModule, grad_inputs: Sequence[bool]) -> set[torch.fx.Node]:

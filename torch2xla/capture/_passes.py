@@ -13,6 +13,7 @@ output node returns: mutated inputs' new values, then user outputs). Nodes a pas
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
 import torch
@@ -48,7 +49,7 @@ def fold_constants(gm: torch.fx.GraphModule) -> None:
     values: dict[torch.fx.Node, torch.Tensor] = {}
     for node in graph.nodes:
         if node.op == "get_attr":
-            obj = _get_attr(gm, node.target)
+            obj = operator.attrgetter(node.target)(gm)
             if isinstance(obj, torch.Tensor):
                 values[node] = obj
     folded: list[torch.fx.Node] = []
@@ -94,13 +95,6 @@ def _foldable(node: torch.fx.Node, values: dict) -> bool:
         isinstance(a, torch.SymInt | torch.SymFloat | torch.SymBool)
         for a in pytree.tree_leaves((node.args, node.kwargs))
     )
-
-
-def _get_attr(gm: torch.nn.Module, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 BUILTIN_PASSES: tuple[GraphPass, ...] = (causal_masks, eliminate_dead_code)
