@@ -4,6 +4,7 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -92,9 +93,11 @@ def _min(a, b):
     return jnp.where(jnp.isnan(a) | (a <= b), a, b)
 
 
-def _balanced(pick, jnp_fn):
-    """``pick``'s values with ``jnp_fn``'s derivative (half the gradient to each tied operand,
-    as torch's maximum/minimum backward)."""
+def _balanced(pick, jnp_fn, greater):
+    """``pick``'s values with eager's derivative of maximum/minimum: half the gradient to each
+    operand where they are equal, none to the operand that loses (``greater(a, b)``: ``a``
+    wins), all of it to both where neither wins, which a NaN makes (``maximum(nan, 0)``: eager
+    gives both operands the whole gradient; JAX's derivative gave them none)."""
 
     @jax.custom_jvp
     def fn(a, b):
@@ -102,7 +105,16 @@ def _balanced(pick, jnp_fn):
 
     @fn.defjvp
     def fn_jvp(primals, tangents):
-        return pick(*primals), jax.jvp(jnp_fn, primals, tangents)[1]
+        a, b = primals
+        out = pick(a, b)
+        if not jnp.issubdtype(out.dtype, jnp.inexact):
+            return out, jax.jvp(jnp_fn, primals, tangents)[1]
+        ta, tb = (t.astype(out.dtype) for t in tangents)
+        tie = a == b
+        half, zero, one = (jnp.asarray(v, out.dtype) for v in (0.5, 0.0, 1.0))
+        to_a = jnp.where(tie, half, jnp.where(greater(b, a), zero, one))
+        to_b = jnp.where(tie, half, jnp.where(greater(a, b), zero, one))
+        return out, jnp.broadcast_to(to_a * ta + to_b * tb, out.shape)
 
     return fn
 
@@ -491,8 +503,8 @@ _ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
 
 
 for _ops, _fn, _kind in [
-    ((aten.maximum.default,), _balanced(_max, jnp.maximum), Kind.DEFAULT),
-    ((aten.minimum.default,), _balanced(_min, jnp.minimum), Kind.DEFAULT),
+    ((aten.maximum.default,), _balanced(_max, jnp.maximum, operator.gt), Kind.DEFAULT),
+    ((aten.minimum.default,), _balanced(_min, jnp.minimum, operator.lt), Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
