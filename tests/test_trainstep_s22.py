@@ -101,16 +101,18 @@ def _hook_order(compile_it: bool, plan: str) -> list:
     x = torch.randn(3, 4)
     fired: list = []
     handles = []
+    now = [0]  # (the step the hooks record)
     for step in range(6):
+        now[0] = step
         if step == 2:  # hooks from the third step on, on steady calls
             for name, p in model.named_parameters():
                 if plan == "post":
                     hook = p.register_post_accumulate_grad_hook(
-                        lambda t, name=name: fired.append((step, name, t.grad.sum().item()))
+                        lambda t, name=name: fired.append((now[0], name, t.grad.sum().item()))
                     )
                 else:
                     hook = p.register_hook(
-                        lambda g, name=name: fired.append((step, name, g.sum().item()))
+                        lambda g, name=name: fired.append((now[0], name, g.sum().item()))
                     )
                 handles.append(hook)
         if step == 4:  # removed again: the dict of hooks stays, empty
