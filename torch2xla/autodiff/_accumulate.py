@@ -162,13 +162,3 @@ def ordered_groups(diff_in: Sequence[int], order: Sequence[int]) -> tuple[tuple[
         return ()
     rest = tuple(p for p in range(len(diff_in)) if p not in set(ordered))
     return ((*rest, ordered[0]), *((p,) for p in ordered[1:]))
-
-
-def hooked(tensors: Sequence[torch.Tensor], positions: Sequence[int]) -> bool:
-    """Whether a tensor at one of ``positions`` has a hook that runs when autograd
-    accumulates its gradient (a post-accumulate-grad hook, or a tensor hook of a leaf)."""
-    for k in positions:
-        t = tensors[k]
-        if t._post_accumulate_grad_hooks is not None or t._backward_hooks:
-            return True
-    return False

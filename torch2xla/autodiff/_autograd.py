@@ -38,7 +38,7 @@ import torch
 from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _split
-from torch2xla.autodiff._accumulate import hooked, ordered_groups
+from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
@@ -46,7 +46,7 @@ from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
-from torch2xla.runtime._interop import no_stack_capture, to_jax, x64
+from torch2xla.runtime._interop import host_view, no_stack_capture, to_jax, x64
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the
@@ -64,6 +64,8 @@ _FREED_MARKER = torch.empty(0)
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
 _version = operator.attrgetter("_version")
 _detach = torch.Tensor.detach
+_backward_hooks = operator.attrgetter("_backward_hooks")
+_post_hooks = operator.attrgetter("_post_accumulate_grad_hooks")
 
 
 class _Plan:
@@ -95,6 +97,7 @@ class _Plan:
         "groups",
         "hook_groups",
         "hook_inputs",
+        "hook_pick",
         "live_slots",
         "n_inputs",
         "plain_cts",
@@ -106,6 +109,7 @@ class _Plan:
         "scoped",
         "steady",
         "steady_bwd",
+        "to_jax",
         "untracked",
         "views",
         "watch",
@@ -127,6 +131,9 @@ class _Plan:
         # the program's ``ViewCache`` where its views need nothing more (``XlaProgram``)
         self.views = program._views if getattr(program, "_host_views", False) else None
         self.convert = program.to_torch
+        # a cotangent's JAX value (a CPU program's: ``to_jax`` without its frame; the numpy
+        # view lives only as long as the backward's call)
+        self.to_jax = to_jax if getattr(program, "_cuda", True) else host_view
         self.cut = getattr(program, "cut", None)  # packed gradients' pieces (``_pack``)
         self.saved_pos: tuple[int, ...] | None = None
         # outputs eager's graph saves (``XlaProgram.saved_outputs``): saved on the node too
@@ -149,6 +156,8 @@ class _Plan:
         # known yet).
         self.hook_inputs: tuple[int, ...] | None = None
         self.hook_groups: tuple[tuple[int, ...], ...] = ()
+        # tensors -> those at ``hook_inputs`` (two or more: a tuple), once they are known
+        self.hook_pick: Callable | None = None
         self.backward_ran = False
         # The backward runs outside JAX's config contexts (x64, placement): where they change
         # nothing (``XlaProgram.scoped``), once its one program is compiled (a split's
@@ -235,9 +244,15 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     hook_inputs = plan.hook_inputs
     if hook_inputs is None:
         hook_inputs = _hook_inputs(plan)
-    if hook_inputs and hooked(tensors, hook_inputs):  # (their hooks fire in eager's order)
-        groups = plan.hook_groups
-        return _apply_chained(plan, groups, seed, Chain(plan, groups), tensors)
+    if hook_inputs:
+        # (``_accumulate.hooked``, in C: a tensor hook of a leaf, or a post-accumulate-grad
+        # hook, removed ones included, as there)
+        leaves = plan.hook_pick(tensors)
+        if any(map(_backward_hooks, leaves)) or any(
+            map(operator.is_not, map(_post_hooks, leaves), itertools.repeat(None))
+        ):  # (their hooks fire in eager's order)
+            groups = plan.hook_groups
+            return _apply_chained(plan, groups, seed, Chain(plan, groups), tensors)
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
     return _apply(plan, seed, None, *tensors)
@@ -249,6 +264,8 @@ def _hook_inputs(plan: _Plan) -> tuple[int, ...]:
     order = order() if order is not None else ()
     plan.hook_groups = ordered_groups(plan.diff_in, order)
     plan.hook_inputs = order if plan.hook_groups else ()
+    if plan.hook_inputs:  # (two or more: ``ordered_groups`` makes none for fewer)
+        plan.hook_pick = operator.itemgetter(*plan.hook_inputs)
     return plan.hook_inputs
 
 
@@ -383,7 +400,11 @@ class XlaFunction(torch.autograd.Function):
     # compiled function, the graph break's eager region, where Dynamo would trace it.
     @torch.compiler.disable
     def backward(ctx, *grads):
-        if any(map(_is_batched, grads)):
+        # (``_is_batched`` of each cotangent, in C: no frame per cotangent)
+        given = [*itertools.compress(grads, map(operator.is_not, grads, itertools.repeat(None)))]
+        if any(map(_functorch.is_batchedtensor, given)) or any(
+            map(_functorch.is_legacy_batchedtensor, given)
+        ):
             return _batched_backward(ctx, grads)
         # (``profiled_backward`` inlined: one frame less on every backward)
         if ctx.plan.backward_ran and not (
@@ -525,7 +546,7 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
         if plan.bare_backward:  # (see _Plan: no config context changes anything)
             # (``_cotangents``' common case inlined: every cotangent, real and non-empty)
             if dense and plan.plain_cts:
-                cts = list(map(to_jax, diff_grads))
+                cts = list(map(plan.to_jax, diff_grads))
             else:
                 cts = _cotangents(plan, dense, diff_grads)
             steady = plan.steady_bwd if freed else None

@@ -199,8 +199,12 @@ def host_view(t: torch.Tensor) -> np.ndarray:
 
     NOTE: not ``t.numpy()``: torch marks a storage it hands to numpy non-resizable for good, so
     a later ``resize_`` of a compiled call's input (FSDP2 frees its unsharded parameters so)
-    would raise where eager runs. Built over ctypes memory as ``to_torch_cpu``, ~1 us.
+    would raise where eager runs. Built over ctypes memory as ``to_torch_cpu``, ~1 us. A tensor
+    with a conjugate or negative bit, which numpy knows nothing of, is viewed resolved (a copy):
+    ``to_jax`` of a CPU tensor.
     """
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
     dtype = TORCH_TO_JAX_DTYPE[t.dtype]
     n = t.numel()
     if not n:
@@ -229,10 +233,10 @@ def to_jax(t: torch.Tensor, ordered: bool = True):
     """
     if t.requires_grad:
         t = t.detach()
-    if t.is_conj() or t.is_neg():  # (DLPack refuses these bits; numpy knows no such bits)
-        t = t.resolve_conj().resolve_neg()
-    if t.is_cpu:
+    if t.is_cpu:  # (its bits resolved there)
         return host_view(t)
+    if t.is_conj() or t.is_neg():  # (DLPack refuses these bits)
+        t = t.resolve_conj().resolve_neg()
     if not t.is_contiguous():
         t = t.contiguous()
     strides = _row_major(t.shape)
