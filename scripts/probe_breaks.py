@@ -1448,6 +1448,281 @@ def manual_seed_inside_compiled(C, rec):
     rec("same", same)
 
 
+@scenario
+def explicit_generator_reseeded(C, rec):
+    def f(x, g):
+        a = torch.rand(3, generator=g)
+        torch._dynamo.graph_break()
+        b = torch.randn(3, generator=g)
+        return x + a, b
+
+    fn = C(f)
+    g = torch.Generator().manual_seed(5)
+    a1, b1 = fn(_x(3), g)
+    torch.manual_seed(123)
+    g.manual_seed(5)
+    a2, b2 = fn(_x(3), g)
+    rec("repeat", [torch.equal(a1, a2), torch.equal(b1, b2)])
+    a3, _ = fn(_x(3), g)
+    rec("fresh", torch.equal(a1, a3))
+
+
+@scenario
+def explicit_generator_values(C, rec):
+    def f(x, g):
+        return x + torch.rand(3, generator=g)
+
+    g = torch.Generator().manual_seed(5)
+    out = C(f)(_x(3), g)
+    rec("state moved", not torch.equal(g.get_state(), torch.Generator().manual_seed(5).get_state()))
+    rec("in range", bool(((out - _x(3)) >= 0).all() and ((out - _x(3)) < 1).all()))
+
+
+@scenario
+def default_generator_advances(C, rec):
+    def f(x):
+        return F.dropout(x, 0.5)
+
+    torch.manual_seed(0)
+    before = torch.default_generator.get_state()
+    C(f)(_x(8))
+    rec("moved", not torch.equal(before, torch.default_generator.get_state()))
+
+
+@scenario
+def numpy_write_shares_memory(C, rec):
+    def f(x):
+        a = x.numpy()
+        a[0] = 5.0
+        return x * 2
+
+    x = _x(3)
+    out = C(f)(x)
+    rec("out", [out, x])
+
+
+@scenario
+def numpy_roundtrip_mid_forward(C, rec):
+    def f(x):
+        a = x.detach().numpy() * 2
+        y = torch.from_numpy(a)
+        return x + y, y.dtype
+
+    x = leaf(3)
+    out, dt = C(f)(x)
+    rec("out", [out, str(dt)])
+    out.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def while_data_dependent_loop(C, rec):
+    def f(x):
+        n = 0
+        while x.norm() > 1:
+            x = x / 2
+            n += 1
+        return x, n
+
+    x = leaf(4) * 5
+    x.retain_grad()
+    out, n = C(f)(x)
+    rec("out", [out, n])
+    out.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def list_input_mutated(C, rec):
+    def f(xs):
+        xs.append(xs[0] * 2)
+        xs[1].add_(1)
+        torch._dynamo.graph_break()
+        xs[0] = xs[0] + xs[-1]
+        return len(xs)
+
+    xs = [_x(3), _x(3, seed=1)]
+    n = C(f)(xs)
+    rec("xs", [n, *xs])
+
+
+@scenario
+def dict_in_dict_out(C, rec):
+    def f(d):
+        out = {k: v * 2 for k, v in d.items()}
+        torch._dynamo.graph_break()
+        out["sum"] = sum(out.values())
+        d["a"].mul_(3)
+        return out
+
+    d = {"a": _x(3), "b": _x(3, seed=1)}
+    out = C(f)(d)
+    rec("out", [out["a"], out["b"], out["sum"], d["a"]])
+
+
+@scenario
+def module_attr_tensor_assigned_across_break(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.cache = None
+
+        def forward(self, x):
+            h = self.lin(x)
+            if self.cache is not None:
+                h = h + self.cache
+            self.cache = h.detach()
+            torch._dynamo.graph_break()
+            return h.relu()
+
+    torch.manual_seed(0)
+    m = M()
+    f = C(m)
+    for k in range(3):
+        out = f(_x(2, 3, seed=k))
+        out.sum().backward()
+        rec(f"out {k}", [out, m.cache, *_grads(m)])
+
+
+@scenario
+def global_tensor_mutated_in_second_graph_read_in_first(C, rec):
+    state = torch.zeros(3)
+
+    def f(x):
+        r = x + state
+        torch._dynamo.graph_break()
+        state.add_(x)
+        return r
+
+    g = C(f)
+    outs = [g(_x(3, seed=k)) for k in range(3)]
+    rec("outs", [*outs, state])
+
+
+@scenario
+def nonlocal_counter_across_break(C, rec):
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        h = x * n
+        torch._dynamo.graph_break()
+        n += 1
+        return h * n
+
+    g = C(f)
+    outs = [g(_x(3)) for _ in range(3)]
+    rec("outs", [*outs, n])
+
+
+@scenario
+def no_grad_decorated_helper(C, rec):
+    @torch.no_grad()
+    def stats(h):
+        return h.mean(), h.std()
+
+    def f(x, w):
+        h = x * w
+        m, s = stats(h)
+        return ((h - m) / s).sum(), m
+
+    x, w = leaf(5), leaf(5, seed=1)
+    out, m = C(f)(x, w)
+    rec("m", m)
+    out.backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def inplace_on_view_of_input_view_across_break(C, rec):
+    def f(x):
+        v = x[:, 0]
+        v.mul_(2)
+        torch._dynamo.graph_break()
+        x[1, 2:].add_(v)  # (no overlap with v: eager leaves partial overlap undefined)
+        return v
+
+    base = torch.arange(12.0).reshape(3, 4)
+    x = base[1:]
+    v = C(f)(x)
+    rec("out", [v, base])
+    rec("base", v._base is base)
+
+
+@scenario
+def tolist_as_indices(C, rec):
+    def f(x, idx):
+        rows = idx.tolist()
+        return torch.stack([x[r] for r in rows]) * 2
+
+    x = leaf(4, 2)
+    out = C(f)(x, torch.tensor([3, 0, 3]))
+    rec("out", out)
+    out.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def item_int_as_shape(C, rec):
+    def f(x, n):
+        k = int(n.item())
+        return x[:k].sum() + torch.ones(k).sum()
+
+    g = C(f)
+    rec("a", g(_x(5), torch.tensor(3)))
+    rec("b", g(_x(5), torch.tensor(4)))
+
+
+@scenario
+def bool_of_tensor_int_result(C, rec):
+    def f(x):
+        flag = bool((x > 0).any())
+        n = int((x > 0).sum())
+        return x * n if flag else x, n, flag
+
+    rec("a", list(C(f)(_x(4))))
+    rec("b", list(C(f)(-_x(4).abs())))
+
+
+@scenario
+def dropout_in_train_eval_break(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.3), nn.ReLU())
+
+    def f(x):
+        h = m(x)
+        if h.sum() > 0:
+            h = h * 2
+        return m(h)
+
+    g = C(f)
+    m.eval()
+    rec("eval", g(_x(3, 6)))
+    m.train()
+    torch.manual_seed(4)
+    a = g(_x(3, 6))
+    torch.manual_seed(4)
+    b = g(_x(3, 6))
+    rec("train repeat", torch.equal(a, b))
+
+
+@scenario
+def randn_like_across_item(C, rec):
+    def f(x):
+        noise = torch.randn_like(x)
+        s = noise.abs().sum().item()
+        return x + noise / s, s > 0
+
+    g = C(f)
+    torch.manual_seed(7)
+    a, _ = g(_x(5))
+    torch.manual_seed(7)
+    b, ok = g(_x(5))
+    rec("repeat", [torch.equal(a, b), ok])
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 
