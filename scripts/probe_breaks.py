@@ -31,6 +31,7 @@ from _probe_common import run
 from probe_autograd import leaf
 from probe_userprog import compare as _compare
 
+
 def compare(name, fn) -> str:
     """``probe_userprog``'s comparison, errors by eager's type: ours may be a subclass
     (``OpAssertionError`` is an ``AssertionError``)."""
@@ -42,7 +43,11 @@ def compare(name, fn) -> str:
         if isinstance(v, BaseException):
             names = {c.__name__ for c in type(v).__mro__}
             d = describe(v)
-            return ("E", type(v).__name__ if type(v).__module__ != "torch2xla._errors" else names, d[2])
+            return (
+                "E",
+                type(v).__name__ if type(v).__module__ != "torch2xla._errors" else names,
+                d[2],
+            )
         return describe(v)
 
     a4.describe = describe_mro
@@ -62,6 +67,7 @@ def compare(name, fn) -> str:
         return _compare(name, fn)
     finally:
         a4.describe, a4.same = describe, same
+
 
 SCENARIOS: dict = {}
 
@@ -1444,7 +1450,7 @@ def manual_seed_inside_compiled(C, rec):
         b = torch.rand(3)
         return x + a, torch.equal(a, b)
 
-    out, same = C(f)(_x(3))
+    _, same = C(f)(_x(3))
     rec("same", same)
 
 
