@@ -1729,6 +1729,415 @@ def randn_like_across_item(C, rec):
     rec("repeat", [torch.equal(a, b), ok])
 
 
+@torch.compiler.disable
+def _eager_mutator(h):
+    h.mul_(3)
+    return h
+
+
+@scenario
+def disabled_helper_mutates_between_graphs(C, rec):
+    def f(x, w):
+        h = x * w
+        _eager_mutator(h)
+        return (h.exp() * w).sum(), h
+
+    x, w = leaf(3), leaf(3, seed=1)
+    s, h = C(f)(x, w)
+    rec("h", h)
+    s.backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def disabled_helper_mutates_input(C, rec):
+    def f(x, buf):
+        buf.add_(1)
+        _eager_mutator(buf)
+        return buf * x
+
+    x, buf = _x(3), torch.ones(3)
+    v0 = buf._version
+    out = C(f)(x, buf)
+    rec("out", [out, buf, buf._version > v0])
+
+
+@scenario
+def manual_sgd_with_print(C, rec):
+    import io
+    from contextlib import redirect_stdout
+
+    lin = nn.Linear(3, 2)
+
+    def step(lr):
+        with torch.no_grad():
+            for p in lin.parameters():
+                p -= lr * p.grad
+                print(p.grad.norm())
+                p.grad.zero_()
+
+    s = C(step)
+    for k in range(2):
+        lin(_x(4, 3, seed=k)).square().sum().backward()
+        with redirect_stdout(io.StringIO()):
+            s(0.1)
+        rec(f"params {k}", [p.detach().clone() for p in lin.parameters()])
+        rec(f"grads {k}", [p.grad for p in lin.parameters()])
+
+
+@scenario
+def grad_set_none_inside(C, rec):
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        out = lin(x).sum()
+        for p in lin.parameters():
+            p.grad = None
+        torch._dynamo.graph_break()
+        return out
+
+    for k in range(2):
+        out = C(f)(_x(2, 3, seed=k))
+        out.backward()
+        rec(f"grads {k}", [p.grad for p in lin.parameters()])
+
+
+@scenario
+def backward_inside_with_break(C, rec):
+    lin = nn.Linear(3, 2)
+
+    def f(x):
+        loss = lin(x).square().sum()
+        print_val = loss.item()
+        loss.backward()
+        return print_val, lin.weight.grad.clone()
+
+    v, g = C(f)(_x(4, 3))
+    rec("v", [torch.tensor(v), g, lin.bias.grad])
+
+
+@scenario
+def checkpoint_with_break_inside(C, rec):
+    from torch.utils.checkpoint import checkpoint
+
+    def block(h, w):
+        h = (h @ w).tanh()
+        torch._dynamo.graph_break()
+        return h * 2
+
+    def f(x, w):
+        return checkpoint(block, x, w, use_reentrant=False).sum()
+
+    x, w = leaf(2, 3), leaf(3, 3, seed=1)
+    C(f)(x, w).backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def custom_function_with_item(C, rec):
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            s = x.abs().max().item()
+            ctx.s = s
+            return x / s
+
+        @staticmethod
+        def backward(ctx, g):
+            return g / ctx.s
+
+    def f(x):
+        return Scale.apply(x * 2).sum()
+
+    x = leaf(3)
+    C(f)(x).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def forward_hook_with_print(C, rec):
+    import io
+    from contextlib import redirect_stdout
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
+    seen = []
+    m[0].register_forward_hook(lambda mod, i, o: seen.append(o.detach().sum().item()) or None)
+    m[1].register_forward_hook(lambda mod, i, o: o * 2)
+    f = C(m)
+    with redirect_stdout(io.StringIO()):
+        out = f(_x(2, 3))
+    out.sum().backward()
+    rec("out", [out, torch.tensor(seen), *(p.grad for p in m.parameters())])
+
+
+@scenario
+def item_from_requires_grad_used_as_scale(C, rec):
+    def f(x, w):
+        scale = w.sum().item()  # (no gradient through a Python float)
+        return (x * scale * w).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    C(f)(x, w).backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def outputs_of_two_graphs_share_storage(C, rec):
+    def f(x):
+        y = x * 2
+        a = y[:2]
+        torch._dynamo.graph_break()
+        b = y[1:]
+        return a, b
+
+    x = leaf(3)
+    a, b = C(f)(x)
+    rec("outs", [a, b])
+    (a.sum() * 2 + b.square().sum()).backward()
+    rec("g", x.grad)
+    with torch.no_grad():
+        a[1] = 100
+    rec("b after", b)
+
+
+@scenario
+def break_between_inplace_on_intermediate_requires_grad(C, rec):
+    def f(x):
+        h = x.clone()
+        h.mul_(2)
+        torch._dynamo.graph_break()
+        h.add_(x)
+        torch._dynamo.graph_break()
+        h.sin_()
+        return h
+
+    x = leaf(3)
+    h = C(f)(x)
+    rec("h", h)
+    h.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def leaf_inplace_raises_after_break(C, rec):
+    def f(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        x.add_(1)
+        return y
+
+    x = leaf(3)
+    C(f)(x)
+    rec("x", x)
+
+
+@scenario
+def leaf_inplace_under_no_grad_after_break(C, rec):
+    def f(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        with torch.no_grad():
+            x.add_(1)
+        return y
+
+    x = leaf(3)
+    y = C(f)(x)
+    rec("x", [x, y, x._version])
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def replayed_error_leaves_eagers_generator(C, rec):
+    def f(x, i):
+        h = F.dropout(x, 0.5)
+        return h[i]
+
+    g = C(f)
+    torch.manual_seed(3)
+    try:
+        g(_x(6), torch.tensor([9]))
+    except IndexError as e:
+        rec("err", e)
+    rec("next draw", torch.rand(4))
+
+
+@scenario
+def iterator_argument_consumed(C, rec):
+    def f(it, x):
+        a = next(it)
+        torch._dynamo.graph_break()
+        b = next(it)
+        return x * a + b
+
+    it = iter([_x(3, seed=1), _x(3, seed=2), _x(3, seed=3)])
+    out = C(f)(it, _x(3))
+    rec("out", [out, next(it)])
+
+
+@scenario
+def autocast_across_break(C, rec):
+    torch.manual_seed(0)
+    a, b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = a(x)
+            torch._dynamo.graph_break()
+            out = b(h.relu())
+        return out, h.dtype, out.float().sum()
+
+    x = _x(3, 4)
+    out, dt, s = C(f)(x)
+    rec("out", [out, str(dt), s])
+    s.backward()
+    rec("grads", [a.weight.grad, b.weight.grad])
+
+
+@scenario
+def set_grad_enabled_call_across_break(C, rec):
+    def f(x, w):
+        prev = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        h = x * w
+        torch._dynamo.graph_break()
+        torch.set_grad_enabled(prev)
+        return (h + x * w).sum(), h.requires_grad
+
+    x, w = leaf(3), leaf(3, seed=1)
+    s, rg = C(f)(x, w)
+    rec("rg", [rg, torch.is_grad_enabled()])
+    s.backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def inference_mode_across_break(C, rec):
+    def f(x, w):
+        with torch.inference_mode():
+            h = x * w
+            torch._dynamo.graph_break()
+            h2 = h + 1
+        return h2, h2.is_inference()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    h2, inf = C(f)(x, w)
+    rec("out", [h2, inf])
+
+
+@scenario
+def requires_grad_branch(C, rec):
+    def f(x):
+        if x.requires_grad:
+            return x * 2
+        return x - 1
+
+    g = C(f)
+    rec("a", g(leaf(3)))
+    rec("b", g(_x(3)))
+
+
+@scenario
+def return_input_and_mutated_input(C, rec):
+    def f(x, y):
+        y.add_(x)
+        torch._dynamo.graph_break()
+        return x, y, y.view(-1)
+
+    x, y = _x(3), torch.zeros(3)
+    a, b, c = C(f)(x, y)
+    rec("is", [a is x, b is y, c._base is y])
+    rec("y", y)
+
+
+@scenario
+def int_item_loop_bound(C, rec):
+    def f(x, n):
+        acc = x
+        for _ in range(int(n.item())):
+            acc = acc.sin() + x
+        return acc
+
+    g = C(f)
+    x = leaf(3)
+    out = g(x, torch.tensor(3))
+    out.sum().backward()
+    rec("a", [out, x.grad])
+    rec("b", g(x.detach(), torch.tensor(1)))
+
+
+def _versions_scenario(f, make):
+    def s(C, rec):
+        args = make()
+        v0 = [a._version for a in args]
+        g = C(f)
+        for k in range(2):
+            g(*args)
+            rec(f"versions {k}", [a._version - v for a, v in zip(args, v0)])
+        rec("values", list(args))
+
+    return s
+
+
+def _v_many(x, y):
+    x.add_(1)
+    x.mul_(2)
+    y[0].fill_(3)
+    torch._dynamo.graph_break()
+    x.sub_(1)
+    y.t_() if False else y.add_(x.sum())
+    return x * 1
+
+
+def _v_views(x, y):
+    x[0].add_(1)
+    x[1:].mul_(2)
+    x.view(-1)[2:4].zero_()
+    if y.sum() > -100:
+        y.clamp_(min=0)
+    return x.sum()
+
+
+def _v_setitem(x, y):
+    x[1] = 5.0
+    x[x > 100] = 0.0
+    y.index_add_(0, torch.tensor([0, 0]), torch.ones(2, 3))
+    return x
+
+
+def _v_out(x, y):
+    torch.add(x, 1, out=y)
+    torch._dynamo.graph_break()
+    torch.mul(y, 2, out=x)
+    return x
+
+
+for _name, _f in [("many", _v_many), ("views", _v_views), ("setitem", _v_setitem), ("out", _v_out)]:
+    SCENARIOS[f"versions_{_name}"] = _versions_scenario(
+        _f, lambda: [_x(3, 3).contiguous(), _x(3, 3, seed=1)]
+    )
+
+
+@scenario
+def versions_buffer_bn_and_counter(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+
+    def f(x):
+        h = m(x)
+        torch._dynamo.graph_break()
+        return m[1](h)
+
+    bufs = list(m[1].buffers())
+    v0 = [b._version for b in bufs]
+    g = C(f)
+    for k in range(2):
+        g(_x(5, 3, seed=k))
+        rec(f"versions {k}", [b._version - v for b, v in zip(bufs, v0)])
+    rec("bufs", bufs)
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 
