@@ -258,3 +258,34 @@ def test_fullgraph_keeps_one_graph_and_raises_eagers_type(monkeypatch):
     assert programs.count == 1
     with pytest.raises(IndexError, match="index 9 is out of bounds"):
         g(_x(3), torch.tensor([9]))
+
+
+try:  # (a function defined in a try block runs outside it when called later)
+
+    def _defined_in_a_try(x):
+        return x.tan() + 1
+
+except Exception:  # pragma: no cover
+    raise
+
+
+def test_a_function_defined_in_a_try_block_still_compiles(monkeypatch):
+    test_blocks_that_cannot_catch_a_graph_error_still_compile(_defined_in_a_try, monkeypatch)
+
+
+def test_a_lambda_called_inside_a_try_counts():
+    def apply(fn, x):
+        return fn(x)
+
+    def f(x, i):
+        try:
+            return apply(lambda t: t[i] * 2, x)
+        except IndexError:
+            return x[:1] * 0
+
+    def scenario(C, rec):
+        g = C(f)
+        for k, i in enumerate((1, 9)):
+            rec(f"call {k}", g(_x(3), torch.tensor([i])))
+
+    check_scenario(scenario, None, 1e-6)

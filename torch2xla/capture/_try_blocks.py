@@ -74,10 +74,23 @@ def _catching(names: list[str] | None) -> bool:
     return names is None or any(n in _CAUGHT for n in names)
 
 
-def _lines(statements: list[ast.stmt]) -> range:
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _lines(statements: list[ast.stmt], stop: int | None = None) -> frozenset[int]:
+    """The lines of ``statements`` (up to ``stop``), less those of the functions and classes
+    they define: a function defined in a ``try`` block runs outside it when called later
+    (its caller's line says where it runs)."""
     if not statements:
-        return range(0)
-    return range(statements[0].lineno, (statements[-1].end_lineno or statements[-1].lineno) + 1)
+        return frozenset()
+    last = statements[-1].end_lineno or statements[-1].lineno
+    lines = set(range(statements[0].lineno, (stop if stop is not None else last + 1)))
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, _DEFS):
+                first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+                lines.difference_update(range(first, (node.end_lineno or node.lineno) + 1))
+    return frozenset(lines)
 
 
 class _Block(NamedTuple):
@@ -86,9 +99,9 @@ class _Block(NamedTuple):
     the graph computes some of it: ``HF``'s ``try: forward finally: restore the config``
     writes no tensor)."""
 
-    body: range
+    body: frozenset[int]
     catches: bool
-    finally_lines: range
+    finally_lines: frozenset[int]
 
 
 def _suppressed(item: ast.withitem) -> list[str] | None | bool:
@@ -120,14 +133,15 @@ def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
             catches = any(_catching(_type_names(h.type)) for h in block.handlers)
             body = _lines(block.body)
             if block.finalbody:  # (an error in a handler or ``else`` runs the ``finally`` too)
-                body = range(body.start, block.finalbody[0].lineno)
+                after = [*block.body, *block.handlers, *block.orelse]
+                body = _lines(after, block.finalbody[0].lineno)
             if catches or block.finalbody:
                 found.append(_Block(body, catches, _lines(block.finalbody)))
         elif isinstance(block, ast.With):
             for item in block.items:
                 names = _suppressed(item)
                 if names is not False and _catching(names):
-                    found.append(_Block(_lines(block.body), True, range(0)))
+                    found.append(_Block(_lines(block.body), True, frozenset()))
     return tuple(found)
 
 
@@ -148,15 +162,25 @@ def node_in_try(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
         if n.op in ("call_function", "call_method", "call_module")
     ]
     traced = {frame for _, frames in nodes for frame in frames}  # (the lines the graph runs)
+    known: dict[tuple[str, int], bool] = {}
     for node, frames in nodes:
-        for filename, line in frames:
-            size = len(linecache.getlines(filename))
-            for block in _blocks(filename, size) if size else ():
-                if line in block.body and (
-                    block.catches or any((filename, k) in traced for k in block.finally_lines)
-                ):
-                    return node
+        for frame in frames:
+            found = known.get(frame)
+            if found is None:
+                found = known[frame] = _protected(frame, traced)
+            if found:
+                return node
     return None
+
+
+def _protected(frame: tuple[str, int], traced: set[tuple[str, int]]) -> bool:
+    filename, line = frame
+    size = len(linecache.getlines(filename))
+    return any(
+        line in block.body
+        and (block.catches or any((filename, k) in traced for k in block.finally_lines))
+        for block in (_blocks(filename, size) if size else ())
+    )
 
 
 def one_graph() -> bool:
