@@ -2138,6 +2138,135 @@ def versions_buffer_bn_and_counter(C, rec):
     rec("bufs", bufs)
 
 
+def _numbers_scenario(make_x, make_src):
+    def s(C, rec):
+        def f(x, src):
+            v = src.sum().item()
+            return x * v, x + v, x / v, x - v, v
+
+        g = C(f)
+        for k in range(2):
+            rec(f"call {k}", list(g(make_x(), make_src(k))))
+
+    return s
+
+
+for _name, _mx, _ms in [
+    (
+        "f64_x_f32_item",
+        lambda: _x(3).double(),
+        lambda k: torch.tensor([0.1, 0.7 + k], dtype=torch.float32),
+    ),
+    (
+        "f32_x_f64_item",
+        lambda: _x(3),
+        lambda k: torch.tensor([1 / 3, 1e-9 * (k + 1)], dtype=torch.float64),
+    ),
+    (
+        "i64_x_int_item",
+        lambda: torch.tensor([2**40, -3, 7]),
+        lambda k: torch.tensor([3 + k, 2**33]),
+    ),
+    (
+        "i32_x_int_item",
+        lambda: torch.tensor([5, -3, 7], dtype=torch.int32),
+        lambda k: torch.tensor([3 + k, 2]),
+    ),
+    (
+        "i64_x_float_item",
+        lambda: torch.tensor([2**40, -3, 7]),
+        lambda k: torch.tensor([0.5, 0.25 * k]),
+    ),
+    ("bf16_x_f32_item", lambda: _x(3).bfloat16(), lambda k: torch.tensor([0.1, 1.3 + k])),
+    (
+        "u8_x_int_item",
+        lambda: torch.tensor([200, 3, 7], dtype=torch.uint8),
+        lambda k: torch.tensor([100 + k, 0]),
+    ),
+    ("bool_x_bool_item", lambda: torch.tensor([True, False]), lambda k: torch.tensor([k == 0])),
+]:
+    SCENARIOS[f"numbers_{_name}"] = _numbers_scenario(_mx, _ms)
+
+
+@scenario
+def detached_alias_written_after_break_raises_in_backward(C, rec):
+    def f(x):
+        h = x.exp()
+        d = h.detach()
+        torch._dynamo.graph_break()
+        d.add_(1)
+        return h.sum(), d
+
+    x = leaf(3)
+    s, d = C(f)(x)
+    rec("d", d)
+    s.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def data_write_after_break(C, rec):
+    def f(x, w):
+        h = x * w
+        torch._dynamo.graph_break()
+        w.data.mul_(2)
+        return (h * w).sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    s = C(f)(x, w)
+    rec("w", w)
+    s.backward()
+    rec("grads", [x.grad, w.grad])
+
+
+@scenario
+def view_output_of_first_graph_written_in_second(C, rec):
+    def f(x):
+        h = x.sigmoid()  # saves its output
+        v = h[1:]
+        torch._dynamo.graph_break()
+        v.mul_(2)
+        return h
+
+    x = leaf(3)
+    h = C(f)(x)
+    rec("h", h)
+    h.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def view_written_in_second_graph_not_saved(C, rec):
+    def f(x):
+        h = x * 3
+        v = h[1:]
+        torch._dynamo.graph_break()
+        v.mul_(x[1:])
+        return h, v
+
+    x = leaf(3)
+    h, v = C(f)(x)
+    rec("outs", [h, v])
+    (h.sum() + v.square().sum()).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def grad_accumulated_inside(C, rec):
+    def f(x, w, acc):
+        loss = (x * w).sum()
+        (g,) = torch.autograd.grad(loss, w)
+        torch._dynamo.graph_break()
+        acc.add_(g)
+        return loss.detach()
+
+    x, w, acc = leaf(3), leaf(3, seed=1), torch.zeros(3)
+    g = C(f)
+    for _ in range(2):
+        g(x, w, acc)
+    rec("acc", [acc, x.grad, w.grad])
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 
