@@ -2267,6 +2267,71 @@ def grad_accumulated_inside(C, rec):
     rec("acc", [acc, x.grad, w.grad])
 
 
+@scenario
+def try_after_a_break(C, rec):
+    def f(x, i, buf):
+        y = x.sin()
+        buf.add_(1)
+        torch._dynamo.graph_break()
+        try:
+            z = y[i]
+        except IndexError:
+            z = y * 0
+        return z + buf.sum()
+
+    g, buf = C(f), torch.zeros(2)
+    for k, i in enumerate((1, 9, 0)):
+        rec(f"call {k}", [g(_x(3), torch.tensor([i]), buf), buf.clone()])
+
+
+@scenario
+def break_inside_try(C, rec):
+    def f(x, i):
+        try:
+            n = int(x.sum().item() > 0)
+            z = x[i] * n
+        except IndexError:
+            z = x * 0
+        return z
+
+    g = C(f)
+    for k, i in enumerate((1, 9)):
+        rec(f"call {k}", g(_x(3), torch.tensor([i])))
+
+
+@scenario
+def try_in_module_called_by_compiled_training(C, rec):
+    class Safe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x, idx):
+            h = self.lin(x)
+            try:
+                return h[:, idx]
+            except IndexError:
+                return h
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.safe = Safe()
+            self.head = nn.Linear(3, 1)
+
+        def forward(self, x, idx):
+            h = self.safe(x.relu(), idx)
+            return self.head(h[:, :3].sum(1, keepdim=True).expand(-1, 3)).sum()
+
+    torch.manual_seed(0)
+    m = Outer()
+    f = C(m)
+    for k, idx in enumerate((torch.tensor([0, 1, 2]), torch.tensor([5]), torch.tensor([2, 2, 0]))):
+        m.zero_grad()
+        f(_x(4, 3, seed=k), idx).backward()
+        rec(f"grads {k}", [p.grad for p in m.parameters()])
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, compare)
 

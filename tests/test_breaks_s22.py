@@ -101,8 +101,38 @@ def _suppress(x, i):
     return y
 
 
+class _Swallow:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is IndexError
+
+
+@contextlib.contextmanager
+def _swallowing():
+    try:
+        yield
+    except IndexError:
+        pass
+
+
+def _swallow_class(x, i):
+    y = x[:1] * 0
+    with _Swallow():
+        y = x[i] + 1
+    return y
+
+
+def _swallow_generator(x, i):
+    y = x[:1] * 0
+    with _swallowing():
+        y = x[i] + 1
+    return y
+
+
 _CASES = [_index, _gather, _embedding, _index_put, _floor_div, _assert]
-_CASES += [_bare_except, _except_exception_tuple, _suppress]
+_CASES += [_bare_except, _except_exception_tuple, _suppress, _swallow_class, _swallow_generator]
 
 
 @pytest.mark.parametrize("fn", _CASES, ids=lambda f: f.__name__[1:])
@@ -232,6 +262,19 @@ def _restoring_finally(x):
         _Config.flag = old
 
 
+class _Passing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _passing_context_manager(x):
+    with _Passing(), torch.no_grad():
+        return x.sin() + 2
+
+
 def _try_around_python_only(x):
     try:
         n = int("3")
@@ -242,7 +285,13 @@ def _try_around_python_only(x):
 
 @pytest.mark.parametrize(
     "fn",
-    [_import_guard, _not_implemented_guard, _restoring_finally, _try_around_python_only],
+    [
+        _import_guard,
+        _not_implemented_guard,
+        _restoring_finally,
+        _try_around_python_only,
+        _passing_context_manager,
+    ],
     ids=lambda f: f.__name__[1:],
 )
 def test_blocks_that_cannot_catch_a_graph_error_still_compile(fn, monkeypatch):

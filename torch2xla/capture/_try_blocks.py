@@ -14,11 +14,13 @@ eager ``try`` of the caller, as in eager.
 Counted: ``try`` blocks with a handler that can catch what a graph raises (``except``,
 ``except Exception``, ``RuntimeError``, ``IndexError``, ``AssertionError``... ``_CAUGHT``),
 ``try`` blocks with a ``finally`` the graph computes some of (its tensor writes would be lost),
-``with contextlib.suppress(...)`` of such errors. Not counted: handlers of other errors only
-(an import guard; HF's ``except NotImplementedError`` around its static cache's
+``with contextlib.suppress(...)`` of such errors, and ``with name(...)`` where ``name`` is,
+in the module the file was loaded as, a class whose ``__exit__`` may return a true value or
+a ``contextlib.contextmanager`` function whose ``yield`` sits in such a ``try``. Not
+counted: handlers of other errors only (an import guard; HF's ``except NotImplementedError`` around its static cache's
 ``index_copy_``), a ``finally`` that changes only Python state (HF's ``try: forward finally:``
-restoring its config), user context managers whose ``__exit__`` swallows errors (the
-``with`` statement does not say), blocks in torch's own files, and graphs compiled with
+restoring its config), context managers not found by name in the module (``with
+self.guard():``) or not the user's, blocks in torch's own files, and graphs compiled with
 ``fullgraph=True`` (which asks for one graph: eager's error type is raised, the handler does
 not run).
 """
@@ -27,9 +29,12 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import linecache
 import os
 import re
+import sys
+import textwrap
 from typing import NamedTuple
 
 import torch
@@ -118,6 +123,45 @@ def _suppressed(item: ast.withitem) -> list[str] | None | bool:
     return names
 
 
+def _swallows(filename: str, item: ast.withitem) -> bool:
+    """Whether ``with name(...):`` in ``filename`` enters a context manager of the user's that
+    may swallow an error: a class whose ``__exit__`` may return a true value, or a
+    ``contextlib.contextmanager`` function whose ``yield`` sits in a ``try`` with a handler
+    (resolved by name in the module loaded from ``filename``; others are not looked at)."""
+    call = item.context_expr
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return False
+    module = next(
+        (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename),
+        None,
+    )
+    target = getattr(module, call.func.id, None)
+    if isinstance(target, type):
+        target = getattr(target, "__exit__", None)
+        returns = True
+    else:
+        target = getattr(target, "__wrapped__", None)  # (``contextlib.contextmanager``'s)
+        returns = False
+    code = getattr(target, "__code__", None)
+    if code is None or code.co_filename.startswith(_TORCH_DIR):
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for node in ast.walk(tree):
+        value = node.value if returns and isinstance(node, ast.Return) else None
+        if value is not None and not (isinstance(value, ast.Constant) and not value.value):
+            return True
+        if not returns and isinstance(node, ast.Try) and node.handlers:
+            inner = [n for s in node.body for n in ast.walk(s)]
+            if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in inner) and any(
+                _catching(_type_names(h.type)) for h in node.handlers
+            ):
+                return True
+    return False
+
+
 @functools.lru_cache(maxsize=256)
 def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
     """The ``try`` blocks of ``filename`` that may act where eager raises; ``size`` (its
@@ -137,10 +181,10 @@ def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
                 body = _lines(after, block.finalbody[0].lineno)
             if catches or block.finalbody:
                 found.append(_Block(body, catches, _lines(block.finalbody)))
-        elif isinstance(block, ast.With):
+        elif isinstance(block, ast.With | ast.AsyncWith):
             for item in block.items:
                 names = _suppressed(item)
-                if names is not False and _catching(names):
+                if (names is not False and _catching(names)) or _swallows(filename, item):
                     found.append(_Block(_lines(block.body), True, frozenset()))
     return tuple(found)
 
