@@ -13,6 +13,14 @@ Harness of ``probe_userprog`` (values, dtypes, ``requires_grad``/``grad_fn``/``i
 ``.grad`` None-ness, errors by type and eager's first line, eager's warnings). Version counters
 are recorded as "did it change" (eager bumps once per write, Dynamo's copy-back once per
 mutated input: the count is not promised, the change is).
+
+Left (torch's own: ``aot_eager`` differs the same way): ``uncaught_bad_index_after_writes``
+(Dynamo specializes a 0-d index tensor and raises while tracing, before the graph's writes),
+``leaf_inplace_raises_after_break`` (Dynamo's ``TorchRuntimeError``, a ``RuntimeError``,
+with its own first line), ``inference_mode_across_break`` (outputs are not inference
+tensors). ``saved_then_written_through_alias`` (ours): a tensor saved for the backward and
+then changed in the same graph through a detached alias passed as another input; eager's
+backward raises, ours runs (the fake run's inputs have separate version counters).
 """
 
 from __future__ import annotations
@@ -2330,6 +2338,20 @@ def try_in_module_called_by_compiled_training(C, rec):
         m.zero_grad()
         f(_x(4, 3, seed=k), idx).backward()
         rec(f"grads {k}", [p.grad for p in m.parameters()])
+
+
+@scenario
+def saved_then_written_through_alias(C, rec):
+    def f(h, d, w):
+        y = h * w  # saves h
+        d.mul_(2)
+        return y.sum()
+
+    x, w = leaf(3), leaf(3, seed=1)
+    h = x * 2
+    s = C(f)(h, h.detach(), w)
+    s.backward()
+    rec("grads", [x.grad, w.grad])
 
 
 def main(argv) -> int:
