@@ -35,7 +35,8 @@ import os
 import re
 import sys
 import textwrap
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
@@ -123,7 +124,15 @@ def _suppressed(item: ast.withitem) -> list[str] | None | bool:
     return names
 
 
-def _swallows(filename: str, item: ast.withitem) -> bool:
+def _module(filename: str):
+    """The module loaded from ``filename``, if any."""
+    for m in list(sys.modules.values()):
+        if getattr(m, "__file__", None) == filename:
+            return m
+    return None
+
+
+def _swallows(module_of: Callable[[], Any], item: ast.withitem) -> bool:
     """Whether ``with name(...):`` in ``filename`` enters a context manager of the user's that
     may swallow an error: a class whose ``__exit__`` may return a true value, or a
     ``contextlib.contextmanager`` function whose ``yield`` sits in a ``try`` with a handler
@@ -131,11 +140,7 @@ def _swallows(filename: str, item: ast.withitem) -> bool:
     call = item.context_expr
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
         return False
-    module = next(
-        (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename),
-        None,
-    )
-    target = getattr(module, call.func.id, None)
+    target = getattr(module_of(), call.func.id, None)
     if isinstance(target, type):
         target = getattr(target, "__exit__", None)
         returns = True
@@ -172,6 +177,7 @@ def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
         return ()
     kinds = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
     found = []
+    module_of = functools.cache(lambda: _module(filename))  # (looked up once, where needed)
     for block in ast.walk(tree):
         if isinstance(block, kinds):
             catches = any(_catching(_type_names(h.type)) for h in block.handlers)
@@ -184,7 +190,7 @@ def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
         elif isinstance(block, ast.With | ast.AsyncWith):
             for item in block.items:
                 names = _suppressed(item)
-                if (names is not False and _catching(names)) or _swallows(filename, item):
+                if (names is not False and _catching(names)) or _swallows(module_of, item):
                     found.append(_Block(_lines(block.body), True, frozenset()))
     return tuple(found)
 
