@@ -51,6 +51,7 @@ from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
 from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
 from torch2xla.capture._stop_gradient import write_records
+from torch2xla.capture._try_blocks import skip_frame_in_try
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
@@ -108,6 +109,7 @@ def xla_backend(
             raise OptionError(message)
 
         return refuse
+    skip_frame_in_try(gm)  # (its handler could not run: the frame runs in eager)
     return CompiledGraph(gm, parsed)
 
 

@@ -144,12 +144,14 @@ def _edges(node):
 def examples_hold(gm: torch.fx.GraphModule, lowered, grad: Sequence[bool], tracked) -> bool:
     """Whether the Dynamo graph ``gm``'s example values stand for eager's autograd graph of a
     signature ``lowered`` (its ATen graph): not with parameters the graph holds as attributes
-    (lifted), example values of inputs that required grad otherwise than the call's
+    (lifted), inputs that overlap in memory and are written (``lowered.aliasing``: the program
+    takes one base per group after the other inputs, so the example's positions are not the
+    program's), example values of inputs that required grad otherwise than the call's
     (``grad``), new values of inputs written with autograd's record (``tracked``), whose
     examples' history was rebased, or a graph calling ``invoke_subgraph``
     (``nested_compile_region``): Dynamo hands each later call of a region the first call's
     output values, whose history is the first call's."""
-    if lowered.lifted or any(tracked):
+    if lowered.lifted or lowered.aliasing is not None or any(tracked):
         return False
     if gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph):
         return False

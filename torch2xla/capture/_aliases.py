@@ -449,6 +449,9 @@ class _Group:
     views: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]  # size, stride, offset
     length: int  # elements of the base
     dtype: torch.dtype
+    # (per input, whether it is cut off autograd beside one that requires grad: a detached
+    # alias, ``d = h.detach()``, whose writes autograd does not record into ``h``'s history)
+    detached: tuple[bool, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -481,7 +484,9 @@ class InputAliasing:
             views = tuple(
                 (tuple(t.shape), tuple(t.stride()), t.storage_offset() - first) for t in tensors
             )
-            groups.append(_Group(tuple(positions), views, length, tensors[0].dtype))
+            grads = [t.requires_grad for t in tensors]
+            detached = tuple(not g for g in grads) if any(grads) else ()
+            groups.append(_Group(tuple(positions), views, length, tensors[0].dtype, detached))
         return cls(tuple(groups), len(args)) if groups else None
 
     def program_args(self, args: Sequence) -> list:
@@ -497,6 +502,11 @@ class InputAliasing:
             roots = {id(_root(args[i])) for i in g.positions}
             if len(roots) == 1:
                 t = _root(t)
+            elif not t.requires_grad:
+                # (the memory of a tensor that requires grad, written through a detached
+                # alias of it, ``d = h.detach()``: the base is a view of the one autograd
+                # follows, so that what the graph computes from it keeps its gradient)
+                t = next((args[i] for i in g.positions if args[i].requires_grad), t)
             out.append(t.as_strided((g.length,), (1,), start))
         return out
 
@@ -523,11 +533,19 @@ class InputAliasing:
                 base = graph.placeholder(f"aliased_base_{k}")
             last = base
             base.meta["example_value"] = None
-            for i, (size, stride, offset) in zip(g.positions, g.views):
+            detached = g.detached or (False,) * len(g.positions)
+            for i, (size, stride, offset), cut in zip(g.positions, g.views, detached):
                 old = placeholders[i]
                 with graph.inserting_after(base):
                     view = graph.call_function(torch.as_strided, (base, size, stride, offset))
                 view.meta = dict(old.meta)
+                if cut:  # (its writes are not recorded: ``_stop_gradient`` keeps the detach)
+                    example = old.meta.get("example_value")
+                    if isinstance(example, torch.Tensor):  # (the view of a tracked base)
+                        view.meta["example_value"] = example.detach().requires_grad_(True)
+                    with graph.inserting_after(view):
+                        view = graph.call_method("detach", (view,))
+                    view.meta = dict(old.meta)
                 old.replace_all_uses_with(view)
         for g in self.groups:
             for i in g.positions:
