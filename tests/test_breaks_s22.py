@@ -25,7 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import torch2xla
 from tests._util import ProgramCounter, check_scenario, leaf
+
+# (each frame run in eager because of its try block says so once, with a FallbackWarning:
+# ``test_a_frame_run_in_eager_for_its_try_says_so_once`` checks it)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*runs inside a try block:torch2xla._backend.FallbackWarning"
+)
 
 
 def _x(*shape, seed=0):
@@ -146,6 +153,27 @@ def test_except_branch_runs_as_in_eager(fn, first_bad):
             rec(f"call {k}", g(_x(3), i))
 
     check_scenario(scenario, None, 1e-6)
+
+
+def test_a_frame_run_in_eager_for_its_try_says_so_once():
+    def g(x, i):
+        try:
+            y = x[i] * 2
+        except IndexError:
+            y = x.sum()
+        return y
+
+    import warnings
+
+    compiled = torch.compile(g, backend="xla")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i in (1, 9, 2):
+            compiled(torch.arange(4.0), torch.tensor([i]))
+    ours = [w for w in seen if issubclass(w.category, torch2xla._backend.FallbackWarning)]
+    assert len(ours) == 1, [str(w.message) for w in seen]
+    assert "runs inside a try block" in str(ours[0].message)
+    assert "test_breaks_s22.py" in str(ours[0].message)
 
 
 def test_except_in_caller_of_an_inlined_helper_keeps_writes():

@@ -109,7 +109,7 @@ def xla_backend(
             raise OptionError(message)
 
         return refuse
-    skip_frame_in_try(gm)  # (its handler could not run: the frame runs in eager)
+    skip_frame_in_try(gm, FallbackWarning)  # (its handler could not run: eager runs it)
     return CompiledGraph(gm, parsed)
 
 

@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -241,9 +242,14 @@ def one_graph() -> bool:
     return bool(getattr(tx, "one_graph", False) or getattr(tx, "error_on_graph_break", False))
 
 
-def skip_frame_in_try(gm: torch.fx.GraphModule) -> None:
+_WARNED: set[str] = set()
+
+
+def skip_frame_in_try(gm: torch.fx.GraphModule, category: type[Warning] = UserWarning) -> None:
     """Raise Dynamo's ``SkipFrame`` where ``gm`` has a node inside a user's ``try`` block
-    (the frame then runs in eager PyTorch, its ``except`` branch with it)."""
+    (the frame then runs in eager PyTorch, its ``except`` branch with it), warning once per
+    line with ``category`` (the backend's ``FallbackWarning``): the user learns why that code
+    is not compiled, and that moving the ``try`` out of the compiled function compiles it."""
     node = node_in_try(gm)
     if node is None or one_graph():
         return
@@ -251,10 +257,19 @@ def skip_frame_in_try(gm: torch.fx.GraphModule) -> None:
 
     from torch2xla._errors import source_line
 
-    raise SkipFrame(
+    message = (
         f"torch2xla: {source_line(node)} runs inside a try block: an error the compiled "
         "graph raised could not reach its handler, so the frame runs in eager PyTorch"
     )
+    where = source_line(node)
+    if where not in _WARNED:
+        _WARNED.add(where)
+        warnings.warn(
+            message + " (move the try out of the compiled function to compile this code)",
+            category,
+            stacklevel=2,
+        )
+    raise SkipFrame(message)
 
 
 __all__ = ["node_in_try", "one_graph", "skip_frame_in_try"]
