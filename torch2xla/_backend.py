@@ -43,6 +43,7 @@ from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
+from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
 from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
@@ -79,6 +80,8 @@ torch._dynamo.config.allow_rnn = True
 # Dynamo as eager: a graph break at a Function given one tensor twice (torch 2.11 drops
 # gradients there); a reentrant checkpoint whose arguments require no grad runs fn in no_grad.
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
+# torch 2.11's LSTM decomposition gave h_n/c_n an extra dimension (Dynamo's shapes too).
+_lstm_states_as_eager()
 
 
 class FallbackWarning(UserWarning):
