@@ -43,10 +43,10 @@ from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
-from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
 from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
+from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
