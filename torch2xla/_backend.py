@@ -44,6 +44,7 @@ from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
+from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
@@ -82,6 +83,9 @@ torch._dynamo.config.allow_rnn = True
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 # torch 2.11's LSTM decomposition gave h_n/c_n an extra dimension (Dynamo's shapes too).
 _lstm_states_as_eager()
+# in-place addcdiv_/addcmul_ of an integer tensor split as torch 2.13 splits them (2.11's
+# form failed to trace).
+_split_integer_composites_as_2_13()
 
 
 class FallbackWarning(UserWarning):
