@@ -81,11 +81,8 @@ torch._dynamo.config.allow_rnn = True
 # Dynamo as eager: a graph break at a Function given one tensor twice (torch 2.11 drops
 # gradients there); a reentrant checkpoint whose arguments require no grad runs fn in no_grad.
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
-# torch 2.11's LSTM decomposition gave h_n/c_n an extra dimension (Dynamo's shapes too).
-_lstm_states_as_eager()
-# in-place addcdiv_/addcmul_ of an integer tensor split as torch 2.13 splits them (2.11's
-# form failed to trace).
-_split_integer_composites_as_2_13()
+# torch 2.11: LSTM h_n/c_n of eager's shape; integer addcdiv_/addcmul_ split as 2.13 does.
+_lstm_states_as_eager(), _split_integer_composites_as_2_13()
 
 
 class FallbackWarning(UserWarning):
