@@ -44,8 +44,10 @@ from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
+from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
+from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
@@ -80,6 +82,8 @@ torch._dynamo.config.allow_rnn = True
 # Dynamo as eager: a graph break at a Function given one tensor twice (torch 2.11 drops
 # gradients there); a reentrant checkpoint whose arguments require no grad runs fn in no_grad.
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
+# torch 2.11: LSTM h_n/c_n of eager's shape; integer addcdiv_/addcmul_ split as 2.13 does.
+_lstm_states_as_eager(), _split_integer_composites_as_2_13()
 
 
 class FallbackWarning(UserWarning):

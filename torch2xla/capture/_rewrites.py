@@ -98,14 +98,23 @@ def _number(value, numbers: bool) -> bool:
 
 def _split_composite(node: torch.fx.Node, numbers: bool = False):
     """(name, self, t1, t2, value, nodes to drop) where ``node`` ends a split
-    ``addcdiv``/``addcmul`` (the ``fma``, or the ``add`` of the functional form)."""
+    ``addcdiv``/``addcmul`` (the ``copy_`` of an in-place one's ``fma``, the ``fma``, or the
+    ``add``/``add_`` of torch 2.11's form)."""
     from torch2xla._errors import _user_frame
 
     if node.op not in ("call_function", "call_method") or node.kwargs:
         return None
     in_place = node.op == "call_method"
-    if node.target is _FMA and len(node.args) == 3:
+    if in_place and node.target == "copy_" and len(node.args) == 2 and _fused_into(*node.args):
+        # (``s.copy_(fma(part, v, s))``: joined as the in-place method, whose eager checks
+        # include the result's dtype, ``int.addcmul_(t, float)``, which ``copy_`` casts)
+        self, fused = node.args
+        part, value, _ = fused.args
+        dropped = [fused, part]
+    elif node.target is _FMA and len(node.args) == 3:
         part, value, self = node.args
+        if any(u.target == "copy_" and _fused_into(*u.args) for u in node.users):
+            return None  # (its copy_ is joined)
         dropped = [part]
     elif node.target in ((torch.add,), ("add_",))[in_place] and len(node.args) == 2:
         self, scaled = node.args
@@ -137,6 +146,20 @@ def _split_composite(node: torch.fx.Node, numbers: bool = False):
     if frames[0] is None or any(f != frames[0] for f in frames) or name not in frames[0][2]:
         return None
     return name, self, *part.args, value, dropped
+
+
+def _fused_into(self, fused, *rest) -> bool:
+    """Whether ``fused`` is an ``fma(part, v, self)`` read only by the ``copy_`` into ``self``."""
+    return (
+        not rest
+        and isinstance(fused, torch.fx.Node)
+        and fused.op == "call_function"
+        and fused.target is _FMA
+        and not fused.kwargs
+        and len(fused.args) == 3
+        and fused.args[2] is self
+        and len(fused.users) == 1
+    )
 
 
 def _joiner(numbers: bool) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:

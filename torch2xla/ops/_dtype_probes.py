@@ -206,9 +206,12 @@ _OP_MODULES = frozenset(
 def refused_calls(gm: torch.fx.GraphModule) -> dict[str, tuple[str, type[OpError], Any]]:
     """The calls of the Dynamo graph ``gm`` whose bool, integer or complex CPU tensors eager's
     kernel does not implement (``call_refuses``), by node name: eager's message, the error
-    class, and the node (for ``mark_calls``)."""
+    class, and the node (for ``mark_calls``). The ``addcdiv_``/``addcmul_`` calls Dynamo split
+    are probed whole, as the user wrote them (a bool ``addcmul_``'s parts are each eager's)."""
+    from torch2xla.capture._rewrites import pointwise_composites
+
     refused = {}
-    for node in gm.graph.nodes:
+    for node in pointwise_composites(gm).graph.nodes:
         fn = _eager_function(node)
         if fn is None:
             continue
