@@ -25,6 +25,7 @@ import sympy
 import torch
 
 from torch2xla.guards._key import SignatureKey, _expr, scalar_key
+from torch2xla.guards.bucketing._guards import equalities, guards_hold, tie
 from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
 from torch2xla.guards.bucketing._rewrite import rewrite
 
@@ -108,49 +109,6 @@ def _sym_eval(expr: sympy.Expr, symbols: dict) -> Any:
     if name == "Pow" and expr.args[1].is_Integer and int(expr.args[1]) >= 0:
         return args[0] ** int(expr.args[1])
     raise NotImplementedError(f"size expression {expr} ({name})")
-
-
-def _guards_hold(
-    guards: Sequence[sympy.Expr], ranges: dict, binding: dict, real: dict | None = None
-) -> bool:
-    """Whether ``guards`` hold with the symbols at their ``binding`` values (a bucket's).
-
-    A guard that also reads symbols the binding leaves free (an int argument passed to the
-    program as a tensor, ``capture/_int_values.py``: Dynamo guards ``Max(0, n - 3) + 4 <= s0``)
-    holds where it held at the call's ``real`` values (Dynamo checked it) and moving the bound
-    symbols from there to the binding moves its sides only towards holding it."""
-    changed = set(binding)
-    for sym, value in binding.items():
-        vr = ranges.get(sym)
-        if vr is not None and not (vr.lower <= value <= vr.upper):
-            return False
-    subs = {s: sympy.Integer(v) for s, v in binding.items()}
-    at_real = {s: sympy.Integer(v) for s, v in (real or {}).items()}
-    for g in guards:
-        if not g.free_symbols & changed:
-            continue
-        held = g.xreplace(subs)
-        if held is sympy.true:
-            continue
-        if held is sympy.false or not real or not _moves_towards(g, subs, at_real):
-            return False
-    return True
-
-
-def _moves_towards(guard: sympy.Expr, padded: dict, real: dict) -> bool:
-    """Whether the relation ``guard``, true at ``real``, stays true at ``padded``: the change of
-    ``lhs - rhs`` between them is a number of the sign that keeps it (0 for ``==``, ``!=``)."""
-    if not isinstance(guard, sympy.Rel):
-        return False
-    diff = guard.lhs - guard.rhs
-    step = sympy.expand(diff.xreplace(padded) - diff.xreplace(real))
-    if not step.is_Number:
-        return False
-    if isinstance(guard, sympy.Le | sympy.Lt):
-        return bool(step <= 0)
-    if isinstance(guard, sympy.Ge | sympy.Gt):
-        return bool(step >= 0)
-    return bool(step == 0)  # (Eq, Ne)
 
 
 class Bucketing:
@@ -265,7 +223,7 @@ class Bucketing:
         guarded as two inequalities) by that expression of its bucket: padded separately,
         the guard would fail and no call would be padded."""
         position = {src.symbol: j for j, src in enumerate(self.key.sources) if j in self.safe}
-        for eq in _equalities(guards):
+        for eq in equalities(guards):
             free = [s for s in eq.free_symbols if s in position]
             if len(free) != 2 or len(eq.free_symbols) != 2:
                 continue
@@ -327,7 +285,22 @@ class Bucketing:
         capped = self._binding(values, capped)
         if capped != padded and capped != values and self._holds(capped, values):
             return capped
+        # A guard ties two padded sizes one way (``kv + 1 <= mask``): one follows the other.
+        tied = self._tied(values)
+        if tied is not None and tied != values and self._holds(tied, values):
+            return tied
         return values
+
+    def _tied(self, values: tuple) -> tuple | None:
+        free = {j: self.key.sources[j].symbol for j in self.safe if j not in self.derived}
+        if len(set(free.values())) != len(free):
+            return None
+        buckets = {sym: self.spec(values[j]) for j, sym in free.items()}
+        real = {sym: values[j] for j, sym in free.items()}
+        moved = tie(self._dynamo_guards, set(buckets), real, buckets)
+        if moved is None:
+            return None
+        return self._binding(values, {j: moved[sym] for j, sym in free.items()})
 
     def _binding(self, values: tuple, buckets: dict) -> tuple:
         """``values`` with each safe symbol at its bucket in ``buckets`` (derived ones follow)."""
@@ -344,9 +317,9 @@ class Bucketing:
         dynamo = {s.symbol: v for s, v in zip(self.key.sources, padded)}
         ours = {s: v for s, v in zip(self._our_syms, padded) if s.is_Symbol}
         real = {s.symbol: v for s, v in zip(self.key.sources, values)}
-        if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
+        if not guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
             return False
-        return _guards_hold(self._our_guards, self._our_ranges, ours)
+        return guards_hold(self._our_guards, self._our_ranges, ours)
 
     def make_entry(self, args: Sequence, padded: tuple, build) -> PaddedEntry:
         """Build the program of the bucket ``padded`` (symbol values) from padded ``args``."""
@@ -437,23 +410,6 @@ def records_autograd(gm: torch.fx.GraphModule) -> bool:
         and n.meta["example_value"].requires_grad
         for n in outputs
     )
-
-
-def _equalities(guards: Sequence[sympy.Expr]) -> list[sympy.Expr]:
-    """Expressions the guards force to 0: ``Eq`` guards, and ``a <= b`` with ``b <= a``."""
-    out, nonneg = [], set()
-    for g in guards:
-        if isinstance(g, sympy.Eq):
-            out.append(sympy.expand(g.lhs - g.rhs))
-            continue
-        if isinstance(g, sympy.Le | sympy.Lt | sympy.Ge | sympy.Gt):
-            d = g.rhs - g.lhs if isinstance(g, sympy.Le | sympy.Lt) else g.lhs - g.rhs
-            d = sympy.expand(d)
-            if isinstance(g, sympy.Le | sympy.Ge):
-                if sympy.expand(-d) in nonneg:
-                    out.append(d)
-                nonneg.add(d)
-    return out
 
 
 def _dynamo_shape_env(key: SignatureKey):
