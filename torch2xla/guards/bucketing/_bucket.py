@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from torch2xla.guards._key import SignatureKey, _expr, scalar_key
-from torch2xla.guards.bucketing._guards import equalities, guards_hold, tie
+from torch2xla.guards.bucketing._guards import equalities, guards_hold, one_way_ties
 from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
 from torch2xla.guards.bucketing._rewrite import rewrite
 
@@ -129,6 +129,9 @@ class Bucketing:
         # one longer than the cache): padded to that expression of its bucket. Position ->
         # (expression, its symbol, the key position of that symbol).
         self.derived: dict[int, tuple[sympy.Expr, Any, int]] = {}
+        # Key positions padded to another's bucket plus their real distance from it (a guard
+        # orders the two one way): follower -> leader (``one_way_ties``).
+        self.ties: dict[int, int] = {}
         # With fixes: the rewritten ATen graph, and the key positions of the real sizes it reads.
         self.masked: torch.fx.GraphModule | None = None
         self.lengths: tuple[int, ...] = ()
@@ -221,7 +224,8 @@ class Bucketing:
     def _derive_from(self, guards: Sequence[sympy.Expr]) -> None:
         """Pad symbols that Dynamo's guards tie to another padded one (``s1 == s0 + 1``,
         guarded as two inequalities) by that expression of its bucket: padded separately,
-        the guard would fail and no call would be padded."""
+        the guard would fail and no call would be padded. Symbols a guard orders one way
+        only (``s0 + 1 <= s1``) are tied instead (``self.ties``)."""
         position = {src.symbol: j for j, src in enumerate(self.key.sources) if j in self.safe}
         for eq in equalities(guards):
             free = [s for s in eq.free_symbols if s in position]
@@ -241,6 +245,10 @@ class Bucketing:
                 ):
                     self.derived[j] = (sol, base, k)
                     break
+        free = {self.key.sources[j].symbol: j for j in self.safe if j not in self.derived}
+        if len(free) == len([j for j in self.safe if j not in self.derived]):
+            for dep, lead in one_way_ties(guards, set(free)):
+                self.ties[free[dep]] = free[lead]
 
     def give_up(self, why: str) -> None:
         """Pad nothing from now on (programs already built stay); ``why`` goes to the report."""
@@ -251,6 +259,7 @@ class Bucketing:
         for j in self.safe:
             self.refused[self.key.sources[j].label] = reason
         self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
+        self.ties = {}
 
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:
@@ -269,7 +278,18 @@ class Bucketing:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
             if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
                 return values
-        padded = self._binding(values, {j: self.spec(values[j]) for j in self.safe})
+        buckets = {j: self.spec(values[j]) for j in self.safe}
+        if self.ties:
+            # A guard orders two padded sizes one way (``kv + 1 <= mask``): the larger keeps
+            # its real distance from the other's bucket, for every call (one program per
+            # bucket of the leader, not one more where both buckets happen to keep the guard).
+            tied = dict(buckets)
+            for j, k in self.ties.items():
+                tied[j] = buckets[k] + values[j] - values[k]
+            tied = self._binding(values, tied)
+            if self._holds(tied, values):
+                return tied
+        padded = self._binding(values, buckets)
         if padded == values or self._holds(padded, values):
             return padded
         # A bucket past the largest size the graph's guards allow (a mask padded out to a
@@ -285,22 +305,7 @@ class Bucketing:
         capped = self._binding(values, capped)
         if capped != padded and capped != values and self._holds(capped, values):
             return capped
-        # A guard ties two padded sizes one way (``kv + 1 <= mask``): one follows the other.
-        tied = self._tied(values)
-        if tied is not None and tied != values and self._holds(tied, values):
-            return tied
         return values
-
-    def _tied(self, values: tuple) -> tuple | None:
-        free = {j: self.key.sources[j].symbol for j in self.safe if j not in self.derived}
-        if len(set(free.values())) != len(free):
-            return None
-        buckets = {sym: self.spec(values[j]) for j, sym in free.items()}
-        real = {sym: values[j] for j, sym in free.items()}
-        moved = tie(self._dynamo_guards, set(buckets), real, buckets)
-        if moved is None:
-            return None
-        return self._binding(values, {j: moved[sym] for j, sym in free.items()})
 
     def _binding(self, values: tuple, buckets: dict) -> tuple:
         """``values`` with each safe symbol at its bucket in ``buckets`` (derived ones follow)."""

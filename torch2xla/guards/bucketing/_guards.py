@@ -3,9 +3,9 @@ symbols keeps them, and bindings that do.
 
 A guard proves something about the real sizes; the padded program runs with the bucket's sizes
 in their place, so the bucket must satisfy the guards too (``guards_hold``). Where padding
-every symbol to its own bucket breaks a guard that ties two of them (``kv + 1 <= mask``: HF's
-attention mask against a cache's keys, guarded one way only), ``tie`` moves one of the two
-with the other, keeping the guard's slack at the real sizes.
+every symbol to its own bucket would break a guard that ties two of them (``kv + 1 <= mask``:
+HF's attention mask against a cache's keys, guarded one way only), one follows the other
+(``one_way_ties``).
 """
 
 from __future__ import annotations
@@ -75,42 +75,28 @@ def equalities(guards: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     return out
 
 
-def tie(guards: Sequence[sympy.Expr], movable: set, real: dict, padded: dict) -> dict | None:
-    """``padded`` (symbol -> bucket) with, for each guard between two ``movable`` symbols that
-    the buckets break, one of them set so that the guard's ``lhs - rhs`` is what it is at the
-    ``real`` values (so it holds as it does there); None where no such binding pads every
-    symbol to at least its real value.
-
-    Of the guard's two symbols, the one that then needs no more than its own bucket follows
-    the other (less padding). A symbol follows at most one other; the caller checks every
-    guard again at the result."""
-    out = dict(padded)
-    followers: set = set()
+def one_way_ties(guards: Sequence[sympy.Expr], symbols: set) -> list[tuple]:
+    """``(follower, leader)`` pairs of ``symbols`` that a guard orders one way with unit
+    coefficients (``a + c <= b``, ``b - a >= c``): the larger side, ``b``, follows ``a`` (set to
+    ``a``'s bucket plus its real distance from ``a``), so that ``a`` pads to a bucket size and
+    the guard keeps its slack. Only the first tie of a symbol counts (one leader each, no
+    leader following another)."""
+    out, taken = [], set()
     for g in guards:
         if not isinstance(g, sympy.Le | sympy.Lt | sympy.Ge | sympy.Gt):
             continue
         free = g.free_symbols
-        if len(free) != 2 or not free <= movable:
+        if len(free) != 2 or not free <= symbols or free & taken:
             continue
-        if g.xreplace({s: sympy.Integer(v) for s, v in out.items() if s in free}) is sympy.true:
+        # ``small - large`` up to a constant: <= 0 where the guard holds
+        d = g.lhs - g.rhs if isinstance(g, sympy.Le | sympy.Lt) else g.rhs - g.lhs
+        d = sympy.expand(d)
+        coeffs = {s: d.coeff(s) for s in free}
+        if not (sympy.expand(d - sum(c * s for s, c in coeffs.items()))).is_Integer:
             continue
-        diff = sympy.expand(g.lhs - g.rhs)
-        target = diff.xreplace({s: sympy.Integer(real[s]) for s in free})
-        options = []
-        for dep in sorted(free, key=str):
-            (base,) = free - {dep}
-            if dep in followers or base in followers:
-                continue
-            coeff = diff.coeff(dep)
-            rest = sympy.expand(diff - coeff * dep).xreplace({base: sympy.Integer(out[base])})
-            if not (coeff.is_Integer and coeff != 0 and rest.is_Integer):
-                continue  # (not linear in dep)
-            value = (target - rest) / coeff
-            if value.is_Integer and real[dep] <= int(value):
-                options.append((int(value) > padded[dep], str(dep), dep, int(value)))
-        if not options:
-            return None
-        _, _, dep, value = min(options)
-        out[dep] = value
-        followers.add(dep)
+        small = [s for s, c in coeffs.items() if c == 1]
+        large = [s for s, c in coeffs.items() if c == -1]
+        if len(small) == 1 and len(large) == 1:
+            out.append((large[0], small[0]))
+            taken |= free
     return out
