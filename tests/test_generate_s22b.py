@@ -124,3 +124,25 @@ def test_sliding_window_left_padded_generate_programs_per_bucket(kind):
     shortest, longest = 9 + 1, 9 + new - 1
     buckets = math.ceil(math.log2(longest)) - math.ceil(math.log2(shortest)) + 1
     assert info.misses <= 2 + buckets, info
+
+
+@pytest.mark.slow  # (25 to 75 s on 2 cores)
+@torch.no_grad()
+def test_prompt_shorter_than_the_window_keeps_its_padded_programs():
+    # Mistral, a prompt (5) shorter than its window (8): the step's graph pins the cache's
+    # length in its symbolic trace (a constant of the rewritten graph that pads the mask).
+    # That rewritten graph was reused for the next length: its padded program failed to
+    # export ("expand: attempting to expand a dimension of length 8 -> 7!"), and bucketing
+    # gave up for the graph ("please report it"). Now each pinned length has its own.
+    torch.manual_seed(0)
+    model = transformers.MistralForCausalLM(
+        transformers.MistralConfig(**TINY_LLM, sliding_window=8)
+    ).eval()
+    prompt = _left_padded(2, 5, 2)
+    expected = greedy_generate(model, prompt, 7)
+    model.forward = torch.compile(model.forward, backend="xla")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert torch.equal(greedy_generate(model, prompt, 7), expected)
+    failed = [w for w in caught if "program failed" in str(w.message)]
+    assert not failed, failed[0].message

@@ -139,6 +139,9 @@ class Bucketing:
         # (``_lower._specialize_scalars``), and the trace reads process state Dynamo does not
         # guard (``SignatureKey.state``): one rewritten graph per tuple of their values.
         self._masked_graphs: dict[tuple, tuple[torch.fx.GraphModule, _Symbolic]] = {}
+        # Key positions whose size the symbolic trace made a constant (a guard pinned it): the
+        # rewritten graph holds it, so each value of it has a rewritten graph of its own.
+        self._specialized: list[int] = []
         self._candidates: set = set()
         self._base: dict = {}  # padded symbol -> a key position holding it
         self._length_tensors: dict[tuple, torch.Tensor] = {}
@@ -176,7 +179,10 @@ class Bucketing:
             elif replaced.free_symbols:
                 derived[j] = replaced
             else:
-                self.refused[key.sources[j].label] = "the lowering specialized this size"
+                self.refused[key.sources[j].label] = (
+                    "makes this size a constant (its guards pin it)"
+                )
+                self._specialized.append(j)
         try:
             analysis = analyze(sym.gm, set(candidates), sym.num_lifted, sym.mutations, sym.n_user)
         except Exception as e:  # noqa: BLE001 -- an analysis bug must not break the call
@@ -346,11 +352,15 @@ class Bucketing:
 
     def _scalar_values(self, args: Sequence) -> tuple:
         scalars = tuple(scalar_key(args[i].item()) for i in self.key.scalar_pos)
-        return scalars + tuple(read() for _, read in self.key.state)
+        sizes = ()
+        if self._specialized:
+            values = self.key.symbol_values(args)
+            sizes = tuple(values[j] for j in self._specialized)
+        return scalars + tuple(read() for _, read in self.key.state) + sizes
 
     def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
-        """The rewritten graph for the Python scalars of ``args`` and the process state now
-        (traced again for new ones)."""
+        """The rewritten graph for the Python scalars of ``args``, the process state now and
+        the sizes the trace specialized (traced again for new ones)."""
         values = self._scalar_values(args)
         got = self._masked_graphs.get(values)
         if got is not None:
