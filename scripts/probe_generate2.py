@@ -151,8 +151,11 @@ def check_eos_row(name, cache=None):
     kw = {"max_new_tokens": 8, "disable_compile": True}
     if cache:
         kw["cache_implementation"] = cache
-    for penalty in (1.0, 3.0):  # (a random GPT-2 repeats one token: penalize repeats)
-        kw["repetition_penalty"] = penalty
+    # (a random GPT-2 repeats one token: penalize repeats; BART and Whisper repeat it through
+    # a penalty too: forbid repeats)
+    for extra in ({}, {"repetition_penalty": 3.0}, {"no_repeat_ngram_size": 1}):
+        kw.pop("repetition_penalty", None)
+        kw.update(extra)
         with torch.no_grad():
             first = model.generate(**inputs, **kw)
         start = first.shape[1] - 8

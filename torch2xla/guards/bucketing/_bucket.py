@@ -25,6 +25,7 @@ import sympy
 import torch
 
 from torch2xla.guards._key import SignatureKey, _expr, scalar_key
+from torch2xla.guards.bucketing._guards import equalities, guards_hold, one_way_ties
 from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
 from torch2xla.guards.bucketing._rewrite import rewrite
 
@@ -110,49 +111,6 @@ def _sym_eval(expr: sympy.Expr, symbols: dict) -> Any:
     raise NotImplementedError(f"size expression {expr} ({name})")
 
 
-def _guards_hold(
-    guards: Sequence[sympy.Expr], ranges: dict, binding: dict, real: dict | None = None
-) -> bool:
-    """Whether ``guards`` hold with the symbols at their ``binding`` values (a bucket's).
-
-    A guard that also reads symbols the binding leaves free (an int argument passed to the
-    program as a tensor, ``capture/_int_values.py``: Dynamo guards ``Max(0, n - 3) + 4 <= s0``)
-    holds where it held at the call's ``real`` values (Dynamo checked it) and moving the bound
-    symbols from there to the binding moves its sides only towards holding it."""
-    changed = set(binding)
-    for sym, value in binding.items():
-        vr = ranges.get(sym)
-        if vr is not None and not (vr.lower <= value <= vr.upper):
-            return False
-    subs = {s: sympy.Integer(v) for s, v in binding.items()}
-    at_real = {s: sympy.Integer(v) for s, v in (real or {}).items()}
-    for g in guards:
-        if not g.free_symbols & changed:
-            continue
-        held = g.xreplace(subs)
-        if held is sympy.true:
-            continue
-        if held is sympy.false or not real or not _moves_towards(g, subs, at_real):
-            return False
-    return True
-
-
-def _moves_towards(guard: sympy.Expr, padded: dict, real: dict) -> bool:
-    """Whether the relation ``guard``, true at ``real``, stays true at ``padded``: the change of
-    ``lhs - rhs`` between them is a number of the sign that keeps it (0 for ``==``, ``!=``)."""
-    if not isinstance(guard, sympy.Rel):
-        return False
-    diff = guard.lhs - guard.rhs
-    step = sympy.expand(diff.xreplace(padded) - diff.xreplace(real))
-    if not step.is_Number:
-        return False
-    if isinstance(guard, sympy.Le | sympy.Lt):
-        return bool(step <= 0)
-    if isinstance(guard, sympy.Ge | sympy.Gt):
-        return bool(step >= 0)
-    return bool(step == 0)  # (Eq, Ne)
-
-
 class Bucketing:
     """The bucketing plan of one graph: which size symbols are padded, and how.
 
@@ -171,6 +129,9 @@ class Bucketing:
         # one longer than the cache): padded to that expression of its bucket. Position ->
         # (expression, its symbol, the key position of that symbol).
         self.derived: dict[int, tuple[sympy.Expr, Any, int]] = {}
+        # Key positions padded to another's bucket plus their real distance from it (a guard
+        # orders the two one way): follower -> leader (``one_way_ties``).
+        self.ties: dict[int, int] = {}
         # With fixes: the rewritten ATen graph, and the key positions of the real sizes it reads.
         self.masked: torch.fx.GraphModule | None = None
         self.lengths: tuple[int, ...] = ()
@@ -178,6 +139,9 @@ class Bucketing:
         # (``_lower._specialize_scalars``), and the trace reads process state Dynamo does not
         # guard (``SignatureKey.state``): one rewritten graph per tuple of their values.
         self._masked_graphs: dict[tuple, tuple[torch.fx.GraphModule, _Symbolic]] = {}
+        # Key positions whose size the symbolic trace made a constant (a guard pinned it): the
+        # rewritten graph holds it, so each value of it has a rewritten graph of its own.
+        self._specialized: list[int] = []
         self._candidates: set = set()
         self._base: dict = {}  # padded symbol -> a key position holding it
         self._length_tensors: dict[tuple, torch.Tensor] = {}
@@ -215,7 +179,10 @@ class Bucketing:
             elif replaced.free_symbols:
                 derived[j] = replaced
             else:
-                self.refused[key.sources[j].label] = "the lowering specialized this size"
+                self.refused[key.sources[j].label] = (
+                    "makes this size a constant (its guards pin it)"
+                )
+                self._specialized.append(j)
         try:
             analysis = analyze(sym.gm, set(candidates), sym.num_lifted, sym.mutations, sym.n_user)
         except Exception as e:  # noqa: BLE001 -- an analysis bug must not break the call
@@ -263,9 +230,10 @@ class Bucketing:
     def _derive_from(self, guards: Sequence[sympy.Expr]) -> None:
         """Pad symbols that Dynamo's guards tie to another padded one (``s1 == s0 + 1``,
         guarded as two inequalities) by that expression of its bucket: padded separately,
-        the guard would fail and no call would be padded."""
+        the guard would fail and no call would be padded. Symbols a guard orders one way
+        only (``s0 + 1 <= s1``) are tied instead (``self.ties``)."""
         position = {src.symbol: j for j, src in enumerate(self.key.sources) if j in self.safe}
-        for eq in _equalities(guards):
+        for eq in equalities(guards):
             free = [s for s in eq.free_symbols if s in position]
             if len(free) != 2 or len(eq.free_symbols) != 2:
                 continue
@@ -283,6 +251,10 @@ class Bucketing:
                 ):
                     self.derived[j] = (sol, base, k)
                     break
+        free = {self.key.sources[j].symbol: j for j in self.safe if j not in self.derived}
+        if len(free) == len([j for j in self.safe if j not in self.derived]):
+            for dep, lead in one_way_ties(guards, set(free)):
+                self.ties[free[dep]] = free[lead]
 
     def give_up(self, why: str) -> None:
         """Pad nothing from now on (programs already built stay); ``why`` goes to the report."""
@@ -293,6 +265,7 @@ class Bucketing:
         for j in self.safe:
             self.refused[self.key.sources[j].label] = reason
         self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
+        self.ties = {}
 
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:
@@ -311,7 +284,18 @@ class Bucketing:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
             if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
                 return values
-        padded = self._binding(values, {j: self.spec(values[j]) for j in self.safe})
+        buckets = {j: self.spec(values[j]) for j in self.safe}
+        if self.ties:
+            # A guard orders two padded sizes one way (``kv + 1 <= mask``): the larger keeps
+            # its real distance from the other's bucket, for every call (one program per
+            # bucket of the leader, not one more where both buckets happen to keep the guard).
+            tied = dict(buckets)
+            for j, k in self.ties.items():
+                tied[j] = buckets[k] + values[j] - values[k]
+            tied = self._binding(values, tied)
+            if self._holds(tied, values):
+                return tied
+        padded = self._binding(values, buckets)
         if padded == values or self._holds(padded, values):
             return padded
         # A bucket past the largest size the graph's guards allow (a mask padded out to a
@@ -344,9 +328,9 @@ class Bucketing:
         dynamo = {s.symbol: v for s, v in zip(self.key.sources, padded)}
         ours = {s: v for s, v in zip(self._our_syms, padded) if s.is_Symbol}
         real = {s.symbol: v for s, v in zip(self.key.sources, values)}
-        if not _guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
+        if not guards_hold(self._dynamo_guards, self._dynamo_ranges, dynamo, real):
             return False
-        return _guards_hold(self._our_guards, self._our_ranges, ours)
+        return guards_hold(self._our_guards, self._our_ranges, ours)
 
     def make_entry(self, args: Sequence, padded: tuple, build) -> PaddedEntry:
         """Build the program of the bucket ``padded`` (symbol values) from padded ``args``."""
@@ -368,11 +352,15 @@ class Bucketing:
 
     def _scalar_values(self, args: Sequence) -> tuple:
         scalars = tuple(scalar_key(args[i].item()) for i in self.key.scalar_pos)
-        return scalars + tuple(read() for _, read in self.key.state)
+        sizes = ()
+        if self._specialized:
+            values = self.key.symbol_values(args)
+            sizes = tuple(values[j] for j in self._specialized)
+        return scalars + tuple(read() for _, read in self.key.state) + sizes
 
     def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
-        """The rewritten graph for the Python scalars of ``args`` and the process state now
-        (traced again for new ones)."""
+        """The rewritten graph for the Python scalars of ``args``, the process state now and
+        the sizes the trace specialized (traced again for new ones)."""
         values = self._scalar_values(args)
         got = self._masked_graphs.get(values)
         if got is not None:
@@ -437,23 +425,6 @@ def records_autograd(gm: torch.fx.GraphModule) -> bool:
         and n.meta["example_value"].requires_grad
         for n in outputs
     )
-
-
-def _equalities(guards: Sequence[sympy.Expr]) -> list[sympy.Expr]:
-    """Expressions the guards force to 0: ``Eq`` guards, and ``a <= b`` with ``b <= a``."""
-    out, nonneg = [], set()
-    for g in guards:
-        if isinstance(g, sympy.Eq):
-            out.append(sympy.expand(g.lhs - g.rhs))
-            continue
-        if isinstance(g, sympy.Le | sympy.Lt | sympy.Ge | sympy.Gt):
-            d = g.rhs - g.lhs if isinstance(g, sympy.Le | sympy.Lt) else g.lhs - g.rhs
-            d = sympy.expand(d)
-            if isinstance(g, sympy.Le | sympy.Ge):
-                if sympy.expand(-d) in nonneg:
-                    out.append(d)
-                nonneg.add(d)
-    return out
 
 
 def _dynamo_shape_env(key: SignatureKey):
