@@ -244,6 +244,20 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
     register(op)(_pointwise(jfn, kind))
 
 
+@jax.custom_jvp
+def _real_rsqrt(x):
+    return lax.rsqrt(x)
+
+
+@_real_rsqrt.defjvp
+def _real_rsqrt_jvp(primals, tangents):
+    # eager's formula: -0.5 * grad * result**3 (+inf at -0, where rsqrt is -inf; JAX's
+    # -0.5 * rsqrt(x) / x gave -inf)
+    (x,), (t,) = primals, tangents
+    r = _real_rsqrt(x)
+    return r, (-0.5 * t) * (r * r * r)
+
+
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, _complex.exp),
@@ -253,7 +267,7 @@ for _op, _fn in [
     (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
     (aten.log1p, _complex.log1p),
     (aten.sqrt, _complex.sqrt),
-    (aten.rsqrt, _complex.rsqrt),
+    (aten.rsqrt, functools.partial(_complex.rsqrt, real=_real_rsqrt)),
     (aten.sin, _complex_trig.sin),
     (aten.cos, _complex_trig.cos),
     (aten.tan, _complex_trig.tan),
@@ -270,7 +284,6 @@ for _op, _fn in [
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
     (aten.erfinv, _wide(jax.scipy.special.erfinv)),
-    (aten.lgamma, _wide(jax.scipy.special.gammaln)),
     (aten.reciprocal, _complex.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
@@ -488,6 +501,16 @@ def pow_tensor_scalar(self, exponent):
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
 
+def _hypot_partials(a, b):
+    # eager's formula: grad * a / hypot(a, b), NaN at (0, 0) (JAX's: 0.5 there, NaN where
+    # the other operand is infinite, where eager's is 0)
+    h = jnp.hypot(a, b)
+    return a / h, b / h
+
+
+_hypot = with_partials(jnp.hypot, _hypot_partials)
+
+
 def _rsqrt_power(a, _):
     # eager's CPU rsqrt is 1 / sqrt(x), two roundings (the root kept from XLA's rewrite of a
     # division by a root into its one-rounding rsqrt); its CUDA one is CUDA's rsqrt
@@ -506,7 +529,7 @@ for _ops, _fn, _kind in [
     ((aten.maximum.default,), _balanced(_max, jnp.maximum, operator.gt), Kind.DEFAULT),
     ((aten.minimum.default,), _balanced(_min, jnp.minimum, operator.lt), Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
-    ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
+    ((aten.hypot.default,), _hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.NO_OPMATH),  # bits of its own dtype
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),

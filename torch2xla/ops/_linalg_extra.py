@@ -9,6 +9,7 @@ of the ``torch.linalg.*`` functions, and from the ``_ex`` functions called with
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -120,7 +121,37 @@ def _safe_root(s, p):
     return jnp.where(zero, 0, root)
 
 
+def _extreme_norm(x, ord, axes, keepdim):
+    """The +-inf norm of a real ``x`` with eager's derivative (``norm_backward``):
+    ``sgn(x) * grad / count`` on the ``count`` elements whose magnitude is the norm or NaN
+    (JAX's derivative of max was NaN everywhere at a NaN), where ``sgn(NaN)`` is 0."""
+
+    def value(x):
+        a = jnp.abs(x)
+        if ord > 0:
+            return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)
+        return jnp.min(a, axis=axes, keepdims=keepdim)
+
+    fn = jax.custom_jvp(value)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        kept = jnp.max if ord > 0 else jnp.min
+        norm = kept(jnp.abs(x), axis=axes, keepdims=True, **({"initial": 0} if ord > 0 else {}))
+        a = jnp.abs(x)
+        mask = ((a == norm) | jnp.isnan(a)).astype(x.dtype)
+        count = jnp.sum(mask, axis=axes, keepdims=keepdim)
+        sgn = jnp.where(x > 0, 1, jnp.where(x < 0, -1, 0)).astype(x.dtype)
+        return out, jnp.sum(sgn * mask * t, axis=axes, keepdims=keepdim) / count
+
+    return fn(x)
+
+
 def _vector_norm(x, ord, axes, keepdim):
+    if math.isinf(ord) and not jnp.iscomplexobj(x) and jnp.issubdtype(x.dtype, jnp.floating):
+        return _extreme_norm(x, ord, axes, keepdim)
     a = jnp.abs(x) if jnp.iscomplexobj(x) else _abs(x)  # (torch's derivative: 0 at 0)
     if ord == float("inf"):
         return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)

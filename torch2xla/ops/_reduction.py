@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from torch._ops import ops
@@ -191,20 +192,35 @@ def min_dim(self, dim, keepdim=False):
     return _max_min_dim(jnp.argmin, self, dim, keepdim)
 
 
-@register(aten.max.default)
-def max_(self):
-    return jnp.max(self)
+def evenly_distributed(reduce):
+    """``reduce`` (of a whole array to one of its elements) with the derivative of eager's
+    ``evenly_distribute_backward``: the gradient shared among the elements equal to the
+    result, or among the NaNs where it is NaN (JAX's derivative of max gave NaN everywhere
+    there: no element equals NaN)."""
+
+    @jax.custom_jvp
+    def fn(x):
+        return reduce(x)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        if not jnp.issubdtype(out.dtype, jnp.inexact):
+            return out, jax.jvp(reduce, primals, tangents)[1]
+        mask = jnp.where(jnp.isnan(out), jnp.isnan(x), x == out)
+        count = jnp.sum(mask).astype(out.dtype)
+        return out, jnp.sum(jnp.where(mask, t.astype(out.dtype), 0)) / count
+
+    return fn
 
 
-@register(aten.min.default)
-def min_(self):
-    return jnp.min(self)
+register(aten.max.default)(evenly_distributed(jnp.max))
+register(aten.min.default)(evenly_distributed(jnp.min))
 
 
 @register(aten.logsumexp.default)
 def logsumexp(self, dim, keepdim=False):
-    import jax
-
     compute, result = promote(Kind.INT_TO_FLOAT, self)
     x = as_dtype(self, compute)
     return as_dtype(jax.nn.logsumexp(x, axis=_axes(dim, x.ndim), keepdims=keepdim), result)
