@@ -353,6 +353,7 @@ def _remainder(a, b):
     quotient = lax.stop_gradient(_floor_div(*jnp.broadcast_arrays(a, b)))
     return _remainder_given_quotient(a, b, quotient)
 
+
 register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
     _checked_divisor(_pointwise(_remainder, Kind.DEFAULT))
 )

@@ -223,9 +223,7 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
         from torch2xla.ops._elementwise import _abs  # (which imports this module)
 
         return _opmath(lambda x, t: _reduced(_abs(x - t), reduction))(self, target)
-    return _pointwise_loss(_smooth_l1_value(beta), _smooth_l1_slope(beta), reduction)(
-        self, target
-    )
+    return _pointwise_loss(_smooth_l1_value(beta), _smooth_l1_slope(beta), reduction)(self, target)
 
 
 @register(aten.huber_loss.default)

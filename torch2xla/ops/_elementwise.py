@@ -501,14 +501,19 @@ def pow_tensor_scalar(self, exponent):
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
 
-def _hypot_partials(a, b):
+@jax.custom_jvp
+def _hypot(a, b):
+    return jnp.hypot(a, b)
+
+
+@_hypot.defjvp
+def _hypot_jvp(primals, tangents):
     # eager's formula: grad * a / hypot(a, b), NaN at (0, 0) (JAX's: 0.5 there, NaN where
-    # the other operand is infinite, where eager's is 0)
-    h = jnp.hypot(a, b)
-    return a / h, b / h
-
-
-_hypot = with_partials(jnp.hypot, _hypot_partials)
+    # the other operand is infinite, where eager's is 0). (t / h * a: its transpose is
+    # eager's (grad * a) / h)
+    (a, b), (ta, tb) = primals, tangents
+    h = _hypot(a, b)
+    return h, ta.astype(h.dtype) / h * a + tb.astype(h.dtype) / h * b
 
 
 def _rsqrt_power(a, _):

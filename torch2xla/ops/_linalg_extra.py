@@ -141,10 +141,13 @@ def _extreme_norm(x, ord, axes, keepdim):
         kept = jnp.max if ord > 0 else jnp.min
         norm = kept(jnp.abs(x), axis=axes, keepdims=True, **({"initial": 0} if ord > 0 else {}))
         a = jnp.abs(x)
-        mask = ((a == norm) | jnp.isnan(a)).astype(x.dtype)
-        count = jnp.sum(mask, axis=axes, keepdims=keepdim)
-        sgn = jnp.where(x > 0, 1, jnp.where(x < 0, -1, 0)).astype(x.dtype)
-        return out, jnp.sum(sgn * mask * t, axis=axes, keepdims=keepdim) / count
+        mask = (a == norm) | jnp.isnan(a)
+        count = jnp.sum(mask, axis=axes, keepdims=keepdim).astype(x.dtype)
+        # sgn(x) * mask as constants: -0 off the mask where x < 0, as eager's sgn(x) * 0
+        # (a product with the mask converted to floats became a select of +0 in XLA)
+        sgn = jnp.where(x < 0, -1.0, jnp.where(x > 0, 1.0, 0.0)).astype(x.dtype)
+        coef = jnp.where(mask, sgn, jnp.where(x < 0, -0.0, 0.0).astype(x.dtype))
+        return out, jnp.sum(coef * t, axis=axes, keepdims=keepdim) / count
 
     return fn(x)
 
