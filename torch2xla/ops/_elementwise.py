@@ -524,7 +524,18 @@ def _rsqrt_power(a, _):
     from torch2xla.ops._arithmetic import true_divide  # (which imports this module)
 
     root = lax.optimization_barrier(lax.sqrt(a))
-    return true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
+    value = true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        return value
+    return _rsqrt_power_given(a, lax.stop_gradient(value))
+
+
+# eager's derivative of x ** -0.5 is pow's, -0.5 * x ** -1.5: -inf at -0 and -0 at -inf,
+# where JAX's derivative of 1 / sqrt(x) gave +inf and NaN (the value is computed in the
+# lowering's context, passed in undifferentiated)
+_rsqrt_power_given = with_partials(
+    lambda a, value: value, lambda a, value: (-0.5 * jnp.power(a, -1.5), jnp.zeros_like(value))
+)
 
 
 _ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
@@ -702,14 +713,17 @@ def _xlogy_value(x, y):
     return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
 
 
+def _xlogy_partials(x, y):
+    # eager's derivative in x: xlogy(grad, y), made 0 where x == 0 and y <= 0 (log(y) at
+    # x = 0 otherwise: inf at y = inf, log(0.5) at 0.5)
+    return jnp.where((x == 0) & (y <= 0), 0, jnp.log(y)), x / y
+
+
 def _xlogy(x, y):
-    # NOTE: eager's derivative in x is xlogy(x != 0, y): 0 at x = 0, where JAX's is log(y).
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return _xlogy_value(x, y)
     x, y = jnp.broadcast_arrays(x, y)
-    return with_partials(
-        _xlogy_value, lambda x, y: (_xlogy_value((x != 0).astype(x.dtype), y), x / y)
-    )(x, y)
+    return with_partials(_xlogy_value, _xlogy_partials)(x, y)
 
 
 # Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand
