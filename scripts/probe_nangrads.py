@@ -196,6 +196,8 @@ CASES = {
     "huber_delta2": (lambda x, y: F.huber_loss(x, y, delta=2.0), (X, Y)),
     "logit_eps": (lambda x: torch.logit(x, 1e-6), (X,)),
     "renorm": (lambda x: x.view(3, 4).renorm(2, 0, 1.0), (X,)),
+    "renorm_inf": (lambda x: x.view(3, 4).renorm(inf, 1, 1.0), (X,)),
+    "renorm_1": (lambda x: x.view(3, 4).renorm(1, 0, 2.0), (T + T,)),
     "trace_nan": (lambda x: x.view(3, 4)[:, :3].trace(), (X,)),
 }
 
@@ -212,32 +214,31 @@ def main() -> None:
     bad = []
     cases = [(n, f, (X,)) for n, f in UNARY.items()] + [(n, f, (X, Y)) for n, f in BINARY.items()]
     cases += [(n, f, inputs) for n, (f, inputs) in CASES.items()]
-    if True:
-        for name, fn, inputs in cases:
-            if sys.argv[1:] and name not in sys.argv[1:]:
-                continue
-            torch._dynamo.reset()
+    for name, fn, inputs in cases:
+        if sys.argv[1:] and name not in sys.argv[1:]:
+            continue
+        torch._dynamo.reset()
+        try:
+            ref = _grads(fn, inputs, False)
+        except RuntimeError as e:
+            print(f"{name}: eager raises {type(e).__name__}")
+            continue
+        try:
+            got = _grads(fn, inputs, True)
+            torch.testing.assert_close(got[0], ref[0], equal_nan=True, rtol=1e-9, atol=1e-12)
+            for g, r in zip(got[1], ref[1], strict=True):
+                assert (g is None) == (r is None), "None-ness"
+                if r is not None:
+                    torch.testing.assert_close(g, r, equal_nan=True, rtol=1e-9, atol=1e-12)
+            print(f"{name}: ok")
+        except Exception as e:  # noqa: BLE001 - reported, the probe goes on
+            bad.append(name)
+            print(f"{name}: DIFFERS {type(e).__name__}: {str(e)[:300]}")
+            print("   eager", [None if g is None else g.tolist() for g in ref[1]])
             try:
-                ref = _grads(fn, inputs, False)
-            except RuntimeError as e:
-                print(f"{name}: eager raises {type(e).__name__}")
-                continue
-            try:
-                got = _grads(fn, inputs, True)
-                torch.testing.assert_close(got[0], ref[0], equal_nan=True, rtol=1e-9, atol=1e-12)
-                for g, r in zip(got[1], ref[1], strict=True):
-                    assert (g is None) == (r is None), "None-ness"
-                    if r is not None:
-                        torch.testing.assert_close(g, r, equal_nan=True, rtol=1e-9, atol=1e-12)
-                print(f"{name}: ok")
-            except Exception as e:  # noqa: BLE001 - reported, the probe goes on
-                bad.append(name)
-                print(f"{name}: DIFFERS {type(e).__name__}: {str(e)[:300]}")
-                print("   eager", [None if g is None else g.tolist() for g in ref[1]])
-                try:
-                    print("   xla  ", [None if g is None else g.tolist() for g in got[1]])
-                except NameError:
-                    pass
+                print("   xla  ", [None if g is None else g.tolist() for g in got[1]])
+            except NameError:
+                pass
     print("differ:", bad)
 
 

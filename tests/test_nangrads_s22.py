@@ -90,6 +90,15 @@ EXACT = {
         lambda x, y: torch.nn.functional.huber_loss(x, y, delta=2.0),
         ([inf, -inf, 0.0, -0.0], [1.0, 2.0, -0.0, 0.0]),
     ),
+    "pow_neg_half": (lambda x: x**-0.5, ([-0.0, 0.0, -inf, inf, nan, 4.0, 0.25],)),
+    "xlogy_zero": (torch.xlogy, ([0.0, 0.0, 0.0, 0.0, 1.0], [0.0, -1.0, inf, nan, 1.0])),
+    "norm3_nan": (lambda x: torch.linalg.vector_norm(x, 3), ([nan, 0.0, -0.0, 1.0],)),
+    "norm_half_nan": (lambda x: torch.linalg.vector_norm(x, 0.5), ([nan, 0.0, 1.0],)),
+    "norm_neg1_zero": (lambda x: torch.linalg.vector_norm(x, -1), ([0.0, 1.0, 2.0],)),
+    "renorm_kept_rows": (
+        lambda x: x.view(2, 3).renorm(2, 0, 1.0),
+        ([nan, inf, 1.0, 0.5, 0.0, -0.0],),
+    ),
 }
 
 

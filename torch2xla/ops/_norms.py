@@ -131,3 +131,42 @@ def dist(self, other, p=2):
     result = out_dtype()
     a, b = as_dtype(self, result), as_dtype(other, result)
     return as_dtype(_vector_norm(a - b, float(p), None, False), result)
+
+
+@register(aten.renorm.default)
+def renorm(self, p, dim, maxnorm):
+    """Each slice along ``dim`` whose ``p``-norm passes ``maxnorm`` scaled by
+    ``maxnorm / (norm + 1e-7)`` (torch's decomposition), with eager's derivative
+    (``renorm_backward``): the gradient passed through where the norm does not pass (a NaN
+    norm included; JAX's derivative of the unchosen factor made NaN there)."""
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        raise NotImplementedError(f"renorm of {self.dtype}")
+    dim = dim % self.ndim
+    axes = tuple(d for d in range(self.ndim) if d != dim)
+    acc = opmath_dtype(self.dtype)
+    p = float(p)
+
+    def norm_of(x):
+        return _vector_norm(as_dtype(x, acc), p, axes, True)
+
+    def scale(norm):
+        passes = norm > maxnorm
+        factor = jnp.where(passes, maxnorm / (norm + 1e-7), 1.0).astype(acc)
+        return passes, factor
+
+    fn = jax.custom_jvp(lambda x: x * scale(norm_of(x))[1].astype(x.dtype))
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        norm = norm_of(x)
+        passes, factor = scale(norm)
+        # eager: where(passes, factor * grad - factor / (norm + 1e-7) * norm_backward(
+        # sum(x * grad)), grad); the norm's tangent taken of the tangent masked to those rows
+        _, d_norm = jax.jvp(norm_of, (x,), (jnp.where(passes, t, 0),))
+        k = factor / (norm + 1e-7)
+        own = jnp.where(passes, factor.astype(x.dtype) * t, t)
+        through_norm = x * jnp.where(passes, k * d_norm, 0).astype(x.dtype)
+        return fn(x), own - through_norm
+
+    return as_dtype(fn(self), out_dtype())
