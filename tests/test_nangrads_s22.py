@@ -114,3 +114,18 @@ def test_values_and_gradients_at_edges_are_eagers(name, dtype):
     got = _outputs_and_grads(fn, inputs, dtype, True)
     for g, e in zip(got, expected, strict=True):
         _assert_same(g, e)
+
+
+@pytest.mark.parametrize("eps", [None, 0.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_logit_backward_op_at_negative_zero_is_eagers(eps, dtype):
+    """eager's logit_backward kernel: +inf * grad at -0 in its scalar loop, grad / -0 in its
+    vectorized one (the first whole blocks: element by element as eager's, per dtype)."""
+    x = torch.tensor([-0.0, 0.0, 0.5] * 20, dtype=dtype)
+    g = torch.ones_like(x)
+
+    def fn(g, x):
+        return torch.ops.aten.logit_backward(g, x, eps)
+
+    got = torch.compile(fn, backend="xla", options={"strict": True})(g, x)
+    _assert_same(got, fn(g, x))
