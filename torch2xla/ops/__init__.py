@@ -11,8 +11,8 @@ Modules: ``_elementwise`` (pointwise math, type promotion), ``_activations`` (ge
 hardtanh/relu6, elu, softplus, logit), ``_clamp`` (clamp, fmax and fmin
 with each torch version's derivative), ``_reduction``, ``_shape`` (views,
 creation, strided views), ``_index`` (gather/scatter), ``_sort`` (order statistics, cumulative
-extremes, sorted search, histograms), ``_linalg`` (products), ``_linalg_extra`` (norms,
-distances, factorizations, solvers), ``_nn`` (conv, norms, softmax, attention), ``_pooling``
+extremes, sorted search, histograms), ``_linalg`` (products), ``_norms`` (vector norms,
+distances), ``_linalg_extra`` (factorizations, solvers), ``_nn`` (conv, norms, softmax, attention), ``_pooling``
 (max, average and adaptive average pooling), ``_nn_extra`` (adaptive max pool, grid sampling,
 embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
@@ -44,6 +44,7 @@ from torch2xla.ops import (  # noqa: F401
     _linalg_extra,
     _nn,
     _nn_extra,
+    _norms,
     _padded,
     _pooling,
     _random,

@@ -15,6 +15,7 @@ their vectorized loop's on others (``_loops``, whose ``walk`` reads the backward
 | elu_backward (``is_result`` or not) | the gradient times ``scale`` | NaN |
 | hardswish_backward | the gradient | NaN |
 | logit_backward with eps | NaN | 0 |
+| logit_backward at -0 | +inf * the gradient | the gradient / -0 |
 
 (The ``*_grad`` functions live with their forwards, in ``_activations`` and ``_derivatives``.)
 Other
@@ -87,11 +88,9 @@ def hardswish_backward(grad_output, self):
 
 @register(aten.logit_backward.default)
 def logit_backward(grad_output, self, eps=None):
-    vec = None
-    if eps is not None and eps >= 0:
-        vec = _loops.mask(
-            _loops.walk(_logit_kernel, float(eps), arg=1, operands=(0, 1)), grad_output, self
-        )
+    eps_arg = None if eps is None else float(eps)
+    walk = _loops.walk(_logit_kernel, eps_arg, arg=1, operands=(0, 1))
+    vec = _loops.mask(walk, grad_output, self)
     return as_dtype(logit_grad(self, grad_output, eps, vec), out_dtype())
 
 

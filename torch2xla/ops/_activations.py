@@ -313,6 +313,9 @@ def logit_grad(x, t, eps, vec):
     r = _in_dtype(dtype)
     xc = x.astype(compute)
     den = r(xc * r(1 - xc))
+    # at x == 0 eager's scalar loop gives t * inf (+inf at -0), its vectorized one t / den
+    scalar_zero = xc == 0 if vec is None else (xc == 0) & ~vec
+    den = jnp.where(scalar_zero, jnp.zeros_like(den), den)
     t = t.astype(compute)
     if eps is None or eps < 0:  # NaN outside [0, 1] (as t / NaN: the tangent's rule)
         den = jnp.where((xc >= 0) & (xc <= 1), den, jnp.nan)
@@ -329,9 +332,7 @@ def logit_grad(x, t, eps, vec):
 def logit(self, eps=None):
     if not jnp.issubdtype(self.dtype, jnp.floating):
         return _logit(self, eps)
-    nan_walk = None
-    if eps is not None and eps >= 0:
-        nan_walk = _loops.walk(_logit_kernel, float(eps))
+    nan_walk = _loops.walk(_logit_kernel, None if eps is None else float(eps))
     return _logit_with_gradient(eps, nan_walk)(self)
 
 

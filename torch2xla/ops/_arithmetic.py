@@ -24,6 +24,7 @@ from torch2xla.ops._common import (
     promote,
     rounded_to,
 )
+from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
 from torch2xla.ops._registry import ctx, register
 
@@ -337,6 +338,22 @@ def _checked_divisor(lowering):
 
 # NOTE: torch.fmod keeps the dividend's sign (C fmod); torch.remainder the divisor's (Python %).
 register(aten.fmod.Tensor, aten.fmod.Scalar)(_checked_divisor(_pointwise(jnp.fmod, Kind.DEFAULT)))
+# eager's derivative of remainder in the divisor is -floor(a / b) by its own floor division,
+# NaN where a is infinite (JAX's floor(a / b) is inf there). (The quotient is computed with
+# the forward, in the lowering's context, and passed in undifferentiated.)
+_remainder_given_quotient = with_partials(
+    lambda a, b, _: jnp.remainder(a, b),
+    lambda a, b, q: (jnp.ones_like(a), -q, jnp.zeros_like(q)),
+)
+
+
+def _remainder(a, b):
+    if not jnp.issubdtype(jnp.result_type(a, b), jnp.floating):
+        return jnp.remainder(a, b)
+    quotient = lax.stop_gradient(_floor_div(*jnp.broadcast_arrays(a, b)))
+    return _remainder_given_quotient(a, b, quotient)
+
+
 register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
-    _checked_divisor(_pointwise(jnp.remainder, Kind.DEFAULT))
+    _checked_divisor(_pointwise(_remainder, Kind.DEFAULT))
 )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from torch._ops import ops
 
 from torch2xla._errors import OpError
@@ -54,9 +55,11 @@ def _opmath(lowering: Callable, kind: Kind = Kind.DEFAULT) -> Callable:
     return run
 
 
+# eager's hardsigmoid_backward multiplies by a float literal 1.0f / 6.0f, in float64 too
+_ONE_SIXTH = float(np.float32(1.0) / np.float32(6.0))
 _hardsigmoid = with_partials(
     lambda x: jnp.clip(x + 3, 0, 6) / 6,
-    lambda x: (jnp.where((x > -3) & (x < 3), 1 / 6, 0),),
+    lambda x: (jnp.where((x > -3) & (x < 3), _ONE_SIXTH, 0),),
 )
 register(aten.hardsigmoid.default)(_opmath(_hardsigmoid))
 
@@ -161,3 +164,69 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     elif reduction != 0:
         raise ValueError(f"binary_cross_entropy: reduction {reduction} is not 0, 1 or 2")
     return as_dtype(loss, out_dtype())
+
+
+# -- smooth_l1 and huber losses: eager's backward kernels, ``f(input - target)`` for the input
+# and ``f(target - input)`` for the target (not its negation: the signs of zeros differ), each
+# piece chosen by comparisons, so an infinite difference gives +-1 (JAX's derivative of the
+# unchosen quadratic piece made NaN there)
+def _smooth_l1_value(beta):
+    def value(x, t):
+        z = jnp.abs(x - t)
+        return jnp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
+
+    return value
+
+
+def _smooth_l1_slope(beta):
+    def slope(d):
+        return jnp.where(d <= -beta, -1, jnp.where(d >= beta, 1, d / beta))
+
+    return slope
+
+
+def _huber_value(delta):
+    def value(x, t):
+        z = jnp.abs(x - t)
+        return jnp.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+
+    return value
+
+
+def _huber_slope(delta):
+    def slope(d):
+        return jnp.where(d <= -delta, -delta, jnp.where(d >= delta, delta, d))
+
+    return slope
+
+
+def _pointwise_loss(value, slope, reduction):
+    fn = with_partials(value, lambda x, t: (slope(x - t), slope(t - x)))
+
+    return _opmath(lambda x, t: _reduced(fn(x, t), reduction))
+
+
+def _reduced(loss, reduction):
+    if reduction == 1:
+        return jnp.mean(loss)
+    if reduction == 2:
+        return jnp.sum(loss)
+    if reduction != 0:
+        raise ValueError(f"reduction {reduction} is not 0, 1 or 2")
+    return loss
+
+
+@register(aten.smooth_l1_loss.default)
+def smooth_l1_loss(self, target, reduction=1, beta=1.0):
+    beta = float(beta)
+    if beta == 0:  # eager's is l1_loss then, its gradient abs's of the difference
+        from torch2xla.ops._elementwise import _abs  # (which imports this module)
+
+        return _opmath(lambda x, t: _reduced(_abs(x - t), reduction))(self, target)
+    return _pointwise_loss(_smooth_l1_value(beta), _smooth_l1_slope(beta), reduction)(self, target)
+
+
+@register(aten.huber_loss.default)
+def huber_loss(self, target, reduction=1, delta=1.0):
+    delta = float(delta)
+    return _pointwise_loss(_huber_value(delta), _huber_slope(delta), reduction)(self, target)

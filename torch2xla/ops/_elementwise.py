@@ -244,6 +244,20 @@ def _unary(op, jfn, kind: Kind = Kind.DEFAULT) -> None:
     register(op)(_pointwise(jfn, kind))
 
 
+@jax.custom_jvp
+def _real_rsqrt(x):
+    return lax.rsqrt(x)
+
+
+@_real_rsqrt.defjvp
+def _real_rsqrt_jvp(primals, tangents):
+    # eager's formula: -0.5 * grad * result**3 (+inf at -0, where rsqrt is -inf; JAX's
+    # -0.5 * rsqrt(x) / x gave -inf)
+    (x,), (t,) = primals, tangents
+    r = _real_rsqrt(x)
+    return r, (-0.5 * t) * (r * r * r)
+
+
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, _complex.exp),
@@ -253,7 +267,7 @@ for _op, _fn in [
     (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),
     (aten.log1p, _complex.log1p),
     (aten.sqrt, _complex.sqrt),
-    (aten.rsqrt, _complex.rsqrt),
+    (aten.rsqrt, functools.partial(_complex.rsqrt, real=_real_rsqrt)),
     (aten.sin, _complex_trig.sin),
     (aten.cos, _complex_trig.cos),
     (aten.tan, _complex_trig.tan),
@@ -270,7 +284,6 @@ for _op, _fn in [
     (aten.erf, jax.scipy.special.erf),
     (aten.erfc, _wide(jax.scipy.special.erfc)),
     (aten.erfinv, _wide(jax.scipy.special.erfinv)),
-    (aten.lgamma, _wide(jax.scipy.special.gammaln)),
     (aten.reciprocal, _complex.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
@@ -488,6 +501,21 @@ def pow_tensor_scalar(self, exponent):
     return _pointwise(_power, Kind.BOOL_TO_LONG)(self, exponent)
 
 
+@jax.custom_jvp
+def _hypot(a, b):
+    return jnp.hypot(a, b)
+
+
+@_hypot.defjvp
+def _hypot_jvp(primals, tangents):
+    # eager's formula: grad * a / hypot(a, b), NaN at (0, 0) (JAX's: 0.5 there, NaN where
+    # the other operand is infinite, where eager's is 0). (t / h * a: its transpose is
+    # eager's (grad * a) / h)
+    (a, b), (ta, tb) = primals, tangents
+    h = _hypot(a, b)
+    return h, ta.astype(h.dtype) / h * a + tb.astype(h.dtype) / h * b
+
+
 def _rsqrt_power(a, _):
     # eager's CPU rsqrt is 1 / sqrt(x), two roundings (the root kept from XLA's rewrite of a
     # division by a root into its one-rounding rsqrt); its CUDA one is CUDA's rsqrt
@@ -496,7 +524,18 @@ def _rsqrt_power(a, _):
     from torch2xla.ops._arithmetic import true_divide  # (which imports this module)
 
     root = lax.optimization_barrier(lax.sqrt(a))
-    return true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
+    value = true_divide(jnp.ones_like(root), root)  # (rounded once, as eager divides)
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        return value
+    return _rsqrt_power_given(a, lax.stop_gradient(value))
+
+
+# eager's derivative of x ** -0.5 is pow's, -0.5 * x ** -1.5: -inf at -0 and -0 at -inf,
+# where JAX's derivative of 1 / sqrt(x) gave +inf and NaN (the value is computed in the
+# lowering's context, passed in undifferentiated)
+_rsqrt_power_given = with_partials(
+    lambda a, value: value, lambda a, value: (-0.5 * jnp.power(a, -1.5), jnp.zeros_like(value))
+)
 
 
 _ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
@@ -506,7 +545,7 @@ for _ops, _fn, _kind in [
     ((aten.maximum.default,), _balanced(_max, jnp.maximum, operator.gt), Kind.DEFAULT),
     ((aten.minimum.default,), _balanced(_min, jnp.minimum, operator.lt), Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
-    ((aten.hypot.default,), jnp.hypot, Kind.DEFAULT),
+    ((aten.hypot.default,), _hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
     ((aten.nextafter.default,), _nextafter, Kind.NO_OPMATH),  # bits of its own dtype
     ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), jnp.bitwise_and, Kind.DEFAULT),
@@ -674,14 +713,17 @@ def _xlogy_value(x, y):
     return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
 
 
+def _xlogy_partials(x, y):
+    # eager's derivative in x: xlogy(grad, y), made 0 where x == 0 and y <= 0 (log(y) at
+    # x = 0 otherwise: inf at y = inf, log(0.5) at 0.5)
+    return jnp.where((x == 0) & (y <= 0), 0, jnp.log(y)), x / y
+
+
 def _xlogy(x, y):
-    # NOTE: eager's derivative in x is xlogy(x != 0, y): 0 at x = 0, where JAX's is log(y).
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return _xlogy_value(x, y)
     x, y = jnp.broadcast_arrays(x, y)
-    return with_partials(
-        _xlogy_value, lambda x, y: (_xlogy_value((x != 0).astype(x.dtype), y), x / y)
-    )(x, y)
+    return with_partials(_xlogy_value, _xlogy_partials)(x, y)
 
 
 # Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand

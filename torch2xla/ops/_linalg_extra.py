@@ -1,4 +1,4 @@
-"""Norms, distances, matrix decompositions and solvers (``torch.linalg`` and friends).
+"""Matrix decompositions and solvers (``torch.linalg`` and friends); vector norms are ``_norms``'.
 
 Singular or non-positive-definite inputs raise eager's ``torch.linalg.LinAlgError`` through
 runtime checks of ``info`` (``_effects.check_linalg``): from the ``_linalg_check_errors`` nodes
@@ -21,13 +21,10 @@ from torch2xla.ops._common import (
     Kind,
     as_dtype,
     is_half,
-    jdt,
-    opmath_dtype,
     out_dtype,
     promote,
 )
 from torch2xla.ops._effects import check_linalg
-from torch2xla.ops._elementwise import _abs
 from torch2xla.ops._linalg import scale_add
 from torch2xla.ops._registry import ctx, register
 
@@ -110,56 +107,6 @@ def _first_minor(a):
 
     _, info = jax.lax.fori_loop(0, n, step, (a, jnp.zeros(a.shape[:-2], jnp.int32)))
     return info
-
-
-# -- norms and distances -------------------------------------------------------------------------
-def _safe_root(s, p):
-    """``s ** (1/p)`` whose gradient at ``s == 0`` is 0 (torch's subgradient), not inf/NaN."""
-    zero = s == 0
-    root = jnp.where(zero, 1, s) ** (1.0 / p)
-    return jnp.where(zero, 0, root)
-
-
-def _vector_norm(x, ord, axes, keepdim):
-    a = jnp.abs(x) if jnp.iscomplexobj(x) else _abs(x)  # (torch's derivative: 0 at 0)
-    if ord == float("inf"):
-        return jnp.max(a, axis=axes, keepdims=keepdim, initial=0)
-    if ord == float("-inf"):
-        return jnp.min(a, axis=axes, keepdims=keepdim)
-    if ord == 0:
-        return jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
-    if ord == 1:
-        return jnp.sum(a, axis=axes, keepdims=keepdim)
-    if ord == 2:
-        return _safe_root(jnp.sum(a * a, axis=axes, keepdims=keepdim), 2)
-    # NOTE: torch's p-norm gradient is 0 where the norm is 0; keep |x|**p finite there too.
-    safe = jnp.where(a == 0, 1, a)
-    powered = jnp.where(a == 0, 0, safe**ord)
-    return _safe_root(jnp.sum(powered, axis=axes, keepdims=keepdim), ord)
-
-
-def _norm_axes(dim, ndim):
-    # NOTE: dim=None and dim=[] both mean every dim.
-    if ndim == 0 or dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
-        return None
-    dims = dim if isinstance(dim, list | tuple) else (dim,)
-    return tuple(d % max(ndim, 1) for d in dims) if ndim else None
-
-
-@register(aten.linalg_vector_norm.default)
-def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
-    result = out_dtype()
-    x = self if dtype is None else as_dtype(self, jdt(dtype))
-    if not jnp.iscomplexobj(x):
-        x = as_dtype(x, opmath_dtype(result) if dtype is None else x.dtype)
-    return as_dtype(_vector_norm(x, float(ord), _norm_axes(dim, self.ndim), keepdim), result)
-
-
-@register(aten.dist.default)
-def dist(self, other, p=2):
-    result = out_dtype()
-    a, b = as_dtype(self, result), as_dtype(other, result)
-    return as_dtype(_vector_norm(a - b, float(p), None, False), result)
 
 
 # -- products --------------------------------------------------------------------------------

@@ -36,17 +36,25 @@ GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
 
 @functools.cache
 def block(kernel: Callable[..., torch.Tensor], params: tuple, dtype: torch.dtype) -> int | None:
-    """The block of ``kernel`` (``kernel(x, *params)`` for a NaN input ``x`` of ``dtype``
+    """The block of ``kernel`` (``kernel(x, *params)`` for an input ``x`` of ``dtype``
     returns its result) in elements: the smallest run whose first element takes the
-    vectorized rule, or None where the two rules agree for runs up to 512."""
+    vectorized rule, or None where the two rules agree for runs up to 512, on NaN and on -0
+    (logit_backward's scalar rule is +inf at -0, its vectorized one -inf)."""
+
+    def same(a, b):
+        return bool(a == b and torch.signbit(a) == torch.signbit(b)) or bool(
+            a.isnan() and b.isnan()
+        )
+
     with torch.utils._python_dispatch._disable_current_modes():
-        scalar = kernel(torch.full((1,), float("nan"), dtype=dtype), *params)[0]
-        n = 2
-        while n <= 512:
-            first = kernel(torch.full((n,), float("nan"), dtype=dtype), *params)[0]
-            if not (first == scalar or (first.isnan() and scalar.isnan())):
-                return n
-            n *= 2
+        for probe in (float("nan"), -0.0):
+            scalar = kernel(torch.full((1,), probe, dtype=dtype), *params)[0]
+            n = 2
+            while n <= 512:
+                first = kernel(torch.full((n,), probe, dtype=dtype), *params)[0]
+                if not same(first, scalar):
+                    return n
+                n *= 2
     return None
 
 

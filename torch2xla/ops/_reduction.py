@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import (
@@ -57,7 +59,38 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
 
 @register(aten.prod.dim_int, aten.prod.default)
 def prod(self, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.prod, self, dim, keepdim, _acc_dtype(self, dtype))
+    return _reduce(_prod, self, dim, keepdim, _acc_dtype(self, dtype))
+
+
+def _prod(x, axis=None, keepdims=False):
+    """jnp.prod with eager's derivative (``prod_backward``), which picks its formula by the
+    zeros of the whole input: none, ``result / x`` (NaN at an infinite element, where JAX's
+    product of the others is finite); else the product of the others (exclusive cumulative
+    products from both ends); for the whole-array product, 0 where two or more are zero."""
+    if not jnp.issubdtype(x.dtype, jnp.floating) or x.ndim == 0 or x.size == 0:
+        return jnp.prod(x, axis=axis, keepdims=keepdims)
+    fn = jax.custom_jvp(lambda x: jnp.prod(x, axis=axis, keepdims=keepdims))
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        whole = axis is None or len(axis) == x.ndim
+        coef = _prod_partials(x.reshape(-1) if whole else x, 0 if whole else axis[0], whole)
+        return fn(x), jnp.sum(coef.reshape(x.shape) * t, axis=axis, keepdims=keepdims)
+
+    return fn(x)
+
+
+def _prod_partials(v, ax, whole):
+    zeros = jnp.sum(v == 0)
+    plain = jnp.prod(v, axis=ax, keepdims=True) / v
+    n = v.shape[ax]
+    ones = jnp.ones_like(lax.slice_in_dim(v, 0, 1, axis=ax))
+    before = jnp.cumprod(jnp.concatenate([ones, lax.slice_in_dim(v, 0, n - 1, axis=ax)], ax), ax)
+    rest = jnp.flip(lax.slice_in_dim(v, 1, n, axis=ax), ax)
+    after = jnp.flip(jnp.cumprod(jnp.concatenate([ones, rest], ax), ax), ax)
+    coef = jnp.where(zeros == 0, plain, before * after)
+    return jnp.where(zeros > 1, 0, coef) if whole else coef
 
 
 @register(aten.amax.default)
@@ -191,20 +224,35 @@ def min_dim(self, dim, keepdim=False):
     return _max_min_dim(jnp.argmin, self, dim, keepdim)
 
 
-@register(aten.max.default)
-def max_(self):
-    return jnp.max(self)
+def evenly_distributed(reduce):
+    """``reduce`` (of a whole array to one of its elements) with the derivative of eager's
+    ``evenly_distribute_backward``: the gradient shared among the elements equal to the
+    result, or among the NaNs where it is NaN (JAX's derivative of max gave NaN everywhere
+    there: no element equals NaN)."""
+
+    @jax.custom_jvp
+    def fn(x):
+        return reduce(x)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        if not jnp.issubdtype(out.dtype, jnp.inexact):
+            return out, jax.jvp(reduce, primals, tangents)[1]
+        mask = jnp.where(jnp.isnan(out), jnp.isnan(x), x == out)
+        count = jnp.sum(mask).astype(out.dtype)
+        return out, jnp.sum(jnp.where(mask, t.astype(out.dtype), 0)) / count
+
+    return fn
 
 
-@register(aten.min.default)
-def min_(self):
-    return jnp.min(self)
+register(aten.max.default)(evenly_distributed(jnp.max))
+register(aten.min.default)(evenly_distributed(jnp.min))
 
 
 @register(aten.logsumexp.default)
 def logsumexp(self, dim, keepdim=False):
-    import jax
-
     compute, result = promote(Kind.INT_TO_FLOAT, self)
     x = as_dtype(self, compute)
     return as_dtype(jax.nn.logsumexp(x, axis=_axes(dim, x.ndim), keepdims=keepdim), result)
@@ -226,4 +274,39 @@ def cumsum(self, dim, *, dtype=None):
 
 @register(aten.cumprod.default)
 def cumprod(self, dim, *, dtype=None):
-    return _cum(jnp.cumprod, self, dim, dtype)
+    return _cum(_cumprod, self, dim, dtype)
+
+
+def _cumprod(x, axis):
+    """jnp.cumprod with eager's derivative (``cumprod_backward``), per slice along ``axis``
+    with its first zero at z1 and second at z2: before z1, ``sum(out[j] * grad[j], k <= j <
+    z1) / x[k]``; at z1, the product before z1 times ``sum(grad[j] * prod(x[z1+1..j]),
+    z1 <= j < z2)``; after z1, 0 (JAX's derivative is NaN there where a NaN precedes)."""
+    if not jnp.issubdtype(x.dtype, jnp.floating) or x.shape[axis] <= 1:
+        return jnp.cumprod(x, axis=axis)
+    fn = jax.custom_jvp(lambda x: jnp.cumprod(x, axis=axis))
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        zeros = jnp.cumsum(x == 0, axis=axis)
+        before = zeros == 0
+        first = (x == 0) & (zeros == 1)
+        # (divided by 1 where masked: the transpose divides the masked cotangent by it)
+        scaled = jnp.where(before, t / jnp.where(before, x, 1), 0)
+        # (each coefficient 0 where masked, and masked again: the transposes mask the
+        # cotangent, then multiply by it, as eager masks the gradient)
+        kept = jnp.where(before, out, 0)
+        to_first = jnp.where(before, kept * jnp.cumsum(scaled, axis), 0)
+        n = x.shape[axis]
+        ones = jnp.ones_like(lax.slice_in_dim(out, 0, 1, axis=axis))
+        exclusive = jnp.concatenate([ones, lax.slice_in_dim(out, 0, n - 1, axis=axis)], axis)
+        prefix = jnp.sum(jnp.where(first, exclusive, 0), axis, keepdims=True)
+        t_first = jnp.sum(jnp.where(first, t, 0), axis, keepdims=True)
+        # (not masked: eager multiplies the masked gradient by it, NaN at 0 * inf)
+        between = jnp.cumprod(jnp.where((zeros == 1) & ~first, x, 1), axis)
+        at_first = jnp.where(zeros == 1, between * (prefix * t_first), 0)
+        return out, to_first + at_first
+
+    return fn(x)

@@ -12,6 +12,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, canonical_dim, opmath_dtype, out_dtype
+from torch2xla.ops._reduction import evenly_distributed
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -66,18 +67,20 @@ def nanmedian_dim(self, dim, keepdim=False):
     return _median(self, dim, keepdim, ignore_nan=True)
 
 
+# (the whole-array medians' gradient is eager's evenly_distribute_backward: shared among
+# the elements tied with the median, or the NaNs; the .dim overloads' goes to the index)
 @register(aten.median.default)
 def median(self):
     if self.size == 0:
         return jnp.full((), jnp.nan, self.dtype)
-    return _median(self.reshape(-1), 0, False, ignore_nan=False)[0]
+    return evenly_distributed(lambda x: _median(x.reshape(-1), 0, False, False)[0])(self)
 
 
 @register(aten.nanmedian.default)
 def nanmedian(self):
     if self.size == 0:
         return jnp.full((), jnp.nan, self.dtype)
-    return _median(self.reshape(-1), 0, False, ignore_nan=True)[0]
+    return evenly_distributed(lambda x: _median(x.reshape(-1), 0, False, True)[0])(self)
 
 
 @register(aten.kthvalue.default)

@@ -13,7 +13,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
-from torch2xla.ops._elementwise import _atan2, _pointwise
+from torch2xla.ops._elementwise import _atan2, _pointwise, _wide
 from torch2xla.ops._registry import register
 
 aten = ops.aten
@@ -130,6 +130,21 @@ def _polygamma_n_jvp(n, primals, tangents):
 
 
 register(aten.digamma.default)(_pointwise(_digamma, Kind.INT_TO_FLOAT))
+
+
+@jax.custom_jvp
+def _lgamma(x):
+    return _wide(jsp.gammaln)(x)
+
+
+@_lgamma.defjvp
+def _lgamma_jvp(primals, tangents):
+    # eager's derivative is its digamma: -+inf at +-0, where JAX's (its own digamma) is NaN
+    (x,), (t,) = primals, tangents
+    return _lgamma(x), _digamma(x) * t
+
+
+register(aten.lgamma.default)(_pointwise(_lgamma, Kind.INT_TO_FLOAT))
 
 
 @register(aten.polygamma.default)
