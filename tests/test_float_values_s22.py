@@ -26,6 +26,7 @@ def _arith(x, m, s):
         x * (s * s),
         x * ((s + s / 3) - 2),
         x * +s,
+        x * abs(s - 0.5),
         x < -s,
         m / (x.abs() + 1e-8) * -s,
     )
@@ -142,3 +143,34 @@ def test_sum_of_a_product_of_the_number_stays_a_constant(monkeypatch):
     f = lambda x, s: x * (s * 3 + 0.2)
     x = torch.tensor([1.0, 2.5], dtype=torch.float32)
     assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.3, 0.5, 0.7]) >= 4
+
+
+def test_in_place_on_integer_tensor_raises_as_eager():
+    f = lambda x, s: x.clone().mul_(1 - s)
+    c = torch.compile(f, backend="xla")
+    x = torch.arange(4)
+    for s in (0.1, 0.3):
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            f(x, s)
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            c(x, s)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_gradients_through_python_arithmetic(monkeypatch, dtype):
+    counter = ProgramCounter(monkeypatch)
+    f = lambda a, b, s: (a * (1 - s), b / (s / 3 + 2))
+    c = torch.compile(f, backend="xla")
+    base = torch.tensor([0.3, -1.5, 2.0, 0.0, 7.25, -0.0], dtype=dtype)
+    g = torch.tensor([1.0, -0.5, 3.0, 0.1, 2.0, 1.0], dtype=dtype)
+    for s in (0.5, 0.1, 0.3, 1e-3):
+        results = []
+        for fn in (c, f):
+            a, b = base.clone().requires_grad_(), base.roll(1).requires_grad_()
+            outs = fn(a, b, s)
+            torch.autograd.backward(outs, [g, g])
+            results.append(([o.detach() for o in outs], [a.grad, b.grad]))
+        (outs, grads), (refs, ref_grads) = results
+        _each(outs, refs)
+        _each(grads, ref_grads)
+    assert counter.count <= 4, counter.count  # (forward and backward, twice)

@@ -18,18 +18,22 @@ float16/bfloat16 tensor the lowering treats the 0-d operand as eager's kernels t
 scalar (``_elementwise._operands``: mul and div read it in float32, add and sub round it to
 the tensor's dtype first, through float32 as c10 converts a double).
 
-Python arithmetic on the number that IEEE double arithmetic computes as a 0-d float64 tensor
-does (``-lr``, ``1 - beta``, ``lr * 0.5``, ``lr / 3``: negation, ``+``, ``-``, ``*`` with other
-such numbers of the same input and float or int constants, ``/`` by a nonzero constant) is
+Python arithmetic on the number that a 0-d float64 tensor computes bit for bit (``-lr``,
+``1 - beta``, ``lr * 0.5``, ``lr / 3``: negation, ``abs``, ``+``, ``-``, ``*`` with other such
+numbers of the same input and float or int constants, ``/`` by a nonzero constant) is
 rewritten as those ops on the 0-d tensor, whose result is then an operand as above: the
-double that eager's Python computes, bit for bit (the lowering keeps the constants behind
-optimization barriers, so XLA's simplifier does not reassociate them; ``_arithmetic``).
+double eager's Python computes (the lowering keeps constants behind optimization barriers,
+so XLA's simplifier does not reassociate them; ``ops/_arithmetic``). In-place arithmetic of a
+floating tensor (``m.mul_(beta)``) takes it as its out-of-place form does.
 
 The number stays a constant (keyed by value) where any use is elsewhere: other Python
-arithmetic on it (``**``, ``math`` functions, ``/`` by a number that may be zero: Python
-raises where a tensor gives infinity, a number of another input), an op whose Scalar overload is another kernel (``clamp``: its Scalar kernel compares in
-opmath, its Tensor kernel in the tensor's dtype; ``pow``: special exponents), ``s / x``
-(eager computes ``x.reciprocal() * s``), complex operands, or a returned value.
+arithmetic on it (``**``, ``math`` functions, ``/`` by a number, which Python raises for at
+zero where a tensor gives an infinity, a number of another input), a product of it in a
+float64 sum (``lr * 3 + 0.2``, ``x64 + lr * 0.1``: XLA's CPU compiler fuses the two into one
+multiply-add, rounded once), an op whose Scalar overload is another kernel (``clamp``: its
+Scalar kernel compares in opmath, its Tensor kernel in the tensor's dtype; ``pow``: special
+exponents), ``s / x`` (eager computes ``x.reciprocal() * s``), complex operands, or a
+returned value.
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ def _operand_slots(node: torch.fx.Node, item: torch.fx.Node) -> list | None:
 _NUMBER_OPS = {
     operator.neg: 1,
     operator.pos: 1,
+    operator.abs: 1,
     operator.add: 2,
     operator.sub: 2,
     operator.mul: 2,
@@ -116,7 +121,7 @@ _NUMBER_OPS = {
 # number (``*``, and ``-`` or ``+`` of one) is kept out of float64 sums.
 _SUMS = frozenset({operator.add, operator.sub, torch.add, torch.sub, "add", "sub", "add_", "sub_"})
 _PRODUCTS = (operator.mul,)
-_SIGNS = (operator.neg, operator.pos)
+_SIGNS = (operator.neg, operator.pos, operator.abs)
 
 
 def _constant(a) -> bool:
