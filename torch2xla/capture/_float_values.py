@@ -18,10 +18,22 @@ float16/bfloat16 tensor the lowering treats the 0-d operand as eager's kernels t
 scalar (``_elementwise._operands``: mul and div read it in float32, add and sub round it to
 the tensor's dtype first, through float32 as c10 converts a double).
 
-The number stays a constant (keyed by value) where any use is elsewhere: Python arithmetic on
-it, an op whose Scalar overload is another kernel (``clamp``: its Scalar kernel compares in
-opmath, its Tensor kernel in the tensor's dtype; ``pow``: special exponents), ``s / x``
-(eager computes ``x.reciprocal() * s``), complex operands, or a returned value.
+Python arithmetic on the number that a 0-d float64 tensor computes bit for bit (``-lr``,
+``1 - beta``, ``lr * 0.5``, ``lr / 3``: negation, ``abs``, ``+``, ``-``, ``*`` with other such
+numbers of the same input and float or int constants, ``/`` by a nonzero constant) is
+rewritten as those ops on the 0-d tensor, whose result is then an operand as above: the
+double eager's Python computes (the lowering keeps constants behind optimization barriers,
+so XLA's simplifier does not reassociate them; ``ops/_arithmetic``). In-place arithmetic of a
+floating tensor (``m.mul_(beta)``) takes it as its out-of-place form does.
+
+The number stays a constant (keyed by value) where any use is elsewhere: other Python
+arithmetic on it (``**``, ``math`` functions, ``/`` by a number, which Python raises for at
+zero where a tensor gives an infinity, a number of another input), a product of it in a
+float64 sum (``lr * 3 + 0.2``, ``x64 + lr * 0.1``: XLA's CPU compiler fuses the two into one
+multiply-add, rounded once), an op whose Scalar overload is another kernel (``clamp``: its
+Scalar kernel compares in opmath, its Tensor kernel in the tensor's dtype; ``pow``: special
+exponents), ``s / x`` (eager computes ``x.reciprocal() * s``), complex operands, or a
+returned value.
 """
 
 from __future__ import annotations
@@ -43,6 +55,9 @@ _FUNCTIONS = {
     torch.where: (1, 2),
 }
 _METHODS = {n: (1,) for n in (*_ARITHMETIC, *_COMPARE)}
+# In-place arithmetic (``m.mul_(beta)``): on a floating tensor only, whose dtype the result keeps
+# either way (an integer one raises in eager where the number is a float: ``_numbers``)
+_IN_PLACE = {f"{n}_": (1,) for n in _ARITHMETIC}
 # ``s * x`` and ``s + x``: eager's ``x.__rmul__(s)`` and ``x.__radd__(s)`` take the number as
 # the second operand, which its CPU kernels read in opmath (the tensor's dtype, not the
 # number's, for a float16 first operand); the graph's operator.mul(s, x) is swapped back.
@@ -57,6 +72,10 @@ def _operand_slots(node: torch.fx.Node, item: torch.fx.Node) -> list | None:
     them are ones it may take a 0-d tensor at; else None."""
     if node.op == "call_function":
         allowed = _FUNCTIONS.get(node.target)
+    elif node.op == "call_method" and node.target in _IN_PLACE:
+        self = _example(node.args[0]) if node.args else None
+        floating = isinstance(self, torch.Tensor) and self.is_floating_point()
+        allowed = _IN_PLACE[node.target] if floating else None
     elif node.op == "call_method":
         allowed = _METHODS.get(node.target)
     else:
@@ -81,6 +100,57 @@ def _operand_slots(node: torch.fx.Node, item: torch.fx.Node) -> list | None:
     if len(slots) != 1:  # (``s * s``: Python arithmetic, no tensor)
         return None
     return slots
+
+
+# Python arithmetic on floats that a 0-d float64 tensor computes bit for bit (IEEE double
+# operations, rounded once each), with the number of operands each takes
+_NUMBER_OPS = {
+    operator.neg: 1,
+    operator.pos: 1,
+    operator.abs: 1,
+    operator.add: 2,
+    operator.sub: 2,
+    operator.mul: 2,
+    operator.truediv: 2,
+}
+
+
+# XLA's CPU compiler contracts a float64 product and the sum that takes it into one fused
+# multiply-add (``s * 3 + 0.2``: rounded once, where Python rounds twice); optimization
+# barriers do not stop it (the CPU pipeline drops them before it fuses). A product of the
+# number (``*``, and ``-`` or ``+`` of one) is kept out of float64 sums.
+_SUMS = frozenset({operator.add, operator.sub, torch.add, torch.sub, "add", "sub", "add_", "sub_"})
+_PRODUCTS = (operator.mul,)
+_SIGNS = (operator.neg, operator.pos, operator.abs)
+
+
+def _constant(a) -> bool:
+    """A Python constant that Python's float arithmetic and a float64 tensor op take as the
+    same double (an int past 2**53 could round differently; a bool is left out)."""
+    if isinstance(a, bool):
+        return False
+    return isinstance(a, float) or (isinstance(a, int) and abs(a) <= 2**53)
+
+
+def _number_op(node: torch.fx.Node, numbers, products) -> bool:
+    """Whether ``node`` is Python arithmetic on ``numbers`` (nodes) and constants that a 0-d
+    float64 tensor computes exactly as Python does (not a sum of one of ``products``)."""
+    if node.op != "call_function" or node.target not in _NUMBER_OPS or node.kwargs:
+        return False
+    if len(node.args) != _NUMBER_OPS[node.target]:
+        return False
+    if not isinstance(node.meta.get("example_value"), float | torch.SymFloat):
+        return False
+    operands = [isinstance(a, torch.fx.Node) and a in numbers for a in node.args]
+    if not any(operands) or not all(o or _constant(a) for o, a in zip(operands, node.args)):
+        return False
+    if node.target in _SUMS and any(a in products for a in node.args):
+        return False
+    if node.target is operator.truediv:
+        # (Python raises ZeroDivisionError where the tensor gives an infinity or NaN: only a
+        # nonzero constant divisor)
+        return not operands[1] and node.args[1] != 0
+    return True
 
 
 def _example(a):
@@ -157,10 +227,65 @@ def _composite_part(node: torch.fx.Node) -> bool:
     return any(_split_composite(u, numbers=True) is not None for u in node.users)
 
 
+def _numbers_of(items: list) -> tuple[list, list, str | None]:
+    """The Python arithmetic on the ``.item()`` nodes ``items`` that is rewritten as tensor
+    ops (``_number_op``, in graph order), the elementwise uses of the numbers (``(user,
+    number, dtype)``), and why the number stays a constant (None if it needs not)."""
+    numbers = set(items)
+    products: set = set()
+    derived: list = []
+    plan: list = []
+    fake_mode = graph_fake_mode(items[0].graph.owning_module)
+    for user in items[0].graph.nodes:  # (in graph order: a sum's operands are known first)
+        taken = [n for n in user.all_input_nodes if n in numbers]
+        if not taken or user in numbers:
+            continue
+        if _number_op(user, numbers, products):
+            numbers.add(user)
+            derived.append(user)
+            if user.target in _PRODUCTS or (user.target in _SIGNS and user.args[0] in products):
+                products.add(user)
+            continue
+        for number in taken:
+            if number in products and user.target in _SUMS and _float64_sum(user):
+                return [], [], f"its product is a term of a float64 sum ({user.target})"
+            if _operand_slots(user, number) is None:
+                return [], [], f"it is used by {user.target if user.op != 'output' else 'output'}"
+            if _composite_part(user):
+                return [], [], "it is the value of an addcdiv or addcmul (Dynamo split the call)"
+            dtype = _dtype_for(user, number, fake_mode)
+            if dtype is None:
+                return [], [], f"{user.target} promotes it otherwise than a tensor"
+            plan.append((user, number, dtype))
+    return derived, plan, None
+
+
+def _float64_sum(user: torch.fx.Node) -> bool:
+    """Whether the elementwise ``user`` may compute a float64 sum (a float64 result, or a
+    number's: Python arithmetic)."""
+    out = user.meta.get("example_value")
+    return not isinstance(out, torch.Tensor) or out.dtype == torch.float64
+
+
+def _as_tensor_ops(gm, p: torch.fx.Node, items: list, derived: list, fake_mode) -> dict:
+    """Tensor ops on the 0-d float64 input ``p`` for the arithmetic ``derived``: per number
+    (an ``.item()`` of ``p`` or one of ``derived``), its 0-d float64 tensor."""
+    tensors = dict.fromkeys(items, p)
+    for node in derived:
+        args = tuple(tensors.get(a, a) if isinstance(a, torch.fx.Node) else a for a in node.args)
+        with gm.graph.inserting_before(node):
+            op = gm.graph.call_function(node.target, args)
+        with fake_mode:
+            op.meta = {**node.meta, "example_value": node.target(*(_example(a) for a in args))}
+        tensors[node] = op
+    return tensors
+
+
 def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
     """Rewrite ``gm`` (in place) to take the 0-d tensors of the Python floats it uses only
-    as elementwise operands as tensors there (no ``.item()``). Returns, per input kept a
-    number (keyed by value: one program per value), why."""
+    as elementwise operands (directly or through exact Python arithmetic) as tensors there
+    (no ``.item()``). Returns, per input kept a number (keyed by value: one program per
+    value), why."""
     from torch2xla.guards._key import placeholder_label
 
     fake_mode = graph_fake_mode(gm)
@@ -178,40 +303,28 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
             or example.ndim != 0
         ):
             continue
-        plan = []  # (user, item, dtype)
-        why = None
-        for item in items:
-            for user in item.users:
-                if _operand_slots(user, item) is None:
-                    why = f"it is used by {user.target if user.op != 'output' else 'output'}"
-                    break
-                if _composite_part(user):
-                    why = "it is the value of an addcdiv or addcmul (Dynamo split the call)"
-                    break
-                dtype = _dtype_for(user, item, fake_mode)
-                if dtype is None:
-                    why = f"{user.target} promotes it otherwise than a tensor"
-                    break
-                plan.append((user, item, dtype))
-            if why is not None:
-                break
+        derived, plan, why = _numbers_of(items)
         if why is not None:
             kept[placeholder_label(p)] = why
             continue
+        tensors = _as_tensor_ops(gm, p, items, derived, fake_mode)
         casts: dict = {}
-        for user, item, dtype in plan:
-            checked = _checked(gm, p, user, fake_mode)
+        for user, number, dtype in plan:
+            tensor = tensors[number]
+            checked = _checked(gm, tensor, user, fake_mode)
             if checked is not None:  # (the float itself, checked: not shared with other uses)
-                user.replace_input_with(item, _cast(gm, checked, dtype, user, fake_mode))
+                user.replace_input_with(number, _cast(gm, checked, dtype, user, fake_mode))
                 continue
-            value = casts.get(dtype)
+            value = casts.get((tensor, dtype))
             if value is None:
-                value = casts[dtype] = _cast(gm, p, dtype, items[0], fake_mode)
-            user.replace_input_with(item, value)
+                # (after the tensor: before every use; ``p``'s before its first ``.item()``)
+                before = items[0] if tensor is p else tensor.next
+                value = casts[tensor, dtype] = _cast(gm, tensor, dtype, before, fake_mode)
+            user.replace_input_with(number, value)
             if user.target in _COMMUTED and user.args[0] is value and len(user.args) == 2:
                 user.args = (user.args[1], value)
-        for item in items:
-            gm.graph.erase_node(item)
+        for node in [*reversed(derived), *items]:
+            gm.graph.erase_node(node)
         changed = True
     if changed:
         gm.graph.lint()
