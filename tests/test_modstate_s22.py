@@ -12,13 +12,6 @@ from torch import nn
 import torch2xla
 
 
-@pytest.fixture
-def mkldnn():
-    before = torch.backends.mkldnn.enabled
-    yield
-    torch.backends.mkldnn.enabled = before
-
-
 def _same(got, want):
     """Strict: the same structure, dtypes, shapes and values (float32: round-off of one op)."""
     if isinstance(want, tuple):
@@ -32,7 +25,7 @@ def _same(got, want):
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN not built")
-def test_lstm_under_autocast_follows_onednn_switch_between_calls(mkldnn):
+def test_lstm_under_autocast_follows_onednn_switch_between_calls():
     # Eager's LSTM under CPU autocast runs through oneDNN, which returns the autocast dtype;
     # with oneDNN off it returns float32. The lowering reads the switch (capture/_autocast.py),
     # Dynamo does not guard it: the program built with oneDNN on served the calls after
@@ -43,8 +36,10 @@ def test_lstm_under_autocast_follows_onednn_switch_between_calls(mkldnn):
     x = torch.randn(2, 3, 4)
     dtypes = []
     for on in (True, False, True, False):
-        torch.backends.mkldnn.enabled = on
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        # (the flags() context: another test of the process may have called torch's
+        # disable_global_flags, after which setting the flag itself raises)
+        onednn, bf16 = torch.backends.mkldnn.flags(enabled=on), torch.bfloat16
+        with onednn, torch.no_grad(), torch.autocast("cpu", dtype=bf16):
             want, got = m(x), f(x)
         _same(got[0], want[0])
         _same(got[1], want[1])
@@ -56,7 +51,7 @@ def test_lstm_under_autocast_follows_onednn_switch_between_calls(mkldnn):
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN not built")
-def test_bucketed_graph_with_lstm_follows_onednn_switch(mkldnn):
+def test_bucketed_graph_with_lstm_follows_onednn_switch():
     # A padded program is lowered from the graph the bucketing traced once, under the state of
     # its first call: the key told the two oneDNN states apart, but both built from one trace
     # (bfloat16 LSTM outputs where eager gave float32).
@@ -71,8 +66,8 @@ def test_bucketed_graph_with_lstm_follows_onednn_switch(mkldnn):
     for n, on in ((3, True), (5, True), (6, False), (9, True), (10, False)):
         y = torch.randn(n, 2)
         torch._dynamo.mark_dynamic(y, 0)
-        torch.backends.mkldnn.enabled = on
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        onednn, bf16 = torch.backends.mkldnn.flags(enabled=on), torch.bfloat16
+        with onednn, torch.no_grad(), torch.autocast("cpu", dtype=bf16):
             want, got = g(x, y), f(x, y)
         _same(got[0][0], want[0][0])
         _same(got[0][1], want[0][1])

@@ -199,13 +199,13 @@ def test_concurrent_calls_of_one_program_do_not_interleave_their_views():
             for _ in range(2):  # (the second call caches its views)
                 cache(theirs)
 
-    def to_jax(t):
+    def to_jax(t, *ordered):
         if t is mine[0] and "thread" not in inside:
             inside["thread"] = thread = threading.Thread(target=other)
             thread.start()
             thread.join(1.0)
             inside["finished inside"] = not thread.is_alive()
-        return original(t)
+        return original(t, *ordered)
 
     _interop.to_jax = to_jax
     try:
