@@ -15,6 +15,11 @@ from hypothesis import settings
 
 from torch2xla.testing import _settings as _parity_settings
 
+# Global backend flags frozen from the start, as torch's common_utils freezes them when a test
+# imports it (the OpInfo tests do): a test that sets a flag directly fails in every order, not
+# only where it ran after an OpInfo test in its worker. Tests switch flags through flags().
+torch.backends.disable_global_flags()
+
 # CI (CI=true) replays the same hypothesis examples on every run, so a submission's result does
 # not depend on a random draw; locally hypothesis keeps exploring new examples.
 settings.register_profile("ci", derandomize=True, database=None)

@@ -28,10 +28,15 @@ TOL = {"atol": 1e-4, "rtol": 1e-4}  # different kernels, different summation ord
 @pytest.fixture(autouse=True)
 def _exact_fp32():
     # TF32 off for torch (cuDNN allows it by default), so that both sides compute in fp32.
-    prev = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = prev
+    # (cuDNN's through flags(): after torch's disable_global_flags, which its test utilities
+    # call on import, setting it directly raises)
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def _assert_close(out, ref):

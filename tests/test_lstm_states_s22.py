@@ -13,11 +13,10 @@ from torch import nn
 from tests._util import assert_same
 
 
-@pytest.fixture
-def mkldnn():
-    before = torch.backends.mkldnn.enabled
-    yield
-    torch.backends.mkldnn.enabled = before
+def _onednn(on):
+    # (the flags() context: a test of the same worker may have imported torch's
+    # common_utils, whose disable_global_flags makes setting the flag itself raise)
+    return torch.backends.mkldnn.flags(enabled=on)
 
 
 class _Head(nn.Module):
@@ -43,8 +42,12 @@ class _Head(nn.Module):
     ids=["batch_first", "layers", "bidirectional", "proj", "proj_all"],
 )
 @pytest.mark.parametrize("onednn", [False, True])
-def test_lstm_states_shapes_values_and_gradients(kw, onednn, mkldnn):
-    torch.backends.mkldnn.enabled = onednn
+def test_lstm_states_shapes_values_and_gradients(kw, onednn):
+    with _onednn(onednn):
+        _shapes_values_and_gradients(kw)
+
+
+def _shapes_values_and_gradients(kw):
     torch.manual_seed(0)
     m = _Head(**kw)
     compiled = torch.compile(m, backend="xla")
@@ -60,9 +63,13 @@ def test_lstm_states_shapes_values_and_gradients(kw, onednn, mkldnn):
     assert_same(results[0], results[1])
 
 
-def test_lstm_states_under_autocast_without_onednn(mkldnn):
+def test_lstm_states_under_autocast_without_onednn():
     # (the decomposition computes the autocast LSTM where oneDNN is off)
-    torch.backends.mkldnn.enabled = False
+    with _onednn(False):
+        _under_autocast()
+
+
+def _under_autocast():
     torch.manual_seed(0)
     m = nn.LSTM(4, 5, num_layers=2)
     compiled = torch.compile(m, backend="xla")

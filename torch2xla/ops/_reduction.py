@@ -247,8 +247,17 @@ def evenly_distributed(reduce):
     return fn
 
 
-register(aten.max.default)(evenly_distributed(jnp.max))
-register(aten.min.default)(evenly_distributed(jnp.min))
+_max_all, _min_all = evenly_distributed(jnp.max), evenly_distributed(jnp.min)
+
+
+@register(aten.max.default)
+def max_(self):
+    return _max_all(self)
+
+
+@register(aten.min.default)
+def min_(self):
+    return _min_all(self)
 
 
 @register(aten.logsumexp.default)
