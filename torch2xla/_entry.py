@@ -10,6 +10,7 @@ their own; ``Submodule`` stands for a fused partition of a split graph. ``Compil
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -22,7 +23,6 @@ from torch2xla.autodiff._versions import nodes, restamp
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
-from torch2xla.runtime._host_writes import written as host_written
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
 
@@ -267,9 +267,11 @@ class Entry:
             if self.tracked and torch.is_grad_enabled():
                 targets, values, bumps = self._copy_tracked(targets, values)
             if self.in_place:  # (values the program wrote in place: bumps only, no copy)
-                targets, values, bumps = _in_place_done(targets, values, bumps)
-            elif self.host_writes:  # (likewise: a value that is its target)
-                targets, values, bumps = host_written(targets, values, bumps)
+                done = list(map(written_in_place, values, targets))
+                targets, values, bumps = _settle_done(targets, values, bumps, done)
+            elif self.host_writes:  # (likewise, on the CPU: a value that *is* its target)
+                done = list(map(operator.is_, values, targets))
+                targets, values, bumps = _settle_done(targets, values, bumps, done, cpu=True)
             with torch.no_grad():  # one launch for all (159 BatchNorm buffers in ResNet-50)
                 if not targets:
                     pass
@@ -391,21 +393,29 @@ def records_write(t) -> bool:
     return root.grad_fn is not None
 
 
-def _in_place_done(targets: list, values: list, bumps: tuple | None) -> tuple:
-    """The targets, values and bumps left to copy once the writes the program made in place
-    (the value is the target's memory) have their versions bumped as the copy would."""
-    done = [i for i, (v, t) in enumerate(zip(values, targets)) if written_in_place(v, t)]
-    if not done:
+def _settle_done(targets: list, values: list, bumps: tuple | None, done: list, cpu=False):
+    """The targets, values and bumps left to copy once the targets the program already wrote
+    (``done``: in place on the GPU, ``runtime/_in_place``; scattered on the CPU,
+    ``runtime/_host_writes``) have their versions moved as the copy would: eager's count where
+    known, else the copy's one. ``cpu``: every target is a CPU tensor (no device checks)."""
+    if not any(done):
         return targets, values, bumps
-    # (as ``_copy_back``: eager's count where known, else the copy's one)
-    tracked = [
-        (targets[i], 1 if bumps is None or bumps[i] is None else bumps[i])
-        for i in done
-        if not targets[i].is_inference()
-    ]
-    set_versions([t for t, _ in tracked], [t._version + b for t, b in tracked])
-    skipped = set(done)
-    keep = [i for i in range(len(targets)) if i not in skipped]
+    moved = list(itertools.compress(targets, done))
+    steps = [1] * len(moved) if bumps is None else list(itertools.compress(bumps, done))
+    try:
+        versions = list(map(_VERSION, moved))
+    except RuntimeError:  # (inference tensors have no version: left as they are)
+        kept = [(t, b) for t, b in zip(moved, steps) if not t.is_inference()]
+        moved, steps = [t for t, _ in kept], [b for _, b in kept]
+        versions = list(map(_VERSION, moved))
+    new = list(map(operator.add, versions, steps))
+    if cpu:  # (set_versions' rule for other devices skipped: an optimizer writes hundreds)
+        torch._C._autograd._unsafe_set_version_counter(tuple(moved), tuple(new))
+    else:
+        set_versions(moved, new)
+    if all(done):
+        return [], [], None
+    keep = [i for i, d in enumerate(done) if not d]
     return (
         [targets[i] for i in keep],
         [values[i] for i in keep],

@@ -12,7 +12,7 @@ inputs' memory is one numpy array spanning them (over ctypes memory at the lowes
 and a precomputed index array scatters the buffer into it (``span[index] = buffer``: one C call,
 ~2 ns an element). The call hands the entry each input's own tensor as its new value, and the
 entry, seeing that value *is* its target, only moves the version counters as the copies would
-(``written``).
+(``_entry._settle_done``).
 
 Safe where the memory is the inputs' own and stays theirs: the plan is made per ``ViewCache``
 fast check (``_Fast.writes``), which a call uses only when that check found the very tensors it
@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.autograd.graph import increment_version
 
 from torch2xla.runtime._interop import (
     _HOST_TYPES,
@@ -41,9 +40,6 @@ from torch2xla.runtime._interop import (
     _host_memory_of,
     _row_major,
 )
-
-_version_of = operator.attrgetter("_version")
-_set_versions = torch._C._autograd._unsafe_set_version_counter
 
 
 def write_positions(packing, writes: Sequence[int], tensor_pos: Sequence[int]) -> dict | None:
@@ -154,29 +150,3 @@ def _plain(t, dtype: np.dtype, shape: tuple) -> bool:
 def _overlapping(ranges: list) -> bool:
     ranges = sorted(ranges)
     return any(a[1] > b[0] for a, b in itertools.pairwise(ranges))
-
-
-def written(targets: list, values: Sequence, bumps: tuple | None) -> tuple:
-    """The targets, values and bumps left to copy once those whose value *is* the target (the
-    program wrote it in place: ``HostWrites``) have their versions moved as the copy would
-    (eager's count where known, else the copy's one)."""
-    same = list(map(operator.is_, values, targets))
-    if not any(same):
-        return targets, values, bumps
-    if all(same):
-        done, keep = targets, ()
-    else:
-        done = list(itertools.compress(targets, same))
-        keep = [i for i, s in enumerate(same) if not s]
-    if bumps is None:  # (each by one, as its copy would: torch's API for writes it cannot see)
-        increment_version(done)
-    else:
-        steps = [1 if b is None else b for b in itertools.compress(bumps, same)]
-        _set_versions(tuple(done), tuple(map(operator.add, map(_version_of, done), steps)))
-    if not keep:
-        return [], [], None
-    return (
-        [targets[i] for i in keep],
-        [values[i] for i in keep],
-        None if bumps is None else tuple(bumps[i] for i in keep),
-    )
