@@ -427,15 +427,13 @@ class CompiledGraph:
         """The whole graph in eager PyTorch from now on, ``error`` being why."""
         with Build(self, args) as b:
             first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
-            warn(
+            said = (
                 f"torch2xla: {self.name} runs in eager PyTorch: compiling it failed in stage "
                 f"{error.stage} ({first_line(error)}). This is a bug in torch2xla; please "
-                "report it (options={'strict': True} raises the error instead).",
-                FallbackWarning,
-                node=first,
-            )
+                "report it (options={'strict': True} raises the error instead)."
+            )  # (said once eager ran it: where eager raises, the failure was the input's)
             b.record.mode = "eager"
-            self._cut = Cut(self.gm)
+            self._cut = Cut(self.gm, first_success=lambda: warn(said, FallbackWarning, node=first))
             self._draws = False
             return b.done(self._cut)
 

@@ -103,7 +103,15 @@ class Cut:
 
     runs_eager_ops = True  # (bucketing pads no such graph: its eager ops see real sizes only)
 
-    def __init__(self, top: torch.fx.GraphModule, versions: Sequence | None = None) -> None:
+    def __init__(
+        self,
+        top: torch.fx.GraphModule,
+        versions: Sequence | None = None,
+        first_success: Callable[[], None] | None = None,
+    ) -> None:
+        # ``first_success``: called once, after the first run that did not raise (a graph
+        # whose compile failed warns there: where eager raises too, the error was the user's)
+        self.first_success = first_success
         if hasattr(top, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
             top.real_recompile()
         self.top = top
@@ -129,6 +137,9 @@ class Cut:
         restamp(made)
         if outer is not None:
             outer.extend(made)
+        if self.first_success is not None:
+            first_success, self.first_success = self.first_success, None
+            first_success()
         return out
 
 
