@@ -222,7 +222,7 @@ def text_varying_length_train(C, call):
         grads(
             call,
             f"L={lengths}",
-            lambda: m(tokens, mask).square().sum(),
+            lambda tokens=tokens, mask=mask: m(tokens, mask).square().sum(),
             model.emb.weight,
             model.lin.weight,
         )
@@ -236,7 +236,7 @@ def text_varying_length_inference(C, call):
     with torch.no_grad():
         for lengths in ([3, 5], [7, 2], [1, 1], [11, 4], [6, 6], [13, 1], [9, 9, 9]):
             tokens, mask = _padded_batch(lengths)
-            call(f"L={lengths}", lambda: m(tokens, mask))
+            call(f"L={lengths}", lambda tokens=tokens, mask=mask: m(tokens, mask))
 
 
 @scenario
@@ -454,7 +454,7 @@ def bincount_variants(C, call):
     )
     for s in range(3):
         i = torch.randint(0, 6 + s, (12,), generator=torch.Generator().manual_seed(s))
-        call(f"s={s}", lambda i=i: f(i, rand(12, seed=s)))
+        call(f"s={s}", lambda i=i, s=s: f(i, rand(12, seed=s)))
     call("empty", lambda: f(torch.zeros(0, dtype=torch.long), torch.zeros(0)))
 
 
@@ -519,7 +519,7 @@ def pack_padded_lstm(C, call):
 
     def fn(x, lengths):
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
-        out, (h, c) = lstm(packed)
+        out, (h, _) = lstm(packed)
         padded, lens = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
         return padded, lens, h
 
@@ -789,7 +789,7 @@ def layer_norm_dynamic_last(C, call):
         grads(
             call,
             f"n={n}",
-            lambda x=x: f(x[None].expand(2, -1, -1).reshape(2, 4 * n // 4, n)).sum(),
+            lambda x=x, n=n: f(x[None].expand(2, -1, -1).reshape(2, 4 * n // 4, n)).sum(),
             x,
         )
 

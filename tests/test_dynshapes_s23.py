@@ -92,11 +92,17 @@ def test_write_gradients_through_int_position():
         assert [g.misses for g in torch2xla.cache_info(compiled)] == [1, 1]
 
 
+def _read_then_write(x, p):
+    v = x[p]
+    x.add_(1)
+    return v * 1
+
+
 KEPT = {
     # a returned view: eager's output is a view of x (written through later)
     "returned_view": lambda x, p: x[p],
     # read, then written in place: eager's view sees the write
-    "read_then_write": lambda x, p: (lambda v: (x.add_(1), v * 1)[1])(x[p]),
+    "read_then_write": lambda x, p: _read_then_write(x, p),
     # from the end: x[-p] wraps
     "negative": lambda x, p: x[-p] * 2,
     # a transposed base: the view is not row-major
@@ -123,7 +129,7 @@ def test_views_the_copy_would_change_keep_the_int(name):
 
 
 def test_position_out_of_range_raises_eagers_error():
-    fn = lambda x, p: x[p] * 2  # noqa: E731
+    fn = lambda x, p: x[p] * 2
     with fresh_dynamo():
         compiled = torch.compile(fn, backend="xla")
         for p in (1, 2):

@@ -28,6 +28,7 @@ the int (one program per value, as before).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 
 import torch
@@ -140,7 +141,7 @@ def position(node: torch.fx.Node, derived) -> Position | None:
     ex = base.meta.get("example_value")
     if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided or ex.ndim == 0:
         return None
-    name = node.target if node.op == "call_method" else node.target
+    name = node.target
     if name in (torch.select, "select") and len(args) == 3:
         dim, i = args[1:]
         if isinstance(dim, int) and _is_derived(i, derived):
@@ -177,7 +178,7 @@ def _equal(a, b) -> bool:
 
 def _row_major(t: torch.Tensor) -> bool:
     strides = [st for n, st in zip(t.shape, t.stride()) if n != 1]
-    return all(_equal(a, b) or bool(_expr(a) >= _expr(b)) for a, b in zip(strides, strides[1:]))
+    return all(_equal(a, b) or bool(_expr(a) >= _expr(b)) for a, b in itertools.pairwise(strides))
 
 
 def check(pos: Position, load, fake) -> tuple[str | None, object]:
