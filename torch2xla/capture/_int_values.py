@@ -13,7 +13,9 @@ anywhere in the graph (a shape, a slice bound, an ``arange`` length) or where it
 outside the few whose results are proven the same for an int and for a 0-d int64 tensor: the
 rewritten node's fake result must have the original's dtype, shape and device, and no 0-d
 integer tensor (whose dtype a 0-d int64 tensor would widen) takes part. ``IntValues.kept`` says
-why, per input, for the recompile warning (``guards/_graph.py``).
+why, per input, for the recompile warning (``guards/_graph.py``). An int in the storage offsets of views
+only (``x[pos]``, ``cache[:, pos:pos + 1] = k``) is taken as a tensor too, those views and
+writes rewritten to gather and scatter at it (``_int_offsets.py`` says when).
 """
 
 from __future__ import annotations
