@@ -13,7 +13,9 @@ anywhere in the graph (a shape, a slice bound, an ``arange`` length) or where it
 outside the few whose results are proven the same for an int and for a 0-d int64 tensor: the
 rewritten node's fake result must have the original's dtype, shape and device, and no 0-d
 integer tensor (whose dtype a 0-d int64 tensor would widen) takes part. ``IntValues.kept`` says
-why, per input, for the recompile warning (``guards/_graph.py``).
+why, per input, for the recompile warning (``guards/_graph.py``). An int in the storage offsets of views
+only (``x[pos]``, ``cache[:, pos:pos + 1] = k``) is taken as a tensor too, those views and
+writes rewritten to gather and scatter at it (``_int_offsets.py`` says when).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import op_name, source_line
+from torch2xla.capture import _int_offsets
 
 _MEMO_LIMIT = 4096
 
@@ -108,15 +111,19 @@ class IntValues:
         return args
 
 
-def _symbols(value) -> set:
-    """The free symbols of the sizes, strides and offsets of the tensors in ``value`` (also in
-    the shape environment's canonical form: a symbol Dynamo replaced by another)."""
+def _symbols(value, offsets: bool | None = True) -> set:
+    """The free symbols of the sizes, strides and (``offsets``; None: only) offsets of the
+    tensors in ``value`` (also in the shape environment's canonical form: a symbol Dynamo
+    replaced by another)."""
     out: set = set()
 
     def add(v):
         if isinstance(v, torch.Tensor):
-            layout = (*v.stride(), v.storage_offset()) if v.layout == torch.strided else ()
-            for n in (*v.shape, *layout):
+            strided = v.layout == torch.strided
+            numbers = () if offsets is None else (*v.shape, *(v.stride() if strided else ()))
+            if offsets is not False and strided:
+                numbers = (*numbers, v.storage_offset())
+            for n in numbers:
                 if isinstance(n, torch.SymInt):
                     expr = n.node.expr
                     out.update(expr.free_symbols, n.node.shape_env.replace(expr).free_symbols)
@@ -163,6 +170,15 @@ def _where(node: torch.fx.Node) -> str:
     return f"{op_name(node)}" + ("" if line.startswith("<") else f", at {line}")
 
 
+def _made_of(node: torch.fx.Node, views: set) -> bool:
+    """Whether ``node`` takes a tensor input that is one of ``views`` or made of one (recorded
+    in ``views``: the views of a rewritten read are views of its copy)."""
+    if any(n in views for n in node.all_input_nodes):
+        views.add(node)
+        return True
+    return False
+
+
 def _same(a, b) -> bool:
     """Whether two fake results have the same dtype, device, and shape (the same expressions)."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -188,6 +204,8 @@ class _Plan:
         # int arithmetic node -> its tensor form (target, args)
         self.calls: dict[torch.fx.Node, tuple] = {}
         self.refused: dict[torch.fx.Node, str] = {}  # input -> why it stays an int
+        # views and writes at a position the inputs give, rewritten (``_int_offsets``)
+        self.positions: dict[torch.fx.Node, _int_offsets.Position] = {}
         for node in gm.graph.nodes:
             ins = [n for n in node.all_input_nodes if n in self.values]
             if not ins or node.op in ("output", "placeholder"):
@@ -200,6 +218,46 @@ class _Plan:
                 continue
             for p in origin:
                 self.refused.setdefault(p, why)
+        self._check_offsets(gm)
+
+    def _check_offsets(self, gm: torch.fx.GraphModule) -> None:
+        """Refuse the inputs in whose storage offsets a node that is not one of the rewritten
+        reads (or a view made of one) is, and those of rewritten reads that a graph output is
+        made of without a copy or that are followed by an in-place write (the copy would not
+        see it, the view would)."""
+        symbols = {}
+        for p in self.origin:
+            if p.op == "placeholder":
+                expr = p.meta["example_value"].node.expr
+                symbols[expr] = p
+                symbols[p.meta["example_value"].node.shape_env.replace(expr)] = p
+        reads = {n for n, pos in self.positions.items() if not pos.write}
+        nodes = list(gm.graph.nodes)
+        last_write = max(
+            (i for i, n in enumerate(nodes) if _int_offsets.writes(n) and n not in self.positions),
+            default=-1,
+        )
+        outputs = set(nodes[-1].all_input_nodes)
+        views = set(reads)  # the rewritten reads and the views made of them
+        for i, node in enumerate(nodes):
+            if node.op in ("output", "placeholder"):
+                continue
+            found = _symbols(node.meta.get("example_value"), offsets=None) & symbols.keys()
+            if not found and node not in reads:
+                continue
+            origin = {symbols[s] for s in found}
+            if node in reads:
+                origin |= self.origin[self.positions[node].start]
+            why = None
+            if node not in reads and not _made_of(node, views):
+                why = f"it is the storage offset of {_where(node)}"
+            elif node in outputs:
+                why = f"a view at its position is returned ({_where(node)})"
+            elif i < last_write:
+                why = f"a view at its position is read before an in-place write ({_where(node)})"
+            if why is not None:
+                for p in origin:
+                    self.refused.setdefault(p, why)
 
     def _load(self, a):
         if isinstance(a, torch.fx.Node):
@@ -219,6 +277,13 @@ class _Plan:
         (recording the new value of int arithmetic), else why not."""
         example = node.meta.get("example_value")
         where = _where(node)
+        pos = _int_offsets.position(node, self.values)
+        if pos is not None:
+            why, _ = _int_offsets.check(pos, self._load, self.fake)
+            if why is not None:
+                return f"{why} ({where})"
+            self.positions[node] = pos
+            return None
         direct = {a for a in (*node.args, *node.kwargs.values()) if isinstance(a, torch.fx.Node)}
         if any(n in self.values and n not in direct for n in node.all_input_nodes):
             return f"it is part of an argument of {where}"
@@ -301,8 +366,8 @@ def int_values(gm: torch.fx.GraphModule) -> IntValues | None:
     kept: dict[str, str] = {}
     sized: dict = {}  # symbol -> the first node whose tensor it sizes
     for node in gm.graph.nodes:
-        if node.op != "output":
-            for s in _symbols(node.meta.get("example_value")):
+        if node.op != "output":  # (offsets: only views at a position, ``_check_offsets``)
+            for s in _symbols(node.meta.get("example_value"), offsets=False):
                 sized.setdefault(s, node)
     for p in list(ints):
         ex = p.meta["example_value"]
@@ -325,6 +390,8 @@ def int_values(gm: torch.fx.GraphModule) -> IntValues | None:
         node.meta["example_value"] = value
     for node, (target, args) in plan.calls.items():
         node.target, node.args = target, args
+    for pos in plan.positions.values():
+        _int_offsets.rewrite(gm, pos, plan.fake)
     gm.graph.lint()
     gm.recompile()
     return IntValues(tuple(sorted(ints.values())), plan.device, kept)
