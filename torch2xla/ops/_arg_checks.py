@@ -361,7 +361,9 @@ def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
             if not finite.min <= bound <= finite.max:
                 return f"{name} is out of bounds for {_c_name(dtype)}"
     if low > high:
-        return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+        return (
+            f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+        )
     if dtype is not None and dtype.is_floating_point and high - low > torch.finfo(dtype).max:
         return (
             f"uniform_ expects to-from <= std::numeric_limits<{_name(dtype)}>::max(), but "
@@ -438,8 +440,7 @@ def _index_reduce_mode(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     if not isinstance(reduce, str) or reduce in ("prod", "mean", "amax", "amin"):
         return None
     return (
-        "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
-        f"{reduce}."
+        f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
     )
 
 
