@@ -237,14 +237,14 @@ def test_arguments_the_fake_kernels_accept_raise_what_eager_raises(name, fn, arg
 
 
 def test_multinomial_of_as_many_samples_as_classes_draws_each_once():
-    fn = lambda p: torch.multinomial(p, 3).sort(-1).values  # noqa: E731
+    fn = lambda p: torch.multinomial(p, 3).sort(-1).values
     p = torch.tensor([[0.2, 0.3, 0.5], [1.0, 1.0, 1.0]])
     out = torch.compile(fn, backend="xla", options={"strict": True})(p)
     assert torch.equal(out, fn(p))
 
 
 def test_multinomial_with_replacement_draws_more_than_classes():
-    fn = lambda p: torch.multinomial(p, 5, True)  # noqa: E731
+    fn = lambda p: torch.multinomial(p, 5, True)
     out = torch.compile(fn, backend="xla", options={"strict": True})(torch.tensor([0.0, 1.0]))
     assert torch.equal(out, torch.ones(5, dtype=torch.int64))
 
@@ -254,7 +254,7 @@ def test_multinomial_with_replacement_draws_more_than_classes():
     [(1.0, 1.0, torch.float32), (-1e38, 1e38, torch.float32), (-3e4, 3e4, torch.float16)],
 )
 def test_uniform_bounds_eager_accepts_draw_within_them(low, high, dtype):
-    fn = lambda x: x.uniform_(low, high)  # noqa: E731
+    fn = lambda x: x.uniform_(low, high)
     out = torch.compile(fn, backend="xla", options={"strict": True})(torch.zeros(64, dtype=dtype))
     assert out.dtype == dtype
     assert bool(((out >= low) & (out <= high)).all())
