@@ -273,3 +273,20 @@ def test_valid_arguments_of_the_same_ops_match_eager():
     for o, w in zip(out, fn(*args)):
         assert o.dtype == w.dtype
         torch.testing.assert_close(o, w)
+
+
+# -- random samplers at parameters outside their domain: eager's values, not NaN ------------------
+def test_binomial_outside_the_domain_gives_eagers_draws():
+    # (each entry is certain: no draws where count <= 0 or prob <= 0, all where prob >= 1)
+    count = torch.tensor([-1.0, 0.0, 3.0, 4.0, 2.0, 5.0])
+    prob = torch.tensor([0.5, 1.0, 1.5, 1.0, -0.5, 0.0])
+    fn = lambda c, p: torch.binomial(c, p)
+    out = torch.compile(fn, backend="xla", options={"strict": True})(count, prob)
+    assert torch.equal(out, fn(count, prob))
+
+
+def test_gamma_of_a_concentration_at_or_below_zero_is_the_smallest_normal():
+    fn = lambda a: torch._standard_gamma(a)
+    a = torch.tensor([-1.0, 0.0, 1e-30])
+    out = torch.compile(fn, backend="xla", options={"strict": True})(a)
+    assert torch.equal(out, fn(a))
