@@ -290,3 +290,47 @@ def test_gamma_of_a_concentration_at_or_below_zero_is_the_smallest_normal():
     a = torch.tensor([-1.0, 0.0, 1e-30])
     out = torch.compile(fn, backend="xla", options={"strict": True})(a)
     assert torch.equal(out, fn(a))
+
+
+# -- reductions along an empty dimension whose meta kernels do not check it -----------------------
+def max_dim(x):
+    return x.max(1).values
+
+
+def min_dim_method(x):
+    return torch.min(x, 0)
+
+
+def mode_last(x):
+    return torch.mode(x).values
+
+
+def max_whole(x):
+    return x.max()
+
+
+EMPTY_CASES = [
+    ("max_dim", max_dim, (torch.zeros(3, 0),), "x.max(1).values"),
+    ("max_dim_int", max_dim, (torch.zeros(3, 0, dtype=torch.long),), "x.max(1).values"),
+    ("min_dim", min_dim_method, (torch.zeros(0, 2),), "torch.min(x, 0)"),
+    ("mode", mode_last, (torch.zeros(2, 0),), "torch.mode(x).values"),
+    ("max_whole", max_whole, (torch.zeros(0),), "x.max()"),
+]
+
+
+@pytest.mark.parametrize("options", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("name, fn, args, line", EMPTY_CASES, ids=[c[0] for c in EMPTY_CASES])
+def test_reductions_along_an_empty_dimension_raise_what_eager_raises(name, fn, args, line, options):
+    _assert_raises_as_eager(fn, args, line, options)
+
+
+def test_reductions_along_a_non_empty_dimension_of_an_empty_tensor_match_eager():
+    def fn(x, s):
+        return x.max(0).values, torch.min(x, 0).indices, torch.mode(x, 0).values, s.max(0)
+
+    args = (torch.zeros(2, 0), torch.tensor(3.0))
+    out = torch.compile(fn, backend="xla", options={"strict": True})(*args)
+    for o, w in zip(out, fn(*args)):
+        for a, b in zip(o if isinstance(o, tuple) else (o,), w if isinstance(w, tuple) else (w,)):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert torch.equal(a, b)

@@ -319,15 +319,39 @@ def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
-def _median_dim(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
-    """Eager's error for a median along an empty dimension (the values are NaN here)."""
-    self, dim = _value(kwargs, "self"), kwargs.get("dim")
-    if self is None or self.dim() == 0 or not isinstance(dim, int):
-        return None
-    dim = dim % self.dim()
-    if self.shape[dim] != 0:
-        return None
-    return f"median(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+def _empty_dim(name: str) -> Checker:
+    """Eager's error for a reduction of ``name`` along an empty dimension, which the meta
+    kernels of ``median``, ``max``/``min`` along a dimension and ``mode`` skip (the values
+    were NaN here, or the lowering failed)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+        self, dim = _value(kwargs, "self"), kwargs.get("dim", -1)
+        if self is None or self.dim() == 0 or not isinstance(dim, int):
+            return None
+        dim = dim % self.dim()
+        if self.shape[dim] != 0:
+            return None
+        return f"{name}(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+
+    return checker
+
+
+def _empty_whole(name: str) -> Checker:
+    """Eager's error for ``max``/``min`` of a tensor without elements (no dimension given)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        self = _value(kwargs, "self")
+        if self is None or self.numel() != 0:
+            return None
+        return (
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+            "the reduction dim with the 'dim' argument."
+        )
+
+    return checker
+
+
+_median_dim = _empty_dim("median")
 
 
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
@@ -590,6 +614,11 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.index_put.default: _first(_index_put_source, _index_put_shape),
     aten.median.dim: _median_dim,
     aten.nanmedian.dim: _median_dim,
+    aten.max.dim: _empty_dim("max"),
+    aten.min.dim: _empty_dim("min"),
+    aten.mode.default: _empty_dim("mode"),
+    aten.max.default: _empty_whole("max"),
+    aten.min.default: _empty_whole("min"),
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),
