@@ -13,6 +13,12 @@ a training step (forward, ``backward``, the gradients as observations) where the
 the function once. Observed as in ``probe_errors.py``: the outputs or the error, the inputs
 after the call, then a valid call of the same compiled function where ``good`` is given.
 Prints ``ok`` / ``DIFF`` / ``NOLINE`` (raised, without the user's line) / ``CRASH`` per case.
+
+Left (session 23): ``TorchRuntimeError`` DIFFs are Dynamo's fake run raising before any backend
+(``topk``'s k, ``histc``'s range, ``F.dropout``'s p: Dynamo's type and words, not eager's);
+NOLINEs are errors eager itself raises after a graph break (``.item()``, ``torch.distributions``'
+``validate_args``, ``torch.cov``'s weights), with eager's traceback; NaN matrices
+(``eigvalsh``, ``slogdet``, ``solve``, ``lu_factor``) propagate NaN otherwise than LAPACK.
 """
 
 from __future__ import annotations
@@ -818,6 +824,9 @@ case(
 case("matrix_exp_nan_ok", lambda a: torch.linalg.matrix_exp(a), lambda: (_NANM(),))
 case("norm2_nan", lambda a: torch.linalg.matrix_norm(a, ord=2), lambda: (_NANM(),))
 case("nuc_nan", lambda a: torch.linalg.matrix_norm(a, ord="nuc"), lambda: (_NANM(),))
+case("max_dim_empty", lambda x: x.max(1).values, lambda: (r(3, 0),))
+case("mode_empty", lambda x: torch.mode(x, 0).values, lambda: (r(0, 2),))
+case("min_whole_empty", lambda x: x.min(), lambda: (r(0),))
 case("svd_lowrank_ok", lambda a: torch.linalg.svdvals(a @ a.T), lambda: (r(3, 2),))
 
 
