@@ -12,7 +12,8 @@
   torch 2.11 decomposes it at the Autograd key without eager's checks of its classes
   (out-of-range classes gave rows of zeros); ``_one_hot`` asserts them (``_assert_async``).
   The margin losses' targets and ``torch.quantile``/``nanquantile``'s ``q`` (call or method)
-  are asserted as eager checks them.
+  are asserted as eager checks them, and ``torch.istft``'s window envelope
+  (``_composite_checks``).
 - ``eager_layouts``: the results of calls whose eager kernels choose their output's memory
   format (batch norm, CPU ``max_pool1d`` without grad) made contiguous in it, so that outputs
   computed from them have eager's strides (the fake kernels keep the input's).
@@ -41,6 +42,7 @@ from torch2xla._errors import OpError
 # (imported for the custom ops ``torch.ops.torch2xla.*`` they define, and for the tracing
 # kernels of quantile's composites, which keep Dynamo from breaking the graph at them)
 from torch2xla.capture import _host_checks  # noqa: F401
+from torch2xla.capture._composite_checks import checked_istft
 from torch2xla.ops import _dtype_probes, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
@@ -634,9 +636,10 @@ def _checked_quantile(quantile: Callable) -> Callable:
 
 _QUANTILES = {torch.quantile: _checked_quantile(torch.quantile)}
 _QUANTILES[torch.nanquantile] = _checked_quantile(torch.nanquantile)
-_REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot, **_QUANTILES}
+_REPLACED = {**_MARGIN_LOSSES, F.one_hot: _one_hot, **_QUANTILES, torch.istft: checked_istft}
 _REPLACED_METHODS = {"quantile": _QUANTILES[torch.quantile]}
 _REPLACED_METHODS["nanquantile"] = _QUANTILES[torch.nanquantile]
+_REPLACED_METHODS["istft"] = checked_istft
 # (the ATen kernels behind them, for their dtype support: ``_dtype_probes.kernel_refuses``)
 _MARGIN_KERNELS = {
     F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,

@@ -319,15 +319,39 @@ def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
-def _median_dim(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
-    """Eager's error for a median along an empty dimension (the values are NaN here)."""
-    self, dim = _value(kwargs, "self"), kwargs.get("dim")
-    if self is None or self.dim() == 0 or not isinstance(dim, int):
-        return None
-    dim = dim % self.dim()
-    if self.shape[dim] != 0:
-        return None
-    return f"median(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+def _empty_dim(name: str) -> Checker:
+    """Eager's error for a reduction of ``name`` along an empty dimension, which the meta
+    kernels of ``median``, ``max``/``min`` along a dimension and ``mode`` skip (the values
+    were NaN here, or the lowering failed)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+        self, dim = _value(kwargs, "self"), kwargs.get("dim", -1)
+        if self is None or self.dim() == 0 or not isinstance(dim, int):
+            return None
+        dim = dim % self.dim()
+        if self.shape[dim] != 0:
+            return None
+        return f"{name}(): Expected reduction dim {dim} to have non-zero size.", OpIndexError
+
+    return checker
+
+
+def _empty_whole(name: str) -> Checker:
+    """Eager's error for ``max``/``min`` of a tensor without elements (no dimension given)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        self = _value(kwargs, "self")
+        if self is None or self.numel() != 0:
+            return None
+        return (
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+            "the reduction dim with the 'dim' argument."
+        )
+
+    return checker
+
+
+_median_dim = _empty_dim("median")
 
 
 _SCALAR_TYPE = "expected scalar type {a} but found {b}"
@@ -349,10 +373,27 @@ def _masked_scatter_mask(kwargs: dict, node: torch.fx.Node | None) -> str | None
 
 
 def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``uniform_``'s range, in eager's order: each bound within the dtype's finite range (NaN
+    is not), then ``from <= to``, then a width the dtype can hold."""
     low, high = kwargs.get("from", 0.0), kwargs.get("to", 1.0)
-    if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= high:
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
         return None
-    return f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+    dtype = _dtype(kwargs, "self")
+    if dtype is not None and dtype.is_floating_point:
+        finite = torch.finfo(dtype)
+        for name, bound in (("from", low), ("to", high)):
+            if not finite.min <= bound <= finite.max:
+                return f"{name} is out of bounds for {_c_name(dtype)}"
+    if low > high:
+        return (
+            f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
+        )
+    if dtype is not None and dtype.is_floating_point and high - low > torch.finfo(dtype).max:
+        return (
+            f"uniform_ expects to-from <= std::numeric_limits<{_name(dtype)}>::max(), but "
+            f"found to={high:g} and from={low:g} which result in to-from to exceed the limit"
+        )
+    return None
 
 
 def _random_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
@@ -396,7 +437,35 @@ def _multinomial_input(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     n = kwargs.get("num_samples")
     if isinstance(n, int) and n <= 0:  # (the meta kernel checks the other arguments)
         return "cannot sample n_sample <= 0 samples"
+    probs = _value(kwargs, "self")
+    classes = probs.shape[-1] if probs is not None and probs.dim() else None
+    if kwargs.get("replacement", False) or not isinstance(n, int) or not isinstance(classes, int):
+        return None
+    if n > classes:
+        return "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
     return None
+
+
+def _mvlgamma_p(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (eager then checks the values, ``self > (p - 1) / 2``; Dynamo breaks the graph there)
+    p = kwargs.get("p")
+    return "p has to be greater than or equal to 1" if isinstance(p, int) and p < 1 else None
+
+
+def _searchsorted_side(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    side = kwargs.get("side")
+    if side is None or side in ("left", "right"):
+        return None
+    return f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}"
+
+
+def _index_reduce_mode(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    reduce = kwargs.get("reduce")
+    if not isinstance(reduce, str) or reduce in ("prod", "mean", "amax", "amin"):
+        return None
+    return (
+        f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
+    )
 
 
 def _first(*checkers: Checker) -> Checker:
@@ -469,6 +538,9 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.random.to: _random_range,
     getattr(aten.random, "from"): _random_range,
     aten.bernoulli.p: _bernoulli_p,
+    aten.mvlgamma.default: _mvlgamma_p,
+    aten.searchsorted.Tensor: _searchsorted_side,
+    aten.searchsorted.Scalar: _searchsorted_side,
     aten.bucketize.Tensor: _bucketize_boundaries,
     aten.bucketize.Scalar: _bucketize_boundaries,
     aten.mm.default: _pairs(
@@ -519,6 +591,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         ("self", "values", "heaviside is not yet implemented for tensors with different dtypes.")
     ),
     aten.index_reduce.default: _first(
+        _index_reduce_mode,  # (eager's meta function checks the mode first)
         _index_add_source,  # (eager's meta function checks shapes before its kernel dtypes)
         _pairs(
             (
@@ -541,6 +614,11 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.index_put.default: _first(_index_put_source, _index_put_shape),
     aten.median.dim: _median_dim,
     aten.nanmedian.dim: _median_dim,
+    aten.max.dim: _empty_dim("max"),
+    aten.min.dim: _empty_dim("min"),
+    aten.mode.default: _empty_dim("mode"),
+    aten.max.default: _empty_whole("max"),
+    aten.min.default: _empty_whole("min"),
     aten.native_layer_norm.default: _norm("weight", "bias"),
     aten.native_group_norm.default: _norm("weight", "bias"),
     aten._native_batch_norm_legit.no_stats: _norm("weight", "bias"),

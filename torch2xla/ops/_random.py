@@ -255,12 +255,19 @@ def poisson(self, generator=None):
 @register(aten._standard_gamma.default)
 def _standard_gamma(self, generator=None):
     wide = jnp.promote_types(self.dtype, jnp.float32)
-    return as_dtype(jax.random.gamma(_key(), as_dtype(self, wide)), self.dtype)
+    sample = jax.random.gamma(_key(), as_dtype(self, wide))
+    # eager's CPU kernel returns max(smallest normal, sample): never 0, and that smallest
+    # number where its sampler gives NaN (a concentration <= 0; JAX: NaN)
+    tiny = jnp.finfo(self.dtype).tiny
+    return as_dtype(jnp.where(sample > tiny, sample, tiny), self.dtype)
 
 
 @register(aten.binomial.default)
 def binomial(count, prob, generator=None):
     wide = jnp.promote_types(count.dtype, jnp.float32)
-    return as_dtype(
-        jax.random.binomial(_key(), as_dtype(count, wide), as_dtype(prob, wide)), count.dtype
-    )
+    n, p = as_dtype(count, wide), as_dtype(prob, wide)
+    sample = jax.random.binomial(_key(), n, p)
+    # eager's sampler: no draws (0) where count <= 0 or prob <= 0, all of them (count) where
+    # prob >= 1 (JAX: NaN outside [0, 1] and for a negative count)
+    sample = jnp.where(p >= 1, n, sample)
+    return as_dtype(jnp.where((n <= 0) | (p <= 0), 0, sample), count.dtype)
