@@ -32,6 +32,7 @@ from torch._ops import ops
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.ops._dtype_probes import REFUSED_CALL, kernel_refuses, unsupported_dtype
+from torch2xla.ops._random_checks import RANDOM_CHECKS
 from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
@@ -372,45 +373,6 @@ def _masked_scatter_mask(kwargs: dict, node: torch.fx.Node | None) -> str | None
     return f"masked_scatter_ only supports boolean masks, but got mask with dtype {_name(mask)}"
 
 
-def _uniform_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
-    """``uniform_``'s range, in eager's order: each bound within the dtype's finite range (NaN
-    is not), then ``from <= to``, then a width the dtype can hold."""
-    low, high = kwargs.get("from", 0.0), kwargs.get("to", 1.0)
-    if not isinstance(low, int | float) or not isinstance(high, int | float):
-        return None
-    dtype = _dtype(kwargs, "self")
-    if dtype is not None and dtype.is_floating_point:
-        finite = torch.finfo(dtype)
-        for name, bound in (("from", low), ("to", high)):
-            if not finite.min <= bound <= finite.max:
-                return f"{name} is out of bounds for {_c_name(dtype)}"
-    if low > high:
-        return (
-            f"uniform_ expects to return a [from, to) range, but found from={low:g} > to={high:g}"
-        )
-    if dtype is not None and dtype.is_floating_point and high - low > torch.finfo(dtype).max:
-        return (
-            f"uniform_ expects to-from <= std::numeric_limits<{_name(dtype)}>::max(), but "
-            f"found to={high:g} and from={low:g} which result in to-from to exceed the limit"
-        )
-    return None
-
-
-def _random_range(kwargs: dict, node: torch.fx.Node | None) -> str | None:
-    """``randint_like``/``random_``'s range: eager's kernel refuses an empty one."""
-    low, high = kwargs.get("low", kwargs.get("from", 0)), kwargs.get("high", kwargs.get("to"))
-    if not isinstance(low, int) or not isinstance(high, int) or low < high:
-        return None
-    return f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
-
-
-def _bernoulli_p(kwargs: dict, node: torch.fx.Node | None) -> str | None:
-    p = kwargs.get("p", 0.5)
-    if not isinstance(p, int | float) or 0 <= p <= 1:
-        return None
-    return f"bernoulli_ expects p to be in [0, 1], but got p={p:g}"
-
-
 def _softmax_dtype(prefix: str) -> Checker:
     """Eager's softmax kernels are implemented for floating dtypes only (the meta kernel
     accepts any, so ``F.softmax(int_tensor, -1)`` traced to an integer result)."""
@@ -428,22 +390,6 @@ def _softmax_dtype(prefix: str) -> Checker:
         return f"\"{kernel}\" not implemented for '{_name(x.dtype)}'", OpNotImplementedError
 
     return checker
-
-
-def _multinomial_input(kwargs: dict, node: torch.fx.Node | None) -> str | None:
-    x = _dtype(kwargs, "self")
-    if x is not None and not x.is_floating_point:
-        return f"multinomial only supports floating-point dtypes for input, got: {_name(x)}"
-    n = kwargs.get("num_samples")
-    if isinstance(n, int) and n <= 0:  # (the meta kernel checks the other arguments)
-        return "cannot sample n_sample <= 0 samples"
-    probs = _value(kwargs, "self")
-    classes = probs.shape[-1] if probs is not None and probs.dim() else None
-    if kwargs.get("replacement", False) or not isinstance(n, int) or not isinstance(classes, int):
-        return None
-    if n > classes:
-        return "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
-    return None
 
 
 def _mvlgamma_p(kwargs: dict, node: torch.fx.Node | None) -> str | None:
@@ -524,6 +470,7 @@ def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
 
 
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
+    **RANDOM_CHECKS,
     aten.var.correction: _floating_input("std and var"),
     aten.var.dim: _floating_input("std and var"),
     aten.std.correction: _floating_input("std and var"),
@@ -532,12 +479,6 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.std_mean.correction: _floating_input("std_mean"),
     aten.index_add.default: _index_add_source,
     aten.masked_scatter.default: _masked_scatter_mask,
-    aten.uniform.default: _uniform_range,
-    aten.randint_like.default: _random_range,
-    aten.randint_like.low_dtype: _random_range,
-    aten.random.to: _random_range,
-    getattr(aten.random, "from"): _random_range,
-    aten.bernoulli.p: _bernoulli_p,
     aten.mvlgamma.default: _mvlgamma_p,
     aten.searchsorted.Tensor: _searchsorted_side,
     aten.searchsorted.Scalar: _searchsorted_side,
@@ -634,7 +575,6 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.rsub.Tensor: _bool_subtraction,
     aten.rsub.Scalar: _bool_subtraction,
     aten._softmax.default: _softmax_dtype(""),
-    aten.multinomial.default: _multinomial_input,
     aten._log_softmax.default: _softmax_dtype("log_"),
     aten.index_select.default: _index_select_index,
     aten._embedding_bag.default: _embedding_bag_weights,

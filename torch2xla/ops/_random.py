@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from torch._ops import ops
 
-from torch2xla.ops._common import as_dtype, out_dtype
+from torch2xla.ops._common import as_dtype, is_array, out_dtype
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -17,28 +17,80 @@ def _key():
     return ctx().next_key()
 
 
-def _float_dtype():
-    return out_dtype()
+# -- the draws every random op is made of ------------------------------------------------------
+def _wide(dtype) -> np.dtype:
+    """The dtype a draw of ``dtype`` is made in: float64 for float64, else float32 (eager's
+    CPU kernels draw half precision in float, then round)."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def _uniform01(shape, dtype):
+    """Uniform floats in [0, 1) of ``_wide(dtype)``, each ``k / 2**d`` with ``d`` random bits
+    (24 for float32, 53 for float64), as eager's ``uniform_real_distribution``.
+
+    NOTE: drawn in the target dtype, half precision gave only 1024 (float16) or 128 (bfloat16)
+    distinct values, and JAX's normal of those lost its tails (|z| <= 3.2 in float16, 2.9 in
+    bfloat16) and its Bernoulli a probability below 1 / 1024."""
+    wide, shape = _wide(dtype), tuple(shape)
+    if wide == np.float64:
+        bits = jax.random.bits(_key(), shape, jnp.uint64) >> 11
+        return bits.astype(wide) * wide.type(2.0**-53)
+    bits = jax.random.bits(_key(), shape, jnp.uint32) >> 8
+    return bits.astype(wide) * wide.type(2.0**-24)
+
+
+def _round_down(v, dtype):
+    """``v`` (float32) in ``dtype``, rounded toward -inf: a draw below ``to`` stays below it
+    (rounded to nearest, a float32 ``u`` within 2**-12 of 1 became a float16 1.0)."""
+    if v.dtype == dtype:
+        return v
+    r = v.astype(dtype)
+    return jnp.where(r.astype(v.dtype) > v, jnp.nextafter(r, jnp.asarray(-jnp.inf, dtype)), r)
+
+
+def _uniform(shape, dtype, low=0.0, high=1.0):
+    """``uniform_(low, high)`` of a tensor of ``shape`` and ``dtype``: ``low + (high - low) * u``
+    with ``low`` and ``high`` first cast to ``dtype`` (as eager); complex: its real and
+    imaginary parts drawn alike."""
+    dtype = np.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        part = np.dtype(np.float64) if dtype == np.complex128 else np.dtype(np.float32)
+        parts = _uniform((*shape, 2), part, low, high)
+        return jax.lax.complex(parts[..., 0], parts[..., 1])
+    wide = _wide(dtype)
+    lo, hi = (as_dtype(as_dtype(b, dtype), wide) for b in (low, high))
+    return _round_down(_uniform01(shape, dtype) * (hi - lo) + lo, dtype)
+
+
+def _standard_normal(shape, dtype):
+    """Standard normal draws of ``dtype``, made in ``_wide(dtype)``; complex: real and
+    imaginary parts each of variance 1/2, as eager's ``randn``."""
+    dtype, shape = np.dtype(dtype), tuple(shape)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        part = np.dtype(np.float64) if dtype == np.complex128 else np.dtype(np.float32)
+        parts = _standard_normal((*shape, 2), part) * part.type(np.sqrt(0.5))
+        return jax.lax.complex(parts[..., 0], parts[..., 1])
+    return as_dtype(jax.random.normal(_key(), shape, _wide(dtype)), dtype)
 
 
 @register(aten.rand.default)
 def rand(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
-    return jax.random.uniform(_key(), tuple(size), _float_dtype())
+    return _uniform(size, out_dtype())
 
 
 @register(aten.randn.default)
 def randn(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
-    return jax.random.normal(_key(), tuple(size), _float_dtype())
+    return _standard_normal(size, out_dtype())
 
 
 @register(aten.rand_like.default)
 def rand_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return jax.random.uniform(_key(), self.shape, _float_dtype())
+    return _uniform(self.shape, out_dtype())
 
 
 @register(aten.randn_like.default)
 def randn_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return jax.random.normal(_key(), self.shape, _float_dtype())
+    return _standard_normal(self.shape, out_dtype())
 
 
 # Eager's CPU kernels check their parameters' values; programs on a GPU do not (as the divisor
@@ -57,28 +109,38 @@ def _check_parameter(valid, message: str) -> None:
         c.check(~jnp.all(valid), message)
 
 
+def _bernoulli(shape, p, dtype):
+    """Draws of ``dtype`` and ``shape``, 1 with probability ``p`` (broadcast to ``shape``):
+    ``u < p`` with ``u`` of 24 random bits (53 for a float64 ``p``), as eager."""
+    wide = _wide(p.dtype if is_array(p) else np.float32)
+    u = _uniform01(shape, wide)
+    return as_dtype(u < as_dtype(p, wide), dtype)
+
+
 @register(aten.bernoulli.default)
 def bernoulli(self, *, generator=None):
     _check_parameter((self >= 0) & (self <= 1), _BERNOULLI_P)
-    return as_dtype(jax.random.bernoulli(_key(), self), self.dtype)
+    return _bernoulli(self.shape, self, self.dtype)
 
 
 @register(aten.bernoulli.p)
 def bernoulli_p(self, p=0.5, *, generator=None):
-    return as_dtype(jax.random.bernoulli(_key(), p, self.shape), self.dtype)
+    return _bernoulli(self.shape, p, self.dtype)
 
 
 @register(aten.uniform.default)
 def uniform(self, from_=0.0, to=1.0, *, generator=None):
-    return jax.random.uniform(_key(), self.shape, self.dtype, from_, to)
+    return _uniform(self.shape, self.dtype, from_, to)
 
 
 @register(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
 def normal(mean, std=1.0, *, generator=None):
     if hasattr(std, "shape"):  # (a float std is checked by the trace)
         _check_parameter(std >= 0, "normal expects all elements of std >= 0.0")
-    shape = ctx().out.shape
-    return jax.random.normal(_key(), tuple(shape), out_dtype()) * std + mean
+    out = out_dtype()
+    wide = out if jnp.issubdtype(out, jnp.complexfloating) else _wide(out)
+    z = _standard_normal(ctx().out.shape, wide)
+    return as_dtype(z * as_dtype(std, wide) + as_dtype(mean, wide), out)
 
 
 @register(aten.randint.low, aten.randint.default)
@@ -93,12 +155,6 @@ def randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_mem
 
 
 # -- in-place distributions (functionalized: they return a fresh tensor of self's shape) ---------
-def _uniform01(shape, dtype):
-    # Drawn in float32 at least: bfloat16's 8-bit mantissa would make u == 0 or 1 common.
-    wide = jnp.promote_types(dtype, jnp.float32)
-    return jax.random.uniform(_key(), tuple(shape), wide)
-
-
 @register(aten.cauchy.default)
 def cauchy(self, median=0.0, sigma=1.0, *, generator=None):
     u = _uniform01(self.shape, self.dtype)
@@ -122,29 +178,28 @@ def geometric(self, p, *, generator=None):
 
 @register(aten.log_normal.default)
 def log_normal(self, mean=1.0, std=2.0, *, generator=None):
-    wide = jnp.promote_types(self.dtype, jnp.float32)
-    z = jax.random.normal(_key(), self.shape, wide)
+    z = _standard_normal(self.shape, _wide(self.dtype))
     return as_dtype(jnp.exp(mean + std * z), self.dtype)
 
 
 @register(aten.normal_functional.default)
 def normal_functional(self, mean=0.0, std=1.0, *, generator=None):
-    wide = jnp.promote_types(self.dtype, jnp.float32)
-    return as_dtype(mean + std * jax.random.normal(_key(), self.shape, wide), self.dtype)
+    z = _standard_normal(self.shape, _wide(self.dtype))
+    return as_dtype(mean + std * z, self.dtype)
 
 
 @register(aten.normal.float_float)
 def normal_float_float(
     mean, std, size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None
 ):
-    return mean + std * jax.random.normal(_key(), tuple(size), out_dtype())
+    out = out_dtype()
+    return as_dtype(mean + std * _standard_normal(size, _wide(out)), out)
 
 
 @register(aten.bernoulli.Tensor)
 def bernoulli_tensor(self, p, *, generator=None):
     _check_parameter((p >= 0) & (p <= 1), _BERNOULLI_P)
-    probs = jnp.broadcast_to(as_dtype(p, jnp.float32), self.shape)
-    return as_dtype(jax.random.bernoulli(_key(), probs), self.dtype)
+    return _bernoulli(self.shape, jnp.broadcast_to(p, self.shape), self.dtype)
 
 
 def _int_range(dtype):
@@ -219,7 +274,8 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     if c.checking and not c.on_cuda and probs.size:  # (CUDA's kernel asserts on the device)
         code = _multinomial_code(probs, replacement and num_samples > 1)
         c.check(code != 0, "", code, explain=_multinomial_error)
-    logits = jnp.log(as_dtype(probs, jnp.float32))
+    # (in float64 for float64 weights: 1e-300 is no weight of zero)
+    logits = jnp.log(as_dtype(probs, _wide(probs.dtype)))
     key = _key()
     if replacement:
         draws = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, probs.shape[0]))
@@ -252,14 +308,28 @@ def poisson(self, generator=None):
     return as_dtype(jax.random.poisson(_key(), self), self.dtype)
 
 
+def _at_least_tiny(x):
+    """``x`` with values below the smallest normal float of its dtype (NaN included) raised to
+    it, as eager's ``std::max(min, sample)``: a gamma draw is never 0."""
+    tiny = jnp.asarray(jnp.finfo(x.dtype).tiny, x.dtype)
+    return jnp.where(x > tiny, x, tiny)
+
+
 @register(aten._standard_gamma.default)
 def _standard_gamma(self, generator=None):
-    wide = jnp.promote_types(self.dtype, jnp.float32)
-    sample = jax.random.gamma(_key(), as_dtype(self, wide))
-    # eager's CPU kernel returns max(smallest normal, sample): never 0, and that smallest
-    # number where its sampler gives NaN (a concentration <= 0; JAX: NaN)
-    tiny = jnp.finfo(self.dtype).tiny
-    return as_dtype(jnp.where(sample > tiny, sample, tiny), self.dtype)
+    wide = _wide(self.dtype)
+    return _at_least_tiny(as_dtype(jax.random.gamma(_key(), as_dtype(self, wide)), self.dtype))
+
+
+@register(aten._sample_dirichlet.default)
+def _sample_dirichlet(self, generator=None):
+    # As eager's CPU kernel: gamma draws in float64 (at least its smallest normal), each row
+    # divided by its sum, then kept in [smallest normal, largest float below 1] of the dtype.
+    f64 = np.dtype(np.float64)
+    gamma = _at_least_tiny(jax.random.gamma(_key(), as_dtype(self, f64)))
+    draws = as_dtype(gamma / jnp.sum(gamma, -1, keepdims=True), self.dtype)
+    below_one = jnp.nextafter(jnp.asarray(1, self.dtype), jnp.asarray(0, self.dtype))
+    return jnp.clip(draws, jnp.finfo(self.dtype).tiny, below_one)
 
 
 @register(aten.binomial.default)
