@@ -42,6 +42,7 @@ from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
+from torch2xla.autodiff import _versions
 from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
@@ -381,7 +382,10 @@ class XlaFunction(torch.autograd.Function):
                 *map(tensors.__getitem__, watch.inputs),
                 *map(_detach, map(outs.__getitem__, watch.outputs)),
             ]
-            ctx.versions = [*map(_version, watched)]
+            try:
+                ctx.versions = [*map(_version, watched)]
+            except RuntimeError:  # (an inference tensor: eager's error where eager saves it)
+                ctx.versions = _versions.versions_with_inference(plan.program, watch, watched)
             made = nodes.made
             if made is not None:  # (an entry that writes after the call: ``restamp``)
                 made.append(ctx)
