@@ -74,7 +74,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
             graph.erase_node(node)
         elif grad_enabled and (node in views or _is_stop_point(node)):
             for user in list(node.users):
-                if _mutated(user) is node:
+                if node in _written(user):
                     continue  # an in-place write must still reach the value itself
                 if _view_of(user, node):
                     # (a view, as ``c.diagonal().fill_(1)``: a write through it must reach the
@@ -197,19 +197,29 @@ def _mutates(user: torch.fx.Node, node: torch.fx.Node) -> bool:
     if user.op == "call_function" and user.target in _IN_PLACE_FUNCTIONS:
         return bool(user.args) and user.args[0] is node
     name = user.target if user.op == "call_method" else getattr(user.target, "__name__", "")
-    return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+    if not isinstance(name, str) or not name.endswith("_"):
+        return False
+    return not name.startswith("_") or name.startswith("_foreach_")
 
 
-def _mutated(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The value ``node`` writes into in place (its first argument or ``out=``), if any."""
+def _written(node: torch.fx.Node) -> tuple[torch.fx.Node, ...]:
+    """The values ``node`` writes into in place (its first argument, each tensor of a list as
+    ``torch._foreach_mul_``'s first, or ``out=``), if any."""
     out = node.kwargs.get("out")
     if isinstance(out, torch.fx.Node):
-        return out
+        return (out,)
     if node.op in ("call_function", "call_method", "call_module") and node.args:
         first = node.args[0]
-        if isinstance(first, torch.fx.Node) and _mutates(node, first):
-            return first
-    return None
+        if isinstance(first, torch.fx.Node):
+            return (first,) if _mutates(node, first) else ()
+        if (
+            isinstance(first, (list, tuple))
+            and first
+            and all(isinstance(a, torch.fx.Node) for a in first)
+            and _mutates(node, None)
+        ):
+            return tuple(first)
+    return ()
 
 
 def _storage(node: torch.fx.Node) -> StorageWeakRef | None:
@@ -235,9 +245,11 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
         if _is_switch(node):
             enabled = bool(node.args[0])
             continue
-        target = _mutated(node)
-        if target is not None and not (enabled and _tracked(target)):
-            _stop_sources(graph, node, target)
+        targets = _written(node)
+        unrecorded = [t for t in targets if not (enabled and _tracked(t))]
+        if unrecorded:
+            _stop_sources(graph, node, targets)
+        for target in unrecorded:
             memory = _storage(target)  # (None for an integer tensor: no gradient to keep)
             written = memory is not None and [
                 t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
@@ -248,13 +260,13 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
             tracked.append(node)
 
 
-def _stop_sources(graph: torch.fx.Graph, write: torch.fx.Node, target: torch.fx.Node) -> None:
-    """The tracked values an unrecorded in-place ``write`` reads besides its ``target`` (``w``
+def _stop_sources(graph: torch.fx.Graph, write: torch.fx.Node, targets: tuple) -> None:
+    """The tracked values an unrecorded in-place ``write`` reads besides its ``targets`` (``w``
     in ``buf.lerp_(w, 0.5)`` under ``no_grad``), read through ``stop_gradient``: the written
     values carry no history in eager, so later reads of ``target`` get no gradient through
     them."""
     for source in write.all_input_nodes:
-        if source is target or not _tracked(source) or _storage(source) is None:
+        if source in targets or not _tracked(source) or _storage(source) is None:
             continue
         with graph.inserting_before(write):
             stop = graph.call_function(_STOP, (source,))
@@ -277,14 +289,12 @@ def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[b
         if _is_switch(node):
             enabled = bool(node.args[0])
             continue
-        target = _mutated(node)
-        if target is None:
-            continue
-        recorded = enabled and _tracked(target)
-        every = every and recorded
-        root = _root(target)
-        if root in position:
-            per_input.setdefault(position[root], set()).add(recorded)
+        for target in _written(node):
+            recorded = enabled and _tracked(target)
+            every = every and recorded
+            root = _root(target)
+            if root in position:
+                per_input.setdefault(position[root], set()).add(recorded)
     return every, {i: frozenset(kinds) for i, kinds in per_input.items()}
 
 
