@@ -128,6 +128,61 @@ def nograd_write_to_untracked_then_tracked(C, rec):
 
 
 @scenario
+def nograd_made_tracked_write_then_nograd_write(C, rec):
+    def f(x, w):
+        with torch.no_grad():
+            t = x * 2
+        t.mul_(w)
+        with torch.no_grad():
+            t.mul_(0.5)
+        return (t * x).sum()
+
+    x, w = leaf(4), leaf(4, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def nograd_made_view_tracked_write(C, rec):
+    def f(x, w):
+        with torch.no_grad():
+            t = x * 2
+        t[1:3].add_(w[1:3])
+        return (t * t).sum()
+
+    x, w = leaf(4), leaf(4, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def nograd_made_returned_after_tracked_write(C, rec):
+    def f(x, w):
+        with torch.no_grad():
+            t = x.exp()
+        t.addcmul_(w, x)
+        return t, t.sum()
+
+    x, w = leaf(4), leaf(4, seed=1)
+    t, s = C(f)(x, w)
+    rec("t", t)
+    s.backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def detach_then_tracked_write(C, rec):
+    def f(x, w):
+        t = x.detach().clone()
+        t.add_(w)
+        return (t * x).sum()
+
+    x, w = leaf(4), leaf(4, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
 def nograd_write_twice_tracked_between(C, rec):
     def f(x, w):
         t = x + 0
