@@ -37,12 +37,11 @@ import numpy as np
 import torch
 from torch.autograd import _profiler_enabled
 
-from torch2xla.autodiff import _split
+from torch2xla.autodiff import _split, _versions
 from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
-from torch2xla.autodiff import _versions
 from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward

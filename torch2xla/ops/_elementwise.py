@@ -605,9 +605,6 @@ def lerp(self, end, weight):
     # last ``numel % W`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
     # signs differ at weight 1: lerp(0, -0, 1) is -0 in the first, +0 in the second.
     on_cuda = ctx().on_cuda
-    tail = (
-        None if on_cuda else scalar_tail(jnp.broadcast_shapes(*map(jnp.shape, (s, e, w))), result)
-    )
 
     def value(s, e, w):
         diff = e - s
