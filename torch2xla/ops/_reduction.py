@@ -82,9 +82,9 @@ def _prod(x, axis=None, keepdims=False):
 
 
 def _prod_partials(v, ax, whole):
-    # (zeros counted per reduced slice; divided by 1 where a zero makes ``plain`` unused: its
-    # derivative, in a double backward, would be NaN there)
-    zeros = jnp.sum(v == 0, axis=None if whole else ax, keepdims=not whole)
+    # (eager counts the zeros of the whole input, for a product along a dim too; divided by 1
+    # where a zero makes ``plain`` unused: its derivative, in a double backward, was NaN)
+    zeros = jnp.sum(v == 0)
     plain = jnp.prod(v, axis=ax, keepdims=True) / jnp.where(zeros == 0, v, 1)
     n = v.shape[ax]
     ones = jnp.ones_like(lax.slice_in_dim(v, 0, 1, axis=ax))
