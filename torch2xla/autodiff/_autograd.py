@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch.autograd import _profiler_enabled
 
-from torch2xla.autodiff import _split
+from torch2xla.autodiff import _split, _versions
 from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
@@ -381,7 +381,10 @@ class XlaFunction(torch.autograd.Function):
                 *map(tensors.__getitem__, watch.inputs),
                 *map(_detach, map(outs.__getitem__, watch.outputs)),
             ]
-            ctx.versions = [*map(_version, watched)]
+            try:
+                ctx.versions = [*map(_version, watched)]
+            except RuntimeError:  # (an inference tensor: eager's error where eager saves it)
+                ctx.versions = _versions.versions_with_inference(plan.program, watch, watched)
             made = nodes.made
             if made is not None:  # (an entry that writes after the call: ``restamp``)
                 made.append(ctx)

@@ -101,6 +101,32 @@ class Watch:
                 raise RuntimeError(message)
 
 
+INFERENCE_SAVED = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`."
+)
+
+
+def versions_with_inference(program, watch: Watch, watched: list) -> list[int]:
+    """The versions of ``watched`` (changed in place: ``Watch.inputs`` then outputs), some of
+    them inference tensors, which have no version counter: eager's error (at the call, as
+    eager's at its forward) where eager's graph saves one (``program.saved_inputs``); those
+    only our backward reads (``x * w.sin()``: eager saves the sine) are watched as a tensor
+    nothing changes (an inference tensor changes only under ``inference_mode``, unseen by
+    eager's nodes too)."""
+    eager = {*getattr(program, "saved_inputs", ()), *getattr(program, "saved_written", ())}
+    versions = []
+    for n, t in enumerate(watched):
+        if t.is_inference():
+            if n < len(watch.inputs) and watch.inputs[n] in eager:
+                raise RuntimeError(INFERENCE_SAVED)
+            watched[n] = t = torch.empty(0)
+        versions.append(t._version)
+    return versions
+
+
 def modified_message(
     t: torch.Tensor, version: int, expected: int, output_nr: int, node, shape=None
 ) -> str:

@@ -29,6 +29,7 @@ _STOP = torch.ops.torch2xla.stop_gradient.default
 _STRAIGHT = torch.ops.torch2xla.straight_through.default
 _GRAD_MODE_SWITCHES = frozenset({torch._C._set_grad_enabled})
 _IN_PLACE_FUNCTIONS = frozenset({operator.setitem})
+_KEPT = "torch2xla_straight_through"  # meta key of the nodes ``_straight_through_after`` adds
 
 
 def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch.fx.GraphModule:
@@ -58,6 +59,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     graph = copy.deepcopy(gm.graph)
     if grad_enabled:
         _keep_unrecorded_writes(graph)
+    made, recorded = _history(graph)
     regions = _regions(graph)
     stops_at: dict = {}  # (stop point, where its stop is placed) -> the stop
     views: set = set()  # views of stop points (and of those views), read through a stop too
@@ -72,10 +74,20 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
                 graph.call_function(torch._C._set_grad_enabled, (depth > 0,))
         elif _is_switch(node) and depth == 0:
             graph.erase_node(node)
-        elif grad_enabled and (node in views or _is_stop_point(node)):
+        elif grad_enabled and (node in views or _is_stop_point(node, made)):
             for user in list(node.users):
-                if _mutated(user) is node:
+                if node in _written(user):
+                    if recorded.get(user) and node not in views:
+                        # (a recorded write: eager tracks the value from there, and only
+                        # what the write adds: the memory takes its stopped value first,
+                        # later reads are not stopped)
+                        _restart_history(graph, user, node)
+                        break
                     continue  # an in-place write must still reach the value itself
+                through = node not in views and _recorded_write_through(user, node, recorded)
+                if through is not None:  # (the same through a view, ``t[1:3].add_(w)``)
+                    _restart_history(graph, user, node)
+                    break
                 if _view_of(user, node):
                     # (a view, as ``c.diagonal().fill_(1)``: a write through it must reach the
                     # value too; its own reads are stopped in turn)
@@ -97,6 +109,41 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     for target, marked in subgraphs.items():
         new.set_submodule(target, marked)
     return new
+
+
+def _history(graph: torch.fx.Graph) -> tuple[dict, dict]:
+    """Per node, whether eager tracks its value when it is made (``made``), and per in-place
+    write, whether eager records it (``recorded``). Dynamo's example value is the tensor as
+    the graph leaves it: a value made under ``no_grad`` (untracked) and then written with a
+    tracked one (``t.add_(x)``) requires grad there."""
+    enabled, now, made, recorded = True, {}, {}, {}
+
+    def tracked(n):
+        return now[n] if n in now else _tracked(n)
+
+    for node in graph.nodes:
+        if _is_switch(node):
+            enabled = bool(node.args[0])
+            continue
+        targets = _written(node)
+        if targets:
+            rec = enabled and any(map(tracked, node.all_input_nodes))
+            recorded[node] = rec
+            for t in targets:
+                now[t] = now.get(t, False) or rec or tracked(t)
+            now[node] = made[node] = tracked(targets[0])
+        elif node.op == "placeholder" or enabled or node.meta.get(_KEPT):
+            now[node] = made[node] = _tracked(node)
+        else:  # (under no_grad: untracked whatever later writes make it)
+            now[node] = made[node] = False
+    return made, recorded
+
+
+def _recorded_write_through(user: torch.fx.Node, node: torch.fx.Node, recorded: dict):
+    """A recorded in-place write into ``user``, a view of ``node``'s memory, if any."""
+    if _storage(user) is None or _storage(user) != _storage(node):
+        return None
+    return next((u for u in user.users if user in _written(u) and recorded.get(u)), None)
 
 
 def _view_of(user: torch.fx.Node, node: torch.fx.Node) -> bool:
@@ -179,11 +226,13 @@ def _tracked(node: torch.fx.Node) -> bool:
     return False
 
 
-def _is_stop_point(node: torch.fx.Node) -> bool:
+def _is_stop_point(node: torch.fx.Node, made: dict | None = None) -> bool:
     if node.op not in ("call_function", "call_method", "call_module"):
         return False
     value = node.meta.get("example_value")
-    if not isinstance(value, torch.Tensor) or _requires_grad(value):
+    if not isinstance(value, torch.Tensor):
+        return False
+    if made.get(node, _requires_grad(value)) if made is not None else _requires_grad(value):
         return False
     if not (value.dtype.is_floating_point or value.dtype.is_complex):
         return False  # integer values carry no gradient in JAX either
@@ -197,19 +246,29 @@ def _mutates(user: torch.fx.Node, node: torch.fx.Node) -> bool:
     if user.op == "call_function" and user.target in _IN_PLACE_FUNCTIONS:
         return bool(user.args) and user.args[0] is node
     name = user.target if user.op == "call_method" else getattr(user.target, "__name__", "")
-    return isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+    if not isinstance(name, str) or not name.endswith("_"):
+        return False
+    return not name.startswith("_") or name.startswith("_foreach_")
 
 
-def _mutated(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The value ``node`` writes into in place (its first argument or ``out=``), if any."""
+def _written(node: torch.fx.Node) -> tuple[torch.fx.Node, ...]:
+    """The values ``node`` writes into in place (its first argument, each tensor of a list as
+    ``torch._foreach_mul_``'s first, or ``out=``), if any."""
     out = node.kwargs.get("out")
     if isinstance(out, torch.fx.Node):
-        return out
+        return (out,)
     if node.op in ("call_function", "call_method", "call_module") and node.args:
         first = node.args[0]
-        if isinstance(first, torch.fx.Node) and _mutates(node, first):
-            return first
-    return None
+        if isinstance(first, torch.fx.Node):
+            return (first,) if _mutates(node, first) else ()
+        if (
+            isinstance(first, (list, tuple))
+            and first
+            and all(isinstance(a, torch.fx.Node) for a in first)
+            and _mutates(node, None)
+        ):
+            return tuple(first)
+    return ()
 
 
 def _storage(node: torch.fx.Node) -> StorageWeakRef | None:
@@ -229,32 +288,48 @@ def _keep_unrecorded_writes(graph: torch.fx.Graph) -> None:
     module docstring). Runs before the grad-mode switches are removed."""
     order = {n: i for i, n in enumerate(graph.nodes)}
     last_use = {n: max((order[u] for u in n.users), default=-1) for n in graph.nodes}
+    made, _ = _history(graph)
     enabled = True
     tracked: list[torch.fx.Node] = []  # tracked float values so far, in graph order
     for node in list(graph.nodes):
         if _is_switch(node):
             enabled = bool(node.args[0])
             continue
-        target = _mutated(node)
-        if target is not None and not (enabled and _tracked(target)):
-            _stop_sources(graph, node, target)
+        targets = _written(node)
+        unrecorded = [t for t in targets if not (enabled and _tracked(t))]
+        if unrecorded:
+            _stop_sources(graph, node, targets)
+        for target in unrecorded:
             memory = _storage(target)  # (None for an integer tensor: no gradient to keep)
             written = memory is not None and [
                 t for t in tracked if last_use[t] > order[node] and _storage(t) == memory
             ]
             if written:
                 _straight_through_after(graph, node, written)
-        if _tracked(node) and _storage(node) is not None:
+        if made.get(node, True) and _tracked(node) and _storage(node) is not None:
             tracked.append(node)
+        # (a value made untracked is tracked from its first recorded write)
+        tracked.extend(t for t in targets if t not in unrecorded and t not in tracked)
 
 
-def _stop_sources(graph: torch.fx.Graph, write: torch.fx.Node, target: torch.fx.Node) -> None:
-    """The tracked values an unrecorded in-place ``write`` reads besides its ``target`` (``w``
+def _restart_history(graph: torch.fx.Graph, write: torch.fx.Node, node: torch.fx.Node) -> None:
+    """Before ``write``, the first recorded in-place write into the untracked ``node``: its
+    memory takes ``stop_gradient`` of its value (for the reads and writes after it)."""
+    with graph.inserting_before(write):
+        stop = graph.call_function(_STOP, (node,))
+        copy = graph.call_method("copy_", (node, stop))
+    for n in (stop, copy):
+        n.meta = {k: v for k, v in node.meta.items() if k != "example_value"}
+        n.meta["example_value"] = node.meta["example_value"]
+
+
+def _stop_sources(graph: torch.fx.Graph, write: torch.fx.Node, targets: tuple) -> None:
+    """The tracked values an unrecorded in-place ``write`` reads besides its ``targets`` (``w``
     in ``buf.lerp_(w, 0.5)`` under ``no_grad``), read through ``stop_gradient``: the written
     values carry no history in eager, so later reads of ``target`` get no gradient through
     them."""
     for source in write.all_input_nodes:
-        if source is target or not _tracked(source) or _storage(source) is None:
+        if source in targets or not _tracked(source) or _storage(source) is None:
             continue
         with graph.inserting_before(write):
             stop = graph.call_function(_STOP, (source,))
@@ -277,14 +352,12 @@ def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[b
         if _is_switch(node):
             enabled = bool(node.args[0])
             continue
-        target = _mutated(node)
-        if target is None:
-            continue
-        recorded = enabled and _tracked(target)
-        every = every and recorded
-        root = _root(target)
-        if root in position:
-            per_input.setdefault(position[root], set()).add(recorded)
+        for target in _written(node):
+            recorded = enabled and _tracked(target)
+            every = every and recorded
+            root = _root(target)
+            if root in position:
+                per_input.setdefault(position[root], set()).add(recorded)
     return every, {i: frozenset(kinds) for i, kinds in per_input.items()}
 
 
@@ -303,3 +376,4 @@ def _straight_through_after(
             anchor = graph.call_method("copy_", (t, value))
         for n in (b, value, anchor):
             n.meta["example_value"] = t.meta["example_value"]
+            n.meta[_KEPT] = True  # (tracked, though under no_grad: ``_history``)

@@ -312,6 +312,9 @@ def div_mode(self, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _pointwise(true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True)(self, other)
     check_divisor(other)
+    # NOTE: eager's derivative of a rounded quotient is 0 (JAX's, through floor or trunc of
+    # a / b, is 0 * inf = NaN where b is 0)
+    self, other = (lax.stop_gradient(v) if is_array(v) else v for v in (self, other))
     fn = {"trunc": _trunc_div, "floor": _floor_div}[rounding_mode]
     common, _ = promote(Kind.NO_OPMATH, self, other)
     if rounding_mode == "trunc" and is_half(common) and is_array(other) and other.size != 1:

@@ -24,22 +24,45 @@ from torch2xla.ops._registry import ctx, register
 aten = ops.aten
 
 
-def with_partials(forward: Callable, partials: Callable) -> Callable:
+def with_partials(forward: Callable, partials: Callable, zero_at_zero: tuple = ()) -> Callable:
     """``forward`` (elementwise, on arrays of one shape) whose derivative in its i-th argument
-    is ``partials(*args)[i]``."""
+    is ``partials(*args)[i]``: the gradient times it (NaN at 0 * inf, as eager's ``grad *
+    partial``). For the arguments in ``zero_at_zero`` the partial is a pair ``(d, nan)``:
+    eager's ``xlogy(grad, y)``, 0 where the gradient is 0 however infinite or NaN ``d`` is,
+    except where ``nan`` (y is NaN)."""
     fn = jax.custom_jvp(forward)
 
     @fn.defjvp
     def _jvp(primals, tangents):
         out = forward(*primals)
         total = None
-        for d, t in zip(partials(*primals), tangents, strict=True):
-            term = as_dtype(d, t.dtype) * t
+        for i, (d, t) in enumerate(zip(partials(*primals), tangents, strict=True)):
+            if i in zero_at_zero:
+                term = times_zero_at_zero(t, as_dtype(d[0], t.dtype), d[1])
+            else:
+                term = as_dtype(d, t.dtype) * t
             total = term if total is None else total + term
         return out, total
 
     fn.__name__ = getattr(forward, "__name__", "with_partials")
     return fn
+
+
+def times_zero_at_zero(t, d, nan):
+    """``t * d``, linear in ``t``, but 0 where ``t`` is 0 and ``d`` infinite or NaN (NaN
+    everywhere ``nan``): four multiplications by the dtype's largest number take every
+    nonzero ``t`` to an infinity of its sign (the least subnormal too) and keep a zero a
+    zero; times ``sign(d)`` where ``d`` is infinite, times 0 (NaN from an infinity) where
+    it is NaN."""
+    big = jax.lax.optimization_barrier(jnp.asarray(jnp.finfo(t.dtype).max, t.dtype))
+    finite = jnp.isfinite(d)
+    sign = jnp.where(jnp.isnan(d), 0, jnp.sign(d)).astype(t.dtype)
+    # (the sign between two overflows: a transpose multiplies in the reverse order)
+    edge = (t * big * big * big * big * sign) * big * big * big * big
+    out = jnp.where(finite, t * jnp.where(finite, d, 0), edge)
+    # (each branch's factors finite outside its mask: the transpose multiplies the masked
+    # zeros by them)
+    return jnp.where(nan, t * jnp.where(nan, jnp.nan, 0).astype(t.dtype), out)
 
 
 def _opmath(lowering: Callable, kind: Kind = Kind.DEFAULT) -> Callable:
@@ -106,20 +129,34 @@ def _sinc_partial(x):
 register(aten.sinc.default)(_opmath(with_partials(_sinc_value, _sinc_partial), Kind.INT_TO_FLOAT))
 
 
+def _entr_value(x):
+    return jnp.where(
+        jnp.isnan(x), x, jnp.where(x > 0, -x * jnp.log(x), jnp.where(x == 0, 0, -jnp.inf))
+    )
+
+
+# eager's derivative: grad * -(1 + log(x)) (-inf at inf, +inf at 0, NaN below; JAX's
+# derivative of x * log(x) is NaN at inf)
+register(aten.special_entr.default)(
+    _opmath(with_partials(_entr_value, lambda x: (-(1 + jnp.log(x)),)), Kind.INT_TO_FLOAT)
+)
+
+
 def _xlog1py_value(x, y):
     return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log1p(y)))
 
 
 def _xlog1py_partials(x, y):
     dx = jnp.where((x == 0) & (y <= -1), 0, jnp.log1p(y))
-    return dx, x / (y + 1)
+    return (dx, jnp.isnan(y)), x / (y + 1)
 
 
+# (eager's derivative in x is ``xlog1py(grad, y)``: 0 where the gradient is 0, y = inf too)
 register(
     aten.special_xlog1py.default,
     aten.special_xlog1py.self_scalar,
     aten.special_xlog1py.other_scalar,
-)(_opmath(with_partials(_xlog1py_value, _xlog1py_partials), Kind.INT_TO_FLOAT))
+)(_opmath(with_partials(_xlog1py_value, _xlog1py_partials, (0,)), Kind.INT_TO_FLOAT))
 
 
 def _bce_value(x, t):

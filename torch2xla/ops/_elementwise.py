@@ -452,9 +452,12 @@ def _nextafter(a, b):
 @_nextafter.defjvp
 def _nextafter_jvp(primals, tangents):
     # NOTE: torch differentiates nextafter as the identity in its first argument (the step is
-    # one ulp) and not at all in the second.
+    # one ulp) and not at all in the second; eager's formula ``where(self != other, grad, 0)``
+    # gives 0 where the operands are equal.
+    a, b = jnp.broadcast_arrays(*primals)
     out = _nextafter(*primals)
-    return out, jnp.broadcast_to(tangents[0], out.shape).astype(out.dtype)
+    t = jnp.broadcast_to(tangents[0], out.shape).astype(out.dtype)
+    return out, jnp.where(a != b, t, jnp.zeros_like(t))
 
 
 @jax.custom_jvp
@@ -601,14 +604,23 @@ def lerp(self, end, weight):
     # ``coeff, base = (w, s)`` where |w| < 0.5, else ``(w - 1, e)``; its scalar loop (the
     # last ``numel % W`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
     # signs differ at weight 1: lerp(0, -0, 1) is -0 in the first, +0 in the second.
-    diff = e - s
-    small = jnp.abs(w) < 0.5
-    scalar = jnp.where(small, s + w * diff, e - diff * (1 - w))
-    if ctx().on_cuda:
-        return as_dtype(scalar, result)
-    vector = jnp.where(small, w, w - 1) * diff + jnp.where(small, s, e)
-    out = jnp.where(scalar_tail(vector.shape, result), scalar, vector)
-    return as_dtype(out, result)
+    on_cuda = ctx().on_cuda
+
+    def value(s, e, w):
+        diff = e - s
+        small = jnp.abs(w) < 0.5
+        scalar = jnp.where(small, s + w * diff, e - diff * (1 - w))
+        if on_cuda:
+            return scalar
+        vector = jnp.where(small, w, w - 1) * diff + jnp.where(small, s, e)
+        return jnp.where(scalar_tail(vector.shape, result), scalar, vector)
+
+    if not jnp.issubdtype(compute, jnp.floating):
+        return as_dtype(value(s, e, w), result)
+    # eager's derivatives: grad * (1 - weight), grad * weight, grad * (end - self) (JAX's,
+    # through the unchosen branch, are NaN where end - self is infinite)
+    lerp_ = with_partials(value, lambda s, e, w: (1 - w, w, e - s))
+    return as_dtype(lerp_(*jnp.broadcast_arrays(s, e, w)), result)
 
 
 @register(aten.addcmul.default)
@@ -716,14 +728,15 @@ def _xlogy_value(x, y):
 def _xlogy_partials(x, y):
     # eager's derivative in x: xlogy(grad, y), made 0 where x == 0 and y <= 0 (log(y) at
     # x = 0 otherwise: inf at y = inf, log(0.5) at 0.5)
-    return jnp.where((x == 0) & (y <= 0), 0, jnp.log(y)), x / y
+    return (jnp.where((x == 0) & (y <= 0), 0, jnp.log(y)), jnp.isnan(y)), x / y
 
 
 def _xlogy(x, y):
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return _xlogy_value(x, y)
     x, y = jnp.broadcast_arrays(x, y)
-    return with_partials(_xlogy_value, _xlogy_partials)(x, y)
+    # (eager's derivative in x is ``xlogy(grad, y)``: 0 where the gradient is 0, y = inf too)
+    return with_partials(_xlogy_value, _xlogy_partials, (0,))(x, y)
 
 
 # Lowered rather than decomposed: torch's decomposition computes before rounding a 0-d operand

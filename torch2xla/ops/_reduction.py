@@ -82,8 +82,10 @@ def _prod(x, axis=None, keepdims=False):
 
 
 def _prod_partials(v, ax, whole):
+    # (eager counts the zeros of the whole input, for a product along a dim too; divided by 1
+    # where a zero makes ``plain`` unused: its derivative, in a double backward, was NaN)
     zeros = jnp.sum(v == 0)
-    plain = jnp.prod(v, axis=ax, keepdims=True) / v
+    plain = jnp.prod(v, axis=ax, keepdims=True) / jnp.where(zeros == 0, v, 1)
     n = v.shape[ax]
     ones = jnp.ones_like(lax.slice_in_dim(v, 0, 1, axis=ax))
     before = jnp.cumprod(jnp.concatenate([ones, lax.slice_in_dim(v, 0, n - 1, axis=ax)], ax), ax)

@@ -4,6 +4,7 @@ complex-number views."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -180,23 +181,48 @@ def _i1e(x):
     return jnp.where(x == 0, jnp.zeros_like(x), jsp.i1e(x))
 
 
-def _safe(x):
-    return jnp.where(x == 0, 1, x)
-
-
 _i0.defjvp(lambda p, t: (_i0(p[0]), _i1(p[0]) * t[0]))
 _i0e.defjvp(lambda p, t: (_i0e(p[0]), (_i1e(p[0]) - jnp.sign(p[0]) * _i0e(p[0])) * t[0]))
-# Both derivatives are 1/2 at 0 (torch's special case of the i1(x)/x limit).
-_i1.defjvp(
-    lambda p, t: (_i1(p[0]), jnp.where(p[0] == 0, 0.5, _i0(p[0]) - _i1(p[0]) / _safe(p[0])) * t[0])
-)
-_i1e.defjvp(
-    lambda p, t: (
-        _i1e(p[0]),
-        jnp.where(p[0] == 0, 0.5, _i0e(p[0]) - _i1e(p[0]) * (jnp.sign(p[0]) + 1 / _safe(p[0])))
-        * t[0],
-    )
-)
+
+
+def _bessel1_jvp(fn, scaled: bool):
+    """eager's ``i1_backward`` / ``i1e_backward``: 1/2 where ``|x| <= eps`` (NaN too: the
+    comparison is false), else the derivative at ``x`` (``i0(x) - i1(x) * (1 / x)``; the
+    scaled one's ``i0e(x) - i1e(x) * (sgn(x) + 1 / x)``)."""
+
+    def jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        eps = jnp.finfo(x.dtype).eps
+        big = jnp.abs(x) > eps
+        safe = jnp.where(big, x, eps)
+        if scaled:
+            d = _i0e(safe) - out * (jnp.sign(safe) + 1 / safe)
+        else:
+            d = _i0(safe) - out * (1 / safe)
+        return out, t * jnp.where(big, d, 0.5).astype(x.dtype)
+
+    return jvp
+
+
+_i1.defjvp(_bessel1_jvp(_i1, scaled=False))
+_i1e.defjvp(_bessel1_jvp(_i1e, scaled=True))
+
+
+@jax.custom_jvp
+def _ndtri(x):
+    return jsp.ndtri(x)
+
+
+@_ndtri.defjvp
+def _ndtri_jvp(primals, tangents):
+    # eager's formula: grad * sqrt(2 pi) * exp(result ** 2 / 2), +-inf at 0 and 1 (JAX's
+    # derivative is 0 there), NaN outside [0, 1]. (the tangent times the exponential first:
+    # its transpose multiplies the gradient by sqrt(2 pi) first, as eager)
+    (x,), (t,) = primals, tangents
+    out = _ndtri(x)
+    return out, t * jnp.exp(out * out / 2) * np.asarray(math.sqrt(2 * math.pi), x.dtype)
+
 
 for _op, _fn in [
     (aten.special_erfcx.default, jsp.erfcx),
@@ -206,7 +232,7 @@ for _op, _fn in [
     (aten.i0.default, _i0),
     (aten.special_modified_bessel_i0.default, _i0),
     (aten.special_modified_bessel_i1.default, _i1),
-    (aten.special_ndtri.default, jsp.ndtri),
+    (aten.special_ndtri.default, _ndtri),
 ]:
     register(_op)(_pointwise(_fn, Kind.INT_TO_FLOAT))
 
