@@ -24,11 +24,11 @@ from tests.test_hf_zoo import (
     _built,
     _ids,
     _mlm,
-    _padded_ids,
     _pixels,
     _seq2seq,
     _text,
 )
+from tests.test_hfzoo_s23 import ZOO3
 
 _SEQ2SEQ_TOKENS = {
     "pad_token_id": 1,
@@ -91,43 +91,11 @@ def _longformer():
     return {**inputs, "global_attention_mask": glob}, labels
 
 
-def _typed_mlm():
-    inputs, labels = _mlm()
-    types = torch.zeros_like(inputs["input_ids"])
-    types[:, 6:] = 1
-    del inputs["attention_mask"]  # (FNet takes none)
-    return {**inputs, "token_type_ids": types}, labels
-
-
-def _esm():
-    ids = torch.randint(4, 32, (2, 12))
-    ids[0, 3] = 32  # <mask>: ESM's token dropout rescales the embeddings by their share
-    ids[1, 7] = 32
-    mask = torch.ones_like(ids)
-    mask[1, -3:] = 0
-    labels = ids.clone()
-    labels[:, ::2] = -100
-    return {"input_ids": ids, "attention_mask": mask}, {"labels": labels}
-
-
 def _chars():
     ids = torch.randint(32, 2000, (2, 16))
     mask = torch.ones_like(ids)
     mask[1, -4:] = 0
     return {"input_ids": ids, "attention_mask": mask}, {"labels": torch.tensor([0, 2])}
-
-
-def _tapas():
-    inputs = _padded_ids()
-    ids = inputs["input_ids"]
-    types = torch.zeros(*ids.shape, 7, dtype=torch.long)
-    types[:, 4:, 0] = 1  # segment: the table after a 4-token question
-    types[:, 4:, 1] = torch.tensor([1, 2, 1, 2, 1, 2, 1, 2])  # column
-    types[:, 4:, 2] = torch.tensor([1, 1, 2, 2, 3, 3, 4, 4])  # row
-    labels = torch.zeros_like(ids)
-    labels[0, 6:8] = 1
-    labels[1, 4:6] = 1
-    return {**inputs, "token_type_ids": types}, {"labels": labels}
 
 
 def _reformer():
@@ -147,7 +115,11 @@ def _image_text(image_token=None, n_image=0, size=16):
         if image_token is not None:
             labels[:, 1 : 1 + n_image] = -100
         return (
-            {"input_ids": ids, "attention_mask": mask, "pixel_values": torch.randn(2, 3, size, size)},
+            {
+                "input_ids": ids,
+                "attention_mask": mask,
+                "pixel_values": torch.randn(2, 3, size, size),
+            },
             {"labels": labels},
         )
 
@@ -187,24 +159,6 @@ def _mae():
 
 def _encodec():
     return {"input_values": torch.randn(2, 1, 256)}, {}
-
-
-def _patchtst():
-    return {"past_values": torch.randn(2, 32, 2)}, {"future_values": torch.randn(2, 8, 2)}
-
-
-def _tst():
-    past = 10  # context 8 + the largest lag 2
-    return {
-        "past_values": torch.randn(2, past),
-        "past_time_features": torch.arange(past, dtype=torch.float32).expand(2, past)[..., None]
-        / 10,
-        "past_observed_mask": torch.ones(2, past),
-        "future_time_features": torch.arange(past, past + 4, dtype=torch.float32).expand(2, 4)[
-            ..., None
-        ]
-        / 10,
-    }, {"future_values": torch.randn(2, 4)}
 
 
 # -- models needing sub-configs -----------------------------------------------------------------
@@ -263,6 +217,7 @@ def _blip():
 
 
 NEW3 = {
+    **ZOO3,  # the architectures tests/test_hfzoo_s23.py checks
     # encoders
     "longformer": Arch(
         _built(
@@ -295,39 +250,6 @@ NEW3 = {
         ),
         _unpadded_mlm,  # (a padded mask fails in eager with landmarks: shapes 4 vs 12)
     ),
-    "fnet": Arch(
-        _built(
-            "FNetForMaskedLM",
-            "FNetConfig",
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            hidden_dropout_prob=0.0,
-            use_tpu_fourier_optimizations=False,
-        ),
-        _typed_mlm,
-    ),
-    "esm": Arch(
-        _built(
-            "EsmForMaskedLM",
-            "EsmConfig",
-            vocab_size=33,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            position_embedding_type="rotary",
-            pad_token_id=1,
-            mask_token_id=32,
-            token_dropout=True,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-        ),
-        _esm,
-    ),
     "squeezebert": Arch(
         _built(
             "SqueezeBertForMaskedLM",
@@ -340,26 +262,6 @@ NEW3 = {
             post_attention_groups=2,
             intermediate_groups=2,
             output_groups=2,
-        ),
-        _mlm,
-    ),
-    "modernbert": Arch(
-        _built(
-            "ModernBertForMaskedLM",
-            "ModernBertConfig",
-            vocab_size=VOCAB,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            max_position_embeddings=64,
-            local_attention=4,
-            global_attn_every_n_layers=2,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
-            cls_token_id=1,
-            sep_token_id=2,
         ),
         _mlm,
     ),
@@ -400,16 +302,6 @@ NEW3 = {
             attention_probs_dropout_prob=0.0,
         ),
         _mlm,
-    ),
-    "tapas": Arch(
-        _built(
-            "TapasForQuestionAnswering",
-            "TapasConfig",
-            **_ENCODER,
-            num_aggregation_labels=0,
-            select_one_column=True,
-        ),
-        _tapas,
     ),
     "reformer": Arch(
         _built(
@@ -486,23 +378,9 @@ NEW3 = {
         _text,
         generates=True,
     ),
-    "llama4": Arch(
-        _built(
-            "Llama4ForCausalLM",
-            "Llama4TextConfig",
-            **_LLM,
-            head_dim=8,
-            intermediate_size_mlp=64,
-            num_local_experts=4,
-            num_experts_per_tok=1,
-            interleave_moe_layer_step=2,
-            attention_chunk_size=8,
-            no_rope_layers=[1, 0],
-        ),
-        _text,
-        generates=True,
+    "diffllama": Arch(
+        _built("DiffLlamaForCausalLM", "DiffLlamaConfig", **_LLM), _text, generates=True
     ),
-    "diffllama": Arch(_built("DiffLlamaForCausalLM", "DiffLlamaConfig", **_LLM), _text, generates=True),
     "gemma3n": Arch(
         _built(
             "Gemma3nForCausalLM",
@@ -798,21 +676,6 @@ NEW3 = {
         ),
         _pixels,
     ),
-    "convnextv2": Arch(
-        _built(
-            "ConvNextV2ForImageClassification",
-            "ConvNextV2Config",
-            num_channels=3,
-            patch_size=4,
-            hidden_sizes=[16, 32],
-            depths=[1, 1],
-            num_stages=2,
-            drop_path_rate=0.0,
-            image_size=32,
-            **_CLASSIFIER,
-        ),
-        _pixels,
-    ),
     "focalnet": Arch(
         _built(
             "FocalNetForImageClassification",
@@ -896,51 +759,4 @@ NEW3 = {
         _encodec,
     ),
     # time series
-    "patchtst": Arch(
-        _built(
-            "PatchTSTForPrediction",
-            "PatchTSTConfig",
-            num_input_channels=2,
-            context_length=32,
-            patch_length=8,
-            patch_stride=8,
-            prediction_length=8,
-            d_model=32,
-            num_attention_heads=4,
-            num_hidden_layers=2,
-            ffn_dim=64,
-            attention_dropout=0.0,
-            positional_dropout=0.0,
-            path_dropout=0.0,
-            ff_dropout=0.0,
-            head_dropout=0.0,
-            dropout=0.0,
-            loss="mse",
-        ),
-        _patchtst,
-    ),
-    "time_series_transformer": Arch(
-        _built(
-            "TimeSeriesTransformerForPrediction",
-            "TimeSeriesTransformerConfig",
-            prediction_length=4,
-            context_length=8,
-            lags_sequence=[1, 2],
-            num_time_features=1,
-            d_model=32,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            dropout=0.0,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
-            encoder_layerdrop=0.0,
-            decoder_layerdrop=0.0,
-            distribution_output="student_t",
-        ),
-        _tst,
-    ),
 }

@@ -31,8 +31,16 @@ import torch
 
 import torch2xla
 from scripts._hf_archs3 import NEW3
-from scripts.probe_hf import Mismatch, Skip, check_close, double_inputs, eager, tensors, watched
-from scripts.probe_hf import Fallbacks
+from scripts.probe_hf import (
+    Fallbacks,
+    Mismatch,
+    Skip,
+    check_close,
+    double_inputs,
+    eager,
+    tensors,
+    watched,
+)
 
 ARCHS = NEW3
 
@@ -76,10 +84,10 @@ def set_dropout(model, p):
             continue
         for attr, val in list(vars(m).items()):
             low = attr.lower()
-            if "drop" in low and "layerdrop" not in low and "path" not in low:
-                if isinstance(val, float) and not isinstance(val, bool):
-                    setattr(m, attr, p)
-                    n += 1
+            functional = "drop" in low and "layerdrop" not in low and "path" not in low
+            if functional and type(val) is float:
+                setattr(m, attr, p)
+                n += 1
     return n
 
 
