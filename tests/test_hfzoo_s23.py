@@ -240,8 +240,8 @@ ZOO3 = {
 
 # The default run: the quick ones; `-m slow` runs the rest.
 FAST = {
-    "forward": {"fnet", "patchtst", "tapas"},
-    "train": {"fnet", "patchtst", "convnextv2"},
+    "forward": {"fnet"},
+    "train": {"patchtst"},
     "ckpt": {"modernbert"},
     "dropout": {"fnet"},
     "generate": set(),
