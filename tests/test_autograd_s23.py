@@ -5,6 +5,7 @@ updates under ``no_grad``, double backward of ``prod`` with zeros."""
 
 from __future__ import annotations
 
+import re
 import math
 
 import pytest
@@ -55,7 +56,12 @@ def test_gradients_at_edges_with_zero_cotangents_are_eagers(name, dtype, cotange
     branch)."""
     fn, inputs = EDGES[name]
     torch._dynamo.reset()
-    expected = _grads(fn, inputs, dtype, COTANGENTS[cotangent], False)
+    try:
+        expected = _grads(fn, inputs, dtype, COTANGENTS[cotangent], False)
+    except NotImplementedError as e:  # (torch 2.11: nextafter has no derivative; so ours)
+        with pytest.raises(NotImplementedError, match=re.escape(str(e).split("\n")[0][:40])):
+            _grads(fn, inputs, dtype, COTANGENTS[cotangent], True)
+        return
     got = _grads(fn, inputs, dtype, COTANGENTS[cotangent], True)
     # (the values to the dtype's default tolerance: xlog1py's log1p may round 1 ulp apart;
     # the gradients exactly)
