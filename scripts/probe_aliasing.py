@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
+import pathlib
+import subprocess
 import sys
+import tempfile
 import traceback
 import warnings
 
-if sys.argv[1:2] != ["--child"]:
+if sys.argv[1:2] != ["--pworker"]:
     os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
 
 import torch
@@ -879,6 +883,7 @@ def _uses_globals(x):
 @scenario
 def global_tensor_mutated_and_rebound(C, call):
     global G_T
+    G_T, _G["t"] = rand(3, seed=5), rand(3)
     f = C(_uses_globals)
     x = rand(3, seed=1)
     call("first", lambda: f(x))
@@ -1074,7 +1079,194 @@ def module_instances_shared_forward_code(C, call):
     call.state("bufs", shared, m3.buf)
 
 
+# ============================================================================================
+# the persistent cache: two processes on one cache directory, each compiling its own source
+# (programs that differ only in a constant, a dtype, a stride, an aliasing pattern) and calling
+# it on its own arguments; each process compares with eager itself
+PERSISTENT: dict = {}
+
+_PREAMBLE = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+"""
+
+
+def persistent(name, *processes):
+    """``processes``: per process, ``(source, calls)``: the source defines ``make()`` (the
+    function or module to compile) and ``calls`` is an expression of a list of argument
+    tuples (tensors that share memory share it in both runs: one deep copy per call)."""
+    PERSISTENT[name] = processes
+
+
+_TWICE = "def make():\n    def f(a, b):\n        a.add_(b)\n        return a * 2\n    return f\n"
+_READ = "def make():\n    return lambda a, b: (a * b, a - b)\n"
+persistent(
+    "a constant fill value",
+    ("def make():\n    return lambda x: x + torch.full((3,), 2.0)\n", "[(rand(3),)]"),
+    ("def make():\n    return lambda x: x + torch.full((3,), 2.5)\n", "[(rand(3),)]"),
+)
+persistent(
+    "a pad value",
+    ("def make():\n    return lambda x: F.pad(x, (1, 1), value=0.5)\n", "[(rand(2, 3),)]"),
+    ("def make():\n    return lambda x: F.pad(x, (1, 1), value=-1.5)\n", "[(rand(2, 3),)]"),
+)
+persistent(
+    "a cast's dtype",
+    ("def make():\n    return lambda x: x.to(torch.float16) * 3\n", "[(rand(3),)]"),
+    ("def make():\n    return lambda x: x.to(torch.bfloat16) * 3\n", "[(rand(3),)]"),
+)
+persistent(
+    "a factory's dtype",
+    ("def make():\n    return lambda x: x + torch.arange(3, dtype=torch.int32)\n", "[(rand(3),)]"),
+    (
+        "def make():\n    return lambda x: x + torch.arange(3, dtype=torch.float64)\n",
+        "[(rand(3),)]",
+    ),
+)
+persistent(
+    "the input's dtype",
+    ("def make():\n    return lambda x: x / 3\n", "[(torch.arange(4),)]"),
+    ("def make():\n    return lambda x: x / 3\n", "[(torch.arange(4, dtype=torch.int32),)]"),
+)
+persistent(
+    "the input's strides",
+    ("def make():\n    return lambda x: (x + 1, x.reshape(-1))\n", "[(rand(3, 3),)]"),
+    ("def make():\n    return lambda x: (x + 1, x.reshape(-1))\n", "[(rand(3, 3).t(),)]"),
+)
+persistent(
+    "the input's strides, written",
+    ("def make():\n    return lambda x: (x.mul_(2).reshape(-1), x.t())\n", "[(rand(3, 3),)]"),
+    ("def make():\n    return lambda x: (x.mul_(2).reshape(-1), x.t())\n", "[(rand(3, 3).t(),)]"),
+)
+persistent(
+    "the same tensor twice, then distinct",
+    (_TWICE, "(lambda x: [(x, x)])(rand(4))"),
+    (_TWICE, "[(rand(4), rand(4, seed=1))]"),
+)
+persistent(
+    "distinct, then the same tensor twice",
+    (_TWICE, "[(rand(4), rand(4, seed=1))]"),
+    (_TWICE, "(lambda x: [(x, x), (x[:2], x[2:])])(rand(4))"),
+)
+persistent(
+    "read only: the same tensor twice, then distinct",
+    (_READ, "(lambda x: [(x, x)])(rand(4))"),
+    (_READ, "[(rand(4), rand(4, seed=1))]"),
+)
+persistent(
+    "a storage offset read by as_strided",
+    (
+        "def make():\n    return lambda x: x.as_strided((2, 2), (1, 2), 3) + 1\n",
+        "(lambda b: [(b[2:10],)])(rand(12))",
+    ),
+    (
+        "def make():\n    return lambda x: x.as_strided((2, 2), (1, 2), 3) + 1\n",
+        "(lambda b: [(b[3:11],), (b[1:9],)])(rand(12))",
+    ),
+)
+persistent(
+    "overlapping written inputs read by as_strided",
+    (
+        "def make():\n    def f(a, b):\n        b.add_(1)\n        return a.as_strided((2,), (1,), 1) * 1\n    return f\n",
+        "(lambda b: [(b[2:10], b[3:7])])(rand(12))",
+    ),
+    (
+        "def make():\n    def f(a, b):\n        b.add_(1)\n        return a.as_strided((2,), (1,), 1) * 1\n    return f\n",
+        "(lambda b: [(b[4:12], b[5:9])])(rand(12))",
+    ),
+)
+persistent(
+    "a Python int attribute",
+    (
+        "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); s.k = 1\n    def forward(s, x):\n        return x.softmax(s.k)\ndef make():\n    return M()\n",
+        "[(rand(3, 3),)]",
+    ),
+    (
+        "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); s.k = 0\n    def forward(s, x):\n        return x.softmax(s.k)\ndef make():\n    return M()\n",
+        "[(rand(3, 3),)]",
+    ),
+)
+persistent(
+    "tied and untied weights",
+    (
+        "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); torch.manual_seed(0)\n        s.a = nn.Linear(3, 3); s.b = nn.Linear(3, 3); s.b.weight = s.a.weight\n    def forward(s, x):\n        return s.b(s.a(x))\ndef make():\n    return M()\n",
+        "[(rand(2, 3),)]",
+    ),
+    (
+        "class M(nn.Module):\n    def __init__(s):\n        super().__init__(); torch.manual_seed(0)\n        s.a = nn.Linear(3, 3); s.b = nn.Linear(3, 3)\n    def forward(s, x):\n        return s.b(s.a(x))\ndef make():\n    return M()\n",
+        "[(rand(2, 3),)]",
+    ),
+)
+
+
+def pworker(config: dict) -> None:
+    """One process of a persistent-cache scenario: compile its source, call, compare."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_mod", config["path"])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = eval(config["calls"], vars(mod))  # (the probe's own table)
+    fn = mod.make()
+    eager_fn = copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn
+    compiled = torch.compile(fn, backend="xla")
+    diffs = []
+    for k, args in enumerate(calls):
+        obs = []
+        for f in (compiled, eager_fn):
+            a = copy.deepcopy(args)
+            try:
+                with torch.no_grad():
+                    out = f(*a)
+            except Exception as e:  # noqa: BLE001
+                out = e
+            obs.append(describe([out, *a]))
+        d = same(obs[0], obs[1], f"call {k}")
+        if d:
+            diffs.append(d)
+    from torch2xla.guards import _persistent
+
+    print(json.dumps({"diffs": diffs, "loaded": _persistent.hits()}))
+
+
+def run_persistent(name: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "user_mod.py"
+        results = []
+        for src, calls in PERSISTENT[name]:
+            path.write_text(_PREAMBLE + src)
+            env = dict(
+                os.environ,
+                TORCH2XLA_CACHE_DIR=str(pathlib.Path(tmp) / "cache"),
+                TORCH2XLA_PERSISTENT_CACHE="1",
+                PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[1]),
+            )
+            config = {"path": str(path), "calls": calls}
+            proc = subprocess.run(
+                [sys.executable, __file__, "--pworker", json.dumps(config)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            if proc.returncode != 0:
+                return f"CRASH persistent: {name}: {proc.stderr[-1500:]}"
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    for i, r in enumerate(results):
+        if r["diffs"]:
+            return f"DIFF  persistent: {name}: process {i} (loaded {r['loaded']}): {r['diffs'][0]}"
+    return f"ok    persistent: {name} (loaded {[r['loaded'] for r in results]})"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--pworker"]:
+        pworker(json.loads(argv[1]))
+        return 0
     bad = 0
     for name, fn in SCENARIOS.items():
         if argv and not any(w in name for w in argv):
@@ -1085,6 +1277,12 @@ def main(argv: list[str]) -> int:
             line = f"CRASH {name}: {traceback.format_exc()[-1500:]}"
         if not line.startswith("ok") and name in KNOWN:
             line += f"\n      ({KNOWN[name]})"
+        bad += not line.startswith("ok")
+        print(line, flush=True)
+    for name in PERSISTENT:
+        if argv and not any(w in "persistent: " + name for w in argv):
+            continue
+        line = run_persistent(name)
         bad += not line.startswith("ok")
         print(line, flush=True)
     print(f"{bad} scenario(s) differ")

@@ -19,9 +19,12 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
+from torch2xla.capture._aliases import storage_classes
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
+from torch2xla.capture._stop_gradient import _mutated
+from torch2xla.capture._writes import _root
 from torch2xla.runtime._host_writes import written as host_written
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
@@ -59,6 +62,54 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
         for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))
     )
     return versions if any(v is not None for v in versions) else None
+
+
+class EagerVersions:
+    """``eager_versions`` of a Dynamo graph, for each call's inputs: inputs that share a
+    storage (views of one tensor) share eager's version counter, which every write into any of
+    them bumps, so their counts depend on which inputs of the call share one; Dynamo's fake
+    inputs shared as its example inputs did (``f(x[:, :2], x[:, 2:])`` traced: each input's
+    count is both writes; a later ``f(a, b)`` counts one each, and the other way round). The
+    cache key holds which inputs share a storage (``storage_signature``)."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        placeholders = list(gm.graph.find_nodes(op="placeholder"))
+        self.examples = eager_versions(gm)
+        self.classes = storage_classes([n.meta.get("example_value") for n in placeholders])
+        self.own = self.examples  # (each input's own writes: where no example shares)
+        if self.examples is not None and len(set(self.classes)) < len(self.classes):
+            self.own = _own_writes(gm, placeholders, self.examples, self.classes)
+
+    def of(self, args: Sequence) -> tuple[int | None, ...] | None:
+        """The counts for a call's ``args`` (the examples' where not known)."""
+        if self.examples is None or self.own is None:
+            return self.examples
+        classes = storage_classes(args)
+        if classes == self.classes:
+            return self.examples
+        total: dict[int, int] = {}
+        for c, n in zip(classes, self.own):
+            if c is not None and n is not None:
+                total[c] = total.get(c, 0) + n
+        return tuple(
+            None if n is None or c is None else total[c] for c, n in zip(classes, self.own)
+        )
+
+
+def _own_writes(gm, placeholders, examples, classes) -> tuple[int | None, ...] | None:
+    """Per input, the in-place writes of ``gm`` into it or a view of it, where they add up to
+    the examples' shared counts (None where they do not: a write the graph does not show)."""
+    position = {n: i for i, n in enumerate(placeholders)}
+    own = [0 if v is not None else None for v in examples]
+    for node in gm.graph.nodes:
+        i = position.get(_root(_mutated(node)))
+        if i is not None and own[i] is not None:
+            own[i] += 1
+    for c in set(classes) - {None}:
+        members = [i for i, k in enumerate(classes) if k == c and own[i] is not None]
+        if any(examples[i] != sum(own[j] for j in members) for i in members):
+            return None
+    return tuple(own)
 
 
 def eager_held_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
