@@ -140,8 +140,7 @@ class CompiledGraph:
         # passes (no ``.item()``), every value one program (``capture/_float_values.py``)
         self.kept_floats = float_values(gm)
         self._int_tensors = self.int_values is not None and bool(self.int_values.positions)
-        self.gm = gm
-        self.options = options
+        self.gm, self.options = gm, options
         self.program_options = {  # what every XlaProgram of this graph is built with
             "remat": options.remat,
             "compiler_options": options.xla_compiler_options(),
@@ -178,7 +177,8 @@ class CompiledGraph:
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
-        self.versions = EagerVersions(gm)  # (per call: which inputs share a counter)
+        versions = EagerVersions(gm)  # (each input's own, ``counts``; a cut: the examples')
+        self.versions, self._cut_versions = versions.counts, versions.examples
         self.held_versions = eager_held_versions(gm)
         self._example_links: tuple[int, ...] | None = None
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
@@ -538,7 +538,7 @@ class CompiledGraph:
                         self.program_options,
                         list(self.gm.graph.nodes),
                     )
-                entry = self._entry(args, lowered, program, errors, tracked)
+                entry = self._entry(lowered, program, errors, tracked)
                 return b.done(self._drawing(entry))
             self._report([u for u in unsupported if not u.by_design])
             draws = uses_rng(lowered.gm)  # (before the split, which fuses lowered.gm's nodes)
@@ -551,7 +551,7 @@ class CompiledGraph:
             b.split(split_gm, names)
             errors = self._eager_backward(args, lowered)
             tracked = self._tracked_writes(lowered, lowered.inputs(args))
-            entry = self._entry(args, lowered, split_gm, errors, tracked, draws)
+            entry = self._entry(lowered, split_gm, errors, tracked, draws)
             return b.done(self._drawing(entry, draws), unsupported)
 
     def _mixed_writes(self, args: Sequence) -> list[Unsupported]:
@@ -654,9 +654,9 @@ class CompiledGraph:
             program.jax_inputs([(*lowered.lifted, *args)[i] for i in program.tensor_pos])
         b.record.mode = "training" if program.stored_training else "inference"
         errors = self._eager_backward(args, lowered, program)
-        return self._entry(args, lowered, program, errors)
+        return self._entry(lowered, program, errors)
 
-    def _entry(self, args, lowered, runner, errors, tracked=(), draws=False) -> Entry:
+    def _entry(self, lowered, runner, errors, tracked=(), draws=False) -> Entry:
         """The entry of one signature, with this graph's outputs' autograd and aliasing."""
         return Entry(
             lowered,
@@ -664,7 +664,7 @@ class CompiledGraph:
             self.output_requires_grad,
             self.output_aliases,
             errors,
-            self.versions.of(args),
+            self.versions,
             tracked,
             draws=draws,
             shared=self.shared_bases,
@@ -756,7 +756,7 @@ class CompiledGraph:
             for n in found
         ]
         b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, Piece)]
-        self._cut = Cut(top, self.versions.examples)
+        self._cut = Cut(top, self._cut_versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
 

@@ -65,35 +65,22 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
 
 
 class EagerVersions:
-    """``eager_versions`` of a Dynamo graph, for each call's inputs: inputs that share a
-    storage (views of one tensor) share eager's version counter, which every write into any of
-    them bumps, so their counts depend on which inputs of the call share one; Dynamo's fake
-    inputs shared as its example inputs did (``f(x[:, :2], x[:, 2:])`` traced: each input's
-    count is both writes; a later ``f(a, b)`` counts one each, and the other way round). The
-    cache key holds which inputs share a storage (``storage_signature``)."""
+    """Eager's version bumps per input of a Dynamo graph (``counts``), each input's own:
+    the writes into it or a view of it. Inputs that share a storage (views of one tensor)
+    share eager's version counter, which every write into any of them bumps; Dynamo's fake
+    inputs shared as its example inputs did, so where those shared, each fake's version is
+    the count of every write into its storage (``f(y[:, :2], y[:, 2:])`` traced: 2 for each,
+    and a later ``f(a, b)`` got 2 each where eager bumps each once). Own counts add up to
+    any call's sharing as eager's do: the write-back bumps each input by its own count in
+    turn (``_copy_back``). None where unknown (each write-back then bumps once)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         placeholders = list(gm.graph.find_nodes(op="placeholder"))
-        self.examples = eager_versions(gm)
-        self.classes = storage_classes([n.meta.get("example_value") for n in placeholders])
-        self.own = self.examples  # (each input's own writes: where no example shares)
-        if self.examples is not None and len(set(self.classes)) < len(self.classes):
-            self.own = _own_writes(gm, placeholders, self.examples, self.classes)
-
-    def of(self, args: Sequence) -> tuple[int | None, ...] | None:
-        """The counts for a call's ``args`` (the examples' where not known)."""
-        if self.examples is None or self.own is None:
-            return self.examples
-        classes = storage_classes(args)
-        if classes == self.classes:
-            return self.examples
-        total: dict[int, int] = {}
-        for c, n in zip(classes, self.own):
-            if c is not None and n is not None:
-                total[c] = total.get(c, 0) + n
-        return tuple(
-            None if n is None or c is None else total[c] for c, n in zip(classes, self.own)
-        )
+        self.examples = eager_versions(gm)  # (the examples' counts: a cut graph's)
+        self.counts = self.examples
+        classes = storage_classes([n.meta.get("example_value") for n in placeholders])
+        if self.examples is not None and len(set(classes)) < len(classes):
+            self.counts = _own_writes(gm, placeholders, self.examples, classes)
 
 
 def _own_writes(gm, placeholders, examples, classes) -> tuple[int | None, ...] | None:
@@ -419,7 +406,9 @@ def _bumps(
         elif versions is None:
             counts = {None}
         else:
-            counts = {versions[i] for i in positions[idx - n_lifted]}
+            # (a group's base: one counter, every member's own writes)
+            own = [versions[i] for i in positions[idx - n_lifted]]
+            counts = {None if None in own else sum(own)}
         count = counts.pop() if len(counts) == 1 else None
         bumps.append(1 if count is None else count)  # (unknown: the copy's own one)
     return None if all(b == 1 for b in bumps) else tuple(bumps)
@@ -476,12 +465,27 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
         pass
     else:
         copy_into(targets, values)
+        if any(map(_shared_counter, targets, before)):
+            # (targets sharing a version counter, views of one tensor: eager's counter moved
+            # by each one's writes; the copies moved it once per target)
+            # (off the CPU each still moves: ``set_versions``)
+            torch._C._autograd._unsafe_set_version_counter(tuple(targets), tuple(before))
+            for t, b in zip(targets, bumps):
+                b = b if t.device.type == "cpu" else max(b, 1)
+                torch._C._autograd._unsafe_set_version_counter((t,), (t._version + b,))
+            return
         set_versions(targets, list(map(operator.add, before, bumps)))
         return
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
     copy_into(targets, values)
     set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
+
+
+def _shared_counter(target: torch.Tensor, before: int) -> bool:
+    """Whether ``target``'s version counter moved by more than its own copy's bump (another
+    target shares it)."""
+    return target._version - before != 1
 
 
 def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:

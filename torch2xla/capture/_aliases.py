@@ -398,14 +398,6 @@ def alias_signature(tensors: Sequence, positions: Sequence[int] | None = None) -
     """What ``InputAliasing`` depends on in a call: which inputs overlap, and their layouts
     relative to each other (hashable; ``()`` when no inputs overlap). ``positions``: the
     strided tensors that may overlap (the cache key's choice); None: every tensor."""
-    return storage_signature(tensors, positions)[1]
-
-
-def storage_signature(tensors: Sequence, positions: Sequence[int] | None = None) -> tuple:
-    """``(shared, overlap)`` of a call: ``shared``, the classes of inputs (positions) that
-    share a storage, overlapping or not (one version counter: eager bumps it once per write
-    into any of them, ``_entry.EagerVersions``); ``overlap``, ``alias_signature``'s. Both
-    ``()`` where no two inputs share a storage."""
     # (per call, in the cache key: no two tensors sharing a storage is the common case, found
     # from the storages' addresses at a tenth of ``_overlapping``'s cost)
     seen = set()
@@ -421,7 +413,7 @@ def storage_signature(tensors: Sequence, positions: Sequence[int] | None = None)
             break
         seen.add(ptr)
     else:
-        return (), ()
+        return ()
     out = []
     for group in _overlapping(tensors):
         first = min(tensors[i].storage_offset() for i in group)
@@ -430,11 +422,7 @@ def storage_signature(tensors: Sequence, positions: Sequence[int] | None = None)
                 (i, tuple(tensors[i].stride()), tensors[i].storage_offset() - first) for i in group
             )
         )
-    by_storage: dict = {}
-    for i in positions:
-        by_storage.setdefault(StorageWeakRef(tensors[i].untyped_storage()), []).append(i)
-    shared = tuple(tuple(c) for c in by_storage.values() if len(c) > 1)
-    return shared, tuple(out)
+    return tuple(out)
 
 
 def storage_classes(tensors: Sequence) -> tuple[int | None, ...]:

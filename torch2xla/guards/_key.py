@@ -12,7 +12,7 @@ import sympy
 import torch
 from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
-from torch2xla.capture._aliases import may_alias, storage_signature
+from torch2xla.capture._aliases import alias_signature, may_alias
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
 from torch2xla.capture._untracked import untracked_state
 from torch2xla.capture._writes import self_overlapping, symbolic_layout
@@ -208,7 +208,6 @@ class SignatureKey:
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
             *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
             *(label for label, _ in self.state),
-            *(("inputs sharing a storage",) if self.checks_overlap else ()),
             *(
                 f"{placeholder_label(placeholders[i])} overlaps itself"
                 for i in self.self_overlap_pos
@@ -257,14 +256,10 @@ class SignatureKey:
                 out.append(args[i].storage_offset())
             for read in state:
                 out.append(read())
-            if aliasing:
-                # (inputs sharing a storage share eager's version counter: ``EagerVersions``)
-                shared, overlap = storage_signature(args, overlap_pos)
-                out.append(shared)
             for i in self_overlap_pos:
                 out.append(self_overlapping(args[i]))
             if aliasing:
-                out.append(overlap)
+                out.append(alias_signature(args, overlap_pos))
             return tuple(out)
 
         plain = not (shape_pos or value_pos or scalar_pos or offset_pos or state or unpaddable)
