@@ -618,6 +618,153 @@ def list_input_same_tensor(C, call):
     call.state("ab", a, b)
 
 
+@scenario
+def output_view_of_overlapping_written_input(C, call):
+    def g(a, b):
+        a.add_(1)
+        return b[1:], b.t() if b.dim() == 2 else b.unsqueeze(0)
+
+    f = C(g)
+    x = rand(10)
+    out = call("overlap", lambda: f(x[:6], x[2:8]))
+    call.rec("views", [out[0]._base is x, out[1]._base is x])
+    out[0].mul_(0)  # (a write through the returned view lands in x)
+    call.state("x", x)
+    y = rand(3, 3, seed=1)
+    out = call("same 2-d", lambda: f(y, y))
+    out[1].add_(5)
+    call.state("y", y)
+
+
+@scenario
+def overlapping_non_leaf_training(C, call):
+    def g(a, b):
+        a.mul_(2)
+        return (a * b).sum()
+
+    f = C(g)
+    for label, make in (
+        ("overlap", lambda h: (h[:4], h[2:6])),
+        ("distinct", lambda h: (h[:3], h[3:6])),
+        ("same", lambda h: (h[:4], h[:4])),
+    ):
+        w = rand(6, rg=True)
+        h = w * 1
+        out = call(label, lambda make=make, h=h: f(*make(h)))
+        call(label + " backward", lambda out=out: out.backward())
+        call.state(label, w)
+
+
+@scenario
+def same_tensor_positional_and_keyword(C, call):
+    def g(a, *, b):
+        b.sub_(1)
+        return a + b
+
+    f = C(g)
+    x, y = rand(3), rand(3, seed=1)
+    call("distinct", lambda: f(x, b=y))
+    call("same", lambda: f(x, b=x))
+    call.state("xy", x, y)
+
+
+@scenario
+def buffers_that_are_views_of_one_tensor(C, call):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            store = torch.zeros(2, 4)
+            self.register_buffer("k", store[0])
+            self.register_buffer("v", store[1])
+            self.store = store
+
+        def forward(self, x):
+            self.k.add_(x)
+            self.v.sub_(x * 2)
+            return self.k * self.v
+
+    m = M()
+    f = C(m)
+    x = rand(4)
+    for step in range(3):
+        call(f"step {step}", lambda: f(x))
+        call.state(f"step {step}", m.store, m.k, m.v)
+
+
+@scenario
+def parameter_and_input_alias(C, call):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(rand(4))
+
+        def forward(self, x):
+            x.mul_(2)
+            return self.w * 3
+
+    m = M()
+    f = C(m)
+    with torch.no_grad():
+        call("distinct", lambda: f(rand(4, seed=1)))
+        call("input is w's data", lambda: f(m.w.detach()))
+        call.state("w", m.w)
+        call("input is a view of w", lambda: f(m.w.detach()[1:].repeat(2)[:4]))
+        call("input is w[:]", lambda: f(m.w.detach()[:]))
+        call.state("w", m.w)
+
+
+@scenario
+def detach_and_data_of_one_parameter_written(C, call):
+    def g(a, b):
+        a.add_(1)
+        b.mul_(3)
+        return a.sum()
+
+    f = C(g)
+    p = nn.Parameter(rand(4))
+    call("distinct", lambda: f(rand(4, seed=1), rand(4, seed=2)))
+    call("detach, data", lambda: f(p.detach(), p.data))
+    call.state("p", p)
+
+
+@scenario
+def two_bound_methods_of_one_instance(C, call):
+    class A(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(rand(3))
+            self.register_buffer("n", torch.zeros(()))
+
+        def up(self, x):
+            self.n.add_(1)
+            return x * self.w
+
+        def down(self, x):
+            self.n.sub_(1)
+            return x / self.w
+
+    a = A()
+    fu, fd = C(a.up), C(a.down)
+    x = rand(3, seed=1)
+    with torch.no_grad():
+        for k in range(2):
+            call(f"up {k}", lambda: fu(x))
+            call(f"down {k}", lambda: fd(x))
+            call.state(f"n {k}", a.n)
+
+
+@scenario
+def compiled_with_two_modes_alternating(C, call):
+    f1 = C(_shared_write)
+    f2 = C(_shared_write, mode="max-autotune-no-cudagraphs")
+    x = rand(6)
+    for k in range(2):
+        call(f"default overlap {k}", lambda: f1(x[:4], x[2:]))
+        call(f"mode distinct {k}", lambda k=k: f2(x[:4], rand(4, seed=k)))
+        call(f"mode overlap {k}", lambda: f2(x[1:5], x[2:]))
+        call.state(f"x {k}", x)
+
+
 # ============================================================================================
 # module state
 class Tied(nn.Module):

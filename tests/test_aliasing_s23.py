@@ -120,14 +120,19 @@ def test_versions_follow_the_calls_sharing_of_storage(order):
 
 
 def test_versions_of_shared_storage_with_dynamic_shapes():
+    def views(n):
+        y = torch.zeros(n, 4)
+        return y, (y[:, :2], y[:, 2:])
+
+    def distinct(n):
+        a = torch.zeros(n, 2)
+        return a, (a, torch.zeros(n, 2))
+
     f = torch.compile(_two_writes, backend="xla", dynamic=True)
     for n in (4, 6, 4, 5):
-        for make in (
-            lambda n=n: (lambda y: (y, (y[:, :2], y[:, 2:])))(torch.zeros(n, 4)),
-            lambda n=n: (lambda a: (a, (a, torch.zeros(n, 2))))(torch.zeros(n, 2)),
-        ):
-            base, args = make()
-            ref_base, ref_args = make()
+        for make in (views, distinct):
+            base, args = make(n)
+            ref_base, ref_args = make(n)
             assert_same(f(*args), _two_writes(*ref_args))
             assert_same(base, ref_base)
             got = [t._version for t in (base, *args)]
@@ -183,3 +188,54 @@ def test_saved_tensor_check_after_writes_into_shared_views():
             fn(y[:, :2], y[:, 2:])
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             z.backward()
+
+
+class _ReadsW(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(4.0) + 1)
+
+    def forward(self, x):
+        x.mul_(2)
+        return self.w * 3, x + self.w
+
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        lambda w: w.detach(),
+        lambda w: w.detach()[:],
+        lambda w: w.detach()[1:3].repeat(2),  # (a copy: no alias)
+        lambda w: w.detach().view(2, 2)[0].repeat(2),
+    ],
+    ids=["detach", "slice", "copy", "copy2"],
+)
+def test_argument_aliasing_a_parameter_the_graph_reads(alias):
+    # the parameter is not written by the graph, the argument is: the program built for
+    # distinct tensors served a call whose argument was the parameter's memory
+    m, ref = _ReadsW(), _ReadsW()
+    f = torch.compile(m, backend="xla")
+    with torch.no_grad():
+        assert_same(f(torch.ones(4)), ref(torch.ones(4)))
+        for _ in range(2):
+            assert_same(f(alias(m.w)), ref(alias(ref.w)))
+            assert_same(m.w, ref.w)
+        assert_same(f(torch.ones(4)), ref(torch.ones(4)))
+
+
+def test_argument_aliasing_a_buffer_of_a_sub_module():
+    m = torch.nn.Sequential(torch.nn.BatchNorm1d(3)).eval()
+    ref = torch.nn.Sequential(torch.nn.BatchNorm1d(3)).eval()
+
+    def g(mod, x, s):
+        s.add_(1.0)  # s is the running mean's memory in the second call
+        return mod(x)
+
+    f = torch.compile(g, backend="xla")
+    x = torch.arange(6.0).reshape(2, 3)
+    with torch.no_grad():
+        assert_same(f(m, x, torch.zeros(3)), g(ref, x, torch.zeros(3)))
+        for _ in range(2):
+            out = f(m, x, m[0].running_mean.detach())
+            assert_same(out, g(ref, x, ref[0].running_mean.detach()))
+            assert_same(m[0].running_mean, ref[0].running_mean)
