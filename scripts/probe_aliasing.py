@@ -162,7 +162,11 @@ def observe(fn, compiled: bool):
     return obs, _COMPILES[0] - before
 
 
-KNOWN: dict = {}
+KNOWN: dict = {
+    "detach_and_data_of_one_parameter_written": "not fixed: p.detach() and p.data (one memory, "
+    "two version counters) written in one call are one overlapping group, written back through "
+    "one base: p.data's counter does not move and p's moves by both writes",
+}
 
 
 def compare(name, fn) -> str:

@@ -67,64 +67,38 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
 class EagerVersions:
     """Eager's version bumps per input of a Dynamo graph (``counts``), each input's own:
     the writes into it or a view of it. Inputs that are views of one tensor share eager's
-    version counter, which every write into any of them bumps; Dynamo's fake inputs shared
-    counters as its example inputs did, so where those shared, each fake's version is the
-    count of every write into the counter (``f(y[:, :2], y[:, 2:])`` traced: 2 for each,
-    and a later ``f(a, b)`` got 2 each where eager bumps each once). Own counts add up to
-    any call's sharing as eager's do: the write-back bumps each input by its own count in
-    turn (``_copy_back``). Where the graph's writes do not add up to the examples' counts
-    (a write it does not show), the examples' counts."""
+    version counter, which every write into any of them bumps, and the write-back bumps
+    inputs that share a counter one after the other (``_copy_back``), so own counts add up
+    as eager's do for any call's sharing. Dynamo's fake inputs count their own writes where
+    the example inputs shared no storage; where they did, the fakes' versions are not each
+    input's own (views of one fake share its counter: ``f(y[:, :2], y[:, 2:])`` traced gave
+    2 for each, and a later ``f(a, b)`` got 2 each where eager bumps each once; ``w`` and
+    ``w.detach()`` both had 1 for one write into the second), so those inputs count the
+    graph's writes into them."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         placeholders = list(gm.graph.find_nodes(op="placeholder"))
         self.examples = eager_versions(gm)  # (the examples' counts: a cut graph's)
         self.counts = self.examples
         if self.examples is not None:
-            classes = _counter_classes([n.meta.get("example_value") for n in placeholders])
-            if any(c is not None and c != i for i, c in enumerate(classes)):
-                self.counts = _own_writes(gm, placeholders, self.examples, classes)
+            classes = storage_classes([n.meta.get("example_value") for n in placeholders])
+            shared = {c for i, c in enumerate(classes) if c is not None and c != i}
+            if shared:
+                self.counts = _own_writes(gm, placeholders, self.examples, classes, shared)
 
 
-def _counter_classes(values: Sequence) -> list[int | None]:
-    """Per tensor of ``values``, the first position of one sharing its version counter
-    (None: not a tensor, or an inference tensor). Views of one tensor share a storage and a
-    counter; ``x.data`` shares the storage only: told apart by moving one counter."""
-    storage = storage_classes(values)
-    classes: list[int | None] = [None] * len(values)
-    for i, t in enumerate(values):
-        if storage[i] is None or classes[i] is not None or t.is_inference():
-            continue
-        classes[i] = i
-        peers = [
-            j
-            for j in range(i + 1, len(values))
-            if storage[j] == storage[i] and classes[j] is None and not values[j].is_inference()
-        ]
-        if not peers:
-            continue
-        before, v = [values[j]._version for j in peers], t._version
-        torch._C._autograd._unsafe_set_version_counter((t,), (v + 1,))
-        for j, b in zip(peers, before):
-            if values[j]._version != b:
-                classes[j] = i
-        torch._C._autograd._unsafe_set_version_counter((t,), (v,))
-    return classes
-
-
-def _own_writes(gm, placeholders, examples, classes) -> tuple[int | None, ...]:
-    """Per input, the in-place writes of ``gm`` into it or a view of it, where they add up to
-    the examples' shared counts (``examples`` where they do not)."""
+def _own_writes(gm, placeholders, examples, classes, shared) -> tuple[int | None, ...]:
+    """``examples``, with the in-place writes of ``gm`` into each input (or a view of it)
+    for the inputs whose example storage is in ``shared``."""
     position = {n: i for i, n in enumerate(placeholders)}
-    own = [0 if v is not None else None for v in examples]
+    own = [0] * len(examples)
     for node in gm.graph.nodes:
         i = position.get(_root(_mutated(node)))
-        if i is not None and own[i] is not None:
+        if i is not None:
             own[i] += 1
-    for c in set(classes) - {None}:
-        members = [i for i, k in enumerate(classes) if k == c and own[i] is not None]
-        if any(examples[i] != sum(own[j] for j in members) for i in members):
-            return examples
-    return tuple(own)
+    return tuple(
+        v if v is None or classes[i] not in shared else own[i] for i, v in enumerate(examples)
+    )
 
 
 def eager_held_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
