@@ -5,8 +5,8 @@ updates under ``no_grad``, double backward of ``prod`` with zeros."""
 
 from __future__ import annotations
 
-import re
 import math
+import re
 
 import pytest
 import torch

@@ -14,11 +14,11 @@ from torch2xla._entry import (
     MIXED_WRITES,
     Cut,
     EagerOpRaised,
+    EagerVersions,
     Entry,
     Piece,
     Submodule,
     eager_held_versions,
-    eager_versions,
     first_line,
     records_write,
 )
@@ -140,8 +140,7 @@ class CompiledGraph:
         # passes (no ``.item()``), every value one program (``capture/_float_values.py``)
         self.kept_floats = float_values(gm)
         self._int_tensors = self.int_values is not None and bool(self.int_values.positions)
-        self.gm = gm
-        self.options = options
+        self.gm, self.options = gm, options
         self.program_options = {  # what every XlaProgram of this graph is built with
             "remat": options.remat,
             "compiler_options": options.xla_compiler_options(),
@@ -178,7 +177,8 @@ class CompiledGraph:
         # require grad get the new values' history, ``_tracked_writes``)
         self.records_writes, self.input_writes = write_records(gm)
         # eager's version-counter bumps per input, read before anything else runs the graph
-        self.versions = eager_versions(gm)
+        versions = EagerVersions(gm)  # (each input's own, ``counts``; a cut: the examples')
+        self.versions, self._cut_versions = versions.counts, versions.examples
         self.held_versions = eager_held_versions(gm)
         self._example_links: tuple[int, ...] | None = None
         # eager's backward-time errors per output, and the outputs its graph saves (None: not
@@ -754,7 +754,7 @@ class CompiledGraph:
             for n in found
         ]
         b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, Piece)]
-        self._cut = Cut(top, self.versions)
+        self._cut = Cut(top, self._cut_versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
 

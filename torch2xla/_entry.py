@@ -20,9 +20,12 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
+from torch2xla.capture._aliases import storage_classes
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
+from torch2xla.capture._stop_gradient import _mutated
+from torch2xla.capture._writes import _root
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
 
@@ -59,6 +62,43 @@ def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
         for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))
     )
     return versions if any(v is not None for v in versions) else None
+
+
+class EagerVersions:
+    """Eager's version bumps per input of a Dynamo graph (``counts``), each input's own:
+    the writes into it or a view of it. Inputs that are views of one tensor share eager's
+    version counter, which every write into any of them bumps, and the write-back bumps
+    inputs that share a counter one after the other (``_copy_back``), so own counts add up
+    as eager's do for any call's sharing. Dynamo's fake inputs count their own writes where
+    the example inputs shared no storage; where they did, the fakes' versions are not each
+    input's own (views of one fake share its counter: ``f(y[:, :2], y[:, 2:])`` traced gave
+    2 for each, and a later ``f(a, b)`` got 2 each where eager bumps each once; ``w`` and
+    ``w.detach()`` both had 1 for one write into the second), so those inputs count the
+    graph's writes into them."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        placeholders = list(gm.graph.find_nodes(op="placeholder"))
+        self.examples = eager_versions(gm)  # (the examples' counts: a cut graph's)
+        self.counts = self.examples
+        if self.examples is not None:
+            classes = storage_classes([n.meta.get("example_value") for n in placeholders])
+            shared = {c for i, c in enumerate(classes) if c is not None and c != i}
+            if shared:
+                self.counts = _own_writes(gm, placeholders, self.examples, classes, shared)
+
+
+def _own_writes(gm, placeholders, examples, classes, shared) -> tuple[int | None, ...]:
+    """``examples``, with the in-place writes of ``gm`` into each input (or a view of it)
+    for the inputs whose example storage is in ``shared``."""
+    position = {n: i for i, n in enumerate(placeholders)}
+    own = [0] * len(examples)
+    for node in gm.graph.nodes:
+        i = position.get(_root(_mutated(node)))
+        if i is not None:
+            own[i] += 1
+    return tuple(
+        v if v is None or classes[i] not in shared else own[i] for i, v in enumerate(examples)
+    )
 
 
 def eager_held_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
@@ -381,7 +421,9 @@ def _bumps(
         elif versions is None:
             counts = {None}
         else:
-            counts = {versions[i] for i in positions[idx - n_lifted]}
+            # (a group's base: one counter, every member's own writes)
+            own = [versions[i] for i in positions[idx - n_lifted]]
+            counts = {None if None in own else sum(own)}
         count = counts.pop() if len(counts) == 1 else None
         bumps.append(1 if count is None else count)  # (unknown: the copy's own one)
     return None if all(b == 1 for b in bumps) else tuple(bumps)
@@ -446,12 +488,27 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
         pass
     else:
         copy_into(targets, values)
+        if any(map(_shared_counter, targets, before)):
+            # (targets sharing a version counter, views of one tensor: eager's counter moved
+            # by each one's writes; the copies moved it once per target)
+            # (off the CPU each still moves: ``set_versions``)
+            torch._C._autograd._unsafe_set_version_counter(tuple(targets), tuple(before))
+            for t, b in zip(targets, bumps):
+                b = b if t.device.type == "cpu" else max(b, 1)
+                torch._C._autograd._unsafe_set_version_counter((t,), (t._version + b,))
+            return
         set_versions(targets, list(map(operator.add, before, bumps)))
         return
     tracked = [(t, b) for t, b in zip(targets, bumps) if b is not None and not t.is_inference()]
     before = [t._version for t, _ in tracked]
     copy_into(targets, values)
     set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
+
+
+def _shared_counter(target: torch.Tensor, before: int) -> bool:
+    """Whether ``target``'s version counter moved by more than its own copy's bump (another
+    target shares it)."""
+    return target._version - before != 1
 
 
 def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:

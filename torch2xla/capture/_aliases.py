@@ -425,6 +425,20 @@ def alias_signature(tensors: Sequence, positions: Sequence[int] | None = None) -
     return tuple(out)
 
 
+def storage_classes(tensors: Sequence) -> tuple[int | None, ...]:
+    """Per tensor, the first position of a tensor sharing its storage (None: not a strided
+    tensor); of fake tensors too (Dynamo's example values)."""
+    first: dict = {}
+    out: list[int | None] = []
+    for i, t in enumerate(tensors):
+        t = _plain(t)
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            out.append(None)
+            continue
+        out.append(first.setdefault(StorageWeakRef(t.untyped_storage()), i))
+    return tuple(out)
+
+
 def may_alias(gm: torch.fx.GraphModule) -> bool:
     """Whether some of the Dynamo graph's example inputs share memory (Dynamo then does not
     guard against aliasing, so any call's inputs may overlap)."""
@@ -466,12 +480,19 @@ class InputAliasing:
     num_args: int
 
     @classmethod
-    def of(cls, args: Sequence, written: frozenset[int] | None = None) -> InputAliasing | None:
+    def of(
+        cls, args: Sequence, written: frozenset[int] | None = None, from_start: bool = False
+    ) -> InputAliasing | None:
         """The groups of ``args`` that overlap and of which the graph writes into some input
         (``written``, positions; None: every group). A group that is only read is left to
         the export as separate inputs: one base would send the gradients of all its inputs
         into the first one's history, where they may be separate leaves (``d =
-        x.detach().requires_grad_()``, two parameters made from one tensor's data)."""
+        x.detach().requires_grad_()``, two parameters made from one tensor's data).
+        ``from_start``: each base starts at the storage's first element, not the first
+        input's (the graph reads storage offsets: ``as_strided``'s explicit one counts from
+        the storage's start, and the export's base starts a storage of its own); it ends
+        where the inputs end, so the program depends on nothing the key does not hold (the
+        storage offsets of such graphs, their inputs' sizes and strides)."""
         groups = []
         for positions in _overlapping(args):
             if written is not None and written.isdisjoint(positions):
@@ -481,6 +502,8 @@ class InputAliasing:
                 continue  # views of one memory as two dtypes: left to the export, which refuses
             first = min(t.storage_offset() for t in tensors)
             length = max(t.storage_offset() + _extent(t) for t in tensors) - first
+            if from_start:
+                first, length = 0, first + length
             views = tuple(
                 (tuple(t.shape), tuple(t.stride()), t.storage_offset() - first) for t in tensors
             )

@@ -247,10 +247,20 @@ def written_inputs(gm: torch.fx.GraphModule) -> frozenset[int]:
     return frozenset(write_records(gm)[1])
 
 
+def reads_storage_offsets(gm: torch.fx.GraphModule) -> bool:
+    """Whether the Dynamo graph ``gm`` may read its inputs' storage offsets (an ``as_strided``
+    call: its explicit offset counts from the storage's start)."""
+    for node in gm.graph.nodes:
+        target = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if node.op in ("call_method", "call_function") and "as_strided" in str(target):
+            return True
+    return False
+
+
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     # Inputs that overlap in memory and are written: exported as views of one base per group.
-    aliasing = InputAliasing.of(args, written_inputs(gm))
+    aliasing = InputAliasing.of(args, written_inputs(gm), reads_storage_offsets(gm))
     # the user's calls of bool, integer and complex tensors eager's kernels do not implement
     refused = _dtype_probes.refused_calls(gm)
     gm = prepare(gm, args, aliasing)

@@ -178,10 +178,14 @@ class SignatureKey:
         # buffers (their sharing memory with each other after the trace is not looked for:
         # ~0.2 us a tensor per call, the hundreds of a model's parameters would cost more
         # than the rest of the key).
+        # Where the graph writes a tensor that is not module state (an argument, a global),
+        # the parameters and buffers are looked for too: ``f(m.w.detach())`` writing its
+        # argument changes the ``m.w`` that the graph reads after the write.
+        every = self.aliasing or any(not _module_state(placeholders[i]) for i in written)
         self.overlap_pos = tuple(
             i
             for i, node in enumerate(placeholders)
-            if _strided(node) and (self.aliasing or i in written or not _module_state(node))
+            if _strided(node) and (every or i in written or not _module_state(node))
         )
         # Written inputs whose example's layout is symbolic: ``check_writes`` (eager's handling
         # of writes into tensors whose elements share memory, ``x.unfold(0, 4, 2).add_(1)``)
