@@ -24,7 +24,7 @@ from torch2xla.capture._aliases import storage_classes
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
-from torch2xla.capture._stop_gradient import _mutated
+from torch2xla.capture._stop_gradient import _written
 from torch2xla.capture._writes import _root
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
@@ -93,9 +93,10 @@ def _own_writes(gm, placeholders, examples, classes, shared) -> tuple[int | None
     position = {n: i for i, n in enumerate(placeholders)}
     own = [0] * len(examples)
     for node in gm.graph.nodes:
-        i = position.get(_root(_mutated(node)))
-        if i is not None:
-            own[i] += 1
+        for written in _written(node):  # (each of a ``_foreach_*_``'s list too)
+            i = position.get(_root(written))
+            if i is not None:
+                own[i] += 1
     return tuple(
         v if v is None or classes[i] not in shared else own[i] for i, v in enumerate(examples)
     )
