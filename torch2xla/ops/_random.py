@@ -39,13 +39,18 @@ def _uniform01(shape, dtype):
     return bits.astype(wide) * wide.type(2.0**-24)
 
 
-def _round_down(v, dtype):
-    """``v`` (float32) in ``dtype``, rounded toward -inf: a draw below ``to`` stays below it
-    (rounded to nearest, a float32 ``u`` within 2**-12 of 1 became a float16 1.0)."""
+def _below(v, dtype, lo, hi):
+    """``v`` (a draw in ``[lo, hi)`` of a wider float) in ``dtype``, kept in ``[lo, hi)`` of
+    ``dtype`` (``lo`` where that is empty, as eager's ``from``): rounded to nearest, a float32
+    ``u`` within 2**-12 of 1 became a float16 1.0.
+
+    NOTE: a clamp to the largest ``dtype`` value below ``hi``, not a test of the rounded value
+    against ``v``: XLA's GPU compiler may keep the rounded value in float32 (its "excess
+    precision"), which made that test false and let 1.0 through on CUDA."""
     if v.dtype == dtype:
         return v
-    r = v.astype(dtype)
-    return jnp.where(r.astype(v.dtype) > v, jnp.nextafter(r, jnp.asarray(-jnp.inf, dtype)), r)
+    top = jnp.nextafter(as_dtype(hi, dtype), jnp.asarray(-jnp.inf, dtype))
+    return jnp.maximum(jnp.minimum(v.astype(dtype), top), as_dtype(lo, dtype))
 
 
 def _uniform(shape, dtype, low=0.0, high=1.0):
@@ -59,7 +64,7 @@ def _uniform(shape, dtype, low=0.0, high=1.0):
         return jax.lax.complex(parts[..., 0], parts[..., 1])
     wide = _wide(dtype)
     lo, hi = (as_dtype(as_dtype(b, dtype), wide) for b in (low, high))
-    return _round_down(_uniform01(shape, dtype) * (hi - lo) + lo, dtype)
+    return _below(_uniform01(shape, dtype) * (hi - lo) + lo, dtype, lo, hi)
 
 
 def _standard_normal(shape, dtype):
