@@ -153,6 +153,7 @@ def _frontier(outputs: Sequence[torch.Tensor]) -> list:
 
 def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
     """The error eager's backward raises from ``outputs`` (fake) to ``inputs``, or None."""
+    in_kernel = mode.in_kernel_invocation
     try:
         with mode, _Checked():
             grads = [torch.ones_like(o) for o in outputs]
@@ -169,6 +170,11 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         # its device thread, where the fake mode's in-kernel state asserts), the call goes on
         # without eager's backward-time errors, as eager's own backward would run.
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
+    finally:
+        # (the engine's device thread and this one enter the mode's kernels at once there,
+        # and one of them may restore the other's in-kernel flag: left set, the next op on a
+        # fake value, ``output_saves``' own, failed its assertion; the engine is done here)
+        mode.in_kernel_invocation = in_kernel
     return None
 
 
