@@ -311,6 +311,8 @@ class GraphGuards:
             why = self.int_arguments.get(src.label)
             if why is None or src.dim is not None or src.symbol in self.key.size_symbols:
                 continue
+            if self.bucketing is not None and j in self.bucketing.safe:
+                continue  # (padded to buckets: one program per bucket, not per value)
             if previous[1 + j] == key[1 + j]:
                 continue
             self._warned_int = True
