@@ -98,7 +98,12 @@ def test_small_and_negative_values_run_exact_programs():
         return torch.arange(max(n, 0)).float() * 2 + x.sum(), x[:n].sum(0)
 
     x = torch.randn(6, 3)
-    _run(fn, [(x, n) for n in (4, 5, 7, 1, 0, -2, 3, 6, -1, 2)], warns=True)
+    info = _run(fn, [(x, n) for n in (4, 5, 7, 1, 0, -2, 3, 6, -1, 2)], warns=True)
+    signatures = [s.signature for g in info for s in g.signatures]
+    assert any("n (bucket)=8" in s for s in signatures), signatures
+    # (lowered from Dynamo's graph, not from the trace that assumed n >= 2)
+    small = [s for s in signatures if any(f"n={v}" in s for v in (1, 0, -2, -1))]
+    assert len(small) == 4 and not any("(bucket)" in s for s in small), signatures
 
 
 def test_an_int_argument_used_otherwise_still_warns():

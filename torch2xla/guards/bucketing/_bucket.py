@@ -269,6 +269,12 @@ class Bucketing:
         self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
         self.ties = {}
 
+    def traced_for(self, values: tuple) -> bool:
+        """Whether the symbolic trace holds for these symbol values: an int argument traced
+        as a size was assumed at least 2 (Dynamo, which gives tensor sizes 0 and 1 graphs of
+        their own, passes any int to one graph)."""
+        return all(values[j] >= 2 for j in self._int_sizes)
+
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:
         """The keyed symbol values of a call: bucket sizes for safe symbols, unless ``exact``."""
@@ -282,8 +288,8 @@ class Bucketing:
         return out
 
     def _choose(self, values: tuple) -> tuple:
-        if any(values[j] < 2 for j in self._int_sizes):
-            return values  # (an int argument traced as a size, which is at least 2)
+        if not self.traced_for(values):
+            return values
         if self.analysis is not None and self.analysis.assumptions:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
             if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
