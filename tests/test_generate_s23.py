@@ -124,6 +124,7 @@ def test_an_int_argument_used_otherwise_still_warns():
 transformers = pytest.importorskip("transformers")
 
 
+@pytest.mark.slow  # (about 40 s on 2 cores; the class is covered above)
 @torch.no_grad()
 def test_prophetnet_greedy_generate_programs_bounded():
     from scripts._hf_archs3 import NEW3
