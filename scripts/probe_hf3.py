@@ -197,15 +197,20 @@ def check_greedy(name):
     forward = model.forward
     model.forward = compiled = torch.compile(forward, backend="xla")
     got = watched(run, 6)
-    first = torch2xla.cache_info(compiled).misses
+    before = {g.name: g.misses for g in torch2xla.cache_info(compiled)}
     got2 = watched(run, 14)
-    second = torch2xla.cache_info(compiled).misses
+    after = {g.name: g.misses for g in torch2xla.cache_info(compiled)}
+    first, second = sum(before.values()), sum(after.values())
     for g, e in zip((got, got2), expected):
         if not torch.equal(g, e):
             raise Mismatch(f"tokens {g.tolist()} vs eager {e.tolist()}")
-    if second - first > 3:  # 8 more tokens: at most the buckets 8 -> 16 -> 32 and a prefill
-        raise Mismatch(f"programs {first}->{second}")
-    return f"programs {first}->{second}"
+    # 8 more tokens: per graph (a model with graph breaks has several per step), at most the
+    # buckets 8 -> 16 -> 32 and a prefill; a graph with two padded sizes a bucket apart
+    # (ProphetNet's main and predicting streams' keys, L and L + 1) may take twice that
+    grown = max(after[name] - before.get(name, 0) for name in after)
+    if grown > 6 or (second - first > 3 and len(after) == 1):
+        raise Mismatch(f"programs {first}->{second} (one graph +{grown})")
+    return f"programs {first}->{second} (at most +{grown} a graph)"
 
 
 CHECKS: dict[str, Callable[[], str | None]] = {}

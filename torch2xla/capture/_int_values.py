@@ -8,8 +8,8 @@ number it returns), the values share one program: the graph is rewritten to take
 tensor there instead, its int arithmetic becomes arithmetic on that tensor, and each call passes
 the int as such a tensor (``IntValues.tensors``).
 
-An int input stays an int (one program per value, as before) where its symbol sizes a tensor
-anywhere in the graph (a shape, a slice bound, an ``arange`` length) or where it reaches any op
+An int input stays an int (one program per value, as before, unless bucketing pads it as a
+size: ``guards/bucketing/_bucket.py``) where its symbol sizes a tensor anywhere in the graph (a shape, a slice bound, an ``arange`` length) or where it reaches any op
 outside the few whose results are proven the same for an int and for a 0-d int64 tensor: the
 rewritten node's fake result must have the original's dtype, shape and device, and no 0-d
 integer tensor (whose dtype a 0-d int64 tensor would widen) takes part. ``IntValues.kept`` says

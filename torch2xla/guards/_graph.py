@@ -272,7 +272,10 @@ class GraphGuards:
             return None
         if self.key.shares_memory(key):  # (inputs overlapping in memory: exact sizes)
             return None
-        return tuple(key[1 : 1 + self.key.num_symbols])
+        values = tuple(key[1 : 1 + self.key.num_symbols])
+        if not b.traced_for(values):  # (an int argument below 2: Dynamo's graph, exactly)
+            return None
+        return values
 
     def _bucketed_labels(self, key: tuple) -> frozenset[int]:
         if self._padded_values(key) is None:
@@ -311,6 +314,8 @@ class GraphGuards:
             why = self.int_arguments.get(src.label)
             if why is None or src.dim is not None or src.symbol in self.key.size_symbols:
                 continue
+            if self.bucketing is not None and j in self.bucketing.safe:
+                continue  # (padded to buckets: one program per bucket, not per value)
             if previous[1 + j] == key[1 + j]:
                 continue
             self._warned_int = True

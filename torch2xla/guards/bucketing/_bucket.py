@@ -143,6 +143,7 @@ class Bucketing:
         # rewritten graph holds it, so each value of it has a rewritten graph of its own.
         self._specialized: list[int] = []
         self._candidates: set = set()
+        self._int_sizes: frozenset[int] = frozenset()
         self._base: dict = {}  # padded symbol -> a key position holding it
         self._length_tensors: dict[tuple, torch.Tensor] = {}
         self._memo: dict[tuple, tuple] = {}
@@ -167,12 +168,13 @@ class Bucketing:
             return
         env, ours = sym.env, sym.ours
         self._ours = ours
+        self._int_sizes = sym.int_sizes
         candidates: dict = {}
         derived = {}
         sizes = key.size_symbols
         for j, s in enumerate(ours):
             replaced = env.replace(s)
-            if key.sources[j].symbol not in sizes:
+            if key.sources[j].symbol not in sizes and j not in sym.int_sizes:
                 self.refused[key.sources[j].label] = NOT_A_SIZE
             elif replaced.is_Symbol:
                 candidates.setdefault(replaced, []).append(j)
@@ -267,6 +269,12 @@ class Bucketing:
         self.safe, self.derived, self.masked, self.lengths = (), {}, None, ()
         self.ties = {}
 
+    def traced_for(self, values: tuple) -> bool:
+        """Whether the symbolic trace holds for these symbol values: an int argument traced
+        as a size was assumed at least 2 (Dynamo, which gives tensor sizes 0 and 1 graphs of
+        their own, passes any int to one graph)."""
+        return all(values[j] >= 2 for j in self._int_sizes)
+
     # -- per call ---------------------------------------------------------------------------
     def bucket(self, values: tuple, exact: bool) -> tuple:
         """The keyed symbol values of a call: bucket sizes for safe symbols, unless ``exact``."""
@@ -280,6 +288,8 @@ class Bucketing:
         return out
 
     def _choose(self, values: tuple) -> tuple:
+        if not self.traced_for(values):
+            return values
         if self.analysis is not None and self.analysis.assumptions:
             real = {s: sympy.Integer(v) for s, v in zip(self._our_syms, values) if s.is_Symbol}
             if not all((a.xreplace(real) >= 0) is sympy.true for a in self.analysis.assumptions):
@@ -455,11 +465,19 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     fake_mode = FakeTensorMode(shape_env=env)
     ours, symbols = [], {}
     sizes = key.size_symbols
-    for src in key.sources:
+    int_sizes = set()
+    for j, src in enumerate(key.sources):
         value = src.read(args)
         source = LocalSource(f"torch2xla_{src.symbol}")
         if src.symbol in sizes:
             sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+        elif value >= 2 and _sizes_a_tensor(gm, src.symbol):
+            # An int argument that sizes a tensor the graph makes (``arange(n)`` after a graph
+            # break: the resumed frame gets the length as an int, no input carries it) is a
+            # size like an input's: traced as one (so at least 2), padded where the analysis
+            # proves it exact; a call whose value is below 2 runs its exact program.
+            sym = env.create_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+            int_sizes.add(j)
         else:  # an int argument: any sign, never padded
             sym = env.create_unspecified_symbol(
                 value, source=source, dynamic_dim=DimDynamic.DYNAMIC
@@ -509,8 +527,27 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
     named = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers())}
     lifted = tuple(named[n] for n in [*sig.parameters, *sig.buffers])
     return _Symbolic(
-        aten_gm, env, ours, len(lifted), tuple(mutations), len(sig.user_outputs), lifted
+        aten_gm,
+        env,
+        ours,
+        len(lifted),
+        tuple(mutations),
+        len(sig.user_outputs),
+        lifted,
+        frozenset(int_sizes),
     )
+
+
+def _sizes_a_tensor(gm: torch.fx.GraphModule, symbol) -> bool:
+    """Whether some tensor of the Dynamo graph ``gm`` has a dimension whose size involves
+    ``symbol`` (an int argument's: what it sizes is made inside the graph)."""
+    for node in gm.graph.nodes:
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.Tensor) and any(
+            (e := _expr(n)) is not None and symbol in e.free_symbols for n in ex.shape
+        ):
+            return True
+    return False
 
 
 @dataclasses.dataclass
@@ -524,6 +561,7 @@ class _Symbolic:
     mutations: tuple[int, ...]
     n_user: int
     lifted: tuple[torch.Tensor, ...]
+    int_sizes: frozenset[int] = frozenset()  # key positions of int arguments traced as sizes
 
 
 @dataclasses.dataclass(frozen=True)
