@@ -34,25 +34,11 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from torch2xla.capture._writes import IN_PLACE_OPERATORS
+
 _FULL = slice(None, None, None)
-_IN_PLACE_OPERATORS = frozenset(
-    {
-        operator.setitem,
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-        operator.ifloordiv,
-        operator.imod,
-        operator.ipow,
-        operator.iand,
-        operator.ior,
-        operator.ixor,
-        operator.ilshift,
-        operator.irshift,
-        operator.imatmul,
-    }
-)
+# (``x[i] = v`` reaches the Dynamo graph as operator.setitem)
+_IN_PLACE_OPERATORS = IN_PLACE_OPERATORS | {operator.setitem}
 
 
 def writes(node: torch.fx.Node) -> bool:

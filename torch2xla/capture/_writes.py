@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 OVERLAP = "unsupported operation: more than one element of the written-to tensor refers to a "
 
 # (``x += 1`` reaches the Dynamo graph as operator.iadd)
-_IN_PLACE_OPERATORS = frozenset(
+IN_PLACE_OPERATORS = frozenset(
     (
         operator.iadd,
         operator.isub,
@@ -78,7 +78,7 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
     if node.op == "call_method":
         name = node.target
         if name.startswith("__"):  # (``x.__iadd__(1)``)
-            writes = getattr(operator, name.strip("_"), None) in _IN_PLACE_OPERATORS
+            writes = getattr(operator, name.strip("_"), None) in IN_PLACE_OPERATORS
         else:
             writes = name.endswith("_") and not name.startswith("_")
         return args[0] if writes and args else None
@@ -95,7 +95,7 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
             return t[index]
     name = getattr(target, "__name__", "")
     in_place = name.endswith("_") and not name.startswith("_")
-    if target in _IN_PLACE_OPERATORS or in_place or kwargs.get("inplace") is True:
+    if target in IN_PLACE_OPERATORS or in_place or kwargs.get("inplace") is True:
         return args[0] if args else kwargs.get("input")
     return None
 
