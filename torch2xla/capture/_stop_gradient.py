@@ -84,7 +84,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
                         _restart_history(graph, user, node)
                         break
                     continue  # an in-place write must still reach the value itself
-                through = node not in views and _recorded_write_through(user, node, recorded)
+                through = None if node in views else _recorded_write_through(user, node, recorded)
                 if through is not None:  # (the same through a view, ``t[1:3].add_(w)``)
                     _restart_history(graph, user, node)
                     break
