@@ -31,6 +31,7 @@ from torch.fx.node import map_arg
 
 from torch2xla._errors import Unsupported
 from torch2xla.capture._custom_backward import eager_backward, is_traced_hook
+from torch2xla.capture._custom_function import kept_in_program
 
 # What the ATen export raises on a data-dependent op traced with concrete sizes.
 EXPORT_ERRORS: tuple[type[Exception], ...] = (
@@ -69,6 +70,7 @@ def _is_custom_backward(node: torch.fx.Node) -> bool:
         isinstance(target, torch._ops.HigherOrderOperator)
         and target.name() == "autograd_function_apply"
         and _requires_grad(node.meta.get("example_value"))
+        and not kept_in_program(node)
     )
 
 
