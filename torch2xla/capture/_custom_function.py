@@ -46,7 +46,7 @@ class Entry:
     fwd: torch.fx.GraphModule
     bwd: torch.fx.GraphModule
     outputs: tuple  # the outputs' example values (shapes and dtypes)
-    n_saved: int
+    saved: tuple  # per saved value: ("input", k), ("output", j) or ("other", None)
     non_differentiable: frozenset[int]
     grad_inputs: tuple[int, ...]  # the inputs the backward returns a gradient for
 
@@ -141,7 +141,22 @@ def lowerable(node: torch.fx.Node) -> bool:
             grad.is_complex()
         ):
             return False
+    if _detaches(bwd):
+        return False
     return not any(n.op == "get_attr" for g in (fwd, bwd) for n in g.graph.nodes)
+
+
+def _detaches(bwd: torch.fx.GraphModule) -> bool:
+    """Whether the backward stops tracking a value itself (``.detach()``, ``.data``), which a
+    create_graph backward honours: its subgraph, traced without autograd, cannot show it to
+    the export's stop-point pass (``_stop_gradient``)."""
+    for n in bwd.graph.nodes:
+        name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+        if isinstance(name, str) and (name.startswith("detach") or name == "data"):
+            return True
+        if n.op == "call_function" and "data" in str(n.target).split("."):
+            return True
+    return False
 
 
 def _returns_input(out: torch.fx.Node, placeholders: set) -> bool:
@@ -259,7 +274,9 @@ def _export(node: torch.fx.Node) -> int:
     for gm, args in ((fwd_flat, fwd_args), (bwd_flat, bwd_args)):
         if any(a is None for a in args):
             raise _NotExportable
-        with torch.enable_grad():  # (stop points of the user's: ``.detach()`` in a backward)
+        # (no stop points: the subgraphs' values, traced without autograd, look untracked;
+        # a backward with stop points of its own stays in eager, ``_detaches``)
+        with torch.no_grad():
             low = lower(gm, args)
         if low.lifted or low.mutations or low.aliasing is not None or uses_rng(low.gm):
             raise _NotExportable
@@ -271,11 +288,27 @@ def _export(node: torch.fx.Node) -> int:
         lowered[0],
         lowered[1],
         tuple(_value(o) for o in outs) if len(values) == len(outs) else values,
-        len(saved),
+        _saved_kinds(fwd, outs, saved),
         frozenset(node.kwargs.get("non_differentiable_idx") or ()),
         grad_inputs,
     )
     return key
+
+
+def _saved_kinds(fwd: torch.fx.GraphModule, outs: tuple, saved: tuple) -> tuple:
+    """What each saved value is to eager's autograd: an input (differentiated as itself), an
+    output (through the Function's own backward: a saved output), or a value the forward
+    made without autograd (a constant to a second backward)."""
+    inputs = list(fwd.graph.find_nodes(op="placeholder"))
+    kinds = []
+    for v in saved:
+        if v in inputs:
+            kinds.append(("input", inputs.index(v)))
+        elif v in outs:
+            kinds.append(("output", outs.index(v)))
+        else:
+            kinds.append(("other", None))
+    return tuple(kinds)
 
 
 def _flat(gm: torch.fx.GraphModule, outputs: tuple) -> torch.fx.GraphModule:

@@ -25,7 +25,8 @@ import torch
 from jax import lax
 
 from torch2xla.capture._custom_function import entry
-from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._registry import ctx as lowering_ctx
+from torch2xla.ops._registry import register
 from torch2xla.runtime import _interop
 
 
@@ -42,13 +43,13 @@ def _(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
     return [torch.empty(o.shape, dtype=o.dtype, device=o.device) for o in entry(key).outputs]
 
 
-def _setup(c, inputs, output) -> None:
+def _setup(ctx, inputs, output) -> None:
     args, key = inputs
-    c.key = key
-    c.save_for_backward(*args)
+    ctx.key = key
+    ctx.save_for_backward(*args)
     nondiff = [output[k] for k in sorted(entry(key).non_differentiable)]
     if nondiff:
-        c.mark_non_differentiable(*nondiff)
+        ctx.mark_non_differentiable(*nondiff)
 
 
 def _backward(c, grads):
@@ -114,8 +115,17 @@ def custom_function_lowering(args: Any, key: int) -> tuple:
         return tuple(_cotangent_for(x, by_input.get(k)) for k, x in enumerate(xs))
 
     def apply_fwd(*xs):
-        primal, saved = run(*xs)
-        return primal, (xs, saved)
+        # The saved values as eager's autograd sees them where a second backward
+        # differentiates the backward: an input as itself, an output through this same rule
+        # (``apply``: a straight-through output's derivative is the user's, not its ops'),
+        # anything else the forward made without autograd as a constant.
+        (_, status), saved = run(*xs)
+        custom = apply(*xs)[0]
+        saved = tuple(
+            xs[k] if kind == "input" else custom[k] if kind == "output" else lax.stop_gradient(v)
+            for (kind, k), v in zip(e.saved, saved)
+        )
+        return (custom, status), (xs, saved)
 
     apply.defvjp(apply_fwd, apply_bwd)
     outs, status = apply(*args)
@@ -123,6 +133,6 @@ def custom_function_lowering(args: Any, key: int) -> tuple:
     outs = tuple(
         lax.stop_gradient(o) if k in e.non_differentiable else o for k, o in enumerate(outs)
     )
-    metas = ctx().out
+    metas = lowering_ctx().out
     metas = tuple(metas) if isinstance(metas, list | tuple) else (metas,)
     return [jnp.asarray(o, _interop.jax_dtype(m.dtype)) for o, m in zip(outs, metas)]
