@@ -25,6 +25,7 @@ What stays in eager (``lowerable`` is False), where JAX's rules would differ fro
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import itertools
@@ -91,11 +92,40 @@ def _grad_mode_as_eager(node, fwd, bwd) -> bool:
     switches = _cb._switches(bwd)
     if len(switches) != 2 or switches[0].args != (False,) or switches[1].args != (True,):
         return False
+    if _names_unsupported(node, fwd):
+        return False
     if frames == set():
         return _cb._declared_once(node, fwd) is False
     return bool(frames) and not any(
         _cb._is_once_wrapper(f) or _cb._changes_grad_mode(f) for f in frames
     )
+
+
+# what a Function's class may call that its traced subgraphs do not show: grads handed to the
+# backward as None (not zeros), in-place outputs
+_UNSEEN = frozenset({"set_materialize_grads", "mark_dirty", "once_differentiable"})
+
+
+def _names_unsupported(node: torch.fx.Node, fwd: torch.fx.GraphModule) -> bool:
+    """Whether the Function's class (found from its forward's ops' frames, in the source)
+    names one of ``_UNSEEN``; True where it cannot be found."""
+    site = len(_cb._frames(node))
+    for n in fwd.graph.nodes:
+        if n.op not in _cb._CALLS or n.target is torch._C._set_grad_enabled:
+            continue
+        for filename, line, name in _cb._frames(n)[site:]:
+            tree = _cb._parsed(filename)
+            for cls in ast.walk(tree) if tree is not None else ():
+                if not isinstance(cls, ast.ClassDef):
+                    continue
+                for f in cls.body:
+                    if (
+                        isinstance(f, ast.FunctionDef)
+                        and f.name == name
+                        and f.lineno <= line <= (f.end_lineno or f.lineno)
+                    ):
+                        return any(_cb._names(cls, word) for word in _UNSEEN)
+    return True
 
 
 def lowerable(node: torch.fx.Node) -> bool:
