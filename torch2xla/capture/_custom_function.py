@@ -167,8 +167,10 @@ def lowerable(node: torch.fx.Node) -> bool:
             return False
         if not (value.is_floating_point() or value.is_complex()):
             return False
-        if grad.is_complex() != value.is_complex() or not grad.is_floating_point() and not (
-            grad.is_complex()
+        if (
+            grad.is_complex() != value.is_complex()
+            or not grad.is_floating_point()
+            and not (grad.is_complex())
         ):
             return False
     if _detaches(bwd):
@@ -221,9 +223,7 @@ def preserve_custom_functions(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose lowerable Function calls whose outputs autograd tracks target
     ``torch2xla::custom_function`` (``gm`` itself is never changed)."""
     calls = [
-        n
-        for n in gm.graph.nodes
-        if n.op == "call_function" and _tracked(n) and kept_in_program(n)
+        n for n in gm.graph.nodes if n.op == "call_function" and _tracked(n) and kept_in_program(n)
     ]
     if not calls:
         return gm
