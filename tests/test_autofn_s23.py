@@ -391,3 +391,40 @@ def test_without_autograd_inlined():
         rec("out", C(lambda x: _Quantize.apply(x, 4.0, 1.0) * 2)(x))
 
     no_fallback(check_scenario, scenario, None, 0)
+
+
+class _XSoftmax(torch.autograd.Function):
+    """SEW-D's / DeBERTa's masked softmax: an in-place fill of an intermediate, a saved
+    output, a boolean tensor input and an int argument, ``_softmax_backward_data``."""
+
+    @staticmethod
+    def forward(ctx, x, mask, dim: int):
+        ctx.dim = dim
+        rmask = ~(mask.to(torch.bool))
+        out = x.masked_fill(rmask, torch.finfo(x.dtype).min)
+        out = torch.softmax(out, ctx.dim)
+        out.masked_fill_(rmask, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return torch._softmax_backward_data(g, out, ctx.dim, out.dtype), None, None
+
+
+def test_masked_softmax_function():
+    def scenario(C, rec):
+        x = leaf(2, 4, 5)
+        mask = torch.tensor([1, 1, 0, 1, 0], dtype=torch.bool).expand(2, 4, 5)
+        w = leaf(5, 5, seed=1)
+
+        def f(x, mask, w):
+            return (_XSoftmax.apply(x, mask, -1) @ w).pow(2).sum()
+
+        loss = C(f)(x, mask, w)
+        loss.backward()
+        rec("out", loss.detach())
+        rec("grads", [x.grad, w.grad])
+
+    no_fallback(check_scenario, scenario, None, 1e-5)
