@@ -428,3 +428,32 @@ def test_masked_softmax_function():
         rec("grads", [x.grad, w.grad])
 
     no_fallback(check_scenario, scenario, None, 1e-5)
+
+
+class _Noisy(torch.autograd.Function):
+    """A forward drawing random numbers."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x + torch.rand_like(x) * 0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+@pytest.mark.parametrize("function", [_Noisy], ids=["random_forward"])
+def test_forward_kept_in_eager(function):
+    def scenario(C, rec):
+        x = leaf(5)
+        out = C(lambda x: function.apply(x).pow(2).sum())(x)
+        out.backward()
+        rec("out", [out.detach(), x.grad])
+
+    with (
+        torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        check_scenario(scenario, None, 1e-6)
+    assert any("autograd.Function" in m for m in _fallbacks(caught))

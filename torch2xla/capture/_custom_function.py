@@ -265,6 +265,7 @@ def _tracked(node: torch.fx.Node) -> bool:
 
 
 _PREPARED_KEY = "torch2xla.custom_function_key"
+NOT_LOWERED_WHY = "torch2xla.custom_function_not_lowered"
 
 
 def _prepared(node: torch.fx.Node) -> int | None:
@@ -274,8 +275,9 @@ def _prepared(node: torch.fx.Node) -> int | None:
         return node.meta[_PREPARED_KEY]
     try:
         key = _export(node)
-    except _NotExportable:
+    except _NotExportable as e:
         key = None
+        node.meta[NOT_LOWERED_WHY] = str(e)  # (why it stays in eager, for debugging)
     node.meta[_PREPARED_KEY] = key
     return key
 
@@ -287,6 +289,7 @@ class _NotExportable(Exception):
 def _export(node: torch.fx.Node) -> int:
     from torch2xla.capture._annotate import annotate
     from torch2xla.capture._lower import lower
+    from torch2xla.capture._partition import find_unsupported
     from torch2xla.ops._interpret import uses_rng
 
     fwd, bwd = _subgraphs(node)
@@ -306,10 +309,17 @@ def _export(node: torch.fx.Node) -> int:
             raise _NotExportable
         # (no stop points: the subgraphs' values, traced without autograd, look untracked;
         # a backward with stop points of its own stays in eager, ``_detaches``)
-        with torch.no_grad():
-            low = lower(gm, args)
+        try:
+            with torch.no_grad():
+                low = lower(gm, args)
+        except Exception as e:  # (a data-dependent op inside: kept in eager, as before)
+            raise _NotExportable(f"{type(e).__name__}: {e}") from e
         if low.lifted or low.mutations or low.aliasing is not None or uses_rng(low.gm):
-            raise _NotExportable
+            raise _NotExportable("inputs written, attributes held or random numbers drawn")
+        n_in = len(low.gm.graph.find_nodes(op="placeholder"))
+        unsupported = find_unsupported(low.gm, [True] * n_in if gm is bwd_flat else None)
+        if unsupported:
+            raise _NotExportable(f"{unsupported[0].reason}")
         lowered.append(annotate(low.gm))
     value = node.meta.get("example_value")
     values = tuple(value) if isinstance(value, tuple | list) else (value,)
