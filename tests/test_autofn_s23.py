@@ -457,3 +457,63 @@ def test_forward_kept_in_eager(function):
         warnings.simplefilter("always")
         check_scenario(scenario, None, 1e-6)
     assert any("autograd.Function" in m for m in _fallbacks(caught))
+
+
+def test_function_outputs_all_unused_input_grad_none():
+    """No output of the Function reaches the loss: eager never calls its backward, and the
+    input only it reads keeps a None gradient."""
+
+    def scenario(C, rec):
+        x, w = leaf(3), leaf(3, seed=1)
+
+        def f(x, w):
+            return x.pow(2).sum(), _Reverse.apply(w * 2, 0.5)
+
+        loss, y = C(f)(x, w)
+        loss.backward()
+        rec("out", [loss.detach(), y.detach(), y.requires_grad])
+        rec("grads", [x.grad, w.grad])
+
+    no_fallback(check_scenario, scenario, None, 1e-6)
+
+
+def test_two_calls_and_bfloat16():
+    def scenario(C, rec):
+        x = leaf(4, 6, dtype=torch.bfloat16)
+        lin = nn.Linear(6, 6).to(torch.bfloat16)
+
+        def f(x):
+            h = _Quantize.apply(lin(x), 8.0, 2.0)
+            return _Reverse.apply(_Quantize.apply(h * 3, 2.0, 1.0), 2.0).float().pow(2).sum()
+
+        out = C(f)(x)
+        out.backward()
+        rec("out", out.detach())
+        rec("grads", [x.grad, lin.weight.grad, lin.bias.grad])
+
+    no_fallback(check_scenario, scenario, None, 0)
+
+
+class _Rotate(torch.autograd.Function):
+    """Complex values: eager's gradient convention (the conjugate of JAX's cotangent)."""
+
+    @staticmethod
+    def forward(ctx, z, c):
+        ctx.save_for_backward(c)
+        return z * c
+
+    @staticmethod
+    def backward(ctx, g):
+        (c,) = ctx.saved_tensors
+        return g * c.conj(), None
+
+
+def test_complex_function():
+    def scenario(C, rec):
+        z = leaf(4, dtype=torch.float64).to(torch.complex128).detach().requires_grad_()
+        c = torch.tensor([1 + 2j, 0.5 - 1j, 3j, -1 + 0j], dtype=torch.complex128)
+        out = C(lambda z, c: (_Rotate.apply(z * (1 + 1j), c) * (2 - 1j)).abs().sum())(z, c)
+        out.backward()
+        rec("out", [out.detach(), z.grad])
+
+    no_fallback(check_scenario, scenario, None, 1e-12)

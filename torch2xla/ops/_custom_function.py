@@ -77,7 +77,12 @@ def _zeros_for(ct: Any, meta: torch.Tensor) -> Any:
     dtype = _interop.jax_dtype(meta.dtype)
     if getattr(ct, "dtype", None) == jax.dtypes.float0:
         return jnp.zeros(meta.shape, dtype)
-    return jnp.asarray(ct, dtype)
+    return _torch_convention(jnp.asarray(ct, dtype))
+
+
+def _torch_convention(t: Any) -> Any:
+    """A complex cotangent in torch's convention from JAX's, or back: its conjugate."""
+    return jnp.conj(t) if jnp.iscomplexobj(t) else t
 
 
 def _cotangent_for(x: Any, grad: Any) -> Any:
@@ -85,7 +90,7 @@ def _cotangent_for(x: Any, grad: Any) -> Any:
         return np.zeros(np.shape(x), jax.dtypes.float0)
     if grad is None:
         return jnp.zeros_like(x)
-    return jnp.asarray(grad, jnp.result_type(x))
+    return _torch_convention(jnp.asarray(grad, jnp.result_type(x)))
 
 
 @register(torch.ops.torch2xla.custom_function.default)
