@@ -517,3 +517,20 @@ def test_complex_function():
         rec("out", [out.detach(), z.grad])
 
     no_fallback(check_scenario, scenario, None, 1e-12)
+
+
+def test_sizes_that_change():
+    """A second size makes Dynamo's graph dynamic (symbolic sizes): the Function then runs in
+    eager as before; each call gives eager's values and gradients."""
+
+    def scenario(C, rec):
+        f = C(lambda x: _Quantize.apply(x * 2, 4.0, 1.0).pow(2).sum())
+        for n in (4, 6, 9):
+            x = leaf(n, seed=n)
+            out = f(x)
+            out.backward()
+            rec(f"out{n}", [out.detach(), x.grad])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_scenario(scenario, None, 1e-6)
