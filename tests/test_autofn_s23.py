@@ -534,3 +534,27 @@ def test_sizes_that_change():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_scenario(scenario, None, 1e-6)
+
+
+class _Middle(torch.autograd.Function):
+    """A non-tensor argument between two tensors: the gradients keep their inputs' places."""
+
+    @staticmethod
+    def forward(ctx, x, k: float, w):
+        ctx.save_for_backward(x, w)
+        ctx.k = k
+        return x * w * k
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w * ctx.k * 3, None, g * x * ctx.k * 5
+
+
+def test_non_tensor_argument_between_tensors():
+    def scenario(C, rec):
+        x, w = leaf(3), leaf(3, seed=1)
+        C(lambda x, w: _Middle.apply(x, 2.0, w).sum())(x, w).backward()
+        rec("grads", [x.grad, w.grad])
+
+    no_fallback(check_scenario, scenario, None, 1e-6)
