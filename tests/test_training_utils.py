@@ -162,8 +162,9 @@ def test_custom_function_backward_is_the_users():
     assert_same(x.grad, rx.grad)
     for p, r in zip(model.parameters(), ref.parameters()):
         assert_same(p.grad, r.grad)
-    # (the Function runs in eager PyTorch, the modules around it in XLA)
-    assert any("autograd.Function" in str(w.message) for w in caught)
+    # (session 23: the Functions are lowered inside the XLA program as jax.custom_vjp,
+    # ``capture/_custom_function.py``; before, they ran in eager PyTorch between programs)
+    assert not any(issubclass(w.category, torch2xla.FallbackWarning) for w in caught)
 
 
 def test_custom_function_without_autograd_stays_in_xla():

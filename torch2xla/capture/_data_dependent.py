@@ -31,6 +31,7 @@ from torch.fx.node import map_arg
 
 from torch2xla._errors import Unsupported
 from torch2xla.capture._custom_backward import eager_backward, is_traced_hook
+from torch2xla.capture._custom_function import kept_in_program
 
 # What the ATen export raises on a data-dependent op traced with concrete sizes.
 EXPORT_ERRORS: tuple[type[Exception], ...] = (
@@ -69,6 +70,7 @@ def _is_custom_backward(node: torch.fx.Node) -> bool:
         isinstance(target, torch._ops.HigherOrderOperator)
         and target.name() == "autograd_function_apply"
         and _requires_grad(node.meta.get("example_value"))
+        and not kept_in_program(node)
     )
 
 
@@ -300,6 +302,12 @@ def split(
         outputs = [n for n in run if any(u not in inside for u in n.users)]
         sub = torch.fx.Graph()
         local: dict[torch.fx.Node, torch.fx.Node] = {}
+        # subgraphs of higher-order ops (a Function's forward and backward) stay attributes of
+        # the piece, so that its lowering sees them (``_custom_function.lowerable``)
+        for i in [i for i in inputs if _is_subgraph(gm, i)]:
+            local[i] = sub.get_attr(i.target)
+            local[i].meta = dict(i.meta)
+            inputs.remove(i)
         for i in inputs:
             p = sub.placeholder(i.name)
             # what a Dynamo placeholder carries: the example value (the key reads its sizes)
@@ -408,6 +416,12 @@ def _eager_node(top: torch.fx.Graph, node: torch.fx.Node, env: dict) -> torch.fx
         new = top.node_copy(node, lambda a: env[a])
     new.meta = dict(node.meta)
     return new
+
+
+def _is_subgraph(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
+    return node.op == "get_attr" and isinstance(
+        operator.attrgetter(node.target)(gm), torch.fx.GraphModule
+    )
 
 
 def _targets(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node]) -> dict:

@@ -16,6 +16,7 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._autocast import autocast_lstms
+from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._rewrites import (
     eager_layouts,
@@ -165,6 +166,8 @@ def prepare(
     gm = pointwise_composites(gm)
     # results laid out as eager's kernels lay them out (the fake kernels keep the input's)
     gm = eager_layouts(gm)
+    # torch.autograd.Function calls with their own backward, kept whole (custom_vjp)
+    gm = preserve_custom_functions(gm)
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # Dead values stay computed until after the export, for the checks of their ops

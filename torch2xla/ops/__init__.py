@@ -33,6 +33,7 @@ from torch2xla.ops import (  # noqa: F401
     _backward,
     _checks,
     _clamp,
+    _custom_function,
     _derivatives,
     _distance,
     _effects,
