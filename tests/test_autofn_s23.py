@@ -67,6 +67,18 @@ class _DannNet(nn.Module):
         return self.label(h), self.domain(_Reverse.apply(h, 0.3))
 
 
+# torch < 2.13: Dynamo hands a Function's intermediates out as outputs too, and the backward's
+# placeholders for their gradients carry no example values: such Functions stay in eager
+# there, as before (values and gradients still eager's; what is asserted below)
+KEPT_IN_XLA = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 13)
+if not KEPT_IN_XLA:
+
+    def no_fallback(fn, *args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch2xla.FallbackWarning)
+            return fn(*args, **kwargs)
+
+
 def _fallbacks(caught) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, torch2xla.FallbackWarning)]
 
@@ -92,7 +104,7 @@ def test_one_program_no_fallback_eagers_gradients(net, monkeypatch):
     sum(w.square().sum() for w in want).backward()
     for (name, p), r in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, r.grad, rtol=1e-5, atol=1e-6, msg=name)
-    assert counter.count == 1
+    assert counter.count == 1 or not KEPT_IN_XLA
     explain = torch._dynamo.explain(net())(x)
     assert explain.graph_count == 1 and explain.graph_break_count == 0
 
@@ -359,6 +371,7 @@ def test_mark_dirty_kept_in_eager():
     assert any("autograd.Function" in m for m in _fallbacks(caught))
 
 
+@pytest.mark.skipif(not KEPT_IN_XLA, reason="kept in eager before torch 2.13 (see KEPT_IN_XLA)")
 def test_beside_a_data_dependent_op():
     """A graph cut for a data-dependent op (``nonzero``) keeps the Function in a piece."""
 
@@ -413,6 +426,11 @@ class _XSoftmax(torch.autograd.Function):
         return torch._softmax_backward_data(g, out, ctx.dim, out.dtype), None, None
 
 
+@pytest.mark.skipif(
+    not KEPT_IN_XLA,
+    reason="torch 2.11's Dynamo gives this Function wrong input gradients with any backend "
+    "(backend='eager' too: 2.38 off eager's); from 2.13 the Function is kept in XLA",
+)
 def test_masked_softmax_function():
     def scenario(C, rec):
         x = leaf(2, 4, 5)
