@@ -27,6 +27,7 @@ from jax import lax
 from torch2xla.capture._custom_function import entry
 from torch2xla.ops._registry import ctx as lowering_ctx
 from torch2xla.ops._registry import register
+from torch2xla.ops._vmap import per_element
 from torch2xla.runtime import _interop
 
 
@@ -41,6 +42,14 @@ def custom_function(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
 @custom_function.register_fake
 def _(args: list[torch.Tensor], key: int) -> list[torch.Tensor]:
     return [torch.empty(o.shape, dtype=o.dtype, device=o.device) for o in entry(key).outputs]
+
+
+@custom_function.register_vmap
+def _(info, in_dims, args: list[torch.Tensor], key: int):
+    # (a Function's call under torch.vmap: its forward once per batch element, as functorch's
+    # fallback would, without the fallback's warning)
+    outs, dims = per_element(lambda a: custom_function(a, key), info, in_dims[:1], (args,))
+    return list(outs), list(dims)
 
 
 def _setup(ctx, inputs, output) -> None:
