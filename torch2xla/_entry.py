@@ -489,7 +489,9 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
         pass
     else:
         copy_into(targets, values)
-        if any(map(_shared_counter, targets, before)):
+        # (each copy moves its own counter by one: more, where targets share a counter;
+        # summed in C, no Python call per target on the write-back)
+        if sum(map(_VERSION, targets)) - sum(before) != len(targets):
             # (targets sharing a version counter, views of one tensor: eager's counter moved
             # by each one's writes; the copies moved it once per target)
             # (off the CPU each still moves: ``set_versions``)
@@ -504,12 +506,6 @@ def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:
     before = [t._version for t, _ in tracked]
     copy_into(targets, values)
     set_versions([t for t, _ in tracked], [v + b for v, (_, b) in zip(before, tracked)])
-
-
-def _shared_counter(target: torch.Tensor, before: int) -> bool:
-    """Whether ``target``'s version counter moved by more than its own copy's bump (another
-    target shares it)."""
-    return target._version - before != 1
 
 
 def copy_into(targets: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
