@@ -549,6 +549,104 @@ def no_grad_inside_module_toggled(C, call):
 
 
 # ============================================================================================
+# backward programs: which outputs get cotangents, which inputs are asked for
+@scenario
+def backward_through_output_subsets(C, call):
+    def g(x, w):
+        h = x @ w
+        return h.tanh(), h.sigmoid() * x.sum(), (h * 2).detach()
+
+    f = C(g)
+    x, w = rand(3, 4, rg=True), rand(4, 2, seed=1, rg=True)
+    for step, used in enumerate(((0,), (1,), (0, 1), (), (1,), (0,))):
+        outs = call(f"step {step} uses {used}", lambda: f(x, w))
+        x.grad = w.grad = None
+        loss = sum((outs[i] * (i + 1)).sum() for i in used) if used else None
+        if loss is not None:
+            loss.backward()
+        call.rec(f"grads {step}", [x.grad, w.grad])
+
+
+@scenario
+def autograd_grad_input_subsets(C, call):
+    f = C(lambda x, w, b: ((x @ w + b).relu() ** 2).sum())
+    x, w, b = rand(3, 4, rg=True), rand(4, 2, seed=1, rg=True), rand(2, seed=2, rg=True)
+    for which in ("x", "w", "wb", "xwb", "b", "x"):
+        ins = [{"x": x, "w": w, "b": b}[c] for c in which]
+        out = f(x, w, b)
+        call(f"grad wrt {which}", lambda out=out, ins=ins: torch.autograd.grad(out, ins))
+
+
+@scenario
+def create_graph_then_plain(C, call):
+    f = C(lambda x: (x.sin() * x).sum())
+    x = rand(4, rg=True)
+    for step, create in enumerate((False, True, False, True)):
+        out = f(x)
+        (g,) = call(
+            f"grad create_graph={create}",
+            lambda out=out, create=create: torch.autograd.grad(out, x, create_graph=create),
+        )
+        if create:
+            call(f"second order {step}", lambda g=g: torch.autograd.grad(g.sum(), x))
+
+
+@scenario
+def retain_graph_twice_then_once(C, call):
+    f = C(lambda x, w: (x * w).exp().sum(0))
+    x, w = rand(3, 2), rand(2, seed=1, rg=True)
+    for step, retain in enumerate((True, False, True)):
+        out = f(x, w)
+        w.grad = None
+        out.sum().backward(retain_graph=retain)
+        call.rec(f"grad {step}", w.grad)
+        if retain:
+            out[0].backward()
+            call.rec(f"grad again {step}", w.grad)
+
+
+@scenario
+def written_input_leaf_or_not(C, call):
+    def g(y, w):
+        y.mul_(w)
+        return y.sum() * 2
+
+    f = C(g)
+    w = rand(3, seed=1, rg=True)
+    for i, kind in enumerate(("non-leaf", "leaf", "view of non-leaf", "non-leaf", "view of leaf")):
+        x = rand(3, seed=i, rg=True)
+        y = {
+            "non-leaf": lambda x=x: x * 2,
+            "leaf": lambda x=x: x,
+            "view of non-leaf": lambda x=x: (x * 2)[None][0],
+            "view of leaf": lambda x=x: x[None][0],
+        }[kind]()
+        out = call(f"{kind} {i}", lambda y=y: f(y, w))
+        w.grad = None
+        if isinstance(out, torch.Tensor):
+            out.backward()
+            call.rec(f"grads {i}", [x.grad, w.grad])
+
+
+@scenario
+def written_input_no_grad_then_grad(C, call):
+    def g(y):
+        y.add_(1)
+        return y * y
+
+    f = C(g)
+    for i, mode in enumerate(("no_grad", "grad", "no_grad", "grad")):
+        x = rand(3, seed=i, rg=True)
+        y = x * 1
+        with torch.set_grad_enabled(mode == "grad"):
+            out = call(f"{mode} {i}", lambda y=y: f(y))
+        call.rec(f"y {i}", y)
+        if out.requires_grad:
+            out.sum().backward()
+            call.rec(f"grad {i}", x.grad)
+
+
+# ============================================================================================
 # autocast, default dtype
 @scenario
 def autocast_cache_and_nested(C, call):
