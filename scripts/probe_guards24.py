@@ -647,6 +647,151 @@ def written_input_no_grad_then_grad(C, call):
 
 
 # ============================================================================================
+# data-dependent values between calls (graphs cut around eager ops)
+@scenario
+def data_dependent_counts_and_values(C, call):
+    def g(x, v):
+        y = x.clone()
+        y[y > 0] = v
+        idx = (x > 0.5).nonzero()
+        return y, idx, x[x < 0] * 2, x.masked_select(x > 1).sum()
+
+    f = C(g)
+    for i, v in enumerate((1.5, 2.5, -0.0, 1.5, 7.0)):
+        x = rand(6, seed=i)
+        call(f"{i} v={v}", lambda x=x, v=v: f(x, v))
+
+
+@scenario
+def captured_item_values(C, call):
+    saved = torch._dynamo.config.capture_scalar_outputs
+    torch._dynamo.config.capture_scalar_outputs = True
+    try:
+
+        def g(x, t):
+            k = t.item()
+            return x * k + 1 / (x - k), x[: max(int(k), 1)].sum()
+
+        f = C(g)
+        x = rand(5) * 3
+        for k in (2.0, 3.0, -0.0, 0.0, 1.5, 2.0):
+            call(f"k={k}", lambda k=k: f(x, torch.tensor(k)))
+        for k in (2, 3, 1):
+            call(f"int k={k}", lambda k=k: f(x, torch.tensor(k)))
+    finally:
+        torch._dynamo.config.capture_scalar_outputs = saved
+
+
+@scenario
+def step_counter_tensor(C, call):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    step = torch.tensor(0)
+
+    def g(x):
+        step.add_(1)
+        scale = torch.where(step > 2, 1.0, 0.5)
+        return m(x) * scale + step
+
+    f = C(g)
+    x = rand(2, 3)
+    for i in range(5):
+        call(f"step {i}", lambda: f(x))
+        call.rec(f"counter {i}", step.clone())
+
+
+# ============================================================================================
+# bucketing (default "auto"): ops over the padded dimension, sizes in no order
+def _padded_dim_fns():
+    def attention(x):
+        q = x[None, None]
+        return F.scaled_dot_product_attention(q, q, q, is_causal=True)[0, 0]
+
+    def masked_attention(x):
+        n = x.shape[0]
+        mask = torch.ones(n, n, dtype=torch.bool).tril()
+        q = x[None, None]
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)[0, 0]
+
+    return {
+        "layer_norm over rows": lambda x: F.layer_norm(x.t(), (x.shape[0],)),
+        "var and std": lambda x: (x.var(0), x.std(0, correction=0)),
+        "sort and topk": lambda x: (x.sort(0).values, x.topk(2, 0).indices),
+        "flip and roll": lambda x: (x.flip(0), x.roll(1, 0)),
+        "cumsum flattened": lambda x: x.reshape(-1).cumsum(0),
+        "tril of square": lambda x: (x @ x.t()).tril(),
+        "causal attention": attention,
+        "masked attention": masked_attention,
+        "median": lambda x: x.median(0).values,
+        "logcumsumexp": lambda x: x.logcumsumexp(0),
+        "min with index": lambda x: (x.min(0).indices, x.argsort(0)),
+        "diff and pad": lambda x: (x.diff(dim=0), F.pad(x, (0, 0, 1, 1), value=-1.0)),
+        "count via ones": lambda x: torch.ones_like(x).sum(0) + x.new_ones(x.shape[0]).sum(),
+        "mean by hand": lambda x: x.sum(0) / x.shape[0],
+        "first and last": lambda x: x[0] * x[-1] + x[x.shape[0] // 2],
+    }
+
+
+@scenario
+def bucketing_ops_over_padded_dim(C, call):
+    for name, fn in _padded_dim_fns().items():
+        torch._dynamo.reset()
+        f = C(fn, dynamic=True)
+        with torch.no_grad():
+            for n in (5, 3, 9, 6, 17, 2, 12, 31, 7):
+                call(f"{name} n={n}", lambda n=n, f=f: f(rand(n, 4, seed=n)))
+
+
+@scenario
+def bucketing_generate_like_loop(C, call):
+    torch.manual_seed(0)
+    emb, proj = nn.Embedding(11, 8), nn.Linear(8, 11)
+
+    def step(ids, cache):
+        h = emb(ids[:, -1:])
+        cache = torch.cat([cache, h], 1)
+        att = (h @ cache.transpose(1, 2) / 8**0.5).softmax(-1) @ cache
+        return proj(att)[:, -1].argmax(-1), cache
+
+    f = C(step, dynamic=True)
+    with torch.no_grad():
+        ids, cache = torch.tensor([[1, 2, 3]]), emb(torch.tensor([[1, 2]]))
+        for i in range(12):
+            nxt, cache = call(f"token {i}", lambda ids=ids, cache=cache: f(ids, cache))
+            ids = torch.cat([ids, nxt[:, None]], 1)
+
+
+@scenario
+def as_strided_offset_training_retained(C, call):
+    f = C(lambda x, w: (x.as_strided((3,), (2,), 3) * w).sin().sum())
+    for k in (2, 0, 2):
+        base = rand(10, seed=k)
+        x = base[k : k + 6].detach().requires_grad_()
+        w = rand(3, seed=7, rg=True)
+        out = call(f"offset {k}", lambda x=x, w=w: f(x, w))
+        out.backward(retain_graph=True)
+        call.rec(f"grads {k}", [x.grad, w.grad])
+        out.backward()
+        call.rec(f"grads twice {k}", [x.grad, w.grad])
+
+
+@scenario
+def retained_and_double_backward(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    f = C(m)
+    for i in range(3):
+        x = rand(5, 3, seed=i, rg=True)
+        out = call(f"call {i}", lambda x=x: f(x))
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        g.square().sum().backward(retain_graph=True)
+        call.rec(f"grads {i}", [p.grad for p in m.parameters()])
+        out.sum().backward()
+        call.rec(f"grads again {i}", [p.grad for p in m.parameters()] + [x.grad])
+        m.zero_grad(set_to_none=True)
+
+
+# ============================================================================================
 # autocast, default dtype
 @scenario
 def autocast_cache_and_nested(C, call):
