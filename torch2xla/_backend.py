@@ -453,6 +453,8 @@ class CompiledGraph:
         numbers.check_call_values(self._numbers_gm, args)
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
+            if self.key.leaf_writes(args):  # (eager raises at the write: eager runs it)
+                return self._in_eager([], b, every=False)
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
@@ -722,7 +724,7 @@ class CompiledGraph:
     def _in_eager(self, missing: list[Unsupported], b: Build, every: bool = True) -> Cut:
         """The whole Dynamo graph run in eager PyTorch, for every signature (``every``; else
         for this one), because of the nodes ``missing`` (raised in strict mode, else one
-        ``FallbackWarning``)."""
+        ``FallbackWarning``; none: eager raises, which it then does itself)."""
         self._report(missing, whole=True)
         b.record.mode = "eager"
         b.record.ops = [

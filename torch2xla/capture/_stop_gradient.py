@@ -361,6 +361,41 @@ def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[b
     return every, {i: frozenset(kinds) for i, kinds in per_input.items()}
 
 
+def written_with_grad(gm: torch.fx.GraphModule, enabled: bool) -> frozenset[int]:
+    """The inputs (placeholder positions) of the Dynamo graph ``gm`` that it writes into (or
+    into a view of) while grad mode is on, for a call made with grad mode ``enabled`` (the
+    graph's own ``set_grad_enabled`` switches followed), whose example requires grad: eager
+    refuses such a write into a leaf, or a view of one (``leaf_written``)."""
+    from torch2xla.capture._writes import _root
+
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    position = {n: i for i, n in enumerate(placeholders)}
+    found = set()
+    for node in gm.graph.nodes:
+        if _is_switch(node):
+            enabled = bool(node.args[0])
+            continue
+        if not enabled:
+            continue
+        for target in _written(node):
+            i = position.get(_root(target))
+            example = placeholders[i].meta.get("example_value") if i is not None else None
+            if isinstance(example, torch.Tensor) and _requires_grad(example):
+                found.add(i)
+    return frozenset(found)
+
+
+def leaf_written(t) -> bool:
+    """Whether eager refuses an in-place write into ``t`` with grad mode on: a leaf that
+    requires grad, or a view of one ("a leaf Variable that requires grad is being used in an
+    in-place operation"). Dynamo guards ``requires_grad`` only: a graph traced for
+    ``f(x * 2)`` served ``f(x)`` and wrote the leaf."""
+    if not t.requires_grad:
+        return False
+    base = t._base
+    return (t if base is None else base).grad_fn is None
+
+
 def _straight_through_after(
     graph: torch.fx.Graph, write: torch.fx.Node, written: list[torch.fx.Node]
 ) -> None:

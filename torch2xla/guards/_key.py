@@ -15,6 +15,7 @@ from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
 from torch2xla.capture._aliases import alias_signature, may_alias
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
+from torch2xla.capture._stop_gradient import leaf_written, written_with_grad
 from torch2xla.capture._untracked import untracked_state
 from torch2xla.capture._writes import self_overlapping, symbolic_layout
 
@@ -205,6 +206,12 @@ class SignatureKey:
         # under CPU autocast, opt_einsum's for einsum): read at every call, a change builds
         # another program (``capture/_untracked.py``).
         self.state = untracked_state(gm)
+        # Inputs that require grad and are written with grad mode on (per grad mode of the
+        # call): eager refuses the write where the input is a leaf or a view of one, and
+        # Dynamo guards ``requires_grad``, not leafness: a program built for ``f(x * 2)`` served
+        # ``f(x)``, writing the leaf without eager's error. Keyed; such a call runs in eager.
+        self.grad_writes = {g: written_with_grad(gm, g) for g in (False, True)}
+        self.leaf_pos = tuple(sorted(self.grad_writes[False] | self.grad_writes[True]))
         self.labels: tuple[str, ...] = (
             "grad mode",
             *(s.label for s in self.sources),
@@ -213,6 +220,7 @@ class SignatureKey:
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
             *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
             *(label for label, _ in self.state),
+            *(f"{placeholder_label(placeholders[i])} is a leaf" for i in self.leaf_pos),
             *(
                 f"{placeholder_label(placeholders[i])} overlaps itself"
                 for i in self.self_overlap_pos
@@ -239,6 +247,7 @@ class SignatureKey:
         self_overlap_pos, unpaddable = self.self_overlap_pos, self._unpaddable
         overlap_pos = self.overlap_pos
         state = tuple(read for _, read in self.state)
+        leaf_pos = self.leaf_pos
 
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
@@ -263,13 +272,17 @@ class SignatureKey:
                 out.append(args[i].storage_offset())
             for read in state:
                 out.append(read())
+            for i in leaf_pos:
+                out.append(leaf_written(args[i]))
             for i in self_overlap_pos:
                 out.append(self_overlapping(args[i]))
             if overlap is not None:
                 out.append(overlap(args))
             return tuple(out)
 
-        plain = not (shape_pos or value_pos or scalar_pos or offset_pos or state or unpaddable)
+        plain = not (
+            shape_pos or value_pos or scalar_pos or offset_pos or state or leaf_pos or unpaddable
+        )
         if not sources and plain:
             return lambda args: (grad_enabled(),)
         if bucket is None:
@@ -289,6 +302,13 @@ class SignatureKey:
             return (grad, *bucket(symbol_values(args), exact), *others)
 
         return bucketed
+
+    def leaf_writes(self, args: Sequence) -> list[int]:
+        """The inputs this call writes with grad mode on that are leaves requiring grad (or
+        views of one): eager raises at the write."""
+        return [
+            i for i in sorted(self.grad_writes[torch.is_grad_enabled()]) if leaf_written(args[i])
+        ]
 
     def shares_memory(self, key: tuple) -> bool:
         """Whether the call of ``key`` has inputs that overlap each other or themselves (such

@@ -658,6 +658,7 @@ def arg_spec(args: Sequence) -> list:
                     a.device,
                     a.requires_grad,
                     value,
+                    a.storage_offset(),
                 )
             )
         else:
@@ -666,14 +667,21 @@ def arg_spec(args: Sequence) -> list:
 
 
 def example_args(spec: list) -> list:
-    """Arguments with the metadata (and the 0-d values) ``arg_spec`` recorded."""
+    """Arguments with the metadata (and the 0-d values) ``arg_spec`` recorded.
+
+    NOTE: the storage offset too, which the stored key holds: a graph calling ``as_strided``
+    reads it (its explicit offset counts from the storage's start), and the program built
+    later (a backward that keeps the graph) was lowered for offset 0 where the stored one
+    was for the call's, reading other elements or raising."""
     out = []
     for s in spec:
         if s[0] == "value":
             out.append(s[1])
             continue
-        _, shape, stride, dtype, device, requires_grad, value = s
-        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        _, shape, stride, dtype, device, requires_grad, value, offset = s
+        extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride)) if all(shape) else 0
+        storage = torch.empty(offset + extent, dtype=dtype, device=device).untyped_storage()
+        t = torch.empty(0, dtype=dtype, device=device).set_(storage, offset, shape, stride)
         if value is not None:
             t.fill_(value)
         out.append(t.requires_grad_(requires_grad))

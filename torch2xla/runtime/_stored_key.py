@@ -21,6 +21,8 @@ import functools
 import hashlib
 import marshal
 import pathlib
+import sys
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,13 +59,14 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
         return None
     graph = _describe_graph(gm)
     inputs = _describe_args(gm, args)
-    if graph is None or inputs is None:
+    lowerings = _lowerings_digest()
+    if graph is None or inputs is None or lowerings is None:
         return None
     return _persistent.key_of(
         "graph",
         _persistent.environment(),
         _source_digest(),
-        _lowerings_digest(),
+        lowerings,
         _build_state.describe(),
         _describe_options(options),
         graph,
@@ -83,30 +86,107 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-def _lowerings_digest() -> str:
-    """The lowerings registered from outside torch2xla (their code is in no source digest)."""
+def _lowerings_digest() -> str | None:
+    """The lowerings registered from outside torch2xla (their code is in no source digest);
+    None where one cannot be described (a callable object, a function reading a user
+    object): every such lowering's digest was ``None``, one key for any behaviour."""
     from torch2xla.ops import LOWERINGS
 
     h = hashlib.blake2b(digest_size=32)
     for op, fn in LOWERINGS.items():
         if not getattr(fn, "__module__", "").startswith("torch2xla"):
-            h.update(f"{op}:{_function_digest(fn)}".encode())
+            digest = _function_digest(getattr(fn, "_torch2xla_user_fn", fn))
+            if digest is None:
+                return None
+            h.update(f"{op}:{digest}".encode())
     return h.hexdigest()
 
 
-def _function_digest(fn: Any) -> str | None:
-    """A digest of a Python function's code, defaults and closure (None: not a function)."""
+def _function_digest(fn: Any, seen: frozenset = frozenset()) -> str | None:
+    """A digest of what a Python function computes, as far as Python can say it: its code
+    (nested functions' included), defaults, closure cells and the globals its code names,
+    each described by ``_python_value`` (functions in turn by their digest); None where any of
+    them cannot be described (a user module, class or object: no key holds their behaviour).
+
+    NOTE: the export runs the function, so a global it reads is a constant of the program:
+    ``x * K`` with ``K = 2.0`` in one process and ``3.0`` in the next had one key (the code
+    alone), and the second process was served the first one's program."""
     fn = getattr(fn, "__wrapped__", fn)
     if isinstance(fn, functools.partial):
-        inner = _function_digest(fn.func)
-        return None if inner is None else f"{inner}{fn.args!r}{sorted(fn.keywords.items())!r}"
+        inner = _function_digest(fn.func, seen)
+        rest = _python_value((fn.args, fn.keywords), seen)
+        return None if inner is None or rest is None else f"{inner}{rest}"
     code = getattr(fn, "__code__", None)
-    if code is None:
+    if not isinstance(code, types.CodeType):
         return None
+    if id(fn) in seen:  # (recursion: the function's own digest is being computed)
+        return f"recursive:{code.co_qualname}"
+    seen = seen | {id(fn)}
     cells = tuple(c.cell_contents for c in (fn.__closure__ or ()))
+    names = getattr(fn, "__globals__", {})
+    read = {n: names[n] for n in sorted(_names(code)) if n in names}
+    described = _python_value((fn.__defaults__, fn.__kwdefaults__, cells, read), seen)
+    if described is None:
+        return None
     h = hashlib.blake2b(marshal.dumps(code), digest_size=16)
-    h.update(repr((fn.__defaults__, fn.__kwdefaults__, cells)).encode())
+    h.update(described.encode())
     return h.hexdigest()
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global (and attribute) names a code object and the code nested in it read."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _names(c)
+    return out
+
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
+_TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
+
+
+def _python_value(v: Any, seen: frozenset) -> str | None:
+    """A Python value a user function reads, in words that change with what the function
+    computes from it; None where no key can hold it."""
+    if isinstance(v, _SCALARS + _TORCH_VALUES):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, list | tuple | set | frozenset):
+        items = [_python_value(x, seen) for x in v]
+        if None in items:
+            return None
+        items = sorted(items) if isinstance(v, set | frozenset) else items
+        return f"{type(v).__name__}:[{','.join(items)}]"
+    if isinstance(v, dict):
+        pairs = [(_python_value(k, seen), _python_value(x, seen)) for k, x in v.items()]
+        if any(k is None or x is None for k, x in pairs):
+            return None
+        return f"dict:[{','.join(f'{k}={x}' for k, x in pairs)}]"
+    if isinstance(v, torch.Tensor):
+        if type(v) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+            return None
+        return f"tensor:{_tensor_meta(v)}:{_tensor_digest(v)}"
+    if isinstance(v, types.ModuleType):
+        return f"module:{v.__name__}" if _known(v.__name__) else None
+    if isinstance(v, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return _target(v)
+    if isinstance(v, types.FunctionType | functools.partial):
+        module = getattr(v, "__module__", None) or ""
+        if _known(module):
+            return f"function:{module}.{v.__qualname__}"
+        digest = _function_digest(v, seen)
+        return None if digest is None else f"function:{digest}"
+    if isinstance(v, type | types.BuiltinFunctionType):
+        module = getattr(v, "__module__", None) or ""
+        return f"{module}.{v.__qualname__}" if _known(module) else None
+    return None
+
+
+def _known(module: str) -> bool:
+    """Whether ``module`` is one whose functions are fixed by the versions in the key (torch,
+    JAX, Python's standard library)."""
+    top = module.split(".")[0]
+    return top in _KNOWN_MODULES or top in ("jax", "jaxlib") or top in sys.stdlib_module_names
 
 
 # Options that do not change a compiled program (cache_size: how many are kept; dump_dir: where
