@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 from torch._ops import ops
@@ -24,7 +25,9 @@ from torch2xla._errors import (
     from_assert_statement,
 )
 from torch2xla.ops import _fits  # noqa: F401  (defines torch.ops.torch2xla.fits, in CHECKED)
+from torch2xla.ops._common import as_dtype, is_array
 from torch2xla.ops._registry import ctx, register
+from torch2xla.runtime._interop import jax_dtype
 
 aten = ops.aten
 
@@ -153,12 +156,16 @@ def check_divisor(other: Any) -> None:
         return
     if out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool:
         return
-    if isinstance(other, bool | int | float):
-        if other != 0:
-            return
+    # (eager divides in the result's dtype: a divisor that wraps to 0 there, uint8 // 256 or
+    # int8 // torch.tensor(2 ** 40), is a zero)
+    dtype = jax_dtype(out.dtype)
+    if not is_array(other):
+        with np.errstate(all="ignore"):
+            if np.asarray(other).astype(dtype) != 0:
+                return
         failed = jnp.bool_(True)
     else:
-        failed = jnp.any(other == 0)
+        failed = jnp.any(as_dtype(other, dtype) == 0)
     c.check(failed, "ZeroDivisionError", error=OpZeroDivisionError)
 
 

@@ -25,6 +25,7 @@ from torch2xla.ops._common import (
     is_array,
     is_half,
     jdt,
+    out_dtype,
     promote,
     scalar_tail,
 )
@@ -489,10 +490,13 @@ def pow_tensor_scalar(self, exponent):
     # (bool stays bool: promotion would give int64).
     if isinstance(exponent, bool) and self.dtype == jnp.bool_:
         return self if exponent else jnp.ones_like(self)
-    if jnp.issubdtype(self.dtype, jnp.complexfloating) and not isinstance(exponent, complex):
-        special = _complex.POWERS.get(float(exponent))
-        if special is not None:  # eager's kernels for these exponents (0.5: sqrt, 2: z * z...)
-            return special(self)
+    result = out_dtype()
+    if jnp.issubdtype(result, jnp.complexfloating) and complex(exponent).imag == 0:
+        # eager's kernels for these exponents (0.5: sqrt, 2: z * z...), a complex one with no
+        # imaginary part too (``float_power(z, 3)`` passes 3 + 0j; ``x ** (2 + 0j)``)
+        special = _complex.POWERS.get(complex(exponent).real)
+        if special is not None:
+            return special(cast(self, result))
     if (
         not (isinstance(exponent, bool | complex) or self.dtype == jnp.float16)
         and exponent in _ROOTS

@@ -603,8 +603,32 @@ for _packet, _fn in [
 
 
 # -- integers and float decomposition ------------------------------------------------------
-register(aten.gcd.default)(_pointwise(jnp.gcd, Kind.DEFAULT))
-register(aten.lcm.default)(_pointwise(jnp.lcm, Kind.DEFAULT))
+def _gcd(a, b):
+    # NOTE: eager's calc_gcd (Euclid's loop on std::abs of each, which wraps the minimum of
+    # int8..int64 to itself): gcd(127, -128) in int8 is -1. jnp.gcd orders the pair by value
+    # and never ended on a wrapped minimum.
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def step(pair):
+        a, b = pair
+        live = a != 0
+        return jnp.where(live, lax.rem(b, jnp.where(live, a, 1)), a), jnp.where(live, a, b)
+
+    return lax.while_loop(lambda pair: jnp.any(pair[0] != 0), step, (a, b))[1]
+
+
+def _lcm(a, b):
+    # eager's formula: abs(a / gcd * b), C's truncating division, in C's int for narrower
+    # integers (abs before the wrap to int8: 12 * 12 is -112, not 112); 0 where the gcd is 0
+    g, dtype = _gcd(a, b), a.dtype
+    wide = jnp.int32 if dtype.itemsize < 4 else dtype
+    a, b, g = (v.astype(wide) for v in (a, b, g))
+    value = jnp.abs(lax.div(a, jnp.where(g == 0, 1, g)) * b)
+    return jnp.where(g == 0, 0, value).astype(dtype)
+
+
+register(aten.gcd.default)(_pointwise(_gcd, Kind.DEFAULT))
+register(aten.lcm.default)(_pointwise(_lcm, Kind.DEFAULT))
 
 
 @register(aten.frexp.Tensor)

@@ -1,0 +1,150 @@
+"""Dtypes, promotion, integer and special-float semantics found by scripts/probe_dtypes24.py
+(session 24): each test is a class of user code where the compiled call answered otherwise
+than eager PyTorch on the CPU, compared strictly (values bit for bit where eager's are exact,
+NaN and signed-zero positions, dtypes, errors by type and message).
+
+- ``torch.gcd``/``torch.lcm`` on a signed integer's minimum: eager's Euclid loop takes
+  ``std::abs``, which leaves the minimum as it is (gcd(127, -128) in int8 is -1); ``jnp.gcd``
+  ordered the pair by value and never ended (the call hung). ``lcm`` takes the absolute value
+  in C's int before the wrap to int8/int16.
+- An integer division whose divisor wraps to 0 in the result's dtype (``uint8 // 256``,
+  ``int8 % torch.tensor(2 ** 40)``): eager divides by the converted divisor and raises
+  ZeroDivisionError; the check looked at the number before its conversion.
+- ``torch.float_power`` of a complex tensor by a real number passes eager's pow a complex
+  exponent without imaginary part, whose kernel takes the special exponents' forms
+  (``z * z * z`` for 3, ``1 / z`` for -1) as for a real one; ``z ** (2 + 0j)`` likewise. The
+  lowering took the general ``exp(w log z)`` (NaN and signs of zeros apart, e.g. -1.8e-16
+  where eager gives -0.0).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests._util import clone_args
+
+NAN, INF = float("nan"), float("inf")
+INTS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _compiled(fn):
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+def _bits_equal(out, ref):
+    """Same dtype and shape, and the same values bit for bit (NaN where NaN, signed zeros)."""
+    assert out.dtype == ref.dtype and out.shape == ref.shape, (out, ref)
+    if out.is_complex():
+        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
+    if out.is_floating_point():
+        assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
+        fin = ~ref.isnan()
+        assert torch.equal(out[fin], ref[fin]), (out, ref)
+        assert torch.equal(out[fin].signbit(), ref[fin].signbit()), (out, ref)
+    else:
+        assert torch.equal(out, ref), (out, ref)
+
+
+def _same_as_eager(fn, *args):
+    torch._dynamo.reset()
+    ref = fn(*clone_args(args))
+    out = _compiled(fn)(*clone_args(args))
+    outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        _bits_equal(o, r)
+
+
+def _raises_as_eager(fn, *args):
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as eager:
+        fn(*clone_args(args))
+    with pytest.raises(type(eager.value)) as ours:
+        _compiled(fn)(*clone_args(args))
+    assert str(eager.value).split("\n")[0] in str(ours.value)
+
+
+# --- gcd and lcm of integers' extremes ----------------------------------------------------------
+def _pairs(dtype):
+    ii = torch.iinfo(dtype)
+    values = [0, 1, 2, 3, 6, -1, -4, 12, 9, -18, 1000, 30000, ii.max, ii.min, ii.min + 1]
+    values = [v for v in values if ii.min <= v <= ii.max]
+    # (eager's CPU lcm of int32/int64 dies of SIGFPE dividing the minimum by a gcd of -1)
+    pairs = [
+        (a, b)
+        for a in values
+        for b in values
+        if dtype.itemsize < 4 or ii.min not in (a, b) or (a, b) == (ii.min, ii.min)
+    ]
+    return (
+        torch.tensor([a for a, _ in pairs], dtype=dtype),
+        torch.tensor([b for _, b in pairs], dtype=dtype),
+    )
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+def test_gcd_lcm_of_extremes(dtype):
+    _same_as_eager(lambda a, b: (torch.gcd(a, b), torch.lcm(a, b)), *_pairs(dtype))
+
+
+def test_gcd_of_int8_minimum_with_a_scalar_tensor():
+    x = torch.tensor([3, -4, 0, 127, -128], dtype=torch.int8)
+    _same_as_eager(lambda x: torch.gcd(x, torch.tensor(-128, dtype=torch.int8)), x)
+
+
+# --- integer division by a divisor that wraps to zero --------------------------------------------
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x // 256,
+        lambda x: x // 2**40,
+        lambda x: x % -256,
+        lambda x: torch.fmod(x, 512),
+        lambda x: torch.remainder(x, 2**40),
+        lambda x: torch.div(x, 256, rounding_mode="trunc"),
+        lambda x: torch.div(x, -(2**32), rounding_mode="floor"),
+        lambda x: x // torch.tensor(2**40),
+        lambda x: x % torch.tensor(256),
+        lambda x: x.clone().floor_divide_(256),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_divisor_wrapping_to_zero_raises(fn, dtype):
+    x = torch.tensor([100, 7, 5], dtype=dtype)
+    try:
+        fn(x.clone())
+    except RuntimeError:
+        _raises_as_eager(fn, x)
+    else:  # (a divisor that does not wrap to 0 in this dtype: eager's values)
+        _same_as_eager(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+def test_divisor_wrapping_to_nonzero_divides_by_the_wrapped_value(dtype):
+    x = torch.tensor([100, 7, 5, 0], dtype=dtype)
+    _same_as_eager(lambda x: (x // 300, x % 300, torch.fmod(x, -253), x // 65539), x)
+
+
+# --- complex powers with a real exponent given as complex ----------------------------------------
+_Z = torch.tensor(
+    [1 + 2j, -3 - 0.5j, 1e30 + 1j, INF + 0j, 0j, -0.0 - 0j, -1.5 + 0.25j, NAN + 1j, 2 - INF * 1j],
+    dtype=torch.complex64,
+)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda z: torch.float_power(z, 3),
+        lambda z: torch.float_power(z, 2),
+        lambda z: torch.float_power(z, 0.5),
+        lambda z: torch.float_power(z, 0),
+        lambda z: z ** (2 + 0j),
+        lambda z: z ** (3 + 0j),
+        lambda z: z.real ** (2 + 0j),
+        lambda z: torch.pow(z.to(torch.complex128), 1 + 0j),
+    ],
+)
+def test_complex_power_by_a_complex_exponent_without_imaginary_part(fn):
+    _same_as_eager(fn, _Z)
