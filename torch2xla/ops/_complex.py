@@ -56,7 +56,7 @@ def _holomorphic(forward, derivative):
     def _jvp(primals, tangents):
         (z,), (t,) = primals, tangents
         w = forward(z)
-        return w, _linear_mul(t, lax.stop_gradient(derivative(z, w)))
+        return w, _linear_mul(t, derivative(z, w))
 
     return fn
 
