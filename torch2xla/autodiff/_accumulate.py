@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from torch2xla.autodiff._connected import gradient_edge
+
 # ``AccumulateGrad``'s sequence number (UINT64_MAX): it runs before any other ready node.
 _LAST = (1 << 64) - 1
 
@@ -89,7 +91,7 @@ def eager_order(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...
     accumulators: dict[int, int] = {}
     for k, t in enumerate(inputs):
         if isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is None:
-            node = torch.autograd.graph.get_gradient_edge(t).node
+            node = gradient_edge(t).node
             keep.append(node)
             accumulators[id(node)] = k
     roots = []
@@ -97,7 +99,7 @@ def eager_order(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...
         if isinstance(o, torch.Tensor) and o.requires_grad:
             if o.grad_fn is None and o._base is not None:
                 return None
-            roots.append(torch.autograd.graph.get_gradient_edge(o).node)
+            roots.append(gradient_edge(o).node)
     keep.extend(roots)
     # every edge a node receives a gradient along, counted as the engine counts them
     deps: dict[int, int] = {}

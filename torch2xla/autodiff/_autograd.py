@@ -98,6 +98,7 @@ class _Plan:
         "hook_groups",
         "hook_inputs",
         "hook_pick",
+        "live_sets",
         "live_slots",
         "n_inputs",
         "plain_cts",
@@ -148,6 +149,9 @@ class _Plan:
         self.plain_cts = False  # no complex or empty cotangent (set after the first forward)
         self.conj_grads = True  # some gradient is complex (set after the first forward)
         self.live_slots: tuple[tuple[int, int], ...] | None = None
+        # per set of differentiated outputs given cotangents, the positions in diff_in that
+        # get gradients (``live``)
+        self.live_sets: dict[tuple[int, ...], frozenset[int]] = {}
         # Positions in diff_in per group of the chained backward (``chain_groups``): () for
         # one node, None until the backward decided whether it is split.
         self.groups: tuple[tuple[int, ...], ...] | None = None
@@ -218,12 +222,30 @@ class _Plan:
         return fns.deps
 
     def dense_slots(self) -> tuple[tuple[int, int], ...]:
-        """``(position in diff_in, input position)`` of the inputs connected to some output
-        (the gradients when every output has a cotangent)."""
+        """``(position in diff_in, input position)`` of the inputs that get a gradient when
+        every output has a cotangent."""
         if self.live_slots is None:
-            live = frozenset().union(*self.deps())
+            live = self.live(self.every_out)
             self.live_slots = tuple((p, k) for p, k in enumerate(self.diff_in) if p in live)
         return self.live_slots
+
+    def live(self, active: Sequence[int]) -> frozenset[int]:
+        """The positions in ``diff_in`` that get a gradient from a backward through the
+        differentiated outputs ``active``: those connected to them (``deps``), less those to
+        which eager's backward passes none where connectivity cannot tell (the program's
+        ``live_inputs``; found once per set)."""
+        key = tuple(active)
+        found = self.live_sets.get(key)
+        if found is None:
+            deps = self.deps()
+            found = frozenset().union(*(deps[j] for j in key))
+            exact = getattr(self.program, "live_inputs", None)
+            if found and exact is not None:
+                refined = exact(self.diff_in, key)
+                if refined is not None:
+                    found &= refined
+            self.live_sets[key] = found
+        return found
 
 
 def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Sequence) -> tuple:
@@ -539,8 +561,7 @@ def _backward(ctx, grads: tuple, keep: bool = False) -> tuple:
     if dense:
         slots = plan.live_slots or plan.dense_slots()
     else:
-        deps = plan.deps()
-        live = frozenset().union(*(deps[j] for j in active))
+        live = plan.live(active)
         slots = tuple((p, k) for p, k in enumerate(plan.diff_in) if p in live)
     if torch.is_grad_enabled():  # create_graph=True: differentiable gradients
         source = _differentiable_backward(ctx, plan, inputs, diff_grads, active, slots)

@@ -19,6 +19,13 @@ tensors from each output back to the inputs.
   (``run_fake``), the inputs that require grad in the call requiring grad. This is eager's
   autograd of the ATen ops the graph holds: where an op reached it decomposed, its
   decomposition's connectivity, which may differ from the op's own formula.
+- ``traced_live``: connectivity is what makes a gradient require grad, not always what gets
+  one: a node of several outputs given gradients on some may pass none to an input it is
+  connected to (a double backward through a convolution or a norm). For the traced graphs,
+  the inputs a backward through a set of outputs reaches are found by running eager's
+  backward on fake tensors once per set (``XlaFunction`` asks per set of outputs that got
+  gradients). Dynamo's example values are not run so (their walk is taken as it is): the one
+  first-order node found to differ is ``slogdet``'s sign alone.
 """
 
 from __future__ import annotations
@@ -31,6 +38,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import warn
+
+
+def gradient_edge(t: torch.Tensor) -> torch.autograd.graph.GradientEdge:
+    """``torch.autograd.graph.get_gradient_edge(t)``, also inside ``torch.inference_mode()``
+    (a build of a call made under it): torch finds a leaf's accumulator through a view of
+    it, which inference mode does not track."""
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            return torch.autograd.graph.get_gradient_edge(t)
+    return torch.autograd.graph.get_gradient_edge(t)
 
 
 def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
@@ -50,7 +67,7 @@ def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
     leaves: dict[int, int] = {}
     for k, t in enumerate(inputs):
         if isinstance(t, torch.Tensor) and t.requires_grad:
-            edge = torch.autograd.graph.get_gradient_edge(t)
+            edge = gradient_edge(t)
             keep.append(edge.node)
             key = (id(edge.node), edge.output_nr)
             bits[key] = bits.get(key, 0) | (1 << k)
@@ -66,7 +83,7 @@ def links(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...]:
         ):
             result.append(0)
             continue
-        edge = torch.autograd.graph.get_gradient_edge(o)
+        edge = gradient_edge(o)
         keep.append(edge.node)
         result.append(_reach(edge.node, edge.output_nr, bits, memo, keep, leaves))
     return tuple(result)
@@ -214,6 +231,55 @@ def traced_links(
         )
         every = sum(1 << k for k, rg in enumerate(requires_grad) if rg)
         return (every,) * n_outputs
+
+
+def traced_live(
+    run: Callable[[Sequence], Sequence],
+    metas: Sequence[Any],
+    requires_grad: Sequence[bool],
+    outputs: Sequence[int],
+    label: str,
+) -> int | None:
+    """The bitmask of the inputs of ``run`` (as ``traced_links``) to which eager's backward
+    through its outputs at ``outputs`` gives a gradient (not None): eager's backward run on
+    fake tensors.
+
+    Connectivity is an upper bound: a node of several outputs that receives gradients on some
+    of them may pass none to some of its inputs (a double backward's ``ConvolutionBackward``
+    node, whose input gradient does not depend on the input: None; native_layer_norm's
+    backward, whose bias gradient is ``Tensor()``; ``slogdet``'s sign alone), which no walk
+    of edges shows. Running the backward's formulas does. None (with a
+    ``GradientConnectivityWarning``) where the fake run fails: connectivity stands then."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with mode, torch.enable_grad():
+            fakes = [_fake_like(m, rg) for m, rg in zip(metas, requires_grad, strict=True)]
+            outs = run(fakes)
+            roots = [
+                outs[j]
+                for j in outputs
+                if isinstance(outs[j], torch.Tensor) and outs[j].requires_grad
+            ]
+            leaves = [
+                k for k, t in enumerate(fakes) if isinstance(t, torch.Tensor) and t.requires_grad
+            ]
+            if not roots or not leaves:
+                return 0
+            grads = torch.autograd.grad(
+                roots,
+                [fakes[k] for k in leaves],
+                [torch.ones_like(r) for r in roots],
+                allow_unused=True,
+            )
+    except Exception as e:  # noqa: BLE001 - reported, and the fallback is stated
+        warn(
+            f"torch2xla: {label}: could not run eager's backward on fake tensors to find which "
+            f"inputs get gradients ({type(e).__name__}: {e}); every input connected to an "
+            "output gets one (zeros where eager may give None). Please report this.",
+            GradientConnectivityWarning,
+        )
+        return None
+    return sum(1 << k for k, g in zip(leaves, grads) if g is not None)
 
 
 class GradientConnectivityWarning(UserWarning):

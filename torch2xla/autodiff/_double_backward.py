@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import jax
 import torch
 
-from torch2xla.autodiff._connected import traced_links
+from torch2xla.autodiff._connected import traced_links, traced_live
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.autodiff._train_fns import TrainFns, build_train_fns, conj, jax_values
 from torch2xla.runtime._interop import x64
@@ -140,6 +140,17 @@ class VjpProgram:
         return tuple(
             frozenset(p for p, k in enumerate(diff_in) if links[i] >> k & 1)
             for i in self._graph_diff_out
+        )
+
+    def live_inputs(self, diff_in: tuple[int, ...], active: tuple[int, ...]) -> frozenset[int]:
+        """The positions in ``diff_in`` that eager's double backward through the gradients
+        ``active`` reaches with a gradient (``_connected.traced_live``: a norm's or a
+        convolution's double backward node passes None to inputs it is connected to)."""
+        base = frozenset(self._base_diff_in)
+        grad = [k in diff_in or k in base for k in range(len(self.tensor_pos))]
+        found = traced_live(self.autograd_outputs, self.input_metas(), grad, active, self.label)
+        return (
+            None if found is None else frozenset(p for p, k in enumerate(diff_in) if found >> k & 1)
         )
 
     def placement(self):

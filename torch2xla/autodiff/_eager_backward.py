@@ -40,6 +40,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torch2xla.autodiff._connected import gradient_edge
 from torch2xla.autodiff._versions import eager_view_names
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] 
     keep: list = []  # (nodes are keyed by id(): kept alive until the walk ends)
     for t in inputs:
         if isinstance(t, torch.Tensor) and t.requires_grad:
-            node = torch.autograd.graph.get_gradient_edge(t).node
+            node = gradient_edge(t).node
             keep.append(node)
             stop.add(id(node))
     number: dict[int, int | None] = {}  # id(node) -> its number, None: it saves no tensor

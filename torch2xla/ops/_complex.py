@@ -56,7 +56,7 @@ def _holomorphic(forward, derivative):
     def _jvp(primals, tangents):
         (z,), (t,) = primals, tangents
         w = forward(z)
-        return w, _linear_mul(t, lax.stop_gradient(derivative(z, w)))
+        return w, _linear_mul(t, derivative(z, w))
 
     return fn
 
@@ -382,12 +382,13 @@ def _pow(z, w):
 def _pow_jvp(primals, tangents):
     # eager's pow_backward_self and pow_backward_exponent: w z^(w - 1), 0 where w is 0;
     # z^w log z, 0 where z is 0 and Re w >= 0
+    # (through ``_pow`` itself, not its value: a second derivative differentiates this rule,
+    # and ``_c_mul``'s recovered infinities would give it NaN)
     (z, w), (tz, tw) = primals, tangents
-    out = _pow_value(z, w)
+    out = _pow(z, w)
     zero = jnp.zeros_like(z)
-    dz = jnp.where(w == 0, zero, mul(w, _pow_value(z, _shift(w, -1))))
+    dz = jnp.where(w == 0, zero, mul(w, _pow(z, _shift(w, -1))))
     dw = jnp.where((z == 0) & (jnp.real(w) >= 0), zero, mul(out, log(z)))
-    dz, dw = lax.stop_gradient(dz), lax.stop_gradient(dw)
     return out, _linear_mul(tz, dz) + _linear_mul(tw, dw)
 
 

@@ -18,7 +18,7 @@ from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _split
 from torch2xla.autodiff._autograd import apply_differentiable
-from torch2xla.autodiff._connected import run_fake, traced_links
+from torch2xla.autodiff._connected import run_fake, traced_links, traced_live
 from torch2xla.autodiff._remat import checkpointed_function
 from torch2xla.autodiff._train_fns import TrainFns, build_train_fns
 from torch2xla.capture._annotate import annotate
@@ -651,6 +651,27 @@ class XlaProgram:
                 getattr(self, "label", "torch2xla"),
             )
         return self._links[diff_in]
+
+    def live_inputs(
+        self, diff_in: tuple[int, ...], active: tuple[int, ...]
+    ) -> frozenset[int] | None:
+        """The positions in ``diff_in`` that eager's backward through the differentiated
+        outputs ``active`` gives a gradient, where connectivity may not tell (a graph traced
+        on fake tensors: ``_connected.traced_live``); None where it does (Dynamo's example
+        values)."""
+        if not isinstance(self._links, dict):
+            return None
+        grad = [k in diff_in for k in range(len(self.tensor_pos))]
+        found = traced_live(
+            self.autograd_outputs,
+            self.input_metas(),
+            grad,
+            [self._graph_diff_out[j] for j in active],
+            getattr(self, "label", "torch2xla"),
+        )
+        return (
+            None if found is None else frozenset(p for p, k in enumerate(diff_in) if found >> k & 1)
+        )
 
     def accumulate_order(self) -> tuple[int, ...]:
         """The tensor inputs that are leaves, in the order eager's backward accumulates their

@@ -513,6 +513,12 @@ class StoredProgram(XlaProgram):
         # ``torch.enable_grad()`` inside the graph, finds them on the built program)
         return self.full().connected(diff_in)
 
+    def live_inputs(self, diff_in: tuple[int, ...], active: tuple[int, ...]):
+        # (the record's connections stand, unless the program was built for another need:
+        # building it only to refine them would undo what the record saves)
+        full = self._full
+        return None if full is None else full.live_inputs(diff_in, active)
+
     # eager's autograd graph of the ATen graph, which a create_graph backward differentiates
     # again (``_double_backward.VjpProgram``): the record holds no graph, the built program has it
     def input_metas(self) -> list:
