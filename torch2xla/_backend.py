@@ -40,7 +40,7 @@ from torch2xla.autodiff._connected import example_links, examples_hold
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
+from torch2xla.capture._aliases import lone_views, multi_output_views, output_aliases, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
@@ -172,6 +172,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
         self.lone_views = lone_views(gm)
+        self.multi_output_views = multi_output_views(gm)
         self.inference_outputs = inference_outputs(gm)  # (made in an inference-mode block)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
@@ -325,8 +326,10 @@ class CompiledGraph:
         """Eager's backward-time errors per user output (``_eager_backward``) for a call with
         ``args``, none where nothing is differentiated; ``program`` (the signature's, where one
         program runs it) is told which of its inputs and outputs eager's graph saves."""
-        if not any(self.output_requires_grad) or not any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        if (
+            torch.is_inference_mode_enabled()
+            or not any(self.output_requires_grad)
+            or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         ):
             return {}
         if self._backward_errors is None:
@@ -667,6 +670,7 @@ class CompiledGraph:
             draws=draws,
             shared=self.shared_bases,
             lone=self.lone_views,
+            multi=self.multi_output_views,
             held_versions=self.held_versions,
             inference=self.inference_outputs,
         )

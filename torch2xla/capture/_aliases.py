@@ -153,6 +153,54 @@ def _plain(ex):
     return ex
 
 
+_CREATION = torch._C._autograd.CreationMeta
+
+
+def _creation(ex: torch.Tensor):
+    """How autograd made the view ``ex`` (``CreationMeta``; None: not a view autograd follows)."""
+    return torch._C._autograd._get_creation_meta(ex) if ex._is_view() else None
+
+
+def _tracking(ex: torch.Tensor) -> str:
+    """ "tracked" or "untracked" (see ``OutputAlias.grad``), for a view that requires grad.
+    NOTE: not read from its ``grad_fn`` where it was made under no_grad: autograd raises on
+    reading that of a no_grad view written in place (``with no_grad(): return x[0].add_(1)``,
+    as eager's would on the user's read, which eager's program need not make)."""
+    if _creation(ex) == _CREATION.NO_GRAD_MODE:
+        return "untracked"
+    return "untracked" if ex.grad_fn is None else "tracked"
+
+
+def multi_output_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """The Dynamo graph's outputs that eager returns as one of the views a single op made of a
+    tensor autograd follows (``x.split(2)``, ``unbind``, ``chunk``): autograd refuses in-place
+    writes into them (``Entry`` marks ours so, ``mark_multi_output``)."""
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    found = []
+    for k, node in enumerate(out):
+        ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
+        if (
+            isinstance(ex, torch.Tensor)
+            and ex.requires_grad
+            and (_creation(ex) == _CREATION.MULTI_OUTPUT_NODE)
+        ):
+            found.append(k)
+    return tuple(found)
+
+
+def mark_multi_output(outs: list, positions: Sequence[int]) -> None:
+    """Our outputs at ``positions`` refuse in-place writes as eager's views of a multi-output
+    op do (the error names the view op ``AsStrided`` and output 0, eager's names the user's
+    op and the view's index). Only views that autograd follows and that are not marked
+    already (a view made under no_grad keeps its own refusal); an output left a copy (a
+    layout no view could give) accepts writes, as it did."""
+    for i in positions:
+        t = outs[i]
+        if t.requires_grad and t._is_view() and _creation(t) == _CREATION.DEFAULT:
+            torch._C._autograd._set_creation_meta(t, _CREATION.MULTI_OUTPUT_NODE)
+
+
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     """Outputs of a Dynamo graph that are views of its tensor inputs (static layouts only)."""
     storages = {}
@@ -224,8 +272,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-            grad = "untracked" if ex.grad_fn is None else "tracked"
-            grad = grad if ex.requires_grad else "detached"
+            grad = "detached" if not ex.requires_grad else _tracking(ex)
             conj, neg = _flips(placeholders[src].meta["example_value"], ex)
             found.append(
                 OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)
