@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import torch2xla  # noqa: F401  (registers the backend)
+import torch2xla  # (registers the backend)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _probe_common import difference, observations, r, ri, run, same_error_or_value, same_items
@@ -1649,6 +1649,214 @@ _inside(
     lambda x: x[:, 1:].scatter_(1, torch.tensor([[0], [1]]), 9.0) and x,
     lambda: (r(2, 3),),
 )
+
+
+# ============================================================================================
+# more module state and hooks over calls
+@scenario
+def batchnorm_training_in_inference_mode(C, rec):
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(3)
+    cbn = C(bn)
+    with torch.inference_mode():
+        outs = [cbn(r(4, 3, seed=i)) for i in range(2)]
+    rec("outs", outs)
+    rec("stats", [bn.running_mean, bn.running_var, bn.num_batches_tracked])
+    rec("inference", [bn.running_mean.is_inference(), outs[0].is_inference()])
+
+
+@scenario
+def batchnorm_momentum_zero_and_untracked(C, rec):
+    a = nn.BatchNorm1d(3, momentum=0.0)
+    b = nn.BatchNorm1d(3, track_running_stats=False)
+    ca, cb = C(a), C(b)
+    outs = [ca(r(4, 3)), cb(r(4, 3, seed=1))]
+    b.eval()
+    outs.append(cb(r(4, 3, seed=2)))
+    rec("outs", outs)
+    rec("stats", [a.running_mean, a.running_var, a.num_batches_tracked, b.running_mean])
+
+
+@scenario
+def dynamic_batch_step_counter(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros((), dtype=torch.long))
+            self.register_buffer("total", torch.zeros(3))
+
+        def forward(self, x):
+            self.seen += x.shape[0]
+            self.total.add_(x.sum(0))
+            return self.total / self.seen
+
+    m = M()
+    cm = C(m)
+    outs = [cm(r(n, 3, seed=n)) for n in (2, 3, 4, 5, 3)]
+    rec("outs", outs)
+    rec("state", [m.seen, m.total, m.seen._version, m.total._version])
+
+
+@scenario
+def hook_registered_every_call(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    calls = []
+
+    def f(x):
+        lin.weight.register_hook(lambda g: calls.append(1))
+        return lin(x).sum()
+
+    cf = C(f)
+    for i in range(3):
+        cf(r(2, 3, seed=i)).backward()
+    rec("calls", [len(calls), lin.weight.grad])
+
+
+@scenario
+def grad_assigned_inside(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+
+    def f(x):
+        lin.weight.grad = torch.full_like(lin.weight, 0.5)
+        lin.bias.grad = None
+        return lin(x).sum()
+
+    cf = C(f)
+    cf(r(2, 3)).backward()
+    rec("grads", [lin.weight.grad, lin.bias.grad])
+
+
+@scenario
+def ema_mixed_dtype_buffer(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("ema", torch.zeros(3))
+
+        def forward(self, x):
+            self.ema.mul_(0.9).add_(x.mean(0), alpha=0.1)
+            return x.float() - self.ema
+
+    m = M()
+    cm = C(m)
+    outs = [cm(r(4, 3, seed=i, dtype=torch.float16)) for i in range(3)]
+    rec("outs", outs)
+    rec("ema", [m.ema, m.ema._version])
+
+
+@scenario
+def forward_hook_returns_view(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 4)
+    lin.register_forward_hook(lambda m, a, o: o[:, :2])
+    lin.register_forward_pre_hook(lambda m, a: (a[0].t().t(),))
+    cm = C(lin)
+    x = rg(2, 3)
+    out = cm(x)
+    out.sum().backward()
+    rec("out", [out, out._base is None, x.grad, lin.weight.grad])
+
+
+@scenario
+def state_dict_values_identity_after_calls(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    before = {k: v for k, v in m.state_dict().items()}
+    cm = C(m)
+    cm(r(4, 3)).sum().backward()
+    after = m.state_dict()
+    rec("same objects", [after[k].data_ptr() == before[k].data_ptr() for k in sorted(before)])
+    rec("bn", [m[1].running_mean, m[1].num_batches_tracked])
+
+
+@scenario
+def optimizer_state_tensors_identity(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = O.Adam(m.parameters(), lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    cs = C(step)
+    cs(r(2, 3))
+    st = opt.state[m.weight]
+    keep = {k: v for k, v in st.items()}
+    cs(r(2, 3, seed=1))
+    rec("same", [opt.state[m.weight][k] is keep[k] for k in sorted(keep)])
+    rec("state", [opt.state[m.weight][k] for k in sorted(keep)])
+    rec("params", list(m.parameters()))
+
+
+# writes into inputs that overlap themselves (expanded, unfolded windows)
+def _expanded():
+    return (r(1, 3).expand(4, 3),)
+
+
+def _windows():
+    return (r(6).unfold(0, 3, 1),)
+
+
+for _n, _mk in (("expanded", _expanded), ("windows", _windows)):
+    _inside(f"{_n}_input_add_", lambda x: x.add_(1), _mk)
+    _inside(f"{_n}_input_fill_", lambda x: x.fill_(2.0) and x.sum(), _mk)
+    _inside(f"{_n}_input_zero_", lambda x: x.zero_() and x.sum(), _mk)
+    _inside(f"{_n}_input_copy_", lambda x: x.copy_(torch.ones(3)) and x.sum(), _mk)
+    _inside(f"{_n}_input_row_write", lambda x: x[1].mul_(2) and x.sum(), _mk)
+    _inside(f"{_n}_input_setitem", lambda x: x.__setitem__(0, 5.0) or x.sum(), _mk)
+    _inside(f"{_n}_input_masked_fill_", lambda x: x.masked_fill_(x > 0, 0.0) and x.sum(), _mk)
+    _inside(f"{_n}_input_read_only", lambda x: x * 2, _mk)
+
+
+def _user_warnings(thunk) -> list:
+    """``thunk()``'s result and the messages of the warnings it raised (torch2xla's own and
+    Dynamo's aside), first line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = thunk()
+    own = (torch2xla.FallbackWarning,)
+    msgs = [
+        str(w.message).split("\n")[0][:120]
+        for w in caught
+        if not issubclass(w.category, own) and "dynamo" not in str(w.filename)
+    ]
+    return out, msgs
+
+
+def _warns(name, f, make, calls=2):
+    def sc(C, rec):
+        cf = C(f)
+        for call in range(calls):
+            args = make()
+            try:
+                out, msgs = _user_warnings(lambda a=args: cf(*a))
+                rec(f"out {call}", out)
+                rec(f"warnings {call}", msgs)
+            finally:
+                rec(f"args {call}", list(args))
+
+    CASES[f"warns_{name}"] = sc
+
+
+_warns("out_resize", lambda a, b, c: torch.add(a, b, out=c), lambda: (r(3), r(3, seed=1), r(5)))
+_warns("out_resize_empty", lambda a, b, c: torch.add(a, b, out=c), lambda: (r(3), r(3), r(0)))
+_warns("out_resize_sum", lambda x, c: torch.sum(x, 0, out=c), lambda: (r(3, 4), r(2)))
+_warns("out_resize_in_graph", lambda a: torch.add(a, 1, out=torch.zeros(2)), lambda: (r(3),))
+_warns("data_ptr_of_view", lambda x: x.unsqueeze(0).squeeze(0) * 2, lambda: (r(3),))
+_warns(
+    "nondeterministic_index_put",
+    lambda x, i, v: x.index_put_((i,), v, accumulate=True),
+    lambda: (r(4), torch.tensor([0, 0, 1]), r(3, seed=1)),
+)
+_warns("int_div_floor", lambda x: x // 2, lambda: (ri(4),))
+_warns("resize_input_warning", lambda x: x.resize_(2, 2) and x.sum(), lambda: (r(4),))
+_warns("tensor_bool_python", lambda x: torch.tensor(x.tolist()) * 2, lambda: (r(3),))
 
 
 def main(argv):

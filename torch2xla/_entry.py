@@ -20,7 +20,7 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
-from torch2xla.capture._aliases import mark_multi_output, storage_classes
+from torch2xla.capture._aliases import OutputMarks, program_grads, storage_classes
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
@@ -218,7 +218,7 @@ class Entry:
         lone: Sequence[int] = (),
         held_versions: dict[str, int] | None = None,
         inference: Sequence[int] = (),
-        multi: Sequence[int] = (),
+        marks: OutputMarks | None = None,
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -233,19 +233,17 @@ class Entry:
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # outputs eager returns as the only view of an intermediate: views of the program's
         self.lone = tuple(lone)
-        # outputs eager returns as views of a multi-output op (``multi_output_views``)
-        self.multi = tuple(multi)
+        # what some outputs need once made (``OutputMarks``: views of a multi-output op, and
+        # outputs made from nothing the graph reads, which eager code may resize)
+        self.marks = marks or None
         # outputs eager makes in an inference-mode block of the graph (``_inference``)
         self.inference = tuple(inference)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
-        # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
-        # Not for views of inputs, made again of the caller's tensors (one taken under
-        # no_grad requires grad through its base; the program has nothing to differentiate),
-        # nor in inference mode, where eager records nothing (``_grad_on``).
-        remade = {a.output for a in aliases if a.of_output is None and a.dtype is None}
-        self.enables_grad = any(g for i, g in enumerate(output_requires_grad) if i not in remade)
+        # function enables grad itself (torch.enable_grad() inside), so we must differentiate
+        # (``program_grads``; not in inference mode, where eager records nothing: ``_grad_on``).
+        self.enables_grad = any(program_grads(output_requires_grad, aliases))
         # eager's version bumps per written-back input where they are not the write's one
         self.bumps = _bumps(lowered, versions, held_versions)
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
@@ -289,8 +287,8 @@ class Entry:
                     outs[i] = outs[i].detach()
             for i in self.lone:
                 outs[i] = outs[i].view_as(outs[i])
-            if self.multi:
-                mark_multi_output(outs, self.multi)
+            if self.marks is not None:
+                self.marks.apply(outs)
             return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         run_inputs = inputs
@@ -363,8 +361,8 @@ class Entry:
             outs[i] = outs[i].view_as(outs[i])
         for i in self.inference:
             outs[i] = as_inference(outs[i])
-        if self.multi:
-            mark_multi_output(outs, self.multi)
+        if self.marks is not None:
+            self.marks.apply(outs)
         return outs
 
     @staticmethod
