@@ -40,7 +40,7 @@ from torch2xla.autodiff._connected import example_links, examples_hold
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import lone_views, output_aliases, shared_bases
+from torch2xla.capture._aliases import lone_views, output_aliases, output_marks, shared_bases
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
@@ -172,6 +172,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
         self.lone_views = lone_views(gm)
+        self.output_marks = output_marks(gm, self.output_aliases, self.output_requires_grad)
         self.inference_outputs = inference_outputs(gm)  # (made in an inference-mode block)
         # (graphs whose every in-place write autograd records: their mutated inputs that
         # require grad get the new values' history, ``_tracked_writes``)
@@ -325,9 +326,9 @@ class CompiledGraph:
         """Eager's backward-time errors per user output (``_eager_backward``) for a call with
         ``args``, none where nothing is differentiated; ``program`` (the signature's, where one
         program runs it) is told which of its inputs and outputs eager's graph saves."""
-        if not any(self.output_requires_grad) or not any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args
-        ):
+        grads = any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        on = (torch.is_grad_enabled() or self.output_marks.enables_grad) and grads  # (as Entry)
+        if not on or torch.is_inference_mode_enabled() or not any(self.output_requires_grad):
             return {}
         if self._backward_errors is None:
             self._backward_errors = _eager_backward.backward_errors(self.gm)
@@ -669,6 +670,7 @@ class CompiledGraph:
             draws=draws,
             shared=self.shared_bases,
             lone=self.lone_views,
+            marks=self.output_marks,
             held_versions=self.held_versions,
             inference=self.inference_outputs,
         )

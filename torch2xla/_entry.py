@@ -20,7 +20,7 @@ import torch
 from torch2xla._errors import CompileError, OpError
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
-from torch2xla.capture._aliases import storage_classes
+from torch2xla.capture._aliases import OutputMarks, program_grads, storage_classes
 from torch2xla.capture._inference import as_inference
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
@@ -218,6 +218,7 @@ class Entry:
         lone: Sequence[int] = (),
         held_versions: dict[str, int] | None = None,
         inference: Sequence[int] = (),
+        marks: OutputMarks | None = None,
     ) -> None:
         self.lifted = lowered.lifted
         self.aliasing = lowered.aliasing
@@ -232,13 +233,17 @@ class Entry:
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # outputs eager returns as the only view of an intermediate: views of the program's
         self.lone = tuple(lone)
+        # what some outputs need once made (``OutputMarks``: views of a multi-output op, and
+        # outputs made from nothing the graph reads, which eager code may resize)
+        self.marks = marks or None
         # outputs eager makes in an inference-mode block of the graph (``_inference``)
         self.inference = tuple(inference)
         # output -> the error eager's backward raises through it (``_eager_backward``)
         self.errors = errors or {}
         # Some output requires grad in eager although the graph is called under no_grad: the
-        # function enables grad itself (torch.enable_grad() inside), so we must differentiate.
-        self.enables_grad = any(output_requires_grad)
+        # function enables grad itself (torch.enable_grad() inside), so we must differentiate
+        # (``program_grads``; not in inference mode, where eager records nothing: ``_grad_on``).
+        self.enables_grad = any(program_grads(output_requires_grad, aliases))
         # eager's version bumps per written-back input where they are not the write's one
         self.bumps = _bumps(lowered, versions, held_versions)
         self.versions = versions  # (per input: for a bucket's padded copies, PaddedEntry)
@@ -272,7 +277,7 @@ class Entry:
 
     def __call__(self, args: Sequence):
         if self.direct:  # (the hot path)
-            if self.enables_grad and not torch.is_grad_enabled():
+            if self.enables_grad and self._grad_on():
                 with torch.enable_grad():
                     outs = self.program(args)
             else:
@@ -282,6 +287,8 @@ class Entry:
                     outs[i] = outs[i].detach()
             for i in self.lone:
                 outs[i] = outs[i].view_as(outs[i])
+            if self.marks is not None:
+                self.marks.apply(outs)
             return outs
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         run_inputs = inputs
@@ -299,7 +306,7 @@ class Entry:
             outer, made = nodes.made, []
             nodes.made = made
         try:
-            if self.enables_grad and not torch.is_grad_enabled():
+            if self.enables_grad and self._grad_on():
                 with torch.enable_grad():
                     outs = self._run(run_inputs)
             else:
@@ -354,7 +361,15 @@ class Entry:
             outs[i] = outs[i].view_as(outs[i])
         for i in self.inference:
             outs[i] = as_inference(outs[i])
+        if self.marks is not None:
+            self.marks.apply(outs)
         return outs
+
+    @staticmethod
+    def _grad_on() -> bool:
+        """Whether a call of a graph that enables grad itself switches it on: not where it is
+        on already, nor in inference mode (whose ops autograd never records)."""
+        return not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
 
     def _copy_tracked(self, targets: list, values: list) -> tuple[list, list, tuple | None]:
         """Write the new values eager's autograd records (``tracked``) with grad on, so the

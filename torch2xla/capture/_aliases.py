@@ -9,6 +9,7 @@ AOTAutograd does for other backends.
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import operator
@@ -153,6 +154,114 @@ def _plain(ex):
     return ex
 
 
+_CREATION = torch._C._autograd.CreationMeta
+
+
+def _creation(ex: torch.Tensor):
+    """How autograd made the view ``ex`` (``CreationMeta``; None: not a view autograd follows)."""
+    return torch._C._autograd._get_creation_meta(ex) if ex._is_view() else None
+
+
+def _tracking(ex: torch.Tensor) -> str:
+    """ "tracked" or "untracked" (see ``OutputAlias.grad``), for a view that requires grad.
+    NOTE: not read from its ``grad_fn`` where it was made under no_grad: autograd raises on
+    reading that of a no_grad view written in place (``with no_grad(): return x[0].add_(1)``,
+    as eager's would on the user's read, which eager's program need not make)."""
+    if _creation(ex) == _CREATION.NO_GRAD_MODE:
+        return "untracked"
+    return "untracked" if ex.grad_fn is None else "tracked"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputMarks:
+    """What ``Entry`` does to some outputs once they are made, from Dynamo's example values
+    (``output_marks``).
+
+    ``multi``: outputs eager returns as one of the views a single op made of a tensor autograd
+    follows (``x.split(2)``, ``unbind``, ``chunk``), which autograd refuses to write in place;
+    ours are marked so (the error names the view op ``AsStrided`` and output 0, eager's the
+    user's op and the view's index). Only views autograd follows and that are not marked
+    already (one made under no_grad keeps its own refusal); an output left a copy (a layout no
+    view could give) accepts writes, as it did.
+
+    ``fresh``: outputs made from no tensor the graph reads (``torch.zeros(2)``,
+    ``torch.empty(n)``). Dynamo breaks the graph before eager code that resizes such a tensor
+    (``torch.add(a, 1, out=torch.zeros(2))``, ``o.resize_(3)``), and torch cannot grow a
+    storage over the program's memory ("Trying to resize storage that is not resizable"):
+    they are handed over in memory of torch's own (a copy; empty outputs are torch's already,
+    ``runtime/_interop.to_torch_cpu``)."""
+
+    multi: tuple[int, ...] = ()
+    fresh: tuple[int, ...] = ()
+    # Some output the program makes requires grad in eager under a call without grad: the
+    # function enables grad itself (``program_grads``).
+    enables_grad: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.multi or self.fresh)
+
+    def apply(self, outs: list) -> None:
+        for i in self.multi:
+            t = outs[i]
+            if t.requires_grad and t._is_view() and _creation(t) == _CREATION.DEFAULT:
+                torch._C._autograd._set_creation_meta(t, _CREATION.MULTI_OUTPUT_NODE)
+        for i in self.fresh:
+            t = outs[i]
+            if not t.requires_grad and not t.untyped_storage().resizable():
+                outs[i] = t.clone()
+
+
+def program_grads(output_requires_grad: Sequence[bool], aliases: Sequence) -> tuple[bool, ...]:
+    """Per output, whether the program's own value of it is one autograd follows, where the
+    function enables grad itself (``torch.enable_grad()`` inside a call under no_grad): not for
+    views of inputs (``aliases``), made again of the caller's tensors (one taken under no_grad
+    requires grad through its base, and the program has nothing to differentiate for it)."""
+    remade = {a.output for a in aliases if a.of_output is None and a.dtype is None}
+    return tuple(bool(g) and i not in remade for i, g in enumerate(output_requires_grad))
+
+
+def output_marks(
+    gm: torch.fx.GraphModule, aliases: Sequence = (), output_requires_grad: Sequence[bool] = ()
+) -> OutputMarks:
+    """The ``OutputMarks`` of the Dynamo graph ``gm`` (its ``output_aliases`` and outputs'
+    ``requires_grad``, for ``enables_grad``)."""
+    reads = set()  # (the nodes that read a tensor the graph is given or holds)
+    for node in gm.graph.nodes:
+        ex = node.meta.get("example_value")
+        if node.op in ("placeholder", "get_attr"):
+            if isinstance(ex, torch.Tensor) or node.op == "get_attr":
+                reads.add(node)
+        elif any(n in reads for n in node.all_input_nodes):
+            reads.add(node)
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    exs = [
+        _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
+        for node in out
+    ]
+    # (storages that several outputs share: ``z, z[1:]`` keep sharing it, uncopied)
+    counts = collections.Counter(
+        StorageWeakRef(ex.untyped_storage())
+        for ex in exs
+        if isinstance(ex, torch.Tensor) and ex.layout == torch.strided
+    )
+    multi, fresh = [], []
+    for k, (node, ex) in enumerate(zip(out, exs)):
+        if not isinstance(ex, torch.Tensor):
+            continue
+        if ex.requires_grad and _creation(ex) == _CREATION.MULTI_OUTPUT_NODE:
+            multi.append(k)
+        elif (
+            node not in reads
+            and ex.layout == torch.strided
+            and ex._base is None
+            and counts[StorageWeakRef(ex.untyped_storage())] == 1
+        ):
+            fresh.append(k)
+    enables = any(program_grads(output_requires_grad, aliases))
+    return OutputMarks(tuple(multi), tuple(fresh), enables)
+
+
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     """Outputs of a Dynamo graph that are views of its tensor inputs (static layouts only)."""
     storages = {}
@@ -224,8 +333,7 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             used = {e for e in (*size, *stride, offset) if isinstance(e, sympy.Expr)}
             free = set().union(*(e.free_symbols for e in used))
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-            grad = "untracked" if ex.grad_fn is None else "tracked"
-            grad = grad if ex.requires_grad else "detached"
+            grad = "detached" if not ex.requires_grad else _tracking(ex)
             conj, neg = _flips(placeholders[src].meta["example_value"], ex)
             found.append(
                 OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)

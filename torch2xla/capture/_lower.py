@@ -260,6 +260,16 @@ def reads_storage_offsets(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _turns_grad_on(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` or a graph it holds (a higher-order op's) switches grad mode on."""
+    return any(
+        n.args[:1] != (False,)
+        for m in gm.modules()
+        if isinstance(m, torch.fx.GraphModule)
+        for n in m.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled)
+    )
+
+
 def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     """Export ``gm`` called on concrete ``args`` to a functional core-ATen graph."""
     # Inputs that overlap in memory and are written: exported as views of one base per group.
@@ -273,7 +283,12 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
     # traces no autograd of its own, but the transforms turn grad on, so an output computed
     # from an input that requires grad (``jacrev`` of a module: its parameters) would require
     # grad, and AOT would trace a joint graph it cannot)
-    if gm.graph.find_nodes(op="call_function", target=torch._C._functorch._grad_increment_nesting):
+    # (likewise a graph called under no_grad that never turns grad on: nothing it makes is
+    # tracked, and with its inputs' autograd a view taken under no_grad and written in place,
+    # returned (``x[0].add_(1)``), made AOT's read of the output's grad_fn raise, as eager's)
+    if gm.graph.find_nodes(
+        op="call_function", target=torch._C._functorch._grad_increment_nesting
+    ) or not (torch.is_grad_enabled() or _turns_grad_on(gm)):
         args = [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
     with export_scope() as rejected, _shape_env_for_loops(gm):
         aten_gm, sig = aot_export_module(
