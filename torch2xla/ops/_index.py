@@ -157,6 +157,15 @@ def index_put(self, indices, values, accumulate=False):
         check_fits(values, ctx().out.dtype)  # (eager fills ``value.item()``)
     values = as_dtype(values, self.dtype)
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
+    if not masks and called in (aten.index_fill, aten.index_fill_) and not accumulate:
+        # One value (expanded by the decomposition) at each named position: a select, whose
+        # derivative gives the value each position's gradient once, duplicate indices
+        # included, as eager's (``grad.index_select(dim, unique(index)).sum()``); a scatter's
+        # gave it once per index.
+        if not values.size:
+            return self
+        filled = jnp.zeros(self.shape, bool).at[_index_tuple(indices)].set(True)
+        return jnp.where(filled, values.reshape(-1)[0], self)
     if not masks:
         idx = _index_tuple(indices)
         return self.at[idx].add(values) if accumulate else _scatter_set(self, idx, values)
@@ -309,7 +318,8 @@ def index_select(self, dim, index):
         check_index(index, size, dim)
     if self.ndim == 0:
         return self
-    return jnp.take(self, index, axis=canonical_dim(dim, self.ndim))
+    # (a 0-d index selects as a vector of one: the dim is kept)
+    return jnp.take(self, index.reshape(-1), axis=canonical_dim(dim, self.ndim))
 
 
 def _along(dim, index, ndim):
@@ -447,8 +457,10 @@ def scatter_legacy_reduce(self, dim, index, src, *, reduce):
     if not hasattr(src, "shape"):
         src = jnp.full(index.shape, src, self.dtype)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
-    ref = self.at[_along(dim, index, self.ndim)]
-    return {"add": ref.add, "multiply": ref.multiply}[reduce](src)
+    idx = _along(dim, index, self.ndim)
+    # (eager has no derivative for it: ``_scatter_multiply``'s lets the program trace, and
+    # the backward raises eager's error, autodiff/_eager_backward.py)
+    return self.at[idx].add(src) if reduce == "add" else _scatter_multiply(self, idx, src)
 
 
 @register(aten.index_reduce.default)
