@@ -167,14 +167,28 @@ def same(a, b, path=""):
     return same_error_or_value(a, b, path)
 
 
+def describe_tb(v):
+    """``describe``, an error's message followed by the frames of this file in its traceback
+    (eager's own error after a graph break names the user's line there, as eager's does)."""
+    d = describe(v)
+    if d[0] == "E":
+        tb, frames = v.__traceback__, []
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith(THIS):
+                frames.append(f"{THIS}:{tb.tb_lineno}")
+            tb = tb.tb_next
+        d = (*d[:3], d[3] + (f"\n[traceback: {' '.join(frames)}]" if frames else ""))
+    return d
+
+
 def compare(name, entry):
     fn, options = entry
 
-    def C(f):
-        return torch.compile(f, backend=BACKEND, options=options)
+    def C(f, **kw):
+        return torch.compile(f, backend=BACKEND, options=options, **kw)
 
-    exp = observations(fn, lambda f: f, describe)
-    got = observations(fn, C, describe)
+    exp = observations(fn, lambda f, **kw: f, describe_tb)
+    got = observations(fn, C, describe_tb)
     d = difference(got, exp, same)
     if d:
         return f"DIFF  {name}: {d}"
@@ -774,7 +788,7 @@ case(
 )
 case(
     "embedding_bag_psw_oob",
-    lambda ix, off, w, p: F.embedding_bag(ix, w, off, per_sample_weights=p),
+    lambda ix, off, w, p: F.embedding_bag(ix, w, off, per_sample_weights=p, mode="sum"),
     lambda: (i(0, 7, 1), i(0, 2), r(4, 2), r(3)),
 )
 case(
@@ -901,6 +915,7 @@ grad(
     "gather_sparse_grad",
     lambda x, ix: torch.gather(x, 1, ix, sparse_grad=True),
     lambda: (G(r(3, 4)), i(1, 1, 0, 3, 3, 3).view(3, 2)),
+    modes=("default",),  # (strict: unsupported, eager's gradient is sparse)
 )
 grad("take_dup", lambda x, ix: torch.take(x, ix), lambda: (G(r(3, 4)), i(1, 1, -1, 11)))
 grad(
@@ -1118,6 +1133,7 @@ grad(
     "embedding_sparse",
     lambda ix, w: F.embedding(ix, w, sparse=True),
     lambda: (i(0, 2, 0), G(r(4, 2))),
+    modes=("default",),
 )
 for _mode in ("sum", "mean", "max"):
     grad(
@@ -1132,7 +1148,7 @@ for _mode in ("sum", "mean", "max"):
     )
 grad(
     "embedding_bag_psw",
-    lambda ix, off, w, p: F.embedding_bag(ix, w, off, per_sample_weights=p),
+    lambda ix, off, w, p: F.embedding_bag(ix, w, off, per_sample_weights=p, mode="sum"),
     lambda: (i(0, 2, 0, 3), i(0, 2), G(r(4, 2)), G(r(4))),
 )
 grad(
@@ -1354,6 +1370,280 @@ train(
     lambda: (r(5, 3), i(0, 0, 2, 2, 3)),
     lambda: (r(5, 3), i(0, 0, 2, 2, 2)),
 )
+
+
+# ============================================================================================
+# 7. dynamic shapes and bucketing (padded programs): indices at the real sizes
+
+
+def dyn(name, f, makes, modes=None, grad_of=None):
+    """Compiled with ``dynamic=True`` (bucketing on by default), called on each of ``makes``
+    in turn: outputs or errors and the inputs after each call."""
+
+    def run(C, rec):
+        compiled = C(f, dynamic=True)
+        for k, make in enumerate(makes):
+            args = make()
+            try:
+                out = compiled(*args)
+                rec(f"out{k}", out)
+                if grad_of is not None:
+                    out.sum().backward()
+                    rec(f"grad{k}", args[grad_of].grad)
+            except Exception as e:  # noqa: BLE001
+                rec(f"raised{k}", e)
+            rec(f"inputs{k}", [a.detach() for a in args if isinstance(a, torch.Tensor)])
+
+    _register(f"dyn_{name}", run, modes)
+
+
+def _n(n, seed=0):
+    return r(n, 3, seed=seed)
+
+
+dyn(
+    "getitem_last_idx",
+    lambda x, ix: x[ix],
+    [lambda: (_n(5), i(-1, 0)), lambda: (_n(6), i(-1, 2)), lambda: (_n(7), i(-7, 6))],
+)
+dyn(
+    "getitem_oob_real",
+    lambda x, ix: x[ix],
+    [lambda: (_n(5), i(4)), lambda: (_n(6), i(6)), lambda: (_n(7), i(7))],
+)
+dyn(
+    "getitem_neg_oob_real",
+    lambda x, ix: x[ix],
+    [lambda: (_n(5), i(-5)), lambda: (_n(6), i(-7)), lambda: (_n(7), i(-8))],
+)
+dyn(
+    "index_select_oob_real",
+    lambda x, ix: x.index_select(0, ix) * 2,
+    [lambda: (_n(5), i(4)), lambda: (_n(6), i(6)), lambda: (_n(7), i(7))],
+)
+dyn(
+    "gather_oob_real",
+    lambda x, ix: x.gather(0, ix) + 1,
+    [lambda: (_n(5), i(4, 0, 1).view(1, 3)), lambda: (_n(6), i(6, 0, 1).view(1, 3))],
+)
+dyn(
+    "gather_along_dyn",
+    lambda x, ix: x.gather(0, ix.expand(x.shape[0], 3) % x.shape[0]),
+    [lambda: (_n(5), i(4, 0, 1).view(1, 3)), lambda: (_n(6), i(5, 0, 1).view(1, 3))],
+)
+dyn(
+    "scatter_add_dyn",
+    lambda x, ix, s: x.scatter_add(0, ix, s),
+    [
+        lambda: (_n(5), i(4, 0, 1).view(1, 3), r(1, 3)),
+        lambda: (_n(6), i(6, 0, 1).view(1, 3), r(1, 3)),
+    ],
+)
+dyn(
+    "embedding_dyn_vocab",
+    lambda ix, w: F.embedding(ix, w),
+    [lambda: (i(0, 4), _n(5)), lambda: (i(5, 1), _n(6)), lambda: (i(7, 1), _n(7))],
+)
+dyn(
+    "embedding_dyn_tokens",
+    lambda ix, w: F.embedding(ix, w),
+    [
+        lambda: (i(0, 4, 1), _n(5)),
+        lambda: (i(0, 4, 1, 2, 3), _n(5)),
+        lambda: (i(0, 5, 1, 2), _n(5)),
+    ],
+)
+dyn(
+    "ce_dyn_batch",
+    lambda x, t: F.cross_entropy(x, t),
+    [
+        lambda: (r(3, 4), i(0, 3, 1)),
+        lambda: (r(5, 4), i(0, 3, 1, 2, 3)),
+        lambda: (r(6, 4), i(0, 3, 1, 2, 3, 4)),
+    ],
+)
+dyn(
+    "ce_dyn_ignore",
+    lambda x, t: F.cross_entropy(x, t),
+    [lambda: (r(3, 4), i(-100, 3, 1)), lambda: (r(5, 4), i(-100, -100, -100, -100, -100))],
+)
+dyn(
+    "mask_set_dyn",
+    mask_set_scalar,
+    [lambda: (r(5, 3),), lambda: (r(6, 3, seed=1),), lambda: (r(7, 3, seed=2),)],
+)
+dyn(
+    "mask_set_values_dyn",
+    mask_set_values,
+    [
+        lambda: (i(1, -1, 2, -3, 5).float(), r(3)),
+        lambda: (i(1, -1, 2, -3, 5, 6).float(), r(4)),
+        lambda: (i(1, -1, 2, -3, 5, -6).float(), r(4)),
+    ],
+)
+dyn(
+    "idx_set_neg_dyn",
+    idx_set,
+    [lambda: (_n(5), i(-1), 1.0), lambda: (_n(6), i(-1), 1.0), lambda: (_n(7), i(-2, -7), 1.0)],
+)
+dyn(
+    "idx_accumulate_dyn",
+    idx_accumulate,
+    [
+        lambda: (r(5), i(-1, 4), r(2)),
+        lambda: (r(6), i(-1, 4), r(2)),
+        lambda: (r(7), i(-1, 7), r(2)),
+    ],
+)
+dyn(
+    "take_dyn",
+    lambda x, ix: torch.take(x, ix),
+    [lambda: (_n(5), i(-1, 14)), lambda: (_n(6), i(-1, 17)), lambda: (_n(6), i(-1, 18))],
+)
+dyn(
+    "masked_fill_dyn_sum",
+    lambda x: x.masked_fill(x > 0, 0.0).sum(0),
+    [lambda: (_n(5),), lambda: (_n(6, 1),), lambda: (_n(7, 2),)],
+)
+dyn(
+    "scatter_reduce_amax_dyn",
+    lambda x, ix, s: x.scatter_reduce(0, ix, s, "amax", include_self=False),
+    [
+        lambda: (r(5), i(4, 0, 4), r(3)),
+        lambda: (r(6), i(5, 0, 5), r(3)),
+        lambda: (r(7), i(5, 0, 7), r(3)),
+    ],
+)
+dyn(
+    "index_add_dyn",
+    lambda x, ix, s: x.index_add(0, ix, s),
+    [lambda: (_n(5), i(4, 4), r(2, 3)), lambda: (_n(6), i(5, -1), r(2, 3))],
+)
+dyn(
+    "searchsorted_dyn",
+    lambda s, v: torch.searchsorted(s, v),
+    [
+        lambda: (torch.arange(5.0), r(3)),
+        lambda: (torch.arange(6.0), r(3)),
+        lambda: (torch.arange(7.0), r(4) * 4),
+    ],
+)
+dyn(
+    "topk_gather_dyn",
+    lambda x: x.gather(1, x.topk(2, dim=1).indices),
+    [lambda: (r(3, 5),), lambda: (r(3, 6),), lambda: (r(3, 7),)],
+)
+dyn(
+    "argmax_getitem_dyn",
+    lambda x, y: y[x.argmax(0)],
+    [lambda: (_n(5), r(3, 2)), lambda: (_n(6), r(3, 2))],
+)
+
+
+# ============================================================================================
+# 8. more of what users write
+
+
+def init_rows_nograd(w, ix):
+    with torch.no_grad():
+        w[ix] = 0.0
+    return w * 1
+
+
+grad("init_rows_nograd", init_rows_nograd, lambda: (G(r(4, 2)), i(1, 3)))
+
+
+def where_tuple(x):
+    rows, cols = torch.where(x > 0)
+    return x[rows, cols] * 2
+
+
+case("where_tuple_getitem", where_tuple, lambda: (r(3, 4),))
+case("nonzero_as_tuple", lambda x: x[(x > 0).nonzero(as_tuple=True)], lambda: (r(3, 4),))
+case(
+    "gather_expanded_idx",
+    lambda x, ix: x.gather(1, ix.expand(3, 2)),
+    lambda: (r(3, 4), i(3, 0).view(1, 2)),
+)
+case(
+    "gather_expanded_idx_oob",
+    lambda x, ix: x.gather(1, ix.expand(3, 2)),
+    lambda: (r(3, 4), i(3, 4).view(1, 2)),
+)
+
+
+def set_transposed(x, ix, v):
+    y = x.t()
+    y[:, ix] = v
+    return x
+
+
+case("set_transposed_input", set_transposed, lambda: (r(3, 4), i(2, 0), r(4, 2)))
+case("set_view_offset", lambda x, ix, v: idx_set(x[1:], ix, v), lambda: (r(5, 2), i(0, -1), r(2)))
+
+
+def set_from_other(x, y, a, c):
+    x[a] = y[c]
+    return x
+
+
+case("set_from_other_dup", set_from_other, lambda: (r(5), r(6), i(0, 0, 4), i(5, 1, 1)))
+case(
+    "set_from_self_overlap",
+    lambda x, a, c: set_from_other(x, x, a, c),
+    lambda: (r(5), i(0, 1, 2), i(1, 2, 3)),
+)
+
+
+def scatter_inplace_dup(x, ix, s):
+    x.scatter_(0, ix, s)
+    return x
+
+
+case("scatter__dup", scatter_inplace_dup, lambda: (r(4), i(1, 1, 2), r(3)))
+case("list_dup_iadd", lambda t, v: idx_iadd(t, [0, 0, 2], v), lambda: (r(4), r(3)))
+case(
+    "index_add_int32",
+    lambda t, ix, s: t.index_add_(0, ix, s),
+    lambda: (r(3, 2), i(0, 2, dtype=torch.int32), r(2, 2)),
+)
+case(
+    "index_copy_int32_err",
+    lambda t, ix, s: t.index_copy(0, ix, s),
+    lambda: (r(3, 2), i(0, 2, dtype=torch.int32), r(2, 2)),
+)
+case(
+    "gather_sparse_grad_infer",
+    lambda x, ix: torch.gather(x, 1, ix, sparse_grad=True),
+    lambda: (r(3, 4), i(1, 1, 0, 3, 3, 3).view(3, 2)),
+)
+case(
+    "one_hot_scatter_labels",
+    lambda t: torch.zeros(t.shape[0], 4).scatter_(1, t.unsqueeze(1), 1.0),
+    lambda: (i(0, 3, 1),),
+)
+case(
+    "one_hot_scatter_labels_oob",
+    lambda t: torch.zeros(t.shape[0], 4).scatter_(1, t.unsqueeze(1), 1.0),
+    lambda: (i(0, 4, 1),),
+)
+case(
+    "label_smooth_scatter",
+    lambda x, t: torch.full_like(x, 0.1).scatter(1, t[:, None], 0.9),
+    lambda: (r(3, 4), i(0, 3, 1)),
+)
+
+
+def counter_index(buf, step, v):
+    buf[step] = v
+    step += 1
+    return buf, step
+
+
+case("counter_tensor_index", counter_index, lambda: (r(4, 2), torch.tensor(1), r(2)))
+case("counter_tensor_index_oob", counter_index, lambda: (r(4, 2), torch.tensor(4), r(2)))
+case("argmax_select", lambda x: x[x.argmax()], lambda: (r(5),))
+case("argmax_row", lambda x: x[x.sum(1).argmax()] * 2, lambda: (r(4, 3),))
 
 
 def main():

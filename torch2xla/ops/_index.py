@@ -91,6 +91,51 @@ def _scatter_multiply_bwd(residuals, g):
 _scatter_multiply.defvjp(_scatter_multiply_fwd, _scatter_multiply_bwd)
 
 
+def _scatter_extreme(self, idx, src, reduce: str, include_self: bool):
+    """``scatter_reduce``/``index_reduce``'s amax/amin of ``src`` into ``self`` at ``idx`` (an
+    index for ``.at[]``), with eager's derivative: the gradient of each result is shared
+    evenly by the values equal to it, ``self``'s counted among them where it equals the
+    result even when ``include_self=False`` (whose own gradient is then zero there), as
+    torch's formula does; JAX's derivative shared it among the scattered values only."""
+
+    def forward(self, src, idx):
+        if jnp.issubdtype(self.dtype, jnp.inexact):
+            init = -np.inf if reduce == "amax" else np.inf
+        else:
+            info = np.iinfo(self.dtype)
+            init = info.min if reduce == "amax" else info.max
+        base = self if include_self else jnp.full(self.shape, init, self.dtype)
+        out = base.at[idx].max(src) if reduce == "amax" else base.at[idx].min(src)
+        if include_self:
+            return out
+        touched = jnp.zeros(self.shape, bool).at[idx].set(True)
+        return jnp.where(touched, out, self)
+
+    if not jnp.issubdtype(self.dtype, jnp.inexact):
+        return forward(self, src, idx)
+
+    @jax.custom_vjp
+    def extreme(self, src, idx):
+        return forward(self, src, idx)
+
+    def extreme_fwd(self, src, idx):
+        out = forward(self, src, idx)
+        return out, (self, src, idx, out)
+
+    def extreme_bwd(residuals, g):
+        self, src, idx, out = residuals
+        self_is = (self == out).astype(g.dtype)
+        src_is = (src == out[idx]).astype(g.dtype)
+        shared = g / self_is.at[idx].add(src_is)
+        g_self = self_is * shared
+        if not include_self:
+            g_self = g_self.at[idx].set(0)
+        return g_self, src_is * shared[idx], None
+
+    extreme.defvjp(extreme_fwd, extreme_bwd)
+    return extreme(self, src, idx)
+
+
 def _scatter_set(x, idx: tuple, values, mode: str | None = None):
     """``x.at[idx].set(values, mode=mode)`` with eager's gradient of ``values``: the output's
     gradient at the position each value was written to, duplicates included (eager's is
@@ -394,16 +439,10 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True, _roundi
         out = total / count if jnp.issubdtype(self.dtype, jnp.inexact) else total // count
         touched = jnp.zeros(self.shape, bool).at[idx].set(True)
         return jnp.where(touched, out, self)
-    init = {"sum": 0, "prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
-    if not jnp.issubdtype(self.dtype, jnp.inexact) and reduce in ("amax", "amin"):
-        info = np.iinfo(self.dtype)
-        init = info.min if reduce == "amax" else info.max
-    base = self if include_self else jnp.full(self.shape, init, self.dtype)
-    ref = base.at[idx]
-    if reduce == "prod":
-        out = _scatter_multiply(base, idx, src)
-    else:
-        out = {"sum": ref.add, "amax": ref.max, "amin": ref.min}[reduce](src)
+    if reduce in ("amax", "amin"):
+        return _scatter_extreme(self, idx, src, reduce, include_self)
+    base = self if include_self else jnp.full(self.shape, {"sum": 0, "prod": 1}[reduce], self.dtype)
+    out = _scatter_multiply(base, idx, src) if reduce == "prod" else base.at[idx].add(src)
     if include_self:
         return out
     touched = jnp.zeros(self.shape, bool).at[idx].set(True)
@@ -490,18 +529,11 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
         count = jnp.maximum(count, 1).reshape(touched.shape)
         # NOTE: integer means round down (torch divides with rounding_mode="floor").
         out = total / count if floating else jnp.floor_divide(total, count)
-    else:
-        if floating:
-            init = {"prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
-        else:
-            info = np.iinfo(self.dtype)
-            init = {"prod": 1, "amax": info.min, "amin": info.max}[reduce]
-        base = x if include_self else jnp.where(touched, jnp.asarray(init, self.dtype), x)
-        if reduce == "prod":
-            out = _scatter_multiply(base, index, src)
-        else:
-            ref = base.at[index]
-            out = {"amax": ref.max, "amin": ref.min}[reduce](src)
+    elif reduce == "prod":
+        base = x if include_self else jnp.where(touched, jnp.ones((), self.dtype), x)
+        out = _scatter_multiply(base, index, src)
+    else:  # (untouched rows are ``x``'s already)
+        return jnp.moveaxis(_scatter_extreme(x, index, src, reduce, include_self), 0, dim)
     return jnp.moveaxis(jnp.where(touched, out, x), 0, dim)
 
 
