@@ -1646,6 +1646,167 @@ case("argmax_select", lambda x: x[x.argmax()], lambda: (r(5),))
 case("argmax_row", lambda x: x[x.sum(1).argmax()] * 2, lambda: (r(4, 3),))
 
 
+# ============================================================================================
+# 9. dtypes: half precision accumulation with many duplicates, complex, int overflow
+
+
+def _many(dtype, n=600):
+    return (
+        torch.zeros(3, dtype=dtype),
+        torch.zeros(n, dtype=torch.int64),
+        torch.ones(n, dtype=dtype),
+    )
+
+
+for _dt in (torch.bfloat16, torch.float16):
+    _tag = str(_dt).split(".")[1]
+    case(f"accumulate_many_{_tag}", idx_accumulate, lambda dt=_dt: _many(dt))
+    case(f"iadd_many_{_tag}", idx_iadd, lambda dt=_dt: _many(dt))
+    case(f"index_add_many_{_tag}", lambda t, ix, s: t.index_add(0, ix, s), lambda dt=_dt: _many(dt))
+    case(
+        f"put_acc_many_{_tag}",
+        lambda t, ix, s: t.put(ix, s, accumulate=True),
+        lambda dt=_dt: _many(dt),
+    )
+    case(
+        f"scatter_add_many_{_tag}",
+        lambda t, ix, s: t.scatter_add(0, ix, s),
+        lambda dt=_dt: _many(dt),
+    )
+    case(
+        f"index_reduce_mean_many_{_tag}",
+        lambda t, ix, s: t.index_reduce(0, ix, s, "mean"),
+        lambda dt=_dt: _many(dt),
+    )
+    case(
+        f"embedding_bag_many_{_tag}",
+        lambda ix, w: F.embedding_bag(ix.view(1, -1), w, mode="sum"),
+        lambda dt=_dt: (torch.zeros(600, dtype=torch.int64), torch.ones(3, 2, dtype=dt)),
+    )
+    grad(
+        f"embedding_grad_many_{_tag}",
+        lambda ix, w: F.embedding(ix, w),
+        lambda dt=_dt: (torch.zeros(600, dtype=torch.int64), G(torch.ones(3, 2, dtype=dt))),
+    )
+    grad(
+        f"gather_grad_many_{_tag}",
+        lambda x, ix: x.gather(0, ix),
+        lambda dt=_dt: (G(torch.ones(3, dtype=dt)), torch.zeros(600, dtype=torch.int64)),
+    )
+    for _op, _fn in (
+        ("index_select", lambda x, ix: x.index_select(0, ix)),
+        ("take", lambda x, ix: torch.take(x, ix)),
+        ("take_along_dim", lambda x, ix: torch.take_along_dim(x, ix, 0)),
+        ("put_values", lambda x, ix: torch.zeros(3, dtype=x.dtype).put(ix[:1], x[:1])),
+        ("expand_getitem", lambda x, ix: x[ix].expand(2, -1)),
+        ("index_2d", lambda x, ix: x.view(3, 1)[ix, ix]),
+    ):
+        grad(
+            f"{_op}_grad_many_{_tag}",
+            _fn,
+            lambda dt=_dt: (G(torch.ones(3, dtype=dt)), torch.zeros(600, dtype=torch.int64)),
+        )
+    grad(
+        f"embedding_bag_grad_many_{_tag}",
+        lambda ix, w: F.embedding_bag(ix.view(1, -1), w, mode="mean"),
+        lambda dt=_dt: (torch.zeros(600, dtype=torch.int64), G(torch.ones(3, 2, dtype=dt))),
+    )
+    grad(
+        f"getitem_grad_many_{_tag}",
+        lambda x, ix: x[ix],
+        lambda dt=_dt: (G(torch.ones(3, dtype=dt)), torch.zeros(600, dtype=torch.int64)),
+    )
+
+_C = lambda *shape: torch.randn(
+    *shape, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)
+)
+case("complex_gather", lambda x, ix: x.gather(1, ix), lambda: (_C(3, 4), i(1, 3, 0).view(3, 1)))
+case("complex_setitem_mask", lambda x: mask_rows_set_row(x, x.real > 0, 1j), lambda: (_C(3, 4),))
+case("complex_index_put_acc", idx_accumulate, lambda: (_C(4), i(1, 1, 3), _C(3)))
+case(
+    "complex_scatter_add",
+    lambda x, ix, s: x.scatter_add(0, ix, s),
+    lambda: (_C(4), i(1, 1, 3), _C(3)),
+)
+case(
+    "complex_index_add",
+    lambda x, ix, s: x.index_add(0, ix, s, alpha=2),
+    lambda: (_C(4), i(1, 1, 3), _C(3)),
+)
+grad("complex_getitem", lambda x, ix: torch.view_as_real(x[ix]), lambda: (G(_C(4)), i(1, 1, 3)))
+grad(
+    "complex_index_put",
+    lambda x, ix, v: torch.view_as_real(x.index_put((ix,), v)),
+    lambda: (G(_C(4)), i(1, 3), G(_C(2))),
+)
+case("int8_set_overflow", idx_set, lambda: (torch.zeros(3, dtype=torch.int8), i(0), 300))
+case(
+    "int8_mask_set_overflow",
+    lambda t: mask_rows_set_row(t, t == 0, 300),
+    lambda: (torch.zeros(3, dtype=torch.int8),),
+)
+case(
+    "uint8_index_fill_neg",
+    lambda t, ix: t.index_fill(0, ix, -1),
+    lambda: (torch.zeros(3, dtype=torch.uint8), i(0)),
+)
+case(
+    "bool_scatter_add",
+    lambda t, ix, s: t.scatter_add(0, ix, s),
+    lambda: (b(0, 0, 0), i(1, 1), b(1, 1)),
+)
+case(
+    "int_index_add_alpha",
+    lambda t, ix, s: t.index_add(0, ix, s, alpha=3),
+    lambda: (i(1, 2, 3), i(1, 1), i(5, 6)),
+)
+case(
+    "masked_fill_int_overflow",
+    lambda t: t.masked_fill(t == 0, 1000),
+    lambda: (torch.zeros(3, dtype=torch.int8),),
+)
+
+
+# ============================================================================================
+# 10. second derivatives through index ops (gradient penalties)
+
+
+def grad2(name, f, make):
+    def run(C, rec):
+        compiled = C(f)
+        x, *rest = make()
+        try:
+            out = compiled(x, *rest)
+            (g,) = torch.autograd.grad((out * _weights(out)).sum(), x, create_graph=True)
+            rec("g", g)
+            (g.pow(2) * _weights(g)).sum().backward()
+            rec("gg", x.grad)
+        except Exception as e:  # noqa: BLE001
+            rec("raised", e)
+
+    _register(f"grad2_{name}", run)
+
+
+grad2(
+    "gather",
+    lambda x, ix: x.gather(1, ix).pow(3),
+    lambda: (G(r(3, 4)), i(1, 1, 3, 0, 2, 2).view(3, 2)),
+)
+grad2("getitem_dup", lambda x, ix: x[ix].sin(), lambda: (G(r(4)), i(1, 1, 3)))
+grad2(
+    "index_put_acc",
+    lambda x, ix: x.index_put((ix,), x[ix] ** 2, accumulate=True),
+    lambda: (G(r(4)), i(1, 1, 3)),
+)
+grad2(
+    "scatter_reduce_amax",
+    lambda x, ix: torch.zeros(3).scatter_reduce(0, ix, x**2, "amax", include_self=False),
+    lambda: (G(r(4)), i(0, 0, 2, 2)),
+)
+grad2("masked_fill", lambda x: x.masked_fill(x > 0, 0.0) ** 3, lambda: (G(r(5)),))
+grad2("embedding", lambda w, ix: F.embedding(ix, w).pow(2), lambda: (G(r(4, 2)), i(1, 1, 3)))
+
+
 def main():
     return run(sys.argv[1:], CASES, compare)
 

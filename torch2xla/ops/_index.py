@@ -375,13 +375,35 @@ def _along(dim, index, ndim):
     return tuple(grids)
 
 
+def _gather_half(x, idx: tuple):
+    """``x[idx]`` of a float16/bfloat16 ``x`` whose derivative sums the gradients in float32,
+    rounded once, as eager's gather backward (a ``scatter_add``: its CPU kernel accumulates in
+    float32); JAX's transpose added them in bfloat16 (600 ones made 320 where eager's 296)."""
+    shape, dtype = x.shape, x.dtype
+
+    @jax.custom_vjp
+    def take(x, idx):
+        return x[idx]
+
+    def take_fwd(x, idx):
+        return x[idx], idx
+
+    def take_bwd(idx, g):
+        summed = jnp.zeros(shape, jnp.float32).at[idx].add(g.astype(jnp.float32))
+        return summed.astype(dtype), None
+
+    take.defvjp(take_fwd, take_bwd)
+    return take(x, idx)
+
+
 @register(aten.gather.default)
 def gather(self, dim, index, *, sparse_grad=False):
     check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
         return self
     dim = canonical_dim(dim, self.ndim)
-    return self[_along(dim, index, self.ndim)]
+    idx = _along(dim, index, self.ndim)
+    return _gather_half(self, idx) if self.dtype in _HALF else self[idx]
 
 
 @register(aten.scatter.src, aten.scatter.value)
