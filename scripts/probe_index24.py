@@ -67,6 +67,16 @@ def G(t):
     return t.detach().clone().requires_grad_()
 
 
+def _state():
+    """The global state a raising graph could leave changed."""
+    return [
+        torch.is_grad_enabled(),
+        torch.is_autocast_enabled("cpu"),
+        torch._C._autograd._saved_tensors_hooks_is_enabled(),
+        torch._C._functorch.get_dynamic_layer_stack_depth(),
+    ]
+
+
 def case(name, f, make, good=None, modes=None, no_grad=False):
     def run(C, rec):
         compiled = C(f)
@@ -80,6 +90,7 @@ def case(name, f, make, good=None, modes=None, no_grad=False):
         except Exception as e:  # noqa: BLE001  (the error is an observation)
             rec("raised", e)
         rec("inputs", [a for a in args if isinstance(a, torch.Tensor)])
+        rec("state", _state())
         if good is not None:
             args = good()
             rec("good", compiled(*args))
@@ -1805,6 +1816,154 @@ grad2(
 )
 grad2("masked_fill", lambda x: x.masked_fill(x > 0, 0.0) ** 3, lambda: (G(r(5)),))
 grad2("embedding", lambda w, ix: F.embedding(ix, w).pow(2), lambda: (G(r(4, 2)), i(1, 1, 3)))
+
+
+# ============================================================================================
+# 11. index ops inside control flow, transforms, checkpoints; dead ones; overlapping writes
+
+
+def cond_gather(x, ix):
+    return torch.cond(x.sum() > 0, lambda x, ix: x.gather(0, ix), lambda x, ix: x[:2] * 0, (x, ix))
+
+
+case("cond_gather_ok", cond_gather, lambda: (r(4).abs(), i(3, 0)))
+case("cond_gather_oob_taken", cond_gather, lambda: (r(4).abs(), i(4, 0)))
+case("cond_gather_oob_untaken", cond_gather, lambda: (-r(4).abs(), i(4, 0)))
+
+
+def map_getitem(xs, ix):
+    from torch._higher_order_ops.map import map as hop_map
+
+    return hop_map(lambda x, ix: x[ix], xs, ix)
+
+
+case("map_getitem_oob", map_getitem, lambda: (r(3, 4), i(1, 4)))
+case(
+    "vmap_getitem",
+    lambda xs, ixs: torch.vmap(lambda x, i: x[i])(xs, ixs),
+    lambda: (r(3, 4), i(1, -1, 3)),
+)
+case(
+    "vmap_getitem_oob",
+    lambda xs, ixs: torch.vmap(lambda x, i: x[i])(xs, ixs),
+    lambda: (r(3, 4), i(1, 4, 3)),
+)
+case(
+    "vmap_gather",
+    lambda xs, ixs: torch.vmap(lambda x, i: x.gather(0, i))(xs, ixs),
+    lambda: (r(3, 4), i(1, 2, 3, 0, 0, 0).view(3, 2)),
+)
+case(
+    "vmap_index_put",
+    lambda xs, ixs, v: torch.vmap(lambda x, i: x.index_put((i,), v))(xs, ixs),
+    lambda: (r(3, 4), i(1, 2, 3, 0, 0, 0).view(3, 2), r(2)),
+)
+case(
+    "func_grad_gather",
+    lambda x, ix: torch.func.grad(lambda x: x.gather(0, ix).pow(2).sum())(x),
+    lambda: (r(4), i(1, 1, 3)),
+)
+case(
+    "func_grad_gather_oob",
+    lambda x, ix: torch.func.grad(lambda x: x.gather(0, ix).pow(2).sum())(x),
+    lambda: (r(4), i(1, 4, 3)),
+)
+
+
+def ckpt_gather(x, ix):
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(lambda x: x.gather(0, ix).exp(), x, use_reentrant=False)
+
+
+grad("checkpoint_gather", ckpt_gather, lambda: (G(r(4)), i(1, 1, 3)))
+grad("checkpoint_gather_oob", ckpt_gather, lambda: (G(r(4)), i(1, 4, 3)))
+
+
+def dead_getitem(x, ix):
+    y = x[ix]  # noqa: F841  (unused: eager still raises)
+    return x * 2
+
+
+def dead_setitem(x, ix):
+    y = x.clone()
+    y[ix] = 0.0
+    return x * 2
+
+
+case("dead_getitem_oob", dead_getitem, lambda: (r(4), i(1, 4)))
+case("dead_setitem_oob", dead_setitem, lambda: (r(4), i(1, 4)))
+case("dead_gather_oob_training", dead_getitem, lambda: (G(r(4)), i(1, -5)))
+case("overlap_slice_copy", lambda x: idx_set(x, slice(1, None), x[:-1]), lambda: (r(5),))
+case("overlap_index_copy", lambda x, ix: x.index_copy_(0, ix, x[2:4]), lambda: (r(5), i(0, 1)))
+case(
+    "overlap_index_put_values_view",
+    lambda x, ix: x.index_put_((ix,), x[1:3]),
+    lambda: (r(5), i(0, 2)),
+)
+case(
+    "overlap_masked_scatter",
+    lambda x, m: x.masked_scatter_(m, x[1:]),
+    lambda: (r(5), b(1, 0, 1, 1, 0)),
+)
+case("overlap_scatter_src_self", lambda x, ix: x.scatter_(0, ix, x), lambda: (r(4), i(1, 0, 3, 2)))
+case(
+    "overlap_gather_out_self",
+    lambda x, ix: torch.gather(x, 0, ix, out=x),
+    lambda: (r(4), i(1, 0, 3, 2)),
+)
+case(
+    "index_select_out",
+    lambda x, ix, o: torch.index_select(x, 0, ix, out=o),
+    lambda: (r(4, 2), i(1, 3), torch.empty(2, 2)),
+)
+case(
+    "index_select_out_wrong_dtype",
+    lambda x, ix, o: torch.index_select(x, 0, ix, out=o),
+    lambda: (r(4, 2), i(1, 3), torch.empty(2, 2, dtype=torch.float64)),
+)
+
+
+# ============================================================================================
+# 12. errors inside ``with`` blocks: the state after the error is eager's
+
+
+def nograd_oob(x, ix):
+    with torch.no_grad():
+        y = x[ix] * 2
+    return y + x.sum()
+
+
+def autocast_oob(x, ix):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x.gather(0, ix) @ x
+    return y
+
+
+def enable_grad_oob(x, ix):
+    with torch.enable_grad():
+        return x.index_select(0, ix) * 2
+
+
+def vmap_oob(x, ix):
+    return torch.vmap(lambda r: r[ix])(x)
+
+
+case("with_no_grad_oob", nograd_oob, lambda: (G(r(4, 4)), i(1, 4)), lambda: (G(r(4, 4)), i(1, 3)))
+case(
+    "with_autocast_oob",
+    autocast_oob,
+    lambda: (r(4, 4), i(1, 4, 0, 0).view(1, 4)),
+    lambda: (r(4, 4), i(1, 3, 0, 0).view(1, 4)),
+)
+case("with_enable_grad_oob", enable_grad_oob, lambda: (G(r(4)), i(1, 4)), no_grad=True)
+case(
+    "with_func_grad_oob",
+    lambda x, ix: torch.func.grad(lambda x: x.gather(0, ix).pow(2).sum())(x),
+    lambda: (r(4), i(1, 4, 3)),
+    lambda: (r(4), i(1, 2, 3)),
+)
+case("with_vmap_oob", vmap_oob, lambda: (r(3, 4), i(1, 4)), lambda: (r(3, 4), i(1, 3)))
 
 
 def main():

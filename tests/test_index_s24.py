@@ -241,3 +241,35 @@ def test_gather_gradient_of_bfloat16_sums_in_float32(fn):
             torch.zeros(600, dtype=torch.int64),
         ),
     )
+
+
+def _no_grad_index(x, ix):
+    with torch.no_grad():
+        y = x[ix] * 2
+    return y + x.sum()
+
+
+def _func_grad_gather(x, ix):
+    return torch.func.grad(lambda x: x.gather(0, ix).pow(2).sum())(x)
+
+
+@pytest.mark.parametrize(
+    "fn, args",
+    [
+        (_no_grad_index, (torch.randn(4, 4, requires_grad=True), i(1, 4))),
+        (_func_grad_gather, (torch.randn(4), i(1, 4, 3))),
+    ],
+    ids=["no_grad", "func.grad"],
+)
+def test_an_error_inside_a_with_block_leaves_eagers_state(fn, args):
+    # The call that raises runs again in eager PyTorch (the replay), whose graph enters the
+    # user's ``with`` block as a node and leaves it in a later node: the error skipped it, and
+    # grad mode stayed off (the caller's next training step computed no gradient), or
+    # torch.func.grad's disabled saved-tensor hooks stayed disabled.
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="xla")
+    with pytest.raises(IndexError, match="out of bounds"):
+        compiled(*args)
+    assert torch.is_grad_enabled()
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0
