@@ -21,6 +21,7 @@ from torch2xla._entry import (
     eager_held_versions,
     first_line,
     records_write,
+    run_eager,
 )
 from torch2xla._errors import (
     CompileError,
@@ -230,10 +231,7 @@ class CompiledGraph:
         if not self._warned_dual:
             self._warned_dual = True
             warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
-        gm = self.gm
-        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
-            gm.real_recompile()
-        return self._numbers(gm.forward(*args))
+        return self._numbers(run_eager(self.gm, args))
 
     @torch._disable_dynamo
     def _in_forked_child(self, args: Sequence):
@@ -244,10 +242,7 @@ class CompiledGraph:
         if not _fork.warned:
             _fork.warned = True  # (one warning per process)
             warn(f"torch2xla: {_fork.REASON}", FallbackWarning)
-        gm = self.gm
-        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
-            gm.real_recompile()
-        return self._numbers(gm.forward(*args))
+        return self._numbers(run_eager(self.gm, args))
 
     def _numbers(self, outs):
         """``outs`` with eager's Python numbers where the graph returns 0-d tensors."""
@@ -272,11 +267,9 @@ class CompiledGraph:
         if state is not None:
             torch.default_generator.set_state(state)
         gm = getattr(self, "_numbers_gm", None) or self.gm  # (addcdiv whole: ``_numbers``)
-        if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
-            gm.real_recompile()
         try:
             # (not through FX's wrapper: it prints the error's code)
-            out = self._numbers(gm.forward(*args))
+            out = self._numbers(run_eager(gm, args))
         except Exception as eager:
             error.replayed = True
             if isinstance(error, type(eager)) and not isinstance(error, EagerOpRaised):

@@ -10,9 +10,10 @@ their own; ``Submodule`` stands for a fused partition of a split graph. ``Compil
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -50,6 +51,52 @@ class EagerOpRaised(OpError):
         super().__init__(first_line(error))
         self.error = error
         self.replay = replay
+
+
+_AUTOCAST_DEVICES = ("cpu", *(["cuda"] if torch.cuda.is_available() else []))
+
+
+@contextlib.contextmanager
+def restored_on_error() -> Iterator[None]:
+    """Where the code inside raises, the global state a Dynamo graph run in eager PyTorch sets
+    as the user's ``with`` blocks did is restored to what it was on entry: grad mode, forward
+    grad, autocast, saved-tensor hooks (``torch.func.grad`` disables them) and functorch's
+    transforms. The graph resets them in the nodes after its failing op, which never run,
+    where eager's ``with`` blocks reset them on the way out: an IndexError inside
+    ``torch.no_grad()`` left grad mode off, and the caller's next training step computed no
+    gradient."""
+    grad, fwd_grad = torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+    hooks = torch._C._autograd._saved_tensors_hooks_is_enabled()
+    message = (
+        None if hooks else torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    )
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    autocast = [
+        (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES
+    ]
+    try:
+        yield
+    except BaseException:
+        if torch._C._functorch.get_dynamic_layer_stack_depth() > depth:
+            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        for d, enabled, dtype in autocast:
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dtype)
+        if hooks:
+            torch._C._autograd._saved_tensors_hooks_enable()
+        else:
+            torch._C._autograd._saved_tensors_hooks_disable(message or "")
+        torch._C._set_fwd_grad_enabled(fwd_grad)
+        torch._C._set_grad_enabled(grad)
+        raise
+
+
+def run_eager(gm: torch.fx.GraphModule, args: Sequence):
+    """``gm``'s forward run by eager PyTorch (``restored_on_error``)."""
+    if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
+        gm.real_recompile()
+    with restored_on_error():
+        return gm.forward(*args)
 
 
 def eager_versions(gm: torch.fx.GraphModule) -> tuple[int | None, ...] | None:
@@ -394,12 +441,13 @@ class Entry:
         if self.program is not None:
             return self.program(inputs)
         try:
-            if torch._C._is_any_autocast_enabled():
-                # (the ATen graph has autocast's casts already: its eager ops must not be
-                # cast again, as an mm under ``autocast(enabled=False)`` in the user's code)
-                with torch._C._DisableAutocast():
-                    return list(self.runner(*inputs))
-            return list(self.runner(*inputs))
+            with restored_on_error():
+                if torch._C._is_any_autocast_enabled():
+                    # (the ATen graph has autocast's casts already: its eager ops must not be
+                    # cast again, as an mm under ``autocast(enabled=False)`` in the user's code)
+                    with torch._C._DisableAutocast():
+                        return list(self.runner(*inputs))
+                return list(self.runner(*inputs))
         except (OpError, CompileError):  # (an XLA partition's: handled as the whole graph's)
             raise
         except Exception as e:  # noqa: BLE001 - re-raised: an op run in eager raised

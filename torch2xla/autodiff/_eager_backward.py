@@ -10,7 +10,8 @@ autograd on, user-level ops as the user called them):
   output's gradient defined. It raises what eager's would: a tensor saved for the backward and
   changed in place afterwards inside the graph (``y = x.exp(); y.add_(1)``), an op whose
   derivative eager does not implement (``floor_divide``, ``NotImplemented`` nodes), a formula
-  that fails on an undefined gradient (``dist(a, b, p=0)`` with both requiring grad), and the
+  that fails on an undefined gradient (``dist(a, b, p=0)`` with both requiring grad) or gives
+  a gradient of the wrong shape (``scatter`` of a ``src`` larger than its index), and the
   dtype checks of backward kernels that fake kernels skip (``ops._arg_checks.CHECKS``:
   ``huber_loss_backward`` with a target of another dtype). Only those errors are trusted; any
   other failure of the fake run (an op fake tensors cannot run) is logged and ignored. Where
@@ -51,6 +52,9 @@ _TRUSTED = (
     "modified by an inplace operation",  # a saved tensor's version counter
     "is not implemented",  # ``NotImplemented`` nodes, ``not_implemented(...)`` formulas
     "Expected a proper Tensor but got None",  # a formula given an undefined gradient
+    # (the engine's shape check of a formula's result: ``scatter``'s of a ``src`` larger
+    # than its index, ``src.gather``'s shape)
+    "returned an invalid gradient",
 )
 
 

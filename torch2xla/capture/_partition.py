@@ -63,6 +63,8 @@ def find_unsupported(
             found.append(Unsupported(node, f"its gradient: {NO_JAX_GRADIENT[node.target]}"))
         elif _sparse(node):
             found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
+        elif node.target in _SPARSE_GRAD and node in graded and _sparse_grad(node):
+            found.append(Unsupported(node, "sparse_grad=True: eager's gradient is a sparse tensor"))
         elif node.target in _FREQ_SCALED and _arg(
             node, _FREQ_SCALED[node.target], "scale_grad_by_freq"
         ):
@@ -132,6 +134,15 @@ _FREQ_SCALED = {
     torch.ops.aten._embedding_bag.default: 3,
     torch.ops.aten._embedding_bag_backward.default: 7,
 }
+
+
+# Ops whose ``sparse_grad`` argument (keyword-only) makes eager's gradient of ``self`` a
+# sparse tensor where a gradient reaches them.
+_SPARSE_GRAD = {torch.ops.aten.gather.default}
+
+
+def _sparse_grad(node: torch.fx.Node) -> bool:
+    return bool(node.kwargs.get("sparse_grad"))
 
 
 def _sparse(node: torch.fx.Node) -> bool:

@@ -151,11 +151,15 @@ def _norm(*params: str) -> Checker:
     return checker
 
 
-def _index_select_index(kwargs: dict, node: torch.fx.Node | None) -> str | None:
-    index = _dtype(kwargs, "index")
-    if index is None or index in (torch.int32, torch.int64):
+def _index_select_index(kwargs: dict, node: torch.fx.Node | None) -> str | tuple | None:
+    index = _value(kwargs, "index")
+    if index is None:
         return None
-    return "index_select(): Expected dtype int32 or int64 for index"
+    if index.dtype not in (torch.int32, torch.int64):
+        return "index_select(): Expected dtype int32 or int64 for index"
+    if index.dim() > 1:  # (the meta kernel takes any shape: the result had the index's dims)
+        return "index_select(): Index is supposed to be a vector", OpIndexError
+    return None
 
 
 def _embedding_bag_weights(kwargs: dict, node: torch.fx.Node | None) -> str | None:
@@ -282,6 +286,48 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
         f"Index put requires the source and destination dtypes match, got {_name(s)} for the "
         f"destination and {_name(v)} for the source."
     )
+
+
+def _index_shapes(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+    """Eager's IndexErrors for index tensors that do not fit ``self`` (``aten.index``,
+    ``index_put``), which the meta kernels skip or raise as another error: a mask (bool or
+    uint8) whose sizes are not those of the dims it covers (the lowering failed on it), and
+    integer indices that do not broadcast together (``x[i, j] = v``: a RuntimeError of the
+    meta kernel's). Masks beside integer indices broadcast by their number of True elements,
+    checked at run time (``_index._put_by_positions``)."""
+    self = _value(kwargs, "self")
+    indices = [i.meta.get("val") if isinstance(i, torch.fx.Node) else i for i in kwargs["indices"]]
+    if self is None or not all(i is None or isinstance(i, torch.Tensor) for i in indices):
+        return None
+    shapes = [self.shape, *(i.shape for i in indices if i is not None)]
+    if not all(isinstance(n, int) for shape in shapes for n in shape):
+        return None  # (symbolic sizes: the trace checks them)
+    dim, masks = 0, False
+    for index in indices:
+        if index is None or index.dtype not in (torch.bool, torch.uint8):
+            dim += 1
+            continue
+        masks = True
+        for j, n in enumerate(index.shape):
+            if dim + j < self.dim() and n != self.shape[dim + j]:
+                message = (
+                    f"The shape of the mask {list(index.shape)} at index {j} does not match "
+                    f"the shape of the indexed tensor {list(self.shape)} at index {dim + j}"
+                )
+                return message, OpIndexError
+        dim += index.dim()
+    if masks:
+        return None
+    given = [tuple(i.shape) for i in indices if i is not None]
+    try:
+        torch.broadcast_shapes(*given)
+    except RuntimeError:
+        listed = ", ".join(str(list(s)) for s in given)
+        message = (
+            f"shape mismatch: indexing tensors could not be broadcast together with shapes {listed}"
+        )
+        return message, OpIndexError
+    return None
 
 
 def _index_put_shape(kwargs: dict, node: torch.fx.Node | None) -> str | None:
@@ -552,7 +598,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
             ),
         )
     ),
-    aten.index_put.default: _first(_index_put_source, _index_put_shape),
+    aten.index_put.default: _first(_index_put_source, _index_shapes, _index_put_shape),
+    aten.index.Tensor: _index_shapes,
     aten.median.dim: _median_dim,
     aten.nanmedian.dim: _median_dim,
     aten.max.dim: _empty_dim("max"),
