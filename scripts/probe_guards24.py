@@ -792,6 +792,63 @@ def retained_and_double_backward(C, call):
 
 
 # ============================================================================================
+# custom autograd.Functions (run inside the program since session 23)
+class _ScaleFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k, flag):
+        ctx.k, ctx.flag = k, flag
+        ctx.save_for_backward(x)
+        return x * k if flag else x.sin() * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return (g * ctx.k if ctx.flag else g * x.cos() * ctx.k), None, None
+
+
+_FN_SCALE = 2.0
+
+
+class _GlobalFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * _FN_SCALE
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _FN_SCALE * 2 + x * 0
+
+
+@scenario
+def autograd_function_arguments_between_calls(C, call):
+    f = C(lambda x, k, flag: _ScaleFn.apply(x.exp(), k, flag).sum())
+    for i, (k, flag, n) in enumerate(
+        ((2.0, True, 3), (3.0, True, 3), (2.0, False, 3), (4.0, True, 5))
+    ):
+        x = rand(n, seed=i, rg=True)
+        out = call(f"k={k} flag={flag} n={n}", lambda x=x, k=k, flag=flag: f(x, k, flag))
+        out.backward()
+        call.rec(f"grad {i}", x.grad)
+
+
+@scenario
+def autograd_function_global_between_calls(C, call):
+    global _FN_SCALE
+    f = C(lambda x: _GlobalFn.apply(x * 1.5).sum())
+    try:
+        for i, scale in enumerate((2.0, 3.0, 2.0)):
+            _FN_SCALE = scale
+            x = rand(3, seed=i, rg=True)
+            out = call(f"scale {scale}", lambda x=x: f(x))
+            out.backward()
+            call.rec(f"grad {i}", x.grad)
+    finally:
+        _FN_SCALE = 2.0
+
+
+# ============================================================================================
 # autocast, default dtype
 @scenario
 def autocast_cache_and_nested(C, call):

@@ -116,6 +116,10 @@ def _function_digest(fn: Any, seen: frozenset = frozenset()) -> str | None:
         inner = _function_digest(fn.func, seen)
         rest = _python_value((fn.args, fn.keywords), seen)
         return None if inner is None or rest is None else f"{inner}{rest}"
+    if isinstance(fn, types.MethodType):  # (its object's state is read too)
+        inner = _function_digest(fn.__func__, seen)
+        this = _python_value(fn.__self__, seen)
+        return None if inner is None or this is None else f"{inner}{this}"
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return None
