@@ -204,6 +204,38 @@ def int_then_float_then_tensor_scalar(C, call):
         call(f"s={s!r}", lambda s=s: f(x, s))
 
 
+@scenario
+def int_argument_as_view_offset(C, call):
+    def g(x, cache, pos, k):
+        cache[:, pos : pos + 1] = k
+        return x[pos] * 2 + cache.sum(0), x[:, pos]
+
+    f = C(g)
+    for pos in (2, 3, 0, 4, -1, -5, 5, 7, 1):
+        x, cache, k = rand(5, 5), torch.zeros(3, 5), rand(3, 1, seed=pos % 7)
+        call(f"pos={pos}", lambda x=x, cache=cache, pos=pos, k=k: f(x, cache, pos, k))
+        call(f"cache after pos={pos}", lambda cache=cache: cache)
+
+
+@scenario
+def int_argument_ops_between_calls(C, call):
+    def g(x, xi, n):
+        return (
+            x**n,
+            torch.full((2,), n) + xi.sum(),
+            xi.clamp(min=n),
+            xi % max(n, 1),
+            xi.masked_fill(xi > 2, n),
+            x.new_full((2,), n),
+            torch.where(xi > n, xi, n),
+        )
+
+    f = C(g)
+    x, xi = rand(4) + 2, torch.arange(6, dtype=torch.int8)
+    for n in (2, 3, 5, 0, 127, 300, -129, 2):
+        call(f"n={n}", lambda n=n: f(x, xi, n))
+
+
 # ============================================================================================
 # attributes of torch's own modules, changed between calls
 @scenario
