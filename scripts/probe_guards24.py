@@ -204,6 +204,38 @@ def int_then_float_then_tensor_scalar(C, call):
         call(f"s={s!r}", lambda s=s: f(x, s))
 
 
+@scenario
+def int_argument_as_view_offset(C, call):
+    def g(x, cache, pos, k):
+        cache[:, pos : pos + 1] = k
+        return x[pos] * 2 + cache.sum(0), x[:, pos]
+
+    f = C(g)
+    for pos in (2, 3, 0, 4, -1, -5, 5, 7, 1):
+        x, cache, k = rand(5, 5), torch.zeros(3, 5), rand(3, 1, seed=pos % 7)
+        call(f"pos={pos}", lambda x=x, cache=cache, pos=pos, k=k: f(x, cache, pos, k))
+        call(f"cache after pos={pos}", lambda cache=cache: cache)
+
+
+@scenario
+def int_argument_ops_between_calls(C, call):
+    def g(x, xi, n):
+        return (
+            x**n,
+            torch.full((2,), n) + xi.sum(),
+            xi.clamp(min=n),
+            xi % max(n, 1),
+            xi.masked_fill(xi > 2, n),
+            x.new_full((2,), n),
+            torch.where(xi > n, xi, n),
+        )
+
+    f = C(g)
+    x, xi = rand(4) + 2, torch.arange(6, dtype=torch.int8)
+    for n in (2, 3, 5, 0, 127, 300, -129, 2):
+        call(f"n={n}", lambda n=n: f(x, xi, n))
+
+
 # ============================================================================================
 # attributes of torch's own modules, changed between calls
 @scenario
@@ -789,6 +821,63 @@ def retained_and_double_backward(C, call):
         out.sum().backward()
         call.rec(f"grads again {i}", [p.grad for p in m.parameters()] + [x.grad])
         m.zero_grad(set_to_none=True)
+
+
+# ============================================================================================
+# custom autograd.Functions (run inside the program since session 23)
+class _ScaleFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k, flag):
+        ctx.k, ctx.flag = k, flag
+        ctx.save_for_backward(x)
+        return x * k if flag else x.sin() * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return (g * ctx.k if ctx.flag else g * x.cos() * ctx.k), None, None
+
+
+_FN_SCALE = 2.0
+
+
+class _GlobalFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * _FN_SCALE
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _FN_SCALE * 2 + x * 0
+
+
+@scenario
+def autograd_function_arguments_between_calls(C, call):
+    f = C(lambda x, k, flag: _ScaleFn.apply(x.exp(), k, flag).sum())
+    for i, (k, flag, n) in enumerate(
+        ((2.0, True, 3), (3.0, True, 3), (2.0, False, 3), (4.0, True, 5))
+    ):
+        x = rand(n, seed=i, rg=True)
+        out = call(f"k={k} flag={flag} n={n}", lambda x=x, k=k, flag=flag: f(x, k, flag))
+        out.backward()
+        call.rec(f"grad {i}", x.grad)
+
+
+@scenario
+def autograd_function_global_between_calls(C, call):
+    global _FN_SCALE
+    f = C(lambda x: _GlobalFn.apply(x * 1.5).sum())
+    try:
+        for i, scale in enumerate((2.0, 3.0, 2.0)):
+            _FN_SCALE = scale
+            x = rand(3, seed=i, rg=True)
+            out = call(f"scale {scale}", lambda x=x: f(x))
+            out.backward()
+            call.rec(f"grad {i}", x.grad)
+    finally:
+        _FN_SCALE = 2.0
 
 
 # ============================================================================================

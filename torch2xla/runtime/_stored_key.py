@@ -2,7 +2,7 @@
 
 NOTE: a key collision would be a silent wrong answer, so the key holds every input of the
 export and of the lowering: the Dynamo graph (its code, every node's target and the metadata
-the lowering reads, its submodules, the values of its constant tensors, the metadata of its
+the lowering reads, a user function among them with the globals its code reads, its submodules, the values of its constant tensors, the metadata of its
 parameters), the call's inputs (dtype, shape, strides, storage offset, requires_grad, device,
 aliasing, the values of Python scalars the export specializes), the backend options, torch's
 global state (grad mode, autocast, default dtype, matmul precision, deterministic mode, sdpa
@@ -11,7 +11,7 @@ kernels follow), the environment (versions, XLA flags, JAX's
 configuration, torch2xla's environment variables), a digest of torch2xla's source and of any
 lowering registered outside it, and the device. Graphs whose behaviour the key cannot
 describe (user graph passes, custom ops of other namespaces, tensor subclasses, opaque
-attributes) are not recorded; their executables still come from the cache.
+attributes, user functions reading user objects) are not recorded; their executables still come from the cache.
 """
 
 from __future__ import annotations
@@ -116,6 +116,10 @@ def _function_digest(fn: Any, seen: frozenset = frozenset()) -> str | None:
         inner = _function_digest(fn.func, seen)
         rest = _python_value((fn.args, fn.keywords), seen)
         return None if inner is None or rest is None else f"{inner}{rest}"
+    if isinstance(fn, types.MethodType):  # (its object's state is read too)
+        inner = _function_digest(fn.__func__, seen)
+        this = _python_value(fn.__self__, seen)
+        return None if inner is None or this is None else f"{inner}{this}"
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return None
