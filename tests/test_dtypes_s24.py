@@ -148,3 +148,44 @@ _Z = torch.tensor(
 )
 def test_complex_power_by_a_complex_exponent_without_imaginary_part(fn):
     _same_as_eager(fn, _Z)
+
+
+# --- half-precision products: rounded per product, in eager's order ------------------------------
+def _near_one(dtype, *shape, seed=0, spread=0.01):
+    g = torch.Generator().manual_seed(seed)
+    return (1 + (torch.rand(*shape, generator=g, dtype=torch.float64) - 0.5) * spread).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [5, 64, 65, 1000, 4097])
+def test_half_product_of_a_vector(dtype, n):
+    # (eager's kernel rounds every product: 64 float16 numbers in [0.5, 1.5) were 24 ulps
+    # from eager's product, computed in float32 and rounded once)
+    _same_as_eager(lambda x: (x.prod(), x.prod(0, keepdim=True)), _near_one(dtype, n))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_product_along_dims(dtype):
+    x = _near_one(dtype, 7, 300, 5, spread=0.05)
+    _same_as_eager(
+        lambda x: (
+            x.prod(1),
+            x.prod(-1, keepdim=True),
+            x.prod(0),
+            x.reshape(7, -1).prod(),
+            x[:, :, :1].contiguous().prod(1),
+            x.float().prod(1, dtype=x.dtype),
+        ),
+        x,
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_half_product_split_among_threads(threads):
+    # (a whole-tensor product of 32768 elements or more is cut into one chunk per thread)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _same_as_eager(lambda x: x.prod(), _near_one(torch.float16, 70001))
+    finally:
+        torch.set_num_threads(saved)

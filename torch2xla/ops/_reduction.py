@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +19,7 @@ from torch2xla.ops._common import (
     out_dtype,
     promote,
 )
+from torch2xla.ops._half_product import half_product
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -59,17 +62,24 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
 
 @register(aten.prod.dim_int, aten.prod.default)
 def prod(self, dim=None, keepdim=False, *, dtype=None):
+    computed = jdt(dtype) if dtype is not None else self.dtype
+    if is_half(computed) and not ctx().on_cuda:
+        # NOTE: eager's CPU product of float16/bfloat16 is not accumulated in float32, as
+        # its sums are: every product is rounded to the dtype, in eager's order
+        # (``half_product``). CUDA's accumulates in float32.
+        return _reduce(functools.partial(_prod, value=half_product), self, dim, keepdim, computed)
     return _reduce(_prod, self, dim, keepdim, _acc_dtype(self, dtype))
 
 
-def _prod(x, axis=None, keepdims=False):
-    """jnp.prod with eager's derivative (``prod_backward``), which picks its formula by the
-    zeros of the whole input: none, ``result / x`` (NaN at an infinite element, where JAX's
-    product of the others is finite); else the product of the others (exclusive cumulative
-    products from both ends); for the whole-array product, 0 where two or more are zero."""
+def _prod(x, axis=None, keepdims=False, value=jnp.prod):
+    """``value`` (jnp.prod) with eager's derivative (``prod_backward``), which picks its
+    formula by the zeros of the whole input: none, ``result / x`` (NaN at an infinite
+    element, where JAX's product of the others is finite); else the product of the others
+    (exclusive cumulative products from both ends); for the whole-array product, 0 where two
+    or more are zero."""
     if not jnp.issubdtype(x.dtype, jnp.floating) or x.ndim == 0 or x.size == 0:
-        return jnp.prod(x, axis=axis, keepdims=keepdims)
-    fn = jax.custom_jvp(lambda x: jnp.prod(x, axis=axis, keepdims=keepdims))
+        return value(x, axis=axis, keepdims=keepdims)
+    fn = jax.custom_jvp(lambda x: value(x, axis=axis, keepdims=keepdims))
 
     @fn.defjvp
     def _jvp(primals, tangents):
