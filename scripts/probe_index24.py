@@ -1912,6 +1912,22 @@ case(
     lambda x, ix: torch.gather(x, 0, ix, out=x),
     lambda: (r(4), i(1, 0, 3, 2)),
 )
+for _name, _fn in (
+    ("add_", lambda x, ix: x.add_(x)),
+    ("mul_", lambda x, ix: x.mul_(x)),
+    ("copy_", lambda x, ix: x.copy_(x)),
+    ("index_add_", lambda x, ix: x.index_add_(0, ix, x)),
+    ("index_copy_", lambda x, ix: x.index_copy_(0, ix, x)),
+    ("scatter_add_", lambda x, ix: x.scatter_add_(0, ix, x)),
+    ("scatter_reduce_", lambda x, ix: x.scatter_reduce_(0, ix, x, "amax")),
+    ("masked_scatter_", lambda x, ix: x.masked_scatter_(x > 0, x)),
+    ("put_", lambda x, ix: x.put_(ix, x)),
+    ("index_put_", lambda x, ix: x.index_put_((ix,), x)),
+    ("gather_out", lambda x, ix: torch.gather(x, 0, ix, out=x)),
+    ("take_out", lambda x, ix: torch.take(x, ix, out=x)),
+    ("index_select_out", lambda x, ix: torch.index_select(x, 0, ix, out=x)),
+):
+    case(f"self_read_{_name}", _fn, lambda: (r(4), i(1, 0, 3, 2)))
 case(
     "index_select_out",
     lambda x, ix, o: torch.index_select(x, 0, ix, out=o),
@@ -1964,6 +1980,48 @@ case(
     lambda: (r(4), i(1, 2, 3)),
 )
 case("with_vmap_oob", vmap_oob, lambda: (r(3, 4), i(1, 4)), lambda: (r(3, 4), i(1, 3)))
+
+
+# ============================================================================================
+# 13. writes into inputs with values that require grad (the input's history is rebased)
+
+
+def rebased(name, f, make):
+    """``f`` writes into its first input (no grad) values that require grad; then a backward
+    through the written input."""
+
+    def run(C, rec):
+        compiled = C(f)
+        args = make()
+        t = args[0]
+        try:
+            compiled(*args)
+            rec("t", t)
+            rec("t requires grad", t.requires_grad)
+            (t * _weights(t)).sum().backward()
+            rec("grads", [a.grad for a in args[1:] if isinstance(a, torch.Tensor) and a.is_leaf])
+        except Exception as e:  # noqa: BLE001
+            rec("raised", e)
+
+    _register(f"rebased_{name}", run)
+
+
+rebased("setitem_idx", idx_set, lambda: (r(5), i(1, 3, 1), G(r(3))))
+rebased("setitem_mask", mask_rows_set_row, lambda: (r(4), b(1, 0, 1, 1), G(r(3))))
+rebased("setitem_mask_0d", mask_rows_set_row, lambda: (r(4), b(1, 0, 1, 1), G(torch.tensor(2.0))))
+rebased(
+    "index_put_acc",
+    lambda t, ix, v: t.index_put_((ix,), v * 2, accumulate=True),
+    lambda: (r(5), i(1, 1, 3), G(r(3))),
+)
+rebased("scatter_", lambda t, ix, v: t.scatter_(0, ix, v), lambda: (r(5), i(1, 0, 3), G(r(3))))
+rebased(
+    "index_copy_",
+    lambda t, ix, v: t.index_copy_(0, ix, v.exp()),
+    lambda: (r(5), i(1, 0, 3), G(r(3))),
+)
+rebased("masked_fill_", lambda t, v: t.masked_fill_(t > 0, v), lambda: (r(5), G(torch.tensor(1.5))))
+rebased("masked_scatter_", lambda t, v: t.masked_scatter_(t > 0, v), lambda: (r(5), G(r(5))))
 
 
 def main():

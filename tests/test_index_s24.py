@@ -273,3 +273,29 @@ def test_an_error_inside_a_with_block_leaves_eagers_state(fn, args):
     assert torch.is_grad_enabled()
     assert torch._C._autograd._saved_tensors_hooks_is_enabled()
     assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, ix: x.scatter_add_(0, ix, x),
+        lambda x, ix: x.index_copy_(0, ix, x),
+        lambda x, ix: x.put_(ix, x),
+        lambda x, ix: x.index_put_((ix,), x),
+        lambda x, ix: torch.index_select(x, 0, ix, out=x),
+    ],
+    ids=["scatter_add_", "index_copy_", "put_", "index_put_", "index_select out="],
+)
+def test_an_in_place_op_reading_its_own_target_raises_as_eager(fn):
+    # eager's kernels that check overlap refuse the written tensor as another argument (a full
+    # overlap); only views of it were looked for, and the call returned a value
+    _assert_raises_as_eager(fn, lambda: (torch.randn(4), i(1, 0, 3, 2)))
+
+
+def test_an_in_place_op_reading_its_own_target_runs_where_eager_does():
+    def fn(x):
+        x.add_(x)
+        return x.mul_(x)
+
+    x = torch.randn(4)
+    assert_same(_compiled(fn)(x.clone()), fn(x.clone()))

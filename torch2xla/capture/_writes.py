@@ -261,13 +261,22 @@ PARTIAL = "unsupported operation: some elements of the input tensor and the writ
 
 def _reads_written(node: torch.fx.Node, written: Any, args: Any, kwargs: Any) -> bool:
     """Whether the write ``node`` reads a tensor that shares memory with the one it writes
-    (``x.add_(x[0])``, ``x[1:] = x[:-1]``; not the written tensor itself)."""
+    (``x.add_(x[0])``, ``x[1:] = x[:-1]``), or the written tensor itself as another argument
+    (``x.scatter_(0, i, x)``: eager's kernels that check overlap refuse it, TensorIterator's
+    accept it; not ``t[i] = t``'s)."""
     if not isinstance(written, torch.Tensor) or written.layout != torch.strided:
         return False
-    own = args[0] if node.target is operator.setitem and args else written
+    setitem = node.target is operator.setitem
+    own = args[0] if setitem and args else written
     target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0] if node.args else None
-    for arg in _leaves((node.args, node.kwargs)):
+    if "out" in node.kwargs:
+        read = (node.args, {k: v for k, v in node.kwargs.items() if k != "out"})
+    else:
+        read = (node.args[1:], node.kwargs)
+    for arg in _leaves(read):
         leaf = _example(arg)
+        if leaf is written and not setitem:
+            return True
         if leaf is written or leaf is own or not isinstance(leaf, torch.Tensor):
             continue
         if leaf.layout != torch.strided or not _shares(leaf, written):
