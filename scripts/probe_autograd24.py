@@ -73,8 +73,11 @@ _connect("nz_topk_indices", lambda x, w: x[w.topk(2).indices].sum())
 _connect("nz_topk_values", lambda x, w: x.sum() * w.topk(2).values.sum())
 _connect("nz_detach", lambda x, w: (x * w.detach()).sum())
 _connect("nz_data", lambda x, w: (x * w.data).sum())
-_connect("nz_masked_fill_all_true", lambda x, w: (x + w.masked_fill(w == w, 0.0)).sum())
-_connect("nz_masked_fill_all_true_ones", lambda x, w: (x * w.masked_fill(torch.ones(4, dtype=torch.bool), 1.0)).sum())
+_connect("nz_masked_fill_all_true", lambda x, w: (x + w.masked_fill(w.isfinite(), 0.0)).sum())
+_connect(
+    "nz_masked_fill_all_true_ones",
+    lambda x, w: (x * w.masked_fill(torch.ones(4, dtype=torch.bool), 1.0)).sum(),
+)
 _connect("nz_mul_zero", lambda x, w: (x + w * 0).sum())
 _connect("nz_mul_zero_tensor", lambda x, w: (x + w * torch.zeros(4)).sum())
 _connect("nz_sum_times_zero", lambda x, w: x.sum() + w.sum() * 0)
@@ -94,8 +97,10 @@ _connect("nz_max_dim_indices", lambda x, w: x[w.max(0).indices] * 1.0)
 _connect("nz_max_dim_values", lambda x, w: x.sum() * w.max(0).values)
 _connect("nz_sort_values", lambda x, w: (x * w.sort().values).sum())
 _connect("nz_no_grad_block", lambda x, w: _no_grad_use(x, w))
-_connect("nz_bucketize", lambda x, w: (x * torch.bucketize(w, torch.tensor([-1.0, 0.0, 1.0]))).sum())
-_connect("nz_eq_self", lambda x, w: (x * (w == w)).sum())
+_connect(
+    "nz_bucketize", lambda x, w: (x * torch.bucketize(w, torch.tensor([-1.0, 0.0, 1.0]))).sum()
+)
+_connect("nz_eq_self", lambda x, w: (x * w.isfinite()).sum())
 _connect("nz_int_pow", lambda x, w: (x * w.int().float().pow(2)).sum())
 _connect("nz_histc", lambda x, w: x.sum() + torch.histc(w, bins=3).sum())
 _connect("nz_relu_all_negative", lambda x, w: (x + (-(w.abs()) - 1).relu()).sum())
@@ -119,7 +124,7 @@ _connect("nz_detach_then_graph_break", lambda x, w: _with_break(x, w.detach()))
 _connect("nz_mul_zero_graph_break", lambda x, w: _with_break(x, w * 0))
 _connect("nz_argmax_graph_break", lambda x, w: _with_break(x, x[w.argmax()].expand(4)))
 _connect("nz_empty_index_graph_break", lambda x, w: _with_break(x, w[:0].sum().expand(4)))
-_connect("nz_masked_fill_graph_break", lambda x, w: _with_break(x, w.masked_fill(w == w, 1.0)))
+_connect("nz_masked_fill_graph_break", lambda x, w: _with_break(x, w.masked_fill(w.isfinite(), 1.0)))
 _connect("nz_long_graph_break", lambda x, w: _with_break(x, w.long().float()))
 _connect("nz_item_break", lambda x, w: (x * w.sum().item()).sum())
 _connect("nz_tolist", lambda x, w: (x * w.tolist()[0]).sum())
@@ -286,7 +291,9 @@ def multi_agrad_each_output(C, rec):
     rec("ga", list(torch.autograd.grad(a.sum(), [x, w], allow_unused=True, retain_graph=True)))
     rec("gb", list(torch.autograd.grad(b.sum(), [x, w], allow_unused=True, retain_graph=True)))
     rec("gc", list(torch.autograd.grad(c.sum(), [x, w], allow_unused=True)))
-    rec("gbm", list(torch.autograd.grad(b.sum(), [x, w], allow_unused=True, materialize_grads=True)))
+    rec(
+        "gbm", list(torch.autograd.grad(b.sum(), [x, w], allow_unused=True, materialize_grads=True))
+    )
 
 
 @scenario
@@ -395,7 +402,10 @@ def agrad_materialize_int_path(C, rec):
         return (x * w.long()).sum()
 
     x, w = leaf(4), leaf(4, seed=1)
-    rec("g", list(torch.autograd.grad(C(f)(x, w), [x, w], allow_unused=True, materialize_grads=True)))
+    rec(
+        "g",
+        list(torch.autograd.grad(C(f)(x, w), [x, w], allow_unused=True, materialize_grads=True)),
+    )
 
 
 @scenario
@@ -607,7 +617,11 @@ def double_hvp_unused_param_none(C, rec):
     def f(x, w, b):
         return (x * w).tanh().sum() + b.sum()
 
-    x, w, b = leaf(4, dtype=torch.float64), leaf(4, seed=1, dtype=torch.float64), leaf(4, seed=2, dtype=torch.float64)
+    x, w, b = (
+        leaf(4, dtype=torch.float64),
+        leaf(4, seed=1, dtype=torch.float64),
+        leaf(4, seed=2, dtype=torch.float64),
+    )
     gs = torch.autograd.grad(C(f)(x, w, b), [w, b], create_graph=True)
     rec("gs_rg", [g.requires_grad for g in gs])
     rec("hv", list(torch.autograd.grad(gs[0].sum() + gs[1].sum(), [x, w, b], allow_unused=True)))
@@ -771,7 +785,9 @@ def func_grad_wrt_params_inside_compiled(C, rec):
     params = {k: v.detach() for k, v in m.named_parameters()}
 
     def f(params, x):
-        return torch.func.grad(lambda p: torch.func.functional_call(m, p, (x,)).pow(2).sum())(params)
+        return torch.func.grad(lambda p: torch.func.functional_call(m, p, (x,)).pow(2).sum())(
+            params
+        )
 
     x = leaf(4, 3, dtype=torch.float64, rg=False)
     g = C(f)(params, x)
@@ -920,7 +936,7 @@ def meta_returned_param(C, rec):
     def f(x):
         return lin(x), lin.weight
 
-    out, wt = C(f)(leaf(1, 2))
+    _, wt = C(f)(leaf(1, 2))
     rec("ident", wt is lin.weight)
     rec("wt", wt)
 
@@ -936,7 +952,10 @@ def meta_nonleaf_grad_warning(C, rec):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rec("og", out.grad)
-    rec("warned", [".grad attribute of a Tensor that is not a leaf" in str(w.message) for w in caught])
+    rec(
+        "warned",
+        [".grad attribute of a Tensor that is not a leaf" in str(w.message) for w in caught],
+    )
 
 
 @scenario

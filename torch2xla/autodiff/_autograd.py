@@ -40,6 +40,7 @@ from torch.autograd import _profiler_enabled
 from torch2xla.autodiff import _split, _versions
 from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
+from torch2xla.autodiff._eager_backward import anomaly_replay
 from torch2xla.autodiff._release import Chain, Gate, chain_groups, distributed, token_gradient
 from torch2xla.autodiff._train_fns import TrainFns, cotangent, from_cotangent, zeros
 from torch2xla.autodiff._versions import Watch, nodes
@@ -62,6 +63,8 @@ _keep_graph: Callable[[], bool] = getattr(
 _FREED_MARKER = torch.empty(0)
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_anomaly_enabled: Callable[[], bool] = torch.is_anomaly_enabled
+_check_nan: Callable[[], bool] = torch.is_anomaly_check_nan_enabled
 _version = operator.attrgetter("_version")
 _detach = torch.Tensor.detach
 _backward_hooks = operator.attrgetter("_backward_hooks")
@@ -431,6 +434,11 @@ class XlaFunction(torch.autograd.Function):
             map(_functorch.is_legacy_batchedtensor, given)
         ):
             return _batched_backward(ctx, grads)
+        if _anomaly_enabled() and _check_nan():  # (eager's node named: ``anomaly_replay``)
+            inputs = ctx.inputs  # (before the backward frees them)
+            result = _first_or_profiled_backward(ctx, *grads)
+            anomaly_replay(ctx.plan, inputs, grads, result)
+            return result
         # (``profiled_backward`` inlined: one frame less on every backward)
         if ctx.plan.backward_ran and not (
             _fork.IN_CHILD or _profile._jax_tracing or _profiler_enabled()

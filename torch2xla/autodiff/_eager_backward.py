@@ -348,3 +348,43 @@ __all__ = [
     "output_saves",
     "saved_per_output",
 ]
+
+
+# The first line eager's anomaly mode raises with where a node's gradient has NaN.
+_NAN = "returned nan values in its"
+
+
+def anomaly_replay(plan, inputs: Sequence | None, grads: Sequence, result: Sequence) -> None:
+    """Under anomaly mode (``torch.autograd.set_detect_anomaly(True)``), where our backward's
+    gradients ``result`` hold NaN, eager's backward of the program is replayed from the
+    call's ``inputs`` with the cotangents ``grads``, so that eager's own check raises, naming
+    the node whose gradient turned NaN ("Function 'SqrtBackward0' returned nan values in its
+    0th output."), where autograd's check of our node names ``XlaFunctionBackward``. Where
+    the replay finds none (random numbers drawn again), the engine raises its own error."""
+    if inputs is None or not any(isinstance(g, torch.Tensor) and g.isnan().any() for g in result):
+        return
+    program, diff = plan.program, frozenset(plan.diff_in)
+    try:
+        with torch.enable_grad():
+            leaves = [
+                t.detach().requires_grad_(k in diff) if isinstance(t, torch.Tensor) else t
+                for k, t in enumerate(inputs)
+            ]
+            outs = program.autograd_outputs(leaves)
+            pairs = [
+                (outs[program._graph_diff_out[j]], grads[i])
+                for j, i in enumerate(plan.diff_out)
+                if grads[i] is not None
+            ]
+            pairs = [(o, g) for o, g in pairs if isinstance(o, torch.Tensor) and o.requires_grad]
+            if pairs:
+                torch.autograd.grad(
+                    [o for o, _ in pairs],
+                    [leaves[k] for k in plan.diff_in],
+                    [g for _, g in pairs],
+                    allow_unused=True,
+                )
+    except RuntimeError as e:
+        if _NAN in str(e):
+            raise
+        log.debug("torch2xla: the replay of the backward in eager failed: %r", e)

@@ -88,7 +88,7 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
                 if through is not None:  # (the same through a view, ``t[1:3].add_(w)``)
                     _restart_history(graph, user, node)
                     break
-                if _view_of(user, node):
+                if _view_of(user, node, made):
                     # (a view, as ``c.diagonal().fill_(1)``: a write through it must reach the
                     # value too; its own reads are stopped in turn)
                     views.add(user)
@@ -146,11 +146,15 @@ def _recorded_write_through(user: torch.fx.Node, node: torch.fx.Node, recorded: 
     return next((u for u in user.users if user in _written(u) and recorded.get(u)), None)
 
 
-def _view_of(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+def _view_of(user: torch.fx.Node, node: torch.fx.Node, made: dict) -> bool:
     """Whether ``user`` returns a view of ``node``'s value that eager does not track either
-    (their example values share memory)."""
+    (their example values share memory; ``made``: whether eager tracks a value when it is
+    made, ``_history``: a view taken under ``no_grad`` of a leaf that requires grad requires
+    grad too, untracked, as ``x.t()[0]`` of ``x.t()[0].zero_()``)."""
     a, b = user.meta.get("example_value"), node.meta.get("example_value")
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or _requires_grad(a):
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    if made.get(user, _requires_grad(a)):
         return False
     if a.layout != torch.strided or b.layout != torch.strided:
         return False
