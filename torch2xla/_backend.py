@@ -67,7 +67,7 @@ from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
-from torch2xla.runtime import _fork, _stored, _stored_key
+from torch2xla.runtime import _fork, _stored, _stored_key, _swap
 from torch2xla.runtime._build_state import BuildState
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
@@ -84,6 +84,8 @@ torch._dynamo.config.allow_rnn = True
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 # torch 2.11: LSTM h_n/c_n of eager's shape; integer addcdiv_/addcmul_ split as 2.13 does.
 _lstm_states_as_eager(), _split_integer_composites_as_2_13()
+# torch.utils.swap_tensors (m.double() with swapped parameters) forgets our weak references
+_swap.install()
 
 
 class FallbackWarning(UserWarning):
