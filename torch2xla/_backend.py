@@ -8,7 +8,6 @@ import weakref
 from collections.abc import Callable, Sequence
 
 import torch
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from torch2xla._entry import (
     MIXED_WRITES,
@@ -42,6 +41,7 @@ from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, output_marks, shared_bases
+from torch2xla.capture._eager_inputs import eager_inputs
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
@@ -68,7 +68,7 @@ from torch2xla.guards import BUILD_LOCK, BucketSpec, GraphGuards, _persistent
 from torch2xla.guards._graph import DynamoContext
 from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
-from torch2xla.runtime import _fork, _stored, _stored_key
+from torch2xla.runtime import _fork, _stored, _stored_key, _swap
 from torch2xla.runtime._build_state import BuildState
 from torch2xla.runtime._interop import no_stack_capture, x64
 from torch2xla.runtime._program import XlaProgram
@@ -85,6 +85,8 @@ torch._dynamo.config.allow_rnn = True
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 # torch 2.11: LSTM h_n/c_n of eager's shape; integer addcdiv_/addcmul_ split as 2.13 does.
 _lstm_states_as_eager(), _split_integer_composites_as_2_13()
+# torch.utils.swap_tensors (m.double() with swapped parameters) forgets our weak references
+_swap.install()
 
 
 class FallbackWarning(UserWarning):
@@ -470,9 +472,9 @@ class CompiledGraph:
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
-            subclassed = self._subclass_inputs(args)
-            if subclassed:
-                return self._in_eager(subclassed, b)
+            foreign = eager_inputs(self.gm, self.input_names, args)  # (subclasses, meta)
+            if foreign:
+                return self._in_eager(foreign, b, every=False)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -562,26 +564,6 @@ class CompiledGraph:
             if len(kinds) == 2 and i < len(args) and records_write(args[i])
         ]
 
-    def _subclass_inputs(self, args: Sequence) -> list[Unsupported]:
-        """The inputs that are tensor subclasses with ``__torch_dispatch__`` (``TwoTensor``,
-        ``DTensor``; the graph's own parameters included): their ops are the subclass's
-        Python code, which the export to ATen does not take; such graphs run in eager."""
-        placeholders = self.gm.graph.find_nodes(op="placeholder")
-        found = [
-            Unsupported(node, _subclass_reason(name, a))
-            for node, name, a in zip(placeholders, self.input_names, args)
-            if is_traceable_wrapper_subclass(a)
-        ]
-        held = itertools.chain(self.gm.named_parameters(), self.gm.named_buffers())
-        first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
-        if first is not None:
-            found += [
-                Unsupported(first, _subclass_reason(name, t))
-                for name, t in held
-                if is_traceable_wrapper_subclass(t)
-            ]
-        return found
-
     def _tracked_writes(self, lowered: LoweredGraph, inputs: Sequence) -> tuple[bool, ...]:
         """Per input the graph writes back, whether eager's write is one autograd records
         (``y = w * 2`` passed in, ``y.mul_(3)`` in grad mode: ``y``'s history goes through
@@ -631,7 +613,7 @@ class CompiledGraph:
     def _restore(self, b: Build, key: str, args: Sequence) -> Entry | None:
         """The signature rebuilt from its record without export or tracing, or None."""
         with b.comp.stage("xla"):
-            fetched = _stored.fetch(key, _stored_key.device_of(args))
+            fetched = _stored.fetch(key, _stored_key.device_of(self.gm, args))
             spec, graph = _stored.arg_spec(args), weakref.ref(self)  # (no cycle through it)
             # (what the record does not hold is built later, under this build's state)
             state = BuildState()
@@ -754,13 +736,6 @@ class CompiledGraph:
         self._cut = Cut(top, self._cut_versions)
         self._keeps_state = False  # (its pieces replay themselves)
         return b.done(self._cut)
-
-
-def _subclass_reason(name: str, value: torch.Tensor) -> str:
-    return (
-        f"input {name!r} is a {type(value).__name__}, a tensor subclass with "
-        "__torch_dispatch__ (XLA runs plain tensors)"
-    )
 
 
 _REASON_DUAL = (

@@ -11,6 +11,38 @@ from typing import Any
 
 # "1": strict mode for every compile of the process (Options.strict)
 STRICT_ENV = "TORCH2XLA_STRICT"
+# The spellings of an environment switch (``env_flag``), any case.
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+def env_flag(name: str, default: bool | None) -> bool | None:
+    """The switch ``name`` of the environment: True for 1/on/true/yes, False for
+    0/off/false/no (any case), ``default`` where unset or empty; another value warns once
+    (naming the variable and what it takes) and gives ``default``, so a misspelt switch is
+    never read silently (``TORCH2XLA_STRICT=true`` was not strict)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    if value:
+        _unknown_switch(name, value, default)
+    return default
+
+
+@functools.cache
+def _unknown_switch(name: str, value: str, default: bool | None) -> None:
+    import warnings
+
+    said = {True: "on", False: "off", None: "its default"}[default]
+    warnings.warn(
+        f"torch2xla: {name}={value!r} is not one of {'/'.join(_ON)} or {'/'.join(_OFF)}; "
+        f"{name} stays {said}",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # What each torch.compile mode asks of XLA's compiler (DebugOptions, as ``jax.jit``'s
@@ -254,7 +286,7 @@ class Options:
                 else:
                     message = f"option {name} must be {check.accepts}, got {given}"
                 raise OptionError(f"torch2xla: {message}") from e.__cause__
-        if "strict" not in options and os.environ.get(STRICT_ENV) == "1":
+        if "strict" not in options and env_flag(STRICT_ENV, False):
             values["strict"] = True
         return cls(**values)
 

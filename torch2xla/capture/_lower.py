@@ -190,6 +190,7 @@ def relower(
             aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
         )
     carry_marks(aten_gm, gm)
+    forget_real_tensors(gm)
     strip_effect_tokens(gm, len(sig.input_tokens), len(sig.output_tokens))
     # Tensors the rewritten graph holds as attributes (not as inputs) come back lifted, first.
     named = {
@@ -294,6 +295,7 @@ def lower(gm: torch.fx.GraphModule, args: list) -> LoweredGraph:
         aten_gm, sig = aot_export_module(
             gm, list(args), trace_joint=False, decompositions=decomposition_table()
         )
+    forget_real_tensors(aten_gm)
     # decomposed calls eager rejects by their dtypes, for _arg_checks.check_graph
     _arg_checks.mark_decomposed(aten_gm, rejected)
     _dtype_probes.mark_calls(aten_gm, refused)
@@ -366,6 +368,28 @@ def exporting():
             _compiling -= 1
             if _compiling == 0:
                 compiler._is_compiling_flag = _was_compiling
+
+
+def forget_real_tensors(gm: torch.fx.GraphModule) -> None:
+    """The fake modes of ``gm``'s values forget the real tensors they were made from.
+
+    NOTE: a fake mode's describer keeps a weak reference to every real tensor it converted
+    (the export's inputs: the user's parameters), for as long as the mode lives, and the
+    graph's fake values keep it alive with the compiled signature; ``torch.utils.swap_tensors``
+    refuses a tensor with weak references (``m.double()`` with swapped parameters,
+    ``runtime/_swap.py``). Dynamo clears its own mode so after its compiles; this is its
+    clearing, for the modes of our exports (a later conversion of the same tensor makes a new
+    fake tensor where the memo would have returned the old one)."""
+    modes = {
+        id(v.fake_mode): v.fake_mode
+        for n in gm.graph.nodes
+        for v in [n.meta.get("val")]
+        if hasattr(v, "fake_mode")
+    }
+    for mode in modes.values():
+        describer = mode.fake_tensor_converter.meta_converter.describer
+        describer.lookup_tensor.clear()
+        describer.lookup_storage.clear()
 
 
 # make_fx's record of its last trace (fake tensor id -> graph node), for torch.export's leak

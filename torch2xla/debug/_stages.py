@@ -42,6 +42,7 @@ from torch2xla._errors import (
     lowering_failed,
     source_line,
 )
+from torch2xla._options import env_flag
 from torch2xla.capture._passes import run_passes
 from torch2xla.debug._dump import DumpRun, dump_run, readable
 from torch2xla.guards import _persistent
@@ -279,10 +280,10 @@ def format_times(times: dict[str, float]) -> str:
 
 def progress_display() -> _NotebookBar | _TerminalLine | None:
     """Where a long compile shows its progress: a Jupyter bar, a terminal line, or nowhere."""
-    switch = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    if switch in ("0", "off", "false", "no"):
+    switch = env_flag(PROGRESS_ENV, None)
+    if switch is False:
         return None
-    forced = switch in ("1", "on", "true", "yes")
+    forced = bool(switch)
     if not forced and os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
         return None
     return _NotebookBar.create() or _TerminalLine.create(forced)

@@ -44,10 +44,10 @@ import jax
 import torch
 
 from torch2xla._errors import warn
+from torch2xla._options import env_flag
 
 CACHE_DIR_ENV = "TORCH2XLA_CACHE_DIR"
 SWITCH_ENV = "TORCH2XLA_PERSISTENT_CACHE"
-_OFF = ("0", "off", "false", "no")
 _UNSET = object()
 FORMAT = 1  # bumped when the layout of an entry or of a graph record changes
 
@@ -106,7 +106,7 @@ def torch2xla_version() -> str:
 def _wanted() -> pathlib.Path | None:
     if _explicit is not _UNSET:
         root = _explicit
-    elif os.environ.get(SWITCH_ENV, "").strip().lower() in _OFF:
+    elif not env_flag(SWITCH_ENV, True):
         root = None
     else:
         root = default_root()

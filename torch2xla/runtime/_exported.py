@@ -39,6 +39,13 @@ def note(t: torch.Tensor, a) -> torch.Tensor:
     return t
 
 
+def forget(t: torch.Tensor) -> None:
+    """Drop the record of ``t`` (its weak reference goes: ``_swap``)."""
+    entry = _EXPORTS.get(t.data_ptr())
+    if entry is not None and entry[0]() is t:
+        del _EXPORTS[t.data_ptr()]
+
+
 def array_of(t: torch.Tensor):
     """The JAX array ``t`` was exported from, where it still is ``t``'s value and ordered on
     JAX's stream (see the module); None otherwise."""

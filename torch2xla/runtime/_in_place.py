@@ -22,14 +22,14 @@ another order than they are passed) drops the donations of that shape and dtype.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import torch
 
+from torch2xla._options import env_flag
 from torch2xla.runtime._interop import _DLPACK_DTYPES
 
-ENABLED = os.environ.get("TORCH2XLA_IN_PLACE", "1") != "0"
+ENABLED = env_flag("TORCH2XLA_IN_PLACE", True)
 
 
 def donations(

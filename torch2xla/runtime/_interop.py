@@ -22,6 +22,7 @@ import torch
 from jax.experimental.layout import Layout, with_layout_constraint
 
 from torch2xla.runtime._exported import array_of, note
+from torch2xla.runtime._swap import CACHES
 
 TORCH_TO_JAX_DTYPE: dict[torch.dtype, np.dtype] = {
     torch.float64: np.dtype(np.float64),
@@ -516,6 +517,7 @@ class ViewCache:
         self._lock = threading.Lock()
         for i in fresh:
             self._refs[i] = _NEVER
+        CACHES.add(self)  # (``forget``: before torch.utils.swap_tensors, ``_swap``)
 
     def __call__(self, tensors: Sequence[torch.Tensor], whole: bool = False) -> tuple[list, bool]:
         """JAX views of ``tensors`` (call inside ``x64()``), and whether a fence is needed (on
@@ -580,6 +582,13 @@ class ViewCache:
                 self._fast = None  # (the position-by-position path imports it again)
             elif fast is not None:
                 fast.views = tuple(fast_views)
+
+    def forget(self, t: torch.Tensor) -> None:
+        """Drop the records of ``t`` and the weak references to it (``_swap``)."""
+        with self._lock:
+            for i, ref in enumerate(self._refs):
+                if ref is not None and ref() is t:
+                    self._refs[i] = self._views[i] = self._fast = None
 
     def _one(self, i: int, t: torch.Tensor) -> tuple[Any, int, bool]:
         """The view at position ``i`` of ``t``; whether it was imported afresh (0: no,

@@ -32,7 +32,7 @@ import torch
 from torch2xla.capture._lower import scalar_placeholders
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _build_state
-from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE, host_view, jax_device
+from torch2xla.runtime._interop import TORCH_TO_JAX_DTYPE, host_view, jax_device, program_device
 
 # Namespaces whose ops behave as the torch version (in the key) and torch2xla's source say.
 _KNOWN_NAMESPACES = frozenset(
@@ -60,7 +60,8 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
     graph = _describe_graph(gm)
     inputs = _describe_args(gm, args)
     lowerings = _lowerings_digest()
-    if graph is None or inputs is None or lowerings is None:
+    device = device_of(gm, args)
+    if graph is None or inputs is None or lowerings is None or device is None:
         return None
     return _persistent.key_of(
         "graph",
@@ -71,7 +72,7 @@ def graph_key(gm: torch.fx.GraphModule, args: Sequence, options) -> str | None:
         _describe_options(options),
         graph,
         inputs,
-        _persistent.device_tag(device_of(args)),
+        _persistent.device_tag(device),
     )
 
 
@@ -436,8 +437,20 @@ def _describe_args(gm: torch.fx.GraphModule, args: Sequence) -> str | None:
     return repr(parts)
 
 
-def device_of(args: Sequence) -> jax.Device:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return jax_device(a.device)
-    return jax_device(torch.device("cpu"))
+def device_of(gm: torch.fx.GraphModule, args: Sequence) -> jax.Device | None:
+    """The device the whole-graph program of ``gm`` runs on for ``args``, as ``XlaProgram``
+    places it (``program_device``: the first accelerator among the tensors it takes, then
+    among those it returns; a CPU 0-d tensor first beside CUDA ones runs on the GPU), or
+    None where XLA runs no such device (a meta tensor: the graph runs in eager)."""
+    held = [*gm.parameters(), *gm.buffers(), *args]
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    made: list = []
+    torch.fx.node.map_arg(out, lambda n: made.append(n.meta.get("example_value")))
+    device = program_device(
+        [t.device for t in held if isinstance(t, torch.Tensor)],
+        [t.device for t in made if isinstance(t, torch.Tensor)],
+    )
+    try:
+        return jax_device(device)
+    except ValueError:  # (a device XLA does not run)
+        return None
