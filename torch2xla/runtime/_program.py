@@ -264,6 +264,10 @@ class XlaProgram:
             tell; None: not known (hooks then fire in autograd's order of one node).
     """
 
+    # a CUDA program's unchecked call, once its checked call ran (``_steady_of``; a class
+    # default for programs restored without ``__init__``: ``_stored.StoredProgram``)
+    _gpu_steady: SteadyCall | None = None
+
     def __init__(
         self,
         gm: torch.fx.GraphModule,
