@@ -296,7 +296,8 @@ def _fake_like(m: Any, requires_grad: bool) -> Any:
 
 def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
     """``gm``'s outputs (a list) for ``args``, run op by op with autograd as eager runs them;
-    ``torch2xla::stop_gradient`` detaches (eager's ``.detach()``, which it stands for)."""
+    ``torch2xla::stop_gradient`` detaches (eager's ``.detach()``, which it stands for) and
+    ``aten.copy`` copies in place into a clone (eager's ``copy_``)."""
     stop = torch.ops.torch2xla.stop_gradient.default  # (defined by the time graphs run)
     env: dict[torch.fx.Node, Any] = {}
     it = iter(args)
@@ -313,6 +314,11 @@ def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
             args_, kwargs = map_aggregate(node.args, load), map_aggregate(node.kwargs, load)
             if node.target is stop:
                 env[node] = args_[0].detach()
+            elif node.target is torch.ops.aten.copy.default:
+                # (functionalization's form of ``copy_``, which has no derivative formula of
+                # its own: run as the in-place copy eager ran, whose backward gives ``self``
+                # zeros and ``src`` the gradient)
+                env[node] = torch.ops.aten.copy_.default(args_[0].clone(), *args_[1:], **kwargs)
             else:
                 env[node] = node.target(*args_, **kwargs)
         elif node.op == "output":

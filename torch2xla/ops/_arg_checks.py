@@ -500,6 +500,15 @@ def _floating_input(name: str) -> Checker:
     return checker
 
 
+def _batch_norm_weight(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (eager's CPU backward kernel reads the weight as a vector: a weight of C elements in
+    # another shape, which the forward accepts, fails there; the fake kernel takes it)
+    weight = _value(kwargs, "weight")
+    if weight is None or weight.device.type != "cpu" or weight.dim() == 1:
+        return None
+    return f"TensorAccessor expected 1 dims but tensor has {weight.dim()}"
+
+
 def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     """``torch.complex`` of parts that are not float16, float32 or float64 (eager checks the
     kinds before the parts' agreement)."""
@@ -635,6 +644,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         ("target", "self", "Found dtype {a} but expected {b}")
     ),
     # Backward kernels: checked in the fake backward of eager's graph (autodiff/_eager_backward)
+    aten.native_batch_norm_backward.default: _batch_norm_weight,
     aten.huber_loss_backward.default: _pairs(
         ("target", "self", "Found dtype {a} but expected {b}")
     ),
