@@ -382,9 +382,6 @@ def written_with_grad(gm: torch.fx.GraphModule, enabled: bool) -> frozenset[int]
         if not enabled:
             continue
         for target in _written(node):
-            value = target.meta.get("example_value")
-            if not (isinstance(value, torch.Tensor) and _requires_grad(value)):
-                continue  # (an alias autograd does not track: ``w.data``, ``w.detach()``)
             i = position.get(_root(target))
             example = placeholders[i].meta.get("example_value") if i is not None else None
             if isinstance(example, torch.Tensor) and _requires_grad(example):
