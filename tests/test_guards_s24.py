@@ -106,6 +106,29 @@ def test_the_key_says_which_written_input_is_a_leaf():
     assert graph.key.describe(old, new) == ["y is a leaf: False -> True"]
 
 
+@pytest.mark.parametrize("through", ["data", "detach"])
+def test_untracked_write_into_a_leaf_stays_compiled(through):
+    # (eager lets ``.data`` and ``.detach()`` write a leaf: such a write is not keyed, and the
+    # graph runs in XLA)
+    def fn(p, x):
+        (p.data if through == "data" else p.detach()).mul_(2)
+        return (p * x).sum()
+
+    f = torch.compile(fn, backend="xla")
+    x = torch.arange(3.0)
+    for _ in range(2):
+        p, ref = leaf(3), leaf(3)
+        out, want = f(p, x), fn(ref, x)
+        out.backward()
+        want.backward()
+        assert_same(out, want)
+        assert_same(p.grad, ref.grad)
+        assert_same(p, ref)
+    (graph,) = _graphs_of(f)
+    assert graph.key.leaf_pos == ()
+    assert [r.mode for r in graph.cache.records] == ["training"]
+
+
 # -- the persistent cache: globals a user function in the graph reads ----------------------------
 K = 2.0
 

@@ -367,9 +367,10 @@ def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[b
 
 def written_with_grad(gm: torch.fx.GraphModule, enabled: bool) -> frozenset[int]:
     """The inputs (placeholder positions) of the Dynamo graph ``gm`` that it writes into (or
-    into a view of) while grad mode is on, for a call made with grad mode ``enabled`` (the
-    graph's own ``set_grad_enabled`` switches followed), whose example requires grad: eager
-    refuses such a write into a leaf, or a view of one (``leaf_written``)."""
+    into a view of) with autograd's record, while grad mode is on for a call made with grad
+    mode ``enabled`` (the graph's own ``set_grad_enabled`` switches followed), whose example
+    requires grad: eager refuses such a write into a leaf, or a view of one
+    (``leaf_written``)."""
     from torch2xla.capture._writes import _root
 
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
@@ -382,7 +383,9 @@ def written_with_grad(gm: torch.fx.GraphModule, enabled: bool) -> frozenset[int]
         if not enabled:
             continue
         for target in _written(node):
-            i = position.get(_root(target))
+            # (a write autograd records: not through ``.data`` or ``.detach()``, which eager
+            # lets write a leaf)
+            i = position.get(_root(target)) if _tracked(target) else None
             example = placeholders[i].meta.get("example_value") if i is not None else None
             if isinstance(example, torch.Tensor) and _requires_grad(example):
                 found.add(i)
