@@ -15,6 +15,12 @@ NaN and signed-zero positions, dtypes, errors by type and message).
   (``z * z * z`` for 3, ``1 / z`` for -1) as for a real one; ``z ** (2 + 0j)`` likewise. The
   lowering took the general ``exp(w log z)`` (NaN and signs of zeros apart, e.g. -1.8e-16
   where eager gives -0.0).
+- ``torch.prod`` of float16/bfloat16 on the CPU: eager's kernel rounds every product to the
+  dtype (in its vectorized order, chunks per thread above 32768 elements), unlike its sums;
+  the lowering accumulated in float32 (64 float16 numbers: 24 ulps off eager).
+- ``torch.maximum``/``minimum`` of equal zeros: eager's scalar loop keeps the first operand,
+  its vectorized blocks the second (``maximum(-0.0, 0.0)``: -0.0 in a row's tail, 0.0 in its
+  blocks of 16 float32).
 """
 
 from __future__ import annotations
@@ -189,3 +195,29 @@ def test_half_product_split_among_threads(threads):
         _same_as_eager(lambda x: x.prod(), _near_one(torch.float16, 70001))
     finally:
         torch.set_num_threads(saved)
+
+
+# --- maximum/minimum of equal zeros: eager's vector blocks keep the second operand ---------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+@pytest.mark.parametrize("n", [1, 9, 24, 40])
+def test_maximum_minimum_of_signed_zeros(dtype, n):
+    x = torch.full((n,), -0.0, dtype=dtype)
+    z = torch.zeros(n, dtype=dtype)
+    _same_as_eager(
+        lambda x, z: (
+            torch.maximum(x, z),
+            torch.maximum(z, x),
+            torch.minimum(z, x),
+            torch.minimum(x, z),
+            torch.maximum(x, torch.tensor(0.0, dtype=x.dtype)),
+            torch.max(x.expand(3, -1), z),
+        ),
+        x,
+        z,
+    )
+
+
+def test_maximum_of_signed_zeros_gradient():
+    x = torch.tensor([-0.0, 1.0, 2.0] * 10, requires_grad=True)
+    y = torch.tensor([0.0, 1.0, 3.0] * 10, requires_grad=True)
+    _same_as_eager(lambda x, y: torch.autograd.grad(torch.maximum(x, y).sum(), (x, y)), x, y)
