@@ -21,6 +21,9 @@ NaN and signed-zero positions, dtypes, errors by type and message).
 - ``torch.maximum``/``minimum`` of equal zeros: eager's scalar loop keeps the first operand,
   its vectorized blocks the second (``maximum(-0.0, 0.0)``: -0.0 in a row's tail, 0.0 in its
   blocks of 16 float32).
+- ``torch.add``/``sub``/``rsub`` with a bool ``alpha`` and a result that is not bool: eager
+  raises "Boolean alpha only supported for Boolean results."; the meta kernels check a float
+  alpha only, and the program computed ``x + x``.
 """
 
 from __future__ import annotations
@@ -221,3 +224,23 @@ def test_maximum_of_signed_zeros_gradient():
     x = torch.tensor([-0.0, 1.0, 2.0] * 10, requires_grad=True)
     y = torch.tensor([0.0, 1.0, 3.0] * 10, requires_grad=True)
     _same_as_eager(lambda x, y: torch.autograd.grad(torch.maximum(x, y).sum(), (x, y)), x, y)
+
+
+# --- a bool alpha -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.add(x, x, alpha=True),
+        lambda x: torch.add(x, 2, alpha=False),
+        lambda x: torch.sub(x.float(), x, alpha=True),
+        lambda x: torch.rsub(x, x, alpha=True),
+        lambda x: x.clone().add_(x, alpha=True),
+        lambda x: torch.add(x.to(torch.complex64), x, alpha=True),
+    ],
+)
+def test_bool_alpha_of_a_non_bool_result_raises(fn):
+    _raises_as_eager(fn, torch.tensor([1, 2]))
+
+
+def test_bool_alpha_of_a_bool_result():
+    _same_as_eager(lambda x: torch.add(x, x, alpha=True), torch.tensor([True, False]))
