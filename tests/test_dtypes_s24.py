@@ -24,6 +24,12 @@ NaN and signed-zero positions, dtypes, errors by type and message).
 - ``torch.add``/``sub``/``rsub`` with a bool ``alpha`` and a result that is not bool: eager
   raises "Boolean alpha only supported for Boolean results."; the meta kernels check a float
   alpha only, and the program computed ``x + x``.
+- The scalar tail of eager's elementwise loops (``cpu_kernel_vec``) is the last
+  ``numel % (2 * W)`` elements, W the elements of one vector register (its vectorized loop
+  takes two registers at a time); the lowerings that follow both rules (lerp's zeros, complex
+  sums with a factor, half-precision ``add(alpha=)``) took ``numel % W``: lerp(0, -0, 1) of 8
+  float32 was -0 (eager: +0 everywhere below 16 elements), ``add(a, b, alpha=0.3)`` of 16
+  float16 rounded as the vector loop.
 """
 
 from __future__ import annotations
@@ -244,3 +250,19 @@ def test_bool_alpha_of_a_non_bool_result_raises(fn):
 
 def test_bool_alpha_of_a_bool_result():
     _same_as_eager(lambda x: torch.add(x, x, alpha=True), torch.tensor([True, False]))
+
+
+# --- the scalar tail of eager's vectorized loops: two vector registers per step ----------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+@pytest.mark.parametrize("n", [3, 8, 12, 16, 24, 40])
+def test_lerp_tail_of_two_vector_registers(dtype, n):
+    s, e = torch.zeros(n, dtype=dtype), torch.full((n,), -0.0, dtype=dtype)
+    _same_as_eager(lambda s, e: (torch.lerp(s, e, 1.0), torch.lerp(e, s, 0.75)), s, e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [16, 24, 40, 100])
+def test_half_add_alpha_tail_of_two_vector_registers(dtype, n):
+    g = torch.Generator().manual_seed(n)
+    a, b = (torch.randn(n, generator=g).to(dtype) for _ in range(2))
+    _same_as_eager(lambda a, b: (torch.add(a, b, alpha=0.3), a.clone().sub_(b, alpha=0.7)), a, b)
