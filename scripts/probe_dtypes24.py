@@ -44,7 +44,7 @@ ALL = (B, U8, I8, I16, I32, I64, F16, BF16, F32, F64, C64)
 INTS = (U8, I8, I16, I32, I64)
 short = base.short
 specials = base.specials
-base.CASES.clear()  # this probe's cases only (``base.main`` runs ``base.CASES``)
+base.CASES.clear()  # this probe's cases only
 CASES = base.CASES
 
 
@@ -874,5 +874,51 @@ multi(
 )
 
 
+def _dynamo(d: str) -> bool:
+    return "TorchRuntimeError" in d and "fake tensor" in d
+
+
+def compare(name, fn) -> str:
+    """``probe_dtypes.compare``, every observation compared: the first difference that is not
+    Dynamo's (its fake kernels' errors, ``TorchRuntimeError``: the same with
+    ``backend="eager"``), tagged ``DIFF``; else the first of Dynamo's, tagged ``DYNAMO``."""
+    exp, got = base.observe(fn, False), base.observe(fn, True)
+    red = getattr(fn, "red", False)
+    found = []
+    for (lg, g), (le, e) in zip(got, exp):
+        d = (
+            f"observation {lg!r} (xla) vs {le!r} (eager)"
+            if lg != le
+            else base.same(g, e, lg, red, None)
+        )
+        if d:
+            found.append(d)
+    if len(got) != len(exp):
+        found.append(f"observations {[x for x, _ in got]} vs {[x for x, _ in exp]}")
+    real = [d for d in found if not _dynamo(d) and not d.startswith("SUBN")]
+    if real:
+        more = f" (+{len(real) - 1} more)" if len(real) > 1 else ""
+        return f"DIFF  {name}: {real[0]}{more}"
+    if any(d.startswith("SUBN") for d in found):
+        return f"SUBN  {name}: {next(d for d in found if d.startswith('SUBN'))[5:]}"
+    if found:
+        return f"DYNAMO {name}: {found[0]}"
+    return f"ok    {name}"
+
+
+def main(argv):
+    names = [n for n in CASES if not argv or any(s in n for s in argv)]
+    results = {"ok": 0, "DIFF": 0, "SUBN": 0, "DYNAMO": 0, "CRASH": 0}
+    for name in names:
+        try:
+            line = compare(name, CASES[name])
+        except Exception as e:  # noqa: BLE001  (the probe reports and moves on)
+            line = f"CRASH {name}: {type(e).__name__}: {str(e)[:300]}"
+        results[line.split()[0]] += 1
+        if not line.startswith("ok"):
+            print(line, flush=True)
+    print(f"{len(names)} cases: {results}")
+
+
 if __name__ == "__main__":
-    base.main(sys.argv[1:])
+    main(sys.argv[1:])

@@ -15,6 +15,21 @@ NaN and signed-zero positions, dtypes, errors by type and message).
   (``z * z * z`` for 3, ``1 / z`` for -1) as for a real one; ``z ** (2 + 0j)`` likewise. The
   lowering took the general ``exp(w log z)`` (NaN and signs of zeros apart, e.g. -1.8e-16
   where eager gives -0.0).
+- ``torch.prod`` of float16/bfloat16 on the CPU: eager's kernel rounds every product to the
+  dtype (in its vectorized order, chunks per thread above 32768 elements), unlike its sums;
+  the lowering accumulated in float32 (64 float16 numbers: 24 ulps off eager).
+- ``torch.maximum``/``minimum`` of equal zeros: eager's scalar loop keeps the first operand,
+  its vectorized blocks the second (``maximum(-0.0, 0.0)``: -0.0 in a row's tail, 0.0 in its
+  blocks of 16 float32).
+- ``torch.add``/``sub``/``rsub`` with a bool ``alpha`` and a result that is not bool: eager
+  raises "Boolean alpha only supported for Boolean results."; the meta kernels check a float
+  alpha only, and the program computed ``x + x``.
+- The scalar tail of eager's elementwise loops (``cpu_kernel_vec``) is the last
+  ``numel % (2 * W)`` elements, W the elements of one vector register (its vectorized loop
+  takes two registers at a time); the lowerings that follow both rules (lerp's zeros, complex
+  sums with a factor, half-precision ``add(alpha=)``) took ``numel % W``: lerp(0, -0, 1) of 8
+  float32 was -0 (eager: +0 everywhere below 16 elements), ``add(a, b, alpha=0.3)`` of 16
+  float16 rounded as the vector loop.
 """
 
 from __future__ import annotations
@@ -189,3 +204,65 @@ def test_half_product_split_among_threads(threads):
         _same_as_eager(lambda x: x.prod(), _near_one(torch.float16, 70001))
     finally:
         torch.set_num_threads(saved)
+
+
+# --- maximum/minimum of equal zeros: eager's vector blocks keep the second operand ---------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+@pytest.mark.parametrize("n", [1, 9, 24, 40])
+def test_maximum_minimum_of_signed_zeros(dtype, n):
+    x = torch.full((n,), -0.0, dtype=dtype)
+    z = torch.zeros(n, dtype=dtype)
+    _same_as_eager(
+        lambda x, z: (
+            torch.maximum(x, z),
+            torch.maximum(z, x),
+            torch.minimum(z, x),
+            torch.minimum(x, z),
+            torch.maximum(x, torch.tensor(0.0, dtype=x.dtype)),
+            torch.max(x.expand(3, -1), z),
+        ),
+        x,
+        z,
+    )
+
+
+def test_maximum_of_signed_zeros_gradient():
+    x = torch.tensor([-0.0, 1.0, 2.0] * 10, requires_grad=True)
+    y = torch.tensor([0.0, 1.0, 3.0] * 10, requires_grad=True)
+    _same_as_eager(lambda x, y: torch.autograd.grad(torch.maximum(x, y).sum(), (x, y)), x, y)
+
+
+# --- a bool alpha -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.add(x, x, alpha=True),
+        lambda x: torch.add(x, 2, alpha=False),
+        lambda x: torch.sub(x.float(), x, alpha=True),
+        lambda x: torch.rsub(x, x, alpha=True),
+        lambda x: x.clone().add_(x, alpha=True),
+        lambda x: torch.add(x.to(torch.complex64), x, alpha=True),
+    ],
+)
+def test_bool_alpha_of_a_non_bool_result_raises(fn):
+    _raises_as_eager(fn, torch.tensor([1, 2]))
+
+
+def test_bool_alpha_of_a_bool_result():
+    _same_as_eager(lambda x: torch.add(x, x, alpha=True), torch.tensor([True, False]))
+
+
+# --- the scalar tail of eager's vectorized loops: two vector registers per step ----------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+@pytest.mark.parametrize("n", [3, 8, 12, 16, 24, 40])
+def test_lerp_tail_of_two_vector_registers(dtype, n):
+    s, e = torch.zeros(n, dtype=dtype), torch.full((n,), -0.0, dtype=dtype)
+    _same_as_eager(lambda s, e: (torch.lerp(s, e, 1.0), torch.lerp(e, s, 0.75)), s, e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [16, 24, 40, 100])
+def test_half_add_alpha_tail_of_two_vector_registers(dtype, n):
+    g = torch.Generator().manual_seed(n)
+    a, b = (torch.randn(n, generator=g).to(dtype) for _ in range(2))
+    _same_as_eager(lambda a, b: (torch.add(a, b, alpha=0.3), a.clone().sub_(b, alpha=0.7)), a, b)

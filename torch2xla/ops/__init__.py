@@ -43,6 +43,7 @@ from torch2xla.ops import (  # noqa: F401
     _index,
     _linalg,
     _linalg_extra,
+    _minmax,
     _nn,
     _nn_extra,
     _norms,

@@ -186,6 +186,15 @@ def _integer_power(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return None
 
 
+def _bool_alpha(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (eager's alpha_check on the result's dtype; the meta kernels check a float alpha only)
+    result = node.meta.get("val") if node is not None else None
+    alpha = kwargs.get("alpha")
+    if isinstance(alpha, bool) and isinstance(result, torch.Tensor) and result.dtype != torch.bool:
+        return "Boolean alpha only supported for Boolean results."
+    return None
+
+
 def _bool_subtraction(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     # (a Python bool operand included: ``x - True`` and ``True - x`` raise in eager, which
     # wraps it as a bool tensor; the meta kernels see a number)
@@ -626,10 +635,12 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
         "weight", "bias", "running_mean", "running_var"
     ),
     aten.pow.Tensor_Scalar: _integer_power,
-    aten.sub.Tensor: _bool_subtraction,
-    aten.sub.Scalar: _bool_subtraction,
-    aten.rsub.Tensor: _bool_subtraction,
-    aten.rsub.Scalar: _bool_subtraction,
+    aten.add.Tensor: _bool_alpha,
+    aten.add.Scalar: _bool_alpha,
+    aten.sub.Tensor: _first(_bool_subtraction, _bool_alpha),
+    aten.sub.Scalar: _first(_bool_subtraction, _bool_alpha),
+    aten.rsub.Tensor: _first(_bool_subtraction, _bool_alpha),
+    aten.rsub.Scalar: _first(_bool_subtraction, _bool_alpha),
     aten._softmax.default: _softmax_dtype(""),
     aten._log_softmax.default: _softmax_dtype("log_"),
     aten.index_select.default: _index_select_index,

@@ -58,19 +58,30 @@ def opmath_dtype(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
 
 
-# The bytes of one vector register of eager's CPU kernels (its loops compute whole vectors,
-# then the last ``numel % W`` elements in a scalar loop that may round otherwise).
+# The bytes of one vector register of eager's CPU kernels (``Vectorized<T>``).
 VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
 
 
 def scalar_tail(shape: tuple[int, ...], dtype: Any) -> Any:
     """A bool array of ``shape``: the flat (row-major) positions eager's CPU loop over
-    contiguous ``dtype`` elements computes in its scalar tail (the last ``numel % W``, W the
-    elements of one vector register). Where eager's loop runs along a strided or broadcast
-    inner dimension its tails fall elsewhere."""
-    n = math.prod(shape)
-    width = VECTOR_BYTES // np.dtype(dtype).itemsize
-    return jnp.arange(n).reshape(shape) >= n - n % width
+    contiguous ``dtype`` elements (``cpu_kernel_vec``) computes in its scalar tail, which may
+    round otherwise than its vectorized loop: the last ``numel % B`` of each run, B two
+    vector registers of elements (``vectorized_loop`` takes two at a time: 16 float32 with
+    AVX2), a run the whole tensor or, from ``GRAIN_SIZE`` elements with several threads, its
+    chunk per thread (``_loops.vectorized``). Where eager's loop runs along a strided or
+    broadcast inner dimension its tails fall elsewhere."""
+    from torch2xla.ops import _loops  # (which reads no lowering: no cycle)
+
+    shape = tuple(shape)
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, bool)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    block = 2 * VECTOR_BYTES // np.dtype(dtype).itemsize
+    vec = _loops.vectorized(shape, (tuple(strides),), block, torch.get_num_threads())
+    return ~vec
 
 
 def is_array(x: Any) -> bool:

@@ -4,7 +4,6 @@ policy (cast to the computation dtype, compute, cast to the result dtype)."""
 from __future__ import annotations
 
 import functools
-import operator
 
 import jax
 import jax.numpy as jnp
@@ -549,8 +548,6 @@ _ROOTS = {0.5: lambda a, _: lax.sqrt(a), -0.5: _rsqrt_power}
 
 
 for _ops, _fn, _kind in [
-    ((aten.maximum.default,), _balanced(_max, jnp.maximum, operator.gt), Kind.DEFAULT),
-    ((aten.minimum.default,), _balanced(_min, jnp.minimum, operator.lt), Kind.DEFAULT),
     ((aten.atan2.default,), lambda a, b: _atan2(*jnp.broadcast_arrays(a, b)), Kind.INT_TO_FLOAT),
     ((aten.hypot.default,), _hypot, Kind.DEFAULT),
     ((aten.copysign.Tensor, aten.copysign.Scalar), _copysign, Kind.INT_TO_FLOAT),
