@@ -10,6 +10,10 @@ the dim as ``select`` does, the index's position in the subscript (``SELECT_DIMS
 nodes' ``custom`` meta, which the export copies to the ATen nodes it makes and
 ``ops/_bounds.check_indices`` reads), where advanced indexing numbers the indexed dims.
 
+Dynamo guards such an input's value (it traces each value anew, and its trace raises for one
+out of range), so this keeps the graph whole and in XLA, not one program for all values; the
+run-time check covers the graphs it does not trace per value.
+
 A read gives a copy where eager gives a view, so it is rewritten only where the two cannot be
 told apart: nothing writes through it or a view made of it (but ``x[k] += v``, whose write
 back the copy makes as well), nothing writes into the indexed tensor's memory while those
