@@ -23,6 +23,7 @@ keep the op in eager (eager selects first, then indexes with the rest).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import operator
 
@@ -185,7 +186,7 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, picked: list[int]) -> N
     base_ex = _example(base)
     index = node.args[1]
     entries = index if isinstance(index, tuple) else (index,)
-    fake = detect_fake_mode([base_ex])
+    fake = detect_fake_mode([base_ex]) or contextlib.nullcontext()
     p = _kept_dim(entries, picked, base_ex.ndim)
     custom = {**node.meta.get("custom", {}), SELECT_DIMS: tuple(picked)}
     added = []
@@ -222,9 +223,9 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, picked: list[int]) -> N
             v = _example(value)
             if isinstance(v, torch.Tensor):
                 r, k = region.ndim - 1, v.ndim
-                if k > r:  # (eager's copy drops the value's leading ones)
-                    value = call("call_method", "reshape", (value, tuple(v.shape[k - r :])))
-                    k = r
+                for _ in range(k - r):  # (eager's copy drops the value's leading ones)
+                    value = call("call_method", "squeeze", (value, 0))
+                k = min(k, r)
                 if k > r - p:  # (the value reaches the kept dim: give it one there)
                     value = call("call_method", "unsqueeze", (value, k - (r - p)))
             out = call("call_function", operator.setitem, (base, subscript, value))
