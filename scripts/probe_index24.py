@@ -14,7 +14,18 @@ Cases:
   values after (``max_norm`` embeddings renormalize their weight in place).
 
 Each runs under the default options and under ``strict`` (``/default``, ``/strict``).
-Prints ``ok`` / ``DIFF`` / ``NOLINE`` (raised, without the user's line) / ``CRASH`` per case.
+Prints ``ok`` / ``DIFF`` / ``NOLINE`` (raised, without the user's line in the message or the
+traceback) / ``CRASH`` per case. ``PROBE_MODE=strict`` runs one mode only.
+
+Left (session 24), all Dynamo's with any backend (``backend="eager"`` too), before ours runs:
+``TorchRuntimeError`` DIFFs are its fake run raising its own words where eager raises others
+(``masked_fill`` with a 1-d value, a bool-less mask or a smaller target; ``scatter``/
+``index_add`` shape checks; ``x[::-1]``; ``F.embedding``'s padding_idx assert; integer
+indices that do not broadcast in a read); ``get_uint8`` and ``ce_uint8_target`` raise where
+eager runs (a uint8 index, a uint8 target: Dynamo's fake kernels refuse them);
+``dead_getitem_oob`` returns where eager raises (Dynamo drops the unused read);
+``sel_augmented_oob`` changes nothing before its error (Dynamo's trace raises for the index
+value it guards, before any of the frame runs).
 """
 
 from __future__ import annotations
