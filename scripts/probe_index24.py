@@ -14,7 +14,18 @@ Cases:
   values after (``max_norm`` embeddings renormalize their weight in place).
 
 Each runs under the default options and under ``strict`` (``/default``, ``/strict``).
-Prints ``ok`` / ``DIFF`` / ``NOLINE`` (raised, without the user's line) / ``CRASH`` per case.
+Prints ``ok`` / ``DIFF`` / ``NOLINE`` (raised, without the user's line in the message or the
+traceback) / ``CRASH`` per case. ``PROBE_MODE=strict`` runs one mode only.
+
+Left (session 24), all Dynamo's with any backend (``backend="eager"`` too), before ours runs:
+``TorchRuntimeError`` DIFFs are its fake run raising its own words where eager raises others
+(``masked_fill`` with a 1-d value, a bool-less mask or a smaller target; ``scatter``/
+``index_add`` shape checks; ``x[::-1]``; ``F.embedding``'s padding_idx assert; integer
+indices that do not broadcast in a read); ``get_uint8`` and ``ce_uint8_target`` raise where
+eager runs (a uint8 index, a uint8 target: Dynamo's fake kernels refuse them);
+``dead_getitem_oob`` returns where eager raises (Dynamo drops the unused read);
+``sel_augmented_oob`` changes nothing before its error (Dynamo's trace raises for the index
+value it guards, before any of the frame runs).
 """
 
 from __future__ import annotations
@@ -2022,6 +2033,158 @@ rebased(
 )
 rebased("masked_fill_", lambda t, v: t.masked_fill_(t > 0, v), lambda: (r(5), G(torch.tensor(1.5))))
 rebased("masked_scatter_", lambda t, v: t.masked_scatter_(t > 0, v), lambda: (r(5), G(r(5))))
+
+
+# ============================================================================================
+# 14. 0-d integer tensors as subscripts (select at a runtime value)
+
+_T = torch.tensor
+_X = lambda: r(4, 3, 5)
+
+
+def sel(name, f, make, **kw):
+    case(f"sel_{name}", f, make, **kw)
+
+
+# (eager's view is seen: the op runs in eager, strict mode refuses it)
+_VIEW_SEEN = {"modes": ("default",)}
+
+
+sel("read_scaled", lambda x, k: x[k] * 2, lambda: (_X(), _T(-1)))
+sel("read_col", lambda x, k: x[:, k] + 1, lambda: (_X(), _T(2)))
+sel("read_ellipsis", lambda x, k: x[..., k].exp(), lambda: (_X(), _T(4)))
+sel("read_int_then", lambda x, k: x[1, k] * 3, lambda: (_X(), _T(2)))
+sel("read_two", lambda x, a, c: x[a, :, c] * 3, lambda: (_X(), _T(3), _T(-5)))
+sel("read_two_adjacent", lambda x, a, c: x[a, c] * 3, lambda: (_X(), _T(3), _T(-3)))
+sel("read_none", lambda x, k: x[None, k, 1:] * 3, lambda: (_X(), _T(1)))
+sel("read_int32", lambda x, k: x[k] * 2, lambda: (_X(), _T(2, dtype=torch.int32)))
+sel("read_int16", lambda x, k: x[k] * 2, lambda: (_X(), _T(2, dtype=torch.int16)))
+sel("read_1d_to_0d", lambda x, k: x[k] + 1, lambda: (r(5), _T(-2)))
+sel("read_oob", lambda x, k: x[k] * 2, lambda: (_X(), _T(4)))
+sel("read_oob_col", lambda x, k: x[:, k] * 2, lambda: (_X(), _T(-4)))
+sel("read_oob_ellipsis", lambda x, k: x[..., k] * 2, lambda: (_X(), _T(5)))
+sel("read_oob_none", lambda x, k: x[None, :, k] * 2, lambda: (_X(), _T(3)))
+sel("read_oob_second", lambda x, a, c: x[a, :, c] * 3, lambda: (_X(), _T(3), _T(-6)))
+sel("read_returned_view", lambda x, k: x[k], lambda: (_X(), _T(1)), **_VIEW_SEEN)
+sel("read_view_returned", lambda x, k: x[k][1:], lambda: (_X(), _T(1)), **_VIEW_SEEN)
+
+
+def read_then_write(x, k):
+    row = x[k]
+    x.add_(1)
+    return row * 2
+
+
+def read_write_row(x, k):
+    row = x[k]
+    row.mul_(2)
+    return x.sum()
+
+
+sel("read_then_write", read_then_write, lambda: (_X(), _T(1)), **_VIEW_SEEN)
+sel("read_write_row", read_write_row, lambda: (_X(), _T(1)), **_VIEW_SEEN)
+
+
+def emb_label(table, label):
+    return table[label].sum()
+
+
+sel("emb_label", emb_label, lambda: (r(6, 3), _T(5)))
+
+
+def set_k(x, k, v):
+    x[k] = v
+    return x
+
+
+def set_col(x, k, v):
+    x[:, k] = v
+    return x
+
+
+def set_two(x, a, c, v):
+    x[a, :, c] = v
+    return x
+
+
+sel("set_row_scalar", set_k, lambda: (_X(), _T(-1), 2.0))
+sel("set_row_tensor", set_k, lambda: (_X(), _T(2), r(3, 5)))
+sel("set_row_bcast", set_k, lambda: (_X(), _T(2), r(5)))
+sel("set_row_leading_ones", set_k, lambda: (_X(), _T(2), r(1, 1, 3, 5)))
+sel("set_row_0d", set_k, lambda: (_X(), _T(2), _T(7.0)))
+sel("set_col_tensor", set_col, lambda: (_X(), _T(1), r(4, 5)))
+sel("set_col_bcast", set_col, lambda: (_X(), _T(1), r(5)))
+sel("set_col_bcast_col", set_col, lambda: (_X(), _T(1), r(4, 1)))
+sel("set_col_bad", set_col, lambda: (_X(), _T(1), r(3, 5)))
+sel("set_two", set_two, lambda: (_X(), _T(1), _T(4), r(3)))
+sel("set_two_bcast", set_two, lambda: (_X(), _T(1), _T(4), r(1)))
+sel("set_oob", set_k, lambda: (_X(), _T(4), 1.0))
+sel("set_oob_col", set_col, lambda: (_X(), _T(3), 1.0))
+sel("set_oob_two", set_two, lambda: (_X(), _T(1), _T(5), r(3)))
+sel("set_int_dtype", set_k, lambda: (torch.zeros(4, 2, dtype=torch.int32), _T(3), 7))
+sel("set_overflow", set_k, lambda: (torch.zeros(4, 2, dtype=torch.int8), _T(3), 300))
+sel("iadd", lambda x, k: idx_iadd(x, k, 1.0), lambda: (_X(), _T(2)))
+
+
+def augmented_mixed(x, k):
+    x[k] += 1
+    x[k] *= x[0].sum()
+    x[:, k] -= x[k, 0]
+    return x
+
+
+def augmented_then_read(x, k):
+    y = x[k]
+    y += 1
+    z = x[k] * 2  # (reads x between the view's write and the write back)
+    x[k] = y
+    return z
+
+
+sel("augmented_mixed", augmented_mixed, lambda: (_X(), _T(2)))
+sel("augmented_oob", augmented_mixed, lambda: (_X(), _T(3)))
+sel("augmented_then_read", augmented_then_read, lambda: (_X(), _T(2)), **_VIEW_SEEN)
+grad("sel_augmented", lambda x, k: augmented_mixed(x * 1, k), lambda: (G(_X()), _T(2)))
+grad("sel_read", lambda x, k: x[k] * 2, lambda: (G(_X()), _T(-1)))
+grad("sel_read_col", lambda x, k: x[:, k].exp(), lambda: (G(_X()), _T(2)))
+grad("sel_set", lambda x, k, v: set_col(x * 1, k, v * 2), lambda: (G(_X()), _T(2), G(r(4, 5))))
+grad("sel_set_0d_value", lambda x, k, v: set_k(x * 1, k, v), lambda: (G(_X()), _T(2), G(_T(3.0))))
+dyn(
+    "sel_dyn",
+    lambda x, k: x[k] * 2,
+    [lambda: (_n(5), _T(4)), lambda: (_n(6), _T(-6)), lambda: (_n(7), _T(7))],
+)
+dyn(
+    "sel_set_dyn",
+    set_k,
+    [lambda: (_n(5), _T(4), 1.0), lambda: (_n(6), _T(-6), 2.0), lambda: (_n(7), _T(7), 3.0)],
+)
+
+
+class Buffer(nn.Module):
+    """A ring buffer written at a step counter held as a tensor buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mem", torch.zeros(3, 2))
+        self.register_buffer("step", torch.tensor(0))
+
+    def forward(self, v):
+        self.mem[self.step % 3] = v
+        self.step += 1
+        return self.mem.sum(0)
+
+
+def ring(C, rec):
+    m = Buffer()
+    f = C(m)
+    for k in range(4):
+        rec(f"out{k}", f(torch.full((2,), float(k + 1))))
+    rec("mem", m.mem)
+    rec("step", m.step)
+
+
+_register("sel_ring_buffer", ring)
 
 
 def main():

@@ -28,6 +28,7 @@ from torch2xla.capture._rewrites import (
     strip_effect_tokens,
 )
 from torch2xla.capture._stop_gradient import insert_stop_gradients, write_records
+from torch2xla.capture._tensor_index import tensor_selects
 from torch2xla.ops import _arg_checks, _dtype_probes
 
 
@@ -154,6 +155,8 @@ def prepare(
     gm = _specialize_scalars(gm, args)
     if aliasing is not None:  # one base per group, the inputs views of it in the graph
         gm = aliasing.rewrite(gm)
+    # 0-d integer tensors as indices gather and scatter at their values (eager reads them).
+    gm = tensor_selects(gm)
     # LSTM calls under CPU autocast cast as eager's oneDNN layer casts (``_autocast.py``).
     gm = autocast_lstms(gm)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).

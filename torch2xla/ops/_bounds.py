@@ -24,6 +24,7 @@ from torch2xla._errors import (
     OpZeroDivisionError,
     from_assert_statement,
 )
+from torch2xla.capture._tensor_index import SELECT_DIMS
 from torch2xla.ops import _fits  # noqa: F401  (defines torch.ops.torch2xla.fits, in CHECKED)
 from torch2xla.ops._common import as_dtype, is_array
 from torch2xla.ops._registry import ctx, register
@@ -128,6 +129,9 @@ def check_indices(self: Any, indices: Any) -> None:
     """``check_index`` for each index tensor of ``aten.index``/``index_put``: the k-th entry
     indexes the k-th dimension, except after a mask (bool or uint8), which takes as many
     dimensions as it has and cannot be out of range; None takes a whole dimension."""
+    # (a 0-d tensor subscript rewritten to a one-element index: eager's select names the dim
+    # by its position in the subscript, ``capture/_tensor_index.py``)
+    selects = (ctx().node.meta.get("custom") or {}).get(SELECT_DIMS)
     dim = named = 0
     for index in indices:
         if index is not None and (index.dtype == jnp.bool_ or index.dtype == jnp.uint8):
@@ -137,7 +141,8 @@ def check_indices(self: Any, indices: Any) -> None:
         if index is not None and dim < self.ndim:
             # NOTE: eager's message numbers the dimension among the indexed ones (its kernel
             # moves them first): ``x[:, i]`` names dimension 0.
-            check_index(index, self.shape[dim], named)
+            at = selects[named] if selects and named < len(selects) else named
+            check_index(index, self.shape[dim], at)
         named += index is not None
         dim += 1
 
