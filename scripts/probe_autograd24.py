@@ -1477,6 +1477,76 @@ def inference_mode_input_requires_grad_outputs(C, rec):
     rec("inf", [o.is_inference() for o in outs])
 
 
+@scenario
+def double_gp_lstm(C, rec):
+    torch.manual_seed(0)
+    lstm, head = nn.LSTM(4, 6, batch_first=True).double(), nn.Linear(6, 1).double()
+
+    def f(x):
+        return head(lstm(x)[0][:, -1]).sum()
+
+    x = leaf(2, 5, 4, dtype=torch.float64)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    rec("g", g)
+    g.pow(2).sum().backward()
+    rec("grads", [p.grad for p in [*lstm.parameters(), *head.parameters()]])
+
+
+@scenario
+def double_hvp_gru(C, rec):
+    torch.manual_seed(0)
+    gru = nn.GRU(3, 4).double()
+    params = list(gru.parameters())
+    x = leaf(5, 2, 3, dtype=torch.float64, rg=False)
+    loss = C(lambda x: gru(x)[0].pow(2).sum())(x)
+    gs = torch.autograd.grad(loss, params, create_graph=True)
+    rec("hv", list(torch.autograd.grad(gs, params, [torch.ones_like(p) for p in params])))
+
+
+@scenario
+def double_attention_raises_as_eager(C, rec):
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v).pow(2).sum()
+
+    q, k, v = (leaf(1, 2, 3, 4, seed=i, dtype=torch.float64) for i in range(3))
+    (gq,) = torch.autograd.grad(C(f)(q, k, v), q, create_graph=True)
+    rec("gq", gq)
+    torch.autograd.grad(gq.pow(2).sum(), [q, k, v], allow_unused=True)
+
+
+_LAYERS = {
+    "conv_s2": (lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 6, 6)),
+    "conv_groups": (lambda: nn.Conv2d(4, 4, 3, groups=2), (2, 4, 5, 5)),
+    "conv_transpose": (lambda: nn.ConvTranspose2d(3, 2, 4, stride=2, padding=1), (2, 3, 3, 3)),
+    "conv3d": (lambda: nn.Conv3d(2, 3, 2), (1, 2, 3, 3, 3)),
+    "maxpool": (
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.MaxPool2d(2)),
+        (2, 2, 6, 6),
+    ),
+    "upsample": (
+        lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.Upsample(scale_factor=2, mode="bilinear")),
+        (1, 2, 3, 3),
+    ),
+}
+
+
+def _layer_gp(name, make, shape):
+    def fn(C, rec):
+        torch.manual_seed(0)
+        m = make().double()
+        x = leaf(*shape, dtype=torch.float64)
+        (g,) = torch.autograd.grad(C(m)(x).sin().sum(), x, create_graph=True)
+        g.pow(2).sum().backward()
+        rec("grads", [x.grad, *(p.grad for p in m.parameters())])
+
+    fn.__name__ = f"double_layer_{name}"
+    SCENARIOS[fn.__name__] = fn
+
+
+for _n, (_m, _s) in _LAYERS.items():
+    _layer_gp(_n, _m, _s)
+
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, base4.compare)
 

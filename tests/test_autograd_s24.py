@@ -108,6 +108,40 @@ def test_double_backward_through_convolution_is_eagers():
     _assert_grads(*_both(scenario), tol=1e-10)
 
 
+def test_gradient_penalty_through_an_lstm_is_eagers():
+    """The LSTM's custom op had a backward of constants for the connectivity's create_graph
+    run: the input gradient did not require grad, and the penalty's backward raised."""
+
+    def scenario(C):
+        torch.manual_seed(0)
+        lstm, head = nn.LSTM(3, 4, batch_first=True).double(), nn.Linear(4, 1).double()
+        x = leaf(2, 4, 3, dtype=torch.float64)
+        f = C(lambda x: head(lstm(x)[0][:, -1]).sum())
+        (g,) = torch.autograd.grad(f(x), x, create_graph=True)
+        g.pow(2).sum().backward()
+        return [g, x.grad, *(p.grad for p in [*lstm.parameters(), *head.parameters()])]
+
+    _assert_grads(*_both(scenario))
+
+
+def test_double_backward_through_cpu_attention_raises_eagers_error():
+    """Eager's CPU flash attention backward has no derivative: a second backward raises; ours
+    raises the same error (found by running eager's backward on fake tensors), every time."""
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v).pow(2).sum()
+
+    q, k, v = (leaf(1, 2, 3, 4, seed=i, dtype=torch.float64) for i in range(3))
+    (gq,) = torch.autograd.grad(f(q, k, v), q, create_graph=True)
+    with pytest.raises(RuntimeError) as eager:
+        torch.autograd.grad(gq.pow(2).sum(), [q, k, v], allow_unused=True)
+    compiled = _compiled(f)
+    for _ in range(2):
+        (gq,) = torch.autograd.grad(compiled(q, k, v), q, create_graph=True)
+        with pytest.raises(RuntimeError, match=str(eager.value).split("\n")[0]):
+            torch.autograd.grad(gq.pow(2).sum(), [q, k, v], allow_unused=True)
+
+
 @pytest.mark.parametrize(
     "fn",
     [torch.exp, torch.sin, torch.tanh, torch.sqrt, lambda z: z * z, lambda z: z**2.5],
