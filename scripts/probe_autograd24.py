@@ -1245,6 +1245,308 @@ def output_detached_then_requires_grad(C, rec):
     _grads(rec, x)
 
 
+# ============================================================================================
+# double backward through norms and convolutions (WGAN-GP critics), graph cuts
+class _Critic(nn.Module):
+    def __init__(self, norm):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.norm = norm
+        self.head = nn.Linear(4 * 4 * 4, 1)
+
+    def forward(self, x):
+        h = F.leaky_relu(self.norm(self.conv(x)), 0.2)
+        return self.head(h.flatten(1))
+
+
+_NORMS = {
+    "layernorm": lambda: nn.LayerNorm([4, 4, 4]),
+    "groupnorm": lambda: nn.GroupNorm(2, 4),
+    "instancenorm": lambda: nn.InstanceNorm2d(4, affine=True),
+    "batchnorm": lambda: nn.BatchNorm2d(4),
+    "identity": nn.Identity,
+}
+
+
+def _wgan(name, make):
+    def fn(C, rec):
+        m = _Critic(make()).double()
+        x = leaf(3, 2, 4, 4, dtype=torch.float64)
+        out = C(m)(x)
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+        gp.backward()
+        rec("grads", [p.grad for p in m.parameters()])
+
+    fn.__name__ = f"wgan_gp_{name}"
+    SCENARIOS[fn.__name__] = fn
+
+
+for _n, _m in _NORMS.items():
+    _wgan(_n, _m)
+
+
+@scenario
+def double_gp_bias_grad_only(C, rec):
+    # a penalty on one parameter's gradient only
+    m = _mlp(nn.LayerNorm(5))
+    x = leaf(4, 3, dtype=torch.float64, rg=False)
+    gs = torch.autograd.grad(C(m)(x).pow(2).sum(), list(m.parameters()), create_graph=True)
+    gs[3].pow(2).sum().backward()  # the layer norm's bias
+    rec("grads", [p.grad for p in m.parameters()])
+
+
+@scenario
+def double_conv_input_grad_wrt_input(C, rec):
+    def f(x, w, b):
+        return F.conv1d(x, w, b).pow(2).sum()
+
+    x = leaf(1, 2, 5, dtype=torch.float64)
+    w, b = leaf(3, 2, 2, seed=1, dtype=torch.float64), leaf(3, seed=2, dtype=torch.float64)
+    gx, gw, gb = torch.autograd.grad(C(f)(x, w, b), [x, w, b], create_graph=True)
+    rec("flags", [gx.requires_grad, gw.requires_grad, gb.requires_grad])
+    rec("ggx", list(torch.autograd.grad(gx.sum(), [x, w, b], allow_unused=True, retain_graph=True)))
+    rec("ggb", list(torch.autograd.grad(gb.sum(), [x, w, b], allow_unused=True, retain_graph=True)))
+
+
+@scenario
+def double_through_graph_break(C, rec):
+    def f(x, w):
+        h = (x * w).tanh()
+        _break()
+        return F.layer_norm(h, (4,)).pow(3).sum()
+
+    x, w = leaf(4, dtype=torch.float64), leaf(4, seed=1, dtype=torch.float64)
+    (gx,) = torch.autograd.grad(C(f)(x, w), x, create_graph=True)
+    rec("gg", list(torch.autograd.grad(gx.sum(), [x, w], allow_unused=True)))
+
+
+@scenario
+def double_through_nonzero_cut(C, rec):
+    def f(x, w):
+        idx = (x > 0).nonzero().squeeze(1)
+        return (w[idx].sin() * x[idx]).sum()
+
+    x, w = leaf(5, dtype=torch.float64), leaf(5, seed=1, dtype=torch.float64)
+    gx, gw = torch.autograd.grad(C(f)(x, w), [x, w], create_graph=True)
+    rec("gg", list(torch.autograd.grad(gx.sum() + gw.sum(), [x, w], allow_unused=True)))
+
+
+@scenario
+def nz_unique_cut(C, rec):
+    def f(x, w):
+        u = torch.unique(x.round())
+        return (w * u.sum()).sum() + x.sum()
+
+    x, w = leaf(5), leaf(5, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def nz_masked_select_cut(C, rec):
+    def f(x, w):
+        return w[x > 100].sum() + (x * 2).sum()
+
+    x, w = leaf(5), leaf(5, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def nz_where_detached_branch(C, rec):
+    def f(x, w):
+        return torch.where(x > 0, w, w.detach() * 3).sum()
+
+    x, w = leaf(5), leaf(5, seed=1)
+    C(f)(x, w).backward()
+    _grads(rec, x, w)
+
+
+@scenario
+def nz_param_only_in_int_buffer_update(C, rec):
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.scale = nn.Parameter(torch.ones(3))
+            self.register_buffer("count", torch.zeros(3, dtype=torch.long))
+
+        def forward(self, x):
+            self.count += (self.scale > 0).long()
+            return self.lin(x).sum()
+
+    m = M()
+    C(m)(leaf(2, 3, rg=False)).backward()
+    rec("grads", [p.grad for p in m.parameters()])
+    rec("count", m.count)
+
+
+@scenario
+def nz_autograd_backward_mixed_untracked_raises(C, rec):
+    def f(x):
+        return x * 2, x.argmax()
+
+    x = leaf(4)
+    a, i = C(f)(x)
+    torch.autograd.backward([a.sum(), i])
+
+
+@scenario
+def anomaly_nan_module_loss(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+
+    def f(x):
+        return m(x).log().sum()
+
+    with torch.autograd.detect_anomaly():
+        out = C(f)(leaf(2, 3, rg=False))
+        rec("out", out)
+        out.backward()
+
+
+@scenario
+def anomaly_nan_double_backward(C, rec):
+    def f(x):
+        return x.sqrt().sum()
+
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    with torch.autograd.detect_anomaly():
+        (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+        rec("g", g)
+        g.sum().backward()
+
+
+@scenario
+def nograd_view_writes_on_params(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def f(x):
+        with torch.no_grad():
+            lin.weight.t()[0].zero_()
+            lin.weight.diagonal().fill_(1.0)
+            lin.bias.view(1, 3)[0, 1:].mul_(2)
+        return lin(x).sum()
+
+    C(f)(leaf(2, 3)).backward()
+    rec("params", [lin.weight, lin.bias])
+    rec("grads", [lin.weight.grad, lin.bias.grad])
+
+
+@scenario
+def nograd_view_write_then_saved_use(C, rec):
+    def f(x, w):
+        with torch.no_grad():
+            w.T[1].mul_(3)
+        return (x @ w).exp().sum()
+
+    x, w = leaf(2, 3), leaf(3, 2, seed=1)
+    C(f)(x, w).backward()
+    rec("w", w)
+    _grads(rec, x, w)
+
+
+@scenario
+def inference_mode_module_call(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.LayerNorm(3))
+    cm = C(m)
+    with torch.inference_mode():
+        out = cm(leaf(2, 3, rg=False))
+    rec("out", out)
+    rec("inf", out.is_inference())
+    out2 = cm(leaf(2, 3, seed=1, rg=False))
+    out2.sum().backward()
+    rec("grads", [p.grad for p in m.parameters()])
+
+
+@scenario
+def inference_mode_input_requires_grad_outputs(C, rec):
+    def f(x, w):
+        return (x * w).sum(), x[0], w.t()
+
+    x, w = leaf(2, 2), leaf(2, 2, seed=1)
+    with torch.inference_mode():
+        outs = C(f)(x, w)
+    rec("outs", list(outs))
+    rec("inf", [o.is_inference() for o in outs])
+
+
+@scenario
+def double_gp_lstm(C, rec):
+    torch.manual_seed(0)
+    lstm, head = nn.LSTM(4, 6, batch_first=True).double(), nn.Linear(6, 1).double()
+
+    def f(x):
+        return head(lstm(x)[0][:, -1]).sum()
+
+    x = leaf(2, 5, 4, dtype=torch.float64)
+    (g,) = torch.autograd.grad(C(f)(x), x, create_graph=True)
+    rec("g", g)
+    g.pow(2).sum().backward()
+    rec("grads", [p.grad for p in [*lstm.parameters(), *head.parameters()]])
+
+
+@scenario
+def double_hvp_gru(C, rec):
+    torch.manual_seed(0)
+    gru = nn.GRU(3, 4).double()
+    params = list(gru.parameters())
+    x = leaf(5, 2, 3, dtype=torch.float64, rg=False)
+    loss = C(lambda x: gru(x)[0].pow(2).sum())(x)
+    gs = torch.autograd.grad(loss, params, create_graph=True)
+    rec("hv", list(torch.autograd.grad(gs, params, [torch.ones_like(p) for p in params])))
+
+
+@scenario
+def double_attention_raises_as_eager(C, rec):
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v).pow(2).sum()
+
+    q, k, v = (leaf(1, 2, 3, 4, seed=i, dtype=torch.float64) for i in range(3))
+    (gq,) = torch.autograd.grad(C(f)(q, k, v), q, create_graph=True)
+    rec("gq", gq)
+    torch.autograd.grad(gq.pow(2).sum(), [q, k, v], allow_unused=True)
+
+
+_LAYERS = {
+    "conv_s2": (lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 6, 6)),
+    "conv_groups": (lambda: nn.Conv2d(4, 4, 3, groups=2), (2, 4, 5, 5)),
+    "conv_transpose": (lambda: nn.ConvTranspose2d(3, 2, 4, stride=2, padding=1), (2, 3, 3, 3)),
+    "conv3d": (lambda: nn.Conv3d(2, 3, 2), (1, 2, 3, 3, 3)),
+    "maxpool": (
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.MaxPool2d(2)),
+        (2, 2, 6, 6),
+    ),
+    "upsample": (
+        lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.Upsample(scale_factor=2, mode="bilinear")),
+        (1, 2, 3, 3),
+    ),
+}
+
+
+def _layer_gp(name, make, shape):
+    def fn(C, rec):
+        torch.manual_seed(0)
+        m = make().double()
+        x = leaf(*shape, dtype=torch.float64)
+        (g,) = torch.autograd.grad(C(m)(x).sin().sum(), x, create_graph=True)
+        g.pow(2).sum().backward()
+        rec("grads", [x.grad, *(p.grad for p in m.parameters())])
+
+    fn.__name__ = f"double_layer_{name}"
+    SCENARIOS[fn.__name__] = fn
+
+
+for _n, (_m, _s) in _LAYERS.items():
+    _layer_gp(_n, _m, _s)
+
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, base4.compare)
 

@@ -153,8 +153,8 @@ class _Plan:
         self.conj_grads = True  # some gradient is complex (set after the first forward)
         self.live_slots: tuple[tuple[int, int], ...] | None = None
         # per set of differentiated outputs given cotangents, the positions in diff_in that
-        # get gradients (``live``)
-        self.live_sets: dict[tuple[int, ...], frozenset[int]] = {}
+        # get gradients, or the error eager's backward through them raises (``live``)
+        self.live_sets: dict[tuple[int, ...], frozenset[int] | Exception] = {}
         # Positions in diff_in per group of the chained backward (``chain_groups``): () for
         # one node, None until the backward decided whether it is split.
         self.groups: tuple[tuple[int, ...], ...] | None = None
@@ -236,7 +236,8 @@ class _Plan:
         """The positions in ``diff_in`` that get a gradient from a backward through the
         differentiated outputs ``active``: those connected to them (``deps``), less those to
         which eager's backward passes none where connectivity cannot tell (the program's
-        ``live_inputs``; found once per set)."""
+        ``live_inputs``; found once per set). Raises the error eager's backward raises there,
+        where the run that found them raised it (a derivative not implemented)."""
         key = tuple(active)
         found = self.live_sets.get(key)
         if found is None:
@@ -244,10 +245,17 @@ class _Plan:
             found = frozenset().union(*(deps[j] for j in key))
             exact = getattr(self.program, "live_inputs", None)
             if found and exact is not None:
-                refined = exact(self.diff_in, key)
-                if refined is not None:
+                try:
+                    refined = exact(self.diff_in, key)
+                except (RuntimeError, NotImplementedError) as e:  # (eager's backward's own)
+                    refined = e
+                if isinstance(refined, frozenset):
                     found &= refined
+                elif refined is not None:
+                    found = refined
             self.live_sets[key] = found
+        if isinstance(found, BaseException):  # (raised by every backward through the set)
+            raise type(found)(str(found))
         return found
 
 

@@ -39,6 +39,20 @@ from torch.fx.node import map_aggregate
 
 from torch2xla._errors import warn
 
+# Eager's backward errors that a fake run raises as eager does (by message): anything else a
+# fake run raises is a limitation of fake tensors, not eager's error.
+_TRUSTED = (
+    "modified by an inplace operation",  # a saved tensor's version counter
+    "is not implemented",  # ``NotImplemented`` nodes, ``not_implemented(...)`` formulas
+    "Expected a proper Tensor but got None",  # a formula given an undefined gradient
+)
+
+
+def eagers_own(e: BaseException) -> bool:
+    """Whether ``e``, raised by eager's backward run on fake tensors, is an error eager's
+    backward raises on real ones (``_TRUSTED``)."""
+    return type(e) in (RuntimeError, NotImplementedError) and any(m in str(e) for m in _TRUSTED)
+
 
 def gradient_edge(t: torch.Tensor) -> torch.autograd.graph.GradientEdge:
     """``torch.autograd.graph.get_gradient_edge(t)``, also inside ``torch.inference_mode()``
@@ -248,8 +262,10 @@ def traced_live(
     of them may pass none to some of its inputs (a double backward's ``ConvolutionBackward``
     node, whose input gradient does not depend on the input: None; native_layer_norm's
     backward, whose bias gradient is ``Tensor()``; ``slogdet``'s sign alone), which no walk
-    of edges shows. Running the backward's formulas does. None (with a
-    ``GradientConnectivityWarning``) where the fake run fails: connectivity stands then."""
+    of edges shows. Running the backward's formulas does. Where it raises an error of
+    eager's backward (``eagers_own``: a derivative not implemented), it is raised, as eager's
+    backward raises it; where it fails otherwise, None (with a
+    ``GradientConnectivityWarning``): connectivity stands then."""
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     try:
         with mode, torch.enable_grad():
@@ -271,7 +287,9 @@ def traced_live(
                 [torch.ones_like(r) for r in roots],
                 allow_unused=True,
             )
-    except Exception as e:  # noqa: BLE001 - reported, and the fallback is stated
+    except Exception as e:
+        if eagers_own(e):  # (eager's backward raises it here: a double backward through
+            raise  # CPU flash attention, whose backward has no derivative)
         warn(
             f"torch2xla: {label}: could not run eager's backward on fake tensors to find which "
             f"inputs get gradients ({type(e).__name__}: {e}); every input connected to an "

@@ -41,21 +41,10 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch2xla.autodiff._connected import gradient_edge
+from torch2xla.autodiff._connected import eagers_own, gradient_edge
 from torch2xla.autodiff._versions import eager_view_names
 
 log = logging.getLogger(__name__)
-
-# Eager's backward errors that a fake run raises as eager does (by message): anything else a
-# fake run raises is a limitation of fake tensors, not eager's error.
-_TRUSTED = (
-    "modified by an inplace operation",  # a saved tensor's version counter
-    "is not implemented",  # ``NotImplemented`` nodes, ``not_implemented(...)`` formulas
-    "Expected a proper Tensor but got None",  # a formula given an undefined gradient
-    # (the engine's shape check of a formula's result: ``scatter``'s of a ``src`` larger
-    # than its index, ``src.gather``'s shape)
-    "returned an invalid gradient",
-)
 
 
 class _Rejected(RuntimeError):
@@ -166,7 +155,9 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
     except _Rejected as e:
         return RuntimeError(str(e))
     except RuntimeError as e:
-        if type(e) in (RuntimeError, NotImplementedError) and any(m in str(e) for m in _TRUSTED):
+        # (and the engine's shape check of a formula's result on the user-level ops:
+        # ``scatter``'s of a ``src`` larger than its index, ``src.gather``'s shape)
+        if eagers_own(e) or (type(e) is RuntimeError and "returned an invalid gradient" in str(e)):
             return type(e)(eager_view_names(str(e)))
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     except AssertionError as e:

@@ -186,6 +186,7 @@ class Forward:
         self.layout: _Layout | None = None
         # the kept residuals' formats, as the compiled forward returns them (None: row-major)
         self.kept_formats: list | None = None
+        self._formats_read = False  # (``_read_formats``)
         self._auto_layouts = auto_layouts
         layouts = {"out_shardings": (None, None, Format(Layout.AUTO))} if auto_layouts else {}
         self.compiler_options = compiler_options
@@ -229,7 +230,21 @@ class Forward:
 
     def __call__(self, seed, diff: Sequence, rest: Sequence):
         douts, aux, kept = self._jitted(seed, diff, rest)
+        if not self._formats_read:
+            self._read_formats(kept)
         return douts, aux, self.residuals(kept, seed, diff, rest)
+
+    def _read_formats(self, kept: Sequence) -> None:
+        """The kept residuals' formats, from the first call of the jitted forward (a compiled
+        one sets them at its compile, ``_Wrapped.compile``): the backward must be compiled to
+        take them. NOTE: a program given an array of another layout than it was compiled for
+        reads its memory as its own layout (jax 0.10, CPU): a double backward through a
+        convolution, whose residual XLA laid out (0, 2, 1), got wrong second derivatives."""
+        self._formats_read = True
+        if self._auto_layouts and self.kept_formats is None:
+            formats = [k.format for k in kept]
+            if any(not _row_major(f) for f in formats):
+                self.kept_formats = formats
 
     def residuals(self, kept: list, seed, diff: Sequence, rest: Sequence) -> Residuals:
         inputs = [seed if d is None else (diff if d else rest)[i] for d, i in self._fetch]

@@ -64,13 +64,25 @@ def _recompute_backward(aten_op, n_outputs):
 
     def backward(ctx, *grads):
         tensors, rebuild = _differentiable(ctx.inputs)
+        # (a create_graph backward runs in grad mode: its gradients are differentiated again,
+        # so they are computed from the inputs themselves, not detached copies)
+        create = torch.is_grad_enabled()
         with torch.enable_grad():
-            leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
+            if create:
+                leaves = list(tensors)
+            else:
+                leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in tensors]
             outs = aten_op(*rebuild(leaves))[:n_outputs]
             pairs = [(o, g) for o, g in zip(outs, grads, strict=True) if g is not None]
             wanted = [leaf for leaf in leaves if leaf.requires_grad]
+            if not pairs or not wanted:
+                return rebuild([None] * len(leaves), grads_only=True)
             got = torch.autograd.grad(
-                [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True
+                [o for o, _ in pairs],
+                wanted,
+                [g for _, g in pairs],
+                allow_unused=True,
+                create_graph=create,
             )
         got = iter(got)
         flat = [next(got) if leaf.requires_grad else None for leaf in leaves]

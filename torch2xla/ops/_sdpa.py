@@ -95,13 +95,20 @@ def _recomputing_backward(eager):
         query, key, value, attn_mask, *rest = ctx.inputs
         tensors = [query, key, value, attn_mask]
         wanted = [i for i, t in enumerate(tensors) if t is not None and t.requires_grad]
+        # (a create_graph backward runs in grad mode: its gradients are differentiated again,
+        # so they are computed from the inputs themselves, not detached copies)
+        create = torch.is_grad_enabled()
+        if not wanted:
+            return (None,) * (len(tensors) + len(rest))
         with torch.enable_grad():
             leaves = [
-                t.detach().requires_grad_(i in wanted) if t is not None else None
+                t if create or t is None else t.detach().requires_grad_(i in wanted)
                 for i, t in enumerate(tensors)
             ]
             out = eager(*leaves, *rest)
-            got = torch.autograd.grad(out, [leaves[i] for i in wanted], grad, allow_unused=True)
+            got = torch.autograd.grad(
+                out, [leaves[i] for i in wanted], grad, allow_unused=True, create_graph=create
+            )
         grads: list = [None] * (len(tensors) + len(rest))
         for i, g in zip(wanted, got):
             grads[i] = g
