@@ -1859,6 +1859,68 @@ _warns("resize_input_warning", lambda x: x.resize_(2, 2) and x.sum(), lambda: (r
 _warns("tensor_bool_python", lambda x: torch.tensor(x.tolist()) * 2, lambda: (r(3),))
 
 
+# ============================================================================================
+# dynamic shapes (bucketed programs: padded copies of the inputs) with side effects
+def _dyn(name, f, make, sizes=(3, 5, 7, 5)):
+    def sc(C, rec):
+        cf = C(f, dynamic=True)
+        for call, n in enumerate(sizes):
+            args = make(n, call)
+            out = cf(*args)
+            outs = out if isinstance(out, tuple) else (out,)
+            rec(f"out {call}", list(outs))
+            rec(f"args {call}", list(args))
+            rec(f"versions {call}", [a._version for a in args if isinstance(a, torch.Tensor)])
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            rec(f"shares {call}", [[shares(o, a) for a in tensors] for o in outs])
+            outs[0].mul_(-1)
+            rec(f"after write {call}", list(args))
+
+    CASES[f"dyn_{name}"] = sc
+
+
+_dyn("input_add_", lambda x: (x.add_(1), x.sum())[::-1], lambda n, c: [r(n, 3, seed=c)])
+_dyn("col_write_view_out", lambda x: (x[:, 0].mul_(2), x[1:])[1], lambda n, c: [r(n, 3, seed=c)])
+_dyn(
+    "fresh_zeros",
+    lambda x: (torch.zeros(x.shape[0]), x.sum(1)),
+    lambda n, c: [r(n, 3, seed=c)],
+)
+_dyn(
+    "cache_write_slice",
+    lambda cache, k, pos: (cache.__setitem__(slice(pos, pos + k.shape[0]), k), cache[: pos + 1])[1],
+    lambda n, c: [torch.zeros(16, 2), r(n, 2, seed=c), 2],
+)
+_dyn("shared_views", lambda x: (x * 2).split(2), lambda n, c: [r(n, 3, seed=c)])
+_dyn("t_and_input", lambda x: (x.t(), x, x.sum(0)), lambda n, c: [r(n, 3, seed=c)])
+
+
+@scenario
+def dyn_batchnorm_stats(C, rec):
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(3)
+    cbn = C(bn, dynamic=True)
+    for i, n in enumerate((3, 5, 7, 6)):
+        rec(f"out {i}", cbn(r(n, 3, seed=i)))
+    rec("stats", [bn.running_mean, bn.running_var, bn.num_batches_tracked])
+    rec("versions", [bn.running_mean._version, bn.num_batches_tracked._version])
+
+
+@scenario
+def dyn_step_counter_and_python_state(C, rec):
+    m = StepCounter("iadd")
+    state = {"n": 0}
+
+    def f(x):
+        state["n"] += 1
+        return m(x)
+
+    cf = C(f, dynamic=True)
+    outs = [cf(r(n, 3, seed=n)) for n in (3, 5, 7, 6, 3)]
+    rec("outs", outs)
+    rec("state", [state["n"], m.step, m.acc, m.step._version, m.acc._version])
+
+
 def main(argv):
     return run(argv, CASES, compare)
 
