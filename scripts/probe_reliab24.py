@@ -253,11 +253,12 @@ def threads_forward_ad_in_one_thread(C, call):
 
 @checked
 def thread_whose_compile_raises_does_not_poison_the_others():
-    """One thread's build raises (injected, in that thread only); the threads waiting for the
-    same signature compile it themselves, and the failing thread's next call works."""
-    from torch2xla.debug import _stages
+    """One thread's build raises (injected into its XLA compile, in that thread only): every
+    thread gets eager's results (the failing one through eager, with a FallbackWarning), and
+    the next call works."""
+    from torch2xla.guards import _persistent as _stages  # (its compile_any: the xla stage)
 
-    original = _stages._stages
+    original = _stages.compile_any
     victim: dict = {"thread": None}
 
     def failing(*a, **k):
@@ -266,7 +267,7 @@ def thread_whose_compile_raises_does_not_poison_the_others():
             raise RuntimeError("injected failure in one thread")
         return original(*a, **k)
 
-    _stages._stages = failing
+    _stages.compile_any = failing
     try:
         f = compiled(fresh("def g(x):\n    return x.cos() * 2 + 1\n", "g"))
         x = rand(4, 3)
@@ -289,7 +290,7 @@ def thread_whose_compile_raises_does_not_poison_the_others():
         if not close(again, x.cos() * 2 + 1):
             return "wrong result after"
     finally:
-        _stages._stages = original
+        _stages.compile_any = original
     return None
 
 
@@ -387,7 +388,9 @@ def _fault_case(label, owner, name, exc, train: bool, dynamic: bool) -> str | No
                 (gw,) = torch.autograd.grad(out.sum(), w)
             first = out
         except BaseException as e:  # noqa: BLE001
-            if not isinstance(e, type(exc)) and not isinstance(e, torch2xla.CompileError):
+            # (our error, ours translated, or Dynamo's wrapping of a backend's error)
+            expected = (type(exc), torch2xla.CompileError, torch._dynamo.exc.BackendCompilerFailed)
+            if not isinstance(e, expected):
                 return f"{label}: raised {type(e).__name__}: {str(e)[:200]}"
         if not state["hit"]:
             return None  # (not on this path)
@@ -979,6 +982,48 @@ def fork_rng_inside_compiled(C, call):
     torch.manual_seed(0)
     call("first", lambda: g(rand(3)))
     call("second", lambda: g(rand(3)))
+
+
+@scenario
+def compiled_inside_checkpoint(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+    f = C(m)
+    x = rand(3, 4, rg=True)
+    for reentrant in (False, True):
+        out = torch.utils.checkpoint.checkpoint(f, x, use_reentrant=reentrant)
+        call(
+            f"grads reentrant={reentrant}",
+            lambda out=out: torch.autograd.grad(out.sum(), [x, *m.parameters()]),
+        )
+
+
+@scenario
+def caches_cleared_in_a_backward_hook(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+    f = C(m)
+    x = rand(3, 4, rg=True)
+    for i in range(2):
+        out = f(x)
+
+        def hook(g):
+            torch._dynamo.reset()
+            torch2xla.clear_caches()
+            gc.collect()
+            return g
+
+        out.register_hook(hook)
+        call(f"grads {i}", lambda out=out: torch.autograd.grad(out.sum(), [x, *m.parameters()]))
+
+
+@scenario
+def compiled_called_in_a_backward_hook(C, call):
+    g = C(lambda t: t * 2 + t.sin())
+    w = rand(3, rg=True)
+    out = (w * 3).sum()
+    w.register_hook(lambda grad: g(grad))
+    call("grad", lambda: torch.autograd.grad(out, w))
 
 
 # ============================================================================================
