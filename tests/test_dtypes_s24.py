@@ -226,6 +226,15 @@ def test_maximum_minimum_of_signed_zeros(dtype, n):
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool], ids=str)
+def test_maximum_minimum_of_integers(dtype):
+    # (the probe of eager's kernel filled a tensor of the dtype with NaN: T5's relative
+    # position buckets, torch.min of int64 tensors, raised in the lowering and ran in eager)
+    x = torch.tensor([0, 1, 2, 3] * 5).to(dtype)
+    y = torch.tensor([3, 2, 1, 0] * 5).to(dtype)
+    _same_as_eager(lambda x, y: (torch.minimum(x, y), torch.maximum(x, y), torch.min(x, y)), x, y)
+
+
 def test_maximum_of_signed_zeros_gradient():
     x = torch.tensor([-0.0, 1.0, 2.0] * 10, requires_grad=True)
     y = torch.tensor([0.0, 1.0, 3.0] * 10, requires_grad=True)

@@ -46,6 +46,8 @@ def block(kernel: Callable[..., torch.Tensor], params: tuple, dtype: torch.dtype
             a.isnan() and b.isnan()
         )
 
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return None  # (no NaN, no -0: the two rules agree)
     with torch.utils._python_dispatch._disable_current_modes():
         for probe in (float("nan"), -0.0):
             scalar = kernel(torch.full((1,), probe, dtype=dtype), *params)[0]
