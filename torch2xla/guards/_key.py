@@ -100,6 +100,56 @@ def _size_symbols(placeholders: Sequence[torch.fx.Node]) -> set:
     return out
 
 
+def _layout_only(gm: torch.fx.GraphModule, placeholders: Sequence[torch.fx.Node]):
+    """Stride symbols the program does not depend on, and the inputs whose strides hold them.
+
+    Dynamo makes a stride that changed a symbol of its own (``ids[:, -1:]`` of a sequence one
+    longer every token: stride ``(n, 1)``) and passes it to the graph. Where the graph never
+    reads it (no user, no size of it, no ``as_strided``), the program is the same for every
+    value: inputs reach XLA as dense arrays, and eager's output layouts follow the inputs'
+    stride order, density and size-1 strides (``layout_class``), which key it instead. Keyed
+    by value, each token compiled a program of its own."""
+    if any("as_strided" in _target_name(n) for n in gm.graph.nodes):
+        return frozenset(), ()
+    sizes = _size_symbols(placeholders)
+    unread = set()
+    for node in placeholders:
+        e = _expr(node.meta.get("example_value"))
+        if isinstance(e, sympy.Symbol) and not node.users and e not in sizes:
+            unread.add(e)
+    if not unread:
+        return frozenset(), ()
+    found, pos = set(), []
+    for i, node in enumerate(placeholders):
+        ex = node.meta.get("example_value")
+        if not _strided(node):
+            continue
+        syms = set().union(*(_free(s) for s in ex.stride())) | _free(ex.storage_offset())
+        if syms & unread:
+            found |= syms & unread
+            pos.append(i)
+    return frozenset(found), tuple(pos)
+
+
+def _free(value) -> set:
+    e = _expr(value)
+    return set(e.free_symbols) if e is not None else set()
+
+
+def layout_class(t: torch.Tensor) -> tuple:
+    """What eager's output layouts read of an input's strides: the order of its dims of size
+    above 1, the strides of its size-1 dims (``clone`` of a dense tensor keeps them), and
+    whether it is dense (``clone``, ``empty_like`` and elementwise results keep a dense input's
+    strides, give a gapped one row-major ones)."""
+    shape, stride = t.shape, t.stride()
+    order = tuple(sorted((d for d in range(t.ndim) if shape[d] > 1), key=lambda d: -stride[d]))
+    ones = tuple(stride[d] for d in range(t.ndim) if shape[d] == 1)
+    dense, step = True, 1
+    for d in reversed(order):
+        dense, step = dense and stride[d] == step, step * shape[d]
+    return order, ones, dense
+
+
 @dataclasses.dataclass(frozen=True)
 class SymbolSource:
     """Where the value of one of Dynamo's size symbols is read from at every call.
@@ -136,11 +186,14 @@ class SignatureKey:
         placeholders = list(gm.graph.find_nodes(op="placeholder"))
         self.placeholders = placeholders
         self.requires_grad = False
+        # Inputs whose strides hold a symbol of their own (``ids[:, -1:]`` of a sequence one
+        # longer every token): keyed by their layout, not by that stride (``_layout_only``).
+        layout_syms, self.layout_pos = _layout_only(gm, placeholders)
         sources: dict[sympy.Symbol, SymbolSource] = {}
         # SymInt placeholders first: reading an int is cheaper than a tensor's shape.
         for i, node in enumerate(placeholders):
             expr = _expr(node.meta.get("example_value"))
-            if isinstance(expr, sympy.Symbol) and expr not in sources:
+            if isinstance(expr, sympy.Symbol) and expr not in sources and expr not in layout_syms:
                 sources[expr] = SymbolSource(expr, i, None, placeholder_label(node))
         shape_pos, value_pos = [], []
         for i, node in enumerate(placeholders):
@@ -153,7 +206,7 @@ class SignatureKey:
                         sources[e] = SymbolSource(e, i, d, f"{placeholder_label(node)} dim {d}")
                 if any(e is not None and not e.free_symbols <= set(sources) for e in exprs):
                     shape_pos.append(i)
-            elif isinstance(_expr(ex), sympy.Symbol):
+            elif isinstance(_expr(ex), sympy.Symbol):  # (a size symbol, or a stride: layout_pos)
                 continue
             else:
                 value_pos.append(i)
@@ -219,6 +272,7 @@ class SignatureKey:
             *(placeholder_label(placeholders[i]) for i in self.value_pos),
             *(placeholder_label(placeholders[i]) for i in self.scalar_pos),
             *(f"storage offset of {placeholder_label(placeholders[i])}" for i in self.offset_pos),
+            *(f"layout of {placeholder_label(placeholders[i])}" for i in self.layout_pos),
             *(label for label, _ in self.state),
             *(f"{placeholder_label(placeholders[i])} is a leaf" for i in self.leaf_pos),
             *(
@@ -242,7 +296,7 @@ class SignatureKey:
         grad_enabled = torch.is_grad_enabled
         sources = tuple((s.index, s.dim) for s in self.sources)
         shape_pos, value_pos, scalar_pos = self.shape_pos, self.value_pos, self.scalar_pos
-        offset_pos = self.offset_pos
+        offset_pos, layout_pos = self.offset_pos, self.layout_pos
         bucket, requires_grad, aliasing = self._bucket, self.requires_grad, self.checks_overlap
         self_overlap_pos, unpaddable = self.self_overlap_pos, self._unpaddable
         overlap_pos = self.overlap_pos
@@ -270,6 +324,8 @@ class SignatureKey:
                 out.append(scalar_key(args[i].item()))
             for i in offset_pos:
                 out.append(args[i].storage_offset())
+            for i in layout_pos:
+                out.append(layout_class(args[i]))
             for read in state:
                 out.append(read())
             for i in leaf_pos:
@@ -281,7 +337,14 @@ class SignatureKey:
             return tuple(out)
 
         plain = not (
-            shape_pos or value_pos or scalar_pos or offset_pos or state or leaf_pos or unpaddable
+            shape_pos
+            or value_pos
+            or scalar_pos
+            or offset_pos
+            or layout_pos
+            or state
+            or leaf_pos
+            or unpaddable
         )
         if not sources and plain:
             return lambda args: (grad_enabled(),)

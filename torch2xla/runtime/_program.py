@@ -222,11 +222,19 @@ class OutputLayout:
         return jax.numpy.transpose(y, self.order)
 
     def view(self, out: torch.Tensor) -> torch.Tensor:
-        """The program's row-major ``out`` viewed with eager's strides."""
-        out = out.permute(self.inverse)
-        if self.expanded:
-            out = out.expand(self.shape)
-        return out if self.strides is None else out.as_strided(self.shape, self.strides)
+        """The program's row-major ``out`` with eager's strides: a tensor of its own over the
+        same memory (eager's permuted result is no view, ``_base`` None: Dynamo guards an
+        input's ``_base``), a view where expanded (as eager's ``expand``)."""
+        if self.expanded or out.requires_grad:
+            out = out.permute(self.inverse)
+            if self.expanded:
+                out = out.expand(self.shape)
+            return out if self.strides is None else out.as_strided(self.shape, self.strides)
+        strides = self.strides
+        if strides is None:
+            strides = out.permute(self.inverse).stride()
+        own = torch.empty((0,), dtype=out.dtype, device=out.device)
+        return own.set_(out.untyped_storage(), out.storage_offset(), self.shape, strides)
 
 
 def map_list(convert: Callable, outs: Sequence) -> list:

@@ -107,13 +107,24 @@ class Fix:
 
 
 @dataclasses.dataclass(frozen=True)
+class SizeValue:
+    """A user output that is a size expression, a Python number in eager (a returned
+    ``x.shape[0] + 1``; ``layer.n += x.shape[0]`` written back by Dynamo: HF's sliding-window
+    cache length). A padded program computes it at the bucket's sizes; the call returns its
+    value at the real sizes instead (``PaddedEntry``)."""
+
+    expr: sympy.Expr
+
+
+@dataclasses.dataclass(frozen=True)
 class Analysis:
     """What padding is safe in one ATen graph.
 
     Attributes:
         safe: symbols that can be padded together.
         refused: for every other candidate, why not.
-        outputs: per user output, its dims' atoms (None for non-tensor outputs).
+        outputs: per user output, its dims' atoms (None for non-tensor outputs; a
+            ``SizeValue`` for a size expression of padded symbols).
         mutated_inputs: positions (among the graph's user inputs) written back in place.
         fixes: the rewrites that padding ``safe`` needs.
         assumptions: size expressions that must be >= 0 at a call's real sizes for its padded
@@ -237,6 +248,24 @@ def linear_in(expr: sympy.Expr, sym, positive: bool = True) -> bool:
     return a.is_Integer and b.is_Integer and (int(a) >= 1 if positive else int(a) != 0)
 
 
+def piecewise_linear_in(expr: sympy.Expr, sym) -> bool:
+    """Whether ``expr`` is built from ``a*sym + b`` terms by sums, integer multiples, ``Max``
+    and ``Min`` (``max(n - window + 1, 0)``: a sliding window's offset), and involves ``sym``:
+    a value the rewritten program computes exactly from ``sym``'s real value (``Rewriter.length``)."""
+
+    def ok(e) -> bool:
+        if e.is_Integer or e == sym or linear_in(e, sym, positive=False):
+            return True
+        if isinstance(e, sympy.Add) or type(e).__name__ in ("Max", "Min"):
+            return all(ok(a) for a in e.args)
+        if isinstance(e, sympy.Mul):
+            ints = [a for a in e.args if a.is_Integer]
+            return len(ints) == len(e.args) - 1 and all(ok(a) for a in e.args)
+        return False
+
+    return sym in expr.free_symbols and ok(expr)
+
+
 def padded_atom(dim: Dim) -> Atom | None:
     """The dim's only atom when it is a padded one (a dim that is not flattened)."""
     if len(dim) == 1 and dim[0][1] is not None:
@@ -323,8 +352,13 @@ class _Interpreter:
             state = self.env.get(out) if isinstance(out, torch.fx.Node) else None
             if state is None:
                 syms = self.value_syms(out)
-                if syms:
+                val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
+                if syms and (
+                    k < len(self.mutations) or not isinstance(val, torch.SymInt | torch.SymBool)
+                ):
                     self.refuse(syms, "the graph returns a padded size as a value")
+                if syms:
+                    state = SizeValue(expr_of(out))
             if k < len(self.mutations):
                 target = self.mutations[k]
                 if target < self.num_lifted and _pads(state):
@@ -432,7 +466,7 @@ class _Interpreter:
             and isinstance(arg.type, torch.TensorType)
             and e is not None
             and len(syms) == 1
-            and linear_in(e, next(iter(syms)), positive=False)
+            and piecewise_linear_in(e, next(iter(syms)))
         ):
             self.refuse(syms, reason)
         dtypes = [

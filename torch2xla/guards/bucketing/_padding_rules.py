@@ -226,7 +226,10 @@ def _slice_like(interp, state, d, start, length_expr, step=1, node=None, end=Non
     if not _dim_pads(dim):
         return (*state[:d], interp.classify(length_expr), *state[d + 1 :])
     full = len(dim) == 1 and _equal(length_expr, dim[0][0])
-    if full and expr_of(start) == 0 and step == 1:
+    if full and step == 1:
+        # A range as long as the dim is all of it, wherever it starts: ``x[:, -w:]`` of a
+        # sliding window's cache shorter than ``w`` (the trace's guard ``s <= w``, which the
+        # bucket keeps too: ``Bucketing._holds``).
         return state
     what = f"takes a part of padded dimension {d}"
     atom, first = padded_atom(dim), expr_of(start)

@@ -3,7 +3,7 @@
 The rewritten graph takes, after the original inputs, one 0-d int64 tensor per symbol in
 ``Analysis.lengths``: the symbol's real value in this call (the program's sizes are the
 bucket's). Each ``Fix`` edits its node through a ``Rewriter``, which builds the real value of
-a size expression ``a*s + b`` from those inputs.
+a size expression (``a*s + b``, or a ``Max``/``Min`` of such) from those inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import sympy
 import torch
 
-from torch2xla.guards.bucketing._padding import Analysis, _bind
+from torch2xla.guards.bucketing._padding import Analysis, _bind, linear_in
 from torch2xla.ops import _padded  # noqa: F401  (defines the ops the fixes insert)
 
 aten = torch.ops.aten
@@ -42,29 +42,61 @@ class Rewriter:
         self._sizes: dict = {}
 
     def length(self, expr: sympy.Expr, dtype: torch.dtype = torch.int64) -> torch.fx.Node:
-        """A node holding the real value of ``expr`` (``a*s + b``) as a 0-d tensor."""
+        """A node holding the real value of ``expr`` as a 0-d tensor: ``a*s + b``, or sums,
+        integer multiples, ``Max`` and ``Min`` of such (``_padding.piecewise_linear_in``)."""
         expr = sympy.expand(sympy.sympify(expr))
         key = (expr, dtype)
         if key in self._lengths:
             return self._lengths[key]
-        syms = [s for s in expr.free_symbols if s in self.inputs]
         with self.graph.inserting_before(self._first):
-            if not syms:
+            node = self._real(expr)
+            if not isinstance(node, torch.fx.Node):
                 node = self.graph.call_function(
-                    aten.scalar_tensor.default, (int(expr),), {"dtype": torch.int64}
+                    aten.scalar_tensor.default, (node,), {"dtype": torch.int64}
                 )
-            else:
-                (sym,) = syms
-                poly = sympy.Poly(expr, sym)
-                a, b = int(poly.coeff_monomial(sym)), int(poly.coeff_monomial(1))
-                node = self.inputs[sym]
-                if a != 1:
-                    node = self.graph.call_function(aten.mul.Tensor, (node, a))
-                if b != 0:
-                    node = self.graph.call_function(aten.add.Tensor, (node, b))
             if dtype != torch.int64:
                 node = self.graph.call_function(aten._to_copy.default, (node,), {"dtype": dtype})
         self._lengths[key] = node
+        return node
+
+    def _real(self, expr: sympy.Expr):
+        """``expr`` at the real sizes: an int where it has no symbol, else a 0-d int64 node."""
+        if expr.is_Integer:
+            return int(expr)
+        if expr in self.inputs:
+            return self.inputs[expr]
+        syms = [s for s in expr.free_symbols if s in self.inputs]
+        if len(syms) == 1 and linear_in(expr, syms[0], positive=False):
+            poly = sympy.Poly(expr, syms[0])
+            a, b = int(poly.coeff_monomial(syms[0])), int(poly.coeff_monomial(1))
+            node = self.inputs[syms[0]]
+            if a != 1:
+                node = self.graph.call_function(aten.mul.Tensor, (node, a))
+            if b != 0:
+                node = self.graph.call_function(aten.add.Tensor, (node, b))
+            return node
+        parts = [self._real(a) for a in expr.args]
+        ints = [p for p in parts if not isinstance(p, torch.fx.Node)]
+        nodes = [p for p in parts if isinstance(p, torch.fx.Node)]
+        name = type(expr).__name__
+        if name not in ("Add", "Mul", "Max", "Min") or not nodes:
+            raise NotImplementedError(f"torch2xla: real value of {expr}")
+        both = {"Add": aten.add.Tensor, "Mul": aten.mul.Tensor}
+        both |= {"Max": aten.maximum.default, "Min": aten.minimum.default}
+        node = nodes[0]
+        for other in nodes[1:]:
+            node = self.graph.call_function(both[name], (node, other))
+        if name == "Add" and ints:
+            node = self.graph.call_function(aten.add.Tensor, (node, sum(ints)))
+        elif name == "Mul" and ints:
+            node = self.graph.call_function(aten.mul.Tensor, (node, int(sympy.Mul(*ints))))
+        elif ints:  # Max, Min: an int bound (clamp keeps int64)
+            op, bound = (
+                (aten.clamp_min.default, max(ints))
+                if name == "Max"
+                else (aten.clamp_max.default, min(ints))
+            )
+            node = self.graph.call_function(op, (node, bound))
         return node
 
     def size(self, expr: sympy.Expr):
