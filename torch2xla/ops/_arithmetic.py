@@ -16,13 +16,13 @@ from torch._ops import ops
 from torch2xla.ops import _complex, _complex_arith
 from torch2xla.ops._bounds import check_divisor
 from torch2xla.ops._common import (
-    VECTOR_BYTES,
     Kind,
     as_dtype,
     is_array,
     is_half,
     promote,
     rounded_to,
+    scalar_tail,
 )
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
@@ -70,11 +70,10 @@ def _opaque(a):
 # NOTE: eager's CPU add/sub with ``alpha`` on float16/bfloat16 tensors computes in float32
 # two ways: its vectorized loop multiplies by alpha rounded to the tensors' dtype and rounds
 # once (``x.add_(grad, alpha=-lr)``, an SGD step), its scalar loop, which takes the last
-# ``numel % W`` elements (W: the elements of one vector register, 32 with AVX-512, else 16),
-# rounds that product to the dtype first. Followed for the flat (row-major)
-# positions of the result; where eager's loop runs along a strided or broadcast inner
-# dimension its tails fall elsewhere (1 ulp).
-_VECTOR_BYTES = VECTOR_BYTES
+# ``numel % (2 * W)`` elements (W: the elements of one vector register, 32 with AVX-512,
+# else 16: ``scalar_tail``), rounds that product to the dtype first. Followed for the flat
+# (row-major) positions of the result; where eager's loop runs along a strided or broadcast
+# inner dimension its tails fall elsewhere (1 ulp).
 
 
 def _half_alpha_product(b, alpha, common, prod):
@@ -85,9 +84,7 @@ def _half_alpha_product(b, alpha, common, prod):
     if ctx().on_cuda:
         return prod  # (CUDA: alpha and the product in float32)
     shape = ctx().out.shape
-    n = math.prod(shape)
-    width = _VECTOR_BYTES // 2
-    tail = jnp.arange(n).reshape(shape) >= n - n % width
+    tail = scalar_tail(shape, common)
     return jnp.where(tail, jnp.broadcast_to(scalar, shape), jnp.broadcast_to(vector, shape))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
 from typing import Any
@@ -58,18 +59,39 @@ def opmath_dtype(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
 
 
-# The bytes of one vector register of eager's CPU kernels (its loops compute whole vectors,
-# then the last ``numel % W`` elements in a scalar loop that may round otherwise).
+# The bytes of one vector register of eager's CPU kernels built for this CPU's capability
+# (``_half_product``).
 VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+
+
+def _lerp_from_zero(x: torch.Tensor) -> torch.Tensor:
+    return torch.lerp(torch.zeros_like(x), x, 1.0)
+
+
+@functools.cache
+def _loop_block_bytes() -> int | None:
+    """The bytes of one block of eager's ``cpu_kernel_vec`` loop (two ``Vectorized<T>``,
+    ATen/native/cpu/Loops.h ``vectorized_loop``), probed on float32 lerp, whose vector and
+    scalar rules give -0 and +0 at lerp(0, -0, 1). Not the CPU's register: lerp and add
+    register no AVX-512 build (``REGISTER_DISPATCH``), so an AVX-512 CPU runs their AVX2 one
+    (64 bytes on both)."""
+    from torch2xla.ops._loops import block
+
+    n = block(_lerp_from_zero, (), torch.float32)
+    return None if n is None else 4 * n
 
 
 def scalar_tail(shape: tuple[int, ...], dtype: Any) -> Any:
     """A bool array of ``shape``: the flat (row-major) positions eager's CPU loop over
-    contiguous ``dtype`` elements computes in its scalar tail (the last ``numel % W``, W the
-    elements of one vector register). Where eager's loop runs along a strided or broadcast
+    contiguous ``dtype`` elements (lerp's, add's) computes in its scalar tail: the last
+    ``numel % (2 * W)``, W the elements of one vector (complex64 lerp of 37 elements on AVX2:
+    its last 5, where 37 % W is 1). Where eager's loop runs along a strided or broadcast
     inner dimension its tails fall elsewhere."""
     n = math.prod(shape)
-    width = VECTOR_BYTES // np.dtype(dtype).itemsize
+    block = _loop_block_bytes()
+    if block is None:  # (no vectorized rule that differs)
+        return jnp.zeros(shape, bool)
+    width = block // np.dtype(dtype).itemsize
     return jnp.arange(n).reshape(shape) >= n - n % width
 
 
