@@ -33,6 +33,23 @@ def clone_args(args):
     return pytree.tree_map(lambda a: a.clone() if isinstance(a, torch.Tensor) else a, args)
 
 
+def rounded_once(fn, dtype):
+    """``fn`` computed in float64 on its floating tensor operands rounded to ``dtype``, each
+    floating result rounded once to ``dtype``: the reference for eager's CPU half-precision
+    convolutions, which round partial sums (up to an ulp off the product rounded once):
+    float16 always, bfloat16 on CPUs without AVX-512 (oneDNN's AVX2 path, seen on an AMD
+    EPYC)."""
+
+    def floating(a):
+        return isinstance(a, torch.Tensor) and a.is_floating_point()
+
+    def reference(*args):
+        out = fn(*(a.to(dtype).double() if floating(a) else a for a in args))
+        return pytree.tree_map(lambda t: t.to(dtype) if floating(t) else t, out)
+
+    return reference
+
+
 def assert_same(out, ref, rtol=1.3e-6, atol=1e-5):
     """Values within tolerance, same dtypes, shapes and NaN positions."""
     outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
