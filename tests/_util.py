@@ -33,6 +33,51 @@ def clone_args(args):
     return pytree.tree_map(lambda a: a.clone() if isinstance(a, torch.Tensor) else a, args)
 
 
+@functools.cache
+def onednn_bf16_lstm_error() -> str | None:
+    """Eager's error where its oneDNN LSTM cannot run in bfloat16 autocast on this CPU (it
+    needs AVX-512: on an AVX2-only AMD EPYC eager itself raises 'could not create a primitive
+    descriptor for the LSTM forward propagation primitive'), or None where it runs."""
+    if not torch.backends.mkldnn.is_available():
+        return "oneDNN is not built"
+    lstm = torch.nn.LSTM(4, 4, batch_first=True)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.randn(1, 2, 4))
+    except RuntimeError as e:
+        if "primitive descriptor" in str(e):
+            return str(e).split(". ")[0]
+        raise
+    return None
+
+
+def skip_unless_onednn_bf16_lstm():
+    """A pytest mark: skip where eager's oneDNN bfloat16 LSTM raises on this CPU, quoting it."""
+    import pytest
+
+    error = onednn_bf16_lstm_error()
+    return pytest.mark.skipif(
+        error is not None, reason=f"eager's oneDNN bfloat16 LSTM raises on this CPU: {error}"
+    )
+
+
+def rounded_once(fn, dtype):
+    """``fn`` computed in float64 on its floating tensor operands rounded to ``dtype``, each
+    floating result rounded once to ``dtype``: the reference for eager's CPU half-precision
+    convolutions, which round partial sums (up to an ulp off the product rounded once):
+    float16 always, bfloat16 on CPUs without AVX-512 (oneDNN's AVX2 path, seen on an AMD
+    EPYC)."""
+
+    def floating(a):
+        return isinstance(a, torch.Tensor) and a.is_floating_point()
+
+    def reference(*args):
+        out = fn(*(a.to(dtype).double() if floating(a) else a for a in args))
+        return pytree.tree_map(lambda t: t.to(dtype) if floating(t) else t, out)
+
+    return reference
+
+
 def assert_same(out, ref, rtol=1.3e-6, atol=1e-5):
     """Values within tolerance, same dtypes, shapes and NaN positions."""
     outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)

@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests._util import rounded_once
+
 
 def _leaf(*shape, seed=0):
     gen = torch.Generator().manual_seed(seed)
@@ -49,10 +51,7 @@ def test_half_product_gradients_of_float32_leaves_are_rounded_as_in_eager(name, 
         # eager's CPU float16 convolutions round partial sums (up to an ulp off the product
         # rounded once), and so do its bfloat16 ones on CPUs without AVX-512 (oneDNN's AVX2
         # path, seen on an AMD EPYC): the reference is the float64 product rounded once
-        def reference(x, w):
-            return fn(x.to(dtype).double(), w.to(dtype).double()).to(dtype).float()
-
-        want = grads(reference)
+        want = grads(lambda x, w: rounded_once(fn, dtype)(x, w).float())
         want = (want[0], *(g.to(dtype).float() for g in want[1:]))
     for g, e in zip(got, want):
         assert g.dtype == e.dtype == torch.float32

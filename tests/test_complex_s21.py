@@ -103,12 +103,17 @@ def test_complex_with_real_numbers_and_tensors(dtype):
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
-@pytest.mark.parametrize("n", [3, 37, 1024])
+@pytest.mark.parametrize("n", [3, 13, 37, 1024])
 def test_complex_lerp_vector_loop_and_tail(dtype, n):
     """Eager's vectorized lerp is ``coeff * (e - s) + base`` (``(w, s)`` where |w| < 0.5, else
-    ``(w - 1, e)``), its scalar loop (the last ``numel % W`` elements) ``s + w (e - s)`` or
-    ``e - (e - s)(1 - w)``: zeros' signs and NaN parts differ between them (XLA's lerp lost
-    both: lerp(0, -0 - 1.5i, 0.75) was -0 - 1.125i, eager 0 - 1.125i)."""
+    ``(w - 1, e)``), its scalar loop (the last ``numel % (2 W)`` elements: ``vectorized_loop``
+    steps by two vectors) ``s + w (e - s)`` or ``e - (e - s)(1 - w)``: zeros' signs and NaN
+    parts differ between them (XLA's lerp lost both: lerp(0, -0 - 1.5i, 0.75) was
+    -0 - 1.125i, eager 0 - 1.125i). The tail was taken as ``numel % W`` (W counted on the
+    CPU's register): right on AVX-512 CPUs, which run lerp's AVX2 build (64-byte blocks),
+    and for these sizes only by luck; on AVX2 CPUs W was half the block (complex64, 37
+    elements: lerp(1 - 1.5i, -0 + i, 1) at position 33 was -0 + i, eager's tail +0 + i).
+    n = 13 tells the two apart on both."""
     a, b = _pairs(dtype, [0.0, -0.0, 1.0, -1.5, INF, -INF, NAN, 1e19])
     idx = (torch.arange(n) * 37 + 5) % len(a)
     a, b = a[idx], b[idx]
@@ -212,7 +217,7 @@ def test_bfloat16_square_roots_are_sqrt_and_rsqrt(size):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n", [3, 37, 1024])
+@pytest.mark.parametrize("n", [3, 13, 37, 1024])
 def test_real_lerp_vector_loop_and_tail(dtype, n):
     """Eager's real lerp has the same two loops (the vectorized one a fused multiply-add):
     lerp(0, -0, 1) is -0 there (``0 + 0 * -0``) and +0 in the scalar tail (``-0 - -0 * 0``);

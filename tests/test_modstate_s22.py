@@ -10,27 +10,9 @@ import torch
 from torch import nn
 
 import torch2xla
+from tests._util import skip_unless_onednn_bf16_lstm
 
-
-def _onednn_bf16_lstm_runs() -> bool:
-    """Whether eager's oneDNN LSTM runs in bfloat16 autocast on this CPU (it needs AVX-512:
-    on an AVX2-only AMD EPYC eager itself raises 'could not create a primitive descriptor')."""
-    if not torch.backends.mkldnn.is_available():
-        return False
-    lstm = nn.LSTM(4, 4, batch_first=True)
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            lstm(torch.randn(1, 2, 4))
-    except RuntimeError as e:
-        if "primitive descriptor" in str(e):
-            return False
-        raise
-    return True
-
-
-_ONEDNN_SKIP = pytest.mark.skipif(
-    not _onednn_bf16_lstm_runs(), reason="eager's oneDNN bfloat16 LSTM does not run on this CPU"
-)
+_ONEDNN_SKIP = skip_unless_onednn_bf16_lstm()
 
 
 def _same(got, want):

@@ -266,12 +266,31 @@ def test_cpu_product_second_derivative_matches_eager():
 
 def test_gelu_values_and_tail():
     # torch computes x / 2 * (1 + erf(x / sqrt2)) (CPU and CUDA): -0.0 at -6, where
-    # x * erfc(-x / sqrt2) / 2 (jax.nn.gelu's form) gives -5.9e-9.
+    # x * erfc(-x / sqrt2) / 2 (jax.nn.gelu's form) gives -5.9e-9. A contiguous float32 input
+    # of 2+ elements runs oneDNN's gelu in eager, whose AVX2 kernel (AMD EPYC) gives +0 there
+    # (float64: -5.9e-9; oneDNN's AVX-512 kernel and torch's own give -0): followed by probing
+    # eager (ops/_activations._onednn_gelu_zero_is_positive).
     x = torch.cat([torch.linspace(-8, 8, 1001), torch.tensor([-0.0, 0.0, 30.0, -30.0])])
     out = torch.compile(nn.functional.gelu, backend="xla")(x)
     ref = nn.functional.gelu(x)
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1.3e-6)  # jax.nn.gelu: the same
     assert torch.equal(out[ref == 0].signbit(), ref[ref == 0].signbit())
+
+
+def test_gelu_zero_signs_follow_eagers_onednn_path():
+    """Eager's float32 gelu runs oneDNN only with oneDNN enabled, on a contiguous input of
+    more than one element (``use_mkldnn``); otherwise torch's kernel (-0 where the result is
+    zero). Each call is compared with eager, the switch flipped between calls of one compiled
+    function."""
+    f = torch.compile(lambda x, y: (nn.functional.gelu(x), nn.functional.gelu(y)), backend="xla")
+    x = torch.tensor([-0.0, -8.0, -30.0, 1.0, -1e30, 0.0])
+    cases = [(x, x[:1]), (x, x[::2])]
+    for enabled in (True, False, True):
+        with torch.backends.mkldnn.flags(enabled=enabled):
+            for a, b in cases:
+                for o, r in zip(f(a, b), (nn.functional.gelu(a), nn.functional.gelu(b))):
+                    torch.testing.assert_close(o, r)
+                    assert torch.equal(o.signbit(), r.signbit()), (enabled, o, r)
 
 
 def _softmax_edges(fn, *args) -> list[list[str]]:

@@ -288,7 +288,7 @@ def test_addcdiv_and_addcmul_round_once_as_eager(fn, dtype):
 
 # --- add/sub with alpha on half-precision tensors ----------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n", [5, 37, 100, 4005])
+@pytest.mark.parametrize("n", [5, 37, 50, 100, 4005])
 @pytest.mark.parametrize(
     "fn",
     [

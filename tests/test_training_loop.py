@@ -48,6 +48,36 @@ def _batches(n, shape, classes=10, seed=0):
     ]
 
 
+def _adam_first_step_slack(model, make_opt, batch):
+    """Per parameter element, what Adam's first step may make of float32 gradient rounding.
+    Its update is ``lr * g / (|g| + eps)``, which turns a gradient error ``dg`` into
+    ``lr * eps * dg / (|g| + eps)^2``: 0.6 dg at |g| = 4e-7 (lr 1e-2, eps 1e-8). Ours and
+    eager's float32 gradients differ by at most the sum of their distances from the float64
+    gradient (measured here; ours checked within twice eager's): on an AVX2 CPU eager's
+    GELU (oneDNN's forward, the polynomial erf of its backward) moved its gradient at one such
+    element (|g| 4.04e-7, float64 4.0416e-7) by 2e-9 from ours, 1.1e-6 on the parameter. Zero
+    for other optimizers."""
+    group = make_opt([torch.zeros(1, requires_grad=True)]).param_groups[0]
+    if "betas" not in group:
+        return [torch.zeros(()) for _ in model.parameters()]
+    x, y = batch
+
+    def grads(net, x, compiled=False):
+        net = copy.deepcopy(net)
+        run = torch.compile(net, backend="xla") if compiled else net
+        F.cross_entropy(run(x), y).backward()
+        return [p.grad.double() for p in net.parameters()]
+
+    exact = grads(copy.deepcopy(model).double(), x.double())
+    slack = []
+    for g32, ours, g64 in zip(grads(model, x), grads(model, x, True), exact, strict=True):
+        dg, d_ours = (g32 - g64).abs().max(), (ours - g64).abs().max()
+        assert d_ours <= 2 * dg, (d_ours, dg)  # (as accurate as eager's float32 gradient)
+        eps, lr = group["eps"], group["lr"]
+        slack.append((lr * eps * (dg + d_ours) / (g64.abs() + eps) ** 2).float())
+    return slack
+
+
 @pytest.mark.parametrize("compile_step", [False, True], ids=["eager-step", "compiled-step"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_optimizers_match_eager(name, compile_step):
@@ -57,12 +87,15 @@ def test_optimizers_match_eager(name, compile_step):
     compiled, model, ref = twins(MLP())
     batches = _batches(3, (8, 32))
     before = [p.detach().clone() for p in model.parameters()]
+    slack = _adam_first_step_slack(ref, OPTIMIZERS[name], batches[0])
     opt, losses = _train((compiled, model.parameters()), OPTIMIZERS[name], batches, compile_step)
     ref_opt, ref_losses = _train(ref, OPTIMIZERS[name], batches)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5, atol=1e-6)
-    for p, r, b in zip(model.parameters(), ref.parameters(), before):
+    for p, r, b, s in zip(model.parameters(), ref.parameters(), before, slack):
         assert not torch.equal(p, b), "parameters must move"
-        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+        # (rtol 1e-5, atol 1e-6, and each element's slack)
+        off = (p - r).abs() > 1e-6 + 1e-5 * r.abs() + s
+        assert not off.any(), (p[off], r[off], s[off])
     for s, r in zip(opt.state.values(), ref_opt.state.values()):
         for k in r:
             torch.testing.assert_close(s[k], r[k], rtol=1e-5, atol=1e-6)

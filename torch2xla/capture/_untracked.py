@@ -7,7 +7,9 @@ one value would serve calls made under another, where eager computes otherwise:
 
 - ``torch.backends.mkldnn.enabled``, for graphs calling an LSTM: under CPU autocast eager's
   LSTM runs through oneDNN and returns the autocast dtype, float32 without it
-  (``_autocast.autocast_lstms`` follows it);
+  (``_autocast.autocast_lstms`` follows it); and for graphs calling gelu: eager's runs
+  through oneDNN, whose AVX2 kernel gives +0 where torch's gives -0
+  (``ops/_activations._onednn_gelu``);
 - ``torch.backends.opt_einsum.enabled`` and ``.strategy``, for graphs calling ``einsum``: the
   export decomposes it into products in the order they choose (eager's too): the result's
   layout and round-off follow them;
@@ -35,6 +37,7 @@ def _opt_einsum() -> tuple[bool, Any]:
 # (target the graph calls, label, read)
 _READS: tuple[tuple[Any, str, Callable[[], Any]], ...] = (
     (torch.lstm, "torch.backends.mkldnn.enabled", torch._C._get_mkldnn_enabled),
+    (torch._C._nn.gelu, "torch.backends.mkldnn.enabled", torch._C._get_mkldnn_enabled),
     (torch.functional.einsum, "torch.backends.opt_einsum (enabled, strategy)", _opt_einsum),
 )
 
@@ -43,7 +46,9 @@ def untracked_state(gm: torch.fx.GraphModule) -> tuple[tuple[str, Callable[[], A
     """The ``(label, read)`` pairs of the untracked state ``gm``'s capture reads (called when
     Dynamo hands the graph over, under the state Dynamo guarded for it)."""
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
-    reads = [(label, read) for target, label, read in _READS if target in targets]
+    reads = list(
+        dict.fromkeys((label, read) for target, label, read in _READS if target in targets)
+    )
     if torch.are_deterministic_algorithms_enabled():
         # (any graph: its decompositions may create empty tensors the Dynamo graph does not show)
         reads.append(

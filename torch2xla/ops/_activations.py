@@ -21,6 +21,7 @@ from torch2xla.ops._elementwise import (
     _pointwise,
 )
 from torch2xla.ops._registry import ctx, register
+from torch2xla.runtime._interop import torch_dtype
 
 aten = ops.aten
 
@@ -28,10 +29,43 @@ aten = ops.aten
 @register(aten.gelu.default)
 def gelu(self, *, approximate="none"):
     if jnp.issubdtype(self.dtype, jnp.floating):  # the backward keeps the input only
-        return _saved.gelu(self, approximate == "tanh")
+        out = _saved.gelu(self, approximate == "tanh")
+        if approximate == "none" and _onednn_gelu() and _onednn_gelu_zero_is_positive(out.dtype):
+            # (adding +0 turns only -0 into +0; the gradient passes unchanged)
+            return out + lax.optimization_barrier(jnp.zeros((), out.dtype))
+        return out
     compute, result = promote(Kind.INT_TO_FLOAT, self)
     x = as_dtype(self, compute)
     return as_dtype(jax.nn.gelu(x, approximate=approximate == "tanh"), result)
+
+
+def _onednn_gelu() -> bool:
+    """Whether eager's exact gelu of the node's input runs oneDNN's ``eltwise_gelu_erf``
+    (``use_mkldnn`` of Activation.cpp: oneDNN enabled, a contiguous CPU input of more than one
+    element; the dtype's support is ``_onednn_gelu_zero_is_positive``'s probe)."""
+    c = ctx()
+    node = c.node.args[0] if c.node.args else None
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return (
+        not c.on_cuda
+        and torch._C._get_mkldnn_enabled()
+        and isinstance(value, torch.Tensor)
+        and value.is_contiguous()
+        and value.numel() > 1
+    )
+
+
+@functools.cache
+def _onednn_gelu_zero_is_positive(dtype) -> bool:
+    """Whether eager's gelu of ``dtype`` through oneDNN gives +0 where its result is zero
+    (probed: gelu(-0), gelu(-30)). oneDNN's kernel is built for the CPU at run time: its AVX2
+    one (an AMD EPYC) gives +0 for every zero result of float32 (gelu(-0), gelu(-8),
+    gelu(-1e30)), where torch's own kernel and oneDNN's AVX-512 one give -0
+    (``x * 0.5 * (1 + erf(x / sqrt2))``, the float64 value's sign). Called with oneDNN
+    enabled."""
+    with torch.utils._python_dispatch._disable_current_modes():
+        x = torch.tensor([-0.0, -30.0], dtype=torch_dtype(dtype))
+        return not bool(torch.nn.functional.gelu(x).signbit().any())
 
 
 @register(aten.silu.default)

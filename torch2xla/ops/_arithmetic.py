@@ -69,10 +69,11 @@ def _opaque(a):
 
 # NOTE: eager's CPU add/sub with ``alpha`` on float16/bfloat16 tensors computes in float32
 # two ways: its vectorized loop multiplies by alpha rounded to the tensors' dtype and rounds
-# once (``x.add_(grad, alpha=-lr)``, an SGD step), its scalar loop (``scalar_tail``: the last
-# ``numel % 32`` elements with AVX2) rounds that product to the dtype first. Followed for the
-# flat (row-major) positions of the result; where eager's loop runs along a strided or
-# broadcast inner dimension its tails fall elsewhere (1 ulp).
+# once (``x.add_(grad, alpha=-lr)``, an SGD step), its scalar loop, which takes the last
+# ``numel % (2 * W)`` elements (W: the elements of one vector register, 32 with AVX-512,
+# else 16: ``scalar_tail``), rounds that product to the dtype first. Followed for the flat
+# (row-major) positions of the result; where eager's loop runs along a strided or broadcast
+# inner dimension its tails fall elsewhere (1 ulp).
 
 
 def _half_alpha_product(b, alpha, common, prod):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
 from typing import Any
@@ -58,29 +59,49 @@ def opmath_dtype(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
 
 
-# The bytes of one vector register of eager's CPU kernels (``Vectorized<T>``).
+# The bytes of one vector register of eager's CPU kernels built for this CPU's capability
+# (``_half_product``).
 VECTOR_BYTES = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+
+
+def _lerp_from_zero(x: torch.Tensor) -> torch.Tensor:
+    return torch.lerp(torch.zeros_like(x), x, 1.0)
+
+
+@functools.cache
+def _loop_block_bytes() -> int | None:
+    """The bytes of one block of eager's ``cpu_kernel_vec`` loop (two ``Vectorized<T>``,
+    ATen/native/cpu/Loops.h ``vectorized_loop``), probed on float32 lerp, whose vector and
+    scalar rules give -0 and +0 at lerp(0, -0, 1). Not the CPU's register: lerp and add
+    register no AVX-512 build (``REGISTER_DISPATCH``), so an AVX-512 CPU runs their AVX2 one
+    (64 bytes on both)."""
+    from torch2xla.ops._loops import block
+
+    n = block(_lerp_from_zero, (), torch.float32)
+    return None if n is None else 4 * n
 
 
 def scalar_tail(shape: tuple[int, ...], dtype: Any) -> Any:
     """A bool array of ``shape``: the flat (row-major) positions eager's CPU loop over
-    contiguous ``dtype`` elements (``cpu_kernel_vec``) computes in its scalar tail, which may
-    round otherwise than its vectorized loop: the last ``numel % B`` of each run, B two
-    vector registers of elements (``vectorized_loop`` takes two at a time: 16 float32 with
-    AVX2), a run the whole tensor or, from ``GRAIN_SIZE`` elements with several threads, its
-    chunk per thread (``_loops.vectorized``). Where eager's loop runs along a strided or
-    broadcast inner dimension its tails fall elsewhere."""
+    contiguous ``dtype`` elements (``cpu_kernel_vec``: lerp's, add's) computes in its scalar
+    tail, which may round otherwise than its vectorized loop: the last ``numel % B`` of each
+    run, B one block of the loop in elements (two vectors: ``_loop_block_bytes``, probed;
+    complex64 lerp of 37 elements on AVX2: its last 5), a run the whole tensor or, from
+    ``GRAIN_SIZE`` elements with several threads, its chunk per thread
+    (``_loops.vectorized``). Where eager's loop runs along a strided or broadcast inner
+    dimension its tails fall elsewhere."""
     from torch2xla.ops import _loops  # (which reads no lowering: no cycle)
 
     shape = tuple(shape)
-    if math.prod(shape) == 0:
+    block = _loop_block_bytes()
+    if math.prod(shape) == 0 or block is None:  # (None: no vectorized rule that differs)
         return jnp.zeros(shape, bool)
     strides, step = [], 1
     for size in reversed(shape):
         strides.insert(0, step)
         step *= size
-    block = 2 * VECTOR_BYTES // np.dtype(dtype).itemsize
-    vec = _loops.vectorized(shape, (tuple(strides),), block, torch.get_num_threads())
+    width = block // np.dtype(dtype).itemsize
+    vec = _loops.vectorized(shape, (tuple(strides),), width, torch.get_num_threads())
     return ~vec
 
 

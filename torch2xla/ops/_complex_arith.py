@@ -19,7 +19,7 @@
 # ``coeff, base = (w, s)`` where ``|w|^2 < 0.25``, else ``(w - 1, e)``; its scalar loop
 # ``s + w * (e - s)`` or ``e - (e - s) * (1 - w)``, which differ in zeros' signs and NaN
 # parts (``(e - s) * (1 - w)`` with ``1 - w`` = 0.5 - 0i against -0.5 + 0i). Both are
-# followed, the scalar one for the last ``numel % W`` flat positions of the result. (Eager's
+# followed, the scalar one for the last ``numel % (2 * W)`` flat positions of the result. (Eager's
 # complex64 AVX-512 loop tests an element's |w|^2 on a neighbouring element's weight:
 # not followed.)
 """

@@ -603,7 +603,7 @@ def lerp(self, end, weight):
     # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5):
     # its vectorized loop as ``coeff * (e - s) + base`` (a fused multiply-add) with
     # ``coeff, base = (w, s)`` where |w| < 0.5, else ``(w - 1, e)``; its scalar loop (the
-    # last ``numel % W`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
+    # last ``numel % (2 * W)`` elements) as ``s + w (e - s)`` or ``e - (e - s)(1 - w)``. The zeros'
     # signs differ at weight 1: lerp(0, -0, 1) is -0 in the first, +0 in the second.
     on_cuda = ctx().on_cuda
 
