@@ -163,6 +163,18 @@ def test_aliasing_outputs_are_eagers(scenario):
     assert want[-1][0] == "raised" or scenario is _detach_returned
 
 
+def _single_strided_view_dynamic(C, rec):
+    f = C(lambda x: (x * 2)[:, 1:], dynamic=True)
+    g = C(lambda x: (x * 2)[::2], dynamic=True)
+    for n in (3, 5, 6):
+        x = leaf(n, n + 1, seed=n, rg=False)
+        rec(f"views {n}", [f(x), g(x)])
+
+
+def test_single_strided_view_of_dynamic_graph_is_eagers():
+    _check(_single_strided_view_dynamic)
+
+
 # -- what users do with outputs (pins what held) -------------------------------------------
 def _numpy_save_deepcopy(C, rec):
     o = C(lambda x: x * 2)(leaf(3, 4, rg=False))

@@ -200,10 +200,10 @@ class OutputMarks:
     # Some output the program makes requires grad in eager under a call without grad: the
     # function enables grad itself (``program_grads``).
     enables_grad: bool = False
-    # ``versions``: outputs (not views of inputs) whose version eager's differs from the
-    # program's fresh 0, or that our views of one intermediate bump (``SharedBase``'s copies),
-    # with eager's (``y = x * 2; y.add_(1)``: 1, the graph's example value's). Only outputs
-    # without grad are set: one autograd follows may be saved for its backward at its version.
+    # ``versions``: outputs (not views of inputs) whose version in eager is not the 0 ours
+    # have (``y = x * 2; y.add_(1)``: 1, the graph's example value's), with eager's. Only
+    # outputs without grad are set: one autograd follows may be saved for its backward at its
+    # version. (Our own ``set_`` and copies of outputs set them back to 0 themselves.)
     versions: tuple[tuple[int, int], ...] = ()
 
     def __bool__(self) -> bool:
@@ -219,7 +219,11 @@ class OutputMarks:
             if not t.requires_grad and not t.untyped_storage().resizable():
                 outs[i] = t.clone()
         if self.versions:
-            set_to = [(outs[i], v) for i, v in self.versions if not outs[i].requires_grad]
+            set_to = [
+                (outs[i], v)
+                for i, v in self.versions
+                if not outs[i].requires_grad and not outs[i].is_inference()
+            ]
             if set_to:
                 tensors, versions = zip(*set_to)
                 torch._C._autograd._unsafe_set_version_counter(tensors, versions)
@@ -265,7 +269,7 @@ def output_marks(
         if not isinstance(ex, torch.Tensor):
             continue
         strided = ex.layout == torch.strided and not ex.is_inference()
-        if k not in remade and strided and (ex._version or ex._is_view()):
+        if k not in remade and strided and ex._version:
             versions.append((k, ex._version))
         if ex.requires_grad and _creation(ex) == _CREATION.MULTI_OUTPUT_NODE:
             multi.append(k)
@@ -389,7 +393,8 @@ class SharedBase:
             base.as_strided(size, stride, offset).copy_(outs[k])
         # (the copies bumped the version of views eager makes at 0; ``OutputMarks.versions``
         # sets eager's other counts)
-        torch._C._autograd._unsafe_set_version_counter((base,), (0,))
+        if not base.is_inference():  # (inference tensors have no version)
+            torch._C._autograd._unsafe_set_version_counter((base,), (0,))
         for k, (size, stride, offset) in zip(self.outputs, views):
             outs[k] = base.as_strided(size, stride, offset)
 

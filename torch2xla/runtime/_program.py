@@ -237,7 +237,8 @@ class OutputLayout:
         own.set_(out.untyped_storage(), out.storage_offset(), self.shape, strides)
         # (``set_`` bumped the version of a tensor eager makes at 0; ``OutputMarks.versions``
         # sets eager's other counts)
-        torch._C._autograd._unsafe_set_version_counter((own,), (0,))
+        if not own.is_inference():  # (inference tensors have no version)
+            torch._C._autograd._unsafe_set_version_counter((own,), (0,))
         return own
 
 
