@@ -461,6 +461,29 @@ def let(value, body):
 
 
 @scenario
+def inference_mode_outputs(C, rec):
+    cf = C(lambda x: ((x * 2).t() * 1, (x * 3)[:, ::2], (x + 1)[1:].sum(0)))
+    with torch.inference_mode():
+        outs = cf(r(3, 4))
+    rec("outs", [o.clone() for o in outs])
+    rec("inference", [o.is_inference() for o in outs])
+
+
+@scenario
+def strided_view_dynamic(C, rec):
+    cf = C(lambda x: ((x * 2)[:, 1:], (x - 1)[::2]), dynamic=True)
+    for n in (3, 5, 6, 9):
+        rec(f"outs {n}", list(cf(r(n, n + 1, seed=n))))
+
+
+@scenario
+def strided_view_with_grad(C, rec):  # (known: row-major, a lone view of the program's)
+    x = rg(3, 4)
+    y = C(lambda x: (x * 2)[:, ::2])(x)
+    rec("y", y)
+
+
+@scenario
 def versions_of_outputs(C, rec):
     def f(x):
         y = x * 2

@@ -1,5 +1,5 @@
 """Session 25: what users do with the tensors a compiled call returns, against eager
-(``scripts/probe_outputs25.py``, 78 scenarios: resizes, ``set_``, in-place ops and ``out=``
+(``scripts/probe_outputs25.py``, 81 scenarios: resizes, ``set_``, in-place ops and ``out=``
 into outputs, ``.numpy()``, ``torch.save``, deepcopy, outputs fed back call after call,
 outputs aliasing inputs or each other).
 
