@@ -433,15 +433,17 @@ def lone_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     its own, which the user gets as a view of it (``view_as``, no copy), so that it is a view
     as eager's is (``detach_()`` raises eager's error; a write into it shows in the program's
     output, which the backward checks as eager checks the intermediate it saved)."""
-    groups, owned, _ = _views_of_intermediates(gm)
+    groups, owned, symbols = _views_of_intermediates(gm)
     return tuple(
         members[0][0]
         for ref, members in groups.items()
-        if ref not in owned and len({k for k, _ in members}) == 1 and not _strided_alone(members)
+        if ref not in owned
+        and len({k for k, _ in members}) == 1
+        and not _strided_alone(members, symbols)
     )
 
 
-def _strided_alone(members: list) -> bool:
+def _strided_alone(members: list, symbols: dict) -> bool:
     """Whether ``members`` is one view eager returns with strides or an offset that a dense
     tensor of its own lacks (``(x * 2)[:, 1:]``: strides (4, 1), offset 1; ``y[::2]``), made
     without grad: ``shared_bases`` copies it into a base laid out as eager's (one copy), where
@@ -450,10 +452,17 @@ def _strided_alone(members: list) -> bool:
     if len({k for k, _ in members}) != 1:
         return False
     ex = members[0][1]
-    if ex.requires_grad or ex.is_conj() or ex.is_neg() or 0 in ex.stride():
+    if ex.requires_grad or ex.is_conj() or ex.is_neg():
         return False
-    extent = 1 + sum((n - 1) * st for n, st in zip(ex.shape, ex.stride()))
-    return bool(ex.storage_offset() != 0 or extent != ex.numel())
+    # (read as sympy expressions of the inputs' size symbols: no guard on an unbacked size,
+    # ``x[mask]`` before the view; sizes of other symbols stay a lone view)
+    size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
+    offset = _static((ex.storage_offset(),), symbols)
+    if size is None or stride is None or offset is None or any(st == 0 for st in stride):
+        return False
+    extent = 1 + sum((n - 1) * st for n, st in zip(size, stride))
+    gap = sympy.expand(sympy.sympify(extent) - sympy.Mul(*size))
+    return bool(sympy.sympify(offset[0]) != 0 or gap != 0)
 
 
 def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
@@ -463,7 +472,11 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
     groups, owned, symbols = _views_of_intermediates(gm)
     found = []
     for ref, members in groups.items():
-        if ref in owned or len({k for k, _ in members}) < 2 and not _strided_alone(members):
+        if (
+            ref in owned
+            or len({k for k, _ in members}) < 2
+            and not _strided_alone(members, symbols)
+        ):
             continue  # (one output: ``lone_views``)
         exs = [ex for _, ex in members]
         kinds = {(ex.dtype, ex.requires_grad, ex.is_conj(), ex.is_neg()) for ex in exs}
