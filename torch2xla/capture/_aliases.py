@@ -49,6 +49,9 @@ class OutputAlias:
     neg: bool = False
     # the view's dtype where it reinterprets the input's memory (``view_as_real``)
     dtype: torch.dtype | None = None
+    # a "detached" output that is no view in eager (``x.detach()``, ``x[0].detach()``: a new
+    # tensor over the memory, ``_is_view()`` False, ``_base`` None), as ``x.detach()[0]`` is
+    detached_view: bool = True
 
     def regenerate(self, args, outs=()) -> torch.Tensor:
         if self.size is None:
@@ -68,7 +71,8 @@ class OutputAlias:
             if base is None:
                 return outs[self.output]  # (a layout ``view(dtype)`` refuses: left a copy)
         with torch.set_grad_enabled(self.grad == "tracked"):
-            return self._view(args, base)
+            view = self._view(args, base)
+        return view if self.detached_view or self.grad != "detached" else view.detach()
 
     def _ints(self, exprs: tuple, args) -> tuple:
         if not self.symbols:
@@ -196,9 +200,14 @@ class OutputMarks:
     # Some output the program makes requires grad in eager under a call without grad: the
     # function enables grad itself (``program_grads``).
     enables_grad: bool = False
+    # ``versions``: outputs (not views of inputs) whose version in eager is not the 0 ours
+    # have (``y = x * 2; y.add_(1)``: 1, the graph's example value's), with eager's. Only
+    # outputs without grad are set: one autograd follows may be saved for its backward at its
+    # version. (Our own ``set_`` and copies of outputs set them back to 0 themselves.)
+    versions: tuple[tuple[int, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.multi or self.fresh)
+        return bool(self.multi or self.fresh or self.versions)
 
     def apply(self, outs: list) -> None:
         for i in self.multi:
@@ -209,6 +218,15 @@ class OutputMarks:
             t = outs[i]
             if not t.requires_grad and not t.untyped_storage().resizable():
                 outs[i] = t.clone()
+        if self.versions:
+            set_to = [
+                (outs[i], v)
+                for i, v in self.versions
+                if not outs[i].requires_grad and not outs[i].is_inference()
+            ]
+            if set_to:
+                tensors, versions = zip(*set_to)
+                torch._C._autograd._unsafe_set_version_counter(tensors, versions)
 
 
 def program_grads(output_requires_grad: Sequence[bool], aliases: Sequence) -> tuple[bool, ...]:
@@ -245,10 +263,14 @@ def output_marks(
         for ex in exs
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided
     )
-    multi, fresh = [], []
+    multi, fresh, versions = [], [], []
+    remade = {a.output for a in aliases}
     for k, (node, ex) in enumerate(zip(out, exs)):
         if not isinstance(ex, torch.Tensor):
             continue
+        strided = ex.layout == torch.strided and not ex.is_inference()
+        if k not in remade and strided and ex._version:
+            versions.append((k, ex._version))
         if ex.requires_grad and _creation(ex) == _CREATION.MULTI_OUTPUT_NODE:
             multi.append(k)
         elif (
@@ -259,7 +281,7 @@ def output_marks(
         ):
             fresh.append(k)
     enables = any(program_grads(output_requires_grad, aliases))
-    return OutputMarks(tuple(multi), tuple(fresh), enables)
+    return OutputMarks(tuple(multi), tuple(fresh), enables, tuple(versions))
 
 
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
@@ -335,9 +357,8 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
             grad = "detached" if not ex.requires_grad else _tracking(ex)
             conj, neg = _flips(placeholders[src].meta["example_value"], ex)
-            found.append(
-                OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)
-            )
+            alias = OutputAlias(k, src, size, stride, offset, bound, grad, None, conj, neg, dtype)
+            found.append(dataclasses.replace(alias, detached_view=ex._is_view()))
     return tuple(found)
 
 
@@ -370,6 +391,10 @@ class SharedBase:
         base = torch.empty(ints((self.length,))[0], dtype=first.dtype, device=first.device)
         for k, (size, stride, offset) in zip(self.outputs, views):
             base.as_strided(size, stride, offset).copy_(outs[k])
+        # (the copies bumped the version of views eager makes at 0; ``OutputMarks.versions``
+        # sets eager's other counts)
+        if not base.is_inference():  # (inference tensors have no version)
+            torch._C._autograd._unsafe_set_version_counter((base,), (0,))
         for k, (size, stride, offset) in zip(self.outputs, views):
             outs[k] = base.as_strided(size, stride, offset)
 
@@ -408,12 +433,36 @@ def lone_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     its own, which the user gets as a view of it (``view_as``, no copy), so that it is a view
     as eager's is (``detach_()`` raises eager's error; a write into it shows in the program's
     output, which the backward checks as eager checks the intermediate it saved)."""
-    groups, owned, _ = _views_of_intermediates(gm)
+    groups, owned, symbols = _views_of_intermediates(gm)
     return tuple(
         members[0][0]
         for ref, members in groups.items()
-        if ref not in owned and len({k for k, _ in members}) == 1
+        if ref not in owned
+        and len({k for k, _ in members}) == 1
+        and not _strided_alone(members, symbols)
     )
+
+
+def _strided_alone(members: list, symbols: dict) -> bool:
+    """Whether ``members`` is one view eager returns with strides or an offset that a dense
+    tensor of its own lacks (``(x * 2)[:, 1:]``: strides (4, 1), offset 1; ``y[::2]``), made
+    without grad: ``shared_bases`` copies it into a base laid out as eager's (one copy), where
+    ``lone_views`` left the program's row-major tensor. (One autograd follows stays a lone
+    view: the backward checks writes into it.)"""
+    if len({k for k, _ in members}) != 1:
+        return False
+    ex = members[0][1]
+    if ex.requires_grad or ex.is_conj() or ex.is_neg():
+        return False
+    # (read as sympy expressions of the inputs' size symbols: no guard on an unbacked size,
+    # ``x[mask]`` before the view; sizes of other symbols stay a lone view)
+    size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
+    offset = _static((ex.storage_offset(),), symbols)
+    if size is None or stride is None or offset is None or any(st == 0 for st in stride):
+        return False
+    extent = 1 + sum((n - 1) * st for n, st in zip(size, stride))
+    gap = sympy.expand(sympy.sympify(extent) - sympy.Mul(*size))
+    return bool(sympy.sympify(offset[0]) != 0 or gap != 0)
 
 
 def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
@@ -423,7 +472,11 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
     groups, owned, symbols = _views_of_intermediates(gm)
     found = []
     for ref, members in groups.items():
-        if ref in owned or len({k for k, _ in members}) < 2:
+        if (
+            ref in owned
+            or len({k for k, _ in members}) < 2
+            and not _strided_alone(members, symbols)
+        ):
             continue  # (one output: ``lone_views``)
         exs = [ex for _, ex in members]
         kinds = {(ex.dtype, ex.requires_grad, ex.is_conj(), ex.is_neg()) for ex in exs}

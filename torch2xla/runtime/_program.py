@@ -234,7 +234,12 @@ class OutputLayout:
         if strides is None:
             strides = out.permute(self.inverse).stride()
         own = torch.empty((0,), dtype=out.dtype, device=out.device)
-        return own.set_(out.untyped_storage(), out.storage_offset(), self.shape, strides)
+        own.set_(out.untyped_storage(), out.storage_offset(), self.shape, strides)
+        # (``set_`` bumped the version of a tensor eager makes at 0; ``OutputMarks.versions``
+        # sets eager's other counts)
+        if not own.is_inference():  # (inference tensors have no version)
+            torch._C._autograd._unsafe_set_version_counter((own,), (0,))
+        return own
 
 
 def map_list(convert: Callable, outs: Sequence) -> list:

@@ -248,4 +248,7 @@ def _in_layout_of(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     for d in expanded:
         src = src.narrow(d, 0, 1)
     dense = torch.empty_permuted(kept, order, dtype=out.dtype, device=out.device).copy_(src)
+    # (the copy's bump: the version eager's output has, ``out``'s; inference tensors have none)
+    if not (dense.requires_grad or dense.is_inference() or out.is_inference()):
+        torch._C._autograd._unsafe_set_version_counter((dense,), (out._version,))
     return dense.expand(shape) if expanded else dense
