@@ -154,6 +154,32 @@ def greedy_generate(model, inputs: dict, new_tokens: int, run: Callable | None =
     return model.generate(**inputs, **kw) if run is None else run(model.generate, **inputs, **kw)
 
 
+def dynamo_graphs_in_eager(model, inputs: dict, new_tokens: int, **kw) -> int:
+    """How many graphs Dynamo traces for this generation when they run as eager's own ops
+    (a counting backend), from a fresh Dynamo, which is left fresh again.
+
+    A program count's floor: our outputs have eager's layouts, so Dynamo's guards on them
+    fail where they fail in eager (a sliding-window cache kept as eager's view of its last
+    tokens has the prompt's strides at the first step and the step's after: one graph more,
+    under every backend)."""
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    forward = model.forward
+    with fresh_dynamo():
+        model.forward = torch.compile(forward, backend=count)
+        try:
+            greedy_generate(model, inputs, new_tokens, **kw)
+        finally:
+            model.forward = forward
+    with fresh_dynamo():
+        pass
+    return len(graphs)
+
+
 def assert_generate_matches_eager(
     model, inputs: dict, new_tokens: int, run: Callable | None = None, **kw
 ) -> None:

@@ -11,7 +11,13 @@ import pytest
 import torch
 
 import torch2xla
-from tests._util import TINY_LLM, assert_same, fresh_dynamo, greedy_generate
+from tests._util import (
+    TINY_LLM,
+    assert_same,
+    dynamo_graphs_in_eager,
+    fresh_dynamo,
+    greedy_generate,
+)
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,16 +116,20 @@ def test_sliding_window_left_padded_batch_dynamic_cache():
     torch.manual_seed(0)
     config = transformers.MistralConfig(**_LLM, sliding_window=4)
     model = transformers.MistralForCausalLM(config).eval()
+    graphs = dynamo_graphs_in_eager(model, _prompt(2, 9, left_padding=3), 10)
     expected, got, warned = _compiled_generate(model, _prompt(2, 9, left_padding=3), 10)
     assert torch.equal(got, expected)
     assert not warned, warned[0].message
     info = torch2xla.cache_info(model.forward)
     assert any("attention_mask'] dim 1" in label for g in info for label in g.bucketed), info
-    # The prompt, then one program per bucket of the mask's length (16, 32 for 10 to 18): the
-    # sliding-window cache's length, ``cumulative_length``, an int argument of the step's graph,
-    # reaches it as a tensor (capture/_int_values.py), and Dynamo's guard tying it to the mask's
-    # length (``Max(0, n - 3) + 4 <= mask length``) holds at the bucket's length too.
-    assert info.misses == 3, info
+    # One program per Dynamo graph (the prompt's, the steps': 3 in eager too, the first step
+    # seeing the cache's keys with the prompt's strides), and one more for the second bucket
+    # of the mask's length (16, 32 for 10 to 18): the sliding-window cache's length,
+    # ``cumulative_length``, an int argument of the step's graph, reaches it as a tensor
+    # (capture/_int_values.py), and Dynamo's guard tying it to the mask's length
+    # (``Max(0, n - 3) + 4 <= mask length``) holds at the bucket's length too.
+    assert len(info) == graphs, info
+    assert info.misses == graphs + 1, info
 
 
 # -- Python numbers out of a graph ----------------------------------------------------------
