@@ -24,6 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import torch
+
+from torch2xla.runtime._interop import ViewCache
 
 try:  # (JAX's internals: every name is looked up, and a jax without them has no steady call)
     from jax._src import dispatch as _dispatch
@@ -110,3 +113,23 @@ def trusted(steady: SteadyCall | None, views: tuple, seed) -> SteadyCall | bool:
     if steady is None or seed is not None:
         return False
     return steady if all(isinstance(v, jax.Array) for v in views) else False
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+def settled(cache: ViewCache, tensors: Sequence) -> tuple | None:
+    """The cached tuple (``_Fast.views``) that ``cache(tensors, whole=True)`` would return
+    (every tensor the cached one, in a cache that tracks no writes: a CPU program's), else
+    None: found without importing anything, so outside ``x64()`` (a 64-bit CPU program's
+    steady call, ``XlaProgram.__call__``). (``ViewCache.__call__``'s check, which it inlines.)"""
+    if cache._writes:
+        return None
+    with cache._lock:
+        fast = cache._fast
+        if fast is None or fast.volatile:
+            return None
+        cached = fast.pick(tensors)
+        if list(map(id, cached)) == fast.ids and list(map(_data_ptr, cached)) == fast.ptrs:
+            return fast.views
+        return None
