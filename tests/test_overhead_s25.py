@@ -165,3 +165,25 @@ def test_steady_calls_then_a_training_call(dtype):
         assert_same(g, r)
     with torch.no_grad():
         assert_same(f(x), lin(x))
+
+
+@torch.no_grad()
+def test_steady_call_raises_eager_index_error_after_a_write(spy):
+    # the runtime check's status is read on the steady path too: an index written out of
+    # range between steady calls raises eager's error
+    f = torch.compile(_scale, backend="xla")
+    x = torch.randn(6, dtype=torch.float64)
+    idx = torch.tensor([5, 4, 3, 2, 1, 0])
+    mask = torch.tensor([True, False, True, False, False, True])
+    for _ in range(3):
+        assert_same(f(x, idx, mask), _scale(x, idx, mask))
+    before = spy["checked"]
+    idx[2] = 9
+    with pytest.raises(IndexError) as want:
+        _scale(x, idx, mask)
+    with pytest.raises(IndexError) as got:
+        f(x, idx, mask)
+    assert str(want.value).split("\n")[0] in str(got.value), (want.value, got.value)
+    assert spy["checked"] == before  # (the steady call found it)
+    idx[2] = 3
+    assert_same(f(x, idx, mask), _scale(x, idx, mask))
