@@ -8,7 +8,9 @@ the very same ``jax.Array`` objects call after call (``ViewCache``'s cached view
 parameters, buffers and optimizer state), and JAX arrays never change their signature. So once
 the checked path has accepted a tuple of views, the same tuple runs the executable through
 jaxlib's ``LoadedExecutable.execute_sharded`` and the executable's own result handlers (what
-``pjit``'s path runs after its checks), without the checks.
+``pjit``'s path runs after its checks), without the checks. It reads none of JAX's config:
+a 64-bit program's steady call runs outside ``x64()`` and the device context, which only
+imports and ``pjit``'s path read (``settled``: the cached tuple, found without importing).
 
 Used only where that path does nothing more: no hoisted constants, no effects or host
 callbacks, no mutable arrays, every argument kept, flat argument and result trees, and JAX's
