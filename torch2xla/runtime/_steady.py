@@ -8,9 +8,11 @@ the very same ``jax.Array`` objects call after call (``ViewCache``'s cached view
 parameters, buffers and optimizer state), and JAX arrays never change their signature. So once
 the checked path has accepted a tuple of views, the same tuple runs the executable through
 jaxlib's ``LoadedExecutable.execute_sharded`` and the executable's own result handlers (what
-``pjit``'s path runs after its checks), without the checks. It reads none of JAX's config:
-a 64-bit program's steady call runs outside ``x64()`` and the device context, which only
-imports and ``pjit``'s path read (``settled``: the cached tuple, found without importing).
+``pjit``'s path runs after its checks), without the checks. Its arguments are arrays already
+made and its outputs' types and devices are the executable's (fixed when it was compiled,
+inside ``x64()``), so a 64-bit CPU program's steady call runs outside ``x64()`` and the device
+context, which imports and ``pjit``'s path need (``settled``: the cached tuple, found without
+importing anything).
 
 Used only where that path does nothing more: no hoisted constants, no effects or host
 callbacks, no mutable arrays, every argument kept, flat argument and result trees, and JAX's
