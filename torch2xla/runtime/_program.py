@@ -474,10 +474,10 @@ class XlaProgram:
             # outside JAX's config contexts, which only imports and JAX's checked call read
             # (``_steady.settled``: nothing to import; the executable and its outputs' types
             # were fixed when it was compiled, inside them)
-            views = settled(self._views, tensors) if self._host_views else None
             fast = self._views._fast
-            steady = fast.trusted if views is not None and fast is not None else None
-            if steady and fast.views is views and not special_checks():
+            steady = fast.trusted if fast is not None and self._host_views else None
+            views = settled(self._views, tensors) if steady else None  # (no frame else)
+            if views is not None and fast.views is views and not special_checks():
                 outs = steady.run(views).consume_with_handlers(steady.handlers)
             elif self._host_views:
                 with x64(), self.placement():
