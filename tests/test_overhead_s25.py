@@ -109,11 +109,16 @@ def _mixed(a, b):
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("kind", ["same", "non_contiguous", "zero_size", "aliased", "bool"])
+@pytest.mark.parametrize(
+    "kind", ["same", "fresh", "non_contiguous", "zero_size", "aliased", "bool"]
+)
 def test_64_bit_program_inputs_of_every_kind(kind, spy):
     if kind == "same":
         a, b = torch.arange(6), torch.randn(6)
         make = lambda: (a, b)
+    elif kind == "fresh":  # (new tensors every call: the checked call, inside x64)
+        a = torch.arange(6)
+        make = lambda: (torch.randint(0, 9, (6,)), torch.randn(6))
     elif kind == "non_contiguous":
         a, b = torch.arange(12).reshape(3, 4).t(), torch.randn(4, 3)
         make = lambda: (a, b)
