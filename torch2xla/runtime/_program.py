@@ -43,7 +43,7 @@ from torch2xla.runtime._interop import (
     to_torch_cpu,
     x64,
 )
-from torch2xla.runtime._steady import SteadyCall, special_checks, steady_call, trusted
+from torch2xla.runtime._steady import SteadyCall, settled, special_checks, steady_call, trusted
 
 
 def _is_float(meta) -> bool:
@@ -475,42 +475,47 @@ class XlaProgram:
         fast = None  # (the view cache's check that found every tensor as cached, if it did)
         gpu_steady = self._gpu_steady
         if self.scoped:
-            # (a context object of JAX's config holds its previous value: one per call)
-            with x64(), self.placement():
-                views = self.jax_inputs(tensors)
-                if gpu_steady is not None and not special_checks():
-                    outs = gpu_steady.run(views).consume_with_handlers(gpu_steady.handlers)
-                else:
-                    outs = self._infer(seed, *views)
-                    if self._cuda:
-                        self._gpu_steady = self._steady_of(seed)
+            # A CPU program's cached views that its checked call accepted run its steady call
+            # outside JAX's config contexts, which only imports and JAX's checked call read
+            # (``_steady.settled``: nothing to import; the executable and its outputs' types
+            # were fixed when it was compiled, inside them)
+            fast = self._views._fast
+            steady = fast.trusted if fast is not None and self._host_views else None
+            views = settled(self._views, tensors) if steady else None  # (no frame else)
+            if views is not None and fast.views is views and not special_checks():
+                outs = steady.run(views).consume_with_handlers(steady.handlers)
+            elif self._host_views:
+                with x64(), self.placement():
+                    views = self._views(tensors, True)[0]
+                    fast = self._views._fast
+                    outs = self._checked(seed, views, fast)
+            else:
+                fast = None
+                # (a context object of JAX's config holds its previous value: one per call)
+                with x64(), self.placement():
+                    views = self.jax_inputs(tensors)
+                    if gpu_steady is not None and not special_checks():
+                        outs = gpu_steady.run(views).consume_with_handlers(gpu_steady.handlers)
+                    else:
+                        outs = self._infer(seed, *views)
+                        if self._cuda:
+                            self._gpu_steady = self._steady_of(seed)
         elif gpu_steady is not None and not special_checks():
             views = self.jax_inputs(tensors)
             outs = gpu_steady.run(views).consume_with_handlers(gpu_steady.handlers)
         else:
             # (on the CPU, the cached views need no fence: ``jax_inputs`` without its frame)
             views = self._views(tensors, True)[0] if self._host_views else self.jax_inputs(tensors)
-            infer = self._infer
-            direct = infer.direct
-            if self._cuda and direct is not None:
+            if self._cuda and self._infer.direct is not None:
                 self._gpu_steady = self._steady_of(seed)
-            if direct is None:
-                outs = infer(seed, *views)
+            # the cached views the checked call accepted before: run without its checks
+            # (``_steady``; ``fast.views`` is what ``whole`` returned when nothing changed)
+            fast = self._views._fast
+            steady = fast.trusted if fast is not None and fast.views is views else None
+            if steady and not special_checks():  # (``SteadyCall.__call__``, inlined)
+                outs = steady.run(views).consume_with_handlers(steady.handlers)
             else:
-                # the cached views the checked call accepted before: run without its checks
-                # (``_steady``; ``fast.views`` is what ``whole`` returned when nothing changed)
-                fast = self._views._fast
-                steady = fast.trusted if fast is not None and fast.views is views else None
-                if steady and not special_checks():  # (``SteadyCall.__call__``, inlined)
-                    outs = steady.run(views).consume_with_handlers(steady.handlers)
-                else:
-                    try:
-                        outs = direct(seed, *views)
-                    except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
-                        outs = infer.fallback(seed, *views)
-                    else:
-                        if steady is None and fast is not None and fast.views is views:
-                            fast.trusted = trusted(infer.steady, views, seed)
+                outs = self._checked(seed, views, fast)
         if self.in_place:  # (the donated views are gone: the outputs in their memory stay)
             self._views.adopt(self.in_place, views, outs)
         checks = self._flat_fn.checks
@@ -536,6 +541,23 @@ class XlaProgram:
                 outs = self.packing.unpack(outs, self.to_torch, self.cut_writes)
         if self._layouts or self.foreign_out:
             return self._finished(outs)
+        return outs
+
+    def _checked(self, seed, views: Sequence, fast) -> list:
+        """The executable's call through JAX's checks of its arguments (the first calls,
+        views not cached or not accepted before), or through the jit where it rejects them
+        (``_Aot``). Where it accepts the view cache's tuple (``fast.views``), that tuple runs
+        the steady call from then on (``_Fast.trusted``)."""
+        infer = self._infer
+        direct = infer.direct
+        if direct is None:
+            return infer(seed, *views)
+        try:
+            outs = direct(seed, *views)
+        except (TypeError, ValueError):  # (rejected before it ran: ``_Aot``)
+            return infer.fallback(seed, *views)
+        if fast is not None and fast.trusted is None and fast.views is views:
+            fast.trusted = trusted(infer.steady, views, seed)
         return outs
 
     def _steady_of(self, seed) -> SteadyCall | None:

@@ -8,7 +8,11 @@ the very same ``jax.Array`` objects call after call (``ViewCache``'s cached view
 parameters, buffers and optimizer state), and JAX arrays never change their signature. So once
 the checked path has accepted a tuple of views, the same tuple runs the executable through
 jaxlib's ``LoadedExecutable.execute_sharded`` and the executable's own result handlers (what
-``pjit``'s path runs after its checks), without the checks.
+``pjit``'s path runs after its checks), without the checks. Its arguments are arrays already
+made and its outputs' types and devices are the executable's (fixed when it was compiled,
+inside ``x64()``), so a 64-bit CPU program's steady call runs outside ``x64()`` and the device
+context, which imports and ``pjit``'s path need (``settled``: the cached tuple, found without
+importing anything).
 
 Used only where that path does nothing more: no hoisted constants, no effects or host
 callbacks, no mutable arrays, every argument kept, flat argument and result trees, and JAX's
@@ -24,6 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import torch
+
+from torch2xla.runtime._interop import ViewCache
 
 try:  # (JAX's internals: every name is looked up, and a jax without them has no steady call)
     from jax._src import dispatch as _dispatch
@@ -110,3 +117,23 @@ def trusted(steady: SteadyCall | None, views: tuple, seed) -> SteadyCall | bool:
     if steady is None or seed is not None:
         return False
     return steady if all(isinstance(v, jax.Array) for v in views) else False
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+def settled(cache: ViewCache, tensors: Sequence) -> tuple | None:
+    """The cached tuple (``_Fast.views``) that ``cache(tensors, whole=True)`` would return
+    (every tensor the cached one, in a cache that tracks no writes: a CPU program's), else
+    None: found without importing anything, so outside ``x64()`` (a 64-bit CPU program's
+    steady call, ``XlaProgram.__call__``). (``ViewCache.__call__``'s check, which it inlines.)"""
+    if cache._writes:
+        return None
+    with cache._lock:
+        fast = cache._fast
+        if fast is None or fast.volatile:
+            return None
+        cached = fast.pick(tensors)
+        if list(map(id, cached)) == fast.ids and list(map(_data_ptr, cached)) == fast.ptrs:
+            return fast.views
+        return None
