@@ -167,6 +167,25 @@ def test_offsets_piecewise_in_a_padded_size(offset):
     assert torch2xla.cache_info(compiled).misses == 3  # (buckets 8, 16, 32)
 
 
+def _positions_past_the_cache(mask, keys):
+    # OPT's positions without position_ids: ``cumsum(mask)[:, past_seen_tokens:]``
+    past = keys.shape[1]
+    return (mask.cumsum(1) - 1)[:, past:] * 2, keys.sum(1)
+
+
+def test_rows_past_a_padded_size():
+    # x[:, n:] of a dim n + 1 long (both padded): its last row, taken from the real end
+    compiled = torch.compile(_positions_past_the_cache, backend="xla", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch2xla.BucketingWarning)
+        for n in range(3, 14):
+            mask = torch.ones(2, n + 1, dtype=torch.long)
+            mask[0, :2] = 0
+            keys = torch.randn(2, n)
+            assert_same(compiled(mask, keys), _positions_past_the_cache(mask, keys))
+    assert torch2xla.cache_info(compiled).misses <= 3  # (buckets 4, 8, 16)
+
+
 # -- transformers ---------------------------------------------------------------------------------
 transformers = pytest.importorskip("transformers")
 
@@ -219,13 +238,32 @@ def test_classifier_free_guidance_with_a_sliding_window():
     assert torch2xla.cache_info(model.forward).misses <= 9
 
 
-@torch.no_grad()
-def test_users_decoding_loop_slicing_the_last_token():
-    # model(ids[:, -1:], past_key_values=cache, attention_mask=mask), greedy, as tutorials write it
+def _decoder(name):
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(
-        transformers.LlamaConfig(**{**TINY_LLM, "num_hidden_layers": 1})
-    ).eval()
+    if name == "opt":  # (positions from the mask: no position_ids given)
+        config = transformers.OPTConfig(
+            vocab_size=128,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            ffn_dim=64,
+            word_embed_proj_dim=32,
+            max_position_embeddings=64,
+            dropout=0.0,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
+        return transformers.OPTForCausalLM(config).eval()
+    config = transformers.LlamaConfig(**{**TINY_LLM, "num_hidden_layers": 1})
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("name", ["llama", pytest.param("opt", marks=pytest.mark.slow)])
+@torch.no_grad()
+def test_users_decoding_loop_slicing_the_last_token(name):
+    # model(ids[:, -1:], past_key_values=cache, attention_mask=mask), greedy, as tutorials write it
+    model = _decoder(name)
     prompt = _left_padded()
 
     def decode(forward, steps=10):

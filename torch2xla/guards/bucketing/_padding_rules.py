@@ -269,14 +269,38 @@ def _from_real_end(interp, node, size, sym, d, first: int, length: int, what: st
     interp.fix({sym}, what, apply)
 
 
-@rule(aten.slice.Tensor, size_args=("end",))
+@rule(aten.slice.Tensor, size_args=("start", "end"))
 def _slice(interp, node, bound):
     state = interp.state(bound["self"])
     d = _norm(bound["dim"], len(state))
     start = bound["start"] if bound["start"] is not None else 0
+    if interp.value_syms(start):
+        return _tail_past_a_size(interp, node, bound, state, d, start)
     return _slice_like(
         interp, state, d, start, interp.out_shape()[d], bound["step"], node, bound["end"]
     )
+
+
+def _tail_past_a_size(interp, node, bound, state, d, start):
+    """``x[:, n:]`` where ``n`` is a padded size and ``x`` is ``n + k`` long (OPT's positions
+    past the cache's length, ``cumsum(mask)[:, past:]``): its last ``k`` real rows, taken from
+    the real end at run time. Any other start that is a padded size is refused."""
+    syms = interp.value_syms(start)
+    atom, length = padded_atom(state[d]), sympy.expand(interp.out_shape()[d])
+    end = expr_of(bound["end"]) if bound["end"] is not None else None
+    to_end = end is None or (end.is_Integer and int(end) >= 2**62)
+    if (
+        atom is None
+        or bound["step"] != 1
+        or not to_end
+        or not length.is_Integer
+        or int(length) < 1
+        or sympy.expand(atom[0] - expr_of(start)) != length
+    ):
+        interp.refuse(syms, "uses a padded size as a value (argument 'start')")
+    what = f"takes the rows of padded dimension {d} past a padded size"
+    _from_real_end(interp, node, atom[0], atom[1], d, -int(length), int(length), what)
+    return (*state[:d], ((length, None),), *state[d + 1 :])
 
 
 @rule(aten.narrow.default, size_args=("length",))
