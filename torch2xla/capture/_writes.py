@@ -15,7 +15,10 @@ tensor's memory is), and only eager's overlap error is taken from it: eager deci
 The writes eager accepts cannot be compiled as eager runs them: functionalization writes a
 view's new value back into its base through the view's inverse, which for ``expand`` adds the
 expanded copies up (``y.expand(4, 3).fill_(2)`` made ``y`` 8 + ... where eager's is 2). Such
-a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises).
+a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises). So does a write
+through ``unfold`` windows that leave elements of their dim out (``x.unfold(1, 2, 3)``, or
+``unfold(1, 2, 2)`` of 5 columns): the windows go back with ``unfold_backward``, which knows no
+base and zeroed the elements no window holds.
 
 **out= tensors** (``torch.multinomial(p, 2, out=float_tensor)``, ``torch.aminmax(x, dim=0,
 out=(f32, f64))``): eager's kernels check the out tensor's dtype; the meta kernels of some do
