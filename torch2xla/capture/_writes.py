@@ -15,7 +15,10 @@ tensor's memory is), and only eager's overlap error is taken from it: eager deci
 The writes eager accepts cannot be compiled as eager runs them: functionalization writes a
 view's new value back into its base through the view's inverse, which for ``expand`` adds the
 expanded copies up (``y.expand(4, 3).fill_(2)`` made ``y`` 8 + ... where eager's is 2). Such
-a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises).
+a graph runs in eager PyTorch (a ``FallbackWarning``; strict mode raises). So does a write
+through ``unfold`` windows that leave elements of their dim out (``x.unfold(1, 2, 3)``, or
+``unfold(1, 2, 2)`` of 5 columns): the windows go back with ``unfold_backward``, which knows no
+base and zeroed the elements no window holds.
 
 **out= tensors** (``torch.multinomial(p, 2, out=float_tensor)``, ``torch.aminmax(x, dim=0,
 out=(f32, f64))``): eager's kernels check the out tensor's dtype; the meta kernels of some do
@@ -223,11 +226,12 @@ def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     ``out=`` tensor, where eager's kernel rejects it; returns the calls that write into
     overlapping memory where eager accepts it. Symbolic layouts (dynamic shapes) are read at
     their hints (``_hinted``)."""
+    symbolic = {n for n in gm.graph.nodes if _symbolic_unfold(n)}
     with examples_at_hints(gm):
-        return _check_writes(gm)
+        return _check_writes(gm, symbolic)
 
 
-def _check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node]:
     accepted = []
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function"):
@@ -246,7 +250,7 @@ def _check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
                 raise OpError(message, node)
         if not _overlaps(written):
             # (only a write: reading an expanded input, ``x * 2`` of ``y.expand(3, 4)``, is fine)
-            if written is not None and _through_overlap(node):
+            if written is not None and _through_overlap(node, symbolic):
                 accepted.append(node)
             continue
         message = _eager_error(node, args, kwargs)
@@ -412,12 +416,17 @@ def _view_in(view: Any, root: Any, real_root: torch.Tensor, ints: Callable) -> t
     return real_root.as_strided(size, stride, real_root.storage_offset() + offset - root_offset)
 
 
-def _through_overlap(node: torch.fx.Node) -> bool:
+def _through_overlap(node: torch.fx.Node, symbolic: frozenset | set = frozenset()) -> bool:
     """Whether ``node`` writes into a view taken from a view whose windows overlap
     (``x.unfold(0, 3, 1)[0] += 1``): eager writes the one it names, functionalization refuses
     to write back through the overlapping one (it writes back through ``expand``), or into an
     input whose elements share memory, an expanded one too (``x[0] = v`` of ``x =
-    y.expand(2, 3)``: the input's new value cannot be copied into it)."""
+    y.expand(2, 3)``: the input's new value cannot be copied into it); or through ``unfold``
+    windows that leave elements of their dim out (``x.unfold(1, 2, 3)``, a gap between
+    windows; ``unfold(1, 2, 2)`` of 5 elements, the last left out): functionalization writes
+    the windows back with ``unfold_backward``, which zeros the elements no window holds where
+    eager leaves them as they were (``symbolic``: the unfolds of a dim of symbolic size, whose
+    windows may leave some out at other sizes)."""
     if node.op == "call_function" and "out" in node.kwargs:
         return False
     arg = node.args[0] if node.args else node.kwargs.get("input")
@@ -429,12 +438,53 @@ def _through_overlap(node: torch.fx.Node) -> bool:
             return _overlaps(ex)
         if arg.op not in ("call_method", "call_function") or _windows_overlap(ex):
             return _windows_overlap(ex)
+        if arg in symbolic or _leaves_gaps(arg):
+            return True
         parent = arg.args[0] if arg.args else None
         up = _example(parent)
         if not isinstance(up, torch.Tensor) or not _shares(up, ex):
             return False
         arg = parent
     return False
+
+
+def _unfold_args(node: torch.fx.Node) -> tuple[bool, int, Any, Any] | None:
+    """For a Dynamo graph's ``t.unfold(dimension, size, step)`` call: whether ``t``'s size along
+    the dimension is symbolic, then that size, ``size`` and ``step`` (ints, or SymInts); None for
+    any other node."""
+    if node.op == "call_method":
+        if node.target != "unfold":
+            return None
+    elif node.op != "call_function" or node.target is not torch.Tensor.unfold:
+        return None
+    names = ("self", "dimension", "size", "step")
+    values = dict(zip(names, node.args)) | {k: v for k, v in node.kwargs.items() if k in names}
+    base = _example(values.get("self"))
+    if not isinstance(base, torch.Tensor) or len(values) != 4:
+        return None
+    dim, size, step = (_example(values[k]) for k in names[1:])
+    if not isinstance(dim, int):
+        return None
+    length = base.shape[dim] if base.dim() else 1
+    return isinstance(length, torch.SymInt), length, size, step
+
+
+def _symbolic_unfold(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is an ``unfold`` of a dim of symbolic size with a step other than 1."""
+    found = _unfold_args(node)
+    return found is not None and found[0] and found[3] != 1
+
+
+def _leaves_gaps(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is an ``unfold`` whose windows leave an element of the dim out (its
+    sizes ints, at their hints)."""
+    found = _unfold_args(node)
+    if found is None:
+        return False
+    _, length, size, step = found
+    if not all(isinstance(n, int) for n in (length, size, step)) or step <= 0 or length < size:
+        return False
+    return (length - size) % step != 0 or (step > size and length - size >= step)
 
 
 # -- writes through as_strided with a storage offset ------------------------------------------
@@ -577,9 +627,10 @@ def _tensor(value: Any) -> bool:
 
 
 REASON = (
-    "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows) "
-    "or into its input's storage outside the input (as_strided): eager writes each location "
-    "once, the functional graph's write-back would add the copies up or cannot reach it"
+    "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows), "
+    "through unfold windows that leave elements out, or into its input's storage outside the "
+    "input (as_strided): eager writes each location once and leaves the rest, the functional "
+    "graph's write-back would add the copies up, zero the elements left out or cannot reach them"
 )
 
 __all__ = [
