@@ -19,7 +19,6 @@ import sys
 import threading
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 sys.path[:0] = [
@@ -141,12 +140,22 @@ def threads_autocast_thread_local(C, call):
     in_threads(
         call,
         "first",
-        [lambda: cast(torch.bfloat16), lambda: f(x, w), lambda: cast(torch.float16), lambda: f(x, w)],
+        [
+            lambda: cast(torch.bfloat16),
+            lambda: f(x, w),
+            lambda: cast(torch.float16),
+            lambda: f(x, w),
+        ],
     )
     in_threads(
         call,
         "again",
-        [lambda: f(x, w), lambda: cast(torch.bfloat16), lambda: f(x, w), lambda: cast(torch.float16)],
+        [
+            lambda: f(x, w),
+            lambda: cast(torch.bfloat16),
+            lambda: f(x, w),
+            lambda: cast(torch.float16),
+        ],
     )
 
 
@@ -173,12 +182,22 @@ def threads_two_functions(C, call):
     in_threads(
         call,
         "first",
-        [lambda: f(rand(5)), lambda: g(rand(5, seed=1)), lambda: f(rand(5, seed=2)), lambda: g(rand(5))],
+        [
+            lambda: f(rand(5)),
+            lambda: g(rand(5, seed=1)),
+            lambda: f(rand(5, seed=2)),
+            lambda: g(rand(5)),
+        ],
     )
     in_threads(
         call,
         "new shapes",
-        [lambda: g(rand(7)), lambda: f(rand(7, seed=1)), lambda: g(rand(9, seed=2)), lambda: f(rand(9))],
+        [
+            lambda: g(rand(7)),
+            lambda: f(rand(7, seed=1)),
+            lambda: g(rand(9, seed=2)),
+            lambda: f(rand(9)),
+        ],
     )
 
 
@@ -235,7 +254,11 @@ def threads_int_argument_values(C, call):
 def threads_float_argument_values(C, call):
     f = C(lambda x, s: x * s - s)
     in_threads(call, "first", [lambda i=i: f(rand(3), 0.5 * i + 0.25) for i in range(4)])
-    in_threads(call, "again", [lambda i=i: f(rand(3, seed=1), -0.0 if i == 1 else i * 1.5) for i in range(4)])
+    in_threads(
+        call,
+        "again",
+        [lambda i=i: f(rand(3, seed=1), -0.0 if i == 1 else i * 1.5) for i in range(4)],
+    )
 
 
 @scenario
@@ -360,7 +383,7 @@ def list_argument_length_and_values(C, call):
 
 @scenario
 def dict_argument_values(C, call):
-    f = C(lambda x, cfg: x * cfg["a"] + (cfg["b"] if "b" in cfg else 0))
+    f = C(lambda x, cfg: x * cfg["a"] + cfg.get("b", 0))
     x = rand(3)
     for cfg in ({"a": 2}, {"a": 3}, {"a": 3, "b": rand(3)}, {"a": 2.5}, {"a": 2}):
         call(f"{sorted(cfg)} {cfg['a']}", lambda cfg=cfg: f(x, cfg))
@@ -472,11 +495,11 @@ def closure_tensor_rebound(C, call):
     f = C(g)
     x = rand(3, seed=1)
     call("first", lambda: f(x))
-    w = rand(3, seed=2)  # noqa: F841  (read by g through its cell)
+    w = rand(3, seed=2)  # (read by g through its cell)
     call("rebound", lambda: f(x))
-    w = rand(3, seed=2, dtype=torch.float64)  # noqa: F841
+    w = rand(3, seed=2, dtype=torch.float64)
     call("rebound float64", lambda: f(x))
-    w = rand(4, seed=3)  # noqa: F841
+    w = rand(4, seed=3)
     call("rebound shape", lambda: f(rand(4)))
 
 
@@ -492,7 +515,10 @@ def dropout_same_seed_repeats(C, call):
         a = f(x)
         b = f(x)
         outs.append((a, b))
-    call.rec("same seed repeats", torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]))
+    call.rec(
+        "same seed repeats",
+        torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]),
+    )
     call.rec("fresh per call", not torch.equal(outs[0][0], outs[0][1]))
     m.eval()
     call("eval", lambda: f(x))
