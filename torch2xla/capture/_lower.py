@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import torch
 import torch._decomp
+import torch._decomp.decompositions
 from torch._functorch.aot_autograd import aot_export_module
 
 from torch2xla.capture import _foreach
@@ -482,12 +483,38 @@ def _calls(gm: torch.fx.GraphModule, op) -> bool:
     )
 
 
+# The export's LSTM decomposition takes oneDNN's opaque ``mkldnn_rnn_layer`` where oneDNN is
+# enabled (``select_one_layer_lstm_function`` reads ``torch._C._get_mkldnn_enabled()``); ours
+# lowers the plain one. The switch is process-wide: turned off around each export, it was off
+# for every other thread too, whose eager ops took torch's kernels (gelu gave -0 where oneDNN's
+# gives +0) and whose compiled calls keyed the off state (``capture/_untracked.py``), storing
+# a program built with it on under "off": a later call with oneDNN off got oneDNN's result.
+# So the decomposition's choice is made per thread instead, the switch left alone.
+_no_onednn_lstm = threading.local()
+
+
+def _select_lstm_layer(select):
+    @functools.wraps(select)
+    def select_layer(input, hx, params):
+        if getattr(_no_onednn_lstm, "on", False):
+            return torch._decomp.decompositions.one_layer_lstm
+        return select(input, hx, params)
+
+    select_layer.torch2xla_wrapped = True
+    return select_layer
+
+
 @contextlib.contextmanager
 def _mkldnn_disabled():
-    # torch.backends.mkldnn.flags() would also reset oneDNN's TF32 flag (and warn about it).
-    prev = torch._C._get_mkldnn_enabled()
-    torch._C._set_mkldnn_enabled(False)
+    """The export's LSTM decomposition without oneDNN, in this thread only."""
+    decomps = torch._decomp.decompositions
+    if not getattr(decomps.select_one_layer_lstm_function, "torch2xla_wrapped", False):
+        decomps.select_one_layer_lstm_function = _select_lstm_layer(
+            decomps.select_one_layer_lstm_function
+        )
+    prev = getattr(_no_onednn_lstm, "on", False)
+    _no_onednn_lstm.on = True
     try:
         yield
     finally:
-        torch._C._set_mkldnn_enabled(prev)
+        _no_onednn_lstm.on = prev

@@ -153,7 +153,7 @@ class GraphGuards:
             raise error
         entry = self.cache.get(exact)
         if entry is None:
-            return self._miss(exact, args)
+            return self._miss(exact, args, self.key.exact)
         return entry(args)
 
     def _first(self, args: Sequence):
@@ -179,8 +179,13 @@ class GraphGuards:
             self.run = self._run
         return self._run(args)
 
-    def _miss(self, key: tuple, args: Sequence):
+    def _miss(self, key: tuple, args: Sequence, rekey: Callable | None = None):
         with BUILD_LOCK:
+            # The key again, now that no build runs: the process state it reads (oneDNN's
+            # switch, ...) was read before the lock, while another thread's build may have set
+            # it for a moment; this build reads it now, so the key must say what it sees (a
+            # program built with oneDNN on was stored under "off").
+            key = (rekey or self.key.compute)(args)
             entry = self.cache.get(key)
             if entry is None:
                 return self._compile(key, args)
