@@ -475,6 +475,130 @@ def no_grad_backward(C, rec):
     y.backward()
 
 
+# ============================================================================================
+# Python-level and module-level mistakes (Python's errors and nn's own checks)
+case("shape_tuple_oob", lambda a: a * a.shape[5], lambda: (r(2, 3),))
+case("size_dim_oob", lambda a: a * a.size(3), lambda: (r(2, 3),))
+case("len_0d", lambda a: a * len(a), lambda: (torch.tensor(1.0),))
+case("iter_0d", lambda a: [v for v in a], lambda: (torch.tensor(1.0),))
+case("numpy_requires_grad", lambda a: a.numpy(), lambda: (r(2).requires_grad_(),))
+case("to_cuda", lambda a: a.to("cuda") + 1, lambda: (r(2),))
+case("interpolate_2d", lambda a: F.interpolate(a, scale_factor=2), lambda: (r(2, 3),))
+case("embedding_padding_idx", lambda x, w: F.embedding(x, w, padding_idx=5), lambda: (i(0), r(3, 2)))
+case("gather_index_too_big", lambda a, j: a.gather(1, j), lambda: (r(3, 4), i(0, 1, 2, 3).view(4, 1)))
+case(
+    "scatter_src_small",
+    lambda a, j, s: a.scatter(1, j, s),
+    lambda: (r(3, 4), i(0, 1, 2).view(3, 1), r(2, 1)),
+)
+case(
+    "index_add_source_shape",
+    lambda a, j, s: a.index_add(0, j, s),
+    lambda: (r(3, 4), i(0, 1), r(2, 3)),
+)
+case("unfold_too_big", lambda a: a.unfold(0, 5, 1), lambda: (r(3),))
+case("solve_shapes", lambda a, b: torch.linalg.solve(a, b), lambda: (r(3, 3), r(2)))
+case("nll_3d_target_shape", lambda x, t: F.nll_loss(x, t), lambda: (r(2, 3, 4), i(0, 1)))
+case("view_dtype_size", lambda a: a.view(torch.int16)[..., :3], lambda: (r(3, 3)[:, :1],))
+case("pad_sequence_dims", lambda a, b: nn.utils.rnn.pad_sequence([a, b]), lambda: (r(2, 3), r(2, 4)))
+
+
+def raise_on_shape(x):
+    if x.shape[0] != 4:
+        raise ValueError(f"expected 4 rows, got {x.shape[0]}")
+    return x * 2
+
+
+case("user_raise_on_shape", raise_on_shape, lambda: (r(3),), lambda: (r(4),))
+
+
+def dict_lookup(x, d):
+    return x * d["scale"]
+
+
+case("user_key_error", dict_lookup, lambda: (r(3), {"scal": 2.0}))
+
+
+@scenario
+def lstm_wrong_input_size(C, rec):
+    torch.manual_seed(0)
+    m = nn.LSTM(4, 3, batch_first=True)
+    g = C(m)
+    rec("ok", g(r(1, 2, 4))[0])
+    try:
+        rec("bad", g(r(1, 2, 5)))
+    except Exception as e:  # noqa: BLE001
+        rec("raised", e)
+
+
+@scenario
+def mha_wrong_embed(C, rec):
+    torch.manual_seed(0)
+    m = nn.MultiheadAttention(8, 2, batch_first=True)
+    g = C(lambda q: m(q, q, q)[0])
+    try:
+        rec("bad", g(r(1, 2, 6)))
+    except Exception as e:  # noqa: BLE001
+        rec("raised", e)
+
+
+@scenario
+def transformer_bad_mask(C, rec):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    g = C(lambda x, m: layer(x, src_mask=m))
+    try:
+        rec("bad", g(r(1, 3, 8), torch.zeros(4, 4, dtype=torch.bool)))
+    except Exception as e:  # noqa: BLE001
+        rec("raised", e)
+
+
+@scenario
+def train_step_bad_label_then_ok(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    g = C(step)
+    rec("l0", g(r(2, 4), i(0, 2)))
+    try:
+        rec("l1", g(r(2, 4), i(0, 3)))
+    except Exception as e:  # noqa: BLE001
+        rec("raised", e)
+    rec("params", [p.detach().clone() for p in m.parameters()])
+    rec("l2", g(r(2, 4), i(1, 2)))
+
+
+@scenario
+def inference_mode_oob(C, rec):
+    g = C(lambda x, j: x[j] + 1)
+    with torch.inference_mode():
+        rec("ok", g(r(3), i(0, 2)))
+        try:
+            rec("bad", g(r(3), i(0, 3)))
+        except Exception as e:  # noqa: BLE001
+            rec("raised", e)
+
+
+@scenario
+def no_grad_train_index(C, rec):
+    w = nn.Parameter(r(4, 3))
+    g = C(lambda j: w[j].sum())
+    with torch.no_grad():
+        try:
+            rec("bad", g(i(5)))
+        except Exception as e:  # noqa: BLE001
+            rec("raised", e)
+    rec("ok", g(i(3)))
+
+
 def main(argv):
     return run(argv, CASES, compare)
 
