@@ -484,8 +484,12 @@ case("iter_0d", lambda a: [v for v in a], lambda: (torch.tensor(1.0),))
 case("numpy_requires_grad", lambda a: a.numpy(), lambda: (r(2).requires_grad_(),))
 case("to_cuda", lambda a: a.to("cuda") + 1, lambda: (r(2),))
 case("interpolate_2d", lambda a: F.interpolate(a, scale_factor=2), lambda: (r(2, 3),))
-case("embedding_padding_idx", lambda x, w: F.embedding(x, w, padding_idx=5), lambda: (i(0), r(3, 2)))
-case("gather_index_too_big", lambda a, j: a.gather(1, j), lambda: (r(3, 4), i(0, 1, 2, 3).view(4, 1)))
+case(
+    "embedding_padding_idx", lambda x, w: F.embedding(x, w, padding_idx=5), lambda: (i(0), r(3, 2))
+)
+case(
+    "gather_index_too_big", lambda a, j: a.gather(1, j), lambda: (r(3, 4), i(0, 1, 2, 3).view(4, 1))
+)
 case(
     "scatter_src_small",
     lambda a, j, s: a.scatter(1, j, s),
@@ -500,7 +504,9 @@ case("unfold_too_big", lambda a: a.unfold(0, 5, 1), lambda: (r(3),))
 case("solve_shapes", lambda a, b: torch.linalg.solve(a, b), lambda: (r(3, 3), r(2)))
 case("nll_3d_target_shape", lambda x, t: F.nll_loss(x, t), lambda: (r(2, 3, 4), i(0, 1)))
 case("view_dtype_size", lambda a: a.view(torch.int16)[..., :3], lambda: (r(3, 3)[:, :1],))
-case("pad_sequence_dims", lambda a, b: nn.utils.rnn.pad_sequence([a, b]), lambda: (r(2, 3), r(2, 4)))
+case(
+    "pad_sequence_dims", lambda a, b: nn.utils.rnn.pad_sequence([a, b]), lambda: (r(2, 3), r(2, 4))
+)
 
 
 def raise_on_shape(x):
