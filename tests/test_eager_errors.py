@@ -922,7 +922,7 @@ def test_mutations_before_a_failed_index_in_a_padded_program():
 
 # -- dtype errors, the class: ops whose eager kernels reject operands of different dtypes -------
 # Each case raises in eager. Where Dynamo's fake tensors raise it (their meta kernels check),
-# Dynamo reports it before the backend runs, naming the user's line ("from user code"); the
+# the graph breaks there and eager raises its own error from the user's line; the
 # rest reach the ATen graph (some decomposed: linalg_cross, nll_loss, binary_cross_entropy),
 # where we raise eager's message naming the op and the user's line.
 r = torch.randn
