@@ -157,3 +157,31 @@ def test_fullgraph_and_other_backends_keep_dynamos_error():
         torch._dynamo.reset()
         with pytest.raises(torch._dynamo.exc.TorchRuntimeError, match="fake tensor call"):
             compiled(a, b)
+
+
+# Left: errors Dynamo's own Python emulation raises while tracing (not a fake run), with its
+# words or type, before any backend runs.
+PYTHON_LEVEL = [
+    # Dynamo: IndexError 'list index out of range' (eager: 'tuple index out of range')
+    ("shape_index", lambda a: a * a.shape[5], (torch.randn(2, 3),)),
+    # Dynamo: IndexError 'tuple index out of range' (eager: 'Dimension out of range ...')
+    ("size_dim", lambda a: a * a.size(3), (torch.randn(2, 3),)),
+    # Dynamo: IndexError (eager: TypeError 'len() of a 0-d tensor')
+    ("len_0d", lambda a: a * len(a), (torch.tensor(1.0),)),
+    # Dynamo: AssertionError "Can't unpack scalar tensors." (eager: TypeError)
+    ("iter_0d", lambda a: [v for v in a], (torch.tensor(1.0),)),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="Dynamo's Python emulation raises its own error first")
+@pytest.mark.parametrize("name, fn, args", PYTHON_LEVEL, ids=[c[0] for c in PYTHON_LEVEL])
+def test_python_level_errors_while_tracing(name, fn, args):
+    torch._dynamo.reset()
+    _assert_same_error(_error(torch.compile(fn, backend="xla"), *args), _error(fn, *args))
+
+
+@pytest.mark.xfail(strict=True, reason="Dynamo traces Tensor.numpy() without eager's check")
+def test_numpy_of_a_tensor_that_requires_grad_raises():
+    fn = lambda a: a.numpy()
+    a = torch.randn(2, requires_grad=True)
+    _assert_same_error(_error(torch.compile(fn, backend="xla"), a), _error(fn, a))
