@@ -9,6 +9,8 @@ the valid calls around it compute eager's values.
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -137,13 +139,17 @@ def test_in_place_add_float_into_integer_raises_every_call(fn):
             compiled(_x(torch.int64), s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Dynamo's fake kernel raises first, with its own message (TorchRuntimeError: "
-    "'Promotion of int.add/sub_(float) in in-place ops are not possible'), as with any backend",
-)
 def test_in_place_add_float_into_integer_message():
-    _calls(lambda x, s: x.add_(s), _x(torch.int64), [0.5])
+    # Dynamo's fake kernel refuses it first (its TorchRuntimeError: 'Promotion of
+    # int.add/sub_(float) in in-place ops are not possible'): a graph break there, where eager
+    # raises its own error from the user's line (capture/_fake_errors.py)
+    fn = lambda x, s: x.add_(s)
+    with pytest.raises(RuntimeError) as want:
+        fn(_x(torch.int64), 0.5)
+    with pytest.raises(RuntimeError) as got:
+        torch.compile(fn, backend="xla", options={"strict": True})(_x(torch.int64), 0.5)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+    assert any(f.filename.endswith(THIS) for f in traceback.extract_tb(got.value.__traceback__))
 
 
 def test_in_place_tensor_float_into_integer_raises_every_call():

@@ -42,6 +42,7 @@ from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import lone_views, output_aliases, output_marks, shared_bases
 from torch2xla.capture._eager_inputs import eager_inputs
+from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_breaks
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
@@ -85,6 +86,8 @@ torch._dynamo.config.allow_rnn = True
 _break_at_duplicate_function_inputs(), _trace_reentrant_checkpoints_as_eager()
 # torch 2.11: LSTM h_n/c_n of eager's shape; integer addcdiv_/addcmul_ split as 2.13 does.
 _lstm_states_as_eager(), _split_integer_composites_as_2_13()
+# Shapes and dtypes eager rejects, seen by Dynamo's fake run: eager raises its own error there.
+_fake_errors_as_graph_breaks()
 # torch.utils.swap_tensors (m.double() with swapped parameters) forgets our weak references
 _swap.install()
 
