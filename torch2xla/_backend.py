@@ -47,6 +47,7 @@ from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
+from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
@@ -90,6 +91,14 @@ _lstm_states_as_eager(), _split_integer_composites_as_2_13()
 _fake_errors_as_graph_breaks()
 # torch.utils.swap_tensors (m.double() with swapped parameters) forgets our weak references
 _swap.install()
+
+
+def _stands_for_select(error: OpError) -> bool:
+    """Whether ``error`` is the bounds check of a gather or scatter that stands for ``x[pos]``
+    with an int ``pos`` (``capture/_int_offsets.py``): eager's replay of the rewritten graph
+    raises ``index_select``'s error, where the user's ``x[pos]`` raises select's, ours."""
+    node = getattr(error, "node", None)
+    return bool(isinstance(node, torch.fx.Node) and (node.meta.get("custom") or {}).get(SELECTED))
 
 
 class FallbackWarning(UserWarning):
@@ -278,6 +287,8 @@ class CompiledGraph:
         except Exception as eager:
             error.replayed = True
             if isinstance(error, type(eager)) and not isinstance(error, EagerOpRaised):
+                if _stands_for_select(error):  # (the replay ran the gather, not the select)
+                    raise error from eager
                 raise error.with_eager_message(eager) from eager
             raise  # (eager's own: an op of a split graph run in eager raised it)
         warn(

@@ -36,6 +36,10 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch2xla.capture._writes import IN_PLACE_OPERATORS
 
+# (in a node's meta["custom"], which the export copies onto the ATen nodes a node makes: the
+# gather or scatter stands for ``x[pos]``'s select, whose bounds error is eager's, not
+# ``index_select``'s, ``ops/_bounds.py``)
+SELECTED = "torch2xla_selects_an_int"
 _FULL = slice(None, None, None)
 # (``x[i] = v`` reaches the Dynamo graph as operator.setitem)
 _IN_PLACE_OPERATORS = IN_PLACE_OPERATORS | {operator.setitem}
@@ -267,6 +271,8 @@ def rewrite(gm: torch.fx.GraphModule, pos: Position, fake) -> None:
     added = [n for n in graph.nodes if n not in before]
     for n in added:
         n.meta.update({k: v for k, v in node.meta.items() if k != "example_value"})
+        if pos.select:
+            n.meta["custom"] = {**n.meta.get("custom", {}), SELECTED: True}
         if n.op == "call_method" and n.target.endswith("_"):
             # (in place: the base itself, as Dynamo records it; running it on the fake base
             # would move the version counts the write-back reads)

@@ -24,6 +24,7 @@ from torch2xla._errors import (
     OpZeroDivisionError,
     from_assert_statement,
 )
+from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._tensor_index import SELECT_DIMS
 from torch2xla.ops import _fits  # noqa: F401  (defines torch.ops.torch2xla.fits, in CHECKED)
 from torch2xla.ops._common import as_dtype, is_array
@@ -82,7 +83,14 @@ _RULES: dict[Any, _Rule] = {
 }
 
 
+# ``x[pos]`` (and ``x[pos] = v``) with an int ``pos`` rewritten to a gather or scatter at a
+# tensor index (``capture/_int_offsets.py``): select's rule and message
+_SELECT = _Rule(True, _BOUNDS)
+
+
 def _rule_of(node: torch.fx.Node) -> _Rule | None:
+    if (node.meta.get("custom") or {}).get(SELECTED):
+        return _SELECT
     for op in (node.meta.get("original_aten"), node.target):
         rule = _RULES.get(getattr(op, "overloadpacket", None))
         if rule is not None:
