@@ -1,0 +1,968 @@
+"""Gradients and their None-ness as users train (session 26): user-style training snippets run
+eagerly and under ``torch.compile(..., backend="xla")``, every observation compared strictly.
+
+    PYTHONPATH=. python scripts/probe_grads26.py [substring ...]
+    PROBE_BACKEND=aot_eager PYTHONPATH=. python scripts/probe_grads26.py   # torch's own
+
+Each scenario ``fn(C, rec)`` runs three times: eager in float32, compiled in float32 and eager
+with float64 as the default dtype (the reference). Observations: ``.grad`` None-ness (strict),
+dtype, shape, ``requires_grad`` and ``grad_fn is None`` of tensors (compiled vs eager float32);
+float values: the compiled error against float64 at most 8x eager float32's own error (or a
+few float32 ulps of the reference's scale, where eager happens to be exact); integer values
+and None-ness exactly; errors by type and eager's first line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch2xla  # noqa: F401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+warnings.simplefilter("ignore")
+BACKEND = os.environ.get("PROBE_BACKEND", "xla")
+SCENARIOS: dict = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def leaf(*shape, seed=0, rg=True):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(*shape, generator=g, dtype=torch.float64).to(torch.get_default_dtype())
+    return t.requires_grad_(rg)
+
+
+def describe(v):
+    if isinstance(v, torch.Tensor):
+        return ("T", v.dtype, tuple(v.shape), v.requires_grad, v.grad_fn is None, v.detach().clone())
+    if isinstance(v, dict):
+        return ("D", [(k, describe(x)) for k, x in v.items()])
+    if isinstance(v, (list, tuple)):
+        return ("L", type(v).__name__, [describe(x) for x in v])
+    if isinstance(v, BaseException):
+        return ("E", type(v).__name__, str(v).strip().split("\n")[0][:160])
+    return ("V", v)
+
+
+def _close(x, e, r) -> str | None:
+    """``x`` (compiled) against ``e`` (eager f32), both against ``r`` (eager f64)."""
+    if x.shape != e.shape:
+        return "shape"
+    if not (x.is_floating_point() or x.is_complex()):
+        return None if torch.equal(x, e) else f"values {x} vs {e}"
+    x64, e64, r64 = (t.to(torch.complex128 if t.is_complex() else torch.float64) for t in (x, e, r))
+    if not torch.equal(x64.isnan(), e64.isnan()):
+        return f"NaN positions differ\n{x}\n{e}"
+    fin = ~r64.isnan() & r64.isfinite()
+    if not torch.equal(x64[~fin], e64[~fin]) and not torch.equal(x64.isinf(), e64.isinf()):
+        return "non-finite values differ"
+    if not fin.any():
+        return None
+    ex = (x64 - r64)[fin].abs().max().item()
+    ee = (e64 - r64)[fin].abs().max().item()
+    scale = r64[fin].abs().max().item()
+    eps = torch.finfo(x.dtype if not x.is_complex() else torch.float32).eps
+    tol = 8 * max(ee, 4 * eps * scale, 1e-30)
+    if ex > tol:
+        return f"values: err {ex:.3g} vs eager's {ee:.3g} (scale {scale:.3g})\n{x}\n{e}"
+    return None
+
+
+def same(a, b, c, path="") -> str | None:
+    """``a`` compiled, ``b`` eager f32, ``c`` eager f64."""
+    if a[0] != b[0]:
+        return f"{path}: kind {a[0]} {a[1:3]} (xla) vs {b[0]} {b[1:3]} (eager)"
+    if a[0] == "T":
+        for n, x, y in zip(("dtype", "shape", "requires_grad", "grad_fn is None"), a[1:5], b[1:5]):
+            if x != y:
+                return f"{path}: {n} {x} (xla) vs {y} (eager)"
+        d = _close(a[5], b[5], c[5] if c[0] == "T" else b[5])
+        return f"{path}: {d}" if d else None
+    if a[0] == "D":
+        if [k for k, _ in a[1]] != [k for k, _ in b[1]]:
+            return f"{path}: keys {[k for k, _ in a[1]]} vs {[k for k, _ in b[1]]}"
+        for (k, x), (_, y), (_, z) in zip(a[1], b[1], c[1]):
+            d = same(x, y, z, f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if a[0] == "L":
+        if a[1] != b[1] or len(a[2]) != len(b[2]):
+            return f"{path}: container {a[1]}[{len(a[2])}] vs {b[1]}[{len(b[2])}]"
+        for i, (x, y, z) in enumerate(zip(a[2], b[2], c[2])):
+            d = same(x, y, z, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if a[0] == "E":
+        if a[1] != b[1] or b[2][:50] not in a[2]:
+            return f"{path}: error {a[1]}: {a[2]} (xla) vs {b[1]}: {b[2]} (eager)"
+        return None
+    if a[1] != b[1] and not (a[1] != a[1] and b[1] != b[1]):
+        if isinstance(a[1], float) and isinstance(b[1], float):
+            if abs(a[1] - c[1]) <= 8 * max(abs(b[1] - c[1]), 1e-6 * (1 + abs(c[1]))):
+                return None
+        return f"{path}: {a[1]!r} vs {b[1]!r}"
+    return None
+
+
+def observations(fn, C, dtype) -> list:
+    obs = []
+
+    def rec(label, value):
+        obs.append((label, describe(value)))
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        fn(C, rec)
+    except Exception as e:  # noqa: BLE001  (the error is an observation)
+        obs.append(("raised", describe(e)))
+    finally:
+        torch.set_default_dtype(old)
+    return obs
+
+
+def compare(name, fn) -> str:
+    def C(f, **kw):
+        return torch.compile(f, backend=BACKEND, **kw)
+
+    got = observations(fn, C, torch.float32)
+    exp = observations(fn, lambda f, **kw: f, torch.float32)
+    ref = observations(fn, lambda f, **kw: f, torch.float64)
+    if len(ref) != len(exp):
+        ref = exp
+    for (lg, g), (le, e), (_, r) in zip(got, exp, ref):
+        if lg != le:
+            return f"DIFF  {name}: observation {lg!r} {g[:3]} (xla) vs {le!r} {e[:3]} (eager)"
+        d = same(g, e, r, lg)
+        if d:
+            return f"DIFF  {name}: {d}"
+    if len(got) != len(exp):
+        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
+    return f"ok    {name}"
+
+
+def grads(model) -> dict:
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+def params(model) -> dict:
+    return {n: p for n, p in model.named_parameters()}
+
+
+# ============================================================================================
+# the None-ness of parameters' gradients in modules
+
+
+class Gated(nn.Module):
+    """A module whose forward reaches some parameters through paths without gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.unused = nn.Linear(4, 4)
+        self.gate = nn.Parameter(torch.randn(4))
+        self.scale = nn.Parameter(torch.randn(4))
+        self.never = nn.Parameter(torch.randn(4))
+        self.frozen = nn.Linear(4, 4)
+        self.frozen.requires_grad_(False)
+        self.detached = nn.Parameter(torch.randn(4))
+        self.nograd = nn.Parameter(torch.randn(4))
+        self.zero = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        h = self.a(x)
+        h = h * (self.gate > 0)  # comparison: no gradient to gate
+        h = h + self.scale.argmax().float()  # argmax: none
+        h = torch.where(h > 1e9, self.never, h)  # branch never taken: zeros
+        h = self.frozen(h) + h * self.detached.detach()
+        with torch.no_grad():
+            s = self.nograd.sum()
+        return (h * s + self.zero * 0).sum()
+
+
+@scenario
+def mod_gated_paths(C, rec):
+    m = Gated()
+    out = C(m)(leaf(3, 4))
+    rec("out", out)
+    out.backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_gated_paths_two_steps_set_to_none_false(C, rec):
+    m = Gated()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    cm = C(m)
+    for i in range(3):
+        opt.zero_grad(set_to_none=False)
+        loss = cm(leaf(3, 4, seed=i))
+        loss.backward()
+        rec(f"grads{i}", grads(m))
+        opt.step()
+    rec("params", params(m))
+
+
+@scenario
+def mod_adam_skips_none_grads(C, rec):
+    m = Gated()
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    cm = C(m)
+    for i in range(3):
+        opt.zero_grad()
+        loss = cm(leaf(3, 4, seed=i))
+        loss.backward()
+        opt.step()
+    rec("params", params(m))
+    rec("state", sorted(n for n, p in m.named_parameters() if p in opt.state))
+
+
+@scenario
+def mod_adamw_compiled_step(C, rec):
+    m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    m[0].bias.requires_grad_(False)
+    opt = torch.optim.AdamW(m.parameters(), lr=0.01, weight_decay=0.1)
+    cm = C(m)
+
+    def step():
+        opt.step()
+
+    cstep = C(step)
+    for i in range(3):
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(cm(leaf(5, 4, seed=i)), leaf(5, 2, seed=10 + i))
+        loss.backward()
+        cstep()
+        rec(f"loss{i}", loss)
+    rec("params", params(m))
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_train_step_fn_compiled(C, rec):
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = C(train_step)
+    for i in range(3):
+        rec(f"loss{i}", step(leaf(6, 4, seed=i, rg=False), torch.tensor([0, 1, 2, 0, 1, 2])))
+    rec("params", params(m))
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_accumulate_three_calls(C, rec):
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    cm = C(m)
+    for i in range(3):
+        (cm(leaf(2, 4, seed=i)).sum() / 3).backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_conv_bn_frozen_affine_train(C, rec):
+    m = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU())
+    m[1].weight.requires_grad_(False)
+    cm = C(m)
+    out = cm(leaf(2, 2, 5, 5))
+    out.pow(2).mean().backward()
+    rec("grads", grads(m))
+    rec("running", [m[1].running_mean, m[1].running_var, m[1].num_batches_tracked])
+
+
+@scenario
+def mod_conv_bn_eval(C, rec):
+    m = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU())
+    m.eval()
+    m[0].bias.requires_grad_(False)
+    cm = C(m)
+    out = cm(leaf(2, 2, 5, 5))
+    out.pow(2).mean().backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_bn_no_affine_input_grad(C, rec):
+    m = nn.BatchNorm1d(4, affine=False)
+    x = leaf(6, 4)
+    out = C(m)(x)
+    (out * leaf(6, 4, seed=1, rg=False)).sum().backward()
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_layernorm_frozen_bias(C, rec):
+    m = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.Linear(6, 2))
+    m[1].bias.requires_grad_(False)
+    x = leaf(3, 4)
+    out = C(m)(x)
+    out.sum().backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_embedding_padding_idx(C, rec):
+    m = nn.Embedding(10, 4, padding_idx=0)
+    lin = nn.Linear(4, 1)
+
+    def f(idx):
+        return lin(m(idx)).sum()
+
+    out = C(f)(torch.tensor([[0, 1, 2], [0, 0, 3]]))
+    out.backward()
+    rec("grads", [m.weight.grad, lin.weight.grad, lin.bias.grad])
+
+
+@scenario
+def mod_embedding_padding_only(C, rec):
+    m = nn.Embedding(10, 4, padding_idx=0)
+
+    def f(idx):
+        return m(idx).sum()
+
+    out = C(f)(torch.tensor([[0, 0]]))
+    rec("out", out)
+    out.backward()
+    rec("grads", [m.weight.grad])
+
+
+@scenario
+def mod_embedding_max_norm(C, rec):
+    m = nn.Embedding(10, 4, max_norm=1.0)
+
+    def f(idx):
+        return (m(idx) * 3).sum()
+
+    out = C(f)(torch.tensor([1, 2, 2, 5]))
+    out.backward()
+    rec("grads", [m.weight.grad])
+    rec("weight", m.weight)
+
+
+@scenario
+def mod_mha_frozen_in_proj(C, rec):
+    m = nn.MultiheadAttention(8, 2, batch_first=True)
+    m.in_proj_bias.requires_grad_(False)
+    x = leaf(2, 3, 8)
+
+    def f(x):
+        out, w = m(x, x, x, need_weights=True)
+        return out.sum() + w.sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_mha_key_padding_mask_weights_unused(C, rec):
+    m = nn.MultiheadAttention(8, 2, batch_first=True, kdim=6, vdim=5)
+    q, k, v = leaf(2, 3, 8), leaf(2, 4, 6, seed=1), leaf(2, 4, 5, seed=2)
+    mask = torch.tensor([[False, False, True, True], [False, False, False, True]])
+
+    def f(q, k, v):
+        out, _ = m(q, k, v, key_padding_mask=mask, need_weights=False)
+        return out
+
+    out = C(f)(q, k, v)
+    rec("out", out)
+    out.sum().backward()
+    rec("grads", grads(m))
+    rec("inputs", [q.grad, k.grad, v.grad])
+
+
+@scenario
+def mod_transformer_encoder_layer(C, rec):
+    m = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    m.norm2.requires_grad_(False)
+    x = leaf(2, 3, 8)
+    out = C(m)(x, src_key_padding_mask=torch.tensor([[False, False, True], [False, False, False]]))
+    (out * leaf(2, 3, 8, seed=5, rg=False)).sum().backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_lstm_frozen_ih(C, rec):
+    m = nn.LSTM(4, 5, num_layers=2, batch_first=True)
+    m.weight_ih_l0.requires_grad_(False)
+    x = leaf(2, 3, 4)
+
+    def f(x):
+        out, (h, c) = m(x)
+        return out[:, -1].sum() + h.sum()
+
+    C(f)(x).backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_gru_only_hidden_used(C, rec):
+    m = nn.GRU(4, 5, batch_first=True, bidirectional=True)
+    x = leaf(2, 3, 4)
+
+    def f(x):
+        _, h = m(x)
+        return h[0].sum()  # only the forward direction reaches the loss
+
+    C(f)(x).backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_weight_norm(C, rec):
+    m = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    x = leaf(2, 4)
+    C(m)(x).sum().backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_tied_weights_head(C, rec):
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(12, 6)
+            self.ln = nn.LayerNorm(6)
+            self.head = nn.Linear(6, 12, bias=False)
+            self.head.weight = self.emb.weight
+            self.pos = nn.Parameter(torch.randn(8, 6))
+
+        def forward(self, idx, labels=None):
+            h = self.ln(self.emb(idx) + self.pos[: idx.shape[1]])
+            logits = self.head(h)
+            if labels is None:
+                return logits
+            return F.cross_entropy(logits.view(-1, 12), labels.view(-1), ignore_index=-100)
+
+    m = LM()
+    cm = C(m)
+    loss = cm(torch.tensor([[1, 2, 3]]), labels=torch.tensor([[2, 3, -100]]))
+    rec("loss", loss)
+    loss.backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_cross_entropy_all_ignored(C, rec):
+    m = nn.Linear(4, 3)
+    out = C(lambda x, y: F.cross_entropy(m(x), y))(leaf(2, 4), torch.tensor([-100, -100]))
+    rec("loss", out)
+    out.backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_dict_outputs_some_used(C, rec):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.cls = nn.Linear(4, 3)
+            self.reg = nn.Linear(4, 1)
+
+        def forward(self, x):
+            h = self.body(x).relu()
+            return {"cls": self.cls(h), "reg": self.reg(h), "pred": self.cls(h).argmax(-1)}
+
+    m = Two()
+    out = C(m)(leaf(3, 4))
+    rec("out", out)
+    out["cls"].sum().backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_list_outputs_int_and_float(C, rec):
+    m = nn.Linear(4, 3)
+
+    def f(x):
+        y = m(x)
+        return [y, y.argmax(-1), (y > 0).sum(), y.shape[0]]
+
+    out = C(f)(leaf(3, 4))
+    rec("out", out)
+    out[0].sum().backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_requires_grad_false_outputs(C, rec):
+    m = nn.Linear(4, 3)
+    m.requires_grad_(False)
+    x = leaf(3, 4, rg=False)
+    out = C(m)(x)
+    rec("out", out)
+    out.sum().backward()
+
+
+@scenario
+def mod_input_requires_grad_output_not_dependent(C, rec):
+    m = nn.Linear(4, 3)
+
+    def f(x, y):
+        return m(y), x.shape
+
+    x = leaf(3, 4)
+    out, s = C(f)(x, leaf(3, 4, seed=1, rg=False))
+    rec("out", out)
+    out.sum().backward()
+    rec("x.grad", x.grad)
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_autograd_grad_allow_unused(C, rec):
+    m = Gated()
+    x = leaf(3, 4)
+    loss = C(m)(x)
+    ps = list(m.parameters())
+    trainable = [p for p in ps if p.requires_grad]
+    gs = torch.autograd.grad(loss, [x, *trainable], allow_unused=True, retain_graph=True)
+    rec("g", list(gs))
+    gs = torch.autograd.grad(loss, [x, *trainable], allow_unused=True, materialize_grads=True)
+    rec("gm", list(gs))
+
+
+@scenario
+def mod_autograd_grad_unused_raises(C, rec):
+    m = Gated()
+    loss = C(m)(leaf(3, 4))
+    torch.autograd.grad(loss, [m.unused.weight])
+
+
+@scenario
+def mod_autograd_grad_gate_raises(C, rec):
+    m = Gated()
+    loss = C(m)(leaf(3, 4))
+    torch.autograd.grad(loss, [m.gate])
+
+
+@scenario
+def mod_autograd_grad_never_branch_ok(C, rec):
+    m = Gated()
+    loss = C(m)(leaf(3, 4))
+    rec("g", list(torch.autograd.grad(loss, [m.never, m.zero])))
+
+
+@scenario
+def mod_gradient_penalty(C, rec):
+    m = nn.Sequential(nn.Linear(3, 5), nn.Softplus(), nn.Linear(5, 1))
+    x = leaf(4, 3)
+
+    def f(x):
+        out = m(x)
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        return out.mean() + ((g.norm(dim=1) - 1) ** 2).mean()
+
+    loss = C(f)(x)
+    rec("loss", loss)
+    loss.backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_double_backward_outside(C, rec):
+    m = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+    x = leaf(4, 3)
+    out = C(m)(x).sum()
+    (g,) = torch.autograd.grad(out, x, create_graph=True)
+    rec("g", g)
+    g.pow(2).sum().backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_double_backward_relu_bias_none(C, rec):
+    # second derivative of a relu MLP in its last bias: eager gives None (no path)
+    m = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1))
+    x = leaf(4, 3)
+    out = C(m)(x).sum()
+    (g,) = torch.autograd.grad(out, x, create_graph=True)
+    g.pow(2).sum().backward()
+    rec("grads", grads(m))
+    rec("x.grad", x.grad)
+
+
+@scenario
+def mod_backward_twice_retain(C, rec):
+    m = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+    out = C(m)(leaf(4, 3)).sum()
+    out.backward(retain_graph=True)
+    out.backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_hooks(C, rec):
+    m = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+    calls = []
+    m[0].weight.register_hook(lambda g: g * 2)
+    m[2].bias.register_hook(lambda g: calls.append(g.clone()))
+
+    def f(x):
+        h = m[0](x)
+        h.register_hook(lambda g: g * 0.5)
+        return m[2](m[1](h)).sum()
+
+    C(f)(leaf(4, 3)).backward()
+    rec("grads", grads(m))
+    rec("calls", calls)
+
+
+@scenario
+def mod_retain_grad_inside(C, rec):
+    m = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+    keep = {}
+
+    def f(x):
+        h = m[0](x)
+        h.retain_grad()
+        keep["h"] = h
+        return m[2](m[1](h)).sum()
+
+    C(f)(leaf(4, 3)).backward()
+    rec("h.grad", keep["h"].grad)
+    rec("grads", grads(m))
+
+
+@scenario
+def mod_autograd_function_inside(C, rec):
+    class Clip(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x.clamp(-1, 1) * w
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return g * w, None  # no gradient for w, by choice
+
+    lin = nn.Linear(4, 4)
+    w = leaf(4, seed=3)
+
+    def f(x):
+        return Clip.apply(lin(x), w).sum()
+
+    C(f)(leaf(2, 4)).backward()
+    rec("grads", [lin.weight.grad, lin.bias.grad, w.grad])
+
+
+@scenario
+def mod_complex_params(C, rec):
+    w = torch.randn(4, 4, dtype=torch.complex64 if torch.get_default_dtype() == torch.float32 else torch.complex128, requires_grad=True)
+    b = torch.randn(4, dtype=w.dtype, requires_grad=True)
+    unused = torch.randn(4, dtype=w.dtype, requires_grad=True)
+
+    def f(x):
+        y = x.to(w.dtype) @ w + b
+        return (y.abs() ** 2).sum()
+
+    C(f)(leaf(3, 4)).backward()
+    rec("grads", [w.grad, b.grad, unused.grad])
+
+
+@scenario
+def mod_python_branch_on_value(C, rec):
+    a, b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def f(x):
+        if x.sum() > 0:
+            return a(x).sum()
+        return b(x).sum()
+
+    cf = C(f)
+    cf(leaf(3, 4).abs()).backward()
+    rec("g1", [a.weight.grad, b.weight.grad])
+    cf(-leaf(3, 4, seed=1).abs()).backward()
+    rec("g2", [a.weight.grad, b.weight.grad])
+
+
+@scenario
+def mod_torch_cond(C, rec):
+    a, b = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: (x * a).sum(), lambda x: (x * b).sum(), (x,))
+
+    x = leaf(4)
+    out = C(f)(x.abs().detach().requires_grad_())
+    out.backward()
+    rec("g", [a.grad, b.grad])
+
+
+@scenario
+def mod_item_break(C, rec):
+    a, b = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+    def f(x):
+        s = (x * a).sum().item()
+        return (x * b).sum() * s
+
+    C(f)(leaf(4)).backward()
+    rec("g", [a.grad, b.grad])
+
+
+@scenario
+def mod_inplace_on_clone(C, rec):
+    w = leaf(4, seed=1)
+    u = leaf(4, seed=2)
+
+    def f(x):
+        h = w.clone()
+        h[1:3] = u[1:3] * 2
+        h.mul_(x)
+        h.masked_fill_(x > 1, 0.0)
+        return h.sum()
+
+    x = leaf(4)
+    C(f)(x).backward()
+    rec("g", [w.grad, u.grad, x.grad])
+
+
+@scenario
+def mod_sort_topk_ties(C, rec):
+    w = torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0], requires_grad=True)
+
+    def f(w):
+        s = w.sort(descending=True).values[:2].sum()
+        t = w.topk(2).values.sum() * 0  # which of equal elements topk picks is unspecified
+        mx = w.max()
+        mn = w.min()
+        m1, _ = w.max(dim=0)
+        return s * 1 + t * 10 + mx * 100 + mn * 1000 + m1 * 10000
+
+    out = C(f)(w)
+    out.backward()
+    rec("g", w.grad)
+
+
+@scenario
+def mod_amax_ties(C, rec):
+    w = torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+
+    def f(w):
+        return w.amax(1).sum() + 10 * w.amin(0).sum() + 100 * w.norm(p=float("inf"))
+
+    C(f)(w).backward()
+    rec("g", w.grad)
+
+
+@scenario
+def mod_index_select_no_rows(C, rec):
+    w = leaf(5, 3)
+    x = leaf(3, seed=1)
+
+    def f(x):
+        return (w.index_select(0, torch.tensor([], dtype=torch.long)).sum(0) + x).sum()
+
+    C(f)(x).backward()
+    rec("g", [w.grad, x.grad])
+
+
+@scenario
+def mod_zero_grad_set_to_none_modes(C, rec):
+    m = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    cm = C(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    cm(leaf(2, 3)).sum().backward()
+    opt.zero_grad(set_to_none=False)
+    rec("after_false", grads(m))
+    m[0].requires_grad_(False)
+    cm(leaf(2, 3, seed=1)).sum().backward()
+    rec("frozen_step", grads(m))
+    opt.zero_grad()
+    rec("after_true", grads(m))
+    cm(leaf(2, 3, seed=2)).sum().backward()
+    rec("again", grads(m))
+
+
+@scenario
+def mod_unfreeze_midway(C, rec):
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
+    m[0].requires_grad_(False)
+    cm = C(m)
+    x = leaf(2, 3, rg=False)
+    cm(x).sum().backward()
+    rec("g1", grads(m))
+    m[0].requires_grad_(True)
+    cm(x).sum().backward()
+    rec("g2", grads(m))
+
+
+@scenario
+def mod_module_compile_method(C, rec):
+    m = nn.Sequential(nn.Linear(3, 3), nn.SiLU(), nn.Linear(3, 2))
+    if C(lambda: 0) is not None and C.__name__ != "<lambda>":
+        pass
+    cm = C(m)
+    cm(leaf(2, 3)).pow(2).sum().backward()
+    rec("g", grads(m))
+
+
+# ============================================================================================
+# tiny Hugging Face models trained with labels: every parameter's gradient
+
+
+def _hf(name):
+    import transformers as tf
+
+    torch.manual_seed(0)
+    if name == "llama":
+        cfg = tf.LlamaConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=32,
+        )
+        return tf.LlamaForCausalLM(cfg)
+    if name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=64, n_embd=16, n_layer=2, n_head=2, n_positions=32)
+        return tf.GPT2LMHeadModel(cfg)
+    if name == "bert_mlm":
+        cfg = tf.BertConfig(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        return tf.BertForMaskedLM(cfg)
+    if name == "bert_cls":
+        cfg = tf.BertConfig(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            num_labels=3,
+        )
+        return tf.BertForSequenceClassification(cfg)
+    if name == "t5":
+        cfg = tf.T5Config(
+            vocab_size=64,
+            d_model=16,
+            d_kv=8,
+            d_ff=32,
+            num_layers=2,
+            num_heads=2,
+            dropout_rate=0.0,
+            decoder_start_token_id=0,
+        )
+        return tf.T5ForConditionalGeneration(cfg)
+    if name == "distilbert_qa":
+        cfg = tf.DistilBertConfig(
+            vocab_size=64, dim=16, n_layers=2, n_heads=2, hidden_dim=32, dropout=0.0,
+            attention_dropout=0.0, max_position_embeddings=32,
+        )
+        return tf.DistilBertForQuestionAnswering(cfg)
+    raise KeyError(name)
+
+
+def _hf_scenario(name, kwargs_fn, freeze=None):
+    def fn(C, rec):
+        m = _hf(name)
+        m.train()
+        if freeze:
+            for n, p in m.named_parameters():
+                if freeze in n:
+                    p.requires_grad_(False)
+        cm = C(m)
+        out = cm(**kwargs_fn())
+        rec("loss", out.loss)
+        out.loss.backward()
+        rec("grads", grads(m))
+
+    fn.__name__ = f"hf_{name}" + (f"_freeze_{freeze}" if freeze else "")
+    SCENARIOS[fn.__name__] = fn
+
+
+_ids = lambda: torch.tensor([[1, 5, 7, 9, 3], [2, 8, 4, 4, 6]])  # noqa: E731
+_hf_scenario("llama", lambda: {"input_ids": _ids(), "labels": _ids()})
+_hf_scenario("llama", lambda: {"input_ids": _ids(), "labels": _ids()}, freeze="embed")
+_hf_scenario("gpt2", lambda: {"input_ids": _ids(), "labels": _ids()})
+_hf_scenario(
+    "bert_mlm",
+    lambda: {
+        "input_ids": _ids(),
+        "labels": torch.tensor([[-100, 5, -100, -100, 3], [-100] * 5]),
+        "attention_mask": torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]),
+    },
+)
+_hf_scenario("bert_cls", lambda: {"input_ids": _ids(), "labels": torch.tensor([0, 2])})
+_hf_scenario("bert_cls", lambda: {"input_ids": _ids(), "labels": torch.tensor([0, 2])}, freeze="bert.")
+_hf_scenario("t5", lambda: {"input_ids": _ids(), "labels": torch.tensor([[3, 4, -100], [5, -100, -100]])})
+_hf_scenario(
+    "distilbert_qa",
+    lambda: {"input_ids": _ids(), "start_positions": torch.tensor([1, 2]), "end_positions": torch.tensor([3, 9])},
+)
+
+
+@scenario
+def hf_llama_adamw_steps(C, rec):
+    m = _hf("llama")
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    cm = C(m)
+    for i in range(3):
+        opt.zero_grad()
+        out = cm(input_ids=_ids(), labels=_ids())
+        out.loss.backward()
+        opt.step()
+        rec(f"loss{i}", out.loss)
+    rec("params", params(m))
+
+
+def main(argv) -> int:
+    names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
+    bad = 0
+    for n in names:
+        try:
+            line = compare(n, SCENARIOS[n])
+        except Exception:  # noqa: BLE001  (a failure of the probe itself)
+            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
+        if not line.startswith("ok"):
+            bad += 1
+        print(line, flush=True)
+    print(f"{len(names) - bad}/{len(names)} ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
