@@ -239,3 +239,32 @@ def test_moe_aux_loss_on_module_and_hook_features_grads_as_eager():
         return aux, out, _grads(m)
 
     _assert_same(*_both(scenario))
+
+
+# ============================================================================================
+# backward formulas whose operands do not broadcast
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "prod"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_reduce_src_larger_than_index_backward_raises_as_eager(reduce, dim):
+    # eager's formula compares src with the result gathered at the index: its backward
+    # raises a broadcast error, which the fake run words otherwise (it was ignored, and the
+    # compiled backward gave src a gradient)
+    index = torch.tensor([[0, 2], [1, 1]])
+
+    def f(x, src):
+        return x.scatter_reduce(dim, index, src, reduce).pow(2).sum()
+
+    errors = []
+    for C in (lambda f: f, _compiled):
+        torch._dynamo.reset()
+        x = leaf(3, 3, dtype=torch.float64)
+        src = leaf(3, 3, seed=1, dtype=torch.float64)
+        loss = C(f)(x, src)
+        assert loss.requires_grad
+        with pytest.raises(RuntimeError) as e:
+            loss.backward()
+        errors.append(str(e.value))
+        assert x.grad is None and src.grad is None
+    assert errors[0] in errors[1], errors
