@@ -58,7 +58,7 @@ def describe(v):
     if isinstance(v, (list, tuple)):
         return ("L", type(v).__name__, [describe(x) for x in v])
     if isinstance(v, BaseException):
-        return ("E", type(v), str(v).strip().split("\n")[0][:160])
+        return ("E", type(v), str(v).strip().split("\n")[0][:160], str(v))
     return ("V", v)
 
 
@@ -114,7 +114,7 @@ def same(a, b, c, path="") -> str | None:
         return None
     if a[0] == "E":
         # (ours may be a subclass of eager's: OpError is a RuntimeError)
-        if not issubclass(a[1], b[1]) or b[2][:50] not in a[2]:
+        if not issubclass(a[1], b[1]) or b[2][:50] not in a[3]:
             return f"{path}: error {a[1].__name__}: {a[2]} (xla) vs {b[1].__name__}: {b[2]} (eager)"
         return None
     if a[1] != b[1] and not (a[1] != a[1] and b[1] != b[1]):
@@ -1934,6 +1934,46 @@ def _multi(name, op):
 
 for _n, _op in _MULTI.items():
     _multi(_n, _op)
+
+
+@scenario
+def view_inputs_of_params(C, rec):
+    w = leaf(3, 4)
+    u = leaf(4, seed=1)
+
+    def f(wt, head, tail, ux):
+        return (wt * 2).sum() + (head * 0).sum() + ux.sum() * 0
+
+    out = C(f)(w.T, w[0], w[1:], u.expand(2, 4))
+    rec("out", out)
+    out.backward()
+    rec("g", [w.grad, u.grad])
+
+
+@scenario
+def view_input_unused_entirely(C, rec):
+    w = leaf(3, 4)
+    v = leaf(3, 4, seed=1)
+
+    def f(a, b):
+        return a.sum() * 3
+
+    C(f)(v * 1, w[:, 1:]).backward()
+    rec("g", [w.grad, v.grad])
+
+
+@scenario
+def int_and_float_outputs_mixed_backward(C, rec):
+    w = leaf(5)
+
+    def f(w):
+        s, i = w.sort()
+        return s, i, w.argmax(), w.sum().item() if False else w.max(dim=0)
+
+    s, i, a, mx = C(f)(w)
+    rec("outs", [s, i, a, mx.values, mx.indices])
+    (s[0] + mx.values * 2).backward()
+    rec("g", w.grad)
 
 
 def main(argv) -> int:
