@@ -11,7 +11,8 @@ autograd on, user-level ops as the user called them):
   changed in place afterwards inside the graph (``y = x.exp(); y.add_(1)``), an op whose
   derivative eager does not implement (``floor_divide``, ``NotImplemented`` nodes), a formula
   that fails on an undefined gradient (``dist(a, b, p=0)`` with both requiring grad) or gives
-  a gradient of the wrong shape (``scatter`` of a ``src`` larger than its index), and the
+  a gradient of the wrong shape (``scatter`` of a ``src`` larger than its index) or operands
+  that do not broadcast (``scatter_reduce``'s amax/amin/prod of such a ``src``), and the
   dtype checks of backward kernels that fake kernels skip (``ops._arg_checks.CHECKS``:
   ``huber_loss_backward`` with a target of another dtype). Only those errors are trusted; any
   other failure of the fake run (an op fake tensors cannot run) is logged and ignored. Where
@@ -34,6 +35,7 @@ autograd on, user-level ops as the user called them):
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,6 +161,9 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         # ``scatter``'s of a ``src`` larger than its index, ``src.gather``'s shape)
         if eagers_own(e) or (type(e) is RuntimeError and "returned an invalid gradient" in str(e)):
             return type(e)(eager_view_names(str(e)))
+        broadcast = _eager_broadcast_error(e)
+        if broadcast is not None:
+            return broadcast
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     except AssertionError as e:
         # NOTE: an analysis, not the user's computation: where torch's fake machinery itself
@@ -172,6 +177,36 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         # fake value, ``output_saves``' own, failed its assertion; the engine is done here)
         mode.in_kernel_invocation = in_kernel
     return None
+
+
+# A broadcast a formula's operands fail, as torch's reference broadcasting (the fake kernels')
+# words it: the mismatching operand's size at a dim counted from the end, the shape so far.
+_FAKE_BROADCAST = re.compile(
+    r"Attempting to broadcast a dimension of length (\d+) at (-\d+)! Mismatching argument at "
+    r"index \d+ had torch\.Size\(\[[^]]*\]\); but expected shape should be broadcastable to "
+    r"\[([^]]*)\]"
+)
+
+
+def _eager_broadcast_error(e: RuntimeError) -> RuntimeError | None:
+    """Eager's error where a backward formula's operands do not broadcast (``scatter_reduce``'s
+    amax/amin/prod formula for a ``src`` larger than its index compares ``src`` with the result
+    gathered at the index), or None for other errors. Fake kernels check shapes as eager's
+    TensorIterator does, in other words: eager's "The size of tensor a (A) must match the size
+    of tensor b (B) at non-singleton dimension d", ``a`` the shape so far, ``d`` from the
+    front."""
+    found = _FAKE_BROADCAST.search(str(e)) if type(e) is RuntimeError else None
+    if found is None:
+        return None
+    length, at, common = int(found[1]), int(found[2]), found[3]
+    sizes = [int(s) for s in common.split(",") if s.strip()]
+    dim = len(sizes) + at
+    if not 0 <= dim < len(sizes):
+        return None
+    return RuntimeError(
+        f"The size of tensor a ({sizes[dim]}) must match the size of tensor b ({length}) at "
+        f"non-singleton dimension {dim}"
+    )
 
 
 def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]] | None:

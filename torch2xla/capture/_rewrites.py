@@ -515,6 +515,7 @@ def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
         bound = inspect.signature(node.target).bind(*node.args, **node.kwargs).arguments
         meta = {k: getattr(v, "meta", {}).get("example_value") for k, v in bound.items()}
         _check_margin_dtypes(meta, node)
+        _check_margin_differentiable(meta, node)
     node.target = _REPLACED[node.target]
 
 
@@ -534,6 +535,25 @@ def _check_margin_dtypes(meta: dict, node: torch.fx.Node) -> None:
         if rejected is not None:
             message, error = rejected
             raise error(message, node)
+
+
+def _check_margin_differentiable(meta: dict, node: torch.fx.Node) -> None:
+    """Eager's autograd error for an argument its kernel has no derivative for that requires
+    grad where grad mode is on (the call's result requires grad): Dynamo's fake run goes through
+    torch's Python decomposition registered for the Autograd key, which skips the check, so a
+    compiled call computed a gradient for ``multi_margin_loss``'s ``weight``."""
+    out = node.meta.get("example_value")
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        return
+    name, arguments = _MARGIN_NOT_DIFFERENTIABLE.get(node.target, ("", ()))
+    for argument in arguments:
+        t = meta.get(argument)
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise OpError(
+                f"The function '{name}' is not differentiable with respect to argument "
+                f"'{argument}'. This input cannot have requires_grad True.",
+                node,
+            )
 
 
 def _reduction(size_average, reduce, reduction: str) -> str:
@@ -645,6 +665,9 @@ _MARGIN_KERNELS = {
     F.multi_margin_loss: torch.ops.aten.multi_margin_loss.default,
     F.multilabel_margin_loss: torch.ops.aten.multilabel_margin_loss.default,
 }
+# (their ATen name and the floating arguments eager's autograd has no derivative for: the
+# target of ``multilabel_margin_loss`` is an integer tensor, which cannot require grad)
+_MARGIN_NOT_DIFFERENTIABLE = {F.multi_margin_loss: ("multi_margin_loss", ("weight",))}
 
 
 def flex_statistics_in_float64(gm: torch.fx.GraphModule) -> None:
