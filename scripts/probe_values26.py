@@ -1,0 +1,516 @@
+"""Probe everyday arithmetic (session 26): user-style functions run eagerly and under
+``torch.compile(backend="xla")`` (some with ``dynamic=True``), values compared strictly
+(integers and bools bit for bit, floats with NaN positions and zero signs, dtypes, shapes,
+errors by type and message start).
+
+    PYTHONPATH=. python scripts/probe_values26.py [substring ...]
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+import torch2xla  # noqa: F401
+
+warnings.filterwarnings("ignore")
+CASES = {}
+
+
+def case(*args, dynamic=False, name=None, ulps=4):
+    def deco(fn):
+        CASES[name or fn.__name__] = (fn, args, dynamic, ulps)
+        return fn
+
+    return deco
+
+
+def flat(v):
+    if isinstance(v, (list, tuple)):
+        out = []
+        for x in v:
+            out += flat(x)
+        return out
+    return [v]
+
+
+def cmp1(g, e, ulps):
+    if isinstance(e, torch.Tensor):
+        if not isinstance(g, torch.Tensor):
+            return f"type {type(g)} vs tensor"
+        if g.dtype != e.dtype:
+            return f"dtype {g.dtype} vs {e.dtype}"
+        if g.shape != e.shape:
+            return f"shape {tuple(g.shape)} vs {tuple(e.shape)}"
+        if e.is_floating_point():
+            gd, ed = g.double(), e.double()
+            if not torch.equal(gd.isnan(), ed.isnan()):
+                return f"nan pos {g.tolist()} vs {e.tolist()}"
+            m = ~ed.isnan()
+            if not torch.equal(torch.signbit(gd[m]), torch.signbit(ed[m])):
+                return f"sign {g.tolist()} vs {e.tolist()}"
+            if not torch.equal(gd[m].isinf(), ed[m].isinf()):
+                return f"inf {g.tolist()} vs {e.tolist()}"
+            eps = torch.finfo(e.dtype).eps
+            tol = ulps * eps * ed[m].abs().clamp_min(torch.finfo(e.dtype).tiny)
+            fin = ~ed[m].isinf()
+            if not bool(((gd[m] - ed[m]).abs()[fin] <= tol[fin]).all()):
+                return f"values {g.tolist()} vs {e.tolist()}"
+            return None
+        if not torch.equal(g, e):
+            return f"values {g.tolist()} vs {e.tolist()}"
+        return None
+    if isinstance(e, float) and math.isnan(e):
+        return None if isinstance(g, float) and math.isnan(g) else f"{g!r} vs {e!r}"
+    if type(g) is not type(e) or g != e:
+        return f"{g!r} vs {e!r}"
+    return None
+
+
+def run1(fn, args, compiled, dynamic):
+    torch._dynamo.reset()
+    f = torch.compile(fn, backend="xla", dynamic=dynamic) if compiled else fn
+    a = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            return ("ok", f(*a))
+    except Exception as e:  # noqa: BLE001
+        return ("err", e)
+
+
+def compare(name):
+    fn, args, dynamic, ulps = CASES[name]
+    ek, ev = run1(fn, args, False, False)
+    gk, gv = run1(fn, args, True, dynamic)
+    if ek == "err":
+        if gk != "err":
+            return f"DIFF {name}: eager raised {type(ev).__name__}: {str(ev)[:100]} ; xla returned {gv}"
+        if not isinstance(gv, type(ev)):
+            return f"DIFF {name}: error {type(gv).__name__}: {str(gv)[:150]} vs {type(ev).__name__}: {str(ev)[:100]}"
+        if str(ev).strip()[:40] not in str(gv):
+            return f"MSG {name}: {str(gv)[:150]!r} vs {str(ev)[:100]!r}"
+        return f"ok {name} (raises)"
+    if gk == "err":
+        return f"DIFF {name}: xla raised {type(gv).__name__}: {str(gv)[:300]}"
+    ef, gf = flat(ev), flat(gv)
+    if len(ef) != len(gf):
+        return f"DIFF {name}: {len(gf)} outputs vs {len(ef)}"
+    for i, (g, e) in enumerate(zip(gf, ef)):
+        d = cmp1(g, e, ulps)
+        if d:
+            return f"DIFF {name}[{i}]: {d}"
+    return f"ok {name}"
+
+
+def main(argv):
+    names = [n for n in CASES if not argv or any(a in n for a in argv)]
+    bad = 0
+    for n in names:
+        try:
+            line = compare(n)
+        except Exception:  # noqa: BLE001
+            line = f"CRASH {n}: {traceback.format_exc().strip().splitlines()[-1]}"
+        if not line.startswith("ok"):
+            bad += 1
+        print(line, flush=True)
+    print(f"{len(names) - bad}/{len(names)} ok")
+
+
+I32 = torch.tensor([2147483647, -2147483648, 5, -7], dtype=torch.int32)
+U8 = torch.tensor([0, 3, 200, 255], dtype=torch.uint8)
+I8 = torch.tensor([-128, -3, 2, 127], dtype=torch.int8)
+I64 = torch.tensor([-7, -1, 0, 3, 8, 7], dtype=torch.int64)
+FN = torch.tensor([-7.5, -1.0, -0.0, 0.0, 3.5, 7.25, -2.5, 2.5])
+BOOL = torch.tensor([True, False, True, True])
+H = (torch.arange(4096, dtype=torch.float32) / 7).to(torch.float16)
+BH = (torch.arange(4096, dtype=torch.float32) / 7).to(torch.bfloat16)
+TIE = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0], [2.0, 2.0, 1.0, 1.0, 0.0]])
+NANT = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, 5.0, -1.0]])
+
+
+# ---- type promotion
+@case(I64)
+def promo_int_pyfloat(x):
+    return x * 1.5, x + 0.5, x / 2, x // 2, x % 3, 2.5 ** x.abs().clamp(max=3), x - True
+
+
+@case(I64, FN[:6])
+def promo_int_float_tensor(x, y):
+    return x * y, x + torch.tensor(0.5), x + torch.tensor(2.5, dtype=torch.float64), y * torch.tensor(3)
+
+
+@case(I64)
+def promo_int_bool(x):
+    b = x > 0
+    return x + b, b + b, b * 3, b * 2.5, b & (x < 5), b.sum(), b.float().mean(), ~b, -x.abs()
+
+
+@case(U8, I8)
+def wraparound(u, i):
+    return u + 250, u * 3, u - 10, i * 100, i + 127, -i, u.neg(), i.abs(), u // 3, i // 3
+
+
+@case(I32)
+def int32_overflow(x):
+    return x + 1, x * 2, x - 1, x.abs(), -x, x.sum(), x.cumsum(0), x.prod()
+
+
+@case()
+def arange_dtypes():
+    return (
+        torch.arange(0, 1, 0.25),
+        torch.arange(5),
+        torch.arange(1, 2.5, 0.5),
+        torch.arange(0.0, 3),
+        torch.arange(10, dtype=torch.uint8),
+        torch.arange(-1, 1, 0.3, dtype=torch.float64),
+        torch.arange(0, 10, 3),
+        torch.linspace(0, 1, 5),
+        torch.arange(5, 0, -1.5),
+    )
+
+
+@case(I32, BOOL, U8)
+def int_reductions(i, b, u):
+    return (i.sum(), b.sum(), u.sum(), i.cumsum(0), b.cumsum(0), u.cumsum(0), u.prod(), b.prod(),
+            i.sum(dtype=torch.int32), u.sum(0, keepdim=True), b.any(), u.all(), i.cumprod(0),
+            u.sum(dtype=torch.uint8), b.sum(0))
+
+
+@case(I64)
+def mean_int_raises(x):
+    return x.mean()
+
+
+@case(I64)
+def div_floor_neg(x):
+    return x // 3, x // -3, x % 3, x % -3, torch.fmod(x, 3), torch.fmod(x, -3), torch.remainder(x, -3), x.div(3, rounding_mode="trunc"), x.div(-3, rounding_mode="floor"), torch.div(x, 2)
+
+
+@case(FN)
+def div_floor_float(x):
+    return x // 2, x // -2, x % 2, x % -2, torch.fmod(x, 2), torch.fmod(x, -2), torch.remainder(x, -2.5), x.div(2, rounding_mode="trunc"), x.div(-2, rounding_mode="floor"), torch.remainder(-x, 1.5), 7.0 % x, 7 // x
+
+
+@case(I64)
+def pow_int_neg(x):
+    return x.abs() ** -1
+
+
+@case(I64)
+def pow_int_ok(x):
+    return x ** 2, 2 ** x.clamp(0, 10), x.pow(3), torch.pow(2, x.abs()), x.abs() ** 0.5, x ** 0, (x.float() ** -1)
+
+
+@case(H, BH)
+def half_accum(h, b):
+    return h.sum(), h.mean(), b.sum(), b.mean(), torch.softmax(h[:64], 0), h.cumsum(0)[-5:], b.cumsum(0)[-5:], h.var(), b.std(), h.norm(), torch.logsumexp(h[:100], 0), h.prod(), (h * h).sum(), h.float().sum().half()
+
+
+@case(H[:16], BH[:16])
+def half_elementwise(h, b):
+    return h * 3.3, h + b, h / 7, b * 1.1 + 0.3, h.exp(), b.sqrt(), h.sigmoid(), torch.addcmul(h, h, h, value=0.1), h.lerp(h * 2, 0.3), F.gelu(b), F.silu(h)
+
+
+@case(FN)
+def rounding(x):
+    y = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, 1.25, 1.35, 2.675, -0.125, 1234.5678])
+    return x.round(), y.round(), y.round(decimals=1), y.round(decimals=2), y.round(decimals=-1), x.trunc(), y.trunc(), x.ceil(), x.floor(), torch.round(y * 10) / 10, y.frac()
+
+
+@case(I64)
+def clamp_int_float_bounds(x):
+    return x.clamp(-2.5, 3.5), x.clamp(min=0.5), x.clamp(max=2), torch.clamp(x, torch.tensor(-1), torch.tensor(2)), x.clamp_min(1.5), x.float().clamp(torch.tensor(0.0), 2)
+
+
+@case(FN, I64[:4])
+def where_scalar(x, i):
+    m = x > 0
+    return (torch.where(m, x, 0), torch.where(m, 1, 0), torch.where(m, 1.0, 0), torch.where(m, x, torch.tensor(0.0, dtype=torch.float64)),
+            torch.where(i > 0, i, 0.5), torch.where(i > 0, 2, i), torch.where(m, True, False), torch.where(i > 0, i, torch.tensor(1.5)))
+
+
+@case()
+def full_dtype():
+    return torch.full((2,), 3), torch.full((2,), 3.0), torch.full((2,), True), torch.ones(2) * torch.tensor(3), torch.zeros(2, dtype=torch.int32) + 2.5, torch.full((2,), 7, dtype=torch.float16) / 3, torch.tensor(3) * torch.ones(2), torch.zeros_like(torch.ones(2, dtype=torch.int8), dtype=torch.float32)
+
+
+@case(I64)
+def true_div_ints(x):
+    return x / 2, x / x.clamp(min=1), torch.true_divide(x, 4), x / torch.tensor(3, dtype=torch.int32), (x > 0) / 2, x / 0, -x / 0, x * 0 / 0
+
+
+# ---- ties & NaN
+@case(TIE)
+def ties_max(x):
+    return x.max(1), x.min(1), x.argmax(1), x.argmin(1), x.argmax(), x.argmin(), x.max(0), torch.max(x), x.amax(1), x.amin(0), x.max(dim=1, keepdim=True)
+
+
+@case(NANT)
+def nan_max(x):
+    return x.max(1), x.min(1), x.argmax(1), x.argmin(1), x.argmax(), x.max(), x.amax(1), torch.maximum(x, x.flip(1)), torch.fmax(x, x.flip(1)), x.max(0), x.nanmean(1), x.nansum()
+
+
+@case(torch.tensor([3.0, 1.0, float("nan"), 1.0, 3.0, -0.0, 0.0, float("-inf"), float("nan"), 2.0]))
+def sort_stable(x):
+    return x.sort(stable=True), x.sort(descending=True, stable=True), x.argsort(stable=True), x.argsort(descending=True, stable=True), torch.msort(x)
+
+
+@case(torch.tensor([3.0, 1.0, 3.0, 1.0, 2.0, 3.0, 0.0]))
+def topk_ties(x):
+    return x.topk(2), x.topk(3, largest=False), x.topk(2, sorted=True), x.kthvalue(2), x.kthvalue(5), x.median(), x.mode()
+
+
+@case(torch.tensor([[3.0, 1.0, 4.0, 2.0], [1.0, float("nan"), 2.0, 0.0]]))
+def median_nan(x):
+    return x.median(1), x.nanmedian(1), x.median(), x.nanmedian(), x[0].median(), x.quantile(0.5, dim=1), x.nanquantile(0.25, dim=1)
+
+
+@case(torch.tensor([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]))
+def median_even(x):
+    return x.median(), x.median(0), torch.median(x.view(2, 4), 1), x.view(2, 4).mode(1), x.kthvalue(4), torch.quantile(x, torch.tensor([0.1, 0.5, 0.9]))
+
+
+@case(torch.tensor([3, 1, 2, 3, 1, 1, 7]))
+def unique_ops(x):
+    return torch.unique(x), torch.unique(x, return_inverse=True), torch.unique(x, return_counts=True), torch.unique(x, sorted=True, return_inverse=True, return_counts=True), torch.unique_consecutive(x, return_counts=True)
+
+
+@case(torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0, float("nan"), 1.0]))
+def cum_extremes(x):
+    return x.cummax(0), x.cummin(0), x[:5].cummax(0), x[:5].cummin(0)
+
+
+@case(torch.tensor([[1, 3, 3, 2], [5, 5, 1, 1]]))
+def cum_extremes_int(x):
+    return x.cummax(1), x.cummin(1), x.cumsum(1), x.cumprod(1), x.logcumsumexp(1) if x.is_floating_point() else x.float().logcumsumexp(1)
+
+
+@case(torch.tensor([1.0, 3.0, 3.0, 2.0]))
+def amax_grad_ties(x):
+    x = x.clone().requires_grad_()
+    y = x.amax() * 2 + x.max() + x.amin(0) * 3
+    (g,) = torch.autograd.grad(y, x)
+    return g
+
+
+@case(torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]))
+def max_grad_ties(x):
+    x = x.clone().requires_grad_()
+    y = x.max(1).values.sum() + x.amax(1).sum() * 10 + x.max() * 100 + x.median() * 1000
+    (g,) = torch.autograd.grad(y, x)
+    return g
+
+
+@case(FN)
+def clamp_nan_bounds(x):
+    return x.clamp(min=float("nan")), x.clamp(max=float("nan")), x.clamp(torch.full_like(x, float("nan")), None), torch.clamp(torch.tensor([float("nan"), 1.0]), 0, 0.5)
+
+
+# ---- empty / degenerate reductions
+@case(torch.zeros(0), torch.zeros(0, 3), torch.zeros(0, dtype=torch.int64))
+def empty_reductions(e, e2, ei):
+    return e.sum(), e.mean(), e.prod(), ei.sum(), ei.prod(), e2.sum(0), e2.mean(0), e2.sum(1), e2.prod(0), e.std(), e.var(), e2.amax(1), e.logsumexp(0), e.norm(), e.nansum(), e.cumsum(0), e.any(), e.all(), e2.sum(dim=())
+
+
+@case(torch.zeros(0))
+def empty_max_raises(e):
+    return e.max()
+
+
+@case(torch.zeros(0, 3))
+def empty_argmax_raises(e):
+    return e.argmax(0)
+
+
+@case(torch.zeros(0, 3))
+def empty_amax_raises(e):
+    return e.amax(0)
+
+
+@case(torch.ones(2, 3))
+def dims_semantics(x):
+    return x.sum(dim=()), x.sum(dim=(-1,)), x.sum((0, 1), keepdim=True), x.mean(-2, keepdim=True), x.std(dim=None), x.amax(dim=()), x.logsumexp(dim=(-1, 0)), x.norm(dim=()), x.var(dim=(), keepdim=True), torch.sum(x, dim=[]), x.count_nonzero(dim=()), x.mean(dim=())
+
+
+@case(torch.tensor([3.0]), torch.tensor([[1.0, 2.0, 4.0]]))
+def std_single(x, y):
+    return x.std(), x.var(), x.std(correction=0), y.std(0), y.var(0, correction=0), y.var(1, correction=2), y.var(1, correction=3), y.var(1, correction=5), torch.std_mean(y, 1), torch.var_mean(x, correction=0)
+
+
+@case(torch.tensor([[float("-inf")] * 3, [0.0, float("-inf"), 1.0]]))
+def neg_inf_rows(x):
+    return x.logsumexp(1), torch.softmax(x, 1), torch.log_softmax(x, 1), F.softmax(x, -1, dtype=torch.float64), x.logsumexp(0), torch.logcumsumexp(x, 1), x.exp().sum(1).log()
+
+
+@case(torch.tensor([[float("inf"), 1.0, float("inf")], [float("nan"), 0.0, 1.0]]))
+def inf_rows(x):
+    return x.logsumexp(1), torch.softmax(x, 1), torch.log_softmax(x, 1), x.logsumexp(0)
+
+
+# ---- integer results
+@case(torch.tensor([[0, 1, 2], [3, 0, 0]]))
+def nonzero_etc(x):
+    return x.nonzero(), torch.nonzero(x, as_tuple=True), x.argwhere(), torch.where(x > 0), x.count_nonzero(), x.count_nonzero(0), (x > 0).sum(1)
+
+
+@case(torch.tensor([0, 1, 1, 3, 2, 1, 7]), torch.tensor([0.5, 1.0, 1.0, 2.0, 0.25, 1.0, 3.0]))
+def bincount_ops(x, w):
+    return torch.bincount(x), torch.bincount(x, minlength=10), torch.bincount(x, weights=w), torch.bincount(x, weights=w.double()), torch.bincount(x.to(torch.uint8))
+
+
+@case(torch.tensor([0.0, 1.0, 1.0, 3.0, 2.5, -1.0, 7.0, 10.0]))
+def histc_ops(x):
+    return torch.histc(x, bins=4, min=0, max=8), torch.histc(x, bins=5), torch.histc(x, bins=3, min=1, max=1), torch.histogram(x, bins=4) if False else torch.histc(x.double(), 4, 0, 10)
+
+
+@case(torch.tensor([1.0, 2.0, 2.0, 3.0, 5.0]), torch.tensor([[2.0, 0.0], [5.0, 6.0]]))
+def searchsorted_ops(s, v):
+    return (torch.searchsorted(s, v), torch.searchsorted(s, v, right=True), torch.searchsorted(s, v, out_int32=True), torch.bucketize(v, s), torch.bucketize(v, s, right=True),
+            torch.bucketize(v, s, out_int32=True), torch.searchsorted(s, 2.0), torch.searchsorted(s, v, side="right"), torch.searchsorted(s.int(), v.int()), torch.bucketize(3, s))
+
+
+@case(torch.tensor([0, 2, 1, 2]))
+def one_hot_ops(x):
+    return F.one_hot(x), F.one_hot(x, 5), F.one_hot(x, 3).float().argmax(-1), F.one_hot(x).sum(0)
+
+
+@case(torch.tensor([1, 2, 3]), torch.tensor([1.0, 2.5, 3.0]))
+def eq_mixed(i, f):
+    return torch.eq(i, f), i == f, i == 2.0, i.int() == i, (i > 1.5), torch.isclose(i.float(), f), torch.eq(i.to(torch.uint8), torch.tensor([1, 2, 259])), i.to(torch.uint8) == -255, torch.ne(i, True), i == True  # noqa: E712
+
+
+@case(torch.tensor([1, -8, 255, -1], dtype=torch.int64), torch.tensor([1, 2, 200], dtype=torch.uint8), torch.tensor([1, -2, 100], dtype=torch.int8), torch.tensor([1, -2, 7], dtype=torch.int32))
+def shifts(x, u, i8, i32):
+    return (x << 2, x >> 1, x << 63, x << 64, x >> 64, x >> 70, u << 1, u << 8, u >> 9, i8 << 7, i8 >> 8, i32 << 31, i32 << 32, i32 >> 40, x << -1, x >> -1,
+            x & 0xFF, x | 3, x ^ -1, ~x, ~u, u & 7, i8 ^ u, torch.bitwise_left_shift(u, 3), 1 << x.clamp(0, 10), -1 >> x.clamp(0))
+
+
+@case(torch.tensor([-9223372036854775808, -5, 3], dtype=torch.int64), torch.tensor([-2147483648, 3], dtype=torch.int32), torch.tensor([-128, 5], dtype=torch.int8))
+def abs_int_min(x, y, z):
+    return x.abs(), y.abs(), z.abs(), -x, -z, x.sign(), z.neg().sign(), x // -1 if False else x.sgn()
+
+
+@case(torch.tensor([[1, 2], [3, 4]]))
+def indexing_dtypes(x):
+    i = torch.tensor([1, 0])
+    return x[i], x[x > 1], x[:, i.int()], x[torch.tensor([True, False])], x.gather(1, i.view(2, 1)), x.take(torch.tensor([3, 0])), x.argmax(), x.sort(1).indices.dtype == torch.int64, x.index_select(0, i.int())
+
+
+# ---- combos users write
+@case(torch.tensor([[1.0, 2.0, float("nan")], [4.0, 5.0, 6.0]]), dynamic=True)
+def normalize_dyn(x):
+    m = x.nan_to_num().mean(1, keepdim=True)
+    return (x - m) / x.nan_to_num().std(1, keepdim=True), x.nanmean(), torch.nan_to_num(x, nan=0.0).sum(-1)
+
+
+@case(torch.tensor([0, 5, 9, 3]), dynamic=True)
+def int_math_dyn(x):
+    n = x.numel()
+    return x * n // 2, x / n, x % n, (x + 0.5).floor().long(), x.float().mean(), torch.arange(n) * 1.5, x.sum() / n, x.bincount(minlength=n)
+
+
+@case(torch.randint(0, 256, (4, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)))
+def image_uint8(img):
+    f = img.float() / 255
+    back = (f * 255).round().to(torch.uint8)
+    return f.mean(), back, img.double().mean(), (img // 2 + img // 2), img.sum(1), img.max(), img.to(torch.int16) - 128, (img > 128).sum(), img.float().std(), img.argmax(1), img.sort(1).values
+
+
+@case(torch.tensor([[2.0, 1.0, 0.1], [0.5, 2.5, 0.3]]), torch.tensor([0, 1]))
+def accuracy_style(logits, target):
+    pred = logits.argmax(-1)
+    acc = (pred == target).float().mean()
+    correct = (pred == target).sum().item() if False else (pred == target).sum()
+    return acc, correct, correct / target.numel(), F.cross_entropy(logits, target), logits.softmax(-1).max(-1), (pred == target).long().sum() * 100 // target.numel()
+
+
+@case(torch.tensor([1.5, -2.5, 3.7, -0.4, 1e10, -1e10, float("nan"), float("inf")]))
+def float_to_int(x):
+    return x[:6].long(), x[:4].int(), x[:4].to(torch.uint8) if False else x[:4].abs().to(torch.uint8), x[:6].round().long(), x[:4].to(torch.int8), x.bool(), x[:6].to(torch.int16) if False else x[:4].to(torch.int16)
+
+
+@case(torch.tensor([3, 4]), torch.tensor([2.0, 3.0]))
+def zero_dim_mix(i, f):
+    s = torch.tensor(2.5)
+    s64 = torch.tensor(2.5, dtype=torch.float64)
+    si = torch.tensor(3)
+    return i * s, f * s64, i * s64, f.half() * s64, f.half() * si, i.int() * si, i.to(torch.uint8) + torch.tensor(-3), i.int() + torch.tensor(2**40), f.half() + torch.tensor(1e5), torch.tensor(True) + i.to(torch.int8)
+
+
+@case(torch.tensor([1.0, -2.0, 3.0]))
+def scalar_item_math(x):
+    s = x.sum()
+    return s * 2, s / 3, s // 2, s % 2, (s > 0).float(), torch.sign(s), s.abs() ** 0.5, x / s, x.max() - x.min(), x.abs().argmax()
+
+
+@case(torch.tensor([[1, 2], [3, 4]], dtype=torch.int32), torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+def matmul_ints(a, b):
+    return a @ a, a.long() @ a.long(), torch.mm(a, a), b @ b, torch.einsum("ij,jk->ik", a, a), (a * a).sum(1), torch.dot(a[0], a[1]), torch.matmul(a[0], a)
+
+
+@case(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0.25, 0.25, 0.25, 0.25]))
+def losses_norms(x, w):
+    return (x * w).sum(), torch.dot(x, w), F.normalize(x, dim=0), x.norm(p=1), x.norm(p=float("inf")), torch.linalg.vector_norm(x, ord=0), x.renorm(2, 0, 1) if False else x.norm(p=3), torch.dist(x, w), x.var(unbiased=False)
+
+
+@case(torch.tensor([5, -3, 0, 7]))
+def int_minmax_combos(x):
+    return (torch.maximum(x, torch.tensor(0)), x.clamp(min=0), torch.max(x, torch.zeros_like(x)), x.max(dim=0), x.aminmax(), torch.minimum(x, torch.tensor(2.5)), torch.maximum(x.to(torch.uint8), torch.tensor(3, dtype=torch.uint8)), torch.max(x.float(), torch.tensor([float('nan')]*4)))
+
+
+@case(torch.tensor([1.0, 2.0, 3.0]))
+def logs_exps(x):
+    return torch.log(x - 2), torch.log1p(-x), x.log2(), torch.xlogy(x - 1, x - 1), torch.special.xlog1py(torch.zeros(3), -x), torch.sqrt(-x), torch.rsqrt(x - 1), torch.expm1(x * 100), torch.exp2(x * 50)
+
+
+
+@case(torch.tensor([[1.0, float("nan"), 3.0, -0.0, 0.0, float("-inf")], [float("nan"), 2.0, float("nan"), 1.0, 1.0, float("inf")]]))
+def topk_nan(x):
+    return x.topk(2, 1).values, x.topk(3, 1, largest=False).values, x.topk(6, 1).values, x.topk(1, 1, largest=False), x.kthvalue(2, 1), x.kthvalue(6, 1), x.sort(1, descending=True)
+
+
+@case(torch.tensor([[5, 0, 255, 7]], dtype=torch.uint8), torch.tensor([[-128, 127, 0, -1]], dtype=torch.int8))
+def topk_ints(u, i):
+    return u.topk(2).values, u.topk(2, largest=False).values, i.topk(2).values, i.topk(2, largest=False).values, u.kthvalue(1), i.sort(), u.max(1), i.argmin(1)
+
+
+@case(torch.tensor([[1.0, 2.0, 4.0]]))
+def var_corrections(y):
+    return (y.var(1, correction=3), y.var(1, correction=5), y.std(1, correction=3), torch.var_mean(y, 1, correction=4), torch.std_mean(y, 1, correction=3),
+            y.var(1, correction=2.5) if False else y.var(1, correction=0), torch.tensor([[2.0, 2.0]]).var(1, correction=2), torch.tensor([[2.0, 2.0]]).std(1, correction=5))
+
+
+@case(torch.tensor([[1.0, 2.0, 4.0]]))
+def var_correction_grad(y):
+    y = y.clone().requires_grad_()
+    (g,) = torch.autograd.grad(y.var(1, correction=2).sum() + y.std(1, correction=0).sum(), y)
+    return g
+
+
+
+def _var_grads(y, c, d, fn):
+    y = y.clone().requires_grad_()
+    v = fn(y, d, correction=c)
+    (g,) = torch.autograd.grad(v.sum(), y)
+    return v, g
+
+
+for _c in (3, 5, 0.5, 2.5, 4):
+    for _d in (1, None, (0, 1)):
+        for _fn in ("var", "std"):
+            CASES[f"var_grad_{_fn}_{_c}_{_d}"] = (
+                (lambda c, d, fn: lambda y: _var_grads(y, c, d, getattr(torch, fn)))(_c, _d, _fn),
+                (torch.tensor([[1.0, 2.0, 4.0]]),), False, 4)
+CASES["var_grad_const"] = (lambda y: _var_grads(y, 3, 1, torch.var), (torch.tensor([[2.0, 2.0, 2.0]]),), False, 4)
+CASES["std_mean_dof0"] = (lambda y: (torch.std_mean(y, 1, correction=3), torch.var_mean(y, correction=6)), (torch.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]]),), False, 4)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
