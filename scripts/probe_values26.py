@@ -512,5 +512,147 @@ CASES["var_grad_const"] = (lambda y: _var_grads(y, 3, 1, torch.var), (torch.tens
 CASES["std_mean_dof0"] = (lambda y: (torch.std_mean(y, 1, correction=3), torch.var_mean(y, correction=6)), (torch.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]]),), False, 4)
 
 
+
+# ---- batch 2
+@case(torch.tensor([0, 3, 200, 255], dtype=torch.uint8), torch.tensor([-128, -3, 2, 127], dtype=torch.int8))
+def small_int_mix(u, i):
+    return (torch.maximum(u, i), u + i, u * i, torch.where(u > 2, u, -1), u.clamp(min=-1), u.clamp(max=300) if False else u.clamp(max=100), i.clamp(-200, 200),
+            u - i, torch.diff(u), torch.diff(u > 100), (u > 100) ^ (i > 0), u.to(torch.int8), i.to(torch.uint8), u.bitwise_and(i) if False else u & 0x0F)
+
+
+@case(torch.tensor([5.0, -5.0, 0.0, -0.0, 3.0]), torch.tensor([float("inf"), float("inf"), -2.0, 2.0, float("-inf")]))
+def remainder_edges(a, b):
+    return a % b, torch.remainder(a, b), torch.fmod(a, b), a // b, torch.floor_divide(a, b), a.div(b, rounding_mode="floor"), a.div(b, rounding_mode="trunc"), torch.remainder(a, 0.0), a // 0.0, torch.fmod(a, 0.0)
+
+
+@case(torch.tensor([7, -7, 0, -9223372036854775808]))
+def int_div_zero(x):
+    return x // 0
+
+
+@case(torch.tensor([7, -7, 0]))
+def int_mod_zero(x):
+    return x % 0
+
+
+@case(torch.tensor([-9223372036854775808, 7]))
+def int_min_mul(x):
+    return x * -1, -x, x.abs(), x - 1
+
+
+@case(torch.tensor([1.5, -2.5, 3.25], dtype=torch.float16), torch.tensor([1.5, -2.5, 3.25], dtype=torch.bfloat16))
+def half_div_mod(h, b):
+    return h // 0.7, h % 0.7, b // 0.7, b % -0.7, torch.fmod(h, 0.3), h / 3, b.div(3, rounding_mode="floor"), h.remainder(torch.tensor(0.7))
+
+
+@case()
+def factories():
+    return (torch.arange(0, 1, 0.1), torch.arange(-1.0, 1.0, 0.1), torch.arange(0, 2.0, 0.3, dtype=torch.float16), torch.linspace(0, 1, 7), torch.linspace(-3, 7, 1000)[::97],
+            torch.logspace(0, 2, 5), torch.linspace(0, 10, 6, dtype=torch.int64), torch.arange(1, 4).float() / 3, torch.linspace(1, 0, 5), torch.arange(3, dtype=torch.float16) * 0.1,
+            torch.linspace(0, 1, 1), torch.arange(0.5, 3), torch.arange(10, 0, -3), torch.full((3,), 1 / 3, dtype=torch.float16), torch.tensor([0.1, 0.2]) + 0.1, torch.eye(3, dtype=torch.int32), torch.tril(torch.ones(3, 3, dtype=torch.bool)))
+
+
+@case(torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.int32), torch.tensor([True, False, True]))
+def int_reduce_dtypes(x, b):
+    return (x.sum(dtype=torch.float64), x.mean(dtype=torch.float32), x.float().mean(), x.cumsum(1, dtype=torch.int32), x.prod(1, dtype=torch.int16), b.sum(dtype=torch.int32), b.cumsum(0), b.cumprod(0),
+            x.nansum(), x.max(), x.median(), x.to(torch.uint8).median(1), x.logsumexp(1), x.amax(1), x.count_nonzero(), torch.sum(x > 2, 1), x.sum(0, keepdim=True), x.norm() if False else x.float().norm(), torch.trace(x))
+
+
+@case(torch.tensor([2147483000, 1000], dtype=torch.int32))
+def int32_cumsum_wrap(x):
+    return x.cumsum(0, dtype=torch.int32), x.sum(dtype=torch.int32), x + x, x.sum(), x * x, x.prod(dtype=torch.int32), x.to(torch.int16)
+
+
+@case(torch.tensor([1, 2, 3]))
+def int_inplace(x):
+    y = x.clone()
+    y += 2
+    y *= 3
+    y //= 2
+    y %= 5
+    y -= True
+    z = x.float()
+    z /= 2
+    z **= 2
+    w = torch.zeros(3, dtype=torch.uint8)
+    w -= 1
+    w += 300 if False else 44
+    return y, z, w
+
+
+@case(torch.tensor([1, 2, 3]))
+def int_inplace_float_raises(x):
+    y = x.clone()
+    y += 1.5
+    return y
+
+
+@case(torch.tensor([1, 2, 3]))
+def int_inplace_div_raises(x):
+    y = x.clone()
+    y /= 2
+    return y
+
+
+@case(torch.tensor([2.0, -3.0, 0.0]), torch.tensor([1, -2, 3]))
+def copysign_misc(f, i):
+    return (torch.copysign(i, -0.0), torch.copysign(f, i), torch.hypot(f, f), torch.ldexp(f, i), torch.frexp(f), torch.nextafter(f, torch.tensor(0.0)), torch.logaddexp(f, f),
+            torch.sign(i), torch.sgn(f), torch.signbit(torch.tensor([-0.0, 0.0])), torch.heaviside(f, torch.tensor(0.5)), torch.float_power(i, 2), torch.float_power(f, -1), torch.true_divide(i, i.abs()), torch.lerp(f, f * 2, 0.5), torch.xlogy(i, 2))
+
+
+@case(torch.tensor([1, 2, 3]), torch.tensor([1.0, 2.0, 3.0]))
+def isin_eq(i, f):
+    return torch.isin(i, torch.tensor([2, 5])), torch.isin(f, torch.tensor([2])), torch.isin(i, torch.tensor([2.0, 3.5])), torch.equal(i, f.long()), (i == f).all(), torch.allclose(i.float(), f), torch.isin(i, 3)
+
+
+@case(torch.tensor([3.0, float("nan"), 1.0, 2.0]))
+def nan_stats(x):
+    return (x.mean(), x.nanmean(), x.sum(), x.nansum(), x.std(), x.max(), x.min(), x.argmin(), x.sort(), x.median(), x.nanmedian(), x.logsumexp(0), torch.softmax(x, 0), x.count_nonzero(),
+            x.clamp(0, 2), x.round(), x.topk(1), x.cummax(0), torch.nan_to_num(x), torch.isnan(x).any(), x.unique(), x.quantile(0.5), x.nanquantile(0.5))
+
+
+@case(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), dynamic=True)
+def dyn_reductions(x):
+    n = x.shape[0]
+    return x.sum() / n, x.mean(0), x.std(0), x.var(1, correction=0), x.cumsum(1), x.max(1), x.argmax(), x.prod(), x.logsumexp(1), torch.arange(n) / n, x // n, x % n
+
+
+@case(torch.tensor([[1, 2], [3, 4]]), dynamic=True)
+def dyn_int(x):
+    n = x.shape[1]
+    return x.sum(1) // n, x.sum() / x.numel(), x * n, x.float().mean(), x.cumsum(0), (x > n).sum(), torch.div(x, n, rounding_mode="floor"), x.max() - n
+
+
+@case(torch.tensor([0.1, 0.7, 0.2]), torch.tensor([1.0, 2.0, 3.0]))
+def mixed_precision(p, w):
+    h = p.half()
+    return h * w, h + w.double(), (h @ h), torch.dot(h.float(), w), h.sum(dtype=torch.float32), w.to(torch.bfloat16) * h.to(torch.bfloat16), h.mean(), (h * 1000).sum(), h.cumsum(0), h.cumprod(0), torch.softmax(h, 0, dtype=torch.float32), torch.log_softmax(h, 0)
+
+
+@case(torch.tensor([[0.5, 1.5], [2.5, -0.5]]))
+def rounding2(x):
+    return x.round(decimals=0), (x * 3).round(decimals=1), x.half().round(), x.bfloat16().round(decimals=1), torch.round(x, decimals=3) * 1000, x.long().round() if False else x.long().float().round(), torch.fix(x), x.to(torch.int32).float()
+
+
+@case(torch.tensor([1, 2, 3]))
+def int_round_ops(x):
+    return x.round(), x.trunc(), x.floor(), x.ceil(), x.frac() if False else x.abs(), x.round(decimals=1) if False else x.sign(), torch.clamp(x, min=torch.tensor(1.5))
+
+
+
+@case()
+def arange_float_steps():
+    return (torch.arange(-1.0, 1.0, 0.1), torch.arange(-1.0, 1.0, 0.1, dtype=torch.float64), torch.arange(-2.0, 2.0, 0.13, dtype=torch.bfloat16), torch.arange(-2.0, 2.0, 0.13, dtype=torch.float16),
+            torch.arange(0.5, 100.0, 0.37), torch.arange(-3.0, 3.0, 7e-5), torch.arange(3, 9, 0.5), torch.arange(0, 64, 2, dtype=torch.float32), torch.arange(10.0, -10.0, -0.3),
+            torch.arange(0, 20000, 1.0, dtype=torch.float16)[-3:], torch.arange(0, 2**25, 1.0)[-3:])
+
+
+@case(torch.ones(5))
+def arange_dyn(x):
+    n = x.shape[0]
+    return torch.arange(n) * 0.1, torch.arange(0, n, 0.3), torch.arange(-1.0, 1.0, 2 / n)
+CASES["arange_dyn"] = (arange_dyn, (torch.ones(7),), True, 4)
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -11,7 +11,7 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
+from torch2xla.ops._common import VECTOR_BYTES, as_dtype, canonical_dim, out_dtype
 from torch2xla.ops._registry import STORAGE_OFFSET, STORAGE_ORDER, ctx, register
 
 aten = ops.aten
@@ -287,10 +287,76 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     n = ctx().out.shape[0]
     start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
     result = out_dtype()
+    if _rounds(start, step, int(n), result):
+        return jnp.asarray(_eager_float_arange(float(start), float(step), int(n), result))
     acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
     return (
         jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)
     ).astype(result)
+
+
+def _rounds(start, step, n: int, result) -> bool:
+    """Whether a floating arange of constant ``start`` and ``step`` has values that eager's
+    kernel may round otherwise than ``start + i * step`` rounded once (every value an integer
+    the dtype holds exactly: none)."""
+    if not jnp.issubdtype(result, jnp.floating) or n == 0:
+        return False
+    if not all(isinstance(v, int | float) for v in (start, step)):
+        return False
+    exact = 2 ** (jnp.finfo(result).nmant + 1)
+    whole = float(start).is_integer() and float(step).is_integer()
+    return not (whole and abs(start) + abs(step) * n < exact)
+
+
+def _two_product(a, b):
+    """``a * b`` as a float64 sum ``p + e``, exactly (Dekker's split)."""
+    p = a * b
+    split = 134217729.0  # 2**27 + 1
+    a_hi = a * split - (a * split - a)
+    b_hi = b * split - (b * split - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def _fma(a, b, c, acc):
+    """``a * b + c`` rounded once to ``acc`` (float64: error-free product and sum)."""
+    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
+    if acc == np.float32:  # (the product of float32 numbers is exact in float64)
+        return (a * b + c).astype(np.float32)
+    p, e = _two_product(a, b)
+    s = p + c
+    t = (p - (s - (s - p))) + (c - (s - p))  # (the error of ``p + c``)
+    return s + (t + e)
+
+
+def _eager_float_arange(start: float, step: float, n: int, dtype) -> np.ndarray:
+    """The values of eager's CPU ``arange`` (RangeFactoriesKernel's ``arange_kernel``).
+
+    NOTE: eager computes in ``acc_type`` (float64; float32 for half precision) and its
+    vectorized loop (two ``Vectorized<T>`` of ``W`` lanes at a time, ``_loops``) rounds
+    ``base = start + step * i`` to the dtype once per vector, then its lanes ``base + j *
+    step``; the scalar tail of each run (the whole range, one chunk per thread from
+    ``GRAIN_SIZE`` elements) is ``start + step * i``; every ``a * b + c`` is one fused
+    multiply-add (the kernels are built with FMA). ``arange(-1., 1., 0.1)[10]`` is -2.98e-09
+    in float32, not 0."""
+    from torch2xla.ops._loops import GRAIN_SIZE
+
+    dtype = np.dtype(dtype)
+    acc = np.float64 if dtype.itemsize >= 4 else np.float32
+    width = VECTOR_BYTES // dtype.itemsize
+    i = np.arange(n, dtype=np.int64)
+    chunk, threads = n, torch.get_num_threads()
+    if n >= GRAIN_SIZE and threads > 1:
+        chunk = -(-n // min(threads, -(-n // GRAIN_SIZE)))
+    begin = i // chunk * chunk
+    length = np.minimum(begin + chunk, n) - begin
+    vectorized = i - begin < length - length % (2 * width)
+    base_i = begin + (i - begin) // width * width
+    start_, step_ = acc(start), acc(step)
+    base = _fma(step_, base_i.astype(acc), start_, acc).astype(dtype).astype(acc)
+    lanes = _fma((i - base_i).astype(acc), step_, base, acc)
+    plain = _fma(step_, i.astype(acc), start_, acc)
+    return np.where(vectorized, lanes, plain).astype(dtype)
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)
