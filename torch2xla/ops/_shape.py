@@ -11,8 +11,9 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops._common import VECTOR_BYTES, as_dtype, canonical_dim, out_dtype
+from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
 from torch2xla.ops._registry import STORAGE_OFFSET, STORAGE_ORDER, ctx, register
+from torch2xla.runtime._interop import to_jax, torch_dtype
 
 aten = ops.aten
 _INT64_MAX = 2**63 - 1
@@ -287,8 +288,9 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     n = ctx().out.shape[0]
     start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
     result = out_dtype()
-    if _rounds(start, step, int(n), result):
-        return jnp.asarray(_eager_float_arange(float(start), float(step), int(n), result))
+    end = args[1] if len(args) > 1 else args[0]
+    if _constant(start, end, step) and _rounds(start, step, int(n), result):
+        return _eager_values(torch.arange, start, end, step)
     acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
     return (
         jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)
@@ -301,62 +303,47 @@ def _rounds(start, step, n: int, result) -> bool:
     the dtype holds exactly: none)."""
     if not jnp.issubdtype(result, jnp.floating) or n == 0:
         return False
-    if not all(isinstance(v, int | float) for v in (start, step)):
-        return False
     exact = 2 ** (jnp.finfo(result).nmant + 1)
     whole = float(start).is_integer() and float(step).is_integer()
     return not (whole and abs(start) + abs(step) * n < exact)
 
 
-def _two_product(a, b):
-    """``a * b`` as a float64 sum ``p + e``, exactly (Dekker's split)."""
-    p = a * b
-    split = 134217729.0  # 2**27 + 1
-    a_hi = a * split - (a * split - a)
-    b_hi = b * split - (b * split - b)
-    a_lo, b_lo = a - a_hi, b - b_hi
-    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+def _constant(*args) -> bool:
+    """Whether a CPU factory's arguments are constants of the graph (eager can compute it)."""
+    return all(isinstance(v, int | float) for v in args) and not ctx().on_cuda
 
 
-def _fma(a, b, c, acc):
-    """``a * b + c`` rounded once to ``acc`` (float64: error-free product and sum)."""
-    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
-    if acc == np.float32:  # (the product of float32 numbers is exact in float64)
-        return (a * b + c).astype(np.float32)
-    p, e = _two_product(a, b)
-    s = p + c
-    t = (p - (s - (s - p))) + (c - (s - p))  # (the error of ``p + c``)
-    return s + (t + e)
+@register(aten.linspace.default)
+def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if _constant(start, end, steps) and jnp.issubdtype(out_dtype(), jnp.floating):
+        return _eager_values(torch.linspace, start, end, steps)
+    # (as torch's decomposition: one step, the first half counted up from ``start``, the
+    # rest down from ``end``)
+    result, n = out_dtype(), int(steps)
+    acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.integer) else result
+    lo, hi = jnp.asarray(start, acc), jnp.asarray(end, acc)
+    step = (hi - lo) / max(n - 1, 1)
+    i = jnp.arange(n)
+    up = lo + step * i.astype(acc)
+    down = hi - step * (n - 1 - i).astype(acc)
+    return as_dtype(jnp.where(i < n // 2, up, down), result)
 
 
-def _eager_float_arange(start: float, step: float, n: int, dtype) -> np.ndarray:
-    """The values of eager's CPU ``arange`` (RangeFactoriesKernel's ``arange_kernel``).
+def _eager_values(factory, *args, **kwargs) -> jax.Array:
+    """The result of eager's CPU factory ``factory(*args, dtype=, **kwargs)`` for the node's
+    output dtype, as a constant.
 
-    NOTE: eager computes in ``acc_type`` (float64; float32 for half precision) and its
-    vectorized loop (two ``Vectorized<T>`` of ``W`` lanes at a time, ``_loops``) rounds
-    ``base = start + step * i`` to the dtype once per vector, then its lanes ``base + j *
-    step``; the scalar tail of each run (the whole range, one chunk per thread from
-    ``GRAIN_SIZE`` elements) is ``start + step * i``; every ``a * b + c`` is one fused
-    multiply-add (the kernels are built with FMA). ``arange(-1., 1., 0.1)[10]`` is -2.98e-09
-    in float32, not 0."""
-    from torch2xla.ops._loops import GRAIN_SIZE
-
-    dtype = np.dtype(dtype)
-    acc = np.float64 if dtype.itemsize >= 4 else np.float32
-    width = VECTOR_BYTES // dtype.itemsize
-    i = np.arange(n, dtype=np.int64)
-    chunk, threads = n, torch.get_num_threads()
-    if n >= GRAIN_SIZE and threads > 1:
-        chunk = -(-n // min(threads, -(-n // GRAIN_SIZE)))
-    begin = i // chunk * chunk
-    length = np.minimum(begin + chunk, n) - begin
-    vectorized = i - begin < length - length % (2 * width)
-    base_i = begin + (i - begin) // width * width
-    start_, step_ = acc(start), acc(step)
-    base = _fma(step_, base_i.astype(acc), start_, acc).astype(dtype).astype(acc)
-    lanes = _fma((i - base_i).astype(acc), step_, base, acc)
-    plain = _fma(step_, i.astype(acc), start_, acc)
-    return np.where(vectorized, lanes, plain).astype(dtype)
+    NOTE: eager's CPU range kernels (RangeFactoriesKernel: ``arange``, ``linspace``) round
+    per vector: ``Vectorized<T>::arange(base, step)`` rounds each vector's ``base`` to the
+    dtype and computes its lanes from it, the scalar tail and per-thread chunks (from
+    ``GRAIN_SIZE`` elements) count from ``start``, and every ``a * b + c`` is one fused
+    multiply-add: ``arange(-1., 1., 0.1)[10]`` is -2.98e-09 in float32, not 0, and
+    ``linspace(-3, 7, 1000)[291]`` is one ulp off ``start + i * step``. Their constant
+    arguments make the result a constant: eager computes it."""
+    dtype = torch_dtype(out_dtype())
+    with torch.no_grad():
+        out = factory(*args, dtype=dtype, device="cpu", **kwargs)
+    return jnp.asarray(to_jax(out))
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)
