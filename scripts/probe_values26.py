@@ -138,7 +138,7 @@ NANT = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, 5.0, -1.
 # ---- type promotion
 @case(I64)
 def promo_int_pyfloat(x):
-    return x * 1.5, x + 0.5, x / 2, x // 2, x % 3, 2.5 ** x.abs().clamp(max=3), x - True
+    return x * 1.5, x + 0.5, x / 2, x // 2, x % 3, 2.5 ** x.abs().clamp(max=3), x + True
 
 
 @case(I64, FN[:6])
@@ -1142,7 +1142,7 @@ def int_inplace(x):
     y *= 3
     y //= 2
     y %= 5
-    y -= True
+    y += True
     z = x.float()
     z /= 2
     z **= 2
@@ -1361,6 +1361,388 @@ def linspace_dyn(x):
 
 
 CASES["linspace_dyn"] = (linspace_dyn, (torch.ones(9),), True, 4)
+
+
+# ---- batch 3
+@case(
+    torch.tensor([[0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0]]),
+    torch.tensor([[1, 0, 0, 1], [0, 0, 0, 0]]),
+)
+def masked_means(x, m):
+    mf = m.float()
+    return (
+        ((x * mf).sum(1) / mf.sum(1)),
+        (x * m).sum(1) / m.sum(1).clamp(min=1),
+        x.masked_fill(m.bool(), float("-inf")).softmax(1),
+        x.masked_fill(~m.bool(), 0).amax(1),
+        torch.where(m.bool(), x, float("nan")).nanmean(1),
+    )
+
+
+@case(torch.tensor([[3, 1, 2], [1, 1, 0]]))
+def int_sorting(x):
+    return (
+        x.sort(1),
+        x.sort(dim=1, descending=True, stable=True),
+        x.argsort(1),
+        x.topk(2, 1).values,
+        x.max(1),
+        x.argmax(1),
+        x.median(1),
+        x.mode(1),
+        x.kthvalue(2, 1),
+        x.unique(dim=0),
+        x.unique(dim=1),
+        x.cummax(1),
+        x.flatten().unique_consecutive(return_inverse=True),
+    )
+
+
+@case(torch.tensor([True, False, True]))
+def bool_ops(b):
+    return (
+        b.sum(),
+        b.cumsum(0),
+        b + b,
+        b * b,
+        b.max(),
+        b.sort(),
+        b.float().mean(),
+        b.to(torch.uint8) * 200,
+        b | False,
+        b ^ True,
+        ~b,
+        b.logical_not(),
+        -b.int(),
+        b.long().prod(),
+        torch.where(b, 1.5, 2),
+        b.any(),
+        b.all(),
+        b.unique(return_counts=True),
+        b.eq(1),
+        b == 2,
+        b.clamp(max=0) if False else b.to(torch.int8).clamp(max=0),
+        b.count_nonzero(),
+    )
+
+
+@case(torch.tensor([[1.0, -1.0], [0.5, 2.0]]), torch.tensor([2, 3]))
+def broadcast_mixed(a, i):
+    return (
+        a * i,
+        a + i[:, None],
+        a / i,
+        a // i,
+        a % i,
+        torch.pow(a, i),
+        a ** i.float(),
+        i.pow(2.0),
+        torch.atan2(a, i),
+        torch.maximum(a, i),
+        torch.fmod(a, i),
+        i / a,
+    )
+
+
+@case(torch.tensor([1e-8, 1.0, 1e8, 3e38]), dynamic=False)
+def float_precision(x):
+    return (
+        x * 2 / 2,
+        x.sum(),
+        x.mean(),
+        x.exp(),
+        x.log(),
+        x.sqrt() ** 2,
+        (x + 1) - 1,
+        x.double().sum(),
+        x.cumsum(0),
+        x.prod(),
+        x.norm(),
+        x.std(),
+        x.half(),
+        x.bfloat16(),
+        x.square().sum(),
+        torch.nn.functional.softmax(x, 0),
+        x.logsumexp(0),
+    )
+
+
+@case(torch.tensor([-3.5, -0.5, 0.5, 2.5, 3.5]))
+def half_round_trip(x):
+    return (
+        x.round().int(),
+        x.half().round(),
+        torch.round(x / 0.5) * 0.5,
+        x.to(torch.bfloat16).round(),
+        x.floor().long(),
+        x.ceil().to(torch.int32),
+        x.trunc().to(torch.uint8) if False else x.abs().trunc().to(torch.uint8),
+    )
+
+
+@case(torch.tensor([1, 2, 3, 4, 5, 6]))
+def index_arith(x):
+    idx = torch.arange(6)
+    return (
+        x[idx % 2 == 0],
+        x[idx // 2],
+        x[-1],
+        x[torch.tensor(-1)],
+        x.view(2, 3)[:, -1],
+        x[idx.flip(0)],
+        (x * idx).sum(),
+        x.gather(0, idx % 3),
+        x[x.argsort(descending=True)],
+        torch.take_along_dim(x, idx.flip(0)),
+    )
+
+
+@case(torch.tensor([[0.2, 0.8], [0.6, 0.4]]), torch.tensor([1, 0]))
+def losses_int(p, t):
+    return (
+        F.nll_loss(p.log(), t),
+        F.cross_entropy(p, t, reduction="sum"),
+        F.cross_entropy(p, t, label_smoothing=0.1),
+        F.one_hot(t, 2) * p,
+        F.binary_cross_entropy(p, F.one_hot(t, 2).float()),
+        F.mse_loss(p, F.one_hot(t, 2).float()),
+        (p.argmax(1) == t).float().mean(),
+        F.cross_entropy(p, torch.tensor([1, -100]), ignore_index=-100),
+        F.cross_entropy(p, torch.tensor([-100, -100])),
+    )
+
+
+@case(torch.tensor([0.0, 1.0, 2.0, 3.0]))
+def clamp_combos(x):
+    return (
+        x.clamp(1, 2),
+        x.clamp(2, 1),
+        torch.clamp(x, min=torch.tensor([0.0, 2.0, 0.0, 5.0]), max=torch.tensor(1.5)),
+        x.clamp(max=-0.0),
+        (-x).clamp(min=0.0),
+        x.clip(0.5),
+        torch.clamp(x.int(), 1.5, 2.5),
+        x.int().clamp(torch.tensor(1.5)) if False else x.int().clamp(1, 2),
+        x.half().clamp(0.1, 0.3),
+    )
+
+
+@case(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+def cum_reductions(x):
+    return (
+        x.cumsum(0),
+        x.cumprod(1),
+        x.logcumsumexp(0),
+        x.cummax(1),
+        torch.cumsum(x, dim=-1, dtype=torch.float64),
+        x.int().cumsum(0),
+        x.half().cumsum(1),
+        x.bfloat16().cumprod(0),
+        x.flip(0).cummin(0),
+        torch.cumulative_trapezoid(x, dim=1),
+        torch.trapezoid(x),
+    )
+
+
+# ---- batch 4
+@case(torch.tensor([0.0, -0.0, 1.0, -0.0, 0.0]))
+def signed_zero_order(x):
+    return (
+        x.sort(stable=True),
+        x.sort(descending=True, stable=True),
+        x.max(),
+        x.min(),
+        x.argmax(),
+        x.argmin(),
+        x.amax(),
+        x.cummax(0),
+        x.cummin(0),
+        x.unique(),
+        x.topk(2, largest=False, sorted=True).values,
+        torch.maximum(x, x.flip(0)),
+        torch.minimum(x, -x),
+        x.clamp(min=-0.0),
+        x.clamp(max=0.0),
+        x.median(),
+        x.kthvalue(2),
+        x.mode(),
+        torch.searchsorted(torch.tensor([-0.0, 0.0]), x),
+        torch.fmax(x, -x),
+    )
+
+
+@case(torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([0.0, 1.0, 2.0, float("nan")]))
+def searchsorted_nan(v, s):
+    return (
+        torch.searchsorted(s, v),
+        torch.searchsorted(s, v, right=True),
+        torch.bucketize(v, s[:3]),
+        torch.bucketize(torch.tensor([float("nan"), -1.0]), s[:3], right=True),
+    )
+
+
+@case(torch.tensor([0.0, -8.0, 2.0, -0.0]), torch.tensor([-1, 2, 3, -3]))
+def pow_specials(x, i):
+    return (
+        x**-1,
+        x ** (1 / 3),
+        x**0.5,
+        x**i,
+        torch.pow(-2.0, x),
+        0 ** i.abs(),
+        x**0,
+        x ** float("inf"),
+        torch.pow(x, -0.5),
+        x.float_power(i),
+        (-x) ** 2,
+        i**2.0,
+        torch.pow(2, i.float()),
+        x.square(),
+        i.square(),
+        (i > 0) ** 2 if False else i.abs() ** torch.tensor(2),
+        torch.pow(i.abs(), torch.tensor(0.5)),
+    )
+
+
+@case(
+    torch.tensor([60000.0, 60000.0, 1.0], dtype=torch.float16),
+    torch.tensor([3e38, 3e38], dtype=torch.float32),
+)
+def overflow_reductions(h, f):
+    return (
+        h.sum(),
+        h.mean(),
+        h.cumsum(0),
+        h.sum(dtype=torch.float32),
+        f.sum(),
+        f.mean(),
+        f.double().sum(),
+        h.var(),
+        h.std(),
+        h.norm(),
+        f.norm(),
+        torch.softmax(h, 0),
+        h.prod(),
+        f.logsumexp(0),
+        h.logsumexp(0),
+    )
+
+
+@case(torch.tensor([1.0, float("nan"), 3.0]))
+def histc_nan(x):
+    return torch.histc(x, bins=3, min=0, max=3)
+
+
+@case(torch.tensor([1, -1, 3]))
+def bincount_neg(x):
+    return torch.bincount(x)
+
+
+@case(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[1, 2, 3]]))
+def dim_args(x, i):
+    return (
+        x.sum(-1),
+        x.sum(-2),
+        x.mean((-1, -2)),
+        x.max(-1),
+        i.sum((0, 1)),
+        x.std(-1, keepdim=True),
+        x.amax((-2, -1), keepdim=True),
+        x.norm(dim=-1),
+        x.logsumexp(-2),
+        x.argmax(-1, keepdim=True),
+        x.cumsum(-1),
+        x.prod(-1, keepdim=True),
+        x.var_mean(-1),
+        x.squeeze().sum(0),
+        x.softmax(-2),
+        i.max(-2),
+        x.min(dim=-1).indices,
+        torch.median(x, -1),
+        i.float().mean(-1, keepdim=True),
+    )
+
+
+@case(torch.tensor(3.0), torch.tensor(4))
+def zero_dim_reductions(s, i):
+    return (
+        s.sum(),
+        s.sum(0),
+        s.max(0),
+        s.argmax(),
+        s.argmax(0),
+        s.std(),
+        s.var(correction=0),
+        s.mean(0, keepdim=True),
+        s.softmax(0),
+        s.logsumexp(0),
+        s.cumsum(0),
+        s.sort(),
+        s.topk(1),
+        i.sum(),
+        i.prod(),
+        s.median(),
+        s.kthvalue(1),
+        s.norm(),
+        s.unsqueeze(0).amax(),
+        i.float().std(0),
+        s.max(dim=0, keepdim=True),
+        i.cumprod(0),
+        s.cummax(0),
+        s.unique(),
+    )
+
+
+@case(torch.tensor([[0.3, 2.0, -1.0, 5.0, 4.0, 0.1, 7.0, 3.0]]))
+def topk_unsorted(x):
+    return (
+        x.topk(3, sorted=False),
+        x.topk(5, 1, largest=False, sorted=False),
+        x.topk(8, sorted=False),
+    )
+
+
+_BIG = torch.randn(3, 5000, generator=torch.Generator().manual_seed(1))
+
+
+@case(_BIG)
+def big_float_reductions(x):
+    return (
+        x.sum(1),
+        x.mean(1),
+        x.sum(),
+        x.std(1),
+        x.var(),
+        x.norm(dim=1),
+        x.logsumexp(1),
+        x.softmax(1)[:, :4],
+        x.cumsum(1)[:, -3:],
+        x.abs().prod(1),
+        (x * x).sum(1),
+        x.half().sum(1),
+        x.bfloat16().mean(1),
+        x.half().cumsum(1)[:, -3:],
+    )
+
+
+@case(
+    torch.randint(
+        -1000, 1000, (4, 3000), generator=torch.Generator().manual_seed(2), dtype=torch.int32
+    )
+)
+def big_int_reductions(x):
+    return (
+        x.sum(1),
+        x.cumsum(1)[:, -3:],
+        x.float().mean(1),
+        x.double().std(1),
+        x.max(1),
+        x.argmin(1),
+        x.sort(1).values[:, :3],
+        (x % 7).bincount() if False else (x.abs() % 7).flatten().bincount(),
+        x.median(1),
+        x.float().quantile(0.3, dim=1),
+    )
 
 
 if __name__ == "__main__":
