@@ -1745,5 +1745,63 @@ def big_int_reductions(x):
     )
 
 
+@case()
+def int_ranges():
+    return (
+        torch.linspace(0, 10, 20, dtype=torch.int64),
+        torch.linspace(-7, 30, 33, dtype=torch.int32),
+        torch.linspace(0, 255, 77, dtype=torch.uint8),
+        torch.linspace(100, -100, 50, dtype=torch.int16),
+        torch.arange(0.5, 5, 1, dtype=torch.int64),
+        torch.arange(-2.5, 3, 1.5, dtype=torch.int32),
+        torch.arange(0, 10, 2.5, dtype=torch.int64),
+        torch.arange(1.7, 9.2, 1.9, dtype=torch.int64),
+    )
+
+
+@case(torch.tensor([[1.0, 5.0, 2.0, 8.0, 3.0], [4.0, 4.0, float("nan"), 1.0, 0.0]]))
+def quantile_modes(x):
+    q = torch.tensor([0.0, 0.25, 0.5, 0.6, 1.0])
+    return (
+        tuple(
+            x[:1].quantile(q, dim=1, interpolation=m)
+            for m in ("linear", "lower", "higher", "nearest", "midpoint")
+        )
+        + tuple(
+            x.nanquantile(0.375, dim=1, interpolation=m, keepdim=True)
+            for m in ("linear", "lower", "higher", "nearest", "midpoint")
+        )
+        + (x.quantile(0.5, dim=1), x[0].quantile(0.125))
+    )
+
+
+@case(torch.tensor([3, 120, 100, 7], dtype=torch.int8), torch.tensor([200, 100], dtype=torch.uint8))
+def small_int_sums(i, u):
+    return (
+        i.sum(dtype=torch.int8),
+        i.cumsum(0, dtype=torch.int8),
+        u.sum(dtype=torch.uint8),
+        u.prod(dtype=torch.uint8),
+        i.sum(),
+        u.mean(dtype=torch.float32),
+        i.prod(dtype=torch.int16),
+        (u * 2).sum(),
+        u.cumprod(0),
+    )
+
+
+@case(torch.tensor([0.0, 0.999, 1.0, 2.0, 3.0, 3.0001, -0.0]), torch.tensor([3, 1, 2, 0]))
+def hist_edges(x, perm):
+    s = torch.tensor([5.0, 1.0, 3.0, 2.0])
+    return (
+        torch.histc(x, bins=3, min=0, max=3),
+        torch.histc(x, bins=4, min=0, max=3),
+        torch.searchsorted(s, torch.tensor([2.5, 0.0, 6.0]), sorter=s.argsort()),
+        torch.histogram(x, bins=3, range=(0.0, 3.0)).hist,
+        torch.bucketize(x, torch.tensor([0.0, 1.0, 3.0])),
+        torch.histc(x.double(), bins=5),
+    )
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -315,7 +315,7 @@ def _constant(*args) -> bool:
 
 @register(aten.linspace.default)
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
-    if _constant(start, end, steps) and jnp.issubdtype(out_dtype(), jnp.floating):
+    if _constant(start, end, steps):
         return _eager_values(torch.linspace, start, end, steps)
     # (as torch's decomposition: one step, the first half counted up from ``start``, the
     # rest down from ``end``)
