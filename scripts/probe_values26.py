@@ -1803,5 +1803,103 @@ def hist_edges(x, perm):
     )
 
 
+for _name in (
+    "promo_int_pyfloat",
+    "wraparound",
+    "int_reductions",
+    "div_floor_neg",
+    "div_floor_float",
+    "half_accum",
+    "rounding",
+    "where_scalar",
+    "ties_max",
+    "nan_max",
+    "sort_stable",
+    "median_nan",
+    "cum_extremes",
+    "std_single",
+    "neg_inf_rows",
+    "bincount_ops",
+    "searchsorted_ops",
+    "shifts",
+    "image_uint8",
+    "accuracy_style",
+    "zero_dim_mix",
+    "signed_zero_order",
+    "quantile_modes",
+    "masked_means",
+    "var_corrections",
+    "nonzero_etc",
+    "unique_ops",
+):
+    _fn, _args, _, _ulps = CASES[_name]
+    CASES[_name + "_dyn"] = (_fn, _args, True, _ulps)
+
+
+@case(torch.tensor([1, 2, 3, 4]), torch.tensor([True, False, True, False]))
+def int_writes(x, m):
+    a = x.clone()
+    a[m] = 7.9
+    b = x.clone().masked_fill_(m, -2.7)
+    c = x.clone()
+    c.copy_(torch.tensor([1.9, -1.9, 2.5, -2.5]))
+    d = torch.zeros(4, dtype=torch.int32).fill_(2.7)
+    e = x.clone()
+    e[1:3] = torch.tensor([9.99, -9.99])
+    f = x.to(torch.uint8).clone()
+    f.index_put_((torch.tensor([0, 1]),), torch.tensor([300, -1]).to(torch.uint8))
+    g = x.clone().index_fill_(0, torch.tensor([2]), 5.5)
+    h = x.clone().scatter_(0, torch.tensor([0]), 3.7) if False else x.clone().masked_fill(m, True)
+    return (
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
+        h,
+        x.float().masked_fill(m, 1e30),
+        x.half().masked_fill(m, 1e5) if False else x.half().masked_fill(m, 65504.0),
+    )
+
+
+@case(torch.tensor([-1.5, -0.5, 255.7, 256.0, 3e9, -3e9, 1e20]))
+def float_to_int_edges(x):
+    return (
+        x[:3].to(torch.uint8),
+        x[:4].to(torch.int8) if False else x[:3].to(torch.int16),
+        x[4:6].long(),
+        x[:4].int(),
+        x.bool(),
+    )
+
+
+_HX = torch.randn(4, 64, generator=torch.Generator().manual_seed(3))
+
+
+@case(_HX.half(), _HX.bfloat16())
+def half_combos(h, b):
+    return (
+        h.mean(0),
+        h.mean(1),
+        b.mean(-1),
+        h.softmax(-1)[:, :4],
+        b.log_softmax(-1)[:, :4],
+        F.layer_norm(h, (64,))[:, :4],
+        F.layer_norm(b, (64,))[:, :4],
+        h.var(1),
+        b.std(0)[:4],
+        (h - h.mean(-1, keepdim=True)) / h.std(-1, keepdim=True),
+        h.norm(dim=1),
+        b.sum(0)[:4],
+        h.cumsum(1)[:, -2:],
+        h.logsumexp(1),
+        F.normalize(b, dim=-1)[:, :3],
+        h.amax(1),
+        h.argmax(1),
+    )
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

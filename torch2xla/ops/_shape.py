@@ -290,7 +290,9 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     result = out_dtype()
     end = args[1] if len(args) > 1 else args[0]
     if _constant(start, end, step) and _rounds(start, step, int(n), result):
-        return _eager_values(torch.arange, start, end, step)
+        values = _eager_values(torch.arange, start, end, step)
+        if values is not None:
+            return values
     acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
     return (
         jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)
@@ -315,8 +317,11 @@ def _constant(*args) -> bool:
 
 @register(aten.linspace.default)
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
-    if _constant(start, end, steps):
-        return _eager_values(torch.linspace, start, end, steps)
+    values = (
+        _eager_values(torch.linspace, start, end, steps) if _constant(start, end, steps) else None
+    )
+    if values is not None:
+        return values
     # (as torch's decomposition: one step, the first half counted up from ``start``, the
     # rest down from ``end``)
     result, n = out_dtype(), int(steps)
@@ -329,9 +334,10 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
     return as_dtype(jnp.where(i < n // 2, up, down), result)
 
 
-def _eager_values(factory, *args, **kwargs) -> jax.Array:
+def _eager_values(factory, *args, **kwargs) -> jax.Array | None:
     """The result of eager's CPU factory ``factory(*args, dtype=, **kwargs)`` for the node's
-    output dtype, as a constant.
+    output dtype, as a constant; None where its shape is not the node's (a length padded to
+    its bucket, guards/bucketing).
 
     NOTE: eager's CPU range kernels (RangeFactoriesKernel: ``arange``, ``linspace``) round
     per vector: ``Vectorized<T>::arange(base, step)`` rounds each vector's ``base`` to the
@@ -343,6 +349,8 @@ def _eager_values(factory, *args, **kwargs) -> jax.Array:
     dtype = torch_dtype(out_dtype())
     with torch.no_grad():
         out = factory(*args, dtype=dtype, device="cpu", **kwargs)
+    if tuple(out.shape) != tuple(ctx().out.shape):
+        return None
     return jnp.asarray(to_jax(out))
 
 
