@@ -1901,5 +1901,51 @@ def half_combos(h, b):
     )
 
 
+@case(torch.tensor([2.0, float("nan"), 1.0, float("nan"), 2.0, -0.0, 0.0]))
+def unique_nan(x):
+    return (
+        torch.unique(x),
+        torch.unique(x, return_counts=True),
+        torch.unique(x, return_inverse=True),
+        torch.isin(x, torch.tensor([float("nan"), 2.0])),
+        torch.unique_consecutive(x),
+        x.nan_to_num(),
+        x.half().nan_to_num(),
+        x.bfloat16().nan_to_num(posinf=1.0),
+    )
+
+
+@case(
+    torch.tensor([1, 5, 2], dtype=torch.uint8),
+    torch.tensor([-1, 3, 2], dtype=torch.int8),
+    torch.tensor([1.5, 2.5, 0.5]),
+)
+def mixed_clamp_where(u, i, f):
+    return (
+        torch.where(u > 1, u, i),
+        torch.clamp(u, i, torch.tensor(3)),
+        torch.clamp(i, min=u),
+        torch.clamp(u.long(), f, f + 1),
+        torch.where(i > 0, f, i),
+        torch.maximum(u, f),
+        torch.lerp(f, f * 2, torch.tensor([0.0, 0.5, 1.0])),
+        torch.lerp(f.half(), f.half() * 3, 0.7),
+        torch.diff(u.long(), prepend=torch.tensor([10])),
+        torch.diff(f, n=2),
+        u.clamp(2, 4).dtype == torch.uint8,
+    )
+
+
+@case(torch.tensor([[1 + 2j, 2 - 1j, 0j]]))
+def complex_var_dof(z):
+    return (
+        z.var(1, correction=3),
+        z.var(correction=4),
+        z.std(1, correction=5),
+        torch.var_mean(z, 1, correction=3)[0],
+        z.var(1),
+    )
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -164,13 +164,16 @@ def _var(x, axis=None, keepdims=False, ddof=0):
     mean)`` unclamped (finite and of the other sign for ``correction > n``)."""
     n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
     dof = n - ddof
-    if dof > 0 or not jnp.issubdtype(x.dtype, jnp.floating):
+    if dof > 0 or not jnp.issubdtype(x.dtype, jnp.inexact):
         return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
 
     def forward(x):
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
-        squares = jnp.sum(centered * centered, axis=axis, keepdims=keepdims)
-        return squares / jnp.zeros((), x.dtype)
+        squares = jnp.sum(jnp.real(centered * jnp.conj(centered)), axis=axis, keepdims=keepdims)
+        return squares / jnp.zeros((), squares.dtype)
+
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):  # (the real and imaginary parts' sum)
+        return forward(x)
 
     fn = jax.custom_jvp(forward)
 
