@@ -155,9 +155,44 @@ def _spread_dtype(x, index: int | None = None):
     return acc
 
 
+def _var(x, axis=None, keepdims=False, ddof=0):
+    """``jnp.var``, but with eager's divisor where the degrees of freedom are not positive.
+
+    NOTE: eager divides the sum of squares by ``max(0, n - correction)`` (inf, or NaN for a
+    constant slice; JAX's ``var`` is NaN) and its derivative (``var_backward``) is, for the
+    whole input, ``inf`` (NaN at the mean) and, along dims, ``2 / (n - correction) * (x -
+    mean)`` unclamped (finite and of the other sign for ``correction > n``)."""
+    n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
+    dof = n - ddof
+    if dof > 0 or not jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+
+    def forward(x):
+        centered = x - jnp.mean(x, axis=axis, keepdims=True)
+        squares = jnp.sum(jnp.real(centered * jnp.conj(centered)), axis=axis, keepdims=keepdims)
+        return squares / jnp.zeros((), squares.dtype)
+
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):  # (the real and imaginary parts' sum)
+        return forward(x)
+
+    fn = jax.custom_jvp(forward)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        centered = x - jnp.mean(x, axis=axis, keepdims=True)
+        if axis is None or x.ndim == 0:
+            partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(x.dtype)
+        else:
+            partial = (jnp.inf if dof == 0 else 2.0 / dof) * centered
+        return fn(x), jnp.sum(partial * t, axis=axis, keepdims=keepdims)
+
+    return fn(x)
+
+
 @register(aten.var.correction)
 def var(self, dim=None, *, correction=None, keepdim=False):
-    return _reduce(jnp.var, self, dim, keepdim, _spread_dtype(self), ddof=_correction(correction))
+    return _reduce(_var, self, dim, keepdim, _spread_dtype(self), ddof=_correction(correction))
 
 
 @register(aten.var.dim)
@@ -169,14 +204,14 @@ def var_dim(self, dim=None, unbiased=True, keepdim=False):
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
     acc = _spread_dtype(self, 0)
     x, axes = as_dtype(self, acc), _axes(dim, self.ndim)
-    v = jnp.var(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
+    v = _var(x, axis=axes, keepdims=keepdim, ddof=_correction(correction))
     m = jnp.mean(x, axis=axes, keepdims=keepdim)
     return as_dtype(v, out_dtype(0)), as_dtype(m, out_dtype(1))
 
 
 def _std(x, axis=None, keepdims=False, ddof=0):
     # NOTE: eager's std gradient is 0 where std is 0 (a constant row), not 0 * inf = NaN.
-    v = jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    v = _var(x, axis=axis, keepdims=keepdims, ddof=ddof)
     zero = v == 0
     return jnp.where(zero, 0, jnp.sqrt(jnp.where(zero, 1, v)))
 

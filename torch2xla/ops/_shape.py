@@ -13,6 +13,7 @@ from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, canonical_dim, out_dtype
 from torch2xla.ops._registry import STORAGE_OFFSET, STORAGE_ORDER, ctx, register
+from torch2xla.runtime._interop import to_jax, torch_dtype
 
 aten = ops.aten
 _INT64_MAX = 2**63 - 1
@@ -287,10 +288,70 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     n = ctx().out.shape[0]
     start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
     result = out_dtype()
+    end = args[1] if len(args) > 1 else args[0]
+    if _constant(start, end, step) and _rounds(start, step, int(n), result):
+        values = _eager_values(torch.arange, start, end, step)
+        if values is not None:
+            return values
     acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.inexact) else np.dtype(np.int64)
     return (
         jnp.asarray(start, acc) + jnp.arange(int(n), dtype=acc) * jnp.asarray(step, acc)
     ).astype(result)
+
+
+def _rounds(start, step, n: int, result) -> bool:
+    """Whether a floating arange of constant ``start`` and ``step`` has values that eager's
+    kernel may round otherwise than ``start + i * step`` rounded once (every value an integer
+    the dtype holds exactly: none)."""
+    if not jnp.issubdtype(result, jnp.floating) or n == 0:
+        return False
+    exact = 2 ** (jnp.finfo(result).nmant + 1)
+    whole = float(start).is_integer() and float(step).is_integer()
+    return not (whole and abs(start) + abs(step) * n < exact)
+
+
+def _constant(*args) -> bool:
+    """Whether a CPU factory's arguments are constants of the graph (eager can compute it)."""
+    return all(isinstance(v, int | float) for v in args) and not ctx().on_cuda
+
+
+@register(aten.linspace.default)
+def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    values = (
+        _eager_values(torch.linspace, start, end, steps) if _constant(start, end, steps) else None
+    )
+    if values is not None:
+        return values
+    # (as torch's decomposition: one step, the first half counted up from ``start``, the
+    # rest down from ``end``)
+    result, n = out_dtype(), int(steps)
+    acc = np.dtype(np.float64) if jnp.issubdtype(result, jnp.integer) else result
+    lo, hi = jnp.asarray(start, acc), jnp.asarray(end, acc)
+    step = (hi - lo) / max(n - 1, 1)
+    i = jnp.arange(n)
+    up = lo + step * i.astype(acc)
+    down = hi - step * (n - 1 - i).astype(acc)
+    return as_dtype(jnp.where(i < n // 2, up, down), result)
+
+
+def _eager_values(factory, *args, **kwargs) -> jax.Array | None:
+    """The result of eager's CPU factory ``factory(*args, dtype=, **kwargs)`` for the node's
+    output dtype, as a constant; None where its shape is not the node's (a length padded to
+    its bucket, guards/bucketing).
+
+    NOTE: eager's CPU range kernels (RangeFactoriesKernel: ``arange``, ``linspace``) round
+    per vector: ``Vectorized<T>::arange(base, step)`` rounds each vector's ``base`` to the
+    dtype and computes its lanes from it, the scalar tail and per-thread chunks (from
+    ``GRAIN_SIZE`` elements) count from ``start``, and every ``a * b + c`` is one fused
+    multiply-add: ``arange(-1., 1., 0.1)[10]`` is -2.98e-09 in float32, not 0, and
+    ``linspace(-3, 7, 1000)[291]`` is one ulp off ``start + i * step``. Their constant
+    arguments make the result a constant: eager computes it."""
+    dtype = torch_dtype(out_dtype())
+    with torch.no_grad():
+        out = factory(*args, dtype=dtype, device="cpu", **kwargs)
+    if tuple(out.shape) != tuple(ctx().out.shape):
+        return None
+    return jnp.asarray(to_jax(out))
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor)
