@@ -77,8 +77,7 @@ def restored_on_error() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if torch._C._functorch.get_dynamic_layer_stack_depth() > depth:
-            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        _pop_functorch_layers(depth)
         for d, enabled, dtype in autocast:
             torch.set_autocast_enabled(d, enabled)
             torch.set_autocast_dtype(d, dtype)
@@ -89,6 +88,20 @@ def restored_on_error() -> Iterator[None]:
         torch._C._set_fwd_grad_enabled(fwd_grad)
         torch._C._set_grad_enabled(grad)
         raise
+
+
+def _pop_functorch_layers(depth: int) -> None:
+    """Pops functorch's transforms entered above ``depth``. torch 2.11's pop raises its
+    internal assert ``!dynamicLayerStack.empty()`` once it popped the last one (the layers
+    are gone, as asked): only an error that leaves layers above ``depth`` is raised."""
+    functorch = torch._C._functorch
+    if functorch.get_dynamic_layer_stack_depth() <= depth:
+        return
+    try:
+        functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+    except RuntimeError:
+        if functorch.get_dynamic_layer_stack_depth() != depth:
+            raise
 
 
 def run_eager(gm: torch.fx.GraphModule, args: Sequence):

@@ -20,6 +20,7 @@ exact product; bfloat16's 4097 numbers: 1.6%), which a float32 accumulation does
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -69,7 +70,7 @@ def _sequential(x, dtype):
 
 def _inner(rows, dtype):
     """Each row's product (``rows``: float32, one row per output), eager's vectorized order."""
-    lanes = VECTOR_BYTES // np.dtype(dtype).itemsize
+    lanes = _lanes(np.dtype(dtype).name)
     block = 4 * lanes
     n = rows.shape[-1]
     count = n // block
@@ -87,6 +88,48 @@ def _inner(rows, dtype):
     for i in range(count * block, n):
         out = _times(out, rows[:, i], dtype)
     return out
+
+
+@functools.cache
+def _lanes(dtype_name: str) -> int:
+    """The lanes ``W`` of eager's product kernel for ``dtype_name`` (float16, bfloat16): the
+    count whose order reproduces eager's product of a probe vector. The CPU's capability
+    does not tell: torch builds some kernels for AVX512 and others only for AVX2 (an AVX512
+    host gave other products than 32 lanes' order). The vector size's own count where none
+    matches."""
+    dtype = getattr(torch, dtype_name)
+    guess = VECTOR_BYTES // dtype.itemsize
+    with torch.utils._python_dispatch._disable_current_modes():
+        probe = torch.linspace(0.9, 1.1, 4 * 64 * 2 + 5).to(dtype)
+        probe = probe[torch.randperm(probe.numel(), generator=torch.Generator().manual_seed(0))]
+        want = probe.prod().float().item()
+        for lanes in (guess, 16, 32, 8, 64):
+            if _torch_inner(probe.float(), dtype, lanes) == want:
+                return lanes
+    return guess
+
+
+def _torch_inner(v: torch.Tensor, dtype: torch.dtype, lanes: int) -> float:
+    """``_inner``'s order for one row with ``lanes`` lanes, in torch (float32 ``v``)."""
+
+    def times(a, b):
+        return (a * b).to(dtype).float()
+
+    block = 4 * lanes
+    count = v.numel() // block
+    out = torch.ones((), dtype=torch.float32)
+    if count:
+        blocks = v[: count * block].reshape(count, 4, lanes)
+        acc = blocks[0]
+        for k in range(1, count):
+            acc = times(acc, blocks[k])
+        pair = times(times(acc[0], acc[1]), times(acc[2], acc[3]))
+        out = pair[0]
+        for j in range(1, lanes):
+            out = times(out, pair[j])
+    for i in range(count * block, v.numel()):
+        out = times(out, v[i])
+    return out.item()
 
 
 def _whole(v, dtype):
