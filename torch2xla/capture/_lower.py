@@ -26,6 +26,7 @@ from torch2xla.capture._rewrites import (
     pointwise_composites,
     preserve_rnns,
     preserve_sdpa,
+    reduction_outs,
     strip_effect_tokens,
 )
 from torch2xla.capture._stop_gradient import insert_stop_gradients, write_records
@@ -166,6 +167,8 @@ def prepare(
     gm = preserve_sdpa(gm)
     # margin losses as eager computes them (torch decomposes them before our table)
     gm = margin_losses(gm)
+    # sums/products into an out= of another dtype reduce in it (torch's decomposition casts after)
+    gm = reduction_outs(gm)
     # addcdiv/addcmul whole again (Dynamo splits them: each part rounded)
     gm = pointwise_composites(gm)
     # results laid out as eager's kernels lay them out (the fake kernels keep the input's)

@@ -21,6 +21,8 @@
   ``div``/``mul`` then ``mul``+``add`` or ``fma`` put back whole: each part rounded to the
   tensors' dtype where eager's kernel rounds once (bfloat16 Adam steps), and in another order
   (``t1 / t2 * value`` where eager computes ``value * t1 / t2``).
+- ``reduction_outs``: ``torch.sum``/``torch.prod`` into an ``out=`` of another dtype reduce in
+  that dtype, as eager (torch's out= decomposition reduces first, then casts).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -490,6 +492,46 @@ def strip_effect_tokens(gm: torch.fx.GraphModule, n_inputs: int, n_outputs: int)
         graph.erase_node(node)
     graph.lint()
     gm.recompile()
+
+
+# -- sum/prod into an out= of another dtype ----------------------------------------------------
+# Eager reduces in the dtype of ``out=`` (the input cast first: ``torch.sum(floats, 0,
+# out=int64)`` sums truncated values); torch's out= decomposition reduces in the input's dtype
+# and casts the result (aot_eager and inductor alike). The call with ``dtype=out.dtype`` is
+# eager's value for every pair of dtypes but prod of integers into a half-precision out.
+def reduction_outs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose ``torch.sum``/``torch.prod`` calls with an ``out=`` of another
+    dtype than their result's and no ``dtype=`` reduce in ``out``'s dtype, as eager does
+    (``gm`` itself is never changed)."""
+    return _rewritten(gm, lambda node: _out_dtype(node) is not None, _reduce_in_out_dtype)
+
+
+def _out_dtype(node: torch.fx.Node) -> torch.dtype | None:
+    """The dtype ``node`` (a sum or prod into ``out=``) must reduce in, where it is not the
+    one its decomposition reduces in."""
+    if node.op != "call_function" or node.target not in (torch.sum, torch.prod):
+        return None
+    out, x = node.kwargs.get("out"), node.args[0] if node.args else node.kwargs.get("input")
+    if "dtype" in node.kwargs or not isinstance(out, torch.fx.Node):
+        return None
+    out, x = (
+        v.meta.get("example_value") if isinstance(v, torch.fx.Node) else None for v in (out, x)
+    )
+    if not isinstance(out, torch.Tensor) or not isinstance(x, torch.Tensor):
+        return None
+    if (
+        out.dtype == x.dtype
+        or (x.dtype == torch.bool or not x.is_floating_point())
+        and (out.dtype == torch.int64)
+    ):
+        return None  # (what the decomposition reduces in already)
+    if node.target is torch.prod and not x.is_floating_point() and out.dtype.itemsize == 2:
+        return None
+    return out.dtype
+
+
+def _reduce_in_out_dtype(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    node.kwargs = {**node.kwargs, "dtype": _out_dtype(node)}
 
 
 # -- margin losses as eager computes them -------------------------------------------------------
