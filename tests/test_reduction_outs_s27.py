@@ -71,3 +71,24 @@ def test_sum_with_its_own_dtype_and_out_unchanged():
 
     x = _inputs()["float32"]
     assert_same(torch.compile(fn, backend="xla")(x), fn(x))
+
+
+@pytest.mark.parametrize("op", ["std", "var"])
+@pytest.mark.parametrize("out_dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("src", [torch.float32, torch.float64], ids=str)
+def test_std_var_into_an_out_of_another_dtype(op, out_dtype, src):
+    # eager's std/var into out= are those of the input cast to out's dtype (a float32 input's
+    # float64 out was the float32 result cast: 103279552 against eager's 103279555.9)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 3, generator=g) * 100 + 1e4).to(src)
+    x[:, 2] = torch.tensor([1e8, 1.0, -1e8, 1.0] * 16)
+    reduce = getattr(torch, op)
+    if out_dtype.itemsize == 2:
+        x = x / 1e4  # (in half precision's range)
+
+    def fn(x):
+        out = torch.empty(3, dtype=out_dtype)
+        reduce(x, 0, correction=0, out=out)
+        return out, reduce(x, 0, keepdim=True, out=torch.empty(1, 3, dtype=out_dtype))
+
+    assert_same(torch.compile(fn, backend="xla")(x), fn(x))

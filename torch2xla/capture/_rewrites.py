@@ -21,8 +21,8 @@
   ``div``/``mul`` then ``mul``+``add`` or ``fma`` put back whole: each part rounded to the
   tensors' dtype where eager's kernel rounds once (bfloat16 Adam steps), and in another order
   (``t1 / t2 * value`` where eager computes ``value * t1 / t2``).
-- ``reduction_outs``: ``torch.sum``/``torch.prod`` into an ``out=`` of another dtype reduce in
-  that dtype, as eager (torch's out= decomposition reduces first, then casts).
+- ``reduction_outs``: ``torch.sum``/``prod``/``std``/``var`` into an ``out=`` of another dtype
+  reduce in that dtype, as eager (torch's out= decompositions reduce first, then cast).
 - ``strip_effect_tokens``: AOTAutograd's effect tokens removed from the ATen graph
   (``ops/_effects.py``).
 
@@ -494,22 +494,28 @@ def strip_effect_tokens(gm: torch.fx.GraphModule, n_inputs: int, n_outputs: int)
     gm.recompile()
 
 
-# -- sum/prod into an out= of another dtype ----------------------------------------------------
+# -- reductions into an out= of another dtype -------------------------------------------------
 # Eager reduces in the dtype of ``out=`` (the input cast first: ``torch.sum(floats, 0,
-# out=int64)`` sums truncated values); torch's out= decomposition reduces in the input's dtype
-# and casts the result (aot_eager and inductor alike). The call with ``dtype=out.dtype`` is
-# eager's value for every pair of dtypes but prod of integers into a half-precision out.
+# out=int64)`` sums truncated values, ``torch.std(float32, 0, out=float64)`` is the float64
+# input's); torch's out= decompositions reduce in the input's dtype and cast the result
+# (aot_eager and inductor alike). sum/prod with ``dtype=out.dtype`` are eager's values for
+# every pair of dtypes but prod of integers into a half-precision out; std/var of the input
+# cast to out's dtype for every real floating pair.
+_DTYPE_ARG = (torch.sum, torch.prod)
+_CAST_INPUT = (torch.std, torch.var)
+
+
 def reduction_outs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``gm``, or a copy whose ``torch.sum``/``torch.prod`` calls with an ``out=`` of another
-    dtype than their result's and no ``dtype=`` reduce in ``out``'s dtype, as eager does
-    (``gm`` itself is never changed)."""
+    """``gm``, or a copy whose ``torch.sum``/``prod``/``std``/``var`` calls with an ``out=``
+    of another dtype than their result's reduce in ``out``'s dtype, as eager does (``gm``
+    itself is never changed)."""
     return _rewritten(gm, lambda node: _out_dtype(node) is not None, _reduce_in_out_dtype)
 
 
 def _out_dtype(node: torch.fx.Node) -> torch.dtype | None:
-    """The dtype ``node`` (a sum or prod into ``out=``) must reduce in, where it is not the
-    one its decomposition reduces in."""
-    if node.op != "call_function" or node.target not in (torch.sum, torch.prod):
+    """The dtype ``node`` (a reduction into ``out=``) must reduce in, where it is not the one
+    its decomposition reduces in."""
+    if node.op != "call_function" or node.target not in _DTYPE_ARG + _CAST_INPUT:
         return None
     out, x = node.kwargs.get("out"), node.args[0] if node.args else node.kwargs.get("input")
     if "dtype" in node.kwargs or not isinstance(out, torch.fx.Node):
@@ -519,19 +525,33 @@ def _out_dtype(node: torch.fx.Node) -> torch.dtype | None:
     )
     if not isinstance(out, torch.Tensor) or not isinstance(x, torch.Tensor):
         return None
-    if (
-        out.dtype == x.dtype
-        or (x.dtype == torch.bool or not x.is_floating_point())
-        and (out.dtype == torch.int64)
-    ):
-        return None  # (what the decomposition reduces in already)
-    if node.target is torch.prod and not x.is_floating_point() and out.dtype.itemsize == 2:
+    if out.dtype == x.dtype:
         return None
+    if node.target in _CAST_INPUT:
+        real = (x.is_floating_point(), out.dtype.is_floating_point)
+        return out.dtype if all(real) else None
+    if not x.is_floating_point() and not x.is_complex():
+        if out.dtype == torch.int64:
+            return None  # (integers and bools sum into int64 already)
+        if node.target is torch.prod and out.dtype.itemsize == 2:
+            return None
     return out.dtype
 
 
 def _reduce_in_out_dtype(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
-    node.kwargs = {**node.kwargs, "dtype": _out_dtype(node)}
+    dtype = _out_dtype(node)
+    if node.target in _DTYPE_ARG:
+        node.kwargs = {**node.kwargs, "dtype": dtype}
+        return
+    x = node.args[0] if node.args else node.kwargs["input"]
+    with graph.inserting_before(node):
+        cast = graph.call_method("to", (x, dtype))
+    cast.meta = dict(x.meta)
+    cast.meta["example_value"] = x.meta["example_value"].to(dtype)
+    if node.args:
+        node.args = (cast, *node.args[1:])
+    else:
+        node.kwargs = {**node.kwargs, "input": cast}
 
 
 # -- margin losses as eager computes them -------------------------------------------------------
