@@ -11,12 +11,13 @@ The cotangent of such an output is an ``Absent`` marker: a pytree node with no a
 shape and dtype are its static data. Which outputs are absent is then part of the
 cotangents' pytree structure, so a jit traces once per set of absent outputs, and an
 ahead-of-time executable built for one set rejects (``TypeError``, before it runs) a call with
-another. Inside the traced backward, ``symbolic`` turns the markers into ``ad.Zero``.
+another. Inside the traced backward, ``pullback`` turns the markers into ``ad.Zero``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -28,6 +29,8 @@ try:  # NOTE: a private module of JAX; where it moves, absent outputs get real z
     _Zero, _ShapedArray = _ad.Zero, _core.ShapedArray
 except (ImportError, AttributeError):  # pragma: no cover (jax 0.10, 0.11 have both)
     _Zero = _ShapedArray = None
+
+log = logging.getLogger("torch2xla")
 
 
 class Absent:
@@ -52,18 +55,30 @@ def absent(cts: Sequence) -> tuple[int, ...]:
     return tuple(j for j, c in enumerate(cts) if type(c) is Absent)
 
 
-def symbolic(cts: Sequence) -> list:
-    """(traced) ``cts`` for a ``jax.vjp`` pullback: each ``Absent`` a symbolic zero (real
-    zeros where this JAX has none)."""
-    return [_zero(c) if type(c) is Absent else c for c in cts]
+def pullback(vjp_fn: Callable, cts: Sequence):
+    """(traced) ``vjp_fn(cts)``, a ``jax.vjp`` pullback, each ``Absent`` cotangent a symbolic
+    zero (real zeros where this JAX has none).
+
+    NOTE: jax 0.10's transpose of a ``scan`` inside a custom_vjp's backward, differentiated
+    again (a double backward through an LSTM), rejects some symbolic zero cotangents
+    ("Expected cotangent type float64[2,4] but got float64[4,2,4]"): where the pullback
+    raises so, its trace runs again with real zeros (the products with infinite derivatives
+    are then NaN, as before symbolic zeros; the first trace's ops are dead code).
+    """
+    if not any(type(c) is Absent for c in cts):
+        return vjp_fn(cts)
+    if _Zero is not None:
+        try:
+            return vjp_fn([_zero(c) if type(c) is Absent else c for c in cts])
+        except (TypeError, ValueError) as e:
+            log.debug("torch2xla: a backward takes real zero cotangents: %s", e)
+    return vjp_fn([jax.numpy.zeros(c.shape, c.dtype) if type(c) is Absent else c for c in cts])
 
 
 def _zero(c: Absent):
-    if _Zero is None:
-        return jax.numpy.zeros(c.shape, c.dtype)
     aval = _ShapedArray(c.shape, c.dtype)
     to_tangent = getattr(aval, "to_tangent_aval", None)
     return _Zero(to_tangent() if to_tangent is not None else aval)
 
 
-__all__ = ["Absent", "absent", "symbolic"]
+__all__ = ["Absent", "absent", "pullback"]

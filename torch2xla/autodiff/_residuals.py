@@ -39,7 +39,7 @@ import numpy as np
 from jax.experimental.layout import Format, Layout
 
 from torch2xla.autodiff import _split
-from torch2xla.autodiff._absent import absent, symbolic
+from torch2xla.autodiff._absent import absent, pullback
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
@@ -346,7 +346,7 @@ def _apply_split(kept, inputs, cts, layout):
 def _pullback(vjp_fn: Callable) -> Callable:
     """``vjp_fn`` taking ``Absent`` cotangents: the outputs a backward does not go through
     get symbolic zeros, so that their derivatives are not computed (``0 * inf``, NaN)."""
-    return lambda cts: vjp_fn(symbolic(cts))
+    return functools.partial(pullback, vjp_fn)
 
 
 _NOT_USABLE = "Some donated buffers were not usable"
