@@ -154,12 +154,6 @@ def test_topk_tie_and_unsorted_order_as_eager():
     _check(picks, torch.tensor([3.0, 1.0, 3.0, 1.0, 2.0, 3.0, 0.0]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two torch.autograd.grad calls on outputs of one compiled graph: the first's "
-    "backward runs jax's vjp with a zero cotangent for the other output, and 0 * inf (sqrt's "
-    "derivative at 0) makes it NaN; eager never walks the other output's graph",
-)
 def test_grad_of_one_output_ignores_the_others_infinite_derivative():
     def grads(x):
         x = x.clone().requires_grad_()

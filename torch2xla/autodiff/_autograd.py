@@ -38,6 +38,7 @@ import torch
 from torch.autograd import _profiler_enabled
 
 from torch2xla.autodiff import _split, _versions
+from torch2xla.autodiff._absent import Absent
 from torch2xla.autodiff._accumulate import ordered_groups
 from torch2xla.autodiff._double_backward import VjpProgram
 from torch2xla.autodiff._eager_backward import anomaly_replay
@@ -673,17 +674,18 @@ def _freed_after(saves: Sequence, freed: frozenset[int], outs: Sequence[int]) ->
 
 
 def _cotangents(plan: _Plan, dense: bool, diff_grads: Sequence) -> list:
-    """The cotangents of the differentiated outputs as JAX values (zeros where None)."""
+    """The cotangents of the differentiated outputs as JAX values (``Absent`` where None: the
+    backward does not go through that output, as eager's does not)."""
     if dense and plan.plain_cts:  # the common case: every cotangent, real and non-empty
         return list(map(to_jax, diff_grads))
-    # (missing and empty cotangents, no memory to view, are zeros made by one cached program)
+    # (empty cotangents, no memory to view, are zeros made by one cached program)
     metas = plan.diff_meta
-    zero = [g is None or not g.numel() for g in diff_grads]
-    missing = tuple(meta for meta, z in zip(metas, zero) if z)
+    empty = [g is not None and not g.numel() for g in diff_grads]
+    missing = tuple(meta for meta, z in zip(metas, empty) if z)
     made = iter(zeros(missing) if missing else ())
     return [
-        next(made) if z else cotangent(g, dtype)
-        for g, z, (shape, dtype) in zip(diff_grads, zero, metas)
+        Absent(shape, dtype) if g is None else next(made) if z else cotangent(g, dtype)
+        for g, z, (shape, dtype) in zip(diff_grads, empty, metas)
     ]
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from jax.experimental.layout import Format, Layout
 
 from torch2xla.autodiff import _split
+from torch2xla.autodiff._absent import absent, pullback
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
@@ -334,12 +335,18 @@ def _struct(x) -> jax.ShapeDtypeStruct:
 
 def apply_vjp(res: Residuals, cts):
     """The input gradients of the vjp closure ``res`` for the cotangents ``cts`` (half-precision
-    sums accumulated in float32, ``_half_sums``)."""
-    return float32_sums(res.vjp_fn())(cts)
+    sums accumulated in float32, ``_half_sums``; an ``Absent`` cotangent a symbolic zero)."""
+    return float32_sums(_pullback(res.vjp_fn()))(cts)
 
 
 def _apply_split(kept, inputs, cts, layout):
-    return float32_sums(layout.rebuild(kept, inputs))(cts)
+    return float32_sums(_pullback(layout.rebuild(kept, inputs)))(cts)
+
+
+def _pullback(vjp_fn: Callable) -> Callable:
+    """``vjp_fn`` taking ``Absent`` cotangents: the outputs a backward does not go through
+    get symbolic zeros, so that their derivatives are not computed (``0 * inf``, NaN)."""
+    return functools.partial(pullback, vjp_fn)
 
 
 _NOT_USABLE = "Some donated buffers were not usable"
@@ -371,6 +378,10 @@ class Backward:
         self._donate = None  # jax.jit of _apply_split for the forward's layout, donating
         self._compiled: dict[bool, Any] = {}
         self._direct: dict[bool, Any] = {}  # their calls, once they ran (``direct_call``)
+        # NOTE: each executable takes the cotangents' pytree structure it was compiled for,
+        # which holds the outputs whose cotangents are ``Absent``; JAX rejects a call with
+        # another (``TypeError``, before it runs: the jit then traces for it).
+        self.absent: dict[bool, tuple[int, ...]] = {}  # per variant, its absent outputs
         self.exe_keys: dict[bool, str | None] = {}  # per variant, its persistent cache key
         self._pack_limit = pack_limit
         # How the gradients are packed (``_pack``), known once traced; None: they are not.
@@ -446,7 +457,8 @@ class Backward:
         hands them out segment by segment."""
         if donate and self._split is not False:
             split = self._split if self._split is not None else self._decide_split(res, cts)
-            if split is not False:
+            # (cut for the absent outputs of the first freed call; other calls run one program)
+            if split is not False and split.absent == absent(cts):
                 return split(res.kept, res.inputs, cts)
         args = self._args(res, cts, donate)
         call = self._direct.get(donate)
@@ -465,7 +477,7 @@ class Backward:
                 exe, self.exe_keys[donate] = _persistent.compile_any(
                     self.lower(res, cts, donate), *self._target()
                 )
-                self._compiled[donate] = exe
+                self._compiled[donate], self.absent[donate] = exe, absent(cts)
             if donate:
                 self._compiled_freed()
         try:

@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from torch2xla.autodiff._absent import absent
 from torch2xla.autodiff._segments import (
     Segment,
     _Const,
@@ -77,6 +78,8 @@ class SplitBackward:
         ready: per output of ``fn`` (flattened), the number of segments that must have run
             before it is known (0: a constant or one of the arguments).
         out_metas: per output of ``fn``, its (shape, dtype).
+        absent: the positions of the ``Absent`` cotangents it was traced for (a call with
+            other absent outputs must run another program).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class SplitBackward:
         device: jax.Device | None = None,
         pack_limit: int | None = None,
     ) -> None:
+        self.absent = absent(cts)
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(kept, inputs, cts)
         self._out_tree = jax.tree_util.tree_structure(out_shape)
         self.out_metas = [(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out_shape)]
@@ -141,6 +145,7 @@ class SplitBackward:
             "out_metas": self.out_metas,
             "ready": self.ready,
             "packs": self._packs,
+            "absent": self.absent,
             "executables": [
                 (k, p._exe.in_tree, p._exe.out_tree) for k, p in zip(keys, self._programs)
             ],
@@ -158,6 +163,7 @@ class SplitBackward:
         self.has_constants = any(isinstance(a, _Const) for a in self._outs)
         self._out_tree = plan["out_tree"]
         self.out_metas, self.ready, self._packs = plan["out_metas"], plan["ready"], plan["packs"]
+        self.absent = tuple(plan.get("absent", ()))  # (older records: traced for every output)
         self._programs = list(programs)
         return self
 

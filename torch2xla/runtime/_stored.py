@@ -33,6 +33,7 @@ import jax
 import torch
 
 from torch2xla.autodiff import _residuals, _train_fns
+from torch2xla.autodiff._absent import absent
 from torch2xla.autodiff._split import Run, SplitBackward
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.guards import _persistent
@@ -74,6 +75,9 @@ class _Training:
     backward: _Exe | None  # one program, or
     split: dict | None  # the split chain (``SplitBackward.plan``)
     packing: Any  # how the backward packs the gradients (``_pack.Packing`` or None)
+    # the outputs whose cotangents the stored backward takes as ``Absent`` (older records:
+    # none, as they were built)
+    absent: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -188,11 +192,12 @@ def _remember_training(
         plan = split.plan()
         if plan is None:
             return
+        absent = split.absent
     else:
         exe, key = bwd._compiled.get(True), bwd.exe_keys.get(True)
         if exe is None or key is None:
             return
-        backward = _Exe(key, exe.in_tree, exe.out_tree)
+        backward, absent = _Exe(key, exe.in_tree, exe.out_tree), bwd.absent[True]
     checks = tuple(c.portable(user_nodes) for c in getattr(program.checked_fn(), "checks", ()))
     training = _Training(
         diff_in=diff_in,
@@ -203,6 +208,7 @@ def _remember_training(
         backward=backward,
         split=plan,
         packing=bwd.packing,
+        absent=absent,
     )
     order = program.accumulate_order()
     _write(_Record(**base, checks=checks, training=training, order=order))
@@ -332,6 +338,7 @@ class _StoredBackward:
     def __init__(self, program: StoredProgram, t: _Training, pending: dict[str, _Pending]) -> None:
         self.program, self.diff_in, self.packing = program, t.diff_in, t.packing
         self._split_plan, self._pending = t.split, pending
+        self._absent = tuple(t.absent)  # (the stored executables take no other structure)
         self._runner: Callable | None = None  # (kept, inputs, cts) -> gradients
         self.on_compiled = None
 
@@ -362,7 +369,7 @@ class _StoredBackward:
     def __call__(self, res: _StoredResiduals, cts, donate: bool = False):
         if donate:
             runner = self._stored_runner()
-            if runner is not None:
+            if runner is not None and absent(cts) == self._absent:
                 return runner(res.kept, res.inputs, cts)
         # (traced inside x64, as every trace: the caller may run outside it, where it changes
         # nothing for the calls themselves: ``_autograd._Plan.bare_backward``)
