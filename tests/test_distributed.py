@@ -105,7 +105,7 @@ def test_fsdp2_blocks_compiled_with_xla(results, rank):
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("how", ["compile_ddp", "ddp_compile", "fsdp2"])
 def test_gpt2_matches_eager_ddp(results, rank, how):
-    """Issue 28.1: GPT-2 (124M with bf16 autocast over 20 steps on 2 GPUs; a 2-layer one in
+    """Issue 28.1: GPT-2 (124M with bf16 autocast over 20 steps on 2 GPUs; a 1-layer one in
     float32 on CPU/gloo) gives eager DDP's losses at every step."""
     out = _get(results, rank, "gpt2")
     ref, got = out["eager_ddp"], out[how]

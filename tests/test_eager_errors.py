@@ -1480,22 +1480,26 @@ def _multinomial_rows(rejected: bool) -> list[str]:
 
 
 @pytest.mark.parametrize(("n", "replacement"), [(1, False), (2, False), (1, True), (2, True)])
-@pytest.mark.parametrize("case", _multinomial_rows(rejected=True))
-def test_multinomial_bad_probabilities(case, n, replacement):
-    p = torch.tensor(MULTINOMIAL_ROWS[case][0])
-    eager = _eager_error(multinomial, (p, n, replacement))
-    with pytest.raises(type(eager)) as info:
-        torch.compile(multinomial, backend="xla")(p, n, replacement)
-    assert str(info.value).startswith(str(eager)), (str(info.value), str(eager))
-    _assert_names_op_and_line(info.value, "torch.multinomial(p, n, replacement)")
+def test_multinomial_bad_probabilities(n, replacement):
+    # every rejected case through one compiled function: the rows of one shape share its
+    # program (each still raises eager's error, from the program's check, not its compile)
+    compiled = torch.compile(multinomial, backend="xla")
+    for case in _multinomial_rows(rejected=True):
+        p = torch.tensor(MULTINOMIAL_ROWS[case][0])
+        eager = _eager_error(multinomial, (p, n, replacement))
+        with pytest.raises(type(eager)) as info:
+            compiled(p, n, replacement)
+        assert str(info.value).startswith(str(eager)), (case, str(info.value), str(eager))
+        _assert_names_op_and_line(info.value, "torch.multinomial(p, n, replacement)")
 
 
-@pytest.mark.parametrize("case", _multinomial_rows(rejected=False))
 @pytest.mark.filterwarnings("error:torch2xla")  # (not a replay of eager's results)
-def test_multinomial_valid_edge_probabilities(case):
-    p = torch.tensor(MULTINOMIAL_ROWS[case][0])
-    out = torch.compile(multinomial, backend="xla")(p, 1, False)
-    assert out.tolist() == multinomial(p, 1, False).tolist()
+def test_multinomial_valid_edge_probabilities():
+    # (every accepted row through one compiled function: one shape, one program)
+    compiled = torch.compile(multinomial, backend="xla")
+    for case in _multinomial_rows(rejected=False):
+        p = torch.tensor(MULTINOMIAL_ROWS[case][0])
+        assert compiled(p, 1, False).tolist() == multinomial(p, 1, False).tolist(), case
 
 
 def log_softmax_last(x):

@@ -173,8 +173,19 @@ def _sliding_window_model(kind: str):
     return transformers.MistralForCausalLM(transformers.MistralConfig(**_LLM))
 
 
-@pytest.mark.parametrize("cache", ["static", "dynamic"])
-@pytest.mark.parametrize("kind", ["gemma2", "mistral"])
+# (Mistral in the slow cases: with the static cache its layers are all the static
+# sliding-window layers that Gemma2's static case has beside its full-attention ones; with the
+# dynamic one, test_generate_s18's test_sliding_window_left_padded_batch_dynamic_cache
+# generates with the same Mistral and cache, on a left-padded batch, and counts its programs)
+@pytest.mark.parametrize(
+    "kind, cache",
+    [
+        ("gemma2", "static"),
+        ("gemma2", "dynamic"),
+        pytest.param("mistral", "static", marks=pytest.mark.slow),
+        pytest.param("mistral", "dynamic", marks=pytest.mark.slow),
+    ],
+)
 @torch.no_grad()
 def test_sliding_window_generate_compiles_no_program_per_token(kind, cache):
     model = _sliding_window_model(kind).eval()

@@ -193,7 +193,8 @@ def test_residuals_are_freed_by_backward_and_memory_does_not_grow():
     del out
     opt.zero_grad()
     assert _live_arrays() <= base
-    for _ in range(1000):
+    # (any array kept per step, or a cache filling up, shows within 200 steps)
+    for _ in range(200):
         step()
     assert _live_arrays() <= base
 
