@@ -10,7 +10,12 @@ import torch.multiprocessing as mp
 
 from tests._dist_worker import SCENARIOS, worker
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
+    # (one xdist worker runs the module: its fixture spawns and compiles every scenario, ~60 s,
+    # once instead of once per worker; README's command distributes with --dist loadgroup)
+    pytest.mark.xdist_group("distributed"),
+]
 
 # T2X_DIST_DEVICE=cuda runs the same scenarios with NCCL on 2 GPUs (see docs/gpu.md).
 DEVICE = os.environ.get("T2X_DIST_DEVICE", "cpu")
