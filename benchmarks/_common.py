@@ -94,9 +94,12 @@ def time_calls(
     processes' load changes less than the wall clock (on a CPU device)."""
     sync(device)
     t0 = clock()
+    out = None
     for _ in range(n):
-        step()
+        out = step()
     sync(device)
+    if hasattr(out, "block_until_ready"):  # (a JAX step: torch's sync does not wait for JAX)
+        out.block_until_ready()
     return (clock() - t0) / n
 
 

@@ -72,7 +72,9 @@ def inference_steps(device: str) -> dict:
 
     jx, jy = jnp.asarray(x.cpu().numpy()), jnp.asarray(y.cpu().numpy())
     jitted = jax.jit(lambda a, b: a * b + 1)
-    steps["jax.jit"] = lambda: jitted(jx, jy).block_until_ready()
+    # back to back as the other modes (the last result awaited), and awaited every call
+    steps["jax.jit"] = lambda: jitted(jx, jy)
+    steps["jax.jit, each awaited"] = lambda: jitted(jx, jy).block_until_ready()
     return steps
 
 
@@ -200,6 +202,41 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     return result
 
 
+def profile_xla(device: str, calls: int) -> str:
+    """cProfile of ``calls`` steady calls of xla's compiled tiny function, functions sorted by
+    their own time: where a call's host time goes, ours and JAX's."""
+    import cProfile
+    import io
+    import pstats
+
+    x, y = torch.randn(8, device=device), torch.randn(8, device=device)
+    fn = _compile(_tiny, "xla")
+    with torch.no_grad():
+        for _ in range(20):
+            fn(x, y)
+        _common.sync(device)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn(x, y)
+        _common.sync(device)
+        prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO()).stats
+    rows = []
+    for (path, line, name), (_, ncalls, own, cum, _) in stats.items():
+        where = f"{pathlib.Path(path).name}:{line}({name})" if line else name
+        rows.append((own / calls * 1e6, cum / calls * 1e6, ncalls / calls, where))
+    lines = [
+        f"{calls} steady calls of xla's x * y + 1 on {device} (cProfile; µs per compiled call)",
+        f"{'own':>8s} {'cumul.':>8s} {'calls':>6s}  function",
+    ]
+    for key, title in ((0, "by own time"), (1, "by cumulative time")):
+        lines.append(f"-- {title}")
+        for own, cum, n, where in sorted(rows, key=lambda r: -r[key])[:35]:
+            lines.append(f"{own:8.2f} {cum:8.2f} {n:6.1f}  {where}")
+    return "\n".join(lines) + "\n"
+
+
 def _enter_contexts(device) -> None:
     import jax
 
@@ -245,14 +282,14 @@ def report(result: dict) -> str:
         ),
         f"{'':10s} {'inference':>22s} {'calls':>9s} {'training step':>22s} {'calls':>9s}",
     ]
-    for mode in ("eager", "inductor", "xla", "identity", "jax.jit"):
+    for mode in ("eager", "inductor", "xla", "identity", "jax.jit", "jax.jit, each awaited"):
         cells = []
         for table, count in zip((inf, tr), counts):
             s = table.get(mode)
             cells.append(f"{s['median']:8.1f} [{s['q1']:.1f}, {s['q3']:.1f}]" if s else "-")
             c = count.get(mode)
             cells.append(f"{c[0]} / {c[1]}" if c else "-")
-        lines.append(f"{mode:10s} {cells[0]:>22s} {cells[1]:>9s} {cells[2]:>22s} {cells[3]:>9s}")
+        lines.append(f"{mode:22s} {cells[0]:>22s} {cells[1]:>9s} {cells[2]:>22s} {cells[3]:>9s}")
     lines.append(
         f"xla / inductor: inference {inf['xla']['median'] / inf['inductor']['median']:.2f}x, "
         f"training {tr['xla']['median'] / tr['inductor']['median']:.2f}x; "
@@ -280,12 +317,21 @@ def main(argv: list[str] | None = None) -> dict:
         help="time the process's CPU time (time.process_time), not the wall clock: on a "
         "loaded machine it is less changed by other processes (CPU device only)",
     )
+    parser.add_argument(
+        "--profile",
+        type=pathlib.Path,
+        default=None,
+        help="write a cProfile of xla's steady calls of the tiny function here (by own time)",
+    )
     args = parser.parse_args(argv)
     _common.one_thread(args.cpu)
     clock = time.process_time if args.cpu_time else time.perf_counter
     result = measure(args.device, args.rounds, args.calls, clock)
     if args.breakdown:
         result["breakdown_us"] = breakdown(args.device, args.calls, args.rounds)
+    if args.profile:
+        args.profile.parent.mkdir(parents=True, exist_ok=True)
+        args.profile.write_text(profile_xla(args.device, args.calls))
     print(report(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
