@@ -1,4 +1,5 @@
 import os
+import zlib
 
 # The persistent cache would let one test's compile serve another's (and a run serve the next):
 # tests that look at what a compile does would depend on what ran before. Off, except where a
@@ -29,6 +30,14 @@ if os.environ.get("CI"):
 # Our property tests draw floats over their dtypes' whole range (inf, NaN, the extremes) where
 # they give no bounds: the kit's default for users is values a model sees.
 _parity_settings.full_range = True
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request):
+    # torch's global generator seeded from the test's id: a test that draws its data with
+    # torch.randn gets the same data on every run, whatever ran before it in its worker (a
+    # draw that tripped a tolerance made CI red once and green the next time).
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
 @pytest.fixture(autouse=True)
