@@ -441,6 +441,44 @@ def test_cpu_scalar_parameter_gets_its_gradient_on_the_cpu():
     _same_on_devices([w.grad, scale.grad], [w2.grad, scale2.grad])
 
 
+# Ops whose CUDA kernel refuses a CPU 0-d tensor (no ``device_check: NoCheck``): eager raises,
+# and so do we (the op is a graph break, eager raises its own error); the ops that take one
+# still run in the program (strict: no fallback).
+_REFUSING = {
+    "clamp": lambda x, n: x.clamp(n, n + 1),
+    "clamp_min": lambda x, n: torch.clamp_min(x, n),
+    "logaddexp": lambda x, n: torch.logaddexp(x, n),
+    "gcd": lambda x, n: torch.gcd(x.long(), n.long()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REFUSING))
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_cpu_scalar_where_the_cuda_kernel_refuses_it_raises_as_eager(name, fullgraph):
+    fn = _REFUSING[name]
+
+    def user(x, n):
+        y = x * 2
+        return fn(y, n) + 1
+
+    x, n = torch.randn(5, device=DEV), torch.tensor(0.5)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device") as want:
+        user(x, n)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device") as got:
+        torch.compile(user, backend="xla", fullgraph=fullgraph)(x, n)
+    if not fullgraph:  # (eager's own error, raised by eager at the op)
+        assert str(got.value) == str(want.value)
+
+
+def test_cpu_scalar_where_the_cuda_kernel_takes_it_runs_in_the_program():
+    def user(x, n):
+        return torch.where(x > n, x, n) * n + torch.maximum(x, n) - x.masked_fill(x < 0, n)
+
+    x, n = torch.randn(5, device=DEV), torch.tensor(0.5)
+    compiled = torch.compile(user, backend="xla", options={"strict": True})
+    _same_on_devices(compiled(x, n), user(x, n))
+
+
 def test_graph_moving_tensors_between_devices():
     def f(x, y_cpu):
         return x.sum().cpu() + y_cpu, y_cpu.cuda() * x

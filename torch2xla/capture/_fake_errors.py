@@ -24,7 +24,10 @@ exceptions and ``AssertionError`` (its internal checks) pass through.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+
+from torch2xla.capture import _device_checks
 
 # what eager's kernels raise for values and arguments they refuse, besides RuntimeError (which
 # Dynamo itself turns into its error, handled where it does)
@@ -91,10 +94,16 @@ def install() -> None:
             gb_fn()  # raises Dynamo's graph break (Unsupported), the fake error its cause
         return wrap(gb_fn)
 
+    _device_checks.install()
+
     @functools.wraps(fake_value)
     def fake_value_breaking_at_errors(node, tx, *args, **kwargs):
+        ours = tx is not None and _ours(getattr(tx.output, "compiler_fn", None))
         try:
-            return fake_value(node, tx, *args, **kwargs)
+            # (in torch2xla's frames the fake run also refuses the devices eager's CUDA
+            # kernels refuse: a CPU 0-d tensor beside CUDA ones where the op checks)
+            with _device_checks.checking() if ours else contextlib.nullcontext():
+                return fake_value(node, tx, *args, **kwargs)
         except _EAGER_ERRORS as e:
             if isinstance(e, TorchDynamoException) or not _breaks(_current_tx()):
                 raise
