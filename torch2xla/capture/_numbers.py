@@ -34,6 +34,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
+from torch2xla.capture._probe_rng import kept_rng
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +203,9 @@ def eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | N
     ``wanted(message)``, else None. Other errors are not eager's answer for the user's call
     (values of zeros or ones may fail where the user's do not)."""
     try:
-        # (the generator's state is restored: ``uniform_`` draws; warnings are eager's
-        # deprecation warnings of writes it accepts, which the user's call gives itself)
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        # (the generator's state is restored where the op draws: ``uniform_``; warnings are
+        # eager's deprecation warnings of writes it accepts, which the user's call gives itself)
+        with torch.no_grad(), kept_rng(node.target), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _call(node, args, kwargs)
     except (RuntimeError, IndexError, TypeError, ValueError) as e:

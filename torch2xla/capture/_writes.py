@@ -49,6 +49,7 @@ from torch2xla._errors import OpError
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture._aliases import _extent, _overlapping
 from torch2xla.capture._hinted import examples_at_hints, hint
+from torch2xla.capture._probe_rng import kept_rng
 
 log = logging.getLogger(__name__)
 
@@ -601,7 +602,7 @@ def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
         except _Symbolic:
             return None
         real_functional = {k: v for k, v in real_kwargs.items() if k != "out"}
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        with torch.no_grad(), kept_rng(target), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 result = target(*real_args, **real_functional)

@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_leaves
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.capture._hinted import hinted_shape
+from torch2xla.capture._probe_rng import kept_rng
 
 log = logging.getLogger(__name__)
 REFUSED_CALL = "torch2xla.refused_call"  # node.meta: eager's error for the user's call
@@ -142,11 +143,12 @@ def _call(
             return by
         return value
 
-    # (the generator's state is restored: a random op's probe must not move the user's stream)
+    # (the generator's state is restored where the op draws: a random op's probe must not
+    # move the user's stream, nor rewind another thread's draws where it does not draw)
     with (
         torch.utils._python_dispatch._disable_current_modes(),
         torch.no_grad(),
-        torch.random.fork_rng(devices=[]),
+        kept_rng(fn),
     ):
         try:
             real_args, real_kwargs = map_aggregate((args, kwargs), real)
@@ -250,7 +252,12 @@ def _eager_function(node: torch.fx.Node) -> Callable | None:
     collectives, user ops, modules)."""
     if node.op == "call_method" and isinstance(node.target, str):
         name = node.target
-        return lambda self, *args, **kwargs: getattr(self, name)(*args, **kwargs)
+
+        def method(self, *args, **kwargs):
+            return getattr(self, name)(*args, **kwargs)
+
+        method.__name__ = name  # (what ``kept_rng`` looks up)
+        return method
     if node.op != "call_function":
         return None
     target = node.target
