@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout
 
+from torch2xla._quiet import quiet
 from torch2xla.autodiff import _split
 from torch2xla.autodiff._absent import absent, pullback
 from torch2xla.autodiff._half_sums import float32_sums
@@ -470,10 +470,9 @@ class Backward:
         exe = self._compiled.get(donate)
         if exe is None:
             # (inside x64 as every trace: callers may skip it, ``_Plan.bare_backward``)
-            with x64(), no_stack_capture(), warnings.catch_warnings():
-                # XLA reuses a donated buffer only for an output of its shape and frees the
-                # others when the call ends (as without donation); JAX warns about those.
-                warnings.filterwarnings("ignore", message=_NOT_USABLE)
+            # (XLA reuses a donated buffer only for an output of its shape and frees the
+            # others when the call ends, as without donation; JAX warns about those)
+            with x64(), no_stack_capture(), quiet(_NOT_USABLE):
                 exe, self.exe_keys[donate] = _persistent.compile_any(
                     self.lower(res, cts, donate), *self._target()
                 )
@@ -488,8 +487,7 @@ class Backward:
         return grads
 
     def _fallback(self, res: Residuals, args: tuple, donate: bool):
-        with x64(), no_stack_capture(), warnings.catch_warnings():  # (traced: inside x64)
-            warnings.filterwarnings("ignore", message=_NOT_USABLE)
+        with x64(), no_stack_capture(), quiet(_NOT_USABLE):  # (traced: inside x64)
             return self._jitted(res.layout, donate)(*args)
 
     def _target(self) -> tuple[dict | None, jax.Device | None]:
@@ -543,8 +541,7 @@ class Backward:
         """The lowered backward as a retained (``donate=False``) or freed graph runs it."""
         if not donate:
             return self._jitted(res.layout, False).lower(res, cts)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_NOT_USABLE)
+        with quiet(_NOT_USABLE):
             return self._jitted(res.layout, True).lower(res.kept, res.inputs, cts)
 
 

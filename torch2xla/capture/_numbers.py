@@ -26,7 +26,6 @@ import functools
 import logging
 import math
 import operator
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
+from torch2xla._quiet import quiet
 from torch2xla.capture._probe_rng import kept_rng
 
 log = logging.getLogger(__name__)
@@ -205,8 +205,7 @@ def eager_raises(node: torch.fx.Node, args: Any, kwargs: Any, wanted) -> str | N
     try:
         # (the generator's state is restored where the op draws: ``uniform_``; warnings are
         # eager's deprecation warnings of writes it accepts, which the user's call gives itself)
-        with torch.no_grad(), kept_rng(node.target), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with torch.no_grad(), kept_rng(node.target), quiet():
             _call(node, args, kwargs)
     except (RuntimeError, IndexError, TypeError, ValueError) as e:
         # (an index of ones out of a one-element tensor raises IndexError: not the user's)

@@ -37,7 +37,6 @@ import functools
 import logging
 import math
 import operator
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +45,7 @@ import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
+from torch2xla._quiet import quiet
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture._aliases import _extent, _overlapping
 from torch2xla.capture._hinted import examples_at_hints, hint
@@ -602,8 +602,7 @@ def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
         except _Symbolic:
             return None
         real_functional = {k: v for k, v in real_kwargs.items() if k != "out"}
-        with torch.no_grad(), kept_rng(target), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with torch.no_grad(), kept_rng(target), quiet():
             try:
                 result = target(*real_args, **real_functional)
             except Exception as e:  # noqa: BLE001 - values not valid for the op: try others

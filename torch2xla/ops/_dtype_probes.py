@@ -14,7 +14,6 @@ import functools
 import logging
 import math
 import re
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from torch.fx.node import map_aggregate
 from torch.utils._pytree import tree_leaves
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
+from torch2xla._quiet import quiet
 from torch2xla.capture._hinted import hinted_shape
 from torch2xla.capture._probe_rng import kept_rng
 
@@ -152,8 +152,7 @@ def _call(
     ):
         try:
             real_args, real_kwargs = map_aggregate((args, kwargs), real)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with quiet():
                 fn(*real_args, **real_kwargs)
         except Exception as e:  # noqa: BLE001 - the probe's answer
             log.debug("torch2xla: probe of %s, fill %s, %s as %s: %r", fn, fill, replaced, by, e)
