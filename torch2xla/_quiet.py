@@ -28,14 +28,17 @@ _local = threading.local()
 class _InQuietThread:
     """A filter's module matcher that matches in threads inside ``quiet(pattern)``."""
 
-    def __init__(self, pattern: str | None) -> None:
-        self.pattern = pattern
+    # (what code that reads filters as compiled regexes finds: no module is named so)
+    pattern = "<torch2xla: a thread inside quiet()>"
+
+    def __init__(self, message: str | None) -> None:
+        self._message = message
 
     def match(self, module: str) -> bool:
-        return self.pattern in getattr(_local, "active", ())
+        return self._message in getattr(_local, "active", ())
 
     def __repr__(self) -> str:
-        return f"<torch2xla: threads silencing {self.pattern or 'every warning'}>"
+        return f"<torch2xla: threads silencing {self._message or 'every warning'}>"
 
 
 _filters: dict[str | None, tuple] = {}
