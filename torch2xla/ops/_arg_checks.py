@@ -297,6 +297,16 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
     )
 
 
+def _index_fill_value(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (a complex number or 0-d tensor: the decomposition's ``scalar_tensor`` of self's dtype
+    # took its real part)
+    value, s = kwargs.get("value"), _dtype(kwargs, "self")
+    v = _dtype(kwargs, "value")
+    if s is None or s.is_complex or not (isinstance(value, complex) or (v and v.is_complex)):
+        return None
+    return "index_fill_(): Converting complex Scalar to non-complex type is not supported"
+
+
 def _index_shapes(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
     """Eager's IndexErrors for index tensors that do not fit ``self`` (``aten.index``,
     ``index_put``), which the meta kernels skip or raise as another error: a mask (bool or
@@ -618,6 +628,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     ),
     aten.index_put.default: _first(_index_put_source, _index_shapes, _index_put_shape),
     aten.index.Tensor: _index_shapes,
+    aten.index_fill.int_Scalar: _index_fill_value,  # (decomposed to ``index_put``)
+    aten.index_fill.int_Tensor: _index_fill_value,
     aten.median.dim: _median_dim,
     aten.nanmedian.dim: _median_dim,
     aten.max.dim: _empty_dim("max"),

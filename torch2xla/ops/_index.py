@@ -191,7 +191,6 @@ def index(self, indices):
 
 
 @register(aten.index_put.default)
-@_bool_as_int
 def index_put(self, indices, values, accumulate=False):
     check_indices(self, indices)
     given = [i for i in indices if i is not None]
@@ -200,7 +199,13 @@ def index_put(self, indices, values, accumulate=False):
         check_fits(values, ctx().out.dtype)  # (eager fills a mask with one value as masked_fill_)
     elif called in (aten.index_fill, aten.index_fill_) and values.size:
         check_fits(values, ctx().out.dtype)  # (eager fills ``value.item()``)
-    values = as_dtype(values, self.dtype)
+    # (cast before a bool ``self`` goes through int32: 0.3 written into a bool tensor is True,
+    # as eager's; through int32 it was 0, False)
+    return _index_put(self, indices, as_dtype(values, self.dtype), accumulate, called)
+
+
+@_bool_as_int
+def _index_put(self, indices, values, accumulate, called):
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
     if not masks and called in (aten.index_fill, aten.index_fill_) and not accumulate:
         # One value (expanded by the decomposition) at each named position: a select, whose

@@ -1,0 +1,158 @@
+"""Writes, indexing and their errors as users write them (session 28,
+``scripts/probe_writes28.py``), against eager PyTorch strictly, in the classes the probe found
+wrong:
+
+- values of another dtype written into a bool tensor through ``index_put`` (``x[m] = v``,
+  ``x[i] = v``, ``index_fill_``) went through int32: 0.3 became 0, False, where eager's is True;
+- a complex 0-d value written into a float64 tensor by a mask took its real part where eager
+  raises its overflow error; ``index_fill_`` of a complex number into a real tensor ran (its
+  ``scalar_tensor`` in eager) where eager raises;
+- writes under ``no_grad`` through views of a parameter (``w.t()[0] += 1``) crashed the build:
+  the passes that compute example values again (the write's layout, an int position made a
+  tensor index) and the walks of eager's autograd graph read the ``grad_fn`` of views made
+  under ``no_grad`` whose base was written, which autograd refuses;
+- ``prims.copy_strided`` (``index_fill``/``lerp`` of a non-contiguous tensor decomposed) had no
+  lowering: it ran in eager, and a backward through it failed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+STRICT = {"strict": True}
+
+
+def _same(got, want):
+    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+    assert torch.equal(got, want), (got, want)
+
+
+def _error(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:
+        return e
+    raise AssertionError(f"{fn} did not raise")
+
+
+# -- other dtypes written into bool tensors ---------------------------------------------------------
+def mask_write(x, v):
+    x[x != x[0]] = v
+    return x
+
+
+def index_fill(x, v):
+    return x.index_fill_(0, torch.tensor([1, 3]), v)
+
+
+def mask_of_a_later_dim_write(x, v):
+    y = x.view(1, -1)
+    y[:, y[0] != x[0]] = v
+    return x
+
+
+@pytest.mark.parametrize("fn", [mask_write, index_fill, mask_of_a_later_dim_write])
+def test_values_written_into_a_bool_tensor_are_true_where_nonzero(fn):
+    # (eager casts the one value, as ``masked_fill_``/``index_fill_`` do: nonzero is True)
+    compiled = torch.compile(fn, backend="xla", options=STRICT)
+    x = torch.tensor([True, False, False, True, False])
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.complex64):
+        for v in (0.3, -0.25, 0.0, float("nan"), 1e-30):
+            v = torch.tensor(v, dtype=dtype)
+            if dtype.is_complex and fn is index_fill:
+                continue  # (eager raises: tested below)
+            _same(compiled(x.clone(), v), fn(x.clone(), v))
+    v = torch.tensor(0.5j)  # (an imaginary part alone is nonzero too)
+    if fn is not index_fill:
+        _same(compiled(x.clone(), v), fn(x.clone(), v))
+
+
+# -- complex values into real tensors ---------------------------------------------------------------
+def test_complex_0d_value_into_float64_by_a_mask_raises_as_eager():
+    compiled = torch.compile(mask_write, backend="xla")
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    want = _error(mask_write, x.clone(), torch.tensor(2.5 + 1j))
+    got = _error(compiled, x.clone(), torch.tensor(2.5 + 1j))
+    assert isinstance(got, type(want)) and str(want) in str(got), (got, want)
+    assert __file__ in str(got)  # (the user's line)
+    # (no imaginary part: written, as eager)
+    _same(
+        compiled(x.clone(), torch.tensor(2.5 + 0j)), mask_write(x.clone(), torch.tensor(2.5 + 0j))
+    )
+
+
+@pytest.mark.parametrize("value", [0.5 + 0j, 1j, torch.tensor(2j)], ids=["real", "imag", "0d"])
+def test_index_fill_of_a_complex_value_into_real_raises_as_eager(value):
+    def fill(x):
+        return x.index_fill_(0, torch.tensor([0, 2]), value)
+
+    x = torch.zeros(4)
+    want = _error(fill, x.clone())
+    got = _error(torch.compile(fill, backend="xla"), x.clone())
+    assert isinstance(got, type(want)) and str(got).startswith(str(want)), (got, want)
+
+
+# -- writes under no_grad through views of parameters ------------------------------------------------
+class _Decay(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.arange(12.0).view(3, 4))
+
+    def forward(self, x, k):
+        with torch.no_grad():
+            self.w.t()[0] += 1  # (a view made under no_grad, its base written)
+            self.w.t()[k] = -1.0  # (an int position: a tensor index, ``_int_offsets``)
+            self.w.diagonal()[x[0, :3] > 0] = 0.5
+        return (self.w * x).sum()
+
+
+def test_no_grad_writes_through_views_of_a_parameter_as_eager():
+    torch.manual_seed(0)
+    model, ref = _Decay(), _Decay()
+    compiled = torch.compile(model, backend="xla", options=STRICT)
+    for k in (1, 2, 3):  # (the second call makes k dynamic)
+        x = torch.randn(3, 4)
+        got, want = compiled(x, k), ref(x, k)
+        torch.testing.assert_close(got, want)
+        got.backward()
+        want.backward()
+        assert torch.equal(model.w, ref.w)
+        torch.testing.assert_close(model.w.grad, ref.w.grad)
+
+
+def no_grad_view_returned(w):
+    with torch.no_grad():
+        v = w.t()
+        v[0] = 1.0
+    return v, (w * 2).sum()
+
+
+def test_a_no_grad_view_written_and_returned_as_eager():
+    w, ref = (nn.Parameter(torch.arange(6.0).view(2, 3)) for _ in range(2))
+    got = torch.compile(no_grad_view_returned, backend="xla")(w)
+    want = no_grad_view_returned(ref)
+    assert torch.equal(got[0], want[0]) and torch.equal(w, ref)
+    got[1].backward()
+    want[1].backward()
+    assert torch.equal(w.grad, ref.grad)
+
+
+# -- copy_strided ----------------------------------------------------------------------------------
+def strided_fills(x, i):
+    t = x.t()
+    return t.index_fill(0, i, 2.0), torch.lerp(t, t * 2, 0.3)
+
+
+def test_fills_of_a_non_contiguous_tensor_compile_and_train():
+    x = torch.randn(3, 4, requires_grad=True)
+    i = torch.tensor([1, 3])
+    got = torch.compile(strided_fills, backend="xla", options=STRICT)(x, i)
+    want = strided_fills(x, i)
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g, w)
+    (grad,) = torch.autograd.grad(sum(g.sum() for g in got), x)
+    (ref,) = torch.autograd.grad(sum(w.sum() for w in want), x)
+    torch.testing.assert_close(grad, ref)
