@@ -125,11 +125,14 @@ def same(a, b, path=""):
 
 
 FULLGRAPH = bool(os.environ.get("PROBE_FULLGRAPH"))
+DYNAMIC = bool(os.environ.get("PROBE_DYNAMIC"))
 
 
 def observe(fn, make, compiled, kw):
     if compiled and FULLGRAPH:
         kw = {**kw, "fullgraph": True}
+    if compiled and DYNAMIC:
+        kw = {**kw, "dynamic": True}
     obs = []
     torch._dynamo.reset()
     torch.manual_seed(0)

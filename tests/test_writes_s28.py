@@ -17,6 +17,8 @@ wrong:
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -156,3 +158,34 @@ def test_fills_of_a_non_contiguous_tensor_compile_and_train():
     (grad,) = torch.autograd.grad(sum(g.sum() for g in got), x)
     (ref,) = torch.autograd.grad(sum(w.sum() for w in want), x)
     torch.testing.assert_close(grad, ref)
+
+
+# -- numbers passed as inputs (dynamic=True) into fills ---------------------------------------------
+FILLS = {
+    "fill_": lambda x, v: x.fill_(v),
+    "masked_fill_": lambda x, v: x.masked_fill_(x == 0, v),
+    "index_fill_": lambda x, v: x.index_fill_(0, torch.tensor([0, 2]), v),
+    "scatter_": lambda x, v: x.scatter_(0, torch.tensor([1]), v),
+    "full_like": lambda x, v: torch.full_like(x, v),
+}
+
+
+@pytest.mark.parametrize("name", list(FILLS))
+def test_a_float_input_that_overflows_a_fill_raises_as_eager(name):
+    # (with dynamic=True the float is an input of the graph, made a constant after tracing:
+    # eager's conversion check, which tracing made for a constant, was skipped: int8 got 0)
+    fn = FILLS[name]
+    compiled = torch.compile(fn, backend="xla", dynamic=True)
+    for dtype in (torch.int8, torch.uint8, torch.float16):
+        x = torch.zeros(4, dtype=dtype)
+        _same(compiled(x.clone(), 3.0), fn(x.clone(), 3.0))
+        for v in (1e10, -0.5 if dtype == torch.uint8 else float("nan")):
+            if dtype == torch.float16 and math.isnan(v):
+                continue  # (NaN fits a float)
+            want = _error(fn, x.clone(), v)
+            got = _error(compiled, x.clone(), v)
+            assert isinstance(got, type(want)) and str(got).startswith(str(want)), (got, want)
+    # (one float16 element: eager's fill_ converts unchecked, to inf)
+    one = torch.zeros(1, dtype=torch.float16)
+    if name in ("fill_", "full_like"):
+        _same(compiled(one.clone(), 1e10), fn(one.clone(), 1e10))
