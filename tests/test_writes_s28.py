@@ -189,3 +189,20 @@ def test_a_float_input_that_overflows_a_fill_raises_as_eager(name):
     one = torch.zeros(1, dtype=torch.float16)
     if name in ("fill_", "full_like"):
         _same(compiled(one.clone(), 1e10), fn(one.clone(), 1e10))
+
+
+# -- scatter_reduce mean in half precision ----------------------------------------------------------
+def scatter_mean(x, i, v, include_self: bool):
+    return x.scatter_reduce(0, i, v, "mean", include_self=include_self)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_scatter_mean_in_half_precision_rounds_its_count_as_eager(dtype):
+    # (eager's total and count are both tensors of self's dtype: 3001 float16 values into one
+    # slot divide by 3000, giving 1.00488 where a float32 count gave 1.00391)
+    compiled = torch.compile(scatter_mean, backend="xla", options=STRICT)
+    x = torch.zeros(3, dtype=dtype)
+    v = (1 + torch.linspace(0, 0.01, 3000)).to(dtype)
+    for i in (torch.zeros(3000, dtype=torch.long), torch.arange(3000) % 2):
+        for include_self in (True, False):
+            _same(compiled(x, i, v, include_self), scatter_mean(x, i, v, include_self))

@@ -437,7 +437,8 @@ def scatter_add(self, dim, index, src):
 @_bool_as_int
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if self.dtype in _HALF and reduce in ("sum", "prod", "mean"):
-        # (eager accumulates in float32; a mean's total is rounded before it is divided)
+        # (eager accumulates in float32; a mean's total and count are rounded to self's dtype
+        # before the one is divided by the other)
         out = _scatter_reduce(
             self.astype(jnp.float32),
             dim,
@@ -463,6 +464,8 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True, _roundi
             total = total.astype(_rounding).astype(total.dtype)
         count = jnp.full(self.shape, 1 if include_self else 0, self.dtype).at[idx].add(1)
         count = jnp.maximum(count, 1)
+        if _rounding is not None:  # (eager's count is a tensor of self's dtype too: 3001 is 3000)
+            count = count.astype(_rounding).astype(count.dtype)
         out = total / count if jnp.issubdtype(self.dtype, jnp.inexact) else total // count
         touched = jnp.zeros(self.shape, bool).at[idx].set(True)
         return jnp.where(touched, out, self)
