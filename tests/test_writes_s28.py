@@ -124,6 +124,29 @@ def test_no_grad_writes_through_views_of_a_parameter_as_eager():
         torch.testing.assert_close(model.w.grad, ref.w.grad)
 
 
+def no_grad_writes_at_a_tensor_index(w, x, k):
+    with torch.no_grad():
+        v = w.t()
+        v[0] += 1
+        v[k] = 5.0  # (a 0-d tensor subscript: a one-element index, ``_tensor_index``)
+        r = v[k] * 2
+    return (w * x).sum(), r
+
+
+def test_no_grad_writes_at_a_0d_tensor_index_compile_as_eager():
+    compiled = torch.compile(no_grad_writes_at_a_tensor_index, backend="xla", options=STRICT)
+    w, ref = (nn.Parameter(torch.arange(12.0).view(3, 4)) for _ in range(2))
+    for k in (1, 2):
+        x = torch.randn(3, 4)
+        got = compiled(w, x, torch.tensor(k))
+        want = no_grad_writes_at_a_tensor_index(ref, x, torch.tensor(k))
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+        got[0].backward()
+        want[0].backward()
+    assert torch.equal(w, ref) and torch.equal(w.grad, ref.grad)
+
+
 def no_grad_view_returned(w):
     with torch.no_grad():
         v = w.t()

@@ -182,8 +182,8 @@ def check(pos: Position, load, fake) -> tuple[str | None, object]:
         index = torch.fx.node.map_aggregate(
             index, lambda a: a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
         )
-    grad = torch.set_grad_enabled(traced_grad_mode(pos.node))
-    with fake, grad:
+    grad = traced_grad_mode(pos.node)
+    with fake, torch.set_grad_enabled(grad):
         view = dataclasses.replace(pos, index=index).view(base, start_ex)
     shape = list(base.shape)
     strides = list(base.stride())
@@ -207,7 +207,7 @@ def check(pos: Position, load, fake) -> tuple[str | None, object]:
         return "it indexes from the end or clamps", None
     start = load(pos.start)
     try:
-        with fake, grad:
+        with fake, torch.set_grad_enabled(grad):
             idx = start + torch.arange(length, device=base.device) * pos.step
             if pos.write:
                 value = load(pos.value) if isinstance(pos.value, torch.fx.Node) else pos.value
