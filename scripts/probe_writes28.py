@@ -126,6 +126,7 @@ def same(a, b, path=""):
 
 FULLGRAPH = bool(os.environ.get("PROBE_FULLGRAPH"))
 DYNAMIC = bool(os.environ.get("PROBE_DYNAMIC"))
+STRICT = bool(os.environ.get("PROBE_STRICT"))  # (an op run in eager is an error)
 
 
 def observe(fn, make, compiled, kw):
@@ -133,6 +134,8 @@ def observe(fn, make, compiled, kw):
         kw = {**kw, "fullgraph": True}
     if compiled and DYNAMIC:
         kw = {**kw, "dynamic": True}
+    if compiled and STRICT:
+        kw = {**kw, "options": {"strict": True}}
     obs = []
     torch._dynamo.reset()
     torch.manual_seed(0)

@@ -229,3 +229,26 @@ def test_scatter_mean_in_half_precision_rounds_its_count_as_eager(dtype):
     for i in (torch.zeros(3000, dtype=torch.long), torch.arange(3000) % 2):
         for include_self in (True, False):
             _same(compiled(x, i, v, include_self), scatter_mean(x, i, v, include_self))
+
+
+# -- complex numbers without imaginary part into real tensors ---------------------------------------
+def complex_number_fills(x):
+    y = x.clone().fill_(0.5 + 0j)
+    z = x.clone().scatter_(0, torch.tensor([1, 2]), 2 + 0j)
+    return y, z, torch.full_like(x, 1 + 0j)
+
+
+def imaginary_into_bool(x):
+    return x.clone().fill_(1j), x.clone().scatter_(0, torch.tensor([3]), 0.5j)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int32, torch.float16])
+def test_complex_numbers_into_real_fills_compile_as_eager(dtype):
+    # (their lowerings raised TypeError converting the number: run in eager, strict refused;
+    # into bool an imaginary part alone is nonzero, True)
+    x = torch.zeros(4, dtype=dtype)
+    fns = [complex_number_fills] + ([imaginary_into_bool] if dtype == torch.bool else [])
+    for fn in fns:
+        got = torch.compile(fn, backend="xla", options=STRICT)(x)
+        for g, w in zip(got, fn(x), strict=True):
+            _same(g, w)

@@ -415,10 +415,10 @@ def gather(self, dim, index, *, sparse_grad=False):
 def scatter(self, dim, index, src):
     check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
-        return jnp.asarray(src, self.dtype).reshape(())
+        return as_dtype(src, self.dtype).reshape(())
     dim = canonical_dim(dim, self.ndim)
-    if not hasattr(src, "shape"):
-        src = jnp.full(index.shape, src, self.dtype)
+    if not hasattr(src, "shape"):  # (a number, converted as eager converts it: -1 into uint8)
+        src = jnp.full(index.shape, as_dtype(src, self.dtype), self.dtype)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
     return _scatter_set(self, _along(dim, index, self.ndim), src)
 
