@@ -8,10 +8,27 @@ division by zero (eager's error type, its message, the user's line), compiled pl
 with ``fullgraph=True``.
 
     PYTHONPATH=. python scripts/probe_writes28.py [substring ...]
+    PROBE_FULLGRAPH=1 / PROBE_DYNAMIC=1 / PROBE_STRICT=1 / PROBE_BACKEND=aot_eager  (modes)
+
+(``PYTHONPATH=.``: the venv's editable install points at /work/main, not at a worktree.)
 
 A case is ``f(*args)`` called twice on fresh arguments (the second call with other values);
 recorded: each output (dtype, shape, values) or the error (type, message, whether this file's
 line is named), the arguments after the call (dtype, shape, values). Prints ok/DIFF/CRASH.
+
+Session 28: 1956 cases. Fixed (tests/test_writes_s28.py): values into bool tensors through
+``index_put`` went through int32 (0.3 was False); a complex 0-d value into float64 by a mask
+and ``index_fill_`` of a complex number into a real tensor ran where eager raises; ``no_grad``
+writes through views of parameters crashed the build or ran in eager (example values and
+autograd walks read ``grad_fn`` of no_grad views whose base was written); ``prims.copy_strided``
+had no lowering; a float input (``dynamic=True``) overflowing ``fill_``/``masked_fill_``/
+``index_fill_``/``scatter_``/``full*`` wrote garbage; ``scatter_reduce`` mean in float16 divided
+by an unrounded count; complex numbers without imaginary part into real fills ran in eager.
+Left: ``oob_unused_result`` (Dynamo drops a dead ``x[i]`` before any backend: strict xfail);
+with ``PROBE_FULLGRAPH=1`` the DIFFs are Dynamo's own (the same with aot_eager: ``out=`` of
+another shape, data-dependent 0-d masks); with ``PROBE_STRICT=1`` ``masked_fill`` of a complex
+number into a real tensor (torch's decomposition refuses it: runs in eager), ``where`` into
+complex32 and ``full_like`` of a 0-d tensor value (``item()``) run in eager.
 """
 
 from __future__ import annotations

@@ -252,3 +252,23 @@ def test_complex_numbers_into_real_fills_compile_as_eager(dtype):
         got = torch.compile(fn, backend="xla", options=STRICT)(x)
         for g, w in zip(got, fn(x), strict=True):
             _same(g, w)
+
+
+# -- a dead subscript out of range --------------------------------------------------------------------
+def dead_subscript(x, i):
+    x[i]  # (eager raises here although nothing reads it)
+    return x * 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Dynamo's own dead-code pass (OutputGraph: unused operator.getitem nodes) drops "
+    "x[i] before any backend sees the graph, so its bounds check cannot run "
+    "(aot_eager and inductor run it too); capture/_dead.py keeps dead values only of the "
+    "graph it receives",
+)
+def test_a_dead_subscript_out_of_range_raises_as_eager():
+    x, i = torch.zeros(3, 4), torch.tensor([0, 3])
+    want = _error(dead_subscript, x, i)
+    got = _error(torch.compile(dead_subscript, backend="xla"), x, i)
+    assert isinstance(got, type(want))
