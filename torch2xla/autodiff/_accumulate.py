@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from torch2xla.autodiff._connected import gradient_edge
+from torch2xla.autodiff._connected import gradient_edge, graph_values
 
 # ``AccumulateGrad``'s sequence number (UINT64_MAX): it runs before any other ready node.
 _LAST = (1 << 64) - 1
@@ -141,16 +141,8 @@ def eager_order(outputs: Sequence[Any], inputs: Sequence[Any]) -> tuple[int, ...
 def example_order(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
     """``eager_order`` of the Dynamo graph ``gm``'s placeholders, from its example values
     (None where some value is missing)."""
-    placeholders = gm.graph.find_nodes(op="placeholder")
-    inputs = [n.meta.get("example_value") for n in placeholders]
-    out = gm.graph.find_nodes(op="output")[0].args[0]
-    values = []
-    for o in out if isinstance(out, list | tuple) else (out,):
-        if isinstance(o, torch.fx.Node):
-            if "example_value" not in o.meta:
-                return None
-            values.append(o.meta["example_value"])
-    return eager_order(values, inputs)
+    found = graph_values(gm)
+    return None if found is None else eager_order(found[1], found[0])
 
 
 def ordered_groups(diff_in: Sequence[int], order: Sequence[int]) -> tuple[tuple[int, ...], ...]:

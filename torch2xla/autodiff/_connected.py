@@ -54,6 +54,41 @@ def eagers_own(e: BaseException) -> bool:
     return type(e) in (RuntimeError, NotImplementedError) and any(m in str(e) for m in _TRUSTED)
 
 
+_DEFAULT_VIEW = torch._C._autograd.CreationMeta.DEFAULT
+
+
+def _untraceable(t: Any) -> bool:
+    """Whether autograd refuses to read the tensor ``t``'s ``grad_fn``: a view made under
+    no_grad (or of a function of several views) written in place since, itself or its base
+    (``with torch.no_grad(): w.t()[0] += 1``). Eager raises so on the user's read of it, which
+    eager's program need not make; to autograd it is then no node at all."""
+    if not isinstance(t, torch.Tensor) or not t.requires_grad or not t._is_view():
+        return False
+    if torch._C._autograd._get_creation_meta(t) == _DEFAULT_VIEW:
+        return False
+    try:
+        t.grad_fn  # noqa: B018  (the read is the test)
+    except RuntimeError:
+        return True
+    return False
+
+
+def graph_values(gm: torch.fx.GraphModule) -> tuple[list, list] | None:
+    """The Dynamo graph ``gm``'s inputs and outputs as example values, for walks of eager's
+    autograd graph: None for an output that is no node, and for a tensor whose ``grad_fn``
+    autograd refuses to read (``_untraceable``); None where some output's value is missing."""
+    inputs = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    outputs = []
+    for o in out if isinstance(out, list | tuple) else (out,):
+        if isinstance(o, torch.fx.Node) and "example_value" not in o.meta:
+            return None
+        outputs.append(o.meta["example_value"] if isinstance(o, torch.fx.Node) else None)
+    return [None if _untraceable(t) else t for t in inputs], [
+        None if _untraceable(t) else t for t in outputs
+    ]
+
+
 def gradient_edge(t: torch.Tensor) -> torch.autograd.graph.GradientEdge:
     """``torch.autograd.graph.get_gradient_edge(t)``, also inside ``torch.inference_mode()``
     (a build of a call made under it): torch finds a leaf's accumulator through a view of
@@ -196,19 +231,8 @@ def examples_hold(gm: torch.fx.GraphModule, lowered, grad: Sequence[bool], track
 def example_links(gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
     """Per output of the Dynamo graph ``gm``, the bitmask of its placeholders connected to it,
     from Dynamo's example values (None where some value is missing)."""
-    placeholders = gm.graph.find_nodes(op="placeholder")
-    inputs = [n.meta.get("example_value") for n in placeholders]
-    out = gm.graph.find_nodes(op="output")[0].args[0]
-    outs = out if isinstance(out, list | tuple) else (out,)
-    values = []
-    for o in outs:
-        if not isinstance(o, torch.fx.Node):
-            values.append(None)
-            continue
-        if "example_value" not in o.meta:
-            return None
-        values.append(o.meta["example_value"])
-    return links(values, inputs)
+    found = graph_values(gm)
+    return None if found is None else links(found[1], found[0])
 
 
 def traced_links(

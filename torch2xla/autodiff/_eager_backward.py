@@ -43,7 +43,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch2xla.autodiff._connected import eagers_own, gradient_edge
+from torch2xla.autodiff._connected import eagers_own, gradient_edge, graph_values
 from torch2xla.autodiff._versions import eager_view_names
 
 log = logging.getLogger(__name__)
@@ -72,14 +72,7 @@ class _Checked(TorchDispatchMode):
 
 def _example_values(gm: torch.fx.GraphModule) -> tuple[list, list] | None:
     """The Dynamo graph's inputs and outputs as example values (None where some is missing)."""
-    inputs = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
-    out = gm.graph.find_nodes(op="output")[0].args[0]
-    outputs = []
-    for o in out if isinstance(out, list | tuple) else (out,):
-        if isinstance(o, torch.fx.Node) and "example_value" not in o.meta:
-            return None
-        outputs.append(o.meta["example_value"] if isinstance(o, torch.fx.Node) else None)
-    return inputs, outputs
+    return graph_values(gm)
 
 
 def _fake_mode(values: Sequence[Any]):

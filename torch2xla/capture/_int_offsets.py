@@ -34,7 +34,7 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from torch2xla.capture._writes import IN_PLACE_OPERATORS
+from torch2xla.capture._writes import IN_PLACE_OPERATORS, traced_grad_mode
 
 # (in a node's meta["custom"], which the export copies onto the ATen nodes a node makes: the
 # gather or scatter stands for ``x[pos]``'s select, whose bounds error is eager's, not
@@ -182,7 +182,8 @@ def check(pos: Position, load, fake) -> tuple[str | None, object]:
         index = torch.fx.node.map_aggregate(
             index, lambda a: a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
         )
-    with fake:
+    grad = traced_grad_mode(pos.node)
+    with fake, torch.set_grad_enabled(grad):
         view = dataclasses.replace(pos, index=index).view(base, start_ex)
     shape = list(base.shape)
     strides = list(base.stride())
@@ -206,7 +207,7 @@ def check(pos: Position, load, fake) -> tuple[str | None, object]:
         return "it indexes from the end or clamps", None
     start = load(pos.start)
     try:
-        with fake:
+        with fake, torch.set_grad_enabled(grad):
             idx = start + torch.arange(length, device=base.device) * pos.step
             if pos.write:
                 value = load(pos.value) if isinstance(pos.value, torch.fx.Node) else pos.value
@@ -269,6 +270,7 @@ def rewrite(gm: torch.fx.GraphModule, pos: Position, fake) -> None:
             if pos.select:
                 new = graph.call_method("squeeze", (new, pos.dim))
     added = [n for n in graph.nodes if n not in before]
+    grad = traced_grad_mode(node)
     for n in added:
         n.meta.update({k: v for k, v in node.meta.items() if k != "example_value"})
         if pos.select:
@@ -281,7 +283,7 @@ def rewrite(gm: torch.fx.GraphModule, pos: Position, fake) -> None:
         args = torch.fx.node.map_aggregate(
             n.args, lambda a: a.meta["example_value"] if isinstance(a, torch.fx.Node) else a
         )
-        with fake:
+        with fake, torch.set_grad_enabled(grad):
             if n.op == "call_method":
                 n.meta["example_value"] = getattr(args[0], n.target)(*args[1:], **n.kwargs)
             else:

@@ -32,6 +32,7 @@ from torch._guards import detect_fake_mode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch2xla.capture._int_offsets import writes
+from torch2xla.capture._writes import traced_grad_mode
 
 # (in a node's meta["custom"], which the export copies onto the ATen nodes a node makes)
 SELECT_DIMS = "torch2xla_select_dims"
@@ -187,6 +188,7 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, picked: list[int]) -> N
     index = node.args[1]
     entries = index if isinstance(index, tuple) else (index,)
     fake = detect_fake_mode([base_ex]) or contextlib.nullcontext()
+    grad = traced_grad_mode(node)  # (example values made as Dynamo made them)
     p = _kept_dim(entries, picked, base_ex.ndim)
     custom = {**node.meta.get("custom", {}), SELECT_DIMS: tuple(picked)}
     added = []
@@ -197,7 +199,7 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, picked: list[int]) -> N
         n.meta["custom"] = custom
         ex = torch.fx.node.map_aggregate(args, _example)
         if target is not operator.setitem:
-            with fake:
+            with fake, torch.set_grad_enabled(grad):
                 n.meta["example_value"] = (
                     getattr(ex[0], target)(*ex[1:]) if kind == "call_method" else target(*ex)
                 )
@@ -212,7 +214,7 @@ def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, picked: list[int]) -> N
                 vector = call("call_method", "long", (vector,))
             new[k] = vector
         subscript = tuple(new) if isinstance(index, tuple) else new[0]
-        with fake:
+        with fake, torch.set_grad_enabled(grad):
             region = base_ex[torch.fx.node.map_aggregate(subscript, _example)]
         if node.target is operator.getitem:
             got = call("call_function", operator.getitem, (base, subscript))

@@ -95,7 +95,9 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         t, index = args[0], args[1]
         if not isinstance(t, torch.Tensor) or _holds_tensors(index):
             return t
-        with _fake_mode(t):
+        # (only the layout is read: without grad, as a view made under ``no_grad`` whose base
+        # was since written refuses a view of itself made with grad)
+        with _fake_mode(t), torch.no_grad():
             return t[index]
     name = getattr(target, "__name__", "")
     in_place = name.endswith("_") and not name.startswith("_")
@@ -113,6 +115,20 @@ def _holds_tensors(index: Any) -> bool:
 def _fake_mode(t: torch.Tensor):
     mode = getattr(t, "fake_mode", None)
     return mode if mode is not None else contextlib.nullcontext()
+
+
+def traced_grad_mode(node: torch.fx.Node) -> bool:
+    """Whether grad was enabled where Dynamo traced ``node``: the last grad-mode switch before
+    it (``torch._C._set_grad_enabled``, Dynamo's record of a ``no_grad`` block), else the mode
+    the graph is compiled in (a backend runs in the frame's). Example values computed again
+    for ``node`` take it: a view made with grad of a view made under ``no_grad`` whose base was
+    written raises (eager made it under ``no_grad``)."""
+    n = node.prev
+    while n.op != "root":
+        if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
+            return bool(n.args[0])
+        n = n.prev
+    return torch.is_grad_enabled()
 
 
 def _leaves(tree: Any) -> list:

@@ -297,6 +297,60 @@ def _index_put_source(kwargs: dict, node: torch.fx.Node | None) -> str | tuple |
     )
 
 
+def _index_fill_value(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (a complex number or 0-d tensor: the decomposition's ``scalar_tensor`` of self's dtype
+    # took its real part)
+    value, s = kwargs.get("value"), _dtype(kwargs, "self")
+    v = _dtype(kwargs, "value")
+    if s is None:
+        return None
+    if not s.is_complex and (isinstance(value, complex) or (v and v.is_complex)):
+        return "index_fill_(): Converting complex Scalar to non-complex type is not supported"
+    return _overflow(value, s)
+
+
+def _overflow(value, dtype: torch.dtype | None, numel: object = 2) -> str | None:
+    """Eager's error where its kernel converts the Python number ``value`` to ``dtype``
+    (``checked_convert``: "value cannot be converted to type int8_t without overflow") for a
+    result of ``numel`` elements, else None. Tracing raised it where the number was a constant
+    of the trace; a float Dynamo passed as an input (``dynamic=True``) is made a constant after
+    it (``_lower``), unchecked."""
+    if dtype is None or isinstance(value, bool) or not isinstance(value, int | float | complex):
+        return None
+    # NOTE: eager's ``fill_`` of one element converts unchecked into floating dtypes
+    # (``fill_(1e10)`` of one float16 is inf, of two an error); other kernels always check.
+    return _eager_overflow(value, dtype, min(numel, 2) if isinstance(numel, int) else 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _eager_overflow(value, dtype: torch.dtype, numel: int) -> str | None:
+    # (outside the modes of an export in progress: a real call, not a traced one)
+    with torch.utils._python_dispatch._disable_current_modes():
+        try:
+            torch.empty(numel, dtype=dtype).fill_(value)
+        except RuntimeError as e:  # (eager's verdict on the conversion; not other errors)
+            if "without overflow" in str(e):
+                return str(e)
+    return None
+
+
+def _converts(name: str, fills: bool = False) -> Checker:
+    """A checker of the number ``name`` that the op's kernel converts to its result's dtype
+    (``masked_fill_``, ``scatter_`` of a value; ``fills``: ``fill_`` and ``full``, by the
+    number of elements as eager's kernel)."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        out = node.meta.get("val") if node is not None else None
+        if not isinstance(out, torch.Tensor):
+            return None  # (checked on the ATen graph's nodes)
+        index = _value(kwargs, "index")
+        if index is not None and index.numel() == 0:
+            return None  # (eager's scatter_ of no index converts nothing)
+        return _overflow(kwargs.get(name), out.dtype, out.numel() if fills else 2)
+
+    return checker
+
+
 def _index_shapes(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
     """Eager's IndexErrors for index tensors that do not fit ``self`` (``aten.index``,
     ``index_put``), which the meta kernels skip or raise as another error: a mask (bool or
@@ -618,6 +672,14 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     ),
     aten.index_put.default: _first(_index_put_source, _index_shapes, _index_put_shape),
     aten.index.Tensor: _index_shapes,
+    aten.fill.Scalar: _converts("value", fills=True),
+    aten.masked_fill.Scalar: _converts("value"),
+    aten.scatter.value: _converts("value"),
+    aten.full.default: _converts("fill_value", fills=True),
+    aten.full_like.default: _converts("fill_value", fills=True),
+    aten.new_full.default: _converts("fill_value", fills=True),
+    aten.index_fill.int_Scalar: _index_fill_value,  # (decomposed to ``index_put``)
+    aten.index_fill.int_Tensor: _index_fill_value,
     aten.median.dim: _median_dim,
     aten.nanmedian.dim: _median_dim,
     aten.max.dim: _empty_dim("max"),

@@ -176,6 +176,10 @@ def as_dtype(x: Any, dtype: np.dtype) -> Any:
     """``x`` (array or Python scalar) as an array of ``dtype``."""
     if is_array(x):
         return x if x.dtype == dtype else cast(x, dtype)
+    if isinstance(x, complex) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        # (eager converts a complex number without imaginary part to a real dtype; one with
+        # it raises, before: the trace, ``_arg_checks``)
+        x = bool(x) if dtype == np.bool_ else x.real  # (into bool: nonzero, 1j included)
     if isinstance(x, bool | int | float):
         # NOTE: torch converts Python scalars with C casts: 300 into int8 wraps to 44, 1e6 into
         # float16 is inf; jnp.asarray raises on out-of-range ints instead.

@@ -709,6 +709,13 @@ def clone(self, *, memory_format=None):
     return self
 
 
+@register(ops.prims.copy_strided.default)
+def copy_strided(a, stride):
+    # (a copy laid out with ``stride``: the layout is the bridge's, from the node's value;
+    # decompositions put it after ``index_fill``/``lerp`` of a non-contiguous tensor)
+    return a
+
+
 @register(aten.alias.default, aten.lift_fresh_copy.default)
 def alias(self):
     return self

@@ -26,6 +26,7 @@ _CONVERTED_NAMES = {
     torch.float16: "c10::Half",
     torch.bfloat16: "c10::BFloat16",
     torch.float32: "float",
+    torch.float64: "double",  # (only a complex value's imaginary part overflows it)
 }
 
 

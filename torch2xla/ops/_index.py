@@ -191,7 +191,6 @@ def index(self, indices):
 
 
 @register(aten.index_put.default)
-@_bool_as_int
 def index_put(self, indices, values, accumulate=False):
     check_indices(self, indices)
     given = [i for i in indices if i is not None]
@@ -200,7 +199,13 @@ def index_put(self, indices, values, accumulate=False):
         check_fits(values, ctx().out.dtype)  # (eager fills a mask with one value as masked_fill_)
     elif called in (aten.index_fill, aten.index_fill_) and values.size:
         check_fits(values, ctx().out.dtype)  # (eager fills ``value.item()``)
-    values = as_dtype(values, self.dtype)
+    # (cast before a bool ``self`` goes through int32: 0.3 written into a bool tensor is True,
+    # as eager's; through int32 it was 0, False)
+    return _index_put(self, indices, as_dtype(values, self.dtype), accumulate, called)
+
+
+@_bool_as_int
+def _index_put(self, indices, values, accumulate, called):
     masks = [k for k, i in enumerate(indices) if _is_mask(i)]
     if not masks and called in (aten.index_fill, aten.index_fill_) and not accumulate:
         # One value (expanded by the decomposition) at each named position: a select, whose
@@ -410,10 +415,10 @@ def gather(self, dim, index, *, sparse_grad=False):
 def scatter(self, dim, index, src):
     check_index(index, self.shape[canonical_dim(dim, self.ndim)] if self.ndim else 1, dim)
     if self.ndim == 0:
-        return jnp.asarray(src, self.dtype).reshape(())
+        return as_dtype(src, self.dtype).reshape(())
     dim = canonical_dim(dim, self.ndim)
-    if not hasattr(src, "shape"):
-        src = jnp.full(index.shape, src, self.dtype)
+    if not hasattr(src, "shape"):  # (a number, converted as eager converts it: -1 into uint8)
+        src = jnp.full(index.shape, as_dtype(src, self.dtype), self.dtype)
     src = as_dtype(src, self.dtype)[tuple(slice(0, s) for s in index.shape)]
     return _scatter_set(self, _along(dim, index, self.ndim), src)
 
@@ -432,7 +437,8 @@ def scatter_add(self, dim, index, src):
 @_bool_as_int
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if self.dtype in _HALF and reduce in ("sum", "prod", "mean"):
-        # (eager accumulates in float32; a mean's total is rounded before it is divided)
+        # (eager accumulates in float32; a mean's total and count are rounded to self's dtype
+        # before the one is divided by the other)
         out = _scatter_reduce(
             self.astype(jnp.float32),
             dim,
@@ -458,6 +464,8 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True, _roundi
             total = total.astype(_rounding).astype(total.dtype)
         count = jnp.full(self.shape, 1 if include_self else 0, self.dtype).at[idx].add(1)
         count = jnp.maximum(count, 1)
+        if _rounding is not None:  # (eager's count is a tensor of self's dtype too: 3001 is 3000)
+            count = count.astype(_rounding).astype(count.dtype)
         out = total / count if jnp.issubdtype(self.dtype, jnp.inexact) else total // count
         touched = jnp.zeros(self.shape, bool).at[idx].set(True)
         return jnp.where(touched, out, self)

@@ -193,7 +193,8 @@ def triu(self, diagonal=0):
 # -- creation -----------------------------------------------------------------------------------
 @register(aten.full.default)
 def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.full(_shape(size), fill_value, out_dtype())
+    # (the number converted as eager converts it: 1e10 into float16 is inf, a C cast)
+    return jnp.full(_shape(size), as_dtype(fill_value, out_dtype()), out_dtype())
 
 
 @register(aten.zeros.default)
@@ -239,7 +240,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_mem
 def full_like(
     self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
 ):
-    return jnp.full(self.shape, fill_value, out_dtype())
+    return jnp.full(self.shape, as_dtype(fill_value, out_dtype()), out_dtype())
 
 
 @register(aten.zeros_like.default)
@@ -274,7 +275,7 @@ def new_ones(self, size, *, dtype=None, layout=None, device=None, pin_memory=Non
 
 @register(aten.new_full.default)
 def new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.full(_shape(size), fill_value, out_dtype())
+    return jnp.full(_shape(size), as_dtype(fill_value, out_dtype()), out_dtype())
 
 
 @register(aten.new_empty_strided.default)
