@@ -1,0 +1,104 @@
+"""Gradients and compiled-program caching as users write them (session 28,
+``scripts/probe_grads28.py``): executables in the persistent cache (on by default) are found by
+their StableHLO text, which names no argument ``jax.jit`` dropped, so two training programs that
+each read another one of their inputs (or another output's gradient) shared one executable and
+the second returned the first's values."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+import torch
+
+import torch2xla
+from tests._util import assert_same
+from torch2xla.guards import _persistent
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """A persistent cache of its own for the test, the settings restored after it."""
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+    yield
+    monkeypatch.undo()
+    _persistent._explicit = _persistent._UNSET
+    _persistent._wanted_path = None
+    _persistent._store = None
+
+
+def _reads_first(x, y):
+    a = x[[1, 0, 1]]
+    _dead = a + y  # (dead: the export drops it, so the program reads x alone)
+    return a
+
+
+def _reads_second(x, y):
+    _dead = x * 2  # (dead: the program reads y alone)
+    a = y[[1, 0, 1]]
+    return a
+
+
+def _sin_then_sign(x):
+    return x.sin(), x.sign()  # (sign's gradient is zeros: the backward reads the first's)
+
+
+def _sign_then_sin(x):
+    return x.sign(), x.sin()
+
+
+def _run_both(fns, make_args, loss):
+    """Each of ``fns`` eager and compiled in turn: outputs and gradients the same."""
+    for fn in fns:
+        args = make_args()
+        want = fn(*args)
+        loss(want).backward()
+        want_grads = [a.grad for a in args]
+        args = make_args()
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="xla")(*args)
+        assert_same(got, want)
+        loss(got).backward()
+        for g, e in zip([a.grad for a in args], want_grads):
+            assert (g is None) == (e is None)
+            if e is not None:
+                assert_same(g, e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_training_programs_reading_other_inputs_get_their_own_executables(fresh_cache, dtype):
+    def make_args():
+        x = torch.arange(9.0, dtype=dtype).view(3, 3).requires_grad_()
+        return x, (-x.detach() - 1).requires_grad_()
+
+    _run_both(
+        (_reads_first, _reads_second, _reads_first),
+        make_args,
+        lambda a: (a * torch.arange(9.0, dtype=dtype).view(3, 3)).sum(),
+    )
+
+
+def test_backwards_reading_other_outputs_gradients_get_their_own_executables(fresh_cache):
+    def make_args():
+        return (torch.linspace(-2, 2, 5, dtype=torch.float64).requires_grad_(),)
+
+    _run_both(
+        (_sin_then_sign, _sign_then_sin, _sin_then_sign),
+        make_args,
+        lambda outs: sum((o * (k + 2)).sum() for k, o in enumerate(outs)),
+    )
+
+
+def test_an_executable_that_dropped_arguments_is_not_stored(fresh_cache):
+    # (a jit of JAX's default keep_unused=False: its text cannot say which argument it reads)
+    x = jnp.ones(3)
+    first = jax.jit(lambda d: d[0] * 2).lower([x, x])
+    second = jax.jit(lambda d: d[1] * 2).lower([x, x])
+    assert first.as_text() == second.as_text()
+    device = jax.devices("cpu")[0]
+    for lowered in (first, second):
+        compiled, key = _persistent.compile(lowered, None, device)
+        assert key is None
+    assert (compiled([x, 2 * x]) == 4 * x).all()
+    kept = jax.jit(lambda d: d[1] * 2, keep_unused=True).lower([x, x])
+    assert _persistent.compile(kept, None, device)[1] is not None
