@@ -102,3 +102,38 @@ def test_an_executable_that_dropped_arguments_is_not_stored(fresh_cache):
     assert (compiled([x, 2 * x]) == 4 * x).all()
     kept = jax.jit(lambda d: d[1] * 2, keep_unused=True).lower([x, x])
     assert _persistent.compile(kept, None, device)[1] is not None
+
+
+# -- an output returned beside its own detached copy ------------------------------------------
+def _detached_first(x):
+    y = x * 2
+    return y.detach(), y
+
+
+def _detached_first_and_views(x):
+    y = x.view(3, 1) * 2
+    return y.detach(), y, y[0], y.detach().t()
+
+
+def _detached_then_view(x):
+    y = x * 2
+    return y.detach(), y.view(3, 1)
+
+
+@pytest.mark.parametrize("fn", [_detached_first, _detached_first_and_views, _detached_then_view])
+def test_output_beside_its_detached_copy_keeps_its_history(fn):
+    # The detached output came first and was taken as the owner of the memory both share;
+    # ``y`` was remade as a view of it, without history: it did not require grad (eager: it
+    # does), and a loss of it raised or silently lost its gradient.
+    def run(f):
+        x = torch.linspace(-1, 1, 3, dtype=torch.float64, requires_grad=True)
+        outs = f(x)
+        loss = sum((o * (k + 2)).sum() for k, o in enumerate(outs) if o.requires_grad)
+        loss.backward()
+        return outs, x.grad
+
+    (want, want_grad), (got, got_grad) = run(fn), run(torch.compile(fn, backend="xla"))
+    assert [o.requires_grad for o in got] == [o.requires_grad for o in want]
+    assert [o.grad_fn is None for o in got] == [o.grad_fn is None for o in want]
+    assert_same(got, want)
+    assert_same(got_grad, want_grad)

@@ -305,12 +305,18 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     out = out if isinstance(out, list | tuple) else (out,)
     # outputs that own their memory, which other outputs may be views of (``y, y[0]``)
     owners: dict = {}
+    tracked: dict = {}  # (storage -> whether its owner so far requires grad)
     for k, node in enumerate(out):
         ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided and ex._base is None:
             ref = StorageWeakRef(ex.untyped_storage())
-            if ref not in storages and not _fresh_in_eager(node):
-                owners.setdefault(ref, k)
+            # (an output that requires grad owns its memory before an untracked one sharing
+            # it, ``return y.detach(), y``: ``y`` remade as a view of the detached ``y`` had
+            # no history, so it did not require grad and the loss got no gradient)
+            if ref in storages or _fresh_in_eager(node):
+                continue
+            if ref not in owners or (ex.requires_grad and not tracked[ref]):
+                owners[ref], tracked[ref] = k, ex.requires_grad
     found = []
     for k, node in enumerate(out):
         if isinstance(node, torch.fx.Node) and node in position:
@@ -333,6 +339,10 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         owner = owners.get(StorageWeakRef(ex.untyped_storage()))
         if src is None and owner not in (None, k) and size is not None and stride is not None:
             base = out[owner].meta["example_value"]
+            if ex.requires_grad and not base.requires_grad:
+                # (``return y.detach(), y.view(-1)``: a view of the detached output has no
+                # history; the view is left a copy of its own, with y's)
+                continue
             base_stride = _static(base.stride(), symbols)
             if offset is not None and base_stride is not None and base.dtype == ex.dtype:
                 flips = _flips(base, ex)
