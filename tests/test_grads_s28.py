@@ -137,3 +137,51 @@ def test_output_beside_its_detached_copy_keeps_its_history(fn):
     assert [o.grad_fn is None for o in got] == [o.grad_fn is None for o in want]
     assert_same(got, want)
     assert_same(got_grad, want_grad)
+
+
+# -- views made under no_grad inside the function, returned beside tracked outputs ---------------
+def _no_grad_view_beside_its_base(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y[0]
+    return v, y
+
+
+def _no_grad_view_beside_a_view(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y.view(-1)
+    return v, y[1]
+
+
+def _no_grad_view_beside_a_view_of_one_base(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y.view(-1)
+    return v, y.view(-1)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _no_grad_view_beside_its_base,
+        _no_grad_view_beside_a_view,
+        _no_grad_view_beside_a_view_of_one_base,
+    ],
+)
+def test_no_grad_view_beside_tracked_outputs_gets_no_gradient(fn):
+    # Eager's view made under no_grad requires grad through its base but has no history: a
+    # loss of it sends nothing back. It was remade as a tracked view of the other output (or
+    # of the base the outputs share), and its gradient reached x through y: x.grad was wrong.
+    def run(f):
+        x = torch.linspace(-1, 1, 6, dtype=torch.float64).view(2, 3).requires_grad_()
+        outs = f(x)
+        meta = [(o.requires_grad, o.grad_fn is None, o._is_view()) for o in outs]
+        sum((o * (k + 2)).sum() for k, o in enumerate(outs)).backward()
+        return meta, outs, x.grad
+
+    (want_meta, want, want_grad) = run(fn)
+    (got_meta, got, got_grad) = run(torch.compile(fn, backend="xla"))
+    assert got_meta == want_meta
+    assert_same(got, want)
+    assert_same(got_grad, want_grad)

@@ -62,7 +62,12 @@ class OutputAlias:
                 base.dtype != outs[self.output].dtype
             ):
                 return outs[self.output]  # (not laid out as eager's: left a copy)
-            return self._view(args, base)
+            if self.grad == "tracked":
+                return self._view(args, base)
+            # (``with no_grad(): v = y[0]; return v, y``: eager's v has no history, and a
+            # tracked view of y took v's gradient into y's)
+            with torch.no_grad():
+                return self._view(args, base)
         base = args[self.input]
         if self.grad == "detached" and base.requires_grad:
             base = base.detach()
@@ -349,7 +354,10 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
                 used = [e for e in (*size, *stride, offset, *base_stride) if _symbolic(e)]
                 free = set().union(*(e.free_symbols for e in used))
                 bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-                alias = OutputAlias(k, owner, size, stride, offset, bound, of_output=base_stride)
+                grad = "detached" if not ex.requires_grad else _tracking(ex)
+                alias = OutputAlias(
+                    k, owner, size, stride, offset, bound, grad, of_output=base_stride
+                )
                 found.append(dataclasses.replace(alias, conj=flips[0], neg=flips[1]))
             continue
         # Views that reinterpret the dtype (view_as_real, view(dtype)) are taken of the input
@@ -387,6 +395,9 @@ class SharedBase:
     views: tuple[tuple[tuple, tuple, Any], ...]
     length: Any
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+    # the outputs eager made under no_grad (views that require grad through their base and
+    # have no history: ``with no_grad(): v = y.view(-1)``): made so too
+    untracked: frozenset[int] = frozenset()
 
     def regenerate(self, args, outs: list) -> None:
         values = {s: int(args[i]) for s, i in self.symbols}
@@ -406,7 +417,8 @@ class SharedBase:
         if not base.is_inference():  # (inference tensors have no version)
             torch._C._autograd._unsafe_set_version_counter((base,), (0,))
         for k, (size, stride, offset) in zip(self.outputs, views):
-            outs[k] = base.as_strided(size, stride, offset)
+            with torch.set_grad_enabled(torch.is_grad_enabled() and k not in self.untracked):
+                outs[k] = base.as_strided(size, stride, offset)
 
 
 def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
@@ -509,7 +521,11 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
         used |= {length} if _symbolic(length) else set()
         free = set().union(*(e.free_symbols for e in used))
         bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-        found.append(SharedBase(tuple(k for k, _ in members), tuple(views), length, bound))
+        untracked = frozenset(
+            k for k, ex in members if ex.requires_grad and _tracking(ex) != "tracked"
+        )
+        outputs = tuple(k for k, _ in members)
+        found.append(SharedBase(outputs, tuple(views), length, bound, untracked))
     return tuple(found)
 
 
