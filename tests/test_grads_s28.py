@@ -161,9 +161,17 @@ def _no_grad_view_beside_a_view_of_one_base(x):
     return v, y.view(-1)
 
 
+def _no_grad_view_alone(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y[0]
+    return v, y.sum()
+
+
 @pytest.mark.parametrize(
     "fn",
     [
+        _no_grad_view_alone,
         _no_grad_view_beside_its_base,
         _no_grad_view_beside_a_view,
         _no_grad_view_beside_a_view_of_one_base,

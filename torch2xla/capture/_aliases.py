@@ -465,6 +465,19 @@ def lone_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     )
 
 
+def untracked_views(gm: torch.fx.GraphModule, outputs: Sequence[int]) -> tuple[int, ...]:
+    """Those of the Dynamo graph's ``outputs`` that eager makes as views under no_grad (they
+    require grad through their base and have no history, ``_tracking``)."""
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    found = []
+    for k in outputs:
+        ex = _plain(out[k].meta.get("example_value"))
+        if isinstance(ex, torch.Tensor) and ex.requires_grad and _tracking(ex) != "tracked":
+            found.append(k)
+    return tuple(found)
+
+
 def _strided_alone(members: list, symbols: dict) -> bool:
     """Whether ``members`` is one view eager returns with strides or an offset that a dense
     tensor of its own lacks (``(x * 2)[:, 1:]``: strides (4, 1), offset 1; ``y[::2]``), made
