@@ -64,6 +64,9 @@ class OutputAlias:
                 return outs[self.output]  # (not laid out as eager's: left a copy)
             if self.grad == "tracked":
                 return self._view(args, base)
+            if self.grad == "detached":  # (``y.detach()[0]``: a view of a detached y)
+                view = self._view(args, base.detach())
+                return view if self.detached_view else view.detach()
             # (``with no_grad(): v = y[0]; return v, y``: eager's v has no history, and a
             # tracked view of y took v's gradient into y's)
             with torch.no_grad():
@@ -356,7 +359,15 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
                 bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
                 grad = "detached" if not ex.requires_grad else _tracking(ex)
                 alias = OutputAlias(
-                    k, owner, size, stride, offset, bound, grad, of_output=base_stride
+                    k,
+                    owner,
+                    size,
+                    stride,
+                    offset,
+                    bound,
+                    grad,
+                    of_output=base_stride,
+                    detached_view=ex._is_view(),
                 )
                 found.append(dataclasses.replace(alias, conj=flips[0], neg=flips[1]))
             continue
