@@ -235,3 +235,45 @@ def test_no_grad_view_beside_tracked_outputs_gets_no_gradient(fn):
     assert got_meta == want_meta
     assert_same(got, want)
     assert_same(got_grad, want_grad)
+
+
+def _tracked_and_no_grad_views_of_one_base(x):
+    y = x * 2
+    with torch.no_grad():
+        v = y.view(-1)
+    return y[0], v, y * 1
+
+
+def test_tracked_view_keeps_its_gradient_beside_a_no_grad_view_of_its_base():
+    # Both outputs are views of y, remade as views of one base the program's outputs are
+    # copied into; the no_grad view's copy, written after y[0]'s, took y[0]'s gradient (which
+    # it has not: x.grad lost y[0]'s part).
+    def run(f):
+        x = torch.linspace(-1, 1, 6, dtype=torch.float64).view(2, 3).requires_grad_()
+        outs = f(x)
+        meta = [(o.requires_grad, o.grad_fn is None, o._is_view()) for o in outs]
+        sum((o * (k + 2)).sum() for k, o in enumerate(outs)).backward()
+        return meta, outs, x.grad
+
+    want_meta, want, want_grad = run(_tracked_and_no_grad_views_of_one_base)
+    compiled = torch.compile(_tracked_and_no_grad_views_of_one_base, backend="xla")
+    got_meta, got, got_grad = run(compiled)
+    assert got_meta == want_meta
+    assert_same(got, want)
+    assert_same(got_grad, want_grad)
+
+
+def _detached_parts(x):
+    y = x.exp()
+    return y.detach()[1], y[0].detach(), x * 2
+
+
+def test_view_of_a_detached_part_runs_as_eager():
+    # y[0].detach() owns no memory of its own in eager (a new tensor over part of y's):
+    # y.detach()[1] was remade as a view of the program's 3-element tensor of it, at y's
+    # offset 3, and the call raised (setStorage out of bounds) where eager runs.
+    x = torch.linspace(-1, 1, 6, dtype=torch.float64).view(2, 3).requires_grad_()
+    got = torch.compile(_detached_parts, backend="xla")(x)
+    want = _detached_parts(x)
+    assert_same(got, want)
+    assert [o.requires_grad for o in got] == [o.requires_grad for o in want]

@@ -323,6 +323,13 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
             # no history, so it did not require grad and the loss got no gradient)
             if ref in storages or _fresh_in_eager(node):
                 continue
+            if (
+                ex.storage_offset()
+                or ex.numel() * ex.element_size() != ex.untyped_storage().nbytes()
+            ):
+                # (``y[0].detach()``: a new tensor over part of y's memory, which the
+                # program's own tensor of it does not hold: ``y.detach()[1]`` is no view of it)
+                continue
             if ref not in owners or (ex.requires_grad and not tracked[ref]):
                 owners[ref], tracked[ref] = k, ex.requires_grad
     found = []
@@ -421,8 +428,13 @@ class SharedBase:
         ]
         first = outs[self.outputs[0]]
         base = torch.empty(ints((self.length,))[0], dtype=first.dtype, device=first.device)
-        for k, (size, stride, offset) in zip(self.outputs, views):
-            base.as_strided(size, stride, offset).copy_(outs[k])
+        # (the views eager made under no_grad first, without history: an element a tracked
+        # view holds takes its gradient from that view's copy, the last one written there;
+        # ``with no_grad(): v = y.view(-1)`` copied after ``y[0]`` took y[0]'s gradient)
+        order = sorted(zip(self.outputs, views), key=lambda kv: kv[0] not in self.untracked)
+        for k, (size, stride, offset) in order:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and k not in self.untracked):
+                base.as_strided(size, stride, offset).copy_(outs[k])
         # (the copies bumped the version of views eager makes at 0; ``OutputMarks.versions``
         # sets eager's other counts)
         if not base.is_inference():  # (inference tensors have no version)
