@@ -40,7 +40,13 @@ from torch2xla.autodiff._connected import example_links, examples_hold
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
-from torch2xla.capture._aliases import lone_views, output_aliases, output_marks, shared_bases
+from torch2xla.capture._aliases import (
+    lone_views,
+    output_aliases,
+    output_marks,
+    shared_bases,
+    untracked_views,
+)
 from torch2xla.capture._eager_inputs import eager_inputs
 from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_breaks
 from torch2xla.capture._float_values import float_values
@@ -187,6 +193,7 @@ class CompiledGraph:
         self.output_aliases = output_aliases(gm)
         self.shared_bases = shared_bases(gm)
         self.lone_views = lone_views(gm)
+        self.lone_untracked = untracked_views(gm, self.lone_views)
         self.output_marks = output_marks(gm, self.output_aliases, self.output_requires_grad)
         self.inference_outputs = inference_outputs(gm)  # (made in an inference-mode block)
         # (graphs whose every in-place write autograd records: their mutated inputs that
@@ -659,6 +666,7 @@ class CompiledGraph:
             draws=draws,
             shared=self.shared_bases,
             lone=self.lone_views,
+            lone_untracked=self.lone_untracked,
             marks=self.output_marks,
             held_versions=self.held_versions,
             inference=self.inference_outputs,

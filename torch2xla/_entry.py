@@ -276,6 +276,7 @@ class Entry:
         draws: bool = False,
         shared: Sequence = (),
         lone: Sequence[int] = (),
+        lone_untracked: Sequence[int] = (),
         held_versions: dict[str, int] | None = None,
         inference: Sequence[int] = (),
         marks: OutputMarks | None = None,
@@ -292,7 +293,9 @@ class Entry:
         self.aliases = aliases  # OutputAlias: outputs eager returns as views of inputs
         self.shared = shared  # SharedBase: outputs eager returns as views of one intermediate
         # outputs eager returns as the only view of an intermediate: views of the program's
-        self.lone = tuple(lone)
+        self.lone = tuple(i for i in lone if i not in lone_untracked)
+        # (of those, the ones eager makes under no_grad: views without history, made so too)
+        self.lone_untracked = tuple(i for i in lone if i in lone_untracked)
         # what some outputs need once made (``OutputMarks``: views of a multi-output op, and
         # outputs made from nothing the graph reads, which eager code may resize)
         self.marks = marks or None
@@ -335,6 +338,15 @@ class Entry:
             and not has_collectives(lowered.gm)
         )
 
+    def _untracked_views(self, outs: list) -> None:
+        """Outputs eager returns as a view made under no_grad of a tensor the graph does not
+        return (``with no_grad(): return y[0]``): they require grad through the program's
+        output and have no history (eager's ``grad_fn`` is None, a loss of it sends nothing
+        back), as a view made under no_grad has."""
+        with torch.no_grad():
+            for i in self.lone_untracked:
+                outs[i] = outs[i].view_as(outs[i])
+
     def __call__(self, args: Sequence):
         if self.direct:  # (the hot path)
             if self.enables_grad and self._grad_on():
@@ -347,6 +359,8 @@ class Entry:
                     outs[i] = outs[i].detach()
             for i in self.lone:
                 outs[i] = outs[i].view_as(outs[i])
+            if self.lone_untracked:
+                self._untracked_views(outs)
             if self.marks is not None:
                 self.marks.apply(outs)
             return outs
@@ -419,6 +433,8 @@ class Entry:
                     outs[i] = _eager_backward.RaiseAtBackward.apply(error, outs[i])
         for i in self.lone:
             outs[i] = outs[i].view_as(outs[i])
+        if self.lone_untracked:
+            self._untracked_views(outs)
         for i in self.inference:
             outs[i] = as_inference(outs[i])
         if self.marks is not None:

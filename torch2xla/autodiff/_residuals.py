@@ -192,7 +192,11 @@ class Forward:
         layouts = {"out_shardings": (None, None, Format(Layout.AUTO))} if auto_layouts else {}
         self.compiler_options = compiler_options
         self.device = device  # where it runs (None: its executables are not stored)
-        self._jitted = jax.jit(self._traced, compiler_options=compiler_options, **layouts)
+        # keep_unused: an executable in the persistent cache is found by its StableHLO text,
+        # which names no argument jit dropped (``_persistent.compile``)
+        self._jitted = jax.jit(
+            self._traced, keep_unused=True, compiler_options=compiler_options, **layouts
+        )
         self._fetch: list[tuple[bool, int]] | None = None  # for each input residual, from where
 
     def _traced(self, seed, diff, rest):
@@ -423,6 +427,7 @@ class Backward:
                 self._donate = jax.jit(
                     functools.partial(self._backward_freed, layout=layout),
                     donate_argnums=(0,),
+                    keep_unused=True,  # (as the forward's)
                     compiler_options=options,
                     **shardings,
                 )
@@ -431,7 +436,9 @@ class Backward:
             shardings = (
                 {"in_shardings": (Residuals(formats, None, layout), None)} if formats else {}
             )
-            self._keep = jax.jit(self._backward_retained, compiler_options=options, **shardings)
+            self._keep = jax.jit(
+                self._backward_retained, keep_unused=True, compiler_options=options, **shardings
+            )
         return self._keep
 
     def _args(self, res: Residuals, cts, donate: bool) -> tuple:

@@ -381,7 +381,9 @@ class _Program:
         # NOTE: nothing is donated: the caller drops its last reference to an input whose last
         # use this is, which frees it when the segment ends, as donation would (XLA reuses a
         # donated buffer only for an output of its shape).
-        self._jitted = jax.jit(body, compiler_options=compiler_options, in_shardings=in_formats)
+        self._jitted = jax.jit(
+            body, keep_unused=True, compiler_options=compiler_options, in_shardings=in_formats
+        )  # (keep_unused: as the forward's, ``_residuals.Forward``)
         self._lowered = self._jitted.lower(*structs)
         self._exe = None
         self._target = (compiler_options, device)

@@ -62,7 +62,15 @@ class OutputAlias:
                 base.dtype != outs[self.output].dtype
             ):
                 return outs[self.output]  # (not laid out as eager's: left a copy)
-            return self._view(args, base)
+            if self.grad == "tracked":
+                return self._view(args, base)
+            if self.grad == "detached":  # (``y.detach()[0]``: a view of a detached y)
+                view = self._view(args, base.detach())
+                return view if self.detached_view else view.detach()
+            # (``with no_grad(): v = y[0]; return v, y``: eager's v has no history, and a
+            # tracked view of y took v's gradient into y's)
+            with torch.no_grad():
+                return self._view(args, base)
         base = args[self.input]
         if self.grad == "detached" and base.requires_grad:
             base = base.detach()
@@ -305,12 +313,25 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     out = out if isinstance(out, list | tuple) else (out,)
     # outputs that own their memory, which other outputs may be views of (``y, y[0]``)
     owners: dict = {}
+    tracked: dict = {}  # (storage -> whether its owner so far requires grad)
     for k, node in enumerate(out):
         ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if isinstance(ex, torch.Tensor) and ex.layout == torch.strided and ex._base is None:
             ref = StorageWeakRef(ex.untyped_storage())
-            if ref not in storages and not _fresh_in_eager(node):
-                owners.setdefault(ref, k)
+            # (an output that requires grad owns its memory before an untracked one sharing
+            # it, ``return y.detach(), y``: ``y`` remade as a view of the detached ``y`` had
+            # no history, so it did not require grad and the loss got no gradient)
+            if ref in storages or _fresh_in_eager(node):
+                continue
+            if (
+                ex.storage_offset()
+                or ex.numel() * ex.element_size() != ex.untyped_storage().nbytes()
+            ):
+                # (``y[0].detach()``: a new tensor over part of y's memory, which the
+                # program's own tensor of it does not hold: ``y.detach()[1]`` is no view of it)
+                continue
+            if ref not in owners or (ex.requires_grad and not tracked[ref]):
+                owners[ref], tracked[ref] = k, ex.requires_grad
     found = []
     for k, node in enumerate(out):
         if isinstance(node, torch.fx.Node) and node in position:
@@ -333,13 +354,28 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         owner = owners.get(StorageWeakRef(ex.untyped_storage()))
         if src is None and owner not in (None, k) and size is not None and stride is not None:
             base = out[owner].meta["example_value"]
+            if ex.requires_grad and not base.requires_grad:
+                # (``return y.detach(), y.view(-1)``: a view of the detached output has no
+                # history; the view is left a copy of its own, with y's)
+                continue
             base_stride = _static(base.stride(), symbols)
             if offset is not None and base_stride is not None and base.dtype == ex.dtype:
                 flips = _flips(base, ex)
                 used = [e for e in (*size, *stride, offset, *base_stride) if _symbolic(e)]
                 free = set().union(*(e.free_symbols for e in used))
                 bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-                alias = OutputAlias(k, owner, size, stride, offset, bound, of_output=base_stride)
+                grad = "detached" if not ex.requires_grad else _tracking(ex)
+                alias = OutputAlias(
+                    k,
+                    owner,
+                    size,
+                    stride,
+                    offset,
+                    bound,
+                    grad,
+                    of_output=base_stride,
+                    detached_view=ex._is_view(),
+                )
                 found.append(dataclasses.replace(alias, conj=flips[0], neg=flips[1]))
             continue
         # Views that reinterpret the dtype (view_as_real, view(dtype)) are taken of the input
@@ -377,6 +413,9 @@ class SharedBase:
     views: tuple[tuple[tuple, tuple, Any], ...]
     length: Any
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+    # the outputs eager made under no_grad (views that require grad through their base and
+    # have no history: ``with no_grad(): v = y.view(-1)``): made so too
+    untracked: frozenset[int] = frozenset()
 
     def regenerate(self, args, outs: list) -> None:
         values = {s: int(args[i]) for s, i in self.symbols}
@@ -389,14 +428,20 @@ class SharedBase:
         ]
         first = outs[self.outputs[0]]
         base = torch.empty(ints((self.length,))[0], dtype=first.dtype, device=first.device)
-        for k, (size, stride, offset) in zip(self.outputs, views):
-            base.as_strided(size, stride, offset).copy_(outs[k])
+        # (the views eager made under no_grad first, without history: an element a tracked
+        # view holds takes its gradient from that view's copy, the last one written there;
+        # ``with no_grad(): v = y.view(-1)`` copied after ``y[0]`` took y[0]'s gradient)
+        order = sorted(zip(self.outputs, views), key=lambda kv: kv[0] not in self.untracked)
+        for k, (size, stride, offset) in order:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and k not in self.untracked):
+                base.as_strided(size, stride, offset).copy_(outs[k])
         # (the copies bumped the version of views eager makes at 0; ``OutputMarks.versions``
         # sets eager's other counts)
         if not base.is_inference():  # (inference tensors have no version)
             torch._C._autograd._unsafe_set_version_counter((base,), (0,))
         for k, (size, stride, offset) in zip(self.outputs, views):
-            outs[k] = base.as_strided(size, stride, offset)
+            with torch.set_grad_enabled(torch.is_grad_enabled() and k not in self.untracked):
+                outs[k] = base.as_strided(size, stride, offset)
 
 
 def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
@@ -441,6 +486,19 @@ def lone_views(gm: torch.fx.GraphModule) -> tuple[int, ...]:
         and len({k for k, _ in members}) == 1
         and not _strided_alone(members, symbols)
     )
+
+
+def untracked_views(gm: torch.fx.GraphModule, outputs: Sequence[int]) -> tuple[int, ...]:
+    """Those of the Dynamo graph's ``outputs`` that eager makes as views under no_grad (they
+    require grad through their base and have no history, ``_tracking``)."""
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    out = out if isinstance(out, list | tuple) else (out,)
+    found = []
+    for k in outputs:
+        ex = _plain(out[k].meta.get("example_value"))
+        if isinstance(ex, torch.Tensor) and ex.requires_grad and _tracking(ex) != "tracked":
+            found.append(k)
+    return tuple(found)
 
 
 def _strided_alone(members: list, symbols: dict) -> bool:
@@ -499,7 +557,11 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
         used |= {length} if _symbolic(length) else set()
         free = set().union(*(e.free_symbols for e in used))
         bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
-        found.append(SharedBase(tuple(k for k, _ in members), tuple(views), length, bound))
+        untracked = frozenset(
+            k for k, ex in members if ex.requires_grad and _tracking(ex) != "tracked"
+        )
+        outputs = tuple(k for k, _ in members)
+        found.append(SharedBase(outputs, tuple(views), length, bound, untracked))
     return tuple(found)
 
 

@@ -440,6 +440,13 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
     text = lowered.as_text()
     if _CALLBACK.search(text):  # host callbacks are Python objects of this process
         return lowered.compile(), None
+    if _num_parameters(text) != lowered.in_tree.num_leaves:
+        # NOTE: jit dropped unused arguments (jit's default ``keep_unused=False``; torch2xla's
+        # own jits keep them): the text does not say which arguments its parameters are, so
+        # ``f(y, z) -> 2 * y`` and ``f(y, z) -> 2 * z`` have one text and one argument tree,
+        # and the second loaded the first's executable, which read y where z was (a training
+        # forward whose graph read only its second input returned its first input's values).
+        return lowered.compile(), None
     # (the argument and result trees too: a stored executable maps them to its parameters,
     # and jit drops unused arguments, so one StableHLO text serves functions whose arguments
     # are grouped otherwise: ``y.copy_(z)`` differentiated in y and z, or in z alone)
@@ -458,6 +465,22 @@ def compile(lowered, compiler_options: dict | None, device: jax.Device):
         return compiled, key
     compiled = lowered.compile()
     return compiled, (key if save_executable(store, key, compiled) else None)
+
+
+def _num_parameters(text: str) -> int:
+    """The number of parameters of the StableHLO ``text``'s ``main`` (-1 where not found)."""
+    start = text.find("@main(")
+    if start < 0:
+        return -1
+    depth, i = 0, start + len("@main")
+    for i in range(start + len("@main"), len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+    return len(_PARAMETER.findall(text, start, i))
+
+
+_PARAMETER = re.compile(r"%arg\d+:")
 
 
 def _tree(treedef) -> str:
