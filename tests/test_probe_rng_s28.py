@@ -15,10 +15,14 @@ from torch2xla.capture import _probe_rng
 aten = torch.ops.aten
 
 
+def _name(target) -> str:  # (stable across processes: xdist compares the collected ids)
+    return target if isinstance(target, str) else getattr(target, "__name__", str(target))
+
+
 @pytest.mark.parametrize(
     "target",
     [aten.bernoulli.default, aten.uniform_.default, torch.rand, F.dropout, "uniform_", "normal_"],
-    ids=str,
+    ids=_name,
 )
 def test_ops_that_draw(target):
     assert _probe_rng.draws(target)
@@ -27,7 +31,7 @@ def test_ops_that_draw(target):
 @pytest.mark.parametrize(
     "target",
     [aten.add.Tensor, aten.index_put_.default, torch.add, "add_", operator.setitem, operator.gt],
-    ids=str,
+    ids=_name,
 )
 def test_ops_that_do_not_draw(target):
     assert not _probe_rng.draws(target)
