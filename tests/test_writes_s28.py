@@ -23,6 +23,8 @@ import pytest
 import torch
 from torch import nn
 
+_TORCH = tuple(int(v) for v in torch.__version__.split(".")[:2])
+
 STRICT = {"strict": True}
 
 
@@ -110,6 +112,12 @@ class _Decay(nn.Module):
         return (self.w * x).sum()
 
 
+@pytest.mark.xfail(
+    _TORCH < (2, 13),
+    reason="torch 2.11's AOTAutograd asserts exporting this graph (copy_ into an empty_like "
+    "that is no placeholder): a CompileError, found on the GPU host; 2.13 exports it",
+    strict=True,
+)
 def test_no_grad_writes_through_views_of_a_parameter_as_eager():
     torch.manual_seed(0)
     model, ref = _Decay(), _Decay()
@@ -170,6 +178,12 @@ def strided_fills(x, i):
     return t.index_fill(0, i, 2.0), torch.lerp(t, t * 2, 0.3)
 
 
+@pytest.mark.xfail(
+    _TORCH < (2, 13),
+    reason="torch 2.11's AOTAutograd asserts exporting this graph (copy_ into an empty_like "
+    "that is no placeholder): a CompileError, found on the GPU host; 2.13 exports it",
+    strict=True,
+)
 def test_fills_of_a_non_contiguous_tensor_compile_and_train():
     x = torch.randn(3, 4, requires_grad=True)
     i = torch.tensor([1, 3])
