@@ -597,7 +597,9 @@ def test_failure_report_is_short_and_reproduces(tmp_path):
 
 
 def test_parity_report_repr_is_compact_with_html():
-    report = assert_parity(lambda x: (x * 2, x.sum()), torch.randn(64, 64))
+    # (positive data: a sum of 4096 numbers of both signs near 0 is ill-conditioned, and its
+    # rounding, not the report, is what a draw could fail on; this test is about the report)
+    report = assert_parity(lambda x: (x * 2, x.sum()), torch.rand(64, 64))
     text = repr(report)
     assert "tensor(" not in text and len(text) < 120, text
     assert "float32[64, 64], float32[]" in text and "xla_runs=1" in text
