@@ -70,11 +70,6 @@ class _Checked(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def _example_values(gm: torch.fx.GraphModule) -> tuple[list, list] | None:
-    """The Dynamo graph's inputs and outputs as example values (None where some is missing)."""
-    return graph_values(gm)
-
-
 def _fake_mode(values: Sequence[Any]):
     return next((t.fake_mode for t in values if hasattr(t, "fake_mode")), None)
 
@@ -86,7 +81,7 @@ def _differentiated(values: Sequence[Any]) -> list[int]:
 def backward_errors(gm: torch.fx.GraphModule) -> dict[int, RuntimeError]:
     """Per output of the Dynamo graph ``gm`` whose gradient eager's backward cannot compute,
     the error it raises (see the module's docstring); empty where none raises."""
-    found = _example_values(gm)
+    found = graph_values(gm)
     if found is None:
         return {}
     inputs, outputs = found
@@ -210,7 +205,7 @@ def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]]
     output whose memory is saved, how eager's error names the saved tensor (``(shape,
     output_nr, op)``: the intermediate a view output shares, the node that made it). None
     where some example value is missing."""
-    found = _example_values(gm)
+    found = graph_values(gm)
     if found is None:
         return None
     storages: dict[StorageWeakRef, list[tuple[int, int]]] = {}
@@ -273,7 +268,7 @@ def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] 
     without ``retain_graph`` released raises; nodes that save only sizes or scalars
     (``sum``, ``view``, ``x * 2``) run again freely.
     """
-    found = _example_values(gm)
+    found = graph_values(gm)
     if found is None:
         return None
     inputs, outputs = found
