@@ -353,7 +353,10 @@ def _saved_kinds(fwd: torch.fx.GraphModule, outs: tuple, saved: tuple) -> tuple:
 
 def _flat(gm: torch.fx.GraphModule, outputs: tuple) -> torch.fx.GraphModule:
     """``gm`` returning the flat tuple ``outputs`` (its own nodes), without the grad-mode
-    switches Dynamo put around it (the export runs without autograd)."""
+    switches Dynamo put around it (the export runs without autograd). Nodes nothing reads
+    stay: an in-place call whose result is unused (``out.scatter_(-1, i, g)``) writes a value
+    that is read, and fx's dead-code elimination, which knows no method call's effects,
+    dropped it (the export's functional graph drops what is truly dead)."""
     graph = copy.deepcopy(gm.graph)
     env = dict(zip(gm.graph.nodes, graph.nodes))
     for n in list(graph.nodes):
@@ -361,7 +364,6 @@ def _flat(gm: torch.fx.GraphModule, outputs: tuple) -> torch.fx.GraphModule:
             graph.erase_node(n)
     out = graph.find_nodes(op="output")[0]
     out.args = (tuple(env[o] for o in outputs),)
-    graph.eliminate_dead_code()
     new = torch.fx.GraphModule(gm, graph)
     new.meta.update(gm.meta)
     return new
