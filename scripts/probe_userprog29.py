@@ -2225,6 +2225,525 @@ def exc2_error_in_backward_graph_then_ok(C, rec):
     rec("grad", x2.grad)
 
 
+
+# ============================================================================================
+# round 3: python numbers that change between calls, inputs returned, more outputs
+@scenario
+def num3_lr_schedule(C, rec):
+    w = _x(3)
+
+    def step(g, lr, wd):
+        w.mul_(1 - lr * wd).add_(g, alpha=-lr)
+        return w.clone()
+
+    c = C(step)
+    for i, lr in enumerate((0.1, 0.05, 0.0, 1e-3)):
+        rec(f"w {i}", c(_x(3, seed=i), lr, 0.01))
+
+
+@scenario
+def num3_pow_exponent(C, rec):
+    def f(x, p):
+        return x.abs() ** p, torch.pow(p, x)
+
+    g = C(f)
+    for p in (2.0, 0.5, 0.0, 1.0, -1.0, 3):
+        x = leaf(3)
+        o = g(x, p)
+        rec(f"o {p}", o)
+        (o[0].sum() + o[1].sum()).backward()
+        rec(f"grad {p}", x.grad)
+
+
+@scenario
+def num3_clamp_full_bounds(C, rec):
+    def f(x, lo, v):
+        return x.clamp(min=lo), torch.full((2,), v), x.new_full((2,), v)
+
+    g = C(f)
+    for lo, v in ((0.0, 1), (-0.5, 2.5), (float("-inf"), float("nan")), (1, True)):
+        rec(f"o {lo} {v}", g(_x(3), lo, v))
+
+
+@scenario
+def num3_int_tensor_times_python(C, rec):
+    def f(x, k):
+        return x * k, x // k if k else x, x + k
+
+    g = C(f)
+    for k in (2, 2.5, True, 2**40, -3):
+        rec(f"o {k}", g(torch.tensor([1, -7, 9]), k))
+
+
+@scenario
+def num3_float_div_zero(C, rec):
+    def f(x, k):
+        return x / k, torch.div(x, k, rounding_mode="floor") if k != 0 else x
+
+    g = C(f)
+    for k in (2.0, 0.0, -0.0, 3):
+        rec(f"o {k}", g(_x(3), k))
+
+
+@scenario
+def out3_parameter_returned(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(2, 2)
+
+    def f(x):
+        return m.weight, m(x)
+
+    g = C(f)
+    w, o = g(_x(2))
+    rec("is", w is m.weight)
+    rec("type", type(w).__name__)
+    rec("o", o)
+
+
+@scenario
+def out3_input_twice(C, rec):
+    def f(x):
+        return x, x, x * 2
+
+    g = C(f)
+    x = leaf(3)
+    o = g(x)
+    rec("is", [o[0] is x, o[1] is x])
+    (o[0].sum() + o[1].sum() + o[2].sum()).backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def out3_detach_and_data(C, rec):
+    def f(x):
+        return x.detach(), x.data, x.detach()[1:]
+
+    g = C(f)
+    x = leaf(3)
+    o = g(x)
+    rec("o", o)
+    o[0].mul_(2)
+    rec("x after", x)
+    rec("versions", [x._version, o[1]._version])
+
+
+@scenario
+def out3_unbind_views(C, rec):
+    def f(x):
+        return x.unbind(0), x.split(1, dim=1), x.chunk(2)
+
+    g = C(f)
+    x = _x(2, 2)
+    o = g(x)
+    rec("o", o)
+    x.add_(10)
+    rec("after", o)
+
+
+@scenario
+def out3_ordered_dict_int_keys(C, rec):
+    def f(x):
+        d = collections.OrderedDict()
+        d[2] = x + 1
+        d[1] = x * 2
+        return d, {0: x, (1, 2): x - 1}
+
+    o = C(f)(_x(2))
+    rec("keys", [list(o[0].keys()), list(o[1].keys())])
+    rec("type", type(o[0]).__name__)
+    rec("vals", [list(o[0].values()), list(o[1].values())])
+
+
+@scenario
+def out3_view_output_then_inplace_raises(C, rec):
+    def f(x):
+        return x.view(-1)
+
+    g = C(f)
+    x = leaf(2, 2)
+    v = g(x)
+    rec("v", v)
+    v.add_(1)
+
+
+@scenario
+def out3_inference_input_inplace_raises(C, rec):
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    g = C(f)
+    with torch.inference_mode():
+        x = torch.ones(3)
+    rec("o", g(x))
+
+
+@scenario
+def out3_inference_input_inplace_in_mode(C, rec):
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    g = C(f)
+    with torch.inference_mode():
+        x = torch.ones(3)
+        o = g(x)
+    rec("o", o)
+    rec("x", x)
+    rec("inf", [o.is_inference(), x.is_inference()])
+
+
+@scenario
+def out3_generator_function_compiled(C, rec):
+    def gen(x):
+        for i in range(3):
+            yield x * i
+
+    rec("o", list(C(gen)(_x(2))))
+
+
+@scenario
+def out3_requires_grad_output_of_nograd_input(C, rec):
+    def f(x):
+        y = x * 2
+        y.requires_grad_()
+        z = y.sin()
+        return y, z
+
+    g = C(f)
+    y, z = g(_x(3))
+    rec("y", y)
+    rec("z", z)
+    z.sum().backward()
+    rec("ygrad", y.grad)
+
+
+@scenario
+def exc3_runtime_check_in_training_then_ok(C, rec):
+    w = leaf(4, 2)
+
+    def f(i):
+        return w[i].sum()
+
+    g = C(f)
+    g(torch.tensor([0, 1])).backward()
+    rec("g1", w.grad)
+    try:
+        g(torch.tensor([0, 9]))
+    except IndexError as e:
+        rec("err", e)
+    g(torch.tensor([3])).backward()
+    rec("g2", w.grad)
+
+
+@scenario
+def exc3_embedding_out_of_range_then_ok(C, rec):
+    torch.manual_seed(0)
+    emb = nn.Embedding(4, 2)
+
+    def f(i):
+        return emb(i).sum()
+
+    g = C(f)
+    rec("a", g(torch.tensor([1, 2])))
+    try:
+        g(torch.tensor([1, 7]))
+    except IndexError as e:
+        rec("err", e)
+    rec("b", g(torch.tensor([3, 0])))
+
+
+@scenario
+def exc3_exception_inside_autocast(C, rec):
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            if y.float().sum() > 1e6:
+                raise OverflowError("big")
+            return y
+
+    g = C(f)
+    try:
+        g(torch.full((2, 2), 1e4), torch.full((2, 2), 1e4))
+    except OverflowError as e:
+        rec("err", e)
+    rec("autocast on", torch.is_autocast_enabled("cpu"))
+    rec("o", g(_x(2, 2), _x(2, 2, seed=1)))
+
+
+
+# ============================================================================================
+# round 4: custom Functions' saved values changed, views, odd gradients
+class SaveOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+@scenario
+def fn4_saved_output_written_inside(C, rec):
+    def f(x):
+        y = SaveOut.apply(x)
+        y.mul_(2)
+        return y
+
+    g = C(f)
+    x = leaf(3)
+    y = g(x)
+    rec("y", y)
+    y.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn4_saved_output_written_outside(C, rec):
+    def f(x):
+        return SaveOut.apply(x)
+
+    g = C(f)
+    x = leaf(3)
+    y = g(x)
+    with torch.no_grad():
+        y.mul_(2)
+    y.sum().backward()
+    rec("grad", x.grad)
+
+
+class SaveIn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+@scenario
+def fn4_saved_input_written_outside(C, rec):
+    def f(x):
+        return SaveIn.apply(x)
+
+    g = C(f)
+    x = leaf(3)
+    h = x * 1
+    y = g(h)
+    with torch.no_grad():
+        h.add_(5)
+    y.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn4_saved_input_written_inside_after(C, rec):
+    def f(h):
+        y = SaveIn.apply(h)
+        h.add_(5)
+        return y
+
+    g = C(f)
+    x = leaf(3)
+    h = x * 1
+    y = g(h)
+    y.sum().backward()
+    rec("grad", x.grad)
+
+
+class TooManyGrads(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, g
+
+
+@scenario
+def fn4_too_many_grads(C, rec):
+    def f(x):
+        return TooManyGrads.apply(x).sum()
+
+    g = C(f)
+    x = leaf(3)
+    g(x).backward()
+    rec("grad", x.grad)
+
+
+class Float64Inside(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x.double() ** 2).float()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return (2 * x.double() * g.double())
+
+
+@scenario
+def fn4_float64_grad_for_float32_input(C, rec):
+    def f(x):
+        return Float64Inside.apply(x).sum()
+
+    g = C(f)
+    x = leaf(3)
+    g(x).backward()
+    rec("grad", x.grad)
+
+
+class ViewOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 2
+        return y.view(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.view(2, 2) * 5
+
+
+@scenario
+def fn4_view_of_intermediate_out(C, rec):
+    def f(x):
+        return ViewOut.apply(x)
+
+    g = C(f)
+    x = leaf(2, 2)
+    y = g(x)
+    rec("y", y)
+    (y * torch.arange(4.0)).sum().backward()
+    rec("grad", x.grad)
+
+
+class NonContigGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.t().contiguous() * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.t() * 3
+
+
+@scenario
+def fn4_noncontig_grad(C, rec):
+    def f(x):
+        return NonContigGrad.apply(x)
+
+    g = C(f)
+    x = leaf(2, 3)
+    y = g(x)
+    (y * torch.arange(6.0).view(3, 2)).sum().backward()
+    rec("grad", x.grad)
+    rec("stride", x.grad.stride())
+
+
+class SaveOther(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        s = x.sin()
+        ctx.save_for_backward(s, x)
+        return s * x
+
+    @staticmethod
+    def backward(ctx, g):
+        s, x = ctx.saved_tensors
+        return g * (s + x * x.cos())
+
+
+@scenario
+def fn4_saved_intermediate_double_backward(C, rec):
+    def f(x):
+        y = SaveOther.apply(x).sum()
+        (d,) = torch.autograd.grad(y, x, create_graph=True)
+        return d
+
+    g = C(f)
+    x = leaf(3)
+    d = g(x)
+    rec("d", d)
+    d.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn4_saved_intermediate_double_backward_outside(C, rec):
+    def f(x):
+        return SaveOther.apply(x).sum()
+
+    g = C(f)
+    x = leaf(3)
+    (d,) = torch.autograd.grad(g(x), x, create_graph=True)
+    rec("d", d)
+    d.sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn4_output_used_twice_and_accumulated(C, rec):
+    def f(x, w):
+        y = SaveInOut.apply(x, w)
+        return (y * y).sum() + y.sum()
+
+    g = C(f)
+    x, w = leaf(3), leaf(3, seed=1)
+    for _ in range(2):
+        g(x, w).backward()
+    rec("grads", [x.grad, w.grad])
+
+
+class IntInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.save_for_backward(idx)
+        ctx.n = x.shape[0]
+        return x[idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        out = g.new_zeros(ctx.n)
+        out.index_add_(0, idx, g)
+        return out, None
+
+
+@scenario
+def fn4_gather_scatter_backward(C, rec):
+    def f(x, idx):
+        return IntInput.apply(x, idx)
+
+    g = C(f)
+    x = leaf(5)
+    y = g(x, torch.tensor([1, 1, 3]))
+    (y * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def fn4_bf16(C, rec):
+    def f(x, w):
+        return SaveInOut.apply(x, w)
+
+    g = C(f)
+    x = leaf(3, dtype=torch.bfloat16)
+    w = leaf(3, seed=1, dtype=torch.bfloat16)
+    y = g(x, w)
+    rec("y", y)
+    y.sum().backward()
+    rec("grads", [x.grad, w.grad])
+
+
 def main(argv) -> int:
     return run(argv, SCENARIOS, up.compare)
 

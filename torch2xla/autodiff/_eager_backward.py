@@ -23,7 +23,9 @@ autograd on, user-level ops as the user called them):
   graph on its backward's path saves (an ``exp`` or ``softmax`` output, ``sin``'s input). The
   training ``autograd.Function`` checks those tensors' versions (``_versions``), so that a
   user's in-place change of one between the call and a backward through that output raises
-  eager's error, and a backward through the other outputs runs, as eager's.
+  eager's error, and a backward through the other outputs runs, as eager's. A custom
+  Function's node saves nothing in Dynamo's fake run: the inputs and outputs its
+  ``ctx.save_for_backward`` saves are read from its subgraphs (``_function_saves``).
 - ``output_saves``: per output, the nodes of eager's graph that save tensors and that its
   backward runs. A backward without ``retain_graph`` frees the saved tensors of the nodes it
   runs; a later backward raises "backward through the graph a second time" only where it
@@ -45,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch2xla.autodiff._connected import eagers_own, gradient_edge, graph_values
 from torch2xla.autodiff._versions import eager_view_names
+from torch2xla.capture._custom_function import saved_by_ctx
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +219,7 @@ def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]]
     keep: list = []  # (nodes are keyed by id(): kept alive until the walks end)
     reached: dict[int, frozenset[tuple[int, int]]] = {}  # id(node) -> what it saves
     named: dict[int, tuple] = {}
+    functions = _function_saves(gm, keep)
     result: list[tuple[frozenset[int], frozenset[int]] | None] = []
     for o in found[1]:
         if not (isinstance(o, torch.Tensor) and o.grad_fn is not None):
@@ -232,11 +236,13 @@ def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]]
             if id(node) not in reached:
                 keep.append(node)
                 slots = set()
-                for t in _saved_tensors(node):
+                by_ctx, function = functions.get(id(node), ((), None))
+                ctx_ids = {id(t) for t in by_ctx}
+                for t in (*_saved_tensors(node), *by_ctx):
                     for side, i in storages.get(StorageWeakRef(t.untyped_storage()), ()):
                         slots.add((side, i))
                         if side == 1 and i not in named:
-                            named[i] = _name(t)
+                            named[i] = _name(t, function if id(t) in ctx_ids else None)
                 reached[id(node)] = frozenset(slots)
             saved.update(reached[id(node)])
             stack.extend(nxt for nxt, _ in node.next_functions)
@@ -249,13 +255,33 @@ def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]]
     return tuple(result), {i: d for i, d in named.items() if d is not None}
 
 
-def _name(t: torch.Tensor) -> tuple | None:
+def _name(t: torch.Tensor, node: str | None = None) -> tuple | None:
     """How eager's error names the saved tensor ``t``: its shape, and the output of the node
-    that made it (None where its shape is symbolic or no node made it)."""
+    that made it (``node`` where given; None where its shape is symbolic or no node made it)."""
     shape = tuple(t.shape)
     if t.grad_fn is None or not all(isinstance(n, int) for n in shape):
         return None
-    return shape, t.output_nr, t.grad_fn.name()
+    return shape, t.output_nr, node or t.grad_fn.name()
+
+
+def _function_saves(gm: torch.fx.GraphModule, keep: list) -> dict[int, tuple[list, str | None]]:
+    """Per autograd node (by id) of a custom Function's call in ``gm``, the inputs and outputs
+    its ``ctx.save_for_backward`` saves and the Function's node name: Dynamo's fake run of the
+    call saves nothing on the node (``_custom_function.saved_by_ctx`` reads its subgraphs)."""
+    found: dict[int, tuple[list, str | None]] = {}
+    for node in gm.graph.find_nodes(
+        op="call_function", target=torch.ops.higher_order.autograd_function_apply
+    ):
+        value = node.meta.get("example_value")
+        values = value if isinstance(value, tuple | list) else (value,)
+        grad_fn = next(
+            (v.grad_fn for v in values if isinstance(v, torch.Tensor) and v.grad_fn), None
+        )
+        if grad_fn is None:
+            continue
+        keep.append(grad_fn)
+        found[id(grad_fn)] = saved_by_ctx(node)
+    return found
 
 
 def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:

@@ -109,6 +109,13 @@ _UNSEEN = frozenset({"set_materialize_grads", "mark_dirty", "once_differentiable
 def _names_unsupported(node: torch.fx.Node, fwd: torch.fx.GraphModule) -> bool:
     """Whether the Function's class (found from its forward's ops' frames, in the source)
     names one of ``_UNSEEN``; True where it cannot be found."""
+    cls = _function_class(node, fwd)
+    return cls is None or any(_cb._names(cls, word) for word in _UNSEEN)
+
+
+def _function_class(node: torch.fx.Node, fwd: torch.fx.GraphModule) -> ast.ClassDef | None:
+    """The class of the Function called at ``node``, in its source: the class whose method
+    holds the first op of the forward ``fwd`` (None where no op or source tells)."""
     site = len(_cb._frames(node))
     for n in fwd.graph.nodes:
         if n.op not in _cb._CALLS or n.target is torch._C._set_grad_enabled:
@@ -124,8 +131,42 @@ def _names_unsupported(node: torch.fx.Node, fwd: torch.fx.GraphModule) -> bool:
                         and f.name == name
                         and f.lineno <= line <= (f.end_lineno or f.lineno)
                     ):
-                        return any(_cb._names(cls, word) for word in _UNSEEN)
-    return True
+                        return cls
+    return None
+
+
+def saved_by_ctx(node: torch.fx.Node) -> tuple[list[torch.Tensor], str | None]:
+    """The example values of the inputs and outputs that the Function called at ``node``
+    saves with ``ctx.save_for_backward`` (eager checks their versions at its backward: an
+    in-place change after the call raises), and the name eager's error gives the Function's
+    node (``SaveOutBackward``; None where its class is not found). Tensors the forward made
+    and saved are not the user's to change; tensors kept as ``ctx`` attributes eager does not
+    check."""
+    subs = _subgraphs(node) if _is_apply(node) else None
+    if subs is None:
+        return [], None
+    fwd = subs[0]
+    out = _outputs(fwd)
+    if not (isinstance(out, tuple | list) and len(out) == 2):
+        return [], None
+    outs, saved = out
+    outs = tuple(outs) if isinstance(outs, tuple | list) else (outs,)
+    by_ctx = node.kwargs.get("saved_for_backward_idx")
+    by_ctx = range(len(saved)) if by_ctx is None else by_ctx
+    value = node.meta.get("example_value")
+    values = tuple(value) if isinstance(value, tuple | list) else (value,)
+    args = node.args[2:]
+    kinds = _saved_kinds(fwd, outs, tuple(saved))
+    found = []
+    for k in by_ctx:
+        kind, at = kinds[k]
+        if kind == "input" and at < len(args):
+            found.append(_value(args[at]))
+        elif kind == "output" and len(values) == len(outs):
+            found.append(values[at])
+    cls = _function_class(node, fwd)
+    found = [t for t in found if isinstance(t, torch.Tensor)]
+    return found, None if cls is None else f"{cls.name}Backward"
 
 
 def lowerable(node: torch.fx.Node) -> bool:
