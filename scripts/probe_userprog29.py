@@ -17,8 +17,8 @@ Observations are compared as in ``probe_userprog`` (values, dtypes, shapes,
 Differences left (session 29), each also with ``PROBE_BACKEND=eager`` or ``aot_eager`` unless
 said: ``fn_set_materialize_grads_false`` (Dynamo hands the backward zeros, not None),
 ``fn_backward_bad_shape`` (the node is named ``ApplyTemplateBackward``), ``fn4_too_many_grads``
-(no error), ``fn4_saved_*_written_inside*`` (a write inside the graph after the Function saved
-the tensor: no error), ``func_functional_call_module_compiled`` (TypeError),
+(no error), ``fn4_saved_input_written_inside_after`` (a write inside the graph into an
+input after the Function saved it: no error), ``func_functional_call_module_compiled`` (TypeError),
 ``func_grad_jacrev_jacfwd``/``fn2_jvp_func`` (torch.jit.script's deprecation warning),
 ``bw2_saved_tensors_hooks_outside`` (hooks see the program's residuals, or none: ours);
 ``ctl_float_of_tensor_scalar_out`` (XLA's float32 mean is the correctly rounded one, eager's

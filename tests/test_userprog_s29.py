@@ -6,8 +6,9 @@ eager:
   inside the XLA program lost those writes (fx's dead-code elimination knows no method call's
   effects), silently giving wrong values and gradients;
 - an input or output the Function saved with ``ctx.save_for_backward``, changed in place
-  after the call: eager's backward raises, ours ran on the values of the call (Dynamo's fake
-  run saves nothing on the Function's node, so no version was watched).
+  after the call (by the user, or by the graph itself for an output): eager's backward
+  raises, ours ran on the values of the call (Dynamo's fake run saves nothing on the
+  Function's node, so no version was watched).
 """
 
 from __future__ import annotations
@@ -180,6 +181,47 @@ def test_function_saved_tensor_changed_after_the_call_raises_as_eager(name):
                 x.mul_(2)
             elif changed is not None:
                 outs[changed].mul_(2)
+        outs[through].sum().backward()
+        rec("grad", x.grad)
+
+    check_scenario(scenario, None, 1e-6)
+
+
+class _SaveWrittenOut(torch.autograd.Function):
+    """Its forward writes its output before saving it (at version 1 when the call returns)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x.softmax(-1)
+        out.masked_fill_(x > 1, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
+def _written_inside(x, function, write):
+    y = function.apply(x)
+    if write:
+        y.mul_(2)
+    return y, x.sin(), _SaveIn.apply(x * 1)
+
+
+@pytest.mark.parametrize("write", [True, False])
+@pytest.mark.parametrize("function", [_SaveOut, _SaveWrittenOut])
+@pytest.mark.parametrize("through", [0, 1, 2])
+def test_function_saved_output_changed_inside_the_graph_raises_as_eager(through, function, write):
+    """Eager raises at a backward through the Function whose saved output the graph wrote
+    after the call (ours ran on the call's values), and runs through the other outputs; a
+    write the forward made before saving raises nothing."""
+
+    def scenario(C, rec):
+        x = leaf(3)
+        outs = C(_written_inside)(x, function, write)
+        rec("outs", outs)
         outs[through].sum().backward()
         rec("grad", x.grad)
 

@@ -14,11 +14,14 @@ autograd on, user-level ops as the user called them):
   a gradient of the wrong shape (``scatter`` of a ``src`` larger than its index) or operands
   that do not broadcast (``scatter_reduce``'s amax/amin/prod of such a ``src``), and the
   dtype checks of backward kernels that fake kernels skip (``ops._arg_checks.CHECKS``:
-  ``huber_loss_backward`` with a target of another dtype). Only those errors are trusted; any
-  other failure of the fake run (an op fake tensors cannot run) is logged and ignored. Where
-  it raises, each output is run alone to find which outputs lead to it: the compiled graph's
-  call attaches the error to those outputs (``RaiseAtBackward``), so it is raised when a
-  gradient flows through them, as eager raises when its backward reaches the node.
+  ``huber_loss_backward`` with a target of another dtype), and a custom Function's output it
+  saved with ``ctx.save_for_backward`` that the graph changed in place after the call (the
+  fake run saves nothing for a Function: ``_saved_outputs_written``). Only those errors are
+  trusted; any other failure of the fake run (an op fake tensors cannot run) is logged and
+  ignored. Where it raises, each output is run alone to find which outputs lead to it: the
+  compiled graph's call attaches the error to those outputs (``RaiseAtBackward``), so it is
+  raised when a gradient flows through them, as eager raises when its backward reaches the
+  node.
 - ``saved_per_output``: per output, the inputs and outputs whose memory some node of eager's
   graph on its backward's path saves (an ``exp`` or ``softmax`` output, ``sin``'s input). The
   training ``autograd.Function`` checks those tensors' versions (``_versions``), so that a
@@ -46,8 +49,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch2xla.autodiff._connected import eagers_own, gradient_edge, graph_values
-from torch2xla.autodiff._versions import eager_view_names
-from torch2xla.capture._custom_function import saved_by_ctx
+from torch2xla.autodiff._versions import eager_view_names, modified_message
+from torch2xla.capture._custom_function import CtxSaves, saved_by_ctx
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +96,47 @@ def backward_errors(gm: torch.fx.GraphModule) -> dict[int, RuntimeError]:
     mode = _fake_mode([*inputs, *outputs])
     if not leaves or not roots or mode is None:
         return {}
-    error = _run(mode, [outputs[i] for i in roots], leaves)
-    if error is None:
+    errors = {}
+    if _run(mode, [outputs[i] for i in roots], leaves) is not None:
+        for i in roots:
+            error = _run(mode, [outputs[i]], leaves)
+            if error is not None:
+                errors[i] = error
+    for i, error in _saved_outputs_written(gm, outputs, roots).items():
+        errors.setdefault(i, error)
+    return errors
+
+
+def _saved_outputs_written(gm: torch.fx.GraphModule, outputs: list, roots) -> dict:
+    """Per output of ``roots`` whose backward runs a custom Function's node, one of whose
+    outputs it saved with ``ctx.save_for_backward`` the graph changed in place after the call
+    (``y = F.apply(x); y.mul_(2)``): eager's error. Dynamo's fake run of the call saves
+    nothing on the node, so the fake backward (``_run``) cannot raise it; the output's example
+    value counts the writes after the call beyond those its forward made (``CtxSaves``)."""
+    keep: list = []
+    written: dict[int, RuntimeError] = {}
+    for node_id, ctx in _function_saves(gm, keep).items():
+        for t, at_call in ctx.outputs:
+            if t._version != at_call:
+                written.setdefault(
+                    node_id,
+                    RuntimeError(modified_message(t, t._version, at_call, t.output_nr, ctx.name)),
+                )
+    if not written:
         return {}
     errors = {}
     for i in roots:
-        error = _run(mode, [outputs[i]], leaves)
-        if error is not None:
-            errors[i] = error
+        seen: set[int] = set()
+        stack = [outputs[i].grad_fn]
+        while stack and i not in errors:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            keep.append(node)
+            if id(node) in written:
+                errors[i] = written[id(node)]
+            stack.extend(nxt for nxt, _ in node.next_functions)
     return errors
 
 
@@ -236,7 +272,8 @@ def saved_per_output(gm: torch.fx.GraphModule) -> tuple[tuple, dict[int, tuple]]
             if id(node) not in reached:
                 keep.append(node)
                 slots = set()
-                by_ctx, function = functions.get(id(node), ((), None))
+                ctx = functions.get(id(node), CtxSaves())
+                by_ctx, function = ctx.tensors, ctx.name
                 ctx_ids = {id(t) for t in by_ctx}
                 for t in (*_saved_tensors(node), *by_ctx):
                     for side, i in storages.get(StorageWeakRef(t.untyped_storage()), ()):
@@ -264,24 +301,42 @@ def _name(t: torch.Tensor, node: str | None = None) -> tuple | None:
     return shape, t.output_nr, node or t.grad_fn.name()
 
 
-def _function_saves(gm: torch.fx.GraphModule, keep: list) -> dict[int, tuple[list, str | None]]:
-    """Per autograd node (by id) of a custom Function's call in ``gm``, the inputs and outputs
-    its ``ctx.save_for_backward`` saves and the Function's node name: Dynamo's fake run of the
-    call saves nothing on the node (``_custom_function.saved_by_ctx`` reads its subgraphs)."""
-    found: dict[int, tuple[list, str | None]] = {}
+def _function_saves(gm: torch.fx.GraphModule, keep: list) -> dict[int, CtxSaves]:
+    """Per autograd node (by id) of a custom Function's call in ``gm``, what its
+    ``ctx.save_for_backward`` saves: Dynamo's fake run of the call saves nothing on the node
+    (``_custom_function.saved_by_ctx`` reads its subgraphs)."""
+    found: dict[int, CtxSaves] = {}
     for node in gm.graph.find_nodes(
         op="call_function", target=torch.ops.higher_order.autograd_function_apply
     ):
         value = node.meta.get("example_value")
         values = value if isinstance(value, tuple | list) else (value,)
         grad_fn = next(
-            (v.grad_fn for v in values if isinstance(v, torch.Tensor) and v.grad_fn), None
+            (n for n in map(_made_by, values) if n is not None and _APPLIED in type(n).__name__),
+            None,
         )
         if grad_fn is None:
             continue
         keep.append(grad_fn)
         found[id(grad_fn)] = saved_by_ctx(node)
     return found
+
+
+# (the class of the autograd node Dynamo's run of a Function call makes: ``ApplyTemplate``)
+_APPLIED = "ApplyTemplate"
+
+
+def _made_by(t) -> Any:
+    """The autograd node that made the tensor ``t``, before the writes the graph made into it
+    afterwards (each in-place op's node has the history it replaced as its first edge)."""
+    if not isinstance(t, torch.Tensor) or t._base is not None:
+        return None
+    node = t.grad_fn
+    for _ in range(t._version):
+        if node is None or _APPLIED in type(node).__name__:
+            break
+        node = node.next_functions[0][0] if node.next_functions else None
+    return node
 
 
 def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] | None:

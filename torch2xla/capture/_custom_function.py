@@ -135,20 +135,34 @@ def _function_class(node: torch.fx.Node, fwd: torch.fx.GraphModule) -> ast.Class
     return None
 
 
-def saved_by_ctx(node: torch.fx.Node) -> tuple[list[torch.Tensor], str | None]:
-    """The example values of the inputs and outputs that the Function called at ``node``
-    saves with ``ctx.save_for_backward`` (eager checks their versions at its backward: an
-    in-place change after the call raises), and the name eager's error gives the Function's
-    node (``SaveOutBackward``; None where its class is not found). Tensors the forward made
-    and saved are not the user's to change; tensors kept as ``ctx`` attributes eager does not
-    check."""
+@dataclasses.dataclass(frozen=True)
+class CtxSaves:
+    """What a Function call saves with ``ctx.save_for_backward`` that eager checks the
+    versions of at its backward (an in-place change after the call raises): the example
+    values of those ``inputs`` and of those ``outputs`` with each one's version as the call
+    returned it (the writes its forward made into it counted), and the name eager's error gives
+    the Function's node (``SaveOutBackward``; None where its class is not found). Tensors the
+    forward made and saved are not the user's to change; tensors kept as ``ctx`` attributes
+    eager does not check."""
+
+    inputs: tuple[torch.Tensor, ...] = ()
+    outputs: tuple[tuple[torch.Tensor, int], ...] = ()
+    name: str | None = None
+
+    @property
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (*self.inputs, *(t for t, _ in self.outputs))
+
+
+def saved_by_ctx(node: torch.fx.Node) -> CtxSaves:
+    """The ``CtxSaves`` of the Function call ``node`` (read from its subgraphs)."""
     subs = _subgraphs(node) if _is_apply(node) else None
     if subs is None:
-        return [], None
+        return CtxSaves()
     fwd = subs[0]
     out = _outputs(fwd)
     if not (isinstance(out, tuple | list) and len(out) == 2):
-        return [], None
+        return CtxSaves()
     outs, saved = out
     outs = tuple(outs) if isinstance(outs, tuple | list) else (outs,)
     by_ctx = node.kwargs.get("saved_for_backward_idx")
@@ -157,16 +171,17 @@ def saved_by_ctx(node: torch.fx.Node) -> tuple[list[torch.Tensor], str | None]:
     values = tuple(value) if isinstance(value, tuple | list) else (value,)
     args = node.args[2:]
     kinds = _saved_kinds(fwd, outs, tuple(saved))
-    found = []
+    inputs, outputs = [], []
     for k in by_ctx:
         kind, at = kinds[k]
-        if kind == "input" and at < len(args):
-            found.append(_value(args[at]))
+        if kind == "input" and at < len(args) and isinstance(_value(args[at]), torch.Tensor):
+            inputs.append(_value(args[at]))
         elif kind == "output" and len(values) == len(outs):
-            found.append(values[at])
+            made = _value(outs[at])  # (the forward's own value: its writes, not the graph's)
+            if isinstance(values[at], torch.Tensor) and isinstance(made, torch.Tensor):
+                outputs.append((values[at], made._version))
     cls = _function_class(node, fwd)
-    found = [t for t in found if isinstance(t, torch.Tensor)]
-    return found, None if cls is None else f"{cls.name}Backward"
+    return CtxSaves(tuple(inputs), tuple(outputs), None if cls is None else f"{cls.name}Backward")
 
 
 def lowerable(node: torch.fx.Node) -> bool:
