@@ -1843,5 +1843,172 @@ def requires_grad_false_input_train(C, rec):
     rec("grads", {n: p.grad for n, p in m.named_parameters()})
 
 
+# ============================================================================================
+# sparse gradients, double backward, accumulation, retained graphs
+
+
+@scenario
+def embedding_sparse_grad(C, rec):
+    m = mk(lambda: nn.Embedding(10, 3, sparse=True, padding_idx=1))
+    cm = C(m)
+    for i in range(2):
+        (
+            cm(torch.tensor([[1, 2, 2], [5, 1, 9]])) * weights_like(torch.zeros(2, 3, 3), i)
+        ).sum().backward()
+        g = m.weight.grad
+        rec(f"{i} sparse", [g.is_sparse, g.to_dense()])
+    m.zero_grad()
+
+
+@scenario
+def embedding_bag_sparse_grad(C, rec):
+    m = mk(lambda: nn.EmbeddingBag(10, 3, mode="mean", sparse=True))
+    out = C(m)(torch.tensor([1, 2, 2, 5, 9]), torch.tensor([0, 2]))
+    (out * weights_like(out, 0)).sum().backward()
+    rec("grad", [m.weight.grad.is_sparse, m.weight.grad.to_dense()])
+
+
+def _gp(C, rec, ctor, shape):
+    m = mk(ctor)
+    cm = C(m)
+    for i in range(2):
+        x = L(*shape, seed=i)
+        out = cm(x)
+        (gx,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        rec(f"{i} gx", gx)
+        penalty = (gx.flatten(1).norm(dim=1) - 1).pow(2).mean()
+        (penalty + out.mean()).backward()
+        rec(f"{i} grads", {n: p.grad for n, p in m.named_parameters()})
+        m.zero_grad()
+
+
+@scenario
+def gradient_penalty_conv_ln(C, rec):
+    _gp(
+        C,
+        rec,
+        lambda: nn.Sequential(
+            nn.Conv2d(2, 3, 3), nn.LeakyReLU(0.2), nn.Flatten(), nn.LayerNorm(12), nn.Linear(12, 1)
+        ),
+        (2, 2, 4, 4),
+    )
+
+
+@scenario
+def gradient_penalty_groupnorm_gelu(C, rec):
+    _gp(
+        C,
+        rec,
+        lambda: nn.Sequential(nn.Linear(3, 4), nn.GroupNorm(2, 4), nn.GELU(), nn.Linear(4, 1)),
+        (5, 3),
+    )
+
+
+@scenario
+def gradient_penalty_instancenorm_elu(C, rec):
+    _gp(
+        C,
+        rec,
+        lambda: nn.Sequential(
+            nn.Conv1d(2, 3, 2),
+            nn.InstanceNorm1d(3, affine=True),
+            nn.ELU(),
+            nn.Flatten(),
+            nn.Linear(9, 1),
+        ),
+        (3, 2, 4),
+    )
+
+
+@scenario
+def gradient_penalty_bn_train(C, rec):
+    _gp(
+        C,
+        rec,
+        lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 1)),
+        (5, 3),
+    )
+
+
+@scenario
+def gradient_penalty_embbag_mha(C, rec):
+    _gp(
+        C,
+        rec,
+        lambda: nn.Sequential(
+            nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), nn.Flatten(0), nn.Linear(24, 1)
+        ),
+        (3, 2, 4),
+    )
+
+
+@scenario
+def accumulate_without_zero_grad(C, rec):
+    m = mk(lambda: nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 2)))
+    cm = C(m)
+    m[0].weight.grad = torch.ones(3, 4).t()  # (a transposed grad already there)
+    for i in range(3):
+        cm(L(2, 3, seed=i)).pow(2).sum().backward()
+        rec(f"{i}", [(n, p.grad, strides(p.grad)) for n, p in m.named_parameters()])
+
+
+@scenario
+def retain_graph_twice(C, rec):
+    m = mk(lambda: nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)))
+    out = C(m)(L(5, 3))
+    loss = out.pow(2).sum()
+    loss.backward(retain_graph=True)
+    rec("1", {n: p.grad for n, p in m.named_parameters()})
+    loss.backward()
+    rec("2", {n: p.grad for n, p in m.named_parameters()})
+    attempt_backward = None
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        attempt_backward = e
+    rec("3", attempt_backward)
+
+
+@scenario
+def pad_and_pack_sequence_inside(C, rec):
+    m = mk(lambda: nn.GRU(3, 4, batch_first=True))
+
+    def f(a, b, c):
+        padded = nn.utils.rnn.pad_sequence([a, b, c], batch_first=True, padding_value=0.5)
+        packed = nn.utils.rnn.pack_sequence([a, b, c], enforce_sorted=False)
+        out, h = m(packed)
+        return padded, out.data, h
+
+    a, b, c = L(4, 3), L(2, 3, seed=1), L(5, 3, seed=2)
+    step(rec, "a", C(f), m, (a, b, c), inputs=(a, b, c))
+
+
+@scenario
+def lstm_h0_grads_and_weight_edit(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2))
+    cm = C(m)
+    for i in range(3):
+        h0, c0 = L(2, 2, 4, seed=10 + i), L(2, 2, 4, seed=20 + i)
+        x = L(5, 2, 3, seed=i)
+        step(rec, f"{i}", cm, m, (x, (h0, c0)), inputs=(x, h0, c0))
+        with torch.no_grad():
+            m.weight_hh_l0.mul_(0.5)  # (a weight edited in place between calls)
+
+
+@scenario
+def forward_hook_always_call_and_global(C, rec):
+    seen = []
+    m = mk(lambda: nn.Sequential(nn.Linear(3, 3), nn.Softsign()))
+    m[0].register_forward_hook(lambda mod, a, o: o * 2, always_call=True)
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda mod, a, o: seen.append(type(mod).__name__)
+    )
+    try:
+        step(rec, "a", C(m), m, (L(2, 3),))
+    finally:
+        handle.remove()
+    rec("seen", sorted(set(seen)))
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
