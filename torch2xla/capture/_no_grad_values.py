@@ -58,7 +58,9 @@ def untrack_no_grad_values(gm: torch.fx.GraphModule) -> None:
         made = [
             t
             for t in _tensors(node.meta.get("example_value"))
-            if t.requires_grad and t.is_leaf and _storage(t) is not None
+            # (views first: they share their argument's memory, and a view made under
+            # no_grad whose base was written with grad refuses ``is_leaf``)
+            if t.requires_grad and not t._is_view() and t.is_leaf and _storage(t) is not None
         ]
         if not made or traced_grad_mode(node):
             continue
