@@ -187,3 +187,31 @@ def test_empty_adaptive_pool_fullgraph_raises_eagers_message():
     with pytest.raises(RuntimeError) as got:
         _compiled(fn, fullgraph=True)(x)
     assert str(eager).split("\n")[0] in str(got.value)
+
+
+# -- channels_last through resampling and channel shuffle ---------------------------------------
+
+_CL = [
+    ("bilinear", nn.Upsample(scale_factor=2, mode="bilinear"), (2, 4, 5, 6)),
+    ("bilinear_align", nn.Upsample(size=(7, 3), mode="bilinear", align_corners=True), (2, 4, 5, 6)),
+    ("bicubic", nn.Upsample(scale_factor=1.5, mode="bicubic"), (2, 3, 4, 4)),
+    ("trilinear", nn.Upsample(scale_factor=(2, 1, 1.5), mode="trilinear"), (1, 3, 2, 3, 4)),
+    ("channel_shuffle", nn.ChannelShuffle(2), (2, 4, 3, 3)),
+    ("channel_shuffle_3d", nn.ChannelShuffle(3), (1, 6, 2, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("name,m,shape", _CL, ids=[c[0] for c in _CL])
+def test_channels_last_input_keeps_eagers_layout(name, m, shape):
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    x = torch.randn(*shape).to(memory_format=fmt).requires_grad_()
+    want = m(x)
+    w = torch.randn(want.shape)
+    (want * w).sum().backward()
+    want_grad, x.grad = x.grad, None
+    got = _compiled(m)(x)
+    assert got.stride() == want.stride()
+    assert_same(got, want)
+    (got * w).sum().backward()
+    assert x.grad.stride() == want_grad.stride()
+    assert_same(x.grad, want_grad)
