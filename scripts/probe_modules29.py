@@ -2010,5 +2010,101 @@ def forward_hook_always_call_and_global(C, rec):
     rec("seen", sorted(set(seen)))
 
 
+# ============================================================================================
+# in-place renormalization read again, edge values
+
+
+class TiedMaxNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, max_norm=1.0)
+
+    def forward(self, a, b):
+        h = self.emb(a).sum(1)  # (renormalizes rows of a in place)
+        h2 = self.emb(b).sum(1)  # (again, rows of b)
+        return h @ self.emb.weight.t() + h2.sum()  # (the weight after both writes)
+
+
+module_case(
+    "emb_max_norm_tied_twice", TiedMaxNorm, lambda i: (idx(2, 3, seed=i), idx(2, 2, seed=i + 5))
+)
+module_case(
+    "embbag_max_all_padding",
+    lambda: nn.EmbeddingBag(10, 3, mode="max", padding_idx=2),
+    lambda i: (torch.tensor([2, 2, 1, 2, 5]), torch.tensor([0, 2, 2])),
+)
+module_case(
+    "embbag_mean_all_padding",
+    lambda: nn.EmbeddingBag(10, 3, mode="mean", padding_idx=2),
+    lambda i: (torch.tensor([2, 2, 1, 2, 5]), torch.tensor([0, 2, 2])),
+)
+module_case(
+    "in_track_eval_uses_running",
+    lambda: nn.InstanceNorm1d(3, track_running_stats=True, momentum=0.5),
+    lambda i: (L(2, 3, 5, seed=i),),
+    modes=("train", "train", "eval", "nograd", "train"),
+)
+
+
+def _frozen_weight_bn():
+    bn = nn.BatchNorm1d(3)
+    bn.weight.requires_grad_(False)
+    return bn
+
+
+module_case("bn_weight_frozen_bias_trained", _frozen_weight_bn, lambda i: (L(4, 3, seed=i),))
+
+
+module_case(
+    "ctc_repeats_and_blank_targets",
+    lambda: nn.CTCLoss(blank=0, reduction="sum"),
+    lambda i: (
+        L(8, 2, 4, seed=i).log_softmax(2),
+        torch.tensor([[1, 1, 2, 2], [3, 3, 3, 0]]),
+        torch.tensor([8, 7]),
+        torch.tensor([4, 3]),
+    ),
+)
+module_case(
+    "lstm_proj_packed",
+    lambda: nn.LSTM(3, 5, proj_size=2, batch_first=True),
+    lambda i: (
+        nn.utils.rnn.pack_padded_sequence(
+            L(3, 4, 3, seed=i), torch.tensor([4, 2, 3]), batch_first=True, enforce_sorted=False
+        ),
+    ),
+)
+err_case("conv_same_stride", lambda: nn.Conv1d(2, 2, 3, padding="same"), lambda i: (L(1, 2, 0),))
+
+
+class SpatialTransformer(nn.Module):
+    def __init__(self, mode, padding_mode, align_corners):
+        super().__init__()
+        self.loc = nn.Linear(16, 6)
+        self.kw = {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners}
+        self.ac = align_corners
+
+    def forward(self, x):
+        theta = self.loc(x.flatten(1)).view(-1, 2, 3) * 0.3 + torch.eye(2, 3)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=self.ac)
+        return F.grid_sample(x, grid, **self.kw)
+
+
+for _mode in ("bilinear", "nearest", "bicubic"):
+    for _pm in ("zeros", "border", "reflection"):
+        module_case(
+            f"stn_{_mode}_{_pm}",
+            lambda m=_mode, p=_pm: SpatialTransformer(m, p, False),
+            lambda i: (L(2, 1, 4, 4, seed=i),),
+            modes=("train", "eval"),
+        )
+module_case(
+    "stn_bilinear_ac",
+    lambda: SpatialTransformer("bilinear", "zeros", True),
+    lambda i: (L(2, 1, 4, 4, seed=i),),
+    modes=("train",),
+)
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
