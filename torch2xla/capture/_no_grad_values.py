@@ -18,7 +18,8 @@ from torch.fx.node import map_aggregate
 
 from torch2xla.capture._writes import traced_grad_mode
 
-_CALLS = ("call_function", "call_method", "call_module")
+# (not modules and higher-order ops: a body of their own may enable grad inside)
+_CALLS = ("call_function", "call_method")
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -52,6 +53,8 @@ def untrack_no_grad_values(gm: torch.fx.GraphModule) -> None:
     view, not an in-place write), not asked to (a factory's ``requires_grad=True``)."""
     for node in gm.graph.nodes:
         if node.op not in _CALLS or node.target is operator.getitem:
+            continue
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
             continue
         if node.kwargs.get("requires_grad"):
             continue
