@@ -70,8 +70,13 @@ def flat_floats(out):
 
 
 def observe_out(out):
+    """``out``, with the strides of its tensors (where they tell)."""
     if isinstance(out, nn.utils.rnn.PackedSequence):
         return [out.data, out.batch_sizes, out.sorted_indices, out.unsorted_indices]
+    if isinstance(out, torch.Tensor):
+        return [out, strides(out)]
+    if isinstance(out, (list, tuple)):
+        return [observe_out(o) for o in out]
     return out
 
 
@@ -2116,6 +2121,185 @@ module_case(
     lambda i: (L(2, 1, 4, 4, seed=i),),
     modes=("train",),
 )
+
+
+# ============================================================================================
+# activation checkpointing of modules, dynamic=True
+
+
+class Checkpointed(nn.Module):
+    def __init__(self, reentrant):
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.GELU(), nn.Linear(4, 4))
+        self.head = nn.Linear(4, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        h = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
+        return self.head(h)
+
+
+module_case(
+    "checkpoint_bn_nonreentrant",
+    lambda: Checkpointed(False),
+    lambda i: (L(5, 4, seed=i),),
+    modes=("train", "train", "eval"),
+)
+module_case(
+    "checkpoint_bn_reentrant",
+    lambda: Checkpointed(True),
+    lambda i: (L(5, 4, seed=i),),
+    modes=("train", "eval"),
+)
+
+
+def dyn_true_case(name, ctor, make, modes=("train", "train", "train", "eval")):
+    def fn(C, rec):
+        m = mk(ctor)
+        cm = C(m, dynamic=True)
+        for i, mode in enumerate(modes):
+            m.train(mode == "train")
+            args = make(*_SIZES[i], i)
+            leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            step(rec, f"{i} {mode}", cm, m, args, inputs=leaves)
+
+    fn.__name__ = f"dyntrue_{name}"
+    SCENARIOS[fn.__name__] = fn
+
+
+dyn_true_case(
+    "bn_momentum_none",
+    lambda: nn.BatchNorm1d(3, momentum=None),
+    lambda b, n, i: (L(b, 3, n, seed=i),),
+)
+dyn_true_case(
+    "emb_max_norm", lambda: nn.Embedding(10, 3, max_norm=1.0), lambda b, n, i: (idx(b, n, seed=i),)
+)
+dyn_true_case(
+    "lstm", lambda: nn.LSTM(3, 4, batch_first=True), lambda b, n, i: (L(b, n, 3, seed=i),)
+)
+dyn_true_case(
+    "mha_kpm",
+    lambda: nn.MultiheadAttention(8, 2, batch_first=True),
+    lambda b, n, i: (L(b, n, 8, seed=i),) * 3,
+)
+dyn_true_case(
+    "interp_scale",
+    lambda: nn.Upsample(scale_factor=1.5, mode="bilinear"),
+    lambda b, n, i: (L(b, 2, n, 4, seed=i),),
+)
+dyn_true_case(
+    "adaptive_pool", lambda: nn.AdaptiveAvgPool1d(3), lambda b, n, i: (L(b, 2, n, seed=i),)
+)
+dyn_true_case(
+    "ce_ignore",
+    lambda: nn.CrossEntropyLoss(ignore_index=1, label_smoothing=0.2),
+    lambda b, n, i: (L(b * n, 3, seed=i), idx(b * n, hi=3, seed=i)),
+)
+dyn_true_case(
+    "unfold_fold",
+    lambda: nn.Sequential(nn.Unfold(2), nn.Fold((4, 5), 2)),
+    lambda b, n, i: (L(b, 2, 4, 5, seed=i),),
+)
+dyn_true_case(
+    "embbag_offsets",
+    lambda: nn.EmbeddingBag(10, 3, mode="max"),
+    lambda b, n, i: (idx(b * n, seed=i), torch.arange(0, b * n, n)),
+)
+dyn_true_case(
+    "conv_reflect",
+    lambda: nn.Conv1d(2, 2, 3, padding=1, padding_mode="circular"),
+    lambda b, n, i: (L(b, 2, n, seed=i),),
+)
+dyn_true_case("zeropad_neg", lambda: nn.ZeroPad1d((2, -1)), lambda b, n, i: (L(b, 2, n, seed=i),))
+dyn_true_case(
+    "channel_shuffle_cl",
+    lambda: nn.ChannelShuffle(2),
+    lambda b, n, i: (
+        L(b, 4, n, 3, seed=i).detach().to(memory_format=torch.channels_last).requires_grad_(),
+    ),
+)
+
+
+@scenario
+def inference_mode_train_and_eval(C, rec):
+    m = mk(
+        lambda: nn.Sequential(
+            nn.Conv1d(2, 3, 2),
+            nn.BatchNorm1d(3),
+            nn.InstanceNorm1d(3, track_running_stats=True),
+            parametrizations.spectral_norm(nn.Linear(4, 2)),
+            nn.Embedding(5, 2, max_norm=0.5) if False else nn.Identity(),
+        )
+    )
+    cm = C(m)
+    for i, mode in enumerate(("train", "eval", "train")):
+        m.train(mode == "train")
+        with torch.inference_mode():
+            x = L(3, 2, 5, seed=i, rg=False)
+            out = cm(x)
+            rec(f"{i} out", [out, out.is_inference()])
+        rec(f"{i} state", state(m))
+        rec(f"{i} versions", [b._version > 0 for b in m.buffers()])
+    step(rec, "after", cm, m, (L(3, 2, 5, seed=9),))
+
+
+@scenario
+def emb_max_norm_inference_mode(C, rec):
+    m = mk(lambda: nn.Embedding(6, 3, max_norm=0.5))
+    cm = C(m)
+    with torch.inference_mode():
+        out = cm(torch.tensor([[1, 2], [2, 5]]))
+    rec("out", out)
+    rec("weight", m.weight)
+    step(rec, "after", cm, m, (torch.tensor([1, 3]),))
+
+
+@scenario
+def module_dtype_changes_between_calls(C, rec):
+    m = mk(lambda: nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.BatchNorm1d(4)))
+    cm = C(m)
+    step(rec, "f32", cm, m, (L(5, 3),))
+    m.double()
+    step(rec, "f64", cm, m, (L(5, 3, seed=1).detach().double().requires_grad_(),))
+    m.to(torch.get_default_dtype())
+    m.eval()
+    with torch.no_grad():
+        step(rec, "back", cm, m, (L(5, 3, seed=2),))
+
+
+class NormThenGather(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+        self.emb = nn.Embedding(4, 3, max_norm=1.0)
+        self.ce = nn.CrossEntropyLoss()
+
+    def forward(self, x, idx, target):
+        h = self.bn(x)
+        e = self.emb(idx)  # (renormalizes, then may be out of range)
+        logits = h + e
+        return self.ce(logits, target)
+
+
+@scenario
+def errors_on_a_later_call_keep_eager_side_effects(C, rec):
+    m = mk(NormThenGather)
+    cm = C(m)
+    ok = (L(3, 3), torch.tensor([0, 1, 3]), torch.tensor([0, 2, 1]))
+    step(rec, "ok", cm, m, ok)
+    for label, idx_, target in (
+        ("emb oob", [0, 4, 1], [0, 1, 2]),
+        ("target oob", [0, 1, 2], [0, 3, 1]),
+        ("negative", [0, -1, 2], [0, 1, 2]),
+    ):
+        try:
+            step(rec, label, cm, m, (L(3, 3, seed=1), torch.tensor(idx_), torch.tensor(target)))
+        except (RuntimeError, IndexError) as e:
+            rec(f"{label} raised", e)
+        rec(f"{label} state", state(m))
+        m.zero_grad(set_to_none=True)
+    step(rec, "ok again", cm, m, ok)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ and raises its own error from the user's line.
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 
 import torch
 import torch.nn.functional as F
@@ -60,7 +61,9 @@ def _static_empty(t) -> bool | None:
 def refused(node: torch.fx.Node, result) -> Exception | None:
     """Eager's error for the call ``node`` (its fake ``result``) where it refuses an empty
     input or output size; None where it takes it or nothing is empty."""
-    if node.op != "call_function" or node.target not in _callables():
+    if node.op != "call_function" or not isinstance(node.target, Hashable):
+        return None  # (a user's callable object may define ``__eq__`` without ``__hash__``)
+    if node.target not in _callables():
         return None
     args, kwargs = map_arg((node.args, node.kwargs), lambda n: n.meta.get("example_value"))
     tensors = [t for t in tree_leaves((args, kwargs, result)) if isinstance(t, torch.Tensor)]
