@@ -57,6 +57,7 @@ from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
+from torch2xla.capture._no_grad_values import untrack_no_grad_values
 from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
@@ -145,6 +146,7 @@ class CompiledGraph:
         self, gm: torch.fx.GraphModule, options: Options, context: DynamoContext | None = None
     ) -> None:
         data_dependent.drop_noop_sets(gm)  # (``x.data = x``: module.to(its own dtype))
+        untrack_no_grad_values(gm)  # (Dynamo's ``F.pad`` under no_grad requires grad)
         # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
         # back by Dynamo): the program returns them as 0-d tensors
         out = gm.graph.find_nodes(op="output")[0].args[0]

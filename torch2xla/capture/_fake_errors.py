@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from torch2xla.capture import _device_checks
+from torch2xla.capture import _device_checks, _empty_calls
 
 # what eager's kernels raise for values and arguments they refuse, besides RuntimeError (which
 # Dynamo itself turns into its error, handled where it does)
@@ -103,7 +103,19 @@ def install() -> None:
             # (in torch2xla's frames the fake run also refuses the devices eager's CUDA
             # kernels refuse: a CPU 0-d tensor beside CUDA ones where the op checks)
             with _device_checks.checking() if ours else contextlib.nullcontext():
-                return fake_value(node, tx, *args, **kwargs)
+                result = fake_value(node, tx, *args, **kwargs)
+            # (an empty size eager refuses and the fake run takes: ``_empty_calls``)
+            refused = _empty_calls.refused(node, result) if ours else None
+            if refused is not None and _breaks(_current_tx()):
+                unimplemented(
+                    gb_type=f"{type(refused).__name__} of eager for an empty size",
+                    context=f"{node.op} {node.target}",
+                    explanation=f"torch2xla: the call runs in eager PyTorch, which raises its "
+                    f"error: {refused}",
+                    hints=[],
+                    from_exc=refused,
+                )
+            return result
         except _EAGER_ERRORS as e:
             if isinstance(e, TorchDynamoException) or not _breaks(_current_tx()):
                 raise

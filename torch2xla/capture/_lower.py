@@ -13,6 +13,7 @@ import torch
 import torch._decomp
 import torch._decomp.decompositions
 from torch._functorch.aot_autograd import aot_export_module
+from torch._prims_common import suggest_memory_format
 
 from torch2xla.capture import _foreach
 from torch2xla.capture._aliases import InputAliasing
@@ -74,6 +75,9 @@ def decomposition_table() -> dict:
             decomposition = torch._decomp.decomposition_table[op]
             table[op] = _in_input_dtype(op, decomposition, lowered=True)
     table.update(_foreach.decompositions())  # (one op per tensor, as eager's slow path)
+    for op in _IN_INPUT_MEMORY_FORMAT:
+        if op in table:
+            table[op] = _in_input_memory_format(table[op])
     # (decomposed ops whose eager kernels reject some dtypes: checked as they decompose)
     return _arg_checks.checked_decompositions(table)
 
@@ -87,6 +91,26 @@ _LOSS_IN_INPUT_DTYPE = (
     _aten.soft_margin_loss.default,
     _aten.binary_cross_entropy.default,
 )
+
+
+# Ops whose eager kernels return the input's suggested memory format (``native_channel_shuffle``:
+# channels_last in, channels_last out) where torch's decomposition returns a contiguous result.
+_IN_INPUT_MEMORY_FORMAT = (_aten.channel_shuffle.default, _aten.native_channel_shuffle.default)
+
+
+def _in_input_memory_format(decomposition):
+    """``decomposition`` (of a shape op taking ``input`` first) with its result in the input's
+    suggested memory format, as eager's kernel allocates it; views of the input it returns
+    are left."""
+
+    def decompose(input, *args, **kwargs):
+        out = decomposition(input, *args, **kwargs)
+        if input.numel() == 0 or out._is_view() and out._base is input:
+            return out
+        return out.contiguous(memory_format=suggest_memory_format(input))
+
+    decompose.__name__ = decompose.__qualname__ = getattr(decomposition, "__name__", "decompose")
+    return decompose
 
 
 def _in_input_dtype(op: torch._ops.OpOverload, decomposition, lowered: bool = False):

@@ -32,6 +32,7 @@ from torch._ops import ops
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
 from torch2xla.ops._dtype_probes import REFUSED_CALL, kernel_refuses, unsupported_dtype
+from torch2xla.ops._empty_checks import EMPTY_CHECKS
 from torch2xla.ops._random_checks import RANDOM_CHECKS
 from torch2xla.runtime._interop import dtype_name
 
@@ -589,6 +590,7 @@ def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
 
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     **RANDOM_CHECKS,
+    **EMPTY_CHECKS,
     aten.var.correction: _floating_input("std and var"),
     aten.var.dim: _floating_input("std and var"),
     aten.std.correction: _floating_input("std and var"),

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 from torch._ops import ops
+from torch._prims_common import suggest_memory_format
 
 from torch2xla.ops._common import opmath_dtype
 from torch2xla.ops._registry import ctx, register
@@ -192,8 +193,16 @@ def _traced_resize(x, output_size, align_corners, scales, cubic):
             out = term if out is None else out + term
         y = out
     if x.is_floating_point():
-        return y.to(x.dtype)
-    return y.round().clamp(torch.iinfo(x.dtype).min, torch.iinfo(x.dtype).max).to(x.dtype)
+        y = y.to(x.dtype)
+    else:
+        y = y.round().clamp(torch.iinfo(x.dtype).min, torch.iinfo(x.dtype).max).to(x.dtype)
+    # eager's memory format (torch's decompositions say the same): the input's suggested one
+    # (channels_last in, channels_last out), but contiguous from a CUDA linear kernel of fewer
+    # than 16 channels
+    memory_format = suggest_memory_format(x)
+    if not cubic and x.device.type == "cuda" and x.shape[1] < 16:
+        memory_format = torch.contiguous_format
+    return y.contiguous(memory_format=memory_format)
 
 
 def _static(*sizes) -> bool:
