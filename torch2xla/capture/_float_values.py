@@ -26,14 +26,26 @@ double eager's Python computes (the lowering keeps constants behind optimization
 so XLA's simplifier does not reassociate them; ``ops/_arithmetic``). In-place arithmetic of a
 floating tensor (``m.mul_(beta)``) takes it as its out-of-place form does.
 
+Two more uses are rewritten to such an operand, as eager computes them (an optimizer's step
+with a learning rate that a scheduler changes: SGD's ``p.add_(grad, alpha=-lr)``, Adam's
+``lr / bias_correction`` of a step tensor):
+
+- ``s / x`` of a tensor ``x`` is ``x.reciprocal() * s`` (``Tensor.__rtruediv__``);
+- ``x.add(y, alpha=s)`` and ``x.sub(y, alpha=s)`` (in place too) of float32/float64 tensors
+  are ``x.add(y * s)``: eager's kernel rounds ``s`` to the operands' dtype and computes
+  ``fmadd(y, s, x)``; XLA's CPU compiler contracts the product and the sum into the same
+  fused multiply-add, as it does for the constant ``alpha``. (Half-precision kernels keep the
+  product in float32 or not by position, ``ops/_arithmetic._half_alpha_product``: there the
+  number stays a constant.)
+
 The number stays a constant (keyed by value) where any use is elsewhere: other Python
 arithmetic on it (``**``, ``math`` functions, ``/`` by a number, which Python raises for at
 zero where a tensor gives an infinity, a number of another input), a product of it in a
-float64 sum (``lr * 3 + 0.2``, ``x64 + lr * 0.1``: XLA's CPU compiler fuses the two into one
-multiply-add, rounded once), an op whose Scalar overload is another kernel (``clamp``: its
-Scalar kernel compares in opmath, its Tensor kernel in the tensor's dtype; ``pow``: special
-exponents), ``s / x`` (eager computes ``x.reciprocal() * s``), complex operands, or a
-returned value.
+float64 sum (``lr * 3 + 0.2``, ``x64 + lr * 0.1``, AdamW's ``1 - lr * weight_decay``: XLA's
+CPU compiler fuses the two into one multiply-add, rounded once), an op whose Scalar overload
+is another kernel (``clamp``: its Scalar kernel compares in opmath, its Tensor kernel in the
+tensor's dtype; ``pow``: special exponents), the ``value`` of a split ``addcdiv``/``addcmul``
+(RMSprop's), foreach ops, complex operands, or a returned value.
 """
 
 from __future__ import annotations
@@ -164,24 +176,87 @@ def _dtype_for(node: torch.fx.Node, item: torch.fx.Node, fake_mode) -> torch.dty
     if not isinstance(example, torch.Tensor) or example.is_complex():
         return None
     args = [a for k, a in enumerate(node.args) if not (node.target is torch.where and k == 0)]
-    operands = [_example(a) for a in (*args, node.kwargs.get("other")) if a not in (None, item)]
+    if "other" in node.kwargs:  # (``x.mul(other=s)``)
+        args = [*args, node.kwargs["other"]]
+    return _dtype_among([_example(a) if a is not item else item for a in args], item, fake_mode)
+
+
+def _dtype_among(args: list, item, fake_mode) -> torch.dtype | None:
+    """The dtype of a 0-d tensor that an elementwise op of the example operands ``args``
+    computes with exactly as with the Python float they hold as ``item`` (None if none)."""
+    operands = [a for a in args if a is not item and a is not None]
     tensors = [t for t in operands if isinstance(t, torch.Tensor)]
     if not tensors or any(t.is_complex() for t in tensors):
         return None
     if any(not isinstance(t, torch.Tensor | int | float | bool) for t in operands):
         return None
     kind = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
-    if "other" in node.kwargs:  # (``x.mul(other=s)``)
-        args = [*args, node.kwargs["other"]]
-    with_number = [1.0 if a is item else _example(a) for a in args]
+    with_number = [1.0 if a is item else a for a in args]
     want = elementwise_dtypes(*with_number, type_promotion_kind=kind)
     for dtype in (torch.float64, torch.get_default_dtype()):
         with fake_mode:
             zero = torch.empty((), dtype=dtype, device=tensors[0].device)
-        with_tensor = [zero if a is item else _example(a) for a in args]
+        with_tensor = [zero if a is item else a for a in args]
         if elementwise_dtypes(*with_tensor, type_promotion_kind=kind) == want:
             return dtype
     return None
+
+
+# ``x.add(y, alpha=s)``: the ops whose ``alpha`` is rewritten as a product ``y * s``
+_ALPHA_METHODS = frozenset({"add", "sub", "add_", "sub_"})
+_ALPHA_FUNCTIONS = frozenset({torch.add, torch.sub})
+_ALPHA_DTYPES = frozenset({torch.float32, torch.float64})
+
+
+def _rewritten_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple | None:
+    """``("rdiv", x)`` where ``node`` is ``item / x`` of a tensor ``x``; ``("alpha", y)``
+    where it is ``x.add(y, alpha=item)`` (or ``sub``, in place too) of float32/float64 tensors;
+    else None. The operand ``item`` is then multiplied with, as eager computes."""
+    if node.op == "call_function" and node.target is operator.truediv and not node.kwargs:
+        if len(node.args) == 2 and node.args[0] is item and node.args[1] not in numbers:
+            x = _example(node.args[1])
+            if isinstance(x, torch.Tensor) and not x.is_complex():
+                return ("rdiv", node.args[1])
+        return None
+    method = node.op == "call_method" and node.target in _ALPHA_METHODS
+    if not (method or (node.op == "call_function" and node.target in _ALPHA_FUNCTIONS)):
+        return None
+    if node.kwargs.get("alpha") is not item or set(node.kwargs) - {"alpha", "other"}:
+        return None
+    args = [*node.args, *([node.kwargs["other"]] if "other" in node.kwargs else [])]
+    if len(args) != 2 or any(a is item or a in numbers for a in args):
+        return None
+    examples = [_example(a) for a in (*args, node)]
+    if not all(isinstance(t, torch.Tensor) and t.dtype in _ALPHA_DTYPES for t in examples):
+        return None
+    return ("alpha", args[1])
+
+
+def _rewrite_use(gm, user: torch.fx.Node, form: tuple, value: torch.fx.Node, fake_mode) -> None:
+    """``user`` (``_rewritten_use``'s ``form``) computed with the 0-d tensor ``value`` as a
+    factor: ``x.reciprocal() * value``, or ``x.add(y * value)``."""
+    kind, operand = form
+    with gm.graph.inserting_before(user):
+        if kind == "rdiv":
+            recip = gm.graph.call_method("reciprocal", (operand,))
+            with fake_mode:
+                recip.meta = {**user.meta, "example_value": _example(operand).reciprocal()}
+            product = gm.graph.call_function(operator.mul, (recip, value))
+        else:
+            product = gm.graph.call_function(torch.mul, (operand, value))
+    with fake_mode:
+        example = torch.mul(_example(product.args[0]), _example(value))
+    product.meta = {**user.meta, "example_value": example}
+    if kind == "rdiv":
+        user.replace_all_uses_with(product)
+        gm.graph.erase_node(user)
+        return
+    kwargs = {k: v for k, v in user.kwargs.items() if k != "alpha"}
+    if "other" in kwargs:
+        kwargs["other"] = product
+    else:
+        user.args = (user.args[0], product, *user.args[2:])
+    user.kwargs = kwargs
 
 
 def _cast(gm, value: torch.fx.Node, dtype: torch.dtype, before, fake_mode) -> torch.fx.Node:
@@ -230,7 +305,8 @@ def _composite_part(node: torch.fx.Node) -> bool:
 def _numbers_of(items: list) -> tuple[list, list, str | None]:
     """The Python arithmetic on the ``.item()`` nodes ``items`` that is rewritten as tensor
     ops (``_number_op``, in graph order), the elementwise uses of the numbers (``(user,
-    number, dtype)``), and why the number stays a constant (None if it needs not)."""
+    number, dtype, form)``, ``form`` a ``_rewritten_use`` or None), and why the number stays
+    a constant (None if it needs not)."""
     numbers = set(items)
     products: set = set()
     derived: list = []
@@ -247,16 +323,29 @@ def _numbers_of(items: list) -> tuple[list, list, str | None]:
                 products.add(user)
             continue
         for number in taken:
-            if number in products and user.target in _SUMS and _float64_sum(user):
-                return [], [], f"its product is a term of a float64 sum ({user.target})"
+            form = None
             if _operand_slots(user, number) is None:
-                return [], [], f"it is used by {user.target if user.op != 'output' else 'output'}"
+                form = _rewritten_use(user, number, numbers)
+                if form is None:
+                    where = user.target if user.op != "output" else "output"
+                    return [], [], f"it is used by {where}"
+            # (a factor, ``y * s``, is no term: ``x.add(y, alpha=lr * 0.5)``)
+            sum_term = form is None and user.target in _SUMS and _float64_sum(user)
+            if number in products and sum_term:
+                return [], [], f"its product is a term of a float64 sum ({user.target})"
             if _composite_part(user):
                 return [], [], "it is the value of an addcdiv or addcmul (Dynamo split the call)"
-            dtype = _dtype_for(user, number, fake_mode)
+            if form is None:
+                dtype = _dtype_for(user, number, fake_mode)
+            else:  # (the number as a factor: ``x.reciprocal() * s``, ``y * s``)
+                factor = _example(form[1])
+                if form[0] == "rdiv":
+                    with fake_mode:
+                        factor = factor.reciprocal()
+                dtype = _dtype_among([factor, number], number, fake_mode)
             if dtype is None:
                 return [], [], f"{user.target} promotes it otherwise than a tensor"
-            plan.append((user, number, dtype))
+            plan.append((user, number, dtype, form))
     return derived, plan, None
 
 
@@ -309,9 +398,9 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
             continue
         tensors = _as_tensor_ops(gm, p, items, derived, fake_mode)
         casts: dict = {}
-        for user, number, dtype in plan:
+        for user, number, dtype, form in plan:
             tensor = tensors[number]
-            checked = _checked(gm, tensor, user, fake_mode)
+            checked = None if form is not None else _checked(gm, tensor, user, fake_mode)
             if checked is not None:  # (the float itself, checked: not shared with other uses)
                 user.replace_input_with(number, _cast(gm, checked, dtype, user, fake_mode))
                 continue
@@ -320,6 +409,9 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
                 # (after the tensor: before every use; ``p``'s before its first ``.item()``)
                 before = items[0] if tensor is p else tensor.next
                 value = casts[tensor, dtype] = _cast(gm, tensor, dtype, before, fake_mode)
+            if form is not None:
+                _rewrite_use(gm, user, form, value, fake_mode)
+                continue
             user.replace_input_with(number, value)
             if user.target in _COMMUTED and user.args[0] is value and len(user.args) == 2:
                 user.args = (user.args[1], value)
