@@ -31,6 +31,11 @@ with a learning rate that a scheduler changes: SGD's ``p.add_(grad, alpha=-lr)``
 ``lr / bias_correction`` of a step tensor):
 
 - ``s / x`` of a tensor ``x`` is ``x.reciprocal() * s`` (``Tensor.__rtruediv__``);
+- ``s ** x`` is ``torch.pow(s, x)``, whose kernel converts ``s`` to the result's dtype as
+  it converts the 0-d tensor (Adam's ``beta1 ** step`` of a step tensor);
+- ``x.lerp(end, s)`` (in place too; Adam's ``exp_avg.lerp_(grad, 1 - beta1)`` under a
+  schedule of its betas, OneCycleLR's) of float32/float64 tensors takes ``s`` as a 0-d
+  tensor of their dtype, as eager's kernel converts it;
 - ``x.add(y, alpha=s)`` and ``x.sub(y, alpha=s)`` (in place too) of float32/float64 tensors
   are ``x.add(y * s)``: eager's kernel rounds ``s`` to the operands' dtype and computes
   ``fmadd(y, s, x)``; XLA's CPU compiler contracts the product and the sum into the same
@@ -209,15 +214,24 @@ _ALPHA_DTYPES = frozenset({torch.float32, torch.float64})
 
 
 def _rewritten_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple | None:
-    """``("rdiv", x)`` where ``node`` is ``item / x`` of a tensor ``x``; ``("alpha", y)``
+    """``("rdiv", x)`` where ``node`` is ``item / x`` of a tensor ``x``, ``("rpow", x)`` where
+    it is ``item ** x``; ``("lerp", None)`` where it is ``_lerp_weight``; ``("alpha", y)``
     where it is ``x.add(y, alpha=item)`` (or ``sub``, in place too) of float32/float64 tensors;
-    else None. The operand ``item`` is then multiplied with, as eager computes."""
+    else None."""
     if node.op == "call_function" and node.target is operator.truediv and not node.kwargs:
         if len(node.args) == 2 and node.args[0] is item and node.args[1] not in numbers:
             x = _example(node.args[1])
             if isinstance(x, torch.Tensor) and not x.is_complex():
                 return ("rdiv", node.args[1])
         return None
+    if node.op == "call_function" and node.target in (operator.pow, torch.pow):
+        if len(node.args) == 2 and not node.kwargs and node.args[0] is item:
+            x = _example(node.args[1])
+            if node.args[1] not in numbers and isinstance(x, torch.Tensor):
+                return ("rpow", node.args[1])
+        return None
+    if _lerp_weight(node, item, numbers):
+        return ("lerp", None)
     method = node.op == "call_method" and node.target in _ALPHA_METHODS
     if not (method or (node.op == "call_function" and node.target in _ALPHA_FUNCTIONS)):
         return None
@@ -232,10 +246,40 @@ def _rewritten_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple |
     return ("alpha", args[1])
 
 
+def _lerp_weight(node: torch.fx.Node, item: torch.fx.Node, numbers) -> bool:
+    """Whether ``node`` is ``x.lerp(end, item)`` (in place too) of float32/float64 tensors of
+    one dtype: eager's Scalar kernel converts the weight to that dtype and computes as its
+    Tensor kernel does with a weight of that dtype (one lowering for both)."""
+    method = node.op == "call_method" and node.target in ("lerp", "lerp_")
+    if not (method or (node.op == "call_function" and node.target is torch.lerp)):
+        return False
+    if set(node.kwargs) - {"weight"}:
+        return False
+    args = [*node.args, *([node.kwargs["weight"]] if "weight" in node.kwargs else [])]
+    if len(args) != 3 or args[2] is not item or any(a in numbers for a in args[:2]):
+        return False
+    examples = [_example(a) for a in (*args[:2], node)]
+    return all(isinstance(t, torch.Tensor) and t.dtype in _ALPHA_DTYPES for t in examples) and (
+        len({t.dtype for t in examples}) == 1
+    )
+
+
 def _rewrite_use(gm, user: torch.fx.Node, form: tuple, value: torch.fx.Node, fake_mode) -> None:
     """``user`` (``_rewritten_use``'s ``form``) computed with the 0-d tensor ``value`` as a
     factor: ``x.reciprocal() * value``, or ``x.add(y * value)``."""
     kind, operand = form
+    if kind == "lerp":  # (the weight, of the tensors' dtype)
+        user.replace_input_with(operand, value)
+        return
+    if kind == "rpow":  # (``torch.pow(s, x)``: eager's ``Tensor.__rpow__``)
+        with gm.graph.inserting_before(user):
+            power = gm.graph.call_function(torch.pow, (value, operand))
+        with fake_mode:
+            example = torch.pow(_example(value), _example(operand))
+        power.meta = {**user.meta, "example_value": example}
+        user.replace_all_uses_with(power)
+        gm.graph.erase_node(user)
+        return
     with gm.graph.inserting_before(user):
         if kind == "rdiv":
             recip = gm.graph.call_method("reciprocal", (operand,))
@@ -337,6 +381,11 @@ def _numbers_of(items: list) -> tuple[list, list, str | None]:
                 return [], [], "it is the value of an addcdiv or addcmul (Dynamo split the call)"
             if form is None:
                 dtype = _dtype_for(user, number, fake_mode)
+            elif form[0] == "rpow":
+                dtype = _dtype_among([number, _example(form[1])], number, fake_mode)
+            elif form[0] == "lerp":
+                dtype = _example(user).dtype
+                form = ("lerp", number)
             else:  # (the number as a factor: ``x.reciprocal() * s``, ``y * s``)
                 factor = _example(form[1])
                 if form[0] == "rdiv":
