@@ -4,6 +4,8 @@ scheduler changes every step is one program for all its values where the optimiz
 of a step tensor, and so are betas that OneCycleLR cycles (``exp_avg.lerp_(grad, 1 - beta1)``,
 ``beta1 ** step``) (capture/_float_values.py), each step's values eager's."""
 
+import math
+
 import pytest
 import torch
 
@@ -84,6 +86,7 @@ _SCHEDULED = {
     "sgd-momentum-wd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01),
     "adam": lambda ps: torch.optim.Adam(ps, lr=0.05),
     "nadam": lambda ps: torch.optim.NAdam(ps, lr=0.05),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1),
     "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
     "adadelta": lambda ps: torch.optim.Adadelta(ps, lr=0.5),
     "asgd": lambda ps: torch.optim.ASGD(ps, lr=0.1, t0=2),
@@ -126,7 +129,7 @@ def _scheduled_steps(make, backend, full, n=4):
 
 
 # (the names compared with programs of constants too: a compile per step, slow)
-_BAKED = {("adam", False), ("nadam", True), ("sgd-momentum-wd", True)}
+_BAKED = {("adam", False), ("nadam", True), ("sgd-momentum-wd", True), ("adamw", True)}
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["step", "train"])
@@ -144,9 +147,25 @@ def test_scheduled_lr_one_program_values_as_eager(monkeypatch, name, full):
             torch._dynamo.reset()
             *_, baked = _scheduled_steps(_SCHEDULED[name], "xla", full)
         _close(got, baked, name, ulps=0)
-    if not name.startswith(("adam", "nadam")):
+    if not name.startswith(("adam", "nadam")):  # (adamw: adam's)
         # (Adam compiled by Dynamo computes its bias corrections from the float32 step
         # tensor, eager from a Python float; and XLA rounds exp_avg_sq's multiply-add once:
         # scripts/probe_optim.py)
         *_, want = _scheduled_steps(_SCHEDULED[name], None, full)
         _close(got, want, name, ulps=64 if full else 8)
+
+
+def _host(x, s):
+    # (Python arithmetic XLA would not compute as Python does: a product in a float64 sum, a
+    # power, a math function; done on the host, each call)
+    return x * (1 - s * 0.1), x * (s * 3 + 0.2), x * s**0.5, x + math.sqrt(abs(s)), x * -s
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16], ids=str)
+def test_python_arithmetic_on_the_host_values_equal_eager_one_program(monkeypatch, dtype):
+    counter = ProgramCounter(monkeypatch)
+    x = torch.tensor([0.1, -0.0, 0.0, NAN, INF, 1e-3, 2.5, -3, 7.0, 1.5], dtype=dtype)
+    c = torch.compile(_host, backend="xla")
+    for s in [0.1, 0.3, 1e-3, 0.7, 1 + 2**-40, -0.0, 0.0, 2.0 / 3, NAN, INF, 3e-8]:
+        _each(c(x, s), _host(x, s))
+    assert counter.count <= 3, counter.count

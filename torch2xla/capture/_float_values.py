@@ -55,11 +55,13 @@ tensor's dtype; ``pow``: special exponents), the ``value`` of a split ``addcdiv`
 
 from __future__ import annotations
 
+import copy
 import operator
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from torch2xla.capture._host_numbers import HostNumbers, host_numbers
 from torch2xla.capture._int_values import graph_fake_mode
 
 # Binary ops whose Python-number operand eager wraps into their Tensor overload.
@@ -346,6 +348,39 @@ def _composite_part(node: torch.fx.Node) -> bool:
     return any(_split_composite(u, numbers=True) is not None for u in node.users)
 
 
+def use_plan(user, number, numbers, products, fake_mode) -> tuple | str:
+    """How the elementwise ``user`` takes the Python float ``number`` (one of ``numbers``) as
+    a 0-d tensor, ``(user, number, dtype, form)`` (``form`` a ``_rewritten_use`` or None); or
+    why it cannot."""
+    form = None
+    if _operand_slots(user, number) is None:
+        form = _rewritten_use(user, number, numbers)
+        if form is None:
+            return f"it is used by {user.target if user.op != 'output' else 'output'}"
+    # (a factor, ``y * s``, is no term: ``x.add(y, alpha=lr * 0.5)``)
+    sum_term = form is None and user.target in _SUMS and _float64_sum(user)
+    if number in products and sum_term:
+        return f"its product is a term of a float64 sum ({user.target})"
+    if _composite_part(user):
+        return "it is the value of an addcdiv or addcmul (Dynamo split the call)"
+    if form is None:
+        dtype = _dtype_for(user, number, fake_mode)
+    elif form[0] == "rpow":
+        dtype = _dtype_among([number, _example(form[1])], number, fake_mode)
+    elif form[0] == "lerp":
+        dtype = _example(user).dtype
+        form = ("lerp", number)
+    else:  # (the number as a factor: ``x.reciprocal() * s``, ``y * s``)
+        factor = _example(form[1])
+        if form[0] == "rdiv":
+            with fake_mode:
+                factor = factor.reciprocal()
+        dtype = _dtype_among([factor, number], number, fake_mode)
+    if dtype is None:
+        return f"{user.target} promotes it otherwise than a tensor"
+    return (user, number, dtype, form)
+
+
 def _numbers_of(items: list) -> tuple[list, list, str | None]:
     """The Python arithmetic on the ``.item()`` nodes ``items`` that is rewritten as tensor
     ops (``_number_op``, in graph order), the elementwise uses of the numbers (``(user,
@@ -367,34 +402,10 @@ def _numbers_of(items: list) -> tuple[list, list, str | None]:
                 products.add(user)
             continue
         for number in taken:
-            form = None
-            if _operand_slots(user, number) is None:
-                form = _rewritten_use(user, number, numbers)
-                if form is None:
-                    where = user.target if user.op != "output" else "output"
-                    return [], [], f"it is used by {where}"
-            # (a factor, ``y * s``, is no term: ``x.add(y, alpha=lr * 0.5)``)
-            sum_term = form is None and user.target in _SUMS and _float64_sum(user)
-            if number in products and sum_term:
-                return [], [], f"its product is a term of a float64 sum ({user.target})"
-            if _composite_part(user):
-                return [], [], "it is the value of an addcdiv or addcmul (Dynamo split the call)"
-            if form is None:
-                dtype = _dtype_for(user, number, fake_mode)
-            elif form[0] == "rpow":
-                dtype = _dtype_among([number, _example(form[1])], number, fake_mode)
-            elif form[0] == "lerp":
-                dtype = _example(user).dtype
-                form = ("lerp", number)
-            else:  # (the number as a factor: ``x.reciprocal() * s``, ``y * s``)
-                factor = _example(form[1])
-                if form[0] == "rdiv":
-                    with fake_mode:
-                        factor = factor.reciprocal()
-                dtype = _dtype_among([factor, number], number, fake_mode)
-            if dtype is None:
-                return [], [], f"{user.target} promotes it otherwise than a tensor"
-            plan.append((user, number, dtype, form))
+            entry = use_plan(user, number, numbers, products, fake_mode)
+            if isinstance(entry, str):
+                return [], [], entry
+            plan.append(entry)
     return derived, plan, None
 
 
@@ -419,17 +430,9 @@ def _as_tensor_ops(gm, p: torch.fx.Node, items: list, derived: list, fake_mode) 
     return tensors
 
 
-def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
-    """Rewrite ``gm`` (in place) to take the 0-d tensors of the Python floats it uses only
-    as elementwise operands (directly or through exact Python arithmetic) as tensors there
-    (no ``.item()``). Returns, per input kept a number (keyed by value: one program per
-    value), why."""
-    from torch2xla.guards._key import placeholder_label
-
-    fake_mode = graph_fake_mode(gm)
-    kept: dict[str, str] = {}
-    changed = False
-    for p in list(gm.graph.find_nodes(op="placeholder")):
+def _float_inputs(gm: torch.fx.GraphModule, placeholders: list, fake_mode):
+    """Per 0-d float64 placeholder read only with ``.item()``: it and its ``.item()`` nodes."""
+    for p in placeholders:
         items = [u for u in p.users if u.op == "call_method" and u.target == "item"]
         if not items or len(items) != len(p.users):
             continue
@@ -441,7 +444,60 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
             or example.ndim != 0
         ):
             continue
+        yield p, items
+
+
+def _planned(fake_mode):
+    def planned(user, number):
+        return not isinstance(use_plan(user, number, {number}, set(), fake_mode), str)
+
+    return planned
+
+
+def _with_host_numbers(gm: torch.fx.GraphModule, fake_mode) -> bool:
+    """Whether some float input of ``gm`` needs Python arithmetic done on the host."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    for p, items in _float_inputs(gm, placeholders, fake_mode):
+        if p.meta.get("grapharg") is None or _numbers_of(items)[2] is None:
+            continue
+        if host_numbers(gm, p, items, _planned(fake_mode), fake_mode, rewrite=False):
+            return True
+    return False
+
+
+def float_values(
+    gm: torch.fx.GraphModule,
+) -> tuple[torch.fx.GraphModule, dict[str, str], list[HostNumbers]]:
+    """Rewrite ``gm`` (in place) to take the 0-d tensors of the Python floats it uses only
+    as elementwise operands (directly, through exact Python arithmetic, or through Python
+    arithmetic done on the host: ``_host_numbers``) as tensors there (no ``.item()``).
+    Returns the graph (a copy of ``gm`` with new inputs at the end of its own where the host
+    computes numbers), per input kept a number (keyed by value: one program per value), why;
+    and the host's arithmetic, whose numbers are those new inputs (``with_host_numbers``)."""
+    from torch2xla.guards._key import placeholder_label
+
+    fake_mode = graph_fake_mode(gm)
+    kept: dict[str, str] = {}
+    hosts: list[HostNumbers] = []
+    changed = False
+    if _with_host_numbers(gm, fake_mode):
+        copied = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        copied.meta.update(gm.meta)
+        gm = copied
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    # (``placeholders`` grows: the host's numbers are float inputs too)
+    for p, items in _float_inputs(gm, placeholders, fake_mode):
         derived, plan, why = _numbers_of(items)
+        if why is not None and p.meta.get("grapharg") is not None:  # (Dynamo's input)
+            on_host = host_numbers(gm, p, items, _planned(fake_mode), fake_mode)
+            if on_host is not None:
+                hosts.append(on_host[0])
+                placeholders.extend(on_host[1])
+                changed = True
+                items = [u for u in p.users if u.op == "call_method" and u.target == "item"]
+                if not items:
+                    continue
+                derived, plan, why = _numbers_of(items)
         if why is not None:
             kept[placeholder_label(p)] = why
             continue
@@ -470,4 +526,4 @@ def float_values(gm: torch.fx.GraphModule) -> dict[str, str]:
     if changed:
         gm.graph.lint()
         gm.recompile()
-    return kept
+    return gm, kept, hosts
