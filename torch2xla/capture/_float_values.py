@@ -43,6 +43,10 @@ with a learning rate that a scheduler changes: SGD's ``p.add_(grad, alpha=-lr)``
   product in float32 or not by position, ``ops/_arithmetic._half_alpha_product``: there the
   number stays a constant.)
 
+Other Python arithmetic on a number of Dynamo's input (below) is done in Python on the host at
+each call where every number it gives is used as above: those numbers are new inputs of a
+copy of the graph (``_host_numbers``; AdamW's ``1 - lr * weight_decay``).
+
 The number stays a constant (keyed by value) where any use is elsewhere: other Python
 arithmetic on it (``**``, ``math`` functions, ``/`` by a number, which Python raises for at
 zero where a tensor gives an infinity, a number of another input), a product of it in a
