@@ -1020,6 +1020,64 @@ def case_scaler_eager_with_compiled_model(C, rec):
 case_scaler_eager_with_compiled_model.full = torch.bfloat16
 
 
+@case()
+def case_adamw_warmup_lambda_full_step(C, rec):
+    # (transformers' schedule: linear warmup then decay, AdamW, clipping, all compiled)
+    model = Net().to(C.dtype)
+    opt = O.AdamW(model.parameters(), lr=0.01, weight_decay=0.05)
+    sch = O.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, (k + 1) / 2) * (1 - k / 10))
+
+    @C
+    def train(x):
+        loss = model(x).square().mean()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    for i in range(N + 1):
+        rec(f"loss {i}", train(r(6, 4, seed=i).to(C.dtype)))
+        record(rec, i, model, opt)
+        sch.step()
+        C.tick(i)
+
+
+@case()
+def case_accumulation_with_scheduler_sgd(C, rec):
+    model = Net().to(C.dtype)
+    cm = C(model)
+    opt = O.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    sch = O.lr_scheduler.ExponentialLR(opt, gamma=0.7)
+    step = C(opt.step)
+    for i in range(N + 1):
+        for k in range(2):
+            (cm(r(6, 4, seed=10 * i + k).to(C.dtype)).square().mean() / 2).backward()
+        step()
+        opt.zero_grad()
+        sch.step()
+        record(rec, i, model, opt)
+        C.tick(i)
+
+
+@case()
+def case_clip_norm_some_grads_none(C, rec):
+    model = Net().to(C.dtype)
+    opt = O.SGD(model.parameters(), lr=0.1)
+    clip = C(lambda ps: nn.utils.clip_grad_norm_(ps, 0.05, foreach=True))
+    for i in range(N):
+        model.b.requires_grad_(i % 2 == 0)
+        model(r(6, 4, seed=i).to(C.dtype)).square().mean().backward()
+        rec(f"norm {i}", clip(list(model.parameters())))
+        rec(f"clipped {i}", [p.grad for p in model.parameters()])
+        opt.step()
+        opt.zero_grad()
+        C.tick(i)
+
+
+case_clip_norm_some_grads_none.steady = 99  # (requires_grad toggles: Dynamo guards it)
+
+
 # ============================================================================================
 class Mode(probe_optim.Mode):
     def __init__(self, *a, **kw):
