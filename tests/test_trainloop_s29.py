@@ -5,10 +5,12 @@ of a step tensor, and so are betas that OneCycleLR cycles (``exp_avg.lerp_(grad,
 ``beta1 ** step``) (capture/_float_values.py), each step's values eager's."""
 
 import math
+import warnings
 
 import pytest
 import torch
 
+import torch2xla
 from tests._util import ProgramCounter
 from tests.test_float_values_s21 import _each
 from tests.test_optim_s20 import _close, _Net
@@ -87,6 +89,8 @@ _SCHEDULED = {
     "adam": lambda ps: torch.optim.Adam(ps, lr=0.05),
     "nadam": lambda ps: torch.optim.NAdam(ps, lr=0.05),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1),
+    "sgd-foreach": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True),
+    "adamw-foreach": lambda ps: torch.optim.AdamW(ps, lr=0.05, weight_decay=0.1, foreach=True),
     "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
     "adadelta": lambda ps: torch.optim.Adadelta(ps, lr=0.5),
     "asgd": lambda ps: torch.optim.ASGD(ps, lr=0.1, t0=2),
@@ -98,7 +102,10 @@ def _scheduled_steps(make, backend, full, n=4):
     model = _Net()
     opt = make(model.parameters())
     # (OneCycleLR cycles Adam's beta1 too: ``exp_avg.lerp_(grad, 1 - beta1)``, ``beta1 ** step``)
-    cycle = "betas" in opt.defaults or "momentum" in opt.defaults
+    # (not foreach Adam's betas: Dynamo's ``_foreach_lerp_`` fills ``full_like(exp_avg, 1 -
+    # beta1)``, which stays a constant per value)
+    foreach_adam = "betas" in opt.defaults and opt.defaults["foreach"]
+    cycle = ("betas" in opt.defaults or "momentum" in opt.defaults) and not foreach_adam
     sch = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=0.2, total_steps=n + 1, cycle_momentum=cycle
     )
@@ -129,7 +136,13 @@ def _scheduled_steps(make, backend, full, n=4):
 
 
 # (the names compared with programs of constants too: a compile per step, slow)
-_BAKED = {("adam", False), ("nadam", True), ("sgd-momentum-wd", True), ("adamw", True)}
+_BAKED = {
+    ("adam", False),
+    ("nadam", True),
+    ("sgd-momentum-wd", True),
+    ("adamw", True),
+    ("adamw-foreach", False),
+}
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["step", "train"])
@@ -168,4 +181,27 @@ def test_python_arithmetic_on_the_host_values_equal_eager_one_program(monkeypatc
     c = torch.compile(_host, backend="xla")
     for s in [0.1, 0.3, 1e-3, 0.7, 1 + 2**-40, -0.0, 0.0, 2.0 / 3, NAN, INF, 3e-8]:
         _each(c(x, s), _host(x, s))
+    assert counter.count <= 3, counter.count
+
+
+def _foreach(xs, ys, s):
+    # (not ``_foreach_add(xs, s)``: its 0-d overload has no decomposition, s stays a constant)
+    out = (torch._foreach_mul(xs, s), torch._foreach_div(xs, -s))
+    torch._foreach_add_(xs, ys, alpha=-s)
+    torch._foreach_mul_(xs, 1 - s * 0.1)
+    return (*(t for ts in out for t in ts), *xs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_foreach_with_a_changing_float_values_equal_eager_one_program(monkeypatch, dtype):
+    counter = ProgramCounter(monkeypatch)
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, generator=gen).to(dtype) for n in (37, 5)]
+    ys = [torch.tensor(TENSORS[dtype] * 3 + [1.5] * 7, dtype=dtype), torch.randn(5).to(dtype)]
+    c = torch.compile(_foreach, backend="xla")
+    for s in VALUES:
+        a, b = [x.clone() for x in xs], [x.clone() for x in xs]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", torch2xla.FallbackWarning)  # (all of it in XLA)
+            _each(c(a, ys, s), _foreach(b, ys, s))
     assert counter.count <= 3, counter.count

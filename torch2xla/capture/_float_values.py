@@ -26,7 +26,7 @@ double eager's Python computes (the lowering keeps constants behind optimization
 so XLA's simplifier does not reassociate them; ``ops/_arithmetic``). In-place arithmetic of a
 floating tensor (``m.mul_(beta)``) takes it as its out-of-place form does.
 
-Two more uses are rewritten to such an operand, as eager computes them (an optimizer's step
+More uses are rewritten to such an operand, as eager computes them (an optimizer's step
 with a learning rate that a scheduler changes: SGD's ``p.add_(grad, alpha=-lr)``, Adam's
 ``lr / bias_correction`` of a step tensor):
 
@@ -36,6 +36,9 @@ with a learning rate that a scheduler changes: SGD's ``p.add_(grad, alpha=-lr)``
 - ``x.lerp(end, s)`` (in place too; Adam's ``exp_avg.lerp_(grad, 1 - beta1)`` under a
   schedule of its betas, OneCycleLR's) of float32/float64 tensors takes ``s`` as a 0-d
   tensor of their dtype, as eager's kernel converts it;
+- ``_foreach_mul(xs, s)`` (``div``, in place too) of float32/float64 tensors takes
+  its 0-d tensor overload, and ``_foreach_add(xs, ys, alpha=s)`` is
+  ``_foreach_add(xs, _foreach_mul(ys, s))`` as ``add``'s alpha below (the foreach optimizers');
 - ``x.add(y, alpha=s)`` and ``x.sub(y, alpha=s)`` (in place too) of float32/float64 tensors
   are ``x.add(y * s)``: eager's kernel rounds ``s`` to the operands' dtype and computes
   ``fmadd(y, s, x)``; XLA's CPU compiler contracts the product and the sum into the same
@@ -238,6 +241,8 @@ def _rewritten_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple |
         return None
     if _lerp_weight(node, item, numbers):
         return ("lerp", None)
+    if node.op == "call_function" and node.target in _FOREACH:
+        return _foreach_use(node, item, numbers)
     method = node.op == "call_method" and node.target in _ALPHA_METHODS
     if not (method or (node.op == "call_function" and node.target in _ALPHA_FUNCTIONS)):
         return None
@@ -250,6 +255,42 @@ def _rewritten_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple |
     if not all(isinstance(t, torch.Tensor) and t.dtype in _ALPHA_DTYPES for t in examples):
         return None
     return ("alpha", args[1])
+
+
+# Foreach ops of a list and a number with an overload taking a 0-d tensor instead
+# (``_foreach_mul_(exp_avg_sqs, beta2)``, AdamW's ``_foreach_mul_(params, 1 - lr * wd)``), and
+# ``_foreach_add_(params, grads, alpha=-lr)`` (SGD's), whose alpha is a factor as ``add``'s
+_FOREACH = frozenset(
+    getattr(torch, f"_foreach_{n}{s}") for n in ("add", "mul", "div") for s in ("", "_")
+)
+
+
+def _float_list(value) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) > 0
+        and all(isinstance(_example(a), torch.Tensor) for a in value)
+        and all(_example(a).dtype in _ALPHA_DTYPES for a in value)
+    )
+
+
+def _foreach_use(node: torch.fx.Node, item: torch.fx.Node, numbers) -> tuple | None:
+    """``("foreach", None)`` where ``node`` is ``_foreach_mul(xs, item)`` (add, div; in place
+    too) of float32/float64 tensors; ``("foreach_alpha", ys)`` where it is
+    ``_foreach_add(xs, ys, alpha=item)``; else None."""
+    args, kwargs = node.args, node.kwargs
+    if not args or not _float_list(args[0]) or any(a is item for a in args[0]):
+        return None
+    # (``_foreach_add(xs, s)``'s 0-d overload has no decomposition: add's stays a constant)
+    scaled = node.target not in (torch._foreach_add, torch._foreach_add_)
+    if scaled and len(args) == 2 and args[1] is item and not kwargs:
+        return ("foreach", None)
+    alpha = node.target in (torch._foreach_add, torch._foreach_add_)
+    if not (alpha and len(args) == 2 and kwargs == {"alpha": item} and _float_list(args[1])):
+        return None
+    if any(a is item or a in numbers for a in args[1]):
+        return None
+    return ("foreach_alpha", args[1])
 
 
 def _lerp_weight(node: torch.fx.Node, item: torch.fx.Node, numbers) -> bool:
@@ -274,8 +315,23 @@ def _rewrite_use(gm, user: torch.fx.Node, form: tuple, value: torch.fx.Node, fak
     """``user`` (``_rewritten_use``'s ``form``) computed with the 0-d tensor ``value`` as a
     factor: ``x.reciprocal() * value``, or ``x.add(y * value)``."""
     kind, operand = form
-    if kind == "lerp":  # (the weight, of the tensors' dtype)
+    if kind in ("lerp", "foreach"):  # (the weight, of the tensors' dtype; the 0-d overload)
         user.replace_input_with(operand, value)
+        return
+    if kind == "foreach_alpha":  # (``_foreach_add_(xs, _foreach_mul(ys, value))``)
+        with gm.graph.inserting_before(user):
+            products = gm.graph.call_function(torch._foreach_mul, (list(operand), value))
+        with fake_mode:
+            examples = torch._foreach_mul([_example(a) for a in operand], _example(value))
+        products.meta = {**user.meta, "example_value": examples}
+        parts = []
+        for k, example in enumerate(examples):
+            with gm.graph.inserting_before(user):
+                part = gm.graph.call_function(operator.getitem, (products, k))
+            part.meta = {**user.meta, "example_value": example}
+            parts.append(part)
+        user.args = (user.args[0], parts)
+        user.kwargs = {}
         return
     if kind == "rpow":  # (``torch.pow(s, x)``: eager's ``Tensor.__rpow__``)
         with gm.graph.inserting_before(user):
@@ -374,6 +430,9 @@ def use_plan(user, number, numbers, products, fake_mode) -> tuple | str:
     elif form[0] == "lerp":
         dtype = _example(user).dtype
         form = ("lerp", number)
+    elif form[0].startswith("foreach"):  # (beside float32/float64 tensors: as the number)
+        dtype = torch.float64
+        form = (form[0], number if form[0] == "foreach" else form[1])
     else:  # (the number as a factor: ``x.reciprocal() * s``, ``y * s``)
         factor = _example(form[1])
         if form[0] == "rdiv":
