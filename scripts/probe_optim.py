@@ -418,7 +418,7 @@ def same_opt(g, e, path, red, r):
     d = same(g, e, path, red, r)
     if d is None or d.startswith((f"{path}: dtype", f"{path}: shape")):
         return d
-    if g[0] != "T" or not g[3].is_floating_point() or g[3].numel() == 0:
+    if g[0] != "T" or e[0] != "T" or not g[3].is_floating_point() or g[3].numel() == 0:
         return d
     a, b = g[3], e[3]
     fin = a.isfinite() & b.isfinite()

@@ -83,21 +83,21 @@ def _kept(monkeypatch, f, args_of, values):
     return counter.count
 
 
-def test_division_by_the_number_stays_a_constant(monkeypatch):
-    # (``x * (1 / s)``: Python raises ZeroDivisionError at s == 0, a tensor gives inf: each
-    # value its own program, eager's error at zero)
+def test_division_by_the_number_on_the_host(monkeypatch):
+    # (``x * (1 / s)``: Python raises ZeroDivisionError at s == 0, a tensor gives inf: done in
+    # Python on the host each call (capture/_host_numbers.py), one program, eager's error)
     f = lambda x, s: x * (1 / s)
     x = torch.randn(5)
-    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.2, 0.3, 0.4]) >= 4
+    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.2, 0.3, 0.4]) <= 2
     c = torch.compile(f, backend="xla")
     with pytest.raises(ZeroDivisionError):
         c(x, 0.0)
 
 
-def test_power_of_the_number_stays_a_constant(monkeypatch):
+def test_power_of_the_number_on_the_host(monkeypatch):
     f = lambda x, s: x * (1 - s**3)
     x = torch.randn(5)
-    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.2, 0.3, 0.4]) >= 4
+    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.2, 0.3, 0.4]) <= 2
 
 
 @pytest.mark.xfail(
@@ -124,25 +124,22 @@ def _product_in_sum(x, s):
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_product_in_a_sum_equals_eager(monkeypatch, dtype):
     # (float64: XLA's CPU compiler would fuse the product and the sum into one multiply-add,
-    # rounded once: the number stays a constant per value; the other dtypes round the
-    # product to the tensor's dtype before the sum: one program)
+    # rounded once: the product is computed on the host, capture/_host_numbers.py; the other
+    # dtypes round the product to the tensor's dtype before the sum: one program either way)
     counter = ProgramCounter(monkeypatch)
     x = torch.tensor([0.1, -0.0, 0.0, NAN, INF, 1e-3, 2.5, -3, 7.0, 1.5], dtype=dtype)
     c = torch.compile(_product_in_sum, backend="xla")
     values = [0.3, 0.1, 0.7, 1e-3, 3e-8, -0.0]
     for s in values:
         _each(c(x, s), _product_in_sum(x, s))
-    if dtype == torch.float64:
-        assert counter.count >= len(values), counter.count
-    else:
-        assert counter.count <= 2, counter.count
+    assert counter.count <= 3, counter.count  # (-0.0: Dynamo traces once more)
 
 
-def test_sum_of_a_product_of_the_number_stays_a_constant(monkeypatch):
-    # (``s * 3 + 0.2``: one rounding in a fused multiply-add, two in Python)
+def test_sum_of_a_product_of_the_number_on_the_host(monkeypatch):
+    # (``s * 3 + 0.2``: one rounding in a fused multiply-add, two in Python: done on the host)
     f = lambda x, s: x * (s * 3 + 0.2)
     x = torch.tensor([1.0, 2.5], dtype=torch.float32)
-    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.3, 0.5, 0.7]) >= 4
+    assert _kept(monkeypatch, f, lambda s: (x, s), [0.1, 0.3, 0.5, 0.7]) <= 2
 
 
 def test_in_place_on_integer_tensor_raises_as_eager():

@@ -51,6 +51,7 @@ from torch2xla.capture._eager_inputs import eager_inputs
 from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_breaks
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
+from torch2xla.capture._host_numbers import with_host_numbers
 from torch2xla.capture._inference import inference_outputs
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_offsets import SELECTED
@@ -160,8 +161,9 @@ class CompiledGraph:
         # (``gm`` rewritten for them; read after this only)
         self.int_values = int_values(gm)
         # Float inputs used only as elementwise operands: taken as the 0-d tensors Dynamo
-        # passes (no ``.item()``), every value one program (``capture/_float_values.py``)
-        self.kept_floats = float_values(gm)
+        # passes (no ``.item()``), every value one program (``capture/_float_values.py``);
+        # Python arithmetic on them done on the host, passed as new inputs (``_host_numbers``)
+        gm, self.kept_floats, self.host_numbers = float_values(gm)
         self._int_tensors = self.int_values is not None and bool(self.int_values.positions)
         self.gm, self.options = gm, options
         self.program_options = {  # what every XlaProgram of this graph is built with
@@ -228,6 +230,8 @@ class CompiledGraph:
     def __call__(self, *args):
         if self._int_tensors:
             args = self.int_values.tensors(args)
+        if self.host_numbers:
+            args = with_host_numbers(self.host_numbers, args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
         if _fork.IN_CHILD:
