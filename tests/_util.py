@@ -253,3 +253,10 @@ def no_fallback(fn, *args, **kwargs):
     ]
     assert not fallbacks, fallbacks[0]
     return out
+
+
+# torch 2.13 or later: the version the whole suite runs on here. Below it (the GPU host's torch
+# 2.11), Dynamo turns some Python floats into constants (a float that is a division's numerator or
+# a power's base: a program per value, before any backend) and traces custom autograd Functions
+# differently; tests gate those assertions on this.
+TORCH_2_13 = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)

@@ -6,7 +6,7 @@ dtype's values exactly eager's."""
 import pytest
 import torch
 
-from tests._util import ProgramCounter
+from tests._util import TORCH_2_13, ProgramCounter
 from tests.test_float_values_s21 import _each
 
 NAN, INF = float("nan"), float("inf")
@@ -40,8 +40,10 @@ def test_python_arithmetic_values_equal_eager(monkeypatch, dtype):
     c = torch.compile(_arith, backend="xla")
     for s in VALUES:
         _each(c(x, m, s), _arith(x, m, s))
-    # (Dynamo's first trace is of a constant; it guards on NaN: a third for it)
-    assert counter.count <= 3, counter.count
+    # (Dynamo's first trace is of a constant; it guards on NaN: a third for it; torch 2.11's
+    # Dynamo makes these floats constants, a program per value before any backend)
+    if TORCH_2_13:
+        assert counter.count <= 3, counter.count
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import torch2xla
-from tests._util import check_scenario, leaf
+from tests._util import TORCH_2_13, check_scenario, leaf
 
 # torch < 2.13: Dynamo hands a Function's intermediates out as outputs too: such Functions
 # stay in eager PyTorch there (values and gradients still eager's: what is asserted)
@@ -110,7 +110,21 @@ WRITES = {
 }
 
 
-@pytest.mark.parametrize("name", list(WRITES))
+_FN_211 = pytest.mark.xfail(
+    not TORCH_2_13,
+    strict=True,
+    reason="torch 2.11's Dynamo runs the Function as autograd_function_apply, kept in eager "
+    "inside the graph: writes of its forward are lost (aot_eager alike, checked for mul_/add_)",
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=_FN_211) if n in ("forward_mul_add_", "forward_index_copy_") else n
+        for n in WRITES
+    ],
+)
 def test_in_place_writes_of_function_subgraphs_are_kept(name):
     fn, n = WRITES[name]
 
@@ -214,6 +228,8 @@ def _written_inside(x, function, write):
 @pytest.mark.parametrize("function", [_SaveOut, _SaveWrittenOut])
 @pytest.mark.parametrize("through", [0, 1, 2])
 def test_function_saved_output_changed_inside_the_graph_raises_as_eager(through, function, write):
+    if not TORCH_2_13 and function is _SaveWrittenOut and through == 0:
+        pytest.xfail("torch 2.11: the Function runs in eager inside the graph; not checked there")
     """Eager raises at a backward through the Function whose saved output the graph wrote
     after the call (ours ran on the call's values), and runs through the other outputs; a
     write the forward made before saving raises nothing."""
