@@ -29,7 +29,8 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 
 def _storage(t: torch.Tensor):
-    if t.layout != torch.strided:
+    # (functorch's wrappers, inside ``torch.func`` transforms, have no storage to compare)
+    if t.layout != torch.strided or torch._C._functorch.is_functorch_wrapped_tensor(t):
         return None
     return t.untyped_storage()._cdata
 
