@@ -1,6 +1,7 @@
 """torch 2.11 check of tests/test_userprog_s29's forward-writes Function: eager, aot_eager, xla."""
 
 import torch
+
 import torch2xla  # noqa: F401
 
 
