@@ -20,6 +20,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -97,7 +98,11 @@ class Packing:
                         f"torch2xla internal error: output {i} is {outs[i].dtype}{outs[i].shape}, "
                         f"packed as {g.dtype}{shape}; please report this with the model"
                     )
-            flat.append(jnp.concatenate(parts))
+            # NOTE: behind a barrier XLA cannot fuse the parts' producers into the
+            # concatenation: fused, the gradients' reductions (biases, norms) ran inside one
+            # concatenate kernel at a fraction of their own kernels' speed, 1.6 ms a segment of
+            # ViT-B/16's bf16 backward on an H200 (3.3 ms of a 23.4 ms step, session 30).
+            flat.append(jnp.concatenate(jax.lax.optimization_barrier(parts)))
         return flat
 
     def index(self, i: int) -> int:
