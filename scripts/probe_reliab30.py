@@ -1599,5 +1599,341 @@ def generator_of_compiled_training_steps_closed_early(C, rec):
     rec("outs", out + [pgrads(m), m.steps])
 
 
+
+# ============================================================================================
+# round 3: a custom Function's backward that fails (the error at .backward(), as eager)
+class _AlwaysRaises(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("sin backward is not implemented here")
+
+
+class _WrongShape(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.sum(0)
+
+
+class _WrongCount(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g,)
+
+
+class _TooMany(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3, g
+
+
+class _WrongDtype(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g * 2).double()
+
+
+class _GradForInt(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, torch.ones(())
+
+
+class _Once(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.exp()
+
+
+class _ForwardRaises(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        if x.shape[0] > 2:
+            raise ValueError("forward refuses big inputs")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _function_case(fn_cls, make_args, C, rec, double=False):
+    def f(*args):
+        return (fn_cls.apply(*args) * 1.5).sum()
+
+    g = C(f)
+    for k in range(2):
+        args = make_args(k)
+        attempt(rec, f"fwd{k}", lambda args=args: g(*args))
+        try:
+            loss = g(*args)
+        except Exception:  # noqa: BLE001  (recorded above)
+            continue
+        if double:
+            attempt(
+                rec,
+                f"bwd{k}",
+                lambda loss=loss, args=args: torch.autograd.grad(loss, args[0], create_graph=True)[0]
+                .sum()
+                .backward(),
+            )
+        else:
+            attempt(rec, f"bwd{k}", lambda loss=loss: loss.backward())
+        rec(f"grads{k}", [a.grad for a in args if isinstance(a, torch.Tensor)])
+
+
+@scenario
+def function_backward_always_raises(C, rec):
+    _function_case(_AlwaysRaises, lambda k: (r(3, seed=k).requires_grad_(),), C, rec)
+
+
+@scenario
+def function_backward_wrong_shape(C, rec):
+    _function_case(_WrongShape, lambda k: (r(2, 3, seed=k).requires_grad_(),), C, rec)
+
+
+@scenario
+def function_backward_wrong_count(C, rec):
+    _function_case(
+        _WrongCount, lambda k: (r(3, seed=k).requires_grad_(), r(3, seed=9).requires_grad_()), C, rec
+    )
+
+
+@scenario
+def function_backward_too_many(C, rec):
+    _function_case(_TooMany, lambda k: (r(3, seed=k).requires_grad_(),), C, rec)
+
+
+@scenario
+def function_backward_wrong_dtype(C, rec):
+    _function_case(_WrongDtype, lambda k: (r(3, seed=k).requires_grad_(),), C, rec)
+
+
+@scenario
+def function_backward_grad_for_int(C, rec):
+    _function_case(_GradForInt, lambda k: (r(3, seed=k).requires_grad_(), 3), C, rec)
+
+
+@scenario
+def function_once_differentiable_double_backward(C, rec):
+    _function_case(_Once, lambda k: (r(3, seed=k).requires_grad_(),), C, rec, double=True)
+
+
+@scenario
+def function_forward_raises(C, rec):
+    _function_case(_ForwardRaises, lambda k: (r(2 + k, seed=k).requires_grad_(),), C, rec)
+
+
+@scenario
+def function_backward_raises_in_module_training_loop(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.fail = True
+
+        def forward(self, x):
+            y = self.lin(x)
+            return (_AlwaysRaises.apply(y) if self.fail else y.sin()).sum()
+
+    m = M()
+    g = C(m)
+    x = r(2, 3)
+    attempt(rec, "bwd", lambda: g(x).backward())
+    rec("g", [m.lin.weight.grad])
+    m.fail = False
+    g(x).backward()
+    rec("g2", [m.lin.weight.grad])
+
+
+# ============================================================================================
+# round 3: threads and runtime failures
+@scenario
+def threads_one_replays_a_failed_check_others_good(C, rec):
+    def f(x, idx, acc):
+        acc.add_(1)
+        x.mul_(2)
+        return x[idx].sum()
+
+    g = C(f)
+
+    def work(i):
+        acc = torch.zeros(())
+        out = []
+        for k in range(3):
+            x = r(4, seed=k)
+            bad = i == 1 and k == 1
+            try:
+                out.append(g(x, torch.tensor([9 if bad else k]), acc))
+            except IndexError as e:
+                out.append(type(e).__name__)
+            out.append(x)
+        return out + [acc]
+
+    rec("results", _threads(work))
+
+
+@scenario
+def threads_training_with_grad_mode_switch_inside(C, rec):
+    torch.manual_seed(0)
+    models = [Net(seed=i) for i in range(3)]
+    g = C(lambda m, x, train: m(x).sum() if train else m(x).detach().sum())
+
+    def work(i):
+        m = models[i]
+        out = []
+        for k in range(2):
+            train = (i + k) % 2 == 0
+            with torch.set_grad_enabled(train):
+                loss = g(m, r(2, 4, seed=k), train)
+            out.append([loss, loss.requires_grad])
+            if loss.requires_grad:
+                loss.backward()
+        return out + [pgrads(m), m.steps]
+
+    rec("results", _threads(work, n=3))
+
+
+# ============================================================================================
+# round 4: a runtime check failing inside the user's ``with`` blocks: global state after it
+def _with_block_case(ctx, C, rec, state):
+    def f(x, idx):
+        y = x * 2
+        with ctx():
+            z = y[idx] + 1
+        return z * 3
+
+    g = C(f)
+    x = r(4).requires_grad_()
+    attempt(rec, "bad", lambda: g(x, torch.tensor([9])))
+    rec("state", state())
+    attempt(rec, "good", lambda: g(x, torch.tensor([1])))
+    rec("state2", state())
+
+
+@scenario
+def check_fails_in_no_grad(C, rec):
+    _with_block_case(torch.no_grad, C, rec, torch.is_grad_enabled)
+
+
+@scenario
+def check_fails_in_enable_grad_under_no_grad(C, rec):
+    with torch.no_grad():
+        _with_block_case(torch.enable_grad, C, rec, torch.is_grad_enabled)
+
+
+@scenario
+def check_fails_in_inference_mode(C, rec):
+    _with_block_case(
+        torch.inference_mode,
+        C,
+        rec,
+        lambda: [torch.is_inference_mode_enabled(), torch.is_grad_enabled()],
+    )
+
+
+@scenario
+def check_fails_in_autocast(C, rec):
+    _with_block_case(
+        lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+        C,
+        rec,
+        lambda: [torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")],
+    )
+
+
+@scenario
+def check_fails_in_fork_rng(C, rec):
+    def f(x, idx):
+        with torch.random.fork_rng():
+            torch.manual_seed(123)
+            y = x + torch.rand(4)
+            z = y[idx]
+        return z
+
+    g = C(f)
+    torch.manual_seed(5)
+    attempt(rec, "bad", lambda: g(r(4), torch.tensor([9])))
+    rec("after", torch.rand(3))
+
+
+@scenario
+def check_fails_in_saved_tensor_hooks(C, rec):
+    packed = []
+
+    def pack(t):
+        packed.append(1)
+        return t
+
+    _with_block_case(
+        lambda: torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+        C,
+        rec,
+        lambda: torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+        if hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
+        else True,
+    )
+
+
+@scenario
+def check_fails_in_set_grad_enabled_false_functional(C, rec):
+    def f(x, idx):
+        prev = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        z = (x * 2)[idx]
+        torch.set_grad_enabled(prev)
+        return z
+
+    g = C(f)
+    attempt(rec, "bad", lambda: g(r(4).requires_grad_(), torch.tensor([9])))
+    rec("grad", torch.is_grad_enabled())
+    torch.set_grad_enabled(True)
+
+
+@scenario
+def check_fails_in_module_eval_switch(C, rec):
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    emb = nn.Embedding(3, 4)
+
+    def f(x, ids):
+        m.eval()
+        y = m(x) + emb(ids)
+        m.train()
+        return y
+
+    g = C(f)
+    attempt(rec, "bad", lambda: g(r(2, 4), torch.tensor([0, 7])))
+    rec("training", [m.training, m[1].training, m[1].running_mean])
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))
