@@ -34,6 +34,7 @@ from torch2xla._errors import (
     warn,
 )
 from torch2xla._options import OptionError, Options
+from torch2xla._registration import install as _register_once
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._accumulate import example_order
 from torch2xla.autodiff._connected import example_links, examples_hold
@@ -138,6 +139,10 @@ def xla_backend(
         return refuse
     skip_frame_in_try(gm, FallbackWarning)  # (its handler could not run: eager runs it)
     return CompiledGraph(gm, parsed)
+
+
+# Threads whose first torch.compile(backend="xla") overlap: one registration, no AssertionError.
+_register_once("xla", xla_backend)
 
 
 class CompiledGraph:

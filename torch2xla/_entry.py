@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from torch2xla._errors import CompileError, OpError
+from torch2xla._unwind import sdpa_state, unwind
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
 from torch2xla.capture._aliases import OutputMarks, program_grads, storage_classes
@@ -57,15 +58,18 @@ _AUTOCAST_DEVICES = ("cpu", *(["cuda"] if torch.cuda.is_available() else []))
 
 
 @contextlib.contextmanager
-def restored_on_error() -> Iterator[None]:
+def restored_on_error(gm: torch.fx.GraphModule | None = None) -> Iterator[None]:
     """Where the code inside raises, the global state a Dynamo graph run in eager PyTorch sets
     as the user's ``with`` blocks did is restored to what it was on entry: grad mode, forward
     grad, autocast, saved-tensor hooks (``torch.func.grad`` disables them) and functorch's
     transforms. The graph resets them in the nodes after its failing op, which never run,
     where eager's ``with`` blocks reset them on the way out: an IndexError inside
     ``torch.no_grad()`` left grad mode off, and the caller's next training step computed no
-    gradient."""
+    gradient. With the graph ``gm`` that runs inside, the contexts its nodes entered and did
+    not leave are left first (``_unwind``: inference mode, autocast's nesting and cache,
+    forward AD's dual level, sdpa's backends)."""
     grad, fwd_grad = torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+    sdpa = None if gm is None else sdpa_state(gm)
     hooks = torch._C._autograd._saved_tensors_hooks_is_enabled()
     message = (
         None if hooks else torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
@@ -76,7 +80,9 @@ def restored_on_error() -> Iterator[None]:
     ]
     try:
         yield
-    except BaseException:
+    except BaseException as e:
+        if gm is not None:
+            unwind(gm, e, sdpa)
         _pop_functorch_layers(depth)
         for d, enabled, dtype in autocast:
             torch.set_autocast_enabled(d, enabled)
@@ -108,7 +114,7 @@ def run_eager(gm: torch.fx.GraphModule, args: Sequence):
     """``gm``'s forward run by eager PyTorch (``restored_on_error``)."""
     if hasattr(gm, "real_recompile"):  # (a lazy graph module's forward calls the wrapper)
         gm.real_recompile()
-    with restored_on_error():
+    with restored_on_error(gm):
         return gm.forward(*args)
 
 

@@ -42,7 +42,11 @@ from typing import Any, NamedTuple
 import torch
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ')
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# Code that holds no ``try`` statement of its own: a frame running it is inside a ``try`` only
+# through the frame that called it, whose line the stack shows too (a lambda defined inside a
+# ``try`` block and compiled, ``torch.compile(lambda x: ...)``, runs outside it when called).
+_NO_TRY = frozenset({"<lambda>", "<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"})
 
 # what a handler must catch to catch an error a graph raises when it runs (eager's types for
 # values it rejects: IndexError, RuntimeError and its kin, AssertionError; ValueError too) or
@@ -199,8 +203,8 @@ def _blocks(filename: str, size: int) -> tuple[_Block, ...]:
 def _frames(trace: str) -> list[tuple[str, int]]:
     return [
         (f, int(line))
-        for f, line in _FRAME.findall(trace)
-        if not f.startswith(_TORCH_DIR) and not f.startswith("<")
+        for f, line, name in _FRAME.findall(trace)
+        if not f.startswith(_TORCH_DIR) and not f.startswith("<") and name not in _NO_TRY
     ]
 
 
