@@ -1909,6 +1909,370 @@ _grad_case(
 )
 
 
+# ============================================================================================
+# second wave: complex and float64 linalg, broadcasting, degenerate inputs, layouts
+def _cspd(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=g, dtype=torch.complex128)
+    return (a @ a.mH + n * torch.eye(n, dtype=torch.complex128)).to(torch.complex64)
+
+
+def _cx(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.complex64)
+
+
+_grad_case(
+    "c_la_solve",
+    lambda a, b: torch.view_as_real(torch.linalg.solve(a, b)),
+    lambda k: (_cspd(3), _cx(3, 2)),
+)
+_grad_case(
+    "c_la_inv_det",
+    lambda a: (torch.view_as_real(torch.linalg.inv(a)), torch.linalg.det(a).abs()),
+    lambda k: (_cx(3, 3),),
+)
+_grad_case(
+    "c_la_cholesky", lambda a: torch.view_as_real(torch.linalg.cholesky(a)), lambda k: (_cspd(3),)
+)
+_grad_case(
+    "c_la_eigh",
+    lambda a: (torch.linalg.eigvalsh(a), torch.linalg.eigh(a).eigenvectors.abs()),
+    lambda k: (_cspd(3),),
+)
+_grad_case("c_la_svdvals", torch.linalg.svdvals, lambda k: (_cx(4, 3),))
+_grad_case(
+    "c_la_qr",
+    lambda a: tuple(torch.view_as_real(t) for t in torch.linalg.qr(a)),
+    lambda k: (_cx(4, 3),),
+)
+_grad_case(
+    "c_la_slogdet",
+    lambda a: tuple(
+        torch.view_as_real(t) if t.is_complex() else t for t in torch.linalg.slogdet(a)
+    ),
+    lambda k: (_cx(3, 3),),
+)
+_grad_case(
+    "c_la_norms",
+    lambda a: (
+        torch.linalg.vector_norm(a),
+        torch.linalg.matrix_norm(a),
+        torch.linalg.matrix_norm(a, 2),
+        torch.linalg.norm(a, "nuc"),
+    ),
+    lambda k: (_cx(3, 3),),
+)
+_grad_case(
+    "c_la_matrix_exp",
+    lambda a: torch.view_as_real(torch.linalg.matrix_exp(a)),
+    lambda k: (_cx(3, 3) * 0.5,),
+)
+_grad_case("c_la_pinv", lambda a: torch.view_as_real(torch.linalg.pinv(a)), lambda k: (_cx(4, 3),))
+_grad_case(
+    "c_la_lstsq",
+    lambda a, b: torch.view_as_real(torch.linalg.lstsq(a, b).solution),
+    lambda k: (_cx(5, 3), _cx(5, 2, seed=1)),
+)
+_grad_case(
+    "c_la_cross_vecdot",
+    lambda a, b: (
+        torch.view_as_real(torch.linalg.cross(a, b)),
+        torch.view_as_real(torch.linalg.vecdot(a, b)),
+    ),
+    lambda k: (_cx(2, 3), _cx(2, 3, seed=1)),
+)
+_grad_case(
+    "f64_la_suite",
+    lambda a, b: (
+        torch.linalg.solve(a, b),
+        torch.linalg.inv(a),
+        torch.linalg.det(a),
+        torch.linalg.cholesky(a),
+        torch.linalg.eigvalsh(a),
+        torch.linalg.svdvals(a),
+        torch.linalg.matrix_exp(a / 10),
+    ),
+    lambda k: (_spd(4, dtype=torch.float64), _x(4, 2, dtype=torch.float64)),
+)
+_grad_case("la_solve_broadcast_A", torch.linalg.solve, lambda k: (_spd(3, (1,)), _x(4, 3, 2)))
+_grad_case(
+    "la_solve_broadcast_both", torch.linalg.solve, lambda k: (_spd(3, (2, 1)), _x(1, 5, 3, 1))
+)
+_grad_case(
+    "la_solve_triangular_broadcast",
+    lambda a, b: torch.linalg.solve_triangular(a, b, upper=False),
+    lambda k: (torch.linalg.cholesky(_spd(3)), _x(4, 3, 2)),
+)
+_grad_case(
+    "la_slogdet_singular", lambda a: tuple(torch.linalg.slogdet(a)), lambda k: (torch.ones(3, 3),)
+)
+_grad_case(
+    "la_det_rank1_grad", torch.linalg.det, lambda k: (torch.tensor([[1.0, 2.0], [2.0, 4.0]]),)
+)
+_grad_case(
+    "la_det_batched_singular",
+    torch.linalg.det,
+    lambda k: (torch.stack([torch.ones(3, 3), _spd(3), torch.zeros(3, 3)]),),
+)
+_grad_case(
+    "la_eigh_repeated", lambda a: torch.linalg.eigh(a).eigenvectors.sum(), lambda k: (torch.eye(3),)
+)
+_grad_case("la_eigvalsh_repeated", torch.linalg.eigvalsh, lambda k: (torch.eye(3) * 2,))
+_grad_case("la_svdvals_repeated", torch.linalg.svdvals, lambda k: (torch.eye(3),))
+_grad_case(
+    "la_svd_repeated_u_grad",
+    lambda a: torch.linalg.svd(a, full_matrices=False).U.sum(),
+    lambda k: (torch.eye(3),),
+)
+_grad_case(
+    "la_norm_zero_matrix",
+    lambda a: (
+        torch.linalg.matrix_norm(a),
+        torch.linalg.matrix_norm(a, 2),
+        torch.linalg.matrix_norm(a, "nuc"),
+    ),
+    lambda k: (torch.zeros(3, 3),),
+)
+_grad_case(
+    "la_cond_singular", torch.linalg.cond, lambda k: (torch.tensor([[1.0, 2.0], [2.0, 4.0]]),)
+)
+_val_case(
+    "la_norm_empty",
+    lambda a: (torch.linalg.vector_norm(a), torch.linalg.matrix_norm(a)),
+    lambda k: (torch.zeros(0, 3),),
+)
+_val_case(
+    "la_norm_empty_inf_err",
+    lambda a: torch.linalg.vector_norm(a, math.inf),
+    lambda k: (torch.zeros(0, 3),),
+)
+_val_case(
+    "la_vector_norm_0d",
+    lambda a: (torch.linalg.vector_norm(a), torch.linalg.norm(a)),
+    lambda k: (torch.tensor(-3.0),),
+)
+_grad_case(
+    "la_norm_transposed_input",
+    lambda a: (torch.linalg.matrix_norm(a.mT, 1), torch.linalg.vector_norm(a.mT, 3, dim=0)),
+    lambda k: (_x(3, 4),),
+)
+_grad_case(
+    "la_matrix_norm_dims",
+    lambda a: torch.linalg.matrix_norm(a, ord=-2, dim=(0, 2), keepdim=True),
+    lambda k: (_x(3, 2, 4),),
+)
+_grad_case(
+    "la_lstsq_underdetermined",
+    lambda a, b: torch.linalg.lstsq(a, b).solution,
+    lambda k: (_x(2, 4), _x(2, 1, seed=1)),
+)
+_grad_case(
+    "la_lstsq_rcond",
+    lambda a, b: torch.linalg.lstsq(a, b, rcond=0.5, driver="gelsd").solution,
+    lambda k: (_x(5, 3), _x(5, 1, seed=1)),
+)
+_grad_case("la_pinv_atol", lambda a: torch.linalg.pinv(a, atol=1.0), lambda k: (_x(4, 3),))
+_val_case(
+    "la_matrix_rank_batched",
+    lambda a: torch.linalg.matrix_rank(a),
+    lambda k: (torch.stack([torch.ones(3, 3), torch.eye(3), torch.zeros(3, 3)]),),
+)
+_grad_case(
+    "la_matrix_power_big", lambda a: torch.linalg.matrix_power(a, 13), lambda k: (_x(3, 3) * 0.3,)
+)
+_val_case(
+    "la_matrix_power_nonsquare_err",
+    lambda a: torch.linalg.matrix_power(a, 2),
+    lambda k: (_x(2, 3),),
+)
+_grad_case("la_inv_noncontig", lambda a: torch.linalg.inv(a[:, ::2].mT), lambda k: (_x(3, 6),))
+_grad_case("la_cholesky_transposed", lambda a: torch.linalg.cholesky(a.mT), lambda k: (_spd(3),))
+_val_case(
+    "la_cross_int",
+    torch.linalg.cross,
+    lambda k: (torch.tensor([[1, 2, 3]]), torch.tensor([[4, 5, 6]])),
+)
+_val_case("la_cross_size_err", torch.linalg.cross, lambda k: (_x(2, 4), _x(2, 4)))
+_grad_case(
+    "la_householder_batched",
+    torch.linalg.householder_product,
+    lambda k: (_x(2, 4, 3), _x(2, 3, seed=1)),
+)
+_grad_case(
+    "la_ldl_hermitian",
+    lambda a: torch.linalg.ldl_factor(a, hermitian=True).LD,
+    lambda k: (_spd(3),),
+)
+_grad_case(
+    "la_tensordot_einsum",
+    lambda a, b: (torch.tensordot(a, b, dims=([1], [0])), torch.einsum("ij,jk->ik", a, b)),
+    lambda k: (_x(3, 4), _x(4, 2, seed=1)),
+)
+_grad_case(
+    "la_kron_chain",
+    lambda a, b: (torch.kron(a, b), torch.linalg.matrix_exp(torch.kron(a, b) * 0.1)),
+    lambda k: (_x(2, 2), _x(2, 2, seed=1)),
+)
+_grad_case(
+    "la_trace_of_inv_sandwich",
+    lambda a, b: torch.trace(torch.linalg.solve(a, b) @ torch.linalg.inv(a)),
+    lambda k: (_spd(3), _x(3, 3, seed=1)),
+)
+_grad_case(
+    "la_logdet_via_cholesky",
+    lambda a: 2 * torch.linalg.cholesky(a).diagonal(dim1=-2, dim2=-1).log().sum(-1),
+    lambda k: (_spd(3, (2,)),),
+)
+
+# fft on layouts and degenerate sizes
+_grad_case("fft_noncontig", lambda x: torch.fft.fft(x.mT, dim=0), lambda k: (_x(3, 5),))
+_grad_case("fft_dim_neg2", lambda x: torch.fft.rfft(x, dim=-2), lambda k: (_x(6, 3),))
+_grad_case(
+    "fft_size1",
+    lambda x: (torch.fft.fft(x), torch.fft.rfft(x), torch.fft.irfft(torch.fft.rfft(x), n=1)),
+    lambda k: (_x(2, 1),),
+)
+_grad_case(
+    "fft_irfft_odd_default_n", lambda x: torch.fft.irfft(torch.fft.rfft(x)), lambda k: (_x(7),)
+)
+_grad_case("fft_hfft_n", lambda x: torch.fft.hfft(x.to(torch.complex64), n=7), lambda k: (_x(4),))
+_grad_case(
+    "fft_ihfftn", lambda x: torch.view_as_real(torch.fft.ihfftn(x, s=(3, 6))), lambda k: (_x(4, 5),)
+)
+_grad_case(
+    "fft_complex_input_norms",
+    lambda x: torch.view_as_real(torch.fft.ifftn(torch.view_as_complex(x), norm="ortho")),
+    lambda k: (_x(3, 4, 2),),
+)
+_val_case("fft_empty_err", lambda x: torch.fft.fft(x), lambda k: (torch.zeros(0),))
+_val_case("fft_dim_out_of_range_err", lambda x: torch.fft.fft(x, dim=2), lambda k: (_x(3, 4),))
+_val_case(
+    "fft_s_dim_len_err", lambda x: torch.fft.fftn(x, s=(2, 3), dim=(0,)), lambda k: (_x(3, 4),)
+)
+_grad_case(
+    "fft_fftshift_freq_grid",
+    lambda x: (
+        torch.fft.fftshift(torch.fft.fft2(x)).abs()
+        * torch.fft.fftshift(torch.fft.fftfreq(4))[:, None]
+    ),
+    lambda k: (_x(4, 4),),
+)
+_grad_case(
+    "fft_f64_grad",
+    lambda x: torch.fft.irfft(torch.fft.rfft(x, norm="ortho") ** 2, n=9, norm="ortho"),
+    lambda k: (_x(9, dtype=torch.float64),),
+)
+
+# statistics, degenerate
+_val_case(
+    "st_histc_out_of_range",
+    lambda x: torch.histc(x, bins=4, min=0, max=1),
+    lambda k: (torch.tensor([-1.0, 0.0, 0.25, 0.999, 1.0, 1.5, float("inf")]),),
+)
+_val_case(
+    "st_histc_f64_edges",
+    lambda x: torch.histc(x, bins=3, min=0, max=0.3),
+    lambda k: (torch.tensor([0.1, 0.2, 0.3, 0.0], dtype=torch.float64),),
+)
+_val_case(
+    "st_histc_min_gt_max_err", lambda x: torch.histc(x, bins=3, min=2, max=1), lambda k: (_x(5),)
+)
+_val_case(
+    "st_histogram_bins_float_edges",
+    lambda x: tuple(torch.histogram(x, bins=torch.tensor([0.0, 0.1, 0.3]))),
+    lambda k: (torch.tensor([0.1, 0.2, 0.3, 0.0, 0.05]),),
+)
+_val_case(
+    "st_searchsorted_nan_sorted",
+    lambda s, v: (torch.searchsorted(s, v), torch.searchsorted(s, v, right=True)),
+    lambda k: (torch.tensor([1.0, 2.0, float("nan")]), torch.tensor([0.5, 2.0, 3.0, float("nan")])),
+)
+_val_case(
+    "st_searchsorted_int_float_mix",
+    lambda s, v: torch.searchsorted(s, v),
+    lambda k: (torch.tensor([1, 3, 5]), torch.tensor([2.5, 3.0])),
+)
+_val_case(
+    "st_bucketize_boundaries_unsorted_ok",
+    lambda v, b: torch.bucketize(v, b),
+    lambda k: (torch.tensor([1.0, 4.0]), torch.tensor([3.0, 1.0, 2.0])),
+)
+_grad_case(
+    "st_quantile_dim_neg",
+    lambda x: torch.quantile(x, torch.tensor(0.3), dim=-1),
+    lambda k: (_x(2, 5),),
+)
+_grad_case(
+    "st_quantile_ties_grad",
+    lambda x: torch.quantile(x, torch.tensor([0.25, 0.5]), interpolation="linear"),
+    lambda k: (torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0]),),
+)
+_val_case("st_quantile_empty", lambda x: torch.quantile(x, 0.5), lambda k: (torch.zeros(0),))
+_val_case(
+    "st_cum_empty_dim",
+    lambda x: (x.cumsum(1), x.cumprod(1), torch.logcumsumexp(x, 1), *torch.cummax(x, 1)),
+    lambda k: (torch.zeros(2, 0),),
+)
+_grad_case(
+    "st_cumprod_grad_multi_zero",
+    lambda x: x.cumprod(1),
+    lambda k: (torch.tensor([[0.0, 2.0, 0.0, 3.0], [1.0, 0.0, 2.0, 2.0]]),),
+)
+_grad_case(
+    "st_logcumsumexp_complex",
+    lambda x: torch.view_as_real(torch.logcumsumexp(torch.view_as_complex(x), 0)),
+    lambda k: (_x(4, 2),),
+)
+_grad_case(
+    "st_cov_complex",
+    lambda x: torch.view_as_real(torch.cov(torch.view_as_complex(x))),
+    lambda k: (_x(2, 5, 2),),
+)
+_val_case(
+    "st_cov_fweights_float_err",
+    lambda x, fw: torch.cov(x, fweights=fw),
+    lambda k: (_x(3, 5), torch.ones(5)),
+)
+_grad_case(
+    "st_diff_0d_prepend",
+    lambda x: torch.diff(x, prepend=torch.tensor([0.0]), append=torch.tensor([9.0])),
+    lambda k: (_x(4),),
+)
+_val_case("st_diff_0d_err", lambda x: torch.diff(x), lambda k: (torch.tensor(1.0),))
+_grad_case(
+    "st_cummax_grad_ties",
+    lambda x: torch.cummax(x, 0).values,
+    lambda k: (torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0]),),
+)
+_val_case(
+    "st_unique_empty",
+    lambda x: tuple(torch.unique(x, return_inverse=True, return_counts=True)),
+    lambda k: (torch.zeros(0, dtype=torch.long),),
+)
+_val_case(
+    "st_unique_consecutive_float",
+    lambda x: tuple(torch.unique_consecutive(x, return_counts=True)),
+    lambda k: (torch.tensor([1.0, 1.0, float("nan"), float("nan"), 2.0]),),
+)
+_grad_case(
+    "st_cdist_p0_inf",
+    lambda a, b: (torch.cdist(a, b, p=0), torch.cdist(a, b, p=math.inf), torch.cdist(a, b, p=3)),
+    lambda k: (_x(3, 2), _x(4, 2, seed=1)),
+)
+_grad_case(
+    "st_cdist_zero_dist",
+    lambda a, b: torch.cdist(a, b),
+    lambda k: (torch.tensor([[1.0, 2.0], [0.0, 0.0]]), torch.tensor([[1.0, 2.0], [3.0, 3.0]])),
+)
+_grad_case("st_pdist_single_row", torch.pdist, lambda k: (_x(1, 3),))
+_grad_case(
+    "st_nanmean_all_nan",
+    lambda x: (torch.nanmean(x, 0), torch.nansum(x, 0)),
+    lambda k: (torch.tensor([[float("nan"), 1.0], [float("nan"), 2.0]]),),
+)
+
+
 # torch2xla's errors subclass eager's (``OpLinAlgError`` is a ``LinAlgError``)
 _SUBCLASS = re.compile(
     r"error (OpError|OpLinAlgError|OpIndexError|OpValueError|OpNotImplementedError): (.*) \(xla\) vs "

@@ -8,7 +8,10 @@
 - gradients eager refuses or JAX has no rule for, for some arguments only:
   ``linalg.qr(mode='r')`` and ``mode='complete'`` of a tall matrix (eager's backward raises;
   ours returned a gradient), ``linalg.svd(full_matrices=True)`` of a non-square matrix (JAX
-  has no rule: the whole graph fell back to eager, warning of a torch2xla bug).
+  has no rule: the whole graph fell back to eager, warning of a torch2xla bug);
+- ``nansum``'s gradient at NaN elements (torch's decomposition gave 0 where eager's ``grad *
+  ~isnan`` is NaN: ``nanmean`` of an all-NaN slice), ``logcumsumexp``'s of complex inputs
+  (NaN: the real formula's split by sign).
 """
 
 from __future__ import annotations
@@ -126,3 +129,45 @@ def test_svd_full_matrices_square_stays_in_xla():
     no_fallback(torch.compile(f, backend="xla"), a).backward()
     f(b).backward()
     torch.testing.assert_close(a.grad, b.grad)
+
+
+def _grads_match(fn, *inputs, backward=lambda out: out.real.sum()):
+    """``fn`` compiled gives eager's outputs and the gradients of every input (NaN too)."""
+    xs = [x.clone().requires_grad_() for x in inputs]
+    ys = [x.clone().requires_grad_() for x in inputs]
+    got = no_fallback(torch.compile(fn, backend="xla"), *xs)
+    want = fn(*ys)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    backward(got).backward()
+    backward(want).backward()
+    for x, y in zip(xs, ys):
+        torch.testing.assert_close(x.grad, y.grad, equal_nan=True)
+
+
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.nanmean(x, 0),  # an all-NaN column: eager's gradient there is NaN
+        lambda x: torch.nanmean(x),
+        lambda x: torch.nansum(x, 1, keepdim=True) * 2,
+        lambda x: torch.nansum(x, dtype=torch.float64) * float("inf"),
+        lambda x: torch.nansum(x.bfloat16(), 0).float(),
+    ],
+)
+def test_nansum_gradient_at_nan(fn):
+    _grads_match(fn, torch.tensor([[_NAN, 1.0, 2.0], [_NAN, _NAN, 3.0]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_logcumsumexp_complex_gradient(dtype):
+    # the real formula's split by the gradient's sign gave NaN for complex gradients
+    z = torch.view_as_complex(leaf(5, 2, rg=False)).to(dtype)
+    z[1] = complex(-float("inf"), 0.0)
+
+    def f(z):
+        return torch.logcumsumexp(z, 0)
+
+    _grads_match(f, z, backward=lambda out: (out * torch.arange(5.0)).real.sum())
