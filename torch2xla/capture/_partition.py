@@ -10,7 +10,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from torch2xla._errors import Unsupported, is_custom_op, op_name, source_line
-from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, NO_JAX_GRADIENT, dtype_without_xla
+from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla, no_jax_gradient
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
@@ -59,8 +59,8 @@ def find_unsupported(
             found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:
             found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
-        elif node.target in NO_JAX_GRADIENT and node in graded:
-            found.append(Unsupported(node, f"its gradient: {NO_JAX_GRADIENT[node.target]}"))
+        elif node in graded and (why := no_jax_gradient(node)) is not None:
+            found.append(Unsupported(node, f"its gradient: {why}"))
         elif _sparse(node):
             found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
         elif node.target in _SPARSE_GRAD and node in graded and _sparse_grad(node):

@@ -67,7 +67,7 @@ from torch2xla.ops._coverage import (
     Why,
     dtype_without_xla,
 )
-from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT
+from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT, no_jax_gradient
 from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
 
 defer("torchvision", _vision.register_lowerings)
@@ -82,6 +82,7 @@ __all__ = [
     "Why",
     "ctx",
     "dtype_without_xla",
+    "no_jax_gradient",
     "register",
     "where_is",
 ]

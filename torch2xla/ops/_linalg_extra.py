@@ -9,13 +9,16 @@ of the ``torch.linalg.*`` functions, and from the ``_ex`` functions called with
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 from jax.lax import linalg as lax_linalg
-from torch._ops import ops
+from torch._ops import OpOverload, ops
+from torch.fx.experimental.symbolic_shapes import guard_or_true
 
 from torch2xla.ops._common import (
     Kind,
@@ -215,17 +218,50 @@ def _linalg_eigh(A, UPLO="L", compute_v=True):
     return (w, v) if compute_v else (w, _empty(1))
 
 
-# Lowerings whose JAX functions have no reverse-mode rule. Where a gradient flows through one
-# of these nodes, the node runs in eager PyTorch instead (capture/_partition.find_unsupported),
-# so its gradient, and eager's errors about it, are eager's; without a gradient it runs in XLA.
-NO_JAX_GRADIENT = {
+def _qr_gradient(node: torch.fx.Node) -> str | None:
+    mode = _node_arg(node, 1, "mode", "reduced")
+    if mode == "r":
+        return "mode='r': eager's backward raises (the derivative needs Q)"
+    m, n = node.args[0].meta["val"].shape[-2:]
+    if mode == "complete" and guard_or_true(m > n):
+        return "mode='complete' of a tall matrix: eager's backward raises"
+    return None
+
+
+def _svd_gradient(node: torch.fx.Node) -> str | None:
+    full = _node_arg(node, 1, "full_matrices", False)
+    uv = _node_arg(node, 2, "compute_uv", True)
+    m, n = node.args[0].meta["val"].shape[-2:]
+    if full and uv and guard_or_true(m != n):
+        return "full_matrices=True of a non-square matrix: JAX has no gradient for it"
+    return None
+
+
+def _node_arg(node: torch.fx.Node, k: int, name: str, default):
+    return node.args[k] if len(node.args) > k else node.kwargs.get(name, default)
+
+
+# Lowerings whose JAX functions have no reverse-mode rule, or one that differs from eager's
+# (eager raises in backward), always or for some arguments (a function of the node: the
+# reason, or None). Where a gradient flows through one of these nodes, the node runs in eager
+# PyTorch instead (capture/_partition.find_unsupported), so its gradient, and eager's errors
+# about it, are eager's; without a gradient it runs in XLA.
+NO_JAX_GRADIENT: dict[OpOverload, str | Callable[[torch.fx.Node], str | None]] = {
     aten.linalg_eig.default: "JAX differentiates eigenvectors of non-symmetric matrices only "
     "under assumptions it cannot check",
     aten.linalg_eigvals.default: "JAX differentiates eigenvalues of non-symmetric matrices "
     "through eig's eigenvector rule",
     aten.linalg_householder_product.default: "JAX has no gradient for householder_product",
     aten.ormqr.default: "JAX has no gradient for ormqr",
+    aten.linalg_qr.default: _qr_gradient,
+    aten._linalg_svd.default: _svd_gradient,
 }
+
+
+def no_jax_gradient(node: torch.fx.Node) -> str | None:
+    """Why JAX cannot give eager's gradient through ``node`` (None: it can)."""
+    why = NO_JAX_GRADIENT.get(node.target)
+    return why(node) if callable(why) else why
 
 
 @register(aten.linalg_eig.default)

@@ -19,6 +19,7 @@ from torch2xla.ops._common import (
     out_dtype,
     promote,
 )
+from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._half_product import half_product
 from torch2xla.ops._registry import ctx, register
 
@@ -53,6 +54,21 @@ def _acc_dtype(x, dtype, index: int | None = None):
 @register(aten.sum.dim_IntList, aten.sum.default)
 def sum_(self, dim=None, keepdim=False, *, dtype=None):
     return _reduce(jnp.sum, self, dim, keepdim, _acc_dtype(self, dtype))
+
+
+# NOTE: eager's derivative of nansum is ``grad * ~isnan(self)``: NaN where the gradient is
+# infinite at a NaN element (``nanmean`` of an all-NaN slice divides it by a count of 0);
+# torch's decomposition (``sum(where(isnan(x), 0, x))``) gives 0 there.
+_nan_to_zero = with_partials(
+    lambda x: jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), x),
+    lambda x: (~jnp.isnan(x),),
+)
+
+
+@register(aten.nansum.default)
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    x = _nan_to_zero(self) if jnp.issubdtype(self.dtype, jnp.floating) else self
+    return _reduce(jnp.sum, x, dim, keepdim, _acc_dtype(self, dtype))
 
 
 @register(aten.mean.dim, aten.mean.default)

@@ -173,13 +173,19 @@ def _logcumsumexp_bwd(axis, residuals, g):
     # float32 accuracy through the scan).
     x, out = residuals
     dtype = g.dtype
-    if dtype == jnp.float32:
+    wide = {jnp.float32: jnp.float64, jnp.complex64: jnp.complex128}.get(jnp.dtype(dtype).type)
+    if wide is not None:
         # x - out cancels for large x: float64 keeps the float32 gradient accurate.
-        x, g = x.astype(jnp.float64), g.astype(jnp.float64)
+        x, g = x.astype(wide), g.astype(wide)
         out = lax.cumlogsumexp(x, axis=axis)  # the float32 output's rounding would dominate
 
     def reverse_lcse(v):
         return jnp.flip(lax.cumlogsumexp(jnp.flip(v, axis), axis=axis), axis)
+
+    if jnp.iscomplexobj(g):
+        # torch's complex branch, conj(exp(x + rlcse(log(conj(grad)) - out))), for JAX's
+        # cotangent (the conjugate of torch's gradient): no split by sign.
+        return (jnp.exp(x + reverse_lcse(jnp.log(g) - out)).astype(dtype),)
 
     pos = jnp.where(g > 0, jnp.log(jnp.where(g > 0, g, 1)) - out, -jnp.inf)
     neg = jnp.where(g < 0, jnp.log(jnp.where(g < 0, -g, 1)) - out, -jnp.inf)

@@ -283,8 +283,9 @@ register(aten.igammac.default)(_pointwise(jsp.gammaincc, Kind.INT_TO_FLOAT))
 @register(aten.special_spherical_bessel_j0.default)
 def special_spherical_bessel_j0(x):
     def j0(v):
-        safe = jnp.where(v == 0, 1, v)
-        return jnp.where(v == 0, 1, jnp.sin(safe) / safe)
+        safe = jnp.where((v == 0) | jnp.isinf(v), 1, v)
+        # torch: 1 at 0 and 0 at the infinities (sin(inf) / inf is NaN)
+        return jnp.where(v == 0, 1, jnp.where(jnp.isinf(v), 0, jnp.sin(safe) / safe))
 
     return _pointwise(j0, Kind.INT_TO_FLOAT)(x)
 
@@ -349,6 +350,33 @@ _Y_T, _Y_TW = _gauss_legendre(0.0, np.pi, 1, 256)
 _Y_S, _Y_SW = _gauss_legendre(0.0, 28.0, 64, 16)
 
 
+# Below this, Y_n by its power series: the second integral reaches past s = 28 for x below
+# ~1e-11 (Y_0(1e-30) came out -17.8 for -44.0).
+_Y_SERIES = 1e-3
+
+
+def _bessel_y_series(order: int, x):
+    """Y_order(x) for 0 < x <= _Y_SERIES (other x: any finite value), from the series
+    Y_n(x) = (2/pi) log(x/2) J_n(x) - (1/pi) sum_k c_k(n) (x/2)^(2k+n) / (k! (k+n)!)
+    (- (1/pi) (n-1)! (x/2)^-n for n = 1), c_k(n) = (-1)^k (psi(k+1) + psi(k+n+1))."""
+    x = jnp.where((x > 0) & (x <= _Y_SERIES), x, _Y_SERIES)
+    h = 0.5 * x
+    q = -h * h
+    euler = 0.57721566490153286061
+    j, rest, term = jnp.zeros_like(x), jnp.zeros_like(x), h**order / math.factorial(order)
+    for k in range(6):
+        psi = (
+            -2 * euler
+            + sum(1 / i for i in range(1, k + 1))
+            + sum(1 / i for i in range(1, k + order + 1))
+        )
+        j = j + term
+        rest = rest + psi * term
+        term = term * q / ((k + 1) * (k + 1 + order))
+    out = (2 / np.pi) * jnp.log(h) * j - rest / np.pi
+    return out - 1 / (np.pi * h) if order == 1 else out
+
+
 def _bessel_y(order: int, x):
     safe = jnp.where(x > 0, x, 1.0)
     t, s = jnp.asarray(_Y_T), jnp.asarray(_Y_S)
@@ -368,6 +396,7 @@ def _bessel_y(order: int, x):
     w = ax - (0.5 * order + 0.25) * np.pi
     large = jnp.sqrt(2 / (np.pi * ax)) * (p * jnp.sin(w) + q * jnp.cos(w))
     out = jnp.where(safe <= _J_SWITCH, small, large)
+    out = jnp.where(safe <= _Y_SERIES, _bessel_y_series(order, safe), out)
     # torch: -inf at 0, NaN below.
     return jnp.where(x > 0, out, jnp.where(x == 0, -jnp.inf, jnp.nan))
 
@@ -422,14 +451,73 @@ def _airy_ai(x):
     right = jnp.sqrt(y / 3) * k_scaled * jnp.exp(-z) / np.pi
     left = jnp.sqrt(y) / 3 * (_bessel_j_nu(1 / 3, z) + _bessel_j_nu(-1 / 3, z))
     out = jnp.where(pos, right, left)
-    return jnp.where(x == 0, 0.355028053887817239, out)  # Ai(0) = 1 / (3^(2/3) Gamma(2/3))
+    # NOTE: near 0 the integral of K_1/3 reaches past s = 32 (Ai(1e-30) came out 1e-11, not
+    # Ai(0)): |x| <= 1 takes the Maclaurin series Ai(x) = Ai(0) f(x) + Ai'(0) g(x),
+    # f = sum 3^k (1/3)_k x^3k / (3k)!, g = sum 3^k (2/3)_k x^(3k+1) / (3k+1)!.
+    t = jnp.where(jnp.abs(x) <= 1, x, 0.0)
+    cube = t * t * t
+    f, g, tf, tg = jnp.ones_like(t), t, jnp.ones_like(t), t
+    for k in range(1, 12):
+        tf = tf * cube / ((3 * k - 1) * (3 * k))
+        tg = tg * cube / ((3 * k) * (3 * k + 1))
+        f, g = f + tf, g + tg
+    series = 0.355028053887817239 * f - 0.258819403792806798 * g  # Ai(0), -Ai'(0)
+    out = jnp.where(jnp.abs(x) <= 1, series, out)
+    return jnp.where(jnp.isnan(x), x, out)
 
 
 register(aten.special_airy_ai.default)(_pointwise(_f64(_airy_ai), Kind.INT_TO_FLOAT))
 
 # NOTE: K_v(x) = int_0^inf exp(-x cosh t) cosh(v t) dt decays double-exponentially, so the
-# trapezoid rule on [0, 20] is accurate to float64 rounding for every x > 0 we can represent.
+# trapezoid rule on [0, 20] is accurate to float64 rounding for x > 2. Below, the integrand
+# reaches past t = 20 (K_0(x) ~ -log(x / 2): at x = 1e-30 the rule gave 20 for 69.2), and
+# eager's Cephes series in x^2 - 2 (`_K_SMALL`) is used as eager computes it.
 _K_T, _K_W = _trapezoid_nodes(20.0, 320)
+
+# Cephes' Chebyshev coefficients of K_0(x) + log(x / 2) I_0(x) and of
+# x K_1(x) - x log(x / 2) I_1(x) on (0, 2] (ATen/native/Math.h, modified_bessel_k*_forward).
+_K_SMALL = {
+    0: (
+        1.37446543561352307156e-16,
+        4.25981614279661018399e-14,
+        1.03496952576338420167e-11,
+        1.90451637722020886025e-09,
+        2.53479107902614945675e-07,
+        2.28621210311945178607e-05,
+        1.26461541144692592338e-03,
+        3.59799365153615016266e-02,
+        3.44289899924628486886e-01,
+        -5.35327393233902768720e-01,
+    ),
+    1: (
+        -7.02386347938628759343e-18,
+        -2.42744985051936593393e-15,
+        -6.66690169419932900609e-13,
+        -1.41148839263352776110e-10,
+        -2.21338763073472585583e-08,
+        -2.43340614156596823496e-06,
+        -1.73028895751305206302e-04,
+        -6.97572385963986435018e-03,
+        -1.22611180822657148235e-01,
+        -3.53155960776544875667e-01,
+        1.52530022733894777053e00,
+    ),
+}
+
+
+def _bessel_k_small(order: int, x):
+    """K_order(x) for 0 < x <= 2 (other x: any finite value), as Cephes computes it."""
+    x = jnp.where((x > 0) & (x <= 2), x, 1.0)
+    coef = _K_SMALL[order]
+    y = x * x - 2.0
+    a, q, p = jnp.full_like(x, coef[0]), jnp.zeros_like(x), jnp.zeros_like(x)
+    for c in coef[1:]:
+        p, q = q, a
+        a = y * q - p + c
+    cheb = 0.5 * (a - p)
+    if order == 0:
+        return cheb - jnp.log(0.5 * x) * jsp.i0(x)
+    return jnp.log(0.5 * x) * jsp.i1(x) + cheb / x
 
 
 # Above this, exp(x) K_v(x) by its asymptotic series: the integrand's width, ~1/sqrt(x),
@@ -451,6 +539,7 @@ def _bessel_k_scaled(order: int, x):
         term = term * (mu - (2 * k - 1) ** 2) / (k * 8 * big)
         series = series + term
     val = jnp.where(x > _K_ASYMPTOTIC, jnp.sqrt(np.pi / (2 * big)) * series, val)
+    val = jnp.where(x <= 2, _bessel_k_small(order, x) * jnp.exp(jnp.minimum(x, 2)), val)
     return jnp.where(x > 0, val, jnp.where(x == 0, jnp.inf, jnp.nan))
 
 
