@@ -23,7 +23,7 @@ from typing import Any
 import sympy
 import torch
 
-from torch2xla.guards._key import SignatureKey, _expr, scalar_key
+from torch2xla.guards._key import SignatureKey, _expr, placeholder_label, scalar_key
 from torch2xla.guards.bucketing._guards import equalities, guards_hold, one_way_ties
 from torch2xla.guards.bucketing._padded_entry import _MEMO_LIMIT, PaddedEntry
 from torch2xla.guards.bucketing._padding import Analysis, analyze, linear_in
@@ -34,6 +34,11 @@ OVERLAPPING = "inputs may overlap in memory, and padded copies would not share i
 RUNS_EAGER_OPS = (
     "the graph runs ops in eager PyTorch inside it (data-dependent sizes, hooks), which would "
     "see the padded sizes"
+)
+FOREIGN_SIZE = (
+    "the graph takes {}, an int computed from sizes it does not take (a data-dependent size "
+    "of the graph it was cut from): its value is a constant of the symbolic trace, and "
+    "padding proven exact for one value is not for another (a negative pad crops)"
 )
 RECORDS_AUTOGRAD = (
     "it enables grad inside (torch.enable_grad, requires_grad_): its calls record autograd "
@@ -158,6 +163,11 @@ class Bucketing:
             return
         if records_autograd(gm):
             self.refused = {s.label: RECORDS_AUTOGRAD for s in key.sources}
+            return
+        foreign = _foreign_sizes(key)
+        if foreign:
+            reason = FOREIGN_SIZE.format(foreign)
+            self.refused = {s.label: reason for s in key.sources}
             return
         try:
             sym = _trace_symbolic(gm, key, args)
@@ -371,7 +381,8 @@ class Bucketing:
         if self._specialized:
             values = self.key.symbol_values(args)
             sizes = tuple(values[j] for j in self._specialized)
-        return scalars + tuple(read() for _, read in self.key.state) + sizes
+        baked = tuple(_value_key(args[i]) for i in baked_positions(self.key))
+        return scalars + tuple(read() for _, read in self.key.state) + sizes + baked
 
     def _masked_graph(self, args: Sequence) -> tuple[torch.fx.GraphModule, _Symbolic]:
         """The rewritten graph for the Python scalars of ``args``, the process state now and
@@ -541,6 +552,44 @@ def _trace_symbolic(gm: torch.fx.GraphModule, key: SignatureKey, args: Sequence)
         lifted,
         frozenset(int_sizes),
     )
+
+
+def baked_positions(key: SignatureKey) -> tuple[int, ...]:
+    """The inputs whose value (or shape) the symbolic trace holds as a constant: the size
+    expressions of a cut graph's piece over sizes it does not take (``s77 - u0``, the unbacked
+    ``u0`` of a boolean mask that ran in eager before it), other Python values, and tensors
+    Dynamo gave no example of. Their values are keyed (``SignatureKey.value_pos``), so each
+    value has a rewritten graph of its own: one traced for another value computed with it
+    (``F.pad(y, (0, 0, 0, x.shape[0] - y.shape[0]))`` padded by the first call's amount).
+    Inputs the graph does not read (a stride's symbol, keyed by its layout) change nothing."""
+    symbols = {s.symbol for s in key.sources}
+    out = []
+    for i, node in enumerate(key.placeholders):
+        ex = node.meta.get("example_value")
+        if isinstance(ex, torch.Tensor) or not node.users:
+            continue
+        e = _expr(ex)
+        if e is None or not e.free_symbols <= symbols:
+            out.append(i)
+    return tuple(out)
+
+
+def _foreign_sizes(key: SignatureKey) -> str:
+    """The inputs (``label = expression``) that are SymInts or SymBools of sizes the graph
+    does not take, which the symbolic trace would hold at one value (``baked_positions``)."""
+    return ", ".join(
+        f"{placeholder_label(key.placeholders[i])} = {ex}"
+        for i in baked_positions(key)
+        if isinstance(
+            ex := key.placeholders[i].meta.get("example_value"), torch.SymInt | torch.SymBool
+        )
+    )
+
+
+def _value_key(a) -> tuple:
+    if isinstance(a, torch.Tensor):
+        return (tuple(a.shape), a.dtype)
+    return (type(a), scalar_key(a))
 
 
 def _sizes_a_tensor(gm: torch.fx.GraphModule, symbol) -> bool:
