@@ -158,7 +158,7 @@ def compare(name, fn) -> str:
     if d is None:
         # (fewer graphs than aot_eager: AOTAutograd's own guards; more: torch2xla's graph
         # breaks where eager raises, _fake_errors)
-        if g_xla > g_aot:
+        if g_xla > g_aot and first_diff(ref, exp) is None:
             return f"GRAPH {name} {tag}: more Dynamo graphs than aot_eager"
         return f"ok    {name} {tag}"
     if first_diff(got, ref) is None:
@@ -1092,6 +1092,428 @@ def piece_reshape_minus_one_unbacked(C, call):
     with torch.no_grad():
         for n in (4, 6, 5, 8, 3):
             call(f"n={n}", lambda n=n: g(rand(n, 2, seed=n)))
+
+
+# ============================================================================================
+# batch 2
+@scenario(**CAP)
+def item_bool_and_new_full(C, call):
+    def f(x, n, v):
+        k = n.item()
+        torch._check(k >= 0)
+        out = x.new_full((k,), v.item())
+        return out, out.sum() + x.sum(), (x > 0).any().item()
+
+    g = C(f)
+    with torch.no_grad():
+        for i, (k, v) in enumerate(((3, 1.5), (0, 2.0), (5, -1.0), (1, 0.25))):
+            call(
+                f"{k, v}",
+                lambda k=k, v=v, i=i: g(rand(4, seed=i), torch.tensor(k), torch.tensor(v)),
+            )
+
+
+@scenario(**CAP)
+def scatter_add_unbacked_bins(C, call):
+    def f(idx, src):
+        k = idx.max().item() + 1
+        torch._check(k >= 1)
+        return torch.zeros(k).scatter_add_(0, idx, src), k
+
+    g = C(f)
+    with torch.no_grad():
+        call("a", lambda: g(torch.tensor([0, 2, 2, 1]), rand(4)))
+        call("b", lambda: g(torch.tensor([5, 0]), rand(2)))
+        call("c", lambda: g(torch.tensor([0, 0, 0]), rand(3)))
+
+
+@scenario(**CAP)
+def index_select_unbacked_grad(C, call):
+    w = nn.Parameter(rand(6, 3))
+
+    def f(mask):
+        idx = mask.nonzero().squeeze(1)
+        return (w.index_select(0, idx) ** 2).sum() + w[idx].mean()
+
+    g = C(f)
+    for i, m in enumerate(([1, 0, 1, 1, 0, 0], [0, 0, 0, 0, 0, 1], [1, 1, 1, 1, 1, 1])):
+        w.grad = None
+        call(f"m{i}", lambda m=m: (g(torch.tensor(m, dtype=torch.bool)).backward(), w.grad)[1])
+
+
+@scenario(**CAP)
+def argwhere_and_nonzero_tuple(C, call):
+    def f(x):
+        r, c = torch.nonzero(x > 0, as_tuple=True)
+        a = torch.argwhere(x < 0)
+        return x[r, c] * c, a.sum(0), r.shape[0] + a.shape[0]
+
+    g = C(f)
+    with torch.no_grad():
+        for i, n in enumerate((3, 4, 2)):
+            call(f"n={n}", lambda n=n, i=i: g(rand(n, 3, seed=i)))
+
+
+@scenario()
+def int_output_from_sizes(C, call):
+    def f(x):
+        return x.shape[0] * 2, x.numel(), x.shape[0] // 3, x.sum() * x.shape[1]
+
+    g = C(f, dynamic=True)
+    for n in (4, 7, 1, 0):
+        call(f"n={n}", lambda n=n: g(rand(n, 3)))
+
+
+@scenario()
+def torch_check_backed(C, call):
+    def f(x):
+        torch._check(x.shape[0] >= 2, lambda: "need two rows")
+        return x[1] - x[0]
+
+    g = C(f, dynamic=True)
+    call("3", lambda: g(rand(3, 2)))
+    call("5", lambda: g(rand(5, 2)))
+    call("1 fails", lambda: g(rand(1, 2)))
+    call("4", lambda: g(rand(4, 2)))
+
+
+@scenario()
+def mark_dynamic_min_max(C, call):
+    g = C(lambda x: x.cumsum(0) / x.shape[0])
+    for n in (4, 6, 3, 8):
+        x = rand(n, 2)
+        torch._dynamo.mark_dynamic(x, 0, min=2, max=16)
+        call(f"n={n}", lambda x=x: g(x))
+
+
+@scenario(cache_size_limit=2, recompile_limit=2)
+def cache_limit_training_fallback(C, call):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    g = C(lambda x, p: (lin(x) * p).sum(), dynamic=False)
+    for i, (b, p) in enumerate(((2, 1.0), (3, 2.0), (4, 3.0), (5, 0.5), (2, 1.5))):
+        lin.zero_grad()
+        call(
+            f"b={b}",
+            lambda b=b, p=p, i=i: (g(rand(b, 3, seed=i), p).backward(), lin.weight.grad)[1],
+        )
+
+
+@scenario()
+def stance_eager_then_compile(C, call):
+    g = C(lambda x: x.tanh() * x.shape[0], dynamic=True)
+    torch.compiler.set_stance("eager_then_compile")
+    for n in (3, 4, 5, 6):
+        call(f"n={n}", lambda n=n: g(rand(n)))
+
+
+@scenario()
+def stance_force_eager_training(C, call):
+    w = nn.Parameter(rand(3))
+    g = C(lambda x: (x * w).pow(2).sum())
+    w.grad = None
+    call("compiled", lambda: (g(rand(3)).backward(), w.grad.clone())[1])
+    torch.compiler.set_stance("force_eager")
+    call("eager", lambda: (g(rand(3, seed=1)).backward(), w.grad.clone())[1])
+    torch.compiler.set_stance("default")
+    call("again", lambda: (g(rand(3, seed=2)).backward(), w.grad.clone())[1])
+
+
+@scenario(**CAP)
+def tolist_python_loop_counts(C, call):
+    def f(x, counts):
+        out = []
+        start = 0
+        for c in counts.tolist():
+            out.append(x[start : start + c].sum(0))
+            start += c
+        return torch.stack(out)
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        call("a", lambda: g(rand(6, 2), torch.tensor([1, 2, 3])))
+        call("b", lambda: g(rand(8, 2), torch.tensor([4, 0, 4])))
+        call("c", lambda: g(rand(9, 2), torch.tensor([3, 3, 3])))
+
+
+@scenario(**CAP)
+def topk_k_from_item_dynamic(C, call):
+    def f(x, k):
+        kk = k.item()
+        torch._check(kk >= 1)
+        torch._check(kk <= x.shape[-1])
+        v, i = x.topk(kk, dim=-1)
+        return v.softmax(-1), i
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        for n, k in ((6, 2), (8, 3), (5, 5), (7, 1)):
+            call(f"n,k={n, k}", lambda n=n, k=k: g(rand(2, n, seed=n), torch.tensor(k)))
+
+
+@scenario(**CAP)
+def unbacked_softmax_bucketed(C, call):
+    def f(x):
+        y = x[x > -0.5]
+        return y.softmax(0), y.cumsum(0), y.mean(), y.flip(0)[:2]
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        for n in (6, 9, 4, 12, 3, 7):
+            call(f"n={n}", lambda n=n: g(rand(n, seed=n)))
+
+
+@scenario(**CAP)
+def unbacked_two_masks_attention(C, call):
+    def f(q, k):
+        qq = q[q.norm(dim=-1) > 1.0]
+        kk = k[k.norm(dim=-1) > 1.0]
+        att = (qq @ kk.t()).softmax(-1)
+        return att @ kk, att.shape
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        for n in (6, 9, 5, 8):
+            call(f"n={n}", lambda n=n: g(rand(n, 3, seed=n), rand(n + 1, 3, seed=n + 50)))
+
+
+# ============================================================================================
+# batch 3: errors under unbacked sizes
+@scenario(**CAP)
+def err_view_not_dividing(C, call):
+    def f(x, n):
+        k = n.item()
+        return x.view(k, -1).sum(1)
+
+    g = C(f)
+    call("ok", lambda: g(rand(6), torch.tensor(3)))
+    call("bad", lambda: g(rand(6), torch.tensor(4)))
+    call("ok2", lambda: g(rand(6), torch.tensor(2)))
+
+
+@scenario(**CAP)
+def err_index_unbacked_out_of_range(C, call):
+    def f(x, n):
+        k = n.item()
+        return x[k] * 2
+
+    g = C(f)
+    call("ok", lambda: g(rand(4, 2), torch.tensor(1)))
+    call("oob", lambda: g(rand(4, 2), torch.tensor(4)))
+    call("neg", lambda: g(rand(4, 2), torch.tensor(-1)))
+    call("neg oob", lambda: g(rand(4, 2), torch.tensor(-5)))
+
+
+@scenario(**CAP)
+def err_arange_negative(C, call):
+    def f(n):
+        return torch.arange(n.item()) * 2
+
+    g = C(f)
+    call("ok", lambda: g(torch.tensor(3)))
+    call("neg", lambda: g(torch.tensor(-2)))
+
+
+@scenario(**CAP)
+def err_zeros_negative_size(C, call):
+    def f(x, n):
+        return torch.zeros(n.item(), 2) + x
+
+    g = C(f)
+    call("ok", lambda: g(rand(2), torch.tensor(3)))
+    call("neg", lambda: g(rand(2), torch.tensor(-1)))
+
+
+@scenario(**CAP)
+def err_mask_shape_mismatch(C, call):
+    def f(x, m):
+        return x[m].sum()
+
+    g = C(f, dynamic=True)
+    call("ok", lambda: g(rand(4), torch.tensor([True, False, True, True])))
+    call("bad", lambda: g(rand(4), torch.tensor([True, False, True])))
+
+
+@scenario(**CAP)
+def err_split_sizes_wrong_sum(C, call):
+    def f(x, sizes):
+        return [p.sum() for p in torch.split(x, sizes.tolist())]
+
+    g = C(f)
+    call("ok", lambda: g(rand(5), torch.tensor([2, 3])))
+    call("bad", lambda: g(rand(5), torch.tensor([2, 2])))
+
+
+@scenario(**CAP)
+def err_repeat_interleave_negative(C, call):
+    def f(x, r):
+        return torch.repeat_interleave(x, r)
+
+    g = C(f)
+    call("ok", lambda: g(rand(3), torch.tensor([1, 0, 2])))
+    call("neg", lambda: g(rand(3), torch.tensor([1, -1, 2])))
+
+
+@scenario(**CAP)
+def err_cat_mismatch_after_mask(C, call):
+    def f(x, y):
+        a = x[x > 0]
+        return torch.stack([a, y[: a.shape[0] + 1]])
+
+    g = C(f)
+    call("bad", lambda: g(rand(5), rand(6)))
+
+
+@scenario(**CAP)
+def err_narrow_unbacked_past_end(C, call):
+    def f(x, s):
+        return x.narrow(0, s.item(), 2) + 1
+
+    g = C(f)
+    call("ok", lambda: g(rand(5), torch.tensor(1)))
+    call("past", lambda: g(rand(5), torch.tensor(4)))
+
+
+@scenario(**CAP)
+def err_multinomial_like_check(C, call):
+    def f(p):
+        n = (p > 0).sum().item()
+        torch._check(n > 0, lambda: "no positive probabilities")
+        return p / p.sum()
+
+    g = C(f, fullgraph=False)
+    call("ok", lambda: g(torch.tensor([0.2, 0.0, 0.3])))
+    call("bad", lambda: g(torch.tensor([0.0, 0.0])))
+
+
+# ============================================================================================
+# batch 4: modules with state under dynamic batches
+@scenario(inline_inbuilt_nn_modules=False)
+def batchnorm_dynamic_batch_not_inlined(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU())
+    g = C(m, dynamic=True)
+    for i, b in enumerate((4, 6, 3, 1, 5)):
+        x = rand(b, 3, seed=i)
+        m.zero_grad()
+        call(f"b={b}", lambda x=x: g(x))
+        call(f"stats b={b}", lambda: (m[1].running_mean.clone(), m[1].num_batches_tracked.clone()))
+    m.eval()
+    call("eval b=1", lambda: g(rand(1, 3, seed=9)))
+
+
+@scenario()
+def batchnorm_mark_dynamic_train_steps(C, call):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv1d(2, 3, 3, padding=1), nn.BatchNorm1d(3))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    g = C(m)
+    for i, (b, t) in enumerate(((2, 5), (3, 7), (2, 9), (4, 4))):
+        x = rand(b, 2, t, seed=i)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch._dynamo.mark_dynamic(x, 2)
+        opt.zero_grad()
+        call(f"loss {b, t}", lambda x=x: g(x).pow(2).mean())
+        g(x).pow(2).mean().backward()
+        opt.step()
+        call(f"w {b, t}", lambda: (m[0].weight.detach().clone(), m[1].running_var.clone()))
+
+
+@scenario()
+def lstm_packed_dynamic_lengths(C, call):
+    torch.manual_seed(0)
+    lstm = nn.LSTM(3, 4, batch_first=True)
+
+    def f(x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths, batch_first=True, enforce_sorted=False
+        )
+        _, (h, _) = lstm(packed)
+        return h[-1]
+
+    g = C(f, dynamic=True)
+    for i, (b, t, ls) in enumerate(((2, 4, [4, 2]), (3, 6, [1, 6, 3]), (2, 3, [3, 3]))):
+        call(f"{b, t}", lambda b=b, t=t, ls=ls, i=i: g(rand(b, t, 3, seed=i), torch.tensor(ls)))
+
+
+@scenario()
+def embedding_dynamic_vocab_slice(C, call):
+    torch.manual_seed(0)
+    emb = nn.Embedding(10, 3)
+
+    def f(ids):
+        n = ids.shape[1]
+        return emb(ids) * torch.arange(1, n + 1)[None, :, None] / n
+
+    g = C(f, dynamic=True)
+    for i, (b, t) in enumerate(((2, 3), (1, 5), (3, 1), (2, 8))):
+        emb.zero_grad()
+        ids = torch.randint(0, 10, (b, t), generator=torch.Generator().manual_seed(i))
+        call(f"{b, t}", lambda ids=ids: (g(ids).sum().backward(), emb.weight.grad)[1])
+
+
+# ============================================================================================
+# batch 5: int arguments and static/dynamic defaults
+@scenario(specialize_int=False)
+def unspecialized_int_negative_and_zero(C, call):
+    def f(x, n):
+        return x[:n] * 2, x[n:].sum(), torch.ones(max(n, 0)) * n, x.roll(n)
+
+    g = C(f)
+    with torch.no_grad():
+        for n in (3, 5, 0, -2, 1, 4, 2, -1, 7):
+            call(f"n={n}", lambda n=n: g(rand(6), n))
+
+
+@scenario(specialize_int=False)
+def unspecialized_int_train(C, call):
+    w = nn.Parameter(rand(8))
+
+    def f(n):
+        return (w[:n] * n).pow(2).sum() + w[n:].sum()
+
+    g = C(f)
+    for n in (3, 5, 0, 2, 8, 1):
+        w.grad = None
+        call(f"n={n}", lambda n=n: (g(n).backward(), w.grad)[1])
+
+
+@scenario(assume_static_by_default=False)
+def assume_dynamic_by_default(C, call):
+    g = C(lambda x, y: (x @ y).relu().sum(-1))
+    with torch.no_grad():
+        for a, b, c in ((2, 3, 4), (5, 3, 4), (2, 6, 1), (1, 1, 1), (3, 2, 7)):
+            call(f"{a, b, c}", lambda a=a, b=b, c=c: g(rand(a, b), rand(b, c, seed=1)))
+
+
+@scenario(force_parameter_static_shapes=False)
+def dynamic_parameter_shapes(C, call):
+    def make(d):
+        torch.manual_seed(d)
+        return nn.Linear(d, 2)
+
+    def f(m, x):
+        return m(x).softmax(-1)
+
+    g = C(f, dynamic=True)
+    for d in (3, 5, 4):
+        m = make(d)
+        call(f"d={d}", lambda m=m, d=d: g(m, rand(2, d)))
+
+
+@scenario()
+def mark_dynamic_on_mutated_buffer(C, call):
+    def f(buf, x):
+        buf[: x.shape[0]] += x
+        return buf.sum()
+
+    g = C(f)
+    buf = torch.zeros(8)
+    for n in (3, 5, 2, 8):
+        x = rand(n, seed=n)
+        torch._dynamo.mark_dynamic(x, 0)
+        call(f"n={n}", lambda x=x: g(buf, x))
+        call(f"buf n={n}", lambda: buf.clone())
 
 
 def main(argv):
