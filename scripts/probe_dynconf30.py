@@ -35,7 +35,7 @@ sys.path[:0] = [
 os.environ.setdefault("TORCH2XLA_PERSISTENT_CACHE", "0")
 import probe_guards as pg
 
-import torch2xla  # noqa: F401
+import torch2xla
 
 warnings.simplefilter("ignore")
 SCENARIOS: dict = {}
@@ -1514,6 +1514,129 @@ def mark_dynamic_on_mutated_buffer(C, call):
         torch._dynamo.mark_dynamic(x, 0)
         call(f"n={n}", lambda x=x: g(buf, x))
         call(f"buf n={n}", lambda: buf.clone())
+
+
+# ============================================================================================
+# batch 6: unbacked sizes 0 and 1 after larger ones, in padded (no-grad) pieces
+def _rows(n, keep):
+    x = rand(n, 3, seed=n)
+    x[:, 0] = torch.tensor([1.0 if i < keep else -1.0 for i in range(n)])
+    return x
+
+
+UNBACKED_01 = {
+    "softmax": lambda y: y.softmax(0),
+    "cumsum": lambda y: y.cumsum(0),
+    "gram": lambda y: y.t() @ y,
+    "outer_rows": lambda y: y @ y.t(),
+    "std": lambda y: y.std(0),
+    "mean_amax": lambda y: (y.mean(0), y.amax(0, keepdim=True)),
+    "normalize": lambda y: F.normalize(y, dim=0),
+    "logsumexp": lambda y: y.logsumexp(0),
+    "expand_last": lambda y: y[-1:].expand(y.shape[0], -1) - y,
+    "squeeze0": lambda y: y.squeeze(0) * 2,
+    "sum_keepdim_bcast": lambda y: y - y.sum(0, keepdim=True),
+    "pad_end": lambda y: F.pad(y, (0, 0, 0, 2)).cumsum(0),
+    "flip_cat": lambda y: torch.cat([y, y.flip(0)]).cumsum(0),
+    "reshape_flat": lambda y: y.reshape(-1).cumsum(0),
+    "transpose_softmax": lambda y: y.t().softmax(-1),
+    "sdpa": lambda y: F.scaled_dot_product_attention(y[None], y[None], y[None])[0],
+    "layer_norm_rows": lambda y: F.layer_norm(y.t(), (y.shape[0],)),
+}
+
+
+def _unbacked_01(op):
+    def run(C, call):
+        g = C(lambda x: op(x[x[:, 0] > 0]), dynamic=True)
+        with torch.no_grad():
+            for n, keep in ((6, 5), (5, 1), (7, 0), (6, 3), (8, 1), (4, 2), (9, 0)):
+                call(f"n,keep={n, keep}", lambda n=n, keep=keep: g(_rows(n, keep)))
+
+    return run
+
+
+for _name, _op in UNBACKED_01.items():
+    SCENARIOS["u01_" + _name] = _unbacked_01(_op)
+    CONFIG["u01_" + _name] = CAP
+
+
+# ============================================================================================
+# batch 7: whole user programs with fullgraph=True
+@scenario(**CAP)
+def moe_fullgraph_train(C, call):
+    torch.manual_seed(0)
+    w_in = nn.Parameter(torch.randn(3, 4, 4) * 0.3)
+    router = nn.Linear(4, 3)
+
+    def moe(x):
+        w, idx = router(x).softmax(-1).topk(2, dim=-1)
+        out = torch.zeros_like(x)
+        for e in range(3):
+            tok, slot = torch.where(idx == e)
+            y = (x[tok] @ w_in[e]) * w[tok, slot].unsqueeze(-1)
+            out = out.index_add(0, tok, y)
+        return out
+
+    g = C(moe, fullgraph=True)
+    for i, n in enumerate((6, 5, 2, 9)):
+        x = rand(n, 4, seed=i)
+        router.zero_grad()
+        w_in.grad = None
+        call(f"n={n}", lambda x=x: g(x))
+        call(
+            f"grads n={n}",
+            lambda x=x: (g(x).pow(2).sum().backward(), w_in.grad, router.weight.grad)[1:],
+        )
+
+
+@scenario(**CAP)
+def varlen_attention_cu_seqlens(C, call):
+    def f(q, lengths):
+        out = []
+        for qs in torch.split(q, lengths.tolist()):
+            a = (qs @ qs.t() / qs.shape[-1] ** 0.5).softmax(-1)
+            out.append(a @ qs)
+        return torch.cat(out)
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        call("a", lambda: g(rand(7, 4), torch.tensor([3, 4])))
+        call("b", lambda: g(rand(9, 4), torch.tensor([1, 6, 2])))
+        call("c", lambda: g(rand(5, 4), torch.tensor([5])))
+
+
+@scenario(**CAP)
+def histogram_loss_train_loop(C, call):
+    w = nn.Parameter(rand(5))
+
+    def f(x, labels):
+        counts = torch.bincount(labels, minlength=3).float()
+        weights = (1.0 / counts.clamp(min=1))[labels]
+        return ((x @ w.view(-1, 1)).squeeze(-1) * weights).sum()
+
+    g = C(f, fullgraph=True, dynamic=True)
+    for i, n in enumerate((4, 7, 3, 1)):
+        w.grad = None
+        x, lab = (
+            rand(n, 5, seed=i),
+            torch.randint(0, 3, (n,), generator=torch.Generator().manual_seed(i)),
+        )
+        call(f"n={n}", lambda x=x, lab=lab: (g(x, lab).backward(), w.grad)[1])
+
+
+@scenario(**CAP)
+def dedupe_and_scatter_mean(C, call):
+    def f(keys, vals):
+        u, inv = torch.unique(keys, return_inverse=True)
+        sums = torch.zeros(u.shape[0], vals.shape[1]).index_add(0, inv, vals)
+        cnt = torch.bincount(inv, minlength=u.shape[0]).clamp(min=1)
+        return u, sums / cnt[:, None]
+
+    g = C(f, dynamic=True)
+    with torch.no_grad():
+        call("a", lambda: g(torch.tensor([3, 1, 3, 7]), rand(4, 2)))
+        call("b", lambda: g(torch.tensor([2, 2]), rand(2, 2)))
+        call("c", lambda: g(torch.tensor([5, 4, 3, 2, 1, 0]), rand(6, 2)))
 
 
 def main(argv):
