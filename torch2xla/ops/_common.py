@@ -7,6 +7,7 @@ import math
 import platform
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ __all__ = [
     "as_dtype",
     "canonical_dim",
     "cast",
+    "half_rounding",
     "is_array",
     "is_half",
     "jdt",
@@ -40,16 +42,44 @@ def is_half(dtype: Any) -> bool:
     return np.dtype(dtype) in HALF_FLOATS
 
 
+_HALF_BITS = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(jnp.float16): (5, 10)}
+_F16_SUBNORMAL_SCALE = 2.0**24  # (float16's subnormals are the multiples of 2**-24)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def half_rounding(x: Any, dtype: Any) -> Any:
+    """The wider float array ``x`` rounded to the values of the half-precision ``dtype``, as
+    ``x.dtype``: a rounding XLA keeps (``rounded_to``). Its derivative rounds the tangent
+    alike (``reduce_precision``'s rule).
+
+    NOTE: XLA's ``reduce_precision`` flushes results below the format's normal range to zero:
+    float16's subnormals (below 2**-14 = 6.1e-5, gradients of a float16 model often are)
+    became 0 where eager keeps them. They are rounded in ``x``'s dtype instead, exactly: scaled
+    by 2**24 to integers (exact: a power of two, far from float32's own subnormals), rounded
+    half to even, scaled back. (bfloat16's subnormals are float32's, which XLA's CPU flushes
+    in every operation.)"""
+    dtype = np.dtype(dtype)
+    out = lax.reduce_precision(x, *_HALF_BITS[dtype])
+    if dtype != np.dtype(jnp.float16) or np.dtype(x.dtype).itemsize <= 2:
+        return out
+    scale = np.asarray(_F16_SUBNORMAL_SCALE, x.dtype)
+    tiny = lax.round(x * scale, lax.RoundingMethod.TO_NEAREST_EVEN) * (1 / scale)
+    return jnp.where(jnp.abs(x) < np.asarray(2.0**-14, x.dtype), tiny, out)
+
+
+@half_rounding.defjvp
+def _half_rounding_jvp(dtype, primals, tangents):
+    return half_rounding(primals[0], dtype), half_rounding(tangents[0], dtype)
+
+
 def rounded_to(x: Any, dtype: Any) -> Any:
     """The float32 array ``x`` rounded once to the half-precision ``dtype``, as ``dtype``.
 
     NOTE: XLA (``xla_allow_excess_precision``, on by default) may drop a float32 -> half ->
     float32 convert pair, and its CPU compiler runs half-precision products and convolutions
     in float32 and converts the result: a consumer that widens such a result to float32 again
-    read it unrounded. ``reduce_precision`` is a rounding XLA keeps."""
-    dtype = np.dtype(dtype)
-    bits = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(jnp.float16): (5, 10)}[dtype]
-    return lax.reduce_precision(x, *bits).astype(dtype)
+    read it unrounded. ``reduce_precision`` is a rounding XLA keeps (``half_rounding``)."""
+    return half_rounding(x, np.dtype(dtype)).astype(dtype)
 
 
 def opmath_dtype(dtype: Any) -> np.dtype:
