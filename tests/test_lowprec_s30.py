@@ -7,6 +7,12 @@ programs, float8 casts, mixed precision, compared strictly against eager PyTorch
   flushes results below the format's normal range to zero; eager keeps them. Gradients of a
   float16 model (a cross-entropy loss's are small) came out up to 5x further from float64
   than eager's (``_common.half_rounding``).
+- float8: XLA's CPU conversion of float8_e4m3fn to an integer gave the lowest integer (eager
+  goes through float32); torch 2.13's conversion to float8_e4m3fn saturates (480, 1e5, inf
+  become 448), XLA's gave NaN (``_common._to_float8``, which asks eager once whether it
+  saturates: earlier releases gave NaN); the ops eager's CPU kernels lack for float8 (``-x``,
+  ``x + y``, ``x.sum()``, ``x > 0``) computed instead of raising eager's NotImplementedError
+  (``_dtype_probes.kernel_refuses`` now probes float8 as it does half precision).
 """
 
 from __future__ import annotations
@@ -108,3 +114,73 @@ def test_convolution_gradient_keeps_float16_subnormals():
 def test_products_of_subnormal_size(dtype):
     a, b = _randn(4, 32, scale=1e-3, dtype=dtype), _randn(32, 3, seed=1, scale=1e-2, dtype=dtype)
     _same_as_eager(lambda a, b: (a @ b, torch.histc(a * 1e-2, 4), a[0, :8].prod()), a, b)
+
+
+# --- float8 conversions and kernels -------------------------------------------------------------
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+_F8_SOURCES = torch.tensor(
+    [0.1, 1.0, -3.3, 448.0, 464.0, 465.0, 480.0, 500.0, 57344.0, 61440.0, 1e5, -1e6]
+    + [float("nan"), float("inf"), float("-inf"), -0.0, 1e-4, 0.0137, 240.0, 232.0, 0.5]
+)
+
+
+@pytest.mark.parametrize("f8", [E4M3, E5M2], ids=str)
+@pytest.mark.parametrize("source", [torch.float32, torch.float64, H, B, E5M2], ids=str)
+def test_conversions_to_float8(f8, source):
+    # (eager's e4m3fn saturates where torch 2.13's c10 does: 448 for 480, 1e5 and inf, NaN
+    # for NaN; XLA's conversion gave NaN)
+    x = _F8_SOURCES.to(source)
+    # (the bits of the finite values only: NaN's sign is not kept by XLA)
+    _same_as_eager(lambda x: (x.to(f8).float(), x[x == x].to(f8).view(torch.uint8)), x)
+
+
+@pytest.mark.parametrize("f8", [E4M3, E5M2], ids=str)
+def test_conversions_to_float8_from_integers_and_numbers(f8):
+    i = torch.tensor([1000, -1000, 3, 17, 300, 0, 2**40])
+    _same_as_eager(
+        lambda i, x: (
+            i.to(f8).float(),
+            torch.zeros(4, dtype=f8)
+            .index_put_((torch.tensor([1]),), torch.tensor(600.0).to(f8))
+            .float(),
+            torch.zeros(21, dtype=f8).copy_(x).float(),
+            x.masked_fill(x > 1, 1e6).to(f8).float(),
+        ),
+        i,
+        _F8_SOURCES,
+    )
+
+
+@pytest.mark.parametrize("f8", [E4M3, E5M2], ids=str)
+@pytest.mark.parametrize("target", [torch.int32, torch.int64, torch.int8, torch.uint8, torch.bool])
+def test_conversions_of_float8_to_integers(f8, target):
+    # (XLA's CPU conversion of float8_e4m3fn to an integer gave the lowest integer)
+    x = torch.tensor([-24.3, 3.5, 100.0, -0.5, 2.7, 448.0, 0.0])
+    _same_as_eager(lambda x: x.to(f8).to(target), x)
+
+
+def test_scaled_float8_round_trip():
+    x = _randn(64, scale=3.0)
+
+    def quantized(x):
+        scale = x.abs().max() / 448
+        q = (x / scale).to(E4M3)
+        return q.to(B) * scale.to(B), q.float() * scale, q.view(torch.uint8)
+
+    _same_as_eager(quantized, x)
+
+
+@pytest.mark.parametrize("f8", [E4M3, E5M2], ids=str)
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: -x, lambda x: x + x, lambda x: x.sum(), lambda x: x > 0, lambda x: x.flip(0)],
+    ids=["neg", "add", "sum", "gt", "flip"],
+)
+def test_float8_ops_without_cpu_kernels_raise_as_eager(f8, fn):
+    x = torch.tensor([1.0, -2.0, 3.0]).to(f8)
+    torch._dynamo.reset()
+    with pytest.raises(NotImplementedError) as eager:
+        fn(x)
+    with pytest.raises(NotImplementedError) as ours:
+        _compiled(fn)(x)
+    assert str(eager.value).split("\n")[0] in str(ours.value)

@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import torch
 from jax import lax
@@ -167,6 +168,31 @@ _NARROW_INTS = frozenset(np.dtype(d) for d in (np.int8, np.int16))
 # float32 value is kept opaque to it). Both conversions below go through float32.
 
 
+FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
+_E4M3FN_MAX = 448.0
+
+
+@functools.cache
+def _e4m3fn_saturates() -> bool:
+    """Whether eager's conversion to float8_e4m3fn saturates: torch 2.13's c10 gives the
+    largest finite value (448) to anything beyond it, infinities included (NaN stays NaN);
+    earlier releases gave NaN, as XLA's conversion does."""
+    probe = torch.tensor([float("inf"), -480.0]).to(torch.float8_e4m3fn).float()
+    return probe.tolist() == [_E4M3FN_MAX, -_E4M3FN_MAX]
+
+
+def _to_float8(x: Any, dtype: np.dtype) -> Any:
+    """``x`` as the float8 ``dtype`` as c10 converts it: through float32 (a float64 or an
+    integer is rounded twice), float8_e4m3fn saturating where eager's does."""
+    if x.dtype not in FLOAT8 and x.dtype != np.float32 and x.dtype != np.bool_:
+        x = lax.optimization_barrier(x.astype(np.float32))
+    if dtype == FLOAT8[0] and x.dtype != dtype and _e4m3fn_saturates():
+        x = x.astype(np.float32)
+        top = np.asarray(_E4M3FN_MAX, np.float32)
+        x = jnp.where(jnp.isnan(x), x, jnp.clip(x, -top, top))
+    return x.astype(dtype)
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """The array ``x`` as ``dtype``, with eager's values for a float to integer cast."""
     dtype = np.dtype(dtype)
@@ -180,6 +206,8 @@ def cast(x: Any, dtype: Any) -> Any:
         return lax.optimization_barrier(x.astype(dtype))
     if x.dtype == np.float64 and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
         return lax.optimization_barrier(x.astype(np.float32)).astype(dtype)
+    if dtype in FLOAT8:
+        return _to_float8(x, dtype)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:
@@ -192,7 +220,8 @@ def cast(x: Any, dtype: Any) -> Any:
         wide = np.dtype(np.int32)
     else:
         wide = dtype
-    if x.dtype in HALF_FLOATS:  # eager converts half precision to float32 first
+    if x.dtype.itemsize < 4:  # eager converts half precision and float8 to float32 first
+        # (XLA's CPU conversion of float8_e4m3fn to an integer gave the lowest integer)
         x = x.astype(np.float32)
     out = x.astype(wide)  # saturating, NaN to 0
     if _X86 and not on_cuda and wide.itemsize >= 4:
@@ -216,6 +245,8 @@ def as_dtype(x: Any, dtype: np.dtype) -> Any:
         with np.errstate(all="ignore"):
             if isinstance(x, float) and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
                 return jnp.asarray(np.float32(x).astype(dtype))
+            if dtype in FLOAT8:
+                return _to_float8(jnp.asarray(np.float32(x)), dtype)
             return jnp.asarray(np.asarray(x).astype(dtype))
     return jnp.asarray(x, dtype=dtype)
 
