@@ -193,6 +193,15 @@ def _to_float8(x: Any, dtype: np.dtype) -> Any:
     return x.astype(dtype)
 
 
+def nonzero_bits(x: Any) -> Any:
+    """``x != 0`` for a float or complex array read from its bits: XLA's CPU compares with
+    subnormals read as zero (``torch.tensor(1e-40).bool()`` is True in eager)."""
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return nonzero_bits(jnp.real(x)) | nonzero_bits(jnp.imag(x))
+    ints = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    return (lax.bitcast_convert_type(x, ints) & np.iinfo(ints).max) != 0
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """The array ``x`` as ``dtype``, with eager's values for a float to integer cast."""
     dtype = np.dtype(dtype)
@@ -208,6 +217,8 @@ def cast(x: Any, dtype: Any) -> Any:
         return lax.optimization_barrier(x.astype(np.float32)).astype(dtype)
     if dtype in FLOAT8:
         return _to_float8(x, dtype)
+    if dtype == np.bool_ and jnp.issubdtype(x.dtype, jnp.inexact):
+        return nonzero_bits(x)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:
