@@ -1552,6 +1552,164 @@ case(
 )
 
 
+for dt in (H, B):
+    n = str(dt).split(".")[1]
+    case(
+        f"x_grid_sample_{n}",
+        lambda x, g: (
+            F.grid_sample(x, g, align_corners=False),
+            F.grid_sample(x, g, mode="nearest", align_corners=True),
+        ),
+        t(1, 2, 6, 7, dtype=dt),
+        lambda dt=dt: (
+            torch.rand(1, 5, 4, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1
+        ).to(dt),
+    )
+    case(
+        f"x_interp_modes_{n}",
+        lambda x: (
+            F.interpolate(x, scale_factor=1.7, mode="nearest-exact"),
+            F.interpolate(x, size=(3, 4), mode="area"),
+            F.interpolate(x, scale_factor=2.5, mode="bilinear", antialias=False),
+            F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True),
+        ),
+        big(1, 2, 9, 11, dtype=dt),
+    )
+    case(
+        f"x_interp_1d3d_{n}",
+        lambda x: (
+            F.interpolate(x[0], scale_factor=2, mode="linear"),
+            F.interpolate(x[None], scale_factor=2, mode="trilinear"),
+        ),
+        big(1, 2, 5, 6, dtype=dt),
+    )
+    case(
+        f"x_fold_{n}",
+        lambda x: (
+            F.unfold(x, 3),
+            F.fold(F.unfold(x, 3), (9, 11), 3),
+            F.pixel_shuffle(x[:, :1].expand(1, 4, 9, 11), 2),
+        ),
+        big(1, 2, 9, 11, dtype=dt),
+    )
+    case(
+        f"x_pools_{n}",
+        lambda x: (
+            F.avg_pool2d(x, 3, ceil_mode=True, count_include_pad=False),
+            F.lp_pool2d(x, 2, 3),
+            F.local_response_norm(x, 2),
+            F.adaptive_avg_pool2d(x, (4, 3)),
+            F.avg_pool2d(x, 3, divisor_override=2),
+        ),
+        big(1, 2, 9, 11, dtype=dt, offset=2.0),
+    )
+    case(
+        f"x_instance_norm_{n}",
+        lambda x: (
+            F.instance_norm(x),
+            F.instance_norm(x, use_input_stats=True, weight=torch.ones(2, dtype=x.dtype) * 1.1),
+        ),
+        big(2, 2, 9, 11, dtype=dt, offset=30.0),
+    )
+    case(
+        f"x_losses_{n}",
+        lambda a, b: (
+            F.poisson_nll_loss(a, b.abs()),
+            F.gaussian_nll_loss(a, b, torch.ones_like(a) * 0.5),
+            F.multilabel_soft_margin_loss(a, (b > 0).to(a.dtype)),
+            F.margin_ranking_loss(a, b, torch.ones_like(a)),
+            F.kl_div(a.log_softmax(1), b.log_softmax(1), log_target=True, reduction="batchmean"),
+            F.cosine_embedding_loss(a, b, torch.ones(a.shape[0])),
+            F.triplet_margin_loss(a, b, b.flip(0)),
+            F.soft_margin_loss(a, b.sign()),
+        ),
+        t(16, 50, dtype=dt),
+        t(16, 50, dtype=dt, seed=1),
+    )
+    case(
+        f"x_special_{n}",
+        lambda a: (
+            torch.lgamma(a.abs() + 0.5),
+            torch.digamma(a.abs() + 0.5),
+            torch.erfinv(a.clamp(-0.99, 0.99)),
+            torch.i0(a),
+            torch.special.i1(a),
+            torch.special.ndtri(a.sigmoid()),
+            torch.special.log_ndtr(a),
+            torch.special.erfcx(a),
+            torch.special.xlog1py(a, a.abs()),
+            torch.special.entr(a.abs()),
+        ),
+        t(37, dtype=dt, scale=2),
+    )
+    case(
+        f"x_g_interp_{n}",
+        lambda a: (
+            F.interpolate(a, scale_factor=2, mode="bicubic") * torch.arange(12, dtype=a.dtype)
+        ),
+        t(1, 2, 5, 6, dtype=dt, grad=True),
+        grad=True,
+    )
+    case(
+        f"x_g_grid_{n}",
+        lambda x, g: F.grid_sample(x, g, align_corners=False) * 1.5,
+        t(1, 2, 6, 7, dtype=dt, grad=True),
+        lambda dt=dt: (
+            (torch.rand(1, 5, 4, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1)
+            .to(dt)
+            .requires_grad_()
+        ),
+        grad=True,
+    )
+    case(
+        f"x_g_pool_{n}",
+        lambda x: (F.avg_pool2d(x, 3) * 2, F.max_pool2d(x, 2) * 3, F.adaptive_max_pool2d(x, 3)[0]),
+        t(1, 2, 9, 9, dtype=dt, grad=True),
+        grad=True,
+    )
+    case(
+        f"x_g_losses_{n}",
+        lambda a, b: (
+            F.smooth_l1_loss(a, b, beta=0.5)
+            + F.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean")
+            + F.binary_cross_entropy_with_logits(
+                a, b.sigmoid(), pos_weight=torch.ones(50, dtype=a.dtype) * 2
+            )
+        ),
+        t(16, 50, dtype=dt, grad=True),
+        t(16, 50, dtype=dt, seed=1),
+        grad=True,
+    )
+    case(
+        f"x_g_embbag_{n}",
+        lambda w, i: F.embedding_bag(i, w, mode="sum") * 1.5,
+        t(10, 16, dtype=dt, grad=True),
+        lambda: torch.randint(0, 10, (300, 10), generator=torch.Generator().manual_seed(4)),
+        grad=True,
+    )
+    case(
+        f"x_g_unfold_{n}",
+        lambda x: F.unfold(x, 3) * 1.5,
+        t(1, 2, 9, 11, dtype=dt, grad=True),
+        grad=True,
+    )
+    case(
+        f"x_g_cumprod_{n}",
+        lambda x: x.cumprod(0) * 3 + x.logcumsumexp(0),
+        t(40, dtype=dt, scale=0.3, grad=True),
+        grad=True,
+    )
+    case(
+        f"x_g_norms_{n}",
+        lambda x: (
+            F.instance_norm(x) * torch.arange(99, dtype=x.dtype).view(9, 11)
+            + F.local_response_norm(x, 2)
+        ),
+        t(2, 2, 9, 11, dtype=dt, grad=True),
+        grad=True,
+    )
+
+
 case(
     "bool_casts",
     lambda x: (x.bool(), x.to(H).bool(), x.to(B).bool(), (x.to(H) != 0), x.bool().to(H) * 0.5),
