@@ -17,6 +17,10 @@ programs, float8 casts, mixed precision, compared strictly against eager PyTorch
   True. Conversions to bool read the bits (``_common.nonzero_bits``). (``x != 0``,
   ``count_nonzero``, ``logical_not``, ``sign`` of subnormals and ``x.double()`` of one are
   still flushed: docs/numerics.md, Subnormals.)
+- A 0-dim float32/float64 tensor among float16/bfloat16 operands of ``lerp`` (its weight),
+  ``addcmul``/``addcdiv`` (and their in-place forms): eager's TensorIterator converts it to the
+  half dtype before its kernel computes in float32; the lowerings kept its float32 value (a
+  unit off in a third of the elements) (``_elementwise._kernel_operands``).
 """
 
 from __future__ import annotations
@@ -195,3 +199,28 @@ def test_float_to_bool_of_subnormals_is_true():
     # (XLA's CPU compares with subnormals read as zero: 1e-40 converted to False)
     x = torch.tensor([0.0, -0.0, 1e-8, 1e-40, -1e-41, float("nan"), 1.0, float("inf")])
     _same_as_eager(lambda x: (x.bool(), x.to(torch.complex64).bool(), x.to(H).bool()), x)
+
+
+# --- 0-dim float tensors among half-precision operands of lerp, addcmul, addcdiv ---------------
+_ZERO_DIM = {
+    "lerp": lambda a, b, c, s: torch.lerp(a, b, s),
+    "lerp_": lambda a, b, c, s: a.clone().lerp_(b, s),
+    "addcmul": lambda a, b, c, s: torch.addcmul(a, b, s),
+    "addcmul_value": lambda a, b, c, s: torch.addcmul(a, s, c, value=0.1),
+    "addcmul_": lambda a, b, c, s: a.clone().addcmul_(b, s, value=0.5),
+    "addcdiv": lambda a, b, c, s: torch.addcdiv(a, b, s),
+    "addcdiv_value": lambda a, b, c, s: torch.addcdiv(a, s, c.abs() + 1, value=-0.3),
+    # (a tensor weight of the same dtype, and a Python number, which eager keeps in float32)
+    "lerp_tensor": lambda a, b, c, s: torch.lerp(a, b, c.sigmoid()),
+    "lerp_number": lambda a, b, c, s: torch.lerp(a, b, 0.3),
+}
+
+
+@pytest.mark.parametrize("dtype", [H, B], ids=str)
+@pytest.mark.parametrize("scalar", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", list(_ZERO_DIM))
+def test_zero_dim_operand_is_rounded_to_the_half_dtype(dtype, scalar, name):
+    # (eager's TensorIterator converts it to the result's dtype; it was kept in float32)
+    a, b, c = (_randn(37, seed=k, dtype=dtype) for k in range(3))
+    s = torch.tensor(0.3, dtype=scalar)
+    _same_as_eager(_ZERO_DIM[name], a, b, c, s)
