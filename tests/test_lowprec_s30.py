@@ -21,6 +21,11 @@ programs, float8 casts, mixed precision, compared strictly against eager PyTorch
   ``addcmul``/``addcdiv`` (and their in-place forms): eager's TensorIterator converts it to the
   half dtype before its kernel computes in float32; the lowerings kept its float32 value (a
   unit off in a third of the elements) (``_elementwise._kernel_operands``).
+- ``torch.ldexp``: lowered as ``x * exp2(n)`` in the result's dtype; XLA's float16 exp2 is not
+  exact at integers (every float16 product a unit low), float64's neither, and float32
+  ``0.5 * 2**128`` overflowed where eager gives 2**127. Integer exponents now multiply by exact
+  powers of two (``_special._times_power_of_two``), float ones as eager's
+  ``x * pow(2.0, n)``.
 """
 
 from __future__ import annotations
@@ -224,3 +229,23 @@ def test_zero_dim_operand_is_rounded_to_the_half_dtype(dtype, scalar, name):
     a, b, c = (_randn(37, seed=k, dtype=dtype) for k in range(3))
     s = torch.tensor(0.3, dtype=scalar)
     _same_as_eager(_ZERO_DIM[name], a, b, c, s)
+
+
+# --- ldexp: products by exact powers of two ------------------------------------------------------
+@pytest.mark.parametrize("dtype", [H, B, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize(
+    "exponent",
+    [
+        torch.tensor(3),
+        torch.tensor([16, -20, -10, 2, 128, -12, 0, 1]),
+        torch.tensor([3, -2, 1, 0, 5, 6, 7, 8], dtype=torch.int8),
+        torch.tensor([1.5, 0.5, -2.0, 3.0, 0.0, 1.0, 2.0, 3.0]),
+        torch.tensor(-3.0, dtype=torch.float64),
+    ],
+    ids=["0d", "int64", "int8", "float32", "0d_float64"],
+)
+def test_ldexp_values_equal_eager(dtype, exponent):
+    # (XLA's float16 exp2 of 3 was below 8: every float16 product a unit low; float64's exp2
+    # a unit off at whole numbers; float32 0.5 * 2**128 is 2**127 in eager, not inf)
+    x = _randn(8, scale=100.0, dtype=dtype)
+    _same_as_eager(lambda x, e: torch.ldexp(x, e), x, exponent)
