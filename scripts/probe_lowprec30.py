@@ -1461,7 +1461,9 @@ case(
     "half_sdpa_mask",
     lambda q, k, v, m: (
         F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-        F.scaled_dot_product_attention(q, k, v, attn_mask=torch.where(m, 0.0, float("-inf")).to(H)),
+        F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch.where(m, 0.0, float("-inf")).to(q.dtype)
+        ),
     ),
     t(1, 2, 8, 16, dtype=H),
     t(1, 2, 8, 16, dtype=H, seed=1),

@@ -26,6 +26,9 @@ programs, float8 casts, mixed precision, compared strictly against eager PyTorch
   ``0.5 * 2**128`` overflowed where eager gives 2**127. Integer exponents now multiply by exact
   powers of two (``_special._times_power_of_two``), float ones as eager's
   ``x * pow(2.0, n)``.
+- ``torch.xlogy``/``special.xlog1py`` of float16/bfloat16: eager's CPU kernel computes
+  ``x * std::log(y)`` with c10's Half/BFloat16 math, which rounds the logarithm to the dtype
+  before the product; the lowering rounded once (``_common.cpu_half_step``).
 """
 
 from __future__ import annotations
@@ -249,3 +252,21 @@ def test_ldexp_values_equal_eager(dtype, exponent):
     # a unit off at whole numbers; float32 0.5 * 2**128 is 2**127 in eager, not inf)
     x = _randn(8, scale=100.0, dtype=dtype)
     _same_as_eager(lambda x, e: torch.ldexp(x, e), x, exponent)
+
+
+# --- xlogy/xlog1py: eager's CPU kernel rounds the logarithm to the half dtype --------------------
+@pytest.mark.parametrize("dtype", [H, B], ids=str)
+def test_half_xlogy_rounds_the_logarithm_first(dtype):
+    a, b = (_randn(37, seed=k, dtype=dtype).abs() + 0.1 for k in range(2))
+    s = torch.tensor(0.3)
+    _same_as_eager(
+        lambda a, b: (
+            torch.xlogy(a, b),
+            torch.special.xlog1py(a, b),
+            torch.xlogy(a, s),
+            torch.xlogy(s, a),
+            torch.special.xlog1py(a, 0.5),
+        ),
+        a,
+        b,
+    )

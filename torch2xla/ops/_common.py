@@ -74,6 +74,20 @@ def _half_rounding_jvp(dtype, primals, tangents):
     return half_rounding(primals[0], dtype), tangents[0]
 
 
+def cpu_half_step(v: Any) -> Any:
+    """``v`` (float32) rounded to the node's float16/bfloat16 result dtype where eager's CPU
+    kernel computes that step in its ``scalar_t`` (c10's math functions of Half and BFloat16
+    return Half and BFloat16: ``x * std::log(y)`` in xlogy rounds the logarithm first);
+    ``v`` itself on CUDA (whose kernels compute in float32), for other dtypes, and outside a
+    lowering (a derivative traced with the backward: eager's is another kernel)."""
+    try:
+        if ctx().on_cuda or not is_half(out_dtype()):
+            return v
+    except LookupError:
+        return v
+    return half_rounding(v, out_dtype())
+
+
 def rounded_to(x: Any, dtype: Any) -> Any:
     """The float32 array ``x`` rounded once to the half-precision ``dtype``, as ``dtype``.
 

@@ -21,6 +21,7 @@ from torch2xla.ops._common import (
     Kind,
     as_dtype,
     cast,
+    cpu_half_step,
     is_array,
     is_half,
     jdt,
@@ -742,7 +743,8 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 def _xlogy_value(x, y):
     # NOTE: 0 * log(y) is 0 (even for y = 0 or inf) unless y is NaN, as torch.xlogy.
-    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
+    # (eager's CPU kernel rounds log(y) to a half-precision result's dtype first)
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * cpu_half_step(jnp.log(y))))
 
 
 def _xlogy_partials(x, y):
