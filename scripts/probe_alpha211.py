@@ -11,6 +11,18 @@ in float32), each computed in float64 and rounded as named:
   (w - 1, e)) as one FMA; ``S``: s + w * (e - s) or e - (e - s) * (1 - w) in float32.
 
     PYTHONPATH=. python scripts/probe_alpha211.py
+
+Session 30, on the GPU host (torch 2.11.0+cu130, jax 0.11.2, Xeon AVX512), eager only (the
+device runs the main checkout): every element follows the same rule as torch 2.13 here (add:
+``fmah`` in the vector blocks, ``Sh`` in the last 37 % 32; lerp: the weight in float32), and
+``_common._loop_block_bytes()`` is 64 there too. Run there with torch2xla (16 threads), the
+test's ``_alpha`` differs from eager only in its in-place chain ``x.add_(y, alpha=-s).sub_(y,
+alpha=s / 2).lerp_(y, 1 - s)`` (bfloat16 s=0.3: elements 6, 32, 33; float16 s=1.0005: 13 of
+37); the out-of-place add/sub/lerp with the same numbers equal eager. A replica in plain JAX
+of the program torch 2.13 captures for that chain (its jaxpr) gives eager's values on jax
+0.11.2 too, so the graph torch 2.11 captures for the chain is the suspect: next, dump it there
+(``TORCH2XLA_DUMP_DIR``) and compare with the one here (add.Tensor(alpha=-0.3),
+sub.Tensor(alpha=0.15), lerp.Scalar(0.7)).
 """
 
 from __future__ import annotations
