@@ -13,7 +13,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _elementwise, _loops, _saved
-from torch2xla.ops._common import Kind, as_dtype, promote
+from torch2xla.ops._common import Kind, as_dtype, half_rounding, is_half, promote
 from torch2xla.ops._elementwise import (
     _channels_last,
     _float_bits,
@@ -313,10 +313,8 @@ def softplus(self, beta=1, threshold=20):
 def _in_dtype(dtype):
     """Rounding of a float32 value to ``dtype`` (half precision; identity otherwise), kept by
     XLA (which may drop a float32 -> half -> float32 convert pair: excess precision)."""
-    if dtype == jnp.bfloat16:
-        return functools.partial(lax.reduce_precision, exponent_bits=8, mantissa_bits=7)
-    if dtype == jnp.float16:
-        return functools.partial(lax.reduce_precision, exponent_bits=5, mantissa_bits=10)
+    if is_half(dtype):
+        return functools.partial(half_rounding, dtype=np.dtype(dtype))
     return lambda v: v
 
 

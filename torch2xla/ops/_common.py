@@ -7,7 +7,9 @@ import math
 import platform
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import torch
 from jax import lax
@@ -23,6 +25,7 @@ __all__ = [
     "as_dtype",
     "canonical_dim",
     "cast",
+    "half_rounding",
     "is_array",
     "is_half",
     "jdt",
@@ -40,16 +43,59 @@ def is_half(dtype: Any) -> bool:
     return np.dtype(dtype) in HALF_FLOATS
 
 
+_HALF_BITS = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(jnp.float16): (5, 10)}
+_F16_SUBNORMAL_SCALE = 2.0**24  # (float16's subnormals are the multiples of 2**-24)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def half_rounding(x: Any, dtype: Any) -> Any:
+    """The wider float array ``x`` rounded to the values of the half-precision ``dtype``, as
+    ``x.dtype``: a rounding XLA keeps (``rounded_to``). Its derivative is the identity's
+    (the conversion that follows rounds the tangent; ``reduce_precision``'s own rule rounded
+    it here, flushing float16 subnormals of a gradient to zero).
+
+    NOTE: XLA's ``reduce_precision`` flushes results below the format's normal range to zero:
+    float16's subnormals (below 2**-14 = 6.1e-5, gradients of a float16 model often are)
+    became 0 where eager keeps them. They are rounded in ``x``'s dtype instead, exactly: scaled
+    by 2**24 to integers (exact: a power of two, far from float32's own subnormals), rounded
+    half to even, scaled back. (bfloat16's subnormals are float32's, which XLA's CPU flushes
+    in every operation.)"""
+    dtype = np.dtype(dtype)
+    out = lax.reduce_precision(x, *_HALF_BITS[dtype])
+    if dtype != np.dtype(jnp.float16) or np.dtype(x.dtype).itemsize <= 2:
+        return out
+    scale = np.asarray(_F16_SUBNORMAL_SCALE, x.dtype)
+    tiny = lax.round(x * scale, lax.RoundingMethod.TO_NEAREST_EVEN) * (1 / scale)
+    return jnp.where(jnp.abs(x) < np.asarray(2.0**-14, x.dtype), tiny, out)
+
+
+@half_rounding.defjvp
+def _half_rounding_jvp(dtype, primals, tangents):
+    return half_rounding(primals[0], dtype), tangents[0]
+
+
+def cpu_half_step(v: Any) -> Any:
+    """``v`` (float32) rounded to the node's float16/bfloat16 result dtype where eager's CPU
+    kernel computes that step in its ``scalar_t`` (c10's math functions of Half and BFloat16
+    return Half and BFloat16: ``x * std::log(y)`` in xlogy rounds the logarithm first);
+    ``v`` itself on CUDA (whose kernels compute in float32), for other dtypes, and outside a
+    lowering (a derivative traced with the backward: eager's is another kernel)."""
+    try:
+        if ctx().on_cuda or not is_half(out_dtype()):
+            return v
+    except LookupError:
+        return v
+    return half_rounding(v, out_dtype())
+
+
 def rounded_to(x: Any, dtype: Any) -> Any:
     """The float32 array ``x`` rounded once to the half-precision ``dtype``, as ``dtype``.
 
     NOTE: XLA (``xla_allow_excess_precision``, on by default) may drop a float32 -> half ->
     float32 convert pair, and its CPU compiler runs half-precision products and convolutions
     in float32 and converts the result: a consumer that widens such a result to float32 again
-    read it unrounded. ``reduce_precision`` is a rounding XLA keeps."""
-    dtype = np.dtype(dtype)
-    bits = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(jnp.float16): (5, 10)}[dtype]
-    return lax.reduce_precision(x, *bits).astype(dtype)
+    read it unrounded. ``reduce_precision`` is a rounding XLA keeps (``half_rounding``)."""
+    return half_rounding(x, np.dtype(dtype)).astype(dtype)
 
 
 def opmath_dtype(dtype: Any) -> np.dtype:
@@ -137,6 +183,40 @@ _NARROW_INTS = frozenset(np.dtype(d) for d in (np.int8, np.int16))
 # float32 value is kept opaque to it). Both conversions below go through float32.
 
 
+FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
+_E4M3FN_MAX = 448.0
+
+
+@functools.cache
+def _e4m3fn_saturates() -> bool:
+    """Whether eager's conversion to float8_e4m3fn saturates: torch 2.13's c10 gives the
+    largest finite value (448) to anything beyond it, infinities included (NaN stays NaN);
+    earlier releases gave NaN, as XLA's conversion does."""
+    probe = torch.tensor([float("inf"), -480.0]).to(torch.float8_e4m3fn).float()
+    return probe.tolist() == [_E4M3FN_MAX, -_E4M3FN_MAX]
+
+
+def _to_float8(x: Any, dtype: np.dtype) -> Any:
+    """``x`` as the float8 ``dtype`` as c10 converts it: through float32 (a float64 or an
+    integer is rounded twice), float8_e4m3fn saturating where eager's does."""
+    if x.dtype not in FLOAT8 and x.dtype != np.float32 and x.dtype != np.bool_:
+        x = lax.optimization_barrier(x.astype(np.float32))
+    if dtype == FLOAT8[0] and x.dtype != dtype and _e4m3fn_saturates():
+        x = x.astype(np.float32)
+        top = np.asarray(_E4M3FN_MAX, np.float32)
+        x = jnp.where(jnp.isnan(x), x, jnp.clip(x, -top, top))
+    return x.astype(dtype)
+
+
+def nonzero_bits(x: Any) -> Any:
+    """``x != 0`` for a float or complex array read from its bits: XLA's CPU compares with
+    subnormals read as zero (``torch.tensor(1e-40).bool()`` is True in eager)."""
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return nonzero_bits(jnp.real(x)) | nonzero_bits(jnp.imag(x))
+    ints = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    return (lax.bitcast_convert_type(x, ints) & np.iinfo(ints).max) != 0
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """The array ``x`` as ``dtype``, with eager's values for a float to integer cast."""
     dtype = np.dtype(dtype)
@@ -150,6 +230,10 @@ def cast(x: Any, dtype: Any) -> Any:
         return lax.optimization_barrier(x.astype(dtype))
     if x.dtype == np.float64 and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
         return lax.optimization_barrier(x.astype(np.float32)).astype(dtype)
+    if dtype in FLOAT8:
+        return _to_float8(x, dtype)
+    if dtype == np.bool_ and jnp.issubdtype(x.dtype, jnp.inexact):
+        return nonzero_bits(x)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:
@@ -162,7 +246,8 @@ def cast(x: Any, dtype: Any) -> Any:
         wide = np.dtype(np.int32)
     else:
         wide = dtype
-    if x.dtype in HALF_FLOATS:  # eager converts half precision to float32 first
+    if x.dtype.itemsize < 4:  # eager converts half precision and float8 to float32 first
+        # (XLA's CPU conversion of float8_e4m3fn to an integer gave the lowest integer)
         x = x.astype(np.float32)
     out = x.astype(wide)  # saturating, NaN to 0
     if _X86 and not on_cuda and wide.itemsize >= 4:
@@ -186,6 +271,8 @@ def as_dtype(x: Any, dtype: np.dtype) -> Any:
         with np.errstate(all="ignore"):
             if isinstance(x, float) and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
                 return jnp.asarray(np.float32(x).astype(dtype))
+            if dtype in FLOAT8:
+                return _to_float8(jnp.asarray(np.float32(x)), dtype)
             return jnp.asarray(np.asarray(x).astype(dtype))
     return jnp.asarray(x, dtype=dtype)
 

@@ -18,7 +18,7 @@ from torch._ops import ops
 
 from torch2xla._errors import OpError
 from torch2xla.ops import _loops
-from torch2xla.ops._common import Kind, as_dtype, opmath_dtype, out_dtype, promote
+from torch2xla.ops._common import Kind, as_dtype, cpu_half_step, opmath_dtype, out_dtype, promote
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -143,7 +143,8 @@ register(aten.special_entr.default)(
 
 
 def _xlog1py_value(x, y):
-    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log1p(y)))
+    # (eager's CPU kernel rounds log1p(y) to a half-precision result's dtype first)
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * cpu_half_step(jnp.log1p(y))))
 
 
 def _xlog1py_partials(x, y):

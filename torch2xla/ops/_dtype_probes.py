@@ -31,7 +31,10 @@ REFUSED_CALL = "torch2xla.refused_call"  # node.meta: eager's error for the user
 
 
 # -- CPU kernels without half precision ---------------------------------------------------------
-_HALF = frozenset((torch.float16, torch.bfloat16))
+# (and the float8 types, whose CPU kernels are fewer still: ``-x``, ``x + y``, ``x.sum()``,
+# ``x > 0``, ``x.flip(0)`` raise; casts, copies, ``==`` and indexing run)
+_HALF = frozenset((torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2))
+_HALF_NAMES = ("Half", "BFloat16", "Float8_e4m3fn", "Float8_e5m2")
 _PROBE_ELEMENTS = 1 << 16
 _NOT_IMPLEMENTED = re.compile(r"not implemented for '(\w+)'")
 
@@ -114,7 +117,7 @@ def _half_refusal(op, args: Any, kwargs: Any, probe_shape: Callable, fill: int) 
     if e is None:
         return None
     m = _NOT_IMPLEMENTED.search(str(e)) if isinstance(e, RuntimeError) else None
-    if m is not None and m.group(1) in ("Half", "BFloat16"):
+    if m is not None and m.group(1) in _HALF_NAMES:
         message = str(e).splitlines()[0]
         error = OpNotImplementedError if isinstance(e, NotImplementedError) else OpError
         return message, error

@@ -21,6 +21,7 @@ from torch2xla.ops._common import (
     Kind,
     as_dtype,
     cast,
+    cpu_half_step,
     is_array,
     is_half,
     jdt,
@@ -594,10 +595,22 @@ def where(condition, self, other):
     return jnp.where(condition, as_dtype(self, result), as_dtype(other, result))
 
 
+def _kernel_operands(compute, result, *args):
+    """``args`` as eager's kernels of several tensors (lerp, addcmul, addcdiv) read them: a
+    tensor converted to the result's dtype by TensorIterator, then to the computation dtype;
+    a Python number straight to the computation dtype (the kernels take it as ``opmath_t``).
+
+    # NOTE: a 0-dim float32 tensor weighing float16 tensors (``torch.lerp(a, b,
+    # torch.tensor(0.3))``, ``addcmul(h, h, torch.tensor(0.1))``) is rounded to float16 first;
+    # kept in float32 it moved a unit in the last place in a third of the elements.
+    """
+    return [as_dtype(as_dtype(v, result) if is_array(v) else v, compute) for v in args]
+
+
 @register(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
     compute, result = promote(Kind.DEFAULT, self, end, weight)
-    s, e, w = (as_dtype(v, compute) for v in (self, end, weight))
+    s, e, w = _kernel_operands(compute, result, self, end, weight)
     if jnp.issubdtype(compute, jnp.complexfloating):
         return as_dtype(_complex_arith.lerp(s, e, w), result)
     # NOTE: torch interpolates from the nearer end (exact at weight 1, keeps -0.0 at 0.5):
@@ -627,7 +640,7 @@ def lerp(self, end, weight):
 @register(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
-    s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    s, a, b = _kernel_operands(compute, result, self, tensor1, tensor2)
     if jnp.issubdtype(compute, jnp.complexfloating):
         return as_dtype(_complex_arith.addcmul(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a * b, result)
@@ -636,7 +649,7 @@ def addcmul(self, tensor1, tensor2, *, value=1):
 @register(aten.addcdiv.default)
 def addcdiv(self, tensor1, tensor2, *, value=1):
     compute, result = promote(Kind.DEFAULT, self, tensor1, tensor2)
-    s, a, b = (as_dtype(v, compute) for v in (self, tensor1, tensor2))
+    s, a, b = _kernel_operands(compute, result, self, tensor1, tensor2)
     if jnp.issubdtype(compute, jnp.complexfloating):
         return as_dtype(_complex_arith.addcdiv(s, a, b, value), result)
     return as_dtype(s + as_dtype(value, compute) * a / b, result)
@@ -730,7 +743,8 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 def _xlogy_value(x, y):
     # NOTE: 0 * log(y) is 0 (even for y = 0 or inf) unless y is NaN, as torch.xlogy.
-    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(y)))
+    # (eager's CPU kernel rounds log(y) to a half-precision result's dtype first)
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * cpu_half_step(jnp.log(y))))
 
 
 def _xlogy_partials(x, y):

@@ -11,7 +11,14 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops._common import as_dtype, canonical_dim, opmath_dtype, out_dtype
+from torch2xla.ops._common import (
+    as_dtype,
+    canonical_dim,
+    half_rounding,
+    is_half,
+    opmath_dtype,
+    out_dtype,
+)
 from torch2xla.ops._reduction import evenly_distributed
 from torch2xla.ops._registry import ctx, register
 
@@ -302,8 +309,7 @@ def _hist_counts(x, edges, weight, dtype, local_search=True):
 
 def _rounded(v, dtype):
     """``v`` rounded to ``dtype`` where XLA would keep a half-precision intermediate wider."""
-    bits = {"float16": (5, 10), "bfloat16": (8, 7)}.get(jnp.dtype(dtype).name)
-    return v if bits is None else lax.reduce_precision(v, *bits)
+    return half_rounding(v, np.dtype(dtype)) if is_half(dtype) else v
 
 
 def _range(x, lo, hi, widen, data):
