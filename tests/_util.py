@@ -260,3 +260,34 @@ def no_fallback(fn, *args, **kwargs):
 # a power's base: a program per value, before any backend) and traces custom autograd Functions
 # differently; tests gate those assertions on this.
 TORCH_2_13 = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
+
+def strict_compiled(fn):
+    """``fn`` compiled with ``backend="xla"`` in strict mode (an op left to eager raises)."""
+    return torch.compile(fn, backend="xla", options={"strict": True})
+
+
+def bits_equal(out, ref):
+    """Same dtype and shape, and the same values bit for bit (NaN where NaN, signed zeros;
+    complex numbers part by part)."""
+    assert out.dtype == ref.dtype and out.shape == ref.shape, (out, ref)
+    if out.is_complex():
+        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
+    if out.is_floating_point():
+        assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
+        fin = ~ref.isnan()
+        assert torch.equal(out[fin], ref[fin]), (out, ref)
+        assert torch.equal(out[fin].signbit(), ref[fin].signbit()), (out, ref)
+    else:
+        assert torch.equal(out, ref), (out, ref)
+
+
+def same_bits_as_eager(fn, *args):
+    """``fn`` compiled in strict mode gives eager's outputs bit for bit (``bits_equal``)."""
+    torch._dynamo.reset()
+    ref = fn(*clone_args(args))
+    out = strict_compiled(fn)(*clone_args(args))
+    outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        bits_equal(o, r)

@@ -8,37 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests._util import assert_same, clone_args
+from tests._util import assert_same
+from tests._util import bits_equal as _bits_equal
+from tests._util import same_bits_as_eager as _same_as_eager
+from tests._util import strict_compiled as _compiled
 
 NAN, INF = float("nan"), float("inf")
-
-
-def _compiled(fn):
-    return torch.compile(fn, backend="xla", options={"strict": True})
-
-
-def _bits_equal(out, ref):
-    """Same dtype, and the same values bit for bit (NaN where NaN, the signs of zeros)."""
-    assert out.dtype == ref.dtype, (out.dtype, ref.dtype)
-    if out.is_complex():
-        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
-    if out.is_floating_point():
-        assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
-        fin = ~ref.isnan()
-        assert torch.equal(out[fin], ref[fin]), (out, ref)
-        assert torch.equal(out[fin].signbit(), ref[fin].signbit()), (out, ref)
-    else:
-        assert torch.equal(out, ref), (out, ref)
-
-
-def _same_as_eager(fn, *args):
-    torch._dynamo.reset()
-    ref = fn(*clone_args(args))
-    out = _compiled(fn)(*clone_args(args))
-    for o, r in zip(
-        out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)
-    ):
-        _bits_equal(o, r)
 
 
 # --- a product with a bool converted to a float ------------------------------------------------

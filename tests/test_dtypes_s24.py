@@ -38,37 +38,11 @@ import pytest
 import torch
 
 from tests._util import clone_args
+from tests._util import same_bits_as_eager as _same_as_eager
+from tests._util import strict_compiled as _compiled
 
 NAN, INF = float("nan"), float("inf")
 INTS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def _compiled(fn):
-    return torch.compile(fn, backend="xla", options={"strict": True})
-
-
-def _bits_equal(out, ref):
-    """Same dtype and shape, and the same values bit for bit (NaN where NaN, signed zeros)."""
-    assert out.dtype == ref.dtype and out.shape == ref.shape, (out, ref)
-    if out.is_complex():
-        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
-    if out.is_floating_point():
-        assert torch.equal(out.isnan(), ref.isnan()), (out, ref)
-        fin = ~ref.isnan()
-        assert torch.equal(out[fin], ref[fin]), (out, ref)
-        assert torch.equal(out[fin].signbit(), ref[fin].signbit()), (out, ref)
-    else:
-        assert torch.equal(out, ref), (out, ref)
-
-
-def _same_as_eager(fn, *args):
-    torch._dynamo.reset()
-    ref = fn(*clone_args(args))
-    out = _compiled(fn)(*clone_args(args))
-    outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
-    assert len(outs) == len(refs)
-    for o, r in zip(outs, refs):
-        _bits_equal(o, r)
 
 
 def _raises_as_eager(fn, *args):
