@@ -50,13 +50,17 @@ def eager_inputs(gm: torch.fx.GraphModule, names: Sequence[str], args: Sequence)
     # (the tensors it makes from others: ``torch.ones(3, device="meta")``,
     # ``x.to_sparse()``; one per device or kind, the first node that makes it)
     made: dict[str, Unsupported] = {}
+    returned = set(gm.graph.output_node().all_input_nodes)
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
         for value in _tensors(node.meta.get("example_value")):
             kind = _kind(value)
-            if kind is not None:
-                made.setdefault(kind, Unsupported(node, f"makes {kind}, {_HOLDS}"))
+            # (a subclass the graph makes and unwraps, ``TwoTensor(x, y).sin().a``, exports
+            # as the plain ops of its __torch_dispatch__; returned, or jagged, it does not)
+            inner = is_traceable_wrapper_subclass(value) and not value.is_nested
+            if kind is not None and not (inner and node not in returned):
+                made.setdefault(kind, Unsupported(node, f"makes {kind} ({_HOLDS})"))
             elif value.device.type not in XLA_DEVICES:
                 why = f"makes a tensor on {value.device.type}, {_DEVICES}"
                 made.setdefault(value.device.type, Unsupported(node, why))
