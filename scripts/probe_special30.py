@@ -49,9 +49,10 @@ def describe(v):
         if type(v).__name__ == "MaskedTensor":
             return ("M", describe(v.get_data()), describe(v.get_mask()))
         strided = v.layout == torch.strided
+        names = getattr(v, "names", None)  # (torch sometimes raises AttributeError here)
         dense = v.to_dense() if not strided else v
         return (
-            "T", v.dtype, tuple(v.shape), v.layout, type(v).__name__, v.names,
+            "T", v.dtype, tuple(v.shape), v.layout, type(v).__name__, names,
             v.stride() if strided and v.device.type != "meta" else None,
             v.requires_grad, v.grad_fn is None,
             dense.detach().clone() if v.device.type != "meta" else "meta",
@@ -1341,6 +1342,206 @@ def two_tensor_made_inside(C, rec):
     out.sum().backward()
     rec("out", out)
     rec("grad", a.grad)
+
+
+# ============================================================================================
+# round 5: inputs sharing storage, conj and neg bits written
+@case
+def flat_param_views_update(C, rec):
+    flat = torch.arange(10.0)
+    p1 = nn.Parameter(flat[0:6].view(2, 3))
+    p2 = nn.Parameter(flat[6:10])
+
+    @torch.no_grad()
+    def step(a, b, g1, g2):
+        a.add_(g1, alpha=-0.1)
+        b.mul_(g2)
+        return a.sum() + b.sum()
+
+    rec("out", C(step)(p1, p2, torch.ones(2, 3), torch.full((4,), 2.0)))
+    rec("flat", flat)
+    rec("p", [p1.detach(), p2.detach()])
+
+
+@case
+def overlapping_inputs_written(C, rec):
+    def f(a, b):
+        a.mul_(2)
+        return b + 1
+
+    base = torch.arange(6.0)
+    rec("out", C(f)(base[0:4], base[2:6]))
+    rec("base", base)
+
+
+@case
+def conj_input_written(C, rec):
+    def f(c):
+        c.mul_(2j)
+        return c + 1
+
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    c = z.conj()
+    rec("out", C(f)(c))
+    rec("z", z)
+    rec("c_is_conj", c.is_conj())
+
+
+@case
+def neg_view_input_written(C, rec):
+    def f(c):
+        c.add_(1)
+        return c * 2
+
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    c = z.conj().imag
+    rec("out", C(f)(c))
+    rec("z", z)
+
+
+@case
+def conj_input_read_grad(C, rec):
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64, requires_grad=True)
+
+    def f(c):
+        return (c * c).real.sum()
+
+    out = C(f)(z.conj())
+    out.backward()
+    rec("out", out)
+    rec("grad", z.grad)
+
+
+@case
+def dtype_view_offset_input(C, rec):
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    base = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    rec("out", C(f)(base.view(torch.int32)[1:3]))
+    rec("base", base)
+
+
+@case
+def transposed_param_grad_layout(C, rec):
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 3).t())
+
+    def f(x):
+        return (x @ w).sum()
+
+    out = C(f)(torch.ones(2, 3))
+    out.backward()
+    rec("out", out)
+    rec("grad", w.grad)
+
+
+@case
+def channels_last_param_grad_layout(C, rec):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+    out = C(conv)(torch.randn(1, 3, 5, 5))
+    out.sum().backward()
+    rec("grad", conv.weight.grad)
+
+
+# ============================================================================================
+# round 6: sparse embedding options
+def _emb_case(**kw):
+    def run(C, rec):
+        torch.manual_seed(0)
+        emb = nn.Embedding(6, 3, **{"sparse": True, **kw})
+
+        def f(i):
+            return (emb(i) * torch.arange(3.0)).sum()
+
+        out = C(f)(torch.tensor([[0, 2, 2], [5, 0, 1]]))
+        out.backward()
+        rec("out", out)
+        rec("grad", emb.weight.grad)
+        rec("w", emb.weight.detach())
+
+    return run
+
+
+CASES["emb_sparse_max_norm"] = _emb_case(max_norm=1.0)
+CASES["emb_sparse_padding_idx"] = _emb_case(padding_idx=2)
+CASES["emb_sparse_scale_freq"] = _emb_case(scale_grad_by_freq=True)
+CASES["emb_dense_max_norm"] = _emb_case(max_norm=1.0, sparse=False)
+
+
+@case
+def embbag_sparse_psw(C, rec):
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(6, 3, mode="sum", sparse=True)
+    w = leaf(5)
+
+    def f(i, o):
+        return bag(i, o, per_sample_weights=w).pow(2).sum()
+
+    out = C(f)(torch.tensor([0, 2, 2, 5, 1]), torch.tensor([0, 2]))
+    out.backward()
+    rec("out", out)
+    rec("grads", [bag.weight.grad, w.grad])
+
+
+@case
+def embbag_sparse_max(C, rec):
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(6, 3, mode="max", sparse=True)
+
+    def f(i):
+        return bag(i).pow(2).sum()
+
+    out = C(f)(torch.tensor([[0, 2, 2], [5, 1, 1]]))
+    out.backward()
+    rec("out", out)
+    rec("grad", bag.weight.grad)
+
+
+@case
+def meta_module_cpu_input_error(C, rec):
+    with torch.device("meta"):
+        m = nn.Linear(3, 4)
+    rec("out", C(m)(torch.ones(2, 3)))
+
+
+def _emb_of(make):
+    def run(C, rec):
+        w = leaf(5, 3)
+
+        def f(i):
+            return (F.embedding(i, make(w), sparse=True) * torch.arange(3.0)).sum()
+
+        out = C(f)(torch.tensor([[0, 4], [4, 1]]))
+        out.backward()
+        rec("out", out)
+        rec("grad", w.grad)
+
+    return run
+
+
+CASES["emb_sparse_of_scaled"] = _emb_of(lambda w: w * 2)
+CASES["emb_sparse_of_view"] = _emb_of(lambda w: w.view(5, 3))
+CASES["emb_sparse_of_cast"] = _emb_of(lambda w: w.double())
+CASES["emb_sparse_of_alias"] = _emb_of(lambda w: w[:])
+
+
+@case
+def emb_dense_max_norm_beside_island(C, rec):
+    torch.manual_seed(0)
+    a = nn.Embedding(6, 3, max_norm=1.0)
+    b = nn.Embedding(6, 3, sparse=True)
+
+    def f(i):
+        return (a(i) * b(i)).sum()
+
+    out = C(f)(torch.tensor([[0, 2, 2], [5, 0, 1]]))
+    out.backward()
+    rec("out", out)
+    rec("grads", [a.weight.grad, b.weight.grad])
+    rec("w", a.weight.detach())
 
 
 # ============================================================================================
