@@ -44,17 +44,29 @@ def describe(v):
         if v.is_nested:
             return ("N", type(v).__name__, v.layout, v.dtype, [describe(t) for t in v.unbind()])
         if v.is_quantized:
-            return ("Q", v.dtype, tuple(v.shape), v.qscheme(), v.int_repr().clone(),
-                    v.q_scale() if v.qscheme() == torch.per_tensor_affine else None)
+            return (
+                "Q",
+                v.dtype,
+                tuple(v.shape),
+                v.qscheme(),
+                v.int_repr().clone(),
+                v.q_scale() if v.qscheme() == torch.per_tensor_affine else None,
+            )
         if type(v).__name__ == "MaskedTensor":
             return ("M", describe(v.get_data()), describe(v.get_mask()))
         strided = v.layout == torch.strided
         names = getattr(v, "names", None)  # (torch sometimes raises AttributeError here)
         dense = v.to_dense() if not strided else v
         return (
-            "T", v.dtype, tuple(v.shape), v.layout, type(v).__name__, names,
+            "T",
+            v.dtype,
+            tuple(v.shape),
+            v.layout,
+            type(v).__name__,
+            names,
             v.stride() if strided and v.device.type != "meta" else None,
-            v.requires_grad, v.grad_fn is None,
+            v.requires_grad,
+            v.grad_fn is None,
             dense.detach().clone() if v.device.type != "meta" else "meta",
         )
     if isinstance(v, (list, tuple)):
@@ -291,9 +303,7 @@ def njt_sdpa(C, rec):
         o = F.scaled_dot_product_attention(qt, qt, qt)
         return o.transpose(1, 2).flatten(-2)
 
-    nt = torch.nested.nested_tensor(
-        [torch.randn(2, 4), torch.randn(5, 4)], layout=torch.jagged
-    )
+    nt = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(5, 4)], layout=torch.jagged)
     rec("out", twice(C(f), nt))
 
 
@@ -513,8 +523,15 @@ def fake_quantize_qat(C, rec):
         out.backward()
     rec("out", out)
     rec("grad", lin.weight.grad)
-    rec("buffers", [fq.scale, fq.zero_point, fq.activation_post_process.min_val,
-                    fq.activation_post_process.max_val])
+    rec(
+        "buffers",
+        [
+            fq.scale,
+            fq.zero_point,
+            fq.activation_post_process.min_val,
+            fq.activation_post_process.max_val,
+        ],
+    )
 
 
 @case
@@ -1142,8 +1159,9 @@ def njt_dynamic_true(C, rec):
 
     c = C(f, dynamic=True)
     rec("out1", c(_njt()))
-    nt2 = torch.nested.nested_tensor([torch.ones(1, 3), torch.ones(2, 3), torch.ones(5, 3)],
-                                     layout=torch.jagged)
+    nt2 = torch.nested.nested_tensor(
+        [torch.ones(1, 3), torch.ones(2, 3), torch.ones(5, 3)], layout=torch.jagged
+    )
     rec("out2", c(nt2))
 
 
@@ -1288,7 +1306,10 @@ def fused_fq_ties(C, rec):
 def fq_per_channel_tensor_module(C, rec):
     fq = torch.ao.quantization.FakeQuantize(
         observer=torch.ao.quantization.MovingAveragePerChannelMinMaxObserver,
-        quant_min=-128, quant_max=127, dtype=torch.qint8, qscheme=torch.per_channel_symmetric,
+        quant_min=-128,
+        quant_max=127,
+        dtype=torch.qint8,
+        qscheme=torch.per_channel_symmetric,
     )
     x = (_HALVES.view(2, 5) * 1.0).requires_grad_()
     c = C(fq)
@@ -1304,8 +1325,11 @@ def learnable_fq_ties(C, rec):
     from torch.ao.quantization._learnable_fake_quantize import _LearnableFakeQuantize
 
     fq = _LearnableFakeQuantize(
-        observer=torch.ao.quantization.MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
-        scale=0.5, zero_point=128.0,
+        observer=torch.ao.quantization.MovingAverageMinMaxObserver,
+        quant_min=0,
+        quant_max=255,
+        scale=0.5,
+        zero_point=128.0,
     )
     fq.toggle_observer_update(False)
     fq.toggle_fake_quant(True)
