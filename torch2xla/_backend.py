@@ -468,6 +468,12 @@ class CompiledGraph:
     def _compile(self, args: Sequence, lowering: Callable | None = None) -> Entry | Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
             return self._cut
+        # (subclasses, sparse, quantized, meta: first, as the checks below read the graph's
+        # example values, whose sizes a jagged tensor makes nested ints without a value)
+        foreign = eager_inputs(self.gm, self.input_names, args)
+        if foreign:
+            with Build(self, args) as b:
+                return self._in_eager(foreign, b, every=False)
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/debug/_stages.py). ``lowering``
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
@@ -504,9 +510,6 @@ class CompiledGraph:
             mixed = self._mixed_writes(args)
             if mixed:
                 return self._in_eager(mixed, b)
-            foreign = eager_inputs(self.gm, self.input_names, args)  # (subclasses, meta)
-            if foreign:
-                return self._in_eager(foreign, b, every=False)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:

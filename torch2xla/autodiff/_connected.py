@@ -338,8 +338,9 @@ def _fake_like(m: Any, requires_grad: bool) -> Any:
 
 def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
     """``gm``'s outputs (a list) for ``args``, run op by op with autograd as eager runs them;
-    ``torch2xla::stop_gradient`` detaches (eager's ``.detach()``, which it stands for) and
-    ``aten.copy`` copies in place into a clone (eager's ``copy_``)."""
+    ``torch2xla::stop_gradient`` detaches (eager's ``.detach()``, which it stands for),
+    ``aten.copy`` copies in place into a clone (eager's ``copy_``) and ``embedding_renorm``
+    is a clone (eager's renorm in place under no_grad)."""
     stop = torch.ops.torch2xla.stop_gradient.default  # (defined by the time graphs run)
     env: dict[torch.fx.Node, Any] = {}
     it = iter(args)
@@ -361,6 +362,12 @@ def run_fake(gm: torch.fx.GraphModule, args: Sequence) -> list:
                 # its own: run as the in-place copy eager ran, whose backward gives ``self``
                 # zeros and ``src`` the gradient)
                 env[node] = torch.ops.aten.copy_.default(args_[0].clone(), *args_[1:], **kwargs)
+            elif node.target is torch.ops.aten.embedding_renorm.default:
+                # (``F.embedding(max_norm=)``'s ``embedding_renorm_``, which eager runs in
+                # place under no_grad: the weight's gradient passes through it unchanged, as
+                # a clone's; the functional op has no derivative formula, and its kernel no
+                # fake one: ``ops/_nn.embedding_renorm``)
+                env[node] = args_[0].clone()
             else:
                 env[node] = node.target(*args_, **kwargs)
         elif node.op == "output":

@@ -189,7 +189,7 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         if eagers_own(e) or (type(e) is RuntimeError and "returned an invalid gradient" in str(e)):
             return type(e)(eager_view_names(str(e)))
         broadcast = _eager_broadcast_error(e)
-        if broadcast is not None:
+        if broadcast is not None and not _sparse_gradients(outputs):
             return broadcast
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     except AssertionError as e:
@@ -204,6 +204,26 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         # fake value, ``output_saves``' own, failed its assertion; the engine is done here)
         mode.in_kernel_invocation = in_kernel
     return None
+
+
+def _sparse_gradients(outputs: list) -> bool:
+    """Whether eager's backward from ``outputs`` makes a sparse gradient (``sparse=True``
+    embeddings): their fake backward kernels size by values fake tensors lack (an
+    ``EmbeddingBag``'s per-sample-weight gradient came out of 0 rows), so a broadcast their
+    formulas fail there is no error of eager's."""
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor)]
+    keep = []  # (nodes are keyed by id(): kept alive until the walk ends)
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        if getattr(node, "_saved_sparse", False) is True:
+            return True
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return False
 
 
 # A broadcast a formula's operands fail, as torch's reference broadcasting (the fake kernels')

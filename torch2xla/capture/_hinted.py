@@ -30,6 +30,8 @@ def hint(n: Any) -> int | None:
     if isinstance(n, int):
         return n
     if isinstance(n, torch.SymInt):
+        if n.node.is_nested_int():  # (a jagged tensor's ragged size: no one value)
+            return None
         h = n.node.hint
         return int(h) if h is not None else None
     return None

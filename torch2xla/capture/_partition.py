@@ -70,7 +70,42 @@ def find_unsupported(
         ):
             # (eager's CPU kernel divides each row's gradient by another index's count)
             found.append(Unsupported(node, "scale_grad_by_freq=True: eager's gradient is kept"))
+    found += _upstream_of_sparse(found, graded)
     return found
+
+
+def _upstream_of_sparse(found: list[Unsupported], graded: set) -> list[Unsupported]:
+    """The nodes a gradient reaches (``graded``) that compute the weight a ``sparse=True``
+    embedding in ``found`` reads (``F.embedding(i, w * 2, sparse=True)``, ``max_norm=``'s
+    ``embedding_renorm``): they run in eager beside it, so that its sparse gradient goes
+    back through eager's autograd to the weight, as in eager (no XLA backward takes a sparse
+    cotangent; a dense one would make eager's sparse gradient dense)."""
+    upstream: dict[torch.fx.Node, None] = {}
+    todo = [u.node.args[0] for u in found if _sparse(u.node) or _sparse_grad(u.node)]
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            continue
+        if node in upstream or node not in graded:
+            continue
+        upstream[node] = None
+        todo += node.all_input_nodes
+    taken = {u.node for u in found}
+    return [
+        Unsupported(n, "computes the weight of a sparse=True embedding, whose gradient is sparse")
+        for n in upstream
+        if n not in taken
+    ]
+
+
+def _eager_renorm(weight, indices, max_norm, norm_type):
+    """``aten.embedding_renorm`` as eager runs ``F.embedding(max_norm=)``'s: in place under
+    no_grad, the weight's gradient passing through unchanged (the functional op has no
+    derivative formula)."""
+    out = weight.clone()
+    with torch.no_grad():
+        torch.embedding_renorm_(out, indices, max_norm, norm_type)
+    return out
 
 
 def _inside(node: torch.fx.Node, graded: bool) -> str | None:
@@ -177,5 +212,10 @@ def split(
     # A partition made only of getitem nodes is pointless in XLA.
     partitions = [p for p in partitions if any(n.target is not operator.getitem for n in p.nodes)]
     fused = partitioner.fuse_partitions(partitions)
+    for node in fused.graph.find_nodes(
+        op="call_function", target=torch.ops.aten.embedding_renorm.default
+    ):
+        node.target = _eager_renorm
+    fused.recompile()
     names = [n.target for n in fused.graph.nodes if n.op == "call_module"]
     return fused, names
