@@ -110,43 +110,70 @@ def compare_tensors(
     atol: float | None,
     check_dtype: bool = True,
     check_signed_zero: bool = False,
+    check_stride: bool = True,
 ) -> Mismatch | None:
-    """The first way ``xla`` differs from ``eager`` (metadata, then values), or None."""
+    """The first way ``xla`` differs from ``eager`` (metadata, then values), or None.
+
+    Infinities must be equal (same sign) and NaN in the same places: an infinite or NaN
+    element never passes by tolerance. Strides are compared on the dims of size > 1 (the
+    others are not observable through indexing or ``is_contiguous``)."""
     desc = describe_tensor(eager)
     if not isinstance(xla, torch.Tensor):
-        return Mismatch(what, f"eager gave a Tensor, XLA gave {type(xla).__name__}: {xla!r}")
+        return Mismatch(
+            what, f"eager gave a Tensor, XLA gave {type(xla).__name__}: {xla!r}", desc=desc
+        )
     if check_dtype and xla.dtype != eager.dtype:
-        return Mismatch(what, f"dtype differs: eager {eager.dtype}, XLA {xla.dtype}", desc)
+        return Mismatch(what, f"dtype differs: eager {eager.dtype}, XLA {xla.dtype}", desc=desc)
     if xla.shape != eager.shape:
         return Mismatch(
-            what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}", desc
+            what, f"shape differs: eager {tuple(eager.shape)}, XLA {tuple(xla.shape)}", desc=desc
         )
     if xla.device != eager.device:
-        return Mismatch(what, f"device differs: eager {eager.device}, XLA {xla.device}", desc)
+        return Mismatch(what, f"device differs: eager {eager.device}, XLA {xla.device}", desc=desc)
+    if check_stride and not _same_strides(eager, xla):
+        return Mismatch(
+            what,
+            f"strides differ: eager {eager.stride()}, XLA {xla.stride()} (the layout is "
+            "observable: .stride(), .is_contiguous(), whether .view() works; "
+            "check_stride=False to compare values only)",
+            desc=desc,
+        )
     if xla.requires_grad != eager.requires_grad:
         return Mismatch(
             what,
             f"requires_grad differs: eager {eager.requires_grad}, XLA {xla.requires_grad}",
             desc=desc,
         )
+    if eager.requires_grad and (eager.grad_fn is None) != (xla.grad_fn is None):
+        return Mismatch(
+            what,
+            "is_leaf differs: eager "
+            + ("a leaf (no grad_fn)" if eager.grad_fn is None else "not a leaf (has a grad_fn)")
+            + ", XLA "
+            + ("a leaf (no grad_fn)" if xla.grad_fn is None else "not a leaf (has a grad_fn)"),
+            desc=desc,
+        )
     e, x = eager.detach(), xla.detach()
     if e.numel() == 0:
         return None
+    if x.dtype != e.dtype:  # check_dtype=False: the values compared in a common dtype
+        common = torch.promote_types(e.dtype, x.dtype)
+        e, x = e.to(common), x.to(common)
     if e.is_complex():
         for part, fn in (("real", torch.real), ("imag", torch.imag)):
             m = compare_tensors(
                 f"{what}.{part}",
                 fn(e),
-                fn(x).to(fn(e).dtype),
+                fn(x),
                 rtol=rtol,
                 atol=atol,
                 check_signed_zero=check_signed_zero,
+                check_stride=False,
             )
             if m is not None:
                 return m
         return None
     if not e.dtype.is_floating_point:
-        x = x.to(e.dtype)
         bad = (e != x).reshape(-1)
         n_bad = int(bad.sum())
         if not n_bad:
@@ -171,7 +198,10 @@ def compare_tensors(
     equal = (ef == xf) | (e_nan & x_nan)
     abs_err = (xf - ef).abs()
     allowed = atol + rtol * ef.abs()
-    ok = equal | (abs_err <= allowed)
+    # An infinity or NaN passes only by equality: |inf - x| <= atol + rtol * inf would let a
+    # finite (or -inf) XLA value pass where eager gave inf.
+    finite = torch.isfinite(ef) & torch.isfinite(xf)
+    ok = equal | (finite & (abs_err <= allowed))
     if check_signed_zero:
         ok &= ~((ef == 0) & (xf == 0) & (ef.signbit() != xf.signbit()))
     if bool(ok.all()):
@@ -220,6 +250,21 @@ def compare_tensors(
     )
 
 
+def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal strides on every dim of size > 1 (all equal when a tensor is empty)."""
+    if a.numel() == 0:
+        return True
+    return all(sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True) if n > 1)
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "None"
+    if isinstance(v, torch.Tensor):
+        return f"a Tensor {describe_tensor(v)}"
+    return f"{type(v).__name__} {v!r}"
+
+
 def compare_trees(
     what: str,
     eager: Any,
@@ -229,18 +274,34 @@ def compare_trees(
     atol: float | None,
     check_dtype: bool = True,
     check_signed_zero: bool = False,
+    check_stride: bool = True,
 ) -> list[Mismatch]:
-    """Every mismatch between two pytrees of outputs (structure, tensors, Python values)."""
+    """Every mismatch between two pytrees of outputs (structure, tensors, Python values).
+
+    Python numbers must be equal (NaN equals NaN; with ``check_signed_zero`` a zero's sign
+    counts); ``None`` differs from any tensor (a missing gradient is not zeros)."""
     from torch.utils import _pytree as pytree
 
-    e_leaves, e_spec = pytree.tree_flatten(eager)
-    x_leaves, x_spec = pytree.tree_flatten(xla)
+    if (eager is None) != (xla is None) or (
+        isinstance(eager, torch.Tensor) != isinstance(xla, torch.Tensor)
+    ):
+        return [Mismatch(what, f"eager gave {_kind(eager)}, XLA {_kind(xla)}")]
+
+    def is_none(v: Any) -> bool:
+        return v is None
+
+    e_leaves, e_spec = pytree.tree_flatten(eager, is_leaf=is_none)
+    x_leaves, x_spec = pytree.tree_flatten(xla, is_leaf=is_none)
     if e_spec != x_spec:
         return [Mismatch(what, f"structure differs:\n  eager {e_spec}\n  XLA   {x_spec}")]
-    paths = [what + pytree.keystr(k) for k, _ in pytree.tree_flatten_with_path(eager)[0]]
+    paths = [
+        what + pytree.keystr(k) for k, _ in pytree.tree_flatten_with_path(eager, is_leaf=is_none)[0]
+    ]
     out = []
     for path, e, x in zip(paths, e_leaves, x_leaves):
-        if isinstance(e, torch.Tensor):
+        if e is None or x is None:
+            m = None if e is x else Mismatch(path, f"eager gave {_kind(e)}, XLA {_kind(x)}")
+        elif isinstance(e, torch.Tensor):
             m = compare_tensors(
                 path,
                 e,
@@ -249,20 +310,32 @@ def compare_trees(
                 atol=atol,
                 check_dtype=check_dtype,
                 check_signed_zero=check_signed_zero,
+                check_stride=check_stride,
             )
         elif type(e) is not type(x):
             m = Mismatch(
                 path, f"type differs: eager {type(e).__name__} {e!r}, XLA {type(x).__name__} {x!r}"
             )
-        elif isinstance(e, float) and math.isnan(e) and math.isnan(x):
+        elif isinstance(e, (float, complex)) and _same_number(e, x, check_signed_zero):
             m = None
-        elif e != x:
+        elif isinstance(e, (float, complex)) or e != x:
             m = Mismatch(path, f"value differs: eager {e!r}, XLA {x!r}")
         else:
             m = None
         if m is not None:
             out.append(m)
     return out
+
+
+def _same_number(e: complex, x: complex, signed_zero: bool) -> bool:
+    """Python floats (complex: both parts): equal, NaN in both, the zero's sign on request."""
+    if isinstance(e, complex):
+        return _same_number(e.real, x.real, signed_zero) and _same_number(
+            e.imag, x.imag, signed_zero
+        )
+    if math.isnan(e) or math.isnan(x):
+        return math.isnan(e) and math.isnan(x)
+    return e == x and not (signed_zero and math.copysign(1, e) != math.copysign(1, x))
 
 
 def describe_value(v: Any, limit: int = 8) -> str:

@@ -127,9 +127,16 @@ class ParityReport:
 
 def _clone_args(tree: Any, memo: dict) -> Any:
     """Copies of every tensor in ``tree`` with the same sizes, strides, storage offsets and
-    aliasing (tensors sharing a storage share the copy), so layouts and views reach both runs."""
+    aliasing (tensors sharing a storage share the copy), so layouts and views reach both runs.
+
+    Modules and optimizers among the arguments are deep copies (one memo, so an optimizer's
+    parameters stay its copied model's): a training step run eagerly must not change the
+    model the compiled run gets."""
+    deep = memo.setdefault("deepcopy", {})
 
     def clone(t: Any) -> Any:
+        if isinstance(t, (torch.nn.Module, torch.optim.Optimizer)):
+            return copy.deepcopy(t, deep)
         if not isinstance(t, torch.Tensor):
             return t
         storage = t.untyped_storage()
@@ -142,11 +149,104 @@ def _clone_args(tree: Any, memo: dict) -> Any:
         with torch.no_grad():
             new = torch.empty(0, dtype=t.dtype, device=t.device)
             new.set_(new_storage, t.storage_offset(), t.size(), t.stride())
-        if t.requires_grad:
+        if isinstance(t, torch.nn.Parameter):
+            new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+        elif t.requires_grad:
             new.requires_grad_(True)
+        if t.is_leaf and t.grad is not None:
+            new.grad = t.grad.detach().clone()
+        deep[id(t)] = new
         return new
 
     return pytree.tree_map(clone, tree)
+
+
+def _observable(tree: Any) -> Any:
+    """``tree`` with each module replaced by what a caller can observe of it after a call
+    (parameters, buffers, persistent or not, their ``.grad``, ``training`` flags) and each
+    optimizer by its ``state_dict()``."""
+
+    def state(v: Any) -> Any:
+        if isinstance(v, torch.nn.Module):
+            params = dict(v.named_parameters(remove_duplicate=False))
+            return {
+                "parameters": params,
+                "buffers": dict(v.named_buffers(remove_duplicate=False)),
+                ".grad": {n: p.grad for n, p in params.items()},
+                "training": {n or "(root)": m.training for n, m in v.named_modules()},
+            }
+        if isinstance(v, torch.optim.Optimizer):
+            return v.state_dict()
+        return v
+
+    return pytree.tree_map(state, tree)
+
+
+def _named_tensors(tree: Any, prefix: str) -> dict[str, torch.Tensor]:
+    return {
+        prefix + pytree.keystr(path): t
+        for path, t in pytree.tree_flatten_with_path(tree, is_leaf=_is_none)[0]
+        if isinstance(t, torch.Tensor)
+    }
+
+
+def _is_none(v: Any) -> bool:
+    return v is None
+
+
+def _aliasing(outputs: Any, sources: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """For each output tensor, what it aliases: an input (or parameter, buffer) itself, a view
+    of one's storage (with its offset), an earlier output; or "a new tensor"."""
+    by_id = {id(t): n for n, t in sources.items()}
+    by_storage: dict[Any, list[str]] = {}
+    for n, t in sources.items():
+        key = _storage_key(t)
+        if key is not None:
+            by_storage.setdefault(key, []).append(n)
+    seen_id: dict[int, str] = {}
+    seen_storage: dict[Any, str] = {}
+    out = {}
+    for name, o in _named_tensors(outputs, "output").items():
+        key = _storage_key(o)
+        if id(o) in by_id:
+            desc = f"{by_id[id(o)]} itself"
+        elif id(o) in seen_id:
+            desc = f"the same tensor as {seen_id[id(o)]}"
+        elif key in by_storage:
+            desc = (
+                f"a view of {' and '.join(by_storage[key])} (storage offset {o.storage_offset()})"
+            )
+        elif key in seen_storage:
+            desc = f"a view sharing {seen_storage[key]}'s storage (offset {o.storage_offset()})"
+        else:
+            desc = "a new tensor"
+        seen_id.setdefault(id(o), name)
+        if key is not None:
+            seen_storage.setdefault(key, name)
+        out[name] = desc
+    return out
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    storage = t.untyped_storage()
+    return (storage.data_ptr(), t.device) if storage.nbytes() else None
+
+
+def _alias_mismatches(eager: dict[str, str], xla: dict[str, str]) -> list[Mismatch]:
+    return [
+        Mismatch(
+            name,
+            f"aliasing differs: eager gives {eager[name]}, XLA {xla.get(name)} (an in-place "
+            "change to one reaches the other only on one side)",
+        )
+        for name in eager
+        if eager[name] != xla.get(name)
+    ]
+
+
+def _leaf_grads(named: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """``.grad`` of every leaf tensor (None included: a missing gradient is not zeros)."""
+    return {n: t.grad for n, t in named.items() if t.is_leaf}
 
 
 def _grad_leaves(tree: Any, want: bool) -> dict[str, torch.Tensor]:
@@ -337,6 +437,7 @@ def assert_parity(
     atol: float | None = None,
     check_dtype: bool = True,
     check_signed_zero: bool = False,
+    check_stride: bool = True,
     check_errors: bool = False,
     allow_fallback: bool = False,
     require_xla: bool = True,
@@ -367,6 +468,9 @@ def assert_parity(
         check_dtype: require equal dtypes.
         check_signed_zero: also require -0.0 and 0.0 to match (in outputs and inputs after
             the call; not in gradients, where a zero's sign is an artifact of the formula).
+        check_stride: require equal strides (on dims of size > 1) of outputs and inputs
+            after the call: a caller sees them (``.stride()``, ``.is_contiguous()``, whether
+            ``.view()`` works).
         check_errors: when eager raises, require the compiled call to raise too (instead of
             re-raising eager's error, which means the input was invalid for ``fn``).
         allow_fallback: let ops XLA cannot run execute in eager PyTorch (by default the
@@ -393,6 +497,7 @@ def assert_parity(
         "atol": atol,
         "check_dtype": check_dtype,
         "check_signed_zero": check_signed_zero,
+        "check_stride": check_stride,
         "check_errors": check_errors,
         "allow_fallback": allow_fallback,
         "require_xla": require_xla,
@@ -405,22 +510,34 @@ def assert_parity(
     opts = {"strict": not allow_fallback, **dict(options or {})}
     Options.parse(None, opts)  # (an OptionError now, not Dynamo's wrapping of it)
     backend = _backend(tuple(sorted(opts.items())))
-    is_module = isinstance(fn, torch.nn.Module)
-    if is_module:
-        eager_fn: Any = copy.deepcopy(fn)
-        xla_module = copy.deepcopy(fn)
-        for m in (eager_fn, xla_module):
+    compile_kw = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    # The module whose state the call can change: ``fn`` itself, or the owner of a bound
+    # method (``model.generate``). Each run gets its own copy, without gradients.
+    owner = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    owner = owner if isinstance(owner, torch.nn.Module) else None
+    e_owner = x_owner = None
+    if owner is not None:
+        e_owner, x_owner = copy.deepcopy(owner), copy.deepcopy(owner)
+        for m in (e_owner, x_owner):
             for p in m.parameters():
                 p.grad = None
-        xla_fn = torch.compile(xla_module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if owner is fn:
+        eager_fn: Any = e_owner
+        xla_fn = torch.compile(x_owner, **compile_kw)
+    elif owner is not None:
+        eager_fn = getattr(e_owner, fn.__name__)
+        xla_fn = torch.compile(getattr(x_owner, fn.__name__), **compile_kw)
     else:
         eager_fn = fn
-        xla_fn = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        xla_fn = torch.compile(fn, **compile_kw)
 
     e_args, e_kwargs = _clone_args((args, kwargs), {})
     x_args, x_kwargs = _clone_args((args, kwargs), {})
     e_leaves = _grad_leaves((e_args, e_kwargs), grad)
     x_leaves = _grad_leaves((x_args, x_kwargs), grad)
+
+    def report(head: str, body: list[str], what: str) -> ParityError:
+        return _report(fn, f"{_name(fn)} {head}", body, args, kwargs, given, what)
 
     rng = torch.get_rng_state()
     eager_error: BaseException | None = None
@@ -436,6 +553,7 @@ def assert_parity(
                 )
             raise
         eager_error, eager_out = e, None
+    rng_eager = torch.get_rng_state()
 
     torch.set_rng_state(rng)
     runs_before = _Counter.runs
@@ -450,26 +568,29 @@ def assert_parity(
                 warnings.simplefilter("ignore", FallbackWarning)
             xla_out = xla_fn(*x_args, **x_kwargs)
     except Exception as e:
-        if eager_error is not None:
-            return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
-        raise _report(
-            fn,
-            f'{_name(fn)} ran in eager PyTorch but raised with backend="xla":',
-            [f"{type(e).__name__}: {e}"],
-            args,
-            kwargs,
-            given,
-            "error",
-        ) from e
+        if eager_error is None:
+            raise report(
+                'ran in eager PyTorch but raised with backend="xla":',
+                [f"{type(e).__name__}: {e}"],
+                "error",
+            ) from e
+        if not isinstance(e, type(eager_error)):
+            raise report(
+                'raised another type of error with backend="xla" than in eager PyTorch '
+                f"(an XLA error must be an instance of eager's {type(eager_error).__name__}):",
+                [
+                    f"eager raised {type(eager_error).__name__}: {eager_error}",
+                    f"XLA raised {type(e).__name__}: {e}",
+                ],
+                "error",
+            ) from e
+        return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
     runs = _Counter.runs - runs_before
+    rng_xla = torch.get_rng_state()
     if eager_error is not None:
-        raise _report(
-            fn,
-            f'{_name(fn)} raised in eager PyTorch but returned with backend="xla":',
+        raise report(
+            'raised in eager PyTorch but returned with backend="xla":',
             [f"eager raised {type(eager_error).__name__}: {eager_error}"],
-            args,
-            kwargs,
-            given,
             "error",
         ) from eager_error
     if require_xla and runs == 0:
@@ -486,14 +607,27 @@ def assert_parity(
         "atol": atol,
         "check_dtype": check_dtype,
         "check_signed_zero": check_signed_zero,
+        "check_stride": check_stride,
     }
+    e_state = _observable({"args": e_args, "kwargs": e_kwargs, "module": e_owner})
+    x_state = _observable({"args": x_args, "kwargs": x_kwargs, "module": x_owner})
+    for state, a, k in ((e_state, e_args, e_kwargs), (x_state, x_args, x_kwargs)):
+        state[".grad"] = _leaf_grads({**_named_tensors(a, "args"), **_named_tensors(k, "kwargs")})
     mismatches = compare_trees("output", eager_out, xla_out, **tol)
-    mismatches += compare_trees("args after the call", e_args, x_args, **tol)
-    mismatches += compare_trees("kwargs after the call", e_kwargs, x_kwargs, **tol)
-    if is_module:
-        e_state, x_state = eager_fn.state_dict(), xla_module.state_dict()
-        for n in e_state:
-            mismatches += compare_trees(f"module {n} after the call", e_state[n], x_state[n], **tol)
+    mismatches += _alias_mismatches(
+        _aliasing(eager_out, _state_tensors(e_state)), _aliasing(xla_out, _state_tensors(x_state))
+    )
+    mismatches += _state_mismatches(e_state, x_state, tol)
+    drew = (not torch.equal(rng_eager, rng), not torch.equal(rng_xla, rng))
+    if drew[0] != drew[1]:
+        side = ("eager", "XLA") if drew[0] else ("XLA", "eager")
+        mismatches.append(
+            Mismatch(
+                "torch's default generator",
+                f"{side[0]} drew random numbers from it during the call, {side[1]} did not "
+                "(the next torch.rand gives other values)",
+            )
+        )
     if grad and not mismatches:
         if not _cotangents(eager_out):
             raise ValueError(
@@ -501,18 +635,56 @@ def assert_parity(
                 "(are the inputs floating, and is grad mode on?)"
             )
         _backward(eager_out)
-        _backward(xla_out)
+        try:
+            _backward(xla_out)
+        except Exception as e:
+            raise report(
+                'ran backward in eager PyTorch but its backward raised with backend="xla":',
+                [f"{type(e).__name__}: {e}"],
+                "grad",
+            ) from e
         # The sign of a zero gradient is an artifact of the backward formula: not compared.
         gtol = {**tol, "check_signed_zero": False}
         for n, t in e_leaves.items():
             mismatches += compare_trees(f"grad of {n}", t.grad, x_leaves[n].grad, **gtol)
-        if is_module:
-            x_params = dict(xla_module.named_parameters())
-            for n, p in eager_fn.named_parameters():
+        if owner is not None:
+            x_params = dict(x_owner.named_parameters())
+            for n, p in e_owner.named_parameters():
                 mismatches += compare_trees(f"grad of {n}", p.grad, x_params[n].grad, **gtol)
     if mismatches:
         raise _fail(fn, mismatches, args, kwargs, eager_out, given)
     return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
+
+
+def _state_tensors(state: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors a call's outputs may alias: inputs, parameters and buffers, by name."""
+    named = _named_tensors(state["args"], "args")
+    named.update(_named_tensors(state["kwargs"], "kwargs"))
+    module = state["module"]
+    if module is not None:
+        for part in ("parameters", "buffers"):
+            named.update({f"module {n}": t for n, t in module[part].items()})
+    return named
+
+
+def _state_mismatches(e_state: dict, x_state: dict, tol: Mapping[str, Any]) -> list[Mismatch]:
+    """Inputs (and modules, optimizers among them), the module's parameters, buffers,
+    ``.grad`` and ``training`` flags, after the call."""
+    out = compare_trees("args after the call", e_state["args"], x_state["args"], **tol)
+    out += compare_trees("kwargs after the call", e_state["kwargs"], x_state["kwargs"], **tol)
+    for n, g in e_state[".grad"].items():
+        out += compare_trees(f"{n}.grad after the call", g, x_state[".grad"].get(n), **tol)
+    if e_state["module"] is not None:
+        e_mod, x_mod = e_state["module"], x_state["module"]
+        for part, suffix in (("parameters", ""), ("buffers", ""), (".grad", ".grad")):
+            for n, v in e_mod[part].items():
+                out += compare_trees(
+                    f"module {n}{suffix} after the call", v, x_mod[part].get(n), **tol
+                )
+        out += compare_trees(
+            "module training flags after the call", e_mod["training"], x_mod["training"], **tol
+        )
+    return out
 
 
 _DEFAULTS = {
