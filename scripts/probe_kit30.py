@@ -274,6 +274,42 @@ CASES.append(("train_step_ok", "pass", train_step_ok,
               {}))
 
 
+_A, _B = torch.randn(16, 512), torch.randn(512, 16)
+
+
+@case("fail", _A.bfloat16(), _B.bfloat16())
+def bf16_mm_wrong_few(a, b):
+    y = a @ b
+    return torch.where(torch.arange(16) == 3, y * 1.05, y) if C() else y
+
+
+@case("fail", _A, _B)
+def f32_mm_wrong_few(a, b):
+    y = a @ b
+    return torch.where(torch.arange(16) == 3, y * (1 + 1e-4), y) if C() else y
+
+
+@case("fail", torch.randn(64) * 10)
+def round_trick_wrong(x):
+    return x * 1 if C() else (x + 2**23) - 2**23
+
+
+@case("fail", (torch.randn(8, 512) + 10).bfloat16(), grad=True)
+def bf16_var_grad_wrong(x):
+    y = x.var(-1)
+    return y + (y * 0.05 - (y * 0.05).detach()) if C() else y
+
+
+@case("pass", (torch.randn(8, 512) + 10).bfloat16(), grad=True)
+def bf16_var_grad(x):
+    return x.var(-1)
+
+
+@case("pass", torch.randn(64) * 10)
+def round_trick(x):
+    return (x + 2**23) - 2**23
+
+
 # ---- modules -------------------------------------------------------------------------------
 class NonPersistent(torch.nn.Module):
     def __init__(self):

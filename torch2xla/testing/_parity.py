@@ -31,6 +31,19 @@ from torch2xla.testing._compare import (
     describe_value,
 )
 from torch2xla.testing._limits import KNOWN_LIMITATIONS
+from torch2xla.testing._state import (
+    alias_mismatches,
+    aliasing,
+    clone_args,
+    grad_leaves,
+    leaf_grads,
+    named_tensors,
+    observable,
+    state_mismatches,
+    state_tensors,
+)
+
+_clone_args = clone_args  # (the kit's tests reach it by this name)
 
 __all__ = ["ParityReport", "assert_parity", "xla_graph_runs"]
 
@@ -123,147 +136,6 @@ class ParityReport:
             for k, v in rows
         )
         return f"<table class='torch2xla-parity'><caption>ParityReport</caption>{body}</table>"
-
-
-def _clone_args(tree: Any, memo: dict) -> Any:
-    """Copies of every tensor in ``tree`` with the same sizes, strides, storage offsets and
-    aliasing (tensors sharing a storage share the copy), so layouts and views reach both runs.
-
-    Modules and optimizers among the arguments are deep copies (one memo, so an optimizer's
-    parameters stay its copied model's): a training step run eagerly must not change the
-    model the compiled run gets."""
-    deep = memo.setdefault("deepcopy", {})
-
-    def clone(t: Any) -> Any:
-        if isinstance(t, (torch.nn.Module, torch.optim.Optimizer)):
-            return copy.deepcopy(t, deep)
-        if not isinstance(t, torch.Tensor):
-            return t
-        storage = t.untyped_storage()
-        key = (storage.data_ptr(), t.device) if storage.nbytes() else None
-        new_storage = memo.get(key) if key is not None else None
-        if new_storage is None:
-            new_storage = storage.clone()
-            if key is not None:
-                memo[key] = new_storage
-        with torch.no_grad():
-            new = torch.empty(0, dtype=t.dtype, device=t.device)
-            new.set_(new_storage, t.storage_offset(), t.size(), t.stride())
-        if isinstance(t, torch.nn.Parameter):
-            new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
-        elif t.requires_grad:
-            new.requires_grad_(True)
-        if t.is_leaf and t.grad is not None:
-            new.grad = t.grad.detach().clone()
-        deep[id(t)] = new
-        return new
-
-    return pytree.tree_map(clone, tree)
-
-
-def _observable(tree: Any) -> Any:
-    """``tree`` with each module replaced by what a caller can observe of it after a call
-    (parameters, buffers, persistent or not, their ``.grad``, ``training`` flags) and each
-    optimizer by its ``state_dict()``."""
-
-    def state(v: Any) -> Any:
-        if isinstance(v, torch.nn.Module):
-            params = dict(v.named_parameters(remove_duplicate=False))
-            return {
-                "parameters": params,
-                "buffers": dict(v.named_buffers(remove_duplicate=False)),
-                ".grad": {n: p.grad for n, p in params.items()},
-                "training": {n or "(root)": m.training for n, m in v.named_modules()},
-            }
-        if isinstance(v, torch.optim.Optimizer):
-            return v.state_dict()
-        return v
-
-    return pytree.tree_map(state, tree)
-
-
-def _named_tensors(tree: Any, prefix: str) -> dict[str, torch.Tensor]:
-    return {
-        prefix + pytree.keystr(path): t
-        for path, t in pytree.tree_flatten_with_path(tree, is_leaf=_is_none)[0]
-        if isinstance(t, torch.Tensor)
-    }
-
-
-def _is_none(v: Any) -> bool:
-    return v is None
-
-
-def _aliasing(outputs: Any, sources: Mapping[str, torch.Tensor]) -> dict[str, str]:
-    """For each output tensor, what it aliases: an input (or parameter, buffer) itself, a view
-    of one's storage (with its offset), an earlier output; or "a new tensor"."""
-    by_id = {id(t): n for n, t in sources.items()}
-    by_storage: dict[Any, list[str]] = {}
-    for n, t in sources.items():
-        key = _storage_key(t)
-        if key is not None:
-            by_storage.setdefault(key, []).append(n)
-    seen_id: dict[int, str] = {}
-    seen_storage: dict[Any, str] = {}
-    out = {}
-    for name, o in _named_tensors(outputs, "output").items():
-        key = _storage_key(o)
-        if id(o) in by_id:
-            desc = f"{by_id[id(o)]} itself"
-        elif id(o) in seen_id:
-            desc = f"the same tensor as {seen_id[id(o)]}"
-        elif key in by_storage:
-            desc = (
-                f"a view of {' and '.join(by_storage[key])} (storage offset {o.storage_offset()})"
-            )
-        elif key in seen_storage:
-            desc = f"a view sharing {seen_storage[key]}'s storage (offset {o.storage_offset()})"
-        else:
-            desc = "a new tensor"
-        seen_id.setdefault(id(o), name)
-        if key is not None:
-            seen_storage.setdefault(key, name)
-        out[name] = desc
-    return out
-
-
-def _storage_key(t: torch.Tensor) -> Any:
-    storage = t.untyped_storage()
-    return (storage.data_ptr(), t.device) if storage.nbytes() else None
-
-
-def _alias_mismatches(eager: dict[str, str], xla: dict[str, str]) -> list[Mismatch]:
-    return [
-        Mismatch(
-            name,
-            f"aliasing differs: eager gives {eager[name]}, XLA {xla.get(name)} (an in-place "
-            "change to one reaches the other only on one side)",
-        )
-        for name in eager
-        if eager[name] != xla.get(name)
-    ]
-
-
-def _leaf_grads(named: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    """``.grad`` of every leaf tensor (None included: a missing gradient is not zeros)."""
-    return {n: t.grad for n, t in named.items() if t.is_leaf}
-
-
-def _grad_leaves(tree: Any, want: bool) -> dict[str, torch.Tensor]:
-    """Tensors of ``(args, kwargs)`` whose gradients are compared, by name (``args[0]``...).
-
-    Those that require grad; with ``want`` and none requiring grad, every floating tensor."""
-    named = {
-        ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:]): t
-        for path, t in pytree.tree_flatten_with_path(tree)[0]
-        if isinstance(t, torch.Tensor)
-    }
-    tracked = {n: t for n, t in named.items() if t.requires_grad}
-    if want and not tracked:
-        tracked = {n: t for n, t in named.items() if t.dtype.is_floating_point or t.is_complex()}
-        for t in tracked.values():
-            t.requires_grad_(True)
-    return tracked
 
 
 def _cotangents(outputs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -531,10 +403,10 @@ def assert_parity(
         eager_fn = fn
         xla_fn = torch.compile(fn, **compile_kw)
 
-    e_args, e_kwargs = _clone_args((args, kwargs), {})
-    x_args, x_kwargs = _clone_args((args, kwargs), {})
-    e_leaves = _grad_leaves((e_args, e_kwargs), grad)
-    x_leaves = _grad_leaves((x_args, x_kwargs), grad)
+    e_args, e_kwargs = clone_args((args, kwargs), {})
+    x_args, x_kwargs = clone_args((args, kwargs), {})
+    e_leaves = grad_leaves((e_args, e_kwargs), grad)
+    x_leaves = grad_leaves((x_args, x_kwargs), grad)
 
     def report(head: str, body: list[str], what: str) -> ParityError:
         return _report(fn, f"{_name(fn)} {head}", body, args, kwargs, given, what)
@@ -609,15 +481,25 @@ def assert_parity(
         "check_signed_zero": check_signed_zero,
         "check_stride": check_stride,
     }
-    e_state = _observable({"args": e_args, "kwargs": e_kwargs, "module": e_owner})
-    x_state = _observable({"args": x_args, "kwargs": x_kwargs, "module": x_owner})
-    for state, a, k in ((e_state, e_args, e_kwargs), (x_state, x_args, x_kwargs)):
-        state[".grad"] = _leaf_grads({**_named_tensors(a, "args"), **_named_tensors(k, "kwargs")})
-    mismatches = compare_trees("output", eager_out, xla_out, **tol)
-    mismatches += _alias_mismatches(
-        _aliasing(eager_out, _state_tensors(e_state)), _aliasing(xla_out, _state_tensors(x_state))
+    e_state = _state_after(e_args, e_kwargs, e_owner)
+    x_state = _state_after(x_args, x_kwargs, x_owner)
+    # The float64 reference, computed once and only where floating values differ.
+    reference = functools.cache(
+        lambda: _Reference.run(owner, fn, args, kwargs, grad, rng, eager_out)
     )
-    mismatches += _state_mismatches(e_state, x_state, tol)
+
+    def values(ref: _Reference | None) -> list[Mismatch]:
+        out = compare_trees(
+            "output", eager_out, xla_out, **tol, reference=None if ref is None else ref.out
+        )
+        return out + state_mismatches(e_state, x_state, tol, None if ref is None else ref.state)
+
+    mismatches = values(None)
+    if any(m.by_value for m in mismatches) and reference() is not None:
+        mismatches = values(reference())
+    mismatches += alias_mismatches(
+        aliasing(eager_out, state_tensors(e_state)), aliasing(xla_out, state_tensors(x_state))
+    )
     drew = (not torch.equal(rng_eager, rng), not torch.equal(rng_xla, rng))
     if drew[0] != drew[1]:
         side = ("eager", "XLA") if drew[0] else ("XLA", "eager")
@@ -645,46 +527,101 @@ def assert_parity(
             ) from e
         # The sign of a zero gradient is an artifact of the backward formula: not compared.
         gtol = {**tol, "check_signed_zero": False}
-        for n, t in e_leaves.items():
-            mismatches += compare_trees(f"grad of {n}", t.grad, x_leaves[n].grad, **gtol)
-        if owner is not None:
-            x_params = dict(x_owner.named_parameters())
-            for n, p in e_owner.named_parameters():
-                mismatches += compare_trees(f"grad of {n}", p.grad, x_params[n].grad, **gtol)
+        e_grads = _grads(e_leaves, e_owner)
+        x_grads = _grads(x_leaves, x_owner)
+
+        def gradients(ref: _Reference | None) -> list[Mismatch]:
+            r_grads = {} if ref is None or ref.grads is None else ref.grads
+            return [
+                m
+                for n, g in e_grads.items()
+                for m in compare_trees(
+                    f"grad of {n}", g, x_grads.get(n), **gtol, reference=r_grads.get(n)
+                )
+            ]
+
+        mismatches = gradients(None)
+        if any(m.by_value for m in mismatches) and reference() is not None:
+            mismatches = gradients(reference())
     if mismatches:
         raise _fail(fn, mismatches, args, kwargs, eager_out, given)
     return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
 
 
-def _state_tensors(state: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """The tensors a call's outputs may alias: inputs, parameters and buffers, by name."""
-    named = _named_tensors(state["args"], "args")
-    named.update(_named_tensors(state["kwargs"], "kwargs"))
-    module = state["module"]
-    if module is not None:
-        for part in ("parameters", "buffers"):
-            named.update({f"module {n}": t for n, t in module[part].items()})
-    return named
+def _state_after(args: tuple, kwargs: dict, owner: torch.nn.Module | None) -> dict:
+    """What a caller sees of the inputs and the module after the call (``observable``),
+    with the ``.grad`` of each input leaf."""
+    state = observable({"args": args, "kwargs": kwargs, "module": owner})
+    state[".grad"] = leaf_grads({**named_tensors(args, "args"), **named_tensors(kwargs, "kwargs")})
+    return state
 
 
-def _state_mismatches(e_state: dict, x_state: dict, tol: Mapping[str, Any]) -> list[Mismatch]:
-    """Inputs (and modules, optimizers among them), the module's parameters, buffers,
-    ``.grad`` and ``training`` flags, after the call."""
-    out = compare_trees("args after the call", e_state["args"], x_state["args"], **tol)
-    out += compare_trees("kwargs after the call", e_state["kwargs"], x_state["kwargs"], **tol)
-    for n, g in e_state[".grad"].items():
-        out += compare_trees(f"{n}.grad after the call", g, x_state[".grad"].get(n), **tol)
-    if e_state["module"] is not None:
-        e_mod, x_mod = e_state["module"], x_state["module"]
-        for part, suffix in (("parameters", ""), ("buffers", ""), (".grad", ".grad")):
-            for n, v in e_mod[part].items():
-                out += compare_trees(
-                    f"module {n}{suffix} after the call", v, x_mod[part].get(n), **tol
-                )
-        out += compare_trees(
-            "module training flags after the call", e_mod["training"], x_mod["training"], **tol
-        )
-    return out
+def _grads(leaves: Mapping[str, torch.Tensor], owner: torch.nn.Module | None) -> dict[str, Any]:
+    """The gradients compared after the backward: of the inputs, and the module's."""
+    grads = {n: t.grad for n, t in leaves.items()}
+    if owner is not None:
+        grads.update({n: p.grad for n, p in owner.named_parameters()})
+    return grads
+
+
+@dataclasses.dataclass
+class _Reference:
+    """The call computed eagerly in float64 (``compare_tensors``'s reference): its outputs,
+    the state after it, and with ``grad`` the gradients from eager's cotangents."""
+
+    out: Any
+    state: dict
+    grads: dict[str, Any] | None
+
+    @staticmethod
+    def run(
+        owner: torch.nn.Module | None,
+        fn: Any,
+        args: tuple,
+        kwargs: Mapping,
+        grad: bool,
+        rng: torch.Tensor,
+        eager_out: Any,
+    ) -> _Reference | None:
+        """None where the function does not run in float64 (a float32 weight it closes
+        over, an optimizer's float32 state): the comparison then stays with eager's values."""
+        r_args, r_kwargs = clone_args((args, dict(kwargs)), {}, upcast=True)
+        leaves = grad_leaves((r_args, r_kwargs), grad)
+        r_owner = None
+        if owner is not None:
+            r_owner = copy.deepcopy(owner).double()
+            for p in r_owner.parameters():
+                p.grad = None
+        r_fn = fn if owner is None else r_owner if owner is fn else getattr(r_owner, fn.__name__)
+        after = torch.get_rng_state()
+        torch.set_rng_state(rng)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = r_fn(*r_args, **r_kwargs)
+                state = _state_after(r_args, r_kwargs, r_owner)
+                grads = None
+                pairs = _cotangents(eager_out)
+                r_outs = [o for o in pytree.tree_leaves(out) if _requires_grad(o)]
+                if grad and len(r_outs) == len(pairs):
+                    torch.autograd.backward(
+                        r_outs,
+                        [
+                            c.to(torch.float64 if o.is_floating_point() else o.dtype)
+                            for (_, c), o in zip(pairs, r_outs, strict=True)
+                        ],
+                    )
+                    grads = _grads(leaves, r_owner)
+        # A reference is an aid: a function that cannot run in float64 is compared as it is.
+        except (RuntimeError, TypeError, ValueError, IndexError, AttributeError):
+            return None
+        finally:
+            torch.set_rng_state(after)
+        return _Reference(out, state, grads)
+
+
+def _requires_grad(o: Any) -> bool:
+    return isinstance(o, torch.Tensor) and o.requires_grad
 
 
 _DEFAULTS = {
