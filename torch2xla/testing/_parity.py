@@ -383,6 +383,7 @@ def assert_parity(
     Options.parse(None, opts)  # (an OptionError now, not Dynamo's wrapping of it)
     backend = _backend(tuple(sorted(opts.items())))
     compile_kw = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    fn = _uncompiled(fn)
     # The module whose state the call can change: ``fn`` itself, or the owner of a bound
     # method (``model.generate``). Each run gets its own copy, without gradients.
     owner = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
@@ -414,7 +415,9 @@ def assert_parity(
     rng = torch.get_rng_state()
     eager_error: BaseException | None = None
     try:
-        eager_out = eager_fn(*e_args, **e_kwargs)
+        # (torch.compile'd code the function calls runs eagerly too: eager is the reference)
+        with torch._dynamo.config.patch(disable=True):
+            eager_out = eager_fn(*e_args, **e_kwargs)
     except Exception as e:
         if not check_errors:
             if hasattr(e, "add_note"):
@@ -548,6 +551,14 @@ def assert_parity(
     return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
 
 
+def _uncompiled(fn: Any) -> Any:
+    """The function or module ``torch.compile`` wrapped (given a compiled one, the eager run
+    would run XLA too and compare it with itself)."""
+    if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", fn)
+
+
 def _state_after(args: tuple, kwargs: dict, owner: torch.nn.Module | None) -> dict:
     """What a caller sees of the inputs and the module after the call (``observable``),
     with the ``.grad`` of each input leaf."""
@@ -596,7 +607,7 @@ class _Reference:
         after = torch.get_rng_state()
         torch.set_rng_state(rng)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), torch._dynamo.config.patch(disable=True):
                 warnings.simplefilter("ignore")
                 out = r_fn(*r_args, **r_kwargs)
                 state = _state_after(r_args, r_kwargs, r_owner)
