@@ -423,6 +423,11 @@ def describe_value(v: Any, limit: int = 8) -> str:
     """A one-line description of an input: ``float32[4, 16] in [-9.5, 10.0]``; the exact
     values (``repr`` of floats round-trips) of tensors up to ``limit`` elements; the memory
     layout when it is not contiguous, NaN and infinities when present."""
+    if isinstance(v, torch.nn.Module):
+        n = sum(1 for _ in v.parameters())
+        return f"{type(v).__name__} module ({n} parameters, {sum(1 for _ in v.buffers())} buffers)"
+    if isinstance(v, torch.optim.Optimizer):
+        return f"{type(v).__name__} optimizer ({len(v.state)} parameters with state)"
     if not isinstance(v, torch.Tensor):
         return repr(v)
     t = v.detach()
