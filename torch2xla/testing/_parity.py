@@ -319,16 +319,22 @@ def assert_parity(
 ) -> ParityReport:
     """Check that ``torch.compile(fn, backend="xla")`` matches eager PyTorch on these inputs.
 
-    ``fn`` runs twice, eagerly and compiled, each on its own copy of the inputs (same strides,
-    storage offsets and aliasing; the caller's tensors and module are never touched). Then:
+    ``fn`` runs twice, eagerly (Dynamo disabled) and compiled, each on its own copy of the
+    inputs (same strides, storage offsets and aliasing; modules and optimizers among them, and
+    ``fn``'s module, deep-copied; the caller's objects are never touched). Then, strictly
+    (the contract: ``torch2xla/testing/README.md``):
 
-    - outputs: same structure, dtypes, shapes, devices and ``requires_grad``; values within
-      tolerance; NaN in the same positions (see :data:`DEFAULT_TOLERANCES`);
-    - side effects: every input tensor after the call (in-place ops), and for a module its
-      parameters and buffers (e.g. BatchNorm running stats);
+    - outputs: same structure and Python types, dtypes, shapes, devices, strides,
+      ``requires_grad`` and ``is_leaf``; values within tolerance (see
+      :data:`DEFAULT_TOLERANCES`; a float64 reference widens it by eager's own rounding
+      error only), NaN in the same positions, infinities equal; the same aliasing of inputs
+      and of each other;
+    - side effects: every input tensor after the call (in-place ops) with its ``.grad``, the
+      modules' parameters, buffers (persistent or not), ``.grad`` and ``training`` flags,
+      optimizers' state, and whether torch's default generator was drawn from;
     - with ``grad=True``: gradients of the inputs that require grad (all floating inputs if
       none does) and of the module's parameters, after a backward pass from the same random
-      cotangents on both sides.
+      cotangents on both sides (None is not zeros).
 
     Args:
         fn: a function or ``nn.Module``.
@@ -343,8 +349,9 @@ def assert_parity(
         check_stride: require equal strides (on dims of size > 1) of outputs and inputs
             after the call: a caller sees them (``.stride()``, ``.is_contiguous()``, whether
             ``.view()`` works).
-        check_errors: when eager raises, require the compiled call to raise too (instead of
-            re-raising eager's error, which means the input was invalid for ``fn``).
+        check_errors: when eager raises, require the compiled call to raise an instance of
+            eager's error type (instead of re-raising eager's error, which means the input
+            was invalid for ``fn``).
         allow_fallback: let ops XLA cannot run execute in eager PyTorch (by default the
             backend runs in strict mode, so such ops raise instead of passing unchecked).
         require_xla: fail when no XLA graph ran during the compiled call (Dynamo graph-broke
