@@ -256,8 +256,15 @@ def train_step(model, opt, x):
 
 
 _m = torch.nn.Linear(3, 2)
-CASES.append(("train_step_wrong", "fail", train_step,
-              (_m, torch.optim.SGD(_m.parameters(), lr=0.1), torch.randn(4, 3)), {}))
+CASES.append(
+    (
+        "train_step_wrong",
+        "fail",
+        train_step,
+        (_m, torch.optim.SGD(_m.parameters(), lr=0.1), torch.randn(4, 3)),
+        {},
+    )
+)
 
 
 def train_step_ok(model, opt, x):
@@ -269,9 +276,15 @@ def train_step_ok(model, opt, x):
 
 
 _m2 = torch.nn.Linear(3, 2)
-CASES.append(("train_step_ok", "pass", train_step_ok,
-              (_m2, torch.optim.SGD(_m2.parameters(), lr=0.1, momentum=0.9), torch.randn(4, 3)),
-              {}))
+CASES.append(
+    (
+        "train_step_ok",
+        "pass",
+        train_step_ok,
+        (_m2, torch.optim.SGD(_m2.parameters(), lr=0.1, momentum=0.9), torch.randn(4, 3)),
+        {},
+    )
+)
 
 
 _A, _B = torch.randn(16, 512), torch.randn(512, 16)
@@ -356,8 +369,9 @@ class ParamGradNone(torch.nn.Module):
         return x * self.a + (self.b * 0 if C() else 0)
 
 
-CASES.append(("module_param_zeros_vs_none_grad", "fail", ParamGradNone(), (torch.randn(3),),
-              {"grad": True}))
+CASES.append(
+    ("module_param_zeros_vs_none_grad", "fail", ParamGradNone(), (torch.randn(3),), {"grad": True})
+)
 
 
 class ReturnsParam(torch.nn.Module):
@@ -485,8 +499,19 @@ def random_op(x):
 
 
 CASES.append(("module_bn", "pass", torch.nn.BatchNorm1d(3), (torch.randn(4, 3),), {"grad": True}))
-CASES.append(("module_nonpersistent_ok", "pass", type("NP2", (NonPersistent,), {
-    "forward": lambda self, x: (self.count.add_(1), self.lin(x))[1]})(), (torch.randn(2, 3),), {}))
+CASES.append(
+    (
+        "module_nonpersistent_ok",
+        "pass",
+        type(
+            "NP2",
+            (NonPersistent,),
+            {"forward": lambda self, x: (self.count.add_(1), self.lin(x))[1]},
+        )(),
+        (torch.randn(2, 3),),
+        {},
+    )
+)
 
 
 def main(argv):
@@ -500,7 +525,7 @@ def main(argv):
             got, msg = "pass", ""
         except ParityError as e:
             got, msg = "fail", str(e).split("inputs:")[0].strip().replace("\n", " | ")
-        except Exception as e:  # a probe: record what else went wrong
+        except Exception as e:  # noqa: BLE001  (a probe: records what else went wrong)
             got, msg = "error", f"{type(e).__name__}: {str(e)[:200]}"
         ok = got == expect
         bad += not ok
