@@ -267,8 +267,12 @@ def compare_tensors(
             near = finite & torch.isfinite(rf) & ((xf - rf).abs() <= ref_allowed)
             ok |= near
             ref_note = (
-                f"float64 reference: XLA also differs from it by more than rtol, atol and "
-                f"{REFERENCE_MULTIPLIER:g} x eager's RMS error against it ({error:.3g})"
+                None
+                if error == 0
+                else (
+                    f"float64 reference: XLA also differs from it by more than rtol, atol and "
+                    f"{REFERENCE_MULTIPLIER:g} x eager's RMS error against it ({error:.3g})"
+                )
             )
     if check_signed_zero:
         ok &= ~((ef == 0) & (xf == 0) & (ef.signbit() != xf.signbit()))
