@@ -203,6 +203,16 @@ LIMITATIONS = (
         (torch.tensor([[INF, 0.0, 0.0], [0.0, 0.0, 0.0]]), torch.tensor(1.1342745902071442e38)),
     ),
     Limitation(
+        "addcdiv",
+        "Dynamo splits addcdiv into x + value * (t1 / t2) and XLA's CPU compiler contracts the "
+        "multiply and add into a fused multiply-add: where value * (t1 / t2) overflows beside "
+        "an infinite x, eager's inf + -inf is NaN, the fused result inf (found once the kit "
+        "stopped passing an infinity by tolerance)",
+        (f32,),
+        lambda x, a, b: torch.addcdiv(x, a, b, value=2),
+        (torch.full((2, 3), INF), torch.tensor([-2.0, 0.0, 0.0]), torch.full((2, 1), 2.0**-126)),
+    ),
+    Limitation(
         "digamma_near_poles",
         "within ~1e-14 of a negative integer eager's digamma is off by up to 2e-4 relative "
         "(its reflection loses the argument's precision); XLA's is closer to the true value",
@@ -561,17 +571,17 @@ def test_integer_overflow_wraps_around_like_torch(dtype):
 
 @pytest.mark.parametrize("dtype", [f32, bf16], ids=str)
 def test_where_clamp_and_ternary_ops(dtype):
-    def fn(c, x, lo, hi):
-        return {
-            "where": torch.where(c, x, lo),
-            "where_scalar": torch.where(c, x, 0.5),
-            "clamp": torch.clamp(x, lo, hi),
-            "clamp_min": torch.clamp(x, min=lo),
-            "lerp": torch.lerp(x, hi, 0.25),
-            "addcmul": torch.addcmul(x, lo, hi, value=0.5),
-            "addcdiv": torch.addcdiv(x, lo, hi, value=2),
-            "masked_fill": x.masked_fill(c, -1.5),
-        }
+    ops = {
+        "where": lambda c, x, lo, hi: torch.where(c, x, lo),
+        "where_scalar": lambda c, x, lo, hi: torch.where(c, x, 0.5),
+        "clamp": lambda c, x, lo, hi: torch.clamp(x, lo, hi),
+        "clamp_min": lambda c, x, lo, hi: torch.clamp(x, min=lo),
+        "lerp": lambda c, x, lo, hi: torch.lerp(x, hi, 0.25),
+        "addcmul": lambda c, x, lo, hi: torch.addcmul(x, lo, hi, value=0.5),
+        "addcdiv": lambda c, x, lo, hi: torch.addcdiv(x, lo, hi, value=2),
+        "masked_fill": lambda c, x, lo, hi: x.masked_fill(c, -1.5),
+    }
+    fn = _apply(_table(ops, dtype))
 
     small = {"min_value": -1e4, "max_value": 1e4}
 

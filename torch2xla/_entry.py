@@ -353,7 +353,11 @@ class Entry:
             for i in self.lone_untracked:
                 outs[i] = outs[i].view_as(outs[i])
 
-    def __call__(self, args: Sequence):
+    def __call__(self, args: Sequence, views: bool = True):
+        """The graph's outputs for ``args``. ``views=False``: outputs eager returns as views
+        of inputs are left as the program's copies (a bucket's program runs on padded copies
+        of the inputs, whose layouts are not the recorded views'; ``PaddedEntry`` makes the
+        views of the caller's tensors itself)."""
         if self.direct:  # (the hot path)
             if self.enables_grad and self._grad_on():
                 with torch.enable_grad():
@@ -419,7 +423,7 @@ class Entry:
                 else:
                     _copy_back(targets, values, bumps)
             outs = outs[n:]
-        for alias in self.aliases:
+        for alias in self.aliases if views else ():
             outs[alias.output] = alias.regenerate(args, outs)
         replaced = {}
         for group in self.shared:

@@ -8,6 +8,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 from torch._ops import ops
 
@@ -16,6 +17,7 @@ from torch2xla.ops import (
     _complex,
     _complex_arith,
     _complex_trig,
+    _loops,
 )
 from torch2xla.ops._common import (
     Kind,
@@ -31,6 +33,7 @@ from torch2xla.ops._common import (
 )
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
+from torch2xla.runtime._interop import torch_dtype
 
 aten = ops.aten
 
@@ -275,8 +278,6 @@ for _op, _fn in [
     (aten.asin, _complex_trig.asin),
     (aten.acos, _complex_trig.acos),
     (aten.atan, _complex_trig.atan),
-    (aten.sinh, functools.partial(_complex_trig.sinh, real=_wide(jnp.sinh))),
-    (aten.cosh, functools.partial(_complex_trig.cosh, real=_wide(jnp.cosh))),
     (aten.tanh, _complex.tanh),
     (aten.asinh, _complex_trig.asinh),
     (aten.acosh, _complex_trig.acosh),
@@ -288,6 +289,55 @@ for _op, _fn in [
     (aten.reciprocal, _complex.reciprocal),
 ]:
     _unary(_op.default, _fn, Kind.INT_TO_FLOAT)
+
+
+# The largest |x| whose exp is finite, by the float width eager's vectorized loop computes in.
+_EXP_FINITE = {
+    jnp.dtype(jnp.float64): 709.782712893384,
+    jnp.dtype(jnp.float32): float(np.float32(88.72283172607422)),
+}
+
+
+def _hyperbolic(odd: bool):
+    """sinh (``odd``) or cosh, as eager's CPU loop computes them, and their derivatives as
+    eager's (``grad * cosh(x)``, ``grad * sinh(x)``, by the same loop).
+
+    # NOTE: eager's vectorized sinh/cosh (Sleef) give +-inf once exp(|x|) overflows
+    # (|x| > 88.7228 in float32, where half precision computes too; 709.7827 in float64), the
+    # true value stays finite up to |x| = 89.4159 (710.4758); its scalar tail (libm) is exact
+    # there, as XLA's is everywhere: the vectorized positions (``_loops``; the block probed
+    # at 89 and 710, AVX-512 on a CPU with it) are set to eager's infinity.
+    """
+
+    def lowering(self):
+        (x,), result = _operands((self,), Kind.INT_TO_FLOAT, False)
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            complex_fn = _complex_trig.sinh if odd else _complex_trig.cosh
+            return as_dtype(complex_fn(x, real=None), result)
+        cut = _EXP_FINITE.get(jnp.dtype(x.dtype))
+        walk = None
+        if cut is not None:
+            probes = (710.0,) if x.dtype == jnp.float64 else (89.0,)
+            loop = self.dtype if jnp.issubdtype(self.dtype, jnp.floating) else result
+            kernel = torch.sinh if odd else torch.cosh
+            walk = _loops.walk(kernel, probes=probes, dtype=torch_dtype(jnp.dtype(loop)))
+
+        def value(x, sinh: bool):
+            y = _wide(jnp.sinh if sinh else jnp.cosh)(x)
+            vec = _loops.mask(walk, x)
+            if vec is None:
+                return y
+            inf = jnp.copysign(jnp.asarray(jnp.inf, x.dtype), x) if sinh else jnp.inf
+            return jnp.where((jnp.abs(x) > cut) & vec, jnp.asarray(inf, x.dtype), y)
+
+        fn = with_partials(lambda x: value(x, odd), lambda x: (value(x, not odd),))
+        return as_dtype(fn(x), result)
+
+    return lowering
+
+
+register(aten.sinh.default)(_hyperbolic(odd=True))
+register(aten.cosh.default)(_hyperbolic(odd=False))
 
 
 def _after_exp(jfn, kind: Kind, positions: tuple[int, ...], scalar_in_opmath: bool = False):

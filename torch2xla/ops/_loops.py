@@ -35,11 +35,17 @@ GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
 
 
 @functools.cache
-def block(kernel: Callable[..., torch.Tensor], params: tuple, dtype: torch.dtype) -> int | None:
+def block(
+    kernel: Callable[..., torch.Tensor],
+    params: tuple,
+    dtype: torch.dtype,
+    probes: tuple[float, ...] = (float("nan"), -0.0),
+) -> int | None:
     """The block of ``kernel`` (``kernel(x, *params)`` for an input ``x`` of ``dtype``
     returns its result) in elements: the smallest run whose first element takes the
-    vectorized rule, or None where the two rules agree for runs up to 512, on NaN and on -0
-    (logit_backward's scalar rule is +inf at -0, its vectorized one -inf)."""
+    vectorized rule, or None where the two rules agree for runs up to 512, on the ``probes``
+    (by default NaN and -0: logit_backward's scalar rule is +inf at -0, its vectorized one
+    -inf)."""
 
     def same(a, b):
         return bool(a == b and torch.signbit(a) == torch.signbit(b)) or bool(
@@ -49,7 +55,7 @@ def block(kernel: Callable[..., torch.Tensor], params: tuple, dtype: torch.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
         return None  # (no NaN, no -0: the two rules agree)
     with torch.utils._python_dispatch._disable_current_modes():
-        for probe in (float("nan"), -0.0):
+        for probe in probes:
             scalar = kernel(torch.full((1,), probe, dtype=dtype), *params)[0]
             n = 2
             while n <= 512:
@@ -72,14 +78,20 @@ def backward_kernel(op) -> Callable[..., torch.Tensor]:
 
 
 def walk(
-    kernel: Callable[..., torch.Tensor], *params, arg: int = 0, operands: tuple[int, ...] = ()
+    kernel: Callable[..., torch.Tensor],
+    *params,
+    arg: int = 0,
+    operands: tuple[int, ...] = (),
+    probes: tuple[float, ...] = (float("nan"), -0.0),
+    dtype: torch.dtype | None = None,
 ) -> tuple | None:
     """For the node being lowered (whose argument ``arg`` is the input ``kernel``, eager's
     backward kernel on it with ``params``, reads: the input of a forward op, the ``self`` of
     a backward op; ``operands``: the positions of the kernel's tensor inputs in its order,
     default ``(arg,)``): ``(shape, strides, block, threads)`` for ``vectorized`` (``strides``
     one tuple per operand, broadcast dims 0), or None where every element takes the scalar
-    rule (CUDA; kernels whose rules agree)."""
+    rule (CUDA; kernels whose rules agree on ``probes``, see ``block``). ``dtype``: the
+    loop's, where it is not the input's (an integer input computed in float)."""
     from torch2xla.ops._registry import ctx
 
     c = ctx()
@@ -92,7 +104,7 @@ def walk(
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if c.on_cuda or not isinstance(value, torch.Tensor) or value.numel() == 0:
         return None
-    n_block = block(kernel, params, value.dtype)
+    n_block = block(kernel, params, dtype or value.dtype, probes)
     if n_block is None:
         return None
     shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))

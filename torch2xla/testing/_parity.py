@@ -31,6 +31,19 @@ from torch2xla.testing._compare import (
     describe_value,
 )
 from torch2xla.testing._limits import KNOWN_LIMITATIONS
+from torch2xla.testing._state import (
+    alias_mismatches,
+    aliasing,
+    clone_args,
+    grad_leaves,
+    leaf_grads,
+    named_tensors,
+    observable,
+    state_mismatches,
+    state_tensors,
+)
+
+_clone_args = clone_args  # (the kit's tests reach it by this name)
 
 __all__ = ["ParityReport", "assert_parity", "xla_graph_runs"]
 
@@ -123,47 +136,6 @@ class ParityReport:
             for k, v in rows
         )
         return f"<table class='torch2xla-parity'><caption>ParityReport</caption>{body}</table>"
-
-
-def _clone_args(tree: Any, memo: dict) -> Any:
-    """Copies of every tensor in ``tree`` with the same sizes, strides, storage offsets and
-    aliasing (tensors sharing a storage share the copy), so layouts and views reach both runs."""
-
-    def clone(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        storage = t.untyped_storage()
-        key = (storage.data_ptr(), t.device) if storage.nbytes() else None
-        new_storage = memo.get(key) if key is not None else None
-        if new_storage is None:
-            new_storage = storage.clone()
-            if key is not None:
-                memo[key] = new_storage
-        with torch.no_grad():
-            new = torch.empty(0, dtype=t.dtype, device=t.device)
-            new.set_(new_storage, t.storage_offset(), t.size(), t.stride())
-        if t.requires_grad:
-            new.requires_grad_(True)
-        return new
-
-    return pytree.tree_map(clone, tree)
-
-
-def _grad_leaves(tree: Any, want: bool) -> dict[str, torch.Tensor]:
-    """Tensors of ``(args, kwargs)`` whose gradients are compared, by name (``args[0]``...).
-
-    Those that require grad; with ``want`` and none requiring grad, every floating tensor."""
-    named = {
-        ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:]): t
-        for path, t in pytree.tree_flatten_with_path(tree)[0]
-        if isinstance(t, torch.Tensor)
-    }
-    tracked = {n: t for n, t in named.items() if t.requires_grad}
-    if want and not tracked:
-        tracked = {n: t for n, t in named.items() if t.dtype.is_floating_point or t.is_complex()}
-        for t in tracked.values():
-            t.requires_grad_(True)
-    return tracked
 
 
 def _cotangents(outputs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -337,6 +309,7 @@ def assert_parity(
     atol: float | None = None,
     check_dtype: bool = True,
     check_signed_zero: bool = False,
+    check_stride: bool = True,
     check_errors: bool = False,
     allow_fallback: bool = False,
     require_xla: bool = True,
@@ -346,16 +319,22 @@ def assert_parity(
 ) -> ParityReport:
     """Check that ``torch.compile(fn, backend="xla")`` matches eager PyTorch on these inputs.
 
-    ``fn`` runs twice, eagerly and compiled, each on its own copy of the inputs (same strides,
-    storage offsets and aliasing; the caller's tensors and module are never touched). Then:
+    ``fn`` runs twice, eagerly (Dynamo disabled) and compiled, each on its own copy of the
+    inputs (same strides, storage offsets and aliasing; modules and optimizers among them, and
+    ``fn``'s module, deep-copied; the caller's objects are never touched). Then, strictly
+    (the contract: ``torch2xla/testing/README.md``):
 
-    - outputs: same structure, dtypes, shapes, devices and ``requires_grad``; values within
-      tolerance; NaN in the same positions (see :data:`DEFAULT_TOLERANCES`);
-    - side effects: every input tensor after the call (in-place ops), and for a module its
-      parameters and buffers (e.g. BatchNorm running stats);
+    - outputs: same structure and Python types, dtypes, shapes, devices, strides,
+      ``requires_grad`` and ``is_leaf``; values within tolerance (see
+      :data:`DEFAULT_TOLERANCES`; a float64 reference widens it by eager's own rounding
+      error only), NaN in the same positions, infinities equal; the same aliasing of inputs
+      and of each other;
+    - side effects: every input tensor after the call (in-place ops) with its ``.grad``, the
+      modules' parameters, buffers (persistent or not), ``.grad`` and ``training`` flags,
+      optimizers' state, and whether torch's default generator was drawn from;
     - with ``grad=True``: gradients of the inputs that require grad (all floating inputs if
       none does) and of the module's parameters, after a backward pass from the same random
-      cotangents on both sides.
+      cotangents on both sides (None is not zeros).
 
     Args:
         fn: a function or ``nn.Module``.
@@ -367,8 +346,12 @@ def assert_parity(
         check_dtype: require equal dtypes.
         check_signed_zero: also require -0.0 and 0.0 to match (in outputs and inputs after
             the call; not in gradients, where a zero's sign is an artifact of the formula).
-        check_errors: when eager raises, require the compiled call to raise too (instead of
-            re-raising eager's error, which means the input was invalid for ``fn``).
+        check_stride: require equal strides (on dims of size > 1) of outputs and inputs
+            after the call: a caller sees them (``.stride()``, ``.is_contiguous()``, whether
+            ``.view()`` works).
+        check_errors: when eager raises, require the compiled call to raise an instance of
+            eager's error type (instead of re-raising eager's error, which means the input
+            was invalid for ``fn``).
         allow_fallback: let ops XLA cannot run execute in eager PyTorch (by default the
             backend runs in strict mode, so such ops raise instead of passing unchecked).
         require_xla: fail when no XLA graph ran during the compiled call (Dynamo graph-broke
@@ -393,6 +376,7 @@ def assert_parity(
         "atol": atol,
         "check_dtype": check_dtype,
         "check_signed_zero": check_signed_zero,
+        "check_stride": check_stride,
         "check_errors": check_errors,
         "allow_fallback": allow_fallback,
         "require_xla": require_xla,
@@ -405,27 +389,42 @@ def assert_parity(
     opts = {"strict": not allow_fallback, **dict(options or {})}
     Options.parse(None, opts)  # (an OptionError now, not Dynamo's wrapping of it)
     backend = _backend(tuple(sorted(opts.items())))
-    is_module = isinstance(fn, torch.nn.Module)
-    if is_module:
-        eager_fn: Any = copy.deepcopy(fn)
-        xla_module = copy.deepcopy(fn)
-        for m in (eager_fn, xla_module):
+    compile_kw = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    fn = _uncompiled(fn)
+    # The module whose state the call can change: ``fn`` itself, or the owner of a bound
+    # method (``model.generate``). Each run gets its own copy, without gradients.
+    owner = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    owner = owner if isinstance(owner, torch.nn.Module) else None
+    e_owner = x_owner = None
+    if owner is not None:
+        e_owner, x_owner = copy.deepcopy(owner), copy.deepcopy(owner)
+        for m in (e_owner, x_owner):
             for p in m.parameters():
                 p.grad = None
-        xla_fn = torch.compile(xla_module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if owner is fn:
+        eager_fn: Any = e_owner
+        xla_fn = torch.compile(x_owner, **compile_kw)
+    elif owner is not None:
+        eager_fn = getattr(e_owner, fn.__name__)
+        xla_fn = torch.compile(getattr(x_owner, fn.__name__), **compile_kw)
     else:
         eager_fn = fn
-        xla_fn = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        xla_fn = torch.compile(fn, **compile_kw)
 
-    e_args, e_kwargs = _clone_args((args, kwargs), {})
-    x_args, x_kwargs = _clone_args((args, kwargs), {})
-    e_leaves = _grad_leaves((e_args, e_kwargs), grad)
-    x_leaves = _grad_leaves((x_args, x_kwargs), grad)
+    e_args, e_kwargs = clone_args((args, kwargs), {})
+    x_args, x_kwargs = clone_args((args, kwargs), {})
+    e_leaves = grad_leaves((e_args, e_kwargs), grad)
+    x_leaves = grad_leaves((x_args, x_kwargs), grad)
+
+    def report(head: str, body: list[str], what: str) -> ParityError:
+        return _report(fn, f"{_name(fn)} {head}", body, args, kwargs, given, what)
 
     rng = torch.get_rng_state()
     eager_error: BaseException | None = None
     try:
-        eager_out = eager_fn(*e_args, **e_kwargs)
+        # (torch.compile'd code the function calls runs eagerly too: eager is the reference)
+        with torch._dynamo.config.patch(disable=True):
+            eager_out = eager_fn(*e_args, **e_kwargs)
     except Exception as e:
         if not check_errors:
             if hasattr(e, "add_note"):
@@ -436,6 +435,7 @@ def assert_parity(
                 )
             raise
         eager_error, eager_out = e, None
+    rng_eager = torch.get_rng_state()
 
     torch.set_rng_state(rng)
     runs_before = _Counter.runs
@@ -450,26 +450,29 @@ def assert_parity(
                 warnings.simplefilter("ignore", FallbackWarning)
             xla_out = xla_fn(*x_args, **x_kwargs)
     except Exception as e:
-        if eager_error is not None:
-            return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
-        raise _report(
-            fn,
-            f'{_name(fn)} ran in eager PyTorch but raised with backend="xla":',
-            [f"{type(e).__name__}: {e}"],
-            args,
-            kwargs,
-            given,
-            "error",
-        ) from e
+        if eager_error is None:
+            raise report(
+                'ran in eager PyTorch but raised with backend="xla":',
+                [f"{type(e).__name__}: {e}"],
+                "error",
+            ) from e
+        if not isinstance(e, type(eager_error)):
+            raise report(
+                'raised another type of error with backend="xla" than in eager PyTorch '
+                f"(an XLA error must be an instance of eager's {type(eager_error).__name__}):",
+                [
+                    f"eager raised {type(eager_error).__name__}: {eager_error}",
+                    f"XLA raised {type(e).__name__}: {e}",
+                ],
+                "error",
+            ) from e
+        return ParityReport(None, None, _Counter.runs - runs_before, 0.0, eager_error)
     runs = _Counter.runs - runs_before
+    rng_xla = torch.get_rng_state()
     if eager_error is not None:
-        raise _report(
-            fn,
-            f'{_name(fn)} raised in eager PyTorch but returned with backend="xla":',
+        raise report(
+            'raised in eager PyTorch but returned with backend="xla":',
             [f"eager raised {type(eager_error).__name__}: {eager_error}"],
-            args,
-            kwargs,
-            given,
             "error",
         ) from eager_error
     if require_xla and runs == 0:
@@ -486,14 +489,37 @@ def assert_parity(
         "atol": atol,
         "check_dtype": check_dtype,
         "check_signed_zero": check_signed_zero,
+        "check_stride": check_stride,
     }
-    mismatches = compare_trees("output", eager_out, xla_out, **tol)
-    mismatches += compare_trees("args after the call", e_args, x_args, **tol)
-    mismatches += compare_trees("kwargs after the call", e_kwargs, x_kwargs, **tol)
-    if is_module:
-        e_state, x_state = eager_fn.state_dict(), xla_module.state_dict()
-        for n in e_state:
-            mismatches += compare_trees(f"module {n} after the call", e_state[n], x_state[n], **tol)
+    e_state = _state_after(e_args, e_kwargs, e_owner)
+    x_state = _state_after(x_args, x_kwargs, x_owner)
+    # The float64 reference, computed once and only where floating values differ.
+    reference = functools.cache(
+        lambda: _Reference.run(owner, fn, args, kwargs, grad, rng, eager_out)
+    )
+
+    def values(ref: _Reference | None) -> list[Mismatch]:
+        out = compare_trees(
+            "output", eager_out, xla_out, **tol, reference=None if ref is None else ref.out
+        )
+        return out + state_mismatches(e_state, x_state, tol, None if ref is None else ref.state)
+
+    mismatches = values(None)
+    if any(m.by_value for m in mismatches) and reference() is not None:
+        mismatches = values(reference())
+    mismatches += alias_mismatches(
+        aliasing(eager_out, state_tensors(e_state)), aliasing(xla_out, state_tensors(x_state))
+    )
+    drew = (not torch.equal(rng_eager, rng), not torch.equal(rng_xla, rng))
+    if drew[0] != drew[1]:
+        side = ("eager", "XLA") if drew[0] else ("XLA", "eager")
+        mismatches.append(
+            Mismatch(
+                "torch's default generator",
+                f"{side[0]} drew random numbers from it during the call, {side[1]} did not "
+                "(the next torch.rand gives other values)",
+            )
+        )
     if grad and not mismatches:
         if not _cotangents(eager_out):
             raise ValueError(
@@ -501,18 +527,119 @@ def assert_parity(
                 "(are the inputs floating, and is grad mode on?)"
             )
         _backward(eager_out)
-        _backward(xla_out)
+        try:
+            _backward(xla_out)
+        except Exception as e:
+            raise report(
+                'ran backward in eager PyTorch but its backward raised with backend="xla":',
+                [f"{type(e).__name__}: {e}"],
+                "grad",
+            ) from e
         # The sign of a zero gradient is an artifact of the backward formula: not compared.
         gtol = {**tol, "check_signed_zero": False}
-        for n, t in e_leaves.items():
-            mismatches += compare_trees(f"grad of {n}", t.grad, x_leaves[n].grad, **gtol)
-        if is_module:
-            x_params = dict(xla_module.named_parameters())
-            for n, p in eager_fn.named_parameters():
-                mismatches += compare_trees(f"grad of {n}", p.grad, x_params[n].grad, **gtol)
+        e_grads = _grads(e_leaves, e_owner)
+        x_grads = _grads(x_leaves, x_owner)
+
+        def gradients(ref: _Reference | None) -> list[Mismatch]:
+            r_grads = {} if ref is None or ref.grads is None else ref.grads
+            return [
+                m
+                for n, g in e_grads.items()
+                for m in compare_trees(
+                    f"grad of {n}", g, x_grads.get(n), **gtol, reference=r_grads.get(n)
+                )
+            ]
+
+        mismatches = gradients(None)
+        if any(m.by_value for m in mismatches) and reference() is not None:
+            mismatches = gradients(reference())
     if mismatches:
         raise _fail(fn, mismatches, args, kwargs, eager_out, given)
     return ParityReport(eager_out, xla_out, runs, _max_abs_diff(eager_out, xla_out))
+
+
+def _uncompiled(fn: Any) -> Any:
+    """The function or module ``torch.compile`` wrapped (given a compiled one, the eager run
+    would run XLA too and compare it with itself)."""
+    if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", fn)
+
+
+def _state_after(args: tuple, kwargs: dict, owner: torch.nn.Module | None) -> dict:
+    """What a caller sees of the inputs and the module after the call (``observable``),
+    with the ``.grad`` of each input leaf."""
+    state = observable({"args": args, "kwargs": kwargs, "module": owner})
+    state[".grad"] = leaf_grads({**named_tensors(args, "args"), **named_tensors(kwargs, "kwargs")})
+    return state
+
+
+def _grads(leaves: Mapping[str, torch.Tensor], owner: torch.nn.Module | None) -> dict[str, Any]:
+    """The gradients compared after the backward: of the inputs, and the module's."""
+    grads = {n: t.grad for n, t in leaves.items()}
+    if owner is not None:
+        grads.update({n: p.grad for n, p in owner.named_parameters()})
+    return grads
+
+
+@dataclasses.dataclass
+class _Reference:
+    """The call computed eagerly in float64 (``compare_tensors``'s reference): its outputs,
+    the state after it, and with ``grad`` the gradients from eager's cotangents."""
+
+    out: Any
+    state: dict
+    grads: dict[str, Any] | None
+
+    @staticmethod
+    def run(
+        owner: torch.nn.Module | None,
+        fn: Any,
+        args: tuple,
+        kwargs: Mapping,
+        grad: bool,
+        rng: torch.Tensor,
+        eager_out: Any,
+    ) -> _Reference | None:
+        """None where the function does not run in float64 (a float32 weight it closes
+        over, an optimizer's float32 state): the comparison then stays with eager's values."""
+        r_args, r_kwargs = clone_args((args, dict(kwargs)), {}, upcast=True)
+        leaves = grad_leaves((r_args, r_kwargs), grad)
+        r_owner = None
+        if owner is not None:
+            r_owner = copy.deepcopy(owner).double()
+            for p in r_owner.parameters():
+                p.grad = None
+        r_fn = fn if owner is None else r_owner if owner is fn else getattr(r_owner, fn.__name__)
+        after = torch.get_rng_state()
+        torch.set_rng_state(rng)
+        try:
+            with warnings.catch_warnings(), torch._dynamo.config.patch(disable=True):
+                warnings.simplefilter("ignore")
+                out = r_fn(*r_args, **r_kwargs)
+                state = _state_after(r_args, r_kwargs, r_owner)
+                grads = None
+                pairs = _cotangents(eager_out)
+                r_outs = [o for o in pytree.tree_leaves(out) if _requires_grad(o)]
+                if grad and len(r_outs) == len(pairs):
+                    torch.autograd.backward(
+                        r_outs,
+                        [
+                            c.to(torch.float64 if o.is_floating_point() else o.dtype)
+                            for (_, c), o in zip(pairs, r_outs, strict=True)
+                        ],
+                    )
+                    grads = _grads(leaves, r_owner)
+        # A reference is an aid: a function that cannot run in float64 is compared as it is.
+        except (RuntimeError, TypeError, ValueError, IndexError, AttributeError):
+            return None
+        finally:
+            torch.set_rng_state(after)
+        return _Reference(out, state, grads)
+
+
+def _requires_grad(o: Any) -> bool:
+    return isinstance(o, torch.Tensor) and o.requires_grad
 
 
 _DEFAULTS = {

@@ -457,14 +457,23 @@ def broadcastable_tensors(
     return _broadcastable(n, dtype, shapes, tensor_kwargs)
 
 
+def _not_subnormal_in_float32(v: float) -> bool:
+    return v == 0 or not abs(v) < torch.finfo(torch.float32).tiny
+
+
 def scalars(
-    *types: type, allow_nan: bool = True, allow_infinity: bool = True
+    *types: type,
+    allow_nan: bool = True,
+    allow_infinity: bool = True,
+    allow_subnormal: bool = False,
 ) -> st.SearchStrategy[bool | int | float]:
     """Strategy for Python scalars as torch's type promotion sees them (``bool``, ``int``,
     ``float``; by default all three).
 
     Ints span int64 and include its limits and values just past int32's; floats include
-    -0.0, inf and NaN unless excluded.
+    -0.0, inf and NaN unless excluded, and no value subnormal in float32 unless
+    ``allow_subnormal`` (a Python float beside float32 tensors is converted to float32, where
+    XLA on CPU flushes subnormals to zero: the "subnormal" limitation).
     """
     types = types or (bool, int, float)
     parts: list[st.SearchStrategy[Any]] = []
@@ -475,7 +484,10 @@ def scalars(
             edges = [0, 1, -1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63)]
             parts.append(st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from(edges)))
         elif t is float:
-            parts.append(st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity))
+            floats = st.floats(allow_nan=allow_nan, allow_infinity=allow_infinity)
+            if not allow_subnormal:
+                floats = floats.filter(_not_subnormal_in_float32)
+            parts.append(floats)
         else:
             raise TypeError(f"torch2xla.testing.scalars: {t} is not bool, int or float")
     return st.one_of(*parts)
@@ -494,7 +506,10 @@ def _random_like(ex: torch.Tensor, shape: tuple, gen: torch.Generator) -> torch.
         std = std if math.isfinite(std) and std > 0 else 1.0
         return (torch.randn(shape, generator=gen, dtype=torch.float64) * std + mean).to(ex.dtype)
     lo, hi = (int(ex.min()), int(ex.max())) if ex.numel() else (0, 1)
-    return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64).to(ex.dtype)
+    # (numpy's bound is inclusive: torch.randint's exclusive hi + 1 overflows at int64's max)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    drawn = np.random.default_rng(seed).integers(lo, hi, size=shape, endpoint=True, dtype=np.int64)
+    return torch.from_numpy(drawn).to(ex.dtype)
 
 
 @st.composite

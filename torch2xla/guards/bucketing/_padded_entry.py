@@ -47,7 +47,12 @@ class PaddedEntry:
         if values == self.padded and not self.lengths:
             return self.inner(args)
         new_args, plan = self.pad(args, values)
-        outs = self.inner(new_args)
+        # (views of inputs are made below, of the caller's tensors: the inner entry's would be
+        # of the padded copies, with the recorded strides, which a dense copy may not hold)
+        if getattr(self.inner, "aliases", ()):
+            outs = self.inner(new_args, views=False)
+        else:
+            outs = self.inner(new_args)
         # eager's version bumps per input (``_entry.eager_versions``), where not the copy's one
         versions = getattr(self.inner, "versions", None)
         with torch.no_grad():
@@ -186,8 +191,13 @@ def _eager_shapes(gm: torch.fx.GraphModule, binding: dict) -> tuple:
 
 
 def _dims_outermost_first(t: torch.Tensor) -> list[int]:
-    """``t``'s dims in memory order, outermost first (stable for equal strides)."""
-    return sorted(range(t.ndim), key=lambda d: -t.stride(d))
+    """``t``'s dims in memory order, outermost first, as TensorIterator orders them for an
+    elementwise result (``_loops._order``): an expanded dim (stride 0) tells nothing, so an
+    expanded input keeps the row-major order eager's results have (sorted by stride alone, its
+    stride-0 dim went innermost: ``x * 2`` of ``expand(3, 4)`` came back transposed)."""
+    from torch2xla.ops._loops import _order
+
+    return list(reversed(_order(tuple(t.shape), (tuple(t.stride()),))))
 
 
 def _zeros_in_layout_of(t: torch.Tensor, shape) -> torch.Tensor:
