@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -126,18 +126,29 @@ def _saved_outputs_written(gm: torch.fx.GraphModule, outputs: list, roots) -> di
         return {}
     errors = {}
     for i in roots:
-        seen: set[int] = set()
-        stack = [outputs[i].grad_fn]
-        while stack and i not in errors:
-            node = stack.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            keep.append(node)
+        for node in _reachable([outputs[i].grad_fn]):
             if id(node) in written:
                 errors[i] = written[id(node)]
-            stack.extend(nxt for nxt, _ in node.next_functions)
+                break
     return errors
+
+
+def _reachable(roots: Sequence, stop: Callable[[Any], bool] | None = None) -> Iterator:
+    """The autograd nodes reachable from ``roots`` (``grad_fn``s, None skipped), each once,
+    depth first; below a node for which ``stop`` is true the walk does not go. (Nodes are
+    keyed by ``id()``: the walk keeps each alive until it ends.)"""
+    seen: set[int] = set()
+    keep = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        yield node
+        if stop is None or not stop(node):
+            stack.extend(nxt for nxt, _ in node.next_functions)
 
 
 # The node Dynamo's example inputs that require grad and are not leaves hang from
@@ -155,22 +166,18 @@ def _frontier(outputs: Sequence[torch.Tensor]) -> list:
     (``x[1]``, changed by the write through ``v``) make eager's backward raise.
     """
     found: dict[tuple[int, int], Any] = {}
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outputs]
-    keep = []  # (nodes are keyed by id(): kept alive until the walk ends)
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        keep.append(node)
+
+    def start(node) -> bool:  # (AccumulateGrad: a leaf)
+        return isinstance(getattr(node, "variable", None), torch.Tensor) or (
+            node.name() == _EXAMPLE_INPUT
+        )
+
+    for node in _reachable([o.grad_fn for o in outputs], stop=start):
         variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):  # AccumulateGrad: a leaf
+        if isinstance(variable, torch.Tensor):
             found[(id(node), 0)] = variable
         elif node.name() == _EXAMPLE_INPUT:
             found[(id(node), 0)] = torch.autograd.graph.GradientEdge(node, 0)
-        else:
-            stack.extend(nxt for nxt, _ in node.next_functions)
     return list(found.values())
 
 
@@ -211,19 +218,8 @@ def _sparse_gradients(outputs: list) -> bool:
     embeddings): their fake backward kernels size by values fake tensors lack (an
     ``EmbeddingBag``'s per-sample-weight gradient came out of 0 rows), so a broadcast their
     formulas fail there is no error of eager's."""
-    seen: set[int] = set()
-    stack = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor)]
-    keep = []  # (nodes are keyed by id(): kept alive until the walk ends)
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        keep.append(node)
-        if getattr(node, "_saved_sparse", False) is True:
-            return True
-        stack.extend(nxt for nxt, _ in node.next_functions)
-    return False
+    roots = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor)]
+    return any(getattr(node, "_saved_sparse", False) is True for node in _reachable(roots))
 
 
 # A broadcast a formula's operands fail, as torch's reference broadcasting (the fake kernels')
