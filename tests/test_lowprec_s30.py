@@ -230,6 +230,19 @@ def test_ldexp_values_equal_eager(dtype, exponent):
     _same_as_eager(lambda x, e: torch.ldexp(x, e), x, exponent)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_exp2_exact_at_whole_numbers(dtype):
+    # (the same exact powers as ldexp's: XLA's float64 exp2 was a unit off at most integers)
+    e = torch.cat([torch.arange(-70, 71, dtype=dtype), torch.tensor([0.5, -1.5], dtype=dtype)])
+    _same_as_eager(torch.exp2, e[:-2])
+    x = e.clone().requires_grad_()
+    (got,) = torch.autograd.grad(_compiled(torch.exp2)(x).sum(), x)
+    (want,) = torch.autograd.grad(torch.exp2(x).sum(), x)
+    # (eager's derivative is grad * result * ln 2, ours result * ln 2: the two products may
+    # round a unit apart)
+    torch.testing.assert_close(got, want, rtol=torch.finfo(dtype).eps, atol=0)
+
+
 # --- xlogy/xlog1py: eager's CPU kernel rounds the logarithm to the half dtype --------------------
 @pytest.mark.parametrize("dtype", [H, B], ids=str)
 def test_half_xlogy_rounds_the_logarithm_first(dtype):

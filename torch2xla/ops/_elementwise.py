@@ -32,6 +32,7 @@ from torch2xla.ops._common import (
     scalar_tail,
 )
 from torch2xla.ops._derivatives import with_partials
+from torch2xla.ops._powers_of_two import exact_exp2
 from torch2xla.ops._registry import AFTER_CONVOLUTION, KEPT_BY_USERS, ctx, register
 from torch2xla.runtime._interop import torch_dtype
 
@@ -84,6 +85,16 @@ def _wide(jfn):
         return jfn(x)
 
     return fn
+
+
+WIDE_EXP2 = _wide(jnp.exp2)
+
+
+def _real_exp2(x):
+    """eager's exp2: exact at whole numbers (XLA's float64 exp2 was a unit off there)."""
+    if x.dtype in (jnp.float32, jnp.float64):
+        return exact_exp2(x, WIDE_EXP2)
+    return WIDE_EXP2(x)
 
 
 def _max(a, b):
@@ -265,7 +276,7 @@ def _real_rsqrt_jvp(primals, tangents):
 # -- unary float ops (ints promote to the default float dtype) ---------------------------------
 for _op, _fn in [
     (aten.exp, _complex.exp),
-    (aten.exp2, functools.partial(_complex.exp2, real=_wide(jnp.exp2))),
+    (aten.exp2, functools.partial(_complex.exp2, real=_real_exp2)),
     (aten.expm1, _complex.expm1),
     (aten.log2, functools.partial(_complex.log, real=jnp.log2, base=2)),
     (aten.log10, functools.partial(_complex.log, real=jnp.log10, base=10)),

@@ -14,7 +14,8 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
-from torch2xla.ops._elementwise import _atan2, _pointwise, _wide
+from torch2xla.ops._elementwise import WIDE_EXP2, _atan2, _pointwise, _wide
+from torch2xla.ops._powers_of_two import exact_exp2, times_power_of_two
 from torch2xla.ops._registry import register
 
 aten = ops.aten
@@ -726,28 +727,6 @@ def frexp(self):
     return mantissa, as_dtype(exponent, out_dtype(1))
 
 
-def _power_of_two(n, dtype):
-    """2**n (an integer array ``n``) exactly in the float ``dtype``, from its bits, for n in
-    the dtype's normal range."""
-    info = jnp.finfo(dtype)
-    ints = {4: np.int32, 8: np.int64}[np.dtype(dtype).itemsize]
-    bits = (n.astype(ints) - int(info.minexp) + 1) << int(info.nmant)
-    return lax.bitcast_convert_type(bits, dtype)
-
-
-def _times_power_of_two(x, n):
-    """``x * 2**n`` (``x`` float32 or float64, ``n`` integers) exactly: the power split in
-    three factors in the normal range, each product exact; 0 or inf beyond the range."""
-    info = jnp.finfo(x.dtype)
-    reach = 3 * (int(info.maxexp) - 24)  # (three factors of at most maxexp - 24)
-    n = jnp.clip(n.astype(np.int64), -reach, reach)
-    first = n // 3
-    second = (n - first) // 2
-    for part in (first, second, n - first - second):
-        x = x * _power_of_two(part, x.dtype)
-    return x
-
-
 @register(aten.ldexp.Tensor)
 def ldexp(self, other):
     # NOTE: eager multiplies by the power of two: for integer exponents exactly, rounded once
@@ -760,25 +739,11 @@ def ldexp(self, other):
     compute = np.promote_types(np.dtype(result), np.float32)
     x = as_dtype(self, compute)
     if not jnp.issubdtype(other.dtype, jnp.inexact):
-        return as_dtype(_times_power_of_two(x, other), result)
+        return as_dtype(times_power_of_two(x, other), result)
     _, power = promote(Kind.DEFAULT, 2.0, other)
     wide = np.promote_types(np.dtype(power), np.float32)
-    p = as_dtype(_exp2(as_dtype(other, wide)), power)
+    p = as_dtype(exact_exp2(as_dtype(other, wide), WIDE_EXP2), power)
     return as_dtype(x * as_dtype(p, compute), result)
-
-
-@jax.custom_jvp
-def _exp2(e):
-    """2**e, exact where ``e`` is a whole number."""
-    whole = jnp.isfinite(e) & (e == jnp.round(e))
-    exact = _times_power_of_two(jnp.ones_like(e), jnp.where(whole, e, 0).astype(np.int64))
-    return jnp.where(whole, exact, _wide(jnp.exp2)(e))
-
-
-@_exp2.defjvp
-def _exp2_jvp(primals, tangents):
-    p = _exp2(primals[0])
-    return p, p * np.log(2.0).astype(p.dtype) * tangents[0]
 
 
 # -- complex numbers -------------------------------------------------------------------------
