@@ -12,11 +12,10 @@ import torch
 from jax import lax
 from torch._ops import ops
 
-from torch2xla.ops import _elementwise, _loops, _saved
+from torch2xla.ops import _elementwise, _float_bits, _loops, _saved
 from torch2xla.ops._common import Kind, as_dtype, half_rounding, is_half, promote
 from torch2xla.ops._elementwise import (
     _channels_last,
-    _float_bits,
     _negative,
     _pointwise,
 )
@@ -97,9 +96,7 @@ def _above(x, bound: float):
     """``x > bound``; from the bits where ``bound`` is 0 (see ``_negative``)."""
     if bound != 0:
         return x > as_dtype(bound, x.dtype)
-    bits, _ = _float_bits(x)
-    inf = lax.bitcast_convert_type(jnp.array(jnp.inf, x.dtype), bits.dtype)
-    return (bits > 0) & (bits <= inf)
+    return _float_bits.positive(x)
 
 
 def _hardtanh_value(x, min_val, max_val):

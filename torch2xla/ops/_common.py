@@ -16,6 +16,7 @@ from jax import lax
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
+from torch2xla.ops import _float_bits
 from torch2xla.ops._registry import ctx
 from torch2xla.runtime._interop import jax_dtype, torch_dtype
 
@@ -211,10 +212,13 @@ def _to_float8(x: Any, dtype: np.dtype) -> Any:
 def nonzero_bits(x: Any) -> Any:
     """``x != 0`` for a float or complex array read from its bits: XLA's CPU compares with
     subnormals read as zero (``torch.tensor(1e-40).bool()`` is True in eager)."""
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return nonzero_bits(jnp.real(x)) | nonzero_bits(jnp.imag(x))
-    ints = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
-    return (lax.bitcast_convert_type(x, ints) & np.iinfo(ints).max) != 0
+    return _float_bits.nonzero(x)
+
+
+_WIDENED = {  # conversions to float64 that read float32's subnormals
+    np.dtype(np.float32): (np.dtype(np.float64),),
+    np.dtype(ml_dtypes.bfloat16): (np.dtype(np.float64),),
+}
 
 
 def cast(x: Any, dtype: Any) -> Any:
@@ -229,7 +233,13 @@ def cast(x: Any, dtype: Any) -> Any:
         # times False +0.0 (eager: -0.0). The converted value is kept opaque to it.
         return lax.optimization_barrier(x.astype(dtype))
     if x.dtype == np.float64 and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
-        return lax.optimization_barrier(x.astype(np.float32)).astype(dtype)
+        return lax.optimization_barrier(cast(x, np.dtype(np.float32))).astype(dtype)
+    if _float_bits.flushed(x.dtype) and dtype in _WIDENED.get(x.dtype, ()):
+        # (subnormals read from the bits: see _float_bits)
+        wide = x if x.dtype == np.float32 else x.astype(np.float32)  # (bfloat16: exact)
+        return _float_bits.widen(wide)
+    if x.dtype == np.float64 and dtype == np.float32 and _float_bits.flushed(x.dtype):
+        return _float_bits.narrow(x)
     if dtype in FLOAT8:
         return _to_float8(x, dtype)
     if dtype == np.bool_ and jnp.issubdtype(x.dtype, jnp.inexact):

@@ -19,6 +19,7 @@ from torch2xla.ops import (
     _complex_trig,
     _loops,
 )
+from torch2xla.ops import _float_bits as fbits
 from torch2xla.ops._common import (
     Kind,
     as_dtype,
@@ -142,33 +143,8 @@ def _fmin(a, b):
     return jnp.where(jnp.isnan(b) | (a <= b), a, b)
 
 
-def _float_bits(x):
-    """``x``'s bits as a signed integer array of its width, and that width's iinfo."""
-    ints = {1: jnp.int8, 2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
-    return lax.bitcast_convert_type(x, ints), jnp.iinfo(ints)
-
-
-def _negative(x):
-    """``x < 0`` for floats, read from the bits (-0.0 and NaN are not negative).
-
-    # NOTE: XLA on CPU compares with subnormals read as zero (-1e-40 < 0 is False there);
-    # torch's relu sends negative subnormals to 0 and keeps positive ones.
-    """
-    bits, info = _float_bits(x)
-    neg_inf = lax.bitcast_convert_type(jnp.array(-jnp.inf, x.dtype), bits.dtype)
-    return (bits > info.min) & (bits <= neg_inf)  # sign set: -0.0 < ... <= -inf < -NaN
-
-
-def _is_zero(x):
-    """``x == 0`` for floats, read from the bits (subnormals are not zero)."""
-    bits, info = _float_bits(x)
-    return (bits & info.max) == 0
-
-
-def _nonzero(x):
-    """``x != 0`` for floats, read from the bits (subnormals are not zero)."""
-    bits, info = _float_bits(x)
-    return (bits & info.max) != 0
+# (XLA's CPU reads subnormals as zero: zeros and signs read from the bits, see _float_bits)
+_negative, _is_zero, _nonzero = fbits.negative, fbits.is_zero, fbits.nonzero
 
 
 def relu_value(x):
@@ -379,13 +355,24 @@ def _exp_of(arg) -> bool:
     return getattr(arg, "target", None) in (aten.exp.default, aten.exp_.default)
 
 
+def _truth(x):
+    """``x != 0`` as a bool array (a float's subnormals are true, ``_float_bits``)."""
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return fbits.nonzero(x)
+    return x.astype(bool)
+
+
 def _sign(x):
     # NOTE: torch.sign(NaN) is 0 ((0 < x) - (x < 0)); jnp.sign(NaN) is NaN.
     if x.dtype == jnp.bool_:
         return x
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         return _complex.sgn(x, jnp.sign)
-    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+    if jnp.issubdtype(x.dtype, jnp.floating) and fbits.flushed(x.dtype):
+        positive, negative = fbits.positive(x), fbits.negative(x)  # (subnormals)
+    else:
+        positive, negative = x > 0, x < 0
+    return positive.astype(x.dtype) - negative.astype(x.dtype)
 
 
 # relu is a select, exact in any float dtype: computed in its input's (a half-precision relu
@@ -425,7 +412,7 @@ def _abs_jvp(primals, tangents):
 _unary(aten.abs.default, _abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch
 _unary(aten.isnan.default, jnp.isnan, Kind.ALWAYS_BOOL)
 _unary(aten.isinf.default, jnp.isinf, Kind.ALWAYS_BOOL)
-_unary(aten.logical_not.default, jnp.logical_not, Kind.ALWAYS_BOOL)
+_unary(aten.logical_not.default, lambda x: ~_truth(x), Kind.ALWAYS_BOOL)
 _unary(aten.signbit.default, jnp.signbit, Kind.ALWAYS_BOOL)
 _unary(aten.sgn.default, _sign, Kind.DEFAULT)
 _unary(aten.frac.default, lambda x: x - jnp.trunc(x), Kind.DEFAULT)
@@ -637,17 +624,39 @@ for _ops, _fn, _kind in [
         jnp.right_shift,
         Kind.DEFAULT,
     ),
-    ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal, Kind.ALWAYS_BOOL),
-    ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal, Kind.ALWAYS_BOOL),
-    ((aten.lt.Tensor, aten.lt.Scalar), jnp.less, Kind.ALWAYS_BOOL),
-    ((aten.le.Tensor, aten.le.Scalar), jnp.less_equal, Kind.ALWAYS_BOOL),
-    ((aten.gt.Tensor, aten.gt.Scalar), jnp.greater, Kind.ALWAYS_BOOL),
-    ((aten.ge.Tensor, aten.ge.Scalar), jnp.greater_equal, Kind.ALWAYS_BOOL),
-    ((aten.logical_and.default,), jnp.logical_and, Kind.ALWAYS_BOOL),
-    ((aten.logical_or.default,), jnp.logical_or, Kind.ALWAYS_BOOL),
-    ((aten.logical_xor.default,), jnp.logical_xor, Kind.ALWAYS_BOOL),
+    ((aten.logical_and.default,), lambda a, b: _truth(a) & _truth(b), Kind.ALWAYS_BOOL),
+    ((aten.logical_or.default,), lambda a, b: _truth(a) | _truth(b), Kind.ALWAYS_BOOL),
+    ((aten.logical_xor.default,), lambda a, b: _truth(a) ^ _truth(b), Kind.ALWAYS_BOOL),
 ]:
     register(*_ops)(_pointwise(_fn, _kind))
+
+
+def _comparison(jfn):
+    """A comparison lowering: ``jfn`` on the operands in their common dtype, with floats'
+    subnormals read as eager reads them (``_float_bits.compare``) unless one operand is a
+    Python number the dtype holds as a normal value (then XLA's comparison is exact)."""
+
+    def lowering(self, other):
+        (a, b), result = _operands((self, other), Kind.ALWAYS_BOOL)
+        if jnp.issubdtype(a.dtype, jnp.inexact) and not any(
+            fbits.normal_number(v, a.dtype) for v in (self, other)
+        ):
+            return as_dtype(fbits.compare(jfn, a, b), result)
+        return as_dtype(jfn(a, b), result)
+
+    lowering.__name__ = jfn.__name__
+    return lowering
+
+
+for _ops, _fn in [
+    ((aten.eq.Tensor, aten.eq.Scalar), jnp.equal),
+    ((aten.ne.Tensor, aten.ne.Scalar), jnp.not_equal),
+    ((aten.lt.Tensor, aten.lt.Scalar), jnp.less),
+    ((aten.le.Tensor, aten.le.Scalar), jnp.less_equal),
+    ((aten.gt.Tensor, aten.gt.Scalar), jnp.greater),
+    ((aten.ge.Tensor, aten.ge.Scalar), jnp.greater_equal),
+]:
+    register(*_ops)(_comparison(_fn))
 
 
 @register(aten.where.self)
