@@ -4,6 +4,7 @@ hardshrink and softshrink, logit): their values and the derivatives of eager's k
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ from torch._ops import ops
 
 from torch2xla.ops import _elementwise, _float_bits, _loops, _saved
 from torch2xla.ops._common import Kind, as_dtype, half_rounding, is_half, promote
+from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._elementwise import (
     _channels_last,
     _negative,
@@ -305,6 +307,48 @@ def softplus(self, beta=1, threshold=20):
 
     # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
     return _pointwise(fn, Kind.DEFAULT)(self)
+
+
+# eager's exp(-|x|) is subnormal for |x| past -log(float's least normal) (87.3 in float32,
+# 708 in float64) and 0 only past -log(half its least subnormal): in between eager's
+# log-sigmoid of a positive x is a negative subnormal (-0.0 once rounded to half precision),
+# where XLA's CPU flushes exp to +0.0 and gives +0.0 (see _float_bits).
+_EXP_NONZERO_BELOW = {
+    np.dtype(np.float32): 150 * math.log(2),
+    np.dtype(np.float64): 1075 * math.log(2),
+}
+
+
+def _log_sigmoid_value(x):
+    z = jnp.exp(-jnp.abs(x))
+    out = jnp.minimum(x, jnp.zeros((), x.dtype)) - jnp.log1p(z)
+    if _float_bits.flushed(x.dtype) and x.dtype in _EXP_NONZERO_BELOW:
+        underflowed = _float_bits.is_zero(out) & (jnp.abs(x) < _EXP_NONZERO_BELOW[x.dtype])
+        out = jnp.where(underflowed, jnp.array(-0.0, x.dtype), out)
+    return out
+
+
+def _log_sigmoid_partial(x):
+    # eager's log_sigmoid_backward: (x < 0) - sign * z / (1 + z), sign 1 below 0, else -1
+    z = jnp.exp(-jnp.abs(x))
+    below = x < 0
+    sign = jnp.where(below, jnp.ones((), x.dtype), -jnp.ones((), x.dtype))
+    return (below.astype(x.dtype) - sign * (z / (1 + z)),)
+
+
+_log_sigmoid = with_partials(_log_sigmoid_value, _log_sigmoid_partial)
+
+
+@register(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(self):
+    # (computed in float32 for half precision and rounded once, as eager's kernel; the
+    # buffer, exp(-|x|), is what eager's CPU kernel keeps for its backward, CUDA's is empty)
+    compute, result = promote(Kind.DEFAULT, self)
+    x = as_dtype(self, compute)
+    out = as_dtype(_log_sigmoid(x), result)
+    if math.prod(ctx().out[1].shape) == 0:
+        return out, jnp.zeros(ctx().out[1].shape, result)
+    return out, as_dtype(jnp.exp(-jnp.abs(x)), result)
 
 
 def _in_dtype(dtype):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import operator
 
-import jax
 import jax.numpy as jnp
 import torch
 from jax import lax
@@ -26,6 +25,7 @@ from torch2xla.ops._common import (
 )
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._elementwise import _exp_of, _operands, _pointwise
+from torch2xla.ops._float_bits import positive_zero
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -190,18 +190,6 @@ def _made_in_program(arg) -> bool:
     return False
 
 
-@jax.custom_jvp
-def _positive_zero(x):
-    """``x`` with its zeros +0.0: a select XLA's simplifier keeps. Its derivative is the
-    identity's (a plain select would give a zero gradient wherever the sum is zero)."""
-    return jnp.where(x == 0, jnp.zeros((), x.dtype), x)
-
-
-@_positive_zero.defjvp
-def _positive_zero_jvp(primals, tangents):
-    return _positive_zero(primals[0]), tangents[0]
-
-
 def _add_keeping_zero_signs(jfn, negated: bool):
     """``jfn`` (add or subtract) where one operand may be a constant zero: -0.0 plus +0.0
     (minus -0.0) is +0.0, not the folded -0.0."""
@@ -220,7 +208,7 @@ def _add_keeping_zero_signs(jfn, negated: bool):
         )
         if not zero:
             return out
-        return _positive_zero(out)
+        return positive_zero(out)
 
     return lowering
 

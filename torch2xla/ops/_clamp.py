@@ -17,8 +17,9 @@ import torch
 from torch._ops import ops
 
 from torch2xla.ops._common import Kind, as_dtype, is_array, promote
-from torch2xla.ops._elementwise import _fmax, _fmin, _max, _min, _pointwise
-from torch2xla.ops._registry import register
+from torch2xla.ops._elementwise import _fmax, _fmin, _max, _min, _operands
+from torch2xla.ops._float_bits import is_zero
+from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
 
@@ -198,5 +199,33 @@ _fmax_value, _fmin_value = (
     if _FMAX_FMIN is None
     else (_masked(_fmax, _FMAX_FMIN[0]), _masked(_fmin, _FMAX_FMIN[1]))
 )
-register(aten.fmax.default)(_pointwise(_fmax_value, Kind.DEFAULT))
-register(aten.fmin.default)(_pointwise(_fmin_value, Kind.DEFAULT))
+
+
+@jax.custom_jvp
+def _zero_of(out, other):
+    """``out``, its zeros taking ``other``'s sign where ``other`` is a zero too; the
+    derivative is ``out``'s."""
+    return jnp.where(is_zero(out) & is_zero(other), other, out)
+
+
+@_zero_of.defjvp
+def _zero_of_jvp(primals, tangents):
+    return _zero_of(*primals), tangents[0]
+
+
+def _fmax_fmin(value):
+    # NOTE: eager's CPU fmax/fmin of bfloat16 tensors give the second operand at a tie
+    # (fmax(-0.0, 0.0) is 0.0), of every other dtype the first; the derivative is the same.
+    def lowering(self, other):
+        (a, b), result = _operands((self, other), Kind.DEFAULT)
+        out = value(a, b)
+        if result == jnp.bfloat16 and not ctx().on_cuda:
+            out = _zero_of(out, b)
+        return as_dtype(out, result)
+
+    lowering.__name__ = value.__name__
+    return lowering
+
+
+register(aten.fmax.default)(_fmax_fmin(_fmax_value))
+register(aten.fmin.default)(_fmax_fmin(_fmin_value))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ from torch2xla.ops._common import (
     promote,
 )
 from torch2xla.ops._derivatives import with_partials
+from torch2xla.ops._float_bits import positive_zero
 from torch2xla.ops._half_product import half_product
 from torch2xla.ops._registry import ctx, register
 
@@ -51,9 +53,28 @@ def _acc_dtype(x, dtype, index: int | None = None):
     return opmath_dtype(x.dtype) if is_half(x.dtype) else out_dtype(index)
 
 
+def _summed(jfn):
+    """``jfn`` (jnp.sum, jnp.mean) with eager's zero sign where each result sums one element:
+    eager adds it to a +0.0 accumulator (the sum of -0.0 alone is +0.0); XLA's simplifier
+    makes a reduction of one element the element itself (-0.0)."""
+
+    def fn(x, axis=None, keepdims=False, **kw):
+        out = jfn(x, axis=axis, keepdims=keepdims, **kw)
+        one = math.prod(x.shape[a] for a in (range(x.ndim) if axis is None else axis)) == 1
+        if one and jnp.issubdtype(out.dtype, jnp.floating):
+            return positive_zero(out)
+        return out
+
+    fn.__name__ = jfn.__name__
+    return fn
+
+
+_sum, _mean = _summed(jnp.sum), _summed(jnp.mean)
+
+
 @register(aten.sum.dim_IntList, aten.sum.default)
 def sum_(self, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.sum, self, dim, keepdim, _acc_dtype(self, dtype))
+    return _reduce(_sum, self, dim, keepdim, _acc_dtype(self, dtype))
 
 
 # NOTE: eager's derivative of nansum is ``grad * ~isnan(self)``: NaN where the gradient is
@@ -68,12 +89,12 @@ _nan_to_zero = with_partials(
 @register(aten.nansum.default)
 def nansum(self, dim=None, keepdim=False, *, dtype=None):
     x = _nan_to_zero(self) if jnp.issubdtype(self.dtype, jnp.floating) else self
-    return _reduce(jnp.sum, x, dim, keepdim, _acc_dtype(self, dtype))
+    return _reduce(_sum, x, dim, keepdim, _acc_dtype(self, dtype))
 
 
 @register(aten.mean.dim, aten.mean.default)
 def mean(self, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.mean, self, dim, keepdim, _acc_dtype(self, dtype))
+    return _reduce(_mean, self, dim, keepdim, _acc_dtype(self, dtype))
 
 
 @register(aten.prod.dim_int, aten.prod.default)
