@@ -142,3 +142,14 @@ def test_conversions_keep_subnormals():
     )
     b = torch.tensor([1e-39, -1e-39, NZ], dtype=torch.bfloat16)
     same_bits_as_eager(fn, x, d, b)
+
+
+def test_conversion_gradients_pass_zeros():
+    # (the bits carry no derivative: the conversion's is kept, at 0 too)
+    def fn(x):
+        x = x.clone().requires_grad_()
+        y = x.double() * 3.0
+        (g,) = torch.autograd.grad(y.float().sum(), x)
+        return g
+
+    same_bits_as_eager(fn, torch.tensor([0.0, 1.0, NZ, 2.0]))

@@ -130,9 +130,11 @@ _F32_SUBNORMAL = 2.0**-149  # float32's least subnormal, and the unit of its sub
 _F32_TINY = 2.0**-126  # float32's least normal
 
 
+@jax.custom_jvp
 def widen(x: Any) -> Any:
     """The float32 array ``x`` as float64, subnormals included (XLA's CPU conversion reads
-    them as zero): those are an integer count of 2**-149 (converted exactly)."""
+    them as zero): those are an integer count of 2**-149 (converted exactly). Its derivative
+    is the conversion's (the bits carry none)."""
     b, info = bits(x)
     magnitude = b & info.max
     scaled = magnitude.astype(np.float64) * _F32_SUBNORMAL  # (a normal float64: exact)
@@ -140,13 +142,25 @@ def widen(x: Any) -> Any:
     return jnp.where(magnitude < (1 << 23), subnormal, x.astype(np.float64))
 
 
+@jax.custom_jvp
 def narrow(x: Any) -> Any:
     """The float64 array ``x`` as float32, rounded once (half to even) as eager's conversion,
     subnormal results included (XLA's CPU conversion flushes them to zero): those are
-    ``|x| / 2**-149`` rounded to an integer, which is their bits (2**23 is the least normal)."""
+    ``|x| / 2**-149`` rounded to an integer, which is their bits (2**23 is the least normal).
+    Its derivative is the conversion's."""
     small = jnp.abs(x) < _F32_TINY  # (x normal float64 or zero: the comparison is exact)
     scaled = jnp.abs(x) * 2.0**149  # (exact: a power of two)
     count = lax.round(scaled, lax.RoundingMethod.TO_NEAREST_EVEN).astype(np.int32)
     sign = jnp.where(jnp.signbit(x), np.int32(np.iinfo(np.int32).min), np.int32(0))
     subnormal = lax.bitcast_convert_type(count | sign, np.float32)
     return jnp.where(small, subnormal, x.astype(np.float32))
+
+
+@widen.defjvp
+def _widen_jvp(primals, tangents):
+    return widen(primals[0]), tangents[0].astype(np.float64)
+
+
+@narrow.defjvp
+def _narrow_jvp(primals, tangents):
+    return narrow(primals[0]), tangents[0].astype(np.float32)
