@@ -136,7 +136,7 @@ def _profile(gen, model, ids, new_tokens: int, cache_len: int, device: str, path
         gen(model, ids, new_tokens + 1, cache_len)
         _common.sync(device)
     events = prof.key_averages()
-    kernel_ms = sum(e.device_time_total for e in events if e.device_time_total) / 1e3
+    kernel_ms = _common.kernel_us(events) / 1e3
     table = events.table(sort_by="device_time_total", row_limit=30, max_name_column_width=80)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"host (cProfile, by own time):\n{text.getvalue()}\ndevice:\n{table}\n")

@@ -219,7 +219,7 @@ def _profile(step, device: str, path: pathlib.Path, steps: int = 2) -> None:
         _common.sync(device)
     wall = (time.perf_counter() - t0) / steps
     events = prof.key_averages()
-    kernel_us = sum(e.device_time_total for e in events if e.device_time_total) / steps
+    kernel_us = _common.kernel_us(events) / steps
     path.parent.mkdir(parents=True, exist_ok=True)
     head = f"wall {wall * 1e3:.1f} ms/step (profiled), kernels {kernel_us / 1e3:.1f} ms/step\n"
     table = events.table(sort_by="device_time_total", row_limit=45, max_name_column_width=90)

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             step()
         _common.sync(args.device)
     events = prof.key_averages()
-    kernel_us = sum(e.device_time_total for e in events if e.device_time_total) / args.steps
+    kernel_us = _common.kernel_us(events) / args.steps
     host_t0 = time.perf_counter()
     for _ in range(args.steps):
         step()

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
                 step()
             _common.sync(args.device)
         events = prof.key_averages()
-        kernels = sum(e.device_time_total for e in events if e.device_time_total) / args.steps
+        kernels = _common.kernel_us(events) / args.steps
         if args.rows:
             table = events.table(sort_by="self_device_time_total", row_limit=args.rows)
             print(table, flush=True)
