@@ -133,8 +133,9 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
 def kernel_us(events) -> float:
     """The device's busy time (us) in a profile's ``key_averages()``: the rows of the device's
     own events (kernels, copies, sets) only. The rows of torch ops and of the runtime's launch
-    calls (``cudaLaunchKernel``, ``cuGraphLaunch``) repeat the device time of what they launched, so summing every row's ``device_time_total`` counted those twice or
-    more (ResNet-50's training step read 88 ms of kernels in a 21 ms step)."""
+    calls (``cudaLaunchKernel``, ``cuGraphLaunch``) repeat the device time of what they
+    launched, so summing every row's ``device_time_total`` counted it twice or more
+    (ResNet-50's training step read 88 ms of kernels in a 21 ms step)."""
     cpu = torch.autograd.DeviceType.CPU
     return sum(e.self_device_time_total for e in events if e.device_type != cpu)
 
