@@ -660,12 +660,17 @@ def transformer_encoder_layer_fwd(
     def self_attention(x):
         qkv = linear(x, qkv_weight, qkv_bias).reshape(B, T, 3, num_heads, head_dim)
         q, k, v = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))
-        attn_mask = None
-        if mask is not None:
-            # NOTE: mask_type 1 is a (B, T) key-padding mask; bool masks mark positions to drop.
-            m = mask.reshape(B, 1, 1, T) if mask_type == 1 else mask
-            attn_mask = ~m if m.dtype == jnp.bool_ else m
-        out = attention(q, k, v, attn_mask)[0]
+        if mask is None:
+            out = attention(q, k, v)[0]
+        else:
+            # NOTE: the kernel's masked softmax reads the mask as bool, True dropping the key:
+            # a float mask (the module passes its masks as floats, 0 and -inf) drops every
+            # key of a nonzero entry, finite ones too (not added as sdpa adds them), and a row
+            # that drops every key is NaN (sdpa's is zeros). mask_type 1: a (B, T) padding mask.
+            drop = mask if mask.dtype == jnp.bool_ else mask != 0
+            drop = drop.reshape(B, 1, 1, T) if mask_type == 1 else drop
+            out = attention(q, k, v, ~drop)[0]
+            out = jnp.where(jnp.all(drop, axis=-1, keepdims=True), jnp.nan, out)
         return linear(jnp.moveaxis(out, 1, 2).reshape(B, T, E), proj_weight, proj_bias)
 
     def feed_forward(x):
