@@ -27,6 +27,13 @@ import probe_grads26 as h
 warnings.simplefilter("ignore")
 SCENARIOS: dict = {}
 leaf = h.leaf
+# Differences that are torch's own (PROBE_BACKEND=aot_eager or eager's other kernels show them).
+KNOWN = {
+    "sdpa_float_mask_large_negative": "eager's: its CPU flash kernel's backward takes a row of "
+    "finfo.min scores as exp(s - lse) = 1 per key (its math kernel, as ours, 1/S)",
+    "mha_fastpath_fully_padded_batch": "torch's own: eager's MHA fast path gives NaN for a "
+    "fully padded row, Dynamo traces the regular path (sdpa: zeros); aot_eager does the same",
+}
 sdpa = F.scaled_dot_product_attention
 
 
@@ -338,6 +345,51 @@ def sdpa_noncontig_inputs(C, rec):
     run_grads(C, rec, f, (x,))
 
 
+def _heads_view(dropout_p=0.0, autocast=False, is_causal=True):
+    def f(x):
+        B, T, C3 = x.shape
+        q, k, v = x.view(B, T, 3, 2, C3 // 6).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = sdpa(q, k, v, is_causal=is_causal, dropout_p=dropout_p)
+        return y, y.transpose(1, 2).view(B, T, C3 // 3)  # (no .contiguous(): eager's layout)
+
+    return f
+
+
+@scenario
+def sdpa_output_layout_view(C, rec):
+    x = leaf(2, 5, 24, seed=1)
+    out = C(_heads_view())(x)
+    rec("strides", [t.stride() for t in out])
+    rec("out", list(out))
+    (wsum(out[0]) + wsum(out[1], 3)).backward()
+    rec("grad", x.grad)
+
+
+@scenario
+def sdpa_output_layout_view_nograd(C, rec):
+    x = leaf(2, 5, 24, seed=1, rg=False)
+    with torch.no_grad():
+        out = C(_heads_view(is_causal=False))(x)
+    rec("strides", [t.stride() for t in out])
+    rec("out", list(out))
+
+
+@scenario
+def sdpa_output_layout_view_autocast(C, rec):
+    x = leaf(2, 5, 24, seed=1)
+    out = C(_heads_view(autocast=True))(x)
+    rec("strides", [t.stride() for t in out])
+    rec("dtype", [t.dtype for t in out])
+
+
+@scenario
+def sdpa_output_layout_dropout(C, rec):
+    x = leaf(2, 5, 24, seed=1)
+    attempt(rec, "strides", lambda: [t.stride() for t in C(_heads_view(dropout_p=0.3))(x)])
+
+
 @scenario
 def sdpa_int_mask_raises(C, rec):
     q, k, v = qkv(rg=False)
@@ -397,7 +449,9 @@ def sdpa_dropout_statistics(C, rec):
     out.sum().backward()
     # d out.sum / d v[k, j] = sum_i w_ij (keep_ij / (1-p)) -> the same mask read columnwise
     g = v.grad * S * (1 - p)
-    rec("grad is the mask's", bool((g - kept.sum(-2).unsqueeze(-1).expand_as(g)).abs().max() < 1e-3))
+    rec(
+        "grad is the mask's", bool((g - kept.sum(-2).unsqueeze(-1).expand_as(g)).abs().max() < 1e-3)
+    )
 
 
 @scenario
@@ -438,7 +492,7 @@ def sdpa_double_backward(C, rec):
 def sdpa_grad_of_outside(C, rec):
     q, k, v = qkv()
     out = C(lambda q, k, v: sdpa(q, k, v))(q, k, v)
-    (gq, gv) = torch.autograd.grad(out.pow(2).sum(), (q, v), create_graph=True)
+    (gq, _gv) = torch.autograd.grad(out.pow(2).sum(), (q, v), create_graph=True)
     rec("gq", gq)
     attempt(rec, "second", lambda: torch.autograd.grad(gq.sum(), k))
 
@@ -553,7 +607,8 @@ def compare_half(name, make, dt) -> str:
     rs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
     rd = [x.detach().double().requires_grad_(x.requires_grad) for x in inputs]
     try:
-        got = torch.compile(fn, backend=h.BACKEND)(*xs)
+        opts = {"options": {"strict": True}} if h.BACKEND == "xla" else {}
+        got = torch.compile(fn, backend=h.BACKEND, **opts)(*xs)
     except Exception as e:  # noqa: BLE001
         return f"CRASH {name}[{dt}]: {type(e).__name__}: {str(e)[:300]}"
     exp = fn(*rs)
@@ -879,7 +934,7 @@ def layers_steps(C, rec, ctor, args, kw, modes=("train", "eval", "nograd")):
 
 @scenario
 def te_mask_check_false_eval_nested(C, rec):
-    enc = lambda: nn.TransformerEncoder(  # noqa: E731
+    enc = lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
         2,
         enable_nested_tensor=True,
@@ -892,7 +947,7 @@ def te_mask_check_false_eval_nested(C, rec):
 @scenario
 def te_eval_grad_kpm(C, rec):
     # eval with grad on: no fast path in eager
-    enc = lambda: nn.TransformerEncoder(  # noqa: E731
+    enc = lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
         2,
         enable_nested_tensor=False,
@@ -1029,7 +1084,7 @@ def tel_fastpath_seq1_batch1(C, rec):
 
 @scenario
 def te_fastpath_stack_fully_padded_no_nested(C, rec):
-    enc = lambda: nn.TransformerEncoder(  # noqa: E731
+    enc = lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(8, 2, 16, batch_first=True),
         2,
         enable_nested_tensor=False,
@@ -1050,7 +1105,9 @@ def te_dynamic_seq_len(C, rec):
     for T in (5, 7, 3):
         x = leaf(2, T, 8, seed=T)
         kpm = _kpm(S=T, pad=(1, 0))
-        out = cm(x, mask=nn.Transformer.generate_square_subsequent_mask(T), src_key_padding_mask=kpm)
+        out = cm(
+            x, mask=nn.Transformer.generate_square_subsequent_mask(T), src_key_padding_mask=kpm
+        )
         rec(f"out{T}", out)
         out.sum().backward()
         rec(f"grads{T}", pgrads(m))
@@ -1086,6 +1143,121 @@ def mha_fastpath_fp16(C, rec):
 
 
 @scenario
+def tel_fastpath_inference_mode(C, rec):
+    m = mkmod(lambda: nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)).eval()
+    x = leaf(2, 5, 8, seed=1, rg=False)
+    kpm = torch.tensor([[0.0, 0.0, 0.0, -1.0, 0.0], [0.0] * 5])
+    with torch.inference_mode():
+        rec("out", C(m)(x, src_key_padding_mask=kpm))
+
+
+@scenario
+def tel_fastpath_toggled(C, rec):
+    m = mkmod(lambda: nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)).eval()
+    x = leaf(2, 5, 8, seed=1, rg=False)
+    kpm = torch.tensor([[0.0, 0.0, 0.0, -1.0, 0.0], [0.0] * 5])
+    cm = C(m)
+    try:
+        with torch.no_grad():
+            rec("fast", cm(x, src_key_padding_mask=kpm))
+            torch.backends.mha.set_fastpath_enabled(False)
+            rec("slow", cm(x, src_key_padding_mask=kpm))
+    finally:
+        torch.backends.mha.set_fastpath_enabled(True)
+
+
+@scenario
+def mha_float_kpm_requires_grad(C, rec):
+    x = leaf(2, 5, 8, seed=1)
+    kpm = leaf(2, 5, seed=4)
+    m = mkmod(lambda: nn.MultiheadAttention(8, 2, batch_first=True))
+    out, w = C(m)(x, x, x, key_padding_mask=kpm)
+    rec("out", [out, w])
+    (wsum(out) + wsum(w, 3)).backward()
+    rec("grads", [x.grad, kpm.grad, pgrads(m)])
+
+
+@scenario
+def mha_float_attn_mask_requires_grad_need_weights_false(C, rec):
+    x = leaf(2, 5, 8, seed=1)
+    am = leaf(5, 5, seed=4)
+    m = mkmod(lambda: nn.MultiheadAttention(8, 2, batch_first=True))
+    out, w = C(m)(x, x, x, attn_mask=am, need_weights=False)
+    rec("out", out)
+    rec("w", w)
+    wsum(out).backward()
+    rec("grads", [x.grad, am.grad, pgrads(m)])
+
+
+@scenario
+def sdpa_dynamic_scale(C, rec):
+    import math
+
+    def f(q, k, v):
+        return sdpa(q, k, v, scale=1.0 / math.sqrt(q.size(-1)) * 0.5)
+
+    cf = C(f, dynamic=True)
+    for E in (8, 6):
+        q, k, v = qkv(E=E)
+        run_grads(lambda g, **kw: cf, rec, f, (q, k, v), label=f"{E} ")
+
+
+@scenario
+def sdpa_gqa_3d(C, rec):
+    q, k, v = leaf(4, 3, 8, seed=1), leaf(2, 5, 8, seed=2), leaf(2, 5, 8, seed=3)
+    attempt(rec, "out", lambda: C(lambda q, k, v: sdpa(q, k, v, enable_gqa=True))(q, k, v))
+
+
+@scenario
+def sdpa_gqa_kv_heads_differ(C, rec):
+    q, k, v = leaf(1, 4, 3, 8, seed=1), leaf(1, 2, 5, 8, seed=2), leaf(1, 1, 5, 8, seed=3)
+    attempt(rec, "out", lambda: C(lambda q, k, v: sdpa(q, k, v, enable_gqa=True))(q, k, v))
+
+
+@scenario
+def sdpa_dropout_causal_l_ne_s_grads_none(C, rec):
+    q, k, v = qkv(L=3, S=6)
+    k.requires_grad_(False)
+    out = C(lambda q, k, v: sdpa(q, k, v, is_causal=True, dropout_p=0.2))(q, k, v)
+    rec("shape", out.shape)
+    out.sum().backward()
+    rec("None-ness", [t.grad is None for t in (q, k, v)])
+
+
+@scenario
+def sdpa_bool_mask_requires_grad_float_other(C, rec):
+    # the mask a comparison of a tensor that requires grad
+    q, k, v = qkv()
+    lengths = leaf(2, seed=5)
+
+    def f(q, k, v, lengths):
+        m = torch.arange(5)[None, :] < (lengths.abs() * 3 + 1)[:, None]
+        return sdpa(q, k, v, m[:, None, None, :])
+
+    run_grads(C, rec, f, (q, k, v, lengths))
+
+
+@scenario
+def sdpa_out_then_inplace(C, rec):
+    q, k, v = qkv()
+
+    def f(q, k, v):
+        y = sdpa(q, k, v)
+        y.mul_(2)
+        return y
+
+    run_grads(C, rec, f, (q, k, v))
+
+
+@scenario
+def sdpa_strided_mask_view(C, rec):
+    q, k, v = qkv(L=5, S=5)
+    big = leaf(10, 10, seed=6, rg=False)
+    m = big[::2, 1::2]  # a non-contiguous view
+    run_grads(C, rec, lambda q, k, v: sdpa(q, k, v, m), (q, k, v))
+
+
+@scenario
 def tel_dropout_train_determinism(C, rec):
     m = mkmod(lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.3, batch_first=True))
     x = leaf(2, 5, 8, seed=1)
@@ -1115,7 +1287,7 @@ def tdl_tgt_is_causal_no_mask(C, rec):
 @scenario
 def td_stack_float_masks(C, rec):
     tgt, mem = leaf(4, 2, 8, seed=1), leaf(5, 2, 8, seed=2)
-    dec = lambda: nn.TransformerDecoder(  # noqa: E731
+    dec = lambda: nn.TransformerDecoder(
         nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, activation="gelu"),
         2,
         norm=nn.LayerNorm(8),
@@ -1216,9 +1388,7 @@ def flex_padding_mask_from_lengths(C, rec):
     attempt(
         rec,
         "out",
-        lambda: C(lambda q, k, v: flex_attention(q, k, v, block_mask=bm, return_lse=True))(
-            q, k, v
-        ),
+        lambda: C(lambda q, k, v: flex_attention(q, k, v, block_mask=bm, return_lse=True))(q, k, v),
     )
 
 
@@ -1243,9 +1413,7 @@ def flex_fully_masked_rows(C, rec):
     attempt(
         rec,
         "out",
-        lambda: C(lambda q, k, v: flex_attention(q, k, v, block_mask=bm, return_lse=True))(
-            q, k, v
-        ),
+        lambda: C(lambda q, k, v: flex_attention(q, k, v, block_mask=bm, return_lse=True))(q, k, v),
     )
 
 
@@ -1260,7 +1428,9 @@ class GPTBlock(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d))
+        self.mlp = nn.Sequential(
+            nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d)
+        )
         self.dropout = dropout
 
     def forward(self, x, pad=None):
@@ -1356,7 +1526,9 @@ class BertLike(nn.Module):
         super().__init__()
         self.emb = nn.Embedding(vocab, d, padding_idx=0)
         self.pos = nn.Parameter(torch.randn(1, 8, d) * 0.02)
-        layer = nn.TransformerEncoderLayer(d, 4, 32, dropout=0.0, batch_first=True, activation="gelu")
+        layer = nn.TransformerEncoderLayer(
+            d, 4, 32, dropout=0.0, batch_first=True, activation="gelu"
+        )
         self.enc = nn.TransformerEncoder(layer, n, enable_nested_tensor=False)
         self.cls = nn.Linear(d, 3)
 
@@ -1436,25 +1608,54 @@ def user_mha_pooling_train(C, rec):
     train(C, rec, model, batch)
 
 
+def compare(name, fn) -> str:
+    """``probe_grads26.compare`` with the compiled run strict (an op or graph left to eager
+    raises instead of passing unnoticed), unless PROBE_LENIENT is set."""
+    strict = h.BACKEND == "xla" and not os.environ.get("PROBE_LENIENT")
+
+    def C(f, **kw):
+        if strict:
+            kw.setdefault("options", {"strict": True})
+        return torch.compile(f, backend=h.BACKEND, **kw)
+
+    got = h.observations(fn, C, torch.float32)
+    exp = h.observations(fn, lambda f, **kw: f, torch.float32)
+    ref = h.observations(fn, lambda f, **kw: f, torch.float64)
+    if len(ref) != len(exp):
+        ref = exp
+    for (lg, g), (le, e), (_, r) in zip(got, exp, ref):
+        if lg != le:
+            return f"DIFF  {name}: observation {lg!r} {g[:3]} (xla) vs {le!r} {e[:3]} (eager)"
+        d = h.same(g, e, r, lg)
+        if d:
+            return f"DIFF  {name}: {d}"
+    if len(got) != len(exp):
+        return f"DIFF  {name}: observations {[x for x, _ in got]} vs {[x for x, _ in exp]}"
+    return f"ok    {name}"
+
+
 def main(argv) -> int:
     names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
     bad = total = 0
     for n in names:
         total += 1
         try:
-            line = h.compare(n, SCENARIOS[n])
+            line = compare(n, SCENARIOS[n])
         except Exception as e:  # noqa: BLE001  (a failure of the probe itself)
             line = f"CRASH {n}: {type(e).__name__}: {e}"
         if not line.startswith("ok"):
-            bad += 1
+            if n in KNOWN:
+                line = f"known {n}: {KNOWN[n]}"
+            else:
+                bad += 1
         print(line, flush=True)
-    for n in HALF:
+    for n, make in HALF.items():
         if argv and not any(a in n for a in argv):
             continue
         for dt in (torch.bfloat16, torch.float16):
             total += 1
             try:
-                line = compare_half(n, HALF[n], dt)
+                line = compare_half(n, make, dt)
             except Exception as e:  # noqa: BLE001
                 line = f"CRASH {n}[{dt}]: {type(e).__name__}: {e}"
             if not line.startswith("ok"):

@@ -396,15 +396,23 @@ def attention(
     result = query.dtype
     acc = opmath_dtype(query.dtype)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-        key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if enable_gqa:  # (key and value each repeated to the query's heads: they may differ)
+        key, value = (
+            t
+            if t.shape[-3] == query.shape[-3]
+            else jnp.repeat(t, query.shape[-3] // t.shape[-3], -3)
+            for t in (key, value)
+        )
+    # NOTE: without a head dim every score is an empty sum, 0 whatever the scale (eager's
+    # 1/sqrt(0) never meets a number): the scale is 1 there, not inf (0 * inf is NaN).
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else scale
     # Leading dims that broadcast (one key/value head for all query heads: Falcon's and
     # GPT-BigCode's multi-query attention) are broadcast first: the math below would give NaN
     # rows where a row's every key is masked (left padding), which eager's kernels give as 0.
     batch = jnp.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     query, key, value = (jnp.broadcast_to(t, (*batch, *t.shape[-2:])) for t in (query, key, value))
+    if S == 0:  # no keys: zeros, as eager's (a logsumexp of nothing: -inf)
+        return jnp.zeros((*batch, L, value.shape[-1]), result), jnp.full((*batch, L), -jnp.inf, acc)
     if jnp.issubdtype(query.dtype, jnp.floating):
         # the backward keeps what fused attention keeps (_saved.attention)
         mask = bias = None
@@ -483,6 +491,7 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
         or not is_half(query.dtype)
         or dropout_p > 0
         or query.ndim != 4
+        or 0 in (key.shape[2], query.shape[3])
         or not (query.shape[1] == key.shape[1] == value.shape[1])
         or query.shape[2] <= _FEW_QUERIES
     ):
