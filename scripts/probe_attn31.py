@@ -1608,6 +1608,67 @@ def user_mha_pooling_train(C, rec):
     train(C, rec, model, batch)
 
 
+class LlamaAttn(nn.Module):
+    def __init__(self, d=16, hq=4, hk=2):
+        super().__init__()
+        self.hq, self.hk, self.hd = hq, hk, d // hq
+        self.q = nn.Linear(d, d, bias=False)
+        self.kv = nn.Linear(d, 2 * hk * self.hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+
+    def forward(self, x, pad):
+        B, T, _ = x.shape
+        q = self.q(x).view(B, T, self.hq, self.hd).transpose(1, 2)
+        k, v = self.kv(x).view(B, T, 2, self.hk, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
+        # HF's 4-D float mask: causal and padding, finfo.min where masked
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        allowed = causal[None, None] & ~pad[:, None, None, :]
+        mask = torch.zeros(allowed.shape, dtype=x.dtype).masked_fill(
+            ~allowed, torch.finfo(x.dtype).min
+        )
+        y = sdpa(q, k, v, attn_mask=mask.to(q.dtype), enable_gqa=True)
+        return self.o(y.transpose(1, 2).reshape(B, T, -1))
+
+
+@scenario
+def user_llama_gqa_autocast_train(C, rec):
+    model = mkmod(lambda: nn.Sequential(nn.Linear(6, 16), nn.Identity()))
+    attn = mkmod(LlamaAttn)
+    head = mkmod(lambda: nn.Linear(16, 1))
+    full = nn.ModuleDict({"emb": model, "attn": attn, "head": head})
+    pad = torch.tensor([[True, False, False, False, False], [False] * 5])  # left padding
+
+    def fwd(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = full["emb"](x)
+            h = full["attn"](h, pad)
+            return full["head"](h).float().squeeze(-1)
+
+    def batch(cm, i):
+        y = cm(leaf(2, 5, 6, seed=i, rg=False))
+        return (y[:, 1:] ** 2).mean()  # (the padded position's output unused)
+
+    fwd_c = C(fwd)
+    opt = torch.optim.AdamW(full.parameters(), lr=1e-2)
+    for i in range(2):
+        opt.zero_grad()
+        loss = batch(fwd_c, i)
+        loss.backward()
+        rec(f"loss{i}", loss)
+        rec(f"grads{i}", pgrads(full))
+        opt.step()
+
+
+@scenario
+def sdpa_vmap_over_batch(C, rec):
+    q, k, v = qkv()
+
+    def f(q, k, v):
+        return torch.func.vmap(lambda a, b, c: sdpa(a, b, c, is_causal=True))(q, k, v)
+
+    run_grads(C, rec, f, (q, k, v))
+
+
 def compare(name, fn) -> str:
     """``probe_grads26.compare`` with the compiled run strict (an op or graph left to eager
     raises instead of passing unnoticed), unless PROBE_LENIENT is set."""
