@@ -396,15 +396,23 @@ def attention(
     result = query.dtype
     acc = opmath_dtype(query.dtype)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-        key, value = jnp.repeat(key, rep, axis=-3), jnp.repeat(value, rep, axis=-3)
-    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if enable_gqa:  # (key and value each repeated to the query's heads: they may differ)
+        key, value = (
+            t
+            if t.shape[-3] == query.shape[-3]
+            else jnp.repeat(t, query.shape[-3] // t.shape[-3], -3)
+            for t in (key, value)
+        )
+    # NOTE: without a head dim every score is an empty sum, 0 whatever the scale (eager's
+    # 1/sqrt(0) never meets a number): the scale is 1 there, not inf (0 * inf is NaN).
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else scale
     # Leading dims that broadcast (one key/value head for all query heads: Falcon's and
     # GPT-BigCode's multi-query attention) are broadcast first: the math below would give NaN
     # rows where a row's every key is masked (left padding), which eager's kernels give as 0.
     batch = jnp.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     query, key, value = (jnp.broadcast_to(t, (*batch, *t.shape[-2:])) for t in (query, key, value))
+    if S == 0:  # no keys: zeros, as eager's (a logsumexp of nothing: -inf)
+        return jnp.zeros((*batch, L, value.shape[-1]), result), jnp.full((*batch, L), -jnp.inf, acc)
     if jnp.issubdtype(query.dtype, jnp.floating):
         # the backward keeps what fused attention keeps (_saved.attention)
         mask = bias = None
@@ -483,6 +491,7 @@ def cudnn_attention(query, key, value, attn_mask, dropout_p, is_causal, scale):
         or not is_half(query.dtype)
         or dropout_p > 0
         or query.ndim != 4
+        or 0 in (key.shape[2], query.shape[3])
         or not (query.shape[1] == key.shape[1] == value.shape[1])
         or query.shape[2] <= _FEW_QUERIES
     ):
@@ -660,12 +669,17 @@ def transformer_encoder_layer_fwd(
     def self_attention(x):
         qkv = linear(x, qkv_weight, qkv_bias).reshape(B, T, 3, num_heads, head_dim)
         q, k, v = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))
-        attn_mask = None
-        if mask is not None:
-            # NOTE: mask_type 1 is a (B, T) key-padding mask; bool masks mark positions to drop.
-            m = mask.reshape(B, 1, 1, T) if mask_type == 1 else mask
-            attn_mask = ~m if m.dtype == jnp.bool_ else m
-        out = attention(q, k, v, attn_mask)[0]
+        if mask is None:
+            out = attention(q, k, v)[0]
+        else:
+            # NOTE: the kernel's masked softmax reads the mask as bool, True dropping the key:
+            # a float mask (the module passes its masks as floats, 0 and -inf) drops every
+            # key of a nonzero entry, finite ones too (not added as sdpa adds them), and a row
+            # that drops every key is NaN (sdpa's is zeros). mask_type 1: a (B, T) padding mask.
+            drop = mask if mask.dtype == jnp.bool_ else mask != 0
+            drop = drop.reshape(B, 1, 1, T) if mask_type == 1 else drop
+            out = attention(q, k, v, ~drop)[0]
+            out = jnp.where(jnp.all(drop, axis=-1, keepdims=True), jnp.nan, out)
         return linear(jnp.moveaxis(out, 1, 2).reshape(B, T, E), proj_weight, proj_bias)
 
     def feed_forward(x):

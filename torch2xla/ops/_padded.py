@@ -114,11 +114,12 @@ def key_mask(
     attn_mask: torch.Tensor | None, key: torch.Tensor, length: torch.Tensor
 ) -> torch.Tensor:
     """``attn_mask`` (None, boolean or additive) extended to hide the keys at or past
-    ``length``: a boolean mask (None gives one) or an additive one (-inf there)."""
+    ``length``: a boolean mask (None gives one of shape (1, keys): sdpa takes no 1-D mask)
+    or an additive one (-inf there)."""
     n = key.shape[-2]
     valid = torch.arange(n, device=key.device) < length.to(key.device)
     if attn_mask is None:
-        return valid
+        return valid[None]
     if attn_mask.dtype == torch.bool:
         return attn_mask & valid
     return attn_mask.masked_fill(~valid, float("-inf"))
@@ -128,7 +129,7 @@ def key_mask(
 def _(attn_mask, key, length):
     n = key.shape[-2]
     if attn_mask is None:
-        return key.new_empty((n,), dtype=torch.bool)
+        return key.new_empty((1, n), dtype=torch.bool)
     shape = torch.broadcast_shapes(attn_mask.shape, (n,))
     return attn_mask.new_empty(shape)
 
@@ -138,7 +139,7 @@ def _key_mask_lowering(attn_mask, key, length):
     n = key.shape[-2]
     valid = lax.iota(length.dtype, n) < length
     if attn_mask is None:
-        return valid
+        return valid[None]
     if attn_mask.dtype == jnp.bool_:
         return attn_mask & valid
     return jnp.where(valid, attn_mask, jnp.asarray(-jnp.inf, dtype=attn_mask.dtype))
