@@ -20,6 +20,7 @@ import json
 import pathlib
 import sys
 import time
+import types
 
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(_HERE), str(_HERE.parent)]  # (this checkout's torch2xla, not an installed one)
@@ -31,6 +32,12 @@ import torch2xla
 
 def _tiny(x, y):
     return x * y + 1
+
+
+def _fresh_tiny():
+    """``_tiny`` as a function of its own code object: Dynamo keeps its compiled entries per code
+    object, so a function compiled with another backend adds no entry to ``_tiny``'s."""
+    return types.FunctionType(_tiny.__code__.replace(), globals(), "tiny")
 
 
 def _identity(gm, example_inputs):
@@ -96,9 +103,14 @@ def training_steps(device: str) -> dict:
     return steps
 
 
-def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
+def breakdown(device: str, calls: int, rounds: int, clock=time.perf_counter) -> dict[str, float]:
     """Microseconds per call of each piece of xla's call path on the tiny function, and of the
-    training step's forward and backward."""
+    training step's forward and backward. On the CPU, three floors beside them: Dynamo's frame
+    around a backend that returns a list it holds (no work at all), the executable's steady
+    call and the output's conversion with none of our bookkeeping, alone and as a backend
+    (what no Python of ours could go below), and ``CompiledGraph`` right after an eager op,
+    against the two apart (a call costs more after other code than back to back: its code
+    and data leave the caches)."""
     from torch2xla import xla_backend
     from torch2xla.runtime import _program
     from torch2xla.runtime._interop import x64
@@ -152,7 +164,8 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
         "to_torch (1 output)": lambda: program.to_torch(out),
     }
     with torch.no_grad():
-        times = _common.interleaved(pieces, rounds, calls, device)
+        pieces.update(_floors(program, x, y, graph))
+        times = _common.interleaved(pieces, rounds, calls, device, clock=clock)
     result = {k: _common.summary(v)["median"] * 1e6 for k, v in times.items()}
 
     # The training step of training_steps, in two parts.
@@ -192,7 +205,7 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
         step()
         step_without_dynamo()
     pieces = {"forward": lambda: fn(xt), "step": step, "graph step": step_without_dynamo}
-    times = _common.interleaved(pieces, rounds, max(calls // 4, 50), device)
+    times = _common.interleaved(pieces, rounds, max(calls // 4, 50), device, clock=clock)
     fwd, whole, graph_step = (
         _common.summary(times[k])["median"] * 1e6 for k in ("forward", "step", "graph step")
     )
@@ -200,6 +213,36 @@ def breakdown(device: str, calls: int, rounds: int) -> dict[str, float]:
     result["training: zero_grad, sum, backward (step - forward)"] = whole - fwd
     result["training: step without Dynamo's frame (graph called directly)"] = graph_step
     return result
+
+
+def _floors(program, x, y, graph) -> dict:
+    """``breakdown``'s floors (see there), for a CPU program whose steady call runs (else
+    none)."""
+    fast = program._views._fast
+    steady = getattr(fast, "trusted", None)
+    if program._cuda or not steady:
+        return {}
+    views, run, handlers, to_torch = fast.views, steady.run, steady.handlers, program.to_torch
+
+    def bare(*args):  # (the executable on the cached views, the output converted: no checks)
+        return list(map(to_torch, run(views).consume_with_handlers(handlers)))
+
+    held = [torch.randn(8)]
+    nothing = torch.compile(_fresh_tiny(), backend=lambda gm, example_inputs: lambda *a: held)
+    floor = torch.compile(_fresh_tiny(), backend=lambda gm, example_inputs: bare)
+    nothing(x, y), floor(x, y)
+
+    def after_eager():
+        _tiny(x, y)
+        graph(x, y)
+
+    return {
+        "floor: Dynamo's frame, a backend doing nothing": lambda: nothing(x, y),
+        "floor: executable + to_torch, bare": lambda: bare(x, y),
+        "floor: executable + to_torch as the backend": lambda: floor(x, y),
+        "eager x * y + 1": lambda: _tiny(x, y),
+        "eager x * y + 1, then CompiledGraph": after_eager,
+    }
 
 
 def profile_xla(device: str, calls: int) -> str:
@@ -299,7 +342,7 @@ def report(result: dict) -> str:
     )
     if "breakdown_us" in result:
         lines.append("xla call, piece by piece (median us):")
-        lines += [f"  {k:28s} {v:6.2f}" for k, v in result["breakdown_us"].items()]
+        lines += [f"  {k:48s} {v:6.2f}" for k, v in result["breakdown_us"].items()]
     return "\n".join(lines)
 
 
@@ -328,7 +371,7 @@ def main(argv: list[str] | None = None) -> dict:
     clock = time.process_time if args.cpu_time else time.perf_counter
     result = measure(args.device, args.rounds, args.calls, clock)
     if args.breakdown:
-        result["breakdown_us"] = breakdown(args.device, args.calls, args.rounds)
+        result["breakdown_us"] = breakdown(args.device, args.calls, args.rounds, clock)
     if args.profile:
         args.profile.parent.mkdir(parents=True, exist_ok=True)
         args.profile.write_text(profile_xla(args.device, args.calls))
