@@ -1,0 +1,49 @@
+"""Hooks, checkpointing and parametrizations as users write them (session 31), against eager:
+values, gradients and their None-ness, what hooks saw, errors (``scripts/probe_hooks31.py``)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# An orthogonal parametrization (``matrix_exp``: an LU solve) trained in a process whose
+# programs all came from the persistent cache: no program was lowered, so jaxlib's LAPACK
+# kernels were never looked up and the first call jumped to a null pointer.
+_LAPACK_SCRIPT = """
+import torch, torch2xla
+from torch import nn
+from torch2xla.guards import _persistent
+
+torch.manual_seed(0)
+lin = nn.utils.parametrizations.orthogonal(nn.Linear(4, 4))
+x = torch.linspace(-1, 1, 8).reshape(2, 4).requires_grad_()
+out = torch.compile(lin, backend="xla")(x)
+out.pow(2).sum().backward()
+want = lin(x).pow(2).sum()
+print(_persistent.hits(), float((out.pow(2).sum() - want).abs()), x.grad.sum().item())
+"""
+
+
+def test_lapack_programs_restored_from_the_persistent_cache(tmp_path):
+    env = dict(os.environ, TORCH2XLA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    env["TORCH2XLA_PERSISTENT_CACHE"] = "1"
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", _LAPACK_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+        runs.append(proc.stdout.split())
+    (cold_hits, cold_diff, cold_grad), (warm_hits, warm_diff, warm_grad) = runs
+    assert int(cold_hits) == 0 and int(warm_hits) > 0
+    assert float(cold_diff) < 1e-5 and float(warm_diff) < 1e-5
+    assert warm_grad == cold_grad
