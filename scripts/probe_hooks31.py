@@ -1736,6 +1736,365 @@ def functional_call_grad_vmap(C, rec):
 
 
 # ============================================================================================
+# batch 3: hooks that read autograd's state, Grad-CAM, hooks per call, backward(inputs=)
+
+
+def grad_state(m):
+    return [n for n, p in m.named_parameters() if p.grad is not None]
+
+
+@scenario
+def post_acc_sees_other_grads(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append((n, grad_state(m))))
+    C(m)(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    rec("seen", [f"{a}:{','.join(b)}" for a, b in seen])
+
+
+@scenario
+def tensor_hook_param_sees_other_grads(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_hook(lambda g, n=n: seen.append(f"{n}:{','.join(grad_state(m))}"))
+    C(m)(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    rec("seen", seen)
+
+
+@scenario
+def post_acc_tied_weights(C, rec):
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(6, 4)
+            self.mid = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 6, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, i):
+            return self.head(self.mid(self.emb(i)).tanh())
+
+    torch.manual_seed(0)
+    m = Tied()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(
+            lambda p, n=n: seen.append(f"{n}:{p.grad.abs().sum().item():.4f}")
+        )
+    C(m)(torch.tensor([[1, 2, 3]])).pow(2).sum().backward()
+    rec("n", len(seen))
+    rec("names", [s.split(":")[0] for s in seen])
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_param_in_two_graphs(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+
+    def f(x):
+        h = m(x)
+        print(end="")
+        return m(h.repeat(1, 2)[:, :4]).pow(2).sum()
+
+    C(f)(leaf(2, 4, rg=False)).backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_not_called_by_autograd_grad(C, rec):
+    m = mlp()
+    n = [0]
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: n.__setitem__(0, n[0] + 1))
+    out = C(m)(leaf(2, 4, rg=False)).sum()
+    gs = torch.autograd.grad(out, list(m.parameters()))
+    rec("n", n[0])
+    rec("gs", list(gs))
+    rec("grads", grads(m))
+
+
+@scenario
+def backward_inputs_subset_hooks(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    x = leaf(2, 4)
+    out = C(m)(x).pow(2).sum()
+    out.backward(inputs=[m[2].weight, x])
+    rec("seen", seen)
+    rec("grads", grads(m))
+    rec("xg", x.grad)
+
+
+@scenario
+def gradcam_fwd_hook_registers_tensor_hook(C, rec):
+    m = mlp()
+    acts, grs = {}, {}
+
+    def fwd(mod, a, o):
+        acts["a"] = o.detach()
+        o.register_hook(lambda g: grs.__setitem__("g", g.detach()))
+
+    m[1].register_forward_hook(fwd)
+    x = leaf(2, 4)
+    out = C(m)(x)
+    out[:, 0].sum().backward()
+    rec("a", acts["a"])
+    rec("g", grs["g"])
+    rec("cam", (acts["a"] * grs["g"]).sum(-1))
+    rec("xg", x.grad)
+
+
+@scenario
+def gradcam_full_backward_hook_store(C, rec):
+    m = mlp()
+    store = {}
+    m[1].register_full_backward_hook(lambda mod, gi, go: store.__setitem__("go", go[0].detach()))
+    x = leaf(2, 4, rg=False)
+    C(m)(x)[:, 1].sum().backward()
+    rec("go", store["go"])
+
+
+@scenario
+def hook_registered_on_param_every_call(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            self.w.register_hook(lambda g: g * 2)
+            return (x * self.w).sum()
+
+    m = M()
+    cm = C(m)
+    for i in range(3):
+        cm(leaf(3, seed=i, rg=False)).backward()
+    rec("g", m.w.grad)
+
+
+@scenario
+def hook_closure_over_intermediate(C, rec):
+    x = leaf(4)
+
+    def f(x):
+        mask = (x > 0).float()
+        y = x * 3
+        y.register_hook(lambda g: g * mask)
+        return y.pow(2).sum()
+
+    C(f)(x).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def hook_on_unused_intermediate_not_called(C, rec):
+    x = leaf(3)
+    n = [0]
+
+    def f(x):
+        y = x * 2
+        z = x.sin()
+        z.register_hook(lambda g: n.__setitem__(0, n[0] + 1))
+        return y.sum(), z
+
+    out, z = C(f)(x)
+    out.backward()
+    rec("n", n[0])
+    rec("g", x.grad)
+
+
+@scenario
+def hook_on_view_intermediate(C, rec):
+    x = leaf(2, 3)
+    seen = []
+
+    def f(x):
+        y = x.exp()
+        v = y[:, 1:]
+        v.register_hook(lambda g: seen.append(g.clone()) or g * 5)
+        return (v.sum() + y.sum()) * 2
+
+    C(f)(x).backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_on_no_grad_tensor_raises(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        y.register_hook(lambda g: g)
+        return y.sum()
+
+    attempt(rec, "call", lambda: C(f)(x))
+
+
+@scenario
+def hook_in_loop(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        h = x
+        for i in range(3):
+            h = h.sin() * (i + 1)
+            h.register_hook(lambda g, i=i: seen.append(i) or g * 1.5)
+        return h.sum()
+
+    C(f)(x).backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_on_custom_function_output(C, rec):
+    class Sq(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        y = Sq.apply(x + 1)
+        y.register_hook(lambda g: seen.append(g.clone()) or g * 3)
+        return y.exp().sum()
+
+    C(f)(x).backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_returned_intermediate_and_outside_hook(C, rec):
+    x = leaf(3)
+    order = []
+
+    def f(x):
+        y = x.exp()
+        y.register_hook(lambda g: order.append("in") or g * 2)
+        return y, y.sum() * 3
+
+    y, s = C(f)(x)
+    y.register_hook(lambda g: order.append("out") or g + 1)
+    (y.pow(2).sum() + s).backward()
+    rec("order", order)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_double_backward_create_graph_param(C, rec):
+    m = nn.Linear(3, 1)
+    m.weight.register_hook(lambda g: g * 2)
+    x = leaf(4, 3)
+    out = C(m)(x).pow(2).sum()
+    (gx,) = torch.autograd.grad(out, x, create_graph=True)
+    gx.pow(2).sum().backward()
+    rec("gx", gx)
+    rec("grads", grads(m))
+
+
+@scenario
+def multi_grad_hook(C, rec):
+    fn = getattr(torch.autograd.graph, "register_multi_grad_hook", None)
+    x, w = leaf(3), leaf(3, seed=1)
+    seen = []
+    fn((x, w), lambda gs: seen.append([g is None for g in gs]))
+    out = C(lambda x, w: (x * w).sum())(x, w)
+    out.backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def multi_grad_hook_any(C, rec):
+    m = mlp()
+    seen = []
+    torch.autograd.graph.register_multi_grad_hook(
+        tuple(m.parameters()), lambda g: seen.append(tuple(g.shape)), mode="any"
+    )
+    C(m)(leaf(2, 4, rg=False)).sum().backward()
+    rec("seen", seen)
+
+
+@scenario
+def node_hook_on_input_grad_acc(C, rec):
+    # the accumulator's hooks through x.grad_fn-less leaf: AccumulateGrad node via view
+    x = leaf(3)
+    seen = []
+    acc = x.view_as(x).grad_fn.next_functions[0][0]
+    acc.register_prehook(lambda gs: seen.append(gs[0].clone()))
+    C(lambda x: (x.exp() * 2).sum())(x).backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def grad_accumulation_microbatches_hooks(C, rec):
+    m = mlp()
+    counts = {n: 0 for n, _ in m.named_parameters()}
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: counts.__setitem__(n, counts[n] + 1))
+    cm = C(m)
+    for i in range(3):
+        (cm(leaf(2, 4, seed=i, rg=False)).pow(2).sum() / 3).backward()
+    rec("counts", [counts[n] for n in sorted(counts)])
+    rec("grads", grads(m))
+
+
+@scenario
+def split_backward_option_post_acc_order(C, rec):
+    m = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(f"{n}:{len(grad_state(m))}"))
+    if C.__name__ == "C":
+        cm = torch.compile(m, backend=h.BACKEND, options={"split_backward": 0.0001}) if h.BACKEND == "xla" else C(m)
+    else:
+        cm = m
+    cm(leaf(2, 8, rg=False)).pow(2).sum().backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def remat_option_with_hooks(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(Block(), Block())
+    seen = []
+    m[0].a.register_forward_hook(lambda mod, a, o: seen.append("f"))
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    if C.__name__ == "C" and h.BACKEND == "xla":
+        cm = torch.compile(m, backend="xla", options={"remat": True})
+    else:
+        cm = C(m)
+    x = leaf(2, 4)
+    cm(x).pow(2).sum().backward()
+    rec("seen", seen)
+    rec("xg", x.grad)
+    rec("grads", grads(m))
+
+
+# ============================================================================================
 
 
 def main(argv) -> int:

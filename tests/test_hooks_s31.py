@@ -8,6 +8,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+import torch
+from torch import nn
+
+import torch2xla  # noqa: F401
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # An orthogonal parametrization (``matrix_exp``: an LU solve) trained in a process whose
@@ -47,3 +53,41 @@ def test_lapack_programs_restored_from_the_persistent_cache(tmp_path):
     assert int(cold_hits) == 0 and int(warm_hits) > 0
     assert float(cold_diff) < 1e-5 and float(warm_diff) < 1e-5
     assert warm_grad == cold_grad
+
+
+def _hooked_steps(compile_options: dict | None, kind: str) -> tuple[list[str], list]:
+    """Two training steps of four linears whose parameters all have a hook (``kind``:
+    post-accumulate-grad or tensor) recording which parameter fired and how many ``.grad``
+    were set then; compiled with ``compile_options`` (None: eager)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
+    seen: list[str] = []
+
+    def record(n):
+        seen.append(f"{n}:{sum(q.grad is not None for q in m.parameters())}")
+
+    for n, p in m.named_parameters():
+        if kind == "post":
+            p.register_post_accumulate_grad_hook(lambda p, n=n: record(n))
+        else:
+            p.register_hook(lambda g, n=n: record(n))
+    run = m if compile_options is None else torch.compile(m, backend="xla", options=compile_options)
+    for step in range(2):
+        x = torch.linspace(-1, 1, 16).reshape(2, 8) * (step + 1)
+        run(x).pow(2).sum().backward()
+        seen.append("|")
+    return seen, [p.grad for p in m.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["post", "tensor"])
+@pytest.mark.parametrize("split", [0.0001, True])
+def test_hooks_fire_in_eager_order_through_a_split_backward(split, kind):
+    """A split backward handed its gradients to autograd segment by segment, in the segments'
+    order (and the first call, before the split was decided, in autograd's heap order): hooks
+    of parameters saw other ``.grad`` than eager's (``2.weight`` first, ``3.bias`` last)."""
+    want, want_grads = _hooked_steps(None, kind)
+    got, got_grads = _hooked_steps({"split_backward": split}, kind)
+    assert got == want
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w)
