@@ -2065,9 +2065,15 @@ def split_backward_option_post_acc_order(C, rec):
     m = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
     seen = []
     for n, p in m.named_parameters():
-        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(f"{n}:{len(grad_state(m))}"))
+        p.register_post_accumulate_grad_hook(
+            lambda p, n=n: seen.append(f"{n}:{len(grad_state(m))}")
+        )
     if C.__name__ == "C":
-        cm = torch.compile(m, backend=h.BACKEND, options={"split_backward": 0.0001}) if h.BACKEND == "xla" else C(m)
+        cm = (
+            torch.compile(m, backend=h.BACKEND, options={"split_backward": 0.0001})
+            if h.BACKEND == "xla"
+            else C(m)
+        )
     else:
         cm = m
     cm(leaf(2, 8, rg=False)).pow(2).sum().backward()
@@ -2091,6 +2097,469 @@ def remat_option_with_hooks(C, rec):
     cm(x).pow(2).sum().backward()
     rec("seen", seen)
     rec("xg", x.grad)
+    rec("grads", grads(m))
+
+
+# ============================================================================================
+# batch 4: hooks that change themselves or the module, returns of None in tuples
+
+
+@scenario
+def fwd_hook_added_after_first_call_no_item(C, rec):
+    m = mlp()
+    cm = C(m)
+    x = leaf(2, 4, rg=False)
+    rec("out0", cm(x))
+    seen = []
+    hd = m[0].register_forward_hook(lambda mod, a, o: seen.append(o.detach().clone()) or o * 0)
+    rec("out1", cm(x))
+    hd.remove()
+    rec("out2", cm(x))
+    rec("seen", seen)
+
+
+@scenario
+def fwd_hook_one_shot_removes_itself(C, rec):
+    m = mlp()
+    seen = []
+    box = {}
+
+    def hook(mod, a, o):
+        seen.append(o.detach().clone())
+        box["h"].remove()
+        return o + 100
+
+    box["h"] = m[0].register_forward_hook(hook)
+    cm = C(m)
+    x = leaf(2, 4, rg=False)
+    rec("out0", cm(x))
+    rec("out1", cm(x))
+    rec("seen", seen)
+
+
+@scenario
+def fwd_pre_hook_max_norm_constraint(C, rec):
+    m = mlp()
+
+    def hook(mod, a):
+        with torch.no_grad():
+            mod.weight.clamp_(-0.2, 0.2)
+
+    m[0].register_forward_pre_hook(hook)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    cm = C(m)
+    for i in range(2):
+        opt.zero_grad()
+        cm(leaf(2, 4, seed=i, rg=False)).pow(2).sum().backward()
+        opt.step()
+    rec("params", params(m))
+
+
+@scenario
+def fwd_hook_global_via_function(C, rec):
+    m = mlp()
+    names = []
+    hd = torch.nn.modules.module.register_module_forward_hook(
+        lambda mod, a, o: names.append(type(mod).__name__)
+    )
+    try:
+        out = C(lambda x: m(x))(leaf(2, 4, rg=False))
+    finally:
+        hd.remove()
+    rec("out", out)
+    rec("names", names)
+
+
+@scenario
+def fwd_hook_always_call_with_kwargs(C, rec):
+    m = nn.Linear(3, 3)
+    log = []
+    m.register_forward_hook(
+        lambda mod, a, kw, o: log.append(sorted(kw)) or o * 2, with_kwargs=True, always_call=True
+    )
+    out = C(m)(leaf(2, 3))
+    rec("out", out)
+    rec("log", log)
+
+
+@scenario
+def bwd_full_hook_returns_none_entry(C, rec):
+    torch.manual_seed(0)
+    m = TwoIn()
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0], None))
+    a, b = leaf(2, 3), leaf(2, 3, seed=1)
+    o, _s = C(m)(a, b)
+    o.sum().backward()
+    rec("ag", a.grad)
+    rec("bg", b.grad)
+
+
+@scenario
+def bwd_full_pre_hook_returns_none(C, rec):
+    m = mlp()
+    n = [0]
+    m[2].register_full_backward_pre_hook(lambda mod, go: n.__setitem__(0, n[0] + 1))
+    x = leaf(2, 4)
+    C(m)(x).sum().backward()
+    rec("n", n[0])
+    rec("xg", x.grad)
+
+
+@scenario
+def bwd_full_hook_on_module_input_used_twice(C, rec):
+    m = nn.Linear(3, 3)
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(gi[0].clone()))
+    x = leaf(2, 3)
+
+    def f(x):
+        y = x * 2
+        return m(y).sum() + y.sum()
+
+    C(f)(x).backward()
+    rec("seen", seen)
+    rec("xg", x.grad)
+
+
+@scenario
+def disable_saved_tensors_hooks_inside(C, rec):
+    def f(x):
+        with torch.autograd.graph.save_on_cpu():
+            return (x * x).sum()
+
+    x = leaf(3)
+    with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        attempt(rec, "call", lambda: C(f)(x))
+
+
+@scenario
+def ckpt_with_tensor_hook_inside(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def inner(t):
+        y = t.exp()
+        y.register_hook(lambda g: seen.append(g.clone()) or g * 2)
+        return y.sin()
+
+    out = C(lambda x: checkpoint(inner, x, use_reentrant=False).sum())(x)
+    out.backward()
+    rec("n", len(seen))
+    rec("g", x.grad)
+
+
+@scenario
+def ckpt_under_no_grad(C, rec):
+    torch.manual_seed(0)
+    blk = Block()
+    with torch.no_grad():
+        out = C(lambda x: checkpoint(blk, x, use_reentrant=False))(leaf(2, 4))
+    rec("out", out)
+
+
+@scenario
+def ckpt_module_with_forward_hook_counts(C, rec):
+    torch.manual_seed(0)
+    blk = Block()
+    n = [0]
+    blk.register_forward_hook(lambda mod, a, o: n.__setitem__(0, n[0] + 1))
+    x = leaf(2, 4)
+    out = C(lambda x: checkpoint(blk, x, use_reentrant=False))(x)
+    rec("n_fwd", n[0])
+    out.sum().backward()
+    rec("n_bwd", n[0])
+
+
+@scenario
+def spectral_norm_eval_after_train_compiled(C, rec):
+    torch.manual_seed(0)
+    lin = torch.nn.utils.parametrizations.spectral_norm(nn.Linear(4, 3))
+    cl = C(lin)
+    for i in range(2):
+        cl(leaf(2, 4, seed=i, rg=False))
+    lin.eval()
+    out = cl(leaf(2, 4, seed=5, rg=False))
+    rec("out", out)
+    rec("u", lin.parametrizations.weight[0]._u)
+    lin.train()
+    out = cl(leaf(2, 4, seed=6, rg=False))
+    rec("out2", out)
+    rec("u2", lin.parametrizations.weight[0]._u)
+
+
+@scenario
+def weight_norm_old_remove_after_compile(C, rec):
+    torch.manual_seed(0)
+    lin = torch.nn.utils.weight_norm(nn.Linear(4, 3))
+    cl = C(lin)
+    x = leaf(2, 4, rg=False)
+    rec("out0", cl(x))
+    with torch.no_grad():
+        lin.weight_g.mul_(2)
+    rec("out1", cl(x))
+    torch.nn.utils.remove_weight_norm(lin)
+    rec("out2", cl(x))
+
+
+@scenario
+def parametrize_unsafe_shape_change(C, rec):
+    class Flat(nn.Module):
+        def forward(self, X):
+            return X.reshape(3, 4)
+
+        def right_inverse(self, X):
+            return X.reshape(-1)
+
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    parametrize.register_parametrization(lin, "weight", Flat(), unsafe=True)
+    x = leaf(2, 4)
+    out = C(lin)(x)
+    out.sum().backward()
+    rec("out", out)
+    rec("grads", grads(lin))
+
+
+@scenario
+def parametrize_buffer_state_in_parametrization(C, rec):
+    class Running(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros(()))
+
+        def forward(self, X):
+            if self.training:
+                self.n += 1
+            return X / (1 + self.n)
+
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    parametrize.register_parametrization(lin, "weight", Running())
+    cl = C(lin)
+    for i in range(3):
+        out = cl(leaf(2, 3, seed=i, rg=False))
+    rec("out", out)
+    rec("n", lin.parametrizations.weight[0].n)
+
+
+@scenario
+def clip_grad_norm_after_compiled_backward_with_hooks(C, rec):
+    m = mlp()
+    norms = []
+
+    def hook(p):
+        if p is m[0].weight:  # the last to accumulate: clip all
+            norms.append(torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1))
+
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(hook)
+    C(m)(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    rec("norms", norms)
+    rec("grads", grads(m))
+
+
+@scenario
+def zero_grad_in_post_acc_hook_shared_param(C, rec):
+    lin = nn.Linear(3, 3)
+    seen = []
+
+    def hook(p):
+        seen.append(p.grad.clone())
+        p.grad = None
+
+    lin.weight.register_post_accumulate_grad_hook(hook)
+
+    def f(x):
+        return lin(lin(x)).pow(2).sum()
+
+    C(f)(leaf(2, 3, rg=False)).backward()
+    rec("seen", seen)
+    rec("g", lin.weight.grad)
+
+
+@scenario
+def hook_modifies_other_param_grad(C, rec):
+    m = mlp()
+
+    def hook(p):
+        if m[2].weight.grad is not None:
+            m[2].weight.grad.mul_(0)
+
+    m[0].bias.register_post_accumulate_grad_hook(hook)
+    C(m)(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    rec("grads", grads(m))
+
+
+# ============================================================================================
+# batch 5: hooks with in-place changes, autocast, dynamic shapes, dtypes
+
+
+@scenario
+def hook_then_inplace_on_intermediate(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        y = x * 2
+        y.register_hook(lambda g: seen.append(("a", g.clone())) or g * 3)
+        y.add_(1)
+        y.register_hook(lambda g: seen.append(("b", g.clone())) or g * 5)
+        return (y * y).sum()
+
+    C(f)(x).backward()
+    rec("seen", [s for _, s in seen])
+    rec("tags", [t for t, _ in seen])
+    rec("g", x.grad)
+
+
+@scenario
+def retain_grad_then_inplace(C, rec):
+    x = leaf(3)
+    keep = {}
+
+    def f(x):
+        y = x * 2
+        y.retain_grad()
+        keep["y"] = y
+        y.mul_(3)
+        return (y * y).sum()
+
+    C(f)(x).backward()
+    rec("yg", keep["y"].grad)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_under_autocast_bf16(C, rec):
+    m = mlp()
+    seen = []
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = m[0](x)
+            h.register_hook(lambda g: seen.append(g.dtype) or g * 2)
+            return m[2](m[1](h)).float().sum()
+
+    x = leaf(2, 4)
+    C(f)(x).backward()
+    rec("seen", [str(s) for s in seen])
+    rec("xg", x.grad)
+    rec("grads", grads(m))
+
+
+@scenario
+def hook_wrong_dtype_inside_raises(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x.exp()
+        y.register_hook(lambda g: g.double())
+        return y.sum()
+
+    attempt(rec, "bwd", lambda: C(f)(x).backward())
+
+
+@scenario
+def hook_dynamic_shapes_two_sizes(C, rec):
+    m = mlp()
+    seen = []
+    m[1].register_forward_hook(lambda mod, a, o: o.register_hook(lambda g: seen.append(g.shape)))
+    cm = C(m, dynamic=True)
+    for n in (2, 5):
+        x = leaf(n, 4)
+        cm(x).pow(2).sum().backward()
+        rec(f"xg{n}", x.grad)
+    rec("seen", [tuple(s) for s in seen])
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_dynamic_shapes(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    cm = C(m, dynamic=True)
+    for n in (2, 5, 7):
+        cm(leaf(n, 4, rg=False)).sum().backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_float64_model(C, rec):
+    m = mlp().double()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    C(m)(leaf(2, 4, rg=False).double()).sum().backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_with_frozen_and_unused(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+            self.unused = nn.Linear(4, 4)
+            self.b.weight.requires_grad_(False)
+
+        def forward(self, x):
+            return self.b(self.a(x).relu())
+
+    torch.manual_seed(0)
+    m = M()
+    seen = []
+    for n, p in m.named_parameters():
+        if p.requires_grad:
+            p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    C(m)(leaf(2, 4)).sum().backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_input_and_param_order(C, rec):
+    lin = nn.Linear(3, 3)
+    x = leaf(2, 3)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda p: seen.append("x"))
+    lin.weight.register_post_accumulate_grad_hook(lambda p: seen.append("w"))
+    lin.bias.register_post_accumulate_grad_hook(lambda p: seen.append("b"))
+    C(lambda x: (lin(x.sin()) * x).sum())(x).backward()
+    rec("seen", seen)
+    rec("xg", x.grad)
+
+
+@scenario
+def post_acc_retain_graph_twice(C, rec):
+    m = mlp()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    out = C(m)(leaf(2, 4, rg=False)).pow(2).sum()
+    out.backward(retain_graph=True)
+    seen.append("|")
+    out.backward()
+    rec("seen", seen)
+    rec("grads", grads(m))
+
+
+@scenario
+def post_acc_partial_outputs(C, rec):
+    torch.manual_seed(0)
+    m = TwoIn()
+    seen = []
+    for n, p in m.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
+    a = leaf(2, 3)
+    o, s = C(m)(a, leaf(2, 3, seed=1, rg=False))
+    s.backward()
+    rec("seen", seen)
+    rec("ag", a.grad)
     rec("grads", grads(m))
 
 
