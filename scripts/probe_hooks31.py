@@ -1905,7 +1905,7 @@ def hook_on_unused_intermediate_not_called(C, rec):
         z.register_hook(lambda g: n.__setitem__(0, n[0] + 1))
         return y.sum(), z
 
-    out, z = C(f)(x)
+    out, _z = C(f)(x)
     out.backward()
     rec("n", n[0])
     rec("g", x.grad)
@@ -2556,7 +2556,7 @@ def post_acc_partial_outputs(C, rec):
     for n, p in m.named_parameters():
         p.register_post_accumulate_grad_hook(lambda p, n=n: seen.append(n))
     a = leaf(2, 3)
-    o, s = C(m)(a, leaf(2, 3, seed=1, rg=False))
+    _o, s = C(m)(a, leaf(2, 3, seed=1, rg=False))
     s.backward()
     rec("seen", seen)
     rec("ag", a.grad)
