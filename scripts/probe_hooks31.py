@@ -2564,6 +2564,141 @@ def post_acc_partial_outputs(C, rec):
 
 
 # ============================================================================================
+# batch 6: checkpoint arguments and errors, clip variants, hooks under no_grad
+
+
+@scenario
+def ckpt_sequential_reentrant(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(3)])
+    x = leaf(3, 4)
+    out = C(lambda x: checkpoint_sequential(m, 3, x, use_reentrant=True))(x)
+    out.sum().backward()
+    rec("out", out)
+    rec("xg", x.grad)
+    rec("grads", grads(m))
+
+
+@scenario
+def ckpt_reentrant_kwargs_raises(C, rec):
+    torch.manual_seed(0)
+    blk = Block()
+    attempt(rec, "call", lambda: C(lambda x: checkpoint(blk, x, scale=2.0, use_reentrant=True))(leaf(2, 4)))
+
+
+@scenario
+def ckpt_use_reentrant_unspecified(C, rec):
+    torch.manual_seed(0)
+    blk = Block()
+    x = leaf(2, 4)
+    attempt(rec, "call", lambda: C(lambda x: checkpoint(blk, x).sum())(x))
+
+
+@scenario
+def ckpt_returns_input_unchanged(C, rec):
+    x = leaf(3)
+    out = C(lambda x: checkpoint(lambda t: (t, t * 2), x, use_reentrant=False))(x)
+    (out[0].sum() + out[1].sum()).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def ckpt_in_place_inside(C, rec):
+    x = leaf(3)
+
+    def inner(t):
+        y = t * 2
+        y.add_(1)
+        return y.relu_()
+
+    out = C(lambda x: checkpoint(inner, x, use_reentrant=False))(x)
+    out.pow(2).sum().backward()
+    rec("out", out)
+    rec("g", x.grad)
+
+
+@scenario
+def ckpt_early_stop_off(C, rec):
+    torch.manual_seed(0)
+    blk = Block()
+    x = leaf(2, 4)
+    with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+        out = C(lambda x: checkpoint(blk, x, use_reentrant=False).sum())(x)
+    out.backward()
+    rec("xg", x.grad)
+
+
+@scenario
+def clip_grad_value_foreach(C, rec):
+    m = mlp()
+    m(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    C(lambda: torch.nn.utils.clip_grad_value_(m.parameters(), 0.03, foreach=True))()
+    rec("grads", grads(m))
+
+
+@scenario
+def clip_grad_norm_norm_type_1_and_3(C, rec):
+    m = mlp()
+    m(leaf(2, 4, rg=False)).pow(2).sum().backward()
+    n1 = C(lambda: torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, norm_type=1.0))()
+    n3 = C(lambda: torch.nn.utils.clip_grad_norm_(m.parameters(), 0.2, norm_type=3))()
+    rec("n1", n1)
+    rec("n3", n3)
+    rec("grads", grads(m))
+
+
+@scenario
+def clip_grad_norm_no_grads(C, rec):
+    m = mlp()
+    rec("norm", C(lambda: torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0))())
+
+
+@scenario
+def clip_grad_norm_mixed_dtypes(C, rec):
+    a = leaf(3, 3)
+    b = leaf(4, dtype=None) if False else leaf(4)
+    a.grad = leaf(3, 3, seed=2)
+    b.grad = leaf(4, seed=3).double()
+    attempt(rec, "norm", lambda: C(lambda: torch.nn.utils.clip_grad_norm_([a, b], 0.5))())
+    rec("ag", a.grad)
+    rec("bg", b.grad)
+
+
+@scenario
+def full_bwd_hook_module_under_no_grad(C, rec):
+    m = mlp()
+    n = [0]
+    m.register_full_backward_hook(lambda mod, gi, go: n.__setitem__(0, n[0] + 1))
+    with torch.no_grad():
+        out = C(m)(leaf(2, 4))
+    rec("out", out)
+    rec("n", n[0])
+
+
+@scenario
+def full_bwd_hook_output_not_requiring_grad(C, rec):
+    m = nn.Linear(3, 3)
+    m.requires_grad_(False)
+    n = [0]
+    m.register_full_backward_hook(lambda mod, gi, go: n.__setitem__(0, n[0] + 1))
+    out = C(m)(leaf(2, 3, rg=False))
+    rec("rg", out.requires_grad)
+    rec("n", n[0])
+
+
+@scenario
+def fwd_hook_inference_mode(C, rec):
+    m = mlp()
+    feats = []
+    m[0].register_forward_hook(lambda mod, a, o: feats.append(o.clone()))
+    with torch.inference_mode():
+        out = C(m)(leaf(2, 4, rg=False))
+    rec("out", out)
+    rec("feats", feats)
+    rec("inf", [f.is_inference() for f in feats])
+
+
+# ============================================================================================
 
 
 def main(argv) -> int:

@@ -150,3 +150,23 @@ def test_hook_on_an_intermediate_after_it_changed_in_place():
     (want, want_grad), (got, got_grad) = run(False), run(True)
     assert got == want
     torch.testing.assert_close(got_grad, want_grad)
+
+
+@pytest.mark.parametrize("flag", [{"use_reentrant": True}, {}])
+def test_reentrant_checkpoint_refuses_keyword_arguments_for_fn(flag):
+    """Eager's reentrant checkpoint refuses keyword arguments meant for ``fn``; Dynamo's
+    tracing passed them on (the call ran, scaled)."""
+    lin = nn.Linear(4, 4)
+
+    def f(x):
+        return torch.utils.checkpoint.checkpoint(
+            lambda t, scale=1.0: lin(t) * scale, x, scale=2.0, **flag
+        )
+
+    x = torch.ones(2, 4, requires_grad=True)
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: scale") as want:
+        f(x)
+    torch._dynamo.reset()
+    with pytest.raises(ValueError) as got:
+        torch.compile(f, backend="xla")(x)
+    assert str(got.value) == str(want.value)
