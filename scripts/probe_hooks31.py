@@ -2583,7 +2583,11 @@ def ckpt_sequential_reentrant(C, rec):
 def ckpt_reentrant_kwargs_raises(C, rec):
     torch.manual_seed(0)
     blk = Block()
-    attempt(rec, "call", lambda: C(lambda x: checkpoint(blk, x, scale=2.0, use_reentrant=True))(leaf(2, 4)))
+    attempt(
+        rec,
+        "call",
+        lambda: C(lambda x: checkpoint(blk, x, scale=2.0, use_reentrant=True))(leaf(2, 4)),
+    )
 
 
 @scenario
@@ -2696,6 +2700,70 @@ def fwd_hook_inference_mode(C, rec):
     rec("out", out)
     rec("feats", feats)
     rec("inf", [f.is_inference() for f in feats])
+
+
+# ============================================================================================
+# batch 7: functional_call with parametrized modules and hooks, old spectral_norm in eval
+
+
+@scenario
+def functional_call_parametrized_original(C, rec):
+    torch.manual_seed(0)
+    lin = torch.nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    new = {n: (p.detach() * 1.5).requires_grad_() for n, p in lin.named_parameters()}
+    x = leaf(2, 4)
+    out = C(lambda p, x: torch.func.functional_call(lin, p, (x,)))(new, x)
+    out.pow(2).sum().backward()
+    rec("out", out)
+    rec("newg", dict(sorted((n, p.grad) for n, p in new.items())))
+    rec("grads", grads(lin))
+
+
+@scenario
+def functional_call_pre_hook_sees_replaced(C, rec):
+    m = nn.Linear(3, 3)
+    seen = []
+    m.register_forward_pre_hook(lambda mod, a: seen.append(mod.weight.detach().clone()))
+    w = leaf(3, 3, seed=5)
+    out = C(lambda w, x: torch.func.functional_call(m, {"weight": w}, (x,)))(
+        w, leaf(2, 3, rg=False)
+    )
+    out.sum().backward()
+    rec("seen", seen)
+    rec("wg", w.grad)
+    rec("mg", m.weight.grad)
+
+
+@scenario
+def spectral_norm_old_eval(C, rec):
+    torch.manual_seed(0)
+    lin = torch.nn.utils.spectral_norm(nn.Linear(4, 3))
+    lin(leaf(1, 4, rg=False))
+    lin.eval()
+    cl = C(lin)
+    x = leaf(2, 4)
+    out = cl(x)
+    out.sum().backward()
+    rec("out", out)
+    rec("u", lin.weight_u)
+    rec("xg", x.grad)
+    rec("grads", grads(lin))
+
+
+@scenario
+def stateless_functional_call_buffers_and_hooks(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    acts = []
+    m[1].register_forward_hook(lambda mod, a, o: acts.append(mod.running_mean.clone()))
+    rm = torch.zeros(3)
+    out = C(lambda rm, x: torch.func.functional_call(m, {"1.running_mean": rm}, (x,)))(
+        rm, leaf(4, 3, rg=False)
+    )
+    rec("out", out)
+    rec("rm", rm)
+    rec("acts", acts)
+    rec("module_rm", m[1].running_mean)
 
 
 # ============================================================================================

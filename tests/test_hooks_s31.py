@@ -170,3 +170,31 @@ def test_reentrant_checkpoint_refuses_keyword_arguments_for_fn(flag):
     with pytest.raises(ValueError) as got:
         torch.compile(f, backend="xla")(x)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="AOTAutograd's (aot_eager's the same): an intermediate the graph also returns is an "
+    "output of the graph's one node; a hook or retain_grad put on it after the call sees only "
+    "the gradient of its own uses outside (None here), not what flows through it inside",
+)
+def test_hook_on_a_returned_intermediate_used_inside():
+    def run(compiled: bool) -> tuple[list, torch.Tensor | None]:
+        torch._dynamo.reset()
+        w = torch.linspace(-1, 1, 12).reshape(4, 3).requires_grad_()
+        x = torch.linspace(-2, 2, 8).reshape(2, 4).requires_grad_()
+
+        def f(x):
+            feats = x.tanh()
+            return feats @ w, feats
+
+        logits, feats = (torch.compile(f, backend="xla") if compiled else f)(x)
+        seen: list = []
+        feats.register_hook(lambda g: seen.append(g))
+        feats.retain_grad()
+        logits.sum().backward()
+        return seen, feats.grad
+
+    (want, want_grad), (got, got_grad) = run(False), run(True)
+    assert [g is None for g in got] == [g is None for g in want]
+    torch.testing.assert_close(got_grad, want_grad)
