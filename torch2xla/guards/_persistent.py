@@ -510,8 +510,7 @@ def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Devic
     payload = store.read(PROGRAMS, key)
     if payload is None:
         return None
-    if device.platform == "cpu":
-        _load_lapack()
+    _load_lapack(device.platform)
     try:
         compiled = serialize_executable.deserialize_and_load(
             payload, in_tree, out_tree, backend=device.client, execution_devices=[device]
@@ -523,9 +522,10 @@ def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Devic
 
 
 @functools.cache
-def _load_lapack() -> None:
+def _load_lapack(platform: str) -> None:
     """Points jaxlib's CPU LAPACK kernels (``lu``, ``qr``, ``eigh``, ``svd``, triangular solves:
-    ``torch.linalg.*``, ``matrix_exp``, orthogonal parametrizations) at scipy's LAPACK.
+    ``torch.linalg.*``, ``matrix_exp``, orthogonal parametrizations) at scipy's LAPACK; on a
+    GPU, its hybrid kernels (``eig``, computed on the host).
 
     NOTE: jaxlib does this while it lowers a program that calls them, and a program loaded
     from the store was not lowered in this process: until something else lowered one, its
@@ -535,6 +535,15 @@ def _load_lapack() -> None:
     lowering of a 1x1 ``lu`` does it (~0.5 s, once)."""
     import numpy as np
 
+    if platform != "cpu":
+        try:
+            from jaxlib import gpu_solver
+
+            init = gpu_solver.initialize_hybrid_kernels
+        except (ImportError, AttributeError):
+            return
+        init()
+        return
     try:
         from jaxlib import lapack
 
