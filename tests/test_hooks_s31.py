@@ -152,6 +152,7 @@ def test_hook_on_an_intermediate_after_it_changed_in_place():
     torch.testing.assert_close(got_grad, want_grad)
 
 
+@pytest.mark.filterwarnings("ignore:torch.utils.checkpoint. the use_reentrant parameter")
 @pytest.mark.parametrize("flag", [{"use_reentrant": True}, {}])
 def test_reentrant_checkpoint_refuses_keyword_arguments_for_fn(flag):
     """Eager's reentrant checkpoint refuses keyword arguments meant for ``fn``; Dynamo's
