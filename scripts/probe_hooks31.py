@@ -2767,6 +2767,56 @@ def stateless_functional_call_buffers_and_hooks(C, rec):
 
 
 # ============================================================================================
+# batch 8: optimizer step hooks, EMA in hooks
+
+
+@scenario
+def optimizer_step_hooks_compiled_step(C, rec):
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    log = []
+    opt.register_step_pre_hook(lambda o, a, kw: log.append("pre"))
+    opt.register_step_post_hook(lambda o, a, kw: log.append("post"))
+    cstep = C(lambda: opt.step())
+    for i in range(2):
+        opt.zero_grad()
+        m(leaf(2, 4, seed=i, rg=False)).pow(2).sum().backward()
+        cstep()
+    rec("log", log)
+    rec("params", params(m))
+
+
+@scenario
+def fwd_hook_ema_of_params(C, rec):
+    m = mlp()
+    ema = {n: p.detach().clone() for n, p in m.named_parameters()}
+
+    def hook(mod, a, o):
+        with torch.no_grad():
+            for n, p in mod.named_parameters():
+                ema[n].mul_(0.9).add_(p, alpha=0.1)
+
+    m.register_forward_hook(hook)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    cm = C(m)
+    for i in range(2):
+        opt.zero_grad()
+        cm(leaf(2, 4, seed=i, rg=False)).pow(2).sum().backward()
+        opt.step()
+    rec("ema", dict(sorted(ema.items())))
+
+
+@scenario
+def post_acc_hook_with_grad_scaler_like_unscale(C, rec):
+    m = mlp()
+    scale = 128.0
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: p.grad.div_(scale))
+    C(m)(leaf(2, 4, rg=False)).pow(2).sum().mul(scale).backward()
+    rec("grads", grads(m))
+
+
+# ============================================================================================
 
 
 def main(argv) -> int:
