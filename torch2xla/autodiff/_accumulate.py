@@ -13,8 +13,11 @@ together, in an order of its heap that follows no layer. Where a leaf of the pro
 hook (``register_post_accumulate_grad_hook``, ``register_hook``), the call is chained as a
 split backward's is (``_release.Gate``): one gate per leaf after the first, in eager's order, so
 that each accumulator runs alone, right after its gate (hooks that read other parameters'
-``.grad``, or step an optimizer per parameter, see what they see in eager). Without hooks no
-gate is made: the order is invisible then, and gates cost a node each per call.
+``.grad``, or step an optimizer per parameter, see what they see in eager). A split backward
+chains these gates instead of its own per segment (whose order is the segments'), each gate
+running the segments its leaf needs; so does a first call whose split is not decided yet.
+Without hooks no gate is made: the order is invisible then, and gates cost a node each per
+call.
 
 The order comes from the Dynamo graph's example values, which carry eager's autograd graph with
 its sequence numbers (as ``_connected`` uses them): the engine's queue is replayed on it for a

@@ -9,7 +9,9 @@ grad, it warns ("None of the inputs have requires_grad=True. Gradients will be N
 checkpoint as the ``tag_activation_checkpoint`` op, whose operands are the arguments and the
 tensors ``fn`` reads, all alike: a parameter inside ``fn`` makes its outputs require grad and
 receive gradients, with any backend. ``install`` has Dynamo trace such a call as
-``_without_grad`` instead (the rest as it traces them).
+``_without_grad`` instead (the rest as it traces them). Keyword arguments for ``fn``, which
+eager's reentrant checkpoint refuses ("Unexpected keyword arguments"), Dynamo passed on to
+``fn``: such a call raises eager's ``ValueError`` instead (``_refused``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,32 @@ def _without_grad(function, *args):
     warnings.warn(_WARNING, UserWarning, stacklevel=2)
     with torch.no_grad():
         return function(*args)
+
+
+# the keyword arguments ``checkpoint`` takes itself (the rest are for ``fn``: reentrant
+# checkpoints refuse them)
+_OWN = frozenset(
+    {
+        "use_reentrant",
+        "preserve_rng_state",
+        "context_fn",
+        "determinism_check",
+        "debug",
+        "early_stop",
+    }
+)
+
+
+def _refused(*names: str):
+    """Eager's error for keyword arguments a reentrant checkpoint does not pass to ``fn``."""
+    raise ValueError("Unexpected keyword arguments: " + ",".join(names))
+
+
+def _reentrant(kwargs) -> bool:
+    """Whether Dynamo's checkpoint call (``kwargs``: variable trackers) is reentrant, as eager
+    takes ``use_reentrant`` (None: True, with eager's warning)."""
+    flag = kwargs.get("use_reentrant")
+    return flag is None or (flag.is_python_constant() and flag.as_python_constant() in (None, True))
 
 
 def _reentrant_without_grad(args, kwargs) -> bool:
@@ -60,6 +88,10 @@ def install() -> None:
 
     @functools.wraps(traced)
     def call(self, tx, args, kwargs):
+        extra = [k for k in kwargs if k not in _OWN]
+        if args and extra and _reentrant(kwargs):  # (Dynamo passed them on to ``fn``)
+            helper = VariableTracker.build(tx, _refused)
+            return helper.call_function(tx, [VariableTracker.build(tx, k) for k in extra], {})
         if args and _reentrant_without_grad(args, kwargs):
             helper = VariableTracker.build(tx, _without_grad)
             return helper.call_function(tx, list(args), {})

@@ -510,6 +510,7 @@ def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Devic
     payload = store.read(PROGRAMS, key)
     if payload is None:
         return None
+    _load_lapack(device.platform)
     try:
         compiled = serialize_executable.deserialize_and_load(
             payload, in_tree, out_tree, backend=device.client, execution_devices=[device]
@@ -518,6 +519,41 @@ def load_executable(store: Store, key: str, in_tree, out_tree, device: jax.Devic
         store.reject(PROGRAMS, key, f"it could not be loaded ({type(e).__name__}: {e})")
         return None
     return compiled
+
+
+@functools.cache
+def _load_lapack(platform: str) -> None:
+    """Points jaxlib's CPU LAPACK kernels (``lu``, ``qr``, ``eigh``, ``svd``, triangular solves:
+    ``torch.linalg.*``, ``matrix_exp``, orthogonal parametrizations) at scipy's LAPACK; on a
+    GPU, its hybrid kernels (``eig``, computed on the host).
+
+    NOTE: jaxlib does this while it lowers a program that calls them, and a program loaded
+    from the store was not lowered in this process: until something else lowered one, its
+    first call jumped to a null kernel (a segmentation fault at a warm start's first
+    ``torch.linalg.solve``). ``jax.export`` does the same before it runs a deserialized
+    module. ``prepare_lapack_call`` is jaxlib's entry for it; where a jaxlib lacks it, the
+    lowering of a 1x1 ``lu`` does it (~0.5 s, once)."""
+    import numpy as np
+
+    if platform != "cpu":
+        try:
+            from jaxlib import gpu_solver
+
+            init = gpu_solver.initialize_hybrid_kernels
+        except (ImportError, AttributeError):
+            return
+        init()
+        return
+    try:
+        from jaxlib import lapack
+
+        lapack.prepare_lapack_call("getrf", np.dtype(np.float32))
+    except (ImportError, AttributeError, KeyError, TypeError):
+        cpu = jax.devices("cpu")[0]
+        one = jax.ShapeDtypeStruct(
+            (1, 1), np.float32, sharding=jax.sharding.SingleDeviceSharding(cpu)
+        )
+        jax.jit(jax.lax.linalg.lu).lower(one)
 
 
 def save_executable(store: Store, key: str, compiled) -> bool:
