@@ -85,7 +85,7 @@ def test_kthvalue_gradient_goes_to_the_index_eager_returns():
 
 def test_nanmedian_of_nan_only_slices_indexes_as_eager():
     def f(x, y):
-        return x.nanmedian(1), y.nanmedian(-1), x.t().nanmedian(0), x.median(1)
+        return x.nanmedian(1), y.nanmedian(-1), x.t().nanmedian(0), x.median(1), y.nanmedian()
 
     rows = torch.full((3, 37), NAN)
     rows[1, 5] = 2.0  # (a row with one number: its index)

@@ -47,7 +47,7 @@ def _scalar_pair(self):
 
 # NOTE: NaN sorts last (it is the largest value for torch's selection ops); jnp's stable argsort
 # does the same.
-def _median(self, dim, keepdim, ignore_nan):
+def _median(self, dim, keepdim, ignore_nan, eager_cpu=False):
     if self.ndim == 0:
         return _scalar_pair(self)
     dim = canonical_dim(dim, self.ndim)
@@ -57,9 +57,9 @@ def _median(self, dim, keepdim, ignore_nan):
         nans = jnp.sum(jnp.isnan(self), axis=dim)
         if ignore_nan:
             pos = jnp.maximum((n - nans - 1) // 2, 0)
-            # (a slice of NaN only: eager's nth_element over elements its comparison holds
-            # equal leaves some NaN there, which depends on the length only)
-            if not ctx().on_cuda:
+            # (a slice of NaN only: eager's CPU nth_element over elements its comparison
+            # holds equal leaves some NaN there, which depends on the length only)
+            if eager_cpu:
                 pos = jnp.where(nans == n, _all_nan_position(n), pos)
         else:
             # torch.median returns NaN (the first one) when a slice holds any.
@@ -84,7 +84,7 @@ def median_dim(self, dim, keepdim=False):
 
 @register(aten.nanmedian.dim)
 def nanmedian_dim(self, dim, keepdim=False):
-    return _median(self, dim, keepdim, ignore_nan=True)
+    return _median(self, dim, keepdim, ignore_nan=True, eager_cpu=not ctx().on_cuda)
 
 
 # (the whole-array medians' gradient is eager's evenly_distribute_backward: shared among
