@@ -254,13 +254,6 @@ XFAILS: tuple[XFail, ...] = (
         checks=(FORWARD,),
     ),
     XFail(
-        "kthvalue",
-        _TI,
-        "which of equal elements kthvalue indexes is unspecified",
-        dtypes=(i64,),
-        checks=(FORWARD,),
-    ),
-    XFail(
         "as_strided_scatter",
         _EG,
         "eager's gradient for self is nonzero where src overwrites "

@@ -19,6 +19,7 @@ from torch2xla.ops._common import (
     opmath_dtype,
     out_dtype,
 )
+from torch2xla.ops._quickselect import kth_index
 from torch2xla.ops._reduction import evenly_distributed
 from torch2xla.ops._registry import ctx, register
 
@@ -46,7 +47,7 @@ def _scalar_pair(self):
 
 # NOTE: NaN sorts last (it is the largest value for torch's selection ops); jnp's stable argsort
 # does the same.
-def _median(self, dim, keepdim, ignore_nan):
+def _median(self, dim, keepdim, ignore_nan, eager_cpu=False):
     if self.ndim == 0:
         return _scalar_pair(self)
     dim = canonical_dim(dim, self.ndim)
@@ -56,12 +57,24 @@ def _median(self, dim, keepdim, ignore_nan):
         nans = jnp.sum(jnp.isnan(self), axis=dim)
         if ignore_nan:
             pos = jnp.maximum((n - nans - 1) // 2, 0)
+            # (a slice of NaN only: eager's CPU nth_element over elements its comparison
+            # holds equal leaves some NaN there, which depends on the length only)
+            if eager_cpu:
+                pos = jnp.where(nans == n, _all_nan_position(n), pos)
         else:
             # torch.median returns NaN (the first one) when a slice holds any.
             pos = jnp.where(nans > 0, n - nans, (n - 1) // 2)
     else:
         pos = jnp.full(order.shape[:dim] + order.shape[dim + 1 :], (n - 1) // 2)
     return _pick(self, order, pos, dim, keepdim)
+
+
+@functools.cache
+def _all_nan_position(n: int) -> int:
+    """The index eager's CPU ``nanmedian`` returns for ``n`` NaNs (asked of eager)."""
+    import torch
+
+    return int(torch.full((n,), math.nan).nanmedian(0).indices)
 
 
 @register(aten.median.dim)
@@ -71,7 +84,7 @@ def median_dim(self, dim, keepdim=False):
 
 @register(aten.nanmedian.dim)
 def nanmedian_dim(self, dim, keepdim=False):
-    return _median(self, dim, keepdim, ignore_nan=True)
+    return _median(self, dim, keepdim, ignore_nan=True, eager_cpu=not ctx().on_cuda)
 
 
 # (the whole-array medians' gradient is eager's evenly_distribute_backward: shared among
@@ -95,9 +108,19 @@ def kthvalue(self, k, dim=-1, keepdim=False):
     if self.ndim == 0:
         return _scalar_pair(self)
     dim = canonical_dim(dim, self.ndim)
-    order = jnp.argsort(self, axis=dim, stable=True)
-    pos = jnp.full(order.shape[:dim] + order.shape[dim + 1 :], k - 1)
-    return _pick(self, order, pos, dim, keepdim)
+    if ctx().on_cuda:
+        order = jnp.argsort(self, axis=dim, stable=True)
+        pos = jnp.full(order.shape[:dim] + order.shape[dim + 1 :], k - 1)
+        return _pick(self, order, pos, dim, keepdim)
+    # NOTE: among equal elements eager's CPU kernel indexes the one its quickselect leaves
+    # at k - 1 (``_quickselect``); the value is read at that index, so its gradient goes there.
+    x = jnp.moveaxis(lax.stop_gradient(self), dim, -1)
+    idx = kth_index(x.reshape((-1, x.shape[-1])), k - 1).reshape(x.shape[:-1])
+    idx = as_dtype(jnp.expand_dims(idx, dim), _I64)
+    values = jnp.take_along_axis(self, idx, axis=dim)
+    if not keepdim:
+        values, idx = jnp.squeeze(values, dim), jnp.squeeze(idx, dim)
+    return values, idx
 
 
 @register(aten.mode.default)
