@@ -31,6 +31,7 @@ from torch2xla.ops import (  # noqa: F401
     _arithmetic,
     _autodiff,
     _backward,
+    _binary_math,
     _checks,
     _clamp,
     _custom_function,

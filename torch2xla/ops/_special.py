@@ -13,8 +13,9 @@ import numpy as np
 from jax import lax
 from torch._ops import ops
 
+from torch2xla.ops._binary_math import _atan2
 from torch2xla.ops._common import Kind, as_dtype, out_dtype, promote
-from torch2xla.ops._elementwise import WIDE_EXP2, _atan2, _pointwise, _wide
+from torch2xla.ops._elementwise import WIDE_EXP2, _pointwise, _wide
 from torch2xla.ops._powers_of_two import exact_exp2, times_power_of_two
 from torch2xla.ops._registry import register
 
