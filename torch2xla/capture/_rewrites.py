@@ -421,12 +421,45 @@ def _max_pool1d_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_for
     return torch.contiguous_format
 
 
+def _suggested(x: torch.Tensor) -> torch.memory_format:
+    """``x.suggest_memory_format()`` (a 4-d tensor of channels-last strides: channels_last,
+    also where a 3-d op reads it as an unbatched volume)."""
+    if x.ndim in (4, 5) and _strides_like_channels_last(x.shape, x.stride()):
+        return torch.channels_last if x.ndim == 4 else torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _roll_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_format | None:
+    # (eager rolls along dims by ``cat``s of slices, in the input's suggested format; a roll
+    # of the flattened tensor is contiguous, as its fake value)
+    dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims")
+    return None if dims in (None, (), []) else _suggested(x)
+
+
+def _pad_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_format | None:
+    # (eager's reflection and replication pads of three dims write into the input's suggested
+    # format; their fake kernels give a contiguous result. Two dims: the fake kernels agree)
+    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+    return _suggested(x) if mode in ("reflect", "replicate") else None
+
+
+def _unpool_format(node: torch.fx.Node, x: torch.Tensor) -> torch.memory_format | None:
+    return _suggested(x)  # (eager's max_unpool2d: the input's suggested format)
+
+
 _LAYOUTS: dict[Callable, Callable] = {
     F.batch_norm: _batch_norm_format,
     torch.batch_norm: _batch_norm_format,
     F.max_pool1d: _max_pool1d_format,
     torch.max_pool1d: _max_pool1d_format,
+    torch.roll: _roll_format,
+    F.pad: _pad_format,
+    torch._C._nn.pad: _pad_format,
+    F.max_unpool2d: _unpool_format,
+    torch._C._nn.max_unpool2d: _unpool_format,
 }
+# Tensor methods, by name
+_METHOD_LAYOUTS: dict[str, Callable] = {"roll": _roll_format}
 
 
 def eager_layouts(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -438,7 +471,10 @@ def eager_layouts(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 def _eager_format(node: torch.fx.Node) -> torch.memory_format | None:
     """The memory format eager gives ``node``'s result where its fake value has another."""
-    rule = _LAYOUTS.get(node.target) if node.op == "call_function" else None
+    if node.op == "call_function":
+        rule = _LAYOUTS.get(node.target)
+    else:
+        rule = _METHOD_LAYOUTS.get(node.target) if node.op == "call_method" else None
     value = node.meta.get("example_value")
     x = node.args[0] if node.args else node.kwargs.get("input")
     x = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None

@@ -524,6 +524,39 @@ def _index_reduce_mode(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
+def _output_padding(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (eager's CPU transposed convolutions check it in their shape checks; the fake kernel
+    # only sizes the output by it)
+    weight, out_pad = _value(kwargs, "weight"), kwargs.get("output_padding")
+    if not kwargs.get("transposed") or weight is None or not out_pad:
+        return None
+    nd = weight.ndim - 2
+
+    def per_dim(v):
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return v * nd if len(v) == 1 else v
+
+    out_pad, stride = per_dim(out_pad), per_dim(kwargs.get("stride", 1))
+    dilation = per_dim(kwargs.get("dilation", 1))
+    if not all(isinstance(v, int) for v in (*out_pad, *stride, *dilation)):
+        return None
+    if all(o < s or o < d for o, s, d in zip(out_pad, stride, dilation)):
+        return None
+    if nd == 1:  # (eager runs it as a 2-d one of height 1)
+        out_pad, stride, dilation = [0, *out_pad], [1, *stride], [1, *dilation]
+    names = ("depth", "height", "width")[-len(out_pad) :]
+    got = " ".join(
+        f"{what}_{n}: {v}"
+        for what, values in (
+            ("output_padding", out_pad),
+            ("stride", stride),
+            ("dilation", dilation),
+        )
+        for n, v in zip(names, values)
+    )
+    return f"output padding must be smaller than either stride or dilation, but got {got}"
+
+
 def _first(*checkers: Checker) -> Checker:
     """The first of ``checkers``' rejections, in eager's order."""
 
@@ -626,8 +659,9 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.vdot.default: _pairs(("self", "other", _DOT)),
     aten._cdist_forward.default: _pairs(("x1", "x2", _SCALAR_TYPE)),
     # (eager's transposed convolutions accept a bias of another dtype)
-    aten.convolution.default: _pairs(
-        ("input", "weight", "Input type ({ca}) and weight type ({cb}) should be the same")
+    aten.convolution.default: _first(
+        _pairs(("input", "weight", "Input type ({ca}) and weight type ({cb}) should be the same")),
+        _output_padding,
     ),
     aten.grid_sampler_2d.default: _pairs(("input", "grid", _SCALAR_TYPE)),
     aten.grid_sampler_3d.default: _pairs(("input", "grid", _SCALAR_TYPE)),

@@ -16,6 +16,7 @@ from torch2xla.ops._bounds import check_index
 from torch2xla.ops._common import as_dtype, jdt, opmath_dtype, out_dtype
 from torch2xla.ops._nn import batch_norm_functional
 from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._resize_uint8 import resize_uint8
 
 aten = ops.aten
 _I64 = np.dtype(np.int64)
@@ -363,6 +364,8 @@ def _aa_matrix(
 
 
 def _upsample_aa(self, output_size, align_corners, scales, mode: str):
+    if self.dtype == jnp.uint8:  # eager's fixed-point kernel
+        return resize_uint8(self, output_size, align_corners, scales, mode, antialias=True)
     acc = opmath_dtype(self.dtype)
     x = as_dtype(self, acc)
     for i, (n_out, scale) in enumerate(zip(output_size, scales)):

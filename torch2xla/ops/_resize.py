@@ -19,6 +19,7 @@ from torch._prims_common import suggest_memory_format
 
 from torch2xla.ops._common import opmath_dtype
 from torch2xla.ops._registry import ctx, register
+from torch2xla.ops._resize_uint8 import resize_uint8
 
 aten = ops.aten
 
@@ -76,6 +77,9 @@ def _cubic_taps(n_in, n_out, align_corners, scale, t):
 def _resize(x, output_size, align_corners, scales, taps):
     """``x`` resized over its last ``len(output_size)`` axes by the taps of ``taps``."""
     dtype = x.dtype
+    if dtype == jnp.uint8 and len(output_size) == 2:  # eager's fixed-point kernels
+        mode = "bicubic" if taps is _cubic_taps else "bilinear"
+        return resize_uint8(x, output_size, align_corners, scales, mode, antialias=False)
     floating = jnp.issubdtype(dtype, jnp.floating)
     acc = opmath_dtype(dtype) if floating else np.dtype(np.float32)
     t = acc.type
@@ -209,13 +213,26 @@ def _static(*sizes) -> bool:
     return all(isinstance(s, int) for s in sizes)
 
 
+def _fixed_point(name: str, input, output_size) -> bool:
+    """Whether eager resizes ``input`` with its uint8 fixed-point kernels (2-d bilinear and
+    bicubic), which the lowering follows (``_resize_uint8``)."""
+    return (
+        input.dtype == torch.uint8
+        and name in ("upsample_bilinear2d", "upsample_bicubic2d")
+        and _static(*input.shape, *output_size)
+    )
+
+
 def _install_traced_kernels() -> None:
     from torch._decomp import decomposition_table
     from torch._decomp import decompositions as d
 
-    def vec(op, cubic, original):
+    def vec(name, cubic, original, default_op):
         def kernel(input, output_size, align_corners, scale_factors):
             osize = d.upsample_compute_output_size(input.size(), output_size, scale_factors)
+            if _fixed_point(name, input, osize):
+                scales = tuple(scale_factors) if scale_factors else (None,) * len(osize)
+                return default_op(input, list(osize), align_corners, *scales)
             # (other dtypes: torch's own, which raises eager's error for complex ones)
             if not (input.is_floating_point() and _static(*input.shape, *osize)):
                 return original(input, output_size, align_corners, scale_factors)
@@ -224,8 +241,12 @@ def _install_traced_kernels() -> None:
 
         return kernel
 
-    def default(cubic, original):
+    def default(name, cubic, original, op):
         def kernel(input, output_size, align_corners, *scales):
+            if _fixed_point(name, input, output_size):
+                # (uint8 has no gradient: the op itself, for its lowering)
+                with torch._C._AutoDispatchBelowAutograd():
+                    return op(input, output_size, align_corners, *scales)
             if not (input.is_floating_point() and _static(*input.shape, *output_size)):
                 return original(input, output_size, align_corners, *scales)
             nd = len(output_size)
@@ -246,11 +267,11 @@ def _install_traced_kernels() -> None:
         for key in keys:
             original = v.py_kernels.get(key, decomposition_table.get(v))
             v.py_kernels.pop(key, None)
-            v.py_impl(key)(vec(v, cubic, original))
+            v.py_impl(key)(vec(name, cubic, original, packet.default))
         dv = packet.default
         original = dv.py_kernels.get(torch._C.DispatchKey.Autograd, decomposition_table[dv])
         dv.py_kernels.pop(torch._C.DispatchKey.Autograd, None)
-        dv.py_impl(torch._C.DispatchKey.Autograd)(default(cubic, original))
+        dv.py_impl(torch._C.DispatchKey.Autograd)(default(name, cubic, original, dv))
         for op in (v, dv):
             op._dispatch_cache.clear()
 

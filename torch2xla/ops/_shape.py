@@ -557,7 +557,16 @@ def _pad_widths(self, padding) -> list[tuple[int, int]]:
     aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default
 )
 def reflection_pad(self, padding):
-    return jnp.pad(self, _pad_widths(self, padding), mode="reflect")
+    # out[i] = x[|i - before|] mirrored at the far end along each padded dim: negative widths
+    # crop (eager accepts them; jnp.pad's reflect does not)
+    out = self
+    for axis, (lo, hi) in enumerate(_pad_widths(self, padding)):
+        if lo or hi:
+            n = self.shape[axis]
+            idx = np.abs(np.arange(n + lo + hi) - lo)
+            idx = np.where(idx > n - 1, 2 * (n - 1) - idx, idx)
+            out = jnp.take(out, idx, axis=axis)
+    return out
 
 
 @register(
