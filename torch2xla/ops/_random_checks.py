@@ -9,16 +9,10 @@ from __future__ import annotations
 import torch
 from torch._ops import ops
 
+from torch2xla.ops._check_args import _value
 from torch2xla.runtime._interop import dtype_name
 
 aten = ops.aten
-
-
-def _value(kwargs: dict, name: str) -> torch.Tensor | None:
-    value = kwargs.get(name)
-    if isinstance(value, torch.fx.Node):
-        value = value.meta.get("val")
-    return value if isinstance(value, torch.Tensor) else None
 
 
 def _result_dtype(kwargs: dict, node: torch.fx.Node | None) -> torch.dtype:
