@@ -161,3 +161,24 @@ def test_channels_last_layouts_of_roll_pads_and_unpool():
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.stride() == w.stride(), (i, g.stride(), w.stride())
         torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+def test_uint8_resampling_on_cuda_runs_in_eager(antialias):
+    """The uint8 lowerings follow eager's CPU fixed-point kernels; on CUDA, whose kernels round
+    otherwise, the node is left to eager (``capture/_partition``). Checked on a fake CUDA
+    tensor's graph, as CI has no GPU (the GPU machine runs the call itself)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch2xla.capture._partition import find_unsupported
+
+    def f(x):
+        return F.interpolate(x, size=(5, 7), mode="bilinear", antialias=antialias)
+
+    for device, left in (("cpu", False), ("cuda", True)):
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            x = torch.empty(1, 3, 8, 8, dtype=torch.uint8, device=device)
+            gm = make_fx(f, pre_dispatch=False)(x)
+        reasons = [u.reason for u in find_unsupported(gm)]
+        assert any("uint8 resampling on CUDA" in r for r in reasons) == left, (device, reasons)

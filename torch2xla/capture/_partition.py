@@ -61,6 +61,8 @@ def find_unsupported(
             found.append(Unsupported(node, _NO_LOWERING[is_custom_op(node.target)]))
         elif node in graded and (why := no_jax_gradient(node)) is not None:
             found.append(Unsupported(node, f"its gradient: {why}"))
+        elif (why := _uint8_resampling_on_cuda(node)) is not None:
+            found.append(Unsupported(node, why))
         elif _sparse(node):
             found.append(Unsupported(node, "sparse=True: eager's gradient is a sparse tensor"))
         elif node.target in _SPARSE_GRAD and node in graded and _sparse_grad(node):
@@ -152,6 +154,29 @@ def _reached(gm: torch.fx.GraphModule, grad_inputs: Sequence[bool]) -> set[torch
         if node.op == "call_function" and any(a in reached for a in node.all_input_nodes):
             reached.add(node)
     return reached
+
+
+# uint8 resampling: the lowerings follow eager's CPU fixed-point kernels (``ops/_resize_uint8``);
+# CUDA's kernels round otherwise, and run in eager.
+_UINT8_RESAMPLING = frozenset(
+    op
+    for packet in (
+        torch.ops.aten.upsample_bilinear2d,
+        torch.ops.aten.upsample_bicubic2d,
+        torch.ops.aten._upsample_bilinear2d_aa,
+        torch.ops.aten._upsample_bicubic2d_aa,
+    )
+    for op in (packet.default, packet.vec)
+)
+
+
+def _uint8_resampling_on_cuda(node: torch.fx.Node) -> str | None:
+    if node.target not in _UINT8_RESAMPLING or not node.args:
+        return None
+    x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if isinstance(x, torch.Tensor) and x.dtype == torch.uint8 and x.device.type == "cuda":
+        return "uint8 resampling on CUDA: eager's CUDA kernels round otherwise than the lowering"
+    return None
 
 
 def _arg(node: torch.fx.Node, k: int, name: str):

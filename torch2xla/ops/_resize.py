@@ -215,7 +215,8 @@ def _static(*sizes) -> bool:
 
 def _fixed_point(name: str, input, output_size) -> bool:
     """Whether eager resizes ``input`` with its uint8 fixed-point kernels (2-d bilinear and
-    bicubic), which the lowering follows (``_resize_uint8``)."""
+    bicubic), which the lowering follows (``_resize_uint8``): the op is kept whole (on CUDA,
+    whose kernels round otherwise, ``capture/_partition`` runs it in eager)."""
     return (
         input.dtype == torch.uint8
         and name in ("upsample_bilinear2d", "upsample_bicubic2d")
