@@ -8,7 +8,7 @@ import torch
 
 import torch2xla
 from tests._util import ProgramCounter, assert_same
-from torch2xla.capture._aliases import InputAliasing, alias_signature
+from torch2xla.capture._input_aliasing import InputAliasing, alias_signature
 
 
 def shift_and_scale(a, b):

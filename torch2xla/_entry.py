@@ -22,8 +22,9 @@ from torch2xla._errors import CompileError, OpError
 from torch2xla._unwind import sdpa_state, unwind
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._versions import nodes, restamp
-from torch2xla.capture._aliases import OutputMarks, program_grads, storage_classes
+from torch2xla.capture._aliases import OutputMarks, program_grads
 from torch2xla.capture._inference import as_inference
+from torch2xla.capture._input_aliasing import storage_classes
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.capture._stop_gradient import _written

@@ -16,10 +16,10 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch._prims_common import suggest_memory_format
 
 from torch2xla.capture import _foreach
-from torch2xla.capture._aliases import InputAliasing
 from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
+from torch2xla.capture._input_aliasing import InputAliasing
 from torch2xla.capture._rewrites import (
     eager_layouts,
     flex_statistics_in_float64,

@@ -47,8 +47,8 @@ from torch.fx.node import map_aggregate
 from torch2xla._errors import OpError
 from torch2xla._quiet import quiet
 from torch2xla.capture import _numbers as numbers
-from torch2xla.capture._aliases import _extent, _overlapping
 from torch2xla.capture._hinted import examples_at_hints, hint
+from torch2xla.capture._input_aliasing import _extent, _overlapping
 from torch2xla.capture._probe_rng import kept_rng
 
 log = logging.getLogger(__name__)

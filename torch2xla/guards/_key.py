@@ -13,7 +13,7 @@ import sympy
 import torch
 from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
-from torch2xla.capture._aliases import alias_signature, may_alias
+from torch2xla.capture._input_aliasing import alias_signature, may_alias
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
 from torch2xla.capture._stop_gradient import leaf_written, written_with_grad
 from torch2xla.capture._untracked import untracked_state
@@ -218,7 +218,7 @@ class SignatureKey:
         self.value_pos = tuple(value_pos)
         # 0-d tensors holding Python scalars are specialized by value when lowering.
         self.scalar_pos = scalar_placeholders(gm)
-        # Written inputs overlapping in memory are lowered as one base (_aliases.InputAliasing).
+        # Written inputs overlapping in memory are lowered as one base (_input_aliasing.InputAliasing).
         # ``aliasing``: Dynamo's example inputs shared memory (it guards nothing about overlap
         # then). Where they did not, it guards that the inputs are distinct tensors, not that
         # their memory is: a program built for distinct inputs ran on ``f(x[:4], x[2:6])`` as
