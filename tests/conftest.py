@@ -78,3 +78,28 @@ def lowered_ops(monkeypatch):
 
     monkeypatch.setattr(torch2xla._backend, "lower", recording)
     return seen
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup``'s groups (``xdist_group``), on a pytest whose items keep their id in
+    ``_id``: pytest-xdist (3.8) marks a grouped item by appending ``@group`` to ``_nodeid``,
+    which pytest 9.2 no longer reads, so the groups were ignored and ``test_distributed.py``'s
+    module fixture (2 spawned ranks compiling every scenario, ~50 s of both cores) ran once per
+    worker. Here the mark goes on the id pytest reads, where xdist's did not take."""
+    if not getattr(config.option, "loadgroup", False):  # (set on xdist's workers)
+        return
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        if not names or "@" in item.nodeid.rpartition("]")[2].rpartition("::")[2]:
+            continue
+        grouped = f"{item.nodeid}@{'_'.join(sorted(names))}"
+        if hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(grouped)
+        else:
+            item._nodeid = grouped
