@@ -95,6 +95,8 @@ def warn(message: str, category: type[Warning], *, node: torch.fx.Node | None = 
     registry = (
         None if module_globals is None else module_globals.setdefault("__warningregistry__", {})
     )
+    if module_globals is not None and _no_source(module_globals):
+        module_globals = None  # (its registry kept: "once" filters still count per module)
     warnings.warn_explicit(
         message,
         category,
@@ -132,6 +134,21 @@ def _caller_frame():
     while frame is not None and _is_library(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+def _no_source(module_globals: dict) -> bool:
+    """Whether ``module_globals``' loader cannot give their source: code run from stdin or by
+    ``python -c`` (``__main__``'s loader is ``BuiltinImporter``), whose ``get_source`` raises
+    ImportError inside ``warnings.warn_explicit`` (every fallback warning crashed the call)."""
+    import importlib.machinery
+
+    loader = module_globals.get("__loader__")
+    builtin = (importlib.machinery.BuiltinImporter, importlib.machinery.FrozenImporter)
+    return (
+        isinstance(loader, type)
+        and issubclass(loader, builtin)
+        and module_globals.get("__name__") not in sys.builtin_module_names
+    )
 
 
 def _module_globals(filename: str) -> dict | None:
