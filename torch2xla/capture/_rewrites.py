@@ -627,8 +627,9 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 def _multi_margin_loss(
     input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
-    """``F.multi_margin_loss`` whose unreduced loss of an unbatched input is 0-d, as eager's,
-    with eager's check of the targets."""
+    """``F.multi_margin_loss`` whose unreduced loss is 0-d for a 0-d target, as eager's
+    (``target.dim() > 0`` gives one loss per sample, of an unbatched input too), with eager's
+    check of the targets."""
     reduction = _reduction(size_average, reduce, reduction)
     classes = input.shape[-1] if input.dim() else 1
     torch._assert_async(torch.all((target >= 0) & (target < classes)), "target out of range")
@@ -652,7 +653,7 @@ def _multi_margin_loss(
         return loss.mean()
     if reduction == "sum":
         return loss.sum()
-    return loss.reshape(()) if input.dim() < 2 else loss
+    return loss.reshape(()) if target.dim() == 0 else loss
 
 
 def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
