@@ -1224,6 +1224,21 @@ def _empty(kind):
                 x, torch.zeros(0, dtype=torch.long), weight=torch.ones(4)
             ),
             "mse": lambda x: F.mse_loss(x, torch.zeros(0, 4)),
+            "l1": lambda x: F.l1_loss(x, torch.zeros(0, 4)),
+            "smoothl1": lambda x: F.smooth_l1_loss(x, torch.zeros(0, 4)),
+            "huber": lambda x: F.huber_loss(x, torch.zeros(0, 4)),
+            "soft_margin": lambda x: F.soft_margin_loss(x, torch.zeros(0, 4)),
+            "mse_f64t": lambda x: F.mse_loss(x, torch.zeros(0, 4, dtype=torch.float64)),
+            "huber_f64t": lambda x: F.huber_loss(x, torch.zeros(0, 4, dtype=torch.float64)),
+            "bce_f64t": lambda x: F.binary_cross_entropy(
+                x.sigmoid(), torch.zeros(0, 4, dtype=torch.float64)
+            ),
+            "poisson": lambda x: F.poisson_nll_loss(x, torch.zeros(0, 4)),
+            "gaussian": lambda x: F.gaussian_nll_loss(x, torch.zeros(0, 4), torch.ones(0, 4)),
+            "kl": lambda x: F.kl_div(x, torch.zeros(0, 4), reduction="mean"),
+            "mr": lambda x: F.margin_ranking_loss(x, x, torch.zeros(0, 4)),
+            "hinge": lambda x: F.hinge_embedding_loss(x, torch.zeros(0, 4)),
+            "triplet": lambda x: F.triplet_margin_loss(x, x, x),
             "bce": lambda x: F.binary_cross_entropy(x.sigmoid(), torch.zeros(0, 4)),
             "bcel": lambda x: F.binary_cross_entropy_with_logits(x, torch.zeros(0, 4)),
             "kl_bm": lambda x: F.kl_div(x, torch.zeros(0, 4), reduction="batchmean"),
@@ -1243,6 +1258,19 @@ for _k in [
     "ce_probs",
     "nll_w",
     "mse",
+    "l1",
+    "smoothl1",
+    "huber",
+    "soft_margin",
+    "mse_f64t",
+    "huber_f64t",
+    "bce_f64t",
+    "poisson",
+    "gaussian",
+    "kl",
+    "mr",
+    "hinge",
+    "triplet",
     "bce",
     "bcel",
     "kl_bm",
@@ -2271,6 +2299,320 @@ def float64_inputs(red):
         ) + F.multi_margin_loss(x, t, weight=w, reduction=red)
 
     return f, (x, targets(4))
+
+
+# ============================================================================================
+# round 5: functorch, dynamic=True, grad scaler, accumulation
+
+
+@scenario
+def per_sample_grads_vmap(C, rec):
+    model = nn.Linear(4, 3).to(fdt())
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss_fn(p, x, t):
+        out = torch.func.functional_call(model, p, (x.unsqueeze(0),))
+        return F.cross_entropy(out, t.unsqueeze(0), label_smoothing=0.1)
+
+    f = torch.func.vmap(torch.func.grad(loss_fn), in_dims=(None, 0, 0))
+    g = C(f)(params, leaf(5, 4, rg=False), targets(5, n=3))
+    rec("g", g)
+
+
+@scenario
+def func_grad_of_losses(C, rec):
+    def loss_fn(x, t, tb):
+        return (
+            F.nll_loss(x.log_softmax(-1), t, weight=torch.ones(4, dtype=x.dtype) * 2)
+            + F.binary_cross_entropy(x.sigmoid(), tb)
+            + F.smooth_l1_loss(x, tb, beta=0.5)
+            + F.kl_div(x.log_softmax(-1), tb.softmax(-1), reduction="batchmean")
+        )
+
+    tb = torch.rand(3, 4, generator=torch.Generator().manual_seed(2)).to(fdt())
+    rec("g", C(torch.func.grad(loss_fn))(leaf(3, 4, rg=False), targets(3, n=4), tb))
+
+
+@scenario
+def dynamic_true_ce_kdim(C, rec):
+    w = torch.tensor([1.0, 0.5, 2.0, 1.0])
+    f = C(
+        lambda x, t: F.cross_entropy(x, t, weight=w, ignore_index=255, label_smoothing=0.1),
+        dynamic=True,
+    )
+    for i, (n, hw) in enumerate(((2, 3), (3, 5), (1, 2))):
+        x = leaf(n, 4, hw, hw, seed=i)
+        t = targets(n, hw, hw, n=4, seed=i)
+        t[0, 0, 0] = 255
+        out = f(x, t)
+        rec(f"o{i}", out)
+        out.backward()
+        rec(f"g{i}", x.grad)
+
+
+@scenario
+def dynamic_true_ctc(C, rec):
+    f = C(lambda lp, tg, il, tl: F.ctc_loss(lp, tg, il, tl, reduction="sum"), dynamic=True)
+    for i, (T, S) in enumerate(((8, 3), (12, 5))):
+        lp, tg = _ctc_inputs(T=T, S=S, seed=i)
+        out = f(lp, tg, torch.tensor([T, T - 2, 3]), torch.tensor([S, 2, 1]))
+        rec(f"o{i}", out)
+        out.backward()
+        rec(f"g{i}", lp.grad)
+
+
+@scenario
+def grad_scaler_fp16_step(C, rec):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+
+    def fwd(x, t):
+        with torch.autocast("cpu", dtype=torch.float16):
+            return F.cross_entropy(model(x), t, label_smoothing=0.1)
+
+    cf = C(fwd)
+    for i in range(2):
+        opt.zero_grad()
+        loss = cf(leaf(6, 4, seed=i, rg=False).float(), targets(6, n=3, seed=i))
+        rec(f"l{i}", loss)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        rec(f"w{i}", model[0].weight.detach())
+
+
+@scenario
+def grad_accumulation(C, rec):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).to(fdt())
+    crit = nn.CrossEntropyLoss(label_smoothing=0.1)
+
+    def micro(x, t):
+        loss = crit(model(x), t) / 3
+        loss.backward()
+        return loss.detach()
+
+    cm = C(micro)
+    for i in range(3):
+        rec(f"l{i}", cm(leaf(4, 4, seed=i, rg=False), targets(4, n=3, seed=i)))
+    rec("g", model.weight.grad)
+
+
+@scenario
+def retain_graph_two_backwards(C, rec):
+    x = leaf(4, 5)
+    t = targets(4)
+    out = C(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.2) + F.multi_margin_loss(x, t))(
+        x, t
+    )
+    out.backward(retain_graph=True)
+    rec("g1", x.grad.clone())
+    out.backward()
+    rec("g2", x.grad)
+
+
+@scenario
+def weights_grad_none_when_frozen(C, rec):
+    """A loss's weight tensor that does not require grad: its .grad stays None; the logits'
+    gradient flows; the targets' (float probabilities) None."""
+    model = nn.Linear(4, 3).to(fdt())
+    w = torch.ones(3, dtype=fdt())
+    p = torch.softmax(leaf(5, 3, seed=2, rg=False), -1)
+
+    def f(x, p):
+        return F.cross_entropy(model(x), p, weight=w, label_smoothing=0.1)
+
+    out = C(f)(leaf(5, 4, rg=False), p)
+    out.backward()
+    rec("gw", model.weight.grad)
+    rec("w", w.grad)
+    rec("p", p.grad)
+
+
+# ============================================================================================
+# round 6: every loss in half precision, and with a target of another dtype
+
+
+def _lowp_losses(t_dt):
+    def mk(x, kind):
+        n, c = x.shape
+        tb = torch.rand(n, c, generator=torch.Generator().manual_seed(2)).to(t_dt)
+        ti = targets(n, n=c)
+        y = torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0).to(t_dt)
+        return {
+            "nll_w": lambda x: F.nll_loss(
+                x, ti, weight=torch.rand(c, generator=torch.Generator().manual_seed(4)).to(x.dtype)
+            ),
+            "bce": lambda x: F.binary_cross_entropy(x.sigmoid(), tb, weight=tb),
+            "bcel_pw": lambda x: F.binary_cross_entropy_with_logits(
+                x, tb, pos_weight=torch.ones(c, dtype=t_dt) * 2
+            ),
+            "l1": lambda x: F.l1_loss(x, tb, reduction="none"),
+            "huber": lambda x: F.huber_loss(x, tb, delta=0.5, reduction="none"),
+            "smoothl1": lambda x: F.smooth_l1_loss(x, tb, beta=0.5),
+            "poisson": lambda x: F.poisson_nll_loss(x, tb, full=True),
+            "poisson_rate": lambda x: F.poisson_nll_loss(
+                x.abs(), tb * 4, log_input=False, reduction="none"
+            ),
+            "gaussian": lambda x: F.gaussian_nll_loss(x, tb, tb + 0.5, full=True),
+            "soft_margin": lambda x: F.soft_margin_loss(x, tb, reduction="none"),
+            "msl": lambda x: F.multilabel_soft_margin_loss(x, tb, weight=torch.ones(c, dtype=t_dt)),
+            "mm": lambda x: F.multi_margin_loss(x, ti, p=2, weight=torch.ones(c, dtype=x.dtype)),
+            "mlm": lambda x: F.multilabel_margin_loss(x, torch.zeros(n, c, dtype=torch.long)),
+            "mr": lambda x: F.margin_ranking_loss(x[:, 0], x[:, 1], y, margin=0.1),
+            "hinge": lambda x: F.hinge_embedding_loss(x, y[:, None].expand(n, c), reduction="none"),
+            "cosine": lambda x: F.cosine_embedding_loss(x, tb, y),
+            "triplet": lambda x: F.triplet_margin_loss(
+                x, x.roll(1, 0), x.roll(2, 0), reduction="none"
+            ),
+            "kl_lt": lambda x: F.kl_div(
+                x.log_softmax(-1), tb.log(), log_target=True, reduction="batchmean"
+            ),
+            "ce_probs_w": lambda x: F.cross_entropy(
+                x, tb.softmax(-1), weight=torch.ones(c, dtype=x.dtype), label_smoothing=0.1
+            ),
+            "ce_kdim": lambda x: F.cross_entropy(
+                x.view(n // 2, 2, c).transpose(1, 2), ti.view(n // 2, 2), label_smoothing=0.1
+            ),
+        }[kind]
+
+    return mk
+
+
+LOWP_KINDS = (
+    "nll_w bce bcel_pw l1 huber smoothl1 poisson poisson_rate gaussian soft_margin msl mm mlm mr hinge cosine triplet kl_lt ce_probs_w ce_kdim"
+).split()
+
+
+def _lowp(kind, x_dt, t_dt):
+    def sc(C, rec):
+        x = leaf(6, 4).detach().to(x_dt).requires_grad_()
+        f = _lowp_losses(t_dt)(x, kind)
+        run_loss(C, rec, f, (x,))
+
+    return sc
+
+
+for _k in LOWP_KINDS:
+    for _xd, _td, _nm in (
+        (torch.bfloat16, torch.bfloat16, "bf16"),
+        (torch.float16, torch.float16, "f16"),
+        (torch.bfloat16, torch.float32, "bf16_f32t"),
+        (torch.float32, torch.bfloat16, "f32_bf16t"),
+    ):
+        SCENARIOS[f"lowp_{_k}_{_nm}"] = _lowp(_k, _xd, _td)
+
+
+# ============================================================================================
+# round 7: a bad batch later in training (the program already compiled)
+
+
+def _attempt(rec, label, thunk):
+    try:
+        rec(label, thunk())
+    except Exception as e:  # noqa: BLE001  (the error is an observation)
+        rec(label, e)
+
+
+@scenario
+def bad_target_at_step2_train_step(C, rec):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).to(fdt())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    cs = C(step)
+    for i in range(3):
+        y = targets(5, n=3, seed=i)
+        if i == 1:
+            y[2] = 3
+        _attempt(rec, f"l{i}", lambda: cs(leaf(5, 4, seed=i, rg=False), y))
+        rec(f"w{i}", model[0].weight.detach())
+        rec(f"g{i}", model[0].weight.grad)
+
+
+@scenario
+def bad_target_at_step2_model_compiled(C, rec):
+    torch.manual_seed(0)
+    seg = Seg().to(fdt())
+    cm = C(seg)
+    for i in range(3):
+        y = targets(2, 6, 6, seed=5 + i)
+        y[:, :1] = 255
+        if i == 1:
+            y[1, 3, 3] = 7
+        x = leaf(2, 3, 6, 6, seed=i, rg=False)
+        _attempt(rec, f"l{i}", lambda: cm(x, y)[0])
+        rec(f"rm{i}", seg.bn.running_mean)
+        rec(f"nb{i}", seg.bn.num_batches_tracked)
+
+
+@scenario
+def bad_ctc_lengths_later(C, rec):
+    f = C(lambda lp, tg, il, tl: F.ctc_loss(lp, tg, il, tl))
+    lp, tg = _ctc_inputs()
+    for i, (il, tl) in enumerate(
+        (
+            ([8, 7, 6], [3, 2, 1]),
+            ([8, 9, 6], [3, 2, 1]),
+            ([8, 7, 6], [3, 4, 1]),
+            ([8, 7, 6], [3, -1, 1]),
+            ([8, 8, 8], [1, 1, 1]),
+        )
+    ):
+        _attempt(rec, f"o{i}", lambda: f(lp, tg, torch.tensor(il), torch.tensor(tl)))
+
+
+@scenario
+def bad_bce_values_later(C, rec):
+    lin = nn.Linear(3, 3).to(fdt())
+    f = C(lambda x, t: F.binary_cross_entropy(torch.sigmoid(lin(x)), t))
+    for i, bad in enumerate((None, 1.2, -0.1, float("nan"), None)):
+        t = torch.rand(4, 3, generator=torch.Generator().manual_seed(i)).to(fdt())
+        if bad is not None:
+            t[1, 1] = bad
+        _attempt(rec, f"o{i}", lambda: f(leaf(4, 3, seed=i, rg=False), t))
+
+
+@scenario
+def bad_multi_margin_and_nll_later(C, rec):
+    f = C(lambda x, t: (F.multi_margin_loss(x, t), F.nll_loss(x, t, ignore_index=-1)))
+    x = leaf(4, 5)
+    for i, tt in enumerate(([0, 1, 2, 3], [0, -1, 2, 3], [0, 1, 5, 3], [0, 1, -2, 3])):
+        _attempt(rec, f"o{i}", lambda: f(x, torch.tensor(tt)))
+
+
+@scenario
+def detection_positives_mask(C, rec):
+    """Box regression over the positive anchors only (``pred[pos]``): a batch without any."""
+    head = nn.Linear(4, 4).to(fdt())
+
+    def f(feats, boxes, labels):
+        pred = head(feats)
+        pos = labels > 0
+        reg = F.smooth_l1_loss(
+            pred[pos], boxes[pos], beta=1 / 9, reduction="sum"
+        ) / pos.sum().clamp(min=1)
+        reg_mean = F.huber_loss(pred[pos], boxes[pos])
+        cls = F.binary_cross_entropy_with_logits(pred[:, 0], pos.to(pred.dtype))
+        return reg, reg_mean, cls
+
+    cf = C(f)
+    for i, npos in enumerate((3, 0, 2)):
+        labels = torch.zeros(6, dtype=torch.long)
+        labels[:npos] = 1
+        out = cf(leaf(6, 4, seed=i, rg=False), leaf(6, 4, seed=10 + i, rg=False), labels)
+        rec(f"o{i}", out)
+        (out[0] + out[2]).backward()
+        rec(f"g{i}", head.weight.grad)
 
 
 def main(argv) -> int:

@@ -1,0 +1,152 @@
+"""Loss functions as training code calls them, against eager (session 31): the unreduced
+``multi_margin_loss`` of an unbatched input with a one-element target, ``smooth_l1_loss``'s
+check of ``beta``, and mean-reduced losses of an empty batch (a detection loss over positive
+anchors when a batch has none), whose fake backward the compile analyses divided by zero."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests._util import leaf
+
+
+def _observe(fn, args, compiled: bool) -> list:
+    """``fn(*args)``'s outputs, then the gradients (None kept) of the floating ``args``, after
+    a backward of the sum of the outputs that require grad; or the error, by type and line."""
+    torch._dynamo.reset()
+    args = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+    run = torch.compile(fn, backend="xla") if compiled else fn
+    try:
+        out = run(*args)
+    except Exception as e:
+        return [("raised", type(e), str(e).split("\n")[0])]
+    outs = out if isinstance(out, tuple) else (out,)
+    seen = [("out", o.detach(), o.dtype, o.shape, o.requires_grad) for o in outs]
+    loss = sum(o.sum() for o in outs if o.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            return [*seen, ("raised", type(e), str(e).split("\n")[0])]
+    seen += [("grad", a.grad) for a in args if a.is_floating_point()]
+    return seen
+
+
+def _same_as_eager(fn, *args):
+    want = _observe(fn, args, compiled=False)
+    got = _observe(fn, args, compiled=True)
+    assert [w[0] for w in want] == [g[0] for g in got], (got, want)
+    for g, w in zip(got, want):
+        if w[0] == "raised":
+            assert issubclass(g[1], w[1]) and w[2] in g[2], (g, w)
+            continue
+        if w[0] == "out":
+            assert g[2:] == w[2:], (g, w)
+        if w[1] is None or g[1] is None:
+            assert g[1] is None and w[1] is None, (g, w)
+            continue
+        assert (g[1].dtype, g[1].shape) == (w[1].dtype, w[1].shape), (g, w)
+        torch.testing.assert_close(g[1], w[1], rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+# -- multi_margin_loss: eager's unreduced loss is 0-d for a 0-d target only
+
+
+@pytest.mark.parametrize("shapes", [((5,), (1,)), ((5,), ()), ((1, 5), ()), ((1, 5), (1,))])
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_unreduced_shape_follows_target(shapes, p):
+    xs, ts = shapes
+    target = torch.full(ts, 2)
+    weight = torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0])
+
+    def fn(x):
+        return F.multi_margin_loss(x, target, p=p, weight=weight, reduction="none")
+
+    _same_as_eager(fn, leaf(*xs))
+
+
+# -- smooth_l1_loss's beta: eager's kernel refuses a negative one (the meta kernel does not)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, t: F.smooth_l1_loss(x, t, beta=-1.0),
+        lambda x, t: nn.SmoothL1Loss(beta=-0.1, reduction="none")(x, t),
+        lambda x, t: torch._C._nn.smooth_l1_loss(x, t, 2, -0.5),
+        lambda x, t: F.smooth_l1_loss(x, t.double(), beta=-1.0),
+    ],
+    ids=["functional", "module", "aten", "float64_target"],
+)
+def test_smooth_l1_negative_beta_raises(call):
+    _same_as_eager(call, leaf(4), torch.rand(4))
+
+
+def test_smooth_l1_zero_and_positive_beta_run():
+    def fn(x, t):
+        return F.smooth_l1_loss(x, t, beta=0.0), F.smooth_l1_loss(x, t, beta=0.5, reduction="sum")
+
+    _same_as_eager(fn, leaf(4, 3), leaf(4, 3, seed=1))
+
+
+# -- mean-reduced losses of an empty batch: NaN, an empty gradient (torch's Python
+# decompositions of their backwards divide by ``numel()``, 0, in the fake backward that finds
+# eager's backward-time errors)
+
+_EMPTY = {
+    "mse": lambda x, t: F.mse_loss(x, t),
+    "smooth_l1": lambda x, t: F.smooth_l1_loss(x, t, beta=0.5),
+    "huber": lambda x, t: F.huber_loss(x, t),
+    "l1": lambda x, t: F.l1_loss(x, t),
+    "soft_margin": lambda x, t: F.soft_margin_loss(x, t),
+    "mse_float64_target": lambda x, t: F.mse_loss(x, t.double()),
+    "huber_float64_target": lambda x, t: F.huber_loss(x, t.double()),
+    "modules": lambda x, t: (nn.MSELoss()(x, t), nn.SmoothL1Loss()(x, t), nn.HuberLoss()(x, t)),
+}
+
+
+@pytest.mark.parametrize("name", list(_EMPTY))
+def test_mean_losses_of_an_empty_batch(name):
+    _same_as_eager(_EMPTY[name], leaf(0, 4), leaf(0, 4, seed=1))
+
+
+@pytest.mark.parametrize("outputs", ["two", "one"])
+def test_empty_loss_beside_a_backward_error_of_eager(outputs):
+    """The fake backward goes past the empty batch's loss to the error eager's backward raises
+    (``huber_loss_backward`` of a float64 target)."""
+
+    def fn(e, te, x, t):
+        a, b = F.huber_loss(x, t.double()), F.mse_loss(e, te) + F.smooth_l1_loss(e, te)
+        return (a, b) if outputs == "two" else a + b
+
+    _same_as_eager(fn, leaf(0, 4), leaf(0, 4, seed=1), leaf(3), leaf(3, seed=2))
+
+
+def test_detection_loss_over_positives_of_a_batch_without_any():
+    torch.manual_seed(0)
+    head = nn.Linear(4, 4)
+
+    def f(feats, boxes, labels):
+        pred = head(feats)
+        pos = labels > 0
+        reg = F.smooth_l1_loss(pred[pos], boxes[pos], beta=1 / 9, reduction="sum")
+        reg_mean = F.huber_loss(pred[pos], boxes[pos]) + F.mse_loss(pred[pos], boxes[pos])
+        cls = F.binary_cross_entropy_with_logits(pred[:, 0], pos.to(pred.dtype))
+        return reg / pos.sum().clamp(min=1), reg_mean, cls
+
+    compiled = torch.compile(f, backend="xla")
+    for i, npos in enumerate((3, 0, 2)):
+        labels = torch.zeros(6, dtype=torch.long)
+        labels[:npos] = 1
+        feats, boxes = leaf(6, 4, seed=i, rg=False), leaf(6, 4, seed=10 + i, rg=False)
+        want = f(feats, boxes, labels)
+        (want[0] + want[2]).backward()
+        want_grad, head.weight.grad = head.weight.grad, None
+        got = compiled(feats, boxes, labels)
+        (got[0] + got[2]).backward()
+        got_grad, head.weight.grad = head.weight.grad, None
+        for g, w in zip((*got, got_grad), (*want, want_grad)):
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6, equal_nan=True)
