@@ -2481,9 +2481,28 @@ def _lowp_losses(t_dt):
     return mk
 
 
-LOWP_KINDS = (
-    "nll_w bce bcel_pw l1 huber smoothl1 poisson poisson_rate gaussian soft_margin msl mm mlm mr hinge cosine triplet kl_lt ce_probs_w ce_kdim"
-).split()
+LOWP_KINDS = [
+    "nll_w",
+    "bce",
+    "bcel_pw",
+    "l1",
+    "huber",
+    "smoothl1",
+    "poisson",
+    "poisson_rate",
+    "gaussian",
+    "soft_margin",
+    "msl",
+    "mm",
+    "mlm",
+    "mr",
+    "hinge",
+    "cosine",
+    "triplet",
+    "kl_lt",
+    "ce_probs_w",
+    "ce_kdim",
+]
 
 
 def _lowp(kind, x_dt, t_dt):
@@ -2534,7 +2553,7 @@ def bad_target_at_step2_train_step(C, rec):
         y = targets(5, n=3, seed=i)
         if i == 1:
             y[2] = 3
-        _attempt(rec, f"l{i}", lambda: cs(leaf(5, 4, seed=i, rg=False), y))
+        _attempt(rec, f"l{i}", lambda i=i, y=y: cs(leaf(5, 4, seed=i, rg=False), y))
         rec(f"w{i}", model[0].weight.detach())
         rec(f"g{i}", model[0].weight.grad)
 
@@ -2550,7 +2569,7 @@ def bad_target_at_step2_model_compiled(C, rec):
         if i == 1:
             y[1, 3, 3] = 7
         x = leaf(2, 3, 6, 6, seed=i, rg=False)
-        _attempt(rec, f"l{i}", lambda: cm(x, y)[0])
+        _attempt(rec, f"l{i}", lambda x=x, y=y: cm(x, y)[0])
         rec(f"rm{i}", seg.bn.running_mean)
         rec(f"nb{i}", seg.bn.num_batches_tracked)
 
@@ -2568,7 +2587,7 @@ def bad_ctc_lengths_later(C, rec):
             ([8, 8, 8], [1, 1, 1]),
         )
     ):
-        _attempt(rec, f"o{i}", lambda: f(lp, tg, torch.tensor(il), torch.tensor(tl)))
+        _attempt(rec, f"o{i}", lambda il=il, tl=tl: f(lp, tg, torch.tensor(il), torch.tensor(tl)))
 
 
 @scenario
@@ -2579,7 +2598,7 @@ def bad_bce_values_later(C, rec):
         t = torch.rand(4, 3, generator=torch.Generator().manual_seed(i)).to(fdt())
         if bad is not None:
             t[1, 1] = bad
-        _attempt(rec, f"o{i}", lambda: f(leaf(4, 3, seed=i, rg=False), t))
+        _attempt(rec, f"o{i}", lambda i=i, t=t: f(leaf(4, 3, seed=i, rg=False), t))
 
 
 @scenario
@@ -2587,7 +2606,7 @@ def bad_multi_margin_and_nll_later(C, rec):
     f = C(lambda x, t: (F.multi_margin_loss(x, t), F.nll_loss(x, t, ignore_index=-1)))
     x = leaf(4, 5)
     for i, tt in enumerate(([0, 1, 2, 3], [0, -1, 2, 3], [0, 1, 5, 3], [0, 1, -2, 3])):
-        _attempt(rec, f"o{i}", lambda: f(x, torch.tensor(tt)))
+        _attempt(rec, f"o{i}", lambda tt=tt: f(x, torch.tensor(tt)))
 
 
 @scenario
@@ -2613,6 +2632,369 @@ def detection_positives_mask(C, rec):
         rec(f"o{i}", out)
         (out[0] + out[2]).backward()
         rec(f"g{i}", head.weight.grad)
+
+
+# ============================================================================================
+# round 8: the torch.* and ATen spellings, more empty shapes
+
+
+@scenario
+def torch_namespace_losses(C, rec):
+    x = leaf(4, 3)
+    tb = torch.rand(4, 3, generator=torch.Generator().manual_seed(2)).to(fdt())
+    y = torch.tensor([1.0, -1.0, 1.0, -1.0], dtype=fdt())
+
+    def f(x, tb):
+        return (
+            torch.binary_cross_entropy_with_logits(
+                x, tb, None, torch.ones(3, dtype=x.dtype) * 2, 1
+            ),
+            torch.kl_div(x.log_softmax(1), tb, 2, True),
+            torch.poisson_nll_loss(x, tb, True, True, 1e-8, 0),
+            torch.cosine_embedding_loss(x, tb, y, 0.1, 1),
+            torch.margin_ranking_loss(x[:, 0], x[:, 1], y, 0.2, 2),
+            torch.hinge_embedding_loss(x, y[:3].expand(4, 3), 1.0, 0),
+            torch.triplet_margin_loss(x, tb, x.flip(0), 1.0, 2.0, 1e-6, True, 1),
+            torch.nn.functional.nll_loss(x.log_softmax(1), torch.tensor([0, 2, 1, 1])),
+            torch._C._nn.nll_loss_nd(x.log_softmax(1), torch.tensor([0, 2, 1, 1]), None, 1, -100),
+            torch._C._nn.cross_entropy_loss(x, torch.tensor([0, 2, 1, 1]), None, 1, -100, 0.1),
+        )
+
+    outs = C(f)(x, tb)
+    rec("o", outs)
+    sum(o.sum() for o in outs).backward()
+    rec("g", x.grad)
+
+
+@_err
+def err_aten_multi_margin_oob():
+    return (lambda x, t: torch._C._nn.multi_margin_loss(x, t, 1, 1.0, None, 1)), (
+        leaf(4, 5),
+        torch.tensor([0, 1, 5, 2]),
+    )
+
+
+@_err
+def err_aten_multilabel_margin_oob():
+    return (lambda x, t: torch._C._nn.multilabel_margin_loss(x, t, 1)), (
+        leaf(2, 4),
+        torch.tensor([[0, 4, -1, 0], [1, -1, 0, 0]]),
+    )
+
+
+@_err
+def err_torch_ctc_negative_lengths():
+    lp, tg = _ctc_inputs()
+    return (
+        lambda lp, tg: torch.ctc_loss(
+            lp, tg, torch.tensor([8, 8, 8]), torch.tensor([3, -1, 1]), 0, 1, False
+        )
+    ), (lp, tg)
+
+
+@_err
+def err_aten_cross_entropy_oob():
+    return (lambda x, t: torch._C._nn.cross_entropy_loss(x, t, None, 1, -100, 0.1)), (
+        leaf(4, 5),
+        torch.tensor([0, 1, 5, 2]),
+    )
+
+
+@_err
+def err_torch_bce_oob():
+    return (
+        (lambda x, t: torch.binary_cross_entropy(x, t)),
+        (torch.tensor([0.5, 1.5]), torch.tensor([0.5, 0.5]))
+        if hasattr(torch, "binary_cross_entropy")
+        else (lambda x, t: torch._C._nn.binary_cross_entropy(x, t)),
+        (torch.tensor([0.5, 1.5]), torch.tensor([0.5, 0.5])),
+    )
+
+
+def _empty2(kind):
+    def sc(C, rec):
+        fns = {
+            "ce_kdim": (
+                lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
+                (leaf(2, 4, 0), torch.zeros(2, 0, dtype=torch.long)),
+            ),
+            "nll_kdim_w": (
+                lambda x, t: F.nll_loss(x, t, weight=torch.ones(4)),
+                (leaf(2, 4, 0, 3), torch.zeros(2, 0, 3, dtype=torch.long)),
+            ),
+            "ce_probs_kdim": (
+                lambda x, t: F.cross_entropy(x, t),
+                (leaf(2, 4, 0), torch.zeros(2, 4, 0)),
+            ),
+            "ctc_n0": (
+                lambda lp, tg: F.ctc_loss(
+                    lp, tg, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+                ),
+                (leaf(5, 0, 4), torch.zeros(0, 3, dtype=torch.long)),
+            ),
+            "mlm": (
+                lambda x, t: F.multilabel_margin_loss(x, t),
+                (leaf(0, 4), torch.zeros(0, 4, dtype=torch.long)),
+            ),
+            "ce_none": (
+                lambda x, t: F.cross_entropy(x, t, reduction="none"),
+                (leaf(0, 4), torch.zeros(0, dtype=torch.long)),
+            ),
+            "bcel_pw": (
+                lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=torch.ones(4)),
+                (leaf(0, 4), torch.zeros(0, 4)),
+            ),
+            "huber_sum": (
+                lambda x, t: F.huber_loss(x, t, reduction="sum"),
+                (leaf(0, 4), torch.zeros(0, 4)),
+            ),
+            "bce_w": (
+                lambda x, t: F.binary_cross_entropy(x.sigmoid(), t, weight=torch.ones(4)),
+                (leaf(0, 4), torch.zeros(0, 4)),
+            ),
+        }
+        f, inputs = fns[kind]
+        run_loss(C, rec, f, inputs)
+
+    return sc
+
+
+for _k in [
+    "ce_kdim",
+    "nll_kdim_w",
+    "ce_probs_kdim",
+    "ctc_n0",
+    "mlm",
+    "ce_none",
+    "bcel_pw",
+    "huber_sum",
+    "bce_w",
+]:
+    SCENARIOS[f"empty2_{_k}"] = _empty2(_k)
+
+
+@scenario
+def dyn_batch_goes_empty(C, rec):
+    f = C(
+        lambda x, t: (
+            F.mse_loss(x, t),
+            F.smooth_l1_loss(x, t),
+            F.cross_entropy(x, t.argmax(1) if t.numel() else t.long().sum(1)),
+        )
+    )
+    for i, n in enumerate((4, 3, 0, 2)):
+        x = leaf(n, 3, seed=i)
+        t = leaf(n, 3, seed=10 + i, rg=False)
+        out = f(x, t)
+        rec(f"o{i}", out)
+        sum(out).backward()
+        rec(f"g{i}", x.grad)
+
+
+@per_reduction
+def ctc_long_sequence(red):
+    lp, tg = _ctc_inputs(T=150, N=2, C=6, S=40, seed=3)
+    return (lambda lp, tg: F.ctc_loss(lp, tg, (150, 120), (40, 31), reduction=red)), (lp, tg)
+
+
+@scenario
+def ctc_blank_in_targets(C, rec):
+    lp, tg = _ctc_inputs()
+    tg[0, 1] = 0
+    run_loss(
+        C, rec, lambda lp, tg: F.ctc_loss(lp, tg, (8, 8, 8), (3, 2, 1), reduction="none"), (lp, tg)
+    )
+
+
+@scenario
+def ctc_raw_logits_grad_none_reduction(C, rec):
+    x = (leaf(8, 3, 5).detach() * 3).requires_grad_()
+    tg = targets(3, 3, n=4) + 1
+    run_loss(
+        C,
+        rec,
+        lambda x, tg: F.ctc_loss(x, tg, (8, 6, 7), (3, 1, 2), reduction="none", zero_infinity=True),
+        (x, tg),
+    )
+
+
+@scenario
+def ctc_unbatched_targets_1d_tuple(C, rec):
+    lp = F.log_softmax(leaf(7, 5, rg=False), -1).requires_grad_()
+    run_loss(
+        C,
+        rec,
+        lambda lp, tg: F.ctc_loss(lp, tg, (7,), (3,), reduction="sum"),
+        (lp, torch.tensor([1, 3, 3])),
+    )
+
+
+# ============================================================================================
+# round 9: transformers' loss functions
+
+
+@scenario
+def hf_causal_lm_loss_num_items(C, rec):
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    head = nn.Linear(6, 7).to(fdt())
+
+    def f(h, labels, n):
+        return ForCausalLMLoss(head(h).to(torch.bfloat16), labels, 7, num_items_in_batch=n)
+
+    labels = targets(2, 5, n=7)
+    labels[0, :2] = -100
+    cf = C(f)
+    for i, n in enumerate((torch.tensor(7), torch.tensor(9))):
+        out = cf(leaf(2, 5, 6, seed=i, rg=False), labels, n)
+        rec(f"o{i}", out)
+        out.backward()
+    rec("g", head.weight.grad)
+
+
+@scenario
+def hf_qa_loss_clamped_positions(C, rec):
+    from transformers.loss.loss_utils import ForQuestionAnsweringLoss
+
+    def f(s, e, sp, ep):
+        return ForQuestionAnsweringLoss(s, e, sp, ep)
+
+    s, e = leaf(3, 6), leaf(3, 6, seed=2)
+    run_loss(C, rec, f, (s, e, torch.tensor([[1], [7], [5]]), torch.tensor([[2], [9], [6]])))
+
+
+@scenario
+def hf_ctc_loss(C, rec):
+    from transformers.loss.loss_utils import ForCTCLoss
+
+    x = leaf(2, 10, 5)
+    labels = torch.tensor([[1, 2, 3, -100], [4, 4, -100, -100]])
+
+    def f(x, labels, ll):
+        return ForCTCLoss(x, labels, ll, blank_token_id=0, zero_infinity=True)
+
+    run_loss(C, rec, f, (x, labels, torch.tensor([10, 7])))
+
+
+@scenario
+def hf_semantic_seg_loss(C, rec):
+    from transformers.loss.loss_utils import ForSemanticSegmentationLoss
+
+    labels = targets(2, 8, 8, n=4)
+    labels[:, :2] = 255
+    run_loss(
+        C,
+        rec,
+        lambda x, a, lab: ForSemanticSegmentationLoss(x, lab, auxiliary_logits=a),
+        (leaf(2, 4, 4, 4), leaf(2, 4, 4, 4, seed=2), labels),
+    )
+
+
+@scenario
+def hf_seq_cls_problem_types(C, rec):
+    from types import SimpleNamespace
+
+    from transformers.loss.loss_utils import ForSequenceClassificationLoss
+
+    for i, (nl, lab) in enumerate(
+        ((1, leaf(4, 1, rg=False)), (3, targets(4, n=3)), (3, torch.rand(4, 3).to(fdt())))
+    ):
+        cfg = SimpleNamespace(num_labels=nl, problem_type=None)
+        x = leaf(4, nl, seed=i)
+        out = C(lambda lab, x, cfg=cfg: ForSequenceClassificationLoss(lab, x, cfg))(lab, x)
+        rec(f"o{i}", out)
+        out.backward()
+        rec(f"g{i}", x.grad)
+        rec(f"pt{i}", cfg.problem_type)
+
+
+# ============================================================================================
+# round 10: channels_last inputs of the 2-d losses (eager's CPU nll_loss2d backward refuses
+# a non-contiguous gradient buffer)
+
+
+@per_reduction
+def nll_channels_last_direct(red):
+    x = leaf(2, 4, 3, 3).detach().to(memory_format=torch.channels_last).requires_grad_()
+    return (lambda x, t: F.nll_loss(x, t, reduction=red)), (x, targets(2, 3, 3, n=4))
+
+
+@per_reduction
+def nll_log_softmax_channels_last(red):
+    x = leaf(2, 4, 3, 3).detach().to(memory_format=torch.channels_last).requires_grad_()
+    return (lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction=red, weight=torch.ones(4))), (
+        x,
+        targets(2, 3, 3, n=4),
+    )
+
+
+@per_reduction
+def nll_permuted_nhwc_logits(red):
+    x = leaf(2, 3, 3, 4)
+    return (lambda x, t: F.nll_loss(x.permute(0, 3, 1, 2), t, reduction=red)), (
+        x,
+        targets(2, 3, 3, n=4),
+    )
+
+
+@per_reduction
+def nll_permuted_then_log_softmax(red):
+    x = leaf(2, 3, 3, 4)
+    return (lambda x, t: F.nll_loss(x.log_softmax(-1).permute(0, 3, 1, 2), t, reduction=red)), (
+        x,
+        targets(2, 3, 3, n=4),
+    )
+
+
+@scenario
+def seg_model_channels_last_nll(C, rec):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 1).to(fdt()).to(memory_format=torch.channels_last)
+    x = leaf(2, 3, 3, 3, rg=False).to(memory_format=torch.channels_last)
+    t = targets(2, 3, 3, n=4)
+
+    def f(x, t):
+        return F.nll_loss(conv(x), t), F.cross_entropy(conv(x), t, label_smoothing=0.1)
+
+    a, b = C(f)(x, t)
+    rec("a", a)
+    rec("b", b)
+    b.backward()
+    rec("gw", conv.weight.grad)
+    _attempt(rec, "ga", lambda: a.backward())
+
+
+@scenario
+def nll_channels_last_no_grad(C, rec):
+    x = leaf(2, 4, 3, 3).detach().to(memory_format=torch.channels_last)
+    rec("o", C(lambda x, t: F.nll_loss(x, t, reduction="none"))(x, targets(2, 3, 3, n=4)))
+
+
+@per_reduction
+def nll_3d_transposed(red):
+    x = leaf(2, 5, 4)
+    return (lambda x, t: F.nll_loss(x.transpose(1, 2), t, reduction=red)), (x, targets(2, 5, n=4))
+
+
+@per_reduction
+def nll_5d_channels_last_3d(red):
+    x = leaf(2, 4, 2, 3, 3).detach().to(memory_format=torch.channels_last_3d).requires_grad_()
+    return (lambda x, t: F.nll_loss(x, t, reduction=red)), (x, targets(2, 2, 3, 3, n=4))
+
+
+@per_reduction
+def ce_5d_channels_last_3d(red):
+    x = leaf(2, 4, 2, 3, 3).detach().to(memory_format=torch.channels_last_3d).requires_grad_()
+    return (lambda x, t: F.cross_entropy(x, t, reduction=red)), (x, targets(2, 2, 3, 3, n=4))
+
+
+@per_reduction
+def nll_expanded_input(red):
+    x = leaf(2, 4, 1, 3)
+    return (lambda x, t: F.nll_loss(x.expand(2, 4, 3, 3), t, reduction=red)), (
+        x,
+        targets(2, 3, 3, n=4),
+    )
 
 
 def main(argv) -> int:

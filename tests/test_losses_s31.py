@@ -150,3 +150,34 @@ def test_detection_loss_over_positives_of_a_batch_without_any():
         got_grad, head.weight.grad = head.weight.grad, None
         for g, w in zip((*got, got_grad), (*want, want_grad)):
             torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+# -- nll_loss of a channels_last (or NHWC-permuted) input: eager's CPU backward kernel
+# refuses its non-contiguous gradient buffer ("grad_input must be contiguous"), the forward
+# and a log_softmax in between (contiguous then) run
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda x: x.to(memory_format=torch.channels_last),
+        lambda x: x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+        lambda x: F.log_softmax(x.to(memory_format=torch.channels_last), 1),
+        lambda x: x.transpose(2, 3),
+    ],
+    ids=["channels_last", "nhwc_permuted", "log_softmax_between", "transposed_hw"],
+)
+def test_nll_loss_2d_of_a_non_contiguous_input(layout, reduction):
+    target = torch.randint(0, 4, (2, 3, 3), generator=torch.Generator().manual_seed(1))
+
+    def fn(x):
+        return F.nll_loss(layout(x), target, reduction=reduction)
+
+    _same_as_eager(fn, leaf(2, 4, 3, 3))
+
+
+def test_nll_loss_2d_channels_last_forward_without_grad_runs():
+    target = torch.randint(0, 4, (2, 3, 3), generator=torch.Generator().manual_seed(1))
+    x = leaf(2, 4, 3, 3, rg=False).to(memory_format=torch.channels_last)
+    _same_as_eager(lambda x: F.nll_loss(x, target, reduction="none"), x)
