@@ -2997,6 +2997,59 @@ def nll_expanded_input(red):
     )
 
 
+# ============================================================================================
+# round 11: second derivatives of losses (create_graph through the compiled call)
+
+
+def _second(kind):
+    def sc(C, rec):
+        x = leaf(4, 5)
+        tb = torch.rand(4, 5, generator=torch.Generator().manual_seed(2)).to(fdt())
+        ti = targets(4)
+        fns = {
+            "ce_smooth_w": lambda x: F.cross_entropy(
+                x, ti, weight=tb[0] + 0.5, label_smoothing=0.1
+            ),
+            "ce_probs": lambda x: F.cross_entropy(x, tb.softmax(1)),
+            "nll": lambda x: F.nll_loss(x.log_softmax(1), ti, reduction="sum"),
+            "bce": lambda x: F.binary_cross_entropy(x.sigmoid(), tb),
+            "bcel_pw": lambda x: F.binary_cross_entropy_with_logits(x, tb, pos_weight=tb[0] + 1),
+            "mse": lambda x: F.mse_loss(x, tb),
+            "l1": lambda x: F.l1_loss(x * x, tb),
+            "smooth_l1": lambda x: F.smooth_l1_loss(x, tb, beta=0.5),
+            "huber": lambda x: F.huber_loss(x, tb, delta=0.5),
+            "kl": lambda x: F.kl_div(x.log_softmax(1), tb, reduction="batchmean"),
+            "poisson": lambda x: F.poisson_nll_loss(x, tb),
+            "gaussian": lambda x: F.gaussian_nll_loss(x, tb, x.exp()),
+            "soft_margin": lambda x: F.soft_margin_loss(x, tb * 2 - 1),
+            "msl": lambda x: F.multilabel_soft_margin_loss(x, tb.round()),
+            "mm": lambda x: F.multi_margin_loss(x, ti, p=2),
+            "mlm": lambda x: F.multilabel_margin_loss(x, torch.tensor([[1, 0, -1, 0, 0]] * 4)),
+            "cosine": lambda x: F.cosine_embedding_loss(x, tb, torch.tensor([1.0, -1, 1, -1])),
+            "triplet": lambda x: F.triplet_margin_loss(x, tb, x.flip(0)),
+            "hinge": lambda x: F.hinge_embedding_loss(x, tb.round() * 2 - 1),
+            "ctc": lambda x: F.ctc_loss(
+                x.view(4, 1, 5).log_softmax(-1), torch.tensor([[1, 2]]), (4,), (2,)
+            ),
+        }
+        f = C(fns[kind])
+        loss = f(x)
+        rec("loss", loss)
+        (g,) = torch.autograd.grad(loss, x, create_graph=True)
+        rec("g", g)
+        (g * tb).sum().backward()
+        rec("hvp", x.grad)
+
+    return sc
+
+
+for _k in [
+    "ce_smooth_w", "ce_probs", "nll", "bce", "bcel_pw", "mse", "l1", "smooth_l1", "huber", "kl",
+    "poisson", "gaussian", "soft_margin", "msl", "mm", "mlm", "cosine", "triplet", "hinge", "ctc",
+]:  # fmt: skip
+    SCENARIOS[f"second_{_k}"] = _second(_k)
+
+
 def main(argv) -> int:
     h.SCENARIOS.clear()
     h.SCENARIOS.update(SCENARIOS)
