@@ -45,7 +45,7 @@ from torch2xla._errors import OpError
 # kernels of quantile's composites, which keep Dynamo from breaking the graph at them)
 from torch2xla.capture import _host_checks  # noqa: F401
 from torch2xla.capture._composite_checks import checked_istft
-from torch2xla.ops import _dtype_probes, _rnn, _sdpa  # noqa: F401
+from torch2xla.ops import _autodiff, _dtype_probes, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
 
@@ -639,6 +639,7 @@ def _multi_margin_loss(
     checked = checked and (weight is None or (weight.dim() <= 1 and weight.numel() == x.shape[1]))
     if not checked:  # (the decomposition raises eager's error)
         return F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
+    x = _once_differentiable(x, "aten::multi_margin_loss_backward")
     # eager's kernel adds z = margin - x[target] + x[i] for i != target only where z > 0 (a
     # NaN score is left out); the decomposition's clamp_min(z, 0) kept it
     t = target.reshape(-1, 1)
@@ -662,6 +663,7 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     is ``sum over targets j and non-targets i of max(0, 1 - (x[j] - x[i])) / dim``."""
     reduction = _reduction(size_average, reduce, reduction)
     x, t = torch.atleast_2d(input), torch.atleast_2d(target)
+    x = _once_differentiable(x, "aten::multilabel_margin_loss_backward")
     dim = x.shape[-1]
     # (eager checks every entry, those after the first -1 too)
     torch._assert_async(torch.all((t >= -1) & (t < dim)), "argument #2 'target' is out of range")
@@ -680,6 +682,13 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     if reduction == "mean":
         return loss.mean()
     return loss.sum() if reduction == "sum" else loss
+
+
+def _once_differentiable(x, backward: str):
+    """``x`` whose gradient eager's backward kernel ``backward`` gives: a double backward
+    through it raises eager's error (its derivative is not implemented) where the composite
+    would be differentiated again."""
+    return _autodiff.once_differentiable(x, backward)
 
 
 _MARGIN_LOSSES = {
