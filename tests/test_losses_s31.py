@@ -240,3 +240,20 @@ def test_margin_loss_in_a_model_trains_once_differentiable():
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     for p, w in zip(lin.parameters(), want_grads):
         torch.testing.assert_close(p.grad, w, rtol=1e-6, atol=1e-6)
+
+
+def test_multi_margin_per_sample_grads_under_vmap():
+    """Inside torch.func transforms the margin losses stay torch's calls (the composites'
+    target check has no batching rule: the export failed, and the eager fallback's per-sample
+    gradients were zeros)."""
+    torch.manual_seed(0)
+    w, x, t = torch.randn(4, 5), torch.randn(6, 4), torch.randint(0, 5, (6,))
+
+    def loss(w, x, t):
+        return F.multi_margin_loss((x @ w).unsqueeze(0), t.unsqueeze(0), p=2, margin=0.5)
+
+    f = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
+    want = torch.stack([torch.func.grad(loss)(w, x[i], t[i]) for i in range(6)])
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="xla", options={"strict": True})(w, x, t)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)

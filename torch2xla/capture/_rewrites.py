@@ -566,7 +566,18 @@ def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _replaced(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return node.target in _REPLACED_METHODS
-    return node.op == "call_function" and node.target in _REPLACED
+    if node.op != "call_function" or node.target not in _REPLACED:
+        return False
+    # (inside torch.func transforms (vmap, grad) torch's own call, its batching rules: the
+    # composites' ``_assert_async`` has none, and the export failed)
+    return not any(_transformed(a) for a in node.all_input_nodes)
+
+
+def _transformed(node: torch.fx.Node) -> bool:
+    value = node.meta.get("example_value")
+    return isinstance(value, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(
+        value
+    )
 
 
 def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
