@@ -257,3 +257,27 @@ def test_multi_margin_per_sample_grads_under_vmap():
     torch._dynamo.reset()
     got = torch.compile(f, backend="xla", options={"strict": True})(w, x, t)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_eager_fallback_after_a_failed_export_under_vmap(monkeypatch):
+    """An export of a torch.func-transformed graph that fails midway (here the margin
+    composite's ``_assert_async``, forced inside vmap) leaves the transforms' levels as they
+    were: the eager fallback's first run gave zero per-sample gradients."""
+    import torch2xla
+    from torch2xla.capture import _rewrites
+
+    monkeypatch.setattr(_rewrites, "_transformed", lambda node: False)
+    torch.manual_seed(0)
+    w, x, t = torch.randn(4, 5), torch.randn(6, 4), torch.randint(0, 5, (6,))
+
+    def loss(w, x, t):
+        return F.multi_margin_loss((x @ w).unsqueeze(0), t.unsqueeze(0), p=2)
+
+    f = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
+    want = f(w, x, t)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="xla")
+    with pytest.warns(torch2xla.FallbackWarning):
+        got = compiled(w, x, t)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(compiled(w, x, t), want, rtol=1e-6, atol=1e-6)
