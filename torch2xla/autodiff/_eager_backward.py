@@ -59,8 +59,23 @@ class _Rejected(RuntimeError):
     """A backward kernel's arguments that eager rejects (``CHECKS``), raised in a fake run."""
 
 
+# Backward kernels of the mean-reduced losses whose fake kernels (torch's Python
+# decompositions) compute ``1 / self.numel()``: of an empty ``self`` they raise
+# ZeroDivisionError where eager's kernel returns an empty gradient (``self`` is their second
+# argument).
+_aten = torch.ops.aten
+_MEAN_BY_NUMEL = {
+    _aten.mse_loss_backward.default,
+    _aten.smooth_l1_loss_backward.default,
+    _aten.huber_loss_backward.default,
+    _aten.soft_margin_loss_backward.default,
+    _aten.binary_cross_entropy_backward.default,
+}
+
+
 class _Checked(TorchDispatchMode):
-    """Applies ``CHECKS`` to the ATen calls of a fake backward (their fake kernels skip them)."""
+    """Applies ``CHECKS`` to the ATen calls of a fake backward (their fake kernels skip them);
+    the losses' backwards of an empty input give eager's empty gradient (``_MEAN_BY_NUMEL``)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # (imported here: the op registry needs torch's prims, which the backend loads first)
@@ -68,11 +83,15 @@ class _Checked(TorchDispatchMode):
 
         kwargs = kwargs or {}
         checker = CHECKS.get(func)
+        names = [a.name for a in func._schema.arguments]
         if checker is not None:
-            names = [a.name for a in func._schema.arguments]
             rejected = checker({**dict(zip(names, args)), **kwargs}, None)
             if rejected is not None:
                 raise _Rejected(rejected if isinstance(rejected, str) else rejected[0])
+        if func in _MEAN_BY_NUMEL:
+            self_ = {**dict(zip(names, args)), **kwargs}["self"]
+            if self_.numel() == 0:
+                return torch.empty_like(self_, memory_format=torch.contiguous_format)
         return func(*args, **kwargs)
 
 
@@ -199,11 +218,13 @@ def _run(mode, outputs: list, inputs: list) -> RuntimeError | None:
         if broadcast is not None and not _sparse_gradients(outputs):
             return broadcast
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
-    except AssertionError as e:
+    except (AssertionError, ZeroDivisionError) as e:
         # NOTE: an analysis, not the user's computation: where torch's fake machinery itself
         # fails (a CPU scalar beside CUDA tensors: the autograd engine runs the CUDA part on
-        # its device thread, where the fake mode's in-kernel state asserts), the call goes on
-        # without eager's backward-time errors, as eager's own backward would run.
+        # its device thread, where the fake mode's in-kernel state asserts; a Python
+        # decomposition dividing by an empty tensor's ``numel()``, as the losses' in
+        # ``_MEAN_BY_NUMEL`` did), the call goes on without eager's backward-time errors, as
+        # eager's own backward would run.
         log.debug("torch2xla: the fake backward of the example values failed: %r", e)
     finally:
         # (the engine's device thread and this one enter the mode's kernels at once there,

@@ -216,7 +216,13 @@ def relower(
     """Export an ATen graph again on concrete ``args``: a graph rewritten after a symbolic
     export (bucketing's, ``guards/_rewrite.py``), whose inputs are ``lifted`` then ``args``,
     whose first outputs are the new values of the inputs ``mutations`` names."""
-    with exporting(), _mkldnn_disabled(), torch.no_grad(), torch.fx.traceback.preserve_node_meta():
+    with (
+        exporting(),
+        _mkldnn_disabled(),
+        _functorch_depth_kept(),
+        torch.no_grad(),
+        torch.fx.traceback.preserve_node_meta(),
+    ):
         gm, sig = aot_export_module(
             aten_gm, [*lifted, *args], trace_joint=False, decompositions=decomposition_table()
         )
@@ -477,11 +483,26 @@ def export_scope():
     with (
         exporting(),
         _mkldnn_disabled(),
+        _functorch_depth_kept(),
         torch.no_grad(),
         torch.fx.traceback.preserve_node_meta(),
         _arg_checks.recording() as rejected,
     ):
         yield rejected
+
+
+@contextlib.contextmanager
+def _functorch_depth_kept():
+    """The torch.func transforms' interpreter stack as it was before the export: the trace of
+    a transformed graph (``vmap(grad(f))``) pushes its levels, and an export that fails
+    between a graph's increment and decrement of the nesting left them pushed, so the eager
+    run that follows it (the fallback) computed at the wrong level (per-sample gradients of
+    zeros). Dynamo restores it so around its own frames."""
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    try:
+        yield
+    finally:
+        torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
 
 
 @contextlib.contextmanager

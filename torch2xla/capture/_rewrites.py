@@ -45,7 +45,7 @@ from torch2xla._errors import OpError
 # kernels of quantile's composites, which keep Dynamo from breaking the graph at them)
 from torch2xla.capture import _host_checks  # noqa: F401
 from torch2xla.capture._composite_checks import checked_istft
-from torch2xla.ops import _dtype_probes, _rnn, _sdpa  # noqa: F401
+from torch2xla.ops import _autodiff, _dtype_probes, _rnn, _sdpa  # noqa: F401
 from torch2xla.runtime._interop import dtype_name
 
 
@@ -602,7 +602,18 @@ def margin_losses(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _replaced(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return node.target in _REPLACED_METHODS
-    return node.op == "call_function" and node.target in _REPLACED
+    if node.op != "call_function" or node.target not in _REPLACED:
+        return False
+    # (inside torch.func transforms (vmap, grad) torch's own call, its batching rules: the
+    # composites' ``_assert_async`` has none, and the export failed)
+    return not any(_transformed(a) for a in node.all_input_nodes)
+
+
+def _transformed(node: torch.fx.Node) -> bool:
+    value = node.meta.get("example_value")
+    return isinstance(value, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(
+        value
+    )
 
 
 def _retarget_margin(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
@@ -663,8 +674,9 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 def _multi_margin_loss(
     input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
-    """``F.multi_margin_loss`` whose unreduced loss of an unbatched input is 0-d, as eager's,
-    with eager's check of the targets."""
+    """``F.multi_margin_loss`` whose unreduced loss is 0-d for a 0-d target, as eager's
+    (``target.dim() > 0`` gives one loss per sample, of an unbatched input too), with eager's
+    check of the targets."""
     reduction = _reduction(size_average, reduce, reduction)
     classes = input.shape[-1] if input.dim() else 1
     torch._assert_async(torch.all((target >= 0) & (target < classes)), "target out of range")
@@ -674,6 +686,7 @@ def _multi_margin_loss(
     checked = checked and (weight is None or (weight.dim() <= 1 and weight.numel() == x.shape[1]))
     if not checked:  # (the decomposition raises eager's error)
         return F.multi_margin_loss(input, target, p, margin, weight, reduction=reduction)
+    x = _once_differentiable(x, "aten::multi_margin_loss_backward")
     # eager's kernel adds z = margin - x[target] + x[i] for i != target only where z > 0 (a
     # NaN score is left out); the decomposition's clamp_min(z, 0) kept it
     t = target.reshape(-1, 1)
@@ -688,7 +701,7 @@ def _multi_margin_loss(
         return loss.mean()
     if reduction == "sum":
         return loss.sum()
-    return loss.reshape(()) if input.dim() < 2 else loss
+    return loss.reshape(()) if target.dim() == 0 else loss
 
 
 def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -697,6 +710,7 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     is ``sum over targets j and non-targets i of max(0, 1 - (x[j] - x[i])) / dim``."""
     reduction = _reduction(size_average, reduce, reduction)
     x, t = torch.atleast_2d(input), torch.atleast_2d(target)
+    x = _once_differentiable(x, "aten::multilabel_margin_loss_backward")
     dim = x.shape[-1]
     # (eager checks every entry, those after the first -1 too)
     torch._assert_async(torch.all((t >= -1) & (t < dim)), "argument #2 'target' is out of range")
@@ -715,6 +729,13 @@ def _multilabel_margin_loss(input, target, size_average=None, reduce=None, reduc
     if reduction == "mean":
         return loss.mean()
     return loss.sum() if reduction == "sum" else loss
+
+
+def _once_differentiable(x, backward: str):
+    """``x`` whose gradient eager's backward kernel ``backward`` gives: a double backward
+    through it raises eager's error (its derivative is not implemented) where the composite
+    would be differentiated again."""
+    return _autodiff.once_differentiable(x, backward)
 
 
 _MARGIN_LOSSES = {

@@ -329,6 +329,18 @@ def _batch_norm_weight(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return f"TensorAccessor expected 1 dims but tensor has {weight.dim()}"
 
 
+def _nll_loss2d_grad_input(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    # (eager's CPU backward kernel writes the gradient into ``zeros_like(self)`` and refuses it
+    # unless contiguous: ``F.nll_loss`` of a channels_last input fails there; the fake kernel
+    # takes it)
+    self = _value(kwargs, "self")
+    if self is None or self.device.type != "cpu":
+        return None
+    if torch.empty_like(self).is_contiguous():  # (``zeros_like``'s layout: fake or real)
+        return None
+    return "grad_input must be contiguous"
+
+
 def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     """``torch.complex`` of parts that are not float16, float32 or float64 (eager checks the
     kinds before the parts' agreement)."""
@@ -477,6 +489,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     ),
     # Backward kernels: checked in the fake backward of eager's graph (autodiff/_eager_backward)
     aten.native_batch_norm_backward.default: _batch_norm_weight,
+    aten.nll_loss2d_backward.default: _nll_loss2d_grad_input,
     aten.huber_loss_backward.default: _pairs(
         ("target", "self", "Found dtype {a} but expected {b}")
     ),

@@ -10,6 +10,14 @@ An in-place write that eager autograd does not record (under ``no_grad``, or thr
 ``.data`` / ``.detach()``) changes a tracked tensor's value but not its place in the autograd
 graph: a later use is differentiated as if the tensor still held the value it had before the
 write. ``straight_through(value, source)`` is ``value`` with the gradient of ``source``.
+
+Some ops reach the ATen graph as composites where eager runs one kernel whose backward kernel
+it does not differentiate (``multi_margin_loss``, ``multilabel_margin_loss``: "derivative for
+aten::multi_margin_loss_backward is not implemented"). ``once_differentiable(self, backward)``
+marks the composite's input: identity in JAX (the first-order gradient is the composite's),
+while eager's autograd of the ATen graph, which the double backward's connectivity and errors
+come from (``autodiff/_connected.py``), makes the gradient require grad and raise eager's error
+on a backward through it.
 """
 
 from __future__ import annotations
@@ -94,3 +102,53 @@ def _(primals, tangents):
 @register(torch.ops.torch2xla.straight_through.default)
 def straight_through_lowering(value, source):
     return _straight_through(value, source)
+
+
+@torch.library.custom_op("torch2xla::once_differentiable", mutates_args=())
+def once_differentiable(self: torch.Tensor, backward: str) -> torch.Tensor:
+    """A copy of ``self`` whose gradient cannot be differentiated again: eager's error names
+    the ATen op ``backward`` (a loss whose ``*_backward`` kernel eager does not differentiate,
+    computed here as a composite that JAX would differentiate twice)."""
+    return self.clone()
+
+
+@once_differentiable.register_fake
+def _(self: torch.Tensor, backward: str) -> torch.Tensor:
+    return torch.empty_like(self)
+
+
+class _NotTwice(torch.autograd.Function):
+    """The gradient ``grad``, as eager's backward kernel's result: it requires grad where
+    ``self`` does (create_graph), and a backward through it raises eager's error."""
+
+    @staticmethod
+    def forward(ctx, grad, self, backward: str):
+        ctx.backward = backward
+        return grad.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(f"derivative for {ctx.backward} is not implemented")
+
+
+def _save_self(ctx, inputs, output) -> None:
+    ctx.save_for_backward(inputs[0])
+    ctx.backward = inputs[1]
+
+
+def _once_backward(ctx, grad):
+    (self,) = ctx.saved_tensors
+    return _NotTwice.apply(grad, self, ctx.backward), None
+
+
+once_differentiable.register_autograd(_once_backward, setup_context=_save_self)
+
+
+@once_differentiable.register_vmap
+def _(info, in_dims, self: torch.Tensor, backward: str):
+    return once_differentiable(self, backward), in_dims[0]
+
+
+@register(torch.ops.torch2xla.once_differentiable.default)
+def once_differentiable_lowering(self, backward):
+    return self

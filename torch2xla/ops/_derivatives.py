@@ -257,6 +257,8 @@ def _reduced(loss, reduction):
 @register(aten.smooth_l1_loss.default)
 def smooth_l1_loss(self, target, reduction=1, beta=1.0):
     beta = float(beta)
+    if beta < 0:  # (eager's kernel checks it; torch's meta kernel does not)
+        raise OpError("smooth_l1_loss does not support negative values for beta.", ctx().node)
     if beta == 0:  # eager's is l1_loss then, its gradient abs's of the difference
         from torch2xla.ops._elementwise import _abs  # (which imports this module)
 
