@@ -12,7 +12,6 @@ for integers), one rounding for half precision; gradients of every input that re
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 import warnings
@@ -117,7 +116,9 @@ def _go(fn, args, grad):
     if grad:
         fl = [t for t in _flat(out) if t.requires_grad]
         if fl:
-            loss = sum((t.float() * torch.linspace(-1, 2, t.numel()).reshape(t.shape)).sum() for t in fl)
+            loss = sum(
+                (t.float() * torch.linspace(-1, 2, t.numel()).reshape(t.shape)).sum() for t in fl
+            )
             loss.backward()
         grads = [a.grad if isinstance(a, torch.Tensor) else None for a in args]
     return out, grads
@@ -189,7 +190,9 @@ for mode, nd in (
         for sz_name, sz in (("up", 2.0), ("down", 0.6), ("odd", 1.7), ("third", 1 / 3)):
             case(
                 f"interp_{tag}_scale_{sz_name}",
-                lambda x, sz=sz, kw=kw, mode=mode: F.interpolate(x, scale_factor=sz, mode=mode, **kw),
+                lambda x, sz=sz, kw=kw, mode=mode: F.interpolate(
+                    x, scale_factor=sz, mode=mode, **kw
+                ),
                 img(*shape),
             )
             if mode != "area":
@@ -298,23 +301,65 @@ case(
     lambda x: nn.Upsample(size=(5, 6), mode="bilinear", align_corners=True)(x),
     img(*X4),
 )
-case("interp_3d_input_to_bilinear_err", lambda x: F.interpolate(x, size=4, mode="bilinear"), img(2, 3, 5))
-case("interp_bad_size_len_err", lambda x: F.interpolate(x, size=(4, 5, 6), mode="nearest"), img(*X4))
-case("interp_unbatched_3d_nearest", lambda x: F.interpolate(x[None], scale_factor=2)[0], img(3, 4, 5))
-case("interp_nearest_inf_nan", lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"),
-     const(torch.tensor([[[[1.0, float("inf"), 2.0], [float("nan"), 0.0, -float("inf")]]]])), grad=False)
-case("interp_bicubic_inf", lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
-     const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, 1.0]]]])), grad=False)
-case("interp_area_inf", lambda x: F.interpolate(x, size=(1, 2), mode="area"),
-     const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, 1.0]]]])), grad=False)
-case("interp_nearest_int64", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), ints(1, 2, 3, 4, dtype=torch.int64), grad=False)
-case("interp_bilinear_int_err", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), ints(1, 2, 3, 4, dtype=torch.int64), grad=False)
-case("interp_noncontig_input", lambda x: F.interpolate(x.transpose(2, 3), size=(5, 5), mode="bilinear"), img(*X4))
-case("interp_nearest_bool", lambda x: F.interpolate(x, scale_factor=2), const(torch.rand(1, 1, 3, 3) > 0.5), grad=False)
+case(
+    "interp_3d_input_to_bilinear_err",
+    lambda x: F.interpolate(x, size=4, mode="bilinear"),
+    img(2, 3, 5),
+)
+case(
+    "interp_bad_size_len_err", lambda x: F.interpolate(x, size=(4, 5, 6), mode="nearest"), img(*X4)
+)
+case(
+    "interp_unbatched_3d_nearest", lambda x: F.interpolate(x[None], scale_factor=2)[0], img(3, 4, 5)
+)
+case(
+    "interp_nearest_inf_nan",
+    lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"),
+    const(torch.tensor([[[[1.0, float("inf"), 2.0], [float("nan"), 0.0, -float("inf")]]]])),
+    grad=False,
+)
+case(
+    "interp_bicubic_inf",
+    lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
+    const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, 1.0]]]])),
+    grad=False,
+)
+case(
+    "interp_area_inf",
+    lambda x: F.interpolate(x, size=(1, 2), mode="area"),
+    const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, 1.0]]]])),
+    grad=False,
+)
+case(
+    "interp_nearest_int64",
+    lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    ints(1, 2, 3, 4, dtype=torch.int64),
+    grad=False,
+)
+case(
+    "interp_bilinear_int_err",
+    lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    ints(1, 2, 3, 4, dtype=torch.int64),
+    grad=False,
+)
+case(
+    "interp_noncontig_input",
+    lambda x: F.interpolate(x.transpose(2, 3), size=(5, 5), mode="bilinear"),
+    img(*X4),
+)
+case(
+    "interp_nearest_bool",
+    lambda x: F.interpolate(x, scale_factor=2),
+    const(torch.rand(1, 1, 3, 3) > 0.5),
+    grad=False,
+)
+
 
 # ---------------------------------------------------------------- grid_sample / affine_grid
 def grid2(n=2, h=5, w=6, scale=1.3, seed=1):
-    return lambda: (torch.rand(n, h, w, 2, generator=torch.Generator().manual_seed(seed)) * 2 - 1) * scale
+    return lambda: (
+        (torch.rand(n, h, w, 2, generator=torch.Generator().manual_seed(seed)) * 2 - 1) * scale
+    )
 
 
 for mode in ("bilinear", "nearest", "bicubic"):
@@ -400,7 +445,12 @@ for ac in (False, True):
         img(2, 3, 8, 8),
         lambda: (torch.eye(2, 3)[None].repeat(2, 1, 1) * 0.8 + 0.1 * r(2, 2, 3)).requires_grad_(),
     )
-case("affine_grid_bad_theta_err", lambda th: F.affine_grid(th, (2, 3, 5, 7), align_corners=False), img(2, 3, 3))
+case(
+    "affine_grid_bad_theta_err",
+    lambda th: F.affine_grid(th, (2, 3, 5, 7), align_corners=False),
+    img(2, 3, 3),
+)
+
 
 # ---------------------------------------------------------------- pooling
 def awkward(*shape, dtype=F32, fmt=None, rg=True):
@@ -421,47 +471,132 @@ for nd in (1, 2, 3):
     shape = {1: (2, 3, 10), 2: (2, 3, 9, 8), 3: (1, 2, 5, 6, 7)}[nd]
     mp = getattr(F, f"max_pool{nd}d")
     ap = getattr(F, f"avg_pool{nd}d")
-    for k, s, p, d, cm in ((2, None, 0, 1, False), (3, 2, 1, 1, True), (3, 2, 1, 2, False), (2, 3, 1, 1, True)):
+    for k, s, p, d, cm in (
+        (2, None, 0, 1, False),
+        (3, 2, 1, 1, True),
+        (3, 2, 1, 2, False),
+        (2, 3, 1, 1, True),
+    ):
         tag = f"{nd}d_k{k}s{s}p{p}d{d}c{int(cm)}"
-        case(f"maxpool_{tag}", lambda x, mp=mp, k=k, s=s, p=p, d=d, cm=cm: mp(x, k, s, p, d, cm, return_indices=True), awkward(*shape))
+        case(
+            f"maxpool_{tag}",
+            lambda x, mp=mp, k=k, s=s, p=p, d=d, cm=cm: mp(x, k, s, p, d, cm, return_indices=True),
+            awkward(*shape),
+        )
         if nd >= 2:
-            case(f"maxpool_{tag}_cl", lambda x, mp=mp, k=k, s=s, p=p, d=d, cm=cm: mp(x, k, s, p, d, cm, return_indices=True),
-                 awkward(*shape, fmt=CL if nd == 2 else CL3))
+            case(
+                f"maxpool_{tag}_cl",
+                lambda x, mp=mp, k=k, s=s, p=p, d=d, cm=cm: mp(
+                    x, k, s, p, d, cm, return_indices=True
+                ),
+                awkward(*shape, fmt=CL if nd == 2 else CL3),
+            )
         if d == 1:
             for cip in (True, False):
-                case(f"avgpool_{tag}_cip{int(cip)}", lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip), img(*shape))
+                case(
+                    f"avgpool_{tag}_cip{int(cip)}",
+                    lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip),
+                    img(*shape),
+                )
                 if nd >= 2:
-                    case(f"avgpool_{tag}_cip{int(cip)}_div3", lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip, 3), img(*shape))
-                    case(f"avgpool_{tag}_cip{int(cip)}_cl", lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip),
-                         img(*shape, fmt=CL if nd == 2 else CL3))
-    case(f"maxpool_{nd}d_unbatched", lambda x, mp=mp: mp(x, 2, return_indices=True), awkward(*shape[1:]))
+                    case(
+                        f"avgpool_{tag}_cip{int(cip)}_div3",
+                        lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip, 3),
+                        img(*shape),
+                    )
+                    case(
+                        f"avgpool_{tag}_cip{int(cip)}_cl",
+                        lambda x, ap=ap, k=k, s=s, p=p, cm=cm, cip=cip: ap(x, k, s, p, cm, cip),
+                        img(*shape, fmt=CL if nd == 2 else CL3),
+                    )
+    case(
+        f"maxpool_{nd}d_unbatched",
+        lambda x, mp=mp: mp(x, 2, return_indices=True),
+        awkward(*shape[1:]),
+    )
     case(f"avgpool_{nd}d_unbatched", lambda x, ap=ap: ap(x, 2), img(*shape[1:]))
     case(f"avgpool_{nd}d_bf16", lambda x, ap=ap: ap(x, 3, 2, 1), img(*shape, dtype=B))
-    case(f"avgpool_{nd}d_f16", lambda x, ap=ap: ap(x, 3, 2, 1, count_include_pad=False), img(*shape, dtype=H))
-    case(f"maxpool_{nd}d_int", lambda x, mp=mp: mp(x, 3, 2, 1, return_indices=True), ints(*shape, hi=4, dtype=torch.int32), grad=False)
-    case(f"maxpool_{nd}d_f16", lambda x, mp=mp: mp(x, 3, 2, 1, return_indices=True), awkward(*shape, dtype=H))
-    case(f"maxpool_{nd}d_big_kernel", lambda x, mp=mp: mp(x, 5, 1, 2, ceil_mode=True, return_indices=True), awkward(*shape))
+    case(
+        f"avgpool_{nd}d_f16",
+        lambda x, ap=ap: ap(x, 3, 2, 1, count_include_pad=False),
+        img(*shape, dtype=H),
+    )
+    case(
+        f"maxpool_{nd}d_int",
+        lambda x, mp=mp: mp(x, 3, 2, 1, return_indices=True),
+        ints(*shape, hi=4, dtype=torch.int32),
+        grad=False,
+    )
+    case(
+        f"maxpool_{nd}d_f16",
+        lambda x, mp=mp: mp(x, 3, 2, 1, return_indices=True),
+        awkward(*shape, dtype=H),
+    )
+    case(
+        f"maxpool_{nd}d_big_kernel",
+        lambda x, mp=mp: mp(x, 5, 1, 2, ceil_mode=True, return_indices=True),
+        awkward(*shape),
+    )
     case(f"maxpool_{nd}d_pad_too_big_err", lambda x, mp=mp: mp(x, 2, 2, 2), img(*shape))
-    case(f"avgpool_{nd}d_int_err", lambda x, ap=ap: ap(x, 2), ints(*shape, dtype=torch.int64), grad=False)
-    case(f"avgpool_{nd}d_int32", lambda x, ap=ap: ap(x, 2), ints(*shape, dtype=torch.int32), grad=False)
+    case(
+        f"avgpool_{nd}d_int_err",
+        lambda x, ap=ap: ap(x, 2),
+        ints(*shape, dtype=torch.int64),
+        grad=False,
+    )
+    case(
+        f"avgpool_{nd}d_int32",
+        lambda x, ap=ap: ap(x, 2),
+        ints(*shape, dtype=torch.int32),
+        grad=False,
+    )
     case(f"avgpool_{nd}d_uint8", lambda x, ap=ap: ap(x, 3, 2, 1), ints(*shape), grad=False)
     for p in (1, 2, 3.0):
         lp = getattr(F, f"lp_pool{nd}d", None)
         if lp is not None:
             case(f"lppool_{nd}d_p{p}", lambda x, lp=lp, p=p: lp(x, p, 2, 2), img(*shape))
-            case(f"lppool_{nd}d_p{p}_ceil", lambda x, lp=lp, p=p: lp(x, p, 3, 2, ceil_mode=True), img(*shape))
+            case(
+                f"lppool_{nd}d_p{p}_ceil",
+                lambda x, lp=lp, p=p: lp(x, p, 3, 2, ceil_mode=True),
+                img(*shape),
+            )
     amp = getattr(F, f"adaptive_max_pool{nd}d")
     aap = getattr(F, f"adaptive_avg_pool{nd}d")
     for osz in ({1: 3, 2: (3, 5), 3: (2, 4, 3)}[nd], {1: 7, 2: (4, 3), 3: (3, 5, 4)}[nd], 1):
-        case(f"adamax_{nd}d_{osz}", lambda x, amp=amp, osz=osz: amp(x, osz, return_indices=True), awkward(*shape))
+        case(
+            f"adamax_{nd}d_{osz}",
+            lambda x, amp=amp, osz=osz: amp(x, osz, return_indices=True),
+            awkward(*shape),
+        )
         case(f"adaavg_{nd}d_{osz}", lambda x, aap=aap, osz=osz: aap(x, osz), img(*shape))
         if nd >= 2:
-            case(f"adamax_{nd}d_{osz}_cl", lambda x, amp=amp, osz=osz: amp(x, osz, return_indices=True), awkward(*shape, fmt=CL if nd == 2 else CL3))
-            case(f"adaavg_{nd}d_{osz}_cl", lambda x, aap=aap, osz=osz: aap(x, osz), img(*shape, fmt=CL if nd == 2 else CL3))
+            case(
+                f"adamax_{nd}d_{osz}_cl",
+                lambda x, amp=amp, osz=osz: amp(x, osz, return_indices=True),
+                awkward(*shape, fmt=CL if nd == 2 else CL3),
+            )
+            case(
+                f"adaavg_{nd}d_{osz}_cl",
+                lambda x, aap=aap, osz=osz: aap(x, osz),
+                img(*shape, fmt=CL if nd == 2 else CL3),
+            )
     case(f"adaavg_{nd}d_bf16", lambda x, aap=aap: aap(x, 3), img(*shape, dtype=B))
-    case(f"adamax_{nd}d_int_err", lambda x, amp=amp: amp(x, 3), ints(*shape, dtype=torch.int64), grad=False)
-    case(f"adaavg_{nd}d_none", lambda x, aap=aap, nd=nd: aap(x, (None,) * (nd - 1) + (2,)), img(*shape))
-    case(f"adamax_{nd}d_larger", lambda x, amp=amp, nd=nd: amp(x, (12,) * nd, return_indices=True), awkward(*shape))
+    case(
+        f"adamax_{nd}d_int_err",
+        lambda x, amp=amp: amp(x, 3),
+        ints(*shape, dtype=torch.int64),
+        grad=False,
+    )
+    case(
+        f"adaavg_{nd}d_none",
+        lambda x, aap=aap, nd=nd: aap(x, (None,) * (nd - 1) + (2,)),
+        img(*shape),
+    )
+    case(
+        f"adamax_{nd}d_larger",
+        lambda x, amp=amp, nd=nd: amp(x, (12,) * nd, return_indices=True),
+        awkward(*shape),
+    )
     case(f"adaavg_{nd}d_larger", lambda x, aap=aap, nd=nd: aap(x, (12,) * nd), img(*shape))
     mu = getattr(F, f"max_unpool{nd}d")
     case(
@@ -471,30 +606,74 @@ for nd in (1, 2, 3):
     )
     case(
         f"maxunpool_{nd}d_output_size",
-        lambda x, mp=mp, mu=mu, shape=shape: mu(*mp(x, 3, 2, 1, return_indices=True), 3, 2, 1, output_size=shape[2:]),
+        lambda x, mp=mp, mu=mu, shape=shape: mu(
+            *mp(x, 3, 2, 1, return_indices=True), 3, 2, 1, output_size=shape[2:]
+        ),
         img(*shape),
     )
     case(
         f"maxunpool_{nd}d_bad_size_err",
-        lambda x, mp=mp, mu=mu, shape=shape: mu(*mp(x, 2, return_indices=True), 2, output_size=[3] * nd),
+        lambda x, mp=mp, mu=mu, nd=nd: mu(*mp(x, 2, return_indices=True), 2, output_size=[3] * nd),
         img(*shape),
     )
 
-case("maxunpool2d_cl", lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), img(2, 3, 8, 8, fmt=CL))
-case("maxunpool2d_dup_indices", lambda x, i: F.max_unpool2d(x, i, 2), img(1, 1, 2, 2), const(torch.tensor([[[[0, 0], [5, 5]]]])))
-case("maxunpool2d_oob_err", lambda x, i: F.max_unpool2d(x, i, 2), img(1, 1, 2, 2), const(torch.tensor([[[[0, 1], [5, 99]]]])))
-case("maxpool2d_all_nan_window", lambda x: F.max_pool2d(x, 2, return_indices=True),
-     const(torch.tensor([[[[float("nan"), float("nan")], [float("nan"), 1.0]]]]).requires_grad_()))
-case("maxpool2d_ties_grad", lambda x: F.max_pool2d(x, 3, 1, 1), const(torch.ones(1, 1, 4, 4).requires_grad_()))
+case(
+    "maxunpool2d_cl",
+    lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2),
+    img(2, 3, 8, 8, fmt=CL),
+)
+case(
+    "maxunpool2d_dup_indices",
+    lambda x, i: F.max_unpool2d(x, i, 2),
+    img(1, 1, 2, 2),
+    const(torch.tensor([[[[0, 0], [5, 5]]]])),
+)
+case(
+    "maxunpool2d_oob_err",
+    lambda x, i: F.max_unpool2d(x, i, 2),
+    img(1, 1, 2, 2),
+    const(torch.tensor([[[[0, 1], [5, 99]]]])),
+)
+case(
+    "maxpool2d_all_nan_window",
+    lambda x: F.max_pool2d(x, 2, return_indices=True),
+    const(torch.tensor([[[[float("nan"), float("nan")], [float("nan"), 1.0]]]]).requires_grad_()),
+)
+case(
+    "maxpool2d_ties_grad",
+    lambda x: F.max_pool2d(x, 3, 1, 1),
+    const(torch.ones(1, 1, 4, 4).requires_grad_()),
+)
 case("avgpool2d_kernel_gt_input_err", lambda x: F.avg_pool2d(x, 5), img(1, 1, 3, 3))
-case("avgpool2d_ceil_overhang_only_pad", lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=True), img(1, 1, 4, 4))
-case("avgpool2d_ceil_overhang_only_pad_noinc", lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=False), img(1, 1, 4, 4))
+case(
+    "avgpool2d_ceil_overhang_only_pad",
+    lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=True),
+    img(1, 1, 4, 4),
+)
+case(
+    "avgpool2d_ceil_overhang_only_pad_noinc",
+    lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=False),
+    img(1, 1, 4, 4),
+)
 case("avgpool1d_ceil_overhang", lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), img(1, 1, 6))
-case("avgpool3d_ceil_div", lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, divisor_override=5), img(1, 1, 6, 5, 4))
-case("avgpool2d_inf", lambda x: F.avg_pool2d(x, 2, 1), const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, -float("inf")]]]])), grad=False)
+case(
+    "avgpool3d_ceil_div",
+    lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, divisor_override=5),
+    img(1, 1, 6, 5, 4),
+)
+case(
+    "avgpool2d_inf",
+    lambda x: F.avg_pool2d(x, 2, 1),
+    const(torch.tensor([[[[1.0, float("inf"), 2.0], [3.0, 0.0, -float("inf")]]]])),
+    grad=False,
+)
 case("avgpool2d_neg_divisor_err", lambda x: F.avg_pool2d(x, 2, divisor_override=0), img(1, 1, 4, 4))
 case("lppool2d_neg_values_p1", lambda x: F.lp_pool2d(x, 1, 2), img(1, 2, 4, 4))
-case("lppool2d_zero_window", lambda x: F.lp_pool2d(x, 2, 2), const(torch.zeros(1, 1, 4, 4).requires_grad_()))
+case(
+    "lppool2d_zero_window",
+    lambda x: F.lp_pool2d(x, 2, 2),
+    const(torch.zeros(1, 1, 4, 4).requires_grad_()),
+)
 case("lppool1d_inf_p", lambda x: F.lp_pool1d(x, float("inf"), 2), img(1, 2, 6))
 
 # fractional max pool with fixed samples
@@ -504,15 +683,21 @@ for nd in (2, 3):
     osz = (5, 4) if nd == 2 else (4, 5, 3)
     case(
         f"fracmax_{nd}d_samples",
-        lambda x, s, fm=fm, osz=osz: fm(x, 2, output_size=osz, return_indices=True, _random_samples=s),
+        lambda x, s, fm=fm, osz=osz: fm(
+            x, 2, output_size=osz, return_indices=True, _random_samples=s
+        ),
         awkward(*shape),
-        lambda nd=nd, shape=shape: torch.rand(shape[0], shape[1], nd, generator=torch.Generator().manual_seed(3)),
+        lambda nd=nd, shape=shape: torch.rand(
+            shape[0], shape[1], nd, generator=torch.Generator().manual_seed(3)
+        ),
     )
     case(
         f"fracmax_{nd}d_ratio_samples",
         lambda x, s, fm=fm: fm(x, 3, output_ratio=0.5, return_indices=True, _random_samples=s),
         awkward(*shape),
-        lambda nd=nd, shape=shape: torch.rand(shape[0], shape[1], nd, generator=torch.Generator().manual_seed(4)),
+        lambda nd=nd, shape=shape: torch.rand(
+            shape[0], shape[1], nd, generator=torch.Generator().manual_seed(4)
+        ),
     )
     case(
         f"fracmax_{nd}d_random_shape",
@@ -538,7 +723,11 @@ case("native_channel_shuffle", lambda x: torch.native_channel_shuffle(x, 3), img
 for k, d, p, s in ((2, 1, 0, 1), (3, 2, 1, 2), ((2, 3), (1, 2), (1, 0), (2, 1))):
     tag = f"k{k}d{d}p{p}s{s}".replace(" ", "")
     case(f"unfold_{tag}", lambda x, k=k, d=d, p=p, s=s: F.unfold(x, k, d, p, s), img(2, 3, 7, 8))
-    case(f"unfold_{tag}_cl", lambda x, k=k, d=d, p=p, s=s: F.unfold(x, k, d, p, s), img(2, 3, 7, 8, fmt=CL))
+    case(
+        f"unfold_{tag}_cl",
+        lambda x, k=k, d=d, p=p, s=s: F.unfold(x, k, d, p, s),
+        img(2, 3, 7, 8, fmt=CL),
+    )
     case(
         f"fold_roundtrip_{tag}",
         lambda x, k=k, d=d, p=p, s=s: F.fold(F.unfold(x, k, d, p, s), (7, 8), k, d, p, s),
@@ -550,18 +739,51 @@ case("unfold_unbatched", lambda x: F.unfold(x, 2), img(3, 4, 4))
 case("unfold_int", lambda x: F.unfold(x, 2), ints(1, 2, 4, 4, dtype=torch.int64), grad=False)
 case("unfold_bf16", lambda x: F.unfold(x, 3, padding=1), img(1, 2, 4, 4, dtype=B))
 case("fold_bf16", lambda x: F.fold(x, (4, 5), 2), img(1, 8, 12, dtype=B))
-case("tensor_unfold_patches", lambda x: x.unfold(2, 3, 2).unfold(3, 3, 2).contiguous(), img(2, 3, 7, 8))
+case(
+    "tensor_unfold_patches",
+    lambda x: x.unfold(2, 3, 2).unfold(3, 3, 2).contiguous(),
+    img(2, 3, 7, 8),
+)
 case("tensor_unfold_patches_view", lambda x: x.unfold(2, 3, 2).unfold(3, 3, 2) * 1, img(2, 3, 7, 8))
 for mode in ("reflect", "replicate", "circular"):
-    for nd, shape, pad in ((1, (2, 3, 7), (2, 3)), (2, (2, 3, 5, 6), (1, 2, 3, 0)), (3, (1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2))):
-        case(f"pad_{mode}_{nd}d", lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode), img(*shape))
+    for nd, shape, pad in (
+        (1, (2, 3, 7), (2, 3)),
+        (2, (2, 3, 5, 6), (1, 2, 3, 0)),
+        (3, (1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2)),
+    ):
+        case(
+            f"pad_{mode}_{nd}d", lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode), img(*shape)
+        )
         if nd >= 2:
-            case(f"pad_{mode}_{nd}d_cl", lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode), img(*shape, fmt=CL if nd == 2 else CL3))
-        case(f"pad_{mode}_{nd}d_unbatched", lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode), img(*shape[1:]))
-        case(f"pad_{mode}_{nd}d_neg", lambda x, mode=mode, pad=pad: F.pad(x, tuple(-1 if i == 0 else q for i, q in enumerate(pad)), mode=mode), img(*shape))
+            case(
+                f"pad_{mode}_{nd}d_cl",
+                lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode),
+                img(*shape, fmt=CL if nd == 2 else CL3),
+            )
+        case(
+            f"pad_{mode}_{nd}d_unbatched",
+            lambda x, mode=mode, pad=pad: F.pad(x, pad, mode=mode),
+            img(*shape[1:]),
+        )
+        case(
+            f"pad_{mode}_{nd}d_neg",
+            lambda x, mode=mode, pad=pad: F.pad(
+                x, tuple(-1 if i == 0 else q for i, q in enumerate(pad)), mode=mode
+            ),
+            img(*shape),
+        )
     case(f"pad_{mode}_too_big_err", lambda x, mode=mode: F.pad(x, (8, 1), mode=mode), img(2, 3, 7))
-    case(f"pad_{mode}_int", lambda x, mode=mode: F.pad(x, (1, 2, 2, 1), mode=mode), ints(1, 2, 4, 4, dtype=torch.int64), grad=False)
-    case(f"pad_{mode}_bf16", lambda x, mode=mode: F.pad(x, (1, 2, 2, 1), mode=mode), img(1, 2, 4, 4, dtype=B))
+    case(
+        f"pad_{mode}_int",
+        lambda x, mode=mode: F.pad(x, (1, 2, 2, 1), mode=mode),
+        ints(1, 2, 4, 4, dtype=torch.int64),
+        grad=False,
+    )
+    case(
+        f"pad_{mode}_bf16",
+        lambda x, mode=mode: F.pad(x, (1, 2, 2, 1), mode=mode),
+        img(1, 2, 4, 4, dtype=B),
+    )
 case("pad_reflect_full", lambda x: F.pad(x, (3, 3), mode="reflect"), img(1, 2, 4))
 case("pad_circular_full", lambda x: F.pad(x, (4, 4), mode="circular"), img(1, 2, 4))
 case("pad_circular_too_big_err", lambda x: F.pad(x, (5, 0), mode="circular"), img(1, 2, 4))
@@ -570,14 +792,35 @@ case("pad_constant_neg_cl", lambda x: F.pad(x, (-1, 2, 1, -2), value=3.5), img(2
 case("pad_constant_all_neg", lambda x: F.pad(x, (-2, -1, -1, -1)), img(2, 3, 5, 6))
 case("pad_constant_to_empty", lambda x: F.pad(x, (-3, -3)), img(2, 3, 6))
 case("pad_constant_too_neg_err", lambda x: F.pad(x, (-4, -3)), img(2, 3, 6))
-case("pad_constant_int_float_value", lambda x: F.pad(x, (1, 1), value=2.7), ints(1, 2, 3, dtype=torch.int64), grad=False)
-case("pad_constant_uint8_neg_value", lambda x: F.pad(x, (1, 1), value=-1), ints(1, 2, 3), grad=False)
-case("pad_constant_bool", lambda x: F.pad(x, (1, 1), value=True), const(torch.tensor([[True, False]])), grad=False)
+case(
+    "pad_constant_int_float_value",
+    lambda x: F.pad(x, (1, 1), value=2.7),
+    ints(1, 2, 3, dtype=torch.int64),
+    grad=False,
+)
+case(
+    "pad_constant_uint8_neg_value", lambda x: F.pad(x, (1, 1), value=-1), ints(1, 2, 3), grad=False
+)
+case(
+    "pad_constant_bool",
+    lambda x: F.pad(x, (1, 1), value=True),
+    const(torch.tensor([[True, False]])),
+    grad=False,
+)
 case("pad_constant_cl", lambda x: F.pad(x, (1, 1, 2, 0)), img(2, 3, 4, 5, fmt=CL))
-case("pad_replicate_cl_3d", lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="replicate"), img(1, 2, 3, 3, 3, fmt=CL3))
+case(
+    "pad_replicate_cl_3d",
+    lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="replicate"),
+    img(1, 2, 3, 3, 3, fmt=CL3),
+)
 case("pad_reflect_2d_on_3d_input", lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), img(3, 4, 5))
 case("pad_reflect_bad_dims_err", lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), img(4, 5))
-case("pad_reflect_inf", lambda x: F.pad(x, (2, 2), mode="reflect"), const(torch.tensor([[[1.0, float("inf"), float("nan"), 2.0]]])), grad=False)
+case(
+    "pad_reflect_inf",
+    lambda x: F.pad(x, (2, 2), mode="reflect"),
+    const(torch.tensor([[[1.0, float("inf"), float("nan"), 2.0]]])),
+    grad=False,
+)
 
 # ---------------------------------------------------------------- roll / flip / rot90
 case("roll_hw", lambda x: torch.roll(x, (1, -2), (2, 3)), img(2, 3, 5, 6))
@@ -600,11 +843,11 @@ case("rot90_same_dims_err", lambda x: torch.rot90(x, 1, (2, 2)), img(2, 3, 4, 5)
 
 # ---------------------------------------------------------------- conv_transpose
 for cfg in (
-    dict(stride=2, output_padding=1),
-    dict(stride=3, padding=1, output_padding=2, dilation=1),
-    dict(stride=2, padding=2, output_padding=1, dilation=2),
-    dict(stride=2, groups=2, output_padding=1),
-    dict(stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=4),
+    {"stride": 2, "output_padding": 1},
+    {"stride": 3, "padding": 1, "output_padding": 2, "dilation": 1},
+    {"stride": 2, "padding": 2, "output_padding": 1, "dilation": 2},
+    {"stride": 2, "groups": 2, "output_padding": 1},
+    {"stride": (2, 1), "padding": (1, 0), "output_padding": (1, 0), "groups": 4},
 ):
     tag = "_".join(f"{k}{v}" for k, v in cfg.items()).replace(" ", "")
 
@@ -612,15 +855,61 @@ for cfg in (
         return F.conv_transpose2d(x, w, b, **cfg)
 
     g = cfg.get("groups", 1)
-    case(f"convT2d_{tag}", ctf, img(2, 4, 5, 6), img(4, 6 // g * 1 if g > 1 else 3, 3, 3, seed=1), img(6 // g * g if g > 1 else 3, seed=2))
-    case(f"convT2d_{tag}_cl", ctf, img(2, 4, 5, 6, fmt=CL), img(4, 6 // g if g > 1 else 3, 3, 3, seed=1), img(6 if g > 1 else 3, seed=2))
-case("convT2d_out_pad_too_big_err", lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=2), img(1, 2, 3, 3), img(2, 2, 3, 3))
-case("convT1d_groups", lambda x, w: F.conv_transpose1d(x, w, stride=2, groups=2, output_padding=1, dilation=2), img(2, 4, 7), img(4, 3, 3))
-case("convT3d", lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1), img(1, 2, 3, 4, 3), img(2, 3, 3, 3, 3))
-case("convT3d_cl", lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1), img(1, 2, 3, 4, 3, fmt=CL3), img(2, 3, 3, 3, 3))
-case("convT2d_module_output_size", lambda x: nn.ConvTranspose2d(2, 3, 3, stride=2).eval()(x, output_size=(8, 10)), img(1, 2, 4, 5))
-case("convT2d_bf16", lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1), img(1, 2, 3, 3, dtype=B), img(2, 2, 3, 3, dtype=B))
-case("convT2d_nobias_nograd_w", lambda x, w: F.conv_transpose2d(x, w, stride=2), img(1, 2, 3, 3), img(2, 2, 3, 3, rg=False))
+    case(
+        f"convT2d_{tag}",
+        ctf,
+        img(2, 4, 5, 6),
+        img(4, 6 // g * 1 if g > 1 else 3, 3, 3, seed=1),
+        img(6 // g * g if g > 1 else 3, seed=2),
+    )
+    case(
+        f"convT2d_{tag}_cl",
+        ctf,
+        img(2, 4, 5, 6, fmt=CL),
+        img(4, 6 // g if g > 1 else 3, 3, 3, seed=1),
+        img(6 if g > 1 else 3, seed=2),
+    )
+case(
+    "convT2d_out_pad_too_big_err",
+    lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=2),
+    img(1, 2, 3, 3),
+    img(2, 2, 3, 3),
+)
+case(
+    "convT1d_groups",
+    lambda x, w: F.conv_transpose1d(x, w, stride=2, groups=2, output_padding=1, dilation=2),
+    img(2, 4, 7),
+    img(4, 3, 3),
+)
+case(
+    "convT3d",
+    lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1),
+    img(1, 2, 3, 4, 3),
+    img(2, 3, 3, 3, 3),
+)
+case(
+    "convT3d_cl",
+    lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1),
+    img(1, 2, 3, 4, 3, fmt=CL3),
+    img(2, 3, 3, 3, 3),
+)
+case(
+    "convT2d_module_output_size",
+    lambda x: nn.ConvTranspose2d(2, 3, 3, stride=2).eval()(x, output_size=(8, 10)),
+    img(1, 2, 4, 5),
+)
+case(
+    "convT2d_bf16",
+    lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1),
+    img(1, 2, 3, 3, dtype=B),
+    img(2, 2, 3, 3, dtype=B),
+)
+case(
+    "convT2d_nobias_nograd_w",
+    lambda x, w: F.conv_transpose2d(x, w, stride=2),
+    img(1, 2, 3, 3),
+    img(2, 2, 3, 3, rg=False),
+)
 
 
 # ---------------------------------------------------------------- user-style
@@ -724,7 +1013,14 @@ case("augment_uint8_cl", lambda x: augment(x, True, 1, 2), ints(2, 3, 8, 9, fmt=
 case("augment_float_grad", lambda x: augment(x, True, 0, 1), img(3, 8, 9))
 case(
     "augment_resize_crop",
-    lambda x: F.interpolate(x[None].float(), size=(10, 10), mode="bilinear", antialias=False)[0, :, 2:8, 1:7].round().clamp(0, 255).to(torch.uint8),
+    lambda x: (
+        F.interpolate(x[None].float(), size=(10, 10), mode="bilinear", antialias=False)[
+            0, :, 2:8, 1:7
+        ]
+        .round()
+        .clamp(0, 255)
+        .to(torch.uint8)
+    ),
     ints(3, 7, 9),
     grad=False,
 )
