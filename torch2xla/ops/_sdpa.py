@@ -81,7 +81,12 @@ def _sdpa_fake(query, key, value, attn_mask, is_causal, scale, enable_gqa, autoc
     # NOTE: sdpa's result has the layout its kernel chooses (the CPU flash kernel's follows the
     # query's: a (B, T, H, E) buffer seen as (B, H, T, E) gives one), which user code can rely
     # on (``y.transpose(1, 2).view(B, T, H * E)``) and Dynamo traced with: the fake runs sdpa's
-    # own fake kernel.
+    # own fake kernel. On CUDA that kernel picks a fused backend by its own checks (mask
+    # alignment, dropout's RNG state), which fake tensors failed (rows that attend nowhere,
+    # dropout on the H200: the graph fell back): there the result is row-major, as before.
+    if query.device.type != "cpu":
+        dtype = _cast_to(query.dtype, autocast_dtype)
+        return query.new_empty((*query.shape[:-1], value.shape[-1]), dtype=dtype)
     out = _eager(query, key, value, attn_mask, is_causal, scale, enable_gqa, autocast_dtype)
     return out.clone() if out._base is not None else out
 
