@@ -438,6 +438,7 @@ for _ops, _fn, _kind in [
         (
             aten.bitwise_left_shift.Tensor,
             aten.bitwise_left_shift.Tensor_Scalar,
+            aten.bitwise_left_shift.Scalar_Tensor,  # ``1 << t``
             aten.__lshift__.Tensor,
             aten.__lshift__.Scalar,
         ),
@@ -448,6 +449,7 @@ for _ops, _fn, _kind in [
         (
             aten.bitwise_right_shift.Tensor,
             aten.bitwise_right_shift.Tensor_Scalar,
+            aten.bitwise_right_shift.Scalar_Tensor,
             aten.__rshift__.Tensor,
             aten.__rshift__.Scalar,
         ),
