@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _probe_common import describe as _describe
 from _probe_common import difference, observations, r, ri, run
 from probe_dtypes import same
+from probe_intsem import same_scaled
 
 warnings.simplefilter("ignore")
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
@@ -63,7 +64,7 @@ def scenario(name, fn):
     CASES[name] = fn
 
 
-def case(name, f, make, grad=False):
+def case(name, f, make, grad=False, scaled=False):
     """``f(*make())`` compiled against eager: the outputs, the inputs after the call and, with
     ``grad``, every input's ``.grad`` after a backward of a fixed weighting of the outputs."""
 
@@ -82,6 +83,7 @@ def case(name, f, make, grad=False):
             loss.backward()
             rec("grads", [describe(a.grad) for a in args if isinstance(a, torch.Tensor)])
 
+    run_case.scaled = scaled  # (products: compared within ``same_scaled``'s bound)
     scenario(name, run_case)
 
 
@@ -91,7 +93,7 @@ def compare(name, fn):
 
     exp = observations(fn, lambda f: f, describe)
     got = observations(fn, C, describe)
-    d = difference(got, exp, same)
+    d = difference(got, exp, same_scaled if getattr(fn, "scaled", False) else same)
     return f"DIFF {name}: {d}" if d else f"ok {name}"
 
 
@@ -309,6 +311,7 @@ case(
     lambda x, w_q, s: x @ (w_q.to(x.dtype) * s).t(),
     lambda: (leaf(r(3, 16)), quant_int8(r(8, 16))[0], quant_int8(r(8, 16))[1]),
     grad=True,
+    scaled=True,
 )
 case(
     "wq_int8_linear_bf16",
@@ -643,6 +646,106 @@ case(
     lambda x: torch.quantize_per_tensor_dynamic(x, torch.quint8, False).dequantize(),
     lambda: (r(10),),
 )
+
+
+# -- fake quantization: what eager refuses --------------------------------------------------
+_PC = torch.fake_quantize_per_channel_affine
+for _name, _f, _make in [
+    ("zp_out_of_range", lambda x: FQ(x, 0.25, 300, -128, 127), lambda: (r(8),)),
+    ("qmin_gt_qmax", lambda x: FQ(x, 0.25, 0, 10, 5), lambda: (r(8),)),
+    (
+        "t_zp_out_of_range",
+        lambda x, s, z: FQ(x, s, z, 0, 255),
+        lambda: (r(8), torch.tensor(0.1), torch.tensor(-3, dtype=I32)),
+    ),
+    (
+        "t_scale_f64",
+        lambda x, s, z: FQ(x, s, z, 0, 255),
+        lambda: (r(8), torch.tensor(0.1, dtype=torch.float64), torch.tensor(3, dtype=I32)),
+    ),
+    (
+        "t_zp_i64",
+        lambda x, s, z: FQ(x, s, z, 0, 255),
+        lambda: (r(8), torch.tensor(0.1), torch.tensor(3)),
+    ),
+    (
+        "t_zp_float",
+        lambda x, s, z: FQ(x, s, z, 0, 255),
+        lambda: (r(8), torch.tensor(0.1), torch.tensor(3.0)),
+    ),
+    (
+        "t_scale_grad",
+        lambda x, s, z: FQ(x, s, z, 0, 255),
+        lambda: (leaf(r(8)), leaf(torch.tensor(0.1)), torch.tensor(3, dtype=I32)),
+    ),
+    (
+        "c_scale_f64",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (
+            r(2, 4),
+            torch.tensor([0.1, 0.2], dtype=torch.float64),
+            torch.tensor([0, 1], dtype=I32),
+        ),
+    ),
+    (
+        "c_zp_i64",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2]), torch.tensor([0, 1])),
+    ),
+    (
+        "c_zp_range",
+        lambda x, s, z: _PC(x, s, z, 0, 0, 255),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2]), torch.tensor([0, -1], dtype=I32)),
+    ),
+    (
+        "c_axis",
+        lambda x, s, z: _PC(x, s, z, 2, -128, 127),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2]), torch.tensor([0, 1], dtype=I32)),
+    ),
+    (
+        "c_axis_neg",
+        lambda x, s, z: _PC(x, s, z, -1, -128, 127),
+        lambda: (
+            r(2, 4),
+            torch.tensor([0.1, 0.2, 0.3, 0.4]),
+            torch.tensor([0, 1, 2, 3], dtype=I32),
+        ),
+    ),
+    (
+        "c_size",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0, 1, 2], dtype=I32)),
+    ),
+    (
+        "c_zp_size",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2]), torch.tensor([0, 1, 2], dtype=I32)),
+    ),
+    (
+        "c_scale_bf16",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (r(2, 4), torch.tensor([0.1, 0.2]).to(BF16), torch.tensor([0, 1], dtype=I32)),
+    ),
+    (
+        "c_scale_grad",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (leaf(r(2, 4)), leaf(torch.tensor([0.1, 0.2])), torch.tensor([0, 1], dtype=I32)),
+    ),
+    ("int_input", lambda x: FQ(x, 0.25, 0, -128, 127), lambda: (ri(8),)),
+    (
+        "c_int_input",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (ri(2, 4), torch.tensor([0.1, 0.2]), torch.tensor([0, 1], dtype=I32)),
+    ),
+    (
+        "c_0d",
+        lambda x, s, z: _PC(x, s, z, 0, -128, 127),
+        lambda: (r(()), torch.tensor([0.1]), torch.tensor([0], dtype=I32)),
+    ),
+    ("empty", lambda x: FQ(x, 0.25, 0, -128, 127), lambda: (leaf(r(0, 3)),)),
+    ("noncontig", lambda x: FQ(x.t(), 0.25, 0, -128, 127), lambda: (leaf(ties(4, 6)),)),
+]:
+    case(f"fq_err_{_name}", _f, _make, grad=True)
 
 
 def main(argv):

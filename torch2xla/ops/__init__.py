@@ -39,6 +39,7 @@ from torch2xla.ops import (  # noqa: F401
     _distance,
     _effects,
     _elementwise,
+    _fake_quant,
     _fft,
     _hops,
     _index,
