@@ -648,6 +648,29 @@ case(
 )
 
 
+def _dynamic_quant_scenario(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    q = torch.ao.quantization.quantize_dynamic(m, {nn.Linear}, dtype=torch.qint8)
+    f = C(q)
+    for i in range(2):
+        rec(f"y{i}", f(r(3, 8, seed=i)))
+
+
+def _static_quant_scenario(C, rec):
+    torch.manual_seed(0)
+    m = _Small().eval()
+    m.qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")
+    torch.ao.quantization.prepare(m, inplace=True)
+    m(r(5, 8))
+    torch.ao.quantization.convert(m, inplace=True)
+    f = C(m)
+    rec("y", f(r(5, 8, seed=1)))
+
+
+scenario("q_dynamic_quant_linear", _dynamic_quant_scenario)
+scenario("q_static_quant_model", _static_quant_scenario)
+
 # -- fake quantization: what eager refuses --------------------------------------------------
 _PC = torch.fake_quantize_per_channel_affine
 for _name, _f, _make in [
