@@ -771,6 +771,145 @@ for _name, _f, _make in [
     case(f"fq_err_{_name}", _f, _make, grad=True)
 
 
+# -- more user idioms -----------------------------------------------------------------------
+def _fused_obs(x, obs_on, fq_on, rmin, rmax, scale, zp):
+    return torch.fused_moving_avg_obs_fake_quant(
+        x, obs_on, fq_on, rmin, rmax, scale, zp, 0.01, 0, 255, 0, False, False
+    )
+
+
+case(
+    "mo_fused_moving_avg_obs_direct",
+    _fused_obs,
+    lambda: (
+        leaf(r(4, 8) * 3),
+        torch.ones(1, dtype=torch.long),
+        torch.ones(1, dtype=torch.long),
+        torch.tensor([-1.0]),
+        torch.tensor([1.0]),
+        torch.tensor([0.1]),
+        torch.tensor([0], dtype=I32),
+    ),
+    grad=True,
+)
+
+
+def _observer_scenario(C, rec):
+    from torch.ao.quantization import MinMaxObserver, PerChannelMinMaxObserver
+
+    for make in (MinMaxObserver, lambda: PerChannelMinMaxObserver(ch_axis=0)):
+        obs = make()
+        f = C(obs)
+        for i in range(3):
+            rec(f"y{i}", f(r(4, 8, seed=i) * (i + 1)))
+        rec("buffers", [b.clone() for b in obs.buffers()])
+        rec("qparams", list(obs.calculate_qparams()))
+
+
+scenario("mo_observers", _observer_scenario)
+
+
+def _toggle_scenario(C, rec):
+    from torch.ao.quantization import FakeQuantize
+
+    fq = FakeQuantize()
+    f = C(fq)
+    rec("a", f(r(16)))
+    fq.disable_fake_quant()
+    rec("b", f(r(16, seed=1)))
+    fq.enable_fake_quant()
+    fq.disable_observer()
+    rec("c", f(r(16, seed=2) * 5))
+    rec("buffers", [b.clone() for b in fq.buffers()])
+
+
+scenario("mo_fakequant_toggle", _toggle_scenario)
+case(
+    "mo_manual_quant_u8_zp",
+    lambda w, zp, s: ((w - zp).float() * s, (w.float() - zp) * s, (w.int() - zp) * s),
+    lambda: (ri(4, 8, lo=0, hi=256, dtype=U8), torch.tensor(128, dtype=U8), torch.tensor(0.02)),
+)
+case(
+    "mo_manual_fake_quant",
+    lambda x, s, z: (torch.clamp(torch.round(x / s) + z, 0, 255) - z) * s,
+    lambda: (leaf(ties(40) * 3), torch.tensor(0.1), torch.tensor(7, dtype=I32)),
+    grad=True,
+)
+case(
+    "mo_ste_detach",
+    lambda x, s: x + ((torch.round(x / s) * s).clamp(-1, 1) - x).detach(),
+    lambda: (leaf(ties(40)), torch.tensor(0.25)),
+    grad=True,
+)
+case(
+    "mo_round_decimals_big",
+    lambda x: (
+        torch.round(x, decimals=10),
+        torch.round(x, decimals=40),
+        torch.round(x, decimals=-40),
+        torch.round(x, decimals=400),
+        torch.round(x, decimals=-3),
+        torch.round(x.double(), decimals=-3),
+        torch.round(x.double(), decimals=320),
+        torch.round(x, decimals=7),
+        torch.round(x.bfloat16(), decimals=-2),
+    ),
+    lambda: (torch.cat([r(200) * 10**5, torch.arange(-2500.0, 2500.0, 250.0), r(50)]),),
+)
+case(
+    "mo_round_decimals_f16_big",
+    lambda x: (torch.round(x, decimals=4), torch.round(x, decimals=-3)),
+    lambda: ((r(8) * 100).half(),),
+)
+case(
+    "mo_scalar_bits_beyond_dtype",
+    lambda a, b: (a & 0x1FF, a | 0x100, b ^ 0xFF, b & 255, a ^ -1),
+    lambda: (ri(8, lo=0, hi=256, dtype=U8), ri(8, lo=-128, hi=128, dtype=I8)),
+)
+case("mo_view_noncontig", lambda x: x.t().view(torch.uint8), lambda: (r(4, 6),))
+case("mo_view_noncontig_same", lambda x: x.t().view(torch.int32), lambda: (r(4, 6),))
+case(
+    "mo_view_i64_u8",
+    lambda x: x.view(torch.uint8).view(-1, 8).flip(-1).view(torch.int64),
+    lambda: (ri(5, lo=-(2**40), hi=2**40),),
+)
+case(
+    "mo_view_slice_u8",
+    lambda x: x[:, 1:].view(torch.int16),
+    lambda: (ri(3, 5, lo=0, hi=256, dtype=U8),),
+)
+case(
+    "mo_frexp_ldexp",
+    lambda x: (*torch.frexp(x), torch.ldexp(x, torch.tensor([3]))),
+    lambda: (torch.tensor([0.0, -0.0, 1.0, 3.5, 1e-40, float("inf"), float("nan"), -7e30]),),
+)
+case(
+    "mo_pow2_scale",
+    lambda x: torch.exp2(torch.ceil(torch.log2(x.abs().amax() / 127))),
+    lambda: (r(20),),
+)
+case(
+    "mo_quint4x2",
+    lambda x: torch.quantize_per_tensor(x, 0.5, 0, torch.quint4x2).dequantize(),
+    lambda: (r(8),),
+)
+case(
+    "mo_int8_matmul_float",
+    lambda a, b: (a.float() @ b.float()).to(I32),
+    lambda: (ri(4, 64, lo=-128, hi=128, dtype=I8), ri(64, 3, lo=-128, hi=128, dtype=I8)),
+)
+case(
+    "mo_int_matmul",
+    lambda a, b: (a @ b, a.to(I32) @ b.to(I32)),
+    lambda: (ri(4, 64, lo=-128, hi=128, dtype=I64), ri(64, 3, lo=-128, hi=128, dtype=I64)),
+)
+case(
+    "mo_int8_sum_wrap",
+    lambda a: (a.sum(), a.sum(dtype=I8), (a * a).sum(-1)),
+    lambda: (ri(4, 64, lo=-128, hi=128, dtype=I8),),
+)
+
+
 def main(argv):
     return run(argv, CASES, compare)
 

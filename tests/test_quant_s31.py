@@ -235,3 +235,20 @@ def test_quantized_tensors_run_in_eager_with_the_reason():
         warnings.simplefilter("ignore")
         got = torch.compile(_quantize, backend="xla")(x)
     _same(got, _quantize(x))
+
+
+# -- rounding to decimals ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_round_decimals_bit_exact(dtype):
+    # eager: nearbyint(x * 10**d) / 10**d, or nearbyint(x / 10**-d) * 10**-d for d < 0, in
+    # float (double for float64); jnp.round multiplied by 10**d in x's dtype: round(-112583.98,
+    # -3) was -112999.99, and a power past float's range gave x, not NaN
+    def fn(x):
+        return tuple(torch.round(x, decimals=d) for d in (-40, -3, -2, -1, 0, 1, 2, 3, 7, 40, 400))
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(300, generator=g) * 1e5, torch.arange(-2500.0, 2500.0, 250.0)])
+    x = torch.cat([x, torch.randn(100, generator=g), torch.tensor(SPECIAL)]).to(dtype)
+    _same(_compile(fn)(x), fn(x))

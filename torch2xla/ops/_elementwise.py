@@ -423,11 +423,6 @@ def isfinite(self):
     )
 
 
-@register(aten.round.decimals)
-def round_decimals(self, *, decimals=0):
-    return _pointwise(lambda x: jnp.round(x, decimals), Kind.DEFAULT)(self)
-
-
 # -- binary ops (pow, atan2, hypot, copysign, nextafter, xlogy: ``_binary_math``) ---------
 
 for _ops, _fn, _kind in [
