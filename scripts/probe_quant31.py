@@ -909,6 +909,67 @@ case(
     lambda: (ri(4, 64, lo=-128, hi=128, dtype=I8),),
 )
 
+case(
+    "mo_int4_view_int8_shift",
+    lambda p: (p.view(torch.int8) >> 4, (p >> 4).to(I8) - 8, (p & 0xF).to(I8) - 8),
+    lambda: (ri(4, 8, lo=0, hi=256, dtype=U8),),
+)
+case(
+    "mo_blockwise_absmax",
+    lambda x: (
+        torch.round(x.view(-1, 16) / x.view(-1, 16).abs().amax(-1, keepdim=True) * 127).to(I8),
+        x.view(-1, 16).abs().amax(-1),
+    ),
+    lambda: (r(64) * 3,),
+)
+case(
+    "mo_group_dequant",
+    lambda wq, s, z: ((wq.view(4, 2, 8).float() - z[..., None]) * s[..., None]).view(4, 16),
+    lambda: (ri(4, 16, lo=0, hi=16, dtype=U8), r(4, 2).abs() / 10, torch.full((4, 2), 8.0)),
+)
+_F8 = [
+    0.0,
+    -0.0,
+    1.0,
+    448.0,
+    449.0,
+    464.0,
+    500.0,
+    1e6,
+    -1e6,
+    float("inf"),
+    -float("inf"),
+    float("nan"),
+    1e-3,
+    2.0**-9,
+    2.0**-10,
+    3 * 2.0**-11,
+    57344.0,
+    61440.0,
+    1.0625,
+    1.03125,
+    240.0,
+    1e-40,
+    65504.0,
+    70000.0,
+]
+for _f8 in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+    if hasattr(torch, _f8):
+        _d = getattr(torch, _f8)
+        case(
+            f"mo_cast_{_f8}",
+            lambda x, d=_d: (x.to(d).float(), x.half().to(d).float(), x.bfloat16().to(d).float()),
+            lambda: (torch.tensor(_F8),),
+        )
+        case(
+            f"mo_scaled_{_f8}",
+            lambda x, d=_d: (
+                (x / x.abs().amax() * torch.finfo(d).max).to(d).view(torch.uint8),
+                (x.clamp(torch.finfo(d).min, torch.finfo(d).max)).to(d).float(),
+            ),
+            lambda: (r(32) * 100,),
+        )
+
 
 def main(argv):
     return run(argv, CASES, compare)
