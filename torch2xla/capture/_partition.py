@@ -10,7 +10,13 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from torch2xla._errors import Unsupported, is_custom_op, op_name, source_line
-from torch2xla.ops import DATA_DEPENDENT, LOWERINGS, dtype_without_xla, no_jax_gradient
+from torch2xla.ops import (
+    DATA_DEPENDENT,
+    LOWERINGS,
+    dtype_without_xla,
+    no_jax_gradient,
+    quantized_reason,
+)
 
 # Collectives (DDP/FSDP/DTensor code) run in the eager partition, in graph order, through
 # torch's own process group: XLA never drops or reorders them.
@@ -55,6 +61,8 @@ def find_unsupported(
             found.append(Unsupported(node, "collective: runs through torch's process group", True))
         elif node.target in DATA_DEPENDENT:
             found.append(Unsupported(node, DATA_DEPENDENT[node.target]))
+        elif (why := quantized_reason(node.target)) is not None:
+            found.append(Unsupported(node, why))
         elif (dtype := dtype_without_xla(node)) is not None:
             found.append(Unsupported(node, f"{dtype} has no XLA type"))
         elif node.target not in LOWERINGS:

@@ -17,7 +17,7 @@ distances), ``_linalg_extra`` (factorizations, solvers), ``_nn`` (conv, norms, s
 embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
-``_hops`` (higher-order ops: ``torch.cond``, loops, scans, ``flex_attention``), ``_fft``, ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops
+``_hops`` (higher-order ops: ``torch.cond``, loops, scans, ``flex_attention``), ``_fft``, ``_fake_quant`` (fake quantization for QAT), ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops
 lowered with eager's derivative formulas at boundaries and zeros), ``_vision`` (torchvision's
 ops, registered once torchvision is loaded), ``_transformers`` (transformers' grouped product
 of mixtures of experts, likewise), ``_backward`` (ATen backward
@@ -39,6 +39,7 @@ from torch2xla.ops import (  # noqa: F401
     _distance,
     _effects,
     _elementwise,
+    _fake_quant,
     _fft,
     _hops,
     _index,
@@ -67,6 +68,7 @@ from torch2xla.ops._coverage import (
     NotLowered,
     Why,
     dtype_without_xla,
+    quantized_reason,
 )
 from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT, no_jax_gradient
 from torch2xla.ops._registry import LOWERINGS, ctx, defer, register, where_is
@@ -84,6 +86,7 @@ __all__ = [
     "ctx",
     "dtype_without_xla",
     "no_jax_gradient",
+    "quantized_reason",
     "register",
     "where_is",
 ]

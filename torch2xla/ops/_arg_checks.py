@@ -298,6 +298,25 @@ def _output_padding(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     return f"output padding must be smaller than either stride or dilation, but got {got}"
 
 
+def _scalar_shift(kernel: str) -> Checker:
+    """``2.5 << t`` (``bitwise_left_shift.Scalar_Tensor``): eager's shift kernels take integer
+    and bool dtypes only; this overload has no meta kernel to refuse a float result."""
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> tuple | None:
+        other = _value(kwargs, "other")
+        value = node.meta.get("val") if node is not None else None
+        if other is None or not isinstance(value, torch.Tensor):
+            return None
+        if not (value.dtype.is_floating_point or value.dtype.is_complex):
+            return None
+        device = "cuda" if other.device.type == "cuda" else "cpu"
+        return f"\"{kernel}_{device}\" not implemented for '{_name(value.dtype)}'", (
+            OpNotImplementedError
+        )
+
+    return checker
+
+
 def _first(*checkers: Checker) -> Checker:
     """The first of ``checkers``' rejections, in eager's order."""
 
@@ -366,6 +385,8 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.var_mean.correction: _floating_input("var_mean"),
     aten.std_mean.correction: _floating_input("std_mean"),
     aten.index_add.default: _index_add_source,
+    aten.bitwise_left_shift.Scalar_Tensor: _scalar_shift("lshift"),
+    aten.bitwise_right_shift.Scalar_Tensor: _scalar_shift("rshift"),
     aten.masked_scatter.default: _masked_scatter_mask,
     aten.mvlgamma.default: _mvlgamma_p,
     aten.searchsorted.Tensor: _searchsorted_side,

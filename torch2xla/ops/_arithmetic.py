@@ -8,6 +8,7 @@ import math
 import operator
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 from torch._ops import ops
@@ -258,6 +259,36 @@ def true_divide(a, b):
 register(aten.div.Tensor, aten.div.Scalar)(
     _kept_constants(true_divide, Kind.INT_TO_FLOAT, scalar_in_opmath=True, after_exp=(1,))
 )
+
+
+@register(aten.round.decimals)
+def round_decimals(self, *, decimals=0):
+    # NOTE: eager's kernel scales by 10**|decimals| (a double, then its opmath type: float
+    # for float16/bfloat16/float32) and divides for negative decimals:
+    # nearbyint(x * p) / p, or nearbyint(x / p) * p. jnp.round multiplies by 10**decimals in
+    # x's dtype: for decimals < 0 a different rounding (x * 0.001 is not x / 1000), and where
+    # the power overflows float32 (decimals=40) x itself where eager's is NaN.
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return self
+    opmath = jnp.float64 if self.dtype == jnp.float64 else jnp.float32
+    x = self.astype(opmath)
+    with np.errstate(over="ignore"):  # (10**40 in float is inf, as eager's cast)
+        p = np.asarray(_power_of_ten(abs(decimals))).astype(opmath)
+    # (divided as eager rounds a quotient: XLA would multiply by the reciprocal of a constant)
+    p = jnp.asarray(p)
+    if decimals < 0:
+        out = lax.round(true_divide(x, p), _EVEN) * p
+    else:
+        out = true_divide(lax.round(x * p, _EVEN), p)
+    return out.astype(self.dtype)
+
+
+_EVEN = lax.RoundingMethod.TO_NEAREST_EVEN
+
+
+def _power_of_ten(n: int) -> float:
+    """``std::pow(10, n)``: inf past double's range (Python raises)."""
+    return 10.0**n if n <= 308 else float("inf")
 
 
 def _trunc_div(a, b):

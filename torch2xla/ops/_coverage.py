@@ -34,6 +34,8 @@ class Why(enum.Enum):
     #: The op makes or reads forward-mode AD dual tensors; the backend differentiates in
     #: reverse mode only.
     FORWARD_AD = "forward-mode AD"
+    #: The op makes or reads a quantized tensor (``torch.qint8``, ...): XLA has no such type.
+    QUANTIZED = "quantized dtype"
     #: An op that only torch's own test suite calls.
     TORCH_TESTS = "torch's own tests"
 
@@ -95,6 +97,26 @@ NOT_LOWERED: tuple[NotLowered, ...] = (
             aten._nested_view_from_jagged_copy.default,
         )
     ),
+    *(
+        NotLowered(op, Why.QUANTIZED, "quantized tensors (torch.qint8, ...) have no XLA type")
+        for op in (
+            aten.quantize_per_tensor.default,
+            aten.quantize_per_tensor.tensor_qparams,
+            aten.quantize_per_tensor.tensors,
+            aten.quantize_per_tensor_dynamic.default,
+            aten.quantize_per_channel.default,
+            aten.dequantize.self,
+            aten.dequantize.tensors,
+            aten.int_repr.default,
+            aten.q_scale.default,
+            aten.q_zero_point.default,
+            aten.q_per_channel_scales.default,
+            aten.q_per_channel_zero_points.default,
+            aten.q_per_channel_axis.default,
+            aten._make_per_tensor_quantized_tensor.default,
+            aten._make_per_channel_quantized_tensor.default,
+        )
+    ),
     NotLowered(aten._fw_primal_copy.default, Why.FORWARD_AD, "the primal of a dual tensor"),
     NotLowered(aten._make_dual_copy.default, Why.FORWARD_AD, "makes a dual tensor"),
     NotLowered(
@@ -108,6 +130,21 @@ NOT_LOWERED: tuple[NotLowered, ...] = (
 DATA_DEPENDENT: dict[torch._ops.OpOverload, str] = {
     r.op: r.detail for r in NOT_LOWERED if r.why is Why.DATA_DEPENDENT
 }
+
+#: op -> reason, for the ops of quantized tensors (and every op of torch's ``quantized``
+#: namespace, ``quantized_reason``): they run in eager PyTorch.
+QUANTIZED: dict[torch._ops.OpOverload, str] = {
+    r.op: r.detail for r in NOT_LOWERED if r.why is Why.QUANTIZED
+}
+
+
+def quantized_reason(op: object) -> str | None:
+    """Why ``op`` runs in eager PyTorch where it reads or makes a quantized tensor, else None."""
+    if op in QUANTIZED:
+        return QUANTIZED[op]
+    if getattr(op, "namespace", None) == "quantized":
+        return "a quantized kernel: quantized tensors (torch.qint8, ...) have no XLA type"
+    return None
 
 
 def dtype_without_xla(node: torch.fx.Node) -> torch.dtype | None:

@@ -423,11 +423,6 @@ def isfinite(self):
     )
 
 
-@register(aten.round.decimals)
-def round_decimals(self, *, decimals=0):
-    return _pointwise(lambda x: jnp.round(x, decimals), Kind.DEFAULT)(self)
-
-
 # -- binary ops (pow, atan2, hypot, copysign, nextafter, xlogy: ``_binary_math``) ---------
 
 for _ops, _fn, _kind in [
@@ -438,6 +433,7 @@ for _ops, _fn, _kind in [
         (
             aten.bitwise_left_shift.Tensor,
             aten.bitwise_left_shift.Tensor_Scalar,
+            aten.bitwise_left_shift.Scalar_Tensor,  # ``1 << t``
             aten.__lshift__.Tensor,
             aten.__lshift__.Scalar,
         ),
@@ -448,6 +444,7 @@ for _ops, _fn, _kind in [
         (
             aten.bitwise_right_shift.Tensor,
             aten.bitwise_right_shift.Tensor_Scalar,
+            aten.bitwise_right_shift.Scalar_Tensor,
             aten.__rshift__.Tensor,
             aten.__rshift__.Scalar,
         ),

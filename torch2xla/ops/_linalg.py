@@ -136,6 +136,13 @@ def mm(self, mat2):
     return matmul(self, mat2)
 
 
+@register(aten._int_mm.default)
+def _int_mm(self, mat2):
+    """int8 @ int8 accumulated and returned in int32 (the meta kernel checks the dtypes and
+    shapes, as eager's CPU kernel does)."""
+    return lax.dot_general(self, mat2, (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32)
+
+
 @register(aten.bmm.default)
 def bmm(self, mat2):
     """A batched product; an operand expanded over the batch from one matrix is multiplied as
