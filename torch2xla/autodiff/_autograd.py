@@ -271,8 +271,20 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     groups = plan.groups if plan.groups is not None else chain_groups(plan)
     # Leaves with hooks get their gradients one by one in eager's order, whether the backward
     # is one program, split into segments (whose order is the segments', not eager's) or not
-    # decided yet (the first call, where it may be split).
-    hooked = _hooked_groups(plan, tensors)
+    # decided yet (the first call, where it may be split). (Inline: a frame per call counts,
+    # tests/test_overhead_s20.py.)
+    hooked = ()
+    hook_inputs = plan.hook_inputs
+    if hook_inputs is None:
+        hook_inputs = _hook_inputs(plan)
+    if hook_inputs:
+        leaves = plan.hook_pick(tensors)
+        # (``_accumulate.hooked``, in C: a tensor hook of a leaf, or a post-accumulate-grad
+        # hook, removed ones included, as there)
+        if any(map(_backward_hooks, leaves)) or any(
+            map(operator.is_not, map(_post_hooks, leaves), itertools.repeat(None))
+        ):
+            hooked = plan.hook_groups
     if groups is None and distributed():  # the split is decided by this first call
         return _apply_first(plan, seed, tensors, hooked)
     if hooked:
@@ -284,22 +296,6 @@ def apply_differentiable(program, diff_in: tuple[int, ...], seed, tensors: Seque
     # NOTE: ``Function.apply`` only adds, outside functorch transforms, an unwrapping of dead
     # functorch wrappers (none exist outside a transform) before calling this, its base.
     return _apply(plan, seed, None, *tensors)
-
-
-def _hooked_groups(plan: _Plan, tensors: Sequence) -> tuple[tuple[int, ...], ...]:
-    """``plan.hook_groups`` where a leaf of this call has a tensor hook or a
-    post-accumulate-grad hook (removed ones included, as ``_accumulate.hooked`` in C), else
-    ()."""
-    hook_inputs = plan.hook_inputs
-    if hook_inputs is None:
-        hook_inputs = _hook_inputs(plan)
-    if hook_inputs:
-        leaves = plan.hook_pick(tensors)
-        if any(map(_backward_hooks, leaves)) or any(
-            map(operator.is_not, map(_post_hooks, leaves), itertools.repeat(None))
-        ):
-            return plan.hook_groups
-    return ()
 
 
 def _hook_inputs(plan: _Plan) -> tuple[int, ...]:
@@ -326,7 +322,7 @@ def _apply_first(plan: _Plan, seed, tensors: Sequence, hooked: tuple = ()) -> tu
         douts, _, vjp_fn = pending
         plan.fns.bwd.decide_split(vjp_fn, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in douts])
     groups = chain_groups(plan) or ()
-    groups = hooked or groups  # (``_hooked_groups``: eager's order where hooks can tell)
+    groups = hooked or groups  # (eager's order where hooks can tell, ``apply_differentiable``)
     chain = Chain(plan, groups, pending)
     if groups:
         return _apply_chained(plan, groups, seed, chain, tensors)
