@@ -13,6 +13,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+kernel_manager = pytest.importorskip("jupyter_client.manager")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -76,8 +77,17 @@ def test_notebook_runs(path, monkeypatch, tmp_path):
     )
     monkeypatch.setenv("TORCH2XLA_PROGRESS", "0")
     monkeypatch.setenv("TORCH2XLA_CACHE_DIR", str(tmp_path / "cache"))
+    # (over Unix sockets: with TCP, the two workers' kernels picked a free port each and one
+    # died binding it, "zmq Address already in use", in a full run of session 31)
+    km = kernel_manager.AsyncKernelManager(
+        kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel")
+    )
     client = nbclient.NotebookClient(
-        book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
+        book,
+        km=km,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(EXAMPLES)}},
     )
     client.execute()  # raises CellExecutionError, with the cell and its traceback, on failure
     outputs = [o for cell in _code_cells(book) for o in cell.outputs]
