@@ -14,7 +14,7 @@ programs, float8 casts, mixed precision, compared strictly against eager PyTorch
   ``x + y``, ``x.sum()``, ``x > 0``) computed instead of raising eager's NotImplementedError
   (``_dtype_probes.kernel_refuses`` now probes float8 as it does half precision).
 - ``x.bool()`` of a float32 subnormal: False (XLA's CPU reads subnormals as zero); eager
-  True. Conversions to bool read the bits (``_common.nonzero_bits``). (``x != 0``,
+  True. Conversions to bool read the bits (``_float_bits.nonzero``). (``x != 0``,
   ``count_nonzero``, ``logical_not``, ``sign`` of subnormals and ``x.double()`` of one are
   still flushed: docs/numerics.md, Subnormals.)
 - A 0-dim float32/float64 tensor among float16/bfloat16 operands of ``lerp`` (its weight),

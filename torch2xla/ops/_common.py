@@ -209,16 +209,7 @@ def _to_float8(x: Any, dtype: np.dtype) -> Any:
     return x.astype(dtype)
 
 
-def nonzero_bits(x: Any) -> Any:
-    """``x != 0`` for a float or complex array read from its bits: XLA's CPU compares with
-    subnormals read as zero (``torch.tensor(1e-40).bool()`` is True in eager)."""
-    return _float_bits.nonzero(x)
-
-
-_WIDENED = {  # conversions to float64 that read float32's subnormals
-    np.dtype(np.float32): (np.dtype(np.float64),),
-    np.dtype(ml_dtypes.bfloat16): (np.dtype(np.float64),),
-}
+_NARROW_FLOATS = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
 
 
 def cast(x: Any, dtype: Any) -> Any:
@@ -234,8 +225,8 @@ def cast(x: Any, dtype: Any) -> Any:
         return lax.optimization_barrier(x.astype(dtype))
     if x.dtype == np.float64 and dtype in HALF_FLOATS:  # (through float32: the NOTE above)
         return lax.optimization_barrier(cast(x, np.dtype(np.float32))).astype(dtype)
-    if _float_bits.flushed(x.dtype) and dtype in _WIDENED.get(x.dtype, ()):
-        # (subnormals read from the bits: see _float_bits)
+    if dtype == np.float64 and x.dtype in _NARROW_FLOATS and _float_bits.flushed(x.dtype):
+        # (float32's and bfloat16's subnormals read from the bits: see _float_bits)
         wide = x if x.dtype == np.float32 else x.astype(np.float32)  # (bfloat16: exact)
         return _float_bits.widen(wide)
     if x.dtype == np.float64 and dtype == np.float32 and _float_bits.flushed(x.dtype):
@@ -243,7 +234,7 @@ def cast(x: Any, dtype: Any) -> Any:
     if dtype in FLOAT8:
         return _to_float8(x, dtype)
     if dtype == np.bool_ and jnp.issubdtype(x.dtype, jnp.inexact):
-        return nonzero_bits(x)
+        return _float_bits.nonzero(x)  # (subnormals are True, as eager's)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
     try:
