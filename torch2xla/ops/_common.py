@@ -17,7 +17,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
 from torch2xla.ops import _float_bits
-from torch2xla.ops._registry import ctx
+from torch2xla.ops._registry import ctx, lowering_on_cuda
 from torch2xla.runtime._interop import jax_dtype, torch_dtype
 
 __all__ = [
@@ -237,10 +237,7 @@ def cast(x: Any, dtype: Any) -> Any:
         return _float_bits.nonzero(x)  # (subnormals are True, as eager's)
     if not (jnp.issubdtype(x.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer)):
         return x.astype(dtype)
-    try:
-        on_cuda = ctx().on_cuda
-    except LookupError:  # outside a lowering (a constant): the CPU's rule
-        on_cuda = False
+    on_cuda = lowering_on_cuda()
     if dtype == np.uint8:
         wide = np.dtype(np.int64)
     elif dtype in _NARROW_INTS and not on_cuda:

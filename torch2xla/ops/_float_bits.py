@@ -75,13 +75,9 @@ def _ordered(x: Any) -> tuple[Any, Any]:
 
 def flushed(dtype: Any) -> bool:
     """Whether XLA on this device reads ``dtype``'s subnormals as zero."""
-    from torch2xla.ops._registry import ctx  # (the registry imports the ops' modules)
+    from torch2xla.ops._registry import lowering_on_cuda  # (the registry imports the ops)
 
-    try:
-        on_cuda = ctx().on_cuda
-    except LookupError:  # outside a lowering (a constant): the CPU's rule
-        on_cuda = False
-    return not on_cuda and np.dtype(dtype) in FLUSHED
+    return not lowering_on_cuda() and np.dtype(dtype) in FLUSHED
 
 
 def normal_number(v: Any, dtype: Any) -> bool:

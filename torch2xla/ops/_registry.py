@@ -316,6 +316,13 @@ def ctx() -> LoweringContext:
     return _CURRENT.get()
 
 
+def lowering_on_cuda() -> bool:
+    """Whether the node being lowered runs on CUDA; False outside a lowering (a constant
+    folded at trace time follows the CPU's rule)."""
+    c = _CURRENT.get(None)
+    return c is not None and c.on_cuda
+
+
 def set_ctx(c: LoweringContext) -> contextvars.Token:
     return _CURRENT.set(c)
 
