@@ -298,6 +298,9 @@ class _Usage:
     holds at step ``i`` besides its residuals: the computed values alive into the step, the
     step's results, and the gradients made before it (they live to the end)."""
 
+    CAP = 1 / 4  # of the residuals, the most one segment frees (``cap``)
+    SLACK = 1 / 100  # of the residuals: fewer segments win within this of the lowest peak
+
     def __init__(self, order: list[_Step], flat: _Flat, n_kept: int) -> None:
         n = len(order)
         self.finals = finals = {a for a in flat.outs if isinstance(a, int)}
@@ -332,7 +335,7 @@ class _Usage:
         # estimate does not see, grow with a segment's length. Cut for the estimate alone,
         # BERT's and ViT's last segment (on an H100) held most of the model with 676 and 2438
         # MiB of temporaries next to a quarter of the residuals still alive.
-        self.cap = self.alive_from[0] // 4
+        self.cap = int(self.alive_from[0] * self.CAP)
 
     def cuts_by_bytes(self, segment_bytes: int) -> list[int]:
         n, freed_at, crossing = len(self.freed_at), self.freed_at, self.crossing
@@ -396,7 +399,7 @@ class _Usage:
             return lo
 
         best = fewest(max_segments)
-        slack = self.alive_from[0] // 100
+        slack = int(self.alive_from[0] * self.SLACK)
         for k in range(1, max_segments):
             limit = fewest(k)
             if limit <= best + slack:
