@@ -31,6 +31,7 @@ import torch
 from torch._ops import ops
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
+from torch2xla.ops._arg_warnings import WARNINGS, warn_node
 from torch2xla.ops._check_args import Checker, _c_name, _dtype, _name, _overflow, _value
 from torch2xla.ops._dtype_probes import REFUSED_CALL, kernel_refuses, unsupported_dtype
 from torch2xla.ops._empty_checks import EMPTY_CHECKS
@@ -532,14 +533,15 @@ def _by_name(node: torch.fx.Node) -> dict:
 def check_graph(gm: torch.fx.GraphModule) -> None:
     """Raise eager's error (``OpError``) for the first node of ``gm`` whose arguments eager
     rejects by their dtypes or constant values (``CHECKS``), or that ``mark_decomposed`` or
-    ``mark_calls`` marked."""
+    ``mark_calls`` marked; issue eager's warnings of the nodes before it (``_arg_warnings``)."""
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
         rejected = node.meta.get(_REJECTED)
         checker = CHECKS.get(node.target)
+        by_name = _by_name(node) if checker is not None or node.target in WARNINGS else None
         if rejected is None and checker is not None:
-            rejected = checker(_by_name(node), node)
+            rejected = checker(by_name, node)
         if rejected is None:
             rejected = unsupported_dtype(node)
         if rejected is not None:
@@ -548,6 +550,8 @@ def check_graph(gm: torch.fx.GraphModule) -> None:
         if REFUSED_CALL in node.meta:  # (named by the user's call: F.max_pool1d)
             message, error, call = node.meta[REFUSED_CALL]
             raise error(message, call)
+        if by_name is not None:
+            warn_node(node, by_name)  # eager's warnings from shapes and constants
 
 
 # -- ops checked where they are decomposed ------------------------------------------------------
