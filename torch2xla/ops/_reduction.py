@@ -193,23 +193,30 @@ def _spread_dtype(x, index: int | None = None):
 
 
 def _var(x, axis=None, keepdims=False, ddof=0):
-    """``jnp.var``, but with eager's divisor where the degrees of freedom are not positive.
+    """``jnp.var`` with eager's divisor where the degrees of freedom are not positive, and
+    eager's derivative (``var_backward``) for real inputs.
 
     NOTE: eager divides the sum of squares by ``max(0, n - correction)`` (inf, or NaN for a
-    constant slice; JAX's ``var`` is NaN) and its derivative (``var_backward``) is, for the
-    whole input, ``inf`` (NaN at the mean) and, along dims, ``2 / (n - correction) * (x -
-    mean)`` unclamped (finite and of the other sign for ``correction > n``)."""
+    constant slice; JAX's ``var`` is NaN). Its derivative is ``2 / (n - correction) * (x -
+    mean)``, unclamped along dims (finite and of the other sign for ``correction > n``) and,
+    for the whole input past its degrees of freedom, ``inf`` (NaN at the mean). JAX's
+    derivative of ``jnp.var`` adds the mean's term, ``-2 / dof * mean(x - mean)``: zero for
+    finite slices, but NaN on every element of a slice holding an infinity, where eager's is
+    ``-inf``/``inf`` on the finite ones."""
     n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
     dof = n - ddof
-    if dof > 0 or not jnp.issubdtype(x.dtype, jnp.inexact):
+    complex_ = jnp.issubdtype(x.dtype, jnp.complexfloating)
+    if not jnp.issubdtype(x.dtype, jnp.inexact) or (complex_ and dof > 0):
         return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
 
     def forward(x):
+        if dof > 0:
+            return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
         squares = jnp.sum(jnp.real(centered * jnp.conj(centered)), axis=axis, keepdims=keepdims)
         return squares / jnp.zeros((), squares.dtype)
 
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):  # (the real and imaginary parts' sum)
+    if complex_:  # (the real and imaginary parts' sum)
         return forward(x)
 
     fn = jax.custom_jvp(forward)
@@ -218,7 +225,7 @@ def _var(x, axis=None, keepdims=False, ddof=0):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
-        if axis is None or x.ndim == 0:
+        if dof <= 0 and (axis is None or x.ndim == 0):
             partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(x.dtype)
         else:
             partial = (jnp.inf if dof == 0 else 2.0 / dof) * centered
