@@ -1,0 +1,161 @@
+"""Reductions and norms at their edges against eager (session 32): the warning of ``var``/``std``
+past their degrees of freedom, which eager's kernels issue and tracing never ran; the
+variance's derivative on slices holding an infinity (eager's ``var_backward`` has no mean
+term: -inf/inf on the finite elements, where JAX's derivative was NaN everywhere); the 2-norm's
+derivative at a zero vector, which keeps a NaN gradient NaN (``F.normalize(x, eps=0)`` of a
+zero row)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests._util import assert_same, leaf
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _warned(fn, *args):
+    """``fn(*args)``'s output and its warnings about degrees of freedom: (message up to the
+    build's own suffix, category, file, line)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    found = [
+        (str(w.message).split(" (Triggered internally")[0], w.category, w.filename, w.lineno)
+        for w in caught
+        if "degrees of freedom" in str(w.message)
+    ]
+    return out, found
+
+
+def _var_calls(x):
+    return {
+        "var_dim": lambda: x.var(0, correction=4),
+        "var_all": lambda: x.var(correction=12),
+        "std_dim": lambda: torch.std(x, 1, correction=3.5),
+        "var_mean": lambda: torch.var_mean(x, 1, correction=5),
+        "std_mean": lambda: torch.std_mean(x, (0, 1), correction=20),
+        "single": lambda: x[:1, :1].var(),
+        "empty_dim": lambda: x[:0].var(0),
+        "empty_other_dim": lambda: x[:0].std(1),
+        "complex": lambda: torch.complex(x, x).var(0, correction=4),  # (eager: twice)
+        "half": lambda: x.half().std(0, correction=6),
+        "fine_dim": lambda: x.var(0),
+        "fine_frac": lambda: x.std(1, correction=2.5),
+        "fine_unbiased_false": lambda: x[:1].var(0, unbiased=False),
+    }
+
+
+@pytest.mark.parametrize("call", list(_var_calls(torch.zeros(1))))
+def test_degrees_of_freedom_warning_as_eager(call):
+    def fn(x):
+        return _var_calls(x)[call]()
+
+    x = leaf(4, 3, rg=False)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="xla", fullgraph=True)
+    out, got = _warned(compiled, x)
+    ref, want = _warned(fn, x)
+    assert_same(out, ref)
+    assert got == want
+    if call.startswith("fine"):
+        assert not want
+
+
+def test_degrees_of_freedom_warning_at_the_users_line_under_default_filters():
+    # (Python's default filters show a warning once per line: eager's and ours alike)
+    def fn(x):
+        return x.std(0) * 2
+
+    compiled = torch.compile(fn, backend="xla")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for n in (1, 1, 2):  # (two programs: one 1-row input, one 2-row)
+            compiled(torch.ones(n, 3))
+    lines = [(w.filename, w.lineno) for w in caught if "degrees of freedom" in str(w.message)]
+    assert lines == [(__file__, fn.__code__.co_firstlineno + 1)]
+
+
+def _rows():
+    x = leaf(5, 4, rg=False)
+    x[0, 1] = INF
+    x[1, [0, 3]] = -INF
+    x[2] = INF
+    x[3, 2] = NAN
+    return x
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning")
+@pytest.mark.parametrize(
+    "reduce",
+    [
+        lambda x: x.var(1),
+        lambda x: x.var(0, correction=0),
+        lambda x: x.var(),
+        lambda x: x.std(1, keepdim=True),
+        lambda x: torch.var_mean(x, 1)[0],
+        lambda x: torch.std_mean(x, -1, correction=2)[0],
+        lambda x: x.var(1, correction=4),  # (past its degrees of freedom)
+        lambda x: x.double().var((0, 1)),
+    ],
+    ids=["var", "var_biased", "var_all", "std_keep", "var_mean", "std_mean", "var_dof0", "f64"],
+)
+def test_variance_gradient_on_slices_with_infinities(reduce):
+    grads = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = _rows().requires_grad_()
+        fn = torch.compile(reduce, backend="xla") if compiled else reduce
+        out = fn(x)
+        out.backward(leaf(*out.shape, 1, seed=3, rg=False).reshape(out.shape).to(out.dtype))
+        grads.append((out, x.grad))
+    assert_same(*grads)
+
+
+def test_variance_gradient_of_finite_values_unchanged():
+    grads = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = leaf(6, 5)
+
+        def fn(x):
+            return x.var(0), x.std(1, correction=0), torch.var_mean(x, (0, 1))
+
+        out = (torch.compile(fn, backend="xla") if compiled else fn)(x)
+        (out[0].sum() + out[1].square().sum() + out[2][0] * 3 + out[2][1]).backward()
+        grads.append((out, x.grad))
+    assert_same(*grads)
+
+
+def _zero_rows():
+    x = leaf(3, 4, rg=False)
+    x[0] = 0
+    x[1, 1] = 0
+    return x.requires_grad_()
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.normalize(x, dim=1, eps=0),
+        lambda x: torch.linalg.vector_norm(x, dim=1) * torch.tensor([NAN, INF, 1.0]),
+        lambda x: x.norm(dim=-1, keepdim=True).log().exp(),  # (a NaN cotangent at 0: 0 * inf)
+        lambda x: torch.linalg.vector_norm(x * 0) / torch.linalg.vector_norm(x * 0),
+        lambda x: torch.dist(x[0], torch.zeros(4)).sqrt(),
+    ],
+    ids=["normalize_eps0", "nan_cotangent", "log_exp", "whole_zero", "dist"],
+)
+def test_two_norm_keeps_a_nan_gradient_at_zero_vectors(fn):
+    grads = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = _zero_rows()
+        out = (torch.compile(fn, backend="xla") if compiled else fn)(x)
+        out.backward(torch.ones_like(out))
+        grads.append((out, x.grad))
+    assert_same(*grads)
+    assert grads[1][1].isnan().any()  # (the case this test is about)
