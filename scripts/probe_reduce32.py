@@ -736,6 +736,153 @@ one("f_layer_norm_zero_rows", lambda x: F.layer_norm(x * 0, (4,)), 2, 4)
 one("f_gn_zero_group", lambda x: F.group_norm(x * 0, 2), 2, 4, 3)
 
 
+# ============================================================================================
+# round 3: low-precision ranges, dtype= casts, frozen affine parameters, clip_grad_norm_
+
+
+one("half_sum_overflow", lambda x: x.half().sum(), lambda: torch.ones(70000))
+one("half_mean_no_overflow", lambda x: x.half().mean(), lambda: torch.full((10000,), 60000.0))
+one("half_norm_no_overflow", lambda x: x.half().norm(), lambda: torch.full((1000,), 300.0))
+one("half_var_large", lambda x: x.half().var(), lambda: torch.linspace(-60000, 60000, 1001))
+one(
+    "f32_norm_huge",
+    lambda x: torch.linalg.vector_norm(x),
+    lambda: torch.full((4,), 1e20, requires_grad=True),
+)
+one(
+    "f32_norm_tiny",
+    lambda x: torch.linalg.vector_norm(x),
+    lambda: torch.full((4,), 1e-30, requires_grad=True),
+)
+one(
+    "f32_norm3_huge",
+    lambda x: torch.linalg.vector_norm(x, 3),
+    lambda: torch.full((4,), 1e15, requires_grad=True),
+)
+one(
+    "f32_std_huge", lambda x: x.std(), lambda: torch.tensor([1e20, -1e20, 3e19], requires_grad=True)
+)
+one("softmax_dtype_half", lambda x: F.softmax(x, -1, dtype=torch.float16), 3, 5)
+one("log_softmax_dtype_bf16", lambda x: F.log_softmax(x, 0, dtype=torch.bfloat16), 3, 5)
+one("prod_dtype_half", lambda x: (x + 2).prod(0, dtype=torch.float16), 30, 2)
+one("cumprod_half", lambda x: (x.half() * 0.1 + 1).cumprod(0), lambda: leaf(200, rg=False))
+one(
+    "cumsum_half_dtype_half",
+    lambda x: x.cumsum(0, dtype=torch.float16),
+    lambda: leaf(3000, rg=False).abs(),
+)
+one("cumsum_f32_dtype_half_grad", lambda x: x.cumsum(0, dtype=torch.float16), 50)
+one("sum_f32_dtype_half_grad", lambda x: (x * 100).sum(0, dtype=torch.float16), 500, 2)
+one("mean_f32_dtype_bf16_grad", lambda x: x.mean(0, dtype=torch.bfloat16), 500, 2)
+one("half_logsumexp_inf", lambda x: torch.logsumexp(x.half(), 1), rows)
+one("half_softmax_inf", lambda x: x.half().softmax(1), rows)
+one("bf16_log_softmax_inf", lambda x: x.bfloat16().log_softmax(1), rows)
+one("softmax_dim_size1", lambda x: x.softmax(1), 3, 1)
+one("log_softmax_dim_size1", lambda x: x.log_softmax(-1), 3, 1)
+one("logsumexp_complex", lambda x: torch.logsumexp(torch.complex(x, x.flip(0)), 1), 3, 4)
+one("cumsum_complex", lambda x: torch.complex(x, x * 2).cumsum(1).abs(), 3, 4)
+one(
+    "sum_uint8_dtype_wrap",
+    lambda x: x.sum(0, dtype=torch.uint8),
+    ints(torch.int64, 50, 2, lo=0, hi=20),
+)
+one("cumprod_int_wrap", lambda x: x.cumprod(0), ints(torch.int64, 70, lo=2, hi=4))
+one("prod_int32_wrap", lambda x: x.prod(dtype=torch.int32), ints(torch.int64, 40, lo=2, hi=4))
+one("aminmax_nan", lambda x: torch.aminmax(x.detach(), dim=1), ties)
+one("aminmax_0d", lambda x: torch.aminmax(x.detach()), lambda: torch.tensor(2.0))
+one("argmax_signed_zero", lambda x: torch.argmax(x), lambda: torch.tensor([-0.0, 0.0, -0.0]))
+one(
+    "amax_signed_zero",
+    lambda x: torch.amax(x, 0),
+    lambda: torch.tensor([[-0.0], [0.0]], requires_grad=True),
+)
+one(
+    "max_signed_zero_grad",
+    lambda x: x.max(),
+    lambda: torch.tensor([-0.0, 0.0, -0.0], requires_grad=True),
+)
+one("any_dim_empty_tuple", lambda x: x.any(dim=()), ints(torch.uint8, 2, 3, lo=0, hi=3))
+one(
+    "all_dims_list",
+    lambda x: torch.all(x, dim=[0, -1], keepdim=True),
+    ints(torch.int32, 2, 3, 2, lo=0, hi=3),
+)
+one("renorm_maxnorm0", lambda x: x.renorm(2, 0, 0.0), 3, 4)
+one("renorm_inf_p", lambda x: x.renorm(float("inf"), 1, 0.5), zvec)
+
+
+def frozen_case(name, build, shape, freeze):
+    def make():
+        torch.manual_seed(0)
+        m = build().to(fdt())
+        for n in freeze:
+            getattr(m, n).requires_grad_(False)
+        return m
+
+    module_case(name, make, X(*shape))
+
+
+frozen_case("ln_frozen_weight", lambda: nn.LayerNorm(4), (2, 4), ["weight"])
+frozen_case("bn_frozen_bias", lambda: nn.BatchNorm1d(3), (4, 3), ["bias"])
+frozen_case("gn_frozen_both", lambda: nn.GroupNorm(2, 4), (2, 4, 3), ["weight", "bias"])
+frozen_case("rms_frozen", lambda: nn.RMSNorm(4), (2, 4), ["weight"])
+frozen_case("in_affine_frozen_w", lambda: nn.InstanceNorm1d(3, affine=True), (2, 3, 4), ["weight"])
+module_case("ln_empty_shape", lambda: nn.LayerNorm([]), X(2, 3))
+one(
+    "f_ln_weight_bad_shape",
+    lambda x, w: F.layer_norm(x, (4,), w),
+    lambda: leaf(2, 4),
+    lambda: leaf(3, seed=2),
+)
+one(
+    "f_bn_f64_stats",
+    lambda x: F.batch_norm(
+        x, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), training=True
+    ),
+    4,
+    3,
+)
+one(
+    "f_bn_eval_f64_stats",
+    lambda x: F.batch_norm(
+        x, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    ),
+    4,
+    3,
+)
+
+
+def clip_case(name, grads_fn, **kw):
+    def sc(C, rec):
+        ps = [torch.nn.Parameter(leaf(3, seed=i, rg=False)) for i in range(2)]
+        for p, g in zip(ps, grads_fn()):
+            p.grad = g
+
+        def f():
+            return torch.nn.utils.clip_grad_norm_(ps, 1.0, **kw)
+
+        rec("norm", C(f)())
+        rec("grads", [p.grad for p in ps])
+
+    SCENARIOS[name] = sc
+
+
+clip_case("clip_zero_grads", lambda: [torch.zeros(3), torch.zeros(3)])
+clip_case("clip_inf_grads", lambda: [torch.tensor([float("inf"), 1.0, 0.0]), torch.ones(3)])
+clip_case(
+    "clip_nan_grads_error",
+    lambda: [torch.tensor([float("nan"), 1.0, 0.0]), torch.ones(3)],
+    error_if_nonfinite=True,
+)
+clip_case(
+    "clip_inf_norm_type",
+    lambda: [torch.tensor([3.0, -4.0, 0.0]), torch.ones(3)],
+    norm_type=float("inf"),
+)
+clip_case("clip_p1_small", lambda: [torch.tensor([0.1, -0.2, 0.0]), torch.zeros(3)], norm_type=1.0)
+clip_case("clip_none_grad", lambda: [torch.tensor([3.0, -4.0, 0.0]), None])
+
+
 def main(argv) -> int:
     h.SCENARIOS.clear()
     h.SCENARIOS.update(SCENARIOS)

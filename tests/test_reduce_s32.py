@@ -159,3 +159,23 @@ def test_two_norm_keeps_a_nan_gradient_at_zero_vectors(fn):
         grads.append((out, x.grad))
     assert_same(*grads)
     assert grads[1][1].isnan().any()  # (the case this test is about)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4,), ()])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_logsumexp_over_no_dims_as_eager(shape, keepdim):
+    # eager reduces over every dim but adds back the maximum with its dims kept: it raises
+    # unless keepdim (or a 0-dim input); the meta kernel traced it
+    def fn(x):
+        return torch.logsumexp(x, (), keepdim=keepdim)
+
+    x = leaf(*shape, 1, rg=False).reshape(shape)
+    try:
+        want = fn(x)
+    except RuntimeError as e:
+        torch._dynamo.reset()
+        with pytest.raises(RuntimeError, match=str(e).split("[")[0]):
+            torch.compile(fn, backend="xla", fullgraph=True)(x)
+        return
+    torch._dynamo.reset()
+    assert_same(torch.compile(fn, backend="xla", fullgraph=True)(x), want)

@@ -340,6 +340,19 @@ def _floating_input(name: str) -> Checker:
     return checker
 
 
+def _logsumexp_no_dims(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``logsumexp(x, dim=())`` of a tensor with dims, by eager: its kernel reduces over every
+    dim (``sum``) but keeps the maximum's dims to add it back, and raises "output with shape []
+    doesn't match the broadcast shape [1, 1]" unless ``keepdim``; the meta kernel takes it."""
+    x, dim = _value(kwargs, "self"), kwargs.get("dim")
+    if x is None or not isinstance(dim, list | tuple) or dim or x.dim() == 0:
+        return None
+    keepdim = bool(kwargs.get("keepdim", False))
+    constants = (("dim", ()), ("keepdim", keepdim))
+    shapes = (("self", (1,) * x.dim()),)
+    return _eager_call(aten.logsumexp.default, (x.dtype,), "cpu", shapes, constants)[0]
+
+
 def _batch_norm_weight(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     # (eager's CPU backward kernel reads the weight as a vector: a weight of C elements in
     # another shape, which the forward accepts, fails there; the fake kernel takes it)
@@ -380,6 +393,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     **RANDOM_CHECKS,
     **EMPTY_CHECKS,
     aten.var.correction: _floating_input("std and var"),
+    aten.logsumexp.default: _logsumexp_no_dims,
     aten.var.dim: _floating_input("std and var"),
     aten.std.correction: _floating_input("std and var"),
     aten.std.dim: _floating_input("std and var"),
