@@ -179,3 +179,39 @@ def test_logsumexp_over_no_dims_as_eager(shape, keepdim):
         return
     torch._dynamo.reset()
     assert_same(torch.compile(fn, backend="xla", fullgraph=True)(x), want)
+
+
+def _hvp_rows():
+    x = leaf(4, 5, dtype=torch.float64, rg=False)
+    x[1] = 0
+    x[2, 1] = 0
+    x[3] = 2.0
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.linalg.vector_norm(x, 1, dim=1).pow(2).sum(),
+        lambda x: (F.normalize(x, p=1, dim=1) * torch.arange(5.0)).sum(),
+        lambda x: (F.normalize(x, dim=1) * torch.arange(5.0)).sum(),
+        lambda x: x.abs().sum().pow(2),
+        lambda x: (torch.var_mean(x, 1)[0] * torch.var_mean(x, 1)[1]).sum(),
+        lambda x: x.std(1).sum(),
+    ],
+    ids=["l1_norm", "normalize_p1", "normalize", "abs", "var_mean", "std"],
+)
+def test_second_derivatives_at_zeros_as_eager(fn):
+    # (reverse over reverse: abs's rule returned jnp.abs as its primal, whose derivative at 0
+    # is 1 where torch's is 0; the 2-norm's ratio is NaN at a zero vector in eager's double
+    # backward, 0 / 0)
+    v = leaf(4, 5, seed=5, dtype=torch.float64, rg=False)
+    got = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = _hvp_rows().requires_grad_()
+        y = (torch.compile(fn, backend="xla") if compiled else fn)(x)
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        (h,) = torch.autograd.grad((g * v).sum(), x)
+        got.append((g.detach(), h))
+    assert_same(*got, rtol=1e-9, atol=1e-9)

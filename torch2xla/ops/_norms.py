@@ -101,8 +101,8 @@ def _euclidean_norm(x, axes, keepdim):
         out = fn(x)
         kept = tuple(1 if axes is None or d in axes else n for d, n in enumerate(x.shape))
         norm = out.reshape(kept)
-        zero = norm == 0
-        ratio = jnp.where(zero, 0, x / jnp.where(zero, 1, norm))
+        # (divided by the norm itself, 0 too: eager's double backward is NaN there)
+        ratio = jnp.where(norm == 0, 0, x / norm)
         return out, jnp.sum(ratio * t, axis=axes, keepdims=keepdim)
 
     return fn(x)
