@@ -215,3 +215,46 @@ def test_second_derivatives_at_zeros_as_eager(fn):
         (h,) = torch.autograd.grad((g * v).sum(), x)
         got.append((g.detach(), h))
     assert_same(*got, rtol=1e-9, atol=1e-9)
+
+
+def _error(got, exact):
+    return (got.double() - exact).abs().max().item()
+
+
+@pytest.mark.parametrize(
+    "src,dtype",
+    [
+        (torch.float32, torch.float16),
+        (torch.float32, torch.bfloat16),
+        (torch.float16, torch.float16),
+        (torch.float16, torch.float32),
+        (torch.float32, torch.float64),
+    ],
+    ids=str,
+)
+def test_cumsum_dtype_sums_as_eager(src, dtype):
+    # eager rounds the input to ``dtype``, then sums half precision in float32 (XLA's scan in
+    # float16 was 2x eager's error); its derivative sums the gradient in the input's dtype
+    # (``cumsum_backward(grad.to(self.scalar_type()))``: the transpose of the casts rounded
+    # the sums to ``dtype``, thousands of times eager's error). XLA's scan adds in another
+    # order: compared by the error against the exact sums (float64 of the rounded operands).
+    def fn(x):
+        return x.cumsum(0, dtype=dtype) * 3
+
+    x0 = (leaf(3000, 2, rg=False) * 4).to(src)
+    g0 = leaf(3000, 2, seed=1, rg=False).to(dtype)
+    exact_out = x0.to(dtype).double().cumsum(0) * 3
+    exact_grad = (g0.double() * 3).flip(0).cumsum(0).flip(0)
+    got = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = x0.clone().requires_grad_()
+        out = (torch.compile(fn, backend="xla") if compiled else fn)(x)
+        out.backward(g0)
+        assert (out.dtype, x.grad.dtype) == (dtype, src)
+        got.append((_error(out.detach(), exact_out), _error(x.grad, exact_grad)))
+    (out_err, grad_err), (eager_out_err, eager_grad_err) = got
+    assert out_err <= 2 * eager_out_err + 1e-12
+    # (the gradient's float32 sums: XLA's reversed scan in float32 is up to ~2.5x eager's
+    # sequential error, as for a cumsum without dtype)
+    assert grad_err <= (2 if src == torch.float16 else 4) * eager_grad_err + 1e-12

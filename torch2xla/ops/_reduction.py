@@ -358,18 +358,45 @@ def logsumexp(self, dim, keepdim=False):
     return as_dtype(jax.nn.logsumexp(x, axis=_axes(dim, x.ndim), keepdims=keepdim), result)
 
 
-def _cum(jfn, self, dim, dtype):
-    # Half-precision scans accumulate in float32, as torch's CPU kernels do.
-    acc = _acc_dtype(self, dtype)
-    x = as_dtype(self, acc)
+def _cum(jfn, self, dim, dtype, result=None):
+    """``jfn`` along ``dim`` in the dtype eager accumulates in, as ``result`` (the node's
+    output dtype unless given)."""
+    # Half-precision scans accumulate in float32, as torch's CPU kernels do (a requested half
+    # dtype too: the input rounded to it first).
+    result = out_dtype() if result is None else result
+    if dtype is not None:
+        x = as_dtype(self, jdt(dtype))
+        x = as_dtype(x, opmath_dtype(x.dtype))
+    else:
+        x = as_dtype(self, opmath_dtype(self.dtype) if is_half(self.dtype) else result)
     if x.ndim == 0:
-        return as_dtype(x, out_dtype())
-    return as_dtype(jfn(x, axis=dim % x.ndim), out_dtype())
+        return as_dtype(x, result)
+    return as_dtype(jfn(x, axis=dim % x.ndim), result)
 
 
 @register(aten.cumsum.default)
 def cumsum(self, dim, *, dtype=None):
-    return _cum(jnp.cumsum, self, dim, dtype)
+    requested = None if dtype is None else jdt(dtype)
+    floats = requested is not None and jnp.issubdtype(requested, jnp.floating)
+    if not floats or requested == self.dtype or not jnp.issubdtype(self.dtype, jnp.floating):
+        return _cum(jnp.cumsum, self, dim, dtype)
+    # NOTE: eager's derivative casts the gradient to the input's dtype first
+    # (``cumsum_backward(grad.to(self.scalar_type()))``): the reversed sums run in the
+    # input's dtype (a float32 input summed in float16 gets float32 sums of its gradient,
+    # where the transpose of the casts rounded them to float16).
+    result, own = out_dtype(), self.dtype
+    fn = jax.custom_jvp(lambda x: _cum(jnp.cumsum, x, dim, dtype, result))
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        # (plain conversions: ``as_dtype``'s of float32 to float64 reads the values, which a
+        # tangent's transpose cannot)
+        (x,), (t,) = primals, tangents
+        if t.ndim:
+            t = jnp.cumsum(t.astype(opmath_dtype(own)), axis=dim % t.ndim).astype(own)
+        return fn(x), t.astype(result)
+
+    return fn(self)
 
 
 @register(aten.cumprod.default)
