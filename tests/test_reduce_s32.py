@@ -258,3 +258,22 @@ def test_cumsum_dtype_sums_as_eager(src, dtype):
     # (the gradient's float32 sums: XLA's reversed scan in float32 is up to ~2.5x eager's
     # sequential error, as for a cumsum without dtype)
     assert grad_err <= (2 if src == torch.float16 else 4) * eager_grad_err + 1e-12
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning")
+@pytest.mark.parametrize("correction", [3, 4, 12, 1])
+def test_complex_variance_gradient_past_its_degrees_of_freedom(correction):
+    # eager's var_backward on a complex input: 2 / dof * grad * (x - mean), +-inf at dof 0
+    # (JAX's derivative of a division by zero: NaN), real inf/NaN for the whole input
+    def fn(x):
+        z = torch.complex(x, x * 2)
+        return z.var(None if correction == 12 else 0, correction=correction)
+
+    got = []
+    for compiled in (True, False):
+        torch._dynamo.reset()
+        x = leaf(3, 4)
+        out = (torch.compile(fn, backend="xla") if compiled else fn)(x)
+        out.backward(torch.ones_like(out))
+        got.append((out, x.grad))
+    assert_same(*got)

@@ -194,7 +194,8 @@ def _spread_dtype(x, index: int | None = None):
 
 def _var(x, axis=None, keepdims=False, ddof=0):
     """``jnp.var`` with eager's divisor where the degrees of freedom are not positive, and
-    eager's derivative (``var_backward``) for real inputs.
+    eager's derivative (``var_backward``); complex inputs with positive degrees of freedom
+    keep JAX's (the same values: no infinities in play).
 
     NOTE: eager divides the sum of squares by ``max(0, n - correction)`` (inf, or NaN for a
     constant slice; JAX's ``var`` is NaN). Its derivative is ``2 / (n - correction) * (x -
@@ -216,9 +217,6 @@ def _var(x, axis=None, keepdims=False, ddof=0):
         squares = jnp.sum(jnp.real(centered * jnp.conj(centered)), axis=axis, keepdims=keepdims)
         return squares / jnp.zeros((), squares.dtype)
 
-    if complex_:  # (the real and imaginary parts' sum)
-        return forward(x)
-
     fn = jax.custom_jvp(forward)
 
     @fn.defjvp
@@ -226,7 +224,16 @@ def _var(x, axis=None, keepdims=False, ddof=0):
         (x,), (t,) = primals, tangents
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
         if dof <= 0 and (axis is None or x.ndim == 0):
-            partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(x.dtype)
+            partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(t.real.dtype)
+            if complex_:  # (eager's derivative is real there: the real parts get it)
+                t = jnp.real(t)
+        elif complex_:
+            # Re(conj(partial) * t) by parts: a complex product with the real cotangent
+            # (promoted to complex) made 0 * inf = NaN where eager's is +-inf
+            k = jnp.inf if dof == 0 else 2.0 / dof
+            re, im = k * jnp.real(centered), k * jnp.imag(centered)
+            tangent = jnp.real(t) * re + jnp.imag(t) * im
+            return fn(x), jnp.sum(tangent, axis=axis, keepdims=keepdims)
         else:
             partial = (jnp.inf if dof == 0 else 2.0 / dof) * centered
         return fn(x), jnp.sum(partial * t, axis=axis, keepdims=keepdims)
