@@ -889,7 +889,11 @@ clip_case("clip_none_grad", lambda: [torch.tensor([3.0, -4.0, 0.0]), None])
 
 one("var_neg_correction", lambda x: x.var(0, correction=-1), 4, 3)
 one("std_neg_correction_all", lambda x: x.std(correction=-2.5), 4, 3)
-one("std_0d_keep", lambda x: torch.std(x, dim=None, correction=0, keepdim=True), lambda: leaf(5)[0].detach().requires_grad_())
+one(
+    "std_0d_keep",
+    lambda x: torch.std(x, dim=None, correction=0, keepdim=True),
+    lambda: leaf(5)[0].detach().requires_grad_(),
+)
 one("sum_0d_bool", lambda x: x.sum(0), lambda: torch.tensor(True))
 one("cumsum_dtype_bool", lambda x: x.cumsum(0, dtype=torch.bool), ints(torch.int64, 5, lo=0, hi=2))
 one("softmax_dtype_int_raises", lambda x: F.softmax(x, 0, dtype=torch.int64), 3)
@@ -898,16 +902,24 @@ one("mean_dtype_complex", lambda x: x.mean(0, dtype=torch.complex64).abs(), 3, 2
 one("sum_dtype_complex_grad", lambda x: x.sum(0, dtype=torch.complex128).real, 3, 2)
 one("norm_dtype_complex_raises", lambda x: torch.linalg.vector_norm(x, dtype=torch.complex64), 3, 2)
 one("norm_half_dtype_f32", lambda x: torch.linalg.vector_norm(x.half(), dtype=torch.float32), 3, 2)
-one("norm_dtype_half_of_f32_raises", lambda x: torch.linalg.vector_norm(x, dtype=torch.float16), 3, 2)
+one(
+    "norm_dtype_half_of_f32_raises",
+    lambda x: torch.linalg.vector_norm(x, dtype=torch.float16),
+    3,
+    2,
+)
 one("nansum_dtype_f64_half", lambda x: x.half().nansum(0, dtype=torch.float64), 30, 2)
 one("nanmean_dtype", lambda x: torch.nanmean(x, 0, dtype=torch.float64), 3, 2)
 one("logsumexp_out_of_range_dim", lambda x: torch.logsumexp(x, 2), 3, 2)
 one("amax_out_of_range_dim", lambda x: x.amax(-3), 3, 2)
 one("argmax_out_of_range", lambda x: x.argmax(2), 3, 2)
 one("all_out_of_range", lambda x: x.all(2), ints(torch.bool, 3, 2, lo=0, hi=2))
-one("var_mean_0d_dim", lambda x: torch.var_mean(x, 0, correction=0), lambda: leaf(5)[0].detach().requires_grad_())
+one(
+    "var_mean_0d_dim",
+    lambda x: torch.var_mean(x, 0, correction=0),
+    lambda: leaf(5)[0].detach().requires_grad_(),
+)
 one("aminmax_dim_none_keep", lambda x: torch.aminmax(x, keepdim=True), ints(torch.int32, 3, 2))
-
 
 
 def autocast_case(name, build, shape, *, train=True):
@@ -943,6 +955,45 @@ autocast_case("autocast_ln", lambda: LinNorm(nn.LayerNorm(4)), (3, 4))
 autocast_case("autocast_bn", lambda: LinNorm(nn.BatchNorm1d(4)), (3, 4))
 autocast_case("autocast_gn", lambda: LinNorm(nn.GroupNorm(2, 4)), (3, 4))
 autocast_case("autocast_rms", lambda: LinNorm(nn.RMSNorm(4)), (3, 4))
+
+
+def bn_mode_case(name, build, shape, ctx_fn, calls=2):
+    def sc(C, rec):
+        torch.manual_seed(0)
+        m = build().to(fdt())
+        m.train()
+        f = C(m)
+        for i in range(calls):
+            with ctx_fn():
+                out = f(leaf(*shape, seed=i, rg=False))
+            rec(f"out{i}", out.clone())
+        rec("buffers", {k: v.clone() for k, v in m.named_buffers()})
+
+    SCENARIOS[name] = sc
+
+
+bn_mode_case("bn_train_no_grad", lambda: nn.BatchNorm1d(3), (4, 3), torch.no_grad)
+bn_mode_case("bn_train_inference_mode", lambda: nn.BatchNorm1d(3), (4, 3), torch.inference_mode)
+bn_mode_case(
+    "bn_mom_none_no_grad",
+    lambda: nn.BatchNorm2d(2, momentum=None),
+    (2, 2, 2, 2),
+    torch.no_grad,
+    calls=3,
+)
+bn_mode_case(
+    "in_track_no_grad",
+    lambda: nn.InstanceNorm1d(3, track_running_stats=True),
+    (2, 3, 4),
+    torch.no_grad,
+)
+bn_mode_case("bn_half_buffers", lambda: nn.BatchNorm1d(3).half(), (4, 3), torch.no_grad)
+bn_mode_case(
+    "bn_bf16_input_f32",
+    lambda: nn.BatchNorm1d(3),
+    (4, 3),
+    lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+)
 
 
 def main(argv) -> int:
