@@ -31,6 +31,7 @@ import torch
 from torch._ops import ops
 
 from torch2xla._errors import OpError, OpIndexError, OpNotImplementedError
+from torch2xla.ops._arg_warnings import WARNINGS, warn_node
 from torch2xla.ops._check_args import Checker, _c_name, _dtype, _name, _overflow, _value
 from torch2xla.ops._dtype_probes import REFUSED_CALL, kernel_refuses, unsupported_dtype
 from torch2xla.ops._empty_checks import EMPTY_CHECKS
@@ -339,6 +340,19 @@ def _floating_input(name: str) -> Checker:
     return checker
 
 
+def _logsumexp_no_dims(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+    """``logsumexp(x, dim=())`` of a tensor with dims, by eager: its kernel reduces over every
+    dim (``sum``) but keeps the maximum's dims to add it back, and raises "output with shape []
+    doesn't match the broadcast shape [1, 1]" unless ``keepdim``; the meta kernel takes it."""
+    x, dim = _value(kwargs, "self"), kwargs.get("dim")
+    if x is None or not isinstance(dim, list | tuple) or dim or x.dim() == 0:
+        return None
+    keepdim = bool(kwargs.get("keepdim", False))
+    constants = (("dim", ()), ("keepdim", keepdim))
+    shapes = (("self", (1,) * x.dim()),)
+    return _eager_call(aten.logsumexp.default, (x.dtype,), "cpu", shapes, constants)[0]
+
+
 def _batch_norm_weight(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     # (eager's CPU backward kernel reads the weight as a vector: a weight of C elements in
     # another shape, which the forward accepts, fails there; the fake kernel takes it)
@@ -379,6 +393,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     **RANDOM_CHECKS,
     **EMPTY_CHECKS,
     aten.var.correction: _floating_input("std and var"),
+    aten.logsumexp.default: _logsumexp_no_dims,
     aten.var.dim: _floating_input("std and var"),
     aten.std.correction: _floating_input("std and var"),
     aten.std.dim: _floating_input("std and var"),
@@ -532,14 +547,15 @@ def _by_name(node: torch.fx.Node) -> dict:
 def check_graph(gm: torch.fx.GraphModule) -> None:
     """Raise eager's error (``OpError``) for the first node of ``gm`` whose arguments eager
     rejects by their dtypes or constant values (``CHECKS``), or that ``mark_decomposed`` or
-    ``mark_calls`` marked."""
+    ``mark_calls`` marked; issue eager's warnings of the nodes before it (``_arg_warnings``)."""
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
         rejected = node.meta.get(_REJECTED)
         checker = CHECKS.get(node.target)
+        by_name = _by_name(node) if checker is not None or node.target in WARNINGS else None
         if rejected is None and checker is not None:
-            rejected = checker(_by_name(node), node)
+            rejected = checker(by_name, node)
         if rejected is None:
             rejected = unsupported_dtype(node)
         if rejected is not None:
@@ -548,6 +564,8 @@ def check_graph(gm: torch.fx.GraphModule) -> None:
         if REFUSED_CALL in node.meta:  # (named by the user's call: F.max_pool1d)
             message, error, call = node.meta[REFUSED_CALL]
             raise error(message, call)
+        if by_name is not None:
+            warn_node(node, by_name)  # eager's warnings from shapes and constants
 
 
 # -- ops checked where they are decomposed ------------------------------------------------------

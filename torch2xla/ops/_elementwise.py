@@ -400,11 +400,12 @@ def _abs(x):
 
 @_abs.defjvp
 def _abs_jvp(primals, tangents):
-    # NOTE: torch's derivative of abs at 0 is sign(0) = 0; JAX's is 1.
+    # NOTE: torch's derivative of abs at 0 is sign(0) = 0; JAX's is 1. (The primal is
+    # ``_abs`` itself: a derivative of this rule, reverse over reverse, differentiates it too)
     (x,), (t,) = primals, tangents
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         return jax.jvp(jnp.abs, (x,), (t,))
-    return jnp.abs(x), t * _sign(x)
+    return _abs(x), t * _sign(x)
 
 
 _unary(aten.abs.default, _abs, Kind.COMPLEX_TO_FLOAT)  # |complex| is real, as in torch

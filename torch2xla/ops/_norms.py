@@ -67,7 +67,9 @@ def _vector_norm(x, ord, axes, keepdim):
     if ord == 1:
         return jnp.sum(a, axis=axes, keepdims=keepdim)
     if ord == 2:
-        return _safe_root(jnp.sum(a * a, axis=axes, keepdims=keepdim), 2)
+        if jnp.iscomplexobj(x) or not jnp.issubdtype(x.dtype, jnp.floating):
+            return _safe_root(jnp.sum(a * a, axis=axes, keepdims=keepdim), 2)
+        return _euclidean_norm(x, axes, keepdim)
 
     # NOTE: torch's p-norm gradient is 0 where the norm is 0; keep |x|**p finite there too.
     def value(x):
@@ -80,6 +82,30 @@ def _vector_norm(x, ord, axes, keepdim):
     if jnp.iscomplexobj(x) or not jnp.issubdtype(x.dtype, jnp.floating):
         return value(x)
     return _with_norm_backward(value, ord, axes, keepdim)(x)
+
+
+def _euclidean_norm(x, axes, keepdim):
+    """The 2-norm of a real ``x`` with eager's derivative (``norm_backward``): ``grad * (x /
+    norm)``, the ratio 0 where the norm is 0, so that a NaN or infinite gradient at a zero
+    vector stays NaN (JAX's derivative of ``_safe_root``'s select gave 0 there: the
+    ``F.normalize(x, eps=0)`` of a zero row)."""
+
+    def value(x):
+        return _safe_root(jnp.sum(x * x, axis=axes, keepdims=keepdim), 2)
+
+    fn = jax.custom_jvp(value)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = fn(x)
+        kept = tuple(1 if axes is None or d in axes else n for d, n in enumerate(x.shape))
+        norm = out.reshape(kept)
+        # (divided by the norm itself, 0 too: eager's double backward is NaN there)
+        ratio = jnp.where(norm == 0, 0, x / norm)
+        return out, jnp.sum(ratio * t, axis=axes, keepdims=keepdim)
+
+    return fn(x)
 
 
 def _with_norm_backward(value, p, axes, keepdim):

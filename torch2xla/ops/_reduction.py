@@ -193,24 +193,29 @@ def _spread_dtype(x, index: int | None = None):
 
 
 def _var(x, axis=None, keepdims=False, ddof=0):
-    """``jnp.var``, but with eager's divisor where the degrees of freedom are not positive.
+    """``jnp.var`` with eager's divisor where the degrees of freedom are not positive, and
+    eager's derivative (``var_backward``); complex inputs with positive degrees of freedom
+    keep JAX's (the same values: no infinities in play).
 
     NOTE: eager divides the sum of squares by ``max(0, n - correction)`` (inf, or NaN for a
-    constant slice; JAX's ``var`` is NaN) and its derivative (``var_backward``) is, for the
-    whole input, ``inf`` (NaN at the mean) and, along dims, ``2 / (n - correction) * (x -
-    mean)`` unclamped (finite and of the other sign for ``correction > n``)."""
+    constant slice; JAX's ``var`` is NaN). Its derivative is ``2 / (n - correction) * (x -
+    mean)``, unclamped along dims (finite and of the other sign for ``correction > n``) and,
+    for the whole input past its degrees of freedom, ``inf`` (NaN at the mean). JAX's
+    derivative of ``jnp.var`` adds the mean's term, ``-2 / dof * mean(x - mean)``: zero for
+    finite slices, but NaN on every element of a slice holding an infinity, where eager's is
+    ``-inf``/``inf`` on the finite ones."""
     n = x.size if axis is None else int(np.prod([x.shape[a] for a in axis]))
     dof = n - ddof
-    if dof > 0 or not jnp.issubdtype(x.dtype, jnp.inexact):
+    complex_ = jnp.issubdtype(x.dtype, jnp.complexfloating)
+    if not jnp.issubdtype(x.dtype, jnp.inexact) or (complex_ and dof > 0):
         return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
 
     def forward(x):
+        if dof > 0:
+            return jnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
         squares = jnp.sum(jnp.real(centered * jnp.conj(centered)), axis=axis, keepdims=keepdims)
         return squares / jnp.zeros((), squares.dtype)
-
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):  # (the real and imaginary parts' sum)
-        return forward(x)
 
     fn = jax.custom_jvp(forward)
 
@@ -218,8 +223,17 @@ def _var(x, axis=None, keepdims=False, ddof=0):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         centered = x - jnp.mean(x, axis=axis, keepdims=True)
-        if axis is None or x.ndim == 0:
-            partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(x.dtype)
+        if dof <= 0 and (axis is None or x.ndim == 0):
+            partial = jnp.where(centered == 0, jnp.nan, jnp.inf).astype(t.real.dtype)
+            if complex_:  # (eager's derivative is real there: the real parts get it)
+                t = jnp.real(t)
+        elif complex_:
+            # Re(conj(partial) * t) by parts: a complex product with the real cotangent
+            # (promoted to complex) made 0 * inf = NaN where eager's is +-inf
+            k = jnp.inf if dof == 0 else 2.0 / dof
+            re, im = k * jnp.real(centered), k * jnp.imag(centered)
+            tangent = jnp.real(t) * re + jnp.imag(t) * im
+            return fn(x), jnp.sum(tangent, axis=axis, keepdims=keepdims)
         else:
             partial = (jnp.inf if dof == 0 else 2.0 / dof) * centered
         return fn(x), jnp.sum(partial * t, axis=axis, keepdims=keepdims)
@@ -351,18 +365,45 @@ def logsumexp(self, dim, keepdim=False):
     return as_dtype(jax.nn.logsumexp(x, axis=_axes(dim, x.ndim), keepdims=keepdim), result)
 
 
-def _cum(jfn, self, dim, dtype):
-    # Half-precision scans accumulate in float32, as torch's CPU kernels do.
-    acc = _acc_dtype(self, dtype)
-    x = as_dtype(self, acc)
+def _cum(jfn, self, dim, dtype, result=None):
+    """``jfn`` along ``dim`` in the dtype eager accumulates in, as ``result`` (the node's
+    output dtype unless given)."""
+    # Half-precision scans accumulate in float32, as torch's CPU kernels do (a requested half
+    # dtype too: the input rounded to it first).
+    result = out_dtype() if result is None else result
+    if dtype is not None:
+        x = as_dtype(self, jdt(dtype))
+        x = as_dtype(x, opmath_dtype(x.dtype))
+    else:
+        x = as_dtype(self, opmath_dtype(self.dtype) if is_half(self.dtype) else result)
     if x.ndim == 0:
-        return as_dtype(x, out_dtype())
-    return as_dtype(jfn(x, axis=dim % x.ndim), out_dtype())
+        return as_dtype(x, result)
+    return as_dtype(jfn(x, axis=dim % x.ndim), result)
 
 
 @register(aten.cumsum.default)
 def cumsum(self, dim, *, dtype=None):
-    return _cum(jnp.cumsum, self, dim, dtype)
+    requested = None if dtype is None else jdt(dtype)
+    floats = requested is not None and jnp.issubdtype(requested, jnp.floating)
+    if not floats or requested == self.dtype or not jnp.issubdtype(self.dtype, jnp.floating):
+        return _cum(jnp.cumsum, self, dim, dtype)
+    # NOTE: eager's derivative casts the gradient to the input's dtype first
+    # (``cumsum_backward(grad.to(self.scalar_type()))``): the reversed sums run in the
+    # input's dtype (a float32 input summed in float16 gets float32 sums of its gradient,
+    # where the transpose of the casts rounded them to float16).
+    result, own = out_dtype(), self.dtype
+    fn = jax.custom_jvp(lambda x: _cum(jnp.cumsum, x, dim, dtype, result))
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        # (plain conversions: ``as_dtype``'s of float32 to float64 reads the values, which a
+        # tangent's transpose cannot)
+        (x,), (t,) = primals, tangents
+        if t.ndim:
+            t = jnp.cumsum(t.astype(opmath_dtype(own)), axis=dim % t.ndim).astype(own)
+        return fn(x), t.astype(result)
+
+    return fn(self)
 
 
 @register(aten.cumprod.default)
