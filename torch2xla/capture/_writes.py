@@ -261,13 +261,18 @@ def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node
                 raise OpError(message, node)
         written = _written(node, args, kwargs)
         numbers.check_numbers(node, args, kwargs, written)
-        if _reads_written(node, written, args, kwargs):
+        # (each tensor of ``out=(values, indices)`` too)
+        targets = _written_targets(node, written)
+        if any(_reads_written(node, w, target, args, kwargs) for w, target in targets):
             message = _partial_overlap_error(node, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
-        if not _overlaps(written):
+            if not _functional_as_eager(node, args, kwargs, [w for w, _ in targets]):
+                accepted.append(node)
+                continue
+        if not any(_overlaps(w) for w, _ in targets):
             # (only a write: reading an expanded input, ``x * 2`` of ``y.expand(3, 4)``, is fine)
-            if written is not None and _through_overlap(node, symbolic):
+            if targets and _through_overlap(node, symbolic):
                 accepted.append(node)
             continue
         message = _eager_error(node, args, kwargs)
@@ -277,19 +282,33 @@ def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node
     return accepted
 
 
+def _written_targets(node: torch.fx.Node, written: Any) -> list[tuple[torch.Tensor, Any]]:
+    """The tensors ``node`` writes (example values), each with the argument that holds it
+    (its node where it is one): one, or each of an ``out=`` tuple (``torch.max(x, 0,
+    out=(v, i))``)."""
+    if "out" in node.kwargs:
+        holder = node.kwargs["out"]
+        if isinstance(written, tuple | list) and isinstance(holder, tuple | list):
+            return [(w, h) for w, h in zip(written, holder) if isinstance(w, torch.Tensor)]
+        return [(written, holder)] if isinstance(written, torch.Tensor) else []
+    if not isinstance(written, torch.Tensor):
+        return []
+    return [(written, node.args[0] if node.args else None)]
+
+
 PARTIAL = "unsupported operation: some elements of the input tensor and the written-to tensor"
 
 
-def _reads_written(node: torch.fx.Node, written: Any, args: Any, kwargs: Any) -> bool:
+def _reads_written(node: torch.fx.Node, written: Any, target: Any, args: Any, kwargs: Any) -> bool:
     """Whether the write ``node`` reads a tensor that shares memory with the one it writes
-    (``x.add_(x[0])``, ``x[1:] = x[:-1]``), or the written tensor itself as another argument
+    (``written``, held by the argument ``target``: ``x.add_(x[0])``, ``x[1:] = x[:-1]``,
+    ``torch.max(x, 0, out=(x[0], i))``), or the written tensor itself as another argument
     (``x.scatter_(0, i, x)``: eager's kernels that check overlap refuse it, TensorIterator's
     accept it; not ``t[i] = t``'s)."""
     if not isinstance(written, torch.Tensor) or written.layout != torch.strided:
         return False
     setitem = node.target is operator.setitem
     own = args[0] if setitem and args else written
-    target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0] if node.args else None
     if "out" in node.kwargs:
         read = (node.args, {k: v for k, v in node.kwargs.items() if k != "out"})
     else:
@@ -355,6 +374,82 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
 
     real_args, real_kwargs = map_aggregate((args, kwargs), like)
     return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
+
+
+_PROBE_LIMIT = 1 << 20  # (elements of the storages a write reading itself is run on)
+
+
+def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any, written: list) -> bool:
+    """Whether eager's result of a write that reads memory it writes, which eager accepts,
+    is the functional graph's (every argument read before anything is written): run by eager
+    on distinct values laid out as the arguments, those sharing memory in one storage, once
+    so and once with the tensors it reads copied first. Elementwise ops writing each element
+    after reading it agree (``x.add_(x)``, ``torch.exp(x, out=x)``); a reduction into a row
+    of its input (``torch.sum(x, 0, out=x[0])``: eager fills the out tensor with the sum's
+    identity before reading ``x``) or a sort into a shifted window of it does not, and runs in
+    eager. Where it cannot be run (symbolic layouts, values the op refuses, an op that draws
+    random numbers), the graph's answer is kept."""
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return True
+    leaves = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    bases: dict = {}
+    for t in leaves:
+        if t.layout != torch.strided or not all(
+            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
+        ):
+            return True
+        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        key = t.untyped_storage()._cdata
+        dtype, length = bases.get(key, (t.dtype, 0))
+        if dtype != t.dtype:
+            return True
+        bases[key] = (dtype, max(length, extent if t.numel() else 0))
+    if sum(length for _, length in bases.values()) > _PROBE_LIMIT:
+        return True
+    gen = torch.Generator().manual_seed(0)
+    start = {key: _distinct(length, dtype, gen) for key, (dtype, length) in bases.items()}
+    written_ids = {id(w) for w in written}
+
+    def run(copy_reads: bool) -> dict | None:
+        real = {key: base.clone() for key, base in start.items()}
+
+        def like(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            base = real[t.untyped_storage()._cdata]
+            view = base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+            return view.clone() if copy_reads and id(t) not in written_ids else view
+
+        real_args, real_kwargs = map_aggregate((args, kwargs), like)
+        with torch.no_grad(), kept_rng(node.target), quiet():
+            try:
+                numbers._call(node, real_args, real_kwargs)
+            except (RuntimeError, IndexError, TypeError, ValueError) as e:
+                log.debug("torch2xla: overlap check of %s could not run: %r", node, e)
+                return None
+        return real
+
+    eager, functional = run(False), run(True)
+    if eager is None or functional is None:
+        return True
+    return all(
+        torch.equal(eager[k], functional[k]) or _same_nan(eager[k], functional[k]) for k in eager
+    )
+
+
+def _distinct(length: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """``length`` values of ``dtype`` that differ from each other where the dtype allows."""
+    if dtype == torch.bool:
+        return torch.rand(length, generator=gen) > 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(length, generator=gen, dtype=torch.float64).to(dtype)
+    return torch.randperm(length, generator=gen).to(dtype)
+
+
+def _same_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.is_floating_point() or a.is_complex()) and torch.allclose(
+        a, b, rtol=0, atol=0, equal_nan=True
+    )
 
 
 def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:

@@ -185,7 +185,8 @@ class OutputLayout:
 
     @classmethod
     def of(cls, val) -> OutputLayout | None:
-        if not isinstance(val, torch.Tensor) or val.ndim < 2 or val.layout != torch.strided:
+        # (one dim: only an expanded one, ``x.sum().expand(4)``, is not row-major and dense)
+        if not isinstance(val, torch.Tensor) or val.ndim < 1 or val.layout != torch.strided:
             return None
         shape, stride = tuple(val.shape), tuple(val.stride())
         if not all(isinstance(n, int) for n in (*shape, *stride)) or math.prod(shape) <= 1:
