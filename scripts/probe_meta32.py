@@ -1447,12 +1447,6 @@ def kept_as_strided_(x):
     return x + 0
 
 
-@case(keep(lambda s: [r(3, 4, seed=s), torch.zeros(1)]))
-def kept_out_grows(x, c):
-    torch.cat([x.flatten(), c], out=c)
-    return c.sum()
-
-
 @case(keep(_pg))
 def kept_grad_accumulate(p):
     p.grad += p.detach()
