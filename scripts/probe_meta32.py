@@ -88,6 +88,8 @@ def desc(v, args):
         return ("L", type(v).__name__, [desc(x, args) for x in v])
     if isinstance(v, BaseException):
         return ("E", type(v), str(v).strip().split("\n")[0][:160], str(v))
+    if isinstance(v, torch.nn.Module):
+        return ("L", "module", [desc(v.w, args), desc(v.buf, args)])
     return ("V", v)
 
 
@@ -160,7 +162,7 @@ def observe(fn, make, compiled):
     obs = []
     keep = None
     for seed in (0, 1, 2):
-        if seed == 2 and not getattr(make, "keep", False):
+        if seed == 2 and not getattr(make, "keep", False) and not getattr(make, "vary", False):
             break
         args = make(seed) if keep is None else keep
         if getattr(make, "keep", False):
@@ -1757,6 +1759,182 @@ def softmax_out_into_self(x):
 def cat_out_into_self_part(x):
     torch.cat([x[:1, :2], x[1:2, :2]], out=x[1:3, :2])
     return x
+
+
+def vary(make):
+    make.vary = True
+    return make
+
+
+# ---- sizes changing between calls (a dynamic graph, padded to buckets) ---------------------------
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s), torch.zeros(3 + 2 * s, 4)]))
+def vary_add_out(x, c):
+    torch.add(x, 1, out=c)
+    return c
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s), torch.zeros(0)]))
+def vary_add_out_empty(x, c):
+    torch.add(x, 1, out=c)
+    return c
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_t_(x):
+    x.t_()
+    return x * 2
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_ret_view(x):
+    return x[1:], x * 2
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_ret_detach_(x):
+    y = x * 2
+    return y, y.sum(0)
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_add_(x):
+    x.add_(1)
+    return x
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s), torch.zeros(4), torch.zeros(4, dtype=torch.long)]))
+def vary_max_out(x, v, i):
+    torch.max(x, 0, out=(v, i))
+    return v, i
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_unsqueeze_(x):
+    x.unsqueeze_(0)
+    return x.sum(1)
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_resize_(x):
+    x.resize_(2, 4)
+    return x + 1
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_expand_out(x):
+    return x.sum(1, keepdim=True).expand(-1, 5)
+
+
+@case(vary(lambda s: [r(3 + 2 * s, seed=s)]))
+def vary_expand_1d(x):
+    return x.sum().expand(x.shape[0])
+
+
+@case(vary(lambda s: [r(3 + 2 * s, 4, seed=s)]))
+def vary_t_out(x):
+    return (x * 2).t()
+
+
+# ---- module state ------------------------------------------------------------------------------
+class _M(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.w = torch.nn.Parameter(r(3, 4, seed=9))
+        self.register_buffer("buf", r(3, 4, seed=8))
+        self.body = body
+
+    def forward(self, x):
+        return self.body(self, x)
+
+
+def _module_case(body):
+    def fn(m, x):
+        return m(x)
+
+    def make(s):
+        return [_M(body), r(3, 4, seed=s)]
+
+    CASES["mod_" + body.__name__] = (fn, make)
+    return body
+
+
+@_module_case
+def buf_t_(m, x):
+    m.buf.t_()
+    return x.t() + m.buf
+
+
+@_module_case
+def buf_unsqueeze_(m, x):
+    m.buf.unsqueeze_(0)
+    return x + m.buf
+
+
+@_module_case
+def buf_resize_(m, x):
+    m.buf.resize_(2, 4)
+    return m.buf * 2
+
+
+@_module_case
+def buf_rebind(m, x):
+    m.buf = x * 2
+    return m.buf + 1
+
+
+@_module_case
+def buf_data_assign(m, x):
+    m.buf.data = x.t().contiguous()
+    return m.buf
+
+
+@_module_case
+def w_data_assign(m, x):
+    m.w.data = x * 3
+    return m.w * 1
+
+
+@_module_case
+def w_data_mul_(m, x):
+    m.w.data.mul_(2)
+    return (m.w * x).sum()
+
+
+@_module_case
+def w_grad_none(m, x):
+    m.w.grad = x.clone()
+    return m.w * 1
+
+
+@_module_case
+def w_requires_grad_false(m, x):
+    m.w.requires_grad_(False)
+    return m.w * x
+
+
+@_module_case
+def w_no_grad_t_(m, x):
+    with torch.no_grad():
+        m.w.t_()
+    return m.w.sum(0)
+
+
+@_module_case
+def buf_out(m, x):
+    torch.add(x, 1, out=m.buf)
+    return m.buf
+
+
+@_module_case
+def buf_out_resize(m, x):
+    torch.sum(x, 0, out=m.buf)
+    return m.buf
+
+
+@_module_case
+def buf_copy_then_view_ret(m, x):
+    m.buf.copy_(x)
+    return m.buf[1:]
 
 
 def main(argv):
