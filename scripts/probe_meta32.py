@@ -1937,6 +1937,246 @@ def buf_copy_then_view_ret(m, x):
     return m.buf[1:]
 
 
+# ---- more aliasing and metadata ------------------------------------------------------------------
+@case(lambda s: [r(3, 4, seed=s), torch.nn.Parameter(r(3, 4, seed=s + 1))])
+def out_into_param_no_grad(x, p):
+    with torch.no_grad():
+        torch.add(p, x, alpha=-0.1, out=p)
+    return p * 1
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.nn.Parameter(r(3, 4, seed=s + 1))])
+def out_into_param_raises(x, p):
+    torch.add(p, x, out=p)
+    return p * 1
+
+
+@case(x34)
+def t_ret_twice(x):
+    x.t_()
+    return x, x
+
+
+@case(lambda s: [r(3, 4, seed=s), r(3, 4, seed=s + 1)])
+def data_assign_ret_input(x, y):
+    x.data = y * 2
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s), r(6, seed=s + 1)])
+def set_then_view(x, y):
+    x.set_(y)
+    return x[1:]
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def graph_break_after_t_(x):
+    x.t_()
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def graph_break_after_resize_(x):
+    x.resize_(2, 2)
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+@case(lambda s: [r(3, 4, seed=s).requires_grad_()])
+def grad_is_param_memory(p):
+    p.grad = p.detach()
+    p.grad.mul_(0.5)
+    return p * 1
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def requires_grad_of_view_leaf(x):
+    v = x[0]
+    v.requires_grad_()
+    return v * 2
+
+
+@case(lambda s: [torch.complex(r(3, 4, seed=s), r(3, 4, seed=s + 1))])
+def complex_real_mul_(x):
+    x.real.mul_(2)
+    return x
+
+
+@case(lambda s: [torch.complex(r(3, 4, seed=s), r(3, 4, seed=s + 1))])
+def complex_view_as_real_ret(x):
+    return torch.view_as_real(x)[..., 1]
+
+
+@case(lambda s: [torch.complex(r(3, 4, seed=s), r(3, 4, seed=s + 1)), torch.zeros(3, 4)])
+def complex_abs_out(x, c):
+    torch.abs(x, out=c)
+    return c
+
+
+@case(lambda s: [torch.complex(r(3, 4, seed=s), r(3, 4, seed=s + 1))])
+def complex_abs_out_real_view(x):
+    torch.abs(x, out=x.real)
+    return x
+
+
+@case(_base_views)
+def overlap_t_(a, b):
+    a.unsqueeze_(0)
+    a.mul_(2)
+    return b * 1
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.zeros(3, 4)])
+def out_ret_after_t_(x, c):
+    c.t_()
+    torch.mul(x.t(), 2, out=c)
+    return c
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.zeros(4, 3)])
+def out_t_ret_view(x, c):
+    torch.mul(x, 2, out=c.t())
+    return c.t()
+
+
+@case(lambda s: [r(3, 4, seed=s).requires_grad_()])
+def ret_input_view_then_unsqueeze_(x):
+    y = x[1:]
+    y.unsqueeze_(0)
+    return y
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def view_unsqueeze_then_write(x):
+    y = x[1:]
+    y.unsqueeze_(0)
+    y[0, 0] = 5
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def view_as_strided_then_write(x):
+    y = x.view(-1)
+    y.as_strided_((3,), (5,))
+    y.fill_(7)
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def unsqueeze_then_squeeze(x):
+    x.unsqueeze_(0).squeeze_(0).t_()
+    return x.sum(0)
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.zeros(2, 3, 4)])
+def stack_out_view(x, c):
+    torch.stack([x, x * 2], out=c)
+    return c[1]
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.zeros(3, 4)])
+def where_out_self_cond(x, c):
+    torch.where(x > 0, x, c, out=c)
+    return c
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def clamp_out_self_view(x):
+    torch.clamp(x.t(), 0, 1, out=x.t())
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s), torch.zeros(3, 4)])
+def addcmul_out(x, c):
+    torch.addcmul(c, x, x, value=0.5, out=c)
+    return c
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def matmul_out_t_of_self_raises(x):
+    torch.mm(x, x, out=x.t())
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def index_select_out_self(x):
+    torch.index_select(x, 0, torch.tensor([3, 2, 1, 0]), out=x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def gather_out_self(x):
+    torch.gather(x, 1, torch.tensor([[1, 0, 3, 2]] * 4), out=x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def flip_copy_into_self(x):
+    x.copy_(x.flip(0))
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def t_copy_into_self(x):
+    x.copy_(x.t())
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def cumsum_inplace_out(x):
+    torch.cumsum(x, 0, out=x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def cumsum_(x):
+    x.cumsum_(1)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def tril_inplace_t(x):
+    x.t().tril_()
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def bmm_out_self(x):
+    torch.matmul(x, x, out=x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def softmax_out_t(x):
+    torch.softmax(x, 0, out=x.t())
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def sort_out_self_t(x):
+    torch.sort(x, 0, out=(x.t(), _li(4, 4)))
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def cat_into_self(x):
+    torch.cat([x[2:], x[:2]], out=x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def roll_copy_into_self(x):
+    x.copy_(x.roll(1, 0))
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def addmm_out_self_t(x):
+    torch.addmm(x, x, x.t(), out=x)
+    return x
+
+
 def main(argv):
     return run(argv, CASES, compare)
 

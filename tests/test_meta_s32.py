@@ -6,8 +6,8 @@ wrong:
   ran where eager raises its partial-overlap error (the check read ``out=`` as one tensor);
 - a write eager accepts although it reads memory it writes, whose eager result is not the
   functional graph's (``torch.sum(x, 0, out=x[0])``: eager fills the out tensor with the sum's
-  identity before reading ``x``; a sort into a shifted window of its input), was compiled to the
-  functional answer;
+  identity before reading ``x``; ``torch.matmul(x, x, out=x)``: zeros; a sort into a shifted
+  window of its input), was compiled to the functional answer;
 - a one-dim expanded output (``x.sum().expand(4)``) came back dense (stride 1), so a later
   ``out=`` into it ran where eager raises its overlap error;
 - outputs of a program padded to a size bucket were views of the padded result (``_base`` set,
@@ -93,10 +93,15 @@ def add_itself(x):
     return x.add_(x)
 
 
-@pytest.mark.parametrize("fn", [sum_into_row, sort_into_shifted])
+def matmul_into_self(x):
+    torch.matmul(x, x, out=x)  # (eager's product into an operand: zeros)
+    return x
+
+
+@pytest.mark.parametrize("fn", [sum_into_row, sort_into_shifted, matmul_into_self])
 def test_write_reading_itself_eager_computes_otherwise_runs_in_eager(fn):
-    want = fn(_r(3, 4))
-    x = _r(3, 4)
+    want = fn(_r(4, 4))
+    x = _r(4, 4)
     with pytest.warns(torch2xla.FallbackWarning):
         got = torch.compile(fn, backend="xla")(x)
     assert got is x

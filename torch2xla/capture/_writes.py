@@ -267,7 +267,7 @@ def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node
             message = _partial_overlap_error(node, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
-            if not _functional_as_eager(node, args, kwargs, [w for w, _ in targets]):
+            if not _functional_as_eager(node, args, kwargs):
                 accepted.append(node)
                 continue
         if not any(_overlaps(w) for w, _ in targets):
@@ -379,7 +379,7 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
 _PROBE_LIMIT = 1 << 20  # (elements of the storages a write reading itself is run on)
 
 
-def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any, written: list) -> bool:
+def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
     """Whether eager's result of a write that reads memory it writes, which eager accepts,
     is the functional graph's (every argument read before anything is written): run by eager
     on distinct values laid out as the arguments, those sharing memory in one storage, once
@@ -408,19 +408,28 @@ def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any, written: l
         return True
     gen = torch.Generator().manual_seed(0)
     start = {key: _distinct(length, dtype, gen) for key, (dtype, length) in bases.items()}
-    written_ids = {id(w) for w in written}
+    # (the arguments read, by position: ``torch.mm(x, x, out=x)`` reads the tensor it writes)
+    if "out" in kwargs:
+        reads = (args, {k: v for k, v in kwargs.items() if k != "out"})
+        writes: tuple = ((), {"out": kwargs["out"]})
+    else:
+        reads, writes = (args[1:], kwargs), (args[:1], {})
 
     def run(copy_reads: bool) -> dict | None:
         real = {key: base.clone() for key, base in start.items()}
 
-        def like(t: Any) -> Any:
+        def like(t: Any, copy: bool = False) -> Any:
             if not isinstance(t, torch.Tensor):
                 return t
             base = real[t.untyped_storage()._cdata]
             view = base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-            return view.clone() if copy_reads and id(t) not in written_ids else view
+            return view.clone() if copy else view
 
-        real_args, real_kwargs = map_aggregate((args, kwargs), like)
+        # (the copies are taken before anything is written)
+        read = map_aggregate(reads, functools.partial(like, copy=copy_reads))
+        written = map_aggregate(writes, like)
+        real_args = (*written[0], *read[0])
+        real_kwargs = {**read[1], **written[1]}
         with torch.no_grad(), kept_rng(node.target), quiet():
             try:
                 numbers._call(node, real_args, real_kwargs)
