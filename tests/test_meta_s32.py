@@ -75,7 +75,7 @@ def sum_into_row(x):
 
 
 def sort_into_shifted(x):
-    torch.sort(x[:, :3], 1, out=(x[:, 1:], _long(3, 3)))
+    torch.sort(x[:, :3], 1, out=(x[:, 1:], _long(x.shape[0], 3)))
     return x
 
 
