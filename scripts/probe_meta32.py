@@ -2177,6 +2177,145 @@ def addmm_out_self_t(x):
     return x
 
 
+# ---- in-place ops reading themselves ---------------------------------------------------------------
+@case(lambda s: [r(4, 4, seed=s)])
+def addmm_self_(x):
+    x.addmm_(x, x)
+    return x
+
+
+@case(lambda s: [r(2, 4, 4, seed=s)])
+def baddbmm_self_(x):
+    x.baddbmm_(x, x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def index_add_self_(x):
+    x.index_add_(0, torch.tensor([1, 0, 3, 2]), x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def scatter_add_self_(x):
+    x.scatter_add_(0, torch.tensor([[1, 0, 3, 2]] * 4), x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def index_copy_self_(x):
+    x.index_copy_(0, torch.tensor([1, 0, 3, 2]), x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def masked_scatter_self_(x):
+    x.masked_scatter_(x > 0, x)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def mul_t_self_(x):
+    x.mul_(x.t())
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def lerp_t_self_(x):
+    x.lerp_(x.t(), 0.5)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s), r(4, 4, seed=s + 1)])
+def mm_out_second(x, y):
+    torch.mm(x, y, out=y)
+    return y
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def addmv_self_row(x):
+    x[0].addmv_(x, x[1])
+    return x
+
+
+@case(lambda s: [r(4, seed=s)])
+def cumsum_out_flip(x):
+    torch.cumsum(x, 0, out=x.flip(0))
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def put_self_(x):
+    x.put_(torch.tensor([0, 5, 10]), x[0, :3])
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def index_put_self_(x):
+    x.index_put_((torch.tensor([0, 2]),), x[1:3])
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def setitem_rows_from_self(x):
+    x[[0, 2]] = x[[1, 3]]
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def setitem_view_from_self_t(x):
+    x[:2, :2] = x[:2, :2].t()
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def triu_out_self_t(x):
+    torch.triu(x, out=x.t())
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)])
+def diag_embed_into(x):
+    torch.linalg.matmul(x, x.t(), out=x)
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def std_out_row(x):
+    torch.std(x, 0, out=x[0])
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def prod_out_row(x):
+    torch.prod(x, 0, out=x[0])
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def amax_out_row(x):
+    torch.amax(x, 0, out=x[0])
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def logsumexp_out_row(x):
+    torch.logsumexp(x, 0, out=x[0])
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def norm_out_row(x):
+    torch.linalg.vector_norm(x, dim=0, out=x[0])
+    return x
+
+
+@case(lambda s: [r(3, 4, seed=s)])
+def sum_out_row_dynamic_like(x):
+    torch.sum(x[1:], 0, out=x[0])
+    return x
+
+
 def main(argv):
     return run(argv, CASES, compare)
 
