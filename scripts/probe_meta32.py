@@ -2316,6 +2316,132 @@ def sum_out_row_dynamic_like(x):
     return x
 
 
+# ---- inference tensors, views as inputs of resize/set -----------------------------------------------
+def _inf(s):
+    with torch.inference_mode():
+        return [r(3, 4, seed=s), torch.zeros(3, 4)]
+
+
+@case(_inf)
+def inference_out_raises(x, c):
+    torch.add(x, 1, out=c)
+    return c
+
+
+@case(_inf)
+def inference_t_(x, c):
+    x.t_()
+    return x * 2
+
+
+@case(_inf)
+def inference_resize_(x, c):
+    x.resize_(2, 2)
+    return x * 2
+
+
+@case(_inf)
+def inference_add_raises(x, c):
+    x.add_(1)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s)[1:]])
+def view_input_resize_shrink(x):
+    x.resize_(2, 2)
+    return x + 1
+
+
+@case(lambda s: [r(4, 4, seed=s)[1:]])
+def view_input_resize_grow(x):
+    x.resize_(5, 4)
+    x.fill_(1)
+    return x + 1
+
+
+@case(lambda s: [r(4, 4, seed=s)[1:], r(6, seed=s)])
+def view_input_set_(x, y):
+    x.set_(y)
+    return x + 1
+
+
+@case(lambda s: [r(4, 4, seed=s).requires_grad_()[1:]])
+def nonleaf_view_t_(x):
+    x.t_()
+    return x * 2
+
+
+@case(lambda s: [r(4, 4, seed=s).requires_grad_()[1:]])
+def nonleaf_view_unsqueeze_ret(x):
+    x.unsqueeze_(0)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s).requires_grad_() * 1])
+def nonleaf_t_ret(x):
+    x.t_()
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s).requires_grad_() * 1])
+def nonleaf_as_strided_ret(x):
+    x.as_strided_((2, 2), (1, 4), 1)
+    return x
+
+
+@case(lambda s: [r(4, 4, seed=s).requires_grad_() * 1])
+def nonleaf_as_strided_mul(x):
+    x.as_strided_((2, 2), (1, 4), 1)
+    return x * 2
+
+
+# ---- writes reading another input that shares their memory -------------------------------------
+def _row_of(s):
+    b = r(3, 4, seed=s)
+    return [b, b[0]]
+
+
+@case(_row_of)
+def sum_into_row_input(x, y):
+    torch.sum(x, 0, out=y)
+    return x
+
+
+@case(_same_twice)
+def mm_out_same_input(a, b):
+    torch.mm(a[:, :3], a[:3, :3], out=b[:, :3])
+    return a
+
+
+def _sq_twice(s):
+    x = r(4, 4, seed=s)
+    return [x, x]
+
+
+@case(_sq_twice)
+def addmm_same_input(a, b):
+    a.addmm_(b, b)
+    return a
+
+
+@case(_sq_twice)
+def mm_out_same_input_sq(a, b):
+    torch.mm(a, a, out=b)
+    return b
+
+
+@case(_sq_twice)
+def block_t_two_inputs(a, b):
+    a[:2, :2] = b[:2, :2].t()
+    return a
+
+
+@case(_sq_twice)
+def masked_scatter_two_inputs(a, b):
+    a.masked_scatter_(b > 0, b)
+    return a
+
+
 def main(argv):
     return run(argv, CASES, compare)
 

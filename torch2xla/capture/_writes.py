@@ -389,11 +389,10 @@ def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
     identity before reading ``x``) or a sort into a shifted window of it does not, and runs in
     eager. Where it cannot be run (symbolic layouts, values the op refuses, an op that draws
     random numbers), the graph's answer is kept."""
-    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-        return True
-    leaves = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     bases: dict = {}
-    for t in leaves:
+    for t in _leaves((args, kwargs)):
+        if not isinstance(t, torch.Tensor):
+            continue
         if t.layout != torch.strided or not all(
             isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
         ):
@@ -404,6 +403,25 @@ def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
         if dtype != t.dtype:
             return True
         bases[key] = (dtype, max(length, extent if t.numel() else 0))
+
+    def like(real: dict, t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        base = real[t.untyped_storage()._cdata]
+        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+
+    return _eager_is_functional(node, args, kwargs, bases, like)
+
+
+def _eager_is_functional(
+    node: torch.fx.Node, args: Any, kwargs: Any, bases: dict, like: Callable[[dict, Any], Any]
+) -> bool:
+    """Whether eager's call ``node`` on ``args``/``kwargs`` (example values or nodes) gives
+    the same memory when the arguments it reads are copied first: run on real storages of
+    distinct values (``bases``: key -> (dtype, length)), each argument ``like(storages, a)``.
+    True where it cannot tell (too large, an op that draws, values the op refuses)."""
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return True
     if sum(length for _, length in bases.values()) > _PROBE_LIMIT:
         return True
     gen = torch.Generator().manual_seed(0)
@@ -418,16 +436,16 @@ def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
     def run(copy_reads: bool) -> dict | None:
         real = {key: base.clone() for key, base in start.items()}
 
-        def like(t: Any, copy: bool = False) -> Any:
-            if not isinstance(t, torch.Tensor):
-                return t
-            base = real[t.untyped_storage()._cdata]
-            view = base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-            return view.clone() if copy else view
+        def made(a: Any, copy: bool = False) -> Any:
+            t = like(real, a)
+            return t.clone() if copy and isinstance(t, torch.Tensor) else t
 
-        # (the copies are taken before anything is written)
-        read = map_aggregate(reads, functools.partial(like, copy=copy_reads))
-        written = map_aggregate(writes, like)
+        try:
+            # (the copies are taken before anything is written)
+            read = map_aggregate(reads, functools.partial(made, copy=copy_reads))
+            written = map_aggregate(writes, made)
+        except _Symbolic:
+            return None
         real_args = (*written[0], *read[0])
         real_kwargs = {**read[1], **written[1]}
         with torch.no_grad(), kept_rng(node.target), quiet():
@@ -461,11 +479,14 @@ def _same_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
+def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> list[torch.fx.Node]:
     """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
     that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
     ``x[0:4], x[2:6]``), or into a view of one reading a view of another (``a[:4].add_(b)``):
-    Dynamo does not guard aliasing, so it is checked per signature."""
+    Dynamo does not guard aliasing, so it is checked per signature. Returns the writes eager
+    accepts but computes otherwise than the functional graph (``torch.sum(x, 0, out=y)``
+    called with ``b, b[0]``: ``_functional_as_eager``), which must run in eager."""
+    found = []
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}
     group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
@@ -524,6 +545,25 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         )
         if message is not None:
             raise OpError(message, node)
+
+        def like_in(storages: dict, a: Any, real: dict = real) -> Any:
+            if not isinstance(a, torch.fx.Node):
+                return ints(a)
+            views = {
+                p: storages[0].as_strided(t.shape, t.stride(), t.storage_offset())
+                for p, t in real.items()
+            }
+            if a in views:
+                return views[a]
+            root = _root(a)
+            if root in views:
+                return _view_in(_example(a), _example(root), views[root], ints)
+            return _real(_example(a), ints=ints)
+
+        bases = {0: (base.dtype, length)}
+        if not _eager_is_functional(node, node.args, node.kwargs, bases, like_in):
+            found.append(node)
+    return found
 
 
 def _view_in(view: Any, root: Any, real_root: torch.Tensor, ints: Callable) -> torch.Tensor:
@@ -749,8 +789,10 @@ def _tensor(value: Any) -> bool:
 REASON = (
     "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows), "
     "through unfold windows that leave elements out, or into its input's storage outside the "
-    "input (as_strided): eager writes each location once and leaves the rest, the functional "
-    "graph's write-back would add the copies up, zero the elements left out or cannot reach them"
+    "input (as_strided), or reads memory it writes where eager's kernel reads what it already "
+    "wrote (a reduction or a matrix product into its own operand): eager writes each location "
+    "once and leaves the rest, the functional graph's write-back would add the copies up, zero "
+    "the elements left out or cannot reach them, and reads every argument before writing"
 )
 
 __all__ = [
