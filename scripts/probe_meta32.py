@@ -14,7 +14,21 @@ A case is ``f(*make(seed))`` called twice (seeds 0 and 1, fresh arguments). Obse
 output (dtype, shape, strides, storage offset, requires_grad, values, which arguments' storage
 it shares), the arguments after the call (the same, and ``.grad``), warnings (category and
 first words), errors (type, message); then each float output is written (``add_(100)`` under
-``no_grad``) and the arguments observed again.
+``no_grad``) and the arguments observed again. ``PROBE_DYNAMIC=1``: ``dynamic=True``.
+
+Session 32: 390 cases. Fixed (tests/test_meta_s32.py): an ``out=`` tuple tensor overlapping
+what the op reads (``torch.max(x, 0, out=(x[0], i))``) ran where eager raises; writes eager
+accepts that read memory they write and whose eager result is not the functional graph's
+(``torch.sum(x, 0, out=x[0])``, ``torch.mm(x, y, out=y)``, ``x.addmm_(x, x)``,
+``x.masked_scatter_(m, x)``, ``x[:2, :2] = x[:2, :2].t()``; also through two inputs sharing
+memory) were compiled to the functional answer; 1-D expanded outputs came back dense; outputs
+of padded (bucketed) programs were views (``detach_()`` raised). Left: the warnings of
+``arange``/``ones``/``eye`` ``out=`` resizes and ``aminmax(out=(a, a))``, and
+``sort_out_self_t`` (Dynamo's fake ``sort`` restrides its out view, so the overlap check sees
+another layout) are Dynamo's (the same with aot_eager); ``as_strided_nonleaf_grad`` (an
+intermediate ``as_strided_`` with gaps comes back row-major) and ``nonleaf_as_strided_mul``
+(an output that requires grad, laid out permuted, is a ``permute`` view of the program's
+output: ``_base`` set) are ours, not fixed.
 """
 
 from __future__ import annotations
@@ -2440,6 +2454,137 @@ def block_t_two_inputs(a, b):
 def masked_scatter_two_inputs(a, b):
     a.masked_scatter_(b > 0, b)
     return a
+
+
+# ---- out= of another dtype, per op family ---------------------------------------------------------
+def _dt(op, xdt=torch.float32, odt=torch.float64, oshape=(3, 4), ins=1):
+    def fn(*a):
+        *xs, c = a
+        op(*xs, c)
+        return c
+
+    def make(s):
+        xs = [
+            r(3, 4, seed=s + k).to(xdt)
+            if xdt != torch.int64
+            else torch.randint(-5, 6, (3, 4), generator=torch.Generator().manual_seed(s + k))
+            for k in range(ins)
+        ]
+        return [*xs, torch.zeros(oshape, dtype=odt)]
+
+    return fn, make
+
+
+for _name, _spec in {
+    "sum_int_into_float": (lambda x, c: torch.sum(x, 0, out=c), torch.int64, torch.float32, (4,)),
+    "sum_float_into_int": (lambda x, c: torch.sum(x, 0, out=c), torch.float32, torch.int64, (4,)),
+    "mean_into_f16": (lambda x, c: torch.mean(x, 0, out=c), torch.float32, torch.float16, (4,)),
+    "mean_into_f64": (lambda x, c: torch.mean(x, 0, out=c), torch.float32, torch.float64, (4,)),
+    "cumsum_int_into_float": (lambda x, c: torch.cumsum(x, 1, out=c), torch.int64, torch.float32),
+    "cumsum_float_into_int": (lambda x, c: torch.cumsum(x, 1, out=c), torch.float32, torch.int64),
+    "cat_into_f64": (lambda x, c: torch.cat([x, x], out=c), torch.float32, torch.float64, (6, 4)),
+    "cat_into_int": (lambda x, c: torch.cat([x, x], out=c), torch.float32, torch.int64, (6, 4)),
+    "cat_int_into_float": (
+        lambda x, c: torch.cat([x, x], out=c),
+        torch.int64,
+        torch.float32,
+        (6, 4),
+    ),
+    "stack_into_bool": (
+        lambda x, c: torch.stack([x, x], out=c),
+        torch.float32,
+        torch.bool,
+        (2, 3, 4),
+    ),
+    "mm_into_f64": (lambda x, c: torch.mm(x, x.t(), out=c), torch.float32, torch.float64, (3, 3)),
+    "argmax_into_int32": (lambda x, c: torch.argmax(x, 0, out=c), torch.float32, torch.int32, (4,)),
+    "where_into_int": (lambda x, c: torch.where(x > 0, x, -x, out=c), torch.float32, torch.int64),
+    "where_int_into_float": (
+        lambda x, c: torch.where(x > 0, x, -x, out=c),
+        torch.int64,
+        torch.float32,
+    ),
+    "neg_into_f64": (lambda x, c: torch.neg(x, out=c), torch.float32, torch.float64),
+    "abs_int_into_float": (lambda x, c: torch.abs(x, out=c), torch.int64, torch.float32),
+    "sqrt_int_into_float": (lambda x, c: torch.sqrt(x.abs(), out=c), torch.int64, torch.float32),
+    "sqrt_int_into_int": (lambda x, c: torch.sqrt(x.abs(), out=c), torch.int64, torch.int64),
+    "floor_into_int": (lambda x, c: torch.floor(x, out=c), torch.float32, torch.int64),
+    "eq_into_float": (lambda x, c: torch.eq(x, 0.5, out=c), torch.float32, torch.float32),
+    "eq_into_int": (lambda x, c: torch.eq(x, 0.5, out=c), torch.float32, torch.int64),
+    "clamp_int_into_float": (lambda x, c: torch.clamp(x, -1, 1, out=c), torch.int64, torch.float32),
+    "clamp_float_into_int": (lambda x, c: torch.clamp(x, -1, 1, out=c), torch.float32, torch.int64),
+    "amax_into_f64": (lambda x, c: torch.amax(x, 0, out=c), torch.float32, torch.float64, (4,)),
+    "prod_int_into_float": (lambda x, c: torch.prod(x, 0, out=c), torch.int64, torch.float32, (4,)),
+    "softmax_into_f64": (lambda x, c: torch.softmax(x, 1, out=c), torch.float32, torch.float64),
+    "logsumexp_into_f64": (
+        lambda x, c: torch.logsumexp(x, 1, out=c),
+        torch.float32,
+        torch.float64,
+        (3,),
+    ),
+    "logsumexp_int_into_float": (
+        lambda x, c: torch.logsumexp(x, 1, out=c),
+        torch.int64,
+        torch.float32,
+        (3,),
+    ),
+    "norm_into_f64": (
+        lambda x, c: torch.linalg.vector_norm(x, dim=1, out=c),
+        torch.float32,
+        torch.float64,
+        (3,),
+    ),
+    "var_into_f64": (lambda x, c: torch.var(x, 1, out=c), torch.float32, torch.float64, (3,)),
+    "index_select_into_f64": (
+        lambda x, c: torch.index_select(x, 0, torch.tensor([1, 0]), out=c),
+        torch.float32,
+        torch.float64,
+        (2, 4),
+    ),
+    "gather_into_f64": (
+        lambda x, c: torch.gather(x, 1, torch.zeros(3, 2, dtype=torch.long), out=c),
+        torch.float32,
+        torch.float64,
+        (3, 2),
+    ),
+    "matmul_into_bf16": (
+        lambda x, c: torch.matmul(x, x.t(), out=c),
+        torch.float32,
+        torch.bfloat16,
+        (3, 3),
+    ),
+    "add_int_float_into_int": (lambda x, c: torch.add(x, 0.5, out=c), torch.int64, torch.int64),
+    "mul_int_into_f16": (lambda x, c: torch.mul(x, 3, out=c), torch.int64, torch.float16),
+    "pow_int_into_float": (lambda x, c: torch.pow(x, 2, out=c), torch.int64, torch.float32),
+    "remainder_into_int": (lambda x, c: torch.remainder(x, 2, out=c), torch.float32, torch.int64),
+    "sign_into_int": (lambda x, c: torch.sign(x, out=c), torch.float32, torch.int64),
+    "round_into_f64": (lambda x, c: torch.round(x, out=c), torch.float32, torch.float64),
+    "tril_into_f64": (lambda x, c: torch.tril(x, out=c), torch.float32, torch.float64),
+    "cummax_vals_f64": (
+        lambda x, c: torch.cummax(x, 1, out=(c, torch.zeros(3, 4, dtype=torch.long))),
+        torch.float32,
+        torch.float64,
+    ),
+    "sort_vals_f64": (
+        lambda x, c: torch.sort(x, 1, out=(c, torch.zeros(3, 4, dtype=torch.long))),
+        torch.float32,
+        torch.float64,
+    ),
+    "max_vals_f64": (
+        lambda x, c: torch.max(x, 1, out=(c, torch.zeros(3, dtype=torch.long))),
+        torch.float32,
+        torch.float64,
+        (3,),
+    ),
+    "topk_vals_f64": (
+        lambda x, c: torch.topk(x, 2, out=(c, torch.zeros(3, 2, dtype=torch.long))),
+        torch.float32,
+        torch.float64,
+        (3, 2),
+    ),
+}.items():
+    _fn, _make = _dt(*_spec)
+    CASES["dt_" + _name] = (_fn, _make)
 
 
 def main(argv):
