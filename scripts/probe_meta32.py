@@ -2587,6 +2587,25 @@ for _name, _spec in {
     CASES["dt_" + _name] = (_fn, _make)
 
 
+
+@case(_row_of)
+def max_into_row_input_raises(x, y):
+    torch.max(x, 0, out=(y, _li(4)))
+    return x
+
+
+@case(_row_of)
+def sort_into_row_input(x, y):
+    torch.sort(x[1], 0, out=(y, _li(4)))
+    return x
+
+
+@case(_sq_twice)
+def cummax_into_other_input_t(a, b):
+    torch.cummax(a, 0, out=(b.t(), _li(4, 4)))
+    return a
+
+
 def main(argv):
     return run(argv, CASES, compare)
 

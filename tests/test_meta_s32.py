@@ -272,3 +272,31 @@ def test_padded_programs_outputs_are_not_views():
         got, want = f(_r(7, 2)), double(_r(7, 2))
     for g, w in zip(got, want):
         assert g.is_inference() and g._base is None and torch.equal(g, w)
+
+
+# -- outputs owning memory eager lays out with gaps ----------------------------------------------------
+def as_strided_in_place(x):
+    y = x * 2
+    y.as_strided_((2, 2), (1, 3))
+    z = x + 1
+    z.as_strided_((2, 2), (4, 1), 1)
+    w = torch.empty_strided((2, 2), (1, 3))
+    w.copy_(x[:2, :2])
+    return y, z, w
+
+
+@pytest.mark.filterwarnings("ignore::torch2xla.BucketingWarning")
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_outputs_owning_memory_with_gaps_keep_eagers_layout(dynamic):
+    f = torch.compile(as_strided_in_place, backend="xla", dynamic=dynamic)
+    for n in (3, 5):
+        x = _r(n, 4, seed=n)
+        for g, w in zip(f(x), as_strided_in_place(x)):
+            assert torch.equal(g, w)
+            assert (g.stride(), g.storage_offset(), g._base is None) == (
+                w.stride(),
+                w.storage_offset(),
+                w._base is None,
+            )
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                g.view(-1)  # (as eager's: its strides cannot take one dim)
