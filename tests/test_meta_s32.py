@@ -13,6 +13,8 @@ wrong:
   called with ``b, b[0]``; ``a.addmm_(b, b)`` with ``a is b``);
 - a one-dim expanded output (``x.sum().expand(4)``) came back dense (stride 1), so a later
   ``out=`` into it ran where eager raises its overlap error;
+- outputs that own memory eager lays out with gaps or an offset (``y.as_strided_((2, 2),
+  (1, 3))`` of an intermediate, ``torch.empty_strided``) came back row-major;
 - outputs of a program padded to a size bucket were views of the padded result (``_base`` set,
   ``detach_()`` raised "Can't detach views in-place").
 """
@@ -293,10 +295,11 @@ def test_outputs_owning_memory_with_gaps_keep_eagers_layout(dynamic):
         x = _r(n, 4, seed=n)
         for g, w in zip(f(x), as_strided_in_place(x)):
             assert torch.equal(g, w)
-            assert (g.stride(), g.storage_offset(), g._base is None) == (
+            assert (g.stride(), g.storage_offset(), g._base is None, g._version) == (
                 w.stride(),
                 w.storage_offset(),
                 w._base is None,
+                w._version,
             )
             with pytest.raises(RuntimeError, match="view size is not compatible"):
                 g.view(-1)  # (as eager's: its strides cannot take one dim)
