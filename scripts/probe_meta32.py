@@ -26,7 +26,8 @@ of padded (bucketed) programs were views (``detach_()`` raised). Left: the warni
 ``arange``/``ones``/``eye`` ``out=`` resizes and ``aminmax(out=(a, a))``, and
 ``sort_out_self_t`` (Dynamo's fake ``sort`` restrides its out view, so the overlap check sees
 another layout) are Dynamo's (the same with aot_eager); ``as_strided_nonleaf_grad`` (an
-intermediate ``as_strided_`` with gaps comes back row-major) and ``nonleaf_as_strided_mul``
+intermediate ``as_strided_`` with gaps that requires grad comes back row-major; without grad
+fixed) and ``nonleaf_as_strided_mul``
 (an output that requires grad, laid out permuted, is a ``permute`` view of the program's
 output: ``_base`` set) are ours, not fixed.
 """
@@ -2585,7 +2586,6 @@ for _name, _spec in {
 }.items():
     _fn, _make = _dt(*_spec)
     CASES["dt_" + _name] = (_fn, _make)
-
 
 
 @case(_row_of)
