@@ -526,7 +526,11 @@ class CompiledGraph:
                 if found:
                     return self._cut_around(found, b)
             if lowered.aliasing is not None:  # (eager's error for a write reading another input)
-                writes.check_overlapping_inputs(self.gm, args)
+                reads = writes.check_overlapping_inputs(self.gm, args)
+                if reads:  # (eager's kernel reads what it wrote: this signature runs in eager)
+                    return self._in_eager(
+                        [Unsupported(n, writes.REASON) for n in reads], b, every=False
+                    )
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
             inputs = lowered.inputs(args)

@@ -415,6 +415,9 @@ class SharedBase:
     # the outputs eager made under no_grad (views that require grad through their base and
     # have no history: ``with no_grad(): v = y.view(-1)``): made so too
     untracked: frozenset[int] = frozenset()
+    # one output that owns its memory (eager's ``_base`` is None): the new tensor itself, laid
+    # out as eager's (``as_strided_``), not a view of it
+    owner: bool = False
 
     def regenerate(self, args, outs: list) -> None:
         values = {s: int(args[i]) for s, i in self.symbols}
@@ -438,15 +441,20 @@ class SharedBase:
         # sets eager's other counts)
         if not base.is_inference():  # (inference tensors have no version)
             torch._C._autograd._unsafe_set_version_counter((base,), (0,))
+        if self.owner:
+            ((size, stride, offset),) = views
+            outs[self.outputs[0]] = base.as_strided_(size, stride, offset)
+            return
         for k, (size, stride, offset) in zip(self.outputs, views):
             with torch.set_grad_enabled(torch.is_grad_enabled() and k not in self.untracked):
                 outs[k] = base.as_strided(size, stride, offset)
 
 
-def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
+def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, dict, dict]:
     """The Dynamo graph's outputs that eager returns as views of a tensor that is not an
-    input, grouped by that tensor's storage (``(output, example value)``); the storages of
-    the outputs that own their memory; the graph's size symbols by the input giving each."""
+    input, grouped by that tensor's storage (``(output, example value)``); the outputs that
+    own their memory, by storage (``(output, example value, whether an input's)``); the
+    graph's size symbols by the input giving each."""
     inputs = set()
     symbols = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
@@ -458,14 +466,14 @@ def _views_of_intermediates(gm: torch.fx.GraphModule) -> tuple[dict, set, dict]:
     out = gm.graph.find_nodes(op="output")[0].args[0]
     out = out if isinstance(out, list | tuple) else (out,)
     groups: dict = {}
-    owned = set()
+    owned: dict = {}
     for k, node in enumerate(out):
         ex = _plain(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
         if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided or _fresh_in_eager(node):
             continue
         ref = StorageWeakRef(ex.untyped_storage())
         if ex._base is None:
-            owned.add(ref)
+            owned.setdefault(ref, []).append((k, ex, ref in inputs))
         elif ref not in inputs:
             groups.setdefault(ref, []).append((k, ex))
     return groups, owned, symbols
@@ -561,4 +569,22 @@ def shared_bases(gm: torch.fx.GraphModule) -> tuple[SharedBase, ...]:
         )
         outputs = tuple(k for k, _ in members)
         found.append(SharedBase(outputs, tuple(views), length, bound, untracked))
+    # Outputs that own memory eager lays out with gaps or an offset (``y.as_strided_((2, 2),
+    # (1, 3))`` of an intermediate, ``torch.empty_strided``), not an input's, no other output
+    # sharing it, made without grad: one copy into memory laid out as eager's, the output
+    # itself (no ``_base``; session 32: row-major). (One autograd follows stays the program's
+    # output: the backward checks writes into it, as ``_strided_alone``.)
+    for ref, owners in owned.items():
+        if len(owners) != 1 or owners[0][2] or ref in groups:
+            continue
+        k, ex, _ = owners[0]
+        if not _strided_alone([(k, ex)], symbols):
+            continue
+        size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
+        (offset,) = _static((ex.storage_offset(),), symbols)
+        length = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride))
+        used = {e for e in (*size, *stride, offset, length) if _symbolic(e)}
+        free = set().union(*(e.free_symbols for e in used))
+        bound = tuple((sym, i) for sym, i in symbols.items() if sym in free)
+        found.append(SharedBase((k,), ((size, stride, offset),), length, bound, owner=True))
     return tuple(found)

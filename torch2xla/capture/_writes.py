@@ -261,13 +261,18 @@ def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node
                 raise OpError(message, node)
         written = _written(node, args, kwargs)
         numbers.check_numbers(node, args, kwargs, written)
-        if _reads_written(node, written, args, kwargs):
+        # (each tensor of ``out=(values, indices)`` too)
+        targets = _written_targets(node, written)
+        if any(_reads_written(node, w, target, args, kwargs) for w, target in targets):
             message = _partial_overlap_error(node, args, kwargs)
             if message is not None:
                 raise OpError(message, node)
-        if not _overlaps(written):
+            if not _functional_as_eager(node, args, kwargs):
+                accepted.append(node)
+                continue
+        if not any(_overlaps(w) for w, _ in targets):
             # (only a write: reading an expanded input, ``x * 2`` of ``y.expand(3, 4)``, is fine)
-            if written is not None and _through_overlap(node, symbolic):
+            if targets and _through_overlap(node, symbolic):
                 accepted.append(node)
             continue
         message = _eager_error(node, args, kwargs)
@@ -277,19 +282,33 @@ def _check_writes(gm: torch.fx.GraphModule, symbolic: set) -> list[torch.fx.Node
     return accepted
 
 
+def _written_targets(node: torch.fx.Node, written: Any) -> list[tuple[torch.Tensor, Any]]:
+    """The tensors ``node`` writes (example values), each with the argument that holds it
+    (its node where it is one): one, or each of an ``out=`` tuple (``torch.max(x, 0,
+    out=(v, i))``)."""
+    if "out" in node.kwargs:
+        holder = node.kwargs["out"]
+        if isinstance(written, tuple | list) and isinstance(holder, tuple | list):
+            return [(w, h) for w, h in zip(written, holder) if isinstance(w, torch.Tensor)]
+        return [(written, holder)] if isinstance(written, torch.Tensor) else []
+    if not isinstance(written, torch.Tensor):
+        return []
+    return [(written, node.args[0] if node.args else None)]
+
+
 PARTIAL = "unsupported operation: some elements of the input tensor and the written-to tensor"
 
 
-def _reads_written(node: torch.fx.Node, written: Any, args: Any, kwargs: Any) -> bool:
+def _reads_written(node: torch.fx.Node, written: Any, target: Any, args: Any, kwargs: Any) -> bool:
     """Whether the write ``node`` reads a tensor that shares memory with the one it writes
-    (``x.add_(x[0])``, ``x[1:] = x[:-1]``), or the written tensor itself as another argument
+    (``written``, held by the argument ``target``: ``x.add_(x[0])``, ``x[1:] = x[:-1]``,
+    ``torch.max(x, 0, out=(x[0], i))``), or the written tensor itself as another argument
     (``x.scatter_(0, i, x)``: eager's kernels that check overlap refuse it, TensorIterator's
     accept it; not ``t[i] = t``'s)."""
     if not isinstance(written, torch.Tensor) or written.layout != torch.strided:
         return False
     setitem = node.target is operator.setitem
     own = args[0] if setitem and args else written
-    target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0] if node.args else None
     if "out" in node.kwargs:
         read = (node.args, {k: v for k, v in node.kwargs.items() if k != "out"})
     else:
@@ -357,11 +376,117 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
     return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
 
 
-def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
+_PROBE_LIMIT = 1 << 20  # (elements of the storages a write reading itself is run on)
+
+
+def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
+    """Whether eager's result of a write that reads memory it writes, which eager accepts,
+    is the functional graph's (every argument read before anything is written): run by eager
+    on distinct values laid out as the arguments, those sharing memory in one storage, once
+    so and once with the tensors it reads copied first. Elementwise ops writing each element
+    after reading it agree (``x.add_(x)``, ``torch.exp(x, out=x)``); a reduction into a row
+    of its input (``torch.sum(x, 0, out=x[0])``: eager fills the out tensor with the sum's
+    identity before reading ``x``) or a sort into a shifted window of it does not, and runs in
+    eager. Where it cannot be run (symbolic layouts, values the op refuses, an op that draws
+    random numbers), the graph's answer is kept."""
+    bases: dict = {}
+    for t in _leaves((args, kwargs)):
+        if not isinstance(t, torch.Tensor):
+            continue
+        if t.layout != torch.strided or not all(
+            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
+        ):
+            return True
+        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        key = t.untyped_storage()._cdata
+        dtype, length = bases.get(key, (t.dtype, 0))
+        if dtype != t.dtype:
+            return True
+        bases[key] = (dtype, max(length, extent if t.numel() else 0))
+
+    def like(real: dict, t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        base = real[t.untyped_storage()._cdata]
+        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+
+    return _eager_is_functional(node, args, kwargs, bases, like)
+
+
+def _eager_is_functional(
+    node: torch.fx.Node, args: Any, kwargs: Any, bases: dict, like: Callable[[dict, Any], Any]
+) -> bool:
+    """Whether eager's call ``node`` on ``args``/``kwargs`` (example values or nodes) gives
+    the same memory when the arguments it reads are copied first: run on real storages of
+    distinct values (``bases``: key -> (dtype, length)), each argument ``like(storages, a)``.
+    True where it cannot tell (too large, an op that draws, values the op refuses)."""
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return True
+    if sum(length for _, length in bases.values()) > _PROBE_LIMIT:
+        return True
+    gen = torch.Generator().manual_seed(0)
+    start = {key: _distinct(length, dtype, gen) for key, (dtype, length) in bases.items()}
+    # (the arguments read, by position: ``torch.mm(x, x, out=x)`` reads the tensor it writes)
+    if "out" in kwargs:
+        reads = (args, {k: v for k, v in kwargs.items() if k != "out"})
+        writes: tuple = ((), {"out": kwargs["out"]})
+    else:
+        reads, writes = (args[1:], kwargs), (args[:1], {})
+
+    def run(copy_reads: bool) -> dict | None:
+        real = {key: base.clone() for key, base in start.items()}
+
+        def made(a: Any, copy: bool = False) -> Any:
+            t = like(real, a)
+            return t.clone() if copy and isinstance(t, torch.Tensor) else t
+
+        try:
+            # (the copies are taken before anything is written)
+            read = map_aggregate(reads, functools.partial(made, copy=copy_reads))
+            written = map_aggregate(writes, made)
+        except _Symbolic:
+            return None
+        real_args = (*written[0], *read[0])
+        real_kwargs = {**read[1], **written[1]}
+        with torch.no_grad(), kept_rng(node.target), quiet():
+            try:
+                numbers._call(node, real_args, real_kwargs)
+            except (RuntimeError, IndexError, TypeError, ValueError) as e:
+                log.debug("torch2xla: overlap check of %s could not run: %r", node, e)
+                return None
+        return real
+
+    eager, functional = run(False), run(True)
+    if eager is None or functional is None:
+        return True
+    return all(
+        torch.equal(eager[k], functional[k]) or _same_nan(eager[k], functional[k]) for k in eager
+    )
+
+
+def _distinct(length: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """``length`` values of ``dtype`` that differ from each other where the dtype allows."""
+    if dtype == torch.bool:
+        return torch.rand(length, generator=gen) > 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(length, generator=gen, dtype=torch.float64).to(dtype)
+    return torch.randperm(length, generator=gen).to(dtype)
+
+
+def _same_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.is_floating_point() or a.is_complex()) and torch.allclose(
+        a, b, rtol=0, atol=0, equal_nan=True
+    )
+
+
+def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> list[torch.fx.Node]:
     """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
     that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
     ``x[0:4], x[2:6]``), or into a view of one reading a view of another (``a[:4].add_(b)``):
-    Dynamo does not guard aliasing, so it is checked per signature."""
+    Dynamo does not guard aliasing, so it is checked per signature. Returns the writes eager
+    accepts but computes otherwise than the functional graph (``torch.sum(x, 0, out=y)``
+    called with ``b, b[0]``: ``_functional_as_eager``), which must run in eager."""
+    found = []
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}
     group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
@@ -420,6 +545,25 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> None:
         )
         if message is not None:
             raise OpError(message, node)
+
+        def like_in(storages: dict, a: Any, real: dict = real) -> Any:
+            if not isinstance(a, torch.fx.Node):
+                return ints(a)
+            views = {
+                p: storages[0].as_strided(t.shape, t.stride(), t.storage_offset())
+                for p, t in real.items()
+            }
+            if a in views:
+                return views[a]
+            root = _root(a)
+            if root in views:
+                return _view_in(_example(a), _example(root), views[root], ints)
+            return _real(_example(a), ints=ints)
+
+        bases = {0: (base.dtype, length)}
+        if not _eager_is_functional(node, node.args, node.kwargs, bases, like_in):
+            found.append(node)
+    return found
 
 
 def _view_in(view: Any, root: Any, real_root: torch.Tensor, ints: Callable) -> torch.Tensor:
@@ -645,8 +789,10 @@ def _tensor(value: Any) -> bool:
 REASON = (
     "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows), "
     "through unfold windows that leave elements out, or into its input's storage outside the "
-    "input (as_strided): eager writes each location once and leaves the rest, the functional "
-    "graph's write-back would add the copies up, zero the elements left out or cannot reach them"
+    "input (as_strided), or reads memory it writes where eager's kernel reads what it already "
+    "wrote (a reduction or a matrix product into its own operand): eager writes each location "
+    "once and leaves the rest, the functional graph's write-back would add the copies up, zero "
+    "the elements left out or cannot reach them, and reads every argument before writing"
 )
 
 __all__ = [

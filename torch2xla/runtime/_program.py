@@ -166,7 +166,8 @@ class OutputLayout:
     they are a permutation of a row-major layout (channels_last, the result of a transpose or
     of an elementwise op on one), the program returns the array transposed to that order
     (XLA fuses the transpose into the op that computes the output) and torch views it back:
-    no copy. Dims eager expands (stride 0) are returned with size 1 and expanded again.
+    no copy. Dims eager expands (stride 0) are returned with size 1 and expanded again (of a
+    one-dim output too: ``x.sum().expand(4)``).
     Other strides (a strided slice's gaps, a diagonal) come back row-major.
 
     Attributes:
@@ -185,7 +186,8 @@ class OutputLayout:
 
     @classmethod
     def of(cls, val) -> OutputLayout | None:
-        if not isinstance(val, torch.Tensor) or val.ndim < 2 or val.layout != torch.strided:
+        # (one dim: only an expanded one, ``x.sum().expand(4)``, is not row-major and dense)
+        if not isinstance(val, torch.Tensor) or val.ndim < 1 or val.layout != torch.strided:
             return None
         shape, stride = tuple(val.shape), tuple(val.stride())
         if not all(isinstance(n, int) for n in (*shape, *stride)) or math.prod(shape) <= 1:

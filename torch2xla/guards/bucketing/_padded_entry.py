@@ -253,7 +253,7 @@ def _in_layout_of(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         want[d] = 0 if d in expanded else step
         step *= kept[d]
     if real.stride() == tuple(want):
-        return real
+        return _own(real, out)
     src = real
     for d in expanded:
         src = src.narrow(d, 0, 1)
@@ -262,3 +262,17 @@ def _in_layout_of(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     if not (dense.requires_grad or dense.is_inference() or out.is_inference()):
         torch._C._autograd._unsafe_set_version_counter((dense,), (out._version,))
     return dense.expand(shape) if expanded else dense
+
+
+def _own(real: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``real``, a slice of the padded output ``out``, as a tensor of its own over the same
+    memory, as eager's result is: no ``_base`` (a view's ``detach_()`` raises "Can't detach
+    views in-place"), ``out``'s version."""
+    if real._base is None or real.requires_grad:
+        return real
+    with torch.inference_mode(out.is_inference()):
+        own = torch.empty((0,), dtype=real.dtype, device=real.device)
+        own.set_(real.untyped_storage(), real.storage_offset(), real.shape, real.stride())
+    if not own.is_inference():  # (``set_`` bumped it; inference tensors have no version)
+        torch._C._autograd._unsafe_set_version_counter((own,), (out._version,))
+    return own
