@@ -53,7 +53,7 @@ from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_brea
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._host_numbers import with_host_numbers
-from torch2xla.capture._inference import inference_outputs
+from torch2xla.capture._inference import inference_outputs, untrack_inference_values
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
@@ -64,7 +64,7 @@ from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
 from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
-from torch2xla.capture._stop_gradient import write_records
+from torch2xla.capture._stop_gradient import grad_mode_after, write_records
 from torch2xla.capture._try_blocks import skip_frame_in_try
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
@@ -153,6 +153,8 @@ class CompiledGraph:
     ) -> None:
         data_dependent.drop_noop_sets(gm)  # (``x.data = x``: module.to(its own dtype))
         untrack_no_grad_values(gm)  # (Dynamo's ``F.pad`` under no_grad requires grad)
+        untrack_inference_values(gm)  # (``enable_grad()`` inside ``inference_mode()``)
+        self._grad_after = grad_mode_after(gm)  # (``torch.set_grad_enabled(False)`` inside)
         # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
         # back by Dynamo): the program returns them as 0-d tensors
         out = gm.graph.find_nodes(op="output")[0].args[0]
@@ -249,6 +251,8 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         else:  # (``_numbers`` inlined: the hot path)
+            if self._grad_after is not None:  # (the mode the graph's run leaves, as eager's)
+                torch._C._set_grad_enabled(self._grad_after)
             return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 

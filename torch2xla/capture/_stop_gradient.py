@@ -111,6 +111,21 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     return new
 
 
+def grad_mode_after(gm: torch.fx.GraphModule) -> bool | None:
+    """The grad mode the Dynamo graph ``gm`` leaves set (its last switch), None where it
+    switches none. Dynamo records ``torch.set_grad_enabled(False)`` called as a function as
+    a switch the graph's run makes and nothing after it sets back: eager's, and a graph run
+    in eager, leave grad off for the caller (and the frame's code after a graph break); a
+    program leaves the mode as it was, so the backend sets this one after each call. A
+    ``with`` block's last switch sets back the mode the graph is called in (Dynamo guards
+    it): setting it changes nothing."""
+    last = None
+    for node in gm.graph.nodes:
+        if _is_switch(node):
+            last = bool(node.args[0])
+    return last
+
+
 def _history(graph: torch.fx.Graph) -> tuple[dict, dict]:
     """Per node, whether eager tracks its value when it is made (``made``), and per in-place
     write, whether eager records it (``recorded``). Dynamo's example value is the tensor as

@@ -1,0 +1,1103 @@
+"""Grad modes, nested compiles and autograd calls inside compiled code, as users write them
+(session 32): each scenario runs eagerly and under ``torch.compile(..., backend="xla")``;
+observations compared strictly (values against a float64 reference, dtype, shape,
+``requires_grad``, ``grad_fn`` presence, ``.grad`` None-ness, hooks fired and their order and
+arguments, errors by type and message).
+
+    PYTHONPATH=. python scripts/probe_gradmode32.py [substring ...]
+    PROBE_BACKEND=aot_eager PYTHONPATH=. python scripts/probe_gradmode32.py   # torch's own
+
+The harness is ``probe_grads26``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import probe_grads26 as h
+
+warnings.simplefilter("ignore")
+SCENARIOS: dict = {}
+leaf = h.leaf
+grads = h.grads
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def attempt(rec, label, thunk):
+    try:
+        rec(label, thunk())
+    except Exception as e:  # noqa: BLE001  (the error is an observation)
+        rec(label, e)
+
+
+def meta(t):
+    """What autograd says of a tensor besides its value."""
+    return [t.requires_grad, t.grad_fn is None, t.is_leaf, t.is_inference()]
+
+
+# ============================================================================================
+# one compiled object under every grad mode
+
+
+def _modes_fn(x, w):
+    return (x * w).sin().sum(0)
+
+
+@scenario
+def modes_same_object_cycle(C, rec):
+    x, w = leaf(3, 4), leaf(4, seed=1)
+    cf = C(_modes_fn)
+    for i, mode in enumerate(("grad", "no_grad", "inference", "enable_in_no", "grad", "no_grad")):
+        if mode == "grad":
+            y = cf(x, w)
+        elif mode == "no_grad":
+            with torch.no_grad():
+                y = cf(x, w)
+        elif mode == "inference":
+            with torch.inference_mode():
+                y = cf(x, w)
+        else:
+            with torch.no_grad(), torch.enable_grad():
+                y = cf(x, w)
+        rec(f"y{i}", y)
+        rec(f"m{i}", meta(y))
+        if y.requires_grad:
+            y.sum().backward()
+            rec(f"g{i}", [x.grad.clone(), w.grad.clone()])
+
+
+@scenario
+def modes_module_cycle(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    cm = C(m)
+    x = leaf(3, 4, rg=False)
+    with torch.inference_mode():
+        a = cm(x)
+    rec("a", a)
+    rec("ma", meta(a))
+    with torch.no_grad():
+        b = cm(x)
+    rec("mb", meta(b))
+    c = cm(x)
+    rec("mc", meta(c))
+    c.sum().backward()
+    rec("g", grads(m))
+    with torch.inference_mode():
+        d = cm(x)
+    rec("md", meta(d))
+
+
+@scenario
+def modes_inference_mode_false_inside_inference(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: x.exp() * 2)
+    with torch.inference_mode(), torch.inference_mode(False):
+        y = cf(x)
+    rec("y", y)
+    rec("m", meta(y))
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes_inference_tensor_into_training_fn(C, rec):
+    w = leaf(3)
+    with torch.inference_mode():
+        xi = torch.ones(3) * 2
+    cf = C(lambda x, w: (x * w).sum())
+    attempt(rec, "out", lambda: cf(xi, w))
+    out = cf(torch.ones(3), w)
+    out.backward()
+    rec("g", w.grad)
+
+
+@scenario
+def modes_inference_tensor_saved_raises(C, rec):
+    w = leaf(3)
+    with torch.inference_mode():
+        xi = torch.ones(3) * 2
+
+    def f(x, w):
+        return (w * w * x).sum()
+
+    cf = C(f)
+    attempt(rec, "out", lambda: cf(xi, w))
+    attempt(rec, "bwd", lambda: cf(xi, w).backward())
+    rec("g", w.grad)
+
+
+@scenario
+def modes_inference_tensor_inplace_outside_raises(C, rec):
+    with torch.inference_mode():
+        xi = torch.ones(3)
+
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    attempt(rec, "out", lambda: C(f)(xi))
+    rec("xi", xi)
+
+
+@scenario
+def modes_inference_tensor_inplace_inside_inference(C, rec):
+    with torch.inference_mode():
+        xi = torch.ones(3)
+
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    with torch.inference_mode():
+        y = C(f)(xi)
+    rec("y", y)
+    rec("m", meta(y))
+    rec("xi", xi)
+
+
+@scenario
+def modes_no_grad_output_then_grad_use(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: x.tanh())
+    with torch.no_grad():
+        a = cf(x)
+    b = cf(x)
+    rec("m", [meta(a), meta(b)])
+    (a * b).sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes_set_grad_enabled_flag_arg(C, rec):
+    x = leaf(3)
+
+    def f(x, flag):
+        with torch.set_grad_enabled(flag):
+            y = x * 3
+        return y + x
+
+    cf = C(f)
+    for flag in (True, False, True):
+        y = cf(x, flag)
+        rec(f"m{flag}", meta(y))
+        y.sum().backward()
+        rec(f"g{flag}", x.grad.clone())
+
+
+@scenario
+def modes_set_grad_enabled_call_inside_leaks(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        torch.set_grad_enabled(False)
+        return x * 2
+
+    y = C(f)(x)
+    rec("m", meta(y))
+    rec("enabled_after", torch.is_grad_enabled())
+    torch.set_grad_enabled(True)
+
+
+@scenario
+def modes_is_grad_enabled_branch_cycle(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        if torch.is_grad_enabled():
+            return x * 2
+        return x * 3
+
+    cf = C(f)
+    rec("a", cf(x))
+    with torch.no_grad():
+        rec("b", cf(x))
+    with torch.inference_mode():
+        rec("c", cf(x))
+    rec("d", cf(x))
+
+
+@scenario
+def modes_is_inference_mode_enabled_branch(C, rec):
+    x = leaf(3, rg=False)
+
+    def f(x):
+        if torch.is_inference_mode_enabled():
+            return x + 1
+        return x - 1
+
+    cf = C(f)
+    rec("a", cf(x))
+    with torch.inference_mode():
+        rec("b", cf(x))
+    rec("c", cf(x))
+
+
+@scenario
+def modes_no_grad_mixed_regions(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        a = x * w
+        with torch.no_grad():
+            s = a.norm()
+            b = w * 2
+        c = a / s + b * x
+        with torch.no_grad(), torch.enable_grad():
+            d = c.exp()
+        return d.sum(), s, b
+
+    out, s, b = C(f)(x, w)
+    rec("out", [out, s, b])
+    rec("m", [meta(out), meta(s), meta(b)])
+    out.backward()
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def modes_no_grad_decorated_method_in_train_step(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("ema", torch.zeros(3, 3))
+
+        @torch.no_grad()
+        def update(self):
+            self.ema.mul_(0.5).add_(self.lin.weight, alpha=0.5)
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.update()
+            return y
+
+    torch.manual_seed(0)
+    m = M()
+    cm = C(m)
+    for i in range(2):
+        y = cm(leaf(2, 3, seed=i, rg=False))
+        y.pow(2).sum().backward()
+    rec("g", grads(m))
+    rec("ema", m.ema)
+
+
+@scenario
+def modes_inference_mode_inside_then_used(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.inference_mode():
+            k = x.detach() * 2
+        return k, x * 3
+
+    k, y = C(f)(x)
+    rec("k", k)
+    rec("m", [meta(k), meta(y)])
+
+
+# ============================================================================================
+# nested compiles
+
+
+@scenario
+def nested_compiled_in_compiled(C, rec):
+    x = leaf(3)
+    inner = C(lambda x: x.sin() * 2)
+
+    def outer(x):
+        return inner(x).exp().sum()
+
+    out = C(outer)(x)
+    rec("out", out)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def nested_compiled_module_in_train_step(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    cm = C(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = cm(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    cs = C(step)
+    for i in range(2):
+        rec(f"loss{i}", cs(leaf(2, 4, seed=i, rg=False)))
+    rec("p", dict(m.named_parameters()))
+    # the compiled module still works on its own
+    y = cm(leaf(2, 4, seed=5, rg=False))
+    rec("y", y)
+
+
+@scenario
+def nested_compiled_under_no_grad_inside_compiled(C, rec):
+    x = leaf(3)
+    inner = C(lambda x: x.cos())
+
+    def outer(x):
+        with torch.no_grad():
+            t = inner(x)
+        return x * t
+
+    y = C(outer)(x)
+    rec("m", meta(y))
+    y.sum().backward()
+    rec("g", x.grad)
+    # inner called on its own afterwards, with grad
+    z = inner(x)
+    rec("mz", meta(z))
+
+
+@scenario
+def nested_compiled_inner_first_with_grad(C, rec):
+    x = leaf(3)
+    inner = C(lambda x: x.cos() * 3)
+    a = inner(x)
+    rec("ma", meta(a))
+
+    def outer(x):
+        with torch.no_grad():
+            return inner(x) + 1
+
+    b = C(outer)(x)
+    rec("mb", meta(b))
+    rec("b", b)
+
+
+@scenario
+def nested_disable_inside_compiled(C, rec):
+    x = leaf(3)
+
+    @torch.compiler.disable
+    def helper(t):
+        return t * 2
+
+    def f(x):
+        return helper(x.sin()).sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+# ============================================================================================
+# backward and autograd.grad inside compiled code
+
+
+@scenario
+def inside_backward_returns_loss(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        loss = (x * w).sin().sum()
+        loss.backward()
+        return loss
+
+    out = C(f)(x, w)
+    rec("out", out)
+    rec("m", meta(out))
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def inside_backward_retain_graph_twice(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        loss = x.exp().sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return loss
+
+    out = C(f)(x)
+    rec("out", out)
+    rec("g", x.grad)
+
+
+@scenario
+def inside_backward_twice_no_retain_raises(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        loss = x.exp().sum()
+        loss.backward()
+        loss.backward()
+        return loss
+
+    attempt(rec, "out", lambda: C(f)(x))
+    rec("g", x.grad)
+
+
+@scenario
+def inside_backward_create_graph(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        loss = (x**3).sum()
+        loss.backward(create_graph=True)
+        return x.grad
+
+    g = C(f)(x)
+    rec("g", g)
+    rec("m", meta(g))
+    g.sum().backward()
+    rec("xg", x.grad)
+
+
+@scenario
+def inside_autograd_grad_materialize(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        y = (x * 2).sum()
+        gx, gw = torch.autograd.grad(y, (x, w), allow_unused=True, materialize_grads=True)
+        return gx, gw
+
+    gx, gw = C(f)(x, w)
+    rec("g", [gx, gw])
+    rec("m", [meta(gx), meta(gw)])
+
+
+@scenario
+def inside_autograd_grad_allow_unused_none(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        y = (x * 2).sum()
+        gx, gw = torch.autograd.grad(y, (x, w), allow_unused=True)
+        return gx * 2, gw is None
+
+    attempt(rec, "out", lambda: C(f)(x, w))
+
+
+@scenario
+def inside_autograd_grad_create_graph_penalty(C, rec):
+    x, w = leaf(4), leaf(4, seed=1)
+
+    def f(x, w):
+        y = (x * w).tanh().sum()
+        (gx,) = torch.autograd.grad(y, x, create_graph=True)
+        return y + gx.pow(2).sum()
+
+    out = C(f)(x, w)
+    rec("out", out)
+    out.backward()
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def inside_autograd_grad_under_no_grad_caller(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.enable_grad():
+            y = x.pow(2).sum()
+            (g,) = torch.autograd.grad(y, x)
+        return g
+
+    with torch.no_grad():
+        g = C(f)(x)
+    rec("g", g)
+    rec("m", meta(g))
+
+
+@scenario
+def inside_autograd_grad_of_nonrequires_raises(C, rec):
+    x = leaf(3, rg=False)
+
+    def f(x):
+        y = x.pow(2).sum()
+        return torch.autograd.grad(y, x)
+
+    attempt(rec, "out", lambda: C(f)(x))
+
+
+@scenario
+def inside_backward_then_use_grad(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+
+    def f(x):
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        return m.weight.grad.norm() + loss.detach()
+
+    out = C(f)(leaf(4, 3, rg=False))
+    rec("out", out)
+    rec("g", grads(m))
+
+
+# ============================================================================================
+# retain_grad and hooks on intermediates
+
+
+@scenario
+def hook_intermediate_args_and_order(C, rec):
+    x = leaf(3)
+    calls = []
+
+    def f(x):
+        a = x * 2
+        a.register_hook(lambda g: calls.append(("a", g.clone())))
+        b = a.sin()
+        b.register_hook(lambda g: calls.append(("b", g.clone())))
+        b.register_hook(lambda g: calls.append(("b2", g.clone())))
+        return b.sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("calls", [c[0] for c in calls])
+    rec("args", [c[1] for c in calls])
+    rec("g", x.grad)
+
+
+@scenario
+def hook_intermediate_modifies_grad(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x.exp()
+        a.register_hook(lambda g: g * 10)
+        return (a * a).sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def retain_grad_intermediate_returned_inside(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 3
+        a.retain_grad()
+        b = a.pow(2)
+        return b.sum(), a
+
+    out, a = C(f)(x)
+    out.backward()
+    rec("ag", a.grad)
+    rec("g", x.grad)
+    rec("m", meta(a))
+
+
+@scenario
+def retain_grad_plus_hook_order(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        a = x * 3
+        a.register_hook(lambda g: seen.append(g.clone()) or g * 2)
+        a.retain_grad()
+        return a.sum(), a
+
+    out, a = C(f)(x)
+    out.backward()
+    rec("ag", a.grad)
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def hook_on_leaf_inside_fires_once_per_backward(C, rec):
+    x = leaf(3)
+    n = []
+
+    def f(x):
+        x.register_hook(lambda g: n.append(1))
+        return x.sin().sum()
+
+    cf = C(f)
+    cf(x).backward()
+    rec("n1", len(n))
+    cf(x).backward()
+    rec("n2", len(n))
+    rec("g", x.grad)
+
+
+# ============================================================================================
+# detach / detach_ / data in the middle of a chain
+
+
+@scenario
+def detach_mid_chain(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 2
+        b = a.detach() * a
+        return b.sum(), b
+
+    out, b = C(f)(x)
+    rec("m", meta(b))
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def detach_inplace_mid_chain(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 2
+        b = a.exp()
+        b.detach_()
+        return (a * b).sum(), b
+
+    out, b = C(f)(x)
+    rec("m", meta(b))
+    rec("b", b)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def data_mid_chain(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 2
+        b = a.data.exp() + a
+        return b.sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def data_assignment_inside(C, rec):
+    x = leaf(3)
+
+    def f(x, k):
+        y = x * 2
+        y.data = k
+        return y * x
+
+    out = C(f)(x, torch.ones(3) * 5)
+    rec("out", out)
+    out.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def detach_requires_grad_new_leaf_inside(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = (x * 2).detach().requires_grad_()
+        b = (a * x).sum()
+        b.backward()
+        return a.grad, b
+
+    attempt(rec, "out", lambda: C(f)(x))
+    rec("g", x.grad)
+
+
+# ============================================================================================
+# custom autograd.Functions
+
+
+class NonDiffIdx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        v, i = x.max(-1)
+        ctx.mark_non_differentiable(i)
+        ctx.save_for_backward(x, i)
+        return v, i
+
+    @staticmethod
+    def backward(ctx, gv, gi):
+        x, i = ctx.saved_tensors
+        out = torch.zeros_like(x)
+        out.scatter_(-1, i.unsqueeze(-1), gv.unsqueeze(-1))
+        return out
+
+
+class NoMat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        r = None
+        if ga is not None:
+            r = ga * 2
+        if gb is not None:
+            r = gb * 3 if r is None else r + gb * 3
+        return r
+
+
+class DirtyMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class SaveOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        y = (x * w).exp()
+        ctx.save_for_backward(x, w, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, y = ctx.saved_tensors
+        gx = g * y * w if ctx.needs_input_grad[0] else None
+        gw = g * y * x if ctx.needs_input_grad[1] else None
+        return gx, gw
+
+
+class NeedsGradFlags(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        # a user error eager only reaches when that grad is needed
+        gx = g * w if ctx.needs_input_grad[0] else None
+        gw = (g * x).sum() * torch.ones_like(w) if ctx.needs_input_grad[1] else None
+        return gx, gw
+
+
+@scenario
+def fn_non_diff_idx_and_grad(C, rec):
+    x = leaf(2, 4)
+
+    def f(x):
+        v, i = NonDiffIdx.apply(x)
+        return (v * 2).sum(), i
+
+    out, i = C(f)(x)
+    rec("i", i)
+    rec("mi", meta(i))
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn_no_materialize_one_used(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a, _b = NoMat.apply(x)
+        return a.sum()
+
+    C(f)(x).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn_mark_dirty_on_nonleaf_input(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x + 1
+        z = DirtyMul.apply(y)
+        return (z * x).sum(), z, y
+
+    out, z, y = C(f)(x)
+    rec("zy", [z, y])
+    rec("m", [meta(z), meta(y)])
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn_mark_dirty_on_leaf_raises(C, rec):
+    x = leaf(3)
+    attempt(rec, "out", lambda: C(lambda x: DirtyMul.apply(x).sum())(x))
+
+
+@scenario
+def fn_save_output_needs_input_grad_cycle(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+    cf = C(lambda x, w: SaveOut.apply(x, w).sum())
+    cf(x, w).backward()
+    rec("1", [x.grad, w.grad])
+    w.requires_grad_(False)
+    cf(x, w).backward()
+    rec("2", [x.grad, w.grad])
+    with torch.no_grad():
+        out = cf(x, w)
+    rec("3", meta(out))
+
+
+@scenario
+def fn_needs_input_grad_module_frozen(C, rec):
+    x, w = leaf(3), leaf(3, seed=1, rg=False)
+    out = C(lambda x, w: NeedsGradFlags.apply(x, w).sum())(x, w)
+    out.backward()
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def fn_apply_under_no_grad_inside(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.no_grad():
+            a = SaveOut.apply(x, x * 1)
+        return a, x * a
+
+    a, b = C(f)(x)
+    rec("m", [meta(a), meta(b)])
+    b.sum().backward()
+    rec("g", x.grad)
+
+
+# ============================================================================================
+# forward-mode AD, saved-tensor hooks, anomaly mode
+
+
+@scenario
+def fwd_ad_dual_through_compiled(C, rec):
+    import torch.autograd.forward_ad as fwAD
+
+    x = leaf(3, rg=False)
+    t = torch.ones(3)
+    cf = C(lambda x: x.sin() * x)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x, t)
+        y = cf(d)
+        p, tg = fwAD.unpack_dual(y)
+        rec("p", p)
+        rec("t", tg)
+
+
+@scenario
+def fwd_ad_dual_inside_compiled(C, rec):
+    import torch.autograd.forward_ad as fwAD
+
+    x = leaf(3, rg=False)
+
+    def f(x):
+        with fwAD.dual_level():
+            d = fwAD.make_dual(x, torch.ones_like(x))
+            y = d.exp() * 2
+            return fwAD.unpack_dual(y).tangent
+
+    attempt(rec, "t", lambda: C(f)(x))
+
+
+@scenario
+def saved_hooks_around_counts(C, rec):
+    x = leaf(3)
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return t
+
+    def unpack(t):
+        unpacked.append(tuple(t.shape))
+        return t
+
+    cf = C(lambda x: (x.exp() * x).sum())
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        out = cf(x)
+    out.backward()
+    rec("g", x.grad)
+    rec("any_packed", len(packed) > 0)
+
+
+@scenario
+def save_on_cpu_around_train(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.Linear(4, 1))
+    cm = C(m)
+    with torch.autograd.graph.save_on_cpu():
+        out = cm(leaf(2, 3, rg=False)).sum()
+    out.backward()
+    rec("g", grads(m))
+
+
+@scenario
+def saved_hooks_unpack_scales_inside(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t * 2):
+            y = x.pow(2)
+        return y.sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def anomaly_around_compiled_nan(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: (x * 0).sqrt().sum())
+    with torch.autograd.detect_anomaly(check_nan=True):
+        out = cf(x)
+        attempt(rec, "bwd", lambda: out.backward())
+    rec("g", x.grad)
+
+
+@scenario
+def anomaly_inside_compiled(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.autograd.detect_anomaly():
+            return x.exp().sum()
+
+    out = C(f)(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def anomaly_set_detect_between_calls(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: (x - x).sqrt().sum())
+    cf(x).backward()
+    rec("g1", x.grad.clone())
+    torch.autograd.set_detect_anomaly(True)
+    try:
+        attempt(rec, "bwd", lambda: cf(x).backward())
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+    rec("g", x.grad)
+
+
+# ============================================================================================
+# requires_grad flipping, leaves
+
+
+@scenario
+def rg_flip_on_input_cycle_outputs(C, rec):
+    x = leaf(3, rg=False)
+    cf = C(lambda x: (x.exp(), x * 2))
+    for i in range(4):
+        x.requires_grad_(i % 2 == 1)
+        a, b = cf(x)
+        rec(f"m{i}", [meta(a), meta(b)])
+        if a.requires_grad:
+            (a + b).sum().backward()
+            rec(f"g{i}", x.grad.clone())
+
+
+@scenario
+def rg_requires_grad_set_inside_on_input(C, rec):
+    x = leaf(3, rg=False)
+
+    def f(x):
+        x.requires_grad_()
+        return (x * x).sum()
+
+    out = C(f)(x)
+    rec("m", meta(out))
+    rec("xrg", x.requires_grad)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def rg_output_is_leaf_of_new_param(C, rec):
+    def f(x):
+        w = nn.Parameter(torch.ones(3))
+        return w * x, w
+
+    y, w = C(f)(leaf(3, rg=False))
+    rec("m", [meta(y), meta(w), type(w).__name__])
+
+
+@scenario
+def rg_grad_of_leaf_read_inside_after_backward(C, rec):
+    x = leaf(3)
+    (x * 2).sum().backward()
+
+    def f(x):
+        return x.grad * 3 + x
+
+    y = C(f)(x)
+    rec("y", y)
+    rec("m", meta(y))
+
+
+@scenario
+def rg_zero_grad_inside(C, rec):
+    x = leaf(3)
+    (x * 2).sum().backward()
+
+    def f(x):
+        x.grad = None
+        return x.sin().sum()
+
+    out = C(f)(x)
+    rec("gnone", x.grad is None)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def rg_grad_zero_inplace_inside(C, rec):
+    x = leaf(3)
+    (x * 2).sum().backward()
+
+    def f(x):
+        x.grad.zero_()
+        return x.sin().sum()
+
+    out = C(f)(x)
+    rec("g0", x.grad)
+    out.backward()
+    rec("g", x.grad)
+
+
+def main(argv):
+    return h.run(argv, SCENARIOS) if hasattr(h, "run") else _run(argv)
+
+
+def _run(argv):
+    names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
+    bad = 0
+    for n in names:
+        try:
+            line = h.compare(n, SCENARIOS[n])
+        except Exception as e:  # noqa: BLE001  (a failure of the probe itself)
+            line = f"CRASH {n}: {type(e).__name__}: {e}"
+        if not line.startswith("ok"):
+            bad += 1
+        print(line, flush=True)
+    print(f"{len(names) - bad}/{len(names)} ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_run(sys.argv[1:]))
