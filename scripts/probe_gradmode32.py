@@ -1080,6 +1080,535 @@ def rg_grad_zero_inplace_inside(C, rec):
     rec("g", x.grad)
 
 
+# ============================================================================================
+# more grad-mode cases (second round)
+
+
+@scenario
+def modes2_set_grad_false_then_graph_break(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 2
+        torch.set_grad_enabled(False)
+        b = a * 3
+        torch._dynamo.graph_break()
+        c = b + x
+        torch.set_grad_enabled(True)
+        return a, b, c
+
+    out = C(f)(x)
+    rec("m", [meta(t) for t in out])
+    rec("enabled", torch.is_grad_enabled())
+    torch.set_grad_enabled(True)
+
+
+@scenario
+def modes2_set_grad_true_inside_no_grad_caller(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        torch.set_grad_enabled(True)
+        return x * 2
+
+    with torch.no_grad():
+        y = C(f)(x)
+        rec("enabled_in", torch.is_grad_enabled())
+    rec("m", meta(y))
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes2_set_grad_false_twice_calls(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x * 2
+        torch.set_grad_enabled(False)
+        return y, x * 3
+
+    cf = C(f)
+    for i in range(2):
+        a, b = cf(x)
+        rec(f"m{i}", [meta(a), meta(b), torch.is_grad_enabled()])
+        torch.set_grad_enabled(True)
+
+
+@scenario
+def modes2_inference_decorator_compiled(C, rec):
+    x = leaf(3)
+
+    @torch.inference_mode()
+    def f(x):
+        return x * 2, x[0]
+
+    a, b = C(f)(x)
+    rec("m", [meta(a), meta(b)])
+
+
+@scenario
+def modes2_inference_block_view_of_input(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.inference_mode():
+            v = x[1:]
+            w = x.view(3)
+        return v, w, x * 2
+
+    out = C(f)(x)
+    rec("m", [meta(t) for t in out])
+    rec("v", list(out))
+
+
+@scenario
+def modes2_inference_block_inplace_nonleaf(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x * 2
+        with torch.inference_mode():
+            y.add_(1)
+        return y
+
+    attempt(rec, "y", lambda: C(f)(x))
+
+
+@scenario
+def modes2_inference_block_then_clone_grad(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.inference_mode():
+            s = x.detach().pow(2).sum()
+        return x * s.clone()
+
+    y = C(f)(x)
+    rec("m", meta(y))
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes2_inference_block_output_used_outside_raises(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.inference_mode():
+            s = x.detach() * 2
+        return (x * s).sum()
+
+    attempt(rec, "y", lambda: C(f)(x))
+    rec("inf", torch.is_inference_mode_enabled())
+
+
+@scenario
+def modes2_inference_enable_grad_nested(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.inference_mode():
+            with torch.enable_grad():
+                a = x * 2
+            with torch.inference_mode(False):
+                b = x * 3
+        return a, b
+
+    a, b = C(f)(x)
+    rec("m", [meta(a), meta(b), torch.is_grad_enabled()])
+    b.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes2_no_grad_inside_called_in_inference(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.no_grad():
+            a = x * 2
+        return a + x
+
+    cf = C(f)
+    with torch.inference_mode():
+        y = cf(x)
+    rec("m", meta(y))
+    z = cf(x)
+    rec("mz", meta(z))
+
+
+@scenario
+def modes2_enable_grad_decorator_under_no_grad(C, rec):
+    x = leaf(3)
+
+    @torch.enable_grad()
+    def f(x):
+        return x.exp()
+
+    cf = C(f)
+    with torch.no_grad():
+        y = cf(x)
+    rec("m", meta(y))
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes2_requires_grad_inside_no_grad_region(C, rec):
+    x = leaf(3, rg=False)
+
+    def f(x):
+        with torch.no_grad():
+            w = torch.ones(3) * 2
+        w.requires_grad_()
+        return (w * x).sum(), w
+
+    out, w = C(f)(x)
+    rec("m", [meta(out), meta(w)])
+    out.backward()
+    rec("g", w.grad)
+
+
+@scenario
+def inside2_autograd_backward_grad_tensors(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        a = x * w
+        b = x.exp()
+        torch.autograd.backward([a, b], [torch.ones(3), torch.full((3,), 2.0)])
+        return a + b
+
+    out = C(f)(x, w)
+    rec("m", meta(out))
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def inside2_backward_inputs_arg(C, rec):
+    x, w = leaf(3), leaf(3, seed=1)
+
+    def f(x, w):
+        loss = (x * w).sum()
+        loss.backward(inputs=[w])
+        return loss
+
+    C(f)(x, w)
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def inside2_agrad_retain_then_backward_outside(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x.sin().sum()
+        (g,) = torch.autograd.grad(y, x, retain_graph=True)
+        return y, g
+
+    y, g = C(f)(x)
+    rec("m", [meta(y), meta(g)])
+    y.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def inside2_agrad_no_retain_then_backward_outside_raises(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x.sin().sum()
+        (g,) = torch.autograd.grad(y, x)
+        return y, g
+
+    y, g = C(f)(x)
+    attempt(rec, "bwd", lambda: y.backward())
+    rec("g", x.grad)
+
+
+@scenario
+def inside2_hook_registered_inside_on_returned(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        y = x * 2
+        y.register_hook(lambda g: seen.append(g.clone()))
+        return y
+
+    y = C(f)(x)
+    (y * torch.arange(3.0)).sum().backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def inside2_hook_on_output_of_param_module(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    seen = []
+
+    def f(x):
+        h = m(x)
+        h.register_hook(lambda g: seen.append(tuple(g.shape)))
+        m.weight.register_hook(lambda g: seen.append(("w", g.sum().item() != 0)))
+        return h.relu().sum()
+
+    C(f)(leaf(2, 3, rg=False)).backward()
+    rec("seen", seen)
+    rec("g", grads(m))
+
+
+@scenario
+def inside2_grad_of_grad_create_graph_twice_calls(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = (x**4).sum()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+        return h
+
+    cf = C(f)
+    for i in range(2):
+        h = cf(x)
+        rec(f"h{i}", h)
+        rec(f"m{i}", meta(h))
+    h.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn2_once_differentiable_in_compiled(C, rec):
+    from torch.autograd.function import once_differentiable
+
+    class Sq(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = leaf(3)
+    out = C(lambda x: Sq.apply(x).sum())(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn2_dirty_and_save_output(C, rec):
+    class ExpInplace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.exp_()
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    x = leaf(3)
+
+    def f(x):
+        y = x * 1
+        return ExpInplace.apply(y).sum()
+
+    out = C(f)(x)
+    rec("out", out)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn2_needs_input_grad_none_returned_for_needed(C, rec):
+    class Bad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            return None, g
+
+    x, w = leaf(3), leaf(3, seed=1)
+    out = C(lambda x, w: Bad.apply(x, w).sum())(x, w)
+    out.backward()
+    rec("g", [x.grad, w.grad])
+
+
+@scenario
+def fn2_non_differentiable_output_requires_grad_flag(C, rec):
+    class TwoOut(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            a = x * 2
+            b = x * 3
+            ctx.mark_non_differentiable(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2
+
+    x = leaf(3)
+    a, b = C(lambda x: TwoOut.apply(x))(x)
+    rec("m", [meta(a), meta(b)])
+    (a.sum() + b.sum()).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn2_materialize_false_none_grad_both(C, rec):
+    class Pick(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            ctx_seen.append((ga is None, gb is None))
+            if ga is None and gb is None:
+                return None
+            return (ga if ga is not None else 0) * 2 + (gb if gb is not None else 0) * 3
+
+    ctx_seen = []
+    x = leaf(3)
+
+    def f(x):
+        a, b = Pick.apply(x)
+        return b.sum()
+
+    C(f)(x).backward()
+    rec("seen", ctx_seen)
+    rec("g", x.grad)
+
+
+@scenario
+def fwd2_jvp_inside_compiled(C, rec):
+    x = leaf(3, rg=False)
+
+    def f(x):
+        return torch.func.jvp(lambda t: t.sin() * t, (x,), (torch.ones(3),))
+
+    out = C(f)(x)
+    rec("out", list(out))
+
+
+@scenario
+def fwd2_dual_module_compiled(C, rec):
+    import torch.autograd.forward_ad as fwAD
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+    cm = C(m)
+    x = leaf(2, 3, rg=False)
+    with fwAD.dual_level():
+        y = cm(fwAD.make_dual(x, torch.ones(2, 3)))
+        rec("t", fwAD.unpack_dual(y).tangent)
+
+
+@scenario
+def saved2_hooks_inside_count_and_grad(C, rec):
+    x = leaf(3)
+    n = []
+
+    def f(x):
+        def pack(t):
+            n.append(1)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = x.exp() * x
+        return y.sum()
+
+    C(f)(x).backward()
+    rec("any", len(n) > 0)
+    rec("g", x.grad)
+
+
+@scenario
+def saved2_disable_saved_tensors_hooks_raises(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: (x.exp() * x).sum())
+
+    def go():
+        with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                return cf(x)
+
+    attempt(rec, "out", go)
+    out = cf(x)
+    out.backward()
+    rec("g", x.grad)
+
+
+@scenario
+def anomaly2_forward_nan_no_error(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: (x * float("nan")).sum())
+    with torch.autograd.detect_anomaly():
+        out = cf(x)
+        attempt(rec, "bwd", lambda: out.backward())
+    rec("g", x.grad)
+
+
+@scenario
+def anomaly2_check_nan_false(C, rec):
+    x = leaf(3)
+    cf = C(lambda x: (x * 0).sqrt().sum())
+    with torch.autograd.detect_anomaly(check_nan=False):
+        cf(x).backward()
+    rec("g", x.grad)
+
+
+@scenario
+def nested2_compiled_helper_called_twice_in_step(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    enc = C(m)
+
+    def step(a, b):
+        return (enc(a) - enc(b)).pow(2).sum()
+
+    out = C(step)(leaf(2, 3, rg=False), leaf(2, 3, seed=1, rg=False))
+    out.backward()
+    rec("out", out)
+    rec("g", grads(m))
+
+
+# NOTE: Dynamo's (aot_eager and inductor too, standalone): "UnspecializedNNModuleVariable(
+# Sequential) is already tracked for mutation" where the compiled module's ``_orig_mod`` and
+# the module itself are both read in one frame.
+@scenario
+def nested2_compiled_inside_no_grad_eval_then_train(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.0), nn.Linear(4, 1))
+    cm = C(m)
+
+    def evaluate(x):
+        m.eval()
+        with torch.no_grad():
+            r = cm(x)
+        m.train()
+        return r
+
+    r = C(evaluate)(leaf(2, 3, rg=False))
+    rec("m", meta(r))
+    loss = cm(leaf(2, 3, seed=1, rg=False)).sum()
+    loss.backward()
+    rec("g", grads(m))
+
+
 def main(argv):
     return h.run(argv, SCENARIOS) if hasattr(h, "run") else _run(argv)
 

@@ -493,6 +493,9 @@ class CompiledGraph:
         with Build(self, args) as b:
             if self.key.leaf_writes(args):  # (eager raises at the write: eager runs it)
                 return self._in_eager([], b, every=False)
+            # (eager raises at an op that saves an inference tensor made inside: eager runs it)
+            if _eager_backward.saves_inference_tensor(self.gm) is not None:
+                return self._in_eager([], b)
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:

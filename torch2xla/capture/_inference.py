@@ -28,8 +28,8 @@ import operator
 import torch
 from torch.fx.node import map_aggregate
 
-_ENTER = torch.autograd.grad_mode._enter_inference_mode
-_EXIT = torch.autograd.grad_mode._exit_inference_mode
+_ENTER = ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
+_EXIT = EXIT_INFERENCE = torch.autograd.grad_mode._exit_inference_mode
 
 
 def inference_outputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
@@ -97,11 +97,20 @@ def inference_as_grad_mode(gm: torch.fx.GraphModule, grad_enabled: bool) -> torc
 
 def _made(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """The nodes of ``gm`` whose values eager makes as inference tensors."""
+    return inference_nodes(gm)[0]
+
+
+def inference_nodes(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[torch.fx.Node]]:
+    """The nodes of the Dynamo graph ``gm`` whose values eager makes as inference tensors,
+    and the nodes that run in inference mode (whose ops autograd never records)."""
     if not gm.graph.find_nodes(op="call_function", target=_ENTER):
-        return set()
+        return set(), set()
     modes: list[bool] = []  # (the blocks entered, innermost last: their mode)
     made: set[torch.fx.Node] = set()
+    inside: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
+        if modes and modes[-1]:
+            inside.add(node)
         if node.op == "call_function" and node.target is _ENTER:
             modes.append(bool(node.args[0]) if node.args else True)
             continue
@@ -123,7 +132,7 @@ def _made(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
                 made.add(node)
         elif modes and modes[-1] and not _in_place(node):
             made.add(node)
-    return made
+    return made, inside
 
 
 def _viewed(node: torch.fx.Node, example) -> torch.fx.Node | None:

@@ -23,6 +23,7 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from torch2xla.capture._inference import ENTER_INFERENCE, EXIT_INFERENCE
 from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the ops)
 
 _STOP = torch.ops.torch2xla.stop_gradient.default
@@ -119,11 +120,18 @@ def grad_mode_after(gm: torch.fx.GraphModule) -> bool | None:
     program leaves the mode as it was, so the backend sets this one after each call. A
     ``with`` block's last switch sets back the mode the graph is called in (Dynamo guards
     it): setting it changes nothing."""
-    last = None
+    # (an inference-mode block sets grad mode too, and back on leaving: a switch inside it,
+    # ``enable_grad()`` in the block, is not the graph's last word)
+    mode, before = None, []  # (None: the mode the graph is called in)
     for node in gm.graph.nodes:
         if _is_switch(node):
-            last = bool(node.args[0])
-    return last
+            mode = bool(node.args[0])
+        elif node.op == "call_function" and node.target is ENTER_INFERENCE:
+            before.append(mode)
+            mode = not (bool(node.args[0]) if node.args else True)
+        elif node.op == "call_function" and node.target is EXIT_INFERENCE and before:
+            mode = before.pop()
+    return mode
 
 
 def _history(graph: torch.fx.Graph) -> tuple[dict, dict]:
