@@ -1322,7 +1322,7 @@ def inside2_agrad_no_retain_then_backward_outside_raises(C, rec):
         (g,) = torch.autograd.grad(y, x)
         return y, g
 
-    y, g = C(f)(x)
+    y, _g = C(f)(x)
     attempt(rec, "bwd", lambda: y.backward())
     rec("g", x.grad)
 
@@ -1485,7 +1485,7 @@ def fn2_materialize_false_none_grad_both(C, rec):
     x = leaf(3)
 
     def f(x):
-        a, b = Pick.apply(x)
+        _a, b = Pick.apply(x)
         return b.sum()
 
     C(f)(x).backward()
@@ -1542,9 +1542,11 @@ def saved2_disable_saved_tensors_hooks_raises(C, rec):
     cf = C(lambda x: (x.exp() * x).sum())
 
     def go():
-        with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
-            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
-                return cf(x)
+        with (
+            torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"),
+            torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t),
+        ):
+            return cf(x)
 
     attempt(rec, "out", go)
     out = cf(x)
