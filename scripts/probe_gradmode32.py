@@ -930,7 +930,8 @@ def saved_hooks_around_counts(C, rec):
         out = cf(x)
     out.backward()
     rec("g", x.grad)
-    rec("any_packed", len(packed) > 0)
+    rec("packed", packed)
+    rec("unpacked", unpacked)
 
 
 @scenario
@@ -1586,6 +1587,21 @@ def nested2_compiled_helper_called_twice_in_step(C, rec):
     out.backward()
     rec("out", out)
     rec("g", grads(m))
+
+
+@scenario
+def saved3_pack_changes_values_around(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    cm = C(m)
+    x = leaf(2, 3, rg=False)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t.half(), lambda t: t.float()):
+        out = cm(x).sum()
+    out.backward()
+    rec("g", grads(m))
+    m.zero_grad()
+    cm(x).sum().backward()  # (no hooks: compiled again)
+    rec("g2", grads(m))
 
 
 # NOTE: Dynamo's (aot_eager and inductor too, standalone): "UnspecializedNNModuleVariable(

@@ -6,9 +6,13 @@ the caller (``scripts/probe_gradmode32.py`` probes more)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from _util import strict_compiled
+
+import torch2xla
 
 
 def _leaf(*shape, seed=0):
@@ -142,3 +146,50 @@ def test_set_grad_enabled_true_inside_no_grad_caller():
         y.sum().backward()
         res.append((_meta(y), inside, x.grad.tolist()))
     assert res[1] == res[0]
+
+
+def test_saved_tensors_hooks_around_a_training_call_apply_as_in_eager():
+    """Eager's backward computes from what ``unpack`` returns and packs every tensor it
+    saves; a program's backward read its own residuals, which the hooks never saw (a pack
+    that zeroes left our gradient unchanged, the hooks fired once and never unpacked)."""
+
+    def f(x):
+        return (x.exp() * x).sum()
+
+    torch._dynamo.reset()
+    seen = []
+    for run in (f, torch.compile(f, backend="xla")):
+        calls: list = []
+        x = _leaf(3)
+        said = (
+            contextlib.nullcontext()
+            if run is f
+            else pytest.warns(torch2xla.FallbackWarning, match="saved_tensors_hooks")
+        )
+        with (
+            said,
+            torch.autograd.graph.saved_tensors_hooks(
+                lambda t, calls=calls: calls.append("pack") or t * 0,
+                lambda t, calls=calls: calls.append("unpack") or t,
+            ),
+        ):
+            out = run(x)
+        out.backward()
+        y = _leaf(3)
+        run(y).backward()  # (no hooks: the program's gradient)
+        seen.append((out.item(), x.grad.tolist(), calls, y.grad.tolist()))
+    assert seen[1] == seen[0]
+
+
+def test_save_on_cpu_around_a_training_call_stays_compiled():
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(3, 2)
+    compiled = strict_compiled(lin)  # (strict: a call run in eager raises)
+    x = _leaf(4, 3).detach()
+    with torch.autograd.graph.save_on_cpu():
+        compiled(x).pow(2).sum().backward()
+    got = [p.grad.clone() for p in lin.parameters()]
+    lin.zero_grad()
+    lin(x).pow(2).sum().backward()
+    for g, p in zip(got, lin.parameters()):
+        torch.testing.assert_close(g, p.grad)

@@ -222,6 +222,9 @@ class CompiledGraph:
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
         self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
+        self._warned_hooks = False  # (training calls under saved-tensor hooks: eager)
+        # (whether a call can save tensors for a backward: saved-tensor hooks then apply)
+        self._trains = any(self.output_requires_grad)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
@@ -241,6 +244,8 @@ class CompiledGraph:
             args = with_host_numbers(self.host_numbers, args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
+        if self._trains and _eager_backward.saved_tensor_hooks_apply():
+            return self._with_saved_hooks(args)
         if _fork.IN_CHILD:
             return self._in_forked_child(args)
         # (the generator's state, for the replay of a call that raises after drawing random
@@ -267,6 +272,20 @@ class CompiledGraph:
         if not self._warned_dual:
             self._warned_dual = True
             warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
+        return self._numbers(run_eager(self.gm, args))
+
+    @torch._disable_dynamo
+    def _with_saved_hooks(self, args: Sequence):
+        """A training call under ``torch.autograd.graph.saved_tensors_hooks`` runs in eager
+        PyTorch: eager's backward computes from what the hooks' ``unpack`` gives back, ours
+        from the program's residuals, which the hooks never see (a ``pack`` that zeroes or
+        rounds changed eager's gradients and not ours)."""
+        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
+        if self.options.strict:
+            raise UnsupportedOpsError(self.name, [Unsupported(node, _REASON_HOOKS)])
+        if not self._warned_hooks:
+            self._warned_hooks = True
+            warn(f"torch2xla: {self.name} {_REASON_HOOKS}", FallbackWarning, node=node)
         return self._numbers(run_eager(self.gm, args))
 
     @torch._disable_dynamo
@@ -784,6 +803,14 @@ class CompiledGraph:
 _REASON_DUAL = (
     "runs in eager PyTorch when called with forward-mode AD's dual tensors "
     "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
+)
+
+
+_REASON_HOOKS = (
+    "runs in eager PyTorch when trained under torch.autograd.graph.saved_tensors_hooks: "
+    "eager's backward reads what the hooks' unpack returns, an XLA program's backward its "
+    "own residuals, which the hooks never see (save_on_cpu's hooks change no value: its "
+    "calls stay compiled)"
 )
 
 

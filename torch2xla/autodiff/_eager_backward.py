@@ -435,6 +435,21 @@ def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] 
     return tuple(result)
 
 
+_top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+def saved_tensor_hooks_apply() -> bool:
+    """Whether ``torch.autograd.graph.saved_tensors_hooks(pack, unpack)`` are active around
+    this call and could change what eager's backward reads: eager's autograd packs every
+    tensor it saves and computes the gradients from what ``unpack`` returns (a pack that
+    quantizes or zeroes changes them); our backward reads the program's residuals, which
+    the hooks never see. ``save_on_cpu``'s hooks give the same values back: not these."""
+    hooks = _top_hooks(False) if _top_hooks is not None else None
+    if hooks is None:
+        return False
+    return not getattr(hooks[0], "__qualname__", "").startswith("save_on_cpu.")
+
+
 def saves_inference_tensor(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The first node of the Dynamo graph ``gm`` whose op eager's autograd records saving a
     tensor made in an inference-mode block of the graph (``s`` of ``x * s``, ``s`` made
