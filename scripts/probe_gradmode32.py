@@ -1627,6 +1627,238 @@ def nested2_compiled_inside_no_grad_eval_then_train(C, rec):
     rec("g", grads(m))
 
 
+@scenario
+def mut4_allow_mutation_on_saved_around(C, rec):
+    x = leaf(3)
+    cf = C(lambda a: (a * a).sum())
+    with torch.autograd.graph.allow_mutation_on_saved_tensors():
+        a = x * 1
+        out = cf(a)
+        with torch.no_grad():
+            a.add_(1)
+        attempt(rec, "bwd", lambda: out.backward())
+    rec("g", x.grad)
+
+
+@scenario
+def mut4_saved_input_mutated_no_ctx_raises(C, rec):
+    x = leaf(3)
+    cf = C(lambda a: (a * a).sum())
+    a = x * 1
+    out = cf(a)
+    with torch.no_grad():
+        a.add_(1)
+    attempt(rec, "bwd", lambda: out.backward())
+    rec("g", x.grad)
+
+
+@scenario
+def hook4_multi_grad_hook_on_outputs(C, rec):
+    x = leaf(3)
+    seen = []
+    a, b = C(lambda x: (x.sin(), x.cos()))(x)
+    torch.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda gs: seen.append([g is None for g in gs])
+    )
+    a.sum().backward()
+    rec("seen", seen)
+    rec("g", x.grad)
+
+
+@scenario
+def hook4_multi_grad_hook_any_mode(C, rec):
+    x = leaf(3)
+    seen = []
+    a, b = C(lambda x: (x.sin(), x.cos()))(x)
+    torch.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda g: seen.append(g.shape), mode="any"
+    )
+    (a.sum() + b.sum()).backward()
+    rec("seen", seen)
+
+
+@scenario
+def modes4_is_grad_enabled_returned(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        with torch.no_grad():
+            inner = torch.is_grad_enabled()
+        return x * 2, inner, torch.is_grad_enabled()
+
+    out = C(f)(x)
+    rec("out", list(out[1:]))
+    with torch.no_grad():
+        out = C(f)(x)
+    rec("out2", list(out[1:]))
+
+
+@scenario
+def modes4_module_set_grad_false_in_forward_in_step(C, rec):
+    class Frozen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            with torch.set_grad_enabled(False):
+                h = self.lin(x)
+            return h
+
+    torch.manual_seed(0)
+    enc = Frozen()
+    head = nn.Linear(3, 1)
+
+    def step(x):
+        return head(enc(x).relu()).sum()
+
+    out = C(step)(leaf(2, 3, rg=False))
+    out.backward()
+    rec("g", [grads(enc), grads(head)])
+
+
+@scenario
+def modes4_no_grad_region_param_write_then_backward(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def f(x):
+        y = lin(x).sum()
+        with torch.no_grad():
+            lin.bias.mul_(0.5)
+        return y
+
+    out = C(f)(leaf(2, 3, rg=False))
+    attempt(rec, "bwd", lambda: out.backward())
+    rec("g", grads(lin))
+    rec("b", lin.bias)
+
+
+@scenario
+def modes4_grad_fn_prehook_outside(C, rec):
+    x = leaf(3)
+    seen = []
+    y = C(lambda x: x.exp() * 2)(x)
+    y.grad_fn.register_prehook(lambda gout: seen.append(len(gout)))
+    y.sum().backward()
+    rec("n", len(seen))
+    rec("g", x.grad)
+
+
+@scenario
+def modes4_increment_version_inside(C, rec):
+    x = leaf(3)
+
+    def f(a):
+        y = a.exp()
+        torch.autograd.graph.increment_version(a)
+        return y
+
+    a = x * 1
+    y = C(f)(a)
+    rec("v", a._version)
+    attempt(rec, "bwd", lambda: y.sum().backward())
+
+
+@scenario
+def modes5_bn_train_under_inference_then_train(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    cm = C(m)
+    x = leaf(5, 3, rg=False)
+    with torch.inference_mode():
+        a = cm(x)
+    rec("a", a)
+    rec("ma", meta(a))
+    rec("stats", [m[1].running_mean.clone(), m[1].running_var.clone(), m[1].num_batches_tracked])
+    rec("stats_inf", [m[1].running_mean.is_inference()])
+    b = cm(x)
+    b.pow(2).sum().backward()
+    rec("g", grads(m))
+    rec("stats2", [m[1].running_mean, m[1].num_batches_tracked])
+
+
+@scenario
+def modes5_module_made_in_inference_trained_raises(C, rec):
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        m = nn.Linear(3, 2)
+    cm = C(m)
+    x = leaf(2, 3)
+    attempt(rec, "out", lambda: cm(x))
+    with torch.inference_mode():
+        rec("inf_out", cm(x))
+
+
+@scenario
+def modes5_inference_input_written_inside_inference_compiled(C, rec):
+    with torch.inference_mode():
+        buf = torch.zeros(3)
+    w = leaf(3)
+
+    def f(buf, w):
+        buf.add_(1)
+        return buf * 2
+
+    with torch.inference_mode():
+        y = C(f)(buf, w)
+    rec("y", y)
+    rec("m", meta(y))
+    rec("buf", buf)
+
+
+@scenario
+def modes5_inference_tensor_as_index_into_training(C, rec):
+    with torch.inference_mode():
+        idx = torch.tensor([2, 0])
+    w = leaf(3, 4)
+    out = C(lambda w, i: w[i].sum())(w, idx)
+    out.backward()
+    rec("g", w.grad)
+
+
+@scenario
+def modes5_inference_tensor_mixed_with_normal_add_outside(C, rec):
+    with torch.inference_mode():
+        b = torch.ones(3)
+    w = leaf(3)
+    out = C(lambda w, b: (w + b).pow(2).sum())(w, b)
+    out.backward()
+    rec("g", w.grad)
+    attempt(rec, "out2", lambda: C(lambda w, b: (w * b).sum())(w, b).backward())
+
+
+@scenario
+def modes6_inference_false_block_called_in_inference(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        a = x * 2
+        with torch.inference_mode(False):
+            b = x.exp()
+        return a, b
+
+    with torch.inference_mode():
+        a, b = C(f)(x)
+    rec("m", [meta(a), meta(b), torch.is_inference_mode_enabled()])
+    b.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def modes6_no_grad_block_called_in_inference_returns_view(C, rec):
+    x = leaf(4)
+
+    def f(x):
+        with torch.enable_grad():
+            v = x[1:]
+        return v, x * 2
+
+    with torch.inference_mode():
+        v, y = C(f)(x)
+    rec("m", [meta(v), meta(y)])
+
+
 def main(argv):
     return h.run(argv, SCENARIOS) if hasattr(h, "run") else _run(argv)
 

@@ -193,3 +193,29 @@ def test_save_on_cpu_around_a_training_call_stays_compiled():
     lin(x).pow(2).sum().backward()
     for g, p in zip(got, lin.parameters()):
         torch.testing.assert_close(g, p.grad)
+
+
+def test_inference_mode_false_block_called_in_inference_mode():
+    """Eager tracks what an ``inference_mode(False)`` block makes even where the caller is in
+    inference mode; the program's outputs were all inference tensors (no gradient)."""
+
+    def f(x):
+        a = x * 2
+        with torch.inference_mode(False):
+            b = x.exp()
+        return a, b
+
+    torch._dynamo.reset()
+    seen = []
+    for run in (f, torch.compile(f, backend="xla")):
+        x = _leaf(3)
+        said = (
+            contextlib.nullcontext()
+            if run is f
+            else pytest.warns(torch2xla.FallbackWarning, match="inference_mode")
+        )
+        with said, torch.inference_mode():
+            a, b = run(x)
+        b.sum().backward()
+        seen.append(([_meta(a), _meta(b)], a.tolist(), b.tolist(), x.grad.tolist()))
+    assert seen[1] == seen[0]

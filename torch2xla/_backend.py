@@ -53,7 +53,11 @@ from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_brea
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._host_numbers import with_host_numbers
-from torch2xla.capture._inference import inference_outputs, untrack_inference_values
+from torch2xla.capture._inference import (
+    inference_outputs,
+    leaves_inference_mode,
+    untrack_inference_values,
+)
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
@@ -222,9 +226,12 @@ class CompiledGraph:
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
         self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
-        self._warned_hooks = False  # (training calls under saved-tensor hooks: eager)
+        self._warned_eager: set[str] = set()  # (the reasons of ``_in_eager_for`` warned)
         # (whether a call can save tensors for a backward: saved-tensor hooks then apply)
         self._trains = any(self.output_requires_grad)
+        # (an ``inference_mode(False)`` block whose outputs eager tracks even where the call
+        # is in inference mode: such calls run in eager)
+        self._leaves_inference = self._trains and leaves_inference_mode(gm)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
@@ -245,7 +252,9 @@ class CompiledGraph:
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
         if self._trains and _eager_backward.saved_tensor_hooks_apply():
-            return self._with_saved_hooks(args)
+            return self._in_eager_for(_REASON_HOOKS, args)
+        if self._leaves_inference and torch.is_inference_mode_enabled():
+            return self._in_eager_for(_REASON_LEAVES_INFERENCE, args)
         if _fork.IN_CHILD:
             return self._in_forked_child(args)
         # (the generator's state, for the replay of a call that raises after drawing random
@@ -275,17 +284,16 @@ class CompiledGraph:
         return self._numbers(run_eager(self.gm, args))
 
     @torch._disable_dynamo
-    def _with_saved_hooks(self, args: Sequence):
-        """A training call under ``torch.autograd.graph.saved_tensors_hooks`` runs in eager
-        PyTorch: eager's backward computes from what the hooks' ``unpack`` gives back, ours
-        from the program's residuals, which the hooks never see (a ``pack`` that zeroes or
-        rounds changed eager's gradients and not ours)."""
+    def _in_eager_for(self, reason: str, args: Sequence):
+        """A call that runs in eager PyTorch for ``reason`` (raised in strict mode, else one
+        ``FallbackWarning`` per reason): trained under saved-tensor hooks (``_REASON_HOOKS``),
+        called in inference mode where the graph leaves it (``_REASON_LEAVES_INFERENCE``)."""
         node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
         if self.options.strict:
-            raise UnsupportedOpsError(self.name, [Unsupported(node, _REASON_HOOKS)])
-        if not self._warned_hooks:
-            self._warned_hooks = True
-            warn(f"torch2xla: {self.name} {_REASON_HOOKS}", FallbackWarning, node=node)
+            raise UnsupportedOpsError(self.name, [Unsupported(node, reason)])
+        if reason not in self._warned_eager:
+            self._warned_eager.add(reason)
+            warn(f"torch2xla: {self.name} {reason}", FallbackWarning, node=node)
         return self._numbers(run_eager(self.gm, args))
 
     @torch._disable_dynamo
@@ -811,6 +819,13 @@ _REASON_HOOKS = (
     "eager's backward reads what the hooks' unpack returns, an XLA program's backward its "
     "own residuals, which the hooks never see (save_on_cpu's hooks change no value: its "
     "calls stay compiled)"
+)
+
+
+_REASON_LEAVES_INFERENCE = (
+    "runs in eager PyTorch when called in inference mode: its torch.inference_mode(False) "
+    "block makes tensors eager's autograd tracks, an XLA program's outputs made in "
+    "inference mode are inference tensors"
 )
 
 

@@ -41,6 +41,14 @@ def inference_outputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     return tuple(i for i, v in enumerate(values) if isinstance(v, torch.fx.Node) and v in made)
 
 
+def leaves_inference_mode(gm: torch.fx.GraphModule) -> bool:
+    """Whether the Dynamo graph ``gm`` has an ``inference_mode(False)`` block (in which eager
+    tracks tensors even where the call is in inference mode)."""
+    return any(
+        n.args[:1] == (False,) for n in gm.graph.find_nodes(op="call_function", target=_ENTER)
+    )
+
+
 def untrack_inference_values(gm: torch.fx.GraphModule) -> None:
     """Example values of the Dynamo graph ``gm`` that eager makes as inference tensors (which
     never require grad) but that require grad (made under ``enable_grad()`` inside the
