@@ -1859,6 +1859,105 @@ def modes6_no_grad_block_called_in_inference_returns_view(C, rec):
     rec("m", [meta(v), meta(y)])
 
 
+@scenario
+def hook7_retain_grad_output_twice_retained(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x.exp()
+        y.retain_grad()
+        return y
+
+    y = C(f)(x)
+    loss = (y * y).sum()
+    loss.backward(retain_graph=True)
+    rec("g1", y.grad.clone())
+    loss.backward()
+    rec("g2", y.grad)
+    rec("xg", x.grad)
+
+
+@scenario
+def hook7_leaf_hook_inside_with_agrad_outside(C, rec):
+    x = leaf(3)
+    seen = []
+
+    def f(x):
+        x.register_hook(lambda g: seen.append(g.clone()) or g * 2)
+        return x.sin().sum()
+
+    out = C(f)(x)
+    (g,) = torch.autograd.grad(out, x)
+    rec("g", g)
+    rec("seen", seen)
+    rec("xg", x.grad)
+
+
+@scenario
+def hook7_intermediate_hook_create_graph(C, rec):
+    x = leaf(3)
+
+    def f(x):
+        y = x**3
+        y.register_hook(lambda g: g * 2)
+        return y.sum()
+
+    out = C(f)(x)
+    (g,) = torch.autograd.grad(out, x, create_graph=True)
+    rec("g", g)
+    rec("m", meta(g))
+    g.sum().backward()
+    rec("xg", x.grad)
+
+
+@scenario
+def fn7_mark_non_diff_input_view(C, rec):
+    class ViewOut(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            v = x.view(-1)
+            ctx.mark_non_differentiable(v)
+            return v, x * 2
+
+        @staticmethod
+        def backward(ctx, gv, gy):
+            return gy * 2
+
+    x = leaf(2, 2)
+    a = x * 1
+    v, y = C(lambda a: ViewOut.apply(a))(a)
+    rec("m", [meta(v), meta(y)])
+    y.sum().backward()
+    rec("g", x.grad)
+
+
+@scenario
+def fn7_needs_input_grad_read_in_forward(C, rec):
+    class Branch(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            out = []
+            out.append(g * w if ctx.needs_input_grad[0] else None)
+            out.append(g * x if ctx.needs_input_grad[1] else None)
+            seen.append(tuple(ctx.needs_input_grad))
+            return tuple(out)
+
+    seen = []
+    x, w = leaf(3), leaf(3, seed=1)
+    cf = C(lambda x, w: Branch.apply(x, w).sum())
+    cf(x, w).backward()
+    x.requires_grad_(False)
+    cf(x, w).backward()
+    rec("seen", seen)
+    rec("g", [x.grad, w.grad])
+
+
 def main(argv):
     return h.run(argv, SCENARIOS) if hasattr(h, "run") else _run(argv)
 

@@ -181,13 +181,18 @@ def test_saved_tensors_hooks_around_a_training_call_apply_as_in_eager():
     assert seen[1] == seen[0]
 
 
-def test_save_on_cpu_around_a_training_call_stays_compiled():
+@pytest.mark.parametrize("around", ["save_on_cpu", "checkpoint"])
+def test_torchs_value_keeping_hooks_around_a_training_call_stay_compiled(around):
     torch._dynamo.reset()
     lin = torch.nn.Linear(3, 2)
     compiled = strict_compiled(lin)  # (strict: a call run in eager raises)
     x = _leaf(4, 3).detach()
-    with torch.autograd.graph.save_on_cpu():
-        compiled(x).pow(2).sum().backward()
+    if around == "save_on_cpu":
+        with torch.autograd.graph.save_on_cpu():
+            out = compiled(x)
+    else:
+        out = torch.utils.checkpoint.checkpoint(compiled, x, use_reentrant=False)
+    out.pow(2).sum().backward()
     got = [p.grad.clone() for p in lin.parameters()]
     lin.zero_grad()
     lin(x).pow(2).sum().backward()

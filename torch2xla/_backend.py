@@ -817,8 +817,8 @@ _REASON_DUAL = (
 _REASON_HOOKS = (
     "runs in eager PyTorch when trained under torch.autograd.graph.saved_tensors_hooks: "
     "eager's backward reads what the hooks' unpack returns, an XLA program's backward its "
-    "own residuals, which the hooks never see (save_on_cpu's hooks change no value: its "
-    "calls stay compiled)"
+    "own residuals, which the hooks never see (save_on_cpu's and checkpoint's hooks change "
+    "no value: their calls stay compiled)"
 )
 
 

@@ -443,11 +443,18 @@ def saved_tensor_hooks_apply() -> bool:
     this call and could change what eager's backward reads: eager's autograd packs every
     tensor it saves and computes the gradients from what ``unpack`` returns (a pack that
     quantizes or zeroes changes them); our backward reads the program's residuals, which
-    the hooks never see. ``save_on_cpu``'s hooks give the same values back: not these."""
+    the hooks never see. torch's own hooks that give the same values back are not these:
+    ``save_on_cpu``'s, and non-reentrant checkpoint's (``_checkpoint_hook`` around the
+    forward, ``_recomputation_hook`` around its recomputation: a compiled call inside keeps
+    its program, in both)."""
     hooks = _top_hooks(False) if _top_hooks is not None else None
     if hooks is None:
         return False
-    return not getattr(hooks[0], "__qualname__", "").startswith("save_on_cpu.")
+    return not getattr(hooks[0], "__qualname__", "").startswith(_SAME_VALUES)
+
+
+# (the qualified names' starts of torch's saved-tensor hooks that give back what was saved)
+_SAME_VALUES = ("save_on_cpu.", "_checkpoint_hook.", "_recomputation_hook.")
 
 
 def saves_inference_tensor(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
