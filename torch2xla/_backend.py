@@ -53,7 +53,11 @@ from torch2xla.capture._fake_errors import install as _fake_errors_as_graph_brea
 from torch2xla.capture._float_values import float_values
 from torch2xla.capture._function_inputs import install as _break_at_duplicate_function_inputs
 from torch2xla.capture._host_numbers import with_host_numbers
-from torch2xla.capture._inference import inference_outputs
+from torch2xla.capture._inference import (
+    inference_outputs,
+    leaves_inference_mode,
+    untrack_inference_values,
+)
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
 from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
@@ -64,7 +68,7 @@ from torch2xla.capture._partition import find_unsupported, split
 from torch2xla.capture._passes import run_passes
 from torch2xla.capture._read_through import views_read_through
 from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
-from torch2xla.capture._stop_gradient import write_records
+from torch2xla.capture._stop_gradient import grad_mode_after, write_records
 from torch2xla.capture._try_blocks import skip_frame_in_try
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
@@ -153,6 +157,8 @@ class CompiledGraph:
     ) -> None:
         data_dependent.drop_noop_sets(gm)  # (``x.data = x``: module.to(its own dtype))
         untrack_no_grad_values(gm)  # (Dynamo's ``F.pad`` under no_grad requires grad)
+        untrack_inference_values(gm)  # (``enable_grad()`` inside ``inference_mode()``)
+        self._grad_after = grad_mode_after(gm)  # (``torch.set_grad_enabled(False)`` inside)
         # Outputs that are Python numbers in eager (a size, ``layer.n += x.shape[0]`` written
         # back by Dynamo): the program returns them as 0-d tensors
         out = gm.graph.find_nodes(op="output")[0].args[0]
@@ -220,6 +226,12 @@ class CompiledGraph:
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
         self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
+        self._warned_eager: set[str] = set()  # (the reasons of ``_in_eager_for`` warned)
+        # (whether a call can save tensors for a backward: saved-tensor hooks then apply)
+        self._trains = any(self.output_requires_grad)
+        # (an ``inference_mode(False)`` block whose outputs eager tracks even where the call
+        # is in inference mode: such calls run in eager)
+        self._leaves_inference = self._trains and leaves_inference_mode(gm)
         # writes into self-overlapping tensors that eager accepts (capture/_writes.py; None:
         # not looked for yet)
         self._overlapping: list[torch.fx.Node] | None = None
@@ -239,6 +251,10 @@ class CompiledGraph:
             args = with_host_numbers(self.host_numbers, args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
+        if self._trains and _eager_backward.saved_tensor_hooks_apply():
+            return self._in_eager_for(_REASON_HOOKS, args)
+        if self._leaves_inference and torch.is_inference_mode_enabled():
+            return self._in_eager_for(_REASON_LEAVES_INFERENCE, args)
         if _fork.IN_CHILD:
             return self._in_forked_child(args)
         # (the generator's state, for the replay of a call that raises after drawing random
@@ -249,6 +265,8 @@ class CompiledGraph:
         except OpError as e:  # eager's error: eager's side effects too
             error = e
         else:  # (``_numbers`` inlined: the hot path)
+            if self._grad_after is not None:  # (the mode the graph's run leaves, as eager's)
+                torch._C._set_grad_enabled(self._grad_after)
             return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
@@ -263,6 +281,19 @@ class CompiledGraph:
         if not self._warned_dual:
             self._warned_dual = True
             warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
+        return self._numbers(run_eager(self.gm, args))
+
+    @torch._disable_dynamo
+    def _in_eager_for(self, reason: str, args: Sequence):
+        """A call that runs in eager PyTorch for ``reason`` (raised in strict mode, else one
+        ``FallbackWarning`` per reason): trained under saved-tensor hooks (``_REASON_HOOKS``),
+        called in inference mode where the graph leaves it (``_REASON_LEAVES_INFERENCE``)."""
+        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
+        if self.options.strict:
+            raise UnsupportedOpsError(self.name, [Unsupported(node, reason)])
+        if reason not in self._warned_eager:
+            self._warned_eager.add(reason)
+            warn(f"torch2xla: {self.name} {reason}", FallbackWarning, node=node)
         return self._numbers(run_eager(self.gm, args))
 
     @torch._disable_dynamo
@@ -489,6 +520,9 @@ class CompiledGraph:
         with Build(self, args) as b:
             if self.key.leaf_writes(args):  # (eager raises at the write: eager runs it)
                 return self._in_eager([], b, every=False)
+            # (eager raises at an op that saves an inference tensor made inside: eager runs it)
+            if _eager_backward.saves_inference_tensor(self.gm) is not None:
+                return self._in_eager([], b)
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
@@ -781,6 +815,21 @@ class CompiledGraph:
 _REASON_DUAL = (
     "runs in eager PyTorch when called with forward-mode AD's dual tensors "
     "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
+)
+
+
+_REASON_HOOKS = (
+    "runs in eager PyTorch when trained under torch.autograd.graph.saved_tensors_hooks: "
+    "eager's backward reads what the hooks' unpack returns, an XLA program's backward its "
+    "own residuals, which the hooks never see (save_on_cpu's and checkpoint's hooks change "
+    "no value: their calls stay compiled)"
+)
+
+
+_REASON_LEAVES_INFERENCE = (
+    "runs in eager PyTorch when called in inference mode: its torch.inference_mode(False) "
+    "block makes tensors eager's autograd tracks, an XLA program's outputs made in "
+    "inference mode are inference tensors"
 )
 
 

@@ -51,6 +51,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch2xla.autodiff._connected import eagers_own, gradient_edge, graph_values
 from torch2xla.autodiff._versions import eager_view_names, modified_message
 from torch2xla.capture._custom_function import CtxSaves, saved_by_ctx
+from torch2xla.capture._inference import inference_nodes
 
 log = logging.getLogger(__name__)
 
@@ -432,6 +433,59 @@ def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] 
             stack.extend(nxt for nxt, _ in node.next_functions)
         result.append(frozenset(found_nodes))
     return tuple(result)
+
+
+_top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+def saved_tensor_hooks_apply() -> bool:
+    """Whether ``torch.autograd.graph.saved_tensors_hooks(pack, unpack)`` are active around
+    this call and could change what eager's backward reads: eager's autograd packs every
+    tensor it saves and computes the gradients from what ``unpack`` returns (a pack that
+    quantizes or zeroes changes them); our backward reads the program's residuals, which
+    the hooks never see. torch's own hooks that give the same values back are not these:
+    ``save_on_cpu``'s, and non-reentrant checkpoint's (``_checkpoint_hook`` around the
+    forward, ``_recomputation_hook`` around its recomputation: a compiled call inside keeps
+    its program, in both)."""
+    hooks = _top_hooks(False) if _top_hooks is not None else None
+    if hooks is None:
+        return False
+    return not getattr(hooks[0], "__qualname__", "").startswith(_SAME_VALUES)
+
+
+# (the qualified names' starts of torch's saved-tensor hooks that give back what was saved)
+_SAME_VALUES = ("save_on_cpu.", "_checkpoint_hook.", "_recomputation_hook.")
+
+
+def saves_inference_tensor(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The first node of the Dynamo graph ``gm`` whose op eager's autograd records saving a
+    tensor made in an inference-mode block of the graph (``s`` of ``x * s``, ``s`` made
+    under ``torch.inference_mode()``), where eager raises "Inference tensors cannot be saved
+    for backward" at that op; None where there is none. (Dynamo's example values are not
+    inference tensors: its autograd saved them; a program computed a value.)"""
+    made, inside = inference_nodes(gm)
+    if not made:
+        return None
+    storages = set()
+    for node in made:
+        for t in _tensors(node.meta.get("example_value")):
+            if t.layout == torch.strided:
+                storages.add(StorageWeakRef(t.untyped_storage()))
+    for node in gm.graph.nodes:
+        if node in inside or node.op not in ("call_function", "call_method"):
+            continue
+        for t in _tensors(node.meta.get("example_value")):
+            if t.grad_fn is None:
+                continue
+            for s in _saved_tensors(t.grad_fn):
+                if StorageWeakRef(s.untyped_storage()) in storages:
+                    return node
+    return None
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    values = value if isinstance(value, tuple | list) else (value,)
+    return [t for t in values if isinstance(t, torch.Tensor)]
 
 
 def _saves_tensors(node) -> bool:

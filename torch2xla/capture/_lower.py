@@ -19,6 +19,7 @@ from torch2xla.capture import _foreach
 from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
+from torch2xla.capture._inference import inference_as_grad_mode
 from torch2xla.capture._input_aliasing import InputAliasing
 from torch2xla.capture._rewrites import (
     eager_layouts,
@@ -199,6 +200,9 @@ def prepare(
     gm = eager_layouts(gm)
     # torch.autograd.Function calls with their own backward, kept whole (custom_vjp)
     gm = preserve_custom_functions(gm)
+    # inference-mode blocks as the grad-mode switches they make (AOT cannot trace some ops
+    # in one), before the stop points are read from the switches
+    gm = inference_as_grad_mode(gm, torch.is_grad_enabled())
     # The export below runs without autograd: keep eager's .detach()/no_grad stop points.
     gm = insert_stop_gradients(gm, torch.is_grad_enabled())
     # Dead values stay computed until after the export, for the checks of their ops

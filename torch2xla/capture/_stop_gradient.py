@@ -23,6 +23,7 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from torch2xla.capture._inference import ENTER_INFERENCE, EXIT_INFERENCE
 from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the ops)
 
 _STOP = torch.ops.torch2xla.stop_gradient.default
@@ -109,6 +110,28 @@ def insert_stop_gradients(gm: torch.fx.GraphModule, grad_enabled: bool) -> torch
     for target, marked in subgraphs.items():
         new.set_submodule(target, marked)
     return new
+
+
+def grad_mode_after(gm: torch.fx.GraphModule) -> bool | None:
+    """The grad mode the Dynamo graph ``gm`` leaves set (its last switch), None where it
+    switches none. Dynamo records ``torch.set_grad_enabled(False)`` called as a function as
+    a switch the graph's run makes and nothing after it sets back: eager's, and a graph run
+    in eager, leave grad off for the caller (and the frame's code after a graph break); a
+    program leaves the mode as it was, so the backend sets this one after each call. A
+    ``with`` block's last switch sets back the mode the graph is called in (Dynamo guards
+    it): setting it changes nothing."""
+    # (an inference-mode block sets grad mode too, and back on leaving: a switch inside it,
+    # ``enable_grad()`` in the block, is not the graph's last word)
+    mode, before = None, []  # (None: the mode the graph is called in)
+    for node in gm.graph.nodes:
+        if _is_switch(node):
+            mode = bool(node.args[0])
+        elif node.op == "call_function" and node.target is ENTER_INFERENCE:
+            before.append(mode)
+            mode = not (bool(node.args[0]) if node.args else True)
+        elif node.op == "call_function" and node.target is EXIT_INFERENCE and before:
+            mode = before.pop()
+    return mode
 
 
 def _history(graph: torch.fx.Graph) -> tuple[dict, dict]:
