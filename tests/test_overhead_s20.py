@@ -137,8 +137,9 @@ def test_training_step_of_a_built_program(depth, monkeypatch):
     plan = _plan(programs[-1])
     assert plan.steady and plan.steady_bwd is not None  # (the steady paths ran)
     assert not _GONE & set(names), sorted(_GONE & set(names))
-    # (54 and 58; before: 70 and 74, and 104 and 111 before session 19)
-    assert n <= (56 if depth == 1 else 60), (n, names)
+    # (54 and 58; before: 70 and 74, and 104 and 111 before session 19; session 32 added one C
+    # call, the look for saved-tensor hooks around a training call, which eager's gradients follow)
+    assert n <= (57 if depth == 1 else 61), (n, names)
 
 
 @_CPU_DEFAULT
@@ -161,7 +162,7 @@ def test_training_step_of_a_restored_program(tmp_path, monkeypatch):
     plan = _plan(program)
     assert plan.steady and plan.steady_bwd is not None
     assert not _GONE & set(names), sorted(_GONE & set(names))
-    assert n <= 56, (n, names)  # (54; before: 70)
+    assert n <= 57, (n, names)  # (54; before: 70; session 32: the saved-tensor hooks' C call)
 
 
 @_CPU_DEFAULT

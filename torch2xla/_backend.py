@@ -38,6 +38,7 @@ from torch2xla._registration import install as _register_once
 from torch2xla.autodiff import _eager_backward
 from torch2xla.autodiff._accumulate import example_order
 from torch2xla.autodiff._connected import example_links, examples_hold
+from torch2xla.autodiff._eager_backward import top_saved_hooks as _top_saved_hooks
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
 from torch2xla.capture import _writes as writes
@@ -251,7 +252,11 @@ class CompiledGraph:
             args = with_host_numbers(self.host_numbers, args)
         if _forward_ad._current_level >= 0 and _dual(args):
             return self._with_tangents(args)
-        if self._trains and _eager_backward.saved_tensor_hooks_apply():
+        if (
+            self._trains
+            and _top_saved_hooks(False) is not None
+            and _eager_backward.saved_tensor_hooks_apply()
+        ):
             return self._in_eager_for(_REASON_HOOKS, args)
         if self._leaves_inference and torch.is_inference_mode_enabled():
             return self._in_eager_for(_REASON_LEAVES_INFERENCE, args)

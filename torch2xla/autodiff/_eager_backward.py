@@ -435,7 +435,11 @@ def output_saves(gm: torch.fx.GraphModule) -> tuple[frozenset[int] | None, ...] 
     return tuple(result)
 
 
-_top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+# the innermost saved-tensor hooks (None: none); a C function, so the hot path asks it
+# inline and only calls ``saved_tensor_hooks_apply`` where there are some
+top_saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None) or (
+    lambda _ignore_disabled: None
+)
 
 
 def saved_tensor_hooks_apply() -> bool:
@@ -447,7 +451,7 @@ def saved_tensor_hooks_apply() -> bool:
     ``save_on_cpu``'s, and non-reentrant checkpoint's (``_checkpoint_hook`` around the
     forward, ``_recomputation_hook`` around its recomputation: a compiled call inside keeps
     its program, in both)."""
-    hooks = _top_hooks(False) if _top_hooks is not None else None
+    hooks = top_saved_hooks(False)
     if hooks is None:
         return False
     return not getattr(hooks[0], "__qualname__", "").startswith(_SAME_VALUES)
