@@ -130,13 +130,16 @@ def _call(
     kwargs: Any,
     probe_shape: Callable,
     fill: int,
-    replaced: torch.dtype | None = None,
-    by: torch.dtype | None = None,
+    replaced: torch.dtype | type[complex] | None = None,
+    by: torch.dtype | type[float] | None = None,
 ) -> Exception | None:
     """The error of eager's ``fn`` called on tensors of ``fill`` shaped by ``probe_shape``
-    (those of dtype ``replaced`` made ``by``), or None where it runs."""
+    (those of dtype ``replaced`` made ``by``; ``complex`` made ``float``: the complex numbers
+    their real parts), or None where it runs."""
 
     def real(value: Any) -> Any:
+        if isinstance(value, complex) and replaced is complex:
+            return value.real
         if isinstance(value, torch.Tensor):
             dtype = by if value.dtype == replaced else value.dtype
             return torch.full(probe_shape(value), fill, dtype=dtype)
@@ -186,7 +189,12 @@ _VARYING = (
 # the dtypes a probed dtype is replaced by, to tell a dtype's error from another: float32
 # and an integer type; for a mask's (bool, uint8) one that indexes as it does, or not at all
 # (with int64 for bool, ``t[mask] = v`` of a ``v`` too short for a mask of ones runs)
-_STAND_INS = {torch.bool: (torch.float32, torch.uint8), torch.uint8: (torch.float32, torch.int16)}
+# (a complex number's: its real part)
+_STAND_INS = {
+    torch.bool: (torch.float32, torch.uint8),
+    torch.uint8: (torch.float32, torch.int16),
+    complex: (float,),
+}
 _STAND_INS_ELSE = (torch.float32, torch.int64)
 # errors from values, which runtime checks raise (an integer ``x // 0``: ops/_bounds.py), not
 # from dtypes, though a float32 stand-in runs
@@ -283,6 +291,8 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None
     tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
     # (the dtypes of the tensors, and those the call names: ``x.cumsum(0, dtype=torch.bool)``)
     kinds = [t.dtype for t in tensors] + [v for v in leaves if isinstance(v, torch.dtype)]
+    # (and a complex Python number, which makes a real tensor's call complex: ``x >= 1j``)
+    kinds += [complex] if any(isinstance(v, complex) for v in leaves) else []
     if not tensors or not any(_varies(d) for d in kinds):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
@@ -291,8 +301,8 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None
     return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
 
 
-def _varies(dtype: torch.dtype) -> bool:
-    return dtype in _VARYING or dtype.is_complex
+def _varies(dtype: torch.dtype | type[complex]) -> bool:
+    return dtype is complex or dtype in _VARYING or dtype.is_complex
 
 
 def _varying_refusal(
