@@ -233,7 +233,7 @@ def refused_calls(gm: torch.fx.GraphModule) -> dict[str, tuple[str, type[OpError
 
         args, kwargs = map_aggregate((node.args, node.kwargs), value)
         key = ("method", node.target) if node.op == "call_method" else node.target
-        rejected = call_refuses(key, fn, args, kwargs)
+        rejected = call_refuses(key, fn, args, kwargs, node.meta.get("example_value"))
         if rejected is not None:
             refused[node.name] = (*rejected, node)
     return refused
@@ -280,29 +280,51 @@ def _eager_function(node: torch.fx.Node) -> Callable | None:
     return target if getattr(target, "__module__", None) in _OP_MODULES else None
 
 
-def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None:
+def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any, out: Any = None) -> tuple | None:
     """Eager's error where ``fn`` (eager's function for ``key``) called on ``args`` and
     ``kwargs`` (fake or real tensors, numbers) raises for the bool, integer or complex dtype of
     a CPU tensor, else None: ``"argmax(): does not support bool input"``, ``"GeluKernelImpl"
     not implemented for 'Long'``. Found by calling ``fn`` as ``kernel_refuses`` calls a
     kernel; an error counts as the dtype's only where the same call with float32 or an
-    integer type in place of that dtype runs (``_varying_refusal``)."""
+    integer type in place of that dtype runs (``_varying_refusal``). A factory (no tensor
+    arguments) is probed for the dtype it names where its output ``out`` (the call's example
+    value) is a small CPU tensor: ``torch.arange(2, dtype=torch.bool)``, ``torch.eye(2,
+    dtype=torch.uint16)``, ``torch.randperm(3, dtype=torch.bool)``."""
     leaves = tree_leaves((args, kwargs))
     tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
     # (the dtypes of the tensors, and those the call names: ``x.cumsum(0, dtype=torch.bool)``)
     kinds = [t.dtype for t in tensors] + [v for v in leaves if isinstance(v, torch.dtype)]
     # (and a complex Python number, which makes a real tensor's call complex: ``x >= 1j``)
     kinds += [complex] if any(isinstance(v, complex) for v in leaves) else []
-    if not tensors or not any(_varies(d) for d in kinds):
+    varies = _varies if tensors else _factory_varies
+    if not any(varies(d) for d in kinds):
+        return None
+    if not tensors and not _small_cpu_output(out):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
         return None
-    dtypes = tuple(dict.fromkeys(d for d in kinds if _varies(d)))
+    dtypes = tuple(dict.fromkeys(d for d in kinds if varies(d)))
     return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
 
 
 def _varies(dtype: torch.dtype | type[complex]) -> bool:
     return dtype is complex or dtype in _VARYING or dtype.is_complex
+
+
+def _factory_varies(dtype: torch.dtype | type[complex]) -> bool:
+    """A dtype some CPU factory kernel lacks (``arange`` of bool, complex, uint16 and
+    float8; ``randperm`` of bool)."""
+    return _varies(dtype) or dtype in _HALF
+
+
+def _small_cpu_output(out: Any) -> bool:
+    """Whether ``out`` (a factory's example value) is CPU tensors of known sizes, small enough
+    to make in eager."""
+    tensors = [v for v in tree_leaves(out) if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
+        return False
+    sizes = [hinted_shape(t) for t in tensors]
+    return all(n is not None for n in sizes) and sum(map(math.prod, sizes)) <= _PROBE_ELEMENTS
 
 
 def _varying_refusal(
