@@ -349,7 +349,7 @@ def logspace(
         if values is not None:
             return values
     result, n = out_dtype(), int(steps)
-    if jnp.issubdtype(result, jnp.complexfloating):
+    if jnp.issubdtype(result, jnp.complexfloating):  # (XLA's complex power: within rounding)
         exponent = linspace(start, end, steps)
         return jnp.power(as_dtype(base, result), exponent).astype(result)
     f64 = np.dtype(np.float64)
@@ -363,7 +363,12 @@ def logspace(
     up = lo.astype(f64) + step * i.astype(f64)
     down = hi.astype(f64) - step * (n - 1 - i).astype(f64)
     exponent = jnp.where(i < n // 2, up, down)
-    return as_dtype(jnp.power(as_dtype(base, f64), exponent), result)
+    values = jnp.power(as_dtype(base, f64), exponent)
+    if jnp.issubdtype(result, jnp.integer) and result.itemsize < 4:
+        # (a C++ store of a double into a narrow integer converts to int32 first: out of its
+        # range, x86 gives INT_MIN, whose low bits are 0; a tensor's cast goes through int64)
+        return as_dtype(values, np.dtype(np.int32)).astype(result)
+    return as_dtype(values, result)
 
 
 def _eager_values(factory, *args, **kwargs) -> jax.Array | None:
