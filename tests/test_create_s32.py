@@ -121,3 +121,79 @@ def test_factories_of_dtypes_eager_has_still_run_and_keep_the_generator():
         assert out.dtype == ref.dtype
         if ref.dtype != torch.float8_e4m3fn:
             bits_equal(out, ref)
+
+
+# -- a default dtype other than float32 -----------------------------------------------------
+def test_first_compile_under_a_half_precision_default_dtype_runs(tmp_path):
+    # (torch2xla's import asked eager's quantile of default-dtype tensors: float16 and
+    # bfloat16 raised "quantile() input tensor must be either float or double dtype")
+    import subprocess
+    import sys
+
+    script = tmp_path / "half_default.py"
+    script.write_text(
+        "import torch\n"
+        "torch.set_default_dtype(torch.bfloat16)\n"
+        "f = lambda x: x / 2 + torch.ones(2)\n"
+        "x = torch.tensor([1, 3])\n"
+        "out, ref = torch.compile(f, backend='xla')(x), f(x)\n"
+        "assert out.dtype == ref.dtype == torch.bfloat16 and torch.equal(out, ref), (out, ref)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("default", [F16, BF16, F64], ids=str)
+def test_probes_of_eager_ignore_the_default_dtype(default):
+    from torch2xla.capture._host_checks import _asks_equal
+    from torch2xla.ops._common import _e4m3fn_saturates
+    from torch2xla.ops._half_product import _lanes
+    from torch2xla.ops._sort import _all_nan_position
+
+    probes = [
+        _asks_equal,
+        _e4m3fn_saturates.__wrapped__,
+        lambda: _lanes.__wrapped__("bfloat16"),
+        lambda: _all_nan_position.__wrapped__(5),
+    ]
+    want = [probe() for probe in probes]
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        got = [probe() for probe in probes]
+    finally:
+        torch.set_default_dtype(saved)
+    assert got == want
+
+
+MODEL_CASES = {
+    "mlp": lambda m, x, seq, spec: m[0](x),
+    "lstm": lambda m, x, seq, spec: m[1](seq)[0],
+    "istft": lambda m, x, seq, spec: torch.istft(spec, 16),
+    "float8": lambda m, x, seq, spec: (x * 100).to(torch.float8_e4m3fn).float(),
+    "nanmedian": lambda m, x, seq, spec: torch.where(x > 0, float("nan"), x).nanmedian(0),
+}
+
+
+@pytest.mark.parametrize("default", [F16, F64], ids=str)
+def test_float32_code_under_another_default_dtype_is_eagers(default):
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
+    models = (mlp, torch.nn.LSTM(3, 4, batch_first=True))
+    args = (
+        torch.randn(5, 4),
+        torch.randn(2, 3, 3),
+        torch.stft(torch.randn(64), 16, return_complex=True),
+    )
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        for name, fn in MODEL_CASES.items():
+            torch._dynamo.reset()
+            out, ref = strict_compiled(fn)(models, *args), fn(models, *args)
+            outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+            for o, r in zip(outs, refs, strict=True):
+                assert o.dtype == r.dtype and o.shape == r.shape, name
+                torch.testing.assert_close(o, r, rtol=2e-6, atol=1e-6, msg=name)
+    finally:
+        torch.set_default_dtype(saved)

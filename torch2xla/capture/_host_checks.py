@@ -57,7 +57,9 @@ def _asks_equal() -> bool:
             return func(*args, **(kwargs or {}))
 
     with Log():
-        torch.quantile(torch.zeros(2), torch.tensor([0.5]))
+        torch.quantile(
+            torch.zeros(2, dtype=torch.float32), torch.tensor([0.5], dtype=torch.float32)
+        )
     return torch.ops.aten.equal.default in asked
 
 

@@ -100,7 +100,7 @@ def _lanes(dtype_name: str) -> int:
     dtype = getattr(torch, dtype_name)
     guess = VECTOR_BYTES // dtype.itemsize
     with torch.utils._python_dispatch._disable_current_modes():
-        probe = torch.linspace(0.9, 1.1, 4 * 64 * 2 + 5).to(dtype)
+        probe = torch.linspace(0.9, 1.1, 4 * 64 * 2 + 5, dtype=torch.float32).to(dtype)
         probe = probe[torch.randperm(probe.numel(), generator=torch.Generator().manual_seed(0))]
         want = probe.prod().float().item()
         for lanes in (guess, 16, 32, 8, 64):
