@@ -142,7 +142,7 @@ def _call(
             return value.real
         if isinstance(value, torch.Tensor):
             dtype = by if value.dtype == replaced else value.dtype
-            return torch.full(probe_shape(value), fill, dtype=dtype)
+            return torch.full(probe_shape(value), fill, dtype=dtype, device="cpu")
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return 1
         if isinstance(value, torch.dtype) and value == replaced:  # (``dtype=torch.bool``)
