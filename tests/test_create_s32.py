@@ -197,3 +197,54 @@ def test_float32_code_under_another_default_dtype_is_eagers(default):
                 torch.testing.assert_close(o, r, rtol=2e-6, atol=1e-6, msg=name)
     finally:
         torch.set_default_dtype(saved)
+
+
+# -- a default device other than the CPU ------------------------------------------------------
+# (meta stands in for a GPU host's ``torch.set_default_device("cuda")``: the probes of eager's
+# CPU kernels ran on the default device, the empty outputs of a CPU program were made there)
+DEVICE_CASES = {
+    "complex_order": (lambda x: x >= 1j, torch.tensor([1, 2])),
+    "int_gelu": (lambda x: torch.nn.functional.gelu(x), torch.tensor([1, 2])),
+    "bool_argmax": (lambda x: (x > 1).argmax(), torch.tensor([1.0, 2.0])),
+    "fill_overflow": (lambda x: x.to(torch.int8).fill_(300), torch.tensor([1.0, 2.0])),
+    "half_log_ndtr": (lambda x: torch.special.log_ndtr(x.half()), torch.tensor([1.0, 2.0])),
+    "empty_output": (lambda x: (x[:0] * 2, x.split([2, 0])), torch.tensor([1.0, 2.0])),
+    "random": (lambda x: torch.rand_like(x) * 0 + x, torch.tensor([1.0, 2.0])),
+}
+
+
+def _outcome(fn, x, setting):
+    with setting():
+        try:
+            return ("value", fn(x.clone()))
+        except Exception as e:  # (the error is the outcome compared)
+            return ("error", e)
+
+
+@pytest.mark.parametrize("how", ["set_default_device", "context"])
+@pytest.mark.parametrize("name", DEVICE_CASES)
+def test_cpu_code_under_another_default_device_is_eagers(name, how):
+    import contextlib
+
+    @contextlib.contextmanager
+    def set_default():
+        torch.set_default_device("meta")
+        try:
+            yield
+        finally:
+            torch.set_default_device(None)
+
+    setting = set_default if how == "set_default_device" else lambda: torch.device("meta")
+    fn, x = DEVICE_CASES[name]
+    want = _outcome(fn, x, setting)
+    torch._dynamo.reset()
+    got = _outcome(strict_compiled(fn), x, setting)
+    if want[0] == "error":
+        assert got[0] == "error" and isinstance(got[1], type(want[1])), got
+        assert str(want[1]).splitlines()[0] in str(got[1])
+        return
+    assert got[0] == "value", got[1]
+    outs, refs = torch.utils._pytree.tree_leaves(got[1]), torch.utils._pytree.tree_leaves(want[1])
+    for out, ref in zip(outs, refs, strict=True):
+        assert out.device == ref.device == torch.device("cpu")
+        bits_equal(out, ref)
