@@ -455,6 +455,45 @@ case("f32_full_double_round", lambda x: torch.full((1,), 1 + 2 ** -24 + 2 ** -60
 case("f32_tensor_double_round", lambda x: torch.tensor([1 + 2 ** -24 + 2 ** -60]), x4)
 case("f32_add_double_round", lambda x: x + (1 + 2 ** -24 + 2 ** -60), lambda: torch.zeros(1))
 
+# ------------------------------------------------------------------ scalars written into tensors
+IT = lambda: torch.tensor([1, -2, 3])  # noqa: E731
+U8T = lambda: torch.tensor([1, 2, 250], dtype=U8)  # noqa: E731
+BT = lambda: torch.tensor([True, False, True])  # noqa: E731
+HT = lambda: torch.tensor([1.0, -2.0, 3.0], dtype=F16)  # noqa: E731
+for tn, mk in (("int", IT), ("u8", U8T), ("bool", BT), ("f16", HT)):
+    for sn, sv in (("f", 2.5), ("i", 7), ("neg", -1), ("big", 1000), ("b", True), ("c", 1j), ("inf", float("inf")), ("nan", float("nan"))):
+        case(f"masked_fill_{tn}_{sn}", lambda x, v=sv: x.masked_fill(x.bool(), v), mk)
+        case(f"masked_fill_t_{tn}_{sn}", lambda x, v=sv: x.masked_fill(x.bool(), torch.tensor(v)), mk)
+        case(f"index_fill_{tn}_{sn}", lambda x, v=sv: x.index_fill(0, torch.tensor([0, 2]), v), mk)
+        case(f"fill_{tn}_{sn}", lambda x, v=sv: x.clone().fill_(v), mk)
+        case(f"fill_t_{tn}_{sn}", lambda x, v=sv: x.clone().fill_(torch.tensor(v)), mk)
+        case(f"setitem_{tn}_{sn}", lambda x, v=sv: x.clone().__setitem__(0, v), mk)
+        case(f"setitem_mask_{tn}_{sn}", lambda x, v=sv: (lambda y: (y.__setitem__(y.bool(), v), y)[1])(x.clone()), mk)
+        case(f"where_{tn}_{sn}", lambda x, v=sv: torch.where(x.bool(), x, v), mk)
+        case(f"clamp_min_{tn}_{sn}", lambda x, v=sv: x.clamp(min=v), mk)
+        case(f"full_like_{tn}_{sn}", lambda x, v=sv: torch.full_like(x, v), mk)
+        case(f"new_full_{tn}_{sn}", lambda x, v=sv: x.new_full((2,), v), mk)
+        case(f"scatter_{tn}_{sn}", lambda x, v=sv: x.scatter(0, torch.tensor([1]), v), mk)
+        case(f"index_put_{tn}_{sn}", lambda x, v=sv: x.index_put((torch.tensor([1]),), torch.tensor(v)), mk)
+        case(f"add_alpha_{tn}_{sn}", lambda x, v=sv: torch.add(x, x, alpha=v), mk)
+        case(f"mul_{tn}_{sn}", lambda x, v=sv: x.clone().mul_(v), mk)
+        case(f"sub_{tn}_{sn}", lambda x, v=sv: x.clone().sub_(v), mk)
+        case(f"lt_{tn}_{sn}", lambda x, v=sv: x < v, mk)
+        case(f"eq_{tn}_{sn}", lambda x, v=sv: x == v, mk)
+        case(f"remainder_{tn}_{sn}", lambda x, v=sv: torch.remainder(x, v), mk)
+        case(f"fmod_{tn}_{sn}", lambda x, v=sv: torch.fmod(x, v), mk)
+        case(f"pow_{tn}_{sn}", lambda x, v=sv: torch.pow(x, v), mk)
+        case(f"rpow_{tn}_{sn}", lambda x, v=sv: v ** x, mk)
+        case(f"bitand_{tn}_{sn}", lambda x, v=sv: x & v, mk)
+        case(f"lshift_{tn}_{sn}", lambda x, v=sv: x << v, mk)
+        case(f"maximum_{tn}_{sn}", lambda x, v=sv: torch.maximum(x, torch.tensor(v)), mk)
+        case(f"lerp_{tn}_{sn}", lambda x, v=sv: torch.lerp(x, x, v), mk)
+        case(f"addcmul_{tn}_{sn}", lambda x, v=sv: torch.addcmul(x, x, x, value=v), mk)
+        case(f"div_floor_{tn}_{sn}", lambda x, v=sv: torch.div(x, v, rounding_mode="floor"), mk)
+        case(f"copysign_{tn}_{sn}", lambda x, v=sv: torch.copysign(x, v), mk)
+        case(f"xlogy_{tn}_{sn}", lambda x, v=sv: torch.xlogy(x, v), mk, exact=False)
+        case(f"hypot_{tn}_{sn}", lambda x, v=sv: torch.hypot(x.float(), torch.tensor(v)), mk, exact=False)
+
 
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))

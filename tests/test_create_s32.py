@@ -5,6 +5,8 @@ real tensor with a complex number, which eager refuses."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -65,6 +67,31 @@ def test_ordering_a_real_tensor_with_a_complex_number_raises_eagers_error(op, dt
     torch._dynamo.reset()
     with pytest.raises(NotImplementedError, match=str(eager.value).splitlines()[0]):
         strict_compiled(fn)(x.clone())
+
+
+SCALAR_CALLS = {
+    "and_float": lambda x: x & 2.5,
+    "or_float_bool": lambda x: x.bool() | 0.5,
+    "and_complex": lambda x: x & 1j,
+    "lerp_complex_weight": lambda x: torch.lerp(x, x, 1j),
+    "add_complex_alpha_bool": lambda x: torch.add(x.bool(), x.bool(), alpha=1j),
+    "addcmul_complex_bool": lambda x: torch.addcmul(x.bool(), x.bool(), x.bool(), value=1j),
+    # (and calls eager runs)
+    "mul_float": lambda x: x * 2.5,
+    "clamp_float": lambda x: x.clamp(min=0.5),
+    "and_int": lambda x: x & 6,
+    "masked_fill_float": lambda x: x.masked_fill(x > 1, 2.5),
+    "where_complex": lambda x: torch.where(x > 1, x, 1j),
+}
+
+
+@pytest.mark.parametrize("name", SCALAR_CALLS)
+def test_a_python_number_that_changes_an_integer_calls_dtype_is_checked_as_eager(name):
+    fn, x = SCALAR_CALLS[name], torch.tensor([1, 2, 3])
+    want = _outcome(fn, x, contextlib.nullcontext)
+    torch._dynamo.reset()
+    got = _outcome(strict_compiled(fn), x, contextlib.nullcontext)
+    _same_outcome(got, want)
 
 
 def test_equality_with_a_complex_number_still_runs():
@@ -213,6 +240,18 @@ DEVICE_CASES = {
 }
 
 
+def _same_outcome(got, want):
+    if want[0] == "error":
+        assert got[0] == "error" and isinstance(got[1], type(want[1])), (got, want)
+        assert str(want[1]).splitlines()[0] in str(got[1])
+        return
+    assert got[0] == "value", got[1]
+    outs, refs = torch.utils._pytree.tree_leaves(got[1]), torch.utils._pytree.tree_leaves(want[1])
+    for out, ref in zip(outs, refs, strict=True):
+        assert out.device == ref.device == torch.device("cpu")
+        bits_equal(out, ref)
+
+
 def _outcome(fn, x, setting):
     with setting():
         try:
@@ -224,8 +263,6 @@ def _outcome(fn, x, setting):
 @pytest.mark.parametrize("how", ["set_default_device", "context"])
 @pytest.mark.parametrize("name", DEVICE_CASES)
 def test_cpu_code_under_another_default_device_is_eagers(name, how):
-    import contextlib
-
     @contextlib.contextmanager
     def set_default():
         torch.set_default_device("meta")
@@ -239,12 +276,4 @@ def test_cpu_code_under_another_default_device_is_eagers(name, how):
     want = _outcome(fn, x, setting)
     torch._dynamo.reset()
     got = _outcome(strict_compiled(fn), x, setting)
-    if want[0] == "error":
-        assert got[0] == "error" and isinstance(got[1], type(want[1])), got
-        assert str(want[1]).splitlines()[0] in str(got[1])
-        return
-    assert got[0] == "value", got[1]
-    outs, refs = torch.utils._pytree.tree_leaves(got[1]), torch.utils._pytree.tree_leaves(want[1])
-    for out, ref in zip(outs, refs, strict=True):
-        assert out.device == ref.device == torch.device("cpu")
-        bits_equal(out, ref)
+    _same_outcome(got, want)

@@ -130,23 +130,26 @@ def _call(
     kwargs: Any,
     probe_shape: Callable,
     fill: int,
-    replaced: torch.dtype | type[complex] | None = None,
-    by: torch.dtype | type[float] | None = None,
+    replace: dict | None = None,
 ) -> Exception | None:
     """The error of eager's ``fn`` called on tensors of ``fill`` shaped by ``probe_shape``
-    (those of dtype ``replaced`` made ``by``; ``complex`` made ``float``: the complex numbers
-    their real parts), or None where it runs."""
+    (those of a dtype in ``replace`` made its value; ``complex`` made ``float`` or ``int``:
+    the complex numbers their real parts, or those made whole; ``float`` made ``int``: the
+    floats whole), or None where it runs."""
+    replace = replace or {}
 
     def real(value: Any) -> Any:
-        if isinstance(value, complex) and replaced is complex:
-            return value.real
+        if isinstance(value, complex) and complex in replace:
+            return value.real if replace[complex] is float else _whole(value.real)
+        if type(value) is float and float in replace:
+            return _whole(value)
         if isinstance(value, torch.Tensor):
-            dtype = by if value.dtype == replaced else value.dtype
+            dtype = replace.get(value.dtype, value.dtype)
             return torch.full(probe_shape(value), fill, dtype=dtype, device="cpu")
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return 1
-        if isinstance(value, torch.dtype) and value == replaced:  # (``dtype=torch.bool``)
-            return by
+        if isinstance(value, torch.dtype):  # (``dtype=torch.bool``)
+            return replace.get(value, value)
         return value
 
     # (the generator's state is restored where the op draws: a random op's probe must not
@@ -161,7 +164,7 @@ def _call(
             with quiet():
                 fn(*real_args, **real_kwargs)
         except Exception as e:  # noqa: BLE001 - the probe's answer
-            log.debug("torch2xla: probe of %s, fill %s, %s as %s: %r", fn, fill, replaced, by, e)
+            log.debug("torch2xla: probe of %s, fill %s, replaced %s: %r", fn, fill, replace, e)
             return e
     return None
 
@@ -193,7 +196,8 @@ _VARYING = (
 _STAND_INS = {
     torch.bool: (torch.float32, torch.uint8),
     torch.uint8: (torch.float32, torch.int16),
-    complex: (float,),
+    complex: (float, int),
+    float: (int,),
 }
 _STAND_INS_ELSE = (torch.float32, torch.int64)
 # errors from values, which runtime checks raise (an integer ``x // 0``: ops/_bounds.py), not
@@ -294,8 +298,11 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any, out: Any = None
     tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
     # (the dtypes of the tensors, and those the call names: ``x.cumsum(0, dtype=torch.bool)``)
     kinds = [t.dtype for t in tensors] + [v for v in leaves if isinstance(v, torch.dtype)]
-    # (and a complex Python number, which makes a real tensor's call complex: ``x >= 1j``)
+    # (and a complex Python number, which makes a real tensor's call complex: ``x >= 1j``; a
+    # float one, which makes an integer or bool tensor's call floating: ``x & 2.5``)
     kinds += [complex] if any(isinstance(v, complex) for v in leaves) else []
+    exact = any(not (t.is_floating_point() or t.is_complex()) for t in tensors)
+    kinds += [float] if exact and any(type(v) is float for v in leaves) else []
     varies = _varies if tensors else _factory_varies
     if not any(varies(d) for d in kinds):
         return None
@@ -307,11 +314,15 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any, out: Any = None
     return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
 
 
-def _varies(dtype: torch.dtype | type[complex]) -> bool:
-    return dtype is complex or dtype in _VARYING or dtype.is_complex
+def _whole(value: float) -> int:
+    return int(value) if math.isfinite(value) else 1
 
 
-def _factory_varies(dtype: torch.dtype | type[complex]) -> bool:
+def _varies(dtype: torch.dtype | type) -> bool:
+    return dtype in (complex, float) or dtype in _VARYING or dtype.is_complex
+
+
+def _factory_varies(dtype: torch.dtype | type) -> bool:
     """A dtype some CPU factory kernel lacks (``arange`` of bool, complex, uint16 and
     float8; ``randperm`` of bool)."""
     return _varies(dtype) or dtype in _HALF
@@ -331,8 +342,9 @@ def _varying_refusal(
     dtypes: tuple, fn: Callable, args: Any, kwargs: Any, probe_shape: Callable, fill: int
 ) -> Any:
     """``fn``'s error on tensors of ``fill`` shaped by ``probe_shape`` where it runs once the
-    tensors of one of ``dtypes`` are float32 or an integer type instead (``_STAND_INS``:
-    ``argmax`` of bool runs on float32, ``bitwise_left_shift`` of bool on uint8); None where
+    tensors of one of ``dtypes`` (or of all) are float32 or an integer type instead
+    (``_STAND_INS``: ``argmax`` of bool runs on float32, ``bitwise_left_shift`` of bool on
+    uint8; a complex number's real part, a float made whole: ``x & 2.5``); None where
     it runs; else ``_FAILED`` (the arguments are refused for another reason: an index of 1 out
     of range, a singular matrix of ones)."""
     error = _call(fn, args, kwargs, probe_shape, fill)
@@ -340,11 +352,12 @@ def _varying_refusal(
         return None
     if not isinstance(error, RuntimeError | IndexError) or str(error) in _VALUE_ERRORS:
         return _FAILED  # (not a kernel's dtype error)
-    runs = (
-        _call(fn, args, kwargs, probe_shape, fill, d, like) is None
-        for d in dtypes
-        for like in _STAND_INS.get(d, _STAND_INS_ELSE)
-    )
+    # (one kind at a time, then all at once: ``torch.lerp(x, x, 1j)`` of an integer ``x``
+    # runs only once both the tensors and the weight are float)
+    replacements = [{d: like} for d in dtypes for like in _STAND_INS.get(d, _STAND_INS_ELSE)]
+    if len(dtypes) > 1:
+        replacements.append({d: _STAND_INS.get(d, _STAND_INS_ELSE)[0] for d in dtypes})
+    runs = (_call(fn, args, kwargs, probe_shape, fill, r) is None for r in replacements)
     if not any(runs):
         return _FAILED
     message = str(error).splitlines()[0]
