@@ -4,7 +4,8 @@ Meta kernels rarely check dtypes, so a call eager's kernel refuses traces, and X
 it. Two probes call eager on small tensors of the same dtypes and sizes, once per signature,
 with the generator's state kept: ``kernel_refuses`` for half precision at the ATen level (CPU
 kernels without bfloat16 or float16), ``refused_calls`` for bool, integer and complex tensors
-at the user's calls on the Dynamo graph, marked on the ATen graph by ``mark_calls``.
+(and Python numbers that make a call complex or floating, and the dtype a factory names) at
+the user's calls on the Dynamo graph, marked on the ATen graph by ``mark_calls``.
 ``_arg_checks.check_graph`` raises both in graph order.
 """
 
