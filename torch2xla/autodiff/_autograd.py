@@ -61,7 +61,7 @@ _keep_graph: Callable[[], bool] = getattr(
 # A tensor saved on every node that saves no other, only so that autograd tells us (by raising
 # eager's error on ``ctx.saved_tensors``) when a backward runs through a graph whose buffers
 # were freed (any saved tensor raises so).
-_FREED_MARKER = torch.empty(0)
+_FREED_MARKER = torch.empty(0, device="cpu")
 
 _functorch_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
 _anomaly_enabled: Callable[[], bool] = torch.is_anomaly_enabled

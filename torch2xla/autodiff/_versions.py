@@ -216,7 +216,7 @@ def _eager_names_ops() -> bool:
     """Whether this torch's message names the node by its op (``Exp``, torch 2.13) or by the
     node's own name (``ExpBackward0``, torch 2.11): asked of eager once."""
     with torch.inference_mode(False), torch.enable_grad():  # (a backward runs in no_grad)
-        a = torch.ones(1, requires_grad=True)
+        a = torch.ones(1, device="cpu", requires_grad=True)
         b = a.exp()
         with torch.no_grad():
             b.add_(1)

@@ -13,6 +13,7 @@ message, naming the op and the user's line), then calls ``torch.istft``.
 from __future__ import annotations
 
 import torch
+from torch._prims_common import corresponding_real_dtype
 
 _LEGACY = {
     torch.float32: "Float",
@@ -68,7 +69,8 @@ def checked_istft(
     frames = input.shape[-1] if input.dim() in (2, 3) else 0
     valid = 0 < hop <= win <= n_fft and frames > 0  # (else torch.istft raises eager's error)
     if valid and (window is None or tuple(window.shape) == (win,)):
-        w = window if window is not None else torch.ones(win, device=input.device)
+        real = corresponding_real_dtype(input.dtype) if input.is_complex() else input.dtype
+        w = window if window is not None else torch.ones(win, dtype=real, device=input.device)
         left = (n_fft - win) // 2
         w = torch.nn.functional.pad(w, (left, n_fft - win - left))
         total = n_fft + hop * (frames - 1)

@@ -72,7 +72,9 @@ def refused(node: torch.fx.Node, result) -> Exception | None:
         return None
 
     def real(a):
-        return torch.empty(tuple(a.shape), dtype=a.dtype) if isinstance(a, torch.Tensor) else a
+        if not isinstance(a, torch.Tensor):
+            return a
+        return torch.empty(tuple(a.shape), dtype=a.dtype, device="cpu")
 
     # (outside the fake mode of the trace: a real call)
     with torch._subclasses.fake_tensor.unset_fake_temporarily():

@@ -57,7 +57,8 @@ def _asks_equal() -> bool:
             return func(*args, **(kwargs or {}))
 
     with Log():
-        torch.quantile(torch.zeros(2), torch.tensor([0.5]))
+        cpu = {"dtype": torch.float32, "device": "cpu"}  # (not the user's defaults)
+        torch.quantile(torch.zeros(2, **cpu), torch.tensor([0.5], **cpu))
     return torch.ops.aten.equal.default in asked
 
 

@@ -123,11 +123,12 @@ def host_numbers(
     host = HostNumbers(index, tuple(steps), tuple(slots[n] for n in frontier))
     last = list(gm.graph.find_nodes(op="placeholder"))[-1]
     placeholders = []
+    device = p.meta["example_value"].device  # (the float's 0-d tensor: not the default device)
     for number in frontier:
         with gm.graph.inserting_after(last):
             q = last = gm.graph.placeholder(f"{number.name}_on_host")
         with fake_mode:
-            q.meta["example_value"] = torch.empty((), dtype=torch.float64)
+            q.meta["example_value"] = torch.empty((), dtype=torch.float64, device=device)
         with gm.graph.inserting_before(number):
             value = gm.graph.call_method("item", (q,))
         value.meta = {**number.meta}

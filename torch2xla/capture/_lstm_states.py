@@ -33,10 +33,11 @@ def install() -> None:
     if layer is None:
         return
     batch, hidden = 2, 1
-    weights = [torch.zeros(4 * hidden, 1), torch.zeros(4 * hidden, hidden)]
-    states = (torch.zeros(batch, hidden), torch.zeros(batch, hidden))
+    cpu = {"dtype": torch.float32, "device": "cpu"}  # (not the user's defaults)
+    weights = [torch.zeros(4 * hidden, 1, **cpu), torch.zeros(4 * hidden, hidden, **cpu)]
+    states = (torch.zeros(batch, hidden, **cpu), torch.zeros(batch, hidden, **cpu))
     with _disable_current_modes(), torch.no_grad():
-        _, (h, c) = layer(torch.zeros(1, batch, 1), states, weights, False)
+        _, (h, c) = layer(torch.zeros(1, batch, 1, **cpu), states, weights, False)
     if h.shape == states[0].shape and c.shape == states[1].shape:
         return
 

@@ -164,7 +164,8 @@ def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
 def _real(t: Any, fill: int) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
-    return torch.full(t.shape if _small(t) else (1,) * min(t.dim(), 1), fill, dtype=t.dtype)
+    shape = t.shape if _small(t) else (1,) * min(t.dim(), 1)
+    return torch.full(shape, fill, dtype=t.dtype, device="cpu")
 
 
 def _call(node: torch.fx.Node, args: Any, kwargs: Any) -> Any:
@@ -255,7 +256,7 @@ def _cast_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
     def small(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
-        return torch.ones((1,) * min(t.dim(), 1), dtype=t.dtype)
+        return torch.ones((1,) * min(t.dim(), 1), dtype=t.dtype, device="cpu")
 
     real_args, real_kwargs = map_aggregate((args, kwargs), small)
     return eager_raises(node, real_args, real_kwargs, lambda m: CAST in m)

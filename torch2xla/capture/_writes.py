@@ -165,9 +165,9 @@ def _self_overlapping(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     # interleaved layouts may still be one-to-one (sizes (2, 3), strides (3, 2)): counted
     if math.prod(sizes) > 1 << 20:
         return True
-    offsets = torch.zeros((), dtype=torch.int64)
+    offsets = torch.zeros((), dtype=torch.int64, device="cpu")
     for size, stride in zip(sizes, strides):
-        offsets = offsets.unsqueeze(-1) + torch.arange(size) * stride
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, device="cpu") * stride
     return offsets.unique().numel() < offsets.numel()
 
 
@@ -198,7 +198,7 @@ def _real(t: Any, fill: int = 0, ints: Callable[[Any], Any] = lambda n: n) -> An
     size, stride, offset = _layout(t, ints)
     numel = math.prod(size)
     extent = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-    base = torch.full((max(extent, 0) if numel else 0,), fill, dtype=t.dtype)
+    base = torch.full((max(extent, 0) if numel else 0,), fill, dtype=t.dtype, device="cpu")
     return base.as_strided(size, stride, offset if numel else 0)
 
 
@@ -364,7 +364,7 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
         bases[key] = (dtype, max(length, extent if t.numel() else 0))
     if sum(length for _, length in bases.values()) > 1 << 26:
         return None
-    real = {key: torch.zeros(length, dtype=dtype) for key, (dtype, length) in bases.items()}
+    real = {k: torch.zeros(n, dtype=d, device="cpu") for k, (d, n) in bases.items()}
 
     def like(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
@@ -518,7 +518,7 @@ def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> list[torch.fx.No
             continue
         first = min(t.storage_offset() for t in tensors)
         length = max(t.storage_offset() - first + _extent(t) for t in tensors)
-        base = torch.zeros(length, dtype=tensors[0].dtype)
+        base = torch.zeros(length, dtype=tensors[0].dtype, device="cpu")
         real = {
             placeholders[i]: base.as_strided(
                 args[i].shape, args[i].stride(), args[i].storage_offset() - first

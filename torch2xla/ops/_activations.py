@@ -65,7 +65,7 @@ def _onednn_gelu_zero_is_positive(dtype) -> bool:
     (``x * 0.5 * (1 + erf(x / sqrt2))``, the float64 value's sign). Called with oneDNN
     enabled."""
     with torch.utils._python_dispatch._disable_current_modes():
-        x = torch.tensor([-0.0, -30.0], dtype=torch_dtype(dtype))
+        x = torch.tensor([-0.0, -30.0], dtype=torch_dtype(dtype), device="cpu")
         return not bool(torch.nn.functional.gelu(x).signbit().any())
 
 

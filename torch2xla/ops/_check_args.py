@@ -59,7 +59,7 @@ def _eager_overflow(value, dtype: torch.dtype, numel: int) -> str | None:
     # (outside the modes of an export in progress: a real call, not a traced one)
     with torch.utils._python_dispatch._disable_current_modes():
         try:
-            torch.empty(numel, dtype=dtype).fill_(value)
+            torch.empty(numel, dtype=dtype, device="cpu").fill_(value)
         except RuntimeError as e:  # (eager's verdict on the conversion; not other errors)
             if "without overflow" in str(e):
                 return str(e)

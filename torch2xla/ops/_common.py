@@ -193,7 +193,8 @@ def _e4m3fn_saturates() -> bool:
     """Whether eager's conversion to float8_e4m3fn saturates: torch 2.13's c10 gives the
     largest finite value (448) to anything beyond it, infinities included (NaN stays NaN);
     earlier releases gave NaN, as XLA's conversion does."""
-    probe = torch.tensor([float("inf"), -480.0]).to(torch.float8_e4m3fn).float()
+    probe = torch.tensor([float("inf"), -480.0], dtype=torch.float32, device="cpu")
+    probe = probe.to(torch.float8_e4m3fn).float()
     return probe.tolist() == [_E4M3FN_MAX, -_E4M3FN_MAX]
 
 

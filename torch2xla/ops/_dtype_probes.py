@@ -4,7 +4,8 @@ Meta kernels rarely check dtypes, so a call eager's kernel refuses traces, and X
 it. Two probes call eager on small tensors of the same dtypes and sizes, once per signature,
 with the generator's state kept: ``kernel_refuses`` for half precision at the ATen level (CPU
 kernels without bfloat16 or float16), ``refused_calls`` for bool, integer and complex tensors
-at the user's calls on the Dynamo graph, marked on the ATen graph by ``mark_calls``.
+(and Python numbers that make a call complex or floating, and the dtype a factory names) at
+the user's calls on the Dynamo graph, marked on the ATen graph by ``mark_calls``.
 ``_arg_checks.check_graph`` raises both in graph order.
 """
 
@@ -130,20 +131,26 @@ def _call(
     kwargs: Any,
     probe_shape: Callable,
     fill: int,
-    replaced: torch.dtype | None = None,
-    by: torch.dtype | None = None,
+    replace: dict | None = None,
 ) -> Exception | None:
     """The error of eager's ``fn`` called on tensors of ``fill`` shaped by ``probe_shape``
-    (those of dtype ``replaced`` made ``by``), or None where it runs."""
+    (those of a dtype in ``replace`` made its value; ``complex`` made ``float`` or ``int``:
+    the complex numbers their real parts, or those made whole; ``float`` made ``int``: the
+    floats whole), or None where it runs."""
+    replace = replace or {}
 
     def real(value: Any) -> Any:
+        if isinstance(value, complex) and complex in replace:
+            return value.real if replace[complex] is float else _whole(value.real)
+        if type(value) is float and float in replace:
+            return _whole(value)
         if isinstance(value, torch.Tensor):
-            dtype = by if value.dtype == replaced else value.dtype
-            return torch.full(probe_shape(value), fill, dtype=dtype)
+            dtype = replace.get(value.dtype, value.dtype)
+            return torch.full(probe_shape(value), fill, dtype=dtype, device="cpu")
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             return 1
-        if isinstance(value, torch.dtype) and value == replaced:  # (``dtype=torch.bool``)
-            return by
+        if isinstance(value, torch.dtype):  # (``dtype=torch.bool``)
+            return replace.get(value, value)
         return value
 
     # (the generator's state is restored where the op draws: a random op's probe must not
@@ -158,7 +165,7 @@ def _call(
             with quiet():
                 fn(*real_args, **real_kwargs)
         except Exception as e:  # noqa: BLE001 - the probe's answer
-            log.debug("torch2xla: probe of %s, fill %s, %s as %s: %r", fn, fill, replaced, by, e)
+            log.debug("torch2xla: probe of %s, fill %s, replaced %s: %r", fn, fill, replace, e)
             return e
     return None
 
@@ -186,7 +193,13 @@ _VARYING = (
 # the dtypes a probed dtype is replaced by, to tell a dtype's error from another: float32
 # and an integer type; for a mask's (bool, uint8) one that indexes as it does, or not at all
 # (with int64 for bool, ``t[mask] = v`` of a ``v`` too short for a mask of ones runs)
-_STAND_INS = {torch.bool: (torch.float32, torch.uint8), torch.uint8: (torch.float32, torch.int16)}
+# (a complex number's: its real part)
+_STAND_INS = {
+    torch.bool: (torch.float32, torch.uint8),
+    torch.uint8: (torch.float32, torch.int16),
+    complex: (float, int),
+    float: (int,),
+}
 _STAND_INS_ELSE = (torch.float32, torch.int64)
 # errors from values, which runtime checks raise (an integer ``x // 0``: ops/_bounds.py), not
 # from dtypes, though a float32 stand-in runs
@@ -225,7 +238,7 @@ def refused_calls(gm: torch.fx.GraphModule) -> dict[str, tuple[str, type[OpError
 
         args, kwargs = map_aggregate((node.args, node.kwargs), value)
         key = ("method", node.target) if node.op == "call_method" else node.target
-        rejected = call_refuses(key, fn, args, kwargs)
+        rejected = call_refuses(key, fn, args, kwargs, node.meta.get("example_value"))
         if rejected is not None:
             refused[node.name] = (*rejected, node)
     return refused
@@ -272,35 +285,67 @@ def _eager_function(node: torch.fx.Node) -> Callable | None:
     return target if getattr(target, "__module__", None) in _OP_MODULES else None
 
 
-def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any) -> tuple | None:
+def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any, out: Any = None) -> tuple | None:
     """Eager's error where ``fn`` (eager's function for ``key``) called on ``args`` and
     ``kwargs`` (fake or real tensors, numbers) raises for the bool, integer or complex dtype of
     a CPU tensor, else None: ``"argmax(): does not support bool input"``, ``"GeluKernelImpl"
     not implemented for 'Long'``. Found by calling ``fn`` as ``kernel_refuses`` calls a
     kernel; an error counts as the dtype's only where the same call with float32 or an
-    integer type in place of that dtype runs (``_varying_refusal``)."""
+    integer type in place of that dtype runs (``_varying_refusal``). A factory (no tensor
+    arguments) is probed for the dtype it names where its output ``out`` (the call's example
+    value) is a small CPU tensor: ``torch.arange(2, dtype=torch.bool)``, ``torch.eye(2,
+    dtype=torch.uint16)``, ``torch.randperm(3, dtype=torch.bool)``."""
     leaves = tree_leaves((args, kwargs))
     tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
     # (the dtypes of the tensors, and those the call names: ``x.cumsum(0, dtype=torch.bool)``)
     kinds = [t.dtype for t in tensors] + [v for v in leaves if isinstance(v, torch.dtype)]
-    if not tensors or not any(_varies(d) for d in kinds):
+    # (and a complex Python number, which makes a real tensor's call complex: ``x >= 1j``; a
+    # float one, which makes an integer or bool tensor's call floating: ``x & 2.5``)
+    kinds += [complex] if any(isinstance(v, complex) for v in leaves) else []
+    exact = any(not (t.is_floating_point() or t.is_complex()) for t in tensors)
+    kinds += [float] if exact and any(type(v) is float for v in leaves) else []
+    varies = _varies if tensors else _factory_varies
+    if not any(varies(d) for d in kinds):
+        return None
+    if not tensors and not _small_cpu_output(out):
         return None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
         return None
-    dtypes = tuple(dict.fromkeys(d for d in kinds if _varies(d)))
+    dtypes = tuple(dict.fromkeys(d for d in kinds if varies(d)))
     return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
 
 
-def _varies(dtype: torch.dtype) -> bool:
-    return dtype in _VARYING or dtype.is_complex
+def _whole(value: float) -> int:
+    return int(value) if math.isfinite(value) else 1
+
+
+def _varies(dtype: torch.dtype | type) -> bool:
+    return dtype in (complex, float) or dtype in _VARYING or dtype.is_complex
+
+
+def _factory_varies(dtype: torch.dtype | type) -> bool:
+    """A dtype some CPU factory kernel lacks (``arange`` of bool, complex, uint16 and
+    float8; ``randperm`` of bool)."""
+    return _varies(dtype) or dtype in _HALF
+
+
+def _small_cpu_output(out: Any) -> bool:
+    """Whether ``out`` (a factory's example value) is CPU tensors of known sizes, small enough
+    to make in eager."""
+    tensors = [v for v in tree_leaves(out) if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
+        return False
+    sizes = [hinted_shape(t) for t in tensors]
+    return all(n is not None for n in sizes) and sum(map(math.prod, sizes)) <= _PROBE_ELEMENTS
 
 
 def _varying_refusal(
     dtypes: tuple, fn: Callable, args: Any, kwargs: Any, probe_shape: Callable, fill: int
 ) -> Any:
     """``fn``'s error on tensors of ``fill`` shaped by ``probe_shape`` where it runs once the
-    tensors of one of ``dtypes`` are float32 or an integer type instead (``_STAND_INS``:
-    ``argmax`` of bool runs on float32, ``bitwise_left_shift`` of bool on uint8); None where
+    tensors of one of ``dtypes`` (or of all) are float32 or an integer type instead
+    (``_STAND_INS``: ``argmax`` of bool runs on float32, ``bitwise_left_shift`` of bool on
+    uint8; a complex number's real part, a float made whole: ``x & 2.5``); None where
     it runs; else ``_FAILED`` (the arguments are refused for another reason: an index of 1 out
     of range, a singular matrix of ones)."""
     error = _call(fn, args, kwargs, probe_shape, fill)
@@ -308,11 +353,12 @@ def _varying_refusal(
         return None
     if not isinstance(error, RuntimeError | IndexError) or str(error) in _VALUE_ERRORS:
         return _FAILED  # (not a kernel's dtype error)
-    runs = (
-        _call(fn, args, kwargs, probe_shape, fill, d, like) is None
-        for d in dtypes
-        for like in _STAND_INS.get(d, _STAND_INS_ELSE)
-    )
+    # (one kind at a time, then all at once: ``torch.lerp(x, x, 1j)`` of an integer ``x``
+    # runs only once both the tensors and the weight are float)
+    replacements = [{d: like} for d in dtypes for like in _STAND_INS.get(d, _STAND_INS_ELSE)]
+    if len(dtypes) > 1:
+        replacements.append({d: _STAND_INS.get(d, _STAND_INS_ELSE)[0] for d in dtypes})
+    runs = (_call(fn, args, kwargs, probe_shape, fill, r) is None for r in replacements)
     if not any(runs):
         return _FAILED
     message = str(error).splitlines()[0]

@@ -70,7 +70,7 @@ def linalg_error(value: int, api_name: str, is_matrix: bool, batch: tuple) -> tu
     """Eager's message and our error class for the failed matrix that ``value`` names (see
     ``check_linalg``): written by torch's kernel for an ``info`` with that one code."""
     index, code = divmod(value, _CODES)
-    info = torch.zeros(batch, dtype=torch.int32)
+    info = torch.zeros(batch, dtype=torch.int32, device="cpu")
     info.view(-1)[index] = code - _CODES // 2
     try:
         torch.ops.aten._linalg_check_errors(info, api_name, is_matrix=is_matrix)

@@ -33,7 +33,7 @@ def _eager_rejects(op: torch._ops.OpOverload, kwargs: dict, name: str, shape: tu
         args[k] = v
     # (outside the modes of an export in progress: a real call, not a traced one)
     with torch.utils._python_dispatch._disable_current_modes():
-        args[name] = torch.empty(shape, dtype=dtype)
+        args[name] = torch.empty(shape, dtype=dtype, device="cpu")
         try:
             op(**args)
         except (RuntimeError, ValueError) as e:

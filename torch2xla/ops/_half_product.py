@@ -100,8 +100,11 @@ def _lanes(dtype_name: str) -> int:
     dtype = getattr(torch, dtype_name)
     guess = VECTOR_BYTES // dtype.itemsize
     with torch.utils._python_dispatch._disable_current_modes():
-        probe = torch.linspace(0.9, 1.1, 4 * 64 * 2 + 5).to(dtype)
-        probe = probe[torch.randperm(probe.numel(), generator=torch.Generator().manual_seed(0))]
+        probe = torch.linspace(0.9, 1.1, 4 * 64 * 2 + 5, dtype=torch.float32, device="cpu")
+        probe = probe.to(dtype)
+        probe = probe[
+            torch.randperm(probe.numel(), generator=torch.Generator().manual_seed(0), device="cpu")
+        ]
         want = probe.prod().float().item()
         for lanes in (guess, 16, 32, 8, 64):
             if _torch_inner(probe.float(), dtype, lanes) == want:
@@ -117,7 +120,7 @@ def _torch_inner(v: torch.Tensor, dtype: torch.dtype, lanes: int) -> float:
 
     block = 4 * lanes
     count = v.numel() // block
-    out = torch.ones((), dtype=torch.float32)
+    out = torch.ones((), dtype=torch.float32, device="cpu")
     if count:
         blocks = v[: count * block].reshape(count, 4, lanes)
         acc = blocks[0]

@@ -56,10 +56,10 @@ def block(
         return None  # (no NaN, no -0: the two rules agree)
     with torch.utils._python_dispatch._disable_current_modes():
         for probe in probes:
-            scalar = kernel(torch.full((1,), probe, dtype=dtype), *params)[0]
+            scalar = kernel(torch.full((1,), probe, dtype=dtype, device="cpu"), *params)[0]
             n = 2
             while n <= 512:
-                first = kernel(torch.full((n,), probe, dtype=dtype), *params)[0]
+                first = kernel(torch.full((n,), probe, dtype=dtype, device="cpu"), *params)[0]
                 if not same(first, scalar):
                     return n
                 n *= 2

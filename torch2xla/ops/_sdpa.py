@@ -170,7 +170,8 @@ def _eager_dropout(
             s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
         w = torch.ops.aten._safe_softmax(s, -1)
         generator = torch.Generator(w.device).manual_seed(int(seed))
-        keep = torch.rand(w.shape, generator=generator, device=w.device) >= dropout_p
+        draws = torch.rand(w.shape, generator=generator, dtype=torch.float32, device=w.device)
+        keep = draws >= dropout_p
         return (w * keep / (1 - dropout_p)) @ v
 
 

@@ -335,6 +335,42 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
     return as_dtype(jnp.where(i < n // 2, up, down), result)
 
 
+@register(aten.logspace.default)
+def logspace(
+    start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, pin_memory=None
+):
+    # NOTE: eager's CPU kernel casts ``start`` and ``end`` to the result dtype first (an
+    # integer dtype truncates 2.5 to 2, uint8 wraps -1 to 255), subtracts them in that dtype,
+    # then raises ``base`` to ``start + i * step`` in float64 and rounds once; torch's
+    # decomposition (pow of a linspace in the result dtype) gave other values for every dtype
+    # but float64, and ``[0, 0, 3, 17, 100]`` for eager's ``[0, 0, 0, 0, 100]`` in uint8.
+    if _constant(start, end, steps, base):
+        values = _eager_values(torch.logspace, start, end, steps, base=base)
+        if values is not None:
+            return values
+    result, n = out_dtype(), int(steps)
+    if jnp.issubdtype(result, jnp.complexfloating):  # (XLA's complex power: within rounding)
+        exponent = linspace(start, end, steps)
+        return jnp.power(as_dtype(base, result), exponent).astype(result)
+    f64 = np.dtype(np.float64)
+    if n == 1:  # (a fill of base ** start, ``start`` not cast to the dtype)
+        return as_dtype(jnp.power(as_dtype(base, f64), as_dtype(start, f64)), result)[None]
+    lo, hi = as_dtype(start, result), as_dtype(end, result)
+    if jnp.issubdtype(result, jnp.integer) and result.itemsize < 4:  # (C++'s int promotion)
+        lo, hi = lo.astype(np.int32), hi.astype(np.int32)
+    step = (hi - lo).astype(f64) / max(n - 1, 1)
+    i = jnp.arange(n)
+    up = lo.astype(f64) + step * i.astype(f64)
+    down = hi.astype(f64) - step * (n - 1 - i).astype(f64)
+    exponent = jnp.where(i < n // 2, up, down)
+    values = jnp.power(as_dtype(base, f64), exponent)
+    if jnp.issubdtype(result, jnp.integer) and result.itemsize < 4:
+        # (a C++ store of a double into a narrow integer converts to int32 first: out of its
+        # range, x86 gives INT_MIN, whose low bits are 0; a tensor's cast goes through int64)
+        return as_dtype(values, np.dtype(np.int32)).astype(result)
+    return as_dtype(values, result)
+
+
 def _eager_values(factory, *args, **kwargs) -> jax.Array | None:
     """The result of eager's CPU factory ``factory(*args, dtype=, **kwargs)`` for the node's
     output dtype, as a constant; None where its shape is not the node's (a length padded to

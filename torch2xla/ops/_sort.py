@@ -74,7 +74,7 @@ def _all_nan_position(n: int) -> int:
     """The index eager's CPU ``nanmedian`` returns for ``n`` NaNs (asked of eager)."""
     import torch
 
-    return int(torch.full((n,), math.nan).nanmedian(0).indices)
+    return int(torch.full((n,), math.nan, dtype=torch.float32, device="cpu").nanmedian(0).indices)
 
 
 @register(aten.median.dim)

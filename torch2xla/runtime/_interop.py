@@ -394,7 +394,7 @@ def to_torch_cpu(a: jax.Array) -> torch.Tensor:
     view, tdtype = _HOST_TYPES[aval.dtype]
     nbytes = math.prod(shape) * view.itemsize
     if not nbytes:
-        return torch.empty(shape, dtype=torch_dtype(aval.dtype))
+        return torch.empty(shape, dtype=torch_dtype(aval.dtype), device="cpu")
     memory = (_BYTE * nbytes).from_address(a.unsafe_buffer_pointer())
     memory.array = a
     t = torch.from_numpy(np.ndarray(shape, view, memory))
@@ -414,7 +414,7 @@ def cut_cpu(a: jax.Array, group) -> list:
     out, offset, itemsize = [], 0, view.itemsize
     for shape, size in zip(group.shapes, group.sizes):
         if not size:
-            out.append(torch.empty(shape, dtype=torch_dtype(a.aval.dtype)))
+            out.append(torch.empty(shape, dtype=torch_dtype(a.aval.dtype), device="cpu"))
             continue
         t = torch.from_numpy(np.ndarray(shape, view, memory, offset))
         out.append(t if tdtype is None else t.view(tdtype))

@@ -249,8 +249,9 @@ def map_list(convert: Callable, outs: Sequence) -> list:
 
 
 def _draw_seed() -> np.uint32:
-    # Drawn from torch's default generator, so torch.manual_seed makes XLA's randomness repeat.
-    return np.uint32(torch.randint(0, 2**31 - 1, ()).item())
+    # Drawn from torch's default CPU generator, so torch.manual_seed makes XLA's randomness
+    # repeat (on the CPU whatever the default device: one on CUDA synced, one on meta raised).
+    return np.uint32(torch.randint(0, 2**31 - 1, (), device="cpu").item())
 
 
 class XlaProgram:

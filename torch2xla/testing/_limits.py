@@ -113,8 +113,8 @@ KNOWN_LIMITATIONS: tuple[Limitation, ...] = (
         "overflow, GELU at +inf, conversions to integers)",
         fn=lambda a, b: torch.sub(a, b, alpha=3),
         args=(
-            torch.tensor([[math.inf, 0.0, 0.0], [0.0, 0.0, 0.0]]),
-            torch.tensor(1.1342745902071442e38),
+            torch.tensor([[math.inf, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float32),
+            torch.tensor(1.1342745902071442e38, dtype=torch.float32),
         ),
         detect=_has_extremes,
     ),
@@ -123,7 +123,7 @@ KNOWN_LIMITATIONS: tuple[Limitation, ...] = (
         "XLA on CPU flushes subnormal values to zero (log, rsqrt, ceil... of them differ); "
         "eager PyTorch keeps them",
         fn=torch.log,
-        args=(torch.tensor([1e-45]),),
+        args=(torch.tensor([1e-45], dtype=torch.float32),),
         detect=_has_subnormals,
     ),
 )
