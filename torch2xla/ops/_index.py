@@ -488,20 +488,26 @@ def sort(self, dim=-1, descending=False, *, stable=False):
     return jnp.take_along_axis(self, idx, axis=dim), as_dtype(idx, np.dtype(np.int64))
 
 
+def _topk_key(x, largest: bool):
+    """``x`` mapped so that lax.top_k's largest come first in eager's order: NaN of either
+    sign above every number (lax.top_k orders by the bits' total order, which puts -NaN, as
+    ``0 / 0`` makes it on x86, below -inf)."""
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        nan = jnp.full_like(x, jnp.nan)
+        return jnp.where(jnp.isnan(x), nan if largest else -nan, x if largest else -x)
+    # NOTE: the order is reversed by ~x for integers: -x wraps (uint8's 0 stays the
+    # largest, -INT_MIN is INT_MIN); bitwise not reverses every integer order exactly.
+    return x if largest else jnp.invert(x)
+
+
 @register(aten.topk.default)
 def topk(self, k, dim=-1, largest=True, sorted=True):
     if self.ndim == 0:
         return self, jnp.zeros((), jnp.int64)
     dim = canonical_dim(dim, self.ndim)
     x = jnp.moveaxis(self, dim, -1)
-    if largest:
-        values, idx = lax.top_k(x, k)
-    else:
-        # NOTE: the order is reversed by ~x for integers: -x wraps (uint8's 0 stays the
-        # largest, -INT_MIN is INT_MIN); bitwise not reverses every integer order exactly.
-        flip = jnp.negative if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.invert
-        values, idx = lax.top_k(flip(x), k)
-        values = flip(values)
+    _, idx = lax.top_k(_topk_key(lax.stop_gradient(x), largest), k)
+    values = jnp.take_along_axis(x, idx, axis=-1)
     return (jnp.moveaxis(values, -1, dim), jnp.moveaxis(as_dtype(idx, np.dtype(np.int64)), -1, dim))
 
 
