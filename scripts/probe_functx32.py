@@ -1403,5 +1403,187 @@ def c_jacrev_vmap_basis_inside_grad(C, rec):
     rec("w", w.grad)
 
 
+@case
+def c_grad_recorded_write_into_zeros(C, rec):
+    w = _wp()
+
+    def loss(x):
+        z = torch.zeros(3)
+        z[0] = (x[0] * w[0]).sin()
+        z[1:].add_(x[1:] * w[1:])
+        return (z * x).sum()
+
+    g = C(grad(loss))(r(3))
+    rec("g", g)
+    g.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def c_grad_no_grad_inside(C, rec):
+    w = _wp()
+
+    def loss(x):
+        with torch.no_grad():
+            s = (x * w).sum()
+        return (x.sin() * s * w).sum()
+
+    g = C(grad(loss))(r(3))
+    rec("g", g)
+    g.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def c_grad_detach_inside(C, rec):
+    w = _wp()
+
+    def loss(x):
+        y = (x * w).detach()
+        y2 = x.detach()
+        y2.mul_(1)
+        return (x * y * w + y2 * w).sum()
+
+    g = C(grad(loss))(r(3))
+    rec("g", g)
+    g.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def c_vmap_grad_zeros_like_write(C, rec):
+    w = _wp()
+
+    def loss(x):
+        buf = torch.zeros_like(x)
+        buf.copy_(x * w)
+        buf[0] = 0
+        return buf.pow(2).sum()
+
+    g = C(vmap(grad(loss)))(r(4, 3))
+    rec("g", g)
+    g.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def c_jacfwd_write_into_eye(C, rec):
+    w = _wp()
+
+    def f(x):
+        e = torch.eye(3)
+        e[1, 1] = 2.0
+        e.diagonal().mul_(x)
+        return e @ (x * w)
+
+    j = C(jacfwd(f))(r(3))
+    rec("j", j)
+    j.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def c_jacrev_module_inside_vmap(C, rec):
+    m = mlp()
+    j = C(vmap(jacrev(m)))(r(4, 3))
+    rec("j", j)
+    j.sum().backward()
+    rec("g", [p.grad for p in m.parameters()])
+
+
+@case
+def c_hessian_vmap_params(C, rec):
+    m = nn.Linear(3, 1)
+    h = C(vmap(hessian(lambda x: m(x).tanh().sum())))(r(4, 3))
+    rec("h", h)
+    h.sum().backward()
+    rec("g", [p.grad for p in m.parameters()])
+
+
+@case
+def c_jacrev_twice_argnums_param(C, rec):
+    w = _wp()
+    f = lambda x, y: (x.sin() * y * w).sum()
+    h = C(jacrev(jacrev(f, argnums=(0, 1)), argnums=(0, 1)))(r(3), r(3, seed=1))
+    rec("h", h)
+    sum(t.sum() for row in h for t in row).backward()
+    rec("w", w.grad)
+
+
+@case
+def c_jacrev_chunk_size_param(C, rec):
+    w = _wp()
+    j = C(jacrev(jacrev(lambda x: (x.exp() * w).sum()), chunk_size=1))(r(3))
+    rec("j", j)
+    j.sum().backward()
+    rec("w", w.grad)
+
+
+# == batch 4: writes inside compiled vmap / grad (Dynamo's example values are functorch wrappers)
+def _writes_fn(kind):
+    def f(x):
+        y = x.clone()
+        if kind == "setitem_int":
+            y[0] = 5.0
+        elif kind == "setitem_slice":
+            y[1:] = y[:-1] * 2
+        elif kind == "iadd_slice":
+            y[1:] += 1.0
+        elif kind == "mask":
+            y[y > 0] = 0.0
+        elif kind == "index_tensor":
+            y[torch.tensor([0, 2])] = x[:2]
+        elif kind == "masked_fill":
+            y.masked_fill_(y < 0, 1.0)
+        elif kind == "scatter":
+            y.scatter_(0, torch.tensor([1, 0]), x[:2])
+        elif kind == "index_add":
+            y.index_add_(0, torch.tensor([0, 0]), x[1:])
+        elif kind == "out":
+            torch.sin(x, out=y)
+        elif kind == "view_write":
+            y.view(3, 1)[1].mul_(3)
+        elif kind == "ellipsis":
+            y[..., -1] = 2.0
+        elif kind == "zero_":
+            y[1:2].zero_()
+        return y * x
+
+    return f
+
+
+for _k in (
+    "setitem_int",
+    "setitem_slice",
+    "iadd_slice",
+    "mask",
+    "index_tensor",
+    "masked_fill",
+    "scatter",
+    "index_add",
+    "out",
+    "view_write",
+    "ellipsis",
+    "zero_",
+):
+
+    def _vm(C, rec, _k=_k):
+        rec("o", C(vmap(_writes_fn(_k)))(r(4, 3)))
+
+    def _vmg(C, rec, _k=_k):
+        w = _wp()
+        g = C(vmap(grad(lambda x: (_writes_fn(_k)(x) * w).sum())))(r(4, 3))
+        rec("g", g)
+        g.sum().backward()
+        rec("w", w.grad)
+
+    def _vmin(C, rec, _k=_k):
+        rec("o", vmap(C(_writes_fn(_k)))(r(4, 3)))
+
+    CASES[f"w_vmap_{_k}"] = _vm
+    CASES[f"w_vmap_grad_{_k}"] = _vmg
+    CASES[f"w_vmap_of_compiled_{_k}"] = _vmin
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))
