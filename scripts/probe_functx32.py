@@ -1585,5 +1585,128 @@ for _k in (
     CASES[f"w_vmap_of_compiled_{_k}"] = _vmin
 
 
+# == batch 5: checks that read example values, inside compiled vmap ===========================
+@case
+def e_vmap_tensor_subscript(C, rec):
+    k = torch.tensor(1)
+    rec("o", C(vmap(lambda x: x[k] * 2))(r(4, 3)))
+
+
+@case
+def e_vmap_tensor_subscript_write(C, rec):
+    def f(x, k):
+        y = x.clone()
+        y[k] = 7.0
+        return y
+
+    rec("o", C(vmap(f, in_dims=(0, None)))(r(4, 3), torch.tensor(2)))
+
+
+@case
+def e_vmap_mm_mismatch(C, rec):
+    rec("o", C(vmap(lambda x: x @ torch.ones(4, 2)))(r(4, 3)))
+
+
+@case
+def e_vmap_view_noncontig(C, rec):
+    rec("o", C(vmap(lambda x: x.t().view(-1)))(r(4, 3, 2)))
+
+
+@case
+def e_vmap_expand_write(C, rec):
+    rec("o", C(vmap(lambda x: x.expand(2, 3).add_(1)))(r(4, 3)))
+
+
+@case
+def e_vmap_out_dtype(C, rec):
+    def f(x):
+        o = torch.empty(3, dtype=torch.int64)
+        torch.sin(x, out=o)
+        return o
+
+    rec("o", C(vmap(f))(r(4, 3)))
+
+
+@case
+def e_vmap_index_oob(C, rec):
+    rec("o", C(vmap(lambda x: x[torch.tensor([0, 5])]))(r(4, 3)))
+
+
+@case
+def e_vmap_scalar_overflow(C, rec):
+    rec("o", C(vmap(lambda x: x.add_(1000)))(torch.zeros(4, 3, dtype=torch.int8)))
+
+
+@case
+def e_vmap_float_into_int_fill(C, rec):
+    def f(x):
+        y = x.clone()
+        y.fill_(2.5)
+        return y
+
+    rec("o", C(vmap(f))(torch.zeros(4, 3, dtype=torch.int32)))
+
+
+@case
+def e_vmap_clamp_tensor_bounds(C, rec):
+    rec("o", C(vmap(lambda x, lo: x.clamp(lo, lo + 1)))(r(4, 3), r(4, seed=1)))
+
+
+@case
+def e_vmap_inplace_unbatched_captured(C, rec):
+    buf = torch.zeros(3)
+    rec("o", C(vmap(lambda x: buf.add_(x)))(r(4, 3)))
+
+
+@case
+def e_vmap_return_input(C, rec):
+    x = r(4, 3)
+    o = C(vmap(lambda x: x))(x)
+    rec("o", o)
+    rec("same_storage", o.data_ptr() == x.data_ptr())
+
+
+@case
+def e_vmap_inference_mode_inside(C, rec):
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y
+
+    o = C(vmap(f))(r(4, 3))
+    rec("o", o)
+    rec("inference", o.is_inference())
+
+
+@case
+def e_vmap_autocast(C, rec):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rec("o", C(vmap(lambda x, w: x @ w, in_dims=(0, None)))(r(4, 3), r(3, 2, seed=1)))
+
+
+@case
+def e_vmap_dynamic(C, rec):
+    f = C(vmap(lambda x: (x.sin() * x).cumsum(0)), dynamic=True)
+    rec("a", f(r(4, 3)))
+    rec("b", f(r(5, 6)))
+
+
+@case
+def e_vmap_bool_and_int_outputs(C, rec):
+    rec("o", C(vmap(lambda x: (x > 0, x.argsort(), x.long().sum())))(r(4, 3)))
+
+
+@case
+def e_vmap_complex(C, rec):
+    z = torch.randn(4, 3, dtype=torch.complex64)
+    rec("o", C(vmap(lambda z: (z * z.conj()).real + z.abs()))(z))
+
+
+@case
+def e_vmap_float64_half(C, rec):
+    rec("o", C(vmap(lambda x: x.softmax(0)))(r(4, 3, dtype=torch.float16)))
+    rec("o2", C(vmap(lambda x: x.logsumexp(0)))(r(4, 3, dtype=torch.float64)))
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))

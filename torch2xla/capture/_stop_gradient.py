@@ -23,6 +23,7 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from torch2xla.capture._wrappers import shares_memory
 from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the ops)
 
 _STOP = torch.ops.torch2xla.stop_gradient.default
@@ -158,23 +159,9 @@ def _view_of(user: torch.fx.Node, node: torch.fx.Node, made: dict) -> bool:
         return False
     if a.layout != torch.strided or b.layout != torch.strided:
         return False
-    # Inside torch.func transforms (jacrev's basis inside an outer jacrev or hessian) values
-    # are wrappers without storage: a view is one at the same levels whose wrapped tensor
-    # shares the memory (``_wrap_for_grad``, ``_add_batch_dim`` and their inverses change
-    # the levels: new values at another level, not views).
-    (a_levels, a), (b_levels, b) = _unwrapped(a), _unwrapped(b)
-    if a_levels != b_levels:
-        return False
-    return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
-
-
-def _unwrapped(value: torch.Tensor) -> tuple[tuple[int, ...], torch.Tensor]:
-    """The functorch levels wrapping ``value``, outermost first, and the tensor inside them."""
-    levels = []
-    while torch._C._functorch.is_functorch_wrapped_tensor(value):
-        levels.append(torch._C._functorch.maybe_get_level(value))
-        value = torch._C._functorch.get_unwrapped(value)
-    return tuple(levels), value
+    # (inside torch.func transforms, jacrev's basis inside an outer jacrev or hessian: the
+    # wrappers' memory at the same levels)
+    return shares_memory(a, b)
 
 
 def _is_switch(node: torch.fx.Node) -> bool:

@@ -50,6 +50,7 @@ from torch2xla.capture import _numbers as numbers
 from torch2xla.capture._hinted import examples_at_hints, hint
 from torch2xla.capture._input_aliasing import _extent, _overlapping
 from torch2xla.capture._probe_rng import kept_rng
+from torch2xla.capture._wrappers import logical_layout
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
             # (a value inside a torch.func transform: its wrapper's levels are gone once the
             # trace ends, and indexing it raised functorch's "tensor may have escaped" error;
             # its layout, as the transform's function sees it, is indexed instead)
-            t = _logical_layout(t)
+            t = logical_layout(t)
             if t is None:  # (an unbacked size: no layout to index; the write is not checked)
                 return None
         # (only the layout is read: without grad, as a view made under ``no_grad`` whose base
@@ -111,20 +112,6 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
     if target in IN_PLACE_OPERATORS or in_place or kwargs.get("inplace") is True:
         return args[0] if args else kwargs.get("input")
     return None
-
-
-def _logical_layout(t: torch.Tensor) -> torch.Tensor | None:
-    """A meta tensor with the sizes, strides, offset and dtype that the functorch wrapper
-    ``t`` shows the function inside its transform, symbolic ones at their hints (no memory:
-    its elements share memory exactly where ``t``'s do); None where a size has no hint."""
-    sizes = [hint(n) for n in t.shape]
-    strides = [hint(n) for n in t.stride()]
-    offset = hint(t.storage_offset())
-    if None in sizes or None in strides or offset is None:
-        return None
-    extent = offset + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1
-    base = torch.empty(extent if 0 not in sizes else 0, dtype=t.dtype, device="meta")
-    return base.as_strided(sizes, strides, offset)
 
 
 def _holds_tensors(index: Any) -> bool:
