@@ -1708,5 +1708,319 @@ def e_vmap_float64_half(C, rec):
     rec("o2", C(vmap(lambda x: x.logsumexp(0)))(r(4, 3, dtype=torch.float64)))
 
 
+# == batch 6: views, detach and no_grad writes inside compiled vmap, with tracked closures =====
+def _v6(kind):
+    w = r(3, seed=7).requires_grad_()
+
+    def f(x):
+        if kind == "detach_write":
+            d = (x * w).detach()
+            d.mul_(2)
+            return d + x * w
+        if kind == "no_grad_write":
+            y = x * w
+            with torch.no_grad():
+                y[0] = 0.0
+            return y * w
+        if kind == "data_write":
+            y = x * w
+            y.data.add_(1.0)
+            return y
+        if kind == "unfold":
+            return (x * w).unfold(0, 2, 1).sum(-1)
+        if kind == "as_strided":
+            return (x * w).as_strided((2,), (1,)) * 2
+        if kind == "diag_write":
+            e = torch.zeros(3, 3)
+            e.diagonal().copy_(x * w)
+            return e.sum(0)
+        if kind == "transpose_write":
+            e = torch.zeros(2, 3)
+            e.t()[1] = x[:2] * w[:2]
+            return e
+        if kind == "narrow_write":
+            y = (x * w).clone()
+            y.narrow(0, 1, 2).mul_(x[:2])
+            return y
+        if kind == "split_write":
+            y = (x * w).clone()
+            a, b = y.split([1, 2])
+            b.add_(a)
+            return y
+        if kind == "expand_read":
+            return (x * w)[:1].expand(3) * x
+        raise AssertionError(kind)
+
+    return f, w
+
+
+for _k in (
+    "detach_write",
+    "no_grad_write",
+    "data_write",
+    "unfold",
+    "as_strided",
+    "diag_write",
+    "transpose_write",
+    "narrow_write",
+    "split_write",
+    "expand_read",
+):
+
+    def _c6(C, rec, _k=_k):
+        f, w = _v6(_k)
+        o = C(vmap(f))(r(4, 3))
+        rec("o", o)
+        o.pow(2).sum().backward()
+        rec("w", w.grad)
+
+    def _g6(C, rec, _k=_k):
+        f, w = _v6(_k)
+        g = C(vmap(grad(lambda x: f(x).pow(2).sum())))(r(4, 3))
+        rec("g", g)
+        g.sum().backward()
+        rec("w", w.grad)
+
+    CASES[f"v6_vmap_{_k}"] = _c6
+    CASES[f"v6_vmap_grad_{_k}"] = _g6
+
+
+# == batch 7: functional_call / ensembling / randomness compiled over ==========================
+@case
+def f7_compiled_functional_call_backward(C, rec):
+    m = mlp()
+    p = {k: v.detach().clone().requires_grad_() for k, v in m.named_parameters()}
+    C(lambda p, x: functional_call(m, p, (x,)).pow(2).sum())(p, r(2, 3)).backward()
+    rec("g_new", [v.grad for v in p.values()])
+    rec("g_mod", [q.grad for q in m.parameters()])
+
+
+@case
+def f7_compiled_functional_call_bn_train(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    b = {k: v.clone() for k, v in m.named_buffers()}
+    o = C(lambda b, x: functional_call(m, b, (x,)))(b, r(5, 3))
+    rec("o", o)
+    rec("b", list(b.values()))
+    rec("mod", list(m.buffers()))
+
+
+@case
+def f7_ensemble_bn_eval_grads(C, rec):
+    ms = []
+    for i in range(3):
+        torch.manual_seed(i)
+        m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1)).eval()
+        m[1].running_mean.uniform_()
+        ms.append(m)
+    params, buffers = stack_module_state(ms)
+    base = copy.deepcopy(ms[0]).to("meta")
+
+    def f(p, b, x):
+        return functional_call(base, (p, b), (x,)).sum()
+
+    out = C(vmap(f, in_dims=(0, 0, None)))(params, buffers, r(5, 3))
+    rec("o", out)
+    out.sum().backward()
+    rec("g", [v.grad for v in params.values()])
+
+
+@case
+def f7_ensemble_bn_train_error_or_value(C, rec):
+    ms = [nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)) for _ in range(2)]
+    params, buffers = stack_module_state(ms)
+    base = copy.deepcopy(ms[0]).to("meta")
+
+    def f(p, b, x):
+        return functional_call(base, (p, b), (x,))
+
+    rec("o", C(vmap(f, in_dims=(0, 0, None)))(params, buffers, r(5, 3)))
+    rec("b", list(buffers.values()))
+
+
+@case
+def f7_vmap_same_dropout_masks(C, rec):
+    f = C(vmap(lambda x: F.dropout(x, 0.5), randomness="same"))
+    o = f(torch.ones(4, 64))
+    rec("rows_equal", bool((o == o[0]).all()))
+    rec("vals", sorted(set(o.flatten().tolist())))
+
+
+@case
+def f7_vmap_different_rand_like_backward(C, rec):
+    w = r(3, seed=3).requires_grad_()
+    f = C(vmap(lambda x: (x * w + torch.rand_like(x) * 0).sum(), randomness="different"))
+    o = f(r(4, 3))
+    rec("o", o)
+    o.sum().backward()
+    rec("w", w.grad)
+
+
+@case
+def f7_vmap_same_randn_seeded(C, rec):
+    torch.manual_seed(5)
+    f = C(vmap(lambda x: x + torch.randn(()), randomness="same"))
+    o = f(torch.zeros(4))
+    rec("equal", bool((o == o[0]).all()))
+
+
+@case
+def f7_jvp_dropout_inside(C, rec):
+    def f(x, t):
+        return jvp(lambda x: F.dropout(x, 0.5) * 2, (x,), (t,))
+
+    torch.manual_seed(0)
+    p, t = C(f)(torch.ones(64), torch.ones(64))
+    rec("same_mask", bool(((p == 0) == (t == 0)).all()))
+
+
+@case
+def f7_grad_train_dropout_module(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+    p = {k: v.detach() for k, v in m.named_parameters()}
+    g = C(grad(lambda p, x: functional_call(m, p, (x,)).sum()))(p, torch.ones(4, 8))
+    rec("shapes", [tuple(v.shape) for v in g.values()])
+    rec("finite", all(bool(v.isfinite().all()) for v in g.values()))
+
+
+# == batch 8: per-sample gradients of larger models =========================================
+def _ps_model(kind):
+    torch.manual_seed(0)
+    if kind == "transformer":
+        return nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    if kind == "emb_ln_mha":
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(11, 8)
+                self.ln = nn.LayerNorm(8)
+                self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+
+            def forward(self, i):
+                h = self.ln(self.emb(i))
+                return self.mha(h, h, h, need_weights=False)[0]
+
+        return M()
+    if kind == "gn_conv":
+        return nn.Sequential(nn.Conv1d(4, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.GELU())
+    raise AssertionError(kind)
+
+
+def _ps_input(kind):
+    if kind == "emb_ln_mha":
+        return torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 0, 1]])
+    if kind == "gn_conv":
+        return r(4, 4, 5)
+    return r(4, 3, 8)
+
+
+for _k in ("transformer", "emb_ln_mha", "gn_conv"):
+
+    def _ps(C, rec, _k=_k):
+        m = _ps_model(_k)
+        p = {k: v.detach() for k, v in m.named_parameters()}
+
+        def loss(p, xi):
+            return functional_call(m, p, (xi.unsqueeze(0),)).pow(2).mean()
+
+        g = C(vmap(grad(loss), in_dims=(None, 0)))(p, _ps_input(_k))
+        rec("g", list(g.values()))
+
+    def _jr(C, rec, _k=_k):
+        m = _ps_model(_k)
+        x = _ps_input(_k)[:1]
+        if x.is_floating_point():
+            j = C(jacrev(lambda x: m(x).sum(-1)))(x)
+        else:
+            j = C(
+                lambda x: vmap(jacrev(lambda p: functional_call(m, p, (x,)).sum()))(
+                    {k: v.detach().expand(2, *v.shape) for k, v in m.named_parameters()}
+                )
+            )(x)
+            j = list(j.values())
+        rec("j", j)
+
+    CASES[f"ps8_{_k}"] = _ps
+    CASES[f"jr8_{_k}"] = _jr
+
+
+# == batch 9: custom autograd.Function (functorch style) under compiled transforms ==============
+class _Cube(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x**3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x**2 + 1.0  # (not the true derivative: the Function's own is used)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * 7.0
+
+
+class _ClampST(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x.clamp(-0.5, 0.5)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return x.clamp(-0.5, 0.5), in_dims[0]
+
+
+@case
+def af9_grad_custom_fn(C, rec):
+    rec("g", C(grad(lambda x: _Cube.apply(x).sum()))(r(3)))
+
+
+@case
+def af9_vmap_grad_custom_fn(C, rec):
+    rec("g", C(vmap(grad(lambda x: _Cube.apply(x).sum())))(r(4, 3)))
+
+
+@case
+def af9_vmap_custom_vmap_rule(C, rec):
+    rec("o", C(vmap(_ClampST.apply))(r(4, 3)))
+    rec("g", C(vmap(grad(lambda x: _ClampST.apply(x * 2).sum())))(r(4, 3)))
+
+
+@case
+def af9_custom_fn_compiled_backward(C, rec):
+    x = r(3).requires_grad_()
+    C(lambda x: _Cube.apply(x).sum())(x).backward()
+    rec("g", x.grad)
+
+
+@case
+def af9_jvp_custom_fn(C, rec):
+    rec("o", C(lambda x, t: jvp(_Cube.apply, (x,), (t,)))(r(3), torch.ones(3)))
+
+
+@case
+def af9_fwad_custom_fn(C, rec):
+    with fwAD.dual_level():
+        o = C(lambda x: _Cube.apply(x) * 2)(fwAD.make_dual(r(3), torch.ones(3)))
+        rec("o", list(fwAD.unpack_dual(o)))
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))

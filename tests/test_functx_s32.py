@@ -122,3 +122,53 @@ def test_inference_mode_block_inside_compiled_vmap():
         return [out, out.is_inference()]
 
     _compare(scenario)
+
+
+class _CubeOwnRules(torch.autograd.Function):
+    """x ** 3 with a backward and a jvp of its own (not x ** 3's derivatives)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x**3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x**2 + 1.0
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * 7.0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Dynamo's (backend='eager' too): inside a compiled torch.func.grad/jvp, or with "
+    "dual tensors, a custom Function's own backward/jvp is replaced by its forward's derivatives",
+)
+@pytest.mark.parametrize("transform", ["grad", "jvp", "dual"])
+def test_custom_function_own_rules_under_compiled_transforms(transform):
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jvp
+
+    def call(C):
+        x = torch.arange(3.0) / 2
+        if transform == "grad":
+            return C(grad(lambda x: _CubeOwnRules.apply(x).sum()))(x)
+        if transform == "jvp":
+            return C(lambda x, t: jvp(_CubeOwnRules.apply, (x,), (t,))[1])(x, torch.ones(3))
+        with fwAD.dual_level():
+            out = C(lambda x: _CubeOwnRules.apply(x) * 2)(fwAD.make_dual(x, torch.ones(3)))
+            return fwAD.unpack_dual(out).tangent
+
+    torch._dynamo.reset()
+    want = call(lambda f: f)
+    torch._dynamo.reset()
+    got = call(lambda f: torch.compile(f, backend="xla"))
+    assert_same_recorded(got, want, transform, TOL)
