@@ -28,6 +28,8 @@ import operator
 import torch
 from torch.fx.node import map_aggregate
 
+from torch2xla.capture._wrappers import shares_memory
+
 _ENTER = ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
 _EXIT = EXIT_INFERENCE = torch.autograd.grad_mode._exit_inference_mode
 
@@ -148,14 +150,11 @@ def _viewed(node: torch.fx.Node, example) -> torch.fx.Node | None:
     None."""
     if not isinstance(example, torch.Tensor) or example.layout != torch.strided:
         return None
-    storage = example.untyped_storage()
     for a in node.all_input_nodes:
         ex = a.meta.get("example_value")
-        if (
-            isinstance(ex, torch.Tensor)
-            and ex.layout == torch.strided
-            and ex.untyped_storage()._cdata == storage._cdata
-        ):
+        # (inside torch.vmap the values are functorch wrappers, without storage of their own;
+        # the value vmap returns, ``_remove_batch_dim``, is the memory inside one)
+        if isinstance(ex, torch.Tensor) and shares_memory(example, ex, across_levels=True):
             return a
     return None
 

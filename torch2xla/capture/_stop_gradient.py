@@ -24,6 +24,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch2xla.capture._inference import ENTER_INFERENCE, EXIT_INFERENCE
+from torch2xla.capture._wrappers import shares_memory
 from torch2xla.ops._autodiff import stop_gradient  # noqa: F401  (defines the ops)
 
 _STOP = torch.ops.torch2xla.stop_gradient.default
@@ -181,10 +182,9 @@ def _view_of(user: torch.fx.Node, node: torch.fx.Node, made: dict) -> bool:
         return False
     if a.layout != torch.strided or b.layout != torch.strided:
         return False
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-    if wrapped(a) or wrapped(b):  # (a torch.func transform's wrapper has no storage)
-        return False
-    return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
+    # (inside torch.func transforms, jacrev's basis inside an outer jacrev or hessian: the
+    # wrappers' memory at the same levels)
+    return shares_memory(a, b)
 
 
 def _is_switch(node: torch.fx.Node) -> bool:

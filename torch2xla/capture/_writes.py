@@ -50,6 +50,7 @@ from torch2xla.capture import _numbers as numbers
 from torch2xla.capture._hinted import examples_at_hints, hint
 from torch2xla.capture._input_aliasing import _extent, _overlapping
 from torch2xla.capture._probe_rng import kept_rng
+from torch2xla.capture._wrappers import logical_layout
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,13 @@ def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         t, index = args[0], args[1]
         if not isinstance(t, torch.Tensor) or _holds_tensors(index):
             return t
+        if torch._C._functorch.is_functorch_wrapped_tensor(t):
+            # (a value inside a torch.func transform: its wrapper's levels are gone once the
+            # trace ends, and indexing it raised functorch's "tensor may have escaped" error;
+            # its layout, as the transform's function sees it, is indexed instead)
+            t = logical_layout(t)
+            if t is None:  # (an unbacked size: no layout to index; the write is not checked)
+                return None
         # (only the layout is read: without grad, as a view made under ``no_grad`` whose base
         # was since written refuses a view of itself made with grad)
         with _fake_mode(t), torch.no_grad():
