@@ -52,6 +52,7 @@ from torch2xla.autodiff._connected import eagers_own, gradient_edge, graph_value
 from torch2xla.autodiff._versions import eager_view_names, modified_message
 from torch2xla.capture._custom_function import CtxSaves, saved_by_ctx
 from torch2xla.capture._inference import inference_nodes
+from torch2xla.capture._wrappers import unwrapped
 
 log = logging.getLogger(__name__)
 
@@ -470,11 +471,8 @@ def saves_inference_tensor(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     made, inside = inference_nodes(gm)
     if not made:
         return None
-    storages = set()
-    for node in made:
-        for t in _tensors(node.meta.get("example_value")):
-            if t.layout == torch.strided:
-                storages.add(StorageWeakRef(t.untyped_storage()))
+    storages = {_memory(t) for node in made for t in _tensors(node.meta.get("example_value"))}
+    storages.discard(None)
     for node in gm.graph.nodes:
         if node in inside or node.op not in ("call_function", "call_method"):
             continue
@@ -482,9 +480,16 @@ def saves_inference_tensor(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
             if t.grad_fn is None:
                 continue
             for s in _saved_tensors(t.grad_fn):
-                if StorageWeakRef(s.untyped_storage()) in storages:
+                if _memory(s) in storages:
                     return node
     return None
+
+
+def _memory(t: torch.Tensor) -> StorageWeakRef | None:
+    """The memory of the example value ``t`` (inside its functorch wrappers: a ``vmap``'s
+    batched value has no storage of its own); None where it has none (not strided)."""
+    t = unwrapped(t)[1]
+    return StorageWeakRef(t.untyped_storage()) if t.layout == torch.strided else None
 
 
 def _tensors(value) -> list[torch.Tensor]:
