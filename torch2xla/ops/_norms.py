@@ -84,6 +84,12 @@ def _vector_norm(x, ord, axes, keepdim):
     return _with_norm_backward(value, ord, axes, keepdim)(x)
 
 
+def _kept(out, x, axes):
+    """The norm ``out`` of ``x`` over ``axes`` shaped to broadcast against ``x`` (the reduced
+    dims kept as 1)."""
+    return out.reshape(tuple(1 if axes is None or d in axes else n for d, n in enumerate(x.shape)))
+
+
 def _euclidean_norm(x, axes, keepdim):
     """The 2-norm of a real ``x`` with eager's derivative (``norm_backward``): ``grad * (x /
     norm)``, the ratio 0 where the norm is 0, so that a NaN or infinite gradient at a zero
@@ -99,8 +105,7 @@ def _euclidean_norm(x, axes, keepdim):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         out = fn(x)
-        kept = tuple(1 if axes is None or d in axes else n for d, n in enumerate(x.shape))
-        norm = out.reshape(kept)
+        norm = _kept(out, x, axes)
         # (divided by the norm itself, 0 too: eager's double backward is NaN there)
         ratio = jnp.where(norm == 0, 0, x / norm)
         return out, jnp.sum(ratio * t, axis=axes, keepdims=keepdim)
@@ -117,8 +122,7 @@ def _with_norm_backward(value, p, axes, keepdim):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         out = fn(x)
-        kept = tuple(1 if axes is None or d in axes else n for d, n in enumerate(x.shape))
-        norm = out.reshape(kept)
+        norm = _kept(out, x, axes)
         a = jnp.abs(x)
         sgn = jnp.where(x < 0, -1.0, jnp.where(x > 0, 1.0, 0.0)).astype(x.dtype)
         if p < 1:  # sgn(x) * |x|^(p-1) (0 at 0) * grad * norm^(1-p)
