@@ -36,8 +36,10 @@ def _power(a, b):
 def _float_power_partials(a, b):
     # NOTE: eager's derivatives of pow are 0 where the exponent is 0 (x ** 0 at x = 0, where
     # 0 * 0 ** -1 is NaN) and, for the exponent, where the base is 0 and the exponent >= 0.
-    da = jnp.where(b == 0, 0, b * jnp.power(a, b - 1))
-    db = jnp.where((a == 0) & (b >= 0), 0, jnp.power(a, b) * jnp.log(a))
+    # Each a formula of pow itself, so that its own derivative (double backward) is eager's
+    # too: 0 for x ** 1 at x = 0 (JAX's derivative of x ** 0 there is 0 * inf, NaN).
+    da = jnp.where(b == 0, 0, b * _float_power(a, b - 1))
+    db = jnp.where((a == 0) & (b >= 0), 0, _float_power(a, b) * jnp.log(a))
     return da, db
 
 
