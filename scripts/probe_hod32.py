@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _probe_common import difference, observations, run  # noqa: E402
+from _probe_common import difference, observations, run
 
 D = torch.float64
 
@@ -92,9 +92,15 @@ UNARY = {
     "cumprod2z": (lambda x: x.cumprod(0), t(2.0, 0.0, 3.0, 0.0, 0.5)),
     "cumprod0": (lambda x: x.cumprod(0), t(0.0, 2.0, 3.0)),
     "cumprod_2d": (lambda x: x.view(2, 3).cumprod(1), t(1.5, 0.0, 2.0, 0.0, -1.0, 3.0)),
+    "cumprod_inf": (lambda x: x.cumprod(0), t(2.0, 0.0, float("inf"), 3.0, 0.0, 2.0)),
+    "cumprod_nan": (lambda x: x.cumprod(0), t(float("nan"), 1.0, 0.0, 2.0, -0.0, 4.0)),
+    "cumprod_rows": (lambda x: x.view(2, 3).cumprod(1), t(2.0, 0.0, 4.0, float("inf"), 2.0, 0.5)),
     "cumprod_nz": (lambda x: x.cumprod(0), t(2.0, -1.5, 3.0, 0.5)),
     "prod1z": (lambda x: x.prod(), t(2.0, 0.0, 3.0)),
     "prod2z": (lambda x: x.prod(), t(2.0, 0.0, 3.0, 0.0)),
+    "prod2z_inf": (lambda x: x.prod(), t(2.0, 0.0, float("inf"), 0.0)),
+    "prod1z_inf": (lambda x: x.prod(), t(2.0, 0.0, float("inf"), 1.0)),
+    "prod_dim_inf": (lambda x: x.view(2, 2).prod(0), t(0.0, float("inf"), 0.0, 1.0)),
     "prod_nz": (lambda x: x.prod(), t(2.0, -1.5, 3.0)),
     "prod_dim": (lambda x: x.view(2, 3).prod(1), t(2.0, 0.0, 3.0, 0.0, 0.0, 1.0)),
     "lse_inf": (lambda x: torch.logsumexp(torch.where(x > 1, float("-inf"), x), 0), pts()),
