@@ -44,9 +44,11 @@ def _float_power_partials(a, b):
 
 
 def _atan2_partials(a, b):
-    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0.
+    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0: its
+    # reciprocal masked after the division (so that its own derivative there, a double
+    # backward's, is NaN as eager's masked_fill of an infinite reciprocal).
     denom = a * a + b * b
-    recip = jnp.where(denom == 0, 0, 1 / jnp.where(denom == 0, 1, denom))
+    recip = jnp.where(denom == 0, 0, 1 / denom)
     return b * recip, -a * recip
 
 
@@ -109,8 +111,10 @@ def _copysign_exact_jvp(primals, tangents):
     # eager's formula: the cotangent times result / self, 0 where self is 0 (NaN at +-inf and
     # NaN); nothing for the sign's operand
     (a, b), (ta, _) = primals, tangents
-    out = jnp.copysign(a, b)
-    return out, ta * jnp.where(a == 0, 0, out / jnp.where(a == 0, 1, a))
+    # (result / self masked after the division, as eager's masked_fill: its derivative, a
+    # double backward's, is NaN at 0 as eager's)
+    out = _copysign_exact(a, b)
+    return out, ta * jnp.where(a == 0, 0, out / a)
 
 
 def _copysign(a, b):
