@@ -10,6 +10,14 @@ zeros in products, -inf in softmax) three ways, compiled with ``backend="xla"`` 
 
 Values compare to eager's float64 (every case runs in float64, so a kink is exact), None-ness
 strictly. ``python scripts/probe_hod32.py [substr ...]``.
+
+Left (session 32): eager's mixed derivative in the first gradient's cotangent (``gw``) is NaN
+where its formula masks after multiplying by the gradient (sinc at 0, std of equal values,
+p=3 norms and dists at zero vectors), and logit(eps)'s second derivative is NaN at 0 and 1:
+a rule transposed by JAX masks the cotangent first, where a ``custom_vjp`` with eager's
+formula would not; second derivatives of cumprod/prod through infinities and NaN follow
+JAX's product rule, not eager's products; cosine_similarity/pairwise_distance at eps differ
+in rounding only (ill-conditioned).
 """
 
 from __future__ import annotations
