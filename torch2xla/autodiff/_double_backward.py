@@ -10,6 +10,7 @@ import torch
 from torch2xla.autodiff._connected import traced_links, traced_live
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.autodiff._train_fns import TrainFns, build_train_fns, conj, jax_values
+from torch2xla.ops._grad_mode import differentiable_backward
 from torch2xla.runtime._interop import x64
 
 
@@ -36,6 +37,11 @@ class VjpProgram:
         diff_set = frozenset(diff_in)
 
         def vjp_flat_fn(seed, *tensors):
+            # (the derivative rules traced here are eager's grad-mode ones, ``_grad_mode``)
+            with differentiable_backward():
+                return vjp_in_grad_mode(seed, *tensors)
+
+        def vjp_in_grad_mode(seed, *tensors):
             inputs, cts = tensors[:n], tensors[n:]
 
             def f(*d):

@@ -14,7 +14,7 @@ from jax import lax
 from torch._ops import ops
 
 from torch2xla.ops import _elementwise, _float_bits, _loops, _saved
-from torch2xla.ops._common import Kind, as_dtype, half_rounding, is_half, promote
+from torch2xla.ops._common import Kind, as_dtype, half_rounding, is_half, opmath_dtype, promote
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._elementwise import (
     _channels_last,
@@ -136,6 +136,45 @@ def hardtanh_grad(x, t, min_val: float, max_val: float, vec):
     inside = _above(x, min_val) & _below(x, max_val)
     passes = _loops.at_nan(x, inside | jnp.isnan(x), False, vec)
     return jnp.where(passes, t, jnp.zeros_like(t))
+
+
+@register(aten.threshold.default)
+def threshold(self, threshold, value):
+    """Eager's threshold: ``value`` where ``x <= threshold``, ``x`` elsewhere (NaN kept), both
+    numbers converted to the input's dtype (truncated for integers; half precision compares
+    in float32, as eager's kernel).
+
+    Lowered rather than decomposed (torch's decomposition is a select): eager's derivative,
+    ``threshold_backward``, is itself differentiable in the input (its derivative 0), so a
+    gradient of it requires grad where the select's does not (a gradient penalty of it
+    raised "does not require grad" on its double backward)."""
+    if jnp.issubdtype(self.dtype, jnp.integer):
+        lo, fill = (as_dtype(int(v), self.dtype) for v in (threshold, value))
+        return jnp.where(self <= lo, fill, self)
+    if not jnp.issubdtype(self.dtype, jnp.floating):
+        return jnp.where(self <= threshold, as_dtype(value, self.dtype), self)
+    return _threshold(self, float(threshold), float(value))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _threshold(x, threshold: float, value: float):
+    fill = as_dtype(jnp.asarray(value, opmath_dtype(x.dtype)), x.dtype)
+    return jnp.where(_at_most(x, threshold), fill, x)
+
+
+@_threshold.defjvp
+def _threshold_jvp(threshold, value, primals, tangents):
+    (x,), (t,) = primals, tangents
+    # eager's threshold_backward: 0 where x <= threshold, the gradient elsewhere (NaN too)
+    return _threshold(x, threshold, value), jnp.where(_at_most(x, threshold), 0, t)
+
+
+def _at_most(x, bound: float):
+    """``x <= bound`` as eager's kernel compares (in float32 for half precision; subnormals
+    read from the bits, ``_float_bits.compare``)."""
+    compute = opmath_dtype(x.dtype)
+    x = as_dtype(x, compute)
+    return _float_bits.compare(jnp.less_equal, x, jnp.asarray(bound, compute))
 
 
 @register(aten.leaky_relu.default)
@@ -305,8 +344,33 @@ def softplus(self, beta=1, threshold=20):
         small = jnp.where(bx > threshold, 0, bx)
         return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(small)) / beta)
 
+    if jnp.issubdtype(self.dtype, jnp.floating):  # the derivative of eager's softplus_backward
+        fn = _softplus_with_gradient(fn, beta, threshold)
     # NOTE: half precision computes in float32 (exp(12) overflows float16), as torch.
     return _pointwise(fn, Kind.DEFAULT)(self)
+
+
+def _softplus_with_gradient(value, beta, threshold):
+    """``value`` (softplus) whose derivative is eager's ``softplus_backward``: ``t * z / (z +
+    1)``, ``z = exp(x * beta)``, where ``x * beta <= threshold``, ``t`` above; whose own
+    derivative (double backward) is eager's ``softplus_double_backward``: masked by ``x * beta
+    < threshold`` (0 at the threshold itself, where JAX's derivative of the select is not;
+    NaN at NaN, as eager's product by the mask)."""
+    fn = jax.custom_jvp(value)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        bx = x * beta
+        above = bx > threshold
+        z = jnp.exp(jnp.where(above, 0, bx))
+        live = (bx < threshold).astype(x.dtype)
+        held = lax.stop_gradient(z)
+        z = held + (z - held) * live  # (z itself; its derivative masked)
+        # (t / (z + 1) * z: its transpose is eager's (grad * z) / (z + 1))
+        return fn(x), jnp.where(above, t, t / (z + 1) * z)
+
+    return fn
 
 
 # eager's exp(-|x|) is subnormal for |x| past -log(float's least normal) (87.3 in float32,

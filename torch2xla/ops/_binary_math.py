@@ -36,15 +36,19 @@ def _power(a, b):
 def _float_power_partials(a, b):
     # NOTE: eager's derivatives of pow are 0 where the exponent is 0 (x ** 0 at x = 0, where
     # 0 * 0 ** -1 is NaN) and, for the exponent, where the base is 0 and the exponent >= 0.
-    da = jnp.where(b == 0, 0, b * jnp.power(a, b - 1))
-    db = jnp.where((a == 0) & (b >= 0), 0, jnp.power(a, b) * jnp.log(a))
+    # Each a formula of pow itself, so that its own derivative (double backward) is eager's
+    # too: 0 for x ** 1 at x = 0 (JAX's derivative of x ** 0 there is 0 * inf, NaN).
+    da = jnp.where(b == 0, 0, b * _float_power(a, b - 1))
+    db = jnp.where((a == 0) & (b >= 0), 0, _float_power(a, b) * jnp.log(a))
     return da, db
 
 
 def _atan2_partials(a, b):
-    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0.
+    # NOTE: eager's derivative of atan2 is 0 where a * a + b * b is 0, not 0 / 0: its
+    # reciprocal masked after the division (so that its own derivative there, a double
+    # backward's, is NaN as eager's masked_fill of an infinite reciprocal).
     denom = a * a + b * b
-    recip = jnp.where(denom == 0, 0, 1 / jnp.where(denom == 0, 1, denom))
+    recip = jnp.where(denom == 0, 0, 1 / denom)
     return b * recip, -a * recip
 
 
@@ -107,8 +111,10 @@ def _copysign_exact_jvp(primals, tangents):
     # eager's formula: the cotangent times result / self, 0 where self is 0 (NaN at +-inf and
     # NaN); nothing for the sign's operand
     (a, b), (ta, _) = primals, tangents
-    out = jnp.copysign(a, b)
-    return out, ta * jnp.where(a == 0, 0, out / jnp.where(a == 0, 1, a))
+    # (result / self masked after the division, as eager's masked_fill: its derivative, a
+    # double backward's, is NaN at 0 as eager's)
+    out = _copysign_exact(a, b)
+    return out, ta * jnp.where(a == 0, 0, out / a)
 
 
 def _copysign(a, b):

@@ -22,6 +22,7 @@ from torch2xla.ops._common import (
 )
 from torch2xla.ops._derivatives import with_partials
 from torch2xla.ops._float_bits import positive_zero
+from torch2xla.ops._grad_mode import backward_grad_mode
 from torch2xla.ops._half_product import half_product
 from torch2xla.ops._registry import ctx, register
 
@@ -139,7 +140,9 @@ def _prod_partials(v, ax, whole):
     rest = jnp.flip(lax.slice_in_dim(v, 1, n, axis=ax), ax)
     after = jnp.flip(jnp.cumprod(jnp.concatenate([ones, rest], ax), ax), ax)
     coef = jnp.where(zeros == 0, plain, before * after)
-    return jnp.where(zeros > 1, 0, coef) if whole else coef
+    # (eager's grad-mode backward, ``_grad_mode``, keeps the products: their derivative is the
+    # second derivative, nonzero between two zeros)
+    return jnp.where(zeros > 1, 0, coef) if whole and not backward_grad_mode() else coef
 
 
 @register(aten.amax.default)
@@ -415,7 +418,12 @@ def _cumprod(x, axis):
     """jnp.cumprod with eager's derivative (``cumprod_backward``), per slice along ``axis``
     with its first zero at z1 and second at z2: before z1, ``sum(out[j] * grad[j], k <= j <
     z1) / x[k]``; at z1, the product before z1 times ``sum(grad[j] * prod(x[z1+1..j]),
-    z1 <= j < z2)``; after z1, 0 (JAX's derivative is NaN there where a NaN precedes)."""
+    z1 <= j < z2)``; after z1, 0 (JAX's derivative is NaN there where a NaN precedes).
+
+    In a grad-mode backward (``_grad_mode``: create_graph) with a zero anywhere in the input,
+    eager's is a sum of products that omit each element, whose own derivative is the second
+    derivative: there the product rule's tangent (JAX's derivative of ``lax.cumprod``), whose
+    derivative in a zero is not masked away."""
     if not jnp.issubdtype(x.dtype, jnp.floating) or x.shape[axis] <= 1:
         return jnp.cumprod(x, axis=axis)
     fn = jax.custom_jvp(lambda x: jnp.cumprod(x, axis=axis))
@@ -424,23 +432,41 @@ def _cumprod(x, axis):
     def _jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         out = fn(x)
-        zeros = jnp.cumsum(x == 0, axis=axis)
-        before = zeros == 0
-        first = (x == 0) & (zeros == 1)
-        # (divided by 1 where masked: the transpose divides the masked cotangent by it)
-        scaled = jnp.where(before, t / jnp.where(before, x, 1), 0)
-        # (each coefficient 0 where masked, and masked again: the transposes mask the
-        # cotangent, then multiply by it, as eager masks the gradient)
-        kept = jnp.where(before, out, 0)
-        to_first = jnp.where(before, kept * jnp.cumsum(scaled, axis), 0)
-        n = x.shape[axis]
-        ones = jnp.ones_like(lax.slice_in_dim(out, 0, 1, axis=axis))
-        exclusive = jnp.concatenate([ones, lax.slice_in_dim(out, 0, n - 1, axis=axis)], axis)
-        prefix = jnp.sum(jnp.where(first, exclusive, 0), axis, keepdims=True)
-        t_first = jnp.sum(jnp.where(first, t, 0), axis, keepdims=True)
-        # (not masked: eager multiplies the masked gradient by it, NaN at 0 * inf)
-        between = jnp.cumprod(jnp.where((zeros == 1) & ~first, x, 1), axis)
-        at_first = jnp.where(zeros == 1, between * (prefix * t_first), 0)
-        return out, to_first + at_first
+        if not backward_grad_mode():
+            return out, _cumprod_tangent(x, t, out, axis)
+        zero = jnp.any(x == 0)
+        # (each formula on ones where the other is taken: the transpose multiplies the masked
+        # cotangent by its coefficients)
+        masked = _cumprod_tangent(jnp.where(zero, 1, x), t, jnp.where(zero, 1, out), axis)
+        by_products = functools.partial(lax.cumprod, axis=axis)
+        exact = jax.jvp(by_products, (jnp.where(zero, x, 1),), (t,))[1]
+        return out, jnp.where(zero, exact, masked)
 
     return fn(x)
+
+
+def _exclusive(out, axis):
+    """``out`` shifted one place along ``axis``, 1 first: the exclusive cumulative product."""
+    ones = jnp.ones_like(lax.slice_in_dim(out, 0, 1, axis=axis))
+    n = out.shape[axis]
+    return jnp.concatenate([ones, lax.slice_in_dim(out, 0, n - 1, axis=axis)], axis)
+
+
+def _cumprod_tangent(x, t, out, axis):
+    """The tangent of eager's ``cumprod_backward`` (see ``_cumprod``) at ``x`` (``out`` its
+    cumulative product)."""
+    zeros = jnp.cumsum(x == 0, axis=axis)
+    before = zeros == 0
+    first = (x == 0) & (zeros == 1)
+    # (divided by 1 where masked: the transpose divides the masked cotangent by it)
+    scaled = jnp.where(before, t / jnp.where(before, x, 1), 0)
+    # (each coefficient 0 where masked, and masked again: the transposes mask the
+    # cotangent, then multiply by it, as eager masks the gradient)
+    kept = jnp.where(before, out, 0)
+    to_first = jnp.where(before, kept * jnp.cumsum(scaled, axis), 0)
+    prefix = jnp.sum(jnp.where(first, _exclusive(out, axis), 0), axis, keepdims=True)
+    t_first = jnp.sum(jnp.where(first, t, 0), axis, keepdims=True)
+    # (not masked: eager multiplies the masked gradient by it, NaN at 0 * inf)
+    between = jnp.cumprod(jnp.where((zeros == 1) & ~first, x, 1), axis)
+    at_first = jnp.where(zeros == 1, between * (prefix * t_first), 0)
+    return to_first + at_first
