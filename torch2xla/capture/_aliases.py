@@ -429,7 +429,9 @@ class SharedBase:
             (ints(size), ints(stride), ints((offset,))[0]) for size, stride, offset in self.views
         ]
         first = outs[self.outputs[0]]
-        base = torch.empty(ints((self.length,))[0], dtype=first.dtype, device=first.device)
+        # (an empty view's extent, offset + 1 - stride, can be below 0: it needs no memory)
+        length = max(ints((self.length,))[0], 0)
+        base = torch.empty(length, dtype=first.dtype, device=first.device)
         # (the views eager made under no_grad first, without history: an element a tracked
         # view holds takes its gradient from that view's copy, the last one written there;
         # ``with no_grad(): v = y.view(-1)`` copied after ``y[0]`` took y[0]'s gradient)
