@@ -226,7 +226,6 @@ class CompiledGraph:
         self._saved: tuple | None = None  # (``saved_per_output``)
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
-        self._warned_dual = False  # (forward-mode AD's calls run in eager: _with_tangents)
         self._warned_eager: set[str] = set()  # (the reasons of ``_in_eager_for`` warned)
         # (whether a call can save tensors for a backward: saved-tensor hooks then apply)
         self._trains = any(self.output_requires_grad)
@@ -251,7 +250,7 @@ class CompiledGraph:
         if self.host_numbers:
             args = with_host_numbers(self.host_numbers, args)
         if _forward_ad._current_level >= 0 and _dual(args):
-            return self._with_tangents(args)
+            return self._in_eager_for(_REASON_DUAL, args)
         if (
             self._trains
             and _top_saved_hooks(False) is not None
@@ -276,23 +275,12 @@ class CompiledGraph:
         return self._replay(error, args, state)  # (outside the handler: no chained context)
 
     @torch._disable_dynamo
-    def _with_tangents(self, args: Sequence):
-        """A call with forward-mode AD's dual tensors (``torch.autograd.forward_ad``) runs in
-        eager PyTorch: our programs' autograd Function has no forward derivative, so the
-        outputs' tangents were lost (None) where eager computes them."""
-        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
-        if self.options.strict:
-            raise UnsupportedOpsError(self.name, [Unsupported(node, _REASON_DUAL)])
-        if not self._warned_dual:
-            self._warned_dual = True
-            warn(f"torch2xla: {self.name} {_REASON_DUAL}", FallbackWarning, node=node)
-        return self._numbers(run_eager(self.gm, args))
-
-    @torch._disable_dynamo
     def _in_eager_for(self, reason: str, args: Sequence):
         """A call that runs in eager PyTorch for ``reason`` (raised in strict mode, else one
-        ``FallbackWarning`` per reason): trained under saved-tensor hooks (``_REASON_HOOKS``),
-        called in inference mode where the graph leaves it (``_REASON_LEAVES_INFERENCE``)."""
+        ``FallbackWarning`` per reason): with forward-mode AD's dual tensors (``_REASON_DUAL``:
+        our programs' autograd Function has no forward derivative, the outputs' tangents were
+        lost), trained under saved-tensor hooks (``_REASON_HOOKS``), called in inference mode
+        where the graph leaves it (``_REASON_LEAVES_INFERENCE``)."""
         node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
         if self.options.strict:
             raise UnsupportedOpsError(self.name, [Unsupported(node, reason)])
