@@ -9,30 +9,25 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from torch2xla import _fallback as fallback
 from torch2xla._entry import (
     MIXED_WRITES,
     Cut,
-    EagerOpRaised,
     EagerVersions,
     Entry,
-    Piece,
     Submodule,
     eager_held_versions,
     first_line,
     records_write,
-    run_eager,
 )
 from torch2xla._errors import (
     CompileError,
     LoweringError,
     OpError,
     Unsupported,
-    UnsupportedOpsError,
-    op_name,
-    source_line,
     user_lowering,
-    warn,
 )
+from torch2xla._fallback import FallbackWarning
 from torch2xla._options import OptionError, Options
 from torch2xla._registration import install as _register_once
 from torch2xla.autodiff import _eager_backward
@@ -60,7 +55,6 @@ from torch2xla.capture._inference import (
     untrack_inference_values,
 )
 from torch2xla.capture._inplace_composites import install as _split_integer_composites_as_2_13
-from torch2xla.capture._int_offsets import SELECTED
 from torch2xla.capture._int_values import int_values
 from torch2xla.capture._lower import LoweredGraph, lower
 from torch2xla.capture._lstm_states import install as _lstm_states_as_eager
@@ -74,7 +68,6 @@ from torch2xla.capture._try_blocks import skip_frame_in_try
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
-    OpPlacement,
     RecordLog,
     input_names,
     is_detailed,
@@ -105,18 +98,6 @@ _lstm_states_as_eager(), _split_integer_composites_as_2_13()
 _fake_errors_as_graph_breaks()
 # torch.utils.swap_tensors (m.double() with swapped parameters) forgets our weak references
 _swap.install()
-
-
-def _stands_for_select(error: OpError) -> bool:
-    """Whether ``error`` is the bounds check of a gather or scatter that stands for ``x[pos]``
-    with an int ``pos`` (``capture/_int_offsets.py``): eager's replay of the rewritten graph
-    raises ``index_select``'s error, where the user's ``x[pos]`` raises select's, ours."""
-    node = getattr(error, "node", None)
-    return bool(isinstance(node, torch.fx.Node) and (node.meta.get("custom") or {}).get(SELECTED))
-
-
-class FallbackWarning(UserWarning):
-    """Some ops of a compiled graph run in eager PyTorch because XLA cannot run them."""
 
 
 def xla_backend(
@@ -226,7 +207,7 @@ class CompiledGraph:
         self._saved: tuple | None = None  # (``saved_per_output``)
         self._output_saves: tuple[frozenset[int] | None, ...] | None = None
         self._warned = False
-        self._warned_eager: set[str] = set()  # (the reasons of ``_in_eager_for`` warned)
+        self._warned_eager: set[str] = set()  # (the reasons of ``_fallback.in_eager_for`` warned)
         # (whether a call can save tensors for a backward: saved-tensor hooks then apply)
         self._trains = any(self.output_requires_grad)
         # (an ``inference_mode(False)`` block whose outputs eager tracks even where the call
@@ -249,18 +230,18 @@ class CompiledGraph:
             args = self.int_values.tensors(args)
         if self.host_numbers:
             args = with_host_numbers(self.host_numbers, args)
-        if _forward_ad._current_level >= 0 and _dual(args):
-            return self._in_eager_for(_REASON_DUAL, args)
+        if _forward_ad._current_level >= 0 and fallback.dual(args):
+            return fallback.in_eager_for(self, fallback.REASON_DUAL, args)
         if (
             self._trains
             and _top_saved_hooks(False) is not None
             and _eager_backward.saved_tensor_hooks_apply()
         ):
-            return self._in_eager_for(_REASON_HOOKS, args)
+            return fallback.in_eager_for(self, fallback.REASON_HOOKS, args)
         if self._leaves_inference and torch.is_inference_mode_enabled():
-            return self._in_eager_for(_REASON_LEAVES_INFERENCE, args)
+            return fallback.in_eager_for(self, fallback.REASON_LEAVES_INFERENCE, args)
         if _fork.IN_CHILD:
-            return self._in_forked_child(args)
+            return fallback.in_forked_child(self, args)
         # (the generator's state, for the replay of a call that raises after drawing random
         # numbers; taken until the first build says whether a call can)
         state = torch.default_generator.get_state() if self._keeps_state is not False else None
@@ -268,77 +249,13 @@ class CompiledGraph:
             outs = self.guards.run(args)
         except OpError as e:  # eager's error: eager's side effects too
             error = e
-        else:  # (``_numbers`` inlined: the hot path)
+        else:  # (``_fallback._numbers`` inlined: the hot path)
             if self._grad_after is not None:  # (the mode the graph's run leaves, as eager's)
                 torch._C._set_grad_enabled(self._grad_after)
             return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
-        return self._replay(error, args, state)  # (outside the handler: no chained context)
-
-    @torch._disable_dynamo
-    def _in_eager_for(self, reason: str, args: Sequence):
-        """A call that runs in eager PyTorch for ``reason`` (raised in strict mode, else one
-        ``FallbackWarning`` per reason): with forward-mode AD's dual tensors (``_REASON_DUAL``:
-        our programs' autograd Function has no forward derivative, the outputs' tangents were
-        lost), trained under saved-tensor hooks (``_REASON_HOOKS``), called in inference mode
-        where the graph leaves it (``_REASON_LEAVES_INFERENCE``)."""
-        node = next(n for n in self.gm.graph.nodes if n.op != "placeholder")
-        if self.options.strict:
-            raise UnsupportedOpsError(self.name, [Unsupported(node, reason)])
-        if reason not in self._warned_eager:
-            self._warned_eager.add(reason)
-            warn(f"torch2xla: {self.name} {reason}", FallbackWarning, node=node)
-        return self._numbers(run_eager(self.gm, args))
-
-    @torch._disable_dynamo
-    def _in_forked_child(self, args: Sequence):
-        """A call in a process forked after torch2xla started JAX runs in eager PyTorch: JAX
-        cannot run there (``runtime/_fork.py``); raised in strict mode."""
-        if self.options.strict:
-            raise CompileError(f"torch2xla: {self.name} cannot run: {_fork.REASON}")
-        if not _fork.warned:
-            _fork.warned = True  # (one warning per process)
-            warn(f"torch2xla: {_fork.REASON}", FallbackWarning)
-        return self._numbers(run_eager(self.gm, args))
-
-    def _numbers(self, outs):
-        """``outs`` with eager's Python numbers where the graph returns 0-d tensors."""
-        return as_scalars(outs, self.scalar_outputs) if self.scalar_outputs else outs
-
-    @torch._disable_dynamo
-    def _replay(self, error: OpError, args: Sequence, state: torch.Tensor | None):
-        """Run the call that raised ``error`` again in eager PyTorch from the same inputs (the
-        failed call changed none of them: mutations are written back after the program), so
-        that what eager changes before the failing op is changed and nothing after it, with
-        the random generator's state as eager leaves it. Eager's own error becomes the
-        cause of ours; a call eager runs without error (a check of ours stricter than eager)
-        returns eager's results. Not replayed: a value check's error beside CUDA tensors,
-        where eager's kernel would assert on the device (such a call changes no input); an
-        op of a split graph run in eager that raised (``EagerOpRaised``) where the graph
-        writes no input and draws no random number (nothing eager did before it is lost):
-        its own error is raised as it is."""
-        if isinstance(error, EagerOpRaised) and not error.replay:
-            raise error.error
-        if error.replayed or (error.after_run and _on_gpu(args)):
-            raise error
-        if state is not None:
-            torch.default_generator.set_state(state)
-        gm = getattr(self, "_numbers_gm", None) or self.gm  # (addcdiv whole: ``_numbers``)
-        try:
-            # (not through FX's wrapper: it prints the error's code)
-            out = self._numbers(run_eager(gm, args))
-        except Exception as eager:
-            error.replayed = True
-            if isinstance(error, type(eager)) and not isinstance(error, EagerOpRaised):
-                if _stands_for_select(error):  # (the replay ran the gather, not the select)
-                    raise error from eager
-                raise error.with_eager_message(eager) from eager
-            raise  # (eager's own: an op of a split graph run in eager raised it)
-        warn(
-            f"torch2xla: {self.name} raised where eager PyTorch, run again from the same "
-            f"inputs, does not; the call returns eager's results. Please report this.\n{error}",
-            UserWarning,
-        )
-        return out
+        return fallback.replay(
+            self, error, args, state
+        )  # (outside the handler: no chained context)
 
     def __deepcopy__(self, memo: dict) -> CompiledGraph:
         # Like the function other backends return, a compiled graph is used as immutable: its
@@ -471,23 +388,9 @@ class CompiledGraph:
                     f"{first_line(original)} (a bug in torch2xla: please report it)"
                 )
             except CompileError as e:
-                if raising or e.stage not in _EAGER_AFTER or self._cut is not None:
+                if raising or e.stage not in fallback.EAGER_AFTER or self._cut is not None:
                     raise
-                return self._after_failure(e, args)
-
-    def _after_failure(self, error: CompileError, args: Sequence) -> Cut:
-        """The whole graph in eager PyTorch from now on, ``error`` being why."""
-        with Build(self, args) as b:
-            first = next((n for n in self.gm.graph.nodes if n.op == "call_function"), None)
-            said = (
-                f"torch2xla: {self.name} runs in eager PyTorch: compiling it failed in stage "
-                f"{error.stage} ({first_line(error)}). This is a bug in torch2xla; please "
-                "report it (options={'strict': True} raises the error instead)."
-            )  # (said once eager ran it: where eager raises, the failure was the input's)
-            b.record.mode = "eager"
-            self._cut = Cut(self.gm, first_success=lambda: warn(said, FallbackWarning, node=first))
-            self._draws = False
-            return b.done(self._cut)
+                return fallback.after_failure(self, e, args)
 
     def _compile(self, args: Sequence, lowering: Callable | None = None) -> Entry | Cut:
         if self._cut is not None:  # cut around data-dependent ops: one entry for every call
@@ -497,7 +400,7 @@ class CompiledGraph:
         foreign = eager_inputs(self.gm, self.input_names, args)
         if foreign:
             with Build(self, args) as b:
-                return self._in_eager(foreign, b, every=False)
+                return fallback.in_eager(self, foreign, b, every=False)
         # Build times each stage, reports long compiles, names this graph in errors, records
         # the signature for explain and writes dumps (torch2xla/debug/_stages.py). ``lowering``
         # replaces the export of the Dynamo graph (bucketing's rewritten graph, whose programs
@@ -512,17 +415,17 @@ class CompiledGraph:
         key = self._stored_key(args) if lowering is None else None
         with Build(self, args) as b:
             if self.key.leaf_writes(args):  # (eager raises at the write: eager runs it)
-                return self._in_eager([], b, every=False)
+                return fallback.in_eager(self, [], b, every=False)
             # (eager raises at an op that saves an inference tensor made inside: eager runs it)
             if _eager_backward.saves_inference_tensor(self.gm) is not None:
-                return self._in_eager([], b)
+                return fallback.in_eager(self, [], b)
             if key is not None:  # a signature recorded by an earlier process (_stored.py)
                 entry = self._restore(b, key, args)
                 if entry is not None:
                     return b.done(self._drawing(entry))
             if self._overlapping:
                 missing = [Unsupported(n, writes.REASON) for n in self._overlapping]
-                return self._in_eager(missing, b)
+                return fallback.in_eager(self, missing, b)
             # (the same where this call's input overlaps itself and the example's layout was
             # symbolic, so ``check_writes`` could not tell: this signature runs in eager)
             placeholders = self.gm.graph.find_nodes(op="placeholder")
@@ -533,10 +436,10 @@ class CompiledGraph:
             ]
             shared += [Unsupported(n, writes.REASON) for n in writes.outside(self._strided, args)]
             if shared:
-                return self._in_eager(shared, b, every=False)
+                return fallback.in_eager(self, shared, b, every=False)
             mixed = self._mixed_writes(args)
             if mixed:
-                return self._in_eager(mixed, b)
+                return fallback.in_eager(self, mixed, b)
             if lowering is not None:
                 lowered = b.run("lowering", lowering, args)
             else:
@@ -551,12 +454,12 @@ class CompiledGraph:
                         b.comp.failed = None  # handled: not an export failure to report
                         found = [node]
                 if found:
-                    return self._cut_around(found, b)
+                    return fallback.cut_around(self, found, b)
             if lowered.aliasing is not None:  # (eager's error for a write reading another input)
                 reads = writes.check_overlapping_inputs(self.gm, args)
                 if reads:  # (eager's kernel reads what it wrote: this signature runs in eager)
-                    return self._in_eager(
-                        [Unsupported(n, writes.REASON) for n in reads], b, every=False
+                    return fallback.in_eager(
+                        self, [Unsupported(n, writes.REASON) for n in reads], b, every=False
                     )
             lowered = b.passes(lowered)
             check_graph(lowered.gm)  # eager's errors from dtypes that tracing skips
@@ -602,7 +505,7 @@ class CompiledGraph:
                     )
                 entry = self._entry(lowered, program, errors, tracked)
                 return b.done(self._drawing(entry))
-            self._report([u for u in unsupported if not u.by_design])
+            fallback.report(self, [u for u in unsupported if not u.by_design])
             draws = uses_rng(lowered.gm)  # (before the split, which fuses lowered.gm's nodes)
             split_gm, names = split(lowered.gm, unsupported)
             for name in names:
@@ -660,7 +563,7 @@ class CompiledGraph:
 
     def _drawing(self, entry: Entry, draws: bool = False) -> Entry:
         """``entry`` (``draws``: whether its graph, where split, draws random numbers), noting
-        whether a call can raise eager's error after drawing random numbers (``_replay``). A
+        whether a call can raise eager's error after drawing random numbers (``_fallback.replay``). A
         build's dtype checks raise before anything is drawn; a whole-graph program raises
         after its run only from its runtime checks; a split graph's partitions compile at
         their first call, so a split graph that draws is counted as one that can raise."""
@@ -749,103 +652,3 @@ class CompiledGraph:
             )
         program.label = f"torch2xla:{self.name}"
         return program
-
-    def _report(self, missing: list, whole: bool = False) -> None:
-        """Raise (strict mode) or warn once that the ops ``missing`` run in eager PyTorch
-        (``whole``: the whole graph does, because of them)."""
-        if missing and self.options.strict:
-            raise UnsupportedOpsError(self.name, missing)
-        if missing and not self._warned:
-            self._warned = True
-            listing = "\n".join(str(u) for u in missing)
-            what = (
-                f"{self.name} runs in eager PyTorch because of"
-                if whole
-                else f"{len(missing)} op(s) of {self.name} run in eager PyTorch, the rest in XLA"
-            )
-            warn(f"torch2xla: {what}:\n{listing}", FallbackWarning, node=missing[0].node)
-
-    def _in_eager(self, missing: list[Unsupported], b: Build, every: bool = True) -> Cut:
-        """The whole Dynamo graph run in eager PyTorch, for every signature (``every``; else
-        for this one), because of the nodes ``missing`` (raised in strict mode, else one
-        ``FallbackWarning``; none: eager raises, which it then does itself)."""
-        self._report(missing, whole=True)
-        b.record.mode = "eager"
-        b.record.ops = [
-            OpPlacement(u.node.name, op_name(u.node), "eager", u.reason, source_line(u.node))
-            for u in missing
-        ]
-        cut = Cut(self.gm)
-        if every:
-            self._cut = cut
-            self._draws = False  # (eager draws its own numbers: nothing to replay)
-        return b.done(cut)
-
-    def _cut_around(self, found: list[torch.fx.Node], b: Build) -> Cut:
-        """The Dynamo graph with its data-dependent nodes ``found`` run in eager PyTorch and the
-        runs of nodes between them compiled as graphs of their own (``_data_dependent``)."""
-        missing = data_dependent.unsupported(found)
-        self._report(missing)
-        eager = data_dependent.eager_nodes(self.gm, found)
-        # (the pieces are made at this graph's first call, after Dynamo's compile: they take
-        # this graph's frame for their names, which Dynamo no longer tells)
-        top = data_dependent.split(
-            self.gm,
-            eager,
-            lambda piece: Piece(_piece_graph(piece, self.options, self.guards.context)),
-        )
-        b.record.mode = "split"
-        b.record.ops = [
-            OpPlacement(n.name, op_name(n), "eager", data_dependent.reason(n), source_line(n))
-            for n in found
-        ]
-        b.record.pieces = [m.compiled.name for m in top.children() if isinstance(m, Piece)]
-        self._cut = Cut(top, self._cut_versions)
-        self._keeps_state = False  # (its pieces replay themselves)
-        return b.done(self._cut)
-
-
-_REASON_DUAL = (
-    "runs in eager PyTorch when called with forward-mode AD's dual tensors "
-    "(torch.autograd.forward_ad): its XLA programs have no forward derivative"
-)
-
-
-_REASON_HOOKS = (
-    "runs in eager PyTorch when trained under torch.autograd.graph.saved_tensors_hooks: "
-    "eager's backward reads what the hooks' unpack returns, an XLA program's backward its "
-    "own residuals, which the hooks never see (save_on_cpu's and checkpoint's hooks change "
-    "no value: their calls stay compiled)"
-)
-
-
-_REASON_LEAVES_INFERENCE = (
-    "runs in eager PyTorch when called in inference mode: its torch.inference_mode(False) "
-    "block makes tensors eager's autograd tracks, an XLA program's outputs made in "
-    "inference mode are inference tensors"
-)
-
-
-def _dual(args: Sequence) -> bool:
-    """Whether an argument carries a forward-mode tangent (a dual level is active)."""
-    return any(
-        isinstance(a, torch.Tensor) and torch.autograd.forward_ad.unpack_dual(a).tangent is not None
-        for a in args
-    )
-
-
-def _piece_graph(piece: torch.fx.GraphModule, options: Options, context) -> CompiledGraph:
-    """A piece of a cut graph, compiled: its inputs' example values are the whole graph's,
-    whose versions count the whole graph's writes, so the cut graph sets the versions."""
-    graph = CompiledGraph(piece, options, context)
-    graph.versions = None
-    graph.held_versions = {}
-    return graph
-
-
-def _on_gpu(args: Sequence) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
-
-
-# Compile stages whose failure runs the graph in eager (outside strict mode): ``_build``.
-_EAGER_AFTER = frozenset({"lowering", "tracing", "stablehlo", "xla"})

@@ -42,7 +42,7 @@ def first_line(error: BaseException) -> str:
 
 class EagerOpRaised(OpError):
     """An op of a split graph that runs in eager PyTorch raised ``error`` (eager's own: a
-    user's op rejecting its input). Internal: ``CompiledGraph._replay`` raises eager's error
+    user's op rejecting its input). Internal: ``_fallback.replay`` raises eager's error
     from it. The split graph's writes into its inputs happen after its last op and its XLA
     partitions draw their own random numbers, so the failed call changed no input, where
     eager had made the writes before the failing op: ``replay`` (the graph writes an input

@@ -9,7 +9,7 @@ export refused the graph). Each SymInt has a hint, its value in the call Dynamo 
 graph's first call): ``examples_at_hints`` swaps every tensor example for a meta tensor of that
 layout, the views of one fake storage views of one meta storage, while the checks run. A call
 of other sizes whose answer would differ is rare; where a check raised and eager, run again,
-does not, the call returns eager's results (``CompiledGraph._replay``).
+does not, the call returns eager's results (``_fallback.replay``).
 """
 
 from __future__ import annotations
