@@ -126,7 +126,7 @@ def _multi_margin(x):
     return torch.nn.functional.multi_margin_loss(x.reshape(2, 3), torch.tensor([0, 2]))
 
 
-def _multilabel_margin(x):  # (rewritten on the Dynamo graph: capture/_rewrites.py)
+def _multilabel_margin(x):  # (rewritten on the Dynamo graph: capture/_eager_calls.py)
     return torch.nn.functional.multilabel_margin_loss(
         x.reshape(2, 3), torch.tensor([[0, -1, 1]] * 2)
     )

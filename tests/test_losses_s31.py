@@ -185,7 +185,7 @@ def test_nll_loss_2d_channels_last_forward_without_grad_runs():
 
 # -- double backward through the margin losses: eager's ``multi_margin_loss_backward`` and
 # ``multilabel_margin_loss_backward`` have no derivative ("not implemented"); the compiled
-# graph holds the margin losses as composites (``capture/_rewrites.py`` ``margin_losses``),
+# graph holds the margin losses as composites (``capture/_eager_calls.py`` ``margin_losses``),
 # their input marked ``torch2xla::once_differentiable``: the first-order gradient requires grad
 # as eager's, and a backward through it raises eager's error
 
@@ -264,9 +264,9 @@ def test_eager_fallback_after_a_failed_export_under_vmap(monkeypatch):
     composite's ``_assert_async``, forced inside vmap) leaves the transforms' levels as they
     were: the eager fallback's first run gave zero per-sample gradients."""
     import torch2xla
-    from torch2xla.capture import _rewrites
+    from torch2xla.capture import _eager_calls
 
-    monkeypatch.setattr(_rewrites, "_transformed", lambda node: False)
+    monkeypatch.setattr(_eager_calls, "_transformed", lambda node: False)
     torch.manual_seed(0)
     w, x, t = torch.randn(4, 5), torch.randn(6, 4), torch.randint(0, 5, (6,))
 

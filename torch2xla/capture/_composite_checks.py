@@ -5,7 +5,7 @@ its smallest magnitude in the returned span is below 1e-11 (the division by it w
 invert the STFT: a zero window, or a hop that leaves samples uncovered). The composite torch
 traces (``torch._refs.istft``, registered for ``CompositeImplicitAutograd``) divides by the
 envelope without asking, so a compiled call returned NaN or infinities. ``checked_istft``
-replaces ``torch.istft`` calls on the Dynamo graph (``_rewrites.margin_losses``): it computes
+replaces ``torch.istft`` calls on the Dynamo graph (``_eager_calls.margin_losses``): it computes
 the same envelope and asserts it (``_assert_async``, raised after the program ran with eager's
 message, naming the op and the user's line), then calls ``torch.istft``.
 """

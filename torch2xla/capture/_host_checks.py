@@ -7,7 +7,7 @@ came without the op and the user's line, and the frame was cut in two). torch 2.
 composites skip that check while tracing. Where the installed torch asks, the tracing
 kernels (the Python dispatcher's, on only while Dynamo and export trace) run torch's own
 composite with that unanswerable question answered "in range", as torch 2.13 does;
-``_rewrites.margin_losses`` asserts eager's check in the program instead. A question with
+``_eager_calls.margin_losses`` asserts eager's check in the program instead. A question with
 an answer (real tensors) is asked as eager asks it.
 """
 

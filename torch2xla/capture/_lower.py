@@ -19,12 +19,12 @@ from torch2xla.capture import _foreach
 from torch2xla.capture._autocast import autocast_lstms
 from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
+from torch2xla.capture._eager_calls import margin_losses
 from torch2xla.capture._inference import inference_as_grad_mode
 from torch2xla.capture._input_aliasing import InputAliasing
+from torch2xla.capture._layouts import eager_layouts
 from torch2xla.capture._rewrites import (
-    eager_layouts,
     flex_statistics_in_float64,
-    margin_losses,
     pointwise_composites,
     preserve_rnns,
     preserve_sdpa,
