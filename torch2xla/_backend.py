@@ -36,6 +36,7 @@ from torch2xla.autodiff._connected import example_links, examples_hold
 from torch2xla.autodiff._eager_backward import top_saved_hooks as _top_saved_hooks
 from torch2xla.capture import _data_dependent as data_dependent
 from torch2xla.capture import _numbers as numbers
+from torch2xla.capture import _self_reads as self_reads
 from torch2xla.capture import _writes as writes
 from torch2xla.capture._aliases import (
     lone_views,
@@ -65,6 +66,7 @@ from torch2xla.capture._read_through import views_read_through
 from torch2xla.capture._reentrant import install as _trace_reentrant_checkpoints_as_eager
 from torch2xla.capture._stop_gradient import grad_mode_after, write_records
 from torch2xla.capture._try_blocks import skip_frame_in_try
+from torch2xla.capture._written import self_overlapping
 from torch2xla.debug._dump import dumping
 from torch2xla.debug._stages import (
     Build,
@@ -432,7 +434,7 @@ class CompiledGraph:
             shared = [
                 Unsupported(placeholders[i], writes.REASON)
                 for i in self.key.self_overlap_pos
-                if writes.self_overlapping(args[i])
+                if self_overlapping(args[i])
             ]
             shared += [Unsupported(n, writes.REASON) for n in writes.outside(self._strided, args)]
             if shared:
@@ -456,7 +458,7 @@ class CompiledGraph:
                 if found:
                     return fallback.cut_around(self, found, b)
             if lowered.aliasing is not None:  # (eager's error for a write reading another input)
-                reads = writes.check_overlapping_inputs(self.gm, args)
+                reads = self_reads.check_overlapping_inputs(self.gm, args)
                 if reads:  # (eager's kernel reads what it wrote: this signature runs in eager)
                     return fallback.in_eager(
                         self, [Unsupported(n, writes.REASON) for n in reads], b, every=False

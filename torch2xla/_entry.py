@@ -28,7 +28,7 @@ from torch2xla.capture._input_aliasing import storage_classes
 from torch2xla.capture._lower import LoweredGraph
 from torch2xla.capture._partition import has_collectives
 from torch2xla.capture._stop_gradient import _written
-from torch2xla.capture._writes import _root
+from torch2xla.capture._written import _root
 from torch2xla.runtime._in_place import written_in_place
 from torch2xla.runtime._program import XlaProgram
 

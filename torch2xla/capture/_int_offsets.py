@@ -34,7 +34,7 @@ import operator
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from torch2xla.capture._writes import IN_PLACE_OPERATORS, traced_grad_mode
+from torch2xla.capture._written import IN_PLACE_OPERATORS, traced_grad_mode
 
 # (in a node's meta["custom"], which the export copies onto the ATen nodes a node makes: the
 # gather or scatter stands for ``x[pos]``'s select, whose bounds error is eager's, not

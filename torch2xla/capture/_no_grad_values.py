@@ -16,7 +16,7 @@ import operator
 import torch
 from torch.fx.node import map_aggregate
 
-from torch2xla.capture._writes import traced_grad_mode
+from torch2xla.capture._written import traced_grad_mode
 
 # (not modules and higher-order ops: a body of their own may enable grad inside)
 _CALLS = ("call_function", "call_method")

@@ -65,7 +65,7 @@ def check_call_values(gm: torch.fx.GraphModule, args: Sequence) -> None:
     sizes depend on such an int (it is a size there) are left to the export."""
     from torch2xla.capture._hinted import examples_at_hints
     from torch2xla.capture._lower import scalar_placeholders
-    from torch2xla.capture._writes import _example, _written
+    from torch2xla.capture._written import _example, _written
 
     known: dict = {}
     symbols: set = set()
@@ -134,7 +134,7 @@ def check_composites(gm: torch.fx.GraphModule) -> None:
     """``check_numbers``'s and eager's ``_KIND_CHECKS`` errors for the joined calls of
     ``gm`` (``joined``'s) with constant values."""
     from torch2xla.capture._rewrites import COMPOSITE
-    from torch2xla.capture._writes import _example, _written
+    from torch2xla.capture._written import _example, _written
 
     for node in gm.graph.nodes:
         if not node.meta.get(COMPOSITE):

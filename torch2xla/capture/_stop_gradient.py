@@ -370,7 +370,7 @@ def write_records(gm: torch.fx.GraphModule) -> tuple[bool, dict[int, frozenset[b
     every in-place write (none under ``no_grad``, into ``.data`` or ``.detach()``), and per
     input (placeholder position) written through, whether its writes are recorded (True),
     not (False) or both. Eager rebases a written input's history on a recorded write."""
-    from torch2xla.capture._writes import _root
+    from torch2xla.capture._written import _root
 
     position = {n: i for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
     enabled, every = True, True
@@ -394,7 +394,7 @@ def written_with_grad(gm: torch.fx.GraphModule, enabled: bool) -> frozenset[int]
     mode ``enabled`` (the graph's own ``set_grad_enabled`` switches followed), whose example
     requires grad: eager refuses such a write into a leaf, or a view of one
     (``leaf_written``)."""
-    from torch2xla.capture._writes import _root
+    from torch2xla.capture._written import _root
 
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     position = {n: i for i, n in enumerate(placeholders)}

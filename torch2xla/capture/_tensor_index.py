@@ -32,7 +32,7 @@ from torch._guards import detect_fake_mode
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from torch2xla.capture._int_offsets import writes
-from torch2xla.capture._writes import traced_grad_mode
+from torch2xla.capture._written import traced_grad_mode
 
 # (in a node's meta["custom"], which the export copies onto the ATen nodes a node makes)
 SELECT_DIMS = "torch2xla_select_dims"

@@ -1,5 +1,6 @@
 """Writes eager checks and tracing does not: into a tensor whose elements share memory, and
-into an ``out=`` tensor eager's kernel rejects.
+into an ``out=`` tensor eager's kernel rejects (writes that read memory they write:
+``_self_reads``; what a call writes, from its example values: ``_written``).
 
 **Overlapping memory** (``x.expand(4, 3).add_(1)``): eager raises "unsupported operation: more
 than one element of the written-to tensor refers to a single memory location". Fake and meta
@@ -31,218 +32,40 @@ error is raised.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
-import math
-import operator
-from collections.abc import Callable, Sequence
 from typing import Any
 
-import sympy
 import torch
 from torch.fx.node import map_aggregate
 
 from torch2xla._errors import OpError
 from torch2xla._quiet import quiet
 from torch2xla.capture import _numbers as numbers
-from torch2xla.capture._hinted import examples_at_hints, hint
-from torch2xla.capture._input_aliasing import _extent, _overlapping
+from torch2xla.capture._hinted import examples_at_hints
+from torch2xla.capture._input_aliasing import _extent
 from torch2xla.capture._probe_rng import kept_rng
-from torch2xla.capture._wrappers import logical_layout
+from torch2xla.capture._self_reads import (
+    _functional_as_eager,
+    _partial_overlap_error,
+    _reads_written,
+)
+from torch2xla.capture._written import (
+    _concrete,
+    _example,
+    _overlaps,
+    _real,
+    _shares,
+    _Symbolic,
+    _tensor,
+    _windows_overlap,
+    _written,
+)
 
 log = logging.getLogger(__name__)
 
 OVERLAP = "unsupported operation: more than one element of the written-to tensor refers to a "
-
-# (``x += 1`` reaches the Dynamo graph as operator.iadd)
-IN_PLACE_OPERATORS = frozenset(
-    (
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-        operator.ifloordiv,
-        operator.imod,
-        operator.ipow,
-        operator.iand,
-        operator.ior,
-        operator.ixor,
-        operator.ilshift,
-        operator.irshift,
-        operator.imatmul,
-    )
-)
-
-
-def _written(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
-    """The tensor (example value) that ``node`` writes into, or None where it writes none:
-    ``self`` of in-place methods and functions, ``out=``, ``t[i]`` of ``t[i] = v`` (``t``
-    itself where ``i`` holds tensors: ``index_put_`` writes ``t``)."""
-    if node.op == "call_method":
-        name = node.target
-        if name.startswith("__"):  # (``x.__iadd__(1)``)
-            writes = getattr(operator, name.strip("_"), None) in IN_PLACE_OPERATORS
-        else:
-            writes = name.endswith("_") and not name.startswith("_")
-        return args[0] if writes and args else None
-    if node.op != "call_function":
-        return None
-    target = node.target
-    if "out" in kwargs:
-        return kwargs["out"]
-    if target is operator.setitem:
-        t, index = args[0], args[1]
-        if not isinstance(t, torch.Tensor) or _holds_tensors(index):
-            return t
-        if torch._C._functorch.is_functorch_wrapped_tensor(t):
-            # (a value inside a torch.func transform: its wrapper's levels are gone once the
-            # trace ends, and indexing it raised functorch's "tensor may have escaped" error;
-            # its layout, as the transform's function sees it, is indexed instead)
-            t = logical_layout(t)
-            if t is None:  # (an unbacked size: no layout to index; the write is not checked)
-                return None
-        # (only the layout is read: without grad, as a view made under ``no_grad`` whose base
-        # was since written refuses a view of itself made with grad)
-        with _fake_mode(t), torch.no_grad():
-            return t[index]
-    name = getattr(target, "__name__", "")
-    in_place = name.endswith("_") and not name.startswith("_")
-    if target in IN_PLACE_OPERATORS or in_place or kwargs.get("inplace") is True:
-        return args[0] if args else kwargs.get("input")
-    return None
-
-
-def _holds_tensors(index: Any) -> bool:
-    return any(isinstance(i, torch.Tensor | list) for i in _leaves(index)) or isinstance(
-        index, list
-    )
-
-
-def _fake_mode(t: torch.Tensor):
-    mode = getattr(t, "fake_mode", None)
-    return mode if mode is not None else contextlib.nullcontext()
-
-
-def traced_grad_mode(node: torch.fx.Node) -> bool:
-    """Whether grad was enabled where Dynamo traced ``node``: the last grad-mode switch before
-    it (``torch._C._set_grad_enabled``, Dynamo's record of a ``no_grad`` block), else the mode
-    the graph is compiled in (a backend runs in the frame's). Example values computed again
-    for ``node`` take it: a view made with grad of a view made under ``no_grad`` whose base was
-    written raises (eager made it under ``no_grad``)."""
-    n = node.prev
-    while n.op != "root":
-        if n.op == "call_function" and n.target is torch._C._set_grad_enabled:
-            return bool(n.args[0])
-        n = n.prev
-    return torch.is_grad_enabled()
-
-
-def _leaves(tree: Any) -> list:
-    found: list = []
-    map_aggregate(tree, found.append)
-    return found
-
-
-def _example(a: Any) -> Any:
-    return a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
-
-
-def _overlaps(t: Any) -> bool:
-    """Whether ``t`` (an example value) is a tensor whose elements share memory, with concrete
-    sizes and strides."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
-        return False
-    if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
-        return False
-    return t.numel() > 1 and _self_overlapping(tuple(t.shape), tuple(t.stride()))
-
-
-def _self_overlapping(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether two elements of a layout share memory: a stride 0 (``expand``), or windows that
-    overlap (``unfold(0, 3, 1)``, ``as_strided``)."""
-    dims = sorted((s, n) for n, s in zip(sizes, strides) if n > 1)
-    reach = 0  # the largest offset the smaller strides reach
-    for stride, size in dims:
-        if stride <= reach:
-            break
-        reach += (size - 1) * stride
-    else:
-        return False
-    # interleaved layouts may still be one-to-one (sizes (2, 3), strides (3, 2)): counted
-    if math.prod(sizes) > 1 << 20:
-        return True
-    offsets = torch.zeros((), dtype=torch.int64, device="cpu")
-    for size, stride in zip(sizes, strides):
-        offsets = offsets.unsqueeze(-1) + torch.arange(size, device="cpu") * stride
-    return offsets.unique().numel() < offsets.numel()
-
-
-def self_overlapping(t: Any) -> bool:
-    """Whether the tensor ``t`` of a call has elements that share memory (per call, in the
-    cache key: torch's own check first, ~0.2 us; the layout's offsets where it cannot tell)."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.numel() < 2:
-        return False
-    found = torch._debug_has_internal_overlap(t)
-    if found != 2:  # (0: no, 1: yes, 2: too hard to tell)
-        return bool(found)
-    return _self_overlapping(tuple(t.shape), tuple(t.stride()))
-
-
-def symbolic_layout(t: Any) -> bool:
-    """Whether the example value ``t`` has a symbolic size, stride or offset (so that
-    ``check_writes`` cannot tell whether its elements share memory)."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
-        return False
-    return not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset()))
-
-
-def _real(t: Any, fill: int = 0, ints: Callable[[Any], Any] = lambda n: n) -> Any:
-    """A real CPU tensor filled with ``fill``, with ``t``'s sizes, strides and dtype (``t`` if
-    no tensor); ``ints`` makes its SymInts ints where it can."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    size, stride, offset = _layout(t, ints)
-    numel = math.prod(size)
-    extent = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-    base = torch.full((max(extent, 0) if numel else 0,), fill, dtype=t.dtype, device="cpu")
-    return base.as_strided(size, stride, offset if numel else 0)
-
-
-def _layout(t: torch.Tensor, ints: Callable[[Any], Any]) -> tuple:
-    """``t``'s sizes, strides and offset as ints (``ints`` of each), else ``_Symbolic``."""
-    size, stride = tuple(ints(n) for n in t.shape), tuple(ints(n) for n in t.stride())
-    offset = ints(t.storage_offset())
-    if not all(isinstance(n, int) for n in (*size, *stride, offset)):
-        raise _Symbolic
-    return size, stride, offset
-
-
-def _call_ints(gm: torch.fx.GraphModule, args: Sequence) -> Callable[[Any], Any]:
-    """SymInts of ``gm``'s example values as ints at the call ``args``: the values its size
-    symbols have in the call (read from the inputs' sizes), else their hints."""
-    values: dict = {}
-    for node, a in zip(gm.graph.find_nodes(op="placeholder"), args):
-        ex = node.meta.get("example_value")
-        if isinstance(ex, torch.SymInt) and isinstance(a, int):
-            values.setdefault(ex.node.expr, sympy.Integer(a))
-        elif isinstance(ex, torch.Tensor) and isinstance(a, torch.Tensor) and ex.dim() == a.dim():
-            for n, m in zip(ex.shape, a.shape):
-                if isinstance(n, torch.SymInt) and isinstance(n.node.expr, sympy.Symbol):
-                    values.setdefault(n.node.expr, sympy.Integer(int(m)))
-
-    def ints(n: Any) -> Any:
-        if not isinstance(n, torch.SymInt):
-            return n
-        value = sympy.sympify(sympy.sympify(n.node.expr).xreplace(values))
-        return int(value) if value.is_Integer else hint(n)
-
-    return ints
-
-
-class _Symbolic(Exception):
-    """An argument with symbolic sizes: the call cannot be run for real."""
 
 
 def check_writes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -302,287 +125,6 @@ def _written_targets(node: torch.fx.Node, written: Any) -> list[tuple[torch.Tens
     if not isinstance(written, torch.Tensor):
         return []
     return [(written, node.args[0] if node.args else None)]
-
-
-PARTIAL = "unsupported operation: some elements of the input tensor and the written-to tensor"
-
-
-def _reads_written(node: torch.fx.Node, written: Any, target: Any, args: Any, kwargs: Any) -> bool:
-    """Whether the write ``node`` reads a tensor that shares memory with the one it writes
-    (``written``, held by the argument ``target``: ``x.add_(x[0])``, ``x[1:] = x[:-1]``,
-    ``torch.max(x, 0, out=(x[0], i))``), or the written tensor itself as another argument
-    (``x.scatter_(0, i, x)``: eager's kernels that check overlap refuse it, TensorIterator's
-    accept it; not ``t[i] = t``'s)."""
-    if not isinstance(written, torch.Tensor) or written.layout != torch.strided:
-        return False
-    setitem = node.target is operator.setitem
-    own = args[0] if setitem and args else written
-    if "out" in node.kwargs:
-        read = (node.args, {k: v for k, v in node.kwargs.items() if k != "out"})
-    else:
-        read = (node.args[1:], node.kwargs)
-    for arg in _leaves(read):
-        leaf = _example(arg)
-        if leaf is written and not setitem:
-            return True
-        if leaf is written or leaf is own or not isinstance(leaf, torch.Tensor):
-            continue
-        if leaf.layout != torch.strided or not _shares(leaf, written):
-            continue
-        # (two inputs that share memory in this call may not in the next one: Dynamo does not
-        # guard it; left to the export's synthetic base)
-        a, b = _root(arg), _root(target)
-        if a is not b and a.op == "placeholder" and b.op == "placeholder":
-            continue
-        return True
-    return False
-
-
-def _root(node: Any) -> Any:
-    """The node whose memory ``node`` is a view of (itself if none)."""
-    for _ in range(256):
-        if not isinstance(node, torch.fx.Node) or node.op not in ("call_method", "call_function"):
-            break
-        parent = node.args[0] if node.args else None
-        up, ex = _example(parent), _example(node)
-        if not (isinstance(up, torch.Tensor) and isinstance(ex, torch.Tensor)) or not _shares(
-            up, ex
-        ):
-            break
-        node = parent
-    return node
-
-
-def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
-    """Eager's error for a write that reads memory it writes (eager refuses a partial
-    overlap; an identical one is accepted), from a run on real zeros laid out as the
-    arguments, those sharing memory in one real storage."""
-    bases: dict = {}
-    leaves = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    for t in leaves:
-        if t.layout != torch.strided or not all(
-            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
-        ):
-            return None
-        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        key = t.untyped_storage()._cdata
-        dtype, length = bases.get(key, (t.dtype, 0))
-        if dtype != t.dtype:
-            return None  # (one memory as two dtypes: not laid out here)
-        bases[key] = (dtype, max(length, extent if t.numel() else 0))
-    if sum(length for _, length in bases.values()) > 1 << 26:
-        return None
-    real = {k: torch.zeros(n, dtype=d, device="cpu") for k, (d, n) in bases.items()}
-
-    def like(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        base = real[t.untyped_storage()._cdata]
-        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-
-    real_args, real_kwargs = map_aggregate((args, kwargs), like)
-    return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
-
-
-_PROBE_LIMIT = 1 << 20  # (elements of the storages a write reading itself is run on)
-
-
-def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
-    """Whether eager's result of a write that reads memory it writes, which eager accepts,
-    is the functional graph's (every argument read before anything is written): run by eager
-    on distinct values laid out as the arguments, those sharing memory in one storage, once
-    so and once with the tensors it reads copied first. Elementwise ops writing each element
-    after reading it agree (``x.add_(x)``, ``torch.exp(x, out=x)``); a reduction into a row
-    of its input (``torch.sum(x, 0, out=x[0])``: eager fills the out tensor with the sum's
-    identity before reading ``x``) or a sort into a shifted window of it does not, and runs in
-    eager. Where it cannot be run (symbolic layouts, values the op refuses, an op that draws
-    random numbers), the graph's answer is kept."""
-    bases: dict = {}
-    for t in _leaves((args, kwargs)):
-        if not isinstance(t, torch.Tensor):
-            continue
-        if t.layout != torch.strided or not all(
-            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
-        ):
-            return True
-        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        key = t.untyped_storage()._cdata
-        dtype, length = bases.get(key, (t.dtype, 0))
-        if dtype != t.dtype:
-            return True
-        bases[key] = (dtype, max(length, extent if t.numel() else 0))
-
-    def like(real: dict, t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        base = real[t.untyped_storage()._cdata]
-        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-
-    return _eager_is_functional(node, args, kwargs, bases, like)
-
-
-def _eager_is_functional(
-    node: torch.fx.Node, args: Any, kwargs: Any, bases: dict, like: Callable[[dict, Any], Any]
-) -> bool:
-    """Whether eager's call ``node`` on ``args``/``kwargs`` (example values or nodes) gives
-    the same memory when the arguments it reads are copied first: run on real storages of
-    distinct values (``bases``: key -> (dtype, length)), each argument ``like(storages, a)``.
-    True where it cannot tell (too large, an op that draws, values the op refuses)."""
-    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-        return True
-    if sum(length for _, length in bases.values()) > _PROBE_LIMIT:
-        return True
-    gen = torch.Generator().manual_seed(0)
-    start = {key: _distinct(length, dtype, gen) for key, (dtype, length) in bases.items()}
-    # (the arguments read, by position: ``torch.mm(x, x, out=x)`` reads the tensor it writes)
-    if "out" in kwargs:
-        reads = (args, {k: v for k, v in kwargs.items() if k != "out"})
-        writes: tuple = ((), {"out": kwargs["out"]})
-    else:
-        reads, writes = (args[1:], kwargs), (args[:1], {})
-
-    def run(copy_reads: bool) -> dict | None:
-        real = {key: base.clone() for key, base in start.items()}
-
-        def made(a: Any, copy: bool = False) -> Any:
-            t = like(real, a)
-            return t.clone() if copy and isinstance(t, torch.Tensor) else t
-
-        try:
-            # (the copies are taken before anything is written)
-            read = map_aggregate(reads, functools.partial(made, copy=copy_reads))
-            written = map_aggregate(writes, made)
-        except _Symbolic:
-            return None
-        real_args = (*written[0], *read[0])
-        real_kwargs = {**read[1], **written[1]}
-        with torch.no_grad(), kept_rng(node.target), quiet():
-            try:
-                numbers._call(node, real_args, real_kwargs)
-            except (RuntimeError, IndexError, TypeError, ValueError) as e:
-                log.debug("torch2xla: overlap check of %s could not run: %r", node, e)
-                return None
-        return real
-
-    eager, functional = run(False), run(True)
-    if eager is None or functional is None:
-        return True
-    return all(
-        torch.equal(eager[k], functional[k]) or _same_nan(eager[k], functional[k]) for k in eager
-    )
-
-
-def _distinct(length: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """``length`` values of ``dtype`` that differ from each other where the dtype allows."""
-    if dtype == torch.bool:
-        return torch.rand(length, generator=gen) > 0.5
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(length, generator=gen, dtype=torch.float64).to(dtype)
-    return torch.randperm(length, generator=gen).to(dtype)
-
-
-def _same_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return (a.is_floating_point() or a.is_complex()) and torch.allclose(
-        a, b, rtol=0, atol=0, equal_nan=True
-    )
-
-
-def check_overlapping_inputs(gm: torch.fx.GraphModule, args) -> list[torch.fx.Node]:
-    """Raise eager's partial-overlap error for a write of the Dynamo graph ``gm`` into an input
-    that reads another input overlapping it in this call's ``args`` (``a.add_(b)`` called with
-    ``x[0:4], x[2:6]``), or into a view of one reading a view of another (``a[:4].add_(b)``):
-    Dynamo does not guard aliasing, so it is checked per signature. Returns the writes eager
-    accepts but computes otherwise than the functional graph (``torch.sum(x, 0, out=y)``
-    called with ``b, b[0]``: ``_functional_as_eager``), which must run in eager."""
-    found = []
-    placeholders = list(gm.graph.find_nodes(op="placeholder"))
-    position = {n: i for i, n in enumerate(placeholders)}
-    group = {i: k for k, g in enumerate(_overlapping(args)) for i in g}
-    ints = _call_ints(gm, args)
-
-    def group_of(a: Any) -> int | None:
-        root = _root(a) if isinstance(a, torch.fx.Node) else None
-        return group.get(position[root]) if root in position else None
-
-    for node in gm.graph.nodes:
-        if node.op not in ("call_method", "call_function") or node.target is operator.setitem:
-            continue
-        example_args = map_aggregate(node.args, _example)
-        example_kwargs = map_aggregate(node.kwargs, _example)
-        if _written(node, example_args, example_kwargs) is None:
-            continue
-        target = node.kwargs.get("out") if "out" in node.kwargs else node.args[0]
-        mine = group_of(target)
-        if mine is None:
-            continue
-        read = [
-            a for a in _leaves((node.args, node.kwargs)) if a is not target and group_of(a) == mine
-        ]
-        if not read:
-            continue
-        members = [i for i, k in group.items() if k == mine]
-        tensors = [args[i] for i in members]
-        if len({t.dtype for t in tensors}) > 1:
-            continue
-        first = min(t.storage_offset() for t in tensors)
-        length = max(t.storage_offset() - first + _extent(t) for t in tensors)
-        base = torch.zeros(length, dtype=tensors[0].dtype, device="cpu")
-        real = {
-            placeholders[i]: base.as_strided(
-                args[i].shape, args[i].stride(), args[i].storage_offset() - first
-            )
-            for i in members
-        }
-
-        def like(a: Any, real: dict = real) -> Any:
-            if not isinstance(a, torch.fx.Node):
-                return ints(a)
-            if a in real:
-                return real[a]
-            root = _root(a)
-            if root in real:  # a view of an input: laid out in the input's real memory
-                return _view_in(_example(a), _example(root), real[root], ints)
-            return _real(_example(a), ints=ints)
-
-        try:
-            real_args, real_kwargs = map_aggregate((node.args, node.kwargs), like)
-        except _Symbolic:
-            continue
-        message = numbers.eager_raises(
-            node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL)
-        )
-        if message is not None:
-            raise OpError(message, node)
-
-        def like_in(storages: dict, a: Any, real: dict = real) -> Any:
-            if not isinstance(a, torch.fx.Node):
-                return ints(a)
-            views = {
-                p: storages[0].as_strided(t.shape, t.stride(), t.storage_offset())
-                for p, t in real.items()
-            }
-            if a in views:
-                return views[a]
-            root = _root(a)
-            if root in views:
-                return _view_in(_example(a), _example(root), views[root], ints)
-            return _real(_example(a), ints=ints)
-
-        bases = {0: (base.dtype, length)}
-        if not _eager_is_functional(node, node.args, node.kwargs, bases, like_in):
-            found.append(node)
-    return found
-
-
-def _view_in(view: Any, root: Any, real_root: torch.Tensor, ints: Callable) -> torch.Tensor:
-    """The example ``view`` of the example ``root``, taken the same way of ``real_root``
-    (the input laid out in this call's memory): its layout relative to the root's, which
-    Dynamo's guards keep (the root's strides are the call's)."""
-    size, stride, offset = _layout(view, ints)
-    _, root_stride, root_offset = _layout(root, ints)
-    if root_stride != tuple(real_root.stride()):
-        raise _Symbolic  # (not laid out as the example: not checked)
-    return real_root.as_strided(size, stride, real_root.storage_offset() + offset - root_offset)
 
 
 def _through_overlap(node: torch.fx.Node, symbolic: frozenset | set = frozenset()) -> bool:
@@ -727,28 +269,6 @@ def outside(found: tuple[StridedWrite, ...], args) -> list[torch.fx.Node]:
     return out
 
 
-def _concrete(t: Any) -> bool:
-    """Whether ``t`` is a strided tensor with concrete sizes, strides and offset."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
-        return False
-    return all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset()))
-
-
-def _windows_overlap(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements share memory other than along stride-0 dims."""
-    if not _overlaps(t):
-        return False
-    kept = [(n, s) for n, s in zip(t.shape, t.stride()) if s != 0]
-    return _self_overlapping(tuple(n for n, _ in kept), tuple(s for _, s in kept))
-
-
-def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):
-        return False
-
-
 def _eager_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
     """Eager's overlap error for ``node`` called with real tensors like ``args``/``kwargs``,
     or None where eager accepts the call (or it cannot be run for real)."""
@@ -790,10 +310,6 @@ def _out_error(target: Any, args: Any, kwargs: dict) -> str | None:
     return None
 
 
-def _tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
-
-
 REASON = (
     "writes into a tensor whose elements share memory (an expanded tensor, overlapping windows), "
     "through unfold windows that leave elements out, or into its input's storage outside the "
@@ -806,7 +322,6 @@ REASON = (
 __all__ = [
     "REASON",
     "StridedWrite",
-    "check_overlapping_inputs",
     "check_writes",
     "outside",
     "strided_writes",

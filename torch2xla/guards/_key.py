@@ -17,7 +17,7 @@ from torch2xla.capture._input_aliasing import alias_signature, may_alias
 from torch2xla.capture._lower import scalar_placeholders, written_inputs
 from torch2xla.capture._stop_gradient import leaf_written, written_with_grad
 from torch2xla.capture._untracked import untracked_state
-from torch2xla.capture._writes import self_overlapping, symbolic_layout
+from torch2xla.capture._written import self_overlapping, symbolic_layout
 
 
 def _expr(value) -> sympy.Expr | None:
