@@ -72,13 +72,14 @@ def _reads_written(node: torch.fx.Node, written: Any, target: Any, args: Any, kw
     return False
 
 
-def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
-    """Eager's error for a write that reads memory it writes (eager refuses a partial
-    overlap; an identical one is accepted), from a run on real zeros laid out as the
-    arguments, those sharing memory in one real storage."""
+def _storages(args: Any, kwargs: Any) -> dict | None:
+    """Per storage of the example tensors in ``args``/``kwargs``: (dtype, elements) that hold
+    every tensor of it as laid out; None where one cannot be laid out for real (symbolic or
+    non-strided layouts, one memory seen as two dtypes)."""
     bases: dict = {}
-    leaves = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    for t in leaves:
+    for t in _leaves((args, kwargs)):
+        if not isinstance(t, torch.Tensor):
+            continue
         if t.layout != torch.strided or not all(
             isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
         ):
@@ -87,19 +88,28 @@ def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str |
         key = t.untyped_storage()._cdata
         dtype, length = bases.get(key, (t.dtype, 0))
         if dtype != t.dtype:
-            return None  # (one memory as two dtypes: not laid out here)
+            return None
         bases[key] = (dtype, max(length, extent if t.numel() else 0))
-    if sum(length for _, length in bases.values()) > 1 << 26:
+    return bases
+
+
+def _laid_out(real: dict, t: Any) -> Any:
+    """The example tensor ``t`` as a view of ``real`` (storage key -> real tensor)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    base = real[t.untyped_storage()._cdata]
+    return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
+
+
+def _partial_overlap_error(node: torch.fx.Node, args: Any, kwargs: Any) -> str | None:
+    """Eager's error for a write that reads memory it writes (eager refuses a partial
+    overlap; an identical one is accepted), from a run on real zeros laid out as the
+    arguments, those sharing memory in one real storage."""
+    bases = _storages(args, kwargs)
+    if bases is None or sum(length for _, length in bases.values()) > 1 << 26:
         return None
     real = {k: torch.zeros(n, dtype=d, device="cpu") for k, (d, n) in bases.items()}
-
-    def like(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        base = real[t.untyped_storage()._cdata]
-        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-
-    real_args, real_kwargs = map_aggregate((args, kwargs), like)
+    real_args, real_kwargs = map_aggregate((args, kwargs), functools.partial(_laid_out, real))
     return numbers.eager_raises(node, real_args, real_kwargs, lambda m: m.startswith(PARTIAL))
 
 
@@ -116,28 +126,8 @@ def _functional_as_eager(node: torch.fx.Node, args: Any, kwargs: Any) -> bool:
     identity before reading ``x``) or a sort into a shifted window of it does not, and runs in
     eager. Where it cannot be run (symbolic layouts, values the op refuses, an op that draws
     random numbers), the graph's answer is kept."""
-    bases: dict = {}
-    for t in _leaves((args, kwargs)):
-        if not isinstance(t, torch.Tensor):
-            continue
-        if t.layout != torch.strided or not all(
-            isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())
-        ):
-            return True
-        extent = t.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        key = t.untyped_storage()._cdata
-        dtype, length = bases.get(key, (t.dtype, 0))
-        if dtype != t.dtype:
-            return True
-        bases[key] = (dtype, max(length, extent if t.numel() else 0))
-
-    def like(real: dict, t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        base = real[t.untyped_storage()._cdata]
-        return base.as_strided(t.shape, t.stride(), t.storage_offset() if t.numel() else 0)
-
-    return _eager_is_functional(node, args, kwargs, bases, like)
+    bases = _storages(args, kwargs)
+    return True if bases is None else _eager_is_functional(node, args, kwargs, bases, _laid_out)
 
 
 def _eager_is_functional(
