@@ -124,7 +124,7 @@ def lstm_partly_frozen(C, rec):
     m.weight_ih_l0.requires_grad_(False)
     m.bias_hh_l1.requires_grad_(False)
     cm = C(m)
-    out, (hn, cn) = cm(leaf(5, 2, 3))
+    out, (_, cn) = cm(leaf(5, 2, 3))
     rec("out", out)
     (out.sum() + cn.pow(2).sum()).backward()
     rec("pgrads", grads(m))
@@ -999,6 +999,589 @@ def gather_states_by_beam_grad(C, rec):
     rec("out", out)
     out.backward()
     rec("grad", hs.grad)
+
+
+# ============================================================================================
+# session 33, second round
+
+
+@scenario
+def lstm_dropout_one_changing_lengths(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, dropout=1.0, batch_first=True))
+    cm = C(m)
+    for i, t in enumerate((5, 7, 6)):
+        x = leaf(2, t, 3, seed=i)
+        out, (hn, cn) = cm(x)
+        rec(f"{i} out", [out, hn, cn])
+        wsum([out, hn, cn]).backward()
+        rec(f"{i} grad", x.grad)
+        rec(f"{i} pgrads", grads(m))
+        m.zero_grad()
+
+
+@scenario
+def lstm_dropout_one_autocast(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, dropout=1.0))
+    x = leaf(5, 2, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, (hn, cn) = C(m)(x)
+    rec("dtypes", [out.dtype, hn.dtype, cn.dtype])
+    rec("layer2 input dropped", torch.equal(out[:, 0], out[:, 1]))
+
+
+@scenario
+def lstm_dropout_one_functional_call(C, rec):
+    m = mk(lambda: nn.GRU(3, 4, num_layers=2, dropout=1.0))
+    ps = {k: v.detach().clone().requires_grad_() for k, v in m.named_parameters()}
+
+    def f(ps, x):
+        return torch.func.functional_call(m, ps, (x,))[0].sum()
+
+    out = C(f)(ps, leaf(5, 2, 3))
+    rec("out", out)
+    out.backward()
+    rec("grads", {k: v.grad for k, v in ps.items()})
+
+
+@scenario
+def stateful_hidden_attribute(C, rec):
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 3)
+            self.rnn = nn.LSTM(3, 4, batch_first=True)
+            self.out = nn.Linear(4, 10)
+            self.hidden = None
+
+        def forward(self, tok):
+            o, hid = self.rnn(self.emb(tok), self.hidden)
+            self.hidden = tuple(t.detach() for t in hid)
+            return self.out(o)
+
+    m = mk(LM)
+    cm = C(m)
+    for i in range(3):
+        logits = cm(ids(2, 4, seed=i))
+        loss = F.cross_entropy(logits.flatten(0, 1), ids(8, seed=10 + i))
+        loss.backward()
+        rec(f"{i} loss", loss)
+        rec(f"{i} hidden", list(m.hidden))
+        rec(f"{i} hidden grad", [t.requires_grad for t in m.hidden])
+    rec("grads", grads(m))
+
+
+@scenario
+def emb_max_norm_buffer_weight(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.randn(6, 3) * 3)
+
+        def forward(self, t):
+            return F.embedding(t, self.table, max_norm=1.0).sum(-1)
+
+    m = mk(M)
+    out = C(m)(ids(2, 3, hi=6))
+    rec("out", out)
+    rec("table", m.table)
+
+
+@scenario
+def emb_from_pretrained_max_norm(C, rec):
+    emb = nn.Embedding.from_pretrained(leaf(6, 3, rg=False) * 3, max_norm=1.0)
+    out = C(emb)(ids(2, 3, hi=6))
+    rec("out", out)
+    rec("weight", emb.weight)
+
+
+@scenario
+def emb_max_norm_linear_tied_module(C, rec):
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(8, 4, max_norm=1.0)
+            self.head = nn.Linear(4, 8, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, t):
+            return self.head(torch.tanh(self.emb(t)))
+
+    m = mk(Tied)
+    with torch.no_grad():
+        m.emb.weight.mul_(3)
+    cm = C(m)
+    for i in range(2):
+        out = cm(ids(2, 3, hi=8, seed=i))
+        rec(f"{i} out", out)
+        wsum(out).backward()
+        rec(f"{i} grads", grads(m))
+        rec(f"{i} weight", m.emb.weight)
+        m.zero_grad()
+
+
+@scenario
+def mha_add_bias_kv_kpm_weights(C, rec):
+    m = mk(lambda: nn.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True))
+    q = leaf(3, 2, 8)
+    kpm = torch.tensor([[False, False, True], [False, False, False]])
+    out, w = C(m)(q, q, q, key_padding_mask=kpm, average_attn_weights=False)
+    rec("out", [out, w])
+    wsum([out, w]).backward()
+    rec("grad", q.grad)
+    rec("pgrads", grads(m))
+
+
+@scenario
+def mha_mixed_mask_types(C, rec):
+    m = mk(lambda: nn.MultiheadAttention(8, 2, batch_first=True))
+    q = leaf(2, 3, 8)
+    am = torch.zeros(3, 3)
+    am[0, 2] = float("-inf")
+    kpm = torch.tensor([[False, False, True], [False, False, False]])
+    out, w = C(m)(q, q, q, key_padding_mask=kpm, attn_mask=am)
+    rec("out", [out, w])
+    wsum([out, w]).backward()
+    rec("grad", q.grad)
+
+
+@scenario
+def tel_eval_fastpath_float_kpm(C, rec):
+    m = mk(lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)).eval()
+    x = leaf(2, 4, 8, rg=False)
+    kpm = torch.zeros(2, 4)
+    kpm[0, 3] = float("-inf")
+    with torch.no_grad():
+        rec("out", C(m)(x, src_key_padding_mask=kpm))
+
+
+@scenario
+def tel_eval_fastpath_causal(C, rec):
+    m = mk(lambda: nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=True)).eval()
+    x = leaf(2, 4, 8, rg=False)
+    with torch.no_grad():
+        rec(
+            "out",
+            C(m)(x, src_mask=nn.Transformer.generate_square_subsequent_mask(4), is_causal=True),
+        )
+
+
+@scenario
+def ctc_float64(C, rec):
+    def f(logits, tgt, il, tl):
+        return F.ctc_loss(logits.log_softmax(-1), tgt, il, tl, reduction="sum")
+
+    logits = leaf(8, 3, 5).double().detach().requires_grad_()
+    tgt = ids(3, 4, hi=4) + 1
+    out = C(f)(logits, tgt, torch.tensor([8, 7, 6]), torch.tensor([4, 2, 3]))
+    rec("out", out)
+    out.backward()
+    rec("grad", logits.grad)
+
+
+@scenario
+def ctc_input_length_too_long_raises(C, rec):
+    def f(logits, tgt, il, tl):
+        return F.ctc_loss(logits.log_softmax(-1), tgt, il, tl)
+
+    logits, tgt = _ctc_inputs()
+    rec("out", C(f)(logits, tgt, torch.tensor([9, 7, 6]), torch.tensor([4, 2, 3])))
+
+
+@scenario
+def ctc_repeated_labels_short_input(C, rec):
+    def f(logits, tgt, il, tl):
+        return F.ctc_loss(logits.log_softmax(-1), tgt, il, tl, reduction="none")
+
+    logits = leaf(6, 2, 4)
+    tgt = torch.tensor([[1, 1, 1], [2, 3, 2]])
+    out = C(f)(logits, tgt, torch.tensor([5, 6]), torch.tensor([3, 3]))
+    rec("out", out)
+    out.sum().backward()
+    rec("grad", logits.grad)
+
+
+@scenario
+def embbag_offsets_not_zero_raises(C, rec):
+    bag = mk(lambda: nn.EmbeddingBag(10, 3))
+    rec("out", C(bag)(torch.tensor([1, 2, 3]), torch.tensor([1, 2])))
+
+
+@scenario
+def embbag_psw_mean_raises(C, rec):
+    bag = mk(lambda: nn.EmbeddingBag(10, 3, mode="mean"))
+    rec("out", C(bag)(torch.tensor([1, 2, 3]), torch.tensor([0, 2]), leaf(3)))
+
+
+@scenario
+def lstm_h0_from_encoder_seq2seq(C, rec):
+    enc = mk(lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True))
+    dec = mk(lambda: nn.LSTM(3, 8, num_layers=2, batch_first=True), seed=1)
+
+    def f(src, tgt):
+        _, (h, c) = enc(src)
+        h = h.view(2, 2, src.size(0), 4).transpose(1, 2).reshape(2, src.size(0), 8)
+        c = c.view(2, 2, src.size(0), 4).permute(0, 2, 1, 3).flatten(2)
+        out, _ = dec(tgt, (h.contiguous(), c.contiguous()))
+        return out
+
+    src, tgt = leaf(2, 5, 3), leaf(2, 4, 3, seed=1)
+    out = C(f)(src, tgt)
+    rec("out", out)
+    wsum(out).backward()
+    rec("grads", [src.grad, tgt.grad])
+    rec("pgrads", {**grads(enc), **grads(dec)})
+
+
+@scenario
+def gru_h0_noncontig(C, rec):
+    m = mk(lambda: nn.GRU(3, 4, num_layers=2))
+    base = leaf(3, 2, 4)  # (batch, layers, hidden)
+    out, hn = C(m)(leaf(5, 3, 3, seed=1), base.transpose(0, 1))
+    rec("out", [out, hn])
+    wsum([out, hn]).backward()
+    rec("grad", base.grad)
+
+
+@scenario
+def emb_max_norm_inf_norm_dupes(C, rec):
+    w = (leaf(8, 3) * 3).detach().requires_grad_()
+
+    def f(t):
+        return F.embedding(t, w, max_norm=1.0, norm_type=float("inf"))
+
+    out = C(f)(torch.tensor([[1, 1, 2], [7, 2, 1]]))
+    rec("out", out)
+    rec("w", w)
+    wsum(out).backward()
+    rec("grad", w.grad)
+
+
+@scenario
+def emb_max_norm_nonleaf_weight(C, rec):
+    base = leaf(8, 3)
+
+    def f(t):
+        w = base * 2
+        e = F.embedding(t, w, max_norm=1.0)
+        return e, w
+
+    out = C(f)(ids(2, 3, hi=8))
+    rec("out", out)
+    wsum(out).backward()
+    rec("grad", base.grad)
+
+
+@scenario
+def emb_max_norm_weight_view_of_base(C, rec):
+    big = leaf(8, 5, rg=False) * 3
+
+    def f(t):
+        return F.embedding(t, big[:, 1:4], max_norm=1.0)
+
+    out = C(f)(ids(2, 3, hi=8))
+    rec("out", out)
+    rec("big", big)
+
+
+@scenario
+def emb_max_norm_row_exactly_at_norm(C, rec):
+    w = torch.tensor([[3.0, 4.0], [0.6, 0.8], [6.0, 8.0]])
+
+    def f(t):
+        return F.embedding(t, w, max_norm=1.0) + F.embedding(t, w, max_norm=5.0)
+
+    rec("out", C(f)(torch.tensor([0, 1, 2, 2])))
+    rec("w", w)
+
+
+@scenario
+def emb_max_norm_scale_grad_by_freq_padding(C, rec):
+    emb = mk(lambda: nn.Embedding(8, 3, max_norm=1.0, scale_grad_by_freq=True, padding_idx=1))
+    with torch.no_grad():
+        emb.weight.mul_(3)
+    t = torch.tensor([[1, 2, 2, 3], [3, 3, 3, 1]])
+    out = C(emb)(t)
+    rec("out", out)
+    rec("w", emb.weight)
+    wsum(out).backward()
+    rec("grad", emb.weight.grad)
+
+
+@scenario
+def embbag_max_norm_psw_sum(C, rec):
+    bag = mk(lambda: nn.EmbeddingBag(8, 3, max_norm=1.0, mode="sum"))
+    with torch.no_grad():
+        bag.weight.mul_(3)
+    psw = leaf(6)
+    out = C(bag)(torch.tensor([1, 2, 2, 5, 7, 1]), torch.tensor([0, 3]), per_sample_weights=psw)
+    rec("out", out)
+    rec("w", bag.weight)
+    wsum(out).backward()
+    rec("grads", [bag.weight.grad, psw.grad])
+
+
+def _half_rnn(cls, dt, **kw):
+    def fn(C, rec):
+        m = mk(lambda: cls(3, 4, **kw)).to(dt)
+        x = leaf(5, 2, 3).to(dt).detach().requires_grad_()
+        out = C(m)(x)
+        rec("out", out)
+        wsum([out[0]]).backward()
+        rec("grad", x.grad)
+        rec("pgrads", grads(m))
+
+    return fn
+
+
+for _cls in (nn.LSTM, nn.GRU):
+    for _dt in (torch.bfloat16, torch.float16):
+        _name = f"half_{_cls.__name__.lower()}_{str(_dt)[6:]}"
+        SCENARIOS[_name] = _half_rnn(_cls, _dt, num_layers=2)
+
+
+def _edge_rnn(cls, shape, **kw):
+    def fn(C, rec):
+        m = mk(lambda: cls(3, 4, **kw))
+        x = leaf(*shape)
+        out = C(m)(x)
+        rec("out", out)
+        if x.numel():
+            wsum([out[0]]).backward()
+            rec("grad", x.grad)
+
+    return fn
+
+
+for _cls in (nn.LSTM, nn.GRU, nn.RNN):
+    _n = _cls.__name__.lower()
+    SCENARIOS[f"edge_{_n}_zero_steps"] = _edge_rnn(_cls, (0, 2, 3))
+    SCENARIOS[f"edge_{_n}_zero_batch"] = _edge_rnn(_cls, (5, 0, 3))
+    SCENARIOS[f"edge_{_n}_one_step_bidir"] = _edge_rnn(_cls, (1, 2, 3), bidirectional=True)
+
+
+@scenario
+def lstmcell_bad_hx_raises(C, rec):
+    cell = mk(lambda: nn.LSTMCell(3, 4))
+    rec("out", C(cell)(leaf(2, 3), (leaf(3, 4), leaf(2, 4))))
+
+
+@scenario
+def grucell_3d_input_raises(C, rec):
+    cell = mk(lambda: nn.GRUCell(3, 4))
+    rec("out", C(cell)(leaf(2, 2, 3)))
+
+
+@scenario
+def ctc_zero_target_length(C, rec):
+    for red in ("mean", "none"):
+
+        def f(logits, tgt, il, tl, red=red):
+            return F.ctc_loss(logits.log_softmax(-1), tgt, il, tl, reduction=red)
+
+        logits, tgt = _ctc_inputs()
+        out = C(f)(logits, tgt, torch.tensor([8, 7, 6]), torch.tensor([4, 0, 3]))
+        rec(f"{red} out", out)
+        out.sum().backward()
+        rec(f"{red} grad", logits.grad)
+
+
+@scenario
+def ctc_raw_logits_not_normalized(C, rec):
+    def f(logits, tgt, il, tl):
+        return F.ctc_loss(logits, tgt, il, tl, reduction="sum")
+
+    logits, tgt = _ctc_inputs()
+    out = C(f)(logits, tgt, torch.tensor([8, 7, 6]), torch.tensor([4, 2, 3]))
+    rec("out", out)
+    out.backward()
+    rec("grad", logits.grad)
+
+
+@scenario
+def gru_dropout_one_h0_bidir_bf(C, rec):
+    m = mk(lambda: nn.GRU(3, 4, num_layers=3, dropout=1.0, bidirectional=True, batch_first=True))
+    x, h0 = leaf(2, 5, 3), leaf(6, 2, 4, seed=1)
+    out, hn = C(m)(x, h0)
+    rec("out", [out, hn])
+    wsum([out, hn]).backward()
+    rec("grads", [x.grad, h0.grad])
+    rec("pgrads", grads(m))
+
+
+@scenario
+def lstm_dropout_one_nograd_train(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, dropout=1.0))
+    with torch.no_grad():
+        rec("out", C(m)(leaf(5, 2, 3, rg=False)))
+
+
+@scenario
+def attention_pooling_lengths(C, rec):
+    att = mk(lambda: nn.Linear(4, 1))
+
+    def f(hs, lengths):
+        mask = torch.arange(hs.size(1))[None, :] < lengths[:, None]
+        scores = att(hs).squeeze(-1).masked_fill(~mask, float("-inf"))
+        w = scores.softmax(-1)
+        return (w.unsqueeze(-1) * hs).sum(1), w
+
+    hs = leaf(3, 5, 4)
+    out = C(f)(hs, torch.tensor([5, 1, 3]))
+    rec("out", out)
+    wsum(out).backward()
+    rec("grads", [hs.grad, *grads(att).values()])
+
+
+@scenario
+def mha_dropout_one_train(C, rec):
+    m = mk(lambda: nn.MultiheadAttention(8, 2, dropout=1.0, batch_first=True))
+    for nw in (True, False):
+        q = leaf(2, 3, 8)
+        out, w = C(m)(q, q, q, need_weights=nw)
+        rec(f"{nw} out", [out, w])
+        wsum([out]).backward()
+        rec(f"{nw} grads", [q.grad, *grads(m).values()])
+        m.zero_grad()
+
+
+@scenario
+def tel_dropout_one_train(C, rec):
+    m = mk(lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=1.0, batch_first=True))
+    x = leaf(2, 3, 8)
+    out = C(m)(x)
+    rec("out", out)
+    wsum(out).backward()
+    rec("grads", [x.grad, *grads(m).values()])
+
+
+@scenario
+def lstm_dropout_one_dynamic(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, dropout=1.0))
+    cm = C(m, dynamic=True)
+    for i, (t, b) in enumerate(((5, 2), (7, 3))):
+        x = leaf(t, b, 3, seed=i)
+        out, (hn, cn) = cm(x)
+        rec(f"{i} out", [out, hn, cn])
+        wsum([out, hn, cn]).backward()
+        rec(f"{i} grad", x.grad)
+
+
+class WeightDrop(nn.Module):
+    """AWD-LSTM's weight drop: the raw recurrent weight a parameter, the LSTM's weight a
+    dropped-out tensor set before each call."""
+
+    def __init__(self, module, p):
+        super().__init__()
+        self.module, self.p = module, p
+        w = module.weight_hh_l0
+        del module._parameters["weight_hh_l0"]
+        module.register_parameter("weight_hh_l0_raw", nn.Parameter(w.data))
+
+    def forward(self, x):
+        w = F.dropout(self.module.weight_hh_l0_raw, p=self.p, training=self.training)
+        self.module.weight_hh_l0 = w
+        return self.module(x)
+
+
+@scenario
+def awd_weight_drop(C, rec):
+    for p in (1.0, 0.0):
+        m = mk(lambda p=p: WeightDrop(nn.LSTM(3, 4), p))
+        cm = C(m)
+        for mode in ("train", "eval"):
+            m.train(mode == "train")
+            x = leaf(5, 2, 3)
+            out, (hn, cn) = cm(x)
+            rec(f"{p} {mode} out", [out, hn, cn])
+            wsum([out, hn, cn]).backward()
+            rec(f"{p} {mode} grads", [x.grad, *grads(m).values()])
+            m.zero_grad()
+
+
+@scenario
+def lstm_weight_norm_parametrized(C, rec):
+    from torch.nn.utils import parametrizations
+
+    m = mk(lambda: parametrizations.weight_norm(nn.LSTM(3, 4), "weight_hh_l0"))
+    cm = C(m)
+    x = leaf(5, 2, 3)
+    out, (hn, cn) = cm(x)
+    rec("out", [out, hn, cn])
+    wsum([out, hn, cn]).backward()
+    rec("grads", [x.grad, *grads(m).values()])
+
+
+@scenario
+def lstm_param_reassigned(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4))
+    cm = C(m)
+    x = leaf(5, 2, 3, rg=False)
+    rec("0", cm(x))
+    m.weight_hh_l0 = nn.Parameter(m.weight_hh_l0.detach() * 0.5)
+    out = cm(x)
+    rec("1", out)
+    out[0].sum().backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def lstm_weight_data_swapped(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4))
+    cm = C(m)
+    x = leaf(5, 2, 3, rg=False)
+    rec("0", cm(x))
+    m.weight_ih_l0.data = m.weight_ih_l0.data * -1
+    rec("1", cm(x))
+
+
+@scenario
+def encoder_nested_inference_mode(C, rec):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    m = mk(lambda: nn.TransformerEncoder(layer, 2)).eval()
+    x = leaf(3, 5, 8, rg=False)
+    kpm = torch.tensor([[False] * 5, [False, False, True, True, True], [False] * 4 + [True]])
+    with torch.inference_mode():
+        out = C(m)(x, src_key_padding_mask=kpm)
+    rec("out", out)
+    rec("inference", out.is_inference())
+
+
+@scenario
+def encoder_nested_mask_check_false(C, rec):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=False)
+    m = mk(lambda: nn.TransformerEncoder(layer, 2, mask_check=False)).eval()
+    x = leaf(2, 5, 8, rg=False)
+    kpm = torch.tensor([[False, False, False, True, True], [False] * 5])
+    with torch.no_grad():
+        out = C(m)(x, src_key_padding_mask=kpm)
+    rec("out", out)
+
+
+@scenario
+def encoder_fastpath_lstm_stack_inference(C, rec):
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(12, 8, padding_idx=0)
+            layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, 1)
+            self.rnn = nn.GRU(8, 4, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, tok):
+            pad = tok == 0
+            h = self.enc(self.emb(tok), src_key_padding_mask=pad)
+            o, _ = self.rnn(h)
+            o = o.masked_fill(pad.unsqueeze(-1), 0)
+            return self.fc(o.sum(1) / (~pad).sum(1, keepdim=True))
+
+    m = mk(Model).eval()
+    tok = ids(3, 6, hi=12)
+    tok[1, 4:] = 0
+    tok[2, 2:] = 0
+    tok[:, 0] = 5
+    with torch.inference_mode():
+        rec("out", C(m)(tok))
 
 
 def main(argv) -> int:
