@@ -28,7 +28,11 @@ import probe_grads26 as h
 warnings.simplefilter("ignore")
 SCENARIOS: dict = {}
 leaf = h.leaf
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "beam_topk_ties": "implementation-defined: the order of tied elements in topk (eager's CPU "
+    "kernel: libstdc++'s partial_sort or nth_element + sort, its own order per size; CUDA's "
+    "another); XLA's top_k keeps the lower index first",
+}
 
 
 def scenario(fn):
@@ -1582,6 +1586,82 @@ def encoder_fastpath_lstm_stack_inference(C, rec):
     tok[:, 0] = 5
     with torch.inference_mode():
         rec("out", C(m)(tok))
+
+
+@scenario
+def bahdanau_seq2seq_teacher_forcing(C, rec):
+    class S2S(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(9, 4, padding_idx=0)
+            self.enc = nn.GRU(4, 5, batch_first=True, bidirectional=True)
+            self.cell = nn.GRUCell(4 + 10, 5)
+            self.wa = nn.Linear(10, 5, bias=False)
+            self.ua = nn.Linear(5, 5)
+            self.va = nn.Linear(5, 1, bias=False)
+            self.out = nn.Linear(5, 9)
+
+        def forward(self, src, tgt):
+            smask = src != 0
+            enc, hn = self.enc(self.emb(src))
+            hcur = hn[0] + hn[1]
+            keys = self.wa(enc)
+            loss = enc.new_zeros(())
+            for t in range(tgt.size(1) - 1):
+                e = self.va(torch.tanh(keys + self.ua(hcur).unsqueeze(1))).squeeze(-1)
+                a = e.masked_fill(~smask, -1e9).softmax(-1)
+                ctxv = torch.bmm(a.unsqueeze(1), enc).squeeze(1)
+                hcur = self.cell(torch.cat([self.emb(tgt[:, t]), ctxv], -1), hcur)
+                loss = loss + F.cross_entropy(self.out(hcur), tgt[:, t + 1], ignore_index=0)
+            return loss
+
+    m = mk(S2S)
+    src = torch.tensor([[3, 4, 5, 0], [2, 2, 0, 0]])
+    tgt = torch.tensor([[1, 6, 7, 2], [1, 8, 2, 0]])
+    loss = C(m)(src, tgt)
+    rec("loss", loss)
+    loss.backward()
+    rec("grads", grads(m))
+
+
+@scenario
+def one_hot_int32_raises(C, rec):
+    rec("out", C(lambda t: F.one_hot(t, 4))(torch.tensor([1, 2], dtype=torch.int32)))
+
+
+@scenario
+def ctc_bf16(C, rec):
+    def f(logits, tgt, il, tl):
+        return F.ctc_loss(logits.log_softmax(-1), tgt, il, tl)
+
+    logits, tgt = _ctc_inputs()
+    logits = logits.to(torch.bfloat16).detach().requires_grad_()
+    out = C(f)(logits, tgt, torch.tensor([8, 7, 6]), torch.tensor([4, 2, 3]))
+    rec("out", out)
+
+
+@scenario
+def embbag_int32_input_int64_offsets(C, rec):
+    bag = mk(lambda: nn.EmbeddingBag(10, 3))
+    out = C(bag)(torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([0, 2]))
+    rec("out", out)
+
+
+@scenario
+def emb_int32_max_norm(C, rec):
+    emb = mk(lambda: nn.Embedding(10, 3, max_norm=0.5))
+    out = C(emb)(ids(2, 3).int())
+    rec("out", out)
+    rec("w", emb.weight)
+
+
+@scenario
+def beam_topk_ties(C, rec):
+    # an untrained (uniform) model: every candidate tied
+    def f(scores, k: int = 5):
+        return scores.topk(k, dim=-1)
+
+    rec("out", C(f)(torch.tensor([[1.0, 3, 3, 2, 3, 1, 3, 0, 3, 3, 3, 3]])))
 
 
 def main(argv) -> int:
