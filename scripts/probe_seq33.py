@@ -1664,6 +1664,82 @@ def beam_topk_ties(C, rec):
     rec("out", C(f)(torch.tensor([[1.0, 3, 3, 2, 3, 1, 3, 0, 3, 3, 3, 3]])))
 
 
+@scenario
+def lstm_with_data_dependent_partition(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, batch_first=True))
+
+    def f(x, keep):
+        out, (hn, _) = m(x)
+        sel = out[keep]  # boolean mask: a data-dependent shape
+        return sel.tanh().sum() + hn.sum(), sel.shape[0]
+
+    x = leaf(3, 5, 3)
+    keep = torch.tensor([[True, False, True, True, False]] * 3)
+    loss, n = C(f)(x, keep)
+    rec("out", [loss, n])
+    loss.backward()
+    rec("grads", [x.grad, *grads(m).values()])
+
+
+@scenario
+def lstm_double_backward_grad_penalty(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2))
+
+    def f(x):
+        out, _ = m(x)
+        (g,) = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
+        return out.sum() + g.pow(2).sum()
+
+    x = leaf(4, 2, 3)
+    out = C(f)(x)
+    rec("out", out)
+    out.backward()
+    rec("grads", [x.grad, *grads(m).values()])
+
+
+@scenario
+def gru_create_graph_outside(C, rec):
+    m = mk(lambda: nn.GRU(3, 4, batch_first=True))
+    x = leaf(2, 4, 3)
+    out, _ = C(m)(x)
+    (g,) = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
+    rec("g", g)
+    g.pow(2).sum().backward()
+    rec("grads", [x.grad, *grads(m).values()])
+
+
+@scenario
+def lstm_vmap_over_models(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, batch_first=True))
+    ps = {k: torch.stack([v.detach(), v.detach() * 0.5]) for k, v in m.named_parameters()}
+
+    def f(ps, x):
+        return torch.func.vmap(lambda p: torch.func.functional_call(m, p, (x,))[0])(ps)
+
+    rec("out", C(f)(ps, leaf(2, 5, 3, rg=False)))
+
+
+@scenario
+def grucell_jacrev(C, rec):
+    cell = mk(lambda: nn.GRUCell(3, 4))
+
+    def f(x, hcur):
+        return torch.func.jacrev(lambda hh: cell(x, hh))(hcur)
+
+    rec("out", C(f)(leaf(3, rg=False), leaf(4, seed=1, rg=False)))
+
+
+@scenario
+def lstm_dropout_one_under_func_grad(C, rec):
+    m = mk(lambda: nn.LSTM(3, 4, num_layers=2, dropout=1.0))
+    ps = {k: v.detach() for k, v in m.named_parameters()}
+
+    def f(ps, x):
+        return torch.func.grad(lambda p: torch.func.functional_call(m, p, (x,))[0].sum())(ps)
+
+    rec("out", C(f)(ps, leaf(5, 2, 3, rg=False)))
+
+
 def main(argv) -> int:
     names = [n for n in SCENARIOS if not argv or any(a in n for a in argv)]
     bad = 0
