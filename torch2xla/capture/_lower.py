@@ -31,6 +31,7 @@ from torch2xla.capture._rewrites import (
     reduction_outs,
     strip_effect_tokens,
 )
+from torch2xla.capture._rnn_dropout import split_layers
 from torch2xla.capture._stop_gradient import insert_stop_gradients, write_records
 from torch2xla.capture._tensor_index import tensor_selects
 from torch2xla.ops import _arg_checks, _dtype_probes
@@ -184,6 +185,8 @@ def prepare(
         gm = aliasing.rewrite(gm)
     # 0-d integer tensors as indices gather and scatter at their values (eager reads them).
     gm = tensor_selects(gm)
+    # stacked RNN calls with dropout in training: a call per layer, eager's dropout between
+    gm = split_layers(gm)
     # LSTM calls under CPU autocast cast as eager's oneDNN layer casts (``_autocast.py``).
     gm = autocast_lstms(gm)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).

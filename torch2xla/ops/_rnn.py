@@ -9,10 +9,11 @@ one matmul, the recurrent matmul and the fused cell in the loop. An LSTM layer h
 gradient (``_lstm_recurrence``): a reverse scan that computes the gate gradients only, then
 the weight and input gradients as one matmul each over all steps, as cuDNN and ATen do.
 
-Calls these lowerings do not cover keep the decomposition: inter-layer dropout in training,
-LSTM projections (``proj_size``), packed sequences, unbatched or half-precision inputs, and
-graphs under autocast, except LSTM calls under CPU autocast (``capture/_autocast.py``: eager's
-oneDNN layer, float32 inside on operands rounded to the autocast dtype).
+Calls these lowerings do not cover keep the decomposition: LSTM projections (``proj_size``),
+packed sequences, unbatched or half-precision inputs, and graphs under autocast, except LSTM calls under CPU autocast (``capture/_autocast.py``: eager's
+oneDNN layer, float32 inside on operands rounded to the autocast dtype). A stack with
+dropout between layers in training reaches them as one call per layer
+(``capture/_rnn_dropout.py``).
 """
 
 from __future__ import annotations
