@@ -218,6 +218,17 @@ def cast(x: Any, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not (
+        dtype == np.bool_ or jnp.issubdtype(dtype, jnp.complexfloating)
+    ):
+        # NOTE: eager casts a complex value to a real dtype as its real part is cast (an
+        # integer wraps, NaN is the lowest, subnormals stay); jnp's ``astype`` saturated,
+        # flushed and warned that it will raise.
+        return cast(jnp.real(x), dtype)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and jnp.issubdtype(dtype, jnp.complexfloating):
+        # (part by part, as eager: a subnormal part kept through the float casts below)
+        part = np.dtype(np.float64 if dtype == np.complex128 else np.float32)
+        return lax.complex(cast(jnp.real(x), part), cast(jnp.imag(x), part))
     if x.dtype == np.bool_ and jnp.issubdtype(dtype, jnp.inexact):
         # NOTE: XLA's simplifier rewrites a product with a bool converted to a float
         # (``x * mask``, ``addcmul(z, x, mask.float())``, a lerp weight, a product reduction)

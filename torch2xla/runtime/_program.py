@@ -169,6 +169,10 @@ class OutputLayout:
     no copy. Dims eager expands (stride 0) are returned with size 1 and expanded again (of a
     one-dim output too: ``x.sum().expand(4)``).
     Other strides (a strided slice's gaps, a diagonal) come back row-major.
+    Eager's conjugate and negative bits (``torch.fft.ihfft``'s result, ``(-z).conj()``,
+    ``y.conj().imag``: lazy views of an intermediate) are kept the same way: the program
+    returns the memory eager's view reads (``conj(y)``, ``-y``) and torch views it back with
+    ``conj()``/``_neg_view`` (``view_as_real`` of it raises as eager's).
 
     Attributes:
         order: the output's dims, outermost first, as the program returns them.
@@ -176,6 +180,7 @@ class OutputLayout:
         expanded: the dims eager expands (size 1 in the program's array), or ().
         shape: the output's shape.
         strides: eager's strides where the view has other ones (size-1 dims), else None.
+        conj, neg: eager's output has its conjugate, negative bit set.
     """
 
     order: tuple[int, ...]
@@ -183,11 +188,30 @@ class OutputLayout:
     expanded: tuple[int, ...]
     shape: tuple[int, ...]
     strides: tuple[int, ...] | None
+    conj: bool = False
+    neg: bool = False
 
     @classmethod
     def of(cls, val) -> OutputLayout | None:
+        if not isinstance(val, torch.Tensor) or val.layout != torch.strided:
+            return None
+        layout = cls._strided(val)
+        if not (val.is_conj() or val.is_neg()):
+            return layout
+        if layout is None:  # (row-major, or strides with gaps: no transpose)
+            same = tuple(range(val.ndim))
+            layout = cls(same, same, (), (), None)
+        return dataclasses.replace(layout, conj=val.is_conj(), neg=val.is_neg())
+
+    @property
+    def _permuted(self) -> bool:
+        identity = self.order == tuple(range(len(self.order)))
+        return bool(self.expanded) or self.strides is not None or not identity
+
+    @classmethod
+    def _strided(cls, val) -> OutputLayout | None:
         # (one dim: only an expanded one, ``x.sum().expand(4)``, is not row-major and dense)
-        if not isinstance(val, torch.Tensor) or val.ndim < 1 or val.layout != torch.strided:
+        if val.ndim < 1:
             return None
         shape, stride = tuple(val.shape), tuple(val.stride())
         if not all(isinstance(n, int) for n in (*shape, *stride)) or math.prod(shape) <= 1:
@@ -216,14 +240,28 @@ class OutputLayout:
 
     def physical(self, val: torch.Tensor) -> torch.Tensor:
         """(fake) ``val`` as the program returns it."""
-        return self._kept(val, lambda x, d: x.narrow(d, 0, 1)).permute(self.order).contiguous()
+        val = self._kept(val, lambda x, d: x.narrow(d, 0, 1)).permute(self.order).contiguous()
+        return val.resolve_conj().resolve_neg()
 
     def compute(self, y):
         """(traced) The output ``y`` as the program returns it."""
         y = self._kept(y, lambda x, d: jax.lax.slice_in_dim(x, 0, 1, axis=d))
-        return jax.numpy.transpose(y, self.order)
+        y = jax.numpy.transpose(y, self.order)
+        # (eager's lazy view reads its memory conjugated, negated: that memory is conj(y), -y)
+        if self.conj:
+            y = jax.numpy.conj(y)
+        return -y if self.neg else y
 
     def view(self, out: torch.Tensor) -> torch.Tensor:
+        """The program's row-major ``out`` with eager's strides and conjugate and negative
+        bits (a lazy view of it, as eager's is of its intermediate)."""
+        if self._permuted:
+            out = self._strided_view(out)
+        if self.conj:
+            out = out.conj()
+        return torch._neg_view(out) if self.neg else out
+
+    def _strided_view(self, out: torch.Tensor) -> torch.Tensor:
         """The program's row-major ``out`` with eager's strides: a tensor of its own over the
         same memory (eager's permuted result is no view, ``_base`` None: Dynamo guards an
         input's ``_base``), a view where expanded (as eager's ``expand``)."""
