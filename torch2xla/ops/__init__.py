@@ -41,6 +41,7 @@ from torch2xla.ops import (  # noqa: F401
     _elementwise,
     _fake_quant,
     _fft,
+    _gamma_grad,
     _hops,
     _index,
     _linalg,
