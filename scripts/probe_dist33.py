@@ -1136,6 +1136,361 @@ def _support(C, a):
 _check_case("rg_support", _support, lambda: (_pos(3),))
 
 
+# ============================================================================================
+# Distribution objects crossing the compiled boundary, validation toggled, second calls
+@scenario
+def obj_policy_module_returns_distribution(C, rec):
+    pol = _Policy()
+    f = C(pol)
+    for k in range(2):
+        d, v = f(_x(5, 4, seed=k))
+        a = torch.tensor([0, 1, 2, 1, 0])
+        lp = d.log_prob(a)
+        rec(f"dist{k}", [type(d).__name__, d.logits, d.probs, d.batch_shape, lp, v])
+        (lp.sum() + v.sum()).backward()
+    rec("grads", [p.grad for p in pol.parameters()])
+
+
+@scenario
+def obj_gaussian_module_returns_distribution(C, rec):
+    pol = _Policy(continuous=True)
+    f = C(pol)
+    d, v = f(_x(5, 4))
+    a = _x(5, 3, seed=1)
+    lp = d.log_prob(a).sum()
+    rec("dist", [type(d).__name__, d.loc, d.scale, lp, d.entropy()])
+    lp.backward()
+    rec("grads", [p.grad for p in pol.parameters()])
+
+
+@scenario
+def obj_distribution_as_argument(C, rec):
+    def f(d, a):
+        return d.log_prob(a), d.entropy(), d.mean
+
+    fn = C(f)
+    m = _x(3, rg=True)
+    for k in range(2):
+        d = D.Normal(m * (k + 1), torch.ones(3))
+        rec(f"out{k}", fn(d, _x(3, seed=k)))
+    d = D.Categorical(logits=_x(2, 3))
+    rec("cat", C(lambda d, a: d.log_prob(a))(d, torch.tensor([0, 2])))
+
+
+@scenario
+def obj_distribution_from_closure(C, rec):
+    d = D.MultivariateNormal(_x(3), scale_tril=torch.linalg.cholesky(_spd(3)))
+
+    def f(v):
+        return d.log_prob(v), d.covariance_matrix
+
+    rec("out", C(f)(_x(2, 3, seed=1)))
+
+
+@scenario
+def obj_distribution_expand(C, rec):
+    def f(m, v):
+        d = D.Normal(m, 1.0).expand((4, 3))
+        return d.log_prob(v), d.batch_shape
+
+    rec("out", C(f)(_x(3, rg=True), _x(4, 3, seed=1)))
+
+
+@scenario
+def va_bad_value_on_second_call(C, rec):
+    def f(a, v):
+        return D.Beta(a, a).log_prob(v)
+
+    fn = C(f)
+    rec("ok", fn(_pos(2), torch.tensor([0.3, 0.6])))
+    rec("bad", fn(_pos(2), torch.tensor([0.3, 1.6])))
+
+
+@scenario
+def va_bad_param_on_second_call(C, rec):
+    def f(m, s, v):
+        return D.Normal(m, s).log_prob(v)
+
+    fn = C(f)
+    rec("ok", fn(_x(2), _pos(2), _x(2, seed=1)))
+    rec("bad", fn(_x(2), torch.tensor([1.0, 0.0]), _x(2, seed=1)))
+
+
+@scenario
+def va_default_toggled_between_calls(C, rec):
+    def f(m, s, v):
+        return D.Normal(m, s).log_prob(v)
+
+    fn = C(f)
+    old = D.Distribution._validate_args
+    try:
+        D.Distribution.set_default_validate_args(False)
+        rec("off", fn(_x(2), torch.tensor([1.0, -1.0]), _x(2, seed=1)))
+        D.Distribution.set_default_validate_args(True)
+        rec("on", fn(_x(2), torch.tensor([1.0, -1.0]), _x(2, seed=1)))
+    finally:
+        D.Distribution.set_default_validate_args(old)
+
+
+@scenario
+def va_nan_logits(C, rec):
+    rec("out", C(lambda lg: D.Categorical(logits=lg).probs)(torch.tensor([0.0, float("nan")])))
+
+
+# ============================================================================================
+# More sampling APIs: gumbel_softmax, normal's derivative, gamma's elementwise derivative
+@scenario
+def gumbel_softmax_grads(C, rec):
+    def f(lg, w):
+        y = torch.nn.functional.gumbel_softmax(lg, tau=0.5, hard=False)
+        return (y * w).sum(), y.sum(-1)
+
+    lg = _x(4, 5, rg=True)
+    out, rows = C(f)(lg, _x(4, 5, seed=1))
+    out.backward()
+    rec("meta", [out.shape, bool(torch.allclose(rows, torch.ones(4))), lg.grad.shape])
+    rec("grad_rows_sum_zero", bool(torch.allclose(lg.grad.sum(-1), torch.zeros(4), atol=1e-5)))
+
+
+@scenario
+def gumbel_softmax_hard_straight_through(C, rec):
+    def f(lg):
+        return torch.nn.functional.gumbel_softmax(lg, tau=1.0, hard=True)
+
+    lg = _x(6, 4, rg=True)
+    y = C(f)(lg)
+    rec("onehot", [bool(((y == 0) | (y == 1)).all()), y.sum(-1), y.requires_grad])
+
+
+_grads_case(
+    "normal_fn_grads_are_zero",
+    lambda m, s: torch.normal(m, s) * 0 + torch.normal(m, 1.0) * 0 + torch.normal(0.0, s) * 0,
+    lambda k: (_x(3), _pos(3, seed=1)),
+)
+_grads_case(
+    "normal_fn_grads_are_zero_f64",
+    lambda m, s: torch.normal(m, s).sum() * 0,
+    lambda k: (_x(3, dtype=torch.float64), _pos(3, seed=1, dtype=torch.float64)),
+)
+
+
+def _gamma_grad_elementwise(C, a):
+    def f(a):
+        return torch._standard_gamma(a)
+
+    x = C(f)(a)
+    (g,) = torch.autograd.grad(x.sum(), (a,))
+    want = torch._standard_gamma_grad(a.detach(), x.detach())
+    if a.dtype == torch.float64:  # (jnp's pow and log are within an ulp of glibc's)
+        return [bool(torch.allclose(g, want, rtol=1e-14, atol=0)), x.dtype]
+    return [torch.equal(g, want), x.dtype]
+
+
+_check_case(
+    "rg_standard_gamma_grad_exact",
+    _gamma_grad_elementwise,
+    lambda: (torch.tensor([0.05, 0.5, 1.0, 3.0, 7.5, 9.0, 30.0, 200.0] * 8).requires_grad_(),),
+)
+_check_case(
+    "rg_standard_gamma_grad_exact_f64",
+    _gamma_grad_elementwise,
+    lambda: (
+        torch.tensor([0.05, 0.5, 1.0, 3.0, 7.5, 9.0, 30.0, 200.0] * 8, dtype=torch.float64)
+        .requires_grad_(),
+    ),
+)
+_grads_case(
+    "standard_gamma_grad_op",
+    lambda a, x: torch._standard_gamma_grad(a, x),
+    lambda k: (torch.tensor([0.5, 9.0, 2.0, 20.0]), torch.tensor([0.3, 9.1, 3.0, 1.0])),
+)
+
+
+def _support2(C, p):
+    def f(p):
+        return (
+            D.Binomial(torch.tensor([3.0, 10.0, 0.0]), probs=p).sample((500,)),
+            D.Geometric(probs=p).sample((500,)),
+            D.NegativeBinomial(torch.tensor([2.0, 5.0, 1.0]), probs=p).sample((500,)),
+            D.Categorical(probs=torch.tensor([0.0, 0.3, 0.0, 0.7])).sample((500,)),
+            D.RelaxedOneHotCategorical(torch.tensor(0.3), logits=p).rsample((50,)),
+            D.TransformedDistribution(
+                D.Normal(p * 10, 5.0), [D.transforms.TanhTransform()]
+            ).rsample((500,)),
+        )
+
+    b, g, nb, c, r, t = C(f)(p)
+    return [
+        bool(((b >= 0) & (b <= torch.tensor([3.0, 10.0, 0.0])) & (b == b.round())).all()),
+        bool(((g >= 0) & (g == g.round())).all()),
+        bool(((nb >= 0) & (nb == nb.round())).all()),
+        bool(((c == 1) | (c == 3)).all()),
+        bool(torch.allclose(r.sum(-1), torch.ones(50))),
+        bool(((t >= -1) & (t <= 1)).all()),
+        [x.dtype for x in (b, g, nb, c, r, t)],
+    ]
+
+
+_check_case("rg_support_discrete", _support2, lambda: (torch.tensor([0.2, 0.5, 0.9]),))
+
+
+def _uniform_laplace_exponential_rsample_grads(C, lo, hi, rate):
+    def f(lo, hi, rate):
+        return D.Uniform(lo, hi).rsample((100,)), D.Exponential(rate).rsample((100,))
+
+    u, e = C(f)(lo, hi, rate)
+    glo, ghi, grate = torch.autograd.grad(u.sum() + e.sum(), (lo, hi, rate))
+    t = (u.detach() - lo.detach()) / (hi.detach() - lo.detach())
+    return [
+        bool(torch.allclose(glo, (1 - t).sum(0), rtol=1e-4)),
+        bool(torch.allclose(ghi, t.sum(0), rtol=1e-4)),
+        bool(torch.allclose(grate, (-e.detach() / rate.detach()).sum(0), rtol=1e-4)),
+    ]
+
+
+_check_case(
+    "rg_uniform_exponential_rsample_grads",
+    _uniform_laplace_exponential_rsample_grads,
+    lambda: (torch.zeros(3).requires_grad_(), torch.ones(3).mul(2).requires_grad_(), _pos(3, rg=True)),
+)
+
+
+def _studentt_rsample_df_grad(C, df):
+    def f(df):
+        return D.Chi2(df).rsample()
+
+    x = C(f)(df)
+    (g,) = torch.autograd.grad(x.sum(), (df,))
+    # Chi2(df) = Gamma(df / 2, 1 / 2): d x / d df = _standard_gamma_grad(df / 2, x / 2)
+    want = torch._standard_gamma_grad(df.detach() / 2, x.detach() / 2)
+    return [bool(torch.allclose(g, want, rtol=1e-6, atol=0))]
+
+
+_check_case("rg_chi2_rsample_df_grad", _studentt_rsample_df_grad, lambda: (_pos(20, rg=True) * 3,))
+
+
+@scenario
+def fullgraph_log_prob_validation_on(C, rec):
+    def f(m, s, v):
+        return D.Normal(m, s).log_prob(v)
+
+    rec("out", C(f, fullgraph=True)(_x(3), _pos(3), _x(3, seed=1)))
+
+
+@scenario
+def fullgraph_log_prob_validation_off(C, rec):
+    def f(m, s, v):
+        return D.Normal(m, s, validate_args=False).log_prob(v), D.Categorical(
+            logits=m, validate_args=False
+        ).entropy()
+
+    rec("out", C(f, fullgraph=True)(_x(3), _pos(3), _x(3, seed=1)))
+
+
+@scenario
+def fullgraph_sample_validation_off(C, rec):
+    def f(lg):
+        d = D.Categorical(logits=lg, validate_args=False)
+        a = d.sample()
+        return a.shape, d.log_prob(a).shape
+
+    rec("out", C(f, fullgraph=True)(_x(4, 3)))
+
+
+@scenario
+def seed_reproducible_compiled_sampling(C, rec):
+    def f(lg, m):
+        return D.Categorical(logits=lg).sample((5,)), D.Normal(m, 1.0).sample((3,))
+
+    fn = C(f)
+    torch.manual_seed(5)
+    a = fn(_x(4), _x(2))
+    torch.manual_seed(5)
+    b = fn(_x(4), _x(2))
+    c = fn(_x(4), _x(2))
+    rec("same_seed_same", [torch.equal(a[0], b[0]), torch.equal(a[1], b[1])])
+    rec("next_call_differs", not torch.equal(b[1], c[1]))
+
+
+@scenario
+def gen_created_inside(C, rec):
+    def f(x):
+        g = torch.Generator().manual_seed(11)
+        return x + torch.randn(3, generator=g), torch.multinomial(x.abs() + 0.1, 2, generator=g)
+
+    fn = C(f)
+    rec("a", fn(_x(3)))
+    rec("b", fn(_x(3)))
+
+
+@scenario
+def gen_manual_seed_inside(C, rec):
+    g = torch.Generator()
+
+    def f(x):
+        g.manual_seed(4)
+        a = torch.rand(3, generator=g)
+        s = g.get_state()
+        b = torch.rand(3, generator=g)
+        g.set_state(s)
+        c = torch.rand(3, generator=g)
+        return x + a, b, c
+
+    fn = C(f)
+    rec("a", fn(_x(3)))
+    rec("state", g.get_state())
+
+
+@scenario
+def gen_nn_init_with_generator(C, rec):
+    def f(w, g):
+        torch.nn.init.normal_(w, 0.0, 0.02, generator=g)
+        torch.nn.init.uniform_(w[0], -0.1, 0.1, generator=g)
+        return w * 2
+
+    g = torch.Generator().manual_seed(2)
+    w = torch.zeros(3, 4)
+    rec("out", C(f)(w, g))
+    rec("w", w)
+    rec("state", g.get_state())
+
+
+@scenario
+def seed_inside_compiled_repeats(C, rec):
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(3), D.Categorical(logits=x).sample((4,))
+
+    fn = C(f)
+    a, b = fn(_x(3)), fn(_x(3))
+    rec("repeat", [torch.equal(a[0], b[0]), torch.equal(a[1], b[1])])
+    rec("state_after", torch.get_rng_state().shape)
+
+
+@scenario
+def gen_random_inplace(C, rec):
+    def f(x, g):
+        return x.clone().random_(0, 10, generator=g), x.clone().geometric_(0.3, generator=g), x.clone().cauchy_(generator=g), x.clone().log_normal_(generator=g)
+
+    g = torch.Generator().manual_seed(9)
+    rec("out", C(f)(torch.zeros(4), g))
+    rec("state", g.get_state())
+
+
+@scenario
+def gen_dropout_like_mask(C, rec):
+    def f(x, g):
+        keep = torch.rand(x.shape, generator=g) > 0.3
+        return x * keep / 0.7
+
+    g = torch.Generator().manual_seed(1)
+    x = _x(4, 5, rg=True)
+    out = C(f)(x, g)
+    out.sum().backward()
+    rec("out", out)
+    rec("grad", x.grad)
+
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, compare)
 
