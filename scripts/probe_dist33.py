@@ -1155,7 +1155,7 @@ def obj_policy_module_returns_distribution(C, rec):
 def obj_gaussian_module_returns_distribution(C, rec):
     pol = _Policy(continuous=True)
     f = C(pol)
-    d, v = f(_x(5, 4))
+    d, _v = f(_x(5, 4))
     a = _x(5, 3, seed=1)
     lp = d.log_prob(a).sum()
     rec("dist", [type(d).__name__, d.loc, d.scale, lp, d.entropy()])
@@ -1295,8 +1295,9 @@ _check_case(
     "rg_standard_gamma_grad_exact_f64",
     _gamma_grad_elementwise,
     lambda: (
-        torch.tensor([0.05, 0.5, 1.0, 3.0, 7.5, 9.0, 30.0, 200.0] * 8, dtype=torch.float64)
-        .requires_grad_(),
+        torch.tensor(
+            [0.05, 0.5, 1.0, 3.0, 7.5, 9.0, 30.0, 200.0] * 8, dtype=torch.float64
+        ).requires_grad_(),
     ),
 )
 _grads_case(
@@ -1351,7 +1352,11 @@ def _uniform_laplace_exponential_rsample_grads(C, lo, hi, rate):
 _check_case(
     "rg_uniform_exponential_rsample_grads",
     _uniform_laplace_exponential_rsample_grads,
-    lambda: (torch.zeros(3).requires_grad_(), torch.ones(3).mul(2).requires_grad_(), _pos(3, rg=True)),
+    lambda: (
+        torch.zeros(3).requires_grad_(),
+        torch.ones(3).mul(2).requires_grad_(),
+        _pos(3, rg=True),
+    ),
 )
 
 
@@ -1470,7 +1475,12 @@ def seed_inside_compiled_repeats(C, rec):
 @scenario
 def gen_random_inplace(C, rec):
     def f(x, g):
-        return x.clone().random_(0, 10, generator=g), x.clone().geometric_(0.3, generator=g), x.clone().cauchy_(generator=g), x.clone().log_normal_(generator=g)
+        return (
+            x.clone().random_(0, 10, generator=g),
+            x.clone().geometric_(0.3, generator=g),
+            x.clone().cauchy_(generator=g),
+            x.clone().log_normal_(generator=g),
+        )
 
     g = torch.Generator().manual_seed(9)
     rec("out", C(f)(torch.zeros(4), g))
