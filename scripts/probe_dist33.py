@@ -1834,6 +1834,80 @@ _shape_case(
 )
 
 
+# ============================================================================================
+# Whole small programs whose draws come from a user's generator: values equal eager's
+class _Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        self.net = nn.Sequential(nn.Linear(5, 16), nn.SiLU(), nn.Linear(16, 4))
+
+    def forward(self, x, t):
+        return self.net(torch.cat([x, t[:, None].float() / 100], -1))
+
+
+@scenario
+def prog_diffusion_training_step_generator(C, rec):
+    model = _Denoiser()
+    betas = torch.linspace(1e-4, 0.02, 100)
+    abar = torch.cumprod(1 - betas, 0)
+
+    def step(x0, g):
+        t = torch.randint(0, 100, (x0.shape[0],), generator=g)
+        noise = torch.randn(x0.shape, generator=g)
+        a = abar[t][:, None]
+        xt = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        loss = torch.nn.functional.mse_loss(model(xt, t), noise)
+        loss.backward()
+        return loss.detach(), t
+
+    f = C(step)
+    g = torch.Generator().manual_seed(0)
+    for k in range(2):
+        model.zero_grad(set_to_none=True)
+        rec(f"step{k}", f(_x(6, 4, seed=k), g))
+        rec(f"grads{k}", [p.grad for p in model.parameters()])
+    rec("state", g.get_state())
+
+
+@scenario
+def prog_vae_reparam_generator(C, rec):
+    torch.manual_seed(3)
+    enc, dec = nn.Linear(6, 4), nn.Linear(2, 6)
+
+    def step(x, g):
+        mu, lv = enc(x).chunk(2, -1)
+        std = (0.5 * lv).exp()
+        z = mu + std * torch.randn(mu.shape, generator=g)
+        rec_lp = D.Independent(D.Bernoulli(logits=dec(z)), 1).log_prob(x)
+        kl = D.kl_divergence(D.Normal(mu, std), D.Normal(0.0, 1.0)).sum(-1)
+        loss = (kl - rec_lp).mean()
+        loss.backward()
+        return loss.detach()
+
+    g = torch.Generator().manual_seed(1)
+    rec("loss", C(step)((_x(5, 6) > 0).float(), g))
+    rec("grads", [p.grad for p in [*enc.parameters(), *dec.parameters()]])
+
+
+@scenario
+def prog_iwae_bound_generator(C, rec):
+    def bound(mu, ls, x, g):
+        q = D.Normal(mu, ls.exp())
+        eps = torch.randn((8, *mu.shape), generator=g)
+        z = mu + ls.exp() * eps
+        log_w = D.Normal(z, 1.0).log_prob(x).sum(-1) + D.Normal(0.0, 1.0).log_prob(z).sum(-1)
+        log_w = log_w - q.log_prob(z).sum(-1)
+        return (torch.logsumexp(log_w, 0) - torch.log(torch.tensor(8.0))).mean()
+
+    mu, ls = _x(3, 2, rg=True), _x(3, 2, seed=1, rg=True)
+    g = torch.Generator().manual_seed(4)
+    out = C(bound)(mu, ls, _x(3, 2, seed=2), g)
+    out.backward()
+    rec("out", out)
+    rec("grads", [mu.grad, ls.grad])
+
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, compare)
 
