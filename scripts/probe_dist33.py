@@ -1908,6 +1908,28 @@ def prog_iwae_bound_generator(C, rec):
     rec("grads", [mu.grad, ls.grad])
 
 
+_grads_case(
+    "inplace_random_on_tracked_nonleaf",
+    lambda x: (
+        (x * 1).normal_() * 0 + x,
+        (x * 1).uniform_() * 0 + x,
+        (x * 1).exponential_() * 0,
+        (x * 1).bernoulli_(0.5) * 0,
+    ),
+    lambda k: (_x(4),),
+)
+_grads_case(
+    "random_ops_of_tracked_inputs",
+    lambda p: (
+        torch.poisson(p.exp()) * 0 + p,
+        torch.bernoulli(p.sigmoid()) * 0,
+        torch.rand_like(p) * 0 * p,
+        torch.randn_like(p).requires_grad,
+    ),
+    lambda k: (_x(4),),
+)
+
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, compare)
 
