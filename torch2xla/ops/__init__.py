@@ -17,7 +17,7 @@ distances), ``_linalg_extra`` (factorizations, solvers), ``_nn`` (conv, norms, s
 embedding bags, anti-aliased resize),
 ``_rnn`` (LSTM/GRU/RNN layers as scans), ``_sdpa`` (sdpa kept whole through export),
 ``_padded`` (ops reading a padded dimension's real length at run time, for bucketing),
-``_hops`` (higher-order ops: ``torch.cond``, loops, scans, ``flex_attention``), ``_fft``, ``_fake_quant`` (fake quantization for QAT), ``_random``, ``_special`` (special functions, complex views), ``_derivatives`` (ops
+``_hops`` (higher-order ops: ``torch.cond``, loops, scans, ``flex_attention``), ``_fft``, ``_fake_quant`` (fake quantization for QAT), ``_random`` (with ``_gamma_grad``: eager's derivative of gamma draws), ``_special`` (special functions, complex views), ``_derivatives`` (ops
 lowered with eager's derivative formulas at boundaries and zeros), ``_vision`` (torchvision's
 ops, registered once torchvision is loaded), ``_transformers`` (transformers' grouped product
 of mixtures of experts, likewise), ``_backward`` (ATen backward
@@ -41,6 +41,7 @@ from torch2xla.ops import (  # noqa: F401
     _elementwise,
     _fake_quant,
     _fft,
+    _gamma_grad,
     _hops,
     _index,
     _linalg,

@@ -8,6 +8,7 @@ import numpy as np
 from torch._ops import ops
 
 from torch2xla.ops._common import as_dtype, is_array, out_dtype
+from torch2xla.ops._gamma_grad import reparameterized
 from torch2xla.ops._registry import ctx, register
 
 aten = ops.aten
@@ -145,6 +146,9 @@ def normal(mean, std=1.0, *, generator=None):
     out = out_dtype()
     wide = out if jnp.issubdtype(out, jnp.complexfloating) else _wide(out)
     z = _standard_normal(ctx().out.shape, wide)
+    # NOTE: eager's derivative of normal in mean and std is zero (derivatives.yaml), not the
+    # reparameterized one (1 and z) of this sum.
+    mean, std = (jax.lax.stop_gradient(v) if is_array(v) else v for v in (mean, std))
     return as_dtype(z * as_dtype(std, wide) + as_dtype(mean, wide), out)
 
 
@@ -323,7 +327,10 @@ def _at_least_tiny(x):
 @register(aten._standard_gamma.default)
 def _standard_gamma(self, generator=None):
     wide = _wide(self.dtype)
-    return _at_least_tiny(as_dtype(jax.random.gamma(_key(), as_dtype(self, wide)), self.dtype))
+    alpha = as_dtype(jax.lax.stop_gradient(self), wide)
+    draws = _at_least_tiny(as_dtype(jax.random.gamma(_key(), alpha), self.dtype))
+    # (eager's derivative, not JAX's implicit one of jax.random.gamma: _gamma_grad.py)
+    return reparameterized(self, draws)
 
 
 @register(aten._sample_dirichlet.default)
