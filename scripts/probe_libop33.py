@@ -19,11 +19,12 @@ import os
 import sys
 import warnings
 
+import jax.numpy as jnp
 import torch
 from torch import nn
 from torch.nn.utils import parametrizations, parametrize, prune
 
-import torch2xla  # noqa: F401
+import torch2xla
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _probe_common import difference, observations, r, run, same_error_or_value, same_items
@@ -693,7 +694,7 @@ def co_set_autograd_later(C, rec):
     x = leaf(3)
     with torch.no_grad():
         rec("o0", f(x))
-    late.register_autograd(lambda ctx, g: g * 5, setup_context=lambda ctx, i, o: None)
+    late.register_autograd(lambda ctx, g: g * 5, setup_context=lambda ctx, inputs, output: None)
     out = f(x)
     out.backward()
     rec("g", x.grad)
@@ -1164,6 +1165,418 @@ def param_data_assign_shape_change(C, rec):
         rec("o1", f(r(2, 5)))
     except RuntimeError as e:
         rec("err", e)
+
+
+# == batch 2 ===================================================================================
+@torch.library.custom_op(f"{NS}::kwonly", mutates_args=())
+def kwonly(x: torch.Tensor, *, alpha: float = 2.0, n: int = 1) -> list[torch.Tensor]:
+    return [x * alpha + i for i in range(n)]
+
+
+@kwonly.register_fake
+def _(x, *, alpha=2.0, n=1):
+    return [torch.empty_like(x) for _ in range(n)]
+
+
+def _kw_setup(ctx, inputs, keyword_only_inputs, output):
+    ctx.alpha = keyword_only_inputs["alpha"]
+
+
+def _kw_backward(ctx, gs):
+    return sum(g for g in gs if g is not None) * ctx.alpha
+
+
+kwonly.register_autograd(_kw_backward, setup_context=_kw_setup)
+
+
+@case
+def co_kwonly_list_out(C, rec):
+    f = C(lambda x, a: [t.sin() for t in kwonly(x, alpha=a, n=3)])
+    x = leaf(4)
+    for a in (0.5, 3.0):
+        out = f(x, a)
+        rec(f"o{a}", out)
+        sum(t.sum() for t in out).backward()
+        rec(f"g{a}", x.grad)
+        x.grad = None
+
+
+@case
+def co_saved_output_modified_inplace(C, rec):
+    def fn(x):
+        e, _ = two_out(x)
+        e.mul_(2)
+        return e.sum()
+
+    f = C(fn)
+    x = leaf(3, 4)
+    try:
+        out = f(x)
+        rec("o", out)
+        out.backward()
+        rec("g", x.grad)
+    except RuntimeError as e:
+        rec("err", e)
+
+
+@case
+def co_double_backward(C, rec):
+    f = C(lambda x, w: scale_shift(x, w, 1.5, 0).square().sum())
+    x, w = leaf(3), leaf(3, seed=1)
+    (gx,) = torch.autograd.grad(f(x, w), (x,), create_graph=True)
+    rec("gx", gx)
+    gx.sum().backward()
+    rec("g2", grads(x, w))
+
+
+@case
+def co_under_autocast(C, rec):
+    f = C(lambda x, w: scale_shift(x @ w, x @ w, 0.5, 1))
+    x, w = leaf(3, 3), leaf(3, 3, seed=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = f(x, w)
+    rec("o", out)
+    out.float().sum().backward()
+    rec("g", grads(x, w))
+
+
+@case
+def co_dynamic_shapes(C, rec):
+    f = C(lambda x: two_out(x * 2)[0].sum(-1), dynamic=True)
+    for n in (3, 5, 7):
+        x = leaf(n, 4, seed=n)
+        out = f(x)
+        rec(f"o{n}", out)
+        out.sum().backward()
+        rec(f"g{n}", x.grad)
+
+
+@case
+def co_explicit_schema(C, rec):
+    @torch.library.custom_op(
+        f"{NS}::schema_local", mutates_args=(), schema="(Tensor x, int k) -> Tensor"
+    )
+    def sch(x, k):
+        return x.roll(k, 0)
+
+    sch.register_fake(lambda x, k: torch.empty_like(x))
+    f = C(lambda x, k: sch(x, k) * 2)
+    rec("o1", f(r(5), 1))
+    rec("o2", f(r(5), 3))
+
+
+@case
+def lib_meta_kernel(C, rec):
+    lib = torch.library.Library(NS, "FRAGMENT")
+    lib.define("meta_cpu(Tensor x) -> Tensor")
+    lib.impl("meta_cpu", lambda x: x.flip(0) + 1, "CPU")
+    lib.impl("meta_cpu", lambda x: torch.empty_like(x), "Meta")
+    f = C(lambda x: torch.ops.t2x_lo33.meta_cpu(x) * 2)
+    try:
+        rec("o", f(r(4)))
+    except Exception as e:  # noqa: BLE001
+        rec("err", type(e).__name__)
+    lib._destroy()
+
+
+@case
+def param_functional_call_parametrized(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    parametrize.register_parametrization(m, "weight", Symmetric())
+    w = leaf(3, 3, seed=2)
+    f = C(lambda p, x: torch.func.functional_call(m, p, (x,)))
+    out = f({"parametrizations.weight.original": w}, r(2, 3))
+    rec("o", out)
+    out.sum().backward()
+    rec("g", [w.grad, *pgrads(m)])
+
+
+@case
+def functional_call_strict_unexpected(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    f = C(lambda p, x: torch.func.functional_call(m, p, (x,), strict=True))
+    try:
+        rec("o", f({"weight": r(2, 3), "bias": r(2), "extra": r(1)}, r(1, 3)))
+    except Exception as e:  # noqa: BLE001
+        rec("err", type(e).__name__)
+
+
+@case
+def orthogonal_no_trivialization(C, rec):
+    torch.manual_seed(0)
+    m = parametrizations.orthogonal(nn.Linear(4, 4), use_trivialization=False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    train(rec, "t", C(m), m, r(3, 4), opt, steps=2)
+
+
+@case
+def spectral_norm_eval_toggle_steps(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(parametrizations.spectral_norm(nn.Linear(3, 3)), nn.ReLU(), nn.Linear(3, 2))
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)
+    f = C(m)
+    for i in range(3):
+        m.train(i != 1)
+        train(rec, f"s{i}", f, m, r(4, 3, seed=i), opt)
+
+
+@case
+def prune_remove_then_reprune(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(4, 3)
+    f = C(m)
+    x = r(2, 4)
+    prune.random_unstructured(m, "weight", amount=0.5)
+    rec("o0", f(x))
+    prune.remove(m, "weight")
+    rec("o1", f(x))
+    prune.l1_unstructured(m, "weight", amount=0.25)
+    rec("o2", f(x))
+    with torch.no_grad():
+        m.weight_mask.fill_(1)
+    rec("o3", f(x))
+
+
+# == batch 3: mutation with autograd, lists, user view ops ====================================
+@torch.library.custom_op(f"{NS}::norm_track", mutates_args=("running",))
+def norm_track(x: torch.Tensor, running: torch.Tensor, momentum: float) -> torch.Tensor:
+    mean = x.mean(0)
+    running.mul_(1 - momentum).add_(mean.detach() * momentum)
+    return x - mean
+
+
+@norm_track.register_fake
+def _(x, running, momentum):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{NS}::scale_all_", mutates_args=("xs",))
+def scale_all_(xs: list[torch.Tensor], s: float) -> None:
+    for t in xs:
+        t.mul_(s)
+
+
+@scale_all_.register_fake
+def _(xs, s):
+    return None
+
+
+@torch.library.custom_op(f"{NS}::clip_", mutates_args=("p",))
+def clip_(p: torch.Tensor, bound: float) -> None:
+    p.clamp_(-bound, bound)
+
+
+@clip_.register_fake
+def _(p, bound):
+    return None
+
+
+@case
+def co_mutating_with_autograd(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("running", torch.zeros(3))
+
+        def forward(self, x):
+            return self.lin(norm_track(x, self.running, 0.1)).tanh()
+
+    torch.manual_seed(0)
+    m = M()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    train(rec, "t", C(m), m, r(5, 3), opt, steps=3)
+
+
+@case
+def co_mutating_list(C, rec):
+    def fn(a, b, x):
+        scale_all_([a, b[1:]], 3.0)
+        return a.sum() + b.sum() + x
+
+    f = C(fn)
+    a, b = r(3), r(4, seed=1)
+    for i in range(2):
+        rec(f"o{i}", f(a, b, r(1, seed=i)))
+        rec(f"ab{i}", [a, b])
+
+
+@case
+def co_mutating_param_nograd_in_loop(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+
+    def step(x):
+        loss = m(x).square().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        with torch.no_grad():
+            for p in m.parameters():
+                clip_(p, 0.3)
+        return loss
+
+    f = C(step)
+    for i in range(3):
+        rec(f"l{i}", f(r(4, 3, seed=i)))
+        rec(f"p{i}", [p.detach().clone() for p in m.parameters()])
+
+
+@case
+def lib_user_view_op(C, rec):
+    lib = torch.library.Library(NS, "FRAGMENT")
+    lib.define("first_row(Tensor(a) x) -> Tensor(a)")
+    lib.impl("first_row", lambda x: x[0], "CompositeExplicitAutograd")
+    f = C(lambda x: torch.ops.t2x_lo33.first_row(x) * 2)
+    try:
+        rec("o", f(r(3, 4)))
+    except Exception as e:  # noqa: BLE001
+        rec("err", type(e).__name__)
+    lib._destroy()
+
+
+# == batch 4: ops with a JAX lowering (torch2xla.register_lowering) ============================
+@torch.library.custom_op(f"{NS}::lw_opt", mutates_args=())
+def lw_opt(
+    x: torch.Tensor, y: torch.Tensor | None, xs: list[torch.Tensor], mode: str, s: float, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out = x * s
+    if y is not None:
+        out = out + y
+    for t in xs:
+        out = out * t
+    if mode == "neg":
+        out = -out
+    return out, (out > 0).sum(-1) + k
+
+
+@lw_opt.register_fake
+def _(x, y, xs, mode, s, k):
+    return torch.empty_like(x), x.new_empty(x.shape[:-1], dtype=torch.long)
+
+
+@torch2xla.register_lowering(lw_opt)
+def _(x, y, xs, mode, s, k):
+    out = x * s
+    if y is not None:
+        out = out + y
+    for t in xs:
+        out = out * t
+    if mode == "neg":
+        out = -out
+    return out, (out > 0).sum(-1).astype(jnp.int64) + k
+
+
+@torch.library.custom_op(f"{NS}::lw_scalar", mutates_args=())
+def lw_scalar(x: torch.Tensor) -> torch.Tensor:
+    return (x * x).sum()
+
+
+@lw_scalar.register_fake
+def _(x):
+    return x.new_empty(())
+
+
+torch2xla.register_lowering(lw_scalar, lambda x: (x * x).sum())
+
+LIB.define("lw_cea(Tensor x, float s) -> Tensor")
+LIB.impl("lw_cea", lambda x, s: x.exp() * s, "CompositeExplicitAutograd")
+torch2xla.register_lowering(torch.ops.t2x_lo33.lw_cea, lambda x, s: jnp.exp(x) * s)
+
+
+@case
+def lw_optional_list_str(C, rec):
+    def fn(x, y, a, s, k):
+        o1 = lw_opt(x, y, [a, a], "neg", s, k)
+        o2 = lw_opt(x, None, [], "pos", s, k)
+        return o1, o2
+
+    f = C(fn)
+    x = leaf(3, 4)
+    for s, k in ((0.5, 1), (-2.0, 7)):
+        out = f(x, r(3, 4, seed=1), r(3, 4, seed=2), s, k)
+        rec(f"o{s}", out)
+        (out[0][0].sum() + out[1][0].sum()).backward()
+        rec(f"g{s}", x.grad)
+        x.grad = None
+
+
+@case
+def lw_scalar_out_dynamic(C, rec):
+    f = C(lambda x: lw_scalar(x.tanh()) * 2, dynamic=True)
+    for n in (2, 3, 5):
+        x = leaf(n, seed=n)
+        out = f(x)
+        rec(f"o{n}", out)
+
+
+@case
+def lw_library_cea(C, rec):
+    f = C(lambda x, s: torch.ops.t2x_lo33.lw_cea(x, s) + 1)
+    rec("o1", f(r(4), 0.5))
+    rec("o2", f(r(4), 1.5))
+    x = leaf(3)
+    try:
+        out = f(x, 2.0)
+        rec("o3", out)
+        out.sum().backward()
+        rec("g", x.grad)
+    except RuntimeError as e:
+        rec("err", e)
+
+
+@case
+def lw_strided_inputs(C, rec):
+    f = C(lambda x: lw_opt(x.t(), None, [x.t()[:, ::1]], "pos", 1.0, 0)[0])
+    rec("o", f(r(4, 3)))
+
+
+LIB.define("lw_opaque(Tensor x) -> Tensor")
+
+
+def _lw_opaque(x):
+    with torch.no_grad():  # a kernel autograd does not see (as a C++ kernel)
+        return x * 2
+
+
+LIB.impl("lw_opaque", _lw_opaque, "CPU")
+torch.library.register_fake(f"{NS}::lw_opaque", lambda x: torch.empty_like(x), lib=LIB)
+torch2xla.register_lowering(torch.ops.t2x_lo33.lw_opaque, lambda x: x * 2)
+LIB.define("lw_lib_ag(Tensor x) -> Tensor")
+LIB.impl("lw_lib_ag", lambda x: x.sin(), "CompositeExplicitAutograd")
+torch.library.register_fake(f"{NS}::lw_lib_ag", lambda x: torch.empty_like(x), lib=LIB)
+torch.library.register_autograd(
+    f"{NS}::lw_lib_ag",
+    lambda ctx, g: g * ctx.saved_tensors[0].cos(),
+    setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]),
+    lib=LIB,
+)
+torch2xla.register_lowering(torch.ops.t2x_lo33.lw_lib_ag, lambda x: jnp.sin(x))
+
+
+@case
+def lw_library_opaque_kernel_grad(C, rec):
+    f = C(lambda x: (torch.ops.t2x_lo33.lw_opaque(x) * x).sum())
+    x = leaf(4)
+    with torch.no_grad():
+        rec("nograd", f(x))
+    out = f(x)
+    rec("o", out)
+    out.backward()
+    rec("g", x.grad)
+
+
+@case
+def lw_library_with_autograd(C, rec):
+    f = C(lambda x: (torch.ops.t2x_lo33.lw_lib_ag(x) * x).sum())
+    x = leaf(4)
+    out = f(x)
+    rec("o", out)
+    out.backward()
+    rec("g", x.grad)
 
 
 if __name__ == "__main__":
