@@ -31,6 +31,7 @@ from _probe_common import difference, observations, r, run, same_error_or_value,
 
 warnings.simplefilter("ignore")
 BACKEND = os.environ.get("PROBE_BACKEND", "xla")
+STRIDES = os.environ.get("PROBE_STRIDES") == "1"  # strides compared too (sizes above 1)
 CASES: dict = {}
 
 
@@ -43,7 +44,8 @@ def describe(v):
     if v is None:
         return ("V", "None")
     if isinstance(v, torch.Tensor):
-        return ("T", v.dtype, tuple(v.shape), v.detach().clone(), v.requires_grad)
+        layout = v.stride() if STRIDES else None
+        return ("T", v.dtype, tuple(v.shape), v.detach().clone(), v.requires_grad, layout)
     if isinstance(v, (list, tuple)):
         return ("L", type(v).__name__, [describe(x) for x in v])
     if isinstance(v, dict):
@@ -61,6 +63,8 @@ def same(a, b, path):
             return f"{path}: {a[1]}{a[2]} vs {b[1]}{b[2]}"
         if a[4] != b[4]:
             return f"{path}: requires_grad {a[4]} vs {b[4]}"
+        if a[5] != b[5] and a[2] and min(a[2]) > 1:
+            return f"{path}: strides {a[5]} vs {b[5]}"
         x, y = a[3], b[3]
         if x.is_floating_point() or x.is_complex():
             tol = 1e-12 if x.dtype in (torch.float64, torch.complex128) else 2e-5
@@ -1577,6 +1581,176 @@ def lw_library_with_autograd(C, rec):
     rec("o", out)
     out.backward()
     rec("g", x.grad)
+
+
+# == batch 5: parametrizations returning views, hypernetworks, layouts =======================
+class Transposed(nn.Module):
+    def forward(self, X):
+        return X.t()
+
+    def right_inverse(self, W):
+        return W.t()
+
+
+class Identity(nn.Module):
+    def forward(self, X):
+        return X
+
+
+@case
+def param_returns_view_or_same(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 4))
+    parametrize.register_parametrization(m[0], "weight", Transposed())
+    parametrize.register_parametrization(m[1], "weight", Identity())
+    parametrize.register_parametrization(m[1], "bias", Identity())
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    train(rec, "t", C(m), m, r(2, 3), opt, steps=2)
+    f = C(lambda: (m[0].weight, m[1].weight * 1))
+    rec("weights", f())
+
+
+@case
+def param_weight_as_output(C, rec):
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    parametrize.register_parametrization(lin, "weight", Symmetric())
+    f = C(lambda x: (lin(x), lin.weight))
+    out, w = f(r(2, 3))
+    rec("o", [out, w])
+    (out.sum() + w.square().sum()).backward()
+    rec("g", pgrads(lin))
+
+
+@case
+def hypernetwork_functional_call(C, rec):
+    torch.manual_seed(0)
+    target = nn.Linear(3, 2)
+    hyper = nn.Linear(4, 8)
+
+    def fn(z, x):
+        flat = hyper(z)
+        p = {"weight": flat[:6].view(2, 3), "bias": flat[6:]}
+        return torch.func.functional_call(target, p, (x,))
+
+    opt = torch.optim.Adam(hyper.parameters(), lr=0.1)
+    f = C(fn)
+    for i in range(3):
+        out = f(r(4, seed=i), r(5, 3, seed=i))
+        rec(f"o{i}", out)
+        out.square().sum().backward()
+        rec(f"g{i}", [*pgrads(hyper), *pgrads(target)])
+        opt.step()
+        opt.zero_grad()
+
+
+@case
+def weight_norm_old_remove_between(C, rec):
+    torch.manual_seed(0)
+    m = nn.utils.weight_norm(nn.Linear(3, 2), dim=None)
+    opt = torch.optim.SGD(m.parameters(), lr=0.2)
+    f = C(m)
+    train(rec, "wn", f, m, r(4, 3), opt, steps=2)
+    nn.utils.remove_weight_norm(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.2)
+    train(rec, "removed", f, m, r(4, 3), opt, steps=1)
+
+
+@case
+def weight_norm_double_dims(C, rec):
+    for dim in (0, 1, -1, None):
+        torch.manual_seed(0)
+        m = parametrizations.weight_norm(nn.Linear(3, 2).double(), dim=dim)
+        x = r(2, 3, dtype=torch.float64)
+        out = C(m)(x)
+        rec(f"o{dim}", out)
+        out.sum().backward()
+        rec(f"g{dim}", pgrads(m))
+        torch._dynamo.reset()
+
+
+@case
+def prune_importance_scores_and_identity(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(4, 3)
+    prune.l1_unstructured(m, "weight", amount=0.5, importance_scores=torch.arange(12.0).view(3, 4))
+    prune.identity(m, "bias")
+    f = C(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    train(rec, "t", f, m, r(2, 4), opt, steps=2)
+    rec("mask", [m.weight_mask, m.bias_mask])
+
+
+@case
+def functional_call_parametrized_weight_key(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    parametrize.register_parametrization(m, "weight", Symmetric())
+    w = leaf(3, 3, seed=4)
+    f = C(lambda p, x: torch.func.functional_call(m, p, (x,)))
+    try:
+        out = f({"weight": w}, r(2, 3))
+        rec("o", out)
+        out.sum().backward()
+        rec("g", [w.grad, *pgrads(m)])
+    except Exception as e:  # noqa: BLE001
+        rec("err", type(e).__name__)
+
+
+# == batch 6: argument kinds ===================================================================
+@torch.library.custom_op(f"{NS}::kinds", mutates_args=())
+def kinds(
+    x: torch.Tensor,
+    dt: torch.dtype,
+    ns: list[int],
+    fs: list[float],
+    n: int | float | bool,  # noqa: PYI041  (torch.library's spelling of Scalar)
+    dev: torch.device,
+) -> torch.Tensor:
+    return (x.to(dt) * sum(ns) + sum(fs) * n).to(dev)
+
+
+@kinds.register_fake
+def _(x, dt, ns, fs, n, dev):
+    return torch.empty_like(x, dtype=dt, device=dev)
+
+
+@torch.library.custom_op(f"{NS}::kinds_lw", mutates_args=())
+def kinds_lw(
+    x: torch.Tensor,
+    dt: torch.dtype,
+    ns: list[int],
+    n: int | float | bool,  # noqa: PYI041
+) -> torch.Tensor:
+    return x.to(dt) * sum(ns) + n
+
+
+@kinds_lw.register_fake
+def _(x, dt, ns, n):
+    return torch.empty_like(x, dtype=dt)
+
+
+@torch2xla.register_lowering(kinds_lw)
+def _(x, dt, ns, n):
+    from torch2xla.runtime._interop import jax_dtype
+
+    return x.astype(jax_dtype(dt)) * sum(ns) + n
+
+
+@case
+def co_arg_kinds(C, rec):
+    f = C(lambda x, dt, ns, n: kinds(x, dt, ns, [0.5, 1.5], n, torch.device("cpu")) + 1)
+    rec("a", f(r(3), torch.float64, [1, 2], 3))
+    rec("b", f(r(3), torch.float32, [4], 2.5))
+    rec("c", f(r(3), torch.int32, [1, 1, 1], 2))
+
+
+@case
+def lw_arg_kinds(C, rec):
+    f = C(lambda x, dt, ns, n: kinds_lw(x, dt, ns, n) * 2)
+    rec("a", f(r(3), torch.float64, [1, 2], 3))
+    rec("b", f(r(3), torch.float32, [4], 2.5))
+    rec("c", f(r(3), torch.float64, [1, 1, 1], 2))
 
 
 if __name__ == "__main__":
