@@ -575,7 +575,12 @@ def _(out):
 
 @case
 def co_layouts_list_kw(C, rec):
-    f = C(lambda x: layouts([x[:, ::2], x.t(), x[1:], (x * 2)[:, 1:4]], y=x.diagonal()))
+    f = C(
+        lambda x: layouts(
+            [x[:, ::2], x.t(), x[1:], (x * 2)[:, 1:4], *x.split(2, 1), x.unbind(0)[1]],
+            y=x.diagonal(),
+        )
+    )
     rec("o", f(r(4, 6)))
 
 
@@ -1751,6 +1756,62 @@ def lw_arg_kinds(C, rec):
     rec("a", f(r(3), torch.float64, [1, 2], 3))
     rec("b", f(r(3), torch.float32, [4], 2.5))
     rec("c", f(r(3), torch.float64, [1, 1, 1], 2))
+
+
+# == batch 7: caching, in-place compile ======================================================
+@case
+def param_cached_stale_within_block(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    parametrize.register_parametrization(m, "weight", Symmetric())
+    f = C(m)
+    x = r(2, 3)
+    with parametrize.cached():
+        rec("o1", f(x))
+        with torch.no_grad():
+            m.parametrizations.weight.original.mul_(2)
+        rec("o2 cached", f(x))
+    rec("o3 after", f(x))
+    with parametrize.cached():
+        rec("o4 new block", f(x))
+
+
+@case
+def spectral_norm_module_compile_inplace(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(parametrizations.spectral_norm(nn.Linear(3, 4)), nn.ReLU())
+    f = C(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    train(rec, "t", f, m, r(2, 3), opt, steps=2)
+    m.eval()
+    with torch.no_grad():
+        rec("eval", f(r(2, 3, seed=3)))
+    m.train()
+    train(rec, "t2", f, m, r(2, 3, seed=4), opt, steps=1)
+
+
+@torch.library.custom_op(f"{NS}::maybe_mut", mutates_args="unknown")
+def maybe_mut(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    y.add_(1)
+    return x * y
+
+
+@maybe_mut.register_fake
+def _(x, y):
+    return torch.empty_like(x)
+
+
+@case
+def co_mutates_unknown(C, rec):
+    def fn(x, y):
+        out = maybe_mut(x * 2, y)
+        return out + y
+
+    f = C(fn)
+    x, y = r(3), torch.zeros(3)
+    for i in range(2):
+        rec(f"o{i}", f(x, y))
+        rec(f"y{i}", y)
 
 
 if __name__ == "__main__":

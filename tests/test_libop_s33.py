@@ -89,7 +89,10 @@ torch2xla.register_lowering(torch.ops.t2x_s33.opaque_twice, lambda x: x * 2)
 
 def _views(x):
     return layout(
-        [x[:, ::2], x.t(), x[1:3], x[:, 1:4], (x * 2)[:, ::3], x.unsqueeze(1)[:, :, 2:]],
+        [
+            *(x[:, ::2], x.t(), x[1:3], x[:, 1:4], (x * 2)[:, ::3], x.unsqueeze(1)[:, :, 2:]),
+            *(x.unbind(0)[1], x.split(2, 1)[1], x.t().chunk(2, 1)[1]),  # items of a list
+        ],
         y=x.diagonal(),
     )
 

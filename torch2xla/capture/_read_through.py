@@ -3,6 +3,8 @@ runs in eager: they run in eager too (``views_read_through``)."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from torch2xla._errors import Unsupported, is_custom_op, op_name
@@ -41,12 +43,12 @@ def views_read_through(unsupported: list[Unsupported]) -> list[Unsupported]:
     seen = {u.node for u in unsupported}
     for u in unsupported:
         for arg in _flat_nodes(_memory_arguments(u.node)):
-            while (
-                isinstance(arg, torch.fx.Node)
-                and arg.op == "call_function"
-                and getattr(arg.target, "is_view", False)
-                and arg not in seen
-            ):
+            while isinstance(arg, torch.fx.Node) and arg.op == "call_function":
+                if arg.target is operator.getitem:  # one view of split/unbind's list
+                    arg = arg.args[0]
+                    continue
+                if not getattr(arg.target, "is_view", False) or arg in seen:
+                    break
                 seen.add(arg)
                 found.append(
                     Unsupported(
