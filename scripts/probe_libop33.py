@@ -527,7 +527,7 @@ def co_no_fake_kernel(C, rec):
     try:
         rec("o", f(r(4)))
     except Exception as e:  # noqa: BLE001  (the error is an observation)
-        rec("err", type(e).__name__)
+        rec("err", e)
 
 
 @case
@@ -716,7 +716,7 @@ def lib_cpu_only_no_fake(C, rec):
     try:
         rec("o", f(r(4)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
 
 
 @case
@@ -1016,7 +1016,7 @@ def functional_call_strict(C, rec):
     try:
         rec("o", f({"weight": r(2, 3)}, r(1, 3)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
     rec("o2", f({"weight": r(2, 3), "bias": r(2)}, r(1, 3)))
 
 
@@ -1143,7 +1143,7 @@ def vector_to_parameters_inside(C, rec):
     try:
         rec("o", f(r(8), r(2, 3)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
     rec("w", [m.weight, m.bias])
 
 
@@ -1284,7 +1284,7 @@ def lib_meta_kernel(C, rec):
     try:
         rec("o", f(r(4)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
     lib._destroy()
 
 
@@ -1309,7 +1309,7 @@ def functional_call_strict_unexpected(C, rec):
     try:
         rec("o", f({"weight": r(2, 3), "bias": r(2), "extra": r(1)}, r(1, 3)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
 
 
 @case
@@ -1443,7 +1443,7 @@ def lib_user_view_op(C, rec):
     try:
         rec("o", f(r(3, 4)))
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
     lib._destroy()
 
 
@@ -1699,7 +1699,7 @@ def functional_call_parametrized_weight_key(C, rec):
         out.sum().backward()
         rec("g", [w.grad, *pgrads(m)])
     except Exception as e:  # noqa: BLE001
-        rec("err", type(e).__name__)
+        rec("err", e)
 
 
 # == batch 6: argument kinds ===================================================================
@@ -1812,6 +1812,61 @@ def co_mutates_unknown(C, rec):
     for i in range(2):
         rec(f"o{i}", f(x, y))
         rec(f"y{i}", y)
+
+
+# == batch 8: ordering of writes around users' ops ============================================
+@case
+def co_write_order_around_ops(C, rec):
+    def fn(x, buf, y):
+        x.add_(1)
+        acc_(buf, x)
+        x.mul_(2)
+        acc_(x[1:], buf[:2])
+        out = layouts([x, buf[::2]])
+        buf.sub_(y)
+        return out, count_and_scale(x.detach(), buf[0].long().clamp(0, 3))
+
+    f = C(fn)
+    x, buf, y = r(3), torch.zeros(3), r(3, seed=2)
+    for i in range(2):
+        rec(f"o{i}", f(x, buf, y))
+        rec(f"s{i}", [x, buf])
+
+
+@case
+def co_reads_bn_updated_stats(C, rec):
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(3)
+
+    def fn(x):
+        y = bn(x)
+        seen = torch.zeros(3)
+        acc_(seen, bn.running_mean)
+        return y, seen, layouts([bn.running_var])
+
+    f = C(fn)
+    for i in range(2):
+        rec(f"o{i}", f(r(4, 3, seed=i)))
+        rec(f"stats{i}", [bn.running_mean, bn.running_var, bn.num_batches_tracked])
+
+
+@torch.library.custom_op(f"{NS}::cuda_only", mutates_args=(), device_types="cuda")
+def cuda_only(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@cuda_only.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@case
+def co_no_kernel_for_device(C, rec):
+    f = C(lambda x: cuda_only(x * 2) + 1)
+    try:
+        rec("o", f(r(3)))
+    except NotImplementedError as e:
+        rec("err", e)
 
 
 if __name__ == "__main__":
