@@ -1869,5 +1869,57 @@ def co_no_kernel_for_device(C, rec):
         rec("err", e)
 
 
+# == batch 9: one tensor as two arguments =====================================================
+@case
+def co_same_tensor_twice_grads(C, rec):
+    f = C(lambda x: scale_shift(x, x, 0.5, 1).sum())
+    x = leaf(4)
+    out = f(x)
+    rec("o", out)
+    out.backward()
+    rec("g", x.grad)
+
+
+@case
+def co_mutated_and_read_same(C, rec):
+    def fn(buf):
+        acc_(buf, buf)
+        acc_(buf[1:], buf[:-1].clone())
+        return buf * 1
+
+    f = C(fn)
+    buf = r(4)
+    rec("o", f(buf))
+    rec("buf", buf)
+
+
+@case
+def co_overlapping_views_of_input(C, rec):
+    f = C(lambda x: layouts([x[:3], x[1:], x[::2]]) + scale_shift(x[:3], x[1:], 2.0, 0).sum())
+    rec("o", f(r(4)))
+    g = C(lambda x, y: layouts([x, y]))
+    base = r(6)
+    rec("o2", g(base[:4], base[2:]))
+
+
+@case
+def co_param_views_train(C, rec):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 6))
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            h = scale_shift(self.w[:, ::2], self.lin.weight.t().repeat(2, 1)[:4], 0.5, 0)
+            e, _ = two_out(self.w.t()[1:4])
+            return self.lin(x @ h) + e.sum() + x_only(x, self.w[:2, 1:5]).sum(-1, keepdim=True)
+
+    torch.manual_seed(0)
+    m = M()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    train(rec, "t", C(m), m, r(2, 4), opt, steps=2)
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))
