@@ -1921,5 +1921,24 @@ def co_param_views_train(C, rec):
     train(rec, "t", C(m), m, r(2, 4), opt, steps=2)
 
 
+@torch.library.custom_op(f"{NS}::col_major", mutates_args=())
+def col_major(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).t().contiguous().t()
+
+
+@col_major.register_fake
+def _(x):
+    return torch.empty_strided(x.shape, (1, x.shape[0]), dtype=x.dtype)
+
+
+@case
+def co_output_layout(C, rec):
+    f = C(lambda x: (col_major(x), col_major(x) + 1, col_major(x).sin()))
+    x = leaf(3, 4)
+    out = f(x)
+    rec("o", out)
+    rec("strides", [t.stride() for t in out])
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))
