@@ -11,6 +11,15 @@ compared.
 
     PYTHONPATH=. python scripts/probe_libop33.py [substring ...]
     PROBE_BACKEND=aot_eager PYTHONPATH=. python scripts/probe_libop33.py   # torch's own
+    PROBE_STRIDES=1 PYTHONPATH=. python scripts/probe_libop33.py   # strides compared too
+
+At the end of session 33 every case agrees (strides included). Two differed before it: a user's
+op run in eager saw a view argument (``x[:, ::2]``, ``x.unbind(0)[1]``) as a fresh contiguous
+tensor (``co_sees_strides``, ``co_layouts_list_kw``), and a ``Library`` op with a lowering but
+no autograd kernel raised on the backward where eager's autograd fallback differentiates it
+(``lw_library_cea``). Known and kept (documented in ``register_lowering``): an op with both a
+lowering and ``register_autograd`` is differentiated by ``jax.vjp`` of the lowering, not by the
+registered formula.
 """
 
 from __future__ import annotations
@@ -1938,6 +1947,61 @@ def co_output_layout(C, rec):
     out = f(x)
     rec("o", out)
     rec("strides", [t.stride() for t in out])
+
+
+# == batch 10: parametrizations on rectangular weights, dtype-changing, structured pruning ====
+@case
+def orthogonal_rectangular_maps(C, rec):
+    for orth in ("matrix_exp", "cayley", "householder"):
+        torch.manual_seed(0)
+        m = parametrizations.orthogonal(nn.Linear(5, 3), orthogonal_map=orth)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        train(rec, orth, C(m), m, r(2, 5), opt, steps=2)
+        torch._dynamo.reset()
+
+
+class ToDouble(nn.Module):
+    def forward(self, X):
+        return X.double()
+
+
+@case
+def param_unsafe_dtype_change(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    parametrize.register_parametrization(m, "weight", ToDouble(), unsafe=True)
+    parametrize.register_parametrization(m, "bias", ToDouble(), unsafe=True)
+    f = C(m)
+    x = leaf(2, 3, dtype=torch.float64)
+    out = f(x)
+    rec("o", out)
+    out.sum().backward()
+    rec("g", [*pgrads(m), x.grad])
+
+
+@case
+def prune_conv_ln_structured_train(C, rec):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Conv2d(4, 2, 1))
+    prune.ln_structured(m[0], "weight", amount=0.5, n=2, dim=0)
+    prune.ln_structured(m[2], "weight", amount=0.25, n=1, dim=1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    train(rec, "t", C(m), m, r(2, 2, 5, 5), opt, steps=2)
+
+
+@case
+def prune_state_dict_roundtrip(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(4, 3)
+    prune.l1_unstructured(m, "weight", amount=0.5)
+    f = C(m)
+    x = r(2, 4)
+    rec("o0", f(x))
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    sd["weight_mask"] = torch.ones_like(sd["weight_mask"])
+    sd["weight_orig"] = sd["weight_orig"] * 3
+    m.load_state_dict(sd)
+    rec("o1", f(x))
 
 
 if __name__ == "__main__":
