@@ -2004,5 +2004,50 @@ def prune_state_dict_roundtrip(C, rec):
     rec("o1", f(x))
 
 
+# == batch 11: autocast rules of users' ops, dynamic mutation ==================================
+@torch.library.custom_op(f"{NS}::ac_mm", mutates_args=())
+def ac_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+@ac_mm.register_fake
+def _(a, b):
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+torch.library.register_autocast(f"{NS}::ac_mm", "cpu", torch.bfloat16)
+
+ac_mm.register_autograd(
+    lambda ctx, g: (g @ ctx.saved_tensors[1].t(), ctx.saved_tensors[0].t() @ g),
+    setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs),
+)
+
+
+@case
+def co_register_autocast(C, rec):
+    f = C(lambda a, b: ac_mm(a, b).sum(-1))
+    a, b = leaf(3, 4), leaf(4, 2, seed=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = f(a, b)
+    rec("o", out)
+    out.float().sum().backward()
+    rec("g", grads(a, b))
+    with torch.no_grad():
+        rec("no autocast", f(a, b))
+
+
+@case
+def co_mutating_dynamic(C, rec):
+    def fn(buf, x):
+        acc_(buf[: x.shape[0]], x * 2)
+        return buf.sum()
+
+    f = C(fn, dynamic=True)
+    buf = torch.zeros(8)
+    for n in (2, 3, 5):
+        rec(f"o{n}", f(buf, r(n, seed=n)))
+        rec(f"buf{n}", buf)
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], CASES, compare))
