@@ -17,9 +17,9 @@ At the end of session 33 every case agrees (strides included). Two differed befo
 op run in eager saw a view argument (``x[:, ::2]``, ``x.unbind(0)[1]``) as a fresh contiguous
 tensor (``co_sees_strides``, ``co_layouts_list_kw``), and a ``Library`` op with a lowering but
 no autograd kernel raised on the backward where eager's autograd fallback differentiates it
-(``lw_library_cea``). Known and kept (documented in ``register_lowering``): an op with both a
-lowering and ``register_autograd`` is differentiated by ``jax.vjp`` of the lowering, not by the
-registered formula.
+(``lw_library_cea``), and an op with a lowering and a ``register_autograd`` formula that is not
+its derivative (a straight-through estimator) was differentiated by ``jax.vjp`` of the lowering
+(``lw_ste_formula``: zero gradients).
 """
 
 from __future__ import annotations
@@ -2047,6 +2047,35 @@ def co_mutating_dynamic(C, rec):
     for n in (2, 3, 5):
         rec(f"o{n}", f(buf, r(n, seed=n)))
         rec(f"buf{n}", buf)
+
+
+@torch.library.custom_op(f"{NS}::lw_ste", mutates_args=())
+def lw_ste(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.round(x * scale) / scale
+
+
+lw_ste.register_fake(lambda x, scale: torch.empty_like(x))
+lw_ste.register_autograd(
+    lambda ctx, g: (g.clamp(-1, 1), None), setup_context=lambda ctx, inputs, output: None
+)
+torch2xla.register_lowering(lw_ste, lambda x, scale: jnp.round(x * scale) / scale)
+
+
+@case
+def lw_ste_formula(C, rec):
+    torch.manual_seed(0)
+    m = nn.Linear(4, 3)
+    f = C(lambda x: m(lw_ste(x, 4.0)).square().sum() + lw_ste(m.weight, 2.0).sum())
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = leaf(2, 4)
+    for i in range(2):
+        out = f(x)
+        rec(f"o{i}", out)
+        out.backward()
+        rec(f"g{i}", [x.grad, *pgrads(m)])
+        opt.step()
+        opt.zero_grad()
+        x.grad = None
 
 
 if __name__ == "__main__":

@@ -6,12 +6,16 @@
 - A ``torch.library.Library`` op with a ``register_lowering`` but no autograd kernel of its own
   is differentiated as eager's autograd fallback does (through its kernel) where a gradient
   flows: it runs in eager there, in XLA elsewhere; the lowering's backward used to raise.
+- An op whose registered autograd formula is not its derivative (a straight-through
+  estimator) keeps that formula where it has a lowering: ``jax.vjp`` of ``jnp.round`` gave
+  zero gradients. A lowering whose ``jax.custom_vjp`` gives the formula stays in XLA.
 """
 
 from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import pytest
 import torch
@@ -67,6 +71,34 @@ def _sm_backward(ctx, g):
 
 
 scaled_mul.register_autograd(_sm_backward, setup_context=_sm_setup)
+
+
+@torch.library.custom_op(f"{NS}::ste_round", mutates_args=())
+def ste_round(x: torch.Tensor) -> torch.Tensor:
+    return torch.round(x)
+
+
+ste_round.register_fake(lambda x: torch.empty_like(x))
+ste_round.register_autograd(lambda ctx, g: g, setup_context=lambda ctx, inputs, output: None)
+torch2xla.register_lowering(ste_round, lambda x: jnp.round(x))  # jax.vjp: zero gradient
+
+
+@torch.library.custom_op(f"{NS}::ste_round_vjp", mutates_args=())
+def ste_round_vjp(x: torch.Tensor) -> torch.Tensor:
+    return torch.round(x)
+
+
+ste_round_vjp.register_fake(lambda x: torch.empty_like(x))
+ste_round_vjp.register_autograd(lambda ctx, g: g, setup_context=lambda ctx, inputs, output: None)
+
+
+@jax.custom_vjp
+def _jax_ste(x):
+    return jnp.round(x)
+
+
+_jax_ste.defvjp(lambda x: (jnp.round(x), None), lambda _, g: (g,))
+torch2xla.register_lowering(ste_round_vjp, _jax_ste)
 
 LIB = torch.library.Library(NS, "FRAGMENT")
 # a Python composite kernel: eager's autograd fallback differentiates the ops it calls
@@ -166,4 +198,37 @@ def test_lowered_library_op_without_autograd_kernel_differentiates_as_eager(op, 
         assert_same(out, ref)
         out.backward()
         ref.backward()
+    assert_same(x.grad, xr.grad)
+
+
+def test_lowered_op_keeps_a_registered_formula_that_is_not_its_derivative():
+    def f(x):
+        return (ste_round(x * 3) * x).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    compiled = torch.compile(f, backend="xla")
+    with torch.no_grad():  # no gradient flows: the lowering runs in XLA
+        assert_same(no_fallback(compiled, x), f(xr))
+    with pytest.warns(torch2xla.FallbackWarning, match="t2x_s33.ste_round.default"):
+        out = compiled(x)
+    ref = f(xr)
+    assert_same(out, ref)
+    out.backward()
+    ref.backward()
+    assert_same(x.grad, xr.grad)
+    assert x.grad.abs().sum() > 0
+
+
+def test_lowering_with_the_formula_as_custom_vjp_stays_in_xla():
+    def f(x):
+        return (ste_round_vjp(x * 3) * x).sum()
+
+    x = torch.randn(5, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    out = no_fallback(torch.compile(f, backend="xla", options={"strict": True}), x)
+    ref = f(xr)
+    assert_same(out, ref)
+    out.backward()
+    ref.backward()
     assert_same(x.grad, xr.grad)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import jax
 import torch
 
+from torch2xla._custom_grads import gradient_differs
 from torch2xla._errors import LoweringError
 from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT
 from torch2xla.ops._registry import LOWERINGS, ctx
@@ -47,7 +48,10 @@ def register_lowering(op: Any, fn: F | None = None) -> Any:
         ``fn`` (or, without ``fn``, a decorator that registers and returns its function).
 
     Gradients come from JAX's differentiation of ``fn`` (use ``jax.custom_vjp`` inside it to
-    match a backward registered with ``register_autograd``). A ``custom_op`` without a
+    match a backward registered with ``register_autograd``); where that differs from the
+    registered formula on seeded example inputs of the node's shapes (a straight-through
+    estimator without the ``custom_vjp``), the op runs in eager PyTorch wherever a gradient
+    flows through it (a ``FallbackWarning``), so the formula is eager's. A ``custom_op`` without a
     registered autograd formula raises on the backward, as in eager PyTorch; an op defined
     with ``torch.library.Library`` and no autograd kernel runs in eager PyTorch wherever a
     gradient flows through it, where torch's autograd fallback differentiates its kernel. Registering again replaces
@@ -141,14 +145,27 @@ def _has_backward(op: Any, ov: torch._ops.OpOverload) -> bool:
 
 
 def _fallback_gradient(op: Any, ov: torch._ops.OpOverload, node: torch.fx.Node) -> str | None:
-    """Why a gradient through ``ov`` cannot come from its lowering (None: it can): an op
-    defined with ``torch.library.Library`` and no autograd kernel of its own is differentiated
+    """Why a gradient through ``ov`` cannot come from its lowering (None: it can): a
+    registered autograd formula that ``jax.vjp`` of the lowering does not reproduce (a
+    straight-through estimator: ``_custom_grads``); an op defined with
+    ``torch.library.Library`` and no autograd kernel of its own is differentiated
     in eager by torch's autograd fallback, through whatever its kernel records (a Python or
     composite kernel: its ops' gradients; an opaque one: none), with torch's warning; JAX's
     derivative of the lowering is neither, and raising (as for a ``custom_op`` without
     ``register_autograd``, whose own autograd kernel raises in eager) refused what eager runs.
     The node then runs in eager PyTorch where a gradient flows through it."""
-    if _has_backward(op, ov) or _opdef(op, ov) is not None:
+    if _has_backward(op, ov):
+        fn = getattr(LOWERINGS.get(ov), "_torch2xla_user_fn", None)
+        opdef = _opdef(op, ov)
+        formula = (getattr(opdef, "_backward_fn", None), getattr(opdef, "_setup_context_fn", None))
+        if fn is not None and gradient_differs(ov, fn, node, formula):
+            return (
+                "its registered autograd formula gives other gradients than jax.vjp of its "
+                "lowering (checked on example inputs): eager's formula is kept (a "
+                "jax.custom_vjp in the lowering gives XLA the formula)"
+            )
+        return None
+    if _opdef(op, ov) is not None:
         return None
     return (
         "no autograd kernel of its own: eager's autograd fallback differentiates its kernel "
