@@ -34,7 +34,8 @@ def gradient_differs(
 ) -> bool:
     """Whether ``jax.vjp`` of the lowering ``fn`` gives other gradients than ``ov``'s
     registered autograd formula for ``node``'s arguments (False where it cannot tell: inputs
-    that are not float32/float64 tensors of static shapes, or an eager run that raises).
+    that are not float32/float64 tensors of static shapes, or an eager run that raises;
+    eager runs on the node's device).
     ``formula`` (the registered functions) keys the answer with ``fn`` and the signature."""
     args = _signature(node)
     if args is None:
@@ -50,11 +51,11 @@ def _signature(node: torch.fx.Node) -> tuple | None:
     def one(a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
             v = a.meta.get("val")
-            if not isinstance(v, torch.Tensor) or v.device.type != "cpu":
+            if not isinstance(v, torch.Tensor) or v.device.type == "meta":
                 raise _Unknown
             if not all(isinstance(s, int) for s in v.shape):
                 raise _Unknown
-            return ("T", tuple(v.shape), v.dtype)
+            return ("T", tuple(v.shape), v.dtype, v.device)
         if isinstance(a, (list, tuple)):
             return tuple(one(x) for x in a)
         if isinstance(a, (int, float, bool, str, type(None), torch.dtype, torch.device)):
@@ -78,14 +79,14 @@ def _differs(ov: torch._ops.OpOverload, fn: Any, args: tuple, formula: tuple) ->
 
     def make(a: Any) -> Any:
         if isinstance(a, tuple) and a[:1] == ("T",):
-            _, shape, dtype = a
+            _, shape, dtype, device = a
             if dtype in _FLOATS:
-                t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+                t = torch.randn(shape, generator=gen, dtype=torch.float64).to(device, dtype)
                 leaves.append(t.requires_grad_())
                 return t
             if dtype.is_floating_point or dtype.is_complex:
                 raise _Unknown
-            return torch.zeros(shape, dtype=dtype)  # (valid indices, counts, masks)
+            return torch.zeros(shape, dtype=dtype, device=device)  # (indices, counts, masks)
         if isinstance(a, tuple):
             return [make(x) for x in a]
         return a
@@ -102,11 +103,14 @@ def _differs(ov: torch._ops.OpOverload, fn: Any, args: tuple, formula: tuple) ->
         except Exception as e:  # noqa: BLE001  (the user's kernel on made-up inputs)
             log.debug("torch2xla: %s on example inputs raised %r; gradient not checked", ov, e)
             return False
-        outs = [o for o in (out if isinstance(out, (list, tuple)) else [out])]
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
         diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
         if not diff or any(o.dtype not in _FLOATS for o in diff):
             return False
-        cots = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in diff]
+        cots = [
+            torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype)
+            for o in diff
+        ]
         try:
             want = torch.autograd.grad(diff, leaves, cots, allow_unused=True)
         except Exception as e:  # noqa: BLE001  (the user's formula on made-up inputs)
@@ -117,6 +121,7 @@ def _differs(ov: torch._ops.OpOverload, fn: Any, args: tuple, formula: tuple) ->
         return False
     for w, g, leaf in zip(want, got, leaves):
         w = torch.zeros_like(leaf) if w is None else w.detach()
+        w = w.cpu()
         tol = 1e-9 if leaf.dtype == torch.float64 else 1e-4
         if not torch.allclose(g.to(w.dtype), w, rtol=tol, atol=tol * (1 + w.abs().max().item())):
             return True
@@ -129,7 +134,7 @@ def _jax_grads(fn, torch_args, leaves, outs, diff, cots) -> list[torch.Tensor] |
     ids = {id(t): i for i, t in enumerate(leaves)}
 
     def to_jax(t: torch.Tensor) -> jax.Array:
-        return jax.numpy.asarray(t.detach().numpy())
+        return jax.numpy.asarray(t.detach().cpu().numpy())
 
     def rebuild(a: Any, xs: tuple) -> Any:
         if isinstance(a, torch.Tensor):
@@ -155,7 +160,7 @@ def _jax_grads(fn, torch_args, leaves, outs, diff, cots) -> list[torch.Tensor] |
             if c is None:
                 ct.append(np.zeros(r.shape, dtype=jax.dtypes.float0 if _is_int(r) else r.dtype))
             else:
-                ct.append(jax.numpy.asarray(c.numpy(), dtype=jax_dtype(o.dtype)))
+                ct.append(jax.numpy.asarray(c.cpu().numpy(), dtype=jax_dtype(o.dtype)))
         grads = vjp(type(res)(ct) if isinstance(res, (list, tuple)) else ct[0])
     return [torch.from_numpy(np.asarray(g).copy()) for g in grads]
 
