@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 import jax
 import torch
 
+from torch2xla._custom_grads import gradient_differs
 from torch2xla._errors import LoweringError
+from torch2xla.ops._linalg_extra import NO_JAX_GRADIENT
 from torch2xla.ops._registry import LOWERINGS, ctx
 from torch2xla.runtime._interop import jax_dtype
 
@@ -46,8 +48,13 @@ def register_lowering(op: Any, fn: F | None = None) -> Any:
         ``fn`` (or, without ``fn``, a decorator that registers and returns its function).
 
     Gradients come from JAX's differentiation of ``fn`` (use ``jax.custom_vjp`` inside it to
-    match a backward registered with ``register_autograd``). An op without a registered
-    autograd formula raises on the backward, as in eager PyTorch. Registering again replaces
+    match a backward registered with ``register_autograd``); where that differs from the
+    registered formula on seeded example inputs of the node's shapes (a straight-through
+    estimator without the ``custom_vjp``), the op runs in eager PyTorch wherever a gradient
+    flows through it (a ``FallbackWarning``), so the formula is eager's. A ``custom_op`` without a
+    registered autograd formula raises on the backward, as in eager PyTorch; an op defined
+    with ``torch.library.Library`` and no autograd kernel runs in eager PyTorch wherever a
+    gradient flows through it, where torch's autograd fallback differentiates its kernel. Registering again replaces
     the implementation for graphs compiled from then on (``torch2xla.clear_caches()``
     recompiles the others).
 
@@ -84,6 +91,7 @@ def register_lowering(op: Any, fn: F | None = None) -> Any:
             if ov in LOWERINGS and ov not in _USER_OPS:
                 raise ValueError(f"torch2xla.register_lowering: {ov} already has a lowering")
             LOWERINGS[ov] = _lowering(ov, impl, op)
+            NO_JAX_GRADIENT[ov] = functools.partial(_fallback_gradient, op, ov)
             _USER_OPS.add(ov)
         return impl
 
@@ -129,11 +137,45 @@ def _check_op(ov: torch._ops.OpOverload) -> None:
 
 def _has_backward(op: Any, ov: torch._ops.OpOverload) -> bool:
     """Whether eager PyTorch can differentiate ``ov`` (False: its backward raises)."""
-    opdef = op if hasattr(op, "_backward_fn") else _custom_op_defs().get(ov.name())
+    opdef = _opdef(op, ov)
     if opdef is not None:  # torch.library.custom_op knows whether register_autograd ran
         return getattr(opdef, "_backward_fn", None) is not None
     # Other ops: an Autograd kernel of the op's own (torch.library.impl(..., "Autograd")).
     return torch._C._dispatch_has_kernel_for_dispatch_key(ov.name(), "Autograd")
+
+
+def _fallback_gradient(op: Any, ov: torch._ops.OpOverload, node: torch.fx.Node) -> str | None:
+    """Why a gradient through ``ov`` cannot come from its lowering (None: it can): a
+    registered autograd formula that ``jax.vjp`` of the lowering does not reproduce (a
+    straight-through estimator: ``_custom_grads``); an op defined with
+    ``torch.library.Library`` and no autograd kernel of its own is differentiated
+    in eager by torch's autograd fallback, through whatever its kernel records (a Python or
+    composite kernel: its ops' gradients; an opaque one: none), with torch's warning; JAX's
+    derivative of the lowering is neither, and raising (as for a ``custom_op`` without
+    ``register_autograd``, whose own autograd kernel raises in eager) refused what eager runs.
+    The node then runs in eager PyTorch where a gradient flows through it."""
+    if _has_backward(op, ov):
+        fn = getattr(LOWERINGS.get(ov), "_torch2xla_user_fn", None)
+        opdef = _opdef(op, ov)
+        formula = (getattr(opdef, "_backward_fn", None), getattr(opdef, "_setup_context_fn", None))
+        if fn is not None and gradient_differs(ov, fn, node, formula):
+            return (
+                "its registered autograd formula gives other gradients than jax.vjp of its "
+                "lowering (checked on example inputs): eager's formula is kept (a "
+                "jax.custom_vjp in the lowering gives XLA the formula)"
+            )
+        return None
+    if _opdef(op, ov) is not None:
+        return None
+    return (
+        "no autograd kernel of its own: eager's autograd fallback differentiates its kernel "
+        "(torch.library.register_autograd gives the lowering a backward)"
+    )
+
+
+def _opdef(op: Any, ov: torch._ops.OpOverload) -> Any:
+    """The ``torch.library.custom_op`` definition of ``ov`` (None: another kind of op)."""
+    return op if hasattr(op, "_backward_fn") else _custom_op_defs().get(ov.name())
 
 
 def _custom_op_defs() -> dict:
