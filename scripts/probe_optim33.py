@@ -69,7 +69,7 @@ def train_case(name, make, *, full=False, sched=None, net=Net, metric=False, sch
     ``sched(opt)`` stepped after each (with the loss tensor as metric if ``metric``)."""
 
     def fn(C, rec):
-        model = net().to(C.dtype)
+        model = net() if getattr(net, "fixed_dtype", False) else net().to(C.dtype)
         o = make(model.parameters())
         sch = sched(o) if sched else None
 
@@ -480,12 +480,25 @@ for _n, _m in {
 
 
 class BF16In(nn.Module):
+    fixed_dtype = True
+
     def __init__(self):
         super().__init__()
         self.m = Net().to(torch.bfloat16)
 
     def forward(self, x):
         return self.m(x.to(torch.bfloat16)).float()
+
+
+class F16In(nn.Module):
+    fixed_dtype = True
+
+    def __init__(self):
+        super().__init__()
+        self.m = Net().to(torch.float16)
+
+    def forward(self, x):
+        return self.m(x.to(torch.float16)).float()
 
 
 for _n, _m in {
@@ -495,6 +508,9 @@ for _n, _m in {
     "adafactor": opt(O.Adafactor, lr=0.01),
 }.items():
     train_case(f"step bf16 {_n}", _m, net=BF16In)
+    train_case(f"train bf16 {_n}", _m, net=BF16In, full=True)
+    train_case(f"step f16 {_n}", _m, net=F16In)
+    train_case(f"train f16 {_n}", _m, net=F16In, full=True)
 
 
 @case()
@@ -1147,6 +1163,90 @@ for _n, _m in SPECIAL.items():
 
     _special.full, _special.steady = False, 99
     CASES[f"step special {_n}"] = _special
+
+
+# ============================================================================================
+# Tensor hyperparameters that alias: one lr tensor for two groups, an lr that is a view of a
+# schedule tensor written between steps, state tensors replaced by non-contiguous ones
+@case()
+def case_one_lr_tensor_two_groups_scheduled(C, rec):
+    model = Net().to(C.dtype)
+    lr = torch.tensor(0.01)
+    o = O.Adam(
+        [
+            {"params": list(model.a.parameters()), "lr": lr},
+            {"params": list(model.b.parameters()), "lr": lr},
+        ]
+    )
+    sch = S.ExponentialLR(o, 0.5)
+
+    @C
+    def train(x):
+        loss = model(x).square().mean()
+        loss.backward()
+        o.step()
+        o.zero_grad()
+        return loss.detach()
+
+    for i in range(4):
+        rec(f"loss {i}", train(r(6, 4, seed=i).to(C.dtype)))
+        record(rec, i, model, o)
+        rec(f"same lr {i}", o.param_groups[0]["lr"] is o.param_groups[1]["lr"])
+        sch.step()
+
+
+@case()
+def case_lr_view_of_schedule_tensor(C, rec):
+    model = Net().to(C.dtype)
+    sched = torch.tensor([0.01, 0.02, 0.005, 0.001])
+    cur = torch.zeros(2)
+    o = O.SGD(model.parameters(), lr=cur[1], momentum=0.9)
+    step = C(o.step)
+    for i in range(4):
+        cur[1] = sched[i]
+        model(r(6, 4, seed=i).to(C.dtype)).square().mean().backward()
+        step()
+        o.zero_grad()
+        record(rec, i, model, o)
+
+
+@case()
+def case_state_replaced_by_non_contiguous(C, rec):
+    model = Net().to(C.dtype)
+    o = O.Adam(model.parameters(), lr=0.01)
+    step = C(o.step)
+    for i in range(4):
+        model(r(6, 4, seed=i).to(C.dtype)).square().mean().backward()
+        step()
+        o.zero_grad()
+        if i == 1:
+            for p in model.parameters():
+                for k in ("exp_avg", "exp_avg_sq"):
+                    if p in o.state and o.state[p][k].dim() == 2:
+                        o.state[p][k] = o.state[p][k].t().contiguous().t()
+        record(rec, i, model, o)
+        for p in model.parameters():
+            if p in o.state:
+                rec(f"stride {i}", [list(v.stride()) for v in o.state[p].values()])
+
+
+@case()
+def case_state_dict_loaded_then_compiled_step_sees_it(C, rec):
+    model = Net().to(C.dtype)
+    o = O.AdamW(model.parameters(), lr=0.01)
+    step = C(o.step)
+    saved = None
+    for i in range(5):
+        model(r(6, 4, seed=i).to(C.dtype)).square().mean().backward()
+        step()
+        o.zero_grad()
+        if i == 1:
+            saved = copy.deepcopy((model.state_dict(), o.state_dict()))
+        if i == 3:  # (back to step 1: the same optimizer, same compiled step)
+            model.load_state_dict(saved[0])
+            o.load_state_dict(saved[1])
+        record(rec, i, model, o)
+
 
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
