@@ -1248,6 +1248,22 @@ def case_state_dict_loaded_then_compiled_step_sees_it(C, rec):
         record(rec, i, model, o)
 
 
+@case(full=False)
+def case_parameters_changed_dtype_after_compile(C, rec):
+    # (eager's lerp_ refuses the float64 grad into the float32 state: Dynamo guards no dtype
+    # of an optimizer's get_attr tensors; aot_eager raises as eager, torch2xla runs)
+    model = Net().to(C.dtype)
+    o = O.Adam(model.parameters(), lr=0.01, foreach=False)
+    step = C(o.step)
+    for i in range(3):
+        if i == 2:
+            model.double()
+        model(r(6, 4, seed=i).to(model.a.weight.dtype)).square().mean().backward()
+        step()
+        o.zero_grad()
+    record(rec, 2, model, o)  # (eager raised before: this records the run that should not)
+
+
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
         sys.exit(run(sys.argv[1:], CASES, compare))

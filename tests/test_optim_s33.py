@@ -253,3 +253,33 @@ def _swa_run(compiled):
 
 def test_averaged_model_updated_inside_a_compiled_step_with_swalr():
     _close(_swa_run(True), _swa_run(False), "swa", ulps=64)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Dynamo guards no dtype of the tensors an optimizer step holds as graph attributes "
+        "(its parameters and state, get_attr): after model.double() the float32 program's "
+        "graph is called again with float64 parameters. aot_eager runs the traced ATen graph "
+        "on them and lerp_ raises as eager; torch2xla runs it (its signature key leaves "
+        "dtypes to Dynamo's guards)"
+    ),
+)
+def test_step_after_parameters_changed_dtype_raises_as_eager():
+    def run(compiled):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = O.Adam(m.parameters(), lr=0.01, foreach=False)
+        step = _compile(opt.step) if compiled else opt.step
+        for i in range(3):
+            if i == 2:
+                m.double()  # (the state stays float32: eager's lerp_ refuses the float64 grad)
+            m(_x(i, 4, 3).to(m.weight.dtype)).sum().backward()
+            step()
+            opt.zero_grad()
+
+    with pytest.raises(RuntimeError, match="expected dtype float"):
+        run(False)
+    with pytest.raises(RuntimeError, match="expected dtype float"):
+        run(True)
