@@ -10,6 +10,14 @@ instead: autocast casts the products, the float32 states make the output float32
 ``autocast_lstms`` casts those operands before the call, so the decomposition computes in the
 autocast dtype as eager's layer does. GRU and plain RNN calls are not oneDNN's: eager and the
 decomposition cast alike.
+
+``nn.TransformerEncoderLayer``'s eval fast path (``torch._transformer_encoder_layer_fwd``)
+falls through autocast, but its CPU kernel calls the attention and the feed-forward products
+through the dispatcher, which autocast casts: eager's result has autocast's dtype for a
+float32 or half-precision input (its additions are in place into the attention's output).
+The export and the lowering compute the layer in the input's dtype; ``autocast_fast_paths``
+rounds that result to autocast's dtype (no further from the float64 result than eager's,
+which rounds after every product).
 """
 
 from __future__ import annotations
@@ -79,6 +87,52 @@ def _lstm_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
         return False
     value = input.meta.get("example_value")
     return isinstance(value, torch.Tensor) and _mkldnn_lstm(value, torch.is_grad_enabled())
+
+
+def _encoder_layer_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
+    if dtype is None or node.op != "call_function":
+        return False
+    if node.target is not torch._transformer_encoder_layer_fwd:
+        return False
+    if len(node.args) < 4:  # (Dynamo's call passes every argument by position)
+        return False
+    values = [
+        a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        for a in (node.args[0], node.args[3])
+    ]
+    # (autocast casts float32 and half-precision operands, never float64; an input of
+    # autocast's dtype too, beside float32 weights)
+    lower = (torch.float32, torch.float16, torch.bfloat16)
+    return all(isinstance(v, torch.Tensor) and v.dtype in lower for v in values)
+
+
+def autocast_fast_paths(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose ``nn.TransformerEncoderLayer`` fast-path calls under CPU
+    autocast return autocast's dtype, as eager's kernel does (see the module docstring);
+    ``gm`` itself is never changed."""
+    states = cpu_autocast_states(gm)
+    positions = [i for i, n in enumerate(gm.graph.nodes) if _encoder_layer_cast(n, states[n])]
+    if not positions:
+        return gm
+    dtypes = [states[n] for n in gm.graph.nodes]
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        _cast_encoder_layer(gm.graph, nodes[i], dtypes[i])
+    gm.recompile()
+    return gm
+
+
+def _cast_encoder_layer(graph: torch.fx.Graph, node: torch.fx.Node, dtype: torch.dtype) -> None:
+    # (a half-precision input of float32 weights: autocast casts both to its dtype, where the
+    # kernel itself rejects operands of two dtypes; the layer computes in the weights' dtype)
+    src, weights = node.args[0], node.args[3].meta["example_value"]
+    if weights.dtype != src.meta["example_value"].dtype:
+        with graph.inserting_before(node):
+            node.args = (_cast_node(graph, src, weights.dtype), *node.args[1:])
+    with graph.inserting_after(node):
+        out = _cast_node(graph, node, dtype)
+    node.replace_all_uses_with(out, delete_user_cb=lambda n, out=out: n is not out)
 
 
 def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
