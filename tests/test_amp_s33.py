@@ -1,0 +1,97 @@
+"""Autocast on the CPU as users write it (session 33, ``scripts/probe_amp33.py``).
+
+``nn.TransformerEncoderLayer``'s eval fast path (``torch._transformer_encoder_layer_fwd``)
+falls through autocast, but its CPU kernel calls its products through the dispatcher, which
+autocast casts: eager returns autocast's dtype. The compiled layer returned float32, and a
+bfloat16 input beside float32 weights, which eager's kernel rejects outside autocast, was
+promoted to a float32 result."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+B, H, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
+
+
+def _t(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _encoder(layers: int, **kw) -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (enable_nested_tensor's note)
+        m = (
+            layer
+            if not layers
+            else nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        )
+    return m.eval()
+
+
+def _run(m, x, dtype, mask):
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+        return m(x) if mask is None else m(x, src_key_padding_mask=mask)
+
+
+def _assert_as_close_to_float64_as_eager(got, exp, ref):
+    """Eager's dtype and NaNs; every element no further from the float64 result than twice
+    eager's error plus one unit in the last place (eager rounds after every product)."""
+    assert got.dtype == exp.dtype and got.shape == exp.shape
+    assert torch.equal(got.isnan(), exp.isnan())
+    err_got = (got.double() - ref).abs().nan_to_num()
+    err_exp = (exp.double() - ref).abs().nan_to_num()
+    ulp = torch.finfo(got.dtype).eps * ref.abs().nan_to_num().clamp_min(1.0)
+    worst = (err_got - 2 * err_exp - ulp).max()
+    assert worst <= 0, f"{float(worst)} past the bound"
+
+
+MASK = torch.tensor([[False, False, False, True, True], [False] * 5])
+CASES = {
+    # (layers, layer options, autocast dtype, input dtype, padding mask)
+    "layer_bf16": (0, {}, B, F32, None),
+    "layer_f16_mask": (0, {}, H, F32, MASK),
+    "layer_norm_first_bf16_input": (0, {"norm_first": True}, B, B, None),
+    "layer_gelu_f16_bf16_input": (0, {"activation": "gelu"}, H, B, MASK),
+    "encoder_bf16": (2, {}, B, F32, None),
+    "encoder_norm_first_f16_mask": (2, {"norm_first": True}, H, F32, MASK),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_encoder_fast_path_under_autocast_returns_eagers_dtype(name):
+    layers, kw, dtype, x_dtype, mask = CASES[name]
+    m = _encoder(layers, **kw)
+    x = _t(2, 5, 8).to(x_dtype)
+    exp = _run(m, x, dtype, mask)
+    torch._dynamo.reset()
+    got = _run(torch.compile(m, backend="xla"), x, dtype, mask)
+    ref = _run(_encoder(layers, **kw).double(), x.double(), None, mask)
+    assert exp.dtype == dtype  # (eager's fast path, not the float32 slow path)
+    _assert_as_close_to_float64_as_eager(got, exp, ref)
+
+
+def test_encoder_fast_path_float64_under_autocast_stays_float64():
+    m = _encoder(0).double()
+    x = _t(2, 5, 8).double()
+    exp = _run(m, x, B, None)
+    torch._dynamo.reset()
+    got = _run(torch.compile(m, backend="xla"), x, B, None)
+    assert got.dtype == exp.dtype == F64
+    torch.testing.assert_close(got, exp, rtol=1e-12, atol=1e-12)
+
+
+def test_encoder_fast_path_of_mixed_dtypes_raises_as_eager():
+    m = _encoder(0)
+    x = _t(2, 5, 8).to(B)
+    with pytest.raises(RuntimeError) as exp:
+        _run(m, x, None, None)
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError) as got:
+        _run(torch.compile(m, backend="xla"), x, None, None)
+    assert str(exp.value) in str(got.value)
