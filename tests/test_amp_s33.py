@@ -86,12 +86,31 @@ def test_encoder_fast_path_float64_under_autocast_stays_float64():
     torch.testing.assert_close(got, exp, rtol=1e-12, atol=1e-12)
 
 
-def test_encoder_fast_path_of_mixed_dtypes_raises_as_eager():
-    m = _encoder(0)
-    x = _t(2, 5, 8).to(B)
+@pytest.mark.parametrize(
+    "weights, x_dtype, dtype",
+    [
+        (F32, B, None),  # (the kernel's products reject two dtypes)
+        (H, F32, B),  # (under autocast: the layer norm of bfloat16 with float16 weights)
+        (F64, F32, B),  # (autocast leaves float64 weights)
+    ],
+)
+def test_encoder_fast_path_of_mixed_dtypes_raises_as_eager(weights, x_dtype, dtype):
+    m = _encoder(0).to(weights)
+    x = _t(2, 5, 8).to(x_dtype)
     with pytest.raises(RuntimeError) as exp:
-        _run(m, x, None, None)
+        _run(m, x, dtype, None)
     torch._dynamo.reset()
     with pytest.raises(RuntimeError) as got:
-        _run(torch.compile(m, backend="xla"), x, None, None)
+        _run(torch.compile(m, backend="xla"), x, dtype, None)
     assert str(exp.value) in str(got.value)
+
+
+def test_bfloat16_encoder_fast_path_under_autocast_of_float32_input():
+    m = _encoder(0).to(B)
+    x = _t(2, 5, 8)
+    exp = _run(m, x, B, None)
+    torch._dynamo.reset()
+    got = _run(torch.compile(m, backend="xla"), x, B, None)
+    ref = _run(_encoder(0).to(B).double(), x.double(), None, None)
+    assert exp.dtype == B
+    _assert_as_close_to_float64_as_eager(got, exp, ref)

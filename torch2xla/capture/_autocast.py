@@ -17,15 +17,19 @@ through the dispatcher, which autocast casts: eager's result has autocast's dtyp
 float32 or half-precision input (its additions are in place into the attention's output).
 The export and the lowering compute the layer in the input's dtype; ``autocast_fast_paths``
 rounds that result to autocast's dtype (no further from the float64 result than eager's,
-which rounds after every product).
+which rounds after every product). Weights of the other half-precision dtype make eager's
+mixed-dtype layer norm raise: asked of eager on small tensors, raised as eager's error.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 
 import torch
+
+from torch2xla._errors import OpError
 
 _ENTER = torch.amp.autocast_mode._enter_autocast
 _EXIT = torch.amp.autocast_mode._exit_autocast
@@ -118,9 +122,46 @@ def autocast_fast_paths(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
     nodes = list(gm.graph.nodes)
     for i in positions:
+        rejected = _encoder_layer_refused(nodes[i], dtypes[i])
+        if rejected is not None:
+            raise OpError(rejected, nodes[i])
         _cast_encoder_layer(gm.graph, nodes[i], dtypes[i])
     gm.recompile()
     return gm
+
+
+def _encoder_layer_refused(node: torch.fx.Node, dtype: torch.dtype) -> str | None:
+    """Eager's message where the fast path under autocast ``dtype`` rejects the dtypes of
+    ``node``'s tensors (weights of the other half-precision dtype), else None."""
+    args = node.args
+    dtypes = tuple(
+        a.meta["example_value"].dtype if isinstance(a, torch.fx.Node) else None for a in args[:18]
+    )
+    return _eager_encoder_layer(dtypes, bool(args[7]), bool(args[8]), dtype)
+
+
+@functools.cache
+def _eager_encoder_layer(
+    dtypes: tuple, use_gelu: bool, norm_first: bool, dtype: torch.dtype
+) -> str | None:
+    e = 2  # (embed_dim 2, one head, a feed-forward of width 2)
+    # (the schema's tensors by position: src, then the weights and biases)
+    shapes = {0: (1, 1, e), 3: (3 * e, e), 4: (3 * e,), 5: (e, e), 14: (e, e), 16: (e, e)}
+    args: list = [None, e, 1, *[None] * 4, use_gelu, norm_first, 1e-5, *[None] * 8]
+    for i, d in enumerate(dtypes):
+        if d is not None:
+            args[i] = torch.ones(shapes.get(i, (e,)), dtype=d)
+    # (outside the modes of a trace in progress: a real call)
+    with (
+        torch.utils._python_dispatch._disable_current_modes(),
+        torch.no_grad(),
+        torch.autocast("cpu", dtype=dtype),
+    ):
+        try:
+            torch._transformer_encoder_layer_fwd(*args, None, None)
+        except RuntimeError as e:
+            return str(e)
+    return None
 
 
 def _cast_encoder_layer(graph: torch.fx.Graph, node: torch.fx.Node, dtype: torch.dtype) -> None:
