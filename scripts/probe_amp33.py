@@ -1297,5 +1297,27 @@ def custom_fwd_fn_inside_region_with_disable(C, rec):
     rec("grads", [x.grad, w.grad])
 
 
+@scenario
+def mha_fast_path_masks(C, rec):
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    cm = C(mha)
+    x = r(2, 5, 8)
+    kpm = torch.tensor([[False, False, False, True, True], [False] * 5])
+    for dt in (B, H):
+        with torch.no_grad(), ac(dt):
+            rec(f"kpm{dt}", cm(x, x, x, key_padding_mask=kpm, need_weights=False))
+            rec(f"w{dt}", cm(x, x, x, key_padding_mask=kpm))
+
+
+@scenario
+def decoder_layer_eval(C, rec):
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    cm = C(layer)
+    with torch.no_grad(), ac():
+        rec("out", cm(r(2, 5, 8), r(2, 4, 8, seed=1)))
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:], SCENARIOS, compare))

@@ -114,3 +114,56 @@ def test_bfloat16_encoder_fast_path_under_autocast_of_float32_input():
     ref = _run(_encoder(0).to(B).double(), x.double(), None, None)
     assert exp.dtype == B
     _assert_as_close_to_float64_as_eager(got, exp, ref)
+
+
+def _nesting() -> int:
+    n = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return n
+
+
+class _CastIn(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.bfloat16)
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g @ w.t(), x.t() @ g
+
+
+def _regions(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = x @ w
+        with torch.autocast("cpu", enabled=False):
+            b = _CastIn.apply(x, w)
+    return a, b
+
+
+# (the split around the Function cuts the regions: its parts fail to export, run in eager)
+@pytest.mark.filterwarnings("ignore::torch2xla.FallbackWarning")
+def test_failed_export_leaves_autocast_as_it_was():
+    """A graph whose export fails inside an autocast region (a ``custom_fwd`` Function there,
+    then run in eager) left autocast's nesting count up: its cache of casts outlived the
+    region, and a later region (in eager too) read a parameter as cast before an update."""
+    x, w = _t(4, 6).requires_grad_(), _t(6, 3, seed=1).requires_grad_()
+    exp = _regions(x, w)
+    torch._dynamo.reset()
+    got = torch.compile(_regions, backend="xla")(x, w)
+    assert _nesting() == 0 and not torch.is_autocast_enabled("cpu")
+    for g, e in zip(got, exp):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    # (eager afterwards: a parameter updated between two regions is read at its new value)
+    lin = nn.Linear(6, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        before = lin(x)
+    with torch.no_grad():
+        lin.weight.add_(1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        after = lin(x)
+    assert not torch.equal(before, after)

@@ -23,9 +23,11 @@ mixed-dtype layer norm raise: asked of eager on small tensors, raised as eager's
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import operator
+from collections.abc import Iterator
 
 import torch
 
@@ -33,6 +35,32 @@ from torch2xla._errors import OpError
 
 _ENTER = torch.amp.autocast_mode._enter_autocast
 _EXIT = torch.amp.autocast_mode._exit_autocast
+_DEVICES = ("cpu", "cuda")
+
+
+@contextlib.contextmanager
+def autocast_kept() -> Iterator[None]:
+    """Autocast's state as it was before an export: the export runs the graph's
+    ``_enter_autocast`` nodes for real (so that the trace records autocast's casts), and one
+    that fails between an enter and its exit left the nesting count up (autocast's cache of
+    casts then outlived the user's region: a later region, in eager too, read weights cast
+    before an optimizer step, or of another dtype) and the region's dtype on."""
+    n = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    states = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES]
+    cache = torch.is_autocast_cache_enabled()
+    try:
+        yield
+    finally:
+        left = torch.autocast_increment_nesting() - 1
+        torch.autocast_decrement_nesting()
+        for _ in range(left - n):  # (as ``_exit_autocast`` leaves the outermost region)
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()
+        for d, enabled, dtype in states:
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dtype)
+        torch.set_autocast_cache_enabled(cache)
 
 
 def cpu_autocast_states(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.dtype | None]:

@@ -16,7 +16,7 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch._prims_common import suggest_memory_format
 
 from torch2xla.capture import _foreach
-from torch2xla.capture._autocast import autocast_fast_paths, autocast_lstms
+from torch2xla.capture._autocast import autocast_fast_paths, autocast_kept, autocast_lstms
 from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._inference import inference_as_grad_mode
@@ -226,6 +226,7 @@ def relower(
         exporting(),
         _mkldnn_disabled(),
         _functorch_depth_kept(),
+        autocast_kept(),
         torch.no_grad(),
         torch.fx.traceback.preserve_node_meta(),
     ):
@@ -490,6 +491,7 @@ def export_scope():
         exporting(),
         _mkldnn_disabled(),
         _functorch_depth_kept(),
+        autocast_kept(),
         torch.no_grad(),
         torch.fx.traceback.preserve_node_meta(),
         _arg_checks.recording() as rejected,
