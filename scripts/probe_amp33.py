@@ -91,6 +91,14 @@ def compare(name, fn):
         return torch.compile(f, backend="xla")
 
     got = observations(fn, C, describe)
+    # (autocast's nesting count back at 0: a leaked count keeps its cache of casts for good)
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    if nesting:
+        for _ in range(nesting):
+            torch.autocast_decrement_nesting()
+        torch.clear_autocast_cache()
+        return f"BAD {name}: autocast's nesting count left at {nesting}"
     from _probe_common import difference
 
     d = difference(got, exp, same)
