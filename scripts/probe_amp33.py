@@ -21,6 +21,9 @@ Differences left (each checked by hand; the same with ``backend="aot_eager"``, t
   ``transformer_layer_train``, ``double_backward_under_autocast``, ``ops_fp32_list_*``: eager's
   CPU kernels round through the autocast dtype inside (``_trilinear``'s products, mixed-dtype
   layer norm backward); the compiled values are closer to float64 than eager's.
+- ``custom_fwd_fn_inside_region_with_disable`` (values right): torch2xla's split around a
+  Function it runs in eager cuts the autocast regions (an ``_enter_autocast`` value as a
+  segment's output); the segments fail to export and run in eager (a FallbackWarning).
 - ``optimizer_step_inside_region``: compiled AdamW's bias corrections are float32 tensor
   arithmetic (``1 - beta2 ** step``), twenty times eager's error; not autocast's.
 """
