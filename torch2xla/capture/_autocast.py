@@ -10,17 +10,57 @@ instead: autocast casts the products, the float32 states make the output float32
 ``autocast_lstms`` casts those operands before the call, so the decomposition computes in the
 autocast dtype as eager's layer does. GRU and plain RNN calls are not oneDNN's: eager and the
 decomposition cast alike.
+
+``nn.TransformerEncoderLayer``'s eval fast path (``torch._transformer_encoder_layer_fwd``)
+falls through autocast, but its CPU kernel calls the attention and the feed-forward products
+through the dispatcher, which autocast casts: eager's result has autocast's dtype for a
+float32 or half-precision input (its additions are in place into the attention's output).
+The export and the lowering compute the layer in the input's dtype; ``autocast_fast_paths``
+rounds that result to autocast's dtype (no further from the float64 result than eager's,
+which rounds after every product). Weights of the other half-precision dtype make eager's
+mixed-dtype layer norm raise: asked of eager on small tensors, raised as eager's error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import operator
+from collections.abc import Iterator
 
 import torch
 
+from torch2xla._errors import OpError
+
 _ENTER = torch.amp.autocast_mode._enter_autocast
 _EXIT = torch.amp.autocast_mode._exit_autocast
+_DEVICES = ("cpu", "cuda")
+
+
+@contextlib.contextmanager
+def autocast_kept() -> Iterator[None]:
+    """Autocast's state as it was before an export: the export runs the graph's
+    ``_enter_autocast`` nodes for real (so that the trace records autocast's casts), and one
+    that fails between an enter and its exit left the nesting count up (autocast's cache of
+    casts then outlived the user's region: a later region, in eager too, read weights cast
+    before an optimizer step, or of another dtype) and the region's dtype on."""
+    n = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    states = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICES]
+    cache = torch.is_autocast_cache_enabled()
+    try:
+        yield
+    finally:
+        left = torch.autocast_increment_nesting() - 1
+        torch.autocast_decrement_nesting()
+        for _ in range(left - n):  # (as ``_exit_autocast`` leaves the outermost region)
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()
+        for d, enabled, dtype in states:
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dtype)
+        torch.set_autocast_cache_enabled(cache)
 
 
 def cpu_autocast_states(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.dtype | None]:
@@ -79,6 +119,89 @@ def _lstm_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
         return False
     value = input.meta.get("example_value")
     return isinstance(value, torch.Tensor) and _mkldnn_lstm(value, torch.is_grad_enabled())
+
+
+def _encoder_layer_cast(node: torch.fx.Node, dtype: torch.dtype | None) -> bool:
+    if dtype is None or node.op != "call_function":
+        return False
+    if node.target is not torch._transformer_encoder_layer_fwd:
+        return False
+    if len(node.args) < 4:  # (Dynamo's call passes every argument by position)
+        return False
+    values = [
+        a.meta.get("example_value") if isinstance(a, torch.fx.Node) else None
+        for a in (node.args[0], node.args[3])
+    ]
+    # (autocast casts float32 and half-precision operands, never float64; an input of
+    # autocast's dtype too, beside float32 weights)
+    lower = (torch.float32, torch.float16, torch.bfloat16)
+    return all(isinstance(v, torch.Tensor) and v.dtype in lower for v in values)
+
+
+def autocast_fast_paths(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``, or a copy whose ``nn.TransformerEncoderLayer`` fast-path calls under CPU
+    autocast return autocast's dtype, as eager's kernel does (see the module docstring);
+    ``gm`` itself is never changed."""
+    states = cpu_autocast_states(gm)
+    positions = [i for i, n in enumerate(gm.graph.nodes) if _encoder_layer_cast(n, states[n])]
+    if not positions:
+        return gm
+    dtypes = [states[n] for n in gm.graph.nodes]
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    nodes = list(gm.graph.nodes)
+    for i in positions:
+        rejected = _encoder_layer_refused(nodes[i], dtypes[i])
+        if rejected is not None:
+            raise OpError(rejected, nodes[i])
+        _cast_encoder_layer(gm.graph, nodes[i], dtypes[i])
+    gm.recompile()
+    return gm
+
+
+def _encoder_layer_refused(node: torch.fx.Node, dtype: torch.dtype) -> str | None:
+    """Eager's message where the fast path under autocast ``dtype`` rejects the dtypes of
+    ``node``'s tensors (weights of the other half-precision dtype), else None."""
+    args = node.args
+    dtypes = tuple(
+        a.meta["example_value"].dtype if isinstance(a, torch.fx.Node) else None for a in args[:18]
+    )
+    return _eager_encoder_layer(dtypes, bool(args[7]), bool(args[8]), dtype)
+
+
+@functools.cache
+def _eager_encoder_layer(
+    dtypes: tuple, use_gelu: bool, norm_first: bool, dtype: torch.dtype
+) -> str | None:
+    e = 2  # (embed_dim 2, one head, a feed-forward of width 2)
+    # (the schema's tensors by position: src, then the weights and biases)
+    shapes = {0: (1, 1, e), 3: (3 * e, e), 4: (3 * e,), 5: (e, e), 14: (e, e), 16: (e, e)}
+    args: list = [None, e, 1, *[None] * 4, use_gelu, norm_first, 1e-5, *[None] * 8]
+    for i, d in enumerate(dtypes):
+        if d is not None:
+            args[i] = torch.ones(shapes.get(i, (e,)), dtype=d)
+    # (outside the modes of a trace in progress: a real call)
+    with (
+        torch.utils._python_dispatch._disable_current_modes(),
+        torch.no_grad(),
+        torch.autocast("cpu", dtype=dtype),
+    ):
+        try:
+            torch._transformer_encoder_layer_fwd(*args, None, None)
+        except RuntimeError as e:
+            return str(e)
+    return None
+
+
+def _cast_encoder_layer(graph: torch.fx.Graph, node: torch.fx.Node, dtype: torch.dtype) -> None:
+    # (a half-precision input of float32 weights: autocast casts both to its dtype, where the
+    # kernel itself rejects operands of two dtypes; the layer computes in the weights' dtype)
+    src, weights = node.args[0], node.args[3].meta["example_value"]
+    if weights.dtype != src.meta["example_value"].dtype:
+        with graph.inserting_before(node):
+            node.args = (_cast_node(graph, src, weights.dtype), *node.args[1:])
+    with graph.inserting_after(node):
+        out = _cast_node(graph, node, dtype)
+    node.replace_all_uses_with(out, delete_user_cb=lambda n, out=out: n is not out)
 
 
 def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -16,7 +16,7 @@ from torch._functorch.aot_autograd import aot_export_module
 from torch._prims_common import suggest_memory_format
 
 from torch2xla.capture import _foreach
-from torch2xla.capture._autocast import autocast_lstms
+from torch2xla.capture._autocast import autocast_fast_paths, autocast_kept, autocast_lstms
 from torch2xla.capture._custom_function import preserve_custom_functions
 from torch2xla.capture._dead import keep_dead, prune_kept
 from torch2xla.capture._eager_calls import margin_losses
@@ -189,6 +189,8 @@ def prepare(
     gm = split_layers(gm)
     # LSTM calls under CPU autocast cast as eager's oneDNN layer casts (``_autocast.py``).
     gm = autocast_lstms(gm)
+    # nn.TransformerEncoderLayer's fast path returns autocast's dtype under CPU autocast
+    gm = autocast_fast_paths(gm)
     # nn.LSTM/GRU/RNN calls become custom ops export keeps whole (lowered as scans).
     gm = preserve_rnns(gm)
     # sdpa calls too (export's fake tensors would pick the math kernel on CUDA).
@@ -227,6 +229,7 @@ def relower(
         exporting(),
         _mkldnn_disabled(),
         _functorch_depth_kept(),
+        autocast_kept(),
         torch.no_grad(),
         torch.fx.traceback.preserve_node_meta(),
     ):
@@ -491,6 +494,7 @@ def export_scope():
         exporting(),
         _mkldnn_disabled(),
         _functorch_depth_kept(),
+        autocast_kept(),
         torch.no_grad(),
         torch.fx.traceback.preserve_node_meta(),
         _arg_checks.recording() as rejected,

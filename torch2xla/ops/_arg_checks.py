@@ -389,6 +389,39 @@ def _complex_parts(kwargs: dict, node: torch.fx.Node | None) -> str | None:
     )
 
 
+def _encoder_layer_dtypes() -> Checker:
+    """``nn.TransformerEncoderLayer``'s fast path: its kernel's products reject an input of
+    another dtype than the weights (the lowering would promote). Asked of eager with autocast
+    off: the ATen graph has autocast's casts already (``capture/_autocast.py``)."""
+    e = 2  # (embed_dim 2, one head, a feed-forward of width 2)
+    vectors = ("qkv_bias", "proj_bias", "norm_weight_1", "norm_bias_1", "norm_weight_2")
+    shapes = {
+        "src": (1, 1, e),
+        "qkv_weight": (3 * e, e),
+        "proj_weight": (e, e),
+        "ffn_weight_1": (e, e),
+        "ffn_weight_2": (e, e),
+        **{n: (3 * e,) if n == "qkv_bias" else (e,) for n in vectors},
+        "norm_bias_2": (e,),
+        "ffn_bias_1": (e,),
+        "ffn_bias_2": (e,),
+    }
+    constants = (
+        ("embed_dim", e),
+        ("num_heads", 1),
+        ("use_gelu", False),
+        ("norm_first", False),
+        ("eps", 1e-5),
+    )
+    probe = _probed(aten._transformer_encoder_layer_fwd.default, shapes, constants)
+
+    def checker(kwargs: dict, node: torch.fx.Node | None) -> str | None:
+        with torch.autocast("cpu", enabled=False):
+            return probe(kwargs, node)
+
+    return checker
+
+
 CHECKS: dict[torch._ops.OpOverload, Checker] = {
     **RANDOM_CHECKS,
     **EMPTY_CHECKS,
@@ -427,6 +460,7 @@ CHECKS: dict[torch._ops.OpOverload, Checker] = {
     aten.mv.default: _probed(aten.mv.default, {"self": (1, 1), "vec": (1,)}),
     aten.addmv.default: _probed(aten.addmv.default, {"self": (1,), "mat": (1, 1), "vec": (1,)}),
     aten.dot.default: _pairs(("self", "tensor", _DOT)),
+    aten._transformer_encoder_layer_fwd.default: _encoder_layer_dtypes(),
     aten.vdot.default: _pairs(("self", "other", _DOT)),
     aten._cdist_forward.default: _pairs(("x1", "x2", _SCALAR_TYPE)),
     # (eager's transposed convolutions accept a bias of another dtype)
