@@ -494,6 +494,83 @@ def outputs_inplace_result_first_call_aliased(C, call):
         call(f"apart {k}", lambda: use(rand(2, 3), rand(3, seed=1)))
 
 
+@scenario
+def aliased_inputs_saved_and_modified(C, call):
+    # a * b saves both; the second input is written after the forward, before the backward
+    def body(a, b):
+        return (a * b).sum(), a.sin()
+
+    for order in ("aliased first", "apart first"):
+        f = C(body)
+
+        def use(a, b, leaf, f=f):
+            loss, s = f(a, b)
+            with torch.no_grad():
+                b.add_(1)
+            try:
+                (loss + s.sum()).backward()
+            except RuntimeError as e:
+                return ("raised", str(e).split("\n")[0][:60])
+            g = leaf.grad.clone()
+            leaf.grad = None
+            return loss, g
+
+        kinds = ("aliased", "apart") if order == "aliased first" else ("apart", "aliased")
+        for k in range(2):
+            for kind in kinds:
+                w = rand(4, seed=k, rg=True)
+                if kind == "aliased":
+                    base = rand(8, seed=5)
+                    call(f"{order} {kind} {k}", lambda w=w, base=base: use(w, base[:4], w))
+                    call(
+                        f"{order} {kind} view {k}",
+                        lambda w=w: use(w, w.detach()[:4], w),
+                    )
+                else:
+                    call(f"{order} {kind} {k}", lambda w=w: use(w, rand(4, seed=9), w))
+
+
+@scenario
+def aliased_inputs_grads_order(C, call):
+    def body(a, b):
+        return a * 2, b.t(), (a.view(2, 2) @ b).sum()
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            w = rand(4, seed=1, rg=True)
+            v = rand(2, 2, seed=3, rg=True)
+            b = w.view(2, 2) if kind == "aliased" else v
+            outs = f(w, b)
+            (outs[0].sum() + (outs[1] * outs[1]).sum() + outs[2]).backward()
+            return outs, w.grad, v.grad, outs[1]._base is w or outs[1]._base is v
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
+@scenario
+def aliased_inputs_versions(C, call):
+    def body(a, b):
+        a.mul_(2)
+        return b + 1
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            base = rand(6)
+            a, b = (base[:3], base[3:]) if kind == "aliased" else (rand(3), rand(3, seed=1))
+            out = f(a, b)
+            return out, a._version, b._version, base._version, a.clone(), b.clone()
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
 # ============================================================================================
 # layouts under dynamic shapes
 @scenario
