@@ -332,6 +332,78 @@ def complex_scalar_values(C, call):
         alternate(call, f, f"nan {kw}", (x, complex(math.nan, 1)), (x, 3j))
 
 
+@scenario
+def values_under_process_state(C, call):
+    # a scalar taken as a value beside one process property flipped between calls
+    def body(x, n, s):
+        return (x / n, torch.full((2,), s), x * s, torch.arange(3) * s, x.sum() * n)
+
+    for kw in DYN:
+        f = C(body, **kw)
+        xi = ints(3, -4, 5)
+        for k in range(2):
+            call(f"plain {kw} {k}", lambda: f(xi, 2, 1.5))
+            old = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                call(f"float64 default {kw} {k}", lambda: f(xi, 3, 2.5))
+            finally:
+                torch.set_default_dtype(old)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                call(f"autocast {kw} {k}", lambda: f(xi, 5, 0.1))
+            with torch.inference_mode():
+                call(f"inference {kw} {k}", lambda: f(xi, 7, -1.5))
+
+
+@scenario
+def values_with_grad_mode(C, call):
+    def body(w, n, s):
+        return (w * s + n).sum(), w * n
+
+    for kw in DYN:
+        f = C(body, **kw)
+
+        def use(n, s, grad, f=f):
+            w = rand(3, rg=True)
+            with torch.set_grad_enabled(grad):
+                out = f(w, n, s)
+            if out[0].requires_grad:
+                out[0].backward()
+            return out, w.grad
+
+        for k in range(2):
+            call(f"grad {kw} {k}", lambda k=k: use(2 + k, 0.5 + k, True))
+            call(f"no grad {kw} {k}", lambda k=k: use(-1 - k, -2.5 - k, False))
+
+
+@scenario
+def values_int_vs_size_same_graph(C, call):
+    # n used both as a value and as a size in different calls' branches
+    def body(x, n):
+        if n > 2:
+            return x[:n] * n
+        return x * n
+
+    for kw in DYN:
+        f = C(body, **kw)
+        x = rand(6)
+        for n in (1, 3, 2, 4, 1, 5, 0):
+            call(f"n={n} {kw}", lambda n=n: f(x, n))
+
+
+@scenario
+def values_host_numbers_types(C, call):
+    # Python arithmetic on a float giving an int or a bool
+    for kw in DYN:
+        f = C(lambda x, s: x * round(s) + x * int(s) + x * (s > 1.0), **kw)
+        x = rand(3)
+        alternate(call, f, f"round {kw}", (x, 2.5), (x, -1.7))
+        g = C(lambda x, s: x * abs(s) - x * (-s) + x * (s**2), **kw)
+        alternate(call, g, f"abs {kw}", (x, -0.0), (x, 3.0))
+        h = C(lambda x, s: x * max(s, 1.0) + x * min(s, 0.0), **kw)
+        alternate(call, h, f"minmax {kw}", (x, 2.0), (x, -3.0))
+
+
 # ============================================================================================
 # aliasing of inputs for graphs that only read
 @scenario
@@ -571,6 +643,52 @@ def aliased_inputs_versions(C, call):
                 call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
 
 
+@scenario
+def aliased_inputs_unrecorded_write(C, call):
+    # a write under no_grad into an input sharing memory with one that requires grad
+    def body(w, buf):
+        with torch.no_grad():
+            buf.mul_(2)
+        return (w * w).sum(), buf * 1
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            w = rand(4, seed=1, rg=True)
+            buf = w.detach() if kind == "aliased" else rand(4, seed=2)
+            loss, b = f(w, buf)
+            loss.backward()
+            return loss, b, w.grad, w.detach().clone(), buf.clone()
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
+@scenario
+def aliased_inputs_unrecorded_write_view(C, call):
+    def body(w, buf):
+        y = w * 2
+        with torch.no_grad():
+            buf.add_(1)
+        return (y * w).sum()
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            w = rand(2, 3, seed=1, rg=True)
+            buf = w.detach()[1] if kind == "aliased" else rand(3, seed=2)
+            loss = f(w, buf)
+            loss.backward()
+            return loss, w.grad, w.detach().clone()
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
 # ============================================================================================
 # layouts under dynamic shapes
 @scenario
@@ -615,6 +733,52 @@ def layouts_storage_offset_read(C, call):
         alternate(call, f, f"offset {kw}", (base[2:8].view(2, 3),), (base[:6].view(2, 3),))
 
 
+@scenario
+def stride_symbols_of_sliced_inputs(C, call):
+    # a sequence one longer each call, its last column sliced: a stride Dynamo makes a symbol
+    def body(last, w):
+        return last * w, last.t(), last.clone(), last.unsqueeze(0)
+
+    for kw in ({"dynamic": True}, {}):
+        f = C(body, **kw)
+        w = rand(1, seed=3)
+        for n in (3, 4, 5, 6, 5):
+            ids = rand(2, n, seed=n)
+            call(f"n={n} {kw}", lambda ids=ids: f(ids[:, -1:], w))
+            call(f"n={n} dense {kw}", lambda ids=ids: f(ids[:, -1:].contiguous(), w))
+            call(f"n={n} other {kw}", lambda ids=ids: f(ids[:1, -1:].expand(2, 1), w))
+
+
+@scenario
+def stride_symbols_written(C, call):
+    def body(last, v):
+        last.mul_(v)
+        return last.t()
+
+    for kw in ({"dynamic": True}, {}):
+        f = C(body, **kw)
+
+        def use(ids, k, f=f):
+            out = f(ids[:, k : k + 1], 2.0)
+            return out, ids.clone(), out._base is ids
+
+        for n in (3, 4, 5, 4):
+            call(f"n={n} {kw}", lambda n=n: use(rand(2, n, seed=n), n - 1))
+            call(f"n={n} first {kw}", lambda n=n: use(rand(2, n, seed=n), 0))
+
+
+@scenario
+def stride_symbols_reads_offset(C, call):
+    def body(row):
+        return row * 2, row.storage_offset() * 1.0
+
+    f = C(body, dynamic=True)
+    for n in (3, 4, 5):
+        base = rand(n, 4, seed=n)
+        call(f"n={n} last", lambda base=base: f(base[-1]))
+        call(f"n={n} first", lambda base=base: f(base[0]))
+
+
 # ============================================================================================
 # buckets
 @scenario
@@ -634,6 +798,53 @@ def buckets_overlapping_reads(C, call):
     f = C(lambda a, b: (a + b).cumsum(-1), dynamic=True, options={"buckets": [8, 16]})
     base = rand(2, 12)
     alternate(call, f, "lens", (base[:, :5], base[:, 1:6]), (rand(2, 7), rand(2, 7, seed=1)))
+
+
+@scenario
+def buckets_layouts(C, call):
+    def body(x):
+        return x * 2, x.cumsum(0), x.sum(0), x.clone(), x.t()
+
+    f = C(body, dynamic=True, options={"buckets": [8, 16]})
+    for n in (5, 6, 7, 5):
+        a = rand(n, 3, seed=n)
+        call(f"n={n} contiguous", lambda a=a: f(a))
+        call(f"n={n} transposed", lambda n=n: f(rand(3, n, seed=n).t()))
+        call(f"n={n} gapped", lambda n=n: f(rand(n, 6, seed=n)[:, ::2]))
+        call(f"n={n} sliced", lambda n=n: f(rand(n + 4, 3, seed=n)[2 : n + 2]))
+
+
+@scenario
+def buckets_sliced_last_token(C, call):
+    def body(ids, w):
+        return ids[:, -1:] * w, ids.shape[1] * 1.0
+
+    f = C(body, dynamic=True, options={"buckets": [8, 16]})
+    w = rand(1, seed=2)
+    for n in (3, 5, 6, 9, 4):
+        ids = rand(2, n, seed=n)
+        call(f"n={n}", lambda ids=ids: f(ids, w))
+        call(f"n={n} slice", lambda ids=ids: f(ids[:, 1:], w))
+
+
+@scenario
+def buckets_requires_grad_alternating(C, call):
+    def body(x, w):
+        return (x * w).sum(-1), (x @ w.unsqueeze(-1)).squeeze(-1)
+
+    f = C(body, dynamic=True, options={"buckets": [8, 16]})
+    for n in (5, 6, 5, 7):
+        for rg in (False, True):
+            w = rand(n, seed=9, rg=rg)
+            x = rand(2, n, seed=n)
+
+            def use(x=x, w=w):
+                out = f(x, w)
+                if w.requires_grad:
+                    (out[0].sum() + out[1].sum()).backward()
+                return out, w.grad
+
+            call(f"n={n} rg={rg}", use)
 
 
 def main(argv: list[str]) -> int:
