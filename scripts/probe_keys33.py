@@ -689,6 +689,27 @@ def aliased_inputs_unrecorded_write_view(C, call):
                 call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
 
 
+@scenario
+def aliased_inputs_out_results(C, call):
+    # the result of an ``out=`` call (or an in-place one) returned, its inputs sharing memory
+    def body(a, b):
+        r = torch.add(a, 1, out=b[0])
+        return r, a.t(), b.mul_(2)[1]
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            base = rand(4, 2, seed=4)
+            a, b = (base[:2], base[2:]) if kind == "aliased" else (rand(2, 2), rand(2, 2, seed=5))
+            outs = f(a, b)
+            return outs, a.clone(), b.clone(), [o._base is a or o._base is b for o in outs]
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
 # ============================================================================================
 # layouts under dynamic shapes
 @scenario
@@ -845,6 +866,69 @@ def buckets_requires_grad_alternating(C, call):
                 return out, w.grad
 
             call(f"n={n} rg={rg}", use)
+
+
+# ============================================================================================
+# graphs cut around data-dependent ops: one Cut serves every call
+@scenario
+def cut_alternating_properties(C, call):
+    def body(x, m, n, s):
+        y = x[m] * s  # (a data-dependent size)
+        return y.sum() + n, x.t() * n, y
+
+    for kw in DYN:
+        f = C(body, **kw)
+        x = rand(4, 3)
+        m = torch.tensor([True, False, True, True])
+        alternate(call, f, f"values {kw}", (x, m, 2, 0.5), (x, ~m, -3, -0.0))
+        xt = rand(3, 4, seed=1).t()
+        alternate(call, f, f"layout {kw}", (x, m, 1, 1.5), (xt, m, 1, 1.5))
+        xi = ints(*range(12)).view(4, 3)
+        alternate(call, f, f"int tensor {kw}", (x, m, 2, 2.0), (xi, m, 2, 2.0))
+
+
+@scenario
+def cut_aliased_inputs(C, call):
+    def body(a, b):
+        idx = (a > 0).nonzero()
+        b.add_(1)
+        return idx, a * 2, b.t()
+
+    for order in (("aliased", "apart"), ("apart", "aliased")):
+        f = C(body)
+
+        def use(kind, f=f):
+            base = rand(2, 3, seed=4)
+            a, b = (base, base) if kind == "same" else (base, base.view(3, 2))
+            if kind == "apart":
+                a, b = rand(2, 3, seed=4), rand(3, 2, seed=5)
+            outs = f(a, b)
+            return outs, a.clone(), b.clone(), [o._base is a or o._base is b for o in outs]
+
+        for k in range(2):
+            for kind in order:
+                call(f"{order[0]} first: {kind} {k}", lambda kind=kind: use(kind))
+
+
+@scenario
+def cut_grad_alternating(C, call):
+    def body(w, x):
+        y = (x * w)[x > 0]
+        return y.sum(), w.t()
+
+    f = C(body)
+
+    def use(rg, grad):
+        w = rand(2, 3, seed=1, rg=rg)
+        with torch.set_grad_enabled(grad):
+            loss, t = f(w, rand(2, 3, seed=2))
+        if loss.requires_grad:
+            (loss + t.sum()).backward()
+        return loss, t, w.grad
+
+    for k in range(2):
+        for rg, grad in ((True, True), (False, True), (True, False)):
+            call(f"rg={rg} grad={grad} {k}", lambda rg=rg, grad=grad: use(rg, grad))
 
 
 def main(argv: list[str]) -> int:

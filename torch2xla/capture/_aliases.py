@@ -293,8 +293,9 @@ def output_marks(
 
 def _view_source(node: torch.fx.Node, position: dict, ex: torch.Tensor) -> int | None:
     """The input that the output ``node`` (example ``ex``) is a view of, followed through the
-    graph: the first argument of each view (or in-place op, or the list a ``split`` made) back
-    to a placeholder sharing ``ex``'s memory; None where the chain ends elsewhere.
+    graph: the first argument of each view (or in-place op, or the list a ``split`` made; the
+    ``out=`` tensor of an out call) back to a placeholder sharing ``ex``'s memory; None where
+    the chain ends elsewhere.
 
     The example values' storages alone do not say which: where Dynamo's example inputs shared
     memory (``f(x, x.view(2, 2))``), every input of that storage matches, and the first one
@@ -310,11 +311,14 @@ def _view_source(node: torch.fx.Node, position: dict, ex: torch.Tensor) -> int |
                 return None
         elif node.op == "placeholder" or not isinstance(val, list | tuple):
             return None
-        if node.op == "placeholder":
-            return position.get(node)
-        if node.op not in ("call_function", "call_method") or not node.args:
+        if node.op == "placeholder":  # (not one whose storage the graph replaces: ``storages``)
+            return None if node.meta.get(STORAGE_REPLACED_LATER) else position.get(node)
+        if node.op not in ("call_function", "call_method"):
             return None
-        node = node.args[0]
+        out = node.kwargs.get("out")  # (``torch.add(a, 1, out=b)`` is ``b``)
+        if not isinstance(out, torch.fx.Node) and not node.args:
+            return None
+        node = out if isinstance(out, torch.fx.Node) else node.args[0]
     return None
 
 
