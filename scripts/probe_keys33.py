@@ -342,17 +342,17 @@ def values_under_process_state(C, call):
         f = C(body, **kw)
         xi = ints(3, -4, 5)
         for k in range(2):
-            call(f"plain {kw} {k}", lambda: f(xi, 2, 1.5))
+            call(f"plain {kw} {k}", lambda f=f, xi=xi: f(xi, 2, 1.5))
             old = torch.get_default_dtype()
             torch.set_default_dtype(torch.float64)
             try:
-                call(f"float64 default {kw} {k}", lambda: f(xi, 3, 2.5))
+                call(f"float64 default {kw} {k}", lambda f=f, xi=xi: f(xi, 3, 2.5))
             finally:
                 torch.set_default_dtype(old)
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                call(f"autocast {kw} {k}", lambda: f(xi, 5, 0.1))
+                call(f"autocast {kw} {k}", lambda f=f, xi=xi: f(xi, 5, 0.1))
             with torch.inference_mode():
-                call(f"inference {kw} {k}", lambda: f(xi, 7, -1.5))
+                call(f"inference {kw} {k}", lambda f=f, xi=xi: f(xi, 7, -1.5))
 
 
 @scenario
@@ -388,7 +388,7 @@ def values_int_vs_size_same_graph(C, call):
         f = C(body, **kw)
         x = rand(6)
         for n in (1, 3, 2, 4, 1, 5, 0):
-            call(f"n={n} {kw}", lambda n=n: f(x, n))
+            call(f"n={n} {kw}", lambda n=n, f=f, x=x: f(x, n))
 
 
 @scenario
@@ -765,9 +765,9 @@ def stride_symbols_of_sliced_inputs(C, call):
         w = rand(1, seed=3)
         for n in (3, 4, 5, 6, 5):
             ids = rand(2, n, seed=n)
-            call(f"n={n} {kw}", lambda ids=ids: f(ids[:, -1:], w))
-            call(f"n={n} dense {kw}", lambda ids=ids: f(ids[:, -1:].contiguous(), w))
-            call(f"n={n} other {kw}", lambda ids=ids: f(ids[:1, -1:].expand(2, 1), w))
+            call(f"n={n} {kw}", lambda ids=ids, f=f, w=w: f(ids[:, -1:], w))
+            call(f"n={n} dense {kw}", lambda ids=ids, f=f, w=w: f(ids[:, -1:].contiguous(), w))
+            call(f"n={n} other {kw}", lambda ids=ids, f=f, w=w: f(ids[:1, -1:].expand(2, 1), w))
 
 
 @scenario
@@ -798,6 +798,26 @@ def stride_symbols_reads_offset(C, call):
         base = rand(n, 4, seed=n)
         call(f"n={n} last", lambda base=base: f(base[-1]))
         call(f"n={n} first", lambda base=base: f(base[0]))
+
+
+@scenario
+def overlap_memo_strides_in_place(C, call):
+    # one tensor object given other strides in place, overlapping a written input
+    def body(a, b):
+        a.add_(1)
+        return b * 2, b.sum(0)
+
+    for kw in ({}, {"dynamic": True}):
+        f = C(body, **kw)
+        base = torch.arange(24.0)
+        a, b = base[0:2], base.as_strided((2, 1), (3, 1), 0)
+        for n in (3, 4, 5, 6, 1, 7, 5):
+            b.as_strided_((2, 1), (n, 1), 0)
+            call(f"n={n} {kw}", lambda f=f, a=a, b=b, base=base: (f(a, b), base.clone()))
+        c = base.as_strided((3, 2), (4, 1), 1)
+        for n in (4, 5, 6, 2, 7):
+            c.as_strided_((3, 2), (n, 1), 1)
+            call(f"rows n={n} {kw}", lambda f=f, c=c, base=base: (f(base[1:3], c), base.clone()))
 
 
 # ============================================================================================
@@ -844,8 +864,8 @@ def buckets_sliced_last_token(C, call):
     w = rand(1, seed=2)
     for n in (3, 5, 6, 9, 4):
         ids = rand(2, n, seed=n)
-        call(f"n={n}", lambda ids=ids: f(ids, w))
-        call(f"n={n} slice", lambda ids=ids: f(ids[:, 1:], w))
+        call(f"n={n}", lambda ids=ids, f=f, w=w: f(ids, w))
+        call(f"n={n} slice", lambda ids=ids, f=f, w=w: f(ids[:, 1:], w))
 
 
 @scenario

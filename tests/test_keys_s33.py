@@ -72,3 +72,23 @@ def test_output_views_gradients_after_aliased_examples():
 
     for kind in ("aliased", "apart", "aliased", "apart"):
         _same(use(f, kind), use(body, kind))
+
+
+# -- the overlap signature's memo, where an input's strides are symbols of their own ---------
+def test_overlap_signature_follows_strides_changed_in_place():
+    # one tensor object given other strides in place keeps its data pointer: the memo of the
+    # overlap signature gave the old strides' signature, and the program that took ``b`` out
+    # of the shared base at stride 4 served stride 5
+    def body(a, b):
+        a.add_(1)
+        return b * 2
+
+    f = torch.compile(body, backend="xla")
+    base_e, base_c = torch.arange(20.0), torch.arange(20.0)
+    ae, be = base_e[0:2], base_e.as_strided((2, 1), (3, 1), 0)
+    ac, bc = base_c[0:2], base_c.as_strided((2, 1), (3, 1), 0)
+    for n in (3, 4, 5, 6, 1, 7, 5):
+        be.as_strided_((2, 1), (n, 1), 0)
+        bc.as_strided_((2, 1), (n, 1), 0)
+        _same(f(ac, bc), body(ae, be))
+        _same(base_c, base_e)
