@@ -92,3 +92,21 @@ def test_overlap_signature_follows_strides_changed_in_place():
         bc.as_strided_((2, 1), (n, 1), 0)
         _same(f(ac, bc), body(ae, be))
         _same(base_c, base_e)
+
+
+# -- the memo of eager's verdict on converting a Python number -------------------------------
+@pytest.mark.parametrize("first", ["float", "int"])
+def test_overflow_verdict_memo_keeps_int_and_float_apart(first):
+    from torch2xla.ops._check_args import _overflow
+
+    def eager(v):
+        try:
+            torch.empty(2, dtype=torch.int64).fill_(v)
+        except RuntimeError as e:
+            return str(e)
+        return None
+
+    # 2**63 == float(2**63): one entry of an untyped memo answered for both
+    values = [float(2**63), 2**63] if first == "float" else [2**63, float(2**63)]
+    for v in values * 2:
+        assert _overflow(v, torch.int64) == eager(v)
