@@ -291,6 +291,37 @@ def output_marks(
     return OutputMarks(tuple(multi), tuple(fresh), enables, tuple(versions))
 
 
+def _view_source(node: torch.fx.Node, position: dict, ex: torch.Tensor) -> int | None:
+    """The input that the output ``node`` (example ``ex``) is a view of, followed through the
+    graph: the first argument of each view (or in-place op, or the list a ``split`` made; the
+    ``out=`` tensor of an out call) back to a placeholder sharing ``ex``'s memory; None where
+    the chain ends elsewhere.
+
+    The example values' storages alone do not say which: where Dynamo's example inputs shared
+    memory (``f(x, x.view(2, 2))``), every input of that storage matches, and the first one
+    was taken for all, keyed nowhere: ``f(a, m)``'s ``m.t()`` was remade as a view of ``a``.
+    The input the graph takes the view of is the one for every call."""
+    ref = StorageWeakRef(ex.untyped_storage())
+    seen = set()
+    while isinstance(node, torch.fx.Node) and node not in seen:
+        seen.add(node)
+        val = _plain(node.meta.get("example_value"))
+        if isinstance(val, torch.Tensor):
+            if val.layout != torch.strided or StorageWeakRef(val.untyped_storage()) != ref:
+                return None
+        elif node.op == "placeholder" or not isinstance(val, list | tuple):
+            return None
+        if node.op == "placeholder":  # (not one whose storage the graph replaces: ``storages``)
+            return None if node.meta.get(STORAGE_REPLACED_LATER) else position.get(node)
+        if node.op not in ("call_function", "call_method"):
+            return None
+        out = node.kwargs.get("out")  # (``torch.add(a, 1, out=b)`` is ``b``)
+        if not isinstance(out, torch.fx.Node) and not node.args:
+            return None
+        node = out if isinstance(out, torch.fx.Node) else node.args[0]
+    return None
+
+
 def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
     """Outputs of a Dynamo graph that are views of its tensor inputs (static layouts only)."""
     storages = {}
@@ -344,7 +375,9 @@ def output_aliases(gm: torch.fx.GraphModule) -> tuple[OutputAlias, ...]:
         if same:
             found.append(OutputAlias(k, same[0]))
             continue
-        src = storages.get(StorageWeakRef(ex.untyped_storage()))
+        src = _view_source(node, position, ex)
+        if src is None:
+            src = storages.get(StorageWeakRef(ex.untyped_storage()))
         size, stride = _static(ex.shape, symbols), _static(ex.stride(), symbols)
         offset = ex.storage_offset()
         if src is not None:

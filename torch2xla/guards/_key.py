@@ -306,7 +306,7 @@ class SignatureKey:
         def symbol_values(args) -> tuple:
             return tuple(args[i] if d is None else args[i].shape[d] for i, d in sources)
 
-        overlap = _alias_memo(overlap_pos, symbol_values) if aliasing else None
+        overlap = _alias_memo(overlap_pos, symbol_values, layout_pos) if aliasing else None
 
         def rest(args) -> tuple:
             out: list = []
@@ -428,22 +428,34 @@ class SignatureKey:
 _data_ptr = torch.Tensor.data_ptr
 
 
-def _alias_memo(positions: tuple[int, ...], symbol_values: Callable) -> Callable[[Sequence], tuple]:
+def _alias_memo(
+    positions: tuple[int, ...], symbol_values: Callable, layout_pos: tuple[int, ...] = ()
+) -> Callable[[Sequence], tuple]:
     """``alias_signature(args, positions)`` per call, reused while the same tensor objects
-    arrive at ``positions`` with the same data pointers and the same symbol values (so the same
-    memory spans: Dynamo guards the rest of their layout). Reading every tensor's storage costs
-    ~1.3 us a tensor: ~250 us of each token of a GPT-2 decode whose cache writes make every
-    parameter an overlap position; the check is two maps in C."""
+    arrive at ``positions`` with the same data pointers, the same symbol values and the same
+    strides at ``layout_pos`` (so the same memory spans: Dynamo guards the rest of their
+    layout). Reading every tensor's storage costs ~1.3 us a tensor: ~250 us of each token of a
+    GPT-2 decode whose cache writes make every parameter an overlap position; the check is two
+    maps in C.
+
+    NOTE: the strides at ``layout_pos`` hold symbols of their own that no symbol value says
+    (``SignatureKey`` keys them by layout class): one tensor object given other strides in
+    place (``b.as_strided_((2, 1), (n, 1))``, ``set_``) kept its data pointer, and the memo
+    gave the signature of its old strides: the program that took ``b`` out of the shared base
+    at stride 4 served stride 5."""
     if not positions:
         return lambda args: ()
     # (``itemgetter`` of one position returns the element, of several a tuple)
     pick = operator.itemgetter(*positions, *positions) if len(positions) == 1 else None
     pick = pick or operator.itemgetter(*positions)
+    laid = tuple(i for i in layout_pos if i in positions)
     last: list = [None]  # (ids, data pointers, symbol values, signature): one tuple, swapped whole
 
     def signature(args: Sequence) -> tuple:
         tensors = pick(args)
         ids, ptrs, syms = list(map(id, tensors)), list(map(_data_ptr, tensors)), symbol_values(args)
+        if laid:
+            syms = (syms, tuple(args[i].stride() for i in laid))
         memo = last[0]
         if memo is not None and memo[0] == ids and memo[1] == ptrs and memo[2] == syms:
             return memo[3]

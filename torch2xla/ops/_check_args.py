@@ -54,7 +54,9 @@ def _overflow(value, dtype: torch.dtype | None, numel: object = 2) -> str | None
     return _eager_overflow(value, dtype, min(numel, 2) if isinstance(numel, int) else 2)
 
 
-@functools.lru_cache(maxsize=256)
+# (typed: ``2**63 == float(2**63)``, one entry for both, and eager converts the float into
+# int64 where it rejects the int: whichever came first answered for the other)
+@functools.lru_cache(maxsize=256, typed=True)
 def _eager_overflow(value, dtype: torch.dtype, numel: int) -> str | None:
     # (outside the modes of an export in progress: a real call, not a traced one)
     with torch.utils._python_dispatch._disable_current_modes():
