@@ -48,8 +48,22 @@ _LAZY = {
 }
 
 
+# torch 2.11's eager ihfftn along a leading dim returns its result column-major (strides
+# (1, 3) for the (3, 2) result, H200 machine, session 33) where its fake kernel, which our
+# output's layout follows, says row-major; torch 2.13's eager is row-major. Not fixed: the
+# output layouts follow the fake kernels (``runtime/_program.OutputLayout``).
+_FAKE_STRIDES_DIFFER = pytest.mark.xfail(
+    tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13),
+    reason="torch < 2.13: eager ihfftn's strides are not its fake kernel's",
+    strict=False,
+)
+
+
 @pytest.mark.parametrize("requires_grad", [False, True])
-@pytest.mark.parametrize("name", list(_LAZY))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=_FAKE_STRIDES_DIFFER) if n == "ihfftn" else n for n in _LAZY],
+)
 def test_lazy_conjugate_and_negative_outputs(name, requires_grad):
     fn, make = _LAZY[name]
     torch._dynamo.reset()
