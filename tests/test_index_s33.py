@@ -1,0 +1,128 @@
+"""Bad and unusual indices (session 33), against eager: a uint8 tensor that a call reads as an
+integer index (not a mask) is refused where eager refuses it, and a runtime check restored from
+the persistent cache names this process's line, or none, never another process's."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch2xla
+from torch2xla.guards import _persistent
+
+U8 = torch.tensor([1, 3], dtype=torch.uint8)
+
+
+def _put(x, i, s):
+    return x.put_(i, s)
+
+
+def _put_accumulate(x, i, s):
+    return x.put(i, s, accumulate=True)
+
+
+def _one_hot(x, i, s):
+    return F.one_hot(i, 5) + x.long()
+
+
+def _index_copy(x, i, s):
+    return x.index_copy(0, i, s)
+
+
+def _mask_read(x, i, s):
+    return x[i.repeat(3)[:5]]
+
+
+def _mask_write(x, i, s):
+    x[i.repeat(3)[:5]] = s.sum()
+    return x
+
+
+def _mask_accumulate(x, i, s):
+    return x.index_put((i.repeat(3)[:5],), s.sum(), accumulate=True)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_put, _put_accumulate, _one_hot, _index_copy, _mask_read, _mask_write, _mask_accumulate],
+)
+def test_uint8_index_as_eager(fn):
+    """``x.put_(i, v)`` and ``F.one_hot(i)`` refuse a uint8 ``i`` in eager (a long index
+    only); the compiled call computed them. Where a call reads uint8 as a mask (``x[m]``,
+    ``index_put``), it still does."""
+    args = (torch.zeros(5), U8, torch.tensor([1.0, 2.0]))
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (eager's deprecation of uint8 masks)
+        try:
+            want = fn(*(a.clone() for a in args))
+        except RuntimeError as eager:
+            with pytest.raises(type(eager)) as info:
+                torch.compile(fn, backend="xla")(*(a.clone() for a in args))
+            assert str(info.value).startswith(str(eager).splitlines()[0]), str(info.value)
+            assert "test_index_s33.py" in str(info.value), str(info.value)
+            return
+        got = torch.compile(fn, backend="xla")(*(a.clone() for a in args))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+_SOURCE = """
+def lookup(table, i):
+    rows = table * 2
+    return rows[i]  # {tag}
+"""
+
+
+def _from_file(path: pathlib.Path):
+    import importlib.util
+
+    path.write_text("\n" * 5 + _SOURCE.format(tag="in a file"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.lookup
+
+
+def _without_file():
+    scope: dict = {}
+    exec(compile(_SOURCE.format(tag="without a file"), "<string>", "exec"), scope)
+    return scope["lookup"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    torch2xla.set_persistent_cache(tmp_path / "cache")
+    yield
+    monkeypatch.undo()
+    _persistent._explicit = _persistent._UNSET
+    _persistent._wanted_path = None
+    _persistent._store = None
+
+
+def _error(fn) -> str:
+    torch._dynamo.reset()
+    with pytest.raises(torch2xla.OpIndexError) as info:
+        torch.compile(fn, backend="xla")(torch.randn(4, 3), torch.tensor([1, 9]))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("file_first", [True, False], ids=["file-first", "no-file-first"])
+def test_restored_check_names_this_process_line_or_none(tmp_path, cache, file_first):
+    """The same function from a file and from ``exec`` (no source: ``python -c``, a
+    notebook's ``exec``) restores one record: a record written from the file named the file's
+    line for the code without one; one written without a line named none for the file."""
+    in_file, no_file = _from_file(tmp_path / "user_mod.py"), _without_file()
+    order = [in_file, no_file] if file_first else [no_file, in_file]
+    messages = {}
+    hits = _persistent.hits()
+    for fn in order:
+        messages[fn] = _error(fn)
+    assert _persistent.hits() > hits  # (the second restored the first's record)
+    assert f"{tmp_path / 'user_mod.py'}:9" in messages[in_file], messages[in_file]
+    assert "user code: <unknown source>" in messages[no_file], messages[no_file]
+    assert "user_mod.py" not in messages[no_file], messages[no_file]
