@@ -642,6 +642,205 @@ def ring(C, rec):
 
 SCENARIOS["ring_python_ptr"] = ring
 
+
+# -- batch 3: several bad indices (which one eager names), several failing ops (which first) ----
+case("two_bad_get", lambda x, i: x[i], lambda: (r(4), I(1, 5, 9)))
+case("two_bad_get_desc", lambda x, i: x[i], lambda: (r(4), I(1, 9, 5)))
+case("two_bad_get_neg", lambda x, i: x[i], lambda: (r(4), I(1, -7, 9)))
+case("two_bad_get_2d", lambda x, i: x[i], lambda: (r(4), I(1, 9, 5, 4).reshape(2, 2)))
+case("two_bad_set", lambda x, i: x.__setitem__(i, 0.0), lambda: (r(4), I(1, 9, 5)))
+case("two_bad_gather", lambda x, i: x.gather(0, i), lambda: (r(4), I(1, 9, 5)))
+case("two_bad_gather_2d", lambda x, i: x.gather(1, i), lambda: (r(2, 3), I(0, 1, 7, 4).reshape(2, 2)))
+case("two_bad_index_select", lambda x, i: x.index_select(0, i), lambda: (r(4), I(1, 9, 5)))
+case("two_bad_index_select_neg", lambda x, i: x.index_select(0, i), lambda: (r(4), I(1, 9, -1)))
+case("two_bad_index_select_dim1", lambda x, i: x.index_select(1, i), lambda: (r(2, 4), I(1, 9, 5)))
+case("two_bad_embedding", lambda w, i: F.embedding(i, w), lambda: (r(4, 2), I(1, 9, 5)))
+case("two_bad_embedding_neg", lambda w, i: F.embedding(i, w), lambda: (r(4, 2), I(1, 5, -1)))
+case("two_bad_take", lambda x, i: x.take(i), lambda: (r(4), I(1, 9, 5)))
+case("two_bad_scatter", lambda x, i, s: x.scatter(0, i, s), lambda: (r(4), I(1, 9, 5), r(3)))
+case("two_bad_index_add", lambda x, i, s: x.index_add(0, i, s), lambda: (r(4), I(1, 9, 5), r(3)))
+case("two_bad_index_copy", lambda x, i, s: x.index_copy(0, i, s), lambda: (r(4), I(1, 9, 5), r(3)))
+case("two_bad_index_fill", lambda x, i: x.index_fill(0, i, 1.0), lambda: (r(4), I(1, 9, 5)))
+case("two_bad_put", lambda x, i, s: x.put(i, s), lambda: (r(4), I(1, 9, 5), r(3)))
+case("two_bad_nll", lambda x, t: F.nll_loss(x, t), lambda: (r(3, 4), I(1, 9, 5)))
+case("two_bad_nll_neg", lambda x, t: F.nll_loss(x, t), lambda: (r(3, 4), I(1, 9, -3)))
+case("two_bad_ce", lambda x, t: F.cross_entropy(x, t), lambda: (r(3, 4), I(1, 9, 5)))
+case("two_bad_one_hot", lambda i: F.one_hot(i, 4), lambda: (I(1, 9, 5),))
+case("two_bad_bag", lambda w, i, o: F.embedding_bag(i, w, o), lambda: (r(4, 2), I(1, 9, 5), I(0, 1)))
+case("two_bad_xy", lambda x, i, j: x[i, j], lambda: (r(3, 3), I(1, 2), I(7, 5)))
+case("two_bad_xy_first_dim", lambda x, i, j: x[i, j], lambda: (r(3, 3), I(1, 5), I(7, 1)))
+case("two_bad_scatter_reduce", lambda x, i, s: x.scatter_reduce(0, i, s, "amax"), lambda: (r(4), I(1, 9, 5), r(3)))
+case("two_bad_index_reduce", lambda x, i, s: x.index_reduce(0, i, s, "amax"), lambda: (r(4, 1), I(1, 9, 5), r(3, 1)))
+case("two_bad_unpool", lambda x, i: F.max_unpool1d(x, i, 2), lambda: (r(1, 1, 3), I(0, 9, 7).reshape(1, 1, 3)))
+
+
+def gather_then_index(x, i, j):
+    a = x.gather(0, j)
+    b = x[i]
+    return a, b
+
+
+def index_then_gather(x, i, j):
+    b = x[i]
+    a = x.gather(0, j)
+    return a, b
+
+
+def index_after_use(x, i, j):
+    b = x[i] * 2
+    a = x.gather(0, j) + b.sum()
+    return a
+
+
+case("order_gather_then_index", gather_then_index, lambda: (r(4), I(5), I(6)))
+case("order_index_then_gather", index_then_gather, lambda: (r(4), I(5), I(6)))
+case("order_index_after_use", index_after_use, lambda: (r(4), I(5), I(6)))
+case("order_grad", index_then_gather, lambda: (r(4), I(5), I(6)), grad=True)
+case("order_div_then_index", lambda x, k, n: x[n // k], lambda: (r(4), I(0), I(7)))
+case("order_index_then_div", lambda x, k, n: (x[n], n // k), lambda: (r(4), I(0), I(7)))
+
+
+def param_write_then_oob(w, x, i):
+    with torch.no_grad():
+        w.mul_(2)
+    return (w * x)[i]
+
+
+case("param_write_then_oob", param_write_then_oob, lambda: (r(3), r(3), I(4)), grad=True)
+
+
+def view_out_then_oob(x, i):
+    v = x[1:]
+    v.add_(1)
+    return v, x[i]
+
+
+case("view_out_then_oob", view_out_then_oob, lambda: (r(4), I(4)))
+
+
+# -- batch 4: each family with dynamic=True, good then bad (another size), bad then good --------
+_FAMILIES = {
+    "get": (lambda x, i, s: x[i], 1),
+    "get_col": (lambda x, i, s: x[:, i], 1),
+    "set": (lambda x, i, s: x.__setitem__((slice(None), i), s), 1),
+    "iadd": (lambda x, i, s: x.index_put_((slice(None), i) and (i,), s.sum(0), accumulate=True), 0),
+    "gather": (lambda x, i, s: x.gather(1, i.expand(x.shape[0], -1)), 1),
+    "scatter_add": (lambda x, i, s: x.scatter_add(1, i.expand(x.shape[0], -1), s), 1),
+    "index_select": (lambda x, i, s: x.index_select(1, i), 1),
+    "index_add": (lambda x, i, s: x.index_add(1, i, s), 1),
+    "index_copy": (lambda x, i, s: x.index_copy(1, i, s), 1),
+    "index_fill": (lambda x, i, s: x.index_fill(1, i, 0.5), 1),
+    "take": (lambda x, i, s: x.take(i), None),
+    "put": (lambda x, i, s: x.put(i, s.flatten()[: i.numel()]), None),
+    "embedding": (lambda x, i, s: F.embedding(i, x), 0),
+    "nll": (lambda x, i, s: F.nll_loss(x[: i.numel()], i), 1),
+    "one_hot": (lambda x, i, s: F.one_hot(i, x.shape[1]).float() + x[0, 0], 1),
+    "take_along": (lambda x, i, s: torch.take_along_dim(x, i.expand(x.shape[0], -1), 1), 1),
+}
+
+
+def _dyn_args(n, bad, dim):
+    x = r(n, n, seed=n)
+    size = n * n if dim is None else n
+    i = I(0, size if bad else size - 1, 1)
+    return x, i.reshape(1, 3) if False else i, r(n, 3, seed=1)
+
+
+for _fam, (_f, _d) in _FAMILIES.items():
+    case(f"dyn_{_fam}_good_bad", _f, lambda d=_d: _dyn_args(4, False, d), lambda d=_d: _dyn_args(5, True, d),
+         lambda d=_d: _dyn_args(6, False, d), dynamic=True)
+    case(f"dyn_{_fam}_bad_good", _f, lambda d=_d: _dyn_args(4, True, d), lambda d=_d: _dyn_args(5, False, d),
+         dynamic=True)
+    case(f"static_{_fam}_good_bad_good", _f, lambda d=_d: _dyn_args(4, False, d), lambda d=_d: _dyn_args(4, True, d),
+         lambda d=_d: _dyn_args(4, False, d))
+
+case("gather_dims_mismatch", lambda x, i: x.gather(0, i), lambda: (r(2, 3), I(0, 1)))
+case("gather_index_bigger", lambda x, i: x.gather(1, i), lambda: (r(2, 3), I(0, 1, 0, 0, 0, 0).reshape(3, 2)))
+case("scatter_add_index_bigger_src", lambda x, i, s: x.scatter_add(1, i, s), lambda: (r(2, 3), I(0, 1, 2, 0).reshape(2, 2), r(2, 1)))
+case("histc_int", lambda x: torch.histc(x, bins=3), lambda: (I(0, 1, 2),))
+case("histogram_tensor_bins", lambda x, b: torch.histogram(x, b), lambda: (torch.tensor([0.5, 1.5, 9.0, -1.0]), torch.tensor([0.0, 1.0, 2.0])))
+case("list_of_tensors_index", lambda x, i, j: x[[i, j]], lambda: (r(3, 3), I(0, 2), I(1, 3)))
+case("none_then_idx_oob", lambda x, i: x[None, i], lambda: (r(3), I(3)))
+case("ellipsis_idx_none_oob", lambda x, i: x[..., i, None], lambda: (r(2, 3), I(-4)))
+case("inverse_perm", lambda p: torch.empty_like(p).scatter_(0, p, torch.arange(p.numel())), lambda: (torch.randperm(5, generator=torch.Generator().manual_seed(0)),))
+case("inverse_perm_setitem", lambda p: torch.zeros_like(p).index_put_((p,), torch.arange(p.numel())), lambda: (I(2, 0, 1),))
+case("expanded_index_select", lambda x, i: x.expand(3, 4).index_select(1, i), lambda: (r(1, 4), I(3, 4)))
+case("gumbel_hard", lambda x: F.gumbel_softmax(x, hard=True).sum(), lambda: (r(2, 3),))
+case("unique_inverse_index", lambda x: x[torch.unique(x, return_inverse=True)[1]], lambda: (I(3, 1, 3, 2).float(),))
+
+
+# -- batch 5: padded dynamic sizes (buckets) under computed indices --------------------------------
+def _neg(n, seed=0):
+    return -(r(n, seed=seed).abs() + 1)
+
+
+def _dyn3(name, f, make, sizes=(5, 6, 7), **kw):
+    case(name, f, *(lambda n=n: make(n) for n in sizes), dynamic=True, **kw)
+
+
+_dyn3("pad_argmax_neg", lambda x: x.argmax(), lambda n: (_neg(n),))
+_dyn3("pad_argmin_pos", lambda x: x.argmin(), lambda n: (r(n).abs() + 1,))
+_dyn3("pad_argmax_index_next", lambda x, y: y[x.argmax() + 1], lambda n: (_neg(n), r(n)))
+_dyn3("pad_topk_idx", lambda x: x.topk(2).indices, lambda n: (_neg(n),))
+_dyn3("pad_topk_smallest", lambda x: x.topk(2, largest=False), lambda n: (r(n).abs() + 1,))
+_dyn3("pad_sort_idx", lambda x: x.sort().indices, lambda n: (_neg(n),))
+_dyn3("pad_argsort_desc", lambda x: x.argsort(descending=True), lambda n: (_neg(n),))
+_dyn3("pad_searchsorted_seq", lambda s, v: torch.searchsorted(s, v), lambda n: (torch.arange(n).float() + 1, I(0, 3, 100).float()))
+_dyn3("pad_searchsorted_vals", lambda s, v: torch.searchsorted(s, v), lambda n: (I(1, 3, 5).float(), torch.arange(n).float()))
+_dyn3("pad_searchsorted_right", lambda s, v: torch.searchsorted(s, v, right=True), lambda n: (torch.arange(n).float() - 2, I(-9, 0, 100).float()))
+_dyn3("pad_bucketize_bounds", lambda v, b: torch.bucketize(v, b), lambda n: (I(-1, 3, 100).float(), torch.arange(n).float()))
+_dyn3("pad_histc", lambda x: torch.histc(x, bins=4, min=-1, max=1), lambda n: (r(n).clamp(-0.9, 0.9),))
+_dyn3("pad_histc_auto", lambda x: torch.histc(x, bins=4), lambda n: (r(n).abs() + 1,))
+_dyn3("pad_bincount_minlen", lambda i: torch.bincount(i, minlength=10), lambda n: (torch.arange(n) % 3 + 1,))
+_dyn3("pad_bincount_weights", lambda i, w: torch.bincount(i, w, minlength=10), lambda n: (torch.arange(n) % 3 + 1, r(n)))
+_dyn3("pad_one_hot_auto", lambda i: F.one_hot(i, 10).sum(0), lambda n: (torch.arange(n) % 3 + 1,))
+_dyn3("pad_scatter_add_counts", lambda i: torch.zeros(4).scatter_add(0, i, torch.ones(i.shape[0])), lambda n: (torch.arange(n) % 3 + 1,))
+_dyn3("pad_index_add_counts", lambda i: torch.zeros(4).index_add(0, i, torch.ones(i.shape[0])), lambda n: (torch.arange(n) % 3 + 1,))
+_dyn3("pad_accumulate_counts", lambda i: torch.zeros(4).index_put((i,), torch.ones(i.shape[0]), accumulate=True), lambda n: (torch.arange(n) % 3 + 1,))
+_dyn3("pad_scatter_reduce_amin", lambda i, v: torch.zeros(4).scatter_reduce(0, i, v, "amin", include_self=False), lambda n: (torch.arange(n) % 3 + 1, r(n).abs() + 1))
+_dyn3("pad_scatter_reduce_prod", lambda i, v: torch.ones(4).scatter_reduce(0, i, v, "prod"), lambda n: (torch.arange(n) % 3 + 1, r(n)))
+_dyn3("pad_scatter_reduce_mean", lambda i, v: torch.zeros(4).scatter_reduce(0, i, v, "mean", include_self=False), lambda n: (torch.arange(n) % 3 + 1, r(n)))
+_dyn3("pad_index_reduce_amax", lambda i, v: torch.zeros(4).index_reduce(0, i, v, "amax", include_self=False), lambda n: (torch.arange(n) % 3 + 1, -r(n).abs() - 1))
+_dyn3("pad_nll_mean", lambda x, t: F.nll_loss(x, t), lambda n: (r(n, 3), torch.arange(n) % 3), grad=True)
+_dyn3("pad_ce_ignore", lambda x, t: F.cross_entropy(x, t, ignore_index=0), lambda n: (r(n, 3), torch.arange(n) % 3), grad=True)
+_dyn3("pad_ce_smooth", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), lambda n: (r(n, 3), torch.arange(n) % 3), grad=True)
+_dyn3("pad_bag_offsets", lambda w, i, o: F.embedding_bag(i, w, o, mode="max"), lambda n: (r(4, 2), torch.arange(n) % 4, I(0, 2)))
+_dyn3("pad_bag_offsets_dyn", lambda w, i, o: F.embedding_bag(i, w, o, mode="mean"), lambda n: (r(4, 2), I(0, 1, 2, 3, 1, 2, 3), torch.arange(n)))
+_dyn3("pad_bag_2d", lambda w, i: F.embedding_bag(i, w, mode="sum"), lambda n: (r(10, 2), torch.arange(2 * n).reshape(2, n) % 10))
+_dyn3("pad_unique_counts", lambda x: torch.unique(x, return_counts=True), lambda n: (torch.arange(n) % 3,))
+_dyn3("pad_cummax_idx", lambda x: x.cummax(0).indices, lambda n: (_neg(n),))
+_dyn3("pad_kthvalue", lambda x: x.kthvalue(2), lambda n: (_neg(n),))
+_dyn3("pad_max_dim", lambda x: x.max(1), lambda n: (-r(2, n).abs() - 1,))
+_dyn3("pad_mode", lambda x: torch.mode(x), lambda n: (torch.arange(n) % 2 + 1,))
+_dyn3("pad_median_idx", lambda x: x.median(0), lambda n: (_neg(n),))
+_dyn3("pad_nonzero", lambda x: (x > 0).nonzero(), lambda n: (r(n),))
+_dyn3("pad_masked_select", lambda x: x[x > -100], lambda n: (_neg(n),))
+_dyn3("pad_multinomial_free", lambda x: F.one_hot(x.argmax(1), x.shape[1]), lambda n: (-r(2, n).abs() - 1,))
+_dyn3("pad_roll", lambda x: torch.roll(x, 2), lambda n: (r(n),))
+_dyn3("pad_roll_neg", lambda x: torch.roll(x, -1, 0), lambda n: (r(n, 2),))
+_dyn3("pad_flip_idx", lambda x, y: y[x.flip(0).argmax()], lambda n: (_neg(n), r(n)))
+_dyn3("pad_cumsum_idx", lambda i, x: x[i.cumsum(0) % x.shape[0]], lambda n: (torch.ones(n, dtype=torch.long), r(n)))
+_dyn3("pad_last_idx", lambda x: x[x.shape[0] - 1] + x[-1], lambda n: (r(n),))
+_dyn3("pad_neg_idx_tensor", lambda x, i: x[i], lambda n: (r(n), I(-1, -n)))
+_dyn3("pad_neg_idx_tensor_oob", lambda x, i: x[i], lambda n: (r(n), I(-1, -n - 1)))
+_dyn3("pad_gather_neg_oob", lambda x, i: x.gather(0, i), lambda n: (r(n), I(-1)))
+_dyn3("pad_take_neg", lambda x, i: x.take(i), lambda n: (r(n), I(-1, -n)))
+_dyn3("pad_take_2d_neg", lambda x, i: x.take(i), lambda n: (r(n, 3), I(-1, -3 * n, 3 * n - 1)))
+_dyn3("pad_take_2d_oob", lambda x, i: x.take(i), lambda n: (r(n, 3), I(3 * n)))
+_dyn3("pad_put_2d_neg", lambda x, i: x.put(i, torch.ones(2)), lambda n: (r(n, 3), I(-1, -3 * n)))
+_dyn3("pad_index_select_neg", lambda x, i: x.index_select(0, i), lambda n: (r(n), I(-1)))
+_dyn3("pad_emb_dyn_table", lambda w, i: F.embedding(i, w), lambda n: (r(n, 2), I(n - 1, 0)))
+_dyn3("pad_emb_dyn_table_oob", lambda w, i: F.embedding(i, w), lambda n: (r(n, 2), I(n, 0)))
+_dyn3("pad_emb_dyn_table_neg_pad", lambda w, i: F.embedding(i, w, padding_idx=-1), lambda n: (r(n, 2), I(n - 1, 0)), grad=True)
+_dyn3("pad_index_fill_neg", lambda x, i: x.index_fill(0, i, 9.0), lambda n: (r(n), I(-1, -n)))
+_dyn3("pad_index_copy_last", lambda x, i: x.index_copy(0, i, torch.ones(1)), lambda n: (r(n), I(n - 1)))
+_dyn3("pad_scatter_last", lambda x, i: x.scatter(0, i, 5.0), lambda n: (r(n), I(n - 1)))
+_dyn3("pad_scatter_oob", lambda x, i: x.scatter(0, i, 5.0), lambda n: (r(n), I(n)))
+_dyn3("pad_setitem_neg", lambda x, i: x.index_put_((i,), torch.tensor(7.0)), lambda n: (r(n), I(-1, -n)))
+_dyn3("pad_setitem_neg_acc", lambda x, i: x.index_put_((i,), torch.tensor(7.0), accumulate=True), lambda n: (r(n), I(-1, -1, -n)))
+_dyn3("pad_narrow_end", lambda x: x.narrow(0, x.shape[0] - 2, 2), lambda n: (r(n),))
+_dyn3("pad_select_neg", lambda x: x.select(0, -2), lambda n: (r(n, 2),))
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, compare)
 

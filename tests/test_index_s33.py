@@ -126,3 +126,52 @@ def test_restored_check_names_this_process_line_or_none(tmp_path, cache, file_fi
     assert f"{tmp_path / 'user_mod.py'}:9" in messages[in_file], messages[in_file]
     assert "user code: <unknown source>" in messages[no_file], messages[no_file]
     assert "user_mod.py" not in messages[no_file], messages[no_file]
+
+
+def _write_mask(x, m):
+    x[m] = torch.tensor([1.0, 2.0])
+    return x
+
+
+def _augmented_mask(x, m):
+    x[m] += 1
+    return x
+
+
+def _write_two_masks(x, m):
+    y = x.reshape(3, 1).expand(3, 3).clone()
+    y[m, m] = 5.0
+    return y
+
+
+def _accumulate_mask(x, m):
+    return x.index_put((m,), torch.tensor([1.0, 2.0]), accumulate=True)
+
+
+def _write_bool_mask(x, m):
+    x[m.bool()] = torch.tensor([1.0, 2.0])
+    return x
+
+
+def _eager_warnings(fn, *args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    kept = [w for w in caught if "torch/_dynamo" not in w.filename]
+    # (eager's C++ warnings end with where they were triggered inside torch)
+    text = [str(w.message).split(" (Triggered internally at")[0] for w in kept]
+    return out, [(t, w.category, w.filename, w.lineno) for t, w in zip(text, kept)]
+
+
+@pytest.mark.parametrize(
+    "fn", [_write_mask, _augmented_mask, _write_two_masks, _accumulate_mask, _write_bool_mask]
+)
+def test_uint8_mask_writes_warn_as_eager(fn):
+    """Eager deprecates uint8 masks at every index tensor of a read or a write; Dynamo's fake
+    run of a read warns, of a write (``index_put``) not: the compiled call said nothing."""
+    m = torch.tensor([1, 0, 1], dtype=torch.uint8)
+    want, want_warnings = _eager_warnings(fn, torch.arange(3.0), m)
+    torch._dynamo.reset()
+    got, got_warnings = _eager_warnings(torch.compile(fn, backend="xla"), torch.arange(3.0), m)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert got_warnings == want_warnings
