@@ -841,6 +841,42 @@ _dyn3("pad_setitem_neg_acc", lambda x, i: x.index_put_((i,), torch.tensor(7.0), 
 _dyn3("pad_narrow_end", lambda x: x.narrow(0, x.shape[0] - 2, 2), lambda n: (r(n),))
 _dyn3("pad_select_neg", lambda x: x.select(0, -2), lambda n: (r(n, 2),))
 
+
+# -- batch 6: custom backward that indexes, inference_mode, torch.func --------------------------
+class _PickGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, i):
+        ctx.save_for_backward(i)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (i,) = ctx.saved_tensors
+        return g[i], None
+
+
+case("fn_backward_ok", lambda x, i: _PickGrad.apply(x, i), lambda: (r(3), I(2, 1, 0)), grad=True)
+case("fn_backward_oob", lambda x, i: _PickGrad.apply(x, i), lambda: (r(3), I(2, 1, 3)), grad=True)
+
+
+def inference_mode_case(name, f, make):
+    def sc(C, rec):
+        g = C(f)
+        with torch.inference_mode():
+            try:
+                rec("out", g(*make()))
+            except Exception as e:  # noqa: BLE001  (an observation)
+                rec("raised", e)
+
+    SCENARIOS[name] = sc
+
+
+inference_mode_case("inference_mode_oob", lambda x, i: x[i], lambda: (r(3), I(3)))
+inference_mode_case("inference_mode_emb_oob", lambda w, i: F.embedding(i, w), lambda: (r(3, 2), I(3)))
+case("func_grad_oob", lambda x, i: torch.func.grad(lambda y: y[i].sum())(x), lambda: (r(3), I(3)))
+case("func_grad_ok", lambda x, i: torch.func.grad(lambda y: y[i].sum())(x), lambda: (r(3), I(2, 2)))
+case("func_vmap_gather_oob", lambda x, i: torch.func.vmap(lambda a, b: a[b])(x, i), lambda: (r(2, 3), I(0, 3)))
+
 def main(argv: list[str]) -> int:
     return run(argv, SCENARIOS, compare)
 

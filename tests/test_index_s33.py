@@ -175,3 +175,46 @@ def test_uint8_mask_writes_warn_as_eager(fn):
     got, got_warnings = _eager_warnings(torch.compile(fn, backend="xla"), torch.arange(3.0), m)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert got_warnings == want_warnings
+
+
+class _PickGrad(torch.autograd.Function):
+    """A Function whose backward indexes the gradient with a saved index."""
+
+    @staticmethod
+    def forward(ctx, x, i):
+        ctx.save_for_backward(i)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (i,) = ctx.saved_tensors
+        return g[i] * 3, None
+
+
+def _pick(x, i):
+    return _PickGrad.apply(x, i).sin()
+
+
+def _pick_grad(fn, i):
+    x = torch.linspace(-1, 1, 3, requires_grad=True)
+    out = fn(x, i)
+    out.backward(torch.tensor([1.0, 2.0, 3.0]))
+    return out.detach(), x.grad
+
+
+@pytest.mark.parametrize("index", [[2, 1, 0], [2, 1, 3], [-1, 0, -4]], ids=["ok", "oob", "neg"])
+def test_custom_backward_index_checked_as_eager(index):
+    """A Function's backward subgraph ran in the program without runtime checks: an index
+    out of range in it read a clamped row, and the gradient came back without an error."""
+    i = torch.tensor(index)
+    torch._dynamo.reset()
+    compiled = torch.compile(_pick, backend="xla")
+    try:
+        want = _pick_grad(_pick, i)
+    except IndexError as eager:
+        with pytest.raises(IndexError) as info:
+            _pick_grad(compiled, i)
+        assert str(info.value).startswith(str(eager).splitlines()[0]), str(info.value)
+        return
+    got = _pick_grad(compiled, i)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
