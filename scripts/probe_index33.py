@@ -15,13 +15,14 @@ Observations: values, dtypes, shapes, the None-ness of gradients, the inputs aft
 of ours, and the user's line named in the message or traceback.
 
 Fixed (session 33): ``put_uint8``/``one_hot_uint8`` (computed where eager refuses a uint8
-index: ``ops/_dtype_probes``), ``fn_backward_oob`` (a Function's backward indexing out of range
-returned a gradient: ``capture/_custom_function``). Not observed here: eager's uint8-mask
-warning on writes (``tests/test_index_s33.py``), and a restored check's line
-(``runtime/_checks``).
+index: ``ops/_dtype_probes``). Not observed here: eager's uint8-mask warning on writes, and a
+restored check's line (``runtime/_checks``): ``tests/test_index_s33.py``.
 
-Left: ``bag_offsets_unsorted`` (offsets that decrease: eager's kernel leaves the bags after the
-decrease empty, ours sums ``[offsets[b], offsets[b + 1])``; torch documents no behaviour for it).
+Left: ``fn_backward_oob`` (a Function's backward reading an index out of range gives a
+gradient: the custom_vjp's backward has no runtime checks; a strict xfail in
+``tests/test_index_s33.py``); ``bag_offsets_unsorted`` (offsets that decrease: eager's kernel
+leaves the bags after the decrease empty, ours sums ``[offsets[b], offsets[b + 1])``; torch
+documents no behaviour for it).
 """
 
 from __future__ import annotations

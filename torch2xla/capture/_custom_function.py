@@ -20,9 +20,7 @@ What stays in eager (``lowerable`` is False), where JAX's rules would differ fro
   gradient None, where the Function's autograd node reaches it), or a gradient whose shape
   or kind differs from its input's (eager reduces or raises);
 - an output that is an input or a view of one (eager's view/rebase rules), forward values
-  that are not tensors, subgraphs that draw random numbers, hold attributes or write inputs;
-- a backward on the CPU with ops that check values (``g[i]``: eager raises for an ``i`` out
-  of range; the custom_vjp's backward has no status output for runtime checks).
+  that are not tensors, subgraphs that draw random numbers, hold attributes or write inputs.
 """
 
 from __future__ import annotations
@@ -344,17 +342,6 @@ class _NotExportable(Exception):
     pass
 
 
-def _checks_on_cpu(gm: torch.fx.GraphModule, args: list) -> bool:
-    """Whether the ATen graph ``gm`` of a backward, run on ``args``, has ops that check values
-    (an index out of range, an integer division by zero: ``ops/_bounds.py``) on the CPU, where
-    programs check (``options["checks"]``'s default): the custom_vjp's backward is a JAX
-    function without the status output runtime checks need, so eager runs it and raises."""
-    from torch2xla.ops._bounds import checks_values
-
-    on_cpu = any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
-    return on_cpu and any(checks_values(n) for n in gm.graph.nodes)
-
-
 def _export(node: torch.fx.Node) -> int:
     from torch2xla.capture._annotate import annotate
     from torch2xla.capture._lower import lower
@@ -389,8 +376,6 @@ def _export(node: torch.fx.Node) -> int:
         unsupported = find_unsupported(low.gm, [True] * n_in if gm is bwd_flat else None)
         if unsupported:
             raise _NotExportable(f"{unsupported[0].reason}")
-        if gm is bwd_flat and _checks_on_cpu(low.gm, args):
-            raise _NotExportable("its backward checks values (an index in range), on the CPU")
         lowered.append(annotate(low.gm))
     value = node.meta.get("example_value")
     values = tuple(value) if isinstance(value, tuple | list) else (value,)
