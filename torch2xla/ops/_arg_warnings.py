@@ -2,7 +2,8 @@
 C++), which tracing never runs: ``var``, ``std``, ``var_mean`` and ``std_mean`` past their
 degrees of freedom ("var(): degrees of freedom is <= 0. ...", where the reduced count minus
 ``correction`` is not positive; twice for a complex input, whose real and imaginary parts eager
-reduces apart).
+reduces apart); a write through uint8 masks ("indexing with dtype torch.uint8 is now
+deprecated ...").
 
 ``warn_node`` issues them for a node of the ATen graph before translation
 (``_arg_checks.check_graph`` calls it in graph order, after the node's own checks), attributed
@@ -63,7 +64,23 @@ def _degrees_of_freedom(name: str) -> Warner:
     return warner
 
 
+_UINT8_INDEX = (
+    "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
+)
+
+
+def _uint8_masks(kwargs: dict, node: torch.fx.Node) -> tuple[int, str] | None:
+    """Eager's deprecation of uint8 masks, once per uint8 index tensor of a write (``x[m] = v``,
+    ``index_put``): Dynamo's fake run of a read (``x[m]``) issues it, not of a write."""
+    indices = kwargs.get("indices") or ()
+    values = [i.meta.get("val") if isinstance(i, torch.fx.Node) else i for i in indices]
+    n = sum(isinstance(v, torch.Tensor) and v.dtype == torch.uint8 for v in values)
+    return (n, _UINT8_INDEX) if n else None
+
+
 WARNINGS: dict[torch._ops.OpOverload, Warner] = {
+    aten.index_put.default: _uint8_masks,
+    aten.index_put_.default: _uint8_masks,
     aten.var.correction: _degrees_of_freedom("var"),
     aten.std.correction: _degrees_of_freedom("std"),
     aten.var_mean.correction: _degrees_of_freedom("var_mean"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -201,6 +202,28 @@ _STAND_INS = {
     float: (int,),
 }
 _STAND_INS_ELSE = (torch.float32, torch.int64)
+# a uint8 tensor that a call does not read as a mask is an integer index, whose calls eager
+# refuses unless it is int64 (``x.put_(i, v)``, ``F.one_hot(i)``: a long index only) or int32:
+# int64 stands in for it too, except in the calls that read uint8 as a mask
+_UINT8_AS_INDEX = (torch.int64,)
+_MASK_CALLS = frozenset(
+    (
+        operator.getitem,
+        operator.setitem,
+        ("method", "__getitem__"),
+        ("method", "__setitem__"),
+        ("method", "index_put"),
+        ("method", "index_put_"),
+        torch.index_put,
+        torch.index_put_,
+        torch.ops.aten.index.Tensor,
+        torch.ops.aten.index_put.default,
+        torch.ops.aten.index_put_.default,
+        torch.ops.aten.index,
+        torch.ops.aten.index_put,
+        torch.ops.aten.index_put_,
+    )
+)
 # errors from values, which runtime checks raise (an integer ``x // 0``: ops/_bounds.py), not
 # from dtypes, though a float32 stand-in runs
 _VALUE_ERRORS = frozenset(("ZeroDivisionError",))
@@ -312,7 +335,10 @@ def call_refuses(key: Any, fn: Callable, args: Any, kwargs: Any, out: Any = None
     if any(t.device.type != "cpu" or t.layout != torch.strided for t in tensors):
         return None
     dtypes = tuple(dict.fromkeys(d for d in kinds if varies(d)))
-    return _probed(key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes))
+    masks = key in _MASK_CALLS
+    return _probed(
+        key, fn, args, kwargs, tensors, functools.partial(_varying_refusal, dtypes, masks)
+    )
 
 
 def _whole(value: float) -> int:
@@ -339,8 +365,21 @@ def _small_cpu_output(out: Any) -> bool:
     return all(n is not None for n in sizes) and sum(map(math.prod, sizes)) <= _PROBE_ELEMENTS
 
 
+def _stand_ins(dtype: torch.dtype | type, masks: bool) -> tuple:
+    """The dtypes that stand in for ``dtype`` in a call that reads uint8 as a mask (``masks``)
+    or not (``_UINT8_AS_INDEX``)."""
+    stand_ins = _STAND_INS.get(dtype, _STAND_INS_ELSE)
+    return stand_ins if masks or dtype != torch.uint8 else stand_ins + _UINT8_AS_INDEX
+
+
 def _varying_refusal(
-    dtypes: tuple, fn: Callable, args: Any, kwargs: Any, probe_shape: Callable, fill: int
+    dtypes: tuple,
+    masks: bool,
+    fn: Callable,
+    args: Any,
+    kwargs: Any,
+    probe_shape: Callable,
+    fill: int,
 ) -> Any:
     """``fn``'s error on tensors of ``fill`` shaped by ``probe_shape`` where it runs once the
     tensors of one of ``dtypes`` (or of all) are float32 or an integer type instead
@@ -355,7 +394,7 @@ def _varying_refusal(
         return _FAILED  # (not a kernel's dtype error)
     # (one kind at a time, then all at once: ``torch.lerp(x, x, 1j)`` of an integer ``x``
     # runs only once both the tensors and the weight are float)
-    replacements = [{d: like} for d in dtypes for like in _STAND_INS.get(d, _STAND_INS_ELSE)]
+    replacements = [{d: like} for d in dtypes for like in _stand_ins(d, masks)]
     if len(dtypes) > 1:
         replacements.append({d: _STAND_INS.get(d, _STAND_INS_ELSE)[0] for d in dtypes})
     runs = (_call(fn, args, kwargs, probe_shape, fill, r) is None for r in replacements)

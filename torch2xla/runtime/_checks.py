@@ -62,12 +62,17 @@ class Check:
         """The same check without its node (for the persistent cache's records): the op and
         the user's line are kept as text, and the position among ``user_nodes`` (the Dynamo
         graph's) of the first node with the user's line, from which a process that restores
-        the record names its own line (``StoredCheck.at``)."""
+        the record names its own line (``StoredCheck.at``); without a line (code without a
+        source file, ``python -c``'s), the node the check's op came from (its
+        ``source_fn_stack``), so that a process that has the line names it."""
         trace = self.node.meta.get("stack_trace")
+        source = (self.node.meta.get("source_fn_stack") or [(None, None)])[-1][0]
         at = next(
             (i for i, n in enumerate(user_nodes) if trace and n.meta.get("stack_trace") == trace),
             None,
         )
+        if at is None and not trace:
+            at = next((i for i, n in enumerate(user_nodes) if n.name == source), None)
         return StoredCheck(
             self.error,
             self.message,
@@ -94,8 +99,10 @@ class StoredCheck:
         key holds no source line, so an identical function in another file (or a moved file)
         restores a record another process wrote."""
         i = self.user_node
-        if i is None or i >= len(user_nodes) or not user_nodes[i].meta.get("stack_trace"):
+        if i is None or i >= len(user_nodes):
             return self
+        # (a graph without lines, traced from code without a source file such as ``python
+        # -c``'s: "<unknown source>", never the line of the process that wrote the record)
         source = source_line(user_nodes[i])
         marker = f"user code: {self.source}"
         if marker not in self.details:
