@@ -1,7 +1,7 @@
 """State changed between compiled calls (session 33): JAX's global configuration that a user
 who also runs JAX code sets in the same process (rank promotion "raise", ``debug_nans``,
-``disable_jit``, ...). Eager PyTorch never sees it; our traces, compiles and calls run with
-JAX's defaults (``runtime/_interop.x64``), so every call equals eager's."""
+``disable_jit``, transfer guards, ...). Eager PyTorch never sees it; our traces, compiles and
+calls run with JAX's defaults (``runtime/_interop.x64``), so every call equals eager's."""
 
 from __future__ import annotations
 
@@ -79,6 +79,8 @@ def _eager() -> list:
         ("jax_debug_infs", True),
         ("jax_disable_jit", True),
         ("jax_default_matmul_precision", "bfloat16"),
+        ("jax_transfer_guard", "disallow"),
+        ("jax_transfer_guard_host_to_device", "disallow"),
     ],
 )
 def test_global_jax_config_set_between_calls(name, value):
@@ -95,7 +97,12 @@ def test_jax_scoped_switches_around_calls():
     # (thread-local switches, as a user's ``with`` block around a compiled call)
     @contextlib.contextmanager
     def scope():
-        with jax.debug_nans(True), jax.numpy_rank_promotion("raise"), jax.disable_jit(True):
+        with (
+            jax.debug_nans(True),
+            jax.numpy_rank_promotion("raise"),
+            jax.disable_jit(True),
+            jax.transfer_guard("disallow"),
+        ):
             yield
 
     _assert_same(_run(True, scope), _eager())
@@ -106,6 +113,8 @@ _SWITCHES = [
     ("jax_debug_infs", True),
     ("jax_disable_jit", True),
     ("jax_numpy_rank_promotion", "raise"),
+    ("jax_transfer_guard", "disallow"),
+    ("jax_transfer_guard", "allow"),
 ]
 
 

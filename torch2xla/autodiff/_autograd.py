@@ -49,9 +49,13 @@ from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
 from torch2xla.runtime._interop import (
+    D2D,
+    D2H,
+    H2D,
     INFS,
     NANS,
     NO_JIT,
+    PINNING,
     host_view,
     no_stack_capture,
     to_jax,
@@ -453,7 +457,9 @@ class XlaFunction(torch.autograd.Function):
     # compiled function, the graph break's eager region, where Dynamo would trace it.
     @torch.compiler.disable
     def backward(ctx, *grads):
-        if NANS.value or INFS.value or NO_JIT.value:  # (``_interop.user_switched``: no frame)
+        if (
+            NANS.value or INFS.value or NO_JIT.value or H2D.value or D2H.value or D2D.value
+        ) and not PINNING.on:  # (``_interop.switched``, inline: no frame)
             with unchecked():
                 return XlaFunction.backward(ctx, *grads)
         # (``_is_batched`` of each cotangent, in C: no frame per cotangent)

@@ -127,13 +127,20 @@ NANS = _state(jax.debug_nans, "debug_nans")
 INFS = _state(jax.debug_infs, "debug_infs")
 NO_JIT = _state(jax.disable_jit, "disable_jit")
 PRECISION = _state(jax.default_matmul_precision, "default_matmul_precision")
+# (``jax_transfer_guard`` sets all three: a guard "disallow" refused our imports of inputs)
+H2D = _state(jax.transfer_guard_host_to_device, "transfer_guard_host_to_device")
+D2H = _state(jax.transfer_guard_device_to_host, "transfer_guard_device_to_host")
+D2D = _state(jax.transfer_guard_device_to_device, "transfer_guard_device_to_device")
 _PINNED = (
-    (RANKS, "allow", jax.numpy_rank_promotion),
-    (PROMOTION, "standard", jax.numpy_dtype_promotion),
-    (NANS, False, jax.debug_nans),
-    (INFS, False, jax.debug_infs),
-    (NO_JIT, False, jax.disable_jit),
-    (PRECISION, None, jax.default_matmul_precision),
+    (RANKS, "allow", functools.partial(jax.numpy_rank_promotion, "allow")),
+    (PROMOTION, "standard", functools.partial(jax.numpy_dtype_promotion, "standard")),
+    (NANS, False, functools.partial(jax.debug_nans, False)),
+    (INFS, False, functools.partial(jax.debug_infs, False)),
+    (NO_JIT, False, functools.partial(jax.disable_jit, False)),
+    (PRECISION, None, functools.partial(jax.default_matmul_precision, None)),
+    (H2D, None, functools.partial(jax.transfer_guard_host_to_device, "allow")),
+    (D2H, None, functools.partial(jax.transfer_guard_device_to_host, "allow")),
+    (D2D, None, functools.partial(jax.transfer_guard_device_to_device, "allow")),
 )
 
 
@@ -145,17 +152,40 @@ def x64() -> contextlib.AbstractContextManager:
         and PROMOTION.value == "standard"
         and not (NANS.value or INFS.value or NO_JIT.value)
         and PRECISION.value is None
+        and not (H2D.value or D2H.value or D2D.value)
     ):
         return _x64_only()
     return _pinned(_x64_only())
 
 
-def unchecked() -> contextlib.AbstractContextManager:
+class _Pinning(threading.local):
+    on = False  # (inside ``unchecked()``: a guard pinned "allow" still reads as on)
+
+
+PINNING = _Pinning()
+
+
+def switched() -> bool:
+    """Whether one of the switches ``unchecked()`` pins is on, outside ``unchecked()`` (our
+    hot paths read it inline: no frame)."""
+    return bool(
+        (NANS.value or INFS.value or NO_JIT.value or H2D.value or D2H.value or D2D.value)
+        and not PINNING.on
+    )
+
+
+@contextlib.contextmanager
+def unchecked():
     """The switches that change how a compiled program is called (``debug_nans``,
-    ``debug_infs``, ``disable_jit``) at their defaults, around one call of a program that runs
-    outside ``x64()``, where ``NANS.value or INFS.value or NO_JIT.value`` (read inline: no
-    frame)."""
-    return _pinned(contextlib.nullcontext())
+    ``debug_infs``, ``disable_jit``, the transfer guards: "allow", as None falls back to
+    ``jax_transfer_guard``) at their defaults, around one call of a program, where
+    ``switched()``."""
+    before, PINNING.on = PINNING.on, True
+    try:
+        with _pinned(contextlib.nullcontext()):
+            yield
+    finally:
+        PINNING.on = before
 
 
 @contextlib.contextmanager
@@ -164,7 +194,7 @@ def _pinned(first: contextlib.AbstractContextManager):
         stack.enter_context(first)
         for state, default, switch in _PINNED:
             if state.value != default:
-                stack.enter_context(switch(default))
+                stack.enter_context(switch())
         yield
 
 
