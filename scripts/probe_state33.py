@@ -13,6 +13,14 @@ user who also runs JAX), recovery after errors and
 A scenario is ``fn(C, rec)`` as in ``probe_reliab30.py`` (the same strict comparison: dtype,
 shape, strides, requires_grad, grad_fn presence, values, None-ness, errors). Random values are
 compared by pattern (which draws repeat), as torch2xla's generator is not torch's.
+
+Differences left at session 33 (none ours; ``PROBE_BACKEND=aot_eager`` shows the same): a
+forward pre-hook added after the compile is not guarded (Dynamo's
+``skip_nnmodule_hook_guards``); a tensor hook raising in the backward leaves eager's partial
+``.grad`` of the parameters accumulated before it (one compiled node: none); Adam with a
+tensor ``lr`` under ``torch.compile(opt.step)`` differs by ~1e-6 (torch's compiled branch).
+Fixed: JAX's switches a user sets (rank promotion "raise", ``debug_nans``, ``disable_jit``,
+transfer guards) reached our traces and calls (``jax_config_set_by_the_user``).
 """
 
 from __future__ import annotations

@@ -154,3 +154,17 @@ def test_jax_config_set_between_calls_of_one_function(first, bits):
         return seen
 
     _assert_same(run(True), run(False))
+
+
+def test_pinned_switches_leave_persistent_keys_alone():
+    # (the programs are the same whatever the user set: a restored one still serves)
+    from torch2xla.guards import _persistent
+
+    before = _persistent.environment()
+    for name, value in _SWITCHES:
+        old = getattr(jax.config, name)
+        jax.config.update(name, value)
+        try:
+            assert _persistent.environment() == before, name
+        finally:
+            jax.config.update(name, old)
