@@ -48,7 +48,20 @@ from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
-from torch2xla.runtime._interop import host_view, no_stack_capture, to_jax, x64
+from torch2xla.runtime._interop import (
+    D2D,
+    D2H,
+    H2D,
+    INFS,
+    NANS,
+    NO_JIT,
+    PINNING,
+    host_view,
+    no_stack_capture,
+    to_jax,
+    unchecked,
+    x64,
+)
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the
@@ -444,6 +457,11 @@ class XlaFunction(torch.autograd.Function):
     # compiled function, the graph break's eager region, where Dynamo would trace it.
     @torch.compiler.disable
     def backward(ctx, *grads):
+        if (
+            NANS.value or INFS.value or NO_JIT.value or H2D.value or D2H.value or D2D.value
+        ) and not PINNING.on:  # (``_interop.switched``, inline: no frame)
+            with unchecked():
+                return XlaFunction.backward(ctx, *grads)
         # (``_is_batched`` of each cotangent, in C: no frame per cotangent)
         given = [*itertools.compress(grads, map(operator.is_not, grads, itertools.repeat(None)))]
         if any(map(_functorch.is_batchedtensor, given)) or any(

@@ -374,6 +374,14 @@ _JAX_IGNORED = (
     "jax_hlo_source_file",
     "jax_compiler_detailed_logging",
     "jax_captured_constants",
+    # (pinned to their defaults around our traces and calls: ``runtime/_interop._PINNED``)
+    "jax_numpy_rank_promotion",
+    "jax_numpy_dtype_promotion",
+    "jax_debug_nans",
+    "jax_debug_infs",
+    "jax_disable_jit",
+    "jax_default_matmul_precision",
+    "jax_transfer_guard",
 )
 # torch2xla's environment variables that do not change programs.
 _ENV_IGNORED = frozenset(

@@ -28,6 +28,13 @@ from torch2xla.ops._interpret import to_jax_function, uses_rng
 from torch2xla.runtime import _checks, _host_memory, _in_place, _pack
 from torch2xla.runtime._host_writes import HostWrites, write_positions
 from torch2xla.runtime._interop import (
+    D2D,
+    D2H,
+    H2D,
+    INFS,
+    NANS,
+    NO_JIT,
+    PINNING,
     ViewCache,
     _row_major,
     cuda_to_torch,
@@ -41,6 +48,7 @@ from torch2xla.runtime._interop import (
     same_device,
     to_jax,
     to_torch_cpu,
+    unchecked,
     x64,
 )
 from torch2xla.runtime._steady import SteadyCall, settled, special_checks, steady_call, trusted
@@ -498,6 +506,11 @@ class XlaProgram:
         # ``_profile.ranged``, which calls back with ``_ranged``): one check, no frame, else
         if not _ranged and (_profile._jax_tracing or _profiler_enabled()):
             return _profile.ranged(self, args)
+        if (
+            NANS.value or INFS.value or NO_JIT.value or H2D.value or D2H.value or D2D.value
+        ) and not PINNING.on:  # (``_interop.switched``, inline: no frame)
+            with unchecked():
+                return self(args, _ranged)
         tensors = args if self._all_tensors else [args[i] for i in self.tensor_pos]
         if self.foreign_in:
             tensors = self.move_foreign(tensors)
