@@ -142,18 +142,28 @@ def autocast_fast_paths(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm``, or a copy whose ``nn.TransformerEncoderLayer`` fast-path calls under CPU
     autocast return autocast's dtype, as eager's kernel does (see the module docstring);
     ``gm`` itself is never changed."""
+
+    def cast(graph: torch.fx.Graph, node: torch.fx.Node, dtype) -> None:
+        rejected = _encoder_layer_refused(node, dtype)
+        if rejected is not None:
+            raise OpError(rejected, node)
+        _cast_encoder_layer(graph, node, dtype)
+
+    return _rewritten_under(gm, _encoder_layer_cast, cast)
+
+
+def _rewritten_under(gm: torch.fx.GraphModule, picks, rewrite) -> torch.fx.GraphModule:
+    """``gm``, or a copy where ``rewrite(graph, node, dtype)`` changed each node that
+    ``picks(node, dtype)`` (``dtype``: the CPU autocast dtype the node runs under, or None)."""
     states = cpu_autocast_states(gm)
-    positions = [i for i, n in enumerate(gm.graph.nodes) if _encoder_layer_cast(n, states[n])]
+    positions = [i for i, n in enumerate(gm.graph.nodes) if picks(n, states[n])]
     if not positions:
         return gm
     dtypes = [states[n] for n in gm.graph.nodes]
     gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
     nodes = list(gm.graph.nodes)
     for i in positions:
-        rejected = _encoder_layer_refused(nodes[i], dtypes[i])
-        if rejected is not None:
-            raise OpError(rejected, nodes[i])
-        _cast_encoder_layer(gm.graph, nodes[i], dtypes[i])
+        rewrite(gm.graph, nodes[i], dtypes[i])
     gm.recompile()
     return gm
 
@@ -213,17 +223,7 @@ def autocast_lstms(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     ``torch2xla::lstm`` does not cover the call (``_rewrites._supported``), or a result is used
     other than by index, the operands are cast to the autocast dtype and the decomposition
     computes in it."""
-    states = cpu_autocast_states(gm)
-    positions = [i for i, n in enumerate(gm.graph.nodes) if _lstm_cast(n, states[n])]
-    if not positions:
-        return gm
-    dtypes = [states[n] for n in gm.graph.nodes]
-    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-    nodes = list(gm.graph.nodes)
-    for i in positions:
-        _cast_lstm(gm.graph, nodes[i], dtypes[i])
-    gm.recompile()
-    return gm
+    return _rewritten_under(gm, _lstm_cast, _cast_lstm)
 
 
 def _cast_node(graph: torch.fx.Graph, arg: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
