@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+import torch2xla
 from tests.test_optim_s20 import _close, _Net, _snapshot
 
 O = torch.optim
@@ -255,16 +256,10 @@ def test_averaged_model_updated_inside_a_compiled_step_with_swalr():
     _close(_swa_run(True), _swa_run(False), "swa", ulps=64)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Dynamo guards no dtype of the tensors an optimizer step holds as graph attributes "
-        "(its parameters and state, get_attr): after model.double() the float32 program's "
-        "graph is called again with float64 parameters. aot_eager runs the traced ATen graph "
-        "on them and lerp_ raises as eager; torch2xla runs it (its signature key leaves "
-        "dtypes to Dynamo's guards)"
-    ),
-)
+# Dynamo guards no dtype of the tensors an optimizer step holds as graph attributes (its
+# parameters and state, get_attr): after model.double() the float32 program was called again
+# with float64 parameters and ran retraced, where eager's lerp_ refuses the mix. Such a call
+# runs in eager now (``_entry.LiftedChanged``).
 def test_step_after_parameters_changed_dtype_raises_as_eager():
     def run(compiled):
         torch._dynamo.reset()
@@ -283,3 +278,29 @@ def test_step_after_parameters_changed_dtype_raises_as_eager():
         run(False)
     with pytest.raises(RuntimeError, match="expected dtype float"):
         run(True)
+
+
+def test_step_after_parameters_changed_dtype_gives_eagers_values():
+    """Where eager takes the new mix (SGD's float32 momentum buffer, float64 parameters),
+    the call gives eager's parameters, with a FallbackWarning that names the cause."""
+
+    def run(compiled):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = O.SGD(m.parameters(), lr=0.1, momentum=0.9, foreach=False)
+        step = _compile(opt.step) if compiled else opt.step
+        for i in range(4):
+            if i == 2:
+                m.double()
+            m(_x(i, 4, 3).to(m.weight.dtype)).sum().backward()
+            step()
+            opt.zero_grad()
+        return [p.detach().clone() for p in m.parameters()]
+
+    ref = run(False)
+    with pytest.warns(torch2xla.FallbackWarning, match="changed its dtype"):
+        got = run(True)
+    for g, r in zip(got, ref, strict=True):
+        assert g.dtype == r.dtype
+        torch.testing.assert_close(g, r, rtol=0, atol=0)

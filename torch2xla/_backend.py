@@ -15,6 +15,7 @@ from torch2xla._entry import (
     Cut,
     EagerVersions,
     Entry,
+    LiftedChanged,
     Submodule,
     eager_held_versions,
     first_line,
@@ -251,6 +252,8 @@ class CompiledGraph:
             outs = self.guards.run(args)
         except OpError as e:  # eager's error: eager's side effects too
             error = e
+        except LiftedChanged:  # (before anything ran)
+            return fallback.in_eager_for(self, fallback.REASON_LIFTED, args)
         else:  # (``_fallback._numbers`` inlined: the hot path)
             if self._grad_after is not None:  # (the mode the graph's run leaves, as eager's)
                 torch._C._set_grad_enabled(self._grad_after)

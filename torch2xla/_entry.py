@@ -40,6 +40,13 @@ def first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+class LiftedChanged(Exception):
+    """A tensor the Dynamo graph holds as an attribute (an optimizer's parameters and state,
+    lifted into the program's inputs) has another dtype than when the program was traced:
+    Dynamo does not guard it (``m.double()`` after compiling ``opt.step``), and the program
+    would run retraced on it where eager's ops may refuse the mix. The call runs in eager."""
+
+
 class EagerOpRaised(OpError):
     """An op of a split graph that runs in eager PyTorch raised ``error`` (eager's own: a
     user's op rejecting its input). Internal: ``_fallback.replay`` raises eager's error
@@ -289,6 +296,8 @@ class Entry:
         marks: OutputMarks | None = None,
     ) -> None:
         self.lifted = lowered.lifted
+        # (their dtypes when traced: ``LiftedChanged``)
+        self._lifted_dtypes = list(map(_DTYPE, self.lifted))
         self.aliasing = lowered.aliasing
         self.inputs = lowered.inputs
         self.mutations = lowered.mutations
@@ -375,6 +384,8 @@ class Entry:
             if self.marks is not None:
                 self.marks.apply(outs)
             return outs
+        if self.lifted and list(map(_DTYPE, self.lifted)) != self._lifted_dtypes:
+            raise LiftedChanged
         inputs = self.inputs(args) if self.lifted or self.aliasing else args
         run_inputs = inputs
         if self.tracked and torch.is_grad_enabled():
@@ -581,6 +592,7 @@ def _settle_done(targets: list, values: list, bumps: tuple | None, done: list, c
 
 
 _VERSION = operator.attrgetter("_version")
+_DTYPE = operator.attrgetter("dtype")
 
 
 def _copy_back(targets: list, values: Sequence, bumps: tuple) -> None:

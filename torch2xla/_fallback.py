@@ -49,6 +49,13 @@ REASON_HOOKS = (
 )
 
 
+REASON_LIFTED = (
+    "runs in eager PyTorch: a tensor it holds as an attribute (an optimizer's parameter or "
+    "state, m.double() after compiling opt.step) changed its dtype since it was "
+    "compiled, which Dynamo does not guard; eager decides whether its ops take the new mix"
+)
+
+
 REASON_LEAVES_INFERENCE = (
     "runs in eager PyTorch when called in inference mode: its torch.inference_mode(False) "
     "block makes tensors eager's autograd tracks, an XLA program's outputs made in "
