@@ -86,12 +86,13 @@ def test_lstm_inference_under_no_grad():
     assert_same(out, ref)
 
 
-def test_inter_layer_dropout_in_training_keeps_the_decomposition(lowered_ops):
+def test_inter_layer_dropout_in_training_runs_each_layer_as_a_scan(lowered_ops):
+    # (the stack is written one call per layer with eager's dropout between them,
+    # ``capture/_rnn_dropout.py``: torch's decomposition of the stacked call drops nothing)
     model = _Recurrent("lstm", input_size=5, hidden_size=7, num_layers=2, dropout=0.5)
     out = torch.compile(model, backend="xla", options={"strict": True})(torch.randn(4, 2, 5))
     assert out.shape == (4 * 2 * 7 + 2 * 2 * 2 * 7,)
-    assert RNN_OPS["lstm"] not in lowered_ops
-    assert torch.ops.aten.sigmoid.default in lowered_ops
+    assert lowered_ops.count(RNN_OPS["lstm"]) == 2
 
 
 def test_rnn_custom_ops_run_eagerly_with_autograd():
