@@ -27,7 +27,7 @@ import jax
 import torch
 
 import torch2xla._backend as backend
-from torch2xla.runtime import _interop, _program
+from torch2xla.runtime import _interop, _jax_scope, _program
 
 _TOTALS: collections.defaultdict = collections.defaultdict(float)
 _COUNTS: collections.Counter = collections.Counter()
@@ -63,7 +63,7 @@ def _instrument() -> None:
 def _alone(device: str, calls: int = 50) -> tuple[float, float]:
     """Host microseconds per call of the last executable, back to back, and waiting for each."""
     exe, args = _LAST["exe"], _LAST["args"]
-    with _interop.x64():
+    with _jax_scope.x64():
         jax.block_until_ready(exe.call(*args))
         t = time.perf_counter()
         outs = [exe.call(*args) for _ in range(calls)]

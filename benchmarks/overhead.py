@@ -113,7 +113,7 @@ def breakdown(device: str, calls: int, rounds: int, clock=time.perf_counter) -> 
     and data leave the caches)."""
     from torch2xla import xla_backend
     from torch2xla.runtime import _program
-    from torch2xla.runtime._interop import x64
+    from torch2xla.runtime._jax_scope import x64
 
     torch._dynamo.reset()  # compile afresh, so that the program is built (and captured) here
     # (a program restored from the persistent cache is no XlaProgram: built here, it is; the
@@ -283,7 +283,7 @@ def profile_xla(device: str, calls: int) -> str:
 def _enter_contexts(device) -> None:
     import jax
 
-    from torch2xla.runtime._interop import x64
+    from torch2xla.runtime._jax_scope import x64
 
     with x64(), jax.default_device(device):
         pass

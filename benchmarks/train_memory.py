@@ -35,7 +35,7 @@ import _common  # noqa: I001  (configures torch and XLA for one thread before th
 import torch
 
 import models
-from torch2xla.runtime._interop import x64
+from torch2xla.runtime._jax_scope import x64
 
 MiB = 2**20
 

@@ -36,7 +36,7 @@ from torch import nn
 
 import models
 
-from torch2xla.runtime._interop import x64
+from torch2xla.runtime._jax_scope import x64
 
 MARK = "@@TRAIN-STEP@@"
 

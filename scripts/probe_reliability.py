@@ -1830,7 +1830,8 @@ def forked_child_calls_compiled_functions():
 def view_cache_threads_alternating_tensors():
     # (one program's views of two replicas' tensors from three threads; the race needs the
     # short switch interval, and was seen within 20000 calls a thread)
-    from torch2xla.runtime._interop import ViewCache, x64
+    from torch2xla.runtime._interop import ViewCache
+    from torch2xla.runtime._jax_scope import x64
 
     cache = ViewCache(2, writes=False)
     sets = [[torch.randn(16) for _ in range(2)] for _ in range(3)]

@@ -29,7 +29,7 @@ from torch2xla.ops._registry import (
     STORAGE_ORDER,
     UNEXPANDED,
 )
-from torch2xla.runtime._interop import x64
+from torch2xla.runtime._jax_scope import x64
 
 aten = torch.ops.aten
 

@@ -72,7 +72,8 @@ def test_optimizer_reading_compiled_gradients_matches_eager(clip, accumulate):
 def test_imports_past_the_ordered_ones_ask_for_a_fence():
     """A call's first imports wait for torch's stream themselves; past them the imports are
     unordered and the call asks for a fence (one ordered import last)."""
-    from torch2xla.runtime._interop import _ORDERED_IMPORTS, ViewCache, x64
+    from torch2xla.runtime._interop import _ORDERED_IMPORTS, ViewCache
+    from torch2xla.runtime._jax_scope import x64
 
     few, many = _ORDERED_IMPORTS, _ORDERED_IMPORTS + 1
     for n, fence in ((few, False), (many, True)):

@@ -51,7 +51,7 @@ _LAZY = {
 # torch 2.11's eager ihfftn along a leading dim returns its result column-major (strides
 # (1, 3) for the (3, 2) result, H200 machine, session 33) where its fake kernel, which our
 # output's layout follows, says row-major; torch 2.13's eager is row-major. Not fixed: the
-# output layouts follow the fake kernels (``runtime/_program.OutputLayout``).
+# output layouts follow the fake kernels (``runtime/_output_layout.OutputLayout``).
 _FAKE_STRIDES_DIFFER = pytest.mark.xfail(
     tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13),
     reason="torch < 2.13: eager ihfftn's strides are not its fake kernel's",

@@ -200,7 +200,8 @@ def test_outputs_stay_on_the_input_device():
 def test_dlpack_is_zero_copy_both_ways():
     import jax
 
-    from torch2xla.runtime._interop import to_jax, to_torch, x64
+    from torch2xla.runtime._interop import to_jax, to_torch
+    from torch2xla.runtime._jax_scope import x64
 
     t = torch.randn(1024, device=DEV)
     with x64():

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from tests._util import assert_same
-from torch2xla.runtime._interop import ViewCache, x64
+from torch2xla.runtime._interop import ViewCache
+from torch2xla.runtime._jax_scope import x64
 
 
 def _pair(model):

@@ -125,7 +125,7 @@ def test_many_argument_optimizer_step_runs_steady(monkeypatch):
 @torch.no_grad()
 def test_jax_nan_checks_are_not_ours(monkeypatch):
     # the user's JAX ``debug_nans`` is turned off around our calls (eager returns NaNs: no
-    # error, ``_interop.unchecked``), so the steady call still runs (session 33)
+    # error, ``_jax_scope.unchecked``), so the steady call still runs (session 33)
     programs = _programs(monkeypatch)
     compiled = torch.compile(_tiny, backend="xla", options={"strict": True})
     x, y = torch.randn(8), torch.randn(8)

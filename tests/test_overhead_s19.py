@@ -25,7 +25,8 @@ from torch import nn
 import torch2xla
 import torch2xla.runtime._interop
 from tests._util import assert_same
-from torch2xla.runtime._interop import ViewCache, to_torch_cpu, x64
+from torch2xla.runtime._interop import ViewCache, to_torch_cpu
+from torch2xla.runtime._jax_scope import x64
 from torch2xla.runtime._program import _Aot, map_list
 
 _ROOT = str(pathlib.Path(torch2xla.__file__).parent)

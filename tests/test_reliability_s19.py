@@ -186,7 +186,7 @@ def test_concurrent_calls_of_one_program_do_not_interleave_their_views():
     # model) read each other's half-made records: the program got a None argument (a crash
     # in ~1 of 20000 calls under a short switch interval) or another call's tensor. Here the
     # other thread's call is started inside this one's import of its first tensor.
-    from torch2xla.runtime import _interop
+    from torch2xla.runtime import _interop, _jax_scope
 
     cache = _interop.ViewCache(2, writes=False)
     mine = [torch.randn(8), torch.randn(8)]
@@ -195,7 +195,7 @@ def test_concurrent_calls_of_one_program_do_not_interleave_their_views():
     inside: dict = {}
 
     def other():
-        with _interop.x64():
+        with _jax_scope.x64():
             for _ in range(2):  # (the second call caches its views)
                 cache(theirs)
 
@@ -209,13 +209,13 @@ def test_concurrent_calls_of_one_program_do_not_interleave_their_views():
 
     _interop.to_jax = to_jax
     try:
-        with _interop.x64():
+        with _jax_scope.x64():
             views, _ = cache(mine)
         inside["thread"].join(_WAIT)
     finally:
         _interop.to_jax = original
     assert not inside["finished inside"], "another thread's call ran inside this one's"
-    with _interop.x64():
+    with _jax_scope.x64():
         for tensors in (mine, theirs, mine, mine, theirs, theirs):
             views, _ = cache(tensors)
             for view, t in zip(views, tensors):

@@ -22,7 +22,7 @@ from torch2xla.capture._annotate import annotate
 from torch2xla.capture._lower import lower
 from torch2xla.ops._interpret import to_jax_function
 from torch2xla.ops._registry import LOWERINGS
-from torch2xla.runtime._interop import x64
+from torch2xla.runtime._jax_scope import x64
 
 aten = torch.ops.aten
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

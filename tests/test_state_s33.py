@@ -1,7 +1,7 @@
 """State changed between compiled calls (session 33): JAX's global configuration that a user
 who also runs JAX code sets in the same process (rank promotion "raise", ``debug_nans``,
 ``disable_jit``, transfer guards, ...). Eager PyTorch never sees it; our traces, compiles and
-calls run with JAX's defaults (``runtime/_interop.x64``), so every call equals eager's."""
+calls run with JAX's defaults (``runtime/_jax_scope.x64``), so every call equals eager's."""
 
 from __future__ import annotations
 

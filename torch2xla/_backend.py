@@ -82,7 +82,8 @@ from torch2xla.ops._arg_checks import check_graph
 from torch2xla.ops._interpret import uses_rng
 from torch2xla.runtime import _fork, _stored, _stored_key, _swap
 from torch2xla.runtime._build_state import BuildState
-from torch2xla.runtime._interop import no_stack_capture, x64
+from torch2xla.runtime._interop import no_stack_capture
+from torch2xla.runtime._jax_scope import x64
 from torch2xla.runtime._program import XlaProgram
 from torch2xla.runtime._scalar_outputs import as_scalars, scalar_kind
 

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from torch2xla.runtime._interop import jax_dtype, x64
+from torch2xla.runtime._interop import jax_dtype
+from torch2xla.runtime._jax_scope import x64
 
 log = logging.getLogger(__name__)
 

@@ -48,20 +48,8 @@ from torch2xla.autodiff._versions import Watch, nodes
 from torch2xla.debug import _profile
 from torch2xla.debug._profile import profiled_backward
 from torch2xla.runtime import _checks, _fork
-from torch2xla.runtime._interop import (
-    D2D,
-    D2H,
-    H2D,
-    INFS,
-    NANS,
-    NO_JIT,
-    PINNING,
-    host_view,
-    no_stack_capture,
-    to_jax,
-    unchecked,
-    x64,
-)
+from torch2xla.runtime._interop import host_view, no_stack_capture, to_jax
+from torch2xla.runtime._jax_scope import D2D, D2H, H2D, INFS, NANS, NO_JIT, PINNING, unchecked, x64
 
 # NOTE: torch exposes whether the running backward keeps the graph (retain_graph) only through
 # this private hook, which AOTAutograd uses for the same purpose. Without it we keep the
@@ -459,7 +447,7 @@ class XlaFunction(torch.autograd.Function):
     def backward(ctx, *grads):
         if (
             NANS.value or INFS.value or NO_JIT.value or H2D.value or D2H.value or D2D.value
-        ) and not PINNING.on:  # (``_interop.switched``, inline: no frame)
+        ) and not PINNING.on:  # (``_jax_scope.switched``, inline: no frame)
             with unchecked():
                 return XlaFunction.backward(ctx, *grads)
         # (``_is_batched`` of each cotangent, in C: no frame per cotangent)

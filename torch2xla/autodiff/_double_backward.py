@@ -11,7 +11,7 @@ from torch2xla.autodiff._connected import traced_links, traced_live
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.autodiff._train_fns import TrainFns, build_train_fns, conj, jax_values
 from torch2xla.ops._grad_mode import differentiable_backward
-from torch2xla.runtime._interop import x64
+from torch2xla.runtime._jax_scope import x64
 
 
 class VjpProgram:

@@ -43,7 +43,8 @@ from torch2xla.autodiff._absent import absent, pullback
 from torch2xla.autodiff._half_sums import float32_sums
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
-from torch2xla.runtime._interop import direct_call, no_stack_capture, pin_row_major, x64
+from torch2xla.runtime._interop import direct_call, no_stack_capture, pin_row_major
+from torch2xla.runtime._jax_scope import x64
 
 # Primitives whose results are recomputed in the backward rather than kept: they only move,
 # repeat or pad data, and their operand is kept anyway or is a program input (free).

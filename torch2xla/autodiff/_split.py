@@ -40,7 +40,8 @@ from torch2xla.autodiff._segments import (
 )
 from torch2xla.guards import _persistent
 from torch2xla.runtime import _pack
-from torch2xla.runtime._interop import no_stack_capture, x64
+from torch2xla.runtime._interop import no_stack_capture
+from torch2xla.runtime._jax_scope import x64
 
 MiB = 1 << 20
 

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from torch2xla.autodiff import _residuals
-from torch2xla.runtime._interop import jax_dtype, to_jax, x64
+from torch2xla.runtime._interop import jax_dtype, to_jax
+from torch2xla.runtime._jax_scope import x64
 
 
 @dataclasses.dataclass

@@ -2,7 +2,7 @@
 eager kernels choose their output's memory format (batch norm, CPU ``max_pool1d`` without
 grad, ``roll``, ``pad``, ``max_unpool``) contiguous in it on the Dynamo graph, so that outputs
 computed from them have eager's strides (the fake kernels keep the input's; a no-op in XLA;
-``runtime/_program.OutputLayout``)."""
+``runtime/_output_layout.OutputLayout``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch2xla.capture._rewrites import _rewritten
 
 
-# -- output layouts eager's kernels choose (runtime/_program.OutputLayout) ----------------------
+# -- output layouts eager's kernels choose (runtime/_output_layout.OutputLayout) ----------------------
 # An output's strides are its fake value's, and fake kernels mostly follow eager's. These
 # kernels choose their output's memory format themselves where the fake kernels keep the
 # input's strides: a call's result is made contiguous in that format (a no-op in XLA), so that

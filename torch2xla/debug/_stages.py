@@ -47,7 +47,8 @@ from torch2xla.capture._passes import run_passes
 from torch2xla.debug._dump import DumpRun, dump_run, readable
 from torch2xla.guards import _persistent
 from torch2xla.guards._cache import CompileRecord  # (one record: cache_info's, explain's, dumps')
-from torch2xla.runtime._interop import dtype_name, x64
+from torch2xla.runtime._interop import dtype_name
+from torch2xla.runtime._jax_scope import x64
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+; annotations only

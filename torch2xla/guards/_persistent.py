@@ -374,7 +374,7 @@ _JAX_IGNORED = (
     "jax_hlo_source_file",
     "jax_compiler_detailed_logging",
     "jax_captured_constants",
-    # (pinned to their defaults around our traces and calls: ``runtime/_interop._PINNED``)
+    # (pinned to their defaults around our traces and calls: ``runtime/_jax_scope._PINNED``)
     "jax_numpy_rank_promotion",
     "jax_numpy_dtype_promotion",
     "jax_debug_nans",

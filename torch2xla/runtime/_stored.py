@@ -47,8 +47,8 @@ from torch2xla.runtime._interop import (
     direct_call,
     no_stack_capture,
     to_torch_cpu,
-    x64,
 )
+from torch2xla.runtime._jax_scope import x64
 from torch2xla.runtime._program import XlaProgram
 from torch2xla.runtime._steady import steady_call
 
